@@ -1,0 +1,170 @@
+"""Cooperative cancellation of one generation: :class:`AbortSignal` and :func:`race`.
+
+An :class:`AbortSignal` is fired by the consumer (a Ctrl-C handler, a UI button, another thread)
+and observed by adapters and middleware. Unlike task cancellation it is an ordinary outcome: the
+stream ends with ``finish{aborted}`` and keeps what was produced so far (SPEC §3.7).
+
+Works on asyncio and trio (through anyio); :meth:`AbortSignal.fire` is safe from any thread or
+task and never blocks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Final, TypeVar
+
+import anyio
+
+__all__ = ["ABORTED", "AbortSignal", "Aborted", "race"]
+
+T = TypeVar("T")
+
+
+class Aborted:
+    """Type of the :data:`ABORTED` sentinel returned by :func:`race` when the signal won."""
+
+    _instance: Aborted | None = None
+
+    def __new__(cls) -> Aborted:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "ABORTED"
+
+
+ABORTED: Final = Aborted()
+"""Returned by :func:`race` instead of a result when the abort signal fired first."""
+
+
+def _threadsafe_scheduler() -> Callable[[Callable[[], object]], object]:
+    """Return a function that runs a callback soon on the running event loop, from any thread.
+
+    Supports the asyncio and trio backends (the two anyio runs on). Raises ``RuntimeError``
+    outside an event loop.
+    """
+    try:
+        return asyncio.get_running_loop().call_soon_threadsafe
+    except RuntimeError:
+        trio = sys.modules.get("trio")  # a running trio loop means trio is imported
+        if trio is None:
+            raise RuntimeError("AbortSignal needs a running asyncio or trio event loop") from None
+        token = trio.lowlevel.current_trio_token()
+        scheduler: Callable[[Callable[[], object]], object] = token.run_sync_soon
+        return scheduler
+
+
+class AbortSignal:
+    """A one-shot, thread-safe "stop this generation" flag that async code can wait on.
+
+    ``fire()`` may be called from any thread, task or signal handler, any number of times; only
+    the first call has an effect. Async code either awaits :meth:`wait` or races an operation
+    against the signal with :func:`race`. A signal is single-use: create one per request.
+
+    Example::
+
+        abort = AbortSignal()
+        options = GenerateOptions(provider="mock", model="echo", messages=[...], abort=abort)
+        # elsewhere, e.g. in a UI callback: abort.fire("user pressed stop")
+    """
+
+    __slots__ = ("_event", "_lock", "_reason", "_subscribers")
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._reason: str | None = None
+        self._subscribers: list[tuple[Callable[[Callable[[], object]], object], Callable[[], object]]] = []
+
+    @property
+    def fired(self) -> bool:
+        """True once :meth:`fire` has been called."""
+        return self._event.is_set()
+
+    @property
+    def reason(self) -> str | None:
+        """The reason given to the first :meth:`fire` call, if any."""
+        return self._reason
+
+    def fire(self, reason: str = "aborted by the caller") -> None:
+        """Fire the signal: every waiter and every :func:`race` in progress wakes up.
+
+        Safe from any thread; never blocks on the event loop. Later calls do nothing.
+        """
+        with self._lock:
+            if self._event.is_set():
+                return
+            self._reason = reason
+            self._event.set()
+            subscribers, self._subscribers = self._subscribers, []
+        for schedule, callback in subscribers:
+            try:
+                schedule(callback)
+            except RuntimeError:  # pragma: no cover - the waiter's event loop is already closed
+                pass
+
+    def _subscribe(self, callback: Callable[[], object]) -> Callable[[], None] | None:
+        """Run ``callback`` on the current event loop when the signal fires.
+
+        Returns an unsubscribe function, or ``None`` when the signal has already fired (the
+        callback is then not scheduled: the caller checks :attr:`fired` itself).
+        """
+        entry = (_threadsafe_scheduler(), callback)
+        with self._lock:
+            if self._event.is_set():
+                return None
+            self._subscribers.append(entry)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                try:
+                    self._subscribers.remove(entry)
+                except ValueError:
+                    pass  # already popped by fire(): nothing left to remove
+
+        return unsubscribe
+
+    async def wait(self) -> None:
+        """Return once the signal has fired (immediately when it already has)."""
+        if self.fired:
+            return
+        event = anyio.Event()
+        unsubscribe = self._subscribe(event.set)
+        if unsubscribe is None:
+            return
+        try:
+            await event.wait()
+        finally:
+            unsubscribe()
+
+    def __repr__(self) -> str:
+        return f"AbortSignal(fired={self.fired})"
+
+
+async def race(signal: AbortSignal | None, operation: Callable[[], Awaitable[T]]) -> T | Aborted:
+    """Await ``operation()`` unless ``signal`` fires first.
+
+    Returns the operation's result, or :data:`ABORTED` when the signal fired before or while it
+    ran (the operation is then cancelled). With ``signal=None`` it simply awaits the operation.
+    This is the one helper adapters use to make a blocking read abortable: it is a plain
+    coroutine, so no caller ever yields inside its cancel scope (SPEC §5). Exceptions from the
+    operation propagate unchanged; cancellation of the calling task is never swallowed.
+    """
+    if signal is None:
+        return await operation()
+    if signal.fired:
+        return ABORTED
+    with anyio.CancelScope() as scope:
+        unsubscribe = signal._subscribe(scope.cancel)
+        if unsubscribe is None:
+            return ABORTED
+        try:
+            return await operation()
+        finally:
+            unsubscribe()
+    # Only reached when our own scope absorbed the cancellation, i.e. the signal fired.
+    return ABORTED

@@ -1,0 +1,45 @@
+"""The adapter interface: :class:`LlmAdapter`.
+
+An adapter translates one provider's wire protocol into the :data:`StreamChunk` protocol.
+Plugins register adapter instances for routes through the ``register_adapter`` hook.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncIterator
+
+from harness_core.errors import LlmError
+from harness_core.types import GenerateOptions, ModelInfo, StreamChunk
+
+__all__ = ["LlmAdapter"]
+
+
+class LlmAdapter(abc.ABC):
+    """Base class of every provider adapter.
+
+    Subclasses implement :meth:`stream` as an **async generator** that keeps the stream
+    obligations of SPEC §3: block-start → deltas → block-end per block, at most one ``usage``
+    after the blocks, exactly one ``finish`` last. Transport and protocol faults raise
+    :class:`~harness_core.errors.LlmError`; faults the provider reports in-band end the stream
+    with ``finish{error}`` (never both). When ``options.abort`` fires the adapter stops reading,
+    closes its connection and finishes with ``finish{aborted}``; task cancellation propagates.
+
+    Optional overrides: :meth:`resolve_model`, :meth:`list_models`, :meth:`aclose`.
+    """
+
+    @abc.abstractmethod
+    def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
+        """Generate a reply to ``options`` as a stream of chunks (an async generator)."""
+
+    def resolve_model(self, model: str) -> ModelInfo:
+        """Describe ``model`` (context window, reasoning efforts …). The default knows nothing
+        beyond the id. Raises ``LlmError("NOT_FOUND")`` for a model the adapter rejects."""
+        return ModelInfo(model=model)
+
+    async def list_models(self) -> list[ModelInfo]:
+        """The models this adapter can serve. Raises ``LlmError("UNSUPPORTED")`` by default."""
+        raise LlmError("UNSUPPORTED", f"{type(self).__name__} cannot list models")
+
+    async def aclose(self) -> None:
+        """Release clients and connections; called once when the runtime closes."""

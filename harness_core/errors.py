@@ -1,0 +1,134 @@
+"""The error vocabulary: :class:`LlmError` and its stable codes.
+
+Every fault that crosses a harness boundary is an :class:`LlmError` carrying one of the stable
+codes below (SPEC §2). Codes never change meaning; ``retryable`` is derived from the code, never
+set by hand, so retry middleware and callers agree on what a second attempt can fix.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final, Literal, get_args
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from harness_core.types import Failure
+
+__all__ = ["ERROR_CODES", "RETRYABLE_CODES", "ErrorCode", "LlmError"]
+
+ErrorCode = Literal[
+    "NO_ADAPTER",
+    "DUPLICATE_ROUTE",
+    "CONFIG",
+    "UNSUPPORTED",
+    "AUTH",
+    "PERMISSION",
+    "NOT_FOUND",
+    "BAD_REQUEST",
+    "CONTEXT_LENGTH",
+    "CONTENT_FILTER",
+    "RATE_LIMITED",
+    "QUOTA",
+    "OVERLOADED",
+    "SERVER",
+    "TIMEOUT",
+    "NETWORK",
+    "PROTOCOL",
+    "ABORTED",
+    "INTERNAL",
+]
+"""The stable error codes (SPEC §2). ``INTERNAL`` marks a bug inside an adapter."""
+
+ERROR_CODES: Final[frozenset[str]] = frozenset(get_args(ErrorCode))
+"""Every valid :data:`ErrorCode`, for validation."""
+
+RETRYABLE_CODES: Final[frozenset[str]] = frozenset(
+    {"RATE_LIMITED", "OVERLOADED", "SERVER", "TIMEOUT", "NETWORK"}
+)
+"""Codes for which a later identical request may succeed."""
+
+_MAX_MESSAGE = 2000
+
+
+class LlmError(Exception):
+    """A classified failure of a generation, raised by adapters and the runtime.
+
+    Args:
+        code: one of :data:`ErrorCode`; anything else raises :class:`ValueError`.
+        message: human-readable text (the provider's own message where there is one); it is
+            truncated to 2,000 characters. It must never contain a secret.
+        status: the HTTP status of the provider response, when the fault came with one.
+        retry_after: seconds the provider asked us to wait (``Retry-After`` / ``retry-after-ms``).
+        provider: the plugin name (``openai``, ``anthropic`` …) that classified the fault.
+        provider_type: the provider's own error type string (``rate_limit_error`` …).
+        provider_code: the provider's own error code (stringified when numeric).
+        request_id: the provider's request id header, for support tickets.
+
+    ``retryable`` is true exactly for the codes in :data:`RETRYABLE_CODES`.
+    """
+
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: str,
+        *,
+        status: int | None = None,
+        retry_after: float | None = None,
+        provider: str | None = None,
+        provider_type: str | None = None,
+        provider_code: str | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        if code not in ERROR_CODES:
+            raise ValueError(f"unknown LlmError code {code!r}; expected one of {sorted(ERROR_CODES)}")
+        if len(message) > _MAX_MESSAGE:
+            message = message[: _MAX_MESSAGE - 1] + "…"
+        super().__init__(message)
+        self.code: ErrorCode = code
+        self.message = message
+        self.status = status
+        self.retry_after = retry_after
+        self.provider = provider
+        self.provider_type = provider_type
+        self.provider_code = provider_code
+        self.request_id = request_id
+
+    @property
+    def retryable(self) -> bool:
+        """Whether the same request may succeed later (derived from :attr:`code`)."""
+        return self.code in RETRYABLE_CODES
+
+    def __str__(self) -> str:
+        status = f" (HTTP {self.status})" if self.status is not None else ""
+        return f"{self.code}{status}: {self.message}"
+
+    def __repr__(self) -> str:
+        return f"LlmError({self.code!r}, {self.message!r}, status={self.status!r})"
+
+    def to_failure(self) -> Failure:
+        """This error as the :class:`~harness_core.types.Failure` Struct carried by ``finish``."""
+        from harness_core.types import Failure
+
+        return Failure(
+            code=self.code,
+            message=self.message,
+            retryable=self.retryable,
+            status=self.status,
+            retry_after=self.retry_after,
+            provider=self.provider,
+            provider_type=self.provider_type,
+            provider_code=self.provider_code,
+            request_id=self.request_id,
+        )
+
+    @classmethod
+    def from_failure(cls, failure: Failure) -> LlmError:
+        """Rebuild the error a ``finish{error}`` chunk carries (used by ``generate``)."""
+        return cls(
+            failure.code,
+            failure.message,
+            status=failure.status,
+            retry_after=failure.retry_after,
+            provider=failure.provider,
+            provider_type=failure.provider_type,
+            provider_code=failure.provider_code,
+            request_id=failure.request_id,
+        )

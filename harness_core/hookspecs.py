@@ -1,0 +1,81 @@
+"""The hook specifications of harness (pluggy project name ``harness``).
+
+Plugins implement these with :data:`hookimpl`::
+
+    from harness_core import hookimpl
+
+    class MyPlugin:
+        @hookimpl
+        def register_adapter(self, register):
+            register(["myroute"], MyAdapter())
+
+        @hookimpl(tryfirst=True)          # tryfirst = outermost tier, trylast = innermost
+        async def llm_stream(self, options, call_next):
+            async for chunk in call_next(options):
+                yield chunk
+
+See SPEC §5 for the rules a middleware keeps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+import pluggy
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from harness_core.adapter import LlmAdapter
+    from harness_core.types import GenerateOptions, StreamChunk
+
+__all__ = ["PROJECT_NAME", "CallNext", "HarnessSpec", "RegisterAdapter", "RegisterTool", "hookimpl", "hookspec"]
+
+PROJECT_NAME = "harness"
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+"""Marker for harness hook specifications (internal)."""
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+"""Marker plugins use to implement harness hooks (``@hookimpl``, ``@hookimpl(tryfirst=True)``)."""
+
+CallNext = Callable[["GenerateOptions"], AsyncIterator["StreamChunk"]]
+"""The rest of the chain below a middleware: call it with options, iterate the chunks."""
+
+
+class RegisterAdapter(Protocol):
+    """``register(routes, adapter) -> unregister``, bound by the runtime to the calling plugin."""
+
+    def __call__(self, routes: Sequence[str], adapter: LlmAdapter) -> Callable[[], None]: ...
+
+
+class RegisterTool(Protocol):
+    """``register(func, *, name=None, description=None)``, bound to the calling plugin."""
+
+    def __call__(self, func: Callable[..., Any], *, name: str | None = None, description: str | None = None) -> None: ...
+
+
+class HarnessSpec:
+    """The hooks a harness plugin may implement."""
+
+    @hookspec
+    def register_adapter(self, register: RegisterAdapter) -> None:
+        """Register this plugin's adapters: call ``register(routes, adapter)`` once per adapter.
+
+        A route taken by another plugin raises ``LlmError("DUPLICATE_ROUTE")`` naming both
+        owners; a multi-route registration is all-or-nothing. Called once per plugin instance,
+        each with its own ``register``, so one failing plugin does not stop the others.
+        """
+
+    @hookspec
+    def llm_stream(self, options: GenerateOptions, call_next: CallNext) -> AsyncIterator[StreamChunk]:
+        """Middleware: an async generator wrapping every stream (the "waterfall").
+
+        It may pass changed options to ``call_next``, call it zero times (cache hit), once, or
+        again before it has yielded anything (retry), and transform, drop or add chunks, as
+        long as what it yields keeps SPEC §3. Order: ``tryfirst`` impls are outermost,
+        ``trylast`` innermost; within a tier the plugin listed first in plugins.yaml is
+        outermost. ``wrapper``/``hookwrapper`` impls are rejected.
+        """
+        raise NotImplementedError  # pragma: no cover - a spec has no body
+
+    @hookspec
+    def register_tools(self, register: RegisterTool) -> None:
+        """Offer Python callables as tools to conversations (see :mod:`harness_core.tools`)."""

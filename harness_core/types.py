@@ -1,0 +1,335 @@
+"""The provider-neutral vocabulary: messages, content blocks, stream chunks, options.
+
+Everything here is a :mod:`msgspec` Struct, so it is JSON-serialisable with exact round-trips.
+Tagged unions carry their kind in a ``type`` field whose value is the wire name
+(``"text-delta"``, ``"tool-call"`` …); see SPEC §2 for the meaning of every field.
+
+Streams are sequences of :data:`StreamChunk` (seven kinds) obeying the obligations of SPEC §3:
+``block-start`` → deltas → ``block-end`` for every block, then at most one ``usage``, then
+exactly one ``finish``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeAlias
+
+import msgspec
+
+from harness_core.abort import AbortSignal
+from harness_core.errors import ErrorCode
+
+__all__ = [
+    "BlockEnd",
+    "BlockStart",
+    "BlockType",
+    "ContentBlock",
+    "Failure",
+    "Finish",
+    "FinishKind",
+    "FinishReason",
+    "GenerateOptions",
+    "Message",
+    "ModelInfo",
+    "NamedToolChoice",
+    "ReasoningBlock",
+    "ReasoningDelta",
+    "Role",
+    "StreamChunk",
+    "TextBlock",
+    "TextDelta",
+    "TokenUsage",
+    "ToolCallBlock",
+    "ToolCallDelta",
+    "ToolChoice",
+    "ToolResultBlock",
+    "ToolSpec",
+    "Usage",
+    "canonical_json",
+]
+
+# --------------------------------------------------------------------------- content blocks
+
+
+class TextBlock(msgspec.Struct, tag="text", tag_field="type", frozen=True):
+    """Plain text produced by the model or written by the user."""
+
+    text: str
+
+
+class ReasoningBlock(msgspec.Struct, tag="reasoning", tag_field="type", frozen=True, omit_defaults=True):
+    """The model's reasoning ("thinking") text, kept apart from the answer.
+
+    ``signed`` is true when the provider signs this block (Anthropic thinking): its text must
+    then reach the provider again unchanged, so middleware never alters it (SPEC §5). The
+    signature itself travels in ``finish.replay_state``, not here.
+    """
+
+    text: str
+    signed: bool = False
+
+
+class ToolCallBlock(msgspec.Struct, tag="tool-call", tag_field="type", frozen=True):
+    """A call of a tool requested by the model.
+
+    ``arguments`` is the raw JSON text exactly as the model produced it; the harness never parses
+    and re-serialises it. Whoever executes the tool parses it. A call without arguments has
+    ``arguments == "{}"``.
+    """
+
+    id: str
+    name: str
+    arguments: str
+
+
+class ToolResultBlock(msgspec.Struct, tag="tool-result", tag_field="type", frozen=True, omit_defaults=True):
+    """The result of executing a tool call, sent back to the model (``role="tool"`` messages)."""
+
+    tool_call_id: str
+    content: str
+    is_error: bool = False
+
+
+ContentBlock: TypeAlias = TextBlock | ReasoningBlock | ToolCallBlock | ToolResultBlock
+"""Any content block of a :class:`Message`."""
+
+Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
+
+
+class Message(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One turn of a conversation.
+
+    Assistant messages produced by harness also record ``route`` (the route that produced
+    them), ``source`` (the plugins.yaml key of the plugin instance owning that route, e.g.
+    ``"openai:work"``) and ``replay_state`` (provider-native state such as thinking signatures,
+    opaque JSON). The runtime hands ``replay_state`` back to an adapter only when the target
+    route is owned by that same ``source`` (SPEC §3.9).
+    """
+
+    role: Role
+    content: list[ContentBlock]
+    route: str | None = None
+    source: str | None = None
+    replay_state: Any = None
+
+    @classmethod
+    def user(cls, text: str) -> Message:
+        """A user message holding one :class:`TextBlock`."""
+        return cls(role="user", content=[TextBlock(text)])
+
+    @property
+    def text(self) -> str:
+        """The concatenated text of every :class:`TextBlock` (reasoning excluded)."""
+        return "".join(b.text for b in self.content if isinstance(b, TextBlock))
+
+    @property
+    def tool_calls(self) -> list[ToolCallBlock]:
+        """The tool-call blocks of this message, in order."""
+        return [b for b in self.content if isinstance(b, ToolCallBlock)]
+
+
+# --------------------------------------------------------------------------- usage and finish
+
+
+class TokenUsage(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Token counts of one generation, with the same meaning for every provider (SPEC §2).
+
+    ``input_tokens`` counts every prompt token including cache reads and writes;
+    ``output_tokens`` includes reasoning tokens; the optional counts are subsets of those.
+    ``None`` means the provider did not report that number (never a guessed zero).
+    """
+
+    input_tokens: int | None
+    output_tokens: int | None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    reasoning_tokens: int | None = None
+
+
+class Failure(msgspec.Struct, frozen=True, omit_defaults=True):
+    """What went wrong, carried by ``finish`` of kind ``error`` or ``aborted``.
+
+    Mirrors :class:`~harness_core.errors.LlmError` field for field; ``retry_after`` is in
+    seconds.
+    """
+
+    code: ErrorCode
+    message: str
+    retryable: bool = False
+    status: int | None = None
+    retry_after: float | None = None
+    provider: str | None = None
+    provider_type: str | None = None
+    provider_code: str | None = None
+    request_id: str | None = None
+
+
+FinishKind: TypeAlias = Literal["stop", "tool-calls", "length", "content-filter", "other", "error", "aborted"]
+
+
+class FinishReason(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Why a generation ended.
+
+    ``kind`` is provider-neutral; ``raw`` keeps the provider's own reason string
+    (``"end_turn"``, ``"tool_calls"`` …) or ``None`` when it sent none. ``failure`` is set for
+    ``error`` and ``aborted``.
+    """
+
+    kind: FinishKind
+    raw: str | None = None
+    failure: Failure | None = None
+
+
+# --------------------------------------------------------------------------- stream chunks
+
+BlockType: TypeAlias = Literal["text", "reasoning", "tool-call"]
+
+
+class BlockStart(msgspec.Struct, tag="block-start", tag_field="type", frozen=True, omit_defaults=True):
+    """A block opens at ``index`` (0, 1, 2 … in order of first appearance, never reused).
+
+    For a tool call, ``id`` and ``name`` are set when known. ``signed`` marks a reasoning block
+    the provider signs (see :class:`ReasoningBlock`).
+    """
+
+    index: int
+    block_type: BlockType
+    id: str | None = None
+    name: str | None = None
+    signed: bool = False
+
+
+class TextDelta(msgspec.Struct, tag="text-delta", tag_field="type", frozen=True):
+    """A non-empty piece of text for the text block at ``index``."""
+
+    index: int
+    text: str
+
+
+class ReasoningDelta(msgspec.Struct, tag="reasoning-delta", tag_field="type", frozen=True):
+    """A non-empty piece of reasoning text for the reasoning block at ``index``."""
+
+    index: int
+    text: str
+
+
+class ToolCallDelta(msgspec.Struct, tag="tool-call-delta", tag_field="type", frozen=True, omit_defaults=True):
+    """A piece of a tool call's raw JSON arguments (``arguments_delta``) for the block at ``index``."""
+
+    index: int
+    id: str
+    arguments_delta: str
+    name: str | None = None
+
+
+class BlockEnd(msgspec.Struct, tag="block-end", tag_field="type", frozen=True):
+    """The block at ``index`` is complete; ``block`` holds all of it (deltas concatenated)."""
+
+    index: int
+    block: TextBlock | ReasoningBlock | ToolCallBlock
+
+
+class Usage(msgspec.Struct, tag="usage", tag_field="type", frozen=True):
+    """Token usage, at most once per stream, after every block ended, before ``finish``."""
+
+    usage: TokenUsage
+
+
+class Finish(msgspec.Struct, tag="finish", tag_field="type", frozen=True, omit_defaults=True):
+    """The last chunk of every stream, exactly once.
+
+    ``replay_state`` is minimal, lossless JSON the adapter needs on a later turn (response ids,
+    thinking signatures); the runtime stores it on the assistant message.
+    """
+
+    reason: FinishReason
+    replay_state: Any = None
+
+
+StreamChunk: TypeAlias = BlockStart | TextDelta | ReasoningDelta | ToolCallDelta | BlockEnd | Usage | Finish
+"""The seven chunk kinds of the stream protocol (SPEC §2), a tagged union on ``type``."""
+
+# --------------------------------------------------------------------------- request
+
+
+class ToolSpec(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A tool the model may call: ``parameters`` is a JSON Schema object (draft 2020-12 subset)."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = msgspec.field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+class NamedToolChoice(msgspec.Struct, frozen=True):
+    """Force the model to call the tool called ``name``."""
+
+    name: str
+
+
+ToolChoice: TypeAlias = Literal["auto", "none", "required"] | NamedToolChoice
+"""``"auto"`` (model decides), ``"none"`` (no tool), ``"required"`` (some tool), or a named tool."""
+
+
+class GenerateOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Everything one generation needs. Frozen: derive variants with ``msgspec.structs.replace``.
+
+    Fields:
+        provider: the route to use (``"mock"``, ``"openai"`` …); ``None`` = the configured default.
+        model: the provider's model id; ``None`` = the configured default.
+        messages: the conversation so far.
+        system: the system prompt, kept apart from ``messages`` for providers that need that.
+        tools / tool_choice: tools offered to the model and how it must use them.
+        max_tokens: upper bound on output tokens. temperature / top_p / seed / stop: sampling.
+        reasoning_effort: an effort id from ``ModelInfo.reasoning_efforts`` (e.g. ``"low"``,
+            ``"off"``); an id the adapter does not list raises ``UNSUPPORTED``.
+        provider_options: extra wire fields keyed by plugin name (``{"openai": {"top_k": 5}}``),
+            passed through as given: the escape hatch for features the vocabulary lacks.
+        abort: an :class:`~harness_core.abort.AbortSignal`; never serialised.
+        metadata: free-form data for middleware (tags, user ids); not part of the cache key.
+
+    An option the target provider cannot honour raises ``LlmError("UNSUPPORTED")`` naming it.
+    """
+
+    provider: str | None = None
+    model: str | None = None
+    messages: list[Message] = msgspec.field(default_factory=list)
+    system: str | None = None
+    tools: list[ToolSpec] = msgspec.field(default_factory=list)
+    tool_choice: ToolChoice | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    stop: list[str] | None = None
+    reasoning_effort: str | None = None
+    provider_options: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
+    abort: AbortSignal | None = None
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+_canonical_encoder = msgspec.json.Encoder(order="sorted")
+
+
+def canonical_json(options: GenerateOptions) -> bytes:
+    """The canonical JSON form of ``options``: sorted keys, defaults omitted, without ``abort``
+    and ``metadata``. Equal requests give equal bytes, so it serves as a cache key."""
+    stripped = msgspec.structs.replace(options, abort=None, metadata={})
+    return _canonical_encoder.encode(stripped)
+
+
+# --------------------------------------------------------------------------- capabilities
+
+
+class ModelInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What a route's adapter knows about one model (``adapter.resolve_model``).
+
+    ``reasoning_efforts`` lists the opaque effort ids the adapter accepts, in order of increasing
+    effort, including ``"off"`` where thinking can be disabled; ``None`` means the model has no
+    reasoning control. ``default_effort`` is set only when configured. Token counts are tokens.
+    """
+
+    model: str
+    route: str | None = None
+    context_window: int | None = None
+    max_output_tokens: int | None = None
+    reasoning_efforts: list[str] | None = None
+    default_effort: str | None = None
