@@ -11,6 +11,7 @@ task and never blocks.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import threading
 from collections.abc import Awaitable, Callable
@@ -50,12 +51,16 @@ def _threadsafe_scheduler() -> Callable[[Callable[[], object]], object]:
     try:
         return asyncio.get_running_loop().call_soon_threadsafe
     except RuntimeError:
-        trio = sys.modules.get("trio")  # a running trio loop means trio is imported
-        if trio is None:
-            raise RuntimeError("AbortSignal needs a running asyncio or trio event loop") from None
-        token = trio.lowlevel.current_trio_token()
-        scheduler: Callable[[Callable[[], object]], object] = token.run_sync_soon
-        return scheduler
+        pass  # not asyncio: try trio below
+    trio = sys.modules.get("trio")  # a running trio loop means trio is imported
+    if trio is not None:
+        try:
+            scheduler: Callable[[Callable[[], object]], object] = trio.lowlevel.current_trio_token().run_sync_soon
+        except RuntimeError:
+            pass  # trio is imported but not running here
+        else:
+            return scheduler
+    raise RuntimeError("AbortSignal needs a running asyncio or trio event loop")
 
 
 class AbortSignal:
@@ -102,10 +107,9 @@ class AbortSignal:
             self._event.set()
             subscribers, self._subscribers = self._subscribers, []
         for schedule, callback in subscribers:
-            try:
+            # A waiter whose event loop has already closed cannot be woken, and needs not be.
+            with contextlib.suppress(RuntimeError):
                 schedule(callback)
-            except RuntimeError:  # pragma: no cover - the waiter's event loop is already closed
-                pass
 
     def _subscribe(self, callback: Callable[[], object]) -> Callable[[], None] | None:
         """Run ``callback`` on the current event loop when the signal fires.
@@ -120,18 +124,13 @@ class AbortSignal:
             self._subscribers.append(entry)
 
         def unsubscribe() -> None:
-            with self._lock:
-                try:
-                    self._subscribers.remove(entry)
-                except ValueError:
-                    pass  # already popped by fire(): nothing left to remove
+            with self._lock, contextlib.suppress(ValueError):  # ValueError: already popped by fire()
+                self._subscribers.remove(entry)
 
         return unsubscribe
 
     async def wait(self) -> None:
         """Return once the signal has fired (immediately when it already has)."""
-        if self.fired:
-            return
         event = anyio.Event()
         unsubscribe = self._subscribe(event.set)
         if unsubscribe is None:
@@ -156,8 +155,6 @@ async def race(signal: AbortSignal | None, operation: Callable[[], Awaitable[T]]
     """
     if signal is None:
         return await operation()
-    if signal.fired:
-        return ABORTED
     with anyio.CancelScope() as scope:
         unsubscribe = signal._subscribe(scope.cancel)
         if unsubscribe is None:

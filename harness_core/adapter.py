@@ -41,5 +41,5 @@ class LlmAdapter(abc.ABC):
         """The models this adapter can serve. Raises ``LlmError("UNSUPPORTED")`` by default."""
         raise LlmError("UNSUPPORTED", f"{type(self).__name__} cannot list models")
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 - optional hook with a no-op default
         """Release clients and connections; called once when the runtime closes."""

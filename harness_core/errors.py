@@ -40,9 +40,7 @@ ErrorCode = Literal[
 ERROR_CODES: Final[frozenset[str]] = frozenset(get_args(ErrorCode))
 """Every valid :data:`ErrorCode`, for validation."""
 
-RETRYABLE_CODES: Final[frozenset[str]] = frozenset(
-    {"RATE_LIMITED", "OVERLOADED", "SERVER", "TIMEOUT", "NETWORK"}
-)
+RETRYABLE_CODES: Final[frozenset[str]] = frozenset({"RATE_LIMITED", "OVERLOADED", "SERVER", "TIMEOUT", "NETWORK"})
 """Codes for which a later identical request may succeed."""
 
 _MAX_MESSAGE = 2000

@@ -49,7 +49,9 @@ class RegisterAdapter(Protocol):
 class RegisterTool(Protocol):
     """``register(func, *, name=None, description=None)``, bound to the calling plugin."""
 
-    def __call__(self, func: Callable[..., Any], *, name: str | None = None, description: str | None = None) -> None: ...
+    def __call__(
+        self, func: Callable[..., Any], *, name: str | None = None, description: str | None = None
+    ) -> None: ...
 
 
 class HarnessSpec:

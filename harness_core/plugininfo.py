@@ -1,0 +1,45 @@
+"""Plain records shared by the loader and the runtime: what was loaded, what failed, defaults."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+__all__ = ["Defaults", "LoadedPlugin", "PluginFailure"]
+
+
+class Defaults(msgspec.Struct, frozen=True, kw_only=True):
+    """``defaults:`` of plugins.yaml: the route and model used when options leave them ``None``."""
+
+    provider: str | None = None
+    model: str | None = None
+
+
+class LoadedPlugin(msgspec.Struct, frozen=True, kw_only=True):
+    """A plugin instance built from plugins.yaml.
+
+    ``key`` is the plugins.yaml key (``"openai:groq"``), ``name`` the entry-point name
+    (``"openai"``), ``dist``/``version`` the distribution that provides it.
+    """
+
+    key: str
+    name: str
+    instance: object
+    dist: str | None = None
+    version: str | None = None
+
+
+class PluginFailure(msgspec.Struct, frozen=True, kw_only=True):
+    """A plugin that could not be imported, built or started.
+
+    ``stage`` says where it failed; ``is_middleware`` decides the failure policy of SPEC §6:
+    a failed middleware stops ``harness run`` (exit 2), a failed adapter plugin only makes its
+    routes unavailable (``NO_ADAPTER`` naming this failure). ``message`` never holds a secret.
+    """
+
+    key: str
+    name: str
+    message: str
+    stage: Literal["import", "config", "init", "register"]
+    is_middleware: bool

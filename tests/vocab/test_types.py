@@ -1,0 +1,132 @@
+"""The vocabulary: exact JSON round trips, wire names, canonical JSON."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from harness_core import (
+    AbortSignal,
+    BlockEnd,
+    BlockStart,
+    Failure,
+    Finish,
+    FinishReason,
+    GenerateOptions,
+    Message,
+    ModelInfo,
+    NamedToolChoice,
+    ReasoningBlock,
+    ReasoningDelta,
+    StreamChunk,
+    TextBlock,
+    TextDelta,
+    TokenUsage,
+    ToolCallBlock,
+    ToolCallDelta,
+    ToolResultBlock,
+    ToolSpec,
+    Usage,
+    canonical_json,
+)
+
+CHUNKS: list[StreamChunk] = [
+    BlockStart(0, "reasoning", signed=True),
+    ReasoningDelta(0, "think é😀"),
+    BlockEnd(0, ReasoningBlock("think é😀", signed=True)),
+    BlockStart(1, "text"),
+    TextDelta(1, "hi"),
+    BlockEnd(1, TextBlock("hi")),
+    BlockStart(2, "tool-call", id="call_1", name="get"),
+    ToolCallDelta(2, "call_1", '{"a": 1 }', name="get"),
+    BlockEnd(2, ToolCallBlock("call_1", "get", '{"a": 1 }')),
+    Usage(TokenUsage(10, 5, cache_read_tokens=3, reasoning_tokens=2)),
+    Finish(
+        FinishReason(
+            "error",
+            raw="error",
+            failure=Failure("OVERLOADED", "busy", retryable=True, status=529, retry_after=1.5),
+        ),
+        replay_state={"v": 1, "blocks": {"0": {"signature": "abc"}}},
+    ),
+]
+
+
+def test_chunks_round_trip_exactly() -> None:
+    encoded = msgspec.json.encode(CHUNKS)
+    assert msgspec.json.decode(encoded, type=list[StreamChunk]) == CHUNKS
+
+
+@pytest.mark.parametrize(
+    ("chunk", "wire_name"),
+    [
+        (BlockStart(0, "text"), "block-start"),
+        (TextDelta(0, "x"), "text-delta"),
+        (ReasoningDelta(0, "x"), "reasoning-delta"),
+        (ToolCallDelta(0, "i", "{}"), "tool-call-delta"),
+        (BlockEnd(0, TextBlock("x")), "block-end"),
+        (Usage(TokenUsage(None, None)), "usage"),
+        (Finish(FinishReason("stop")), "finish"),
+    ],
+)
+def test_type_tag_is_the_wire_name(chunk: StreamChunk, wire_name: str) -> None:
+    assert msgspec.to_builtins(chunk)["type"] == wire_name
+
+
+def test_defaults_are_omitted_and_unknown_usage_is_null() -> None:
+    assert msgspec.json.encode(Usage(TokenUsage(None, 3))) == (
+        b'{"type":"usage","usage":{"input_tokens":null,"output_tokens":3}}'
+    )
+    assert msgspec.json.encode(BlockStart(0, "text")) == b'{"type":"block-start","index":0,"block_type":"text"}'
+
+
+def test_message_round_trip_keeps_route_source_and_replay_state() -> None:
+    message = Message(
+        role="assistant",
+        content=[TextBlock("a"), ToolCallBlock("c", "echo", "{}")],
+        route="openai",
+        source="openai:work",
+        replay_state={"id": "resp_1"},
+    )
+    tool = Message(role="tool", content=[ToolResultBlock("c", "boom", is_error=True)])
+    decoded = msgspec.json.decode(msgspec.json.encode([message, tool]), type=list[Message])
+    assert decoded == [message, tool]
+    assert message.text == "a"
+    assert message.tool_calls == [ToolCallBlock("c", "echo", "{}")]
+    assert Message.user("hello") == Message(role="user", content=[TextBlock("hello")])
+
+
+def test_generate_options_is_frozen_and_derived_with_replace() -> None:
+    options = GenerateOptions(provider="mock", model="echo", messages=[Message.user("x")])
+    with pytest.raises(AttributeError):
+        options.model = "other"  # type: ignore[misc]
+    changed = msgspec.structs.replace(options, model="other")
+    assert (changed.model, options.model) == ("other", "echo")
+
+
+def test_canonical_json_drops_abort_and_metadata_and_sorts_keys() -> None:
+    base = GenerateOptions(
+        provider="mock",
+        model="echo",
+        messages=[Message.user("x")],
+        tools=[ToolSpec("echo", "Echo text")],
+        tool_choice=NamedToolChoice("echo"),
+    )
+    with_extras = msgspec.structs.replace(base, abort=AbortSignal(), metadata={"user": "u1"})
+    assert canonical_json(base) == canonical_json(with_extras)
+    decoded = msgspec.json.decode(canonical_json(base))
+    assert list(decoded) == sorted(decoded)
+    assert "abort" not in decoded
+    assert "metadata" not in decoded
+    assert decoded["tool_choice"] == {"name": "echo"}
+    assert canonical_json(base) != canonical_json(msgspec.structs.replace(base, temperature=0.5))
+
+
+def test_tool_spec_default_parameters_are_an_empty_object_schema() -> None:
+    assert ToolSpec("t").parameters == {"type": "object", "properties": {}}
+    assert ToolSpec("a").parameters is not ToolSpec("b").parameters
+
+
+def test_model_info_round_trip() -> None:
+    info = ModelInfo(model="m", reasoning_efforts=["off", "low", "high"], default_effort="low")
+    assert msgspec.json.decode(msgspec.json.encode(info), type=ModelInfo) == info
