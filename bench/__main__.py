@@ -1,0 +1,461 @@
+"""The benchmark driver: ``python -m bench [--rounds N] [--peers] [--only SECTION …]``.
+
+Starts the loopback server (:mod:`bench.server`) in its own process, runs every measurement in
+fresh worker processes (:mod:`bench.worker`), consumers interleaved round by round (the order
+rotates every round, cancelling drift), and reports medians over rounds. Ratios are taken to
+the floor **of the same round**, then their median is reported. Prints markdown tables and the
+targets of issue 7 as met / not met, and writes them with the raw figures to ``--out``
+(default ``bench-results/``: ``results.md``, ``results.json``, profiles).
+
+Sections (``--only``): ``throughput``, ``chain``, ``startup``, ``concurrency``, ``ttfc``,
+``httpx2``, ``profile``. Nothing here asserts a time: targets are reported, never enforced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+SECTIONS = ("throughput", "chain", "startup", "concurrency", "ttfc", "httpx2", "profile")
+OPENAI_SCENARIOS = "text-2000:3,text-20000:1,tool-2000:3,paced-500:1"
+HARNESS_CONSUMERS = ("harness-openai", "harness-openai-3mw", "harness-anthropic", "harness-anthropic-3mw")
+
+
+# ----------------------------------------------------------------------------- processes
+
+
+@contextlib.contextmanager
+def loopback_server(python: str) -> Iterator[str]:
+    """Run :mod:`bench.server` in its own process; yields its base URL."""
+    proc = subprocess.Popen([python, "-m", "bench.server"], stdout=subprocess.PIPE, text=True, cwd=_root())
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if not line.startswith("PORT "):
+            raise RuntimeError(f"bench server did not start: {line!r}")
+        yield f"http://127.0.0.1:{int(line.split()[1])}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _root() -> Path:
+    return Path(__file__).resolve().parent.parent
+
+
+def worker(python: str, consumer: str, base: str, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run one :mod:`bench.worker` process; returns its JSON result or ``{"error": …}``."""
+    argv = [python, "-m", "bench.worker", "--consumer", consumer, "--base", base, *args]
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=_root(), env=env, check=False)
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["?"]
+        return {"error": tail[0][:300]}
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def available(module: str) -> bool:
+    """Whether ``module`` is importable here (the peers are optional)."""
+    return importlib.util.find_spec(module) is not None
+
+
+def rotate(items: list[str], r: int) -> list[str]:
+    """``items`` rotated by ``r`` places (the per-round interleaving)."""
+    k = r % len(items) if items else 0
+    return items[k:] + items[:k]
+
+
+def med(values: list[float]) -> float | None:
+    """Median, or ``None`` for no values."""
+    return statistics.median(values) if values else None
+
+
+# ----------------------------------------------------------------------------- sections
+
+
+def throughput(python: str, base: str, rounds: int, peers: bool, log: Any) -> dict[str, Any]:
+    """µs/chunk, chunks/s, CPU and peak RSS of every consumer on every scenario, with ratios."""
+    openai_consumers = ["floor", "bytes", "msgspec", "harness-openai", "harness-openai-3mw"]
+    if available("openai"):
+        openai_consumers.append("openai-sdk")
+    if peers:
+        openai_consumers += [name for name in ("litellm", "llm") if available(name)]
+    anthropic_consumers = ["floor-anthropic", "harness-anthropic", "harness-anthropic-3mw"]
+    everyone = openai_consumers + anthropic_consumers
+    raw: dict[str, list[dict[str, Any]]] = {name: [] for name in everyone}
+    for r in range(rounds):
+        for name in rotate(everyone, r):
+            result = worker(python, name, base, "--scenarios", OPENAI_SCENARIOS)
+            raw[name].append(result)
+            log(f"  round {r + 1}/{rounds} {name}: {_short(result)}")
+    return _aggregate(raw, openai_consumers, anthropic_consumers)
+
+
+def _short(result: dict[str, Any]) -> str:
+    if "error" in result:
+        return f"ERROR {result['error']}"
+    parts = [f"{k}={v['us_per_chunk']:.1f}µs" for k, v in result.items() if isinstance(v, dict) and "us_per_chunk" in v]
+    return " ".join(parts) + f" rss={result.get('peak_rss_mib', 0):.0f}MiB"
+
+
+def _aggregate(raw: dict[str, list[dict[str, Any]]], openai_c: list[str], anthropic_c: list[str]) -> dict[str, Any]:
+    scenarios = [s.split(":")[0] for s in OPENAI_SCENARIOS.split(",")]
+    table: dict[str, Any] = {}
+    for name, runs in raw.items():
+        floors = raw["floor-anthropic"] if name in anthropic_c else raw["floor"]
+        row: dict[str, Any] = {"errors": [run["error"] for run in runs if "error" in run]}
+        row["peak_rss_mib"] = med([run["peak_rss_mib"] for run in runs if "error" not in run])
+        for scenario in scenarios:
+            cell: dict[str, list[float]] = {k: [] for k in ("us", "cpu_us", "cps", "ratio", "cpu_ratio", "ratio_oai")}
+            for i, run in enumerate(runs):
+                if "error" in run or scenario not in run:
+                    continue
+                m = run[scenario]
+                cell["us"].append(m["us_per_chunk"])
+                cell["cpu_us"].append(m["cpu_us_per_chunk"])
+                cell["cps"].append(m["chunks_per_s"])
+                floor = floors[i] if i < len(floors) else {}
+                if scenario in floor:
+                    cell["ratio"].append(m["us_per_chunk"] / floor[scenario]["us_per_chunk"])
+                    cell["cpu_ratio"].append(m["cpu_us_per_chunk"] / floor[scenario]["cpu_us_per_chunk"])
+                oai = raw["floor"][i] if i < len(raw["floor"]) else {}
+                if scenario in oai:
+                    cell["ratio_oai"].append(m["us_per_chunk"] / oai[scenario]["us_per_chunk"])
+            row[scenario] = {k: med(v) for k, v in cell.items()}
+        table[name] = row
+    return {"consumers": table, "openai": openai_c, "anthropic": anthropic_c, "scenarios": scenarios}
+
+
+def chain(python: str, rounds: int, log: Any) -> dict[str, Any]:
+    """The chain's own cost over the mock: 0/1/5/10 pass-throughs and the full first-party stack."""
+    names = ["chain-0", "chain-1", "chain-5", "chain-10", "chain-full"]
+    raw: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+    for r in range(rounds):
+        for name in rotate(names, r):
+            result = worker(python, name, "", "--scenarios", "text-2000:5,text-20000:1")
+            raw[name].append(result)
+            log(f"  round {r + 1}/{rounds} {name}: {_short(result)}")
+    out: dict[str, Any] = {}
+    for name, runs in raw.items():
+        ok = [run for run in runs if "error" not in run]
+        out[name] = {
+            "errors": [run["error"] for run in runs if "error" in run],
+            "us_2000": med([run["text-2000"]["us_per_chunk"] for run in ok]),
+            "us_20000": med([run["text-20000"]["us_per_chunk"] for run in ok]),
+            "peak_rss_mib": med([run["peak_rss_mib"] for run in ok]),
+        }
+    return out
+
+
+def concurrency(
+    python: str, base: str, rounds: int, log: Any, consumers: tuple[str, ...] = ("floor", "harness-openai-3mw")
+) -> dict[str, Any]:
+    """100 / 500 / 1,000 concurrent streams of 200 chunks, one loop, one client per consumer."""
+    out: dict[str, Any] = {}
+    for streams in (100, 500, 1000):
+        raw: dict[str, list[dict[str, Any]]] = {c: [] for c in consumers}
+        for r in range(rounds):
+            for name in rotate(list(consumers), r):
+                args = ("--task", "concurrency", "--scenario", "text-200", "--streams", str(streams))
+                result = worker(python, name, base, *args, "--max-connections", str(streams))
+                raw[name].append(result)
+                log(f"  {streams} streams round {r + 1}/{rounds} {name}: {_short_conc(result)}")
+        out[str(streams)] = _conc_rows(raw)
+    return out
+
+
+def _short_conc(result: dict[str, Any]) -> str:
+    if "error" in result:
+        return f"ERROR {result['error']}"
+    return f"{result['wall_s']:.2f}s ttfc_max={result['slowest_ttfc_s'] * 1000:.0f}ms rss={result['peak_rss_mib']:.0f}MiB"
+
+
+def _conc_rows(raw: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    rows: dict[str, Any] = {}
+    floor = raw.get("floor", [])
+    for name, runs in raw.items():
+        ok = [(i, run) for i, run in enumerate(runs) if "error" not in run]
+        ratios = [run["wall_s"] / floor[i]["wall_s"] for i, run in ok if i < len(floor) and "error" not in floor[i]]
+        rows[name] = {
+            "errors": [run["error"] for run in runs if "error" in run],
+            "wall_s": med([run["wall_s"] for _, run in ok]),
+            "cpu_s": med([run["cpu_s"] for _, run in ok]),
+            "us_per_chunk": med([run["us_per_chunk"] for _, run in ok]),
+            "peak_rss_mib": med([run["peak_rss_mib"] for _, run in ok]),
+            "slowest_ttfc_ms": med([run["slowest_ttfc_s"] * 1000 for _, run in ok]),
+            "ratio": med(ratios),
+        }
+    return rows
+
+
+def ttfc(python: str, base: str, rounds: int, log: Any) -> dict[str, Any]:
+    """Request start → first text delta on a stream that stalls 200 ms after its first delta."""
+    names = ["floor", "harness-openai", "harness-openai-3mw", "floor-anthropic", "harness-anthropic"]
+    raw: dict[str, list[float]] = {n: [] for n in names}
+    errors: dict[str, list[str]] = {n: [] for n in names}
+    for r in range(rounds):
+        for name in rotate(names, r):
+            result = worker(python, name, base, "--task", "ttfc", "--scenario", "stall-20", "--reps", "10")
+            if "error" in result:
+                errors[name].append(result["error"])
+            else:
+                raw[name].extend(result["samples"])
+            log(f"  round {r + 1}/{rounds} {name}: {result.get('ttfc_s', 0) * 1000:.2f} ms {result.get('error', '')}")
+    return {name: {"ttfc_ms": (med(v) or 0) * 1000 if v else None, "errors": errors[name]} for name, v in raw.items()}
+
+
+def httpx2(python: str, httpx2_python: str | None, base: str, rounds: int, log: Any) -> dict[str, Any]:
+    """The OpenAI adapter (and the floor) on httpx 0.28 vs httpx2 (aliased, no code change):
+    single 20,000-chunk stream and 1,000 concurrent streams; both in the same environment."""
+    py = httpx2_python or python
+    probe = subprocess.run([py, "-c", "import httpx2, httpx; print(httpx2.__version__, httpx.__version__)"], capture_output=True, text=True, check=False)
+    if probe.returncode != 0:
+        return {"skipped": "httpx2 is not installed in the bench environment (--httpx2-python)"}
+    out: dict[str, Any] = {"versions": probe.stdout.strip()}
+    variants = [(c, flag) for c in ("floor", "harness-openai-3mw") for flag in ("", "--httpx2")]
+    single: dict[str, list[float]] = {}
+    conc: dict[str, list[dict[str, Any]]] = {}
+    for r in range(rounds):
+        for consumer, flag in [variants[(i + r) % len(variants)] for i in range(len(variants))]:
+            label = f"{consumer} on {'httpx2' if flag else 'httpx 0.28'}"
+            extra = [flag] if flag else []
+            one = worker(py, consumer, base, "--scenarios", "text-20000:1", *extra)
+            many = worker(py, consumer, base, "--task", "concurrency", "--scenario", "text-200", "--streams", "1000", "--max-connections", "1000", *extra)  # fmt: skip
+            if "error" not in one:
+                single.setdefault(label, []).append(one["text-20000"]["us_per_chunk"])
+            conc.setdefault(label, []).append(many)
+            log(f"  round {r + 1}/{rounds} {label}: single {_short(one)}; 1000 streams {_short_conc(many)}")
+    out["single_us_per_chunk"] = {k: med(v) for k, v in single.items()}
+    out["concurrent_1000"] = _conc_rows(conc)
+    return out
+
+
+def profile(python: str, base: str, out_dir: Path, log: Any) -> dict[str, str]:
+    """pyinstrument and cProfile of harness → harness-llm-openai (3 pass-throughs), 20,000 chunks."""
+    files: dict[str, str] = {}
+    for consumer in ("harness-openai-3mw", "harness-anthropic"):
+        for kind in ("pyinstrument", "cprofile"):
+            if kind == "pyinstrument" and not available("pyinstrument"):
+                continue
+            path = out_dir / f"profile-{consumer}-{kind}.txt"
+            result = worker(python, consumer, base, "--scenarios", "text-20000:3", "--profile", kind, "--profile-out", str(path))
+            files[f"{consumer} {kind}"] = str(path) if "error" not in result else f"ERROR {result['error']}"
+            log(f"  {consumer} {kind}: {files[f'{consumer} {kind}']}")
+    return files
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def machine() -> dict[str, Any]:
+    """nproc, CPU model, Python and package versions."""
+    cpu = platform.processor() or "?"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    versions = {}
+    for dist in ("harness-core", "harness-llm-openai", "harness-llm-anthropic", "harness-llm-mock", "harness-middleware",
+                 "httpx", "httpcore", "h11", "msgspec", "anyio", "pluggy", "openai", "litellm", "llm", "httpx2",
+                 "pyinstrument"):  # fmt: skip
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            versions[dist] = metadata.version(dist)
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "versions": versions,
+        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+    }
+
+
+def _f(value: float | None, fmt: str = "{:.1f}") -> str:
+    return "n/a" if value is None else fmt.format(value)
+
+
+def _mark(ok: bool | None) -> str:
+    return "n/a" if ok is None else ("**met**" if ok else "**not met**")
+
+
+def targets(res: dict[str, Any]) -> list[tuple[str, str, str, bool | None]]:
+    """(target, limit, measured, met) for every target of issue 7 that was measured."""
+    rows: list[tuple[str, str, str, bool | None]] = []
+    tp = res.get("throughput", {}).get("consumers", {})
+
+    def ratio(name: str, key: str = "ratio") -> float | None:
+        return tp.get(name, {}).get("text-20000", {}).get(key)
+
+    if tp:
+        r = ratio("harness-openai-3mw")
+        rows.append(("openai adapter + 3 pass-through middlewares, per chunk (20,000 chunks)", "≤ 0.85× floor", _f(r, "{:.2f}×"), None if r is None else r <= 0.85))  # fmt: skip
+        r = ratio("harness-anthropic")
+        rows.append(("anthropic adapter, per chunk (20,000 chunks; floor on the same Anthropic body)", "≤ 1.0× floor", _f(r, "{:.2f}×"), None if r is None else r <= 1.0))  # fmt: skip
+    st = res.get("startup", {}).get("ratio", {})
+    for label, limit in (("harness --help", 0.8), ("harness plugins (10 extra installed)", 1.2), ("harness run (mock)", 2.0)):
+        if label in st:
+            rows.append((f"`{label}` wall time", f'≤ {limit}× `python -c "import httpx"`', f"{st[label]:.2f}×", st[label] <= limit))  # fmt: skip
+    forb = res.get("startup", {}).get("forbidden", {})
+    for label, mods in forb.items():
+        rows.append((f"`{label}` imports no httpx/provider", "none", ", ".join(mods) or "none", not mods))
+    conc = res.get("concurrency", {}).get("1000", {})
+    h = conc.get("harness-openai-3mw", {})
+    if h:
+        rows.append(("1,000 concurrent streams, total time", "≤ 1.1× floor", _f(h.get("ratio"), "{:.2f}×"), None if h.get("ratio") is None else h["ratio"] <= 1.1))  # fmt: skip
+        rss = h.get("peak_rss_mib")
+        rows.append(("1,000 concurrent streams, peak RSS", "≤ 150 MiB", _f(rss, "{:.0f} MiB"), None if rss is None else rss <= 150))  # fmt: skip
+    t = res.get("ttfc", {})
+    if t.get("floor", {}).get("ttfc_ms") is not None:
+        for name in ("harness-openai", "harness-openai-3mw"):
+            v = t.get(name, {}).get("ttfc_ms")
+            if v is not None:
+                rows.append((f"time to first chunk, {name}", f"≤ floor + 1 ms ({t['floor']['ttfc_ms'] + 1:.2f} ms)", f"{v:.2f} ms", v <= t["floor"]["ttfc_ms"] + 1))  # fmt: skip
+    return rows
+
+
+def markdown(res: dict[str, Any]) -> str:
+    """The results as markdown tables."""
+    lines: list[str] = []
+    m = res["machine"]
+    lines += [f"Run {m['date']}: {m['nproc']} CPUs ({m['cpu']}), Python {m['python']}, {m['platform']}.", ""]
+    lines += ["Versions: " + ", ".join(f"{k} {v}" for k, v in m["versions"].items()) + ".", ""]
+    lines += [f"Rounds: {res['rounds']} (medians over rounds; ratios are per-round ratios to the floor, median).", ""]
+    tgt = targets(res)
+    if tgt:
+        lines += ["### Targets (issue 7)", "", "| target | limit | measured | |", "|---|---|---|---|"]
+        lines += [f"| {a} | {b} | {c} | {_mark(d)} |" for a, b, c, d in tgt]
+        lines.append("")
+    tp = res.get("throughput")
+    if tp:
+        lines += ["### Throughput per chunk (loopback server, one stream at a time)", ""]
+        for fmt, names, floor in (("OpenAI", tp["openai"], "floor"), ("Anthropic", tp["anthropic"], "floor-anthropic")):
+            lines += [f"{fmt}-format streams. Ratio = µs/chunk ÷ `{floor}` of the same round.", ""]
+            head = "| consumer | " + " | ".join(f"{s} µs/chunk (ratio)" for s in tp["scenarios"])
+            lines += [head + " | chunks/s (text-20000) | CPU µs/chunk (text-20000) | peak RSS MiB |"]
+            lines += ["|---" * (len(tp["scenarios"]) + 4) + "|"]
+            for name in names:
+                row = tp["consumers"][name]
+                cells = []
+                for s in tp["scenarios"]:
+                    c = row.get(s, {})
+                    cells.append(f"{_f(c.get('us'))} ({_f(c.get('ratio'), '{:.2f}×')})")
+                big = row.get("text-20000", {})
+                err = f" errors: {row['errors'][0]}" if row["errors"] else ""
+                lines.append(
+                    f"| {name}{err} | " + " | ".join(cells) + f" | {_f(big.get('cps'), '{:,.0f}')} | "
+                    f"{_f(big.get('cpu_us'))} ({_f(big.get('cpu_ratio'), '{:.2f}×')}) | {_f(row['peak_rss_mib'], '{:.0f}')} |"
+                )
+            lines.append("")
+        lines += ["`paced-500`: the server waits ~1 ms before every event, so its µs/chunk is bounded by the pacing;", "its CPU cost is the informative figure (in the JSON results).", ""]  # fmt: skip
+    ch = res.get("chain")
+    if ch:
+        lines += ["### Chain cost over the mock (no HTTP)", "", "| chain | µs/chunk (2,000) | µs/chunk (20,000) | per middleware vs 0 (20,000) |", "|---|---|---|---|"]  # fmt: skip
+        base = ch.get("chain-0", {}).get("us_20000")
+        for name, row in ch.items():
+            n = {"chain-0": 0, "chain-1": 1, "chain-5": 5, "chain-10": 10}.get(name)
+            per = (row["us_20000"] - base) / n if n and base is not None and row["us_20000"] is not None else None
+            err = f" errors: {row['errors'][0]}" if row["errors"] else ""
+            lines.append(f"| {name}{err} | {_f(row['us_2000'])} | {_f(row['us_20000'])} | {_f(per, '{:.2f}')} |")
+        lines += ["", "`chain-full` = otel, retry, timeout, usage (sqlite ledger), redact, cache (sqlite, always a miss) over the mock.", ""]  # fmt: skip
+    st = res.get("startup")
+    if st:
+        lines += ["### Start-up (whole process, median)", "", '| command | wall ms | ratio to `python -c "import httpx"` |', "|---|---|---|"]  # fmt: skip
+        for label, value in st["median_s"].items():
+            lines.append(f"| `{label}` | {value * 1000:.1f} | {st['ratio'][label]:.2f}× |")
+        lines += [""]
+        for label, summary in st["importtime"].items():
+            top = ", ".join(f"{k} {v:.1f}" for k, v in summary["by_package_ms"].items())
+            lines.append(f"- `python -X importtime -c \"{label}\"`: {summary['total_ms']:.1f} ms self-time over {summary['modules']} modules; by package (ms): {top}.")  # fmt: skip
+        lines.append("")
+    co = res.get("concurrency")
+    if co:
+        lines += ["### Concurrency (streams of 200 chunks on one event loop, one client; pool = streams)", "", "| streams | consumer | total s | ratio | µs/chunk | CPU s | peak RSS MiB | slowest TTFC ms |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        for streams, rows in co.items():
+            for name, row in rows.items():
+                err = f" errors: {row['errors'][0]}" if row["errors"] else ""
+                lines.append(f"| {streams} | {name}{err} | {_f(row['wall_s'], '{:.2f}')} | {_f(row['ratio'], '{:.2f}×')} | {_f(row['us_per_chunk'])} | {_f(row['cpu_s'], '{:.2f}')} | {_f(row['peak_rss_mib'], '{:.0f}')} | {_f(row['slowest_ttfc_ms'], '{:.0f}')} |")  # fmt: skip
+        lines.append("")
+    tt = res.get("ttfc")
+    if tt:
+        lines += ["### Time to first chunk (first delta at once, then a 200 ms stall)", "", "| consumer | median ms |", "|---|---|"]  # fmt: skip
+        lines += [f"| {name} | {_f(row['ttfc_ms'], '{:.2f}')} |" for name, row in tt.items()]
+        lines.append("")
+    hx = res.get("httpx2")
+    if hx:
+        lines += ["### httpx 0.28 vs httpx2", ""]
+        if "skipped" in hx:
+            lines += [hx["skipped"], ""]
+        else:
+            lines += [f"Versions (httpx2, httpx): {hx['versions']}. httpx2 via `httpx2.alias_httpx()`: the adapter unchanged.", "", "| consumer | single stream µs/chunk (20,000) | 1,000 streams total s | µs/chunk | CPU s | peak RSS MiB |", "|---|---|---|---|---|---|"]  # fmt: skip
+            for label, us in hx["single_us_per_chunk"].items():
+                c = hx["concurrent_1000"].get(label, {})
+                lines.append(f"| {label} | {_f(us)} | {_f(c.get('wall_s'), '{:.2f}')} | {_f(c.get('us_per_chunk'))} | {_f(c.get('cpu_s'), '{:.2f}')} | {_f(c.get('peak_rss_mib'), '{:.0f}')} |")  # fmt: skip
+            lines.append("")
+    pr = res.get("profile")
+    if pr:
+        lines += ["### Profiles", ""] + [f"- {k}: `{v}`" for k, v in pr.items()] + [""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command-line entry (see the module docstring)."""
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of interleaved measurements (default 5)")
+    parser.add_argument("--peers", action="store_true", help="also measure LiteLLM and llm when installed")
+    parser.add_argument("--only", nargs="*", choices=SECTIONS, default=None, help="sections to run (default: all)")
+    parser.add_argument("--httpx2-python", default=None, help="python of a venv holding httpx2 and harness")
+    parser.add_argument("--out", default="bench-results", help="folder for results.md / results.json / profiles")
+    parser.add_argument("--quick", action="store_true", help="2 rounds, fewer start-up runs: a smoke run")
+    args = parser.parse_args(argv)
+    sections = args.only or list(SECTIONS)
+    rounds = 2 if args.quick else args.rounds
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    python = sys.executable
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    res: dict[str, Any] = {"machine": machine(), "rounds": rounds}
+    with loopback_server(python) as base:
+        for section in sections:
+            log(f"== {section}")
+            t0 = time.perf_counter()
+            if section == "throughput":
+                res[section] = throughput(python, base, rounds, args.peers, log)
+            elif section == "chain":
+                res[section] = chain(python, rounds, log)
+            elif section == "startup":
+                from bench.startup import measure
+
+                res[section] = measure(python, rounds=5 if args.quick else 21)
+            elif section == "concurrency":
+                res[section] = concurrency(python, base, max(1, rounds - 2) if not args.quick else 1, log)
+            elif section == "ttfc":
+                res[section] = ttfc(python, base, rounds, log)
+            elif section == "httpx2":
+                res[section] = httpx2(python, args.httpx2_python, base, max(1, rounds - 2) if not args.quick else 1, log)
+            elif section == "profile":
+                res[section] = profile(python, base, out_dir, log)
+            log(f"   ({time.perf_counter() - t0:.0f} s)")
+    text = markdown(res)
+    (out_dir / "results.md").write_text(text + "\n")
+    (out_dir / "results.json").write_text(json.dumps(res, indent=1, default=str) + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

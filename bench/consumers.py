@@ -1,0 +1,549 @@
+"""The consumers compared side by side: each reads one scenario's stream and counts its deltas.
+
+Every consumer returns :class:`Read`: the number of deltas (text pieces, or tool-argument pieces)
+it saw, their total length in characters, and the time from the start of the request to the
+first delta (TTFC). The worker checks both counts against :func:`bench.streams.expected`, so a
+consumer that silently drops work cannot look fast.
+
+Consumers (``NAME`` for ``python -m bench.worker --consumer NAME``):
+
+=====================  ===========================================================================
+``floor``              httpx ``aiter_lines`` + ``json.loads`` (the 1.0× reference), OpenAI format
+``floor-anthropic``    the same over the Anthropic-format stream
+``bytes``              httpx ``aiter_bytes`` without parsing (a lower bound for any parser)
+``msgspec``            httpx ``aiter_lines`` + msgspec typed decode
+``harness-openai``     harness → harness-llm-openai, 0 middlewares (``-3mw``: 3 pass-throughs)
+``harness-anthropic``  harness → harness-llm-anthropic (``-3mw`` likewise)
+``openai-sdk``         the openai SDK's ``AsyncOpenAI(...).chat.completions.create(stream=True)``
+``litellm``, ``llm``   peers, measured with ``--peers`` when installed
+``chain-N``            harness → the mock adapter with N pass-through middlewares (no HTTP)
+``chain-full``         harness → the mock with all six harness-middleware plugins enabled
+=====================  ===========================================================================
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+__all__ = ["CONSUMERS", "Consumer", "Read", "make"]
+
+_PROMPT = [{"role": "user", "content": "Say something."}]
+
+
+@dataclass
+class Read:
+    """What one consumer saw of one stream: deltas, characters, seconds to the first delta."""
+
+    deltas: int
+    chars: int
+    ttfc: float | None
+
+
+class Consumer:
+    """Base class: :meth:`start` once per process, :meth:`read` per stream, :meth:`aclose`."""
+
+    fmt = "openai"
+    uses_server = True
+
+    def __init__(self, base: str, max_connections: int) -> None:
+        self.base = base
+        self.max_connections = max_connections
+
+    def expected(self, scenario: str) -> tuple[int, int]:
+        """(deltas, characters) this consumer must report for ``scenario``."""
+        from bench.streams import expected
+
+        return expected(scenario)
+
+    async def start(self) -> None:
+        """Create clients (not timed)."""
+
+    async def read(self, scenario: str) -> Read:
+        """Read one complete stream of ``scenario``."""
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Close clients."""
+
+
+# ----------------------------------------------------------------------------- plain httpx
+
+
+class _Httpx(Consumer):
+    client: Any
+
+    async def start(self) -> None:
+        import httpx
+
+        limits = httpx.Limits(max_connections=self.max_connections, max_keepalive_connections=self.max_connections)
+        self.client = httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(120.0))
+        self.url = f"{self.base}/v1/chat/completions" if self.fmt == "openai" else f"{self.base}/v1/messages"
+        self.headers = {"authorization": "Bearer sk-bench"}
+
+    def body(self, scenario: str) -> dict[str, Any]:
+        return {"model": scenario, "messages": _PROMPT, "stream": True, "max_tokens": 100_000}
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+class Floor(_Httpx):
+    """httpx ``aiter_lines`` + ``json.loads``: the reference consumer (1.0×)."""
+
+    async def read(self, scenario: str) -> Read:
+        loads = json.loads
+        deltas = chars = 0
+        ttfc = None
+        start = time.perf_counter()
+        async with self.client.stream("POST", self.url, json=self.body(scenario), headers=self.headers) as response:
+            response.raise_for_status()
+            async for line in response.aiter_lines():
+                if not line.startswith("data: "):
+                    continue
+                data = line[6:]
+                if data == "[DONE]":
+                    break
+                choices = loads(data)["choices"]
+                if not choices:
+                    continue
+                delta = choices[0]["delta"]
+                piece = delta.get("content")
+                if not piece and delta.get("tool_calls"):
+                    piece = delta["tool_calls"][0]["function"].get("arguments")
+                if piece:
+                    if ttfc is None:
+                        ttfc = time.perf_counter() - start
+                    deltas += 1
+                    chars += len(piece)
+        return Read(deltas, chars, ttfc)
+
+
+class FloorAnthropic(_Httpx):
+    """httpx ``aiter_lines`` + ``json.loads`` over the Anthropic-format stream."""
+
+    fmt = "anthropic"
+
+    async def read(self, scenario: str) -> Read:
+        loads = json.loads
+        deltas = chars = 0
+        ttfc = None
+        start = time.perf_counter()
+        async with self.client.stream("POST", self.url, json=self.body(scenario), headers=self.headers) as response:
+            response.raise_for_status()
+            async for line in response.aiter_lines():
+                if not line.startswith("data: "):
+                    continue
+                event = loads(line[6:])
+                kind = event["type"]
+                if kind == "content_block_delta":
+                    delta = event["delta"]
+                    piece = delta.get("text") or delta.get("partial_json")
+                    if piece:
+                        if ttfc is None:
+                            ttfc = time.perf_counter() - start
+                        deltas += 1
+                        chars += len(piece)
+                elif kind == "message_stop":
+                    break
+        return Read(deltas, chars, ttfc)
+
+
+class RawBytes(_Httpx):
+    """httpx ``aiter_bytes``, no parsing at all: a lower bound (counts are taken as expected)."""
+
+    async def read(self, scenario: str) -> Read:
+        from bench.streams import expected
+
+        ttfc = None
+        start = time.perf_counter()
+        async with self.client.stream("POST", self.url, json=self.body(scenario), headers=self.headers) as response:
+            response.raise_for_status()
+            async for _ in response.aiter_bytes():
+                if ttfc is None:
+                    ttfc = time.perf_counter() - start
+        deltas, chars = expected(scenario)
+        return Read(deltas, chars, ttfc)
+
+
+class _Function(msgspec.Struct):
+    arguments: str | None = None
+
+
+class _ToolCall(msgspec.Struct):
+    function: _Function | None = None
+
+
+class _Delta(msgspec.Struct):
+    content: str | None = None
+    tool_calls: list[_ToolCall] | None = None
+
+
+class _Choice(msgspec.Struct):
+    delta: _Delta
+
+
+class _Chunk(msgspec.Struct):
+    choices: list[_Choice] = []
+
+
+class Msgspec(_Httpx):
+    """httpx ``aiter_lines`` + msgspec typed decode (Structs for the chunk)."""
+
+    async def start(self) -> None:
+        await super().start()
+        self.decode: Callable[[str], _Chunk] = msgspec.json.Decoder(_Chunk).decode
+
+    async def read(self, scenario: str) -> Read:
+        decode = self.decode
+        deltas = chars = 0
+        ttfc = None
+        start = time.perf_counter()
+        async with self.client.stream("POST", self.url, json=self.body(scenario), headers=self.headers) as response:
+            response.raise_for_status()
+            async for line in response.aiter_lines():
+                if not line.startswith("data: "):
+                    continue
+                data = line[6:]
+                if data == "[DONE]":
+                    break
+                choices = decode(data).choices
+                if not choices:
+                    continue
+                delta = choices[0].delta
+                piece = delta.content
+                if not piece and delta.tool_calls and delta.tool_calls[0].function:
+                    piece = delta.tool_calls[0].function.arguments
+                if piece:
+                    if ttfc is None:
+                        ttfc = time.perf_counter() - start
+                    deltas += 1
+                    chars += len(piece)
+        return Read(deltas, chars, ttfc)
+
+
+# ----------------------------------------------------------------------------- harness
+
+
+def passthrough_plugins(count: int) -> list[tuple[str, object]]:
+    """``count`` pass-through middleware plugins (``async for chunk in call_next: yield chunk``)."""
+    from harness_core import hookimpl
+
+    class PassThrough:
+        @hookimpl
+        async def llm_stream(self, options: Any, call_next: Any) -> AsyncIterator[Any]:
+            async for chunk in call_next(options):
+                yield chunk
+
+    return [(f"pass{i}", PassThrough()) for i in range(count)]
+
+
+async def _read_harness(harness: Any, options: Any) -> Read:
+    from harness_core import Finish, TextDelta, ToolCallDelta
+
+    deltas = chars = 0
+    ttfc = None
+    last = None
+    start = time.perf_counter()
+    async with harness.stream(options) as chunks:
+        async for chunk in chunks:
+            kind = type(chunk)
+            if kind is TextDelta:
+                piece = chunk.text
+            elif kind is ToolCallDelta:
+                piece = chunk.arguments_delta
+            else:
+                last = chunk
+                continue
+            if ttfc is None:
+                ttfc = time.perf_counter() - start
+            deltas += 1
+            chars += len(piece)
+    if not isinstance(last, Finish) or last.reason.kind not in ("stop", "tool-calls"):
+        raise RuntimeError(f"stream did not finish normally: {last!r}")
+    return Read(deltas, chars, ttfc)
+
+
+class _Harness(Consumer):
+    middlewares = 0
+    route = "bench"
+
+    def adapter_plugin(self) -> tuple[str, object]:
+        raise NotImplementedError
+
+    async def start(self) -> None:
+        from harness_core import Harness
+
+        self.harness = Harness([*passthrough_plugins(self.middlewares), self.adapter_plugin()])
+        await self.harness.__aenter__()
+
+    def options(self, scenario: str) -> Any:
+        from harness_core import GenerateOptions, Message
+
+        return GenerateOptions(provider=self.route, model=scenario, messages=[Message.user("Say something.")])
+
+    async def read(self, scenario: str) -> Read:
+        return await _read_harness(self.harness, self.options(scenario))
+
+    async def aclose(self) -> None:
+        await self.harness.__aexit__(None, None, None)
+
+
+class HarnessOpenAI(_Harness):
+    """harness → harness-llm-openai (``Harness([...])`` with plugin objects)."""
+
+    def adapter_plugin(self) -> tuple[str, object]:
+        from harness_core import Secret
+        from harness_llm_openai import Config, OpenAIPlugin
+
+        config = Config(
+            base_url=f"{self.base}/v1",
+            api_key=Secret("sk-bench"),
+            routes=[self.route],
+            max_connections=self.max_connections,
+        )
+        return ("openai", OpenAIPlugin(config))
+
+
+class HarnessOpenAI3(HarnessOpenAI):
+    middlewares = 3
+
+
+class HarnessAnthropic(_Harness):
+    """harness → harness-llm-anthropic."""
+
+    fmt = "anthropic"
+
+    def adapter_plugin(self) -> tuple[str, object]:
+        from harness_core import Secret
+        from harness_llm_anthropic import AnthropicPlugin
+        from harness_llm_anthropic.config import AnthropicConfig
+
+        config = AnthropicConfig(
+            base_url=self.base, api_key=Secret("sk-bench"), routes=[self.route], max_connections=self.max_connections
+        )
+        return ("anthropic", AnthropicPlugin(config))
+
+
+class HarnessAnthropic3(HarnessAnthropic):
+    middlewares = 3
+
+
+class Chain(_Harness):
+    """harness → the mock adapter with N pass-through middlewares; scenario ``text-N`` = N words."""
+
+    uses_server = False
+    route = "mock"
+
+    def adapter_plugin(self) -> tuple[str, object]:
+        from harness_llm_mock import MockConfig, MockPlugin
+
+        return ("mock", MockPlugin(MockConfig()))
+
+    @staticmethod
+    def _text(scenario: str) -> str:
+        from bench.streams import parse_scenario
+
+        return " ".join(["word"] * parse_scenario(scenario).n)
+
+    def expected(self, scenario: str) -> tuple[int, int]:
+        """The mock echoes one word (with its trailing space) per delta."""
+        text = self._text(scenario)
+        return text.count(" ") + 1, len(text)
+
+    def options(self, scenario: str) -> Any:
+        from harness_core import GenerateOptions, Message
+
+        return GenerateOptions(provider="mock", model="echo", messages=[Message.user(self._text(scenario))])
+
+
+def _chain(count: int) -> type[Chain]:
+    return type(f"Chain{count}", (Chain,), {"middlewares": count})
+
+
+class ChainFull(Chain):
+    """harness → mock with the six first-party middlewares (retry, timeout, usage, redact, cache,
+    otel), each with its default config (cache misses: every request differs by ``seed``)."""
+
+    async def start(self) -> None:
+        import tempfile
+
+        from harness_core.loader import load_config
+
+        from harness_core import Harness
+
+        self.tmp = tempfile.TemporaryDirectory(prefix="harness-bench-")
+        path = f"{self.tmp.name}/plugins.yaml"
+        with open(path, "w") as f:
+            f.write(FULL_STACK_YAML.format(dir=self.tmp.name))
+        config = load_config(path)
+        if config.failures:
+            raise RuntimeError(f"full stack failed to load: {config.failures}")
+        self.harness = Harness(config.plugins, defaults=config.defaults)
+        await self.harness.__aenter__()
+        self.seed = 0
+
+    def options(self, scenario: str) -> Any:
+        import msgspec
+
+        self.seed += 1
+        return msgspec.structs.replace(super().options(scenario), seed=self.seed)
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        self.tmp.cleanup()
+
+
+FULL_STACK_YAML = """\
+plugins:
+  otel: {{}}
+  retry: {{}}
+  timeout: {{}}
+  usage:
+    path: {dir}/usage.sqlite
+  redact: {{}}
+  cache:
+    path: {dir}/cache.sqlite
+  mock: {{}}
+"""
+
+
+# ----------------------------------------------------------------------------- peers
+
+
+class OpenAISDK(Consumer):
+    """The official openai SDK, streaming."""
+
+    async def start(self) -> None:
+        import openai
+
+        self.client = openai.AsyncOpenAI(
+            base_url=f"{self.base}/v1",
+            api_key="sk-bench",
+            max_retries=0,
+            http_client=None,
+        )
+        if self.max_connections > 100:
+            import httpx2  # openai >= 3 is built on httpx2
+
+            limits = httpx2.Limits(max_connections=self.max_connections, max_keepalive_connections=self.max_connections)
+            self.client = openai.AsyncOpenAI(
+                base_url=f"{self.base}/v1",
+                api_key="sk-bench",
+                max_retries=0,
+                http_client=openai.DefaultAsyncHttpxClient(limits=limits),
+            )
+
+    async def read(self, scenario: str) -> Read:
+        deltas = chars = 0
+        ttfc = None
+        start = time.perf_counter()
+        stream = await self.client.chat.completions.create(
+            model=scenario, messages=_PROMPT, stream=True, stream_options={"include_usage": True}
+        )
+        async for chunk in stream:
+            if not chunk.choices:
+                continue
+            delta = chunk.choices[0].delta
+            piece = delta.content
+            if not piece and delta.tool_calls:
+                piece = delta.tool_calls[0].function.arguments
+            if piece:
+                if ttfc is None:
+                    ttfc = time.perf_counter() - start
+                deltas += 1
+                chars += len(piece)
+        return Read(deltas, chars, ttfc)
+
+    async def aclose(self) -> None:
+        await self.client.close()
+
+
+class LiteLLM(Consumer):
+    """LiteLLM's ``acompletion(stream=True)`` against the OpenAI-format route."""
+
+    async def start(self) -> None:
+        import litellm
+
+        self.litellm = litellm
+
+    async def read(self, scenario: str) -> Read:
+        deltas = chars = 0
+        ttfc = None
+        start = time.perf_counter()
+        stream = await self.litellm.acompletion(
+            model=f"openai/{scenario}",
+            api_base=f"{self.base}/v1",
+            api_key="sk-bench",
+            messages=_PROMPT,
+            stream=True,
+        )
+        async for chunk in stream:
+            if not chunk.choices:
+                continue
+            delta = chunk.choices[0].delta
+            piece = delta.content
+            if not piece and delta.tool_calls:
+                piece = delta.tool_calls[0].function.arguments
+            if piece:
+                if ttfc is None:
+                    ttfc = time.perf_counter() - start
+                deltas += 1
+                chars += len(piece)
+        return Read(deltas, chars, ttfc)
+
+
+class Llm(Consumer):
+    """simonw's ``llm``: its async OpenAI chat model pointed at the loopback server."""
+
+    async def start(self) -> None:
+        from llm.default_plugins.openai_models import AsyncChat
+
+        self.make = lambda scenario: AsyncChat(
+            model_id=f"bench-{scenario}", model_name=scenario, api_base=f"{self.base}/v1", key="sk-bench"
+        )
+
+    async def read(self, scenario: str) -> Read:
+        model = self.make(scenario)
+        model.key = "sk-bench"
+        deltas = chars = 0
+        ttfc = None
+        start = time.perf_counter()
+        response = model.prompt("Say something.", stream=True, key="sk-bench")
+        async for piece in response:
+            if piece:
+                if ttfc is None:
+                    ttfc = time.perf_counter() - start
+                deltas += 1
+                chars += len(piece)
+        return Read(deltas, chars, ttfc)
+
+
+CONSUMERS: dict[str, type[Consumer]] = {
+    "floor": Floor,
+    "floor-anthropic": FloorAnthropic,
+    "bytes": RawBytes,
+    "msgspec": Msgspec,
+    "harness-openai": HarnessOpenAI,
+    "harness-openai-3mw": HarnessOpenAI3,
+    "harness-anthropic": HarnessAnthropic,
+    "harness-anthropic-3mw": HarnessAnthropic3,
+    "openai-sdk": OpenAISDK,
+    "litellm": LiteLLM,
+    "llm": Llm,
+    "chain-0": _chain(0),
+    "chain-1": _chain(1),
+    "chain-5": _chain(5),
+    "chain-10": _chain(10),
+    "chain-full": ChainFull,
+}
+
+
+def make(name: str, base: str, max_connections: int = 100) -> Consumer:
+    """Build the consumer called ``name`` for the server at ``base`` (``http://127.0.0.1:PORT``)."""
+    return CONSUMERS[name](base, max_connections)

@@ -1,0 +1,157 @@
+"""Start-up of the ``harness`` CLI: whole-process wall time, import-time summary, import hygiene.
+
+Every command runs as a fresh process in the same environment: a temporary working directory
+without ``plugins.yaml``, ``XDG_CONFIG_HOME`` pointing into it (so no user config is found),
+``HARNESS_CONFIG`` unset, and ``PYTHONPATH`` holding ten throwaway plugin distributions
+(``*.dist-info`` with a ``harness.plugins`` entry point each, plus their tiny modules), so
+``harness plugins`` lists ten more installed plugins. The reference ``python -c "import httpx"``
+runs in that same environment. Commands are interleaved round by round; medians are reported.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["FORBIDDEN", "forbidden_imports", "import_summary", "make_plugins", "measure"]
+
+FORBIDDEN = re.compile(r"^(httpx|httpcore|h11|openai|anthropic|litellm|harness_llm_\w+|harness_middleware)(\.|$)")
+"""Modules the help/plugins path must not import (HTTP stack and providers)."""
+
+_PLUGIN = '''"""Throwaway benchmark plugin {i}."""
+from __future__ import annotations
+
+import msgspec
+from harness_core import hookimpl
+
+
+class Plugin:
+    class Config(msgspec.Struct, forbid_unknown_fields=True):
+        routes: list[str] = ["benchplug{i}"]
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+
+    @hookimpl
+    def register_adapter(self, register) -> None:
+        return None
+'''
+
+
+def make_plugins(site: Path, count: int = 10) -> None:
+    """Write ``count`` throwaway plugin distributions into ``site`` (a PYTHONPATH entry)."""
+    for i in range(count):
+        name = f"harness_benchplug{i}"
+        (site / name).mkdir(parents=True, exist_ok=True)
+        (site / name / "__init__.py").write_text(_PLUGIN.format(i=i))
+        info = site / f"harness_benchplug{i}-0.1.0.dist-info"
+        info.mkdir(exist_ok=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: harness-benchplug{i}\nVersion: 0.1.0\n")
+        (info / "entry_points.txt").write_text(f"[harness.plugins]\nbenchplug{i} = {name}:Plugin\n")
+        (info / "top_level.txt").write_text(f"{name}\n")
+        (info / "RECORD").write_text("")
+
+
+def _env(tmp: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("HARNESS_CONFIG", "PYTHONPATH", "COVERAGE_PROCESS_START")}
+    env["PYTHONPATH"] = str(tmp / "site")
+    env["XDG_CONFIG_HOME"] = str(tmp / "xdg")
+    env["HOME"] = str(tmp / "home")
+    env["NO_COLOR"] = "1"
+    return env
+
+
+def _time(argv: Sequence[str], env: dict[str, str], cwd: Path) -> float:
+    t0 = time.perf_counter()
+    done = subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+    elapsed = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.decode()[-2000:]}")
+    return elapsed
+
+
+def commands(python: str) -> dict[str, list[str]]:
+    """The measured commands, by label (``harness`` is the console script beside ``python``)."""
+    harness = str(Path(python).parent / "harness")
+    return {
+        "python -c pass": [python, "-c", "pass"],
+        'python -c "import httpx"': [python, "-c", "import httpx"],
+        "harness --help": [harness, "--help"],
+        "harness plugins (10 extra installed)": [harness, "plugins"],
+        "harness run (mock)": [harness, "run", "-p", "mock", "Hello from the benchmark"],
+    }
+
+
+def measure(python: str = sys.executable, rounds: int = 15) -> dict[str, Any]:
+    """Median whole-process wall time of each command over ``rounds`` interleaved rounds, and
+    each as a ratio to ``python -c "import httpx"`` (medians of per-round ratios)."""
+    with tempfile.TemporaryDirectory(prefix="harness-bench-startup-") as name:
+        tmp = Path(name)
+        for sub in ("site", "xdg", "home", "cwd"):
+            (tmp / sub).mkdir()
+        make_plugins(tmp / "site")
+        env, cwd = _env(tmp), tmp / "cwd"
+        cmds = commands(python)
+        for argv in cmds.values():  # warm the OS file cache and .pyc files
+            _time(argv, env, cwd)
+        samples: dict[str, list[float]] = {label: [] for label in cmds}
+        ratios: dict[str, list[float]] = {label: [] for label in cmds}
+        for r in range(rounds):
+            labels = list(cmds)
+            labels = labels[r % len(labels) :] + labels[: r % len(labels)]
+            this = {label: _time(cmds[label], env, cwd) for label in labels}
+            for label, value in this.items():
+                samples[label].append(value)
+                ratios[label].append(value / this['python -c "import httpx"'])
+        imports = {label: forbidden_imports(cmds[label], env, cwd) for label in list(cmds)[2:4]}
+        summary = import_summary(python, env, cwd)
+    return {
+        "median_s": {label: statistics.median(v) for label, v in samples.items()},
+        "ratio": {label: statistics.median(v) for label, v in ratios.items()},
+        "forbidden": imports,
+        "importtime": summary,
+    }
+
+
+def _importtime(argv: Sequence[str], env: dict[str, str], cwd: Path) -> list[tuple[str, int, int]]:
+    """(module, self µs, cumulative µs) for every import of ``argv`` run under ``-X importtime``."""
+    run_env = dict(env, PYTHONPROFILEIMPORTTIME="1")
+    done = subprocess.run(argv, env=run_env, cwd=cwd, capture_output=True, text=True, check=False)
+    rows = []
+    for line in done.stderr.splitlines():
+        match = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|(\s*)(\S+)", line)
+        if match:
+            rows.append((match.group(4), int(match.group(1)), int(match.group(2))))
+    return rows
+
+
+def forbidden_imports(argv: Sequence[str], env: dict[str, str], cwd: Path) -> list[str]:
+    """Modules matching :data:`FORBIDDEN` imported by running ``argv`` (empty = clean)."""
+    return sorted({name for name, _, _ in _importtime(argv, env, cwd) if FORBIDDEN.match(name)})
+
+
+def import_summary(python: str, env: dict[str, str], cwd: Path, top: int = 12) -> dict[str, Any]:
+    """``python -X importtime`` of ``import harness_core`` and of ``harness_core.cli``: totals and
+    the top-level packages costing the most (cumulative µs of their first import)."""
+    out: dict[str, Any] = {}
+    for label, code in (("import harness_core", "import harness_core"), ("import harness_core.cli", "import harness_core.cli")):
+        rows = _importtime([python, "-c", code], env, cwd)
+        packages: dict[str, int] = {}
+        for name, self_us, _ in rows:
+            root = name.split(".")[0]
+            packages[root] = packages.get(root, 0) + self_us
+        total = sum(self_us for _, self_us, _ in rows)
+        out[label] = {
+            "total_ms": total / 1000,
+            "modules": len(rows),
+            "by_package_ms": dict(sorted(((k, v / 1000) for k, v in packages.items()), key=lambda kv: -kv[1])[:top]),
+        }
+    return out

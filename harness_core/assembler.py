@@ -1,0 +1,175 @@
+"""Fold a chunk stream into an assistant :class:`~harness_core.types.Message`: :class:`BlockAssembler`.
+
+``harness.generate`` is ``harness.stream`` collected through a :class:`BlockAssembler` (one code
+path), and the runtime's final adapter boundary uses one to close the blocks an adapter left open
+when it failed. The stream protocol is SPEC §3.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from harness_core.types import (
+    BlockEnd,
+    BlockStart,
+    BlockType,
+    Finish,
+    FinishReason,
+    Message,
+    ReasoningBlock,
+    ReasoningDelta,
+    StreamChunk,
+    TextBlock,
+    TextDelta,
+    TokenUsage,
+    ToolCallBlock,
+    ToolCallDelta,
+    Usage,
+)
+
+__all__ = ["BlockAssembler"]
+
+_Block = TextBlock | ReasoningBlock | ToolCallBlock
+
+
+class _Builder:
+    """A block being assembled: its kind, tool-call id/name, and the delta texts so far."""
+
+    __slots__ = ("block_type", "id", "name", "parts", "signed")
+
+    def __init__(self, block_type: BlockType, id: str | None, name: str | None, signed: bool) -> None:
+        self.block_type = block_type
+        self.id = id
+        self.name = name
+        self.signed = signed
+        self.parts: list[str] = []
+
+    def build(self) -> _Block:
+        """The block holding everything received so far (a tool call without arguments gets ``"{}"``)."""
+        text = "".join(self.parts)
+        if self.block_type == "text":
+            return TextBlock(text)
+        if self.block_type == "reasoning":
+            return ReasoningBlock(text, signed=self.signed)
+        return ToolCallBlock(id=self.id or "", name=self.name or "", arguments=text or "{}")
+
+
+class BlockAssembler:
+    """Collect a stream of :data:`~harness_core.types.StreamChunk` into one assistant message.
+
+    Feed every chunk in order with :meth:`feed`; then :meth:`message` gives the assistant
+    message, :attr:`usage` the reported :class:`~harness_core.types.TokenUsage` (``None`` when
+    none was reported), :attr:`finish` the :class:`~harness_core.types.FinishReason` (``None``
+    until a ``finish`` chunk arrived) and :attr:`replay_state` the finish's replay state.
+
+    Tolerant by design, so it can also assemble streams that do not keep every obligation:
+
+    - ``block-end`` is authoritative: its ``block`` replaces what the deltas built.
+    - A delta for a block that already ended is ignored.
+    - A delta for an index never started opens that block implicitly (delta-only streams); the
+      block's kind is the delta's kind, a tool call takes ``id``/``name`` from its deltas.
+    - A block that never ends is included with what it holds (see :meth:`open_blocks`).
+
+    Example::
+
+        assembler = BlockAssembler()
+        async with harness.stream(options) as chunks:
+            async for chunk in chunks:
+                assembler.feed(chunk)
+        reply = assembler.message(route="openai", source="openai:work")
+    """
+
+    __slots__ = ("_blocks", "finish", "replay_state", "usage")
+
+    def __init__(self) -> None:
+        # index -> builder while the block is open, the complete block once it ended
+        self._blocks: dict[int, _Builder | _Block] = {}
+        self.usage: TokenUsage | None = None
+        """The token usage of the last ``usage`` chunk, or ``None``."""
+        self.finish: FinishReason | None = None
+        """The reason of the ``finish`` chunk, or ``None`` when none arrived (yet)."""
+        self.replay_state: Any = None
+        """The ``replay_state`` of the ``finish`` chunk (opaque JSON), or ``None``."""
+
+    def feed(self, chunk: StreamChunk) -> None:
+        """Fold one chunk in. Chunk kinds this class does not know are ignored."""
+        handler = _HANDLERS.get(type(chunk))
+        if handler is not None:
+            handler(self, chunk)
+
+    def _delta(
+        self, index: int, block_type: BlockType, text: str, id: str | None = None, name: str | None = None
+    ) -> None:
+        """Append ``text`` to the open block at ``index`` (opened implicitly if new; ignored once ended)."""
+        block = self._blocks.get(index)
+        if block is None:
+            block = self._blocks[index] = _Builder(block_type, id, name, False)
+        elif not isinstance(block, _Builder):
+            return  # the block already ended
+        block.parts.append(text)
+        if block.id is None:
+            block.id = id
+        if block.name is None:
+            block.name = name
+
+    def _text_delta(self, chunk: TextDelta) -> None:
+        self._delta(chunk.index, "text", chunk.text)
+
+    def _reasoning_delta(self, chunk: ReasoningDelta) -> None:
+        self._delta(chunk.index, "reasoning", chunk.text)
+
+    def _tool_call_delta(self, chunk: ToolCallDelta) -> None:
+        self._delta(chunk.index, "tool-call", chunk.arguments_delta, chunk.id, chunk.name)
+
+    def _block_start(self, chunk: BlockStart) -> None:
+        if chunk.index not in self._blocks:
+            self._blocks[chunk.index] = _Builder(chunk.block_type, chunk.id, chunk.name, chunk.signed)
+
+    def _block_end(self, chunk: BlockEnd) -> None:
+        self._blocks[chunk.index] = chunk.block
+
+    def _usage(self, chunk: Usage) -> None:
+        self.usage = chunk.usage
+
+    def _finish(self, chunk: Finish) -> None:
+        self.finish = chunk.reason
+        self.replay_state = chunk.replay_state
+
+    def open_blocks(self) -> list[tuple[int, TextBlock | ReasoningBlock | ToolCallBlock]]:
+        """The blocks started but not ended, as ``(index, block with what it holds)``, in index order.
+
+        The runtime emits a ``block-end`` for each of these before an error/aborted ``finish``.
+        """
+        return [(index, block.build()) for index, block in sorted(self._blocks.items()) if isinstance(block, _Builder)]
+
+    def blocks(self) -> list[TextBlock | ReasoningBlock | ToolCallBlock]:
+        """Every block in index order; blocks still open hold what they received so far."""
+        return [b.build() if isinstance(b, _Builder) else b for _, b in sorted(self._blocks.items())]
+
+    def message(self, *, route: str | None = None, source: str | None = None) -> Message:
+        """The assistant :class:`~harness_core.types.Message` assembled so far.
+
+        ``route`` and ``source`` (the plugins.yaml key owning the route) are recorded on the
+        message with :attr:`replay_state`, so a later turn can hand the state back to the same
+        plugin instance (SPEC §3.9).
+        """
+        return Message(
+            role="assistant",
+            content=list(self.blocks()),  # list[ContentBlock] for the invariant field
+            route=route,
+            source=source,
+            replay_state=self.replay_state,
+        )
+
+
+_HANDLERS: dict[type, Callable[[BlockAssembler, Any], None]] = {
+    TextDelta: BlockAssembler._text_delta,
+    ReasoningDelta: BlockAssembler._reasoning_delta,
+    ToolCallDelta: BlockAssembler._tool_call_delta,
+    BlockStart: BlockAssembler._block_start,
+    BlockEnd: BlockAssembler._block_end,
+    Usage: BlockAssembler._usage,
+    Finish: BlockAssembler._finish,
+}
+"""One dict lookup per chunk picks the handler (no ``isinstance`` chain)."""

@@ -1,0 +1,319 @@
+"""The ``llm_stream`` middleware chain and the final adapter boundary (SPEC §4, §5).
+
+The runtime composes the chain once, from ``pm.hook.llm_stream.get_hookimpls()`` sorted
+explicitly by (tier, position in plugins.yaml): ``tryfirst`` outermost, ``trylast`` innermost, and
+within a tier the plugin listed first is outermost (:func:`order_middleware`). Pluggy is
+synchronous, so the hook is never called through ``pm.hook.llm_stream(...)``: each stream builds
+``call_next`` functions over the ordered impls (:meth:`Chain.open`) and records every async
+generator they create in a :class:`ChainRun`, which closes them all, outermost first.
+
+The innermost layer is the :class:`AdapterBoundary`: it looks the route up, turns adapter
+exceptions into a legal terminal (open blocks closed, then ``finish{error}`` / ``finish{aborted}``)
+and re-raises cancellation, so middleware always sees a legal stream.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from operator import itemgetter
+from typing import Any, Literal
+
+import anyio
+import msgspec
+import pluggy
+
+from harness_core.assembler import BlockAssembler
+from harness_core.errors import LlmError
+from harness_core.hookspecs import CallNext
+from harness_core.plugininfo import PluginFailure
+from harness_core.registry import RouteRegistry
+from harness_core.types import BlockEnd, Finish, FinishReason, GenerateOptions, Message, StreamChunk
+
+__all__ = [
+    "AdapterBoundary",
+    "Chain",
+    "ChainLink",
+    "ChainRun",
+    "MiddlewareFunction",
+    "Tier",
+    "order_middleware",
+    "raise_collected",
+    "strip_replay",
+]
+
+logger = logging.getLogger("harness")
+
+Tier = Literal["tryfirst", "normal", "trylast", "adapter"]
+"""Where a link sits: a middleware tier (outermost to innermost), or the route's adapter."""
+
+MiddlewareFunction = Callable[[GenerateOptions, CallNext], AsyncGenerator[StreamChunk, None]]
+"""An ``llm_stream`` impl: ``(options, call_next)`` → async generator of chunks."""
+
+_TIER_RANK: dict[Tier, int] = {"tryfirst": 0, "normal": 1, "trylast": 2}
+
+
+class ChainLink(msgspec.Struct, frozen=True):
+    """One link of the chain as ``harness.chain()`` describes it.
+
+    ``key`` is the plugins.yaml key of the plugin; ``tier`` is ``"tryfirst"``, ``"normal"`` or
+    ``"trylast"`` for middleware, ``"adapter"`` for the plugin owning the route at the end.
+    """
+
+    key: str
+    tier: Tier
+
+
+def order_middleware(
+    hookimpls: Sequence[pluggy.HookImpl], keys: Sequence[str]
+) -> list[tuple[ChainLink, MiddlewareFunction]]:
+    """Sort ``llm_stream`` impls outermost first: by (tier, position of the plugin key in ``keys``).
+
+    ``keys`` lists the plugins.yaml keys in file order; each impl's ``plugin_name`` is its key.
+
+    Raises:
+        LlmError: ``CONFIG`` naming the plugin when an impl is a ``wrapper=``/``hookwrapper=``
+            impl or not an async generator function.
+    """
+    position = {key: i for i, key in enumerate(keys)}
+    ordered: list[tuple[int, int, ChainLink, MiddlewareFunction]] = []
+    for impl in hookimpls:
+        key = impl.plugin_name
+        if impl.wrapper or impl.hookwrapper:
+            raise LlmError(
+                "CONFIG",
+                f"plugin {key!r}: llm_stream may not be a wrapper=/hookwrapper= hookimpl; "
+                "a middleware is a plain @hookimpl async generator that calls call_next",
+            )
+        if not inspect.isasyncgenfunction(impl.function):
+            raise LlmError(
+                "CONFIG",
+                f"plugin {key!r}: llm_stream must be an async generator function (async def … yield), "
+                f"got {impl.function!r}",
+            )
+        tier: Tier = "tryfirst" if impl.tryfirst else "trylast" if impl.trylast else "normal"
+        ordered.append((_TIER_RANK[tier], position.get(key, len(keys)), ChainLink(key, tier), impl.function))
+    ordered.sort(key=itemgetter(0, 1))
+    return [(link, function) for _, _, link, function in ordered]
+
+
+def strip_replay(options: GenerateOptions, owner: str | None) -> GenerateOptions:
+    """``options`` without the ``replay_state`` of history messages not produced by ``owner``.
+
+    ``owner`` is the plugins.yaml key owning the target route (``None`` when no plugin owns it).
+    A message keeps its ``replay_state`` only when its ``source`` is that same key (SPEC §3.9);
+    ``options`` is returned unchanged (same object) when nothing needs stripping.
+    """
+    messages = options.messages
+    if not any(m.replay_state is not None and (owner is None or m.source != owner) for m in messages):
+        return options
+    kept = [
+        m if m.replay_state is None or (owner is not None and m.source == owner) else _without_replay(m)
+        for m in messages
+    ]
+    return msgspec.structs.replace(options, messages=kept)
+
+
+def _without_replay(message: Message) -> Message:
+    return msgspec.structs.replace(message, replay_state=None)
+
+
+def raise_collected(errors: Sequence[Exception], what: str) -> None:
+    """Re-raise errors collected while closing: one as is, several as an :class:`ExceptionGroup`."""
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise ExceptionGroup(f"{what} failed", list(errors))
+
+
+class ChainRun:
+    """The state of one stream through the chain: every generator it created, and the route served.
+
+    ``route``/``source`` start as the requested route and its owner; the boundary overwrites them
+    with the route it actually served (a middleware may rewrite ``options.provider``).
+    """
+
+    __slots__ = ("generators", "route", "source")
+
+    def __init__(self, route: str | None, source: str | None) -> None:
+        self.generators: list[tuple[int, AsyncGenerator[StreamChunk, None]]] = []
+        """``(depth, generator)`` in creation order; depth 0 is the outermost layer."""
+        self.route = route
+        self.source = source
+
+    async def aclose(self, bound: float) -> list[Exception]:
+        """Close every generator of this stream, outermost first (by depth, then creation order).
+
+        Each close runs shielded from cancellation and bounded by ``bound`` seconds, so a
+        cancelled caller still runs every ``finally``. Returns the exceptions the closes raised
+        (each already logged), so the caller can re-raise them once everything is closed.
+        """
+        errors: list[Exception] = []
+        for _, generator in sorted(self.generators, key=itemgetter(0)):
+            with anyio.move_on_after(bound, shield=True) as scope:
+                try:
+                    await generator.aclose()
+                except Exception as exc:
+                    logger.error("closing the stream generator %r failed", generator, exc_info=exc)
+                    errors.append(exc)
+            if scope.cancelled_caught:
+                logger.warning("closing the stream generator %r took longer than %ss; abandoned", generator, bound)
+        self.generators.clear()
+        return errors
+
+
+Innermost = Callable[[GenerateOptions, ChainRun], AsyncGenerator[StreamChunk, None]]
+
+
+class Chain:
+    """The ordered middleware plus the innermost layer, composed once per runtime.
+
+    ``links`` describe the middleware outermost first; ``functions`` are their ``llm_stream``
+    impls in the same order; ``innermost`` is the final adapter boundary.
+    """
+
+    __slots__ = ("_functions", "_innermost", "links")
+
+    def __init__(self, middleware: Sequence[tuple[ChainLink, MiddlewareFunction]], innermost: Innermost) -> None:
+        self.links: tuple[ChainLink, ...] = tuple(link for link, _ in middleware)
+        self._functions: tuple[MiddlewareFunction, ...] = tuple(function for _, function in middleware)
+        self._innermost = innermost
+
+    def open(self, options: GenerateOptions, run: ChainRun) -> AsyncGenerator[StreamChunk, None]:
+        """Create the outermost generator of one stream; every generator is recorded in ``run``.
+
+        With no middleware this is the boundary's generator itself: no layer is added.
+        """
+        generators = run.generators
+        innermost = self._innermost
+        depth = len(self._functions)
+
+        def call_boundary(options: GenerateOptions) -> AsyncGenerator[StreamChunk, None]:
+            generator = innermost(options, run)
+            generators.append((depth, generator))
+            return generator
+
+        call_next: Callable[[GenerateOptions], AsyncGenerator[StreamChunk, None]] = call_boundary
+        for layer in range(depth - 1, -1, -1):
+            call_next = _layer(layer, self._functions[layer], call_next, generators)
+        return call_next(options)
+
+
+def _layer(
+    depth: int,
+    function: MiddlewareFunction,
+    inner: Callable[[GenerateOptions], AsyncIterator[StreamChunk]],
+    generators: list[tuple[int, AsyncGenerator[StreamChunk, None]]],
+) -> Callable[[GenerateOptions], AsyncGenerator[StreamChunk, None]]:
+    """The ``call_next`` that starts middleware ``function`` at ``depth`` over ``inner``."""
+
+    def call_next(options: GenerateOptions) -> AsyncGenerator[StreamChunk, None]:
+        generator = function(options, inner)
+        generators.append((depth, generator))
+        return generator
+
+    return call_next
+
+
+class AdapterBoundary:
+    """The innermost layer: route lookup, adapter faults → legal terminal chunks (SPEC §4).
+
+    - unknown route → exactly one ``finish{error, NO_ADAPTER}`` naming the route, the known
+      routes and any adapter plugin failure that may explain it;
+    - the adapter raises :class:`~harness_core.errors.LlmError` → the blocks it left open end
+      with what they hold, then ``finish{error}`` carrying the failure;
+    - any other exception → the same, with code ``INTERNAL``, logged with its traceback on the
+      ``harness`` logger;
+    - the adapter's stream ends without a ``finish`` → ``finish{error, PROTOCOL}``;
+    - in each of these cases, ``finish{aborted}`` instead when ``options.abort`` has fired;
+    - cancellation propagates untouched; nothing after the adapter's ``finish`` is read.
+
+    The adapter's generator is closed (``aclose``) when the boundary's is.
+    """
+
+    __slots__ = ("_failures", "_registry")
+
+    def __init__(self, registry: RouteRegistry, failures: Sequence[PluginFailure]) -> None:
+        self._registry = registry
+        self._failures = failures
+
+    def no_adapter(self, route: str | None) -> LlmError:
+        """The ``NO_ADAPTER`` error for ``route``: known routes, and the adapter plugins that failed."""
+        known = ", ".join(repr(r) for r in self._registry.routes()) or "none"
+        if route is None:
+            text = f"no route given (options.provider) and no default provider configured; known routes: {known}"
+        else:
+            text = f"no adapter serves route {route!r}; known routes: {known}"
+        failed = [f for f in self._failures if not f.is_middleware]
+        if failed:
+            causes = "; ".join(f"plugin {f.key!r} failed at {f.stage}: {f.message}" for f in failed)
+            text += f". Adapter plugins that failed to start (one may own this route): {causes}"
+        return LlmError("NO_ADAPTER", text)
+
+    async def __call__(self, options: GenerateOptions, run: ChainRun) -> AsyncGenerator[StreamChunk, None]:
+        route = options.provider
+        registration = self._registry.get(route) if route is not None else None
+        if route is None or registration is None:
+            yield Finish(FinishReason(kind="error", failure=self.no_adapter(route).to_failure()))
+            return
+        run.route = route
+        run.source = registration.owner
+        options = strip_replay(options, registration.owner)
+        held: list[StreamChunk] = []
+        keep = held.append
+        stream: Any = None
+        failure: LlmError
+        try:
+            try:
+                stream = registration.adapter.stream(options)
+                pull = stream.__anext__
+            except Exception as exc:
+                failure = _as_failure(exc, route)
+            else:
+                while True:
+                    try:
+                        chunk = await pull()
+                    except StopAsyncIteration:
+                        failure = LlmError(
+                            "PROTOCOL", f"the adapter of route {route!r} ended its stream without a finish"
+                        )
+                        break
+                    except Exception as exc:
+                        failure = _as_failure(exc, route)
+                        break
+                    keep(chunk)
+                    yield chunk
+                    if type(chunk) is Finish:
+                        return
+            for chunk in _terminal(held, failure, options):
+                yield chunk
+        finally:
+            if stream is not None and hasattr(stream, "aclose"):
+                try:
+                    await stream.aclose()
+                except Exception as exc:
+                    logger.error("closing the adapter stream of route %r failed", route, exc_info=exc)
+
+
+def _as_failure(exc: Exception, route: str) -> LlmError:
+    """``exc`` as the failure a ``finish{error}`` carries; unexpected exceptions are logged as INTERNAL."""
+    if isinstance(exc, LlmError):
+        return exc
+    logger.error("the adapter of route %r raised an unexpected exception", route, exc_info=exc)
+    return LlmError("INTERNAL", f"unexpected {type(exc).__name__} in the adapter of route {route!r}: {exc}")
+
+
+def _terminal(held: list[StreamChunk], failure: LlmError, options: GenerateOptions) -> list[StreamChunk]:
+    """``block-end`` for every block the adapter left open (with what it holds), then the finish."""
+    assembler = BlockAssembler()
+    for chunk in held:
+        assembler.feed(chunk)
+    tail: list[StreamChunk] = [BlockEnd(index, block) for index, block in assembler.open_blocks()]
+    abort = options.abort
+    if abort is not None and abort.fired:
+        aborted = LlmError("ABORTED", abort.reason or "aborted", provider=failure.provider)
+        tail.append(Finish(FinishReason(kind="aborted", failure=aborted.to_failure())))
+    else:
+        tail.append(Finish(FinishReason(kind="error", failure=failure.to_failure())))
+    return tail

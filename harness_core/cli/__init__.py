@@ -1,0 +1,20 @@
+"""The ``harness`` command line (console script ``harness = "harness_core.cli:main"``).
+
+Subcommands: ``run``, ``plugins``, ``config check``, ``chain``, plus those plugins declare in the
+entry-point group ``harness.commands``. ``harness --help`` and ``harness plugins`` stay fast:
+only :mod:`click` is imported up front; everything else loads inside the subcommand that needs
+it, and plugin subcommands are listed from entry-point metadata without importing them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = ["main"]
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the ``harness`` command line with ``argv`` (default ``sys.argv[1:]``); exits the process."""
+    from harness_core.cli._app import cli
+
+    cli.main(args=list(argv) if argv is not None else None, prog_name="harness")

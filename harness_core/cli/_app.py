@@ -1,0 +1,147 @@
+"""The click command tree of ``harness``. Only :mod:`click` is imported here; the work of each
+subcommand lives in :mod:`harness_core.cli._run` / :mod:`harness_core.cli._inspect`, imported
+when that subcommand runs.
+
+Exit codes: 0 success, 1 the generation ended with an error, 2 usage or configuration error,
+130 interrupted (Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import click
+
+from harness_core.cli._entrypoints import command_entry_points
+
+__all__ = ["cli"]
+
+_CONFIG_HELP = (
+    "plugins.yaml to use (default: $HARNESS_CONFIG, ./plugins.yaml, ./config/plugins.yaml, "
+    "the user config dir, else the built-in mock setup)"
+)
+
+
+def _config_option(func: Any) -> Any:
+    return click.option("-c", "--config", "config", type=click.Path(dir_okay=False), help=_CONFIG_HELP)(func)
+
+
+class _HarnessGroup(click.Group):
+    """A group that also offers the subcommands plugins declare in ``harness.commands``.
+
+    Plugin subcommands are listed from entry-point metadata and imported only when run; a
+    built-in command of the same name wins.
+    """
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *command_entry_points()})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = self.commands.get(cmd_name)
+        if command is not None:
+            return command
+        entry = command_entry_points().get(cmd_name)
+        if entry is None:
+            return None
+        module_name, _, attr = entry.value.partition(":")
+        try:
+            target: Any = importlib.import_module(module_name.strip())
+            for part in attr.strip().split(".") if attr.strip() else ():
+                target = getattr(target, part)
+        except Exception as exc:
+            raise click.UsageError(
+                f"cannot load the {cmd_name!r} subcommand of {entry.dist} ({entry.value}): {type(exc).__name__}: {exc}"
+            ) from exc
+        if not isinstance(target, click.Command):
+            raise click.UsageError(f"the {cmd_name!r} subcommand of {entry.dist} ({entry.value}) is no click command")
+        return target
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        limit = formatter.width - 6 - max(len(name) for name in self.list_commands(ctx))
+        rows = [(name, command.get_short_help_str(limit)) for name, command in sorted(self.commands.items())]
+        rows += [
+            (name, f"(from plugin {entry.dist})")
+            for name, entry in sorted(command_entry_points().items())
+            if name not in self.commands
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=_HarnessGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="harness-core", prog_name="harness")
+def cli() -> None:
+    """harness: one streaming protocol for every LLM provider, with middleware around every stream.
+
+    Plugins and their configs come from plugins.yaml (see `harness config check`).
+    """
+
+
+@cli.command()
+@click.argument("prompt")
+@click.option("-p", "--provider", help="route to use (default: `defaults.provider` of plugins.yaml)")
+@click.option("-m", "--model", help="the provider's model id (default: `defaults.model`)")
+@click.option("--system", help="system prompt")
+@click.option("--max-tokens", type=click.IntRange(min=0), help="upper bound on output tokens")
+@click.option("--temperature", type=float, help="sampling temperature")
+@click.option("--reasoning-effort", help="reasoning effort id the model lists (e.g. off, low, high)")
+@_config_option
+@click.option("--json", "as_json", is_flag=True, help="print every chunk as one JSON object per line")
+@click.pass_context
+def run(ctx: click.Context, /, prompt: str, as_json: bool, **options: Any) -> None:
+    """Send PROMPT (`-` reads it from stdin) and stream the reply to stdout.
+
+    Reasoning is shown dimmed on a terminal (on stderr otherwise), tool calls are shown, usage and
+    the finish reason go to stderr at the end. Ctrl-C aborts cleanly, keeping the partial output
+    (exit 130). Exit codes: 0 stop/tool-calls/length/content-filter, 1 error finish, 2 usage or
+    config error, 130 aborted.
+    """
+    from harness_core.cli._run import run_prompt
+
+    ctx.exit(run_prompt(prompt, as_json=as_json, **options))
+
+
+@cli.command()
+@_config_option
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@click.pass_context
+def plugins(ctx: click.Context, config: str | None, as_json: bool) -> None:
+    """List installed, enabled, disabled and failed plugins with versions and routes.
+
+    Plugins named in plugins.yaml are imported and their configs validated, but not started:
+    routes come from each config's `routes` field.
+    """
+    from harness_core.cli._inspect import show_plugins
+
+    ctx.exit(show_plugins(config, as_json=as_json))
+
+
+@cli.group()
+def config() -> None:
+    """Inspect the configuration."""
+
+
+@config.command()
+@_config_option
+@click.pass_context
+def check(ctx: click.Context, config: str | None) -> None:
+    """Validate plugins.yaml: import, validate and start every plugin; report every problem (exit 2)."""
+    from harness_core.cli._inspect import check_config
+
+    ctx.exit(check_config(config))
+
+
+@cli.command()
+@click.argument("route", required=False)
+@_config_option
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@click.pass_context
+def chain(ctx: click.Context, route: str | None, config: str | None, as_json: bool) -> None:
+    """Show the middleware a stream to ROUTE passes through, outermost first, then its adapter.
+
+    ROUTE defaults to `defaults.provider`.
+    """
+    from harness_core.cli._inspect import show_chain
+
+    ctx.exit(show_chain(route, config, as_json=as_json))

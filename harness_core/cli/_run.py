@@ -1,0 +1,192 @@
+"""``harness run``: stream one generation to the terminal.
+
+Text goes to stdout as it arrives. Reasoning is dimmed on a terminal and goes to stderr when
+stdout is not a terminal (so a pipe receives the answer only); tool calls likewise. Usage and
+the finish reason are printed to stderr at the end. The first Ctrl-C fires the request's
+:class:`~harness_core.abort.AbortSignal` (the stream ends with ``finish{aborted}``, partial output
+kept, exit 130); a second one cancels at once.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import Callable
+
+import anyio
+import anyio.abc
+import msgspec
+
+from harness_core.abort import AbortSignal
+from harness_core.cli._common import EXIT_ABORTED, EXIT_ERROR, EXIT_OK, EXIT_USAGE, Sink, load_for_start
+from harness_core.errors import LlmError
+from harness_core.loader import LoadedConfig
+from harness_core.types import (
+    BlockEnd,
+    Finish,
+    FinishReason,
+    GenerateOptions,
+    Message,
+    ReasoningBlock,
+    ReasoningDelta,
+    StreamChunk,
+    TextDelta,
+    TokenUsage,
+    ToolCallBlock,
+    Usage,
+)
+
+__all__ = ["Renderer", "run_prompt"]
+
+DIM = "\x1b[2m"
+CYAN = "\x1b[36m"
+RESET = "\x1b[0m"
+
+
+def run_prompt(
+    prompt: str,
+    *,
+    as_json: bool,
+    provider: str | None,
+    model: str | None,
+    system: str | None,
+    max_tokens: int | None,
+    temperature: float | None,
+    reasoning_effort: str | None,
+    config: str | None,
+) -> int:
+    """Run one generation for ``harness run``; returns the exit code (0, 1, 2 or 130)."""
+    out, err = Sink(sys.stdout), Sink(sys.stderr)
+    try:
+        if prompt == "-":
+            prompt = sys.stdin.read()
+        loaded = load_for_start(config, err)
+        if loaded is None:
+            return EXIT_USAGE
+        abort = AbortSignal()
+        options = GenerateOptions(
+            provider=provider,
+            model=model,
+            messages=[Message.user(prompt)],
+            system=system,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            reasoning_effort=reasoning_effort,
+            abort=abort,
+        )
+        renderer = Renderer(out, err, as_json=as_json, tty=sys.stdout.isatty(), redact=loaded.redact)
+        return anyio.run(_generate, loaded, options, abort, renderer)
+    except KeyboardInterrupt:  # Ctrl-C before the signal watcher was installed (e.g. reading stdin)
+        out.end_line()
+        err.end_line()
+        err.write("interrupted\n")
+        return EXIT_ABORTED
+
+
+class _Interrupts:
+    """Watches SIGINT for one run: the first fires ``abort``, the second cancels everything."""
+
+    def __init__(self, abort: AbortSignal, renderer: Renderer) -> None:
+        self.abort = abort
+        self.renderer = renderer
+        self.hard = False
+
+    async def watch(self, scope: anyio.CancelScope, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        with anyio.open_signal_receiver(signal.SIGINT) as signals:
+            task_status.started()
+            await anext(signals)
+            self.abort.fire("interrupted by Ctrl-C")
+            self.renderer.note("aborting… (press Ctrl-C again to quit at once)")
+            await anext(signals)
+            self.hard = True
+            scope.cancel()
+
+
+async def _generate(loaded: LoadedConfig, options: GenerateOptions, abort: AbortSignal, renderer: Renderer) -> int:
+    from harness_core.runtime import Harness
+
+    interrupts = _Interrupts(abort, renderer)
+    try:
+        harness = Harness(loaded.plugins, defaults=loaded.defaults, failures=loaded.failures)
+        async with harness, anyio.create_task_group() as group:
+            await group.start(interrupts.watch, group.cancel_scope)
+            async with harness.stream(options) as chunks:
+                async for chunk in chunks:
+                    renderer.feed(chunk)
+            group.cancel_scope.cancel()
+    except LlmError as exc:
+        renderer.note(f"error: {exc}")
+        return EXIT_USAGE if exc.code == "CONFIG" else EXIT_ERROR
+    if interrupts.hard:
+        renderer.note("interrupted")
+        return EXIT_ABORTED
+    return renderer.end()
+
+
+class Renderer:
+    """Writes chunks to the terminal (or JSON lines with ``as_json``) and decides the exit code.
+
+    ``out``/``err`` are the stdout/stderr sinks, ``tty`` whether stdout is a terminal,
+    ``redact`` scrubs secrets from messages.
+    """
+
+    def __init__(self, out: Sink, err: Sink, *, as_json: bool, tty: bool, redact: Callable[[str], str]) -> None:
+        self.out = out
+        self.err = err
+        self.as_json = as_json
+        self.tty = tty
+        self.redact = redact
+        self.finish: FinishReason | None = None
+        self.usage: TokenUsage | None = None
+
+    @property
+    def _extras(self) -> Sink:
+        """Where reasoning and tool calls go: stdout on a terminal, else stderr."""
+        return self.out if self.tty else self.err
+
+    def feed(self, chunk: StreamChunk) -> None:
+        """Show one chunk."""
+        if isinstance(chunk, Finish):
+            self.finish = chunk.reason
+        elif isinstance(chunk, Usage):
+            self.usage = chunk.usage
+        if self.as_json:
+            self.out.write(msgspec.json.encode(chunk).decode() + "\n")
+        elif isinstance(chunk, TextDelta):
+            self.out.write(chunk.text)
+        elif isinstance(chunk, ReasoningDelta):
+            self._extras.write(f"{DIM}{chunk.text}{RESET}" if self.tty else chunk.text)
+        elif isinstance(chunk, BlockEnd) and isinstance(chunk.block, ReasoningBlock):
+            self._extras.end_line()
+        elif isinstance(chunk, BlockEnd) and isinstance(chunk.block, ToolCallBlock):
+            block = chunk.block
+            line = f"[tool call {block.id}] {block.name}({block.arguments})"
+            self._extras.end_line()
+            self._extras.write(f"{CYAN}{line}{RESET}\n" if self.tty else f"{line}\n")
+
+    def note(self, text: str) -> None:
+        """A message on stderr, on its own line, secrets scrubbed."""
+        self.out.end_line()
+        self.err.end_line()
+        self.err.write(self.redact(text) + "\n")
+
+    def end(self) -> int:
+        """Print the summary and return the exit code for the finish seen."""
+        finish = self.finish
+        if finish is None:
+            self.note("error: the stream ended without a finish chunk")
+            return EXIT_ERROR
+        failure = finish.failure
+        if finish.kind == "error":
+            text = f"{failure.code}: {failure.message}" if failure is not None else "unknown failure"
+            self.note(f"error: {text}")
+            return EXIT_ERROR
+        if finish.kind == "aborted":
+            self.note(f"aborted: {failure.message if failure is not None else 'aborted'}")
+            return EXIT_ABORTED
+        if not self.as_json:
+            raw = f" ({finish.raw})" if finish.raw else ""
+            usage = self.usage
+            tokens = f"; tokens: {usage.input_tokens} in, {usage.output_tokens} out" if usage is not None else ""
+            self.note(f"[finish: {finish.kind}{raw}{tokens}]")
+        return EXIT_OK

@@ -1,0 +1,519 @@
+"""The plugin loader: find ``plugins.yaml``, import the plugins it names, validate, build them.
+
+``plugins.yaml`` (SPEC §6)::
+
+    plugins:
+      trace: {path: traces.jsonl}            # entry-point name -> config (listed first = outermost)
+      openai:groq:                           # "name:ident": a second instance of plugin "openai"
+        api_key: ${{ env.GROQ_API_KEY }}     # env lookup only, never eval; secret from then on
+      ~anthropic: {}                         # "~" disables it: never imported
+    defaults: {provider: mock, model: echo}
+
+Steps, in order: parse (safe YAML, lines kept) → resolve every enabled name against the
+entry-point group ``harness.plugins`` (importing only those) → validate every config
+(``${{ env.NAME }}`` substitution, :class:`~harness_core.config.EnvFallback`, ``msgspec.convert``
+with unknown fields rejected and YAML strings turned into :class:`~harness_core.Secret` for
+``Secret`` fields) → when no problem was found anywhere, build the plugins (``Plugin(config)``).
+Problems of every plugin are collected (the first per plugin) and raised together as one
+:class:`~harness_core.config.ConfigError`. A plugin that fails to import or to build is recorded
+as a :class:`~harness_core.plugininfo.PluginFailure` instead (SPEC §6 failure policy); a plugin
+that cannot even be imported counts as a middleware (fail closed).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import msgspec
+
+from harness_core.config import (
+    MASK,
+    ConfigError,
+    ConfigPath,
+    ConfigProblem,
+    EnvFallback,
+    Redactor,
+    format_path,
+    line_for,
+    parse_yaml,
+    substitute_env,
+)
+from harness_core.plugininfo import Defaults, LoadedPlugin, PluginFailure
+from harness_core.secret import Secret
+
+__all__ = [
+    "BUILTIN_DEFAULT",
+    "CONFIG_ENV",
+    "ENTRY_POINT_GROUP",
+    "LoadedConfig",
+    "PluginEntry",
+    "find_config",
+    "inspect_config",
+    "installed_plugins",
+    "load_config",
+]
+
+ENTRY_POINT_GROUP: Final = "harness.plugins"
+"""The entry-point group plugins register in: ``mock = "harness_llm_mock:MockPlugin"``."""
+
+CONFIG_ENV: Final = "HARNESS_CONFIG"
+"""Environment variable naming the config file (after ``--config``)."""
+
+BUILTIN_DEFAULT: Final = """\
+plugins:
+  mock: {}
+defaults:
+  provider: mock
+  model: echo
+"""
+"""The configuration used when no ``plugins.yaml`` is found: the mock provider."""
+
+BUILTIN_SOURCE: Final = "<built-in default>"
+
+_KEY = re.compile(r"(?P<disabled>~)?(?P<name>[A-Za-z0-9_.-]+)(?::(?P<ident>[A-Za-z0-9_.-]+))?")
+_MSGSPEC_PATH = re.compile(r"^(?P<message>.*?)(?: - at `\$(?P<path>.*)`)?$", re.DOTALL)
+_PATH_PART = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
+_UNKNOWN_FIELD = re.compile(r"unknown field `([^`]*)`")
+
+State = Literal["enabled", "disabled", "failed", "invalid", "installed"]
+
+
+class PluginEntry(msgspec.Struct, kw_only=True):
+    """One line of ``harness plugins``: a plugins.yaml entry or an installed, unlisted plugin.
+
+    ``state``: ``enabled`` (imported, config valid, built when instantiation was asked for),
+    ``disabled`` (``~key``; never imported), ``failed`` (see ``message``), ``invalid`` (unknown
+    name or config problem), ``installed`` (has an entry point, not in plugins.yaml).
+    ``routes`` come from the validated config's ``routes`` field when it has one: adapters are
+    not started to list them. ``is_middleware`` is ``None`` when unknown (never imported).
+    """
+
+    key: str
+    name: str
+    state: State
+    dist: str | None = None
+    version: str | None = None
+    is_middleware: bool | None = None
+    routes: list[str] | None = None
+    message: str | None = None
+    line: int | None = None
+
+
+class LoadedConfig(msgspec.Struct, kw_only=True):
+    """What :func:`load_config` built.
+
+    ``plugins`` are the built instances in plugins.yaml order (first = outermost middleware),
+    ``failures`` the plugins that could not be imported or built, ``defaults`` the ``defaults:``
+    section, ``path`` the file read (``None`` for the built-in default). ``entries`` describe
+    every plugin for ``harness plugins``; ``problems`` is empty unless produced by
+    :func:`inspect_config`. :meth:`redact` scrubs every environment-substituted value from text.
+    """
+
+    path: Path | None
+    plugins: list[LoadedPlugin] = msgspec.field(default_factory=list)
+    failures: list[PluginFailure] = msgspec.field(default_factory=list)
+    defaults: Defaults = msgspec.field(default_factory=Defaults)
+    entries: list[PluginEntry] = msgspec.field(default_factory=list)
+    problems: list[ConfigProblem] = msgspec.field(default_factory=list)
+    redactor: Redactor = msgspec.field(default_factory=Redactor)
+
+    @property
+    def source(self) -> str:
+        """The file name for messages (``<built-in default>`` when no file was found)."""
+        return str(self.path) if self.path is not None else BUILTIN_SOURCE
+
+    def redact(self, text: str) -> str:
+        """``text`` without any value substituted from the environment."""
+        return self.redactor(text)
+
+
+def find_config(
+    explicit: str | os.PathLike[str] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+) -> Path | None:
+    """Locate ``plugins.yaml``; ``None`` means "use :data:`BUILTIN_DEFAULT`".
+
+    Order: ``explicit`` (``--config``), ``$HARNESS_CONFIG``, ``./plugins.yaml``,
+    ``./config/plugins.yaml``, ``platformdirs.user_config_dir("harness")/plugins.yaml``. An
+    explicit or environment path is returned even when missing (:func:`load_config` reports
+    it); the other candidates only when they exist.
+    """
+    env = os.environ if environ is None else environ
+    if explicit is not None:
+        return Path(explicit)
+    if env.get(CONFIG_ENV):
+        return Path(env[CONFIG_ENV])
+    base = Path.cwd() if cwd is None else Path(cwd)
+    import platformdirs
+
+    for candidate in (
+        base / "plugins.yaml",
+        base / "config" / "plugins.yaml",
+        Path(platformdirs.user_config_dir("harness")) / "plugins.yaml",
+    ):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def installed_plugins() -> dict[str, importlib.metadata.EntryPoint]:
+    """Entry points of the group ``harness.plugins`` by name (first on ``sys.path`` wins).
+
+    Reads distribution metadata only; nothing is imported.
+    """
+    found: dict[str, importlib.metadata.EntryPoint] = {}
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        found.setdefault(ep.name, ep)
+    return found
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None, *, environ: Mapping[str, str] | None = None
+) -> LoadedConfig:
+    """Load, validate and build the plugins of ``path``.
+
+    ``path`` ``None`` searches with :func:`find_config`; when nothing is found the built-in
+    default (:data:`BUILTIN_DEFAULT`, the mock provider) is used. ``environ`` replaces
+    ``os.environ`` for the search, ``${{ env.NAME }}`` and env fallbacks.
+
+    Raises:
+        ConfigError: every problem found (unreadable file, YAML syntax, duplicate keys, unknown
+            top-level key, unknown plugin, invalid config …), the first per plugin, each with
+            plugin, field path and YAML line. Nothing is built when it is raised.
+
+    Import and build failures do not raise: they are in :attr:`LoadedConfig.failures`.
+    """
+    loaded = inspect_config(path, environ=environ)
+    if loaded.problems:
+        raise ConfigError(loaded.problems)
+    return loaded
+
+
+def inspect_config(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    instantiate: bool = True,
+) -> LoadedConfig:
+    """Like :func:`load_config` but never raises: problems are in :attr:`LoadedConfig.problems`.
+
+    With ``instantiate=False`` plugins are imported and validated but not built (what
+    ``harness plugins`` shows). Used by ``harness plugins`` and ``harness config check``.
+    """
+    env = os.environ if environ is None else environ
+    path = find_config(path, environ=env)
+    loaded = LoadedConfig(path=path)
+    if path is None:
+        text = BUILTIN_DEFAULT
+    else:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            loaded.problems.append(
+                ConfigProblem(message=f"cannot read the config file: {type(exc).__name__}: {exc}", source=loaded.source)
+            )
+            return loaded
+    _Loading(loaded, text, env, instantiate).run()
+    return loaded
+
+
+class _Candidate:
+    """A plugins.yaml entry on its way to being built."""
+
+    def __init__(self, key: str, name: str, raw: Any, line: int | None) -> None:
+        self.key = key
+        self.name = name
+        self.raw = raw
+        self.line = line
+        self.entry = PluginEntry(key=key, name=name, state="enabled", line=line)
+        self.target: Any = None
+        self.config_type: type[msgspec.Struct] | None = None
+        self.config: msgspec.Struct | None = None
+
+
+class _Loading:
+    """One run of the loader over one document."""
+
+    def __init__(self, loaded: LoadedConfig, text: str, environ: Mapping[str, str], instantiate: bool) -> None:
+        self.loaded = loaded
+        self.text = text
+        self.environ = environ
+        self.instantiate = instantiate
+        self.lines: dict[ConfigPath, int] = {}
+
+    def problem(self, message: str, path: ConfigPath, *, plugin: str | None = None, field: str | None = None) -> None:
+        self.loaded.problems.append(
+            ConfigProblem(
+                message=self.loaded.redact(message),
+                plugin=plugin,
+                field=field,
+                line=line_for(self.lines, path),
+                source=self.loaded.source,
+            )
+        )
+
+    def run(self) -> None:
+        installed = installed_plugins()
+        self.document(installed)
+        for entry in self.loaded.entries:
+            if entry.state == "disabled" and entry.name in installed:
+                entry.dist, entry.version = _dist_of(installed[entry.name])
+        listed = {entry.name for entry in self.loaded.entries}
+        for name, ep in sorted(installed.items()):
+            if name not in listed:
+                dist, version = _dist_of(ep)
+                self.loaded.entries.append(
+                    PluginEntry(key=name, name=name, state="installed", dist=dist, version=version)
+                )
+
+    def document(self, installed: dict[str, importlib.metadata.EntryPoint]) -> None:
+        data, self.lines, problems = parse_yaml(self.text, source=self.loaded.source)
+        self.loaded.problems.extend(problems)
+        if problems:
+            return
+        if not isinstance(data, dict):
+            self.problem("the document must be a mapping with `plugins:` (and optionally `defaults:`)", ())
+            return
+        for key in data:
+            if key not in ("plugins", "defaults"):
+                self.problem(f"unknown top-level key {key!r}; expected `plugins` or `defaults`", (key,))
+        self.defaults(data.get("defaults"))
+        candidates = self.entries(data.get("plugins"))
+        for candidate in candidates:
+            self.resolve(candidate, installed)
+        self.check_single_instances(candidates)
+        for candidate in candidates:
+            if candidate.entry.state == "enabled":
+                self.validate(candidate)
+        if self.instantiate and not self.loaded.problems:
+            for candidate in candidates:
+                if candidate.entry.state == "enabled":
+                    self.build(candidate)
+
+    def defaults(self, raw: Any) -> None:
+        if raw is None:
+            return
+        if not isinstance(raw, dict):
+            self.problem("`defaults` must be a mapping with `provider` and/or `model`", ("defaults",))
+            return
+        values: dict[str, str | None] = {}
+        for key, value in raw.items():
+            if key not in ("provider", "model"):
+                self.problem(f"unknown key {key!r}; expected `provider` or `model`", ("defaults", key), field=str(key))
+            elif value is not None and not isinstance(value, str):
+                self.problem(f"expected a string, got {type(value).__name__}", ("defaults", key), field=key)
+            else:
+                values[key] = value
+        self.loaded.defaults = Defaults(**values)
+
+    def entries(self, raw: Any) -> list[_Candidate]:
+        if raw is None:
+            return []
+        if not isinstance(raw, dict):
+            self.problem("`plugins` must be a mapping of plugin name to config", ("plugins",))
+            return []
+        candidates: list[_Candidate] = []
+        seen: dict[str, str] = {}
+        for key, value in raw.items():
+            path: ConfigPath = ("plugins", key)
+            match = _KEY.fullmatch(key) if isinstance(key, str) else None
+            if match is None:
+                self.problem(f"invalid plugin key {key!r}; expected `name`, `name:ident` or `~name`", path)
+                continue
+            key_str: str = key
+            instance = key_str.removeprefix("~")
+            name = match.group("name")
+            if instance in seen:
+                self.problem(f"plugin {instance!r} is listed twice (as {seen[instance]!r} and {key_str!r})", path)
+                continue
+            seen[instance] = key_str
+            line = line_for(self.lines, path)
+            if match.group("disabled"):
+                self.loaded.entries.append(PluginEntry(key=instance, name=name, state="disabled", line=line))
+                continue
+            if value is not None and not isinstance(value, dict):
+                self.problem(
+                    f"the config of a plugin must be a mapping, got {type(value).__name__}", path, plugin=key_str
+                )
+                continue
+            candidate = _Candidate(key_str, name, value or {}, line)
+            self.loaded.entries.append(candidate.entry)
+            candidates.append(candidate)
+        return candidates
+
+    def resolve(self, candidate: _Candidate, installed: dict[str, importlib.metadata.EntryPoint]) -> None:
+        entry = candidate.entry
+        ep = installed.get(candidate.name)
+        if ep is None:
+            names = ", ".join(sorted(installed)) or "none"
+            self.problem(
+                f"unknown plugin {candidate.name!r}: no installed distribution has an entry point {candidate.name!r} "
+                f"in group {ENTRY_POINT_GROUP!r} (installed: {names}). "
+                f"If it is a provider adapter, try: pip install harness-llm-{candidate.name}",
+                ("plugins", candidate.key),
+                plugin=candidate.key,
+            )
+            entry.state = "invalid"
+            return
+        entry.dist, entry.version = _dist_of(ep)
+        try:
+            target = ep.load()
+        except Exception as exc:
+            self.fail(
+                candidate,
+                "import",
+                f"cannot be imported ({ep.value}): {type(exc).__name__}: {exc}; "
+                "treated as a middleware (fail closed) because its kind is unknown",
+                is_middleware=True,
+            )
+            return
+        candidate.target = target
+        entry.is_middleware = callable(getattr(target, "llm_stream", None))
+        config_type = getattr(target, "Config", None) if isinstance(target, type) else None
+        if config_type is not None and not (isinstance(config_type, type) and issubclass(config_type, msgspec.Struct)):
+            self.fail(candidate, "config", "its `Config` is not a msgspec.Struct (a bug in the plugin)")
+            return
+        candidate.config_type = config_type
+
+    def check_single_instances(self, candidates: list[_Candidate]) -> None:
+        counts: dict[str, int] = {}
+        for candidate in candidates:
+            if candidate.entry.state == "enabled" and candidate.config_type is None:
+                counts[candidate.name] = counts.get(candidate.name, 0) + 1
+                if counts[candidate.name] == 2:
+                    self.problem(
+                        f"plugin {candidate.name!r} has no Config: it runs as a single instance only",
+                        ("plugins", candidate.key),
+                        plugin=candidate.key,
+                    )
+                    candidate.entry.state = "invalid"
+
+    def validate(self, candidate: _Candidate) -> None:
+        if candidate.config_type is None:
+            if candidate.raw:
+                first = next(iter(candidate.raw))
+                self.config_problem(candidate, f"plugin {candidate.name!r} takes no configuration", (first,))
+            return
+        raw, env_problems = substitute_env(candidate.raw, self.environ, self.loaded.redactor)
+        if env_problems:
+            where, message = env_problems[0]
+            self.config_problem(candidate, message, where)
+            return
+        self.apply_env_fallbacks(candidate.config_type, raw)
+        try:
+            config = msgspec.convert(raw, candidate.config_type, dec_hook=_dec_hook)
+        except msgspec.ValidationError as exc:
+            message, where = _split_msgspec_error(str(exc))
+            if "unknown field" in message:
+                known = ", ".join(f.encode_name for f in msgspec.structs.fields(candidate.config_type))
+                message += f" (known fields: {known or 'none'})"
+            self.config_problem(candidate, message, where)
+            return
+        candidate.config = config
+        routes = getattr(config, "routes", None)
+        if isinstance(routes, list) and all(isinstance(r, str) for r in routes):
+            candidate.entry.routes = [MASK if r in self.loaded.redactor else r for r in routes]
+
+    def config_problem(self, candidate: _Candidate, message: str, where: ConfigPath) -> None:
+        self.problem(
+            message, ("plugins", candidate.key, *where), plugin=candidate.key, field=format_path(where) or None
+        )
+        candidate.entry.state = "invalid"
+        candidate.entry.message = self.loaded.redact(message)
+
+    def apply_env_fallbacks(self, config_type: type[msgspec.Struct], raw: dict[str, Any]) -> None:
+        fields = {f.name: f for f in msgspec.structs.fields(config_type)}
+        for field in fields.values():
+            if field.encode_name in raw:
+                continue
+            for marker in getattr(field.type, "__metadata__", ()):
+                if not isinstance(marker, EnvFallback):
+                    continue
+                if all(_effective(fields.get(name), raw) == expected for name, expected in marker.only_when.items()):
+                    value = self.environ.get(marker.var)
+                    if value:
+                        self.loaded.redactor.add(value)
+                        raw[field.encode_name] = value
+
+    def build(self, candidate: _Candidate) -> None:
+        target = candidate.target
+        try:
+            if candidate.config is not None:
+                instance = target(candidate.config)
+            elif isinstance(target, type):
+                instance = target()
+            else:
+                instance = target
+        except Exception as exc:
+            self.fail(candidate, "init", f"failed to start: {type(exc).__name__}: {exc}")
+            return
+        entry = candidate.entry
+        self.loaded.plugins.append(
+            LoadedPlugin(
+                key=candidate.key, name=candidate.name, instance=instance, dist=entry.dist, version=entry.version
+            )
+        )
+
+    def fail(
+        self,
+        candidate: _Candidate,
+        stage: Literal["import", "config", "init"],
+        message: str,
+        *,
+        is_middleware: bool | None = None,
+    ) -> None:
+        entry = candidate.entry
+        middleware = bool(entry.is_middleware) if is_middleware is None else is_middleware
+        text = self.loaded.redact(f"plugin {candidate.key!r} {message}")
+        entry.is_middleware = middleware
+        entry.state = "failed"
+        entry.message = text
+        self.loaded.failures.append(
+            PluginFailure(key=candidate.key, name=candidate.name, message=text, stage=stage, is_middleware=middleware)
+        )
+
+
+def _dist_of(ep: importlib.metadata.EntryPoint) -> tuple[str | None, str | None]:
+    dist = ep.dist
+    if dist is None:  # pragma: no cover - entry points from importlib.metadata.entry_points() always have one
+        return None, None
+    return dist.metadata["Name"], dist.version
+
+
+def _effective(field: msgspec.structs.FieldInfo | None, raw: Mapping[str, Any]) -> Any:
+    """The value a Config field will have: from YAML, else its default (``NODEFAULT`` if neither)."""
+    if field is None:
+        return msgspec.NODEFAULT
+    if field.encode_name in raw:
+        return raw[field.encode_name]
+    if field.default_factory is not msgspec.NODEFAULT:
+        return field.default_factory()
+    return field.default
+
+
+def _dec_hook(type_: type, obj: Any) -> Any:
+    """``msgspec.convert`` hook: YAML strings become :class:`Secret` for ``Secret`` fields."""
+    if type_ is Secret and isinstance(obj, str):
+        return Secret(obj)
+    raise TypeError(f"Expected `{getattr(type_, '__name__', type_)}`, got `{type(obj).__name__}`")
+
+
+def _split_msgspec_error(text: str) -> tuple[str, ConfigPath]:
+    """``"Expected `int`, got `str` - at `$.a[0]`"`` → ``("Expected `int`, got `str`", ("a", 0))``."""
+    match = _MSGSPEC_PATH.match(text)
+    assert match is not None  # the pattern matches any text
+    path: list[str | int] = []
+    for name, index in _PATH_PART.findall(match.group("path") or ""):
+        path.append(int(index) if index else name)
+    message = match.group("message")
+    unknown = _UNKNOWN_FIELD.search(message)
+    if unknown is not None:
+        path.append(unknown.group(1))
+    return message, tuple(path)

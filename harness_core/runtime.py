@@ -1,0 +1,419 @@
+"""The runtime: :class:`Harness`, the async entry point of applications (SPEC §4).
+
+::
+
+    async with Harness.from_config() as harness:
+        async with harness.stream(GenerateOptions(messages=[Message.user("hi")])) as chunks:
+            async for chunk in chunks:
+                ...
+        result = await harness.generate(options)
+
+On enter the runtime registers the plugins with a pluggy ``PluginManager`` (project ``harness``),
+calls each plugin's ``register_adapter`` on its own with a ``register`` bound to that plugin's
+plugins.yaml key, and composes the ``llm_stream`` chain once (:mod:`harness_core.chain`). On exit it
+closes every adapter and every plugin that has an ``aclose`` coroutine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+from collections.abc import AsyncGenerator, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import anyio
+import msgspec
+import pluggy
+
+from harness_core.assembler import BlockAssembler
+from harness_core.chain import (
+    AdapterBoundary,
+    Chain,
+    ChainLink,
+    ChainRun,
+    order_middleware,
+    raise_collected,
+    strip_replay,
+)
+from harness_core.errors import LlmError
+from harness_core.hookspecs import PROJECT_NAME, HarnessSpec
+from harness_core.plugininfo import Defaults, LoadedPlugin, PluginFailure
+from harness_core.registry import RouteRegistry
+from harness_core.types import FinishReason, GenerateOptions, Message, ModelInfo, StreamChunk, TokenUsage
+
+__all__ = ["GenerateResult", "Harness", "StreamContext"]
+
+logger = logging.getLogger("harness")
+
+
+class GenerateResult(msgspec.Struct, frozen=True):
+    """The outcome of :meth:`Harness.generate`.
+
+    ``message`` is the assistant message (with ``route``, ``source`` and ``replay_state`` set),
+    ``usage`` the reported token usage (``None`` when the provider reported none), ``finish`` why
+    the generation ended (never ``error``/``aborted``: those raise).
+    """
+
+    message: Message
+    usage: TokenUsage | None
+    finish: FinishReason
+
+    @property
+    def replay_state(self) -> Any:
+        """The provider-native state of this turn (``message.replay_state``), opaque JSON."""
+        return self.message.replay_state
+
+    @property
+    def text(self) -> str:
+        """The concatenated text of the reply (reasoning excluded)."""
+        return self.message.text
+
+
+_KNOWN_HOOKS = frozenset(name for name in vars(HarnessSpec) if not name.startswith("_"))
+
+
+def _unknown_hooks(pm: pluggy.PluginManager, plugin: object) -> list[str]:
+    """Names of non-optional hook impls of ``plugin`` that match no hookspec (typos)."""
+    return sorted(
+        caller.name
+        for caller in pm.get_hookcallers(plugin) or ()
+        if not caller.has_spec() and any(not i.optionalhook for i in caller.get_hookimpls() if i.plugin is plugin)
+    )
+
+
+def _failure_lines(failures: Sequence[PluginFailure]) -> str:
+    return "; ".join(f"plugin {f.key!r} failed at {f.stage}: {f.message}" for f in failures)
+
+
+class StreamContext:
+    """``async with harness.stream(options) as chunks`` — owns closing the stream (SPEC §4).
+
+    ``chunks`` is an async iterator of :data:`~harness_core.types.StreamChunk`. On exit (after
+    success, ``break``, an exception or cancellation) every generator the chain created is
+    closed, outermost first, shielded from cancellation and bounded by
+    :attr:`Harness.close_timeout` seconds each. Errors raised while closing are logged; when
+    the body itself succeeded they are re-raised after everything was closed (one as is,
+    several as an :class:`ExceptionGroup`).
+    """
+
+    __slots__ = ("_chain", "_options", "_run", "_timeout")
+
+    def __init__(self, chain: Chain, options: GenerateOptions, run: ChainRun, timeout: float) -> None:
+        self._chain = chain
+        self._options = options
+        self._run = run
+        self._timeout = timeout
+
+    @property
+    def route(self) -> str | None:
+        """The route served (the requested one until the boundary runs)."""
+        return self._run.route
+
+    @property
+    def source(self) -> str | None:
+        """The plugins.yaml key owning :attr:`route`, or ``None`` when no plugin owns it."""
+        return self._run.source
+
+    async def __aenter__(self) -> AsyncGenerator[StreamChunk, None]:
+        return self._chain.open(self._options, self._run)
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        errors = await self._run.aclose(self._timeout)
+        if exc is None:
+            raise_collected(errors, "closing the stream")
+
+
+class Harness:
+    """The plugin host: routes, middleware chain, streams (SPEC §4).
+
+    Args:
+        plugins: the plugin instances in plugins.yaml order (first = outermost middleware within
+            a tier), each a ``(key, instance)`` pair or a
+            :class:`~harness_core.plugininfo.LoadedPlugin`; keys must be unique.
+        defaults: the route and model used when options leave ``provider``/``model`` as ``None``.
+            The default model applies only to the default route (never sent to another provider).
+        failures: plugins the loader could not build (shown by :attr:`failures` and named by
+            ``NO_ADAPTER`` errors).
+
+    A ``Harness`` is used once: ``async with harness:`` starts it (raises ``LlmError("CONFIG")``
+    when a middleware plugin fails to start, or an ``llm_stream`` impl is a wrapper or not an
+    async generator); an adapter plugin whose ``register_adapter`` raises becomes a
+    :class:`~harness_core.plugininfo.PluginFailure` and only its routes are unavailable.
+    """
+
+    close_timeout: float = 5.0
+    """Seconds each close (a stream generator, an adapter, a plugin) may take while shielded."""
+
+    def __init__(
+        self,
+        plugins: Sequence[tuple[str, object] | LoadedPlugin] = (),
+        *,
+        defaults: Defaults | None = None,
+        failures: Sequence[PluginFailure] = (),
+    ) -> None:
+        loaded: list[LoadedPlugin] = []
+        for entry in plugins:
+            if not isinstance(entry, LoadedPlugin):
+                key, instance = entry
+                entry = LoadedPlugin(key=key, name=key.partition(":")[0], instance=instance)
+            if any(p.key == entry.key for p in loaded):
+                raise ValueError(f"plugin key {entry.key!r} is listed twice")
+            loaded.append(entry)
+        self._plugins = tuple(loaded)
+        self.defaults: Defaults = defaults if defaults is not None else Defaults()
+        """The ``defaults:`` of plugins.yaml."""
+        self._failures = list(failures)
+        self._registry = RouteRegistry()
+        self._boundary = AdapterBoundary(self._registry, self._failures)
+        self._chain: Chain | None = None
+        self._used = False
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def from_config(cls, path: str | Path | None = None) -> Harness:
+        """Build a harness from plugins.yaml via :func:`harness_core.loader.load_config`.
+
+        ``path`` ``None`` searches as :func:`harness_core.loader.find_config` does
+        (``HARNESS_CONFIG``, ``./plugins.yaml`` …); with no file found the loader's built-in
+        default (the mock provider) is used.
+
+        Raises:
+            LlmError: ``CONFIG`` when the configuration is invalid (from the loader) or when a
+                middleware plugin failed to load (SPEC §6: dropping, say, a redaction layer
+                silently would leak data); the message lists every such plugin.
+        """
+        from harness_core.loader import find_config, load_config
+
+        config = load_config(find_config(path))
+        broken = [f for f in config.failures if f.is_middleware]
+        if broken:
+            raise LlmError("CONFIG", f"middleware plugins failed to load: {_failure_lines(broken)}")
+        return cls(config.plugins, defaults=config.defaults, failures=config.failures)
+
+    @property
+    def plugins(self) -> tuple[LoadedPlugin, ...]:
+        """The plugins in plugins.yaml order."""
+        return self._plugins
+
+    @property
+    def failures(self) -> tuple[PluginFailure, ...]:
+        """Plugins that failed to load (from the loader) or to register their adapters."""
+        return tuple(self._failures)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def __aenter__(self) -> Harness:
+        if self._used:
+            raise RuntimeError("a Harness can be started only once; build a new one")
+        self._used = True
+        try:
+            self._start()
+        except BaseException:
+            with contextlib.suppress(Exception):  # close errors were logged; the start error matters
+                await self._close()
+            raise
+        return self
+
+    def _start(self) -> None:
+        pm = pluggy.PluginManager(PROJECT_NAME)
+        pm.add_hookspecs(HarnessSpec)
+        broken: list[PluginFailure] = []
+        registered: list[LoadedPlugin] = []
+        for plugin in self._plugins:
+            is_middleware = pm.parse_hookimpl_opts(plugin.instance, "llm_stream") is not None
+            try:
+                pm.register(plugin.instance, name=plugin.key)
+            except Exception as exc:
+                broken.append(self._fail(plugin, exc, is_middleware))
+                continue
+            unknown = _unknown_hooks(pm, plugin.instance)
+            if unknown:  # a misspelt llm_stream would silently drop a layer: fail closed, as middleware
+                pm.unregister(plugin.instance)
+                error = TypeError(f"implements unknown hooks {unknown} (known: {sorted(_KNOWN_HOOKS)})")
+                broken.append(self._fail(plugin, error, True))
+            else:
+                registered.append(plugin)
+        impls = {impl.plugin_name: impl for impl in pm.hook.register_adapter.get_hookimpls()}
+        middleware_keys = {impl.plugin_name for impl in pm.hook.llm_stream.get_hookimpls()}
+        for plugin in registered:
+            impl = impls.get(plugin.key)
+            if impl is None:
+                continue
+            try:
+                returned = impl.function(self._registry.bind(plugin.key))
+                if inspect.iscoroutine(returned):  # an `async def` impl: its body never ran
+                    returned.close()
+                    raise TypeError("register_adapter must be a plain `def`, not `async def`")
+            except Exception as exc:
+                self._registry.remove_owner(plugin.key)
+                broken.append(self._fail(plugin, exc, plugin.key in middleware_keys))
+        failed_middleware = [f for f in broken if f.is_middleware]
+        if failed_middleware:
+            raise LlmError("CONFIG", f"middleware plugins failed to start: {_failure_lines(failed_middleware)}")
+        middleware = order_middleware(pm.hook.llm_stream.get_hookimpls(), [p.key for p in self._plugins])
+        self._chain = Chain(middleware, self._boundary)
+
+    def _fail(self, plugin: LoadedPlugin, exc: Exception, is_middleware: bool) -> PluginFailure:
+        logger.error("plugin %r failed to start", plugin.key, exc_info=exc)
+        message = str(exc) if isinstance(exc, LlmError) else f"{type(exc).__name__}: {exc}"
+        failure = PluginFailure(
+            key=plugin.key, name=plugin.name, message=message, stage="register", is_middleware=is_middleware
+        )
+        self._failures.append(failure)
+        return failure
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self._close()
+
+    async def _close(self) -> None:
+        """Close every adapter, then every plugin with an ``aclose`` coroutine; raise afterwards.
+
+        Each close is shielded and bounded by :attr:`close_timeout`; every error is logged. One
+        error is re-raised as is; several as an :class:`ExceptionGroup`.
+        """
+        self._chain = None
+        closers: dict[int, Any] = {}
+        for adapter in self._registry.adapters():
+            closers.setdefault(id(adapter), adapter)
+        for plugin in self._plugins:
+            if inspect.iscoroutinefunction(getattr(plugin.instance, "aclose", None)):
+                closers.setdefault(id(plugin.instance), plugin.instance)
+        errors: list[Exception] = []
+        for closable in closers.values():
+            with anyio.move_on_after(self.close_timeout, shield=True) as scope:
+                try:
+                    await closable.aclose()
+                except Exception as exc:
+                    logger.error("closing %r failed", closable, exc_info=exc)
+                    errors.append(exc)
+            if scope.cancelled_caught:
+                logger.warning("closing %r took longer than %ss; abandoned", closable, self.close_timeout)
+        raise_collected(errors, "closing the harness")
+
+    # ------------------------------------------------------------------ streams
+
+    def _started_chain(self) -> Chain:
+        if self._chain is None:
+            raise RuntimeError("the Harness is not running: use `async with harness:` first")
+        return self._chain
+
+    def _apply_defaults(self, options: GenerateOptions) -> GenerateOptions:
+        provider, model = options.provider, options.model
+        defaults = self.defaults
+        if provider is None:
+            provider = defaults.provider
+        if model is None and (defaults.provider is None or provider == defaults.provider):
+            model = defaults.model
+        if provider is options.provider and model is options.model:
+            return options
+        return msgspec.structs.replace(options, provider=provider, model=model)
+
+    def stream(self, options: GenerateOptions) -> StreamContext:
+        """Start a generation: ``async with harness.stream(options) as chunks: async for chunk in chunks``.
+
+        Defaults fill ``provider``/``model`` when ``None``; history messages whose ``source`` is
+        not the plugin owning the target route lose their ``replay_state`` before the chain sees
+        them. Provider failures never raise here: they arrive as ``finish{error}``.
+
+        Raises:
+            RuntimeError: the harness is not running.
+        """
+        chain = self._started_chain()
+        options = self._apply_defaults(options)
+        route = options.provider
+        registration = self._registry.get(route) if route is not None else None
+        owner = registration.owner if registration is not None else None
+        options = strip_replay(options, owner)
+        return StreamContext(chain, options, ChainRun(route, owner), self.close_timeout)
+
+    async def generate(self, options: GenerateOptions) -> GenerateResult:
+        """Run :meth:`stream` to the end and assemble the reply (the same code path).
+
+        Returns:
+            the assistant message (``route``, ``source``, ``replay_state`` set), usage and finish.
+
+        Raises:
+            LlmError: the failure of a ``finish{error}``; ``ABORTED`` for ``finish{aborted}``;
+                ``PROTOCOL`` when a middleware ended the stream without a finish.
+            RuntimeError: the harness is not running.
+        """
+        assembler = BlockAssembler()
+        feed = assembler.feed
+        context = self.stream(options)
+        async with context as chunks:
+            async for chunk in chunks:
+                feed(chunk)
+        finish = assembler.finish
+        if finish is None:
+            raise LlmError("PROTOCOL", "the stream ended without a finish chunk")
+        if finish.kind == "error":
+            if finish.failure is None:
+                raise LlmError("INTERNAL", "the stream finished with an error but no failure")
+            raise LlmError.from_failure(finish.failure)
+        if finish.kind == "aborted":
+            message = finish.failure.message if finish.failure is not None else "aborted"
+            raise LlmError("ABORTED", message)
+        reply = assembler.message(route=context.route, source=context.source)
+        return GenerateResult(message=reply, usage=assembler.usage, finish=finish)
+
+    # ------------------------------------------------------------------ introspection
+
+    def routes(self) -> dict[str, str]:
+        """Route → the plugins.yaml key of the plugin owning it, in registration order."""
+        return self._registry.routes()
+
+    def chain(self, route: str | None = None) -> list[ChainLink]:
+        """The middleware a stream passes through, outermost first.
+
+        With ``route``, the plugin owning that route is appended as the last link (tier
+        ``"adapter"``). Raises ``LlmError("NO_ADAPTER")`` for an unknown route and
+        ``RuntimeError`` when the harness is not running.
+        """
+        links = list(self._started_chain().links)
+        if route is not None:
+            registration = self._registry.get(route)
+            if registration is None:
+                raise self._boundary.no_adapter(route)
+            links.append(ChainLink(registration.owner, "adapter"))
+        return links
+
+    def _adapter(self, route: str | None) -> Any:
+        self._started_chain()
+        registration = self._registry.get(route) if route is not None else None
+        if registration is None:
+            raise self._boundary.no_adapter(route)
+        return registration.adapter
+
+    def resolve_model(self, route: str | None = None, model: str | None = None) -> ModelInfo:
+        """What the adapter of ``route`` knows about ``model`` (defaults fill ``None``), with ``route`` set.
+
+        Raises:
+            LlmError: ``NO_ADAPTER`` for an unknown route; ``BAD_REQUEST`` when no model is given
+                and none is configured; whatever the adapter raises (``NOT_FOUND`` …).
+        """
+        options = self._apply_defaults(GenerateOptions(provider=route, model=model))
+        adapter = self._adapter(options.provider)
+        if options.model is None:
+            raise LlmError("BAD_REQUEST", f"no model given for route {options.provider!r} and no default model")
+        info: ModelInfo = adapter.resolve_model(options.model)
+        return msgspec.structs.replace(info, route=options.provider)
+
+    async def list_models(self, route: str | None = None) -> list[ModelInfo]:
+        """The models the adapter of ``route`` (default route when ``None``) can serve, ``route`` set.
+
+        Raises:
+            LlmError: ``NO_ADAPTER`` for an unknown route; ``UNSUPPORTED`` when the adapter
+                cannot list models.
+        """
+        route = route if route is not None else self.defaults.provider
+        adapter = self._adapter(route)
+        models: list[ModelInfo] = await adapter.list_models()
+        return [msgspec.structs.replace(info, route=route) for info in models]

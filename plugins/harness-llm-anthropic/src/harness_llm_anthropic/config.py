@@ -1,0 +1,98 @@
+"""Configuration of the Anthropic plugin (the ``anthropic:`` entry of ``plugins.yaml``).
+
+Field names follow the OpenAI adapter's where they mean the same (``base_url``, ``api_key``,
+``routes``, ``headers``, ``timeout``, ``max_connections``). Unknown fields are rejected.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Final
+
+import msgspec
+
+from harness_core.config import EnvFallback
+from harness_core.secret import Secret
+
+__all__ = ["DEFAULT_BASE_URL", "DEFAULT_THINKING_BUDGETS", "AnthropicConfig", "ModelConfig", "Timeout"]
+
+DEFAULT_BASE_URL: Final = "https://api.anthropic.com"
+"""Anthropic's API host; the adapter appends ``/v1/messages`` and ``/v1/models``."""
+
+DEFAULT_THINKING_BUDGETS: Final[dict[str, int]] = {"low": 1024, "medium": 4096, "high": 16384}
+"""Extended-thinking budgets (``budget_tokens``) per effort id; 1024 is the API's minimum."""
+
+
+class Timeout(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """HTTP timeouts in seconds: ``connect`` (TCP + TLS) and ``read`` (longest silence between
+    two reads of the stream; ``None`` waits forever; Anthropic sends ``ping`` events, so a long
+    silence is a fault)."""
+
+    connect: float = 10.0
+    read: float | None = 600.0
+
+
+class ModelConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """Static facts about one model, reported by ``resolve_model`` (tokens).
+
+    ``thinking_budgets`` replaces the plugin-wide budgets for this model (effort id → budget
+    tokens; an empty mapping means the model has no extended thinking). ``default_effort`` is
+    used when a request names no ``reasoning_effort``.
+    """
+
+    context_window: int | None = None
+    max_output_tokens: int | None = None
+    thinking_budgets: dict[str, int] | None = None
+    default_effort: str | None = None
+
+
+class AnthropicConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Config of one Anthropic plugin instance.
+
+    Fields:
+        base_url: API root without ``/v1`` (``https://api.anthropic.com``; a proxy or gateway
+            speaking the Messages API otherwise).
+        api_key: sent as ``x-api-key``. When omitted and ``base_url`` is Anthropic's own, it is
+            taken from the ``ANTHROPIC_API_KEY`` environment variable (never for another host).
+        routes: the routes this adapter serves.
+        headers: extra HTTP headers sent with every request (e.g. ``anthropic-beta``).
+        timeout: connect / read timeouts in seconds.
+        max_connections: size of the HTTP connection pool; pool_timeout: seconds to wait for a
+            free connection.
+        anthropic_version: the ``anthropic-version`` header.
+        max_tokens_default: ``max_tokens`` when a request names none (the API requires it).
+        thinking_budgets: effort id → ``thinking.budget_tokens``; ``off`` disables thinking.
+        default_effort: effort used when a request names none (``None``: the API default, no
+            thinking).
+        models: optional static model facts by model id (see :class:`ModelConfig`).
+    """
+
+    base_url: str = DEFAULT_BASE_URL
+    api_key: Annotated[Secret | None, EnvFallback("ANTHROPIC_API_KEY", only_when={"base_url": DEFAULT_BASE_URL})] = None
+    routes: list[str] = msgspec.field(default_factory=lambda: ["anthropic"])
+    headers: dict[str, str] = msgspec.field(default_factory=dict)
+    timeout: Timeout = msgspec.field(default_factory=Timeout)
+    max_connections: int = 20
+    pool_timeout: float = 30.0
+    anthropic_version: str = "2023-06-01"
+    max_tokens_default: int = 4096
+    thinking_budgets: dict[str, int] = msgspec.field(default_factory=lambda: dict(DEFAULT_THINKING_BUDGETS))
+    default_effort: str | None = None
+    models: dict[str, ModelConfig] = msgspec.field(default_factory=dict)
+
+    def model_spec(self, model: str) -> ModelConfig | None:
+        """The static :class:`ModelConfig` configured for ``model``, if any."""
+        return self.models.get(model)
+
+    def budgets_for(self, model: str) -> dict[str, int]:
+        """Effort id → thinking budget for ``model`` (its own table, else the plugin-wide one)."""
+        spec = self.models.get(model)
+        if spec is not None and spec.thinking_budgets is not None:
+            return spec.thinking_budgets
+        return self.thinking_budgets
+
+    def default_effort_for(self, model: str) -> str | None:
+        """The effort applied when a request for ``model`` names none."""
+        spec = self.models.get(model)
+        if spec is not None and spec.default_effort is not None:
+            return spec.default_effort
+        return self.default_effort

@@ -1,0 +1,253 @@
+"""The request serializer: :class:`GenerateOptions` → a Messages API request body (JSON bytes).
+
+Wire format: https://docs.anthropic.com/en/api/messages (tool use:
+https://docs.anthropic.com/en/docs/build-with-claude/tool-use, extended thinking:
+https://docs.anthropic.com/en/docs/build-with-claude/extended-thinking). Everything here runs
+before any I/O, so every :class:`LlmError` it raises means no request was sent.
+
+Mapping:
+
+- ``system`` (string): ``options.system`` and the text of every ``system`` message, joined with
+  a blank line.
+- ``user`` and ``tool`` messages in a row form one ``user`` turn, its ``tool_result`` blocks
+  first (the API wants them before any text), then the text.
+- ``assistant`` messages: text; ``tool_use`` with ``input`` = the call's raw ``arguments`` JSON
+  (validated as an object, sent byte-exact; empty → ``{}``; invalid → ``BAD_REQUEST``);
+  reasoning blocks only where the message's ``replay_state`` (written by this adapter for the
+  same model) holds their signature (→ ``thinking``) or redacted data (→ ``redacted_thinking``),
+  else dropped: the API rejects unsigned thinking, and signatures are bound to their model.
+- ``tools`` → ``input_schema``; ``tool_choice`` ``auto``/``required``/``none``/named →
+  ``auto``/``any``/``none``/``tool``; ``stop`` → ``stop_sequences``; ``temperature``, ``top_p``.
+- ``reasoning_effort`` → ``thinking: {type: enabled, budget_tokens}`` from the configured
+  budgets; ``off`` sends no thinking; an unlisted id raises ``UNSUPPORTED``. ``max_tokens``
+  (required by the API) defaults to ``max_tokens_default``, raised above the budget when
+  defaulted; an explicit ``max_tokens`` not above the budget raises ``BAD_REQUEST``.
+- ``seed`` raises ``UNSUPPORTED`` (the API has no seed). ``provider_options["anthropic"]`` is
+  merged into the body as given (``stream`` stays true).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+import msgspec
+
+from harness_core.errors import LlmError
+from harness_core.types import (
+    GenerateOptions,
+    Message,
+    NamedToolChoice,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+from harness_llm_anthropic.errors import PROVIDER
+from harness_llm_anthropic.translate import REPLAY_VERSION
+
+__all__ = ["build_body", "replay_blocks"]
+
+_ARGS_DECODER: Final = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_ENCODER: Final = msgspec.json.Encoder()
+_EMPTY_OBJECT: Final = msgspec.Raw(b"{}")
+_TOOL_CHOICE: Final[dict[str, dict[str, str]]] = {
+    "auto": {"type": "auto"},
+    "required": {"type": "any"},
+    "none": {"type": "none"},
+}
+
+
+def _bad_request(message: str) -> LlmError:
+    return LlmError("BAD_REQUEST", message, provider=PROVIDER)
+
+
+def replay_blocks(message: Message, model: str) -> Mapping[str, Any]:
+    """The per-block replay entries of an assistant ``message`` usable for a request to ``model``.
+
+    Only state this adapter wrote (``provider == "anthropic"``, ``v == 1``) for the same model
+    counts: thinking signatures are bound to the model that produced them. Anything else yields
+    an empty mapping (its reasoning blocks are then dropped).
+    """
+    state = message.replay_state
+    if (
+        not isinstance(state, dict)
+        or state.get("provider") != PROVIDER
+        or state.get("v") != REPLAY_VERSION
+        or state.get("model") != model
+    ):
+        return {}
+    blocks = state.get("blocks")
+    return blocks if isinstance(blocks, dict) else {}
+
+
+def _tool_input(call: ToolCallBlock) -> msgspec.Raw:
+    text = call.arguments
+    if not text.strip():
+        return _EMPTY_OBJECT
+    try:
+        _ARGS_DECODER.decode(text)
+    except msgspec.DecodeError as exc:
+        raise _bad_request(
+            f"tool call {call.id!r} ({call.name}) has arguments that are not a JSON object: {exc}"
+        ) from exc
+    return msgspec.Raw(text.encode())
+
+
+def _assistant(message: Message, model: str) -> list[dict[str, Any]]:
+    replay = replay_blocks(message, model) if message.replay_state is not None else {}
+    content: list[dict[str, Any]] = []
+    for position, block in enumerate(message.content):
+        if isinstance(block, TextBlock):
+            if block.text:
+                content.append({"type": "text", "text": block.text})
+        elif isinstance(block, ToolCallBlock):
+            content.append({"type": "tool_use", "id": block.id, "name": block.name, "input": _tool_input(block)})
+        elif isinstance(block, ReasoningBlock):
+            entry = replay.get(str(position))
+            if not isinstance(entry, dict):
+                continue  # unsigned or foreign reasoning: the API would reject it
+            signature = entry.get("signature")
+            redacted = entry.get("redacted")
+            if isinstance(signature, str):
+                content.append({"type": "thinking", "thinking": block.text, "signature": signature})
+            elif isinstance(redacted, str):
+                content.append({"type": "redacted_thinking", "data": redacted})
+        else:
+            raise _bad_request("an assistant message cannot hold a tool result")
+    return content
+
+
+def _tool_result(block: ToolResultBlock) -> dict[str, Any]:
+    result: dict[str, Any] = {"type": "tool_result", "tool_use_id": block.tool_call_id}
+    if block.content:
+        result["content"] = block.content
+    if block.is_error:
+        result["is_error"] = True
+    return result
+
+
+def _messages(options: GenerateOptions, model: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """The ``messages`` array and the system texts found among the messages."""
+    turns: list[dict[str, Any]] = []
+    system: list[str] = []
+    results: list[dict[str, Any]] = []  # tool_result blocks of the user turn being built
+    rest: list[dict[str, Any]] = []  # its other blocks
+
+    def flush_user() -> None:
+        if results or rest:
+            turns.append({"role": "user", "content": results + rest})
+            results.clear()
+            rest.clear()
+
+    for message in options.messages:
+        role = message.role
+        if role == "assistant":
+            content = _assistant(message, model)
+            if content:  # an assistant message left empty is skipped (the API rejects empty content)
+                flush_user()
+                turns.append({"role": "assistant", "content": content})
+            continue
+        if role == "system":
+            text = message.text
+            if text:
+                system.append(text)
+            continue
+        for block in message.content:
+            if isinstance(block, ToolResultBlock):
+                results.append(_tool_result(block))
+            elif isinstance(block, TextBlock):
+                if block.text:
+                    rest.append({"type": "text", "text": block.text})
+            else:
+                raise _bad_request(f"a {role} message cannot hold a {block.__struct_config__.tag} block")
+    flush_user()
+    return turns, system
+
+
+def _thinking(
+    options: GenerateOptions, model: str, budgets: Mapping[str, int], default_effort: str | None
+) -> int | None:
+    """The thinking budget for this request, or ``None`` for no thinking."""
+    effort = options.reasoning_effort if options.reasoning_effort is not None else default_effort
+    if effort is None or effort == "off":
+        return None
+    budget = budgets.get(effort)
+    if budget is None:
+        known = ", ".join(["off", *budgets])
+        raise LlmError(
+            "UNSUPPORTED",
+            f"reasoning_effort {effort!r} is not supported for {model!r} (known: {known})",
+            provider=PROVIDER,
+        )
+    return budget
+
+
+def build_body(
+    options: GenerateOptions,
+    *,
+    max_tokens_default: int,
+    budgets: Mapping[str, int],
+    default_effort: str | None = None,
+) -> bytes:
+    """Serialize ``options`` into the JSON body of ``POST /v1/messages`` with ``stream: true``.
+
+    Args:
+        options: the request; ``options.model`` must be set.
+        max_tokens_default: ``max_tokens`` when the request names none.
+        budgets: effort id → thinking budget tokens for this model.
+        default_effort: effort used when ``options.reasoning_effort`` is ``None``.
+
+    Raises:
+        LlmError: ``UNSUPPORTED`` (``seed``, an unknown ``reasoning_effort``), ``BAD_REQUEST``
+            (no model, tool-call arguments that are not a JSON object, a block in the wrong kind
+            of message, ``max_tokens`` not above the thinking budget).
+    """
+    if options.seed is not None:
+        raise LlmError("UNSUPPORTED", "seed is not supported by the Anthropic Messages API", provider=PROVIDER)
+    model = options.model
+    if not model:
+        raise _bad_request("no model given: set options.model or a default model for the route")
+    messages, system_texts = _messages(options, model)
+    budget = _thinking(options, model, budgets, default_effort)
+    max_tokens = options.max_tokens
+    if budget is not None:
+        if max_tokens is None:
+            max_tokens = max_tokens_default if max_tokens_default > budget else budget + max_tokens_default
+        elif max_tokens <= budget:
+            raise _bad_request(
+                f"max_tokens ({max_tokens}) must exceed the thinking budget ({budget} tokens for "
+                f"reasoning_effort {options.reasoning_effort!r})"
+            )
+    elif max_tokens is None:
+        max_tokens = max_tokens_default
+    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": messages}
+    if options.system:
+        system_texts.insert(0, options.system)
+    if system_texts:
+        body["system"] = "\n\n".join(system_texts)
+    if options.tools:
+        body["tools"] = [
+            {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
+            if tool.description
+            else {"name": tool.name, "input_schema": tool.parameters}
+            for tool in options.tools
+        ]
+    choice = options.tool_choice
+    if isinstance(choice, NamedToolChoice):
+        body["tool_choice"] = {"type": "tool", "name": choice.name}
+    elif choice is not None:
+        body["tool_choice"] = _TOOL_CHOICE[choice]
+    if options.stop:
+        body["stop_sequences"] = options.stop
+    if options.temperature is not None:
+        body["temperature"] = options.temperature
+    if options.top_p is not None:
+        body["top_p"] = options.top_p
+    if budget is not None:
+        body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+    extra = options.provider_options.get(PROVIDER)
+    if extra:
+        body.update(extra)
+    body["stream"] = True
+    return _ENCODER.encode(body)

@@ -1,0 +1,432 @@
+"""The event translation state machine: decoded Anthropic SSE events in, :data:`StreamChunk` out.
+
+Pure and synchronous (no I/O), so it is tested on its own and reused by anything that holds
+Anthropic events. Wire format: https://docs.anthropic.com/en/api/messages-streaming
+(``shared/wire/PROTOCOLS.md`` §2.1-2.4). What it does, per event (dispatched on the JSON ``type``,
+falling back to the SSE event name when a proxy dropped one of them):
+
+- ``message_start``: keeps the response id, model and initial usage.
+- ``content_block_start``: opens a block at our next index (0, 1, 2 … in order of appearance)
+  for ``thinking`` / ``redacted_thinking`` (reasoning, ``signed=True``) and ``tool_use`` (tool
+  call with id and name; a missing id is synthesized, a missing name is ``PROTOCOL``). A
+  ``text`` block opens with its first non-empty piece, so an empty one never appears. Other block types (server tools, their results,
+  future types) are ignored with their deltas and consume no index.
+- ``content_block_delta``: ``text_delta`` / ``thinking_delta`` / ``input_json_delta`` become
+  deltas (empty pieces are dropped); ``signature_delta`` is kept for ``finish.replay_state``;
+  other delta types are ignored.
+- ``content_block_stop``: ``block-end`` with the complete block. A tool call whose input stayed
+  empty ends with ``arguments == "{}"`` (emitted as a last ``tool-call-delta`` so the deltas
+  concatenate to the block). Redacted thinking has no deltas: it ends as
+  ``ReasoningBlock(text="", signed=True)`` and its ``data`` goes into ``replay_state``.
+- ``message_delta``: stop reason; cumulative usage (replaces, never adds).
+- ``message_stop``: any block still open is closed, then ``usage`` (when reported) and
+  ``finish``. ``ping`` and unknown event types produce nothing.
+- ``error`` (in-band, after HTTP 200): open blocks closed, ``usage`` when known,
+  ``finish{error}`` classified by the error type (``overloaded_error`` → ``OVERLOADED``).
+
+Faults raised as :class:`LlmError`: malformed JSON or impossible sequences → ``PROTOCOL``; the
+caller raises :meth:`Translator.eof_error` (``NETWORK``) when the stream ends before
+``message_stop``.
+
+Usage follows SPEC §2: ``input_tokens`` = Anthropic's ``input_tokens`` + cache reads + cache
+writes; cache reads/writes are also reported as ``cache_read_tokens`` / ``cache_write_tokens``;
+``output_tokens`` is the last reported (cumulative) value.
+
+``replay_state`` (SPEC §3.9): ``{"v": 1, "provider": "anthropic", "model": <requested model>,
+"blocks": {"<our index>": {"signature": ...} | {"redacted": ...}}}``, byte-exact signatures and
+redacted data, present only when the response had thinking blocks carrying them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+import msgspec
+
+from harness_core.errors import LlmError
+from harness_core.types import (
+    BlockEnd,
+    BlockStart,
+    Finish,
+    FinishKind,
+    FinishReason,
+    ReasoningBlock,
+    ReasoningDelta,
+    StreamChunk,
+    TextBlock,
+    TextDelta,
+    TokenUsage,
+    ToolCallBlock,
+    ToolCallDelta,
+    Usage,
+)
+from harness_llm_anthropic.errors import PROVIDER, inband_error
+from harness_llm_anthropic.wire import EVENT_DECODER, WireEvent, WireUsage
+
+__all__ = ["REPLAY_VERSION", "STOP_REASONS", "Translator"]
+
+REPLAY_VERSION: Final = 1
+"""Version tag ``v`` of the ``replay_state`` this adapter writes and reads."""
+
+STOP_REASONS: Final[dict[str, FinishKind]] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "tool_use": "tool-calls",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "refusal": "content-filter",
+}
+"""Anthropic ``stop_reason`` → our finish kind; anything else is ``other`` (raw kept)."""
+
+_NOTHING: Final[tuple[StreamChunk, ...]] = ()
+_SNIPPET = 200
+
+_Kind = Literal["text", "thinking", "redacted", "tool"]
+
+
+class _Block:
+    """One open block: our index, its kind and what it holds so far."""
+
+    __slots__ = ("id", "index", "kind", "name", "parts", "replay", "start_input")
+
+    def __init__(self, index: int, kind: _Kind) -> None:
+        self.index = index
+        self.kind: _Kind = kind
+        self.parts: list[str] = []
+        self.id = ""
+        self.name = ""
+        self.replay: str | None = None  # thinking signature or redacted data, byte-exact
+        self.start_input = b""
+
+
+class Translator:
+    """Translates one response's events into chunks; create one per request.
+
+    Args:
+        model: the model id the request named; it tags ``replay_state`` (signatures are bound to
+            the model, and the next request compares against the model it names).
+
+    Attributes:
+        done: true once a terminal event (``message_stop`` or ``error``) produced ``finish``.
+        response_id / response_model: from ``message_start`` (``None`` until then).
+        request_id: the provider request id (set by the transport from the ``request-id``
+            header), attached to in-band errors.
+
+    Use :meth:`feed` for each SSE event, then, if the stream ended without :attr:`done`, raise
+    :meth:`eof_error`; on abort use :meth:`abort`.
+    """
+
+    __slots__ = (
+        "_blocks",
+        "_cache_read",
+        "_cache_write",
+        "_input",
+        "_next_index",
+        "_output",
+        "_replay",
+        "_stop_reason",
+        "_tool_calls",
+        "_usage_seen",
+        "done",
+        "model",
+        "request_id",
+        "response_id",
+        "response_model",
+    )
+
+    def __init__(self, *, model: str | None = None) -> None:
+        self.model = model
+        self.done = False
+        self.response_id: str | None = None
+        self.response_model: str | None = None
+        self.request_id: str | None = None
+        # provider index -> open block, or None for an ignored block type
+        self._blocks: dict[int, _Block | None] = {}
+        self._next_index = 0
+        self._tool_calls = False
+        self._stop_reason: str | None = None
+        self._usage_seen = False
+        self._input: int | None = None
+        self._output: int | None = None
+        self._cache_read: int | None = None
+        self._cache_write: int | None = None
+        self._replay: dict[str, dict[str, str]] = {}
+
+    # ------------------------------------------------------------------ entry points
+
+    def feed(self, event_name: str, data: str | bytes) -> tuple[StreamChunk, ...]:
+        """Translate one SSE event (its ``event:`` name and ``data:`` text).
+
+        Returns the chunks it produces (often none). Raises ``LlmError("PROTOCOL")`` for a
+        payload that is not a JSON object of the expected shape, or an impossible sequence.
+        Events after :attr:`done` produce nothing.
+        """
+        if self.done:
+            return _NOTHING
+        try:
+            event = EVENT_DECODER.decode(data)
+        except msgspec.DecodeError as exc:
+            snippet = data[:_SNIPPET] if isinstance(data, str) else data[:_SNIPPET].decode("utf-8", "replace")
+            raise LlmError(
+                "PROTOCOL",
+                f"malformed Anthropic event {event_name!r} ({exc}): {snippet!r}",
+                provider=PROVIDER,
+                request_id=self.request_id,
+            ) from exc
+        if event.type == "content_block_delta":
+            return self._delta(event)
+        return self.handle(event, event_name)
+
+    def handle(self, event: WireEvent, event_name: str = "") -> tuple[StreamChunk, ...]:
+        """Translate one decoded event; ``event_name`` is used when ``event.type`` is missing."""
+        if self.done:
+            return _NOTHING
+        kind = event.type or event_name
+        if kind == "content_block_delta":
+            return self._delta(event)
+        if kind == "content_block_start":
+            return self._start(event)
+        if kind == "content_block_stop":
+            return self._stop(event)
+        if kind == "message_delta":
+            self._message_delta(event)
+            return _NOTHING
+        if kind == "message_start":
+            self._message_start(event)
+            return _NOTHING
+        if kind == "message_stop":
+            kind_, raw = self._finish_kind()
+            return self._end(FinishReason(kind_, raw))
+        if kind == "error":
+            failure = inband_error(event.error, event.request_id or self.request_id).to_failure()
+            return self._end(FinishReason("error", event.error.type if event.error else None, failure))
+        return _NOTHING  # ping and event types added after this adapter was written
+
+    def abort(self, reason: str = "aborted by the caller") -> tuple[StreamChunk, ...]:
+        """End the stream because ``options.abort`` fired: open blocks are closed with what they
+        hold, then ``usage`` (when reported) and ``finish{aborted}``. Nothing when already done."""
+        if self.done:
+            return _NOTHING
+        failure = LlmError("ABORTED", reason, provider=PROVIDER, request_id=self.request_id).to_failure()
+        return self._end(FinishReason("aborted", None, failure))
+
+    def eof_error(self) -> LlmError:
+        """The error for a stream that ended before ``message_stop`` (SPEC §2: ``NETWORK``)."""
+        return LlmError(
+            "NETWORK",
+            "Anthropic stream ended before message_stop (connection closed early)",
+            provider=PROVIDER,
+            request_id=self.request_id,
+        )
+
+    @property
+    def usage(self) -> TokenUsage | None:
+        """The usage reported so far in SPEC §2 terms, or ``None`` when none was reported."""
+        if not self._usage_seen:
+            return None
+        total = self._input
+        if total is not None:
+            total += (self._cache_read or 0) + (self._cache_write or 0)
+        return TokenUsage(
+            total,
+            self._output,
+            cache_read_tokens=self._cache_read,
+            cache_write_tokens=self._cache_write,
+        )
+
+    @property
+    def replay_state(self) -> dict[str, Any] | None:
+        """The ``replay_state`` of the blocks ended so far, or ``None`` when there is nothing to
+        replay (no signed thinking)."""
+        if not self._replay:
+            return None
+        return {"v": REPLAY_VERSION, "provider": PROVIDER, "model": self.model, "blocks": dict(self._replay)}
+
+    # ------------------------------------------------------------------ events
+
+    def _message_start(self, event: WireEvent) -> None:
+        message = event.message
+        if message is None:
+            return
+        self.response_id = message.id
+        self.response_model = message.model
+        if message.usage is not None:
+            self._take_usage(message.usage)
+
+    def _message_delta(self, event: WireEvent) -> None:
+        if event.delta is not None and event.delta.stop_reason is not None:
+            self._stop_reason = event.delta.stop_reason
+        if event.usage is not None:
+            self._take_usage(event.usage)
+
+    def _take_usage(self, usage: WireUsage) -> None:
+        # cumulative counts: a reported field replaces the previous value, a missing one keeps it
+        self._usage_seen = True
+        if usage.input_tokens is not None:
+            self._input = usage.input_tokens
+        if usage.output_tokens is not None:
+            self._output = usage.output_tokens
+        if usage.cache_read_input_tokens is not None:
+            self._cache_read = usage.cache_read_input_tokens
+        if usage.cache_creation_input_tokens is not None:
+            self._cache_write = usage.cache_creation_input_tokens
+
+    def _start(self, event: WireEvent) -> tuple[StreamChunk, ...]:
+        provider_index = self._index_of(event)
+        if provider_index in self._blocks:
+            raise self._protocol(f"content_block_start for index {provider_index}, which is already open")
+        content = event.content_block
+        block_type = content.type if content is not None else ""
+        if content is None or block_type not in ("text", "thinking", "redacted_thinking", "tool_use"):
+            self._blocks[provider_index] = None  # ignored type: no index consumed
+            return _NOTHING
+        if block_type == "text":
+            # opened by its first non-empty piece: an empty text block never opens (SPEC §3.1)
+            block = _Block(-1, "text")
+            self._blocks[provider_index] = block
+            return self._text(block, content.text)
+        index = self._next_index
+        self._next_index += 1
+        if block_type == "tool_use":
+            if not content.name:
+                raise self._protocol(f"tool_use block {provider_index} without a name")
+            block = _Block(index, "tool")
+            block.id = content.id or f"toolu_harness_{index}"
+            block.name = content.name
+            block.start_input = bytes(content.input)
+            self._blocks[provider_index] = block
+            self._tool_calls = True
+            return (BlockStart(index, "tool-call", id=block.id, name=block.name),)
+        if block_type == "thinking":
+            block = _Block(index, "thinking")
+            block.replay = content.signature or None
+            self._blocks[provider_index] = block
+            start = BlockStart(index, "reasoning", signed=True)
+            if content.thinking:
+                block.parts.append(content.thinking)
+                return (start, ReasoningDelta(index, content.thinking))
+            return (start,)
+        block = _Block(index, "redacted")
+        block.replay = content.data or None
+        self._blocks[provider_index] = block
+        return (BlockStart(index, "reasoning", signed=True),)
+
+    def _delta(self, event: WireEvent) -> tuple[StreamChunk, ...]:
+        # the hot path: one call per token piece, so the checks are inlined
+        try:
+            block = self._blocks[event.index]  # type: ignore[index]
+        except KeyError:
+            raise self._protocol(f"content_block_delta for index {event.index}, which is not open") from None
+        delta = event.delta
+        if block is None or delta is None:
+            return _NOTHING
+        delta_type = delta.type
+        kind = block.kind
+        if delta_type == "text_delta":
+            if kind != "text":
+                raise self._mismatch(delta_type, kind)
+            return self._text(block, delta.text)
+        if delta_type == "input_json_delta":
+            if kind != "tool":
+                raise self._mismatch(delta_type, kind)
+            piece = delta.partial_json
+            if not piece:
+                return _NOTHING
+            block.parts.append(piece)
+            return (ToolCallDelta(block.index, block.id, piece),)
+        if delta_type == "thinking_delta":
+            if kind != "thinking":
+                raise self._mismatch(delta_type, kind)
+            piece = delta.thinking
+            if not piece:
+                return _NOTHING
+            block.parts.append(piece)
+            return (ReasoningDelta(block.index, piece),)
+        if delta_type == "signature_delta":
+            if kind != "thinking":
+                raise self._mismatch(delta_type, kind)
+            if delta.signature:
+                block.replay = (block.replay or "") + delta.signature
+        return _NOTHING  # citations_delta and delta types added later
+
+    def _stop(self, event: WireEvent) -> tuple[StreamChunk, ...]:
+        provider_index = self._index_of(event)
+        if provider_index not in self._blocks:
+            raise self._protocol(f"content_block_stop for index {provider_index}, which is not open")
+        block = self._blocks.pop(provider_index)
+        if block is None:
+            return _NOTHING
+        return self._close(block)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _index_of(self, event: WireEvent) -> int:
+        if event.index is None:
+            raise self._protocol(f"{event.type or 'content block'} event without an index")
+        return event.index
+
+    def _mismatch(self, delta_type: str, kind: _Kind) -> LlmError:
+        return self._protocol(f"{delta_type} inside a {kind} block")
+
+    def _text(self, block: _Block, piece: str | None) -> tuple[StreamChunk, ...]:
+        """A text piece: the delta, preceded by the block-start when it is the block's first."""
+        if not piece:
+            return _NOTHING
+        block.parts.append(piece)
+        index = block.index
+        if index >= 0:
+            return (TextDelta(index, piece),)
+        index = block.index = self._next_index
+        self._next_index += 1
+        return (BlockStart(index, "text"), TextDelta(index, piece))
+
+    def _close(self, block: _Block) -> tuple[StreamChunk, ...]:
+        index = block.index
+        kind = block.kind
+        if kind == "text":
+            return (BlockEnd(index, TextBlock("".join(block.parts))),) if index >= 0 else _NOTHING
+        if kind == "tool":
+            if block.parts:
+                return (BlockEnd(index, ToolCallBlock(block.id, block.name, "".join(block.parts))),)
+            # No input_json_delta: the input is the start event's (a proxy may send it whole there)
+            # or empty, which SPEC §3.1 spells "{}".
+            arguments = "{}"
+            if block.start_input.strip() not in (b"{}", b"", b"null"):
+                arguments = block.start_input.decode("utf-8")
+            return (
+                ToolCallDelta(index, block.id, arguments),
+                BlockEnd(index, ToolCallBlock(block.id, block.name, arguments)),
+            )
+        if kind == "thinking":
+            if block.replay is not None:
+                self._replay[str(index)] = {"signature": block.replay}
+            return (BlockEnd(index, ReasoningBlock("".join(block.parts), signed=True)),)
+        if block.replay is not None:
+            self._replay[str(index)] = {"redacted": block.replay}
+        return (BlockEnd(index, ReasoningBlock("", signed=True)),)
+
+    def _finish_kind(self) -> tuple[FinishKind, str | None]:
+        raw = self._stop_reason
+        kind: FinishKind = STOP_REASONS.get(raw, "other") if raw is not None else "other"
+        if self._tool_calls and kind in ("stop", "other"):
+            return "tool-calls", raw
+        if kind == "tool-calls" and not self._tool_calls:
+            return "stop", raw
+        return kind, raw
+
+    def _end(self, reason: FinishReason) -> tuple[StreamChunk, ...]:
+        self.done = True
+        chunks: list[StreamChunk] = []
+        for block in self._blocks.values():
+            if block is not None:
+                chunks.extend(self._close(block))
+        self._blocks.clear()
+        usage = self.usage
+        if usage is not None:
+            chunks.append(Usage(usage))
+        chunks.append(Finish(reason, self.replay_state))
+        return tuple(chunks)
+
+    def _protocol(self, message: str) -> LlmError:
+        return LlmError("PROTOCOL", f"Anthropic stream: {message}", provider=PROVIDER, request_id=self.request_id)

@@ -1,0 +1,44 @@
+"""``DeepSeekAdapter``: the OpenAI adapter with DeepSeek's serializer and translator.
+
+``POST {base_url}/chat/completions`` (https://api-docs.deepseek.com/api/create-chat-completion).
+HTTP errors map as for OpenAI (402 insufficient balance → ``QUOTA``, 503 → ``OVERLOADED``,
+https://api-docs.deepseek.com/quick_start/error_codes); keep-alive comments sent while a request
+waits are ignored; an empty stream (closed after only keep-alives) raises ``NETWORK``.
+"""
+
+from __future__ import annotations
+
+import httpx
+from harness_llm_openai.adapter import OpenAIAdapter
+
+from harness_llm_deepseek.plugin import DeepSeekConfig
+from harness_llm_deepseek.serialize import DeepSeekSerializer
+from harness_llm_deepseek.translate import DeepSeekTranslator
+
+__all__ = ["DeepSeekAdapter"]
+
+
+class DeepSeekAdapter(OpenAIAdapter):
+    """Adapter for DeepSeek's API (see :class:`~harness_llm_openai.adapter.OpenAIAdapter`).
+
+    Args:
+        config: the plugin's validated :class:`~harness_llm_deepseek.plugin.DeepSeekConfig`.
+        transport: an httpx transport for the client (tests; default: the network).
+    """
+
+    config: DeepSeekConfig
+
+    def __init__(self, config: DeepSeekConfig, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        super().__init__(config, provider="deepseek", transport=transport)
+
+    def make_serializer(self) -> DeepSeekSerializer:
+        """DeepSeek's serializer (``max_tokens``, thinking policy from the config)."""
+        return DeepSeekSerializer(
+            self.config,
+            include_usage=self.config.include_usage,
+            max_tokens_field=self.config.max_tokens_field or "max_tokens",
+        )
+
+    def make_translator(self, request_id: str | None) -> DeepSeekTranslator:
+        """DeepSeek's translator (cache-hit usage, ``insufficient_system_resource``)."""
+        return DeepSeekTranslator(request_id=request_id)

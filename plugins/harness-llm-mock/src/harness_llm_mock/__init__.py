@@ -1,0 +1,244 @@
+"""harness-llm-mock: a deterministic provider for demos and tests (entry point ``mock``).
+
+Route ``mock``, model ``echo``. The reply echoes the last user message, split into several
+deltas (one per word, whitespace kept). Tools: when the request offers a tool named ``echo``,
+the last user text contains "echo" and no tool result is in the conversation yet, the mock first
+calls ``echo`` with ``{"text": <last user text>}`` and finishes ``tool-calls``; once a tool result
+is present it answers quoting the last one. ``max_tokens`` is honoured (finish ``length``),
+``stop`` strings cut the reply (finish raw ``stop_sequence``), ``options.abort`` ends the stream
+with ``finish{aborted}`` keeping what was produced.
+
+Token estimate (documented, deterministic): input tokens = whitespace-separated words of the
+system prompt and of every message (text, tool arguments, tool results); output tokens = the
+number of deltas emitted (one word each), reasoning deltas included and also counted in
+``reasoning_tokens``. Usage is reported on every stream that does not raise.
+
+Config (``plugins.yaml``)::
+
+    mock:
+      routes: [mock]        # routes served
+      delay: 0.0            # seconds to wait before every delta (abortable)
+      reasoning: null       # a reasoning block emitted first (skipped with reasoning_effort "off")
+      error: null           # an error code (e.g. RATE_LIMITED): raise LlmError(error) ...
+      error_after: 0        # ... after this many deltas (at the end when the reply is shorter)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from typing import Annotated, Final
+
+import anyio
+import msgspec
+
+from harness_core import (
+    BlockEnd,
+    BlockStart,
+    Finish,
+    FinishReason,
+    GenerateOptions,
+    LlmAdapter,
+    LlmError,
+    Message,
+    ModelInfo,
+    ReasoningBlock,
+    ReasoningDelta,
+    StreamChunk,
+    TextBlock,
+    TextDelta,
+    TokenUsage,
+    ToolCallBlock,
+    ToolCallDelta,
+    ToolResultBlock,
+    Usage,
+    hookimpl,
+)
+from harness_core.abort import AbortSignal, race
+from harness_core.errors import ErrorCode
+from harness_core.hookspecs import RegisterAdapter
+from harness_core.types import BlockType
+
+__all__ = ["MockAdapter", "MockConfig", "MockPlugin"]
+
+MODEL: Final = "echo"
+EFFORTS: Final = ("off", "low", "medium", "high")
+_PIECE = re.compile(r"\S+\s*|\s+")
+_WORD = re.compile(r"\S+")
+_Planned = tuple[BlockType, str, tuple[str, str] | None]
+"""A planned block: (kind, full text, (call id, tool name) for a tool call)."""
+
+
+class MockConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Config of the mock plugin (see the module docstring)."""
+
+    routes: list[str] = msgspec.field(default_factory=lambda: ["mock"])
+    delay: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    reasoning: str | None = None
+    error: ErrorCode | None = None
+    error_after: Annotated[int, msgspec.Meta(ge=0)] = 0
+
+
+class MockAdapter(LlmAdapter):
+    """The mock adapter: deterministic replies built from the request (module docstring)."""
+
+    def __init__(self, config: MockConfig) -> None:
+        self.config = config
+
+    def resolve_model(self, model: str) -> ModelInfo:
+        """Only ``echo`` exists; any other id raises ``LlmError("NOT_FOUND")``."""
+        if model != MODEL:
+            raise LlmError("NOT_FOUND", f"the mock has no model {model!r}; it serves {MODEL!r}", provider="mock")
+        return ModelInfo(
+            model=MODEL,
+            route=self.config.routes[0] if self.config.routes else None,
+            context_window=1_000_000,
+            max_output_tokens=100_000,
+            reasoning_efforts=list(EFFORTS),
+        )
+
+    async def list_models(self) -> list[ModelInfo]:
+        """``[echo]``."""
+        return [self.resolve_model(MODEL)]
+
+    async def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
+        """Stream the deterministic reply; raises ``NOT_FOUND`` (model), ``UNSUPPORTED``
+        (reasoning effort not in ``off/low/medium/high``) and the scripted ``error``."""
+        self.resolve_model(options.model or MODEL)
+        effort = options.reasoning_effort
+        if effort is not None and effort not in EFFORTS:
+            raise LlmError("UNSUPPORTED", f"reasoning_effort {effort!r} is not one of {list(EFFORTS)}", provider="mock")
+        blocks, finish = self._plan(options, effort)
+        input_tokens = _count_input(options)
+        emitted = reasoning = 0
+        index = 0
+        for kind, text, call in blocks:
+            acc = ""
+            for piece in _split(text, kind):
+                self._maybe_fail(emitted)
+                stop = await self._stop_reason(options.abort, emitted, options.max_tokens)
+                if stop is not None:
+                    if acc:
+                        yield BlockEnd(index=index, block=_block(kind, acc, call))
+                    yield Usage(usage=TokenUsage(input_tokens, emitted, reasoning_tokens=reasoning or None))
+                    yield Finish(reason=stop)
+                    return
+                if not acc:
+                    yield BlockStart(
+                        index=index,
+                        block_type=kind,
+                        id=call[0] if call else None,
+                        name=call[1] if call else None,
+                    )
+                yield _delta(kind, index, piece, call)
+                acc += piece
+                emitted += 1
+                reasoning += kind == "reasoning"
+            if acc:
+                yield BlockEnd(index=index, block=_block(kind, acc, call))
+                index += 1
+        self._maybe_fail(emitted, end=True)
+        yield Usage(usage=TokenUsage(input_tokens, emitted, reasoning_tokens=reasoning or None))
+        yield Finish(reason=finish)
+
+    def _maybe_fail(self, emitted: int, *, end: bool = False) -> None:
+        if self.config.error is not None and (end or emitted >= self.config.error_after):
+            raise LlmError(self.config.error, f"scripted mock error after {emitted} deltas", provider="mock")
+
+    async def _stop_reason(
+        self, abort: AbortSignal | None, emitted: int, max_tokens: int | None
+    ) -> FinishReason | None:
+        if self.config.delay > 0:
+            await race(abort, lambda: anyio.sleep(self.config.delay))
+        if abort is not None and abort.fired:
+            failure = LlmError("ABORTED", abort.reason or "aborted", provider="mock").to_failure()
+            return FinishReason(kind="aborted", failure=failure)
+        if max_tokens is not None and emitted >= max_tokens:
+            return FinishReason(kind="length", raw="max_tokens")
+        return None
+
+    def _plan(self, options: GenerateOptions, effort: str | None) -> tuple[list[_Planned], FinishReason]:
+        """The blocks to emit as (kind, full text, (call id, tool name) | None), and the finish."""
+        blocks: list[_Planned] = []
+        if self.config.reasoning and effort != "off":
+            blocks.append(("reasoning", self.config.reasoning, None))
+        user_text = next((m.text for m in reversed(options.messages) if m.role == "user"), "")
+        results = [b for m in options.messages for b in m.content if isinstance(b, ToolResultBlock)]
+        if results:
+            blocks.append(("text", f"The echo tool returned: {results[-1].content}", None))
+            return blocks, FinishReason(kind="stop", raw="stop")
+        if _wants_echo_tool(options, user_text):
+            calls = sum(len(m.tool_calls) for m in options.messages)
+            arguments = msgspec.json.encode({"text": user_text}).decode()
+            blocks.append(("tool-call", arguments, (f"call_mock_{calls + 1}", "echo")))
+            return blocks, FinishReason(kind="tool-calls", raw="tool_calls")
+        for stop in options.stop or ():
+            if stop and stop in user_text:
+                blocks.append(("text", user_text[: user_text.index(stop)], None))
+                return blocks, FinishReason(kind="stop", raw="stop_sequence")
+        blocks.append(("text", user_text, None))
+        return blocks, FinishReason(kind="stop", raw="stop")
+
+
+class MockPlugin:
+    """The ``mock`` plugin: registers one :class:`MockAdapter` for ``config.routes``."""
+
+    Config = MockConfig
+
+    def __init__(self, config: MockConfig) -> None:
+        self.config = config
+
+    @hookimpl
+    def register_adapter(self, register: RegisterAdapter) -> None:
+        """Register the mock adapter for the configured routes."""
+        register(self.config.routes, MockAdapter(self.config))
+
+
+def _wants_echo_tool(options: GenerateOptions, user_text: str) -> bool:
+    if options.tool_choice == "none" or not any(tool.name == "echo" for tool in options.tools):
+        return False
+    return "echo" in user_text.lower() or (options.tool_choice is not None and options.tool_choice != "auto")
+
+
+def _split(text: str, kind: BlockType) -> list[str]:
+    """Delta pieces: words (trailing whitespace kept) for text; two halves for tool arguments."""
+    if kind == "tool-call":
+        half = len(text) // 2
+        return [text[:half], text[half:]]
+    return _PIECE.findall(text)
+
+
+def _delta(kind: BlockType, index: int, piece: str, call: tuple[str, str] | None) -> StreamChunk:
+    if kind == "reasoning":
+        return ReasoningDelta(index=index, text=piece)
+    if call is not None:
+        return ToolCallDelta(index=index, id=call[0], arguments_delta=piece)
+    return TextDelta(index=index, text=piece)
+
+
+def _block(kind: BlockType, text: str, call: tuple[str, str] | None) -> TextBlock | ReasoningBlock | ToolCallBlock:
+    if kind == "reasoning":
+        return ReasoningBlock(text)
+    if call is not None:
+        return ToolCallBlock(id=call[0], name=call[1], arguments=text)
+    return TextBlock(text)
+
+
+def _count_input(options: GenerateOptions) -> int:
+    """Whitespace-separated words of the system prompt and every message (the documented estimate)."""
+    parts = [options.system or ""]
+    for message in options.messages:
+        parts.extend(_message_texts(message))
+    return sum(len(_WORD.findall(part)) for part in parts)
+
+
+def _message_texts(message: Message) -> list[str]:
+    texts: list[str] = []
+    for block in message.content:
+        if isinstance(block, TextBlock | ReasoningBlock):
+            texts.append(block.text)
+        elif isinstance(block, ToolCallBlock):
+            texts.append(block.arguments)
+        else:
+            texts.append(block.content)
+    return texts

@@ -1,0 +1,183 @@
+"""Request serializer: :class:`GenerateOptions` → the Chat Completions request body.
+
+Wire format: https://platform.openai.com/docs/api-reference/chat/create (``messages`` with
+``system`` / ``user`` / ``assistant`` (``tool_calls``) / ``tool`` (``tool_call_id``) roles,
+``tools`` as ``{"type": "function", "function": {...}}``, ``stream_options.include_usage``).
+
+Everything an OpenAI-style server cannot honour is rejected with ``LlmError("UNSUPPORTED")``
+naming the field, before any I/O. Tool-call ``arguments`` travel as the exact string the model
+produced (never parsed). ``provider_options[<plugin name>]`` is merged into the body last, as
+given. Reasoning blocks have no input field on OpenAI and are not sent; subclasses (DeepSeek)
+override :meth:`RequestSerializer.assistant_message` and :meth:`RequestSerializer.effort_fields`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from harness_core.errors import LlmError
+from harness_core.types import (
+    GenerateOptions,
+    Message,
+    ModelInfo,
+    NamedToolChoice,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+
+__all__ = ["RequestSerializer"]
+
+_encoder = msgspec.json.Encoder()
+
+
+class RequestSerializer:
+    """Builds request bodies for one OpenAI-compatible server.
+
+    Args:
+        provider: the plugin name; ``options.provider_options[provider]`` is merged into the body.
+        include_usage: send ``stream_options: {"include_usage": true}`` (some compatible servers
+            reject ``stream_options``; turn it off for them).
+        max_tokens_field: the wire name for ``options.max_tokens`` (``"max_tokens"`` or
+            ``"max_completion_tokens"``, which OpenAI's reasoning models require).
+    """
+
+    def __init__(
+        self, *, provider: str = "openai", include_usage: bool = True, max_tokens_field: str = "max_tokens"
+    ) -> None:
+        self.provider = provider
+        self.include_usage = include_usage
+        self.max_tokens_field = max_tokens_field
+
+    def encode(self, options: GenerateOptions, info: ModelInfo) -> bytes:
+        """The JSON request body (UTF-8 bytes) for ``options`` sent to the model ``info.model``.
+
+        Raises:
+            LlmError: ``UNSUPPORTED`` for an option the protocol cannot honour (``n`` > 1,
+                ``logprobs``, ``top_logprobs``, ``stream: false`` in provider options, or a
+                ``reasoning_effort`` the model does not list); ``BAD_REQUEST`` for a message
+                the protocol cannot express.
+        """
+        return _encoder.encode(self.body(options, info))
+
+    def body(self, options: GenerateOptions, info: ModelInfo) -> dict[str, Any]:
+        """The request body as a dict (see :meth:`encode`)."""
+        extra = options.provider_options.get(self.provider, {})
+        self._check_extra(extra)
+        body: dict[str, Any] = {"model": info.model, "messages": self.messages(options, info.model), "stream": True}
+        if self.include_usage:
+            body["stream_options"] = {"include_usage": True}
+        if options.tools:
+            body["tools"] = [self._tool(spec.name, spec.description, spec.parameters) for spec in options.tools]
+        if options.tool_choice is not None:
+            choice = options.tool_choice
+            body["tool_choice"] = (
+                {"type": "function", "function": {"name": choice.name}}
+                if isinstance(choice, NamedToolChoice)
+                else choice
+            )
+        if options.max_tokens is not None:
+            body[self.max_tokens_field] = options.max_tokens
+        for name in ("temperature", "top_p", "seed", "stop"):
+            value = getattr(options, name)
+            if value is not None:
+                body[name] = value
+        effort = options.reasoning_effort
+        if effort is not None and effort not in (info.reasoning_efforts or ()):
+            raise LlmError(
+                "UNSUPPORTED",
+                f"reasoning_effort {effort!r} is not supported by model {info.model!r}"
+                f" (supported: {info.reasoning_efforts or 'none configured'})",
+                provider=self.provider,
+            )
+        body.update(self.effort_fields(effort, info))
+        body.update(extra)
+        return body
+
+    # ------------------------------------------------------------------ hooks
+
+    def effort_fields(self, effort: str | None, info: ModelInfo) -> dict[str, Any]:
+        """Wire fields for a listed effort id (``None``: the caller chose none):
+        ``{"reasoning_effort": effort}``, ``"off"`` sent as OpenAI's ``"none"``; nothing for ``None``."""
+        if effort is None:
+            return {}
+        return {"reasoning_effort": "none" if effort == "off" else effort}
+
+    def assistant_message(self, message: Message, model: str) -> dict[str, Any]:
+        """An assistant turn: ``content`` (text blocks joined, ``None`` beside tool calls with no
+        text) and ``tool_calls`` with the arguments string byte-exact. Reasoning is dropped."""
+        text = "".join(block.text for block in message.content if isinstance(block, TextBlock))
+        calls = [
+            {"id": block.id, "type": "function", "function": {"name": block.name, "arguments": block.arguments}}
+            for block in message.content
+            if isinstance(block, ToolCallBlock)
+        ]
+        wire: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}
+        if calls:
+            wire["tool_calls"] = calls
+        return wire
+
+    # ------------------------------------------------------------------ messages
+
+    def messages(self, options: GenerateOptions, model: str) -> list[dict[str, Any]]:
+        """The ``messages`` array: ``options.system`` first, then each turn; tool results become
+        ``role: tool`` messages (before any text of the same turn)."""
+        out: list[dict[str, Any]] = []
+        if options.system:
+            out.append({"role": "system", "content": options.system})
+        for message in options.messages:
+            if message.role == "assistant":
+                out.append(self.assistant_message(message, model))
+                continue
+            texts: list[str] = []
+            for block in message.content:
+                if isinstance(block, ToolResultBlock):
+                    out.append({"role": "tool", "tool_call_id": block.tool_call_id, "content": block.content})
+                elif isinstance(block, TextBlock):
+                    texts.append(block.text)
+                elif isinstance(block, ToolCallBlock):
+                    raise LlmError(
+                        "BAD_REQUEST", f"a {message.role} message cannot hold a tool call", provider=self.provider
+                    )
+                else:
+                    assert isinstance(block, ReasoningBlock)  # no input field for reasoning: dropped
+            if texts:
+                if message.role == "tool":
+                    raise LlmError(
+                        "BAD_REQUEST", "a tool message holds text outside a tool result", provider=self.provider
+                    )
+                content: str | list[dict[str, str]] = (
+                    texts[0] if len(texts) == 1 else [{"type": "text", "text": text} for text in texts]
+                )
+                out.append({"role": message.role, "content": content})
+        return out
+
+    @staticmethod
+    def _tool(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
+        function: dict[str, Any] = {"name": name}
+        if description:
+            function["description"] = description
+        function["parameters"] = parameters
+        return {"type": "function", "function": function}
+
+    def _check_extra(self, extra: dict[str, Any]) -> None:
+        """Reject provider options this adapter cannot honour in a stream of one choice."""
+        problems: list[str] = []
+        n = extra.get("n")
+        if n is not None and n != 1:
+            problems.append(f"n={n!r} (one choice per stream)")
+        if extra.get("logprobs"):
+            problems.append("logprobs (no slot in the stream protocol)")
+        if extra.get("top_logprobs") is not None:
+            problems.append("top_logprobs (no slot in the stream protocol)")
+        if "stream" in extra and extra["stream"] is not True:
+            problems.append("stream (only streaming is supported)")
+        if problems:
+            raise LlmError(
+                "UNSUPPORTED",
+                f"provider_options[{self.provider!r}] not supported: " + ", ".join(problems),
+                provider=self.provider,
+            )

@@ -1,0 +1,188 @@
+"""``harness usage`` and ``harness cache`` (entry-point group ``harness.commands``).
+
+The database path comes from ``--db``, else from the ``usage`` / ``cache`` plugin's config in the
+active plugins.yaml (``-c/--config``, else the usual search of :func:`harness_core.loader.find_config`),
+else the plugin's default path. Exit codes: 0 success, 2 configuration or usage error.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from harness_middleware.cache import CachePlugin, CacheStore, default_cache_path
+from harness_middleware.usage import UsageLedger, UsagePlugin, default_usage_path
+
+__all__ = ["cache_command", "parse_since", "usage_command"]
+
+P = TypeVar("P")
+
+_SPAN = re.compile(r"^(\d+)([dhm])$")
+_SPAN_SECONDS = {"d": 86400, "h": 3600, "m": 60}
+_CONFIG_HELP = "plugins.yaml to read the database path from (default: the usual search)"
+
+
+def parse_since(text: str, now: float | None = None) -> float:
+    """``--since`` as unix seconds: ``YYYY-MM-DD`` (UTC midnight), an ISO-8601 time, or a span
+    back from now such as ``7d``, ``12h``, ``30m``. Raises :class:`click.BadParameter`."""
+    span = _SPAN.match(text)
+    if span is not None:
+        reference = time.time() if now is None else now
+        return reference - int(span.group(1)) * _SPAN_SECONDS[span.group(2)]
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise click.BadParameter(
+            f"{text!r} is neither a date (2025-01-31), a time, nor a span (7d, 12h, 30m)"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def _plugin_from_config(config: str | None, plugin_type: type[P]) -> P | None:
+    """The first plugin instance of ``plugin_type`` built from plugins.yaml, or ``None``.
+
+    Raises :class:`click.ClickException` (exit 2) when the config is invalid.
+    """
+    from harness_core.config import ConfigError
+    from harness_core.loader import load_config
+
+    try:
+        loaded = load_config(config)
+    except ConfigError as exc:
+        raise _ConfigProblem(str(exc)) from exc
+    for plugin in loaded.plugins:
+        if isinstance(plugin.instance, plugin_type):
+            return plugin.instance
+    return None
+
+
+class _ConfigProblem(click.ClickException):
+    exit_code = 2
+
+
+def _ledger(config: str | None, db: str | None) -> UsageLedger:
+    if db is not None:
+        return UsageLedger(Path(db))
+    plugin = _plugin_from_config(config, UsagePlugin)
+    return plugin.ledger if plugin is not None else UsageLedger(default_usage_path())
+
+
+def _store(config: str | None, db: str | None) -> CacheStore:
+    if db is not None:
+        return CacheStore(Path(db))
+    plugin = _plugin_from_config(config, CachePlugin)
+    return plugin.store if plugin is not None else CacheStore(default_cache_path())
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return str(value)
+
+
+_TABLE = (
+    ("day", "day"),
+    ("route", "route"),
+    ("model", "model"),
+    ("requests", "requests"),
+    ("input", "input_tokens"),
+    ("output", "output_tokens"),
+    ("cache_read", "cache_read_tokens"),
+    ("cache_write", "cache_write_tokens"),
+    ("reasoning", "reasoning_tokens"),
+    ("no_usage", "unknown_usage"),
+    ("errors", "errors"),
+    ("aborted", "aborted"),
+    ("cost", "cost"),
+)
+_SUMMED = [key for _, key in _TABLE[3:]]
+
+
+def _totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    total: dict[str, Any] = {"day": "total", "route": "", "model": ""}
+    for key in _SUMMED:
+        known = [row[key] for row in rows if row[key] is not None]
+        total[key] = sum(known) if known else None
+    return total
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    cells = [[title for title, _ in _TABLE]] + [[_fmt(row[key]) for _, key in _TABLE] for row in rows]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(_TABLE))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip() for line in cells
+    )
+
+
+@click.command("usage")
+@click.option("-c", "--config", type=click.Path(dir_okay=False), help=_CONFIG_HELP)
+@click.option("--db", type=click.Path(dir_okay=False), help="the usage SQLite file (overrides the config)")
+@click.option("--since", help="only streams since YYYY-MM-DD (UTC), an ISO time, or a span back (7d, 12h, 30m)")
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+def usage_command(config: str | None, db: str | None, since: str | None, as_json: bool) -> None:
+    """Token usage and cost by UTC day, route and model, from the usage middleware's ledger.
+
+    Token sums count the streams that reported usage; `no_usage` counts those that did not
+    (unknown, not free). `cost` sums the known costs (prices from the usage config).
+    """
+    start = parse_since(since) if since is not None else None
+    ledger = _ledger(config, db)
+    if not ledger.path.exists():
+        raise _ConfigProblem(f"no usage ledger at {ledger.path} (is the usage middleware enabled?)")
+    try:
+        rows = ledger.summary(start)
+    except sqlite3.Error as exc:
+        raise _ConfigProblem(f"cannot read the usage ledger {ledger.path}: {exc}") from exc
+    if as_json:
+        click.echo(json.dumps({"path": str(ledger.path), "rows": rows, "total": _totals(rows)}, indent=2))
+        return
+    click.echo(f"usage ledger: {ledger.path}")
+    click.echo(_table([*rows, _totals(rows)]))
+
+
+@click.group("cache")
+def cache_command() -> None:
+    """Inspect or clear the response cache of the cache middleware."""
+
+
+@cache_command.command("stats")
+@click.option("-c", "--config", type=click.Path(dir_okay=False), help=_CONFIG_HELP)
+@click.option("--db", type=click.Path(dir_okay=False), help="the cache SQLite file (overrides the config)")
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+def cache_stats(config: str | None, db: str | None, as_json: bool) -> None:
+    """Entries, expired entries, hits and stored bytes of the cache."""
+    store = _store(config, db)
+    try:
+        stats = store.stats()
+    except sqlite3.Error as exc:
+        raise _ConfigProblem(f"cannot read the cache {store.path}: {exc}") from exc
+    if as_json:
+        click.echo(json.dumps(stats))
+        return
+    for key, value in stats.items():
+        click.echo(f"{key}: {value}")
+
+
+@cache_command.command("clear")
+@click.option("-c", "--config", type=click.Path(dir_okay=False), help=_CONFIG_HELP)
+@click.option("--db", type=click.Path(dir_okay=False), help="the cache SQLite file (overrides the config)")
+@click.option("--expired", is_flag=True, help="delete only entries older than the configured ttl")
+def cache_clear(config: str | None, db: str | None, expired: bool) -> None:
+    """Delete the cached responses (all, or only the expired ones)."""
+    store = _store(config, db)
+    try:
+        deleted = store.clear(expired_only=expired)
+    except sqlite3.Error as exc:
+        raise _ConfigProblem(f"cannot clear the cache {store.path}: {exc}") from exc
+    click.echo(f"deleted {deleted} cache entr{'y' if deleted == 1 else 'ies'} from {store.path}")

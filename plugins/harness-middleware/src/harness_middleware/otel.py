@@ -1,0 +1,196 @@
+"""``otel``: one OpenTelemetry span per stream, following the GenAI semantic conventions.
+
+Span ``chat {model}`` (kind CLIENT) with ``gen_ai.operation.name = "chat"``,
+``gen_ai.provider.name`` (the route), ``gen_ai.request.model``, ``gen_ai.request.max_tokens`` /
+``temperature`` / ``top_p`` when set, ``gen_ai.response.finish_reasons`` (the harness finish
+kind), ``gen_ai.usage.input_tokens`` / ``output_tokens`` (and the cache / reasoning subsets)
+when reported; an event ``gen_ai.first_chunk`` when the first chunk arrives; status ERROR with
+``error.type`` (the harness error code, or the exception's class) on ``finish{error}`` or a
+raised exception. Cancellation and a consumer that stops early end the span without an error.
+
+Content (``gen_ai.system_instructions``, ``gen_ai.input.messages``, ``gen_ai.output.messages``
+as JSON) is captured only with ``capture_content: true``: prompts and replies may hold personal
+data.
+
+Conventions: https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-spans/ (development
+status). The span is current only while the inner stream is being read (so HTTP client spans
+nest under it), never across a ``yield``. Needs ``pip install 'harness-middleware[otel]'``;
+OpenTelemetry is imported when the plugin is built, not when this module is imported.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import msgspec
+
+from harness_core.errors import LlmError
+from harness_core.hookspecs import CallNext, hookimpl
+from harness_core.types import (
+    BlockEnd,
+    ContentBlock,
+    Finish,
+    GenerateOptions,
+    Message,
+    ReasoningBlock,
+    StreamChunk,
+    TextBlock,
+    TokenUsage,
+    ToolCallBlock,
+    Usage,
+)
+from harness_middleware._stream import aclose
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from opentelemetry.trace import Span, TracerProvider
+
+__all__ = ["OtelPlugin"]
+
+_USAGE_ATTRIBUTES = (
+    ("input_tokens", "gen_ai.usage.input_tokens"),
+    ("output_tokens", "gen_ai.usage.output_tokens"),
+    ("cache_read_tokens", "gen_ai.usage.cache_read.input_tokens"),
+    ("cache_write_tokens", "gen_ai.usage.cache_creation.input_tokens"),
+    ("reasoning_tokens", "gen_ai.usage.reasoning.output_tokens"),
+)
+
+
+def _part(block: ContentBlock) -> dict[str, Any]:
+    """A GenAI semconv message part for ``block``."""
+    if isinstance(block, TextBlock):
+        return {"type": "text", "content": block.text}
+    if isinstance(block, ReasoningBlock):
+        return {"type": "reasoning", "content": block.text}
+    if isinstance(block, ToolCallBlock):
+        return {"type": "tool_call", "id": block.id, "name": block.name, "arguments": block.arguments}
+    return {"type": "tool_call_response", "id": block.tool_call_id, "response": block.content}
+
+
+def _messages(messages: list[Message]) -> str:
+    return json.dumps([{"role": m.role, "parts": [_part(b) for b in m.content]} for m in messages])
+
+
+def _request_attributes(options: GenerateOptions, capture_content: bool) -> dict[str, Any]:
+    attributes: dict[str, Any] = {"gen_ai.operation.name": "chat"}
+    optional = {
+        "gen_ai.provider.name": options.provider,
+        "gen_ai.request.model": options.model,
+        "gen_ai.request.max_tokens": options.max_tokens,
+        "gen_ai.request.temperature": options.temperature,
+        "gen_ai.request.top_p": options.top_p,
+    }
+    attributes.update({k: v for k, v in optional.items() if v is not None})
+    if capture_content:
+        if options.system is not None:
+            attributes["gen_ai.system_instructions"] = json.dumps([{"type": "text", "content": options.system}])
+        attributes["gen_ai.input.messages"] = _messages(options.messages)
+    return attributes
+
+
+def _usage_attributes(usage: TokenUsage) -> dict[str, int]:
+    values = {attr: getattr(usage, field) for field, attr in _USAGE_ATTRIBUTES}
+    return {k: v for k, v in values.items() if v is not None}
+
+
+class OtelPlugin:
+    """Middleware tracing every stream as an OpenTelemetry span (see module doc).
+
+    Args:
+        config: the validated :class:`OtelPlugin.Config`.
+        tracer_provider: the provider to use; default: the global one
+            (``opentelemetry.trace.set_tracer_provider``), as configured by the application.
+
+    Raises :class:`~harness_core.errors.LlmError` ``CONFIG`` when OpenTelemetry is not installed.
+    """
+
+    class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+        """``otel:`` in plugins.yaml.
+
+        Fields:
+            capture_content: record prompts and replies on the span (off: they may hold
+                personal data).
+        """
+
+        capture_content: bool = False
+
+    def __init__(self, config: Config | None = None, *, tracer_provider: TracerProvider | None = None) -> None:
+        self.config = config if config is not None else self.Config()
+        try:
+            from opentelemetry import trace
+        except ImportError as exc:
+            raise LlmError(
+                "CONFIG", "the otel middleware needs OpenTelemetry: pip install 'harness-middleware[otel]'"
+            ) from exc
+        try:
+            own_version: str | None = version("harness-middleware")
+        except PackageNotFoundError:  # pragma: no cover - running from a source tree without metadata
+            own_version = None
+        self._trace = trace
+        self._tracer = trace.get_tracer("harness_middleware.otel", own_version, tracer_provider=tracer_provider)
+
+    @hookimpl
+    async def llm_stream(self, options: GenerateOptions, call_next: CallNext) -> AsyncIterator[StreamChunk]:
+        """Pass ``call_next(options)`` on unchanged inside a span (see module doc)."""
+        trace = self._trace
+        capture = self.config.capture_content
+        name = f"chat {options.model}" if options.model else "chat"
+        span = self._tracer.start_span(
+            name, kind=trace.SpanKind.CLIENT, attributes=_request_attributes(options, capture)
+        )
+        stream = call_next(options)
+        first = True
+        output: list[dict[str, Any]] = []
+        finish: Finish | None = None
+        raised: BaseException | None = None
+        try:
+            while True:
+                with trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
+                    try:
+                        chunk = await anext(stream)
+                    except StopAsyncIteration:
+                        break
+                if first:
+                    span.add_event("gen_ai.first_chunk")
+                    first = False
+                if isinstance(chunk, Usage):
+                    span.set_attributes(_usage_attributes(chunk.usage))
+                elif isinstance(chunk, Finish):
+                    finish = chunk
+                elif isinstance(chunk, BlockEnd) and capture:
+                    output.append(_part(chunk.block))
+                yield chunk
+        except BaseException as exc:
+            raised = exc
+            raise
+        finally:
+            try:
+                await aclose(stream)
+            finally:
+                self._end(span, finish, raised, output if capture else None)
+
+    def _end(
+        self, span: Span, finish: Finish | None, raised: BaseException | None, output: list[dict[str, Any]] | None
+    ) -> None:
+        status_code = self._trace.StatusCode
+        if finish is not None:
+            span.set_attribute("gen_ai.response.finish_reasons", [finish.reason.kind])
+            failure = finish.reason.failure
+            if finish.reason.kind == "error" and failure is not None:
+                span.set_attribute("error.type", failure.code)
+                span.set_status(status_code.ERROR, failure.message)
+        if output is not None:
+            reason = finish.reason.kind if finish is not None else None
+            span.set_attribute(
+                "gen_ai.output.messages",
+                json.dumps([{"role": "assistant", "parts": output, "finish_reason": reason}]),
+            )
+        if raised is not None and not isinstance(raised, GeneratorExit | anyio.get_cancelled_exc_class()):
+            error_type = raised.code if isinstance(raised, LlmError) else type(raised).__qualname__
+            span.set_attribute("error.type", error_type)
+            span.record_exception(raised)
+            span.set_status(status_code.ERROR, str(raised))
+        span.end()

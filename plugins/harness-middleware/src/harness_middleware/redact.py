@@ -1,0 +1,328 @@
+"""``redact``: mask secrets and personal data in requests and in streamed replies.
+
+Patterns: built-in presets (API-key shapes, bearer tokens, e-mail addresses) and custom regular
+expressions, combined into one alternation. A match is replaced by ``replacement`` formatted with
+the pattern's name (default ``[REDACTED:openai-key]``).
+
+- **Requests**: text blocks, tool results, unsigned reasoning and the system prompt of the
+  outgoing ``options`` are masked before ``call_next``.
+- **Replies**: text deltas (and unsigned reasoning deltas) are masked as they stream. A secret
+  split across deltas is still masked: text that could still be the start of a match is held
+  back until it is decided (partial matching of the ``regex`` module tells where a match could
+  start; at most ``max_match_length`` characters are held per block) and flushed at the block's
+  ``block-end``, whose block then holds exactly the concatenated masked deltas.
+- Reasoning that carries a provider signature (``BlockStart.signed``/``ReasoningBlock.signed``)
+  is never altered: the provider rejects modified signed thinking (SPEC §5).
+- Tool-call arguments are JSON the tool needs: left alone unless ``tool_arguments: true``.
+
+Masking is exact (equal to masking the whole text at once) for every pattern whose matches are
+at most ``max_match_length`` characters long; all presets are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Annotated, Final, Literal
+
+import msgspec
+import regex
+
+from harness_core.errors import LlmError
+from harness_core.hookspecs import CallNext, hookimpl
+from harness_core.types import (
+    BlockEnd,
+    BlockStart,
+    ContentBlock,
+    GenerateOptions,
+    ReasoningBlock,
+    ReasoningDelta,
+    StreamChunk,
+    TextBlock,
+    TextDelta,
+    ToolCallBlock,
+    ToolCallDelta,
+    ToolResultBlock,
+)
+from harness_middleware._stream import aclose
+
+__all__ = ["PRESETS", "PRESET_GROUPS", "Masker", "RedactPlugin", "StreamMasker"]
+
+PRESETS: Final[dict[str, str]] = {
+    # OpenAI (sk-, sk-proj-), Anthropic (sk-ant-api03-) and other sk- keys.
+    "openai-key": r"\bsk-[A-Za-z0-9_-]{20,200}",
+    # AWS access key ids (long-term AKIA, temporary ASIA).
+    "aws-access-key": r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
+    # GitHub personal/OAuth/app tokens.
+    "github-token": r"\bgh[pousr]_[A-Za-z0-9]{36,200}",
+    # Google API keys.
+    "google-api-key": r"\bAIza[0-9A-Za-z_-]{35}",
+    # Slack tokens.
+    "slack-token": r"\bxox[abposr]-[A-Za-z0-9-]{10,200}",
+    # HTTP bearer credentials (RFC 6750 §2.1 b64token).
+    "bearer": r"\b[Bb]earer[ \t]{1,4}[A-Za-z0-9._~+/-]{16,200}={0,2}",
+    # E-mail addresses (a practical subset of RFC 5322 addr-spec).
+    "email": r"\b[A-Za-z0-9._%+-]{1,64}@(?:[A-Za-z0-9-]{1,40}\.){1,3}[A-Za-z]{2,24}\b",
+}
+"""Built-in patterns by name; every match is at most 256 characters long."""
+
+PRESET_GROUPS: Final[dict[str, list[str]]] = {
+    "api-keys": ["openai-key", "aws-access-key", "github-token", "google-api-key", "slack-token", "bearer"],
+    "emails": ["email"],
+}
+"""Names that stand for several presets."""
+
+PresetName = Literal[
+    "api-keys",
+    "emails",
+    "openai-key",
+    "aws-access-key",
+    "github-token",
+    "google-api-key",
+    "slack-token",
+    "bearer",
+    "email",
+]
+
+_CONTEXT: Final = 64  # characters of already emitted text kept for look-behind (\b …)
+
+
+class Masker:
+    """Masks the matches of named patterns.
+
+    Args:
+        patterns: name -> regular expression (``regex`` module syntax, compatible with ``re``).
+        replacement: a ``str.format`` template with ``{name}``.
+        max_match_length: the longest match a streaming masker must be able to hold back.
+
+    Raises :class:`~harness_core.errors.LlmError` ``CONFIG`` for an invalid pattern or one that
+    matches the empty string.
+    """
+
+    def __init__(self, patterns: dict[str, str], replacement: str, max_match_length: int) -> None:
+        self.names: dict[str, str] = {}
+        parts: list[str] = []
+        for i, (name, source) in enumerate(patterns.items()):
+            try:
+                compiled = regex.compile(source)
+            except regex.error as exc:
+                raise LlmError("CONFIG", f"redact: pattern {name!r} is not a valid regular expression: {exc}") from exc
+            if compiled.fullmatch("") is not None:
+                raise LlmError("CONFIG", f"redact: pattern {name!r} matches the empty string")
+            self.names[f"_p{i}"] = name
+            parts.append(f"(?P<_p{i}>{source})")
+        self.pattern = regex.compile("|".join(parts)) if parts else None
+        self.replacement = replacement
+        self.max_match_length = max_match_length
+
+    def _replace(self, match: regex.Match[str]) -> str:
+        group = match.lastgroup
+        name = self.names[group] if group is not None else "secret"
+        return self.replacement.format(name=name)
+
+    def mask(self, text: str) -> str:
+        """``text`` with every match replaced."""
+        if self.pattern is None:
+            return text
+        return self.pattern.sub(self._replace, text)
+
+    def stream(self) -> StreamMasker:
+        """A masker for one block of streamed text."""
+        return StreamMasker(self)
+
+
+class StreamMasker:
+    """Masks one block's text arriving in pieces (see :meth:`feed` and :meth:`flush`)."""
+
+    def __init__(self, masker: Masker) -> None:
+        self._masker = masker
+        self._context = ""
+        self._pending = ""
+        self.fed = False
+        self._out: list[str] = []
+
+    @property
+    def emitted(self) -> str:
+        """Everything returned so far, concatenated (the masked block)."""
+        return "".join(self._out)
+
+    def feed(self, text: str) -> str:
+        """Add ``text``; return the masked text that is decided now (possibly empty)."""
+        self.fed = True
+        self._pending += text
+        return self._drain(final=False)
+
+    def flush(self) -> str:
+        """The block ended: mask and return everything held back."""
+        return self._drain(final=True)
+
+    def _drain(self, *, final: bool) -> str:
+        pattern = self._masker.pattern
+        buf = self._context + self._pending
+        start = len(self._context)
+        end = len(buf)
+        pieces: list[str] = []
+        pos = cut = start
+        if pattern is None:
+            cut = end
+        else:
+            limit = self._masker.max_match_length
+            cut = end
+            for match in pattern.finditer(buf, start, partial=not final):
+                if match.start() == end:
+                    break  # an empty partial match at the very end: nothing to hold
+                if not final and end - match.start() <= limit:
+                    cut = match.start()  # could still grow or change with more text: hold it
+                    break
+                pieces.append(buf[pos : match.start()])
+                pieces.append(self._masker._replace(match))
+                pos = match.end()
+            cut = max(cut, pos)
+        pieces.append(buf[pos:cut])
+        self._pending = buf[cut:]
+        self._context = buf[max(0, cut - _CONTEXT) : cut]
+        out = "".join(pieces)
+        self._out.append(out)
+        return out
+
+
+class _Block:
+    __slots__ = ("masker", "name")
+
+    def __init__(self, masker: StreamMasker) -> None:
+        self.masker = masker
+        self.name: str | None = None  # a tool-call name from a dropped delta, for the next one
+
+
+class RedactPlugin:
+    """Middleware masking secrets in requests and streamed replies (see module doc)."""
+
+    class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+        """``redact:`` in plugins.yaml.
+
+        Fields:
+            presets: built-in patterns or groups (``api-keys``, ``emails``, or single names).
+            patterns: custom patterns, name -> regular expression.
+            replacement: what a match becomes; ``{name}`` is the pattern's name.
+            max_match_length: the longest match the stream masker holds back (characters).
+            requests: mask the outgoing messages and system prompt.
+            responses: mask the streamed reply.
+            reasoning: also mask reasoning text (never reasoning signed by the provider).
+            tool_arguments: also mask tool-call arguments (JSON the tool parses).
+        """
+
+        presets: list[PresetName] = msgspec.field(default_factory=lambda: ["api-keys", "emails"])
+        patterns: dict[str, str] = msgspec.field(default_factory=dict)
+        replacement: str = "[REDACTED:{name}]"
+        max_match_length: Annotated[int, msgspec.Meta(ge=1)] = 256
+        requests: bool = True
+        responses: bool = True
+        reasoning: bool = True
+        tool_arguments: bool = False
+
+    def __init__(self, config: Config | None = None) -> None:
+        self.config = config if config is not None else self.Config()
+        patterns: dict[str, str] = {}
+        for preset in self.config.presets:
+            for name in PRESET_GROUPS.get(preset, [preset]):
+                patterns[name] = PRESETS[name]
+        patterns.update(self.config.patterns)
+        try:
+            self.config.replacement.format(name="x")
+        except (KeyError, IndexError, ValueError) as exc:
+            raise LlmError("CONFIG", f"redact: replacement {self.config.replacement!r} is not valid: {exc!r}") from exc
+        self.masker = Masker(patterns, self.config.replacement, self.config.max_match_length)
+
+    # ------------------------------------------------------------------ requests
+
+    def _mask_block(self, block: ContentBlock) -> ContentBlock:
+        mask = self.masker.mask
+        if isinstance(block, TextBlock):
+            return TextBlock(mask(block.text))
+        if isinstance(block, ToolResultBlock):
+            return msgspec.structs.replace(block, content=mask(block.content))
+        if isinstance(block, ReasoningBlock):
+            if block.signed or not self.config.reasoning:
+                return block
+            return msgspec.structs.replace(block, text=mask(block.text))
+        if self.config.tool_arguments:
+            return msgspec.structs.replace(block, arguments=mask(block.arguments))
+        return block
+
+    def mask_request(self, options: GenerateOptions) -> GenerateOptions:
+        """``options`` with the messages' text, tool results, unsigned reasoning and the system
+        prompt masked (tool-call arguments only with ``tool_arguments``)."""
+        messages = [
+            msgspec.structs.replace(message, content=[self._mask_block(b) for b in message.content])
+            for message in options.messages
+        ]
+        system = self.masker.mask(options.system) if options.system is not None else None
+        return msgspec.structs.replace(options, messages=messages, system=system)
+
+    # ------------------------------------------------------------------ replies
+
+    def _masks(self, start: BlockStart) -> bool:
+        if start.block_type == "text":
+            return True
+        if start.block_type == "reasoning":
+            return self.config.reasoning and not start.signed
+        return self.config.tool_arguments
+
+    def _process(self, chunk: StreamChunk, blocks: dict[int, _Block]) -> Iterator[StreamChunk]:
+        if isinstance(chunk, BlockStart):
+            if self._masks(chunk):
+                blocks[chunk.index] = _Block(self.masker.stream())
+            yield chunk
+            return
+        index = getattr(chunk, "index", None)
+        block = blocks.get(index) if isinstance(index, int) else None
+        if block is None:
+            yield chunk  # unmasked blocks, usage, finish and chunk kinds we do not know
+        elif isinstance(chunk, TextDelta | ReasoningDelta):
+            text = block.masker.feed(chunk.text)
+            if text:
+                yield msgspec.structs.replace(chunk, text=text)
+        elif isinstance(chunk, ToolCallDelta):
+            text = block.masker.feed(chunk.arguments_delta)
+            block.name = chunk.name or block.name
+            if text:
+                yield msgspec.structs.replace(chunk, arguments_delta=text, name=block.name)
+                block.name = None
+        elif isinstance(chunk, BlockEnd):
+            del blocks[chunk.index]
+            yield from _end_block(chunk, block, self.masker)
+        else:
+            yield chunk  # a chunk kind we do not know that names a masked block: pass it on
+
+    @hookimpl
+    async def llm_stream(self, options: GenerateOptions, call_next: CallNext) -> AsyncIterator[StreamChunk]:
+        """Mask the request, then the streamed reply (see module doc)."""
+        if self.config.requests:
+            options = self.mask_request(options)
+        stream = call_next(options)
+        blocks: dict[int, _Block] = {}
+        try:
+            async for chunk in stream:
+                if not self.config.responses:
+                    yield chunk
+                    continue
+                for out in self._process(chunk, blocks):
+                    yield out
+        finally:
+            await aclose(stream)
+
+
+def _end_block(chunk: BlockEnd, block: _Block, masker: Masker) -> Iterator[StreamChunk]:
+    """The final masked delta (if any text was held back) and the masked ``block-end``."""
+    tail = block.masker.flush()
+    content = chunk.block
+    if isinstance(content, ToolCallBlock):
+        if tail:
+            yield ToolCallDelta(index=chunk.index, id=content.id, arguments_delta=tail, name=block.name)
+        masked = block.masker.emitted if block.masker.fed else masker.mask(content.arguments)
+        yield BlockEnd(index=chunk.index, block=msgspec.structs.replace(content, arguments=masked))
+        return
+    if tail:
+        delta_type = TextDelta if isinstance(content, TextBlock) else ReasoningDelta
+        yield delta_type(index=chunk.index, text=tail)
+    masked = block.masker.emitted if block.masker.fed else masker.mask(content.text)
+    yield BlockEnd(index=chunk.index, block=msgspec.structs.replace(content, text=masked))

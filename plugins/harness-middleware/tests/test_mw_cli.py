@@ -1,0 +1,182 @@
+"""`harness usage` and `harness cache` (entry-point group harness.commands)."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+from harness_core.cli._app import cli as harness_cli
+
+from harness_middleware import cli
+from harness_middleware.cache import CacheStore
+from harness_middleware.usage import UsageLedger, UsageRecord
+
+
+def record(**fields: object) -> UsageRecord:
+    base: dict[str, object] = {
+        "ts": time.time(),
+        "route": "openai",
+        "model": "gpt-x",
+        "input_tokens": 100,
+        "output_tokens": 10,
+        "cache_read_tokens": None,
+        "cache_write_tokens": None,
+        "reasoning_tokens": None,
+        "status": "complete",
+        "error_code": None,
+        "finish_reason": "stop",
+        "latency_ms": 12.5,
+        "first_chunk_ms": 3.0,
+        "cost": 0.25,
+    }
+    base.update(fields)
+    return UsageRecord(**base)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> UsageLedger:
+    ledger = UsageLedger(tmp_path / "usage.sqlite")
+    ledger.insert(record())
+    ledger.insert(record(input_tokens=None, output_tokens=None, cost=None, status="error", error_code="SERVER"))
+    ledger.insert(record(ts=time.time() - 10 * 86400, route="anthropic", model="claude"))
+    return ledger
+
+
+def run(*args: str) -> click.testing.Result:
+    return CliRunner().invoke(harness_cli, list(args), catch_exceptions=False)
+
+
+def test_parse_since() -> None:
+    assert cli.parse_since("2025-01-31") == datetime(2025, 1, 31, tzinfo=UTC).timestamp()
+    assert cli.parse_since("2025-01-31T10:00:00+01:00") == datetime(2025, 1, 31, 9, tzinfo=UTC).timestamp()
+    assert cli.parse_since("7d", now=1_000_000.0) == 1_000_000.0 - 7 * 86400
+    assert cli.parse_since("12h", now=100_000.0) == 100_000.0 - 12 * 3600
+    assert abs(cli.parse_since("30m") - (time.time() - 1800)) < 60
+    with pytest.raises(click.BadParameter, match="neither a date"):
+        cli.parse_since("yesterday")
+
+
+def test_usage_table(ledger: UsageLedger) -> None:
+    result = run("usage", "--db", str(ledger.path))
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == f"usage ledger: {ledger.path}"
+    assert lines[1].split()[:5] == ["day", "route", "model", "requests", "input"]
+    assert any(line.split()[1:4] == ["anthropic", "claude", "1"] for line in lines)
+    openai = next(line.split() for line in lines if "openai" in line)
+    assert openai[3:5] == ["2", "100"]  # two requests, one with unknown usage
+    assert lines[-1].split()[:3] == ["total", "3", "200"]
+
+
+def test_usage_json_and_since(ledger: UsageLedger) -> None:
+    result = run("usage", "--db", str(ledger.path), "--json", "--since", "2d")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    [row] = data["rows"]
+    assert (row["route"], row["requests"], row["unknown_usage"], row["errors"], row["cost"]) == (
+        "openai",
+        2,
+        1,
+        1,
+        0.25,
+    )
+    assert data["total"]["requests"] == 2
+    assert data["total"]["cache_read_tokens"] is None
+
+
+def test_usage_missing_ledger(tmp_path: Path) -> None:
+    result = run("usage", "--db", str(tmp_path / "none.sqlite"))
+    assert result.exit_code == 2
+    assert "no usage ledger" in result.output
+
+
+def test_usage_unreadable_ledger(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.sqlite"
+    bad.write_bytes(b"this is not a database" * 100)
+    result = run("usage", "--db", str(bad))
+    assert result.exit_code == 2
+    assert "cannot read the usage ledger" in result.output
+
+
+def write_config(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "plugins.yaml"
+    path.write_text(body, encoding="utf-8")
+    return path
+
+
+def test_usage_reads_the_path_from_plugins_yaml(tmp_path: Path, ledger: UsageLedger) -> None:
+    config = write_config(tmp_path, f"plugins:\n  usage: {{path: {ledger.path}}}\n  mock: {{}}\n")
+    result = run("usage", "-c", str(config), "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["path"] == str(ledger.path)
+
+
+def test_usage_without_the_plugin_uses_the_default_path(
+    tmp_path: Path, ledger: UsageLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cli, "default_usage_path", lambda: ledger.path)
+    config = write_config(tmp_path, "plugins:\n  mock: {}\n")
+    result = run("usage", "-c", str(config), "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["total"]["requests"] == 3
+
+
+def test_invalid_config_exits_2(tmp_path: Path) -> None:
+    config = write_config(tmp_path, "plugins:\n  usage: {nope: 1}\n")
+    result = run("usage", "-c", str(config))
+    assert result.exit_code == 2
+    assert "nope" in result.output
+
+
+def filled_cache(path: Path) -> CacheStore:
+    store = CacheStore(path, ttl=60, clock=lambda: time.time() - 3600)
+    store.put("old", [])
+    store.clock = time.time
+    store.put("new", [])
+    return store
+
+
+def test_cache_stats_and_clear(tmp_path: Path) -> None:
+    store = filled_cache(tmp_path / "cache.sqlite")
+    result = run("cache", "stats", "--db", str(store.path), "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["entries"] == 2
+    text = run("cache", "stats", "--db", str(store.path))
+    assert "entries: 2" in text.output
+    cleared = run("cache", "clear", "--db", str(store.path))
+    assert cleared.output.strip() == f"deleted 2 cache entries from {store.path}"
+
+
+def test_cache_clear_expired_uses_the_configured_ttl(tmp_path: Path) -> None:
+    store = filled_cache(tmp_path / "cache.sqlite")
+    config = write_config(tmp_path, f"plugins:\n  cache: {{path: {store.path}, ttl: 60}}\n")
+    result = run("cache", "clear", "--expired", "-c", str(config))
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == f"deleted 1 cache entry from {store.path}"
+    assert store.stats()["entries"] == 1
+
+
+def test_cache_without_the_plugin_uses_the_default_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli, "default_cache_path", lambda: tmp_path / "default.sqlite")
+    config = write_config(tmp_path, "plugins:\n  mock: {}\n")
+    result = run("cache", "stats", "-c", str(config), "--json")
+    assert json.loads(result.output)["path"] == str(tmp_path / "default.sqlite")
+
+
+@pytest.mark.parametrize("command", [["stats"], ["clear"]])
+def test_cache_database_fault_exits_2(tmp_path: Path, command: list[str]) -> None:
+    bad = tmp_path / "bad.sqlite"
+    bad.write_bytes(b"this is not a database" * 100)
+    result = run("cache", *command, "--db", str(bad))
+    assert result.exit_code == 2
+    assert "cannot" in result.output
+
+
+def test_table_formats_missing_values() -> None:
+    assert cli._fmt(None) == "-"
+    assert cli._fmt(0.5) == "0.5000"

@@ -1,0 +1,197 @@
+"""otel: one GenAI span per stream, first-chunk event, errors, content capture off by default."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import msgspec
+import pytest
+from harness_middleware.otel import OtelPlugin
+from mw_helpers import Script, Stall, collect, error_finish, options, stop, text_chunks, tool_chunks, usage
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from harness_core.errors import LlmError
+from harness_core.types import GenerateOptions, Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def exporter() -> Iterator[InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    yield exporter
+    exporter.clear()
+
+
+def plugin(exporter: InMemorySpanExporter, **config: Any) -> OtelPlugin:
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return OtelPlugin(msgspec.convert(config, OtelPlugin.Config), tracer_provider=provider)
+
+
+def only_span(exporter: InMemorySpanExporter) -> ReadableSpan:
+    [span] = exporter.get_finished_spans()
+    return span
+
+
+async def test_span_follows_genai_conventions(exporter: InMemorySpanExporter) -> None:
+    p = plugin(exporter)
+    reply = [*text_chunks("hi"), usage(100, 20, cache_read_tokens=40, reasoning_tokens=5), stop()]
+    opts = options(max_tokens=64, temperature=0.2, top_p=0.9, system="be brief")
+    assert await collect(p.llm_stream(opts, Script(reply))) == reply
+    span = only_span(exporter)
+    assert span.name == "chat m1"
+    assert span.kind == SpanKind.CLIENT
+    attrs = dict(span.attributes or {})
+    assert attrs == {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "fake",
+        "gen_ai.request.model": "m1",
+        "gen_ai.request.max_tokens": 64,
+        "gen_ai.request.temperature": 0.2,
+        "gen_ai.request.top_p": 0.9,
+        "gen_ai.usage.input_tokens": 100,
+        "gen_ai.usage.output_tokens": 20,
+        "gen_ai.usage.cache_read.input_tokens": 40,
+        "gen_ai.usage.reasoning.output_tokens": 5,
+        "gen_ai.response.finish_reasons": ("stop",),
+    }
+    assert [e.name for e in span.events] == ["gen_ai.first_chunk"]
+    assert span.status.status_code == StatusCode.UNSET
+
+
+async def test_optional_request_attributes_absent(exporter: InMemorySpanExporter) -> None:
+    await collect(plugin(exporter).llm_stream(GenerateOptions(), Script([stop()])))
+    span = only_span(exporter)
+    assert span.name == "chat"
+    assert dict(span.attributes or {}) == {"gen_ai.operation.name": "chat", "gen_ai.response.finish_reasons": ("stop",)}
+
+
+async def test_error_finish_sets_error_status(exporter: InMemorySpanExporter) -> None:
+    await collect(plugin(exporter).llm_stream(options(), Script([error_finish("RATE_LIMITED", message="slow down")])))
+    span = only_span(exporter)
+    assert span.status.status_code == StatusCode.ERROR
+    assert span.status.description == "slow down"
+    assert span.attributes is not None
+    assert span.attributes["error.type"] == "RATE_LIMITED"
+    assert span.attributes["gen_ai.response.finish_reasons"] == ("error",)
+
+
+@pytest.mark.parametrize(
+    ("raised", "error_type"), [(LlmError("NETWORK", "reset"), "NETWORK"), (KeyError("x"), "KeyError")]
+)
+async def test_exception_sets_error_status(exporter: InMemorySpanExporter, raised: Exception, error_type: str) -> None:
+    with pytest.raises(type(raised)):
+        await collect(plugin(exporter).llm_stream(options(), Script([raised])))
+    span = only_span(exporter)
+    assert span.status.status_code == StatusCode.ERROR
+    assert span.attributes is not None
+    assert span.attributes["error.type"] == error_type
+    assert [e.name for e in span.events] == ["exception"]
+
+
+async def test_cancellation_ends_the_span_without_error(exporter: InMemorySpanExporter) -> None:
+    inner = Stall()
+    with anyio.move_on_after(0.02):
+        await collect(plugin(exporter).llm_stream(options(), inner))
+    span = only_span(exporter)
+    assert span.status.status_code == StatusCode.UNSET
+    assert span.events == ()  # no chunk arrived
+    assert inner.closed == 1
+
+
+async def test_consumer_break_ends_the_span(exporter: InMemorySpanExporter) -> None:
+    script = Script([*text_chunks("a", "b"), stop()])
+    stream = plugin(exporter).llm_stream(options(), script)
+    async for _ in stream:
+        break
+    await stream.aclose()  # type: ignore[attr-defined]
+    span = only_span(exporter)
+    assert span.status.status_code == StatusCode.UNSET
+    assert "gen_ai.response.finish_reasons" not in (span.attributes or {})
+    assert script.closed == 1
+
+
+async def test_span_is_current_only_while_reading(exporter: InMemorySpanExporter) -> None:
+    seen: list[bool] = []
+
+    def inside() -> None:
+        seen.append(trace.get_current_span().is_recording())
+
+    reply: list[Any] = [inside, *text_chunks("a"), stop()]
+    async for _ in plugin(exporter).llm_stream(options(), Script(reply)):
+        seen.append(trace.get_current_span().is_recording())
+    assert seen[0] is True  # the inner stream runs inside the span (HTTP spans nest under it)
+    assert not any(seen[1:])  # the consumer never runs inside it
+
+
+async def test_content_capture(exporter: InMemorySpanExporter) -> None:
+    history = [
+        Message(role="user", content=[TextBlock("hi")]),
+        Message(
+            role="assistant",
+            content=[ReasoningBlock("hmm"), ToolCallBlock(id="c1", name="f", arguments="{}")],
+        ),
+        Message(role="tool", content=[ToolResultBlock(tool_call_id="c1", content="42")]),
+    ]
+    reply = [
+        *tool_chunks('{"a":1}'),
+        msgspec.structs.replace(stop(), reason=msgspec.structs.replace(stop().reason, kind="tool-calls")),
+    ]
+    opts = GenerateOptions(provider="fake", model="m1", messages=history, system="sys")
+    await collect(plugin(exporter, capture_content=True).llm_stream(opts, Script(reply)))
+    attrs = only_span(exporter).attributes or {}
+    assert json.loads(str(attrs["gen_ai.system_instructions"])) == [{"type": "text", "content": "sys"}]
+    assert json.loads(str(attrs["gen_ai.input.messages"])) == [
+        {"role": "user", "parts": [{"type": "text", "content": "hi"}]},
+        {
+            "role": "assistant",
+            "parts": [
+                {"type": "reasoning", "content": "hmm"},
+                {"type": "tool_call", "id": "c1", "name": "f", "arguments": "{}"},
+            ],
+        },
+        {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c1", "response": "42"}]},
+    ]
+    assert json.loads(str(attrs["gen_ai.output.messages"])) == [
+        {
+            "role": "assistant",
+            "parts": [{"type": "tool_call", "id": "call_1", "name": "lookup", "arguments": '{"a":1}'}],
+            "finish_reason": "tool-calls",
+        }
+    ]
+
+
+async def test_content_capture_without_system_or_finish(exporter: InMemorySpanExporter) -> None:
+    async for _ in plugin(exporter, capture_content=True).llm_stream(options(), Script(text_chunks("x"))):
+        pass
+    attrs = only_span(exporter).attributes or {}
+    assert "gen_ai.system_instructions" not in attrs
+    assert json.loads(str(attrs["gen_ai.output.messages"]))[0]["finish_reason"] is None
+
+
+async def test_content_not_captured_by_default(exporter: InMemorySpanExporter) -> None:
+    await collect(plugin(exporter).llm_stream(options(system="secret"), Script([*text_chunks("x"), stop()])))
+    attrs = only_span(exporter).attributes or {}
+    assert not any(
+        k in attrs for k in ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions")
+    )
+
+
+def test_global_tracer_provider_by_default() -> None:
+    assert OtelPlugin().config.capture_content is False
+
+
+def test_missing_opentelemetry_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "opentelemetry", None)
+    with pytest.raises(LlmError, match=r"harness-middleware\[otel\]") as caught:
+        OtelPlugin()
+    assert caught.value.code == "CONFIG"

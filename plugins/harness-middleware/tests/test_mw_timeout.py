@@ -1,0 +1,167 @@
+"""timeout: first-chunk, idle and total timers; partial blocks closed; no stray cancellation."""
+
+from __future__ import annotations
+
+import anyio
+import msgspec
+import pytest
+from harness_middleware.timeout import TimeoutPlugin
+from mw_helpers import Script, Stall, collect, options, stop, text_chunks
+
+from harness_core.types import (
+    BlockEnd,
+    BlockStart,
+    Finish,
+    ReasoningBlock,
+    ReasoningDelta,
+    TextBlock,
+    TextDelta,
+    ToolCallBlock,
+    ToolCallDelta,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+def plugin(**config: object) -> TimeoutPlugin:
+    return TimeoutPlugin(msgspec.convert(config, TimeoutPlugin.Config))
+
+
+def failure_of(chunk: object) -> tuple[str, str]:
+    assert isinstance(chunk, Finish)
+    assert chunk.reason.kind == "error"
+    assert chunk.reason.failure is not None
+    return chunk.reason.failure.code, chunk.reason.failure.message
+
+
+async def test_first_chunk_timeout() -> None:
+    inner = Stall()
+    chunks = await collect(plugin(first_chunk=0.02, idle=None).llm_stream(options(), inner))
+    assert len(chunks) == 1
+    code, message = failure_of(chunks[0])
+    assert code == "TIMEOUT"
+    assert "first_chunk" in message
+    assert chunks[0].reason.failure.retryable  # type: ignore[union-attr]
+    assert inner.closed == 1
+
+
+async def test_idle_timeout_closes_open_blocks_with_partial_content() -> None:
+    inner = Stall(
+        BlockStart(index=0, block_type="reasoning", signed=True),
+        ReasoningDelta(index=0, text="think"),
+        BlockEnd(index=0, block=ReasoningBlock("think", signed=True)),
+        BlockStart(index=1, block_type="text"),
+        TextDelta(index=1, text="ab"),
+        TextDelta(index=1, text="c"),
+        BlockStart(index=2, block_type="tool-call", id="c1"),
+        ToolCallDelta(index=2, id="c1", name="lookup", arguments_delta='{"q": '),
+        BlockStart(index=3, block_type="tool-call", id="c2", name="other"),
+        BlockStart(index=4, block_type="reasoning", signed=True),
+    )
+    chunks = await collect(plugin(first_chunk=10, idle=0.02).llm_stream(options(), inner))
+    assert chunks[10:14] == [
+        BlockEnd(index=1, block=TextBlock("abc")),
+        BlockEnd(index=2, block=ToolCallBlock(id="c1", name="lookup", arguments='{"q": ')),
+        BlockEnd(index=3, block=ToolCallBlock(id="c2", name="other", arguments="{}")),
+        BlockEnd(index=4, block=ReasoningBlock("", signed=True)),
+    ]
+    code, message = failure_of(chunks[-1])
+    assert code == "TIMEOUT"
+    assert "idle" in message
+    assert inner.closed == 1
+
+
+async def test_total_deadline() -> None:
+    script = Script(
+        [BlockStart(index=0, block_type="text"), *[x for _ in range(50) for x in (0.01, TextDelta(index=0, text="x"))]]
+    )
+    chunks = await collect(plugin(first_chunk=5, idle=5, total=0.05).llm_stream(options(), script))
+    code, message = failure_of(chunks[-1])
+    assert code == "TIMEOUT"
+    assert "total" in message
+    assert isinstance(chunks[-2], BlockEnd)
+    assert script.closed == 1
+
+
+async def test_total_alone() -> None:
+    chunks = await collect(plugin(first_chunk=None, idle=None, total=0.02).llm_stream(options(), Stall()))
+    assert failure_of(chunks[-1])[0] == "TIMEOUT"
+
+
+async def test_fast_stream_passes_unchanged() -> None:
+    expected = [*text_chunks("a", "b"), stop()]
+    chunks = await collect(plugin(first_chunk=5, idle=5, total=5).llm_stream(options(), Script(expected)))
+    assert chunks == expected
+
+
+async def test_no_timers() -> None:
+    expected = [*text_chunks("a"), stop()]
+    chunks = await collect(plugin(first_chunk=None, idle=None).llm_stream(options(), Script(expected)))
+    assert chunks == expected
+
+
+async def test_nothing_after_finish_even_if_the_inner_stream_stalls() -> None:
+    inner = Stall(*text_chunks("a"), stop())
+    chunks = await collect(plugin(idle=0.02).llm_stream(options(), inner))
+    assert chunks == [*text_chunks("a"), stop()]
+    assert inner.closed == 1
+
+
+async def test_unknown_chunk_kinds_pass_through() -> None:
+    odd = object()
+    out = [c async for c in plugin().llm_stream(options(), Script([odd, stop()]))]  # type: ignore[list-item]
+    assert out == [odd, stop()]
+
+
+async def test_no_stray_cancellation_reaches_the_consumer() -> None:
+    """After a timeout the consumer's own awaits run normally: no cancel scope leaked."""
+    inner = Stall(BlockStart(index=0, block_type="text"), TextDelta(index=0, text="a"))
+    seen: list[object] = []
+    cancelled = anyio.get_cancelled_exc_class()
+    try:
+        stream = plugin(idle=0.01).llm_stream(options(), inner)
+        async for chunk in stream:
+            seen.append(chunk)
+            await anyio.sleep(0.02)  # the consumer is slow: the idle timer must not count this
+        await anyio.sleep(0.02)
+        await anyio.lowlevel.checkpoint()
+    except cancelled:  # pragma: no cover - the failure this test exists to catch
+        pytest.fail("a cancellation escaped the timeout middleware")
+    assert failure_of(seen[-1])[0] == "TIMEOUT"
+    assert seen[1] == TextDelta(index=0, text="a")
+
+
+async def test_outer_cancellation_propagates_and_closes_the_inner_stream() -> None:
+    inner = Stall()
+    with anyio.move_on_after(0.02) as scope:
+        await collect(plugin(first_chunk=10).llm_stream(options(), inner))
+    assert scope.cancelled_caught
+    assert inner.closed == 1
+
+
+async def test_default_config() -> None:
+    assert TimeoutPlugin().config == TimeoutPlugin.Config(first_chunk=60.0, idle=60.0, total=None)
+
+
+@pytest.mark.parametrize("config", [{}, {"first_chunk": None, "idle": None}])
+async def test_stream_without_finish_is_passed_on(config: dict[str, object]) -> None:
+    # not a legal stream; the timeout layer passes it on as it is and adds nothing
+    out = [c async for c in plugin(**config).llm_stream(options(), Script(text_chunks("a")))]
+    assert out == text_chunks("a")
+
+
+async def test_inner_iterator_without_aclose() -> None:
+    class Plain:
+        def __init__(self) -> None:
+            self.items = [*text_chunks("a"), stop()]
+
+        def __aiter__(self) -> Plain:
+            return self
+
+        async def __anext__(self) -> object:
+            if not self.items:
+                raise StopAsyncIteration
+            return self.items.pop(0)
+
+    chunks = await collect(plugin().llm_stream(options(), lambda _: Plain()))  # type: ignore[arg-type,return-value]
+    assert chunks == [*text_chunks("a"), stop()]

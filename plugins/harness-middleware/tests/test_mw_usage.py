@@ -1,0 +1,201 @@
+"""usage: one ledger row per stream, however it ends; unknown usage stays NULL; cost semantics."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+import pytest
+from harness_middleware.usage import Price, UsagePlugin, cost_of, default_usage_path
+from mw_helpers import (
+    Script,
+    Stall,
+    aborted_finish,
+    collect,
+    error_finish,
+    options,
+    stop,
+    text_chunks,
+    usage,
+)
+
+from harness_core.errors import LlmError
+from harness_core.types import TokenUsage
+
+pytestmark = pytest.mark.anyio
+
+
+def plugin(tmp_path: Path, **config: Any) -> UsagePlugin:
+    config.setdefault("path", str(tmp_path / "usage.sqlite"))
+    return UsagePlugin(msgspec.convert(config, UsagePlugin.Config))
+
+
+def rows(p: UsagePlugin) -> list[dict[str, Any]]:
+    return p.ledger.rows()
+
+
+async def test_complete_stream_is_recorded_with_cost(tmp_path: Path) -> None:
+    p = plugin(tmp_path, prices={"fake/m1": {"input": 2.0, "output": 10.0, "cache_read": 0.5}})
+    script = Script([*text_chunks("hi"), usage(1000, 200, cache_read_tokens=400, reasoning_tokens=50), stop()])
+    await collect(p.llm_stream(options(), script))
+    [row] = rows(p)
+    assert row["route"] == "fake"
+    assert row["model"] == "m1"
+    assert (row["input_tokens"], row["output_tokens"], row["cache_read_tokens"]) == (1000, 200, 400)
+    assert row["cache_write_tokens"] is None
+    assert row["reasoning_tokens"] == 50
+    assert (row["status"], row["error_code"], row["finish_reason"]) == ("complete", None, "stop")
+    assert row["latency_ms"] >= 0
+    assert row["first_chunk_ms"] is not None
+    assert row["first_chunk_ms"] <= row["latency_ms"]
+    assert row["cost"] == pytest.approx((600 * 2.0 + 400 * 0.5 + 200 * 10.0) / 1e6)
+    assert abs(row["ts"] - time.time()) < 3600
+
+
+async def test_stream_without_usage_is_unknown_not_zero(tmp_path: Path) -> None:
+    p = plugin(tmp_path, prices={"fake/*": {"input": 1, "output": 1}})
+    await collect(p.llm_stream(options(), Script([*text_chunks("hi"), stop()])))
+    [row] = rows(p)
+    assert row["input_tokens"] is None
+    assert row["output_tokens"] is None
+    assert row["cost"] is None
+    assert row["status"] == "complete"
+
+
+@pytest.mark.parametrize(
+    ("final", "status", "code", "reason"),
+    [
+        (error_finish("RATE_LIMITED"), "error", "RATE_LIMITED", "error"),
+        (aborted_finish(), "aborted", "ABORTED", "aborted"),
+    ],
+)
+async def test_error_and_aborted_finish(tmp_path: Path, final: Any, status: str, code: str, reason: str) -> None:
+    p = plugin(tmp_path)
+    await collect(p.llm_stream(options(), Script([final])))
+    [row] = rows(p)
+    assert (row["status"], row["error_code"], row["finish_reason"]) == (status, code, reason)
+
+
+async def test_error_finish_without_failure(tmp_path: Path) -> None:
+    from mw_helpers import finish
+
+    p = plugin(tmp_path)
+    async for _ in p.llm_stream(options(), Script([finish("error")])):
+        pass
+    assert rows(p)[0]["status"] == "error"
+    assert rows(p)[0]["error_code"] is None
+
+
+@pytest.mark.parametrize(
+    ("raised", "code"),
+    [(LlmError("NETWORK", "reset"), "NETWORK"), (RuntimeError("bug"), "INTERNAL")],
+)
+async def test_raised_errors_are_recorded(tmp_path: Path, raised: BaseException, code: str) -> None:
+    p = plugin(tmp_path)
+    with pytest.raises(type(raised)):
+        await collect(p.llm_stream(options(), Script([*text_chunks("a"), raised])))
+    [row] = rows(p)
+    assert (row["status"], row["error_code"], row["finish_reason"]) == ("error", code, None)
+
+
+async def test_stream_without_finish_is_a_protocol_error(tmp_path: Path) -> None:
+    p = plugin(tmp_path)
+    async for _ in p.llm_stream(options(), Script(text_chunks("a"))):
+        pass
+    assert rows(p)[0]["error_code"] == "PROTOCOL"
+
+
+async def test_consumer_breaking_early_is_recorded(tmp_path: Path) -> None:
+    p = plugin(tmp_path)
+    script = Script([*text_chunks("a", "b"), usage(), stop()])
+    stream = p.llm_stream(options(), script)
+    async for _ in stream:
+        break
+    await stream.aclose()  # type: ignore[attr-defined]
+    [row] = rows(p)
+    assert (row["status"], row["error_code"], row["input_tokens"]) == ("aborted", None, None)
+    assert script.closed == 1
+
+
+async def test_cancelled_stream_is_recorded(tmp_path: Path) -> None:
+    p = plugin(tmp_path)
+    inner = Stall(*text_chunks("a")[:2])
+    with anyio.move_on_after(0.02) as scope:
+        await collect(p.llm_stream(options(), inner))
+    assert scope.cancelled_caught
+    [row] = rows(p)
+    assert row["status"] == "aborted"
+    assert row["first_chunk_ms"] is not None
+    assert inner.closed == 1
+
+
+async def test_database_fault_is_logged_not_raised(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    (tmp_path / "dir.sqlite").mkdir()
+    p = plugin(tmp_path, path=str(tmp_path / "dir.sqlite"))
+    with caplog.at_level(logging.ERROR, logger="harness_middleware.usage"):
+        chunks = await collect(p.llm_stream(options(), Script([*text_chunks("a"), stop()])))
+    assert chunks[-1] == stop()
+    assert "could not record" in caplog.text
+
+
+async def test_slow_write_is_bounded(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    p = plugin(tmp_path, write_timeout=0.01)
+
+    def slow_insert(record: object) -> None:
+        time.sleep(0.1)
+
+    p.ledger.insert = slow_insert  # type: ignore[method-assign]
+    with caplog.at_level(logging.ERROR, logger="harness_middleware.usage"):
+        await collect(p.llm_stream(options(), Script([stop()])))
+    assert "took over" in caplog.text
+
+
+async def test_summary_groups_by_day_route_model(tmp_path: Path) -> None:
+    p = plugin(tmp_path, prices={"fake/m1": {"input": 1.0, "output": 1.0}})
+    await collect(p.llm_stream(options(), Script([*text_chunks("a"), usage(10, 5), stop()])))
+    await collect(p.llm_stream(options(), Script([*text_chunks("a"), usage(20, 5), stop()])))
+    await collect(p.llm_stream(options(model="m2"), Script([error_finish("SERVER")])))
+    summary = p.ledger.summary()
+    assert [(r["route"], r["model"], r["requests"]) for r in summary] == [("fake", "m1", 2), ("fake", "m2", 1)]
+    m1, m2 = summary
+    assert (m1["input_tokens"], m1["output_tokens"], m1["errors"], m1["unknown_usage"]) == (30, 10, 0, 0)
+    assert m1["cost"] == pytest.approx(40 / 1e6)
+    assert (m2["input_tokens"], m2["errors"], m2["unknown_usage"], m2["cost"], m2["unpriced"]) == (None, 1, 1, None, 1)
+    assert p.ledger.summary(since=time.time() + 3600) == []
+
+
+def test_cost_semantics() -> None:
+    price = Price(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75)
+    both = TokenUsage(input_tokens=1000, output_tokens=100, cache_read_tokens=600, cache_write_tokens=300)
+    assert cost_of(both, price) == pytest.approx((100 * 3.0 + 600 * 0.3 + 300 * 3.75 + 100 * 15.0) / 1e6)
+    # cache prices default to the input price
+    assert cost_of(both, Price(input=1.0, output=0.0)) == pytest.approx(1000 / 1e6)
+    assert cost_of(TokenUsage(input_tokens=None, output_tokens=3), price) is None
+    assert cost_of(TokenUsage(input_tokens=3, output_tokens=None), price) is None
+    assert cost_of(None, price) is None
+    assert cost_of(both, None) is None
+
+
+def test_price_lookup_order(tmp_path: Path) -> None:
+    p = plugin(
+        tmp_path,
+        prices={"r/m": {"input": 1, "output": 1}, "r/*": {"input": 2, "output": 2}, "*/x": {"input": 3, "output": 3}},
+    )
+    assert p.price_for("r", "m") == Price(input=1, output=1)
+    assert p.price_for("r", "other") == Price(input=2, output=2)
+    assert p.price_for("q", "x") == Price(input=3, output=3)
+    assert p.price_for("q", "y") is None
+
+
+def test_default_path() -> None:
+    assert UsagePlugin().ledger.path == default_usage_path()
+    assert default_usage_path().name == "usage.sqlite"
+
+
+def test_config_rejects_unknown_fields() -> None:
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.convert({"pth": "x"}, UsagePlugin.Config)

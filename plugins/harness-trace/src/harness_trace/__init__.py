@@ -1,0 +1,88 @@
+"""harness-trace: a middleware that wraps every stream and writes one JSON line per chunk.
+
+Entry point ``trace``. Each line (JSON Lines, https://jsonlines.org) is::
+
+    {"stream": "3f2a…", "route": "mock", "model": "echo", "t_ms": 12.5, "chunk": {"type": "text-delta", …}}
+
+``stream`` tells concurrent streams apart, ``t_ms`` is the time since the stream started in
+milliseconds, ``chunk`` the chunk as JSON with its content (``text``, ``arguments_delta``,
+``arguments``) replaced by its length unless ``include_content: true``.
+
+Lines are buffered in memory and appended to ``path`` when the stream ends (also on error,
+``break`` or cancellation) from a worker thread, so the event loop never blocks on the file.
+
+Config::
+
+    trace:
+      path: harness-trace.jsonl   # relative to the current directory; parent folders are created
+      include_content: false      # true writes prompts and replies into the file
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+import anyio.to_thread
+import msgspec
+
+from harness_core import GenerateOptions, StreamChunk, hookimpl
+from harness_core.hookspecs import CallNext
+
+__all__ = ["TraceConfig", "TracePlugin"]
+
+_CONTENT: Final = frozenset({"text", "arguments_delta", "arguments"})
+_WRITE_TIMEOUT: Final = 5.0  # seconds the stream's end waits for its lines to be written
+
+
+class TraceConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Where to write, and whether to keep the text itself."""
+
+    path: str = "harness-trace.jsonl"
+    include_content: bool = False
+
+
+class TracePlugin:
+    """The ``trace`` middleware (see the module docstring)."""
+
+    Config = TraceConfig
+
+    def __init__(self, config: TraceConfig) -> None:
+        self.config = config
+        self._lock = threading.Lock()  # one writer at a time: lines of two streams never interleave
+
+    @hookimpl
+    async def llm_stream(self, options: GenerateOptions, call_next: CallNext) -> AsyncIterator[StreamChunk]:
+        """Pass every chunk through unchanged, recording it; write the records at the end."""
+        started = time.perf_counter()
+        head = {"stream": uuid.uuid4().hex[:12], "route": options.provider, "model": options.model}
+        lines: list[bytes] = []
+        try:
+            async for chunk in call_next(options):
+                data: Any = msgspec.to_builtins(chunk)
+                if not self.config.include_content:
+                    data = _lengths(data)
+                record = {**head, "t_ms": round((time.perf_counter() - started) * 1000, 3), "chunk": data}
+                lines.append(msgspec.json.encode(record) + b"\n")
+                yield chunk
+        finally:
+            with anyio.move_on_after(_WRITE_TIMEOUT, shield=True):
+                await anyio.to_thread.run_sync(self._append, lines, abandon_on_cancel=True)
+
+    def _append(self, lines: list[bytes]) -> None:
+        path = Path(self.config.path).expanduser()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with self._lock, path.open("ab") as file:
+            file.write(b"".join(lines))
+
+
+def _lengths(data: Any) -> Any:
+    """``data`` with every content string replaced by its length (recursively)."""
+    if isinstance(data, dict):
+        return {k: len(v) if k in _CONTENT and isinstance(v, str) else _lengths(v) for k, v in data.items()}
+    return data

@@ -1,0 +1,67 @@
+"""harness-trace: one JSON line per chunk, content replaced by its length unless asked."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from harness_llm_mock import MockConfig, MockPlugin
+from harness_trace import TraceConfig, TracePlugin
+
+from harness_core import GenerateOptions, Harness, Message, ToolSpec
+
+
+async def run(trace: TracePlugin, text: str, *, stop_after: int | None = None) -> int:
+    options = GenerateOptions(
+        provider="mock", model="echo", messages=[Message.user(text)], tools=[ToolSpec(name="echo")]
+    )
+    seen = 0
+    harness = Harness([("trace", trace), ("mock", MockPlugin(MockConfig()))])
+    async with harness, harness.stream(options) as chunks:
+        async for _ in chunks:
+            seen += 1
+            if seen == stop_after:
+                break
+    return seen
+
+
+def records(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.mark.anyio
+async def test_lines_hold_route_model_time_and_lengths(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "trace.jsonl"
+    trace = TracePlugin(TraceConfig(path=str(path)))
+    count = await run(trace, "secret words")
+    await run(trace, "please echo")
+    rows = records(path)
+    first = rows[:count]
+    assert len({row["stream"] for row in first}) == 1
+    assert {(row["route"], row["model"]) for row in rows} == {("mock", "echo")}
+    times = [row["t_ms"] for row in first]
+    assert times == sorted(times)
+    assert [row["chunk"] for row in first] == [
+        {"type": "block-start", "index": 0, "block_type": "text"},
+        {"type": "text-delta", "index": 0, "text": 7},
+        {"type": "text-delta", "index": 0, "text": 5},
+        {"type": "block-end", "index": 0, "block": {"type": "text", "text": 12}},
+        {"type": "usage", "usage": {"input_tokens": 2, "output_tokens": 2}},
+        {"type": "finish", "reason": {"kind": "stop", "raw": "stop"}},
+    ]
+    call = rows[count:]
+    assert call[1]["chunk"] == {"type": "tool-call-delta", "index": 0, "id": "call_mock_1", "arguments_delta": 11}
+    assert call[3]["chunk"]["block"]["arguments"] == 22  # type: ignore[index]
+    assert "secret" not in path.read_text()
+
+
+@pytest.mark.anyio
+async def test_include_content_and_early_close(tmp_path: Path) -> None:
+    path = tmp_path / "trace.jsonl"
+    await run(TracePlugin(TraceConfig(path=str(path), include_content=True)), "kept words", stop_after=2)
+    rows = records(path)
+    assert [row["chunk"] for row in rows] == [
+        {"type": "block-start", "index": 0, "block_type": "text"},
+        {"type": "text-delta", "index": 0, "text": "kept "},
+    ]

@@ -1,0 +1,429 @@
+"""The `harness` command line, run as a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+
+from harness_core import StreamChunk
+
+Harness = Callable[..., "subprocess.CompletedProcess[str]"]
+Config = Callable[[str], str]
+SECRET = "tok-cli-secret-987654"
+
+
+# ------------------------------------------------------------------ help and import discipline
+
+
+def test_help_lists_builtin_and_plugin_commands(harness: Harness) -> None:
+    result = harness("--help")
+    assert result.returncode == 0
+    for name in ("run", "plugins", "config", "chain"):
+        assert f"  {name} " in result.stdout
+    assert "fakecmd" in result.stdout
+    assert "(from plugin harness-fake-plugins)" in result.stdout
+
+
+def test_help_imports_no_provider_code(cli_env: dict[str, str], tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "from harness_core.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print(' '.join(sorted(m for m in sys.modules)), file=sys.stderr)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=cli_env, cwd=tmp_path, check=True
+    )
+    modules = set(result.stderr.split())
+    assert "click" in modules
+    assert "httpx" not in modules
+    assert "yaml" not in modules
+    assert "importlib.metadata" not in modules
+    assert not {m for m in modules if m.startswith(("harness_llm", "harness_trace", "harness_fake"))}
+    assert "harness_core.runtime" not in modules
+
+
+def test_plugins_imports_no_provider_sdk(config: Config, cli_env: dict[str, str]) -> None:
+    code = (
+        "import sys\n"
+        "from harness_core.cli import main\n"
+        "try:\n    main(['plugins'])\nexcept SystemExit:\n    pass\n"
+        "print(' '.join(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=cli_env,
+        cwd=Path(config("plugins: {}\n")).parent,
+    )
+    assert "httpx" not in result.stderr.split()
+
+
+def test_version(harness: Harness) -> None:
+    result = harness("--version")
+    assert result.returncode == 0
+    assert result.stdout.startswith("harness, version ")
+
+
+def test_console_script_is_installed(cli_env: dict[str, str], tmp_path: Path) -> None:
+    script = Path(sys.executable).parent / "harness"
+    result = subprocess.run([str(script), "run", "hi there"], capture_output=True, text=True, env=cli_env, cwd=tmp_path)
+    assert result.returncode == 0
+    assert result.stdout == "hi there\n"
+
+
+# ------------------------------------------------------------------ run
+
+
+def test_run_streams_text_with_the_builtin_default(harness: Harness) -> None:
+    result = harness("run", "hello world")
+    assert result.returncode == 0
+    assert result.stdout == "hello world\n"
+    assert "[finish: stop (stop); tokens: 2 in, 2 out]" in result.stderr
+
+
+def test_run_reads_the_prompt_from_stdin(harness: Harness) -> None:
+    result = harness("run", "-", input="from stdin\n")
+    assert result.returncode == 0
+    assert result.stdout == "from stdin\n"
+
+
+def test_run_json_prints_one_chunk_per_line(harness: Harness) -> None:
+    result = harness("run", "--json", "a b c")
+    assert result.returncode == 0
+    chunks = [msgspec.json.decode(line, type=StreamChunk) for line in result.stdout.splitlines()]
+    assert [type(c).__name__ for c in chunks] == [
+        "BlockStart",
+        "TextDelta",
+        "TextDelta",
+        "TextDelta",
+        "BlockEnd",
+        "Usage",
+        "Finish",
+    ]
+    assert result.stderr == ""
+
+
+def test_run_options_reach_the_provider(harness: Harness) -> None:
+    result = harness("run", "one two three", "--max-tokens", "2", "--system", "be brief", "--temperature", "0.5")
+    assert result.returncode == 0
+    assert result.stdout == "one two \n"
+    assert "[finish: length (max_tokens); tokens: 5 in, 2 out]" in result.stderr
+
+
+def test_run_reasoning_goes_to_stderr_when_not_a_tty(harness: Harness, config: Config) -> None:
+    config("plugins:\n  mock: {reasoning: thinking hard}\ndefaults: {provider: mock, model: echo}\n")
+    result = harness("run", "answer", "--reasoning-effort", "low")
+    assert result.returncode == 0
+    assert result.stdout == "answer\n"
+    assert result.stderr.startswith("thinking hard\n")
+    off = harness("run", "answer", "--reasoning-effort", "off")
+    assert "thinking" not in off.stderr
+
+
+def test_run_error_finish_exits_1(harness: Harness, config: Config) -> None:
+    config("plugins:\n  mock: {error: RATE_LIMITED, error_after: 1}\ndefaults: {provider: mock, model: echo}\n")
+    result = harness("run", "one two three")
+    assert result.returncode == 1
+    assert result.stdout == "one \n"
+    assert "error: RATE_LIMITED: scripted mock error after 1 deltas" in result.stderr
+
+
+def test_run_unknown_route_and_model(harness: Harness) -> None:
+    result = harness("run", "-p", "nowhere", "hi")
+    assert result.returncode == 1
+    assert "NO_ADAPTER" in result.stderr
+    result = harness("run", "-m", "gpt-9", "hi")
+    assert result.returncode == 1
+    assert "NOT_FOUND" in result.stderr
+    result = harness("run", "--reasoning-effort", "extreme", "hi")
+    assert result.returncode == 1
+    assert "UNSUPPORTED" in result.stderr
+
+
+def test_run_usage_errors_exit_2(harness: Harness) -> None:
+    assert harness("run").returncode == 2
+    assert harness("run", "--max-tokens", "-1", "x").returncode == 2
+    assert harness("nosuchcommand").returncode == 2
+
+
+def test_run_config_problems_exit_2(harness: Harness, config: Config) -> None:
+    config("plugins:\n  mock: {delay: soon}\n")
+    result = harness("run", "hi")
+    assert result.returncode == 2
+    assert "plugins.yaml:2, plugin 'mock', field 'delay'" in result.stderr
+
+
+def test_run_stops_when_a_middleware_failed(harness: Harness, config: Config) -> None:
+    config("plugins:\n  failmw: {}\n  mock: {}\n")
+    result = harness("run", "hi")
+    assert result.returncode == 2
+    assert "plugin 'failmw' failed to start: ValueError: middleware exploded" in result.stderr
+    assert "fail closed" in result.stderr
+    assert result.stdout == ""
+    config("plugins:\n  broken: {}\n  mock: {}\n")
+    result = harness("run", "hi")
+    assert result.returncode == 2
+    assert "treated as a middleware" in result.stderr
+
+
+def test_run_stops_when_a_middleware_fails_at_start(harness: Harness, config: Config) -> None:
+    config("plugins:\n  startfail: {}\n  mock: {}\ndefaults: {provider: mock}\n")
+    result = harness("run", "hi")
+    assert result.returncode == 2
+    assert "CONFIG" in result.stderr
+    assert "cannot start" in result.stderr
+
+
+def test_run_survives_a_failed_adapter_plugin(harness: Harness, config: Config, cli_env: dict[str, str]) -> None:
+    config(
+        "plugins:\n  failinit:\n    name: x\n    token: ${{ env.CLI_TOKEN }}\n  mock: {}\n"
+        "defaults: {provider: mock, model: echo}\n"
+    )
+    cli_env["CLI_TOKEN"] = SECRET
+    result = harness("run", "still works")
+    assert result.returncode == 0
+    assert result.stdout == "still works\n"
+    assert "warning: plugin 'failinit' failed to start" in result.stderr
+    assert SECRET not in result.stderr
+    result = harness("run", "-p", "strict", "x")
+    assert result.returncode == 1
+    assert "NO_ADAPTER" in result.stderr
+    assert SECRET not in result.stderr + result.stdout
+
+
+def test_run_without_finish_is_an_error(harness: Harness, config: Config) -> None:
+    config("plugins:\n  nofinish: {}\n  mock: {}\ndefaults: {provider: mock, model: echo}\n")
+    result = harness("run", "hi")
+    assert result.returncode == 1
+    assert "the stream ended without a finish" in result.stderr
+
+
+def _start(tmp_path: Path, cli_env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "harness_core.cli", "run", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli_env,
+        cwd=tmp_path,
+    )
+    assert process.stdout is not None
+    return process
+
+
+def test_ctrl_c_aborts_cleanly_and_keeps_partial_output(
+    tmp_path: Path, cli_env: dict[str, str], config: Config
+) -> None:
+    config("plugins:\n  mock: {delay: 0.2}\ndefaults: {provider: mock, model: echo}\n")
+    process = _start(tmp_path, cli_env, " ".join(f"w{i}" for i in range(200)))
+    assert process.stdout is not None
+    first = process.stdout.read(3)  # "w0 " arrives after one delay: the stream is running
+    process.send_signal(signal.SIGINT)
+    rest, err = process.communicate(timeout=60)
+    assert process.returncode == 130
+    output = first + rest
+    assert output.startswith("w0 ")
+    assert output.endswith("\n")
+    assert "w199" not in output
+    assert "aborted: interrupted by Ctrl-C" in err
+
+
+def test_second_ctrl_c_cancels_at_once(tmp_path: Path, cli_env: dict[str, str], config: Config) -> None:
+    config("plugins:\n  stubborn: {}\n")
+    process = _start(tmp_path, cli_env, "-p", "stubborn", "-m", "any", "x")
+    assert process.stdout is not None
+    assert process.stderr is not None
+    assert process.stdout.read(8) == "partial "
+    process.send_signal(signal.SIGINT)
+    assert "aborting" in process.stderr.readline()  # the first Ctrl-C fired the abort signal
+    process.send_signal(signal.SIGINT)
+    rest, err = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert rest == "\n"
+    assert "interrupted" in err
+
+
+# ------------------------------------------------------------------ plugins
+
+
+def test_plugins_lists_every_state(harness: Harness, config: Config, cli_env: dict[str, str]) -> None:
+    config(
+        "plugins:\n  trace: {}\n  mock: {routes: [mock, echo2]}\n  broken: {}\n  ~disabledone: {}\n"
+        "  strict: {name: s, token: '${{ env.CLI_TOKEN }}'}\n  gemini: {}\n"
+    )
+    cli_env["CLI_TOKEN"] = SECRET
+    result = harness("plugins")
+    assert result.returncode == 0
+    lines = result.stdout.splitlines()
+    assert lines[0].endswith("plugins.yaml")
+    table = {line.split()[0]: line.split() for line in lines[1:] if not line.startswith("!")}
+    assert table["trace"][:3] == ["trace", "enabled", "middleware"]
+    assert table["mock"][1:3] == ["enabled", "adapter"]
+    assert lines[[row[0] for row in (line.split() for line in lines)].index("mock")].endswith("mock, echo2")
+    assert table["broken"][1:3] == ["failed", "middleware"]
+    assert table["disabledone"][1] == "disabled"
+    assert table["gemini"][1] == "invalid"
+    assert table["failinit"][1] == "installed"
+    assert any(line.startswith("! broken: plugin 'broken' cannot be imported") for line in lines)
+    assert any("unknown plugin 'gemini'" in line for line in lines)
+    assert SECRET not in result.stdout + result.stderr
+
+
+def test_plugins_json(harness: Harness, config: Config) -> None:
+    config("plugins:\n  mock: {}\n  ~trace: {}\n  strict: {name: 3}\ndefaults: {provider: mock}\n")
+    result = harness("plugins", "--json")
+    assert result.returncode == 0
+    document = json.loads(result.stdout)
+    assert document["config"].endswith("plugins.yaml")
+    assert document["defaults"] == {"provider": "mock", "model": None}
+    entries = {e["key"]: e for e in document["plugins"]}
+    assert entries["mock"]["routes"] == ["mock"]
+    assert entries["mock"]["version"] == "0.1.0"
+    assert entries["trace"]["state"] == "disabled"
+    assert entries["strict"]["state"] == "invalid"
+    assert document["problems"] == [
+        f"{document['config']}:4, plugin 'strict', field 'name': Expected `str`, got `int`",
+    ]
+
+
+def test_plugins_with_broken_yaml_still_lists_installed(harness: Harness, config: Config) -> None:
+    config("plugins: [\n")
+    result = harness("plugins")
+    assert result.returncode == 0
+    assert "mock" in result.stdout
+    assert "invalid YAML" in result.stdout
+
+
+# ------------------------------------------------------------------ config check
+
+
+def test_config_check_ok(harness: Harness) -> None:
+    result = harness("config", "check")
+    assert result.returncode == 0
+    assert result.stdout == "<built-in default>: ok; plugins: mock; defaults: provider=mock, model=echo\n"
+
+
+def test_config_check_reports_every_problem(harness: Harness, config: Config, cli_env: dict[str, str]) -> None:
+    cli_env["CLI_TOKEN"] = SECRET
+    path = config(
+        "plugins:\n"
+        "  mock: {delay: x}\n"
+        "  strict:\n"
+        "    name: a\n"
+        "    count: ${{ env.CLI_TOKEN }}\n"
+        "  gemini: {}\n"
+        "colour: blue\n"
+    )
+    result = harness("config", "check", "--config", path)
+    assert result.returncode == 2
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"{path}: 4 problems"
+    assert lines[1] == f"  - {path}:7: unknown top-level key 'colour'; expected `plugins` or `defaults`"
+    assert lines[2].startswith(f"  - {path}:6, plugin 'gemini': unknown plugin 'gemini'")
+    assert lines[3:] == [
+        f"  - {path}:2, plugin 'mock', field 'delay': Expected `float`, got `str`",
+        f"  - {path}:5, plugin 'strict', field 'count': Expected `int`, got `str`",
+    ]
+    assert SECRET not in result.stdout + result.stderr
+
+
+def test_config_check_reports_failures_without_secrets(
+    harness: Harness, config: Config, cli_env: dict[str, str]
+) -> None:
+    cli_env["CLI_TOKEN"] = SECRET
+    config("plugins:\n  failinit:\n    name: a\n    token: ${{ env.CLI_TOKEN }}\n  startfail: {}\n  mock: {}\n")
+    result = harness("config", "check")
+    assert result.returncode == 2
+    assert "plugin 'failinit' failed to start: RuntimeError: cannot connect with token **********" in result.stdout
+    assert "[adapter, stage init]" in result.stdout
+    assert "RuntimeError: cannot start [middleware, stage register]" in result.stdout
+    assert SECRET not in result.stdout + result.stderr
+
+
+def test_config_check_reports_duplicate_routes(harness: Harness, config: Config) -> None:
+    config("plugins:\n  mock: {}\n  mock:two: {}\n")
+    result = harness("config", "check")
+    assert result.returncode == 2
+    assert "DUPLICATE_ROUTE" in result.stdout
+
+
+def test_config_check_reports_start_errors_without_failures(harness: Harness, config: Config) -> None:
+    config("plugins:\n  modplugin: {}\n  strict: {name: a, routes: [modroute]}\n")
+    result = harness("config", "check")
+    assert result.returncode == 2
+    assert "modroute" in result.stdout
+
+
+# ------------------------------------------------------------------ chain
+
+
+def test_chain_shows_the_middleware_order(harness: Harness, config: Config) -> None:
+    config("plugins:\n  trace: {path: t.jsonl}\n  nofinish: {}\n  mock: {}\ndefaults: {provider: mock}\n")
+    result = harness("chain")
+    assert result.returncode == 0
+    assert result.stdout.splitlines() == [
+        "route: mock (outermost first)",
+        "1. trace (normal)",
+        "2. nofinish (normal)",
+        "3. mock (adapter)",
+    ]
+    result = harness("chain", "--json", "mock")
+    assert json.loads(result.stdout) == {
+        "route": "mock",
+        "chain": [
+            {"key": "trace", "tier": "normal"},
+            {"key": "nofinish", "tier": "normal"},
+            {"key": "mock", "tier": "adapter"},
+        ],
+    }
+
+
+def test_chain_without_route(harness: Harness, config: Config) -> None:
+    config("plugins:\n  trace: {path: t.jsonl}\n")
+    result = harness("chain")
+    assert result.returncode == 0
+    assert result.stdout.splitlines() == ["route: - (outermost first)", "1. trace (normal)"]
+
+
+def test_chain_errors_exit_2(harness: Harness, config: Config) -> None:
+    result = harness("chain", "nowhere")
+    assert result.returncode == 2
+    assert "NO_ADAPTER" in result.stderr
+    config("plugins: {mock: {x: 1}}\n")
+    assert harness("chain").returncode == 2
+
+
+# ------------------------------------------------------------------ plugin subcommands
+
+
+def test_plugin_subcommands_load_on_demand(harness: Harness) -> None:
+    result = harness("fakecmd", "there")
+    assert result.returncode == 0
+    assert result.stdout == "fake command says there\n"
+    for name, message in [
+        ("notcmd", "is no click command"),
+        ("modcmd", "is no click command"),
+        ("brokencmd", "cannot load the 'brokencmd' subcommand of harness-fake-plugins"),
+    ]:
+        result = harness(name)
+        assert result.returncode == 2, name
+        assert message in result.stderr
+
+
+def test_config_env_variable_is_used(harness: Harness, cli_env: dict[str, str], tmp_path: Path) -> None:
+    path = tmp_path / "elsewhere.yaml"
+    path.write_text("plugins:\n  mock: {routes: [envroute]}\ndefaults: {provider: envroute, model: echo}\n")
+    cli_env["HARNESS_CONFIG"] = str(path)
+    result = harness("run", "via env")
+    assert result.returncode == 0
+    assert result.stdout == "via env\n"
+    os.environ.get("HARNESS_CONFIG")  # the test process itself is untouched

@@ -1,0 +1,412 @@
+"""``open_sse_stream`` against a scripted server, on asyncio and trio."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+
+from harness_core.abort import AbortSignal
+from harness_core.errors import LlmError
+from harness_core.http import ErrorDetails, make_client, open_sse_stream
+from harness_core.sse import SSEEvent
+from harness_core.testing.server import Reply, ScriptedServer
+
+pytestmark = pytest.mark.anyio
+
+CASES = Path(__file__).resolve().parents[3] / "shared" / "cases"
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedServer]:
+    with ScriptedServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+async def client(server: ScriptedServer) -> AsyncIterator[httpx.AsyncClient]:
+    async with make_client(base_url=server.url, read_timeout=30.0) as c:
+        yield c
+
+
+def post(client: httpx.AsyncClient) -> httpx.Request:
+    return client.build_request("POST", "/chat", json={"stream": True})
+
+
+async def collect(client: httpx.AsyncClient, **kwargs: object) -> list[SSEEvent]:
+    async with open_sse_stream(client, post(client), **kwargs) as events:  # type: ignore[arg-type]
+        return [event async for event in events]
+
+
+async def test_happy_path_yields_events_and_reuses_the_connection(
+    server: ScriptedServer, client: httpx.AsyncClient
+) -> None:
+    reads = [b"data: a", b"\n\n", b": keep-alive\n\nid: 3\ndata: b\n\ndata: [DONE]"]
+    headers = {"content-type": "text/event-stream; charset=latin-1", "x-request-id": "req_1"}
+    server.add(Reply(headers=headers, reads=reads), Reply(reads=[b"data: c\n\n"]))
+    comments: list[str] = []
+    async with open_sse_stream(client, post(client), on_comment=comments.append) as events:
+        assert events.status_code == 200
+        assert events.request_id == "req_1"
+        assert events.headers["x-request-id"] == "req_1"
+        got = [event async for event in events]
+        assert not events.aborted
+        assert [event async for event in events] == []  # exhausted stays exhausted
+    assert got == [SSEEvent("a"), SSEEvent("b", id="3"), SSEEvent("[DONE]", id="3", incomplete=True)]
+    assert comments == [" keep-alive"]
+    assert await collect(client) == [SSEEvent("c")]
+    assert server.connections_opened == 1  # the pool got the connection back both times
+    assert server.requests[0].json() == {"stream": True}
+
+
+async def test_utf8_split_across_chunks(server: ScriptedServer, client: httpx.AsyncClient) -> None:
+    body = "data: é€😀\n\n".encode()
+    server.add(Reply(reads=[body[i : i + 1] for i in range(len(body))]))
+    assert await collect(client) == [SSEEvent("é€😀")]
+
+
+STATUSES = [400, 401, 402, 403, 404, 408, 409, 413, 422, 429, 500, 502, 503, 504, 529]
+
+
+@pytest.mark.parametrize("status", STATUSES)
+async def test_every_error_status_maps_and_never_reaches_the_decoder(
+    status: int, server: ScriptedServer, client: httpx.AsyncClient
+) -> None:
+    from harness_core.http import code_for_status
+
+    body = {"error": {"message": f"failed {status}", "type": "some_type", "code": "some_code"}}
+    server.add(Reply.json(status, body, headers={"retry-after": "2", "request-id": "rid"}))
+    with pytest.raises(LlmError) as info:
+        await collect(client)
+    error = info.value
+    assert (error.code, error.status, error.message) == (code_for_status(status), status, f"failed {status}")
+    assert (error.retry_after, error.request_id, error.provider_type, error.provider_code) == (
+        2.0,
+        "rid",
+        "some_type",
+        "some_code",
+    )
+
+
+@pytest.mark.parametrize(
+    ("reply", "code", "message"),
+    [
+        (
+            Reply(status=502, headers={"content-type": "text/html"}, reads=[b"<html><title>Bad Gateway</title>"]),
+            "SERVER",
+            "Bad Gateway",
+        ),
+        (Reply(status=503, headers={"content-type": "text/plain"}), "OVERLOADED", "HTTP 503 Service Unavailable"),
+        (Reply.json(400, [{"error": {"message": "wrapped"}}]), "BAD_REQUEST", "wrapped"),
+        (Reply(status=500, reads=[b"\xff\xfe oops"], chunked=False), "SERVER", "\ufffd\ufffd oops"),
+        # an SSE-looking error body is still an error body: never parsed as events
+        (Reply(status=500, reads=[b"data: {}\n\n"]), "SERVER", "data: {}"),
+    ],
+)
+async def test_error_bodies(
+    reply: Reply, code: str, message: str, server: ScriptedServer, client: httpx.AsyncClient
+) -> None:
+    server.add(reply)
+    with pytest.raises(LlmError) as info:
+        await collect(client, provider="prov")
+    assert (info.value.code, info.value.message, info.value.provider) == (code, message, "prov")
+
+
+async def test_case_18_raw_429_with_retry_after(server: ScriptedServer, client: httpx.AsyncClient) -> None:
+    raw = (CASES / "18-http429-retry-after" / "response.http").read_bytes()
+    server.add(Reply(raw=raw))
+    with pytest.raises(LlmError) as info:
+        await collect(client)
+    error = info.value
+    assert (error.code, error.retryable, error.status, error.retry_after) == ("RATE_LIMITED", True, 429, 7.0)
+    assert error.provider_type == "rate_limited"
+    assert "Rate limit exceeded" in error.message
+
+
+async def test_classifier_refines_http_errors(server: ScriptedServer, client: httpx.AsyncClient) -> None:
+    def classify(status: int | None, body: object) -> ErrorDetails | None:
+        return ErrorDetails(code="QUOTA") if status == 429 else None
+
+    server.add(Reply.json(429, {"error": {"message": "quota", "type": "insufficient_quota"}}))
+    with pytest.raises(LlmError) as info:
+        await collect(client, classifier=classify)
+    assert info.value.code == "QUOTA"
+
+
+@pytest.mark.parametrize(
+    ("headers", "mentions"),
+    [({"content-type": "application/json"}, "application/json"), ({"content-type": ""}, "no content type")],
+)
+async def test_non_sse_2xx_is_protocol(
+    headers: dict[str, str], mentions: str, server: ScriptedServer, client: httpx.AsyncClient
+) -> None:
+    server.add(Reply(headers=headers, reads=[b'{"choices": []}'], chunked=False))
+    with pytest.raises(LlmError) as info:
+        await collect(client)
+    assert info.value.code == "PROTOCOL"
+    assert mentions in info.value.message
+    assert info.value.status == 200
+
+
+async def test_non_sse_2xx_with_empty_body(server: ScriptedServer, client: httpx.AsyncClient) -> None:
+    server.add(Reply(status=204, headers={"content-type": "application/json"}, chunked=False))
+    with pytest.raises(LlmError) as info:
+        await collect(client)
+    assert info.value.message == "expected a text/event-stream response, got 'application/json'"
+
+
+@pytest.mark.parametrize("end", ["abrupt", "reset"])
+async def test_early_close_is_network(end: str, server: ScriptedServer, client: httpx.AsyncClient) -> None:
+    server.add(Reply(reads=[b"data: a\n\n", b"data: b"], end=end))  # type: ignore[arg-type]
+    got: list[SSEEvent] = []
+
+    async def consume() -> None:
+        async with open_sse_stream(client, post(client), provider="p") as events:
+            async for event in events:
+                got.append(event)
+
+    with pytest.raises(LlmError) as info:
+        await consume()
+    assert info.value.code == "NETWORK"
+    assert info.value.retryable
+    assert info.value.provider == "p"
+    assert got == [SSEEvent("a")]
+    assert server.wait_idle()
+
+
+async def test_connect_error_is_network() -> None:
+    with ScriptedServer() as srv:
+        url = srv.url
+    async with make_client(base_url=url) as client:
+        with pytest.raises(LlmError) as info:
+            await collect(client)
+    assert info.value.code == "NETWORK"
+
+
+async def test_read_timeout_is_timeout(server: ScriptedServer) -> None:
+    server.add(Reply(reads=[b"data: a\n\n"], end="stall"))
+    async with make_client(base_url=server.url, read_timeout=0.2) as client:
+        with pytest.raises(LlmError) as info:
+            await collect(client)
+    assert info.value.code == "TIMEOUT"
+    assert server.wait_idle()
+
+
+async def test_corrupt_gzip_is_protocol(server: ScriptedServer, client: httpx.AsyncClient) -> None:
+    server.add(Reply(headers={"content-encoding": "gzip"}, reads=[b"not gzip at all"]))
+    with pytest.raises(LlmError) as info:
+        await collect(client)
+    assert info.value.code == "PROTOCOL"
+
+
+def raw_deflate(data: bytes) -> bytes:
+    compressor = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+    return compressor.compress(data) + compressor.flush()
+
+
+@pytest.mark.parametrize(
+    ("encoding", "body"),
+    [
+        ("gzip", gzip.compress(b"data: z\n\n")),
+        ("x-gzip", gzip.compress(b"data: z\n\n")),
+        ("deflate", zlib.compress(b"data: z\n\n")),
+        ("deflate", raw_deflate(b"data: z\n\n")),
+        ("gzip, deflate", zlib.compress(gzip.compress(b"data: z\n\n"))),
+        ("identity", b"data: z\n\n"),
+    ],
+)
+async def test_compressed_bodies_are_decoded(
+    encoding: str, body: bytes, server: ScriptedServer, client: httpx.AsyncClient
+) -> None:
+    pieces = [body[i : i + 3] for i in range(0, len(body), 3)]
+    server.add(Reply(headers={"content-encoding": encoding}, reads=pieces))
+    assert await collect(client) == [SSEEvent("z")]
+
+
+async def test_corrupt_deflate_is_protocol(server: ScriptedServer, client: httpx.AsyncClient) -> None:
+    server.add(Reply(headers={"content-encoding": "deflate"}, reads=[b"\xff\xff\xff\xff"]))
+    with pytest.raises(LlmError) as info:
+        await collect(client, provider="p")
+    assert (info.value.code, info.value.provider) == ("PROTOCOL", "p")
+
+
+async def test_unsupported_encoding_is_protocol(server: ScriptedServer, client: httpx.AsyncClient) -> None:
+    server.add(Reply(headers={"content-encoding": "br"}, reads=[b"\x0b\x02"]))
+    with pytest.raises(LlmError) as info:
+        await collect(client, provider="p")
+    assert (info.value.code, info.value.provider) == ("PROTOCOL", "p")
+    assert "br" in info.value.message
+
+
+@pytest.mark.parametrize(
+    ("encoding", "body", "message"),
+    [
+        ("gzip", gzip.compress(b'{"error": {"message": "zipped"}}'), "zipped"),
+        ("br", b'{"error": {"message": "plain"}}', "plain"),  # undecodable: raw bytes kept
+        ("gzip", b'{"error": {"message": "not really gzip"}}', "not really gzip"),
+    ],
+)
+async def test_compressed_error_bodies(
+    encoding: str, body: bytes, message: str, server: ScriptedServer, client: httpx.AsyncClient
+) -> None:
+    server.add(
+        Reply(status=400, headers={"content-type": "application/json", "content-encoding": encoding}, reads=[body])
+    )
+    with pytest.raises(LlmError) as info:
+        await collect(client)
+    assert info.value.message == message
+
+
+async def test_long_non_sse_body_is_cut(server: ScriptedServer, client: httpx.AsyncClient) -> None:
+    server.add(Reply(headers={"content-type": "text/plain"}, reads=[b"y" * 1500, b"y" * 1500, b"y" * 1500]))
+    with pytest.raises(LlmError) as info:
+        await collect(client)
+    assert info.value.message.endswith("y" * 199 + "…")
+
+
+async def test_oversize_event_is_protocol_and_closes(server: ScriptedServer, client: httpx.AsyncClient) -> None:
+    server.add(Reply(reads=[b"data: " + b"x" * 100, b"x" * 100], end="stall"))
+    with pytest.raises(LlmError) as info:
+        await collect(client, max_event_size=150, provider="p")
+    assert (info.value.code, info.value.provider) == ("PROTOCOL", "p")
+    assert server.wait_idle()
+
+
+async def test_abort_before_send_makes_no_request(server: ScriptedServer, client: httpx.AsyncClient) -> None:
+    abort = AbortSignal()
+    abort.fire()
+    async with open_sse_stream(client, post(client), abort=abort) as events:
+        assert events.aborted
+        assert events.response is None
+        assert events.status_code is None
+        assert events.request_id is None
+        assert [event async for event in events] == []
+    assert server.requests == []
+
+
+async def test_abort_while_stalled_mid_stream(server: ScriptedServer, client: httpx.AsyncClient) -> None:
+    server.add(Reply(reads=[b"data: a\n\n"], end="stall"))
+    abort = AbortSignal()
+    got: list[SSEEvent] = []
+    async with anyio.create_task_group() as tg, open_sse_stream(client, post(client), abort=abort) as events:
+        async for event in events:
+            got.append(event)
+            tg.start_soon(fire_later, abort)  # fires while the next read waits on the stalled server
+    assert events.aborted
+    assert got == [SSEEvent("a")]
+    assert server.wait_idle()  # the response was closed, the connection dropped
+
+
+async def fire_later(abort: AbortSignal) -> None:
+    await anyio.sleep(0.05)
+    abort.fire()
+
+
+async def test_abort_between_reads(server: ScriptedServer, client: httpx.AsyncClient) -> None:
+    server.add(Reply(reads=[b"data: a\n\n", b"data: b\n\n"], end="stall"))
+    abort = AbortSignal()
+    async with open_sse_stream(client, post(client), abort=abort) as events:
+        async for _ in events:
+            abort.fire()  # the next read sees the signal before touching the network
+        assert events.aborted
+    assert server.wait_idle()
+
+
+async def test_abort_while_waiting_for_headers(server: ScriptedServer, client: httpx.AsyncClient) -> None:
+    server.add(Reply(head_delay=30, reads=[b"data: a\n\n"]))
+    abort = AbortSignal()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(fire_later, abort)
+        async with open_sse_stream(client, post(client), abort=abort) as events:
+            assert events.aborted
+            assert events.response is None
+
+
+@pytest.mark.parametrize("status", [200, 500])
+async def test_abort_while_reading_an_error_or_non_sse_body(
+    status: int, server: ScriptedServer, client: httpx.AsyncClient
+) -> None:
+    server.add(Reply(status=status, headers={"content-type": "application/json"}, reads=[b"{"], end="stall"))
+    abort = AbortSignal()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(fire_later, abort)
+        async with open_sse_stream(client, post(client), abort=abort) as events:
+            assert events.aborted
+            assert events.status_code == status
+            assert [event async for event in events] == []
+    assert server.wait_idle()
+
+
+async def test_error_body_cut_by_reset_still_maps_status(server: ScriptedServer, client: httpx.AsyncClient) -> None:
+    server.add(Reply(status=500, reads=[b'{"error": {"mess'], end="reset"))
+    with pytest.raises(LlmError) as info:
+        await collect(client)
+    assert (info.value.code, info.value.status) == ("SERVER", 500)
+
+
+async def test_cancellation_closes_the_response(server: ScriptedServer, client: httpx.AsyncClient) -> None:
+    server.add(Reply(reads=[b"data: a\n\n"], end="stall"))
+    got: list[SSEEvent] = []
+    with anyio.CancelScope() as scope:
+        async with open_sse_stream(client, post(client)) as events:
+            async for event in events:
+                got.append(event)
+                scope.cancel()
+    assert scope.cancelled_caught
+    assert got == [SSEEvent("a")]
+    assert server.wait_idle()
+
+
+async def test_timeout_cancellation_while_stalled(server: ScriptedServer, client: httpx.AsyncClient) -> None:
+    server.add(Reply(end="stall"))
+    with anyio.move_on_after(0.1) as scope:
+        await collect(client)
+    assert scope.cancelled_caught
+    assert server.wait_idle()
+
+
+async def test_early_break_closes_the_response(server: ScriptedServer, client: httpx.AsyncClient) -> None:
+    server.add(Reply(reads=[b"data: %d\n\n" % i for i in range(50)]))
+    async with open_sse_stream(client, post(client)) as events:
+        async for event in events:
+            assert event.data == "0"
+            break
+    assert server.wait_idle()
+    await events.aclose()  # idempotent
+
+
+async def test_exception_in_consumer_closes_the_response(server: ScriptedServer, client: httpx.AsyncClient) -> None:
+    server.add(Reply(reads=[b"data: {}\n\n"], end="stall"))
+
+    async def consume() -> None:
+        async with open_sse_stream(client, post(client)) as events:
+            async for event in events:
+                json.loads(event.data + "}")
+
+    with pytest.raises(json.JSONDecodeError):
+        await consume()
+    assert server.wait_idle()
+
+
+async def test_many_streams_leave_no_connection_checked_out(server: ScriptedServer) -> None:
+    async with make_client(base_url=server.url, max_connections=1, pool_timeout=5.0) as client:
+        for _ in range(20):
+            server.add(Reply(reads=[b"data: a\n\n", b"data: b\n\n"], end="stall"))
+            async with open_sse_stream(client, post(client)) as events:
+                async for _event in events:
+                    break
+    assert server.wait_idle()
+
+
+async def test_cancellation_while_reading_an_error_body(server: ScriptedServer, client: httpx.AsyncClient) -> None:
+    server.add(Reply(status=500, reads=[b"{"], end="stall"))
+    with anyio.move_on_after(0.1) as scope:
+        await collect(client)
+    assert scope.cancelled_caught
+    assert server.wait_idle()

@@ -1,0 +1,1 @@
+"""A command entry point without an attribute: the module itself is no click command."""

@@ -1,0 +1,5 @@
+"""A valid plugin; the tests check it is never imported while disabled (``~disabledone``)."""
+
+
+class Plugin:
+    pass

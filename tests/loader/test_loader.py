@@ -1,0 +1,346 @@
+"""harness_core.loader: search, validation with lines, failures, env handling, secrets."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from harness_core import Secret
+from harness_core.config import MASK, ConfigError
+from harness_core.loader import BUILTIN_DEFAULT, find_config, inspect_config, installed_plugins, load_config
+from harness_core.plugininfo import Defaults
+
+FAKE_PLUGINS = Path(__file__).parent / "fakeplugins"
+
+Write = Callable[..., Path]
+SECRET = "tok-very-secret-value-123"
+
+
+def problems_of(
+    path: Path, environ: dict[str, str] | None = None
+) -> list[tuple[str | None, str | None, int | None, str]]:
+    loaded = inspect_config(path, environ=environ or {})
+    return [(p.plugin, p.field, p.line, p.message) for p in loaded.problems]
+
+
+# ------------------------------------------------------------------ search
+
+
+def test_find_config_search_order(fake_plugins: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = fake_plugins
+    assert find_config(None, environ={}) is None
+    user = home / "xdg" / "harness" / "plugins.yaml"
+    user.parent.mkdir(parents=True)
+    user.write_text("plugins: {}\n")
+    assert find_config(None, environ={}) == user
+    (home / "config").mkdir()
+    (home / "config" / "plugins.yaml").write_text("plugins: {}\n")
+    assert find_config(None, environ={}) == home / "config" / "plugins.yaml"
+    (home / "plugins.yaml").write_text("plugins: {}\n")
+    assert find_config(None, environ={}) == home / "plugins.yaml"
+    assert find_config(None, environ={}, cwd=home / "xdg") == user
+    assert find_config(None, environ={"HARNESS_CONFIG": "/x/env.yaml"}) == Path("/x/env.yaml")
+    assert find_config("/x/cli.yaml", environ={"HARNESS_CONFIG": "/x/env.yaml"}) == Path("/x/cli.yaml")
+    monkeypatch.setenv("HARNESS_CONFIG", "/x/real-env.yaml")
+    assert find_config() == Path("/x/real-env.yaml")
+
+
+def test_builtin_default_when_nothing_is_found(fake_plugins: Path) -> None:
+    loaded = load_config(environ={})
+    assert loaded.path is None
+    assert loaded.source == "<built-in default>"
+    assert [p.key for p in loaded.plugins] == ["mock"]
+    assert loaded.defaults == Defaults(provider="mock", model="echo")
+    assert "mock: {}" in BUILTIN_DEFAULT
+
+
+def test_missing_explicit_file_is_a_problem(fake_plugins: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(fake_plugins / "nope.yaml", environ={})
+    assert "cannot read the config file: FileNotFoundError" in info.value.message
+
+
+# ------------------------------------------------------------------ structure
+
+
+def test_structure_problems_have_lines(fake_plugins: Path, write_config: Write) -> None:
+    path = write_config("plugins:\n  mock: {}\nextra: 1\ndefaults:\n  provider: mock\n  modle: echo\n  model: 3\n")
+    assert problems_of(path) == [
+        (None, None, 3, "unknown top-level key 'extra'; expected `plugins` or `defaults`"),
+        (None, "modle", 6, "unknown key 'modle'; expected `provider` or `model`"),
+        (None, "model", 7, "expected a string, got int"),
+    ]
+
+
+def test_document_and_sections_must_be_mappings(fake_plugins: Path, write_config: Write) -> None:
+    assert problems_of(write_config("- mock\n"))[0][3].startswith("the document must be a mapping")
+    assert problems_of(write_config(""))[0][3].startswith("the document must be a mapping")
+    assert problems_of(write_config("plugins: [mock]\ndefaults: mock\n")) == [
+        (None, None, 2, "`defaults` must be a mapping with `provider` and/or `model`"),
+        (None, None, 1, "`plugins` must be a mapping of plugin name to config"),
+    ]
+
+
+def test_yaml_problems_stop_early(fake_plugins: Path, write_config: Write) -> None:
+    path = write_config("plugins:\n  mock: {}\n  mock: {}\n")
+    assert problems_of(path) == [(None, "plugins.mock", 3, "duplicate key 'mock' (lines 2 and 3)")]
+
+
+def test_empty_sections_are_fine(fake_plugins: Path, write_config: Write) -> None:
+    loaded = load_config(write_config("plugins:\ndefaults:\n"), environ={})
+    assert loaded.plugins == []
+    assert loaded.defaults == Defaults()
+
+
+def test_invalid_and_repeated_keys(fake_plugins: Path, write_config: Write) -> None:
+    path = write_config("plugins:\n  'bad key': {}\n  1: {}\n  mock: {}\n  ~mock: {}\n  mock:x: 5\n")
+    assert problems_of(path) == [
+        (None, None, 2, "invalid plugin key 'bad key'; expected `name`, `name:ident` or `~name`"),
+        (None, None, 3, "invalid plugin key 1; expected `name`, `name:ident` or `~name`"),
+        (None, None, 5, "plugin 'mock' is listed twice (as 'mock' and '~mock')"),
+        ("mock:x", None, 6, "the config of a plugin must be a mapping, got int"),
+    ]
+
+
+def test_unknown_plugin_lists_installed_and_hints_pip(fake_plugins: Path, write_config: Write) -> None:
+    ((plugin, _, line, message),) = problems_of(write_config("plugins:\n  mock: {}\n  gemini: {}\n"))
+    assert (plugin, line) == ("gemini", 3)
+    assert "unknown plugin 'gemini'" in message
+    assert "installed: " in message
+    assert "mock" in message
+    assert "strict" in message
+    assert "pip install harness-llm-gemini" in message
+
+
+# ------------------------------------------------------------------ validation
+
+
+def test_every_plugin_is_validated_and_reported_together(fake_plugins: Path, write_config: Write) -> None:
+    path = write_config(
+        "plugins:\n"
+        "  strict:\n"
+        "    name: a\n"
+        "    tags: [x, 2]\n"  # line 4
+        "    count: nope\n"
+        "  strict:two:\n"
+        "    name: b\n"
+        "    colour: red\n"  # line 8
+        "  strict:three:\n"  # line 9: missing required `name`
+        "    count: 1\n"
+        "  strict:four:\n"
+        "    name: d\n"
+        "    inner:\n"
+        "      level: high\n"  # line 14
+        "  mock:\n"
+        "    delay: -1\n"  # line 16
+        "    routes: [m]\n"
+    )
+    problems = problems_of(path)
+    assert problems == [
+        ("strict", "tags[1]", 4, "Expected `str`, got `int`"),
+        (
+            "strict:two",
+            "colour",
+            8,
+            "Object contains unknown field `colour` (known fields: name, count, host, token, other, extra, tags, "
+            "inner, routes)",
+        ),
+        ("strict:three", None, 9, "Object missing required field `name`"),
+        ("strict:four", "inner.level", 14, "Expected `int`, got `str`"),
+        ("mock", "delay", 16, "Expected `float` >= 0.0"),
+    ]
+    loaded = inspect_config(path, environ={})
+    assert loaded.plugins == []  # nothing is built when any config is invalid
+    states = {e.key: (e.state, e.message) for e in loaded.entries if e.key.startswith("strict")}
+    assert states["strict:three"] == ("invalid", "Object missing required field `name`")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, environ={})
+    assert info.value.code == "CONFIG"
+    assert len(info.value.problems) == 5
+    assert f"{path}:14, plugin 'strict:four', field 'inner.level'" in info.value.message
+
+
+def test_two_instances_of_one_plugin(fake_plugins: Path, write_config: Write) -> None:
+    path = write_config(
+        "plugins:\n  strict:\n    name: one\n  strict:two:\n    name: two\n    routes: [two]\n"
+        "defaults: {provider: two}\n"
+    )
+    loaded = load_config(path, environ={})
+    assert [(p.key, p.name, p.dist, p.version) for p in loaded.plugins] == [
+        ("strict", "strict", "harness-fake-plugins", "0.1.0"),
+        ("strict:two", "strict", "harness-fake-plugins", "0.1.0"),
+    ]
+    first, second = (p.instance for p in loaded.plugins)
+    assert type(first) is type(second)
+    assert first is not second
+    assert (first.config.name, second.config.name) == ("one", "two")  # type: ignore[attr-defined]
+    routes = {e.key: e.routes for e in loaded.entries if e.state == "enabled"}
+    assert routes == {"strict": ["strict"], "strict:two": ["two"]}
+    assert loaded.defaults == Defaults(provider="two")
+
+
+def test_secret_fields_env_substitution_and_fallbacks(fake_plugins: Path, write_config: Write) -> None:
+    path = write_config(
+        "plugins:\n"
+        "  strict:\n"
+        "    name: x\n"
+        "    token: ${{ env.MY_TOKEN }}\n"
+        "  strict:fallback:\n"
+        "    name: y\n"
+        "  strict:otherhost:\n"
+        "    name: z\n"
+        "    host: elsewhere.example\n"
+        "  strict:literal:\n"
+        "    name: w\n"
+        "    token: literal-token\n"
+    )
+    env = {"MY_TOKEN": SECRET, "FAKE_TOKEN": "fallback-token", "FAKE_EXTRA": "extra-value", "FAKE_OTHER": "never"}
+    loaded = load_config(path, environ=env)
+    configs = {p.key: p.instance.config for p in loaded.plugins}  # type: ignore[attr-defined]
+    assert configs["strict"].token == Secret(SECRET)
+    assert configs["strict:fallback"].token == Secret("fallback-token")
+    assert configs["strict:fallback"].extra == "extra-value"  # only_when on a default_factory field
+    assert configs["strict:otherhost"].token is None  # the fallback never goes to another host
+    assert configs["strict:literal"].token == Secret("literal-token")
+    assert all(c.other is None for c in configs.values())  # only_when names no field: never applies
+    assert SECRET not in repr(configs)
+    assert "fallback-token" not in repr(configs)
+    assert loaded.redact(f"x {SECRET} fallback-token") == f"x {MASK} {MASK}"
+    # an empty variable is as good as unset
+    loaded = load_config(path, environ={"MY_TOKEN": SECRET, "FAKE_TOKEN": ""})
+    assert loaded.plugins[1].instance.config.token is None  # type: ignore[attr-defined]
+
+
+def test_env_problems_name_the_variable_and_never_the_value(fake_plugins: Path, write_config: Write) -> None:
+    path = write_config(
+        "plugins:\n"
+        "  strict:\n"
+        "    name: ${{ env.MISSING_NAME }}\n"
+        "  strict:b:\n"
+        "    name: b\n"
+        "    count: ${{ env.MY_TOKEN }}\n"  # a secret in a field of the wrong type
+        "  strict:c:\n"
+        "    name: ${{ os.system('x') }}\n"
+        "  strict:d:\n"
+        "    name: d\n"
+        "    token: ''\n"
+    )
+    problems = problems_of(path, {"MY_TOKEN": SECRET})
+    assert problems == [
+        ("strict", "name", 3, "environment variable MISSING_NAME is not set"),
+        ("strict:b", "count", 6, "Expected `int`, got `str`"),
+        ("strict:c", "name", 8, "unsupported expression \"${{ os.system('x') }}\": only ${{ env.NAME }} is allowed"),
+        ("strict:d", "token", 11, "a Secret may not be empty"),
+    ]
+    assert SECRET not in repr(problems)
+
+
+def test_secret_field_rejects_non_strings(fake_plugins: Path, write_config: Write) -> None:
+    assert problems_of(write_config("plugins:\n  strict:\n    name: a\n    token: 5\n")) == [
+        ("strict", "token", 4, ["Expected `Secret`, got `int`", " `$.token`"][0]),
+    ]
+
+
+# ------------------------------------------------------------------ plugin kinds and failures
+
+
+def test_module_and_config_less_plugins(fake_plugins: Path, write_config: Write) -> None:
+    loaded = load_config(write_config("plugins:\n  modplugin:\n  noconfig: {}\n"), environ={})
+    module, instance = (p.instance for p in loaded.plugins)
+    assert module is sys.modules["harness_fake_module"]
+    assert type(instance).__name__ == "NoConfigPlugin"
+    assert problems_of(write_config("plugins:\n  modplugin: {}\n  modplugin:b: {}\n  noconfig: {x: 1}\n")) == [
+        ("modplugin:b", None, 3, "plugin 'modplugin' has no Config: it runs as a single instance only"),
+        ("noconfig", "x", 4, "plugin 'noconfig' takes no configuration"),
+    ]
+
+
+def test_import_and_init_failures_are_recorded_not_raised(fake_plugins: Path, write_config: Write) -> None:
+    path = write_config(
+        "plugins:\n"
+        "  broken: {}\n"
+        "  failinit:\n"
+        "    name: f\n"
+        "    token: ${{ env.MY_TOKEN }}\n"
+        "  failmw: {}\n"
+        "  badconfig: {}\n"
+        "  mock: {}\n"
+    )
+    loaded = load_config(path, environ={"MY_TOKEN": SECRET})
+    assert [p.key for p in loaded.plugins] == ["mock"]
+    failures = {f.key: f for f in loaded.failures}
+    assert [(f.key, f.stage, f.is_middleware) for f in loaded.failures] == [
+        ("broken", "import", True),
+        ("badconfig", "config", False),
+        ("failinit", "init", False),
+        ("failmw", "init", True),
+    ]
+    assert "ImportError: harness_fake_broken needs a missing library" in failures["broken"].message
+    assert "treated as a middleware (fail closed)" in failures["broken"].message
+    assert "not a msgspec.Struct" in failures["badconfig"].message
+    assert (
+        failures["failinit"].message
+        == f"plugin 'failinit' failed to start: RuntimeError: cannot connect with token {MASK}"
+    )
+    assert "ValueError: middleware exploded" in failures["failmw"].message
+    assert SECRET not in repr(loaded.failures)
+    assert SECRET not in repr(loaded.entries)
+    entries = {e.key: e for e in loaded.entries}
+    assert entries["broken"].state == "failed"
+    assert entries["broken"].is_middleware is True
+    assert entries["failmw"].is_middleware is True
+    assert entries["mock"].is_middleware is False
+
+
+def test_inspect_without_instantiation(fake_plugins: Path, write_config: Write) -> None:
+    loaded = inspect_config(
+        write_config("plugins:\n  failinit: {name: f}\n  ~disabledone: {}\n  ~gone: {}\n"),
+        environ={},
+        instantiate=False,
+    )
+    assert loaded.plugins == []
+    assert loaded.failures == []
+    assert loaded.problems == []
+    entries = {e.key: e for e in loaded.entries}
+    assert entries["failinit"].state == "enabled"
+    assert entries["failinit"].routes == ["strict"]
+    assert (entries["disabledone"].state, entries["disabledone"].dist) == ("disabled", "harness-fake-plugins")
+    assert (entries["gone"].state, entries["gone"].dist) == ("disabled", None)
+    assert entries["mock"].state == "installed"
+    assert entries["mock"].dist == "harness-llm-mock"
+
+
+def test_secret_routes_are_masked(fake_plugins: Path, write_config: Write) -> None:
+    loaded = inspect_config(
+        write_config("plugins:\n  strict: {name: a, routes: ['${{ env.ROUTE }}', plain]}\n"),
+        environ={"ROUTE": "secret-route"},
+        instantiate=False,
+    )
+    assert loaded.entries[0].routes == [MASK, "plain"]
+
+
+def test_installed_plugins_reads_metadata_only(fake_plugins: Path) -> None:
+    installed = installed_plugins()
+    assert installed["strict"].value == "harness_fake_plugins:StrictPlugin"
+    assert "mock" in installed
+
+
+def test_disabled_plugins_are_never_imported(tmp_path: Path) -> None:
+    """In a fresh interpreter: only the listed, enabled plugins are imported."""
+    config = tmp_path / "plugins.yaml"
+    config.write_text("plugins:\n  ~disabledone: {}\n  ~broken: {}\n  mock: {}\n")
+    code = (
+        "import sys\n"
+        "from harness_core.loader import load_config\n"
+        f"loaded = load_config({str(config)!r})\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('harness_fake', 'harness_llm', 'harness_trace'))))\n"
+        "print([p.key for p in loaded.plugins], loaded.failures)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(FAKE_PLUGINS)}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert result.stdout.splitlines() == ["['harness_llm_mock']", "['mock'] []"]

@@ -1,0 +1,120 @@
+"""Replay state reaches an adapter only from messages its own plugin instance produced (SPEC §3.9)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import msgspec
+import pytest
+from runtime_scripted import AdapterPlugin, ScriptedAdapter, reply
+
+from harness_core import (
+    Finish,
+    FinishReason,
+    GenerateOptions,
+    Harness,
+    Message,
+    StreamChunk,
+    TextBlock,
+    hookimpl,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+class Seen:
+    """Records the options the chain receives."""
+
+    def __init__(self) -> None:
+        self.options: list[GenerateOptions] = []
+
+    @hookimpl
+    async def llm_stream(self, options: GenerateOptions, call_next: Any) -> AsyncIterator[StreamChunk]:
+        self.options.append(options)
+        async for chunk in call_next(options):
+            yield chunk
+
+
+def history() -> list[Message]:
+    return [
+        Message.user("hi"),
+        Message(role="assistant", content=[TextBlock("a")], route="work", source="openai:work", replay_state={"id": 1}),
+        Message(role="assistant", content=[TextBlock("b")], route="home", source="openai:home", replay_state={"id": 2}),
+        Message(role="assistant", content=[TextBlock("c")], replay_state={"orphan": True}),  # no source: never replayed
+        Message.user("again"),
+    ]
+
+
+def replay_states(options: GenerateOptions) -> list[object]:
+    return [m.replay_state for m in options.messages]
+
+
+@pytest.mark.parametrize("round_trip", [False, True])
+async def test_replay_kept_for_the_owner_and_stripped_for_others(round_trip: bool) -> None:
+    messages = history()
+    if round_trip:  # a saved and reloaded conversation behaves the same
+        messages = msgspec.json.decode(msgspec.json.encode(messages), type=list[Message])
+        assert messages == history()
+    work, home, seen = ScriptedAdapter(reply()), ScriptedAdapter(reply()), Seen()
+    plugins = [
+        ("seen", seen),
+        ("openai:work", AdapterPlugin(work, ["work"])),
+        ("openai:home", AdapterPlugin(home, ["home"])),
+    ]
+    async with Harness(plugins) as harness:
+        await harness.generate(GenerateOptions(provider="work", messages=messages))
+        await harness.generate(GenerateOptions(provider="home", messages=messages))
+        async with harness.stream(GenerateOptions(provider="elsewhere", messages=messages)) as chunks:
+            assert [type(chunk) async for chunk in chunks] == [Finish]  # NO_ADAPTER
+    assert replay_states(work.calls[0]) == [None, {"id": 1}, None, None, None]
+    assert replay_states(home.calls[0]) == [None, None, {"id": 2}, None, None]
+    # stripped before the chain sees them (a cache keys on what the adapter will get)
+    assert [replay_states(o) for o in seen.options] == [
+        [None, {"id": 1}, None, None, None],
+        [None, None, {"id": 2}, None, None],
+        [None, None, None, None, None],
+    ]
+    assert [m.content for m in work.calls[0].messages] == [m.content for m in messages]
+
+
+async def test_nothing_to_strip_passes_the_same_options() -> None:
+    seen = Seen()
+    options = GenerateOptions(provider="work", model="m", messages=[Message.user("x")])
+    async with Harness([("seen", seen), ("openai:work", AdapterPlugin(ScriptedAdapter(reply()), ["work"]))]) as h:
+        await h.generate(options)
+    assert seen.options == [options]
+    assert seen.options[0] is options
+
+
+class Reroute:
+    @hookimpl
+    async def llm_stream(self, options: GenerateOptions, call_next: Any) -> AsyncIterator[StreamChunk]:
+        async for chunk in call_next(msgspec.structs.replace(options, provider="home")):
+            yield chunk
+
+
+async def test_a_rerouted_request_is_stripped_for_the_new_owner() -> None:
+    """``work``'s state survives the pre-chain strip; the boundary strips it for ``home``'s adapter."""
+    work, home = ScriptedAdapter(reply()), ScriptedAdapter(reply())
+    plugins = [
+        ("reroute", Reroute()),
+        ("openai:work", AdapterPlugin(work, ["work"])),
+        ("openai:home", AdapterPlugin(home, ["home"])),
+    ]
+    async with Harness(plugins) as harness:
+        await harness.generate(GenerateOptions(provider="work", messages=history()))
+    assert replay_states(home.calls[0]) == [None, None, None, None, None]
+
+
+async def test_generated_message_carries_route_source_and_replay_for_the_next_turn() -> None:
+    script = [*reply("one")[:-1], Finish(FinishReason(kind="stop"), replay_state={"response_id": "resp_1"})]
+    work = ScriptedAdapter(script)
+    async with Harness([("openai:work", AdapterPlugin(work, ["work"]))]) as harness:
+        first = await harness.generate(GenerateOptions(provider="work", messages=[Message.user("q")]))
+        assert first.replay_state == {"response_id": "resp_1"}
+        assert (first.message.route, first.message.source) == ("work", "openai:work")
+        saved = msgspec.json.encode([Message.user("q"), first.message, Message.user("q2")])
+        messages = msgspec.json.decode(saved, type=list[Message])
+        await harness.generate(GenerateOptions(provider="work", messages=messages))
+    assert work.calls[1].messages[1].replay_state == {"response_id": "resp_1"}

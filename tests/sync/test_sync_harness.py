@@ -1,0 +1,128 @@
+"""SyncHarness: a blocking facade on one long-lived portal."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import harness_core.loader
+from harness_core import (
+    BlockEnd,
+    BlockStart,
+    Finish,
+    FinishReason,
+    GenerateOptions,
+    Harness,
+    LlmError,
+    ModelInfo,
+    StreamChunk,
+    SyncHarness,
+    TextBlock,
+    TextDelta,
+    hookimpl,
+)
+from harness_core.chain import ChainLink
+from harness_core.loader import LoadedConfig
+from harness_core.plugininfo import Defaults, LoadedPlugin
+from harness_core.testing.fake import FakeAdapter, Raise, Step
+
+REPLY: list[StreamChunk] = [
+    BlockStart(0, "text"),
+    TextDelta(0, "a"),
+    TextDelta(0, "b"),
+    BlockEnd(0, TextBlock("ab")),
+    Finish(FinishReason(kind="stop")),
+]
+
+
+class Adapter(FakeAdapter):
+    """The kit's FakeAdapter, recording the thread every stream runs on."""
+
+    def __init__(self) -> None:
+        super().__init__(self.script, models=[ModelInfo(model="m"), ModelInfo(model="only")])
+        self.threads: set[int] = set()
+
+    def script(self, options: GenerateOptions) -> list[Step]:
+        self.threads.add(threading.get_ident())
+        if options.model == "fail":
+            return [Raise(LlmError("AUTH", "bad key", status=401))]
+        return list(REPLY)
+
+
+class Plugin:
+    def __init__(self, adapter: Adapter) -> None:
+        self.adapter = adapter
+
+    @hookimpl
+    def register_adapter(self, register: Any) -> None:
+        register(["sync"], self.adapter)
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_generate_stream_and_introspection(backend: str) -> None:
+    adapter = Adapter()
+    harness = Harness([("sync:p", Plugin(adapter))], defaults=Defaults(provider="sync", model="m"))
+    with SyncHarness(harness, backend=backend) as sync:
+        assert sync.harness is harness
+        result = sync.generate(GenerateOptions())
+        assert result.text == "ab"
+        assert result.message.source == "sync:p"
+        with pytest.raises(LlmError) as caught:
+            sync.generate(GenerateOptions(model="fail"))
+        assert (caught.value.code, caught.value.status) == ("AUTH", 401)
+        with sync.stream(GenerateOptions()) as chunks:
+            assert list(chunks) == REPLY
+        with sync.stream(GenerateOptions()) as chunks:
+            for chunk in chunks:
+                assert chunk == REPLY[0]
+                break
+        assert adapter.finalized == adapter.started == 4  # the broken-off stream was closed on the portal too
+        assert sync.routes() == {"sync": "sync:p"}
+        assert sync.chain("sync") == [ChainLink("sync:p", "adapter")]
+        assert sync.resolve_model() == ModelInfo(model="m", route="sync")
+        assert sync.list_models() == [ModelInfo(model="m", route="sync"), ModelInfo(model="only", route="sync")]
+        assert sync.plugins == harness.plugins
+        assert sync.failures == ()
+        with pytest.raises(RuntimeError, match="already running"):
+            sync.__enter__()
+    assert adapter.closed
+    assert len(adapter.threads) == 1  # one portal thread for every call
+    assert threading.get_ident() not in adapter.threads
+
+
+def test_not_running() -> None:
+    sync = SyncHarness(Harness())
+    with pytest.raises(RuntimeError, match="not running"):
+        sync.generate(GenerateOptions())
+    with pytest.raises(RuntimeError, match="not running"):
+        sync.stream(GenerateOptions())
+    sync.__exit__(None, None, None)  # exiting a facade that never started does nothing
+
+
+def test_start_failure_stops_the_portal() -> None:
+    class BadMiddleware:
+        @hookimpl(hookwrapper=True)
+        def llm_stream(self, options: GenerateOptions, call_next: Any) -> Any:
+            yield  # pragma: no cover - rejected at start
+
+    sync = SyncHarness(Harness([("bad", BadMiddleware())]))
+    with pytest.raises(LlmError, match="'bad'"):
+        sync.__enter__()
+    with pytest.raises(RuntimeError, match="not running"):
+        sync.generate(GenerateOptions())
+
+
+def test_from_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    adapter = Adapter()
+    config = LoadedConfig(
+        path=None,
+        plugins=[LoadedPlugin(key="sync", name="sync", instance=Plugin(adapter))],
+        defaults=Defaults(provider="sync"),
+    )
+    monkeypatch.setattr(harness_core.loader, "find_config", lambda explicit=None: None)
+    monkeypatch.setattr(harness_core.loader, "load_config", lambda path: config)
+    with SyncHarness.from_config(Path("x.yaml")) as sync:
+        assert sync.generate(GenerateOptions()).text == "ab"
