@@ -41,7 +41,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def types(session: nox.Session) -> None:
     install_project(session)
-    session.run("mypy", "harness_core")
+    session.run("mypy", "harness_core", *(str(p.relative_to(ROOT) / "src") for p in PLUGINS))
 
 
 @nox.session

@@ -28,9 +28,15 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from bench.report import markdown
+
 SECTIONS = ("throughput", "chain", "startup", "concurrency", "ttfc", "httpx2", "profile")
 OPENAI_SCENARIOS = "text-2000:3,text-20000:1,tool-2000:3,paced-500:1"
-HARNESS_CONSUMERS = ("harness-openai", "harness-openai-3mw", "harness-anthropic", "harness-anthropic-3mw")
+DISTRIBUTIONS = (
+    *("harness-core", "harness-llm-openai", "harness-llm-anthropic", "harness-llm-mock", "harness-middleware"),
+    *("httpx", "httpcore", "h11", "httpx2", "httpcore2", "msgspec", "anyio", "pluggy", "click", "pyyaml"),
+    *("openai", "litellm", "llm", "pyinstrument"),
+)
 
 
 # ----------------------------------------------------------------------------- processes
@@ -87,7 +93,7 @@ def med(values: list[float]) -> float | None:
 
 def throughput(python: str, base: str, rounds: int, peers: bool, log: Any) -> dict[str, Any]:
     """µs/chunk, chunks/s, CPU and peak RSS of every consumer on every scenario, with ratios."""
-    openai_consumers = ["floor", "bytes", "msgspec", "harness-openai", "harness-openai-3mw"]
+    openai_consumers = ["floor", "bytes", "msgspec", "harness-openai", "harness-openai-3mw", "harness-openai-3mw-abort"]
     if available("openai"):
         openai_consumers.append("openai-sdk")
     if peers:
@@ -179,7 +185,9 @@ def concurrency(
 def _short_conc(result: dict[str, Any]) -> str:
     if "error" in result:
         return f"ERROR {result['error']}"
-    return f"{result['wall_s']:.2f}s ttfc_max={result['slowest_ttfc_s'] * 1000:.0f}ms rss={result['peak_rss_mib']:.0f}MiB"
+    return (
+        f"{result['wall_s']:.2f}s ttfc_max={result['slowest_ttfc_s'] * 1000:.0f}ms rss={result['peak_rss_mib']:.0f}MiB"
+    )
 
 
 def _conc_rows(raw: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
@@ -220,7 +228,12 @@ def httpx2(python: str, httpx2_python: str | None, base: str, rounds: int, log: 
     """The OpenAI adapter (and the floor) on httpx 0.28 vs httpx2 (aliased, no code change):
     single 20,000-chunk stream and 1,000 concurrent streams; both in the same environment."""
     py = httpx2_python or python
-    probe = subprocess.run([py, "-c", "import httpx2, httpx; print(httpx2.__version__, httpx.__version__)"], capture_output=True, text=True, check=False)
+    probe = subprocess.run(
+        [py, "-c", "import httpx2, httpx; print(httpx2.__version__, httpx.__version__)"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if probe.returncode != 0:
         return {"skipped": "httpx2 is not installed in the bench environment (--httpx2-python)"}
     out: dict[str, Any] = {"versions": probe.stdout.strip()}
@@ -232,7 +245,8 @@ def httpx2(python: str, httpx2_python: str | None, base: str, rounds: int, log: 
             label = f"{consumer} on {'httpx2' if flag else 'httpx 0.28'}"
             extra = [flag] if flag else []
             one = worker(py, consumer, base, "--scenarios", "text-20000:1", *extra)
-            many = worker(py, consumer, base, "--task", "concurrency", "--scenario", "text-200", "--streams", "1000", "--max-connections", "1000", *extra)  # fmt: skip
+            conc_args = ("--task", "concurrency", "--scenario", "text-200", "--streams", "1000")
+            many = worker(py, consumer, base, *conc_args, "--max-connections", "1000", *extra)
             if "error" not in one:
                 single.setdefault(label, []).append(one["text-20000"]["us_per_chunk"])
             conc.setdefault(label, []).append(many)
@@ -250,7 +264,9 @@ def profile(python: str, base: str, out_dir: Path, log: Any) -> dict[str, str]:
             if kind == "pyinstrument" and not available("pyinstrument"):
                 continue
             path = out_dir / f"profile-{consumer}-{kind}.txt"
-            result = worker(python, consumer, base, "--scenarios", "text-20000:3", "--profile", kind, "--profile-out", str(path))
+            result = worker(
+                python, consumer, base, "--scenarios", "text-20000:3", "--profile", kind, "--profile-out", str(path)
+            )
             files[f"{consumer} {kind}"] = str(path) if "error" not in result else f"ERROR {result['error']}"
             log(f"  {consumer} {kind}: {files[f'{consumer} {kind}']}")
     return files
@@ -268,9 +284,7 @@ def machine() -> dict[str, Any]:
                 cpu = line.split(":", 1)[1].strip()
                 break
     versions = {}
-    for dist in ("harness-core", "harness-llm-openai", "harness-llm-anthropic", "harness-llm-mock", "harness-middleware",
-                 "httpx", "httpcore", "h11", "msgspec", "anyio", "pluggy", "openai", "litellm", "llm", "httpx2",
-                 "pyinstrument"):  # fmt: skip
+    for dist in DISTRIBUTIONS:
         with contextlib.suppress(metadata.PackageNotFoundError):
             versions[dist] = metadata.version(dist)
     return {
@@ -281,133 +295,6 @@ def machine() -> dict[str, Any]:
         "versions": versions,
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),
     }
-
-
-def _f(value: float | None, fmt: str = "{:.1f}") -> str:
-    return "n/a" if value is None else fmt.format(value)
-
-
-def _mark(ok: bool | None) -> str:
-    return "n/a" if ok is None else ("**met**" if ok else "**not met**")
-
-
-def targets(res: dict[str, Any]) -> list[tuple[str, str, str, bool | None]]:
-    """(target, limit, measured, met) for every target of issue 7 that was measured."""
-    rows: list[tuple[str, str, str, bool | None]] = []
-    tp = res.get("throughput", {}).get("consumers", {})
-
-    def ratio(name: str, key: str = "ratio") -> float | None:
-        return tp.get(name, {}).get("text-20000", {}).get(key)
-
-    if tp:
-        r = ratio("harness-openai-3mw")
-        rows.append(("openai adapter + 3 pass-through middlewares, per chunk (20,000 chunks)", "≤ 0.85× floor", _f(r, "{:.2f}×"), None if r is None else r <= 0.85))  # fmt: skip
-        r = ratio("harness-anthropic")
-        rows.append(("anthropic adapter, per chunk (20,000 chunks; floor on the same Anthropic body)", "≤ 1.0× floor", _f(r, "{:.2f}×"), None if r is None else r <= 1.0))  # fmt: skip
-    st = res.get("startup", {}).get("ratio", {})
-    for label, limit in (("harness --help", 0.8), ("harness plugins (10 extra installed)", 1.2), ("harness run (mock)", 2.0)):
-        if label in st:
-            rows.append((f"`{label}` wall time", f'≤ {limit}× `python -c "import httpx"`', f"{st[label]:.2f}×", st[label] <= limit))  # fmt: skip
-    forb = res.get("startup", {}).get("forbidden", {})
-    for label, mods in forb.items():
-        rows.append((f"`{label}` imports no httpx/provider", "none", ", ".join(mods) or "none", not mods))
-    conc = res.get("concurrency", {}).get("1000", {})
-    h = conc.get("harness-openai-3mw", {})
-    if h:
-        rows.append(("1,000 concurrent streams, total time", "≤ 1.1× floor", _f(h.get("ratio"), "{:.2f}×"), None if h.get("ratio") is None else h["ratio"] <= 1.1))  # fmt: skip
-        rss = h.get("peak_rss_mib")
-        rows.append(("1,000 concurrent streams, peak RSS", "≤ 150 MiB", _f(rss, "{:.0f} MiB"), None if rss is None else rss <= 150))  # fmt: skip
-    t = res.get("ttfc", {})
-    if t.get("floor", {}).get("ttfc_ms") is not None:
-        for name in ("harness-openai", "harness-openai-3mw"):
-            v = t.get(name, {}).get("ttfc_ms")
-            if v is not None:
-                rows.append((f"time to first chunk, {name}", f"≤ floor + 1 ms ({t['floor']['ttfc_ms'] + 1:.2f} ms)", f"{v:.2f} ms", v <= t["floor"]["ttfc_ms"] + 1))  # fmt: skip
-    return rows
-
-
-def markdown(res: dict[str, Any]) -> str:
-    """The results as markdown tables."""
-    lines: list[str] = []
-    m = res["machine"]
-    lines += [f"Run {m['date']}: {m['nproc']} CPUs ({m['cpu']}), Python {m['python']}, {m['platform']}.", ""]
-    lines += ["Versions: " + ", ".join(f"{k} {v}" for k, v in m["versions"].items()) + ".", ""]
-    lines += [f"Rounds: {res['rounds']} (medians over rounds; ratios are per-round ratios to the floor, median).", ""]
-    tgt = targets(res)
-    if tgt:
-        lines += ["### Targets (issue 7)", "", "| target | limit | measured | |", "|---|---|---|---|"]
-        lines += [f"| {a} | {b} | {c} | {_mark(d)} |" for a, b, c, d in tgt]
-        lines.append("")
-    tp = res.get("throughput")
-    if tp:
-        lines += ["### Throughput per chunk (loopback server, one stream at a time)", ""]
-        for fmt, names, floor in (("OpenAI", tp["openai"], "floor"), ("Anthropic", tp["anthropic"], "floor-anthropic")):
-            lines += [f"{fmt}-format streams. Ratio = µs/chunk ÷ `{floor}` of the same round.", ""]
-            head = "| consumer | " + " | ".join(f"{s} µs/chunk (ratio)" for s in tp["scenarios"])
-            lines += [head + " | chunks/s (text-20000) | CPU µs/chunk (text-20000) | peak RSS MiB |"]
-            lines += ["|---" * (len(tp["scenarios"]) + 4) + "|"]
-            for name in names:
-                row = tp["consumers"][name]
-                cells = []
-                for s in tp["scenarios"]:
-                    c = row.get(s, {})
-                    cells.append(f"{_f(c.get('us'))} ({_f(c.get('ratio'), '{:.2f}×')})")
-                big = row.get("text-20000", {})
-                err = f" errors: {row['errors'][0]}" if row["errors"] else ""
-                lines.append(
-                    f"| {name}{err} | " + " | ".join(cells) + f" | {_f(big.get('cps'), '{:,.0f}')} | "
-                    f"{_f(big.get('cpu_us'))} ({_f(big.get('cpu_ratio'), '{:.2f}×')}) | {_f(row['peak_rss_mib'], '{:.0f}')} |"
-                )
-            lines.append("")
-        lines += ["`paced-500`: the server waits ~1 ms before every event, so its µs/chunk is bounded by the pacing;", "its CPU cost is the informative figure (in the JSON results).", ""]  # fmt: skip
-    ch = res.get("chain")
-    if ch:
-        lines += ["### Chain cost over the mock (no HTTP)", "", "| chain | µs/chunk (2,000) | µs/chunk (20,000) | per middleware vs 0 (20,000) |", "|---|---|---|---|"]  # fmt: skip
-        base = ch.get("chain-0", {}).get("us_20000")
-        for name, row in ch.items():
-            n = {"chain-0": 0, "chain-1": 1, "chain-5": 5, "chain-10": 10}.get(name)
-            per = (row["us_20000"] - base) / n if n and base is not None and row["us_20000"] is not None else None
-            err = f" errors: {row['errors'][0]}" if row["errors"] else ""
-            lines.append(f"| {name}{err} | {_f(row['us_2000'])} | {_f(row['us_20000'])} | {_f(per, '{:.2f}')} |")
-        lines += ["", "`chain-full` = otel, retry, timeout, usage (sqlite ledger), redact, cache (sqlite, always a miss) over the mock.", ""]  # fmt: skip
-    st = res.get("startup")
-    if st:
-        lines += ["### Start-up (whole process, median)", "", '| command | wall ms | ratio to `python -c "import httpx"` |', "|---|---|---|"]  # fmt: skip
-        for label, value in st["median_s"].items():
-            lines.append(f"| `{label}` | {value * 1000:.1f} | {st['ratio'][label]:.2f}× |")
-        lines += [""]
-        for label, summary in st["importtime"].items():
-            top = ", ".join(f"{k} {v:.1f}" for k, v in summary["by_package_ms"].items())
-            lines.append(f"- `python -X importtime -c \"{label}\"`: {summary['total_ms']:.1f} ms self-time over {summary['modules']} modules; by package (ms): {top}.")  # fmt: skip
-        lines.append("")
-    co = res.get("concurrency")
-    if co:
-        lines += ["### Concurrency (streams of 200 chunks on one event loop, one client; pool = streams)", "", "| streams | consumer | total s | ratio | µs/chunk | CPU s | peak RSS MiB | slowest TTFC ms |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
-        for streams, rows in co.items():
-            for name, row in rows.items():
-                err = f" errors: {row['errors'][0]}" if row["errors"] else ""
-                lines.append(f"| {streams} | {name}{err} | {_f(row['wall_s'], '{:.2f}')} | {_f(row['ratio'], '{:.2f}×')} | {_f(row['us_per_chunk'])} | {_f(row['cpu_s'], '{:.2f}')} | {_f(row['peak_rss_mib'], '{:.0f}')} | {_f(row['slowest_ttfc_ms'], '{:.0f}')} |")  # fmt: skip
-        lines.append("")
-    tt = res.get("ttfc")
-    if tt:
-        lines += ["### Time to first chunk (first delta at once, then a 200 ms stall)", "", "| consumer | median ms |", "|---|---|"]  # fmt: skip
-        lines += [f"| {name} | {_f(row['ttfc_ms'], '{:.2f}')} |" for name, row in tt.items()]
-        lines.append("")
-    hx = res.get("httpx2")
-    if hx:
-        lines += ["### httpx 0.28 vs httpx2", ""]
-        if "skipped" in hx:
-            lines += [hx["skipped"], ""]
-        else:
-            lines += [f"Versions (httpx2, httpx): {hx['versions']}. httpx2 via `httpx2.alias_httpx()`: the adapter unchanged.", "", "| consumer | single stream µs/chunk (20,000) | 1,000 streams total s | µs/chunk | CPU s | peak RSS MiB |", "|---|---|---|---|---|---|"]  # fmt: skip
-            for label, us in hx["single_us_per_chunk"].items():
-                c = hx["concurrent_1000"].get(label, {})
-                lines.append(f"| {label} | {_f(us)} | {_f(c.get('wall_s'), '{:.2f}')} | {_f(c.get('us_per_chunk'))} | {_f(c.get('cpu_s'), '{:.2f}')} | {_f(c.get('peak_rss_mib'), '{:.0f}')} |")  # fmt: skip
-            lines.append("")
-    pr = res.get("profile")
-    if pr:
-        lines += ["### Profiles", ""] + [f"- {k}: `{v}`" for k, v in pr.items()] + [""]
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -447,7 +334,9 @@ def main(argv: list[str] | None = None) -> None:
             elif section == "ttfc":
                 res[section] = ttfc(python, base, rounds, log)
             elif section == "httpx2":
-                res[section] = httpx2(python, args.httpx2_python, base, max(1, rounds - 2) if not args.quick else 1, log)
+                res[section] = httpx2(
+                    python, args.httpx2_python, base, max(1, rounds - 2) if not args.quick else 1, log
+                )
             elif section == "profile":
                 res[section] = profile(python, base, out_dir, log)
             log(f"   ({time.perf_counter() - t0:.0f} s)")

@@ -12,7 +12,8 @@ Consumers (``NAME`` for ``python -m bench.worker --consumer NAME``):
 ``floor-anthropic``    the same over the Anthropic-format stream
 ``bytes``              httpx ``aiter_bytes`` without parsing (a lower bound for any parser)
 ``msgspec``            httpx ``aiter_lines`` + msgspec typed decode
-``harness-openai``     harness → harness-llm-openai, 0 middlewares (``-3mw``: 3 pass-throughs)
+``harness-openai``     harness → harness-llm-openai, 0 middlewares (``-3mw``: 3 pass-throughs;
+                       ``-3mw-abort``: and an AbortSignal in the options, as ``harness run``)
 ``harness-anthropic``  harness → harness-llm-anthropic (``-3mw`` likewise)
 ``openai-sdk``         the openai SDK's ``AsyncOpenAI(...).chat.completions.create(stream=True)``
 ``litellm``, ``llm``   peers, measured with ``--peers`` when installed
@@ -27,6 +28,7 @@ import json
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -314,6 +316,18 @@ class HarnessOpenAI3(HarnessOpenAI):
     middlewares = 3
 
 
+class HarnessOpenAI3Abort(HarnessOpenAI3):
+    """As ``harness-openai-3mw``, with an :class:`AbortSignal` in the options (as ``harness run``
+    always passes one): every read is then raced against the signal."""
+
+    def options(self, scenario: str) -> Any:
+        import msgspec
+
+        from harness_core import AbortSignal
+
+        return msgspec.structs.replace(super().options(scenario), abort=AbortSignal())
+
+
 class HarnessAnthropic(_Harness):
     """harness → harness-llm-anthropic."""
 
@@ -373,14 +387,12 @@ class ChainFull(Chain):
     async def start(self) -> None:
         import tempfile
 
-        from harness_core.loader import load_config
-
         from harness_core import Harness
+        from harness_core.loader import load_config
 
         self.tmp = tempfile.TemporaryDirectory(prefix="harness-bench-")
         path = f"{self.tmp.name}/plugins.yaml"
-        with open(path, "w") as f:
-            f.write(FULL_STACK_YAML.format(dir=self.tmp.name))
+        Path(path).write_text(FULL_STACK_YAML.format(dir=self.tmp.name))  # noqa: ASYNC240 - set-up, not timed
         config = load_config(path)
         if config.failures:
             raise RuntimeError(f"full stack failed to load: {config.failures}")
@@ -531,6 +543,7 @@ CONSUMERS: dict[str, type[Consumer]] = {
     "msgspec": Msgspec,
     "harness-openai": HarnessOpenAI,
     "harness-openai-3mw": HarnessOpenAI3,
+    "harness-openai-3mw-abort": HarnessOpenAI3Abort,
     "harness-anthropic": HarnessAnthropic,
     "harness-anthropic-3mw": HarnessAnthropic3,
     "openai-sdk": OpenAISDK,

@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         import resource
 
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     except (ImportError, ValueError, OSError):  # pragma: no cover - best effort on other platforms
         print("could not raise the open-file limit", file=sys.stderr)

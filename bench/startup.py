@@ -142,7 +142,10 @@ def import_summary(python: str, env: dict[str, str], cwd: Path, top: int = 12) -
     """``python -X importtime`` of ``import harness_core`` and of ``harness_core.cli``: totals and
     the top-level packages costing the most (cumulative µs of their first import)."""
     out: dict[str, Any] = {}
-    for label, code in (("import harness_core", "import harness_core"), ("import harness_core.cli", "import harness_core.cli")):
+    for label, code in (
+        ("import harness_core", "import harness_core"),
+        ("import harness_core.cli", "import harness_core.cli"),
+    ):
         rows = _importtime([python, "-c", code], env, cwd)
         packages: dict[str, int] = {}
         for name, self_us, _ in rows:

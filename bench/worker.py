@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> None:
         import httpx2
 
         httpx2.alias_httpx()
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     result = asyncio.run(_run(args))
     profiler = result.pop("_profiler", None)

@@ -94,7 +94,7 @@ def test_legal_streams_pass(chunks: list[StreamChunk]) -> None:
 
 
 def test_a_raise_without_finish_is_legal() -> None:
-    chunks = [BlockStart(index=0, block_type="text"), TextDelta(index=0, text="a")]
+    chunks: list[StreamChunk] = [BlockStart(index=0, block_type="text"), TextDelta(index=0, text="a")]
     assert check_stream(chunks, LlmError("NETWORK", "reset")) == chunks
 
 
@@ -159,13 +159,21 @@ BAD: list[tuple[list[Any], BaseException | None, int, str]] = [
     ([BlockEnd(index=0, block=TextBlock("a"))], None, 0, "never started"),
     ([*text(0, "a"), BlockEnd(index=0, block=TextBlock("a"))], None, 3, "already ended"),
     (
-        [BlockStart(index=0, block_type="text"), TextDelta(index=0, text="a"), BlockEnd(index=0, block=ReasoningBlock("a"))],
+        [
+            BlockStart(index=0, block_type="text"),
+            TextDelta(index=0, text="a"),
+            BlockEnd(index=0, block=ReasoningBlock("a")),
+        ],
         None,
         2,
         "carries a reasoning block",
     ),
     (
-        [BlockStart(index=0, block_type="text"), TextDelta(index=0, text="a"), BlockEnd(index=0, block=TextBlock("ab"))],
+        [
+            BlockStart(index=0, block_type="text"),
+            TextDelta(index=0, text="a"),
+            BlockEnd(index=0, block=TextBlock("ab")),
+        ],
         None,
         2,
         "differs from the concatenated deltas 'a'",
@@ -180,8 +188,13 @@ BAD: list[tuple[list[Any], BaseException | None, int, str]] = [
         2,
         "signed flag",
     ),
-    (call(0, "a", "f", "{}", arguments="{}")[:2] + [BlockEnd(index=0, block=ToolCallBlock("b", "f", "{}"))], None, 2, "id 'b'"),
-    (call(0, "a", "f", "{}")[:2] + [BlockEnd(index=0, block=ToolCallBlock("a", "g", "{}"))], None, 2, "name 'g'"),
+    (
+        [*call(0, "a", "f", "{}", arguments="{}")[:2], BlockEnd(index=0, block=ToolCallBlock("b", "f", "{}"))],
+        None,
+        2,
+        "id 'b'",
+    ),
+    ([*call(0, "a", "f", "{}")[:2], BlockEnd(index=0, block=ToolCallBlock("a", "g", "{}"))], None, 2, "name 'g'"),
     (
         [
             BlockStart(index=0, block_type="tool-call"),

@@ -75,9 +75,13 @@ async def test_delay_and_raise() -> None:
     error = LlmError("SERVER", "boom")
     adapter = FakeAdapter([BlockStart(index=0, block_type="text"), Delay(0.001), Raise(error)])
     got: list[StreamChunk] = []
-    with pytest.raises(LlmError) as info:
+
+    async def consume() -> None:
         async for chunk in adapter.stream(GenerateOptions()):
             got.append(chunk)
+
+    with pytest.raises(LlmError) as info:
+        await consume()
     assert info.value is error
     assert got == [BlockStart(index=0, block_type="text")]
     assert adapter.finalized == 1

@@ -18,7 +18,10 @@ from harness_core.testing.server import RecordedRequest, Reply, ScriptedServer
 async def test_each_read_arrives_as_its_own_piece() -> None:
     reads = [b"data: a", b"\n", b"\n", b"data: \xc3", b"\xa9\n\n"]
     with ScriptedServer(Reply(reads=reads, delay=0.001)) as server:
-        async with httpx.AsyncClient() as client, client.stream("POST", server.url + "/v1/x", content=b"hi") as response:
+        async with (
+            httpx.AsyncClient() as client,
+            client.stream("POST", server.url + "/v1/x", content=b"hi") as response,
+        ):
             assert response.status_code == 200
             assert response.headers["content-type"] == "text/event-stream"
             assert response.headers["transfer-encoding"] == "chunked"
@@ -98,7 +101,9 @@ def test_abrupt_and_reset_endings(end: str, error: type[Exception]) -> None:
 
 def test_abrupt_with_content_length() -> None:
     with (
-        ScriptedServer(Reply(headers={"content-length": "100"}, reads=[b"part"], chunked=False, end="abrupt")) as server,
+        ScriptedServer(
+            Reply(headers={"content-length": "100"}, reads=[b"part"], chunked=False, end="abrupt")
+        ) as server,
         pytest.raises(httpx.RemoteProtocolError),
     ):
         httpx.post(server.url)  # 4 of the 100 declared bytes, then the connection closes
@@ -195,8 +200,7 @@ def test_raw_socket_trailers_and_chatter_during_a_stall() -> None:
         port = int(server.url.rsplit(":", 1)[1])
         with socket.create_connection(("127.0.0.1", port)) as sock:
             sock.sendall(
-                b"POST /t HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n"
-                b"3;ext=1\r\nabc\r\n0\r\nx-trailer: 1\r\n\r\n"
+                b"POST /t HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n3;ext=1\r\nabc\r\n0\r\nx-trailer: 1\r\n\r\n"
             )
             received = b""
             while b"2\r\nok\r\n" not in received:

@@ -7,11 +7,10 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from harness_llm_anthropic.translate import Translator
-
 from harness_core.sse import SSEDecoder
 from harness_core.testing.check import check_stream
 from harness_core.types import StreamChunk
+from harness_llm_anthropic.translate import Translator
 
 MODEL = "claude-test-1"
 SIGNATURE = "EqQBCkYIBxgCKkDx+/=sig\u00e9==" + "A" * 40

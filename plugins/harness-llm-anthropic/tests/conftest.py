@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from harness_llm_anthropic.adapter import AnthropicAdapter
-from harness_llm_anthropic.config import AnthropicConfig
 
 from harness_core.secret import Secret
 from harness_core.testing.server import ScriptedServer
+from harness_llm_anthropic.adapter import AnthropicAdapter
+from harness_llm_anthropic.config import AnthropicConfig
 
 API_KEY = "sk-ant-test-key-0123456789"
 

@@ -23,8 +23,6 @@ from anthropic_wire_fixtures import (
     text_delta,
     translate,
 )
-from harness_llm_anthropic.adapter import AnthropicAdapter
-from harness_llm_anthropic.config import ModelConfig, Timeout
 
 from conftest import API_KEY, make_config
 from harness_core.abort import AbortSignal
@@ -48,6 +46,8 @@ from harness_core.types import (
     ToolResultBlock,
     ToolSpec,
 )
+from harness_llm_anthropic.adapter import AnthropicAdapter
+from harness_llm_anthropic.config import ModelConfig, Timeout
 
 pytestmark = pytest.mark.anyio
 

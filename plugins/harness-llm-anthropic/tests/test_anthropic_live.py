@@ -9,12 +9,12 @@ from __future__ import annotations
 import os
 
 import pytest
-from harness_llm_anthropic.adapter import AnthropicAdapter
-from harness_llm_anthropic.config import AnthropicConfig
 
 from harness_core.assembler import BlockAssembler
 from harness_core.secret import Secret
 from harness_core.types import Finish, GenerateOptions, Message, Usage
+from harness_llm_anthropic.adapter import AnthropicAdapter
+from harness_llm_anthropic.config import AnthropicConfig
 
 KEY = os.environ.get("ANTHROPIC_API_KEY")
 

@@ -8,14 +8,14 @@ import typing
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
 
-import harness_llm_anthropic
 import msgspec
 import pytest
-from harness_llm_anthropic import AnthropicAdapter, AnthropicConfig, AnthropicPlugin, ModelConfig, Timeout
 
+import harness_llm_anthropic
 from harness_core.adapter import LlmAdapter
 from harness_core.config import EnvFallback
 from harness_core.secret import Secret
+from harness_llm_anthropic import AnthropicAdapter, AnthropicConfig, AnthropicPlugin, ModelConfig, Timeout
 
 
 def test_entry_point() -> None:

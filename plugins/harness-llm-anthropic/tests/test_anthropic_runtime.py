@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 from anthropic_wire_fixtures import INBAND_ERROR_BODY, MODEL, SIGNATURE, THINKING_TOOL_BODY, text_body
-from harness_llm_anthropic import AnthropicPlugin
 
 from conftest import make_config
 from harness_core.errors import LlmError
 from harness_core.runtime import Harness
 from harness_core.testing.server import Reply, ScriptedServer
 from harness_core.types import GenerateOptions, Message, ToolResultBlock, ToolSpec
+from harness_llm_anthropic import AnthropicPlugin
 
 pytestmark = pytest.mark.anyio
 

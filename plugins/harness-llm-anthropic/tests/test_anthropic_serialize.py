@@ -7,8 +7,6 @@ from typing import Any
 
 import pytest
 from anthropic_wire_fixtures import MODEL, REDACTED, SIGNATURE
-from harness_llm_anthropic.config import DEFAULT_THINKING_BUDGETS
-from harness_llm_anthropic.serialize import build_body, replay_blocks
 
 from harness_core.errors import LlmError
 from harness_core.types import (
@@ -21,6 +19,8 @@ from harness_core.types import (
     ToolResultBlock,
     ToolSpec,
 )
+from harness_llm_anthropic.config import DEFAULT_THINKING_BUDGETS
+from harness_llm_anthropic.serialize import build_body, replay_blocks
 
 STATE = {
     "v": 1,

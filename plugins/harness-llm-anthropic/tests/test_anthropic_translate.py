@@ -29,8 +29,6 @@ from anthropic_wire_fixtures import (
     text_delta,
     translate,
 )
-from harness_llm_anthropic.translate import STOP_REASONS, Translator
-from harness_llm_anthropic.wire import WireEvent
 
 from harness_core.errors import LlmError
 from harness_core.testing.splits import every_split
@@ -49,6 +47,8 @@ from harness_core.types import (
     ToolCallDelta,
     Usage,
 )
+from harness_llm_anthropic.translate import STOP_REASONS, Translator
+from harness_llm_anthropic.wire import WireEvent
 
 
 def kinds(chunks: list[StreamChunk]) -> list[str]:

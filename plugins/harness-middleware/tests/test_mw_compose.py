@@ -129,3 +129,21 @@ defaults: {{provider: mock, model: echo}}
         assert [link.key for link in harness.chain()] == ["otel", "usage", "cache", "redact", "retry", "timeout"]
         result = await harness.generate(options("TICKET-1234 please", provider=None, model=None))
     assert "TICKET-1234" not in result.text
+
+
+async def test_readme_example_runs(caplog: pytest.LogCaptureFixture) -> None:
+    """The "write your own" example of the README works as printed."""
+    import logging
+    import re
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    [code] = re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL)
+    namespace: dict[str, object] = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    plugin_class = namespace["CountPlugin"]
+    plugin = plugin_class(plugin_class.Config())  # type: ignore[operator,attr-defined]
+    harness = Harness([("count", plugin), ("fake", AdapterPlugin(FakeAdapter(text_reply("a", "b"))))])
+    with caplog.at_level(logging.INFO, logger="count"):
+        async with harness:
+            assert (await harness.generate(options())).text == "ab"
+    assert "fake m1: 5 chunks" in caplog.text

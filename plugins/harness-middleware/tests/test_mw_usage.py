@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -144,14 +145,21 @@ async def test_database_fault_is_logged_not_raised(tmp_path: Path, caplog: pytes
 
 async def test_slow_write_is_bounded(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     p = plugin(tmp_path, write_timeout=0.01)
+    release = threading.Event()
+    finished = threading.Event()
 
     def slow_insert(record: object) -> None:
-        time.sleep(0.1)
+        release.wait(5)
+        finished.set()
 
     p.ledger.insert = slow_insert  # type: ignore[method-assign]
     with caplog.at_level(logging.ERROR, logger="harness_middleware.usage"):
         await collect(p.llm_stream(options(), Script([stop()])))
     assert "took over" in caplog.text
+    release.set()  # let the abandoned worker thread end while the event loop still runs
+    while not finished.is_set():
+        await anyio.sleep(0.01)
+    await anyio.sleep(0.01)
 
 
 async def test_summary_groups_by_day_route_model(tmp_path: Path) -> None:

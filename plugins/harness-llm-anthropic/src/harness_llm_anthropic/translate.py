@@ -9,8 +9,9 @@ falling back to the SSE event name when a proxy dropped one of them):
 - ``content_block_start``: opens a block at our next index (0, 1, 2 … in order of appearance)
   for ``thinking`` / ``redacted_thinking`` (reasoning, ``signed=True``) and ``tool_use`` (tool
   call with id and name; a missing id is synthesized, a missing name is ``PROTOCOL``). A
-  ``text`` block opens with its first non-empty piece, so an empty one never appears. Other block types (server tools, their results,
-  future types) are ignored with their deltas and consume no index.
+  ``text`` block opens with its first non-empty piece, so an empty one never appears. Other
+  block types (server tools, their results, future types) are ignored with their deltas and
+  consume no index.
 - ``content_block_delta``: ``text_delta`` / ``thinking_delta`` / ``input_json_delta`` become
   deltas (empty pieces are dropped); ``signature_delta`` is kept for ``finish.replay_state``;
   other delta types are ignored.
