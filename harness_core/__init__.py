@@ -1,7 +1,7 @@
 """harness: a pluggy-based plugin host for LLM provider adapters.
 
-The public API for applications and plugin authors. Heavy modules (the runtime) load on first
-use, so ``import harness_core`` stays cheap for the CLI's fast paths.
+The public API for applications and plugin authors. Every name loads on first use, so
+``import harness_core`` costs nothing on the CLI's fast paths (``harness --help``).
 """
 
 from __future__ import annotations
@@ -9,41 +9,42 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from harness_core.abort import AbortSignal
-from harness_core.adapter import LlmAdapter
-from harness_core.errors import ErrorCode, LlmError
-from harness_core.hookspecs import hookimpl
-from harness_core.secret import Secret
-from harness_core.types import (
-    BlockEnd,
-    BlockStart,
-    ContentBlock,
-    Failure,
-    Finish,
-    FinishReason,
-    GenerateOptions,
-    Message,
-    ModelInfo,
-    NamedToolChoice,
-    ReasoningBlock,
-    ReasoningDelta,
-    StreamChunk,
-    TextBlock,
-    TextDelta,
-    TokenUsage,
-    ToolCallBlock,
-    ToolCallDelta,
-    ToolResultBlock,
-    ToolSpec,
-    Usage,
-    canonical_json,
-)
-
-if TYPE_CHECKING:  # pragma: no cover - typing only
+if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on first use
+    from harness_core.abort import AbortSignal
+    from harness_core.adapter import LlmAdapter
     from harness_core.assembler import BlockAssembler
     from harness_core.config import EnvFallback
+    from harness_core.conversation import Conversation, Reply
+    from harness_core.errors import ErrorCode, LlmError
+    from harness_core.hookspecs import hookimpl
     from harness_core.runtime import GenerateResult, Harness
+    from harness_core.secret import Secret
     from harness_core.sync import SyncHarness
+    from harness_core.tools import Tool, tool
+    from harness_core.types import (
+        BlockEnd,
+        BlockStart,
+        ContentBlock,
+        Failure,
+        Finish,
+        FinishReason,
+        GenerateOptions,
+        Message,
+        ModelInfo,
+        NamedToolChoice,
+        ReasoningBlock,
+        ReasoningDelta,
+        StreamChunk,
+        TextBlock,
+        TextDelta,
+        TokenUsage,
+        ToolCallBlock,
+        ToolCallDelta,
+        ToolResultBlock,
+        ToolSpec,
+        Usage,
+        canonical_json,
+    )
 
 __all__ = [
     "AbortSignal",
@@ -51,6 +52,7 @@ __all__ = [
     "BlockEnd",
     "BlockStart",
     "ContentBlock",
+    "Conversation",
     "EnvFallback",
     "ErrorCode",
     "Failure",
@@ -66,12 +68,14 @@ __all__ = [
     "NamedToolChoice",
     "ReasoningBlock",
     "ReasoningDelta",
+    "Reply",
     "Secret",
     "StreamChunk",
     "SyncHarness",
     "TextBlock",
     "TextDelta",
     "TokenUsage",
+    "Tool",
     "ToolCallBlock",
     "ToolCallDelta",
     "ToolResultBlock",
@@ -79,14 +83,46 @@ __all__ = [
     "Usage",
     "canonical_json",
     "hookimpl",
+    "tool",
 ]
-
 _LAZY = {
+    "AbortSignal": "harness_core.abort",
     "BlockAssembler": "harness_core.assembler",
+    "BlockEnd": "harness_core.types",
+    "BlockStart": "harness_core.types",
+    "ContentBlock": "harness_core.types",
+    "Conversation": "harness_core.conversation",
     "EnvFallback": "harness_core.config",
+    "ErrorCode": "harness_core.errors",
+    "Failure": "harness_core.types",
+    "Finish": "harness_core.types",
+    "FinishReason": "harness_core.types",
+    "GenerateOptions": "harness_core.types",
     "GenerateResult": "harness_core.runtime",
     "Harness": "harness_core.runtime",
+    "LlmAdapter": "harness_core.adapter",
+    "LlmError": "harness_core.errors",
+    "Message": "harness_core.types",
+    "ModelInfo": "harness_core.types",
+    "NamedToolChoice": "harness_core.types",
+    "ReasoningBlock": "harness_core.types",
+    "ReasoningDelta": "harness_core.types",
+    "Reply": "harness_core.conversation",
+    "Secret": "harness_core.secret",
+    "StreamChunk": "harness_core.types",
     "SyncHarness": "harness_core.sync",
+    "TextBlock": "harness_core.types",
+    "TextDelta": "harness_core.types",
+    "TokenUsage": "harness_core.types",
+    "Tool": "harness_core.tools",
+    "ToolCallBlock": "harness_core.types",
+    "ToolCallDelta": "harness_core.types",
+    "ToolResultBlock": "harness_core.types",
+    "ToolSpec": "harness_core.types",
+    "Usage": "harness_core.types",
+    "canonical_json": "harness_core.types",
+    "hookimpl": "harness_core.hookspecs",
+    "tool": "harness_core.tools",
 }
 
 

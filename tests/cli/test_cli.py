@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
+import pytest
 
 from harness_core import StreamChunk
 
@@ -427,3 +428,26 @@ def test_config_env_variable_is_used(harness: Harness, cli_env: dict[str, str], 
     assert result.returncode == 0
     assert result.stdout == "via env\n"
     os.environ.get("HARNESS_CONFIG")  # the test process itself is untouched
+
+
+def test_openai_without_key_does_not_block_the_mock(harness: Harness, config: Config, cli_env: dict[str, str]) -> None:
+    """The shipped example enables only mock + trace; enabling openai without a key stays harmless."""
+    pytest.importorskip("harness_llm_openai")
+    cli_env.pop("OPENAI_API_KEY", None)
+    config("plugins:\n  openai: {}\n  mock: {}\ndefaults: {provider: mock, model: echo}\n")
+    result = harness("run", "still the mock")
+    assert result.returncode == 0
+    assert result.stdout == "still the mock\n"
+    plugins = harness("plugins")
+    assert "openai" in plugins.stdout
+
+
+def test_shipped_example_config_works(harness: Harness, cli_env: dict[str, str], tmp_path: Path) -> None:
+    example = Path(__file__).parents[2] / "config" / "plugins.yaml"
+    cli_env["HARNESS_CONFIG"] = str(example)
+    check = harness("config", "check")
+    assert check.returncode == 0, check.stdout
+    result = harness("run", "hello")
+    assert result.returncode == 0
+    assert result.stdout == "hello\n"
+    assert (tmp_path / "harness-trace.jsonl").is_file()

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import io
+import signal
+from pathlib import Path
 
+import anyio
 import pytest
 
 from harness_core import (
+    AbortSignal,
     BlockEnd,
     BlockStart,
     Finish,
     FinishReason,
+    GenerateOptions,
+    Message,
     ReasoningBlock,
     ReasoningDelta,
     TextBlock,
@@ -19,7 +25,9 @@ from harness_core import (
     ToolCallDelta,
 )
 from harness_core.cli._common import Sink
-from harness_core.cli._run import CYAN, DIM, RESET, Renderer, run_prompt
+from harness_core.cli._run import CYAN, DIM, RESET, Renderer, _generate, run_prompt
+from harness_core.loader import LoadedConfig
+from harness_core.plugininfo import LoadedPlugin
 
 CHUNKS = [
     BlockStart(index=0, block_type="reasoning"),
@@ -106,3 +114,49 @@ def test_sink_tracks_line_ends() -> None:
     sink.end_line()
     sink.end_line()
     assert stream.getvalue() == "a\n"
+
+
+@pytest.mark.anyio
+async def test_second_interrupt_cancels_the_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In process (the subprocess test covers the same path end to end): Ctrl-C twice."""
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "loader" / "fakeplugins"))
+    from harness_fake_plugins import StubbornPlugin  # type: ignore[import-not-found]
+
+    loaded = LoadedConfig(path=None, plugins=[LoadedPlugin(key="stubborn", name="stubborn", instance=StubbornPlugin())])
+    abort = AbortSignal()
+    written = anyio.Event()
+
+    class Out(io.StringIO):
+        def write(self, text: str) -> int:
+            written.set()
+            return super().write(text)
+
+    out, err = Out(), io.StringIO()
+    renderer = Renderer(Sink(out), Sink(err), as_json=False, tty=False, redact=str)
+    options = GenerateOptions(provider="stubborn", model="any", messages=[Message.user("x")], abort=abort)
+    codes: list[int] = []
+
+    async def generate() -> None:
+        codes.append(await _generate(loaded, options, abort, renderer))
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as group:
+            group.start_soon(generate)
+            await written.wait()  # "partial " is out: the stream is running, the watcher installed
+            signal.raise_signal(signal.SIGINT)
+            await abort.wait()
+            signal.raise_signal(signal.SIGINT)
+    assert codes == [130]
+    assert err.getvalue() == "aborting… (press Ctrl-C again to quit at once)\ninterrupted\n"
+
+
+@pytest.mark.anyio
+async def test_generate_returns_the_finish_exit_code() -> None:
+    from harness_llm_mock import MockConfig, MockPlugin
+
+    loaded = LoadedConfig(path=None, plugins=[LoadedPlugin(key="mock", name="mock", instance=MockPlugin(MockConfig()))])
+    out, err = io.StringIO(), io.StringIO()
+    renderer = Renderer(Sink(out), Sink(err), as_json=False, tty=False, redact=str)
+    options = GenerateOptions(provider="mock", model="echo", messages=[Message.user("in process")])
+    assert await _generate(loaded, options, AbortSignal(), renderer) == 0
+    assert out.getvalue() == "in process\n"

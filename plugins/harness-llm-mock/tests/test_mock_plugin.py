@@ -8,7 +8,6 @@ from typing import Any
 import anyio
 import msgspec
 import pytest
-from harness_llm_mock import MockAdapter, MockConfig, MockPlugin
 
 from harness_core import (
     AbortSignal,
@@ -29,6 +28,7 @@ from harness_core import (
     Usage,
 )
 from harness_core.testing import check_stream
+from harness_llm_mock import MockAdapter, MockConfig, MockPlugin
 
 ECHO_TOOL = ToolSpec(name="echo", description="echo text back")
 

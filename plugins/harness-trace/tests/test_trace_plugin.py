@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from harness_llm_mock import MockConfig, MockPlugin
-from harness_trace import TraceConfig, TracePlugin
 
 from harness_core import GenerateOptions, Harness, Message, ToolSpec
+from harness_llm_mock import MockConfig, MockPlugin
+from harness_trace import TraceConfig, TracePlugin
 
 
 async def run(trace: TracePlugin, text: str, *, stop_after: int | None = None) -> int:

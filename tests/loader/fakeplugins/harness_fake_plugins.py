@@ -8,7 +8,6 @@ from typing import Annotated, Any
 import anyio
 import click
 import msgspec
-from harness_llm_mock import MockAdapter, MockConfig
 
 from harness_core import (
     BlockStart,
@@ -23,6 +22,7 @@ from harness_core import (
 )
 from harness_core.config import EnvFallback
 from harness_core.hookspecs import CallNext, RegisterAdapter
+from harness_llm_mock import MockAdapter, MockConfig
 
 DEFAULT_HOST = "default.example"
 
