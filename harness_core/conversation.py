@@ -186,7 +186,8 @@ class Conversation:
             abort=abort,
         )
         assembler = BlockAssembler()
-        async with self.harness.stream(options) as chunks:
+        stream = self.harness.stream(options)
+        async with stream as chunks:
             async for chunk in chunks:
                 assembler.feed(chunk)
                 if on_chunk is not None:
@@ -197,8 +198,7 @@ class Conversation:
         total = _add_usage(total, assembler.usage)
         if finish.kind == "error":
             raise LlmError.from_failure(finish.failure or Failure("INTERNAL", "error finish without failure"))
-        route = options.provider or self.harness.defaults.provider
-        message = assembler.message(route=route, source=self.harness.routes().get(route or ""))
+        message = assembler.message(route=stream.route, source=stream.source)
         if finish.kind == "aborted":
             kept = [b for b in message.content if not isinstance(b, ToolCallBlock)]
             message = msgspec.structs.replace(message, content=kept)

@@ -7,11 +7,15 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from harness_core.secret import Secret
 from harness_core.sse import SSEDecoder
 from harness_core.testing.check import check_stream
+from harness_core.testing.server import ScriptedServer
 from harness_core.types import StreamChunk
+from harness_llm_anthropic.config import AnthropicConfig
 from harness_llm_anthropic.translate import Translator
 
+API_KEY = "sk-ant-test-key-0123456789"
 MODEL = "claude-test-1"
 SIGNATURE = "EqQBCkYIBxgCKkDx+/=sig\u00e9==" + "A" * 40
 REDACTED = "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP=="
@@ -200,3 +204,9 @@ def translate(reads: Sequence[bytes], *, model: str = MODEL) -> tuple[list[Strea
         chunks.extend(translator.feed(tail.event, tail.data))
     check_stream(chunks, None if translator.done else translator.eof_error())
     return chunks, translator
+
+
+def make_config(server: ScriptedServer, **fields: object) -> AnthropicConfig:
+    """A config pointing at ``server`` with a test key; ``fields`` override."""
+    fields.setdefault("api_key", Secret(API_KEY))
+    return AnthropicConfig(base_url=server.url, **fields)  # type: ignore[arg-type]

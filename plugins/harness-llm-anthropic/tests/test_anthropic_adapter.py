@@ -8,6 +8,7 @@ from typing import Any
 import anyio
 import pytest
 from anthropic_wire_fixtures import (
+    API_KEY,
     INBAND_ERROR_BODY,
     MODEL,
     REDACTED_BODY,
@@ -17,6 +18,7 @@ from anthropic_wire_fixtures import (
     THINKING_TOOL_BODY,
     UNICODE_TEXT,
     block_start,
+    make_config,
     message_start,
     sse,
     text_body,
@@ -24,7 +26,6 @@ from anthropic_wire_fixtures import (
     translate,
 )
 
-from conftest import API_KEY, make_config
 from harness_core.abort import AbortSignal
 from harness_core.assembler import BlockAssembler
 from harness_core.errors import LlmError
@@ -367,7 +368,7 @@ async def test_abort_while_server_stalls(server: ScriptedServer, adapter: Anthro
 
 
 async def test_abort_from_another_task_during_a_stalled_read(server: ScriptedServer, adapter: AnthropicAdapter) -> None:
-    server.add(Reply(reads=[sse([message_start(), block_start(0, {"type": "text"})])], end="stall"))
+    server.add(Reply(reads=[sse([message_start(), block_start(0, {"type": "text"}), text_delta(0, "p")])], end="stall"))
     abort = AbortSignal()
     started = anyio.Event()
     chunks: list[StreamChunk] = []
@@ -377,12 +378,13 @@ async def test_abort_from_another_task_during_a_stalled_read(server: ScriptedSer
             chunks.append(chunk)
             started.set()
 
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(consume)
-        await started.wait()  # the adapter is now blocked reading a stalled body
-        abort.fire()
+    with anyio.fail_after(30):  # a hang guard, not a timing assertion
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(consume)
+            await started.wait()  # the adapter is now blocked reading a stalled body
+            abort.fire()
     assert check_stream(chunks) == chunks
-    assert [type(c).__name__ for c in chunks] == ["Usage", "Finish"]  # the empty text block never opened
+    assert [type(c).__name__ for c in chunks] == ["BlockStart", "TextDelta", "BlockEnd", "Usage", "Finish"]
     assert finish_of(chunks).reason.kind == "aborted"
     assert server.wait_idle()
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from anthropic_wire_fixtures import INBAND_ERROR_BODY, MODEL, SIGNATURE, THINKING_TOOL_BODY, text_body
+from anthropic_wire_fixtures import INBAND_ERROR_BODY, MODEL, SIGNATURE, THINKING_TOOL_BODY, make_config, text_body
 
-from conftest import make_config
 from harness_core.errors import LlmError
 from harness_core.runtime import Harness
 from harness_core.testing.server import Reply, ScriptedServer

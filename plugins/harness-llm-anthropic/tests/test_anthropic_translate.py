@@ -548,3 +548,38 @@ def test_redacted_thinking_without_data_has_no_replay_entry() -> None:
 def test_terminal_event_with_an_ignored_block_open() -> None:
     body = sse([message_start(), block_start(0, {"type": "server_tool_use"}), MESSAGE_STOP])
     assert kinds(translate([body])[0]) == ["Usage", "Finish"]
+
+
+@pytest.mark.parametrize(
+    ("error_type", "message", "code"),
+    [
+        ("overloaded_error", "Overloaded", "OVERLOADED"),
+        ("api_error", "Internal server error", "SERVER"),
+        ("rate_limit_error", "slow down", "RATE_LIMITED"),
+        ("invalid_request_error", "bad", "BAD_REQUEST"),
+        ("invalid_request_error", "prompt is too long: 205351 tokens > 200000 maximum", "CONTEXT_LENGTH"),
+        ("timeout_error", "took too long", "TIMEOUT"),
+        ("some_future_error", "?", "SERVER"),
+    ],
+)
+def test_inband_error_types(error_type: str, message: str, code: str) -> None:
+    body = sse(
+        [
+            message_start(),
+            block_start(0, {"type": "tool_use", "id": "t", "name": "f", "input": {}}),
+            delta(0, {"type": "input_json_delta", "partial_json": '{"a": '}),
+            {"type": "error", "error": {"type": error_type, "message": message}},
+        ]
+    )
+    chunks, _ = translate([body])  # check_stream passes: the cut tool call is closed with what it holds
+    assert chunks[2] == BlockEnd(0, ToolCallBlock("t", "f", '{"a": '))
+    reason = finish_of(chunks).reason
+    assert reason.kind == "error"
+    assert reason.failure is not None
+    assert (reason.failure.code, reason.failure.provider_type) == (code, error_type)
+    assert message in reason.failure.message
+
+
+def test_inband_error_before_message_start() -> None:
+    chunks, _ = translate([sse([{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}])])
+    assert kinds(chunks) == ["Finish"]
