@@ -410,3 +410,15 @@ async def test_cancellation_while_reading_an_error_body(server: ScriptedServer, 
         await collect(client)
     assert scope.cancelled_caught
     assert server.wait_idle()
+
+
+@pytest.mark.parametrize("end", ["eof", "stall"])
+async def test_early_break_with_a_buffered_body_releases_the_pool_slot(server: ScriptedServer, end: str) -> None:
+    async with make_client(base_url=server.url, max_connections=1, pool_timeout=5.0) as client:
+        for _ in range(20):
+            server.add(Reply(reads=[b"data: a\n\ndata: b\n\ndata: c\n\n"], end=end))  # type: ignore[arg-type]
+            async with open_sse_stream(client, post(client)) as events:
+                async for _event in events:
+                    break
+        server.add(Reply(reads=[b"data: last\n\n"]))
+        assert await collect(client) == [SSEEvent("last")]  # the single pool slot is free
