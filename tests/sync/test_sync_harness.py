@@ -17,6 +17,7 @@ from harness_core import (
     GenerateOptions,
     Harness,
     LlmError,
+    Message,
     ModelInfo,
     StreamChunk,
     SyncHarness,
@@ -126,3 +127,16 @@ def test_from_config(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(harness_core.loader, "load_config", lambda path: config)
     with SyncHarness.from_config(Path("x.yaml")) as sync:
         assert sync.generate(GenerateOptions()).text == "ab"
+
+
+def test_real_loader_and_mock_plugin(tmp_path: Path) -> None:
+    """End to end through the real loader and the installed mock provider plugin."""
+    pytest.importorskip("harness_llm_mock")
+    config = tmp_path / "plugins.yaml"
+    config.write_text("plugins:\n  mock: {}\ndefaults: {provider: mock, model: echo}\n")
+    with SyncHarness.from_config(config) as sync:
+        assert sync.routes() == {"mock": "mock"}
+        result = sync.generate(GenerateOptions(messages=[Message.user("hello there")]))
+    assert (result.message.route, result.message.source) == ("mock", "mock")
+    assert result.finish.kind == "stop"
+    assert result.text
