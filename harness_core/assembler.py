@@ -55,6 +55,15 @@ class _Builder:
         return ToolCallBlock(id=self.id or "", name=self.name or "", arguments=text or "{}")
 
 
+class _Ended:
+    """Marks a block that ended, when its content is not kept (``keep_ended=False``)."""
+
+    __slots__ = ()
+
+
+_ENDED = _Ended()
+
+
 class BlockAssembler:
     """Collect a stream of :data:`~harness_core.types.StreamChunk` into one assistant message.
 
@@ -71,6 +80,10 @@ class BlockAssembler:
       block's kind is the delta's kind, a tool call takes ``id``/``name`` from its deltas.
     - A block that never ends is included with what it holds (see :meth:`open_blocks`).
 
+    With ``keep_ended=False`` an ended block's content is dropped (only the fact that it ended is
+    kept), so memory stays bounded by the blocks still open: the runtime's boundary uses that to
+    be able to close open blocks on a failure without holding the whole stream.
+
     Example::
 
         assembler = BlockAssembler()
@@ -80,11 +93,12 @@ class BlockAssembler:
         reply = assembler.message(route="openai", source="openai:work")
     """
 
-    __slots__ = ("_blocks", "finish", "replay_state", "usage")
+    __slots__ = ("_blocks", "_keep_ended", "finish", "replay_state", "usage")
 
-    def __init__(self) -> None:
-        # index -> builder while the block is open, the complete block once it ended
-        self._blocks: dict[int, _Builder | _Block] = {}
+    def __init__(self, *, keep_ended: bool = True) -> None:
+        # index -> builder while the block is open, the complete block (or _ENDED) once it ended
+        self._blocks: dict[int, _Builder | _Block | _Ended] = {}
+        self._keep_ended = keep_ended
         self.usage: TokenUsage | None = None
         """The token usage of the last ``usage`` chunk, or ``None``."""
         self.finish: FinishReason | None = None
@@ -105,7 +119,7 @@ class BlockAssembler:
         block = self._blocks.get(index)
         if block is None:
             block = self._blocks[index] = _Builder(block_type, id, name, False)
-        elif not isinstance(block, _Builder):
+        elif type(block) is not _Builder:
             return  # the block already ended
         block.parts.append(text)
         if block.id is None:
@@ -127,7 +141,7 @@ class BlockAssembler:
             self._blocks[chunk.index] = _Builder(chunk.block_type, chunk.id, chunk.name, chunk.signed)
 
     def _block_end(self, chunk: BlockEnd) -> None:
-        self._blocks[chunk.index] = chunk.block
+        self._blocks[chunk.index] = chunk.block if self._keep_ended else _ENDED
 
     def _usage(self, chunk: Usage) -> None:
         self.usage = chunk.usage
@@ -145,7 +159,11 @@ class BlockAssembler:
 
     def blocks(self) -> list[TextBlock | ReasoningBlock | ToolCallBlock]:
         """Every block in index order; blocks still open hold what they received so far."""
-        return [b.build() if isinstance(b, _Builder) else b for _, b in sorted(self._blocks.items())]
+        return [
+            b.build() if isinstance(b, _Builder) else b
+            for _, b in sorted(self._blocks.items())
+            if not isinstance(b, _Ended)
+        ]
 
     def message(self, *, route: str | None = None, source: str | None = None) -> Message:
         """The assistant :class:`~harness_core.types.Message` assembled so far.

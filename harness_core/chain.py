@@ -260,8 +260,8 @@ class AdapterBoundary:
         run.route = route
         run.source = registration.owner
         options = strip_replay(options, registration.owner)
-        held: list[StreamChunk] = []
-        keep = held.append
+        tracker = BlockAssembler(keep_ended=False)  # holds only the blocks still open
+        keep = tracker.feed
         stream: Any = None
         failure: LlmError
         try:
@@ -286,7 +286,7 @@ class AdapterBoundary:
                     yield chunk
                     if type(chunk) is Finish:
                         return
-            for chunk in _terminal(held, failure, options):
+            for chunk in _terminal(tracker, failure, options):
                 yield chunk
         finally:
             if stream is not None and hasattr(stream, "aclose"):
@@ -304,12 +304,9 @@ def _as_failure(exc: Exception, route: str) -> LlmError:
     return LlmError("INTERNAL", f"unexpected {type(exc).__name__} in the adapter of route {route!r}: {exc}")
 
 
-def _terminal(held: list[StreamChunk], failure: LlmError, options: GenerateOptions) -> list[StreamChunk]:
+def _terminal(tracker: BlockAssembler, failure: LlmError, options: GenerateOptions) -> list[StreamChunk]:
     """``block-end`` for every block the adapter left open (with what it holds), then the finish."""
-    assembler = BlockAssembler()
-    for chunk in held:
-        assembler.feed(chunk)
-    tail: list[StreamChunk] = [BlockEnd(index, block) for index, block in assembler.open_blocks()]
+    tail: list[StreamChunk] = [BlockEnd(index, block) for index, block in tracker.open_blocks()]
     abort = options.abort
     if abort is not None and abort.fired:
         aborted = LlmError("ABORTED", abort.reason or "aborted", provider=failure.provider)

@@ -1,19 +1,24 @@
 """Multi-turn conversations with the tool-call round trip: :class:`Conversation`.
 
-A stream is one turn; a conversation carries the history from turn to turn: every assistant
+A stream is one turn; a conversation carries the history from turn to turn. Every assistant
 message keeps the ``route``, ``source`` and ``replay_state`` it was produced with (SPEC §2,
 §3.9), so provider state such as thinking signatures reaches the next request when, and only
-when, the runtime allows it. Every step goes through ``harness.stream``, so every middleware
-applies.
+when, the runtime allows it (the message's ``source`` owns the target route). Every step goes
+through ``harness.stream``, so every middleware applies.
 
 With tools, :meth:`Conversation.send` executes the tool calls of a ``tool-calls`` finish
-(arguments parsed only now), runs parallel calls concurrently with results kept in call order,
-sends the results back, and continues until the model stops or ``max_steps`` is reached.
+(arguments parsed only now, by :meth:`harness_core.tools.Tool.run`), runs parallel calls
+concurrently with results kept in call order (one ``role="tool"`` message per result), sends the
+results back, and continues until the model stops or ``max_steps`` generations were made.
+
+A conversation saves to JSON (:meth:`Conversation.save`, msgspec) and loads back
+(:meth:`Conversation.load`) with replay state, routes and sources intact.
 """
 
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,25 +41,28 @@ from harness_core.types import (
     ToolResultBlock,
 )
 
-if TYPE_CHECKING:  # pragma: no cover - typing only
+if TYPE_CHECKING:
     from harness_core.runtime import Harness
 
 __all__ = ["Conversation", "ConversationState", "MaxStepsExceeded", "Reply"]
 
 ChunkCallback = Callable[[StreamChunk], Awaitable[None] | None]
+"""Called with every chunk of every step, as it arrives (sync or async)."""
 ToolResultCallback = Callable[[ToolCallBlock, ToolResultBlock], Awaitable[None] | None]
+"""Called with each tool call and its result, in call order, once a step's calls are done."""
 
-
-class MaxStepsExceeded(RuntimeError):
-    """The model kept calling tools for more than ``max_steps`` generations in one send."""
+STATE_VERSION = 1
+"""The ``version`` written by :meth:`Conversation.save`."""
 
 
 class Reply(msgspec.Struct, frozen=True, kw_only=True):
     """The outcome of :meth:`Conversation.send`.
 
-    ``message`` is the last assistant message (partial when aborted); ``finish`` its finish
-    reason; ``usage`` the token usage summed over every step (``None`` fields where a step did
-    not report them); ``steps`` the number of generations the send took.
+    ``message`` is the last assistant message (partial when aborted); ``finish`` why the send
+    ended (``stop``, ``length``, ``content-filter``, ``other``, or ``aborted``, also when the abort
+    came while tools ran); ``usage`` the token usage summed over every step (a field is ``None``
+    when some step did not report it; ``usage`` is ``None`` when no step reported any); ``steps``
+    the number of generations the send took.
     """
 
     message: Message
@@ -62,11 +70,37 @@ class Reply(msgspec.Struct, frozen=True, kw_only=True):
     usage: TokenUsage | None
     steps: int
 
+    @property
+    def text(self) -> str:
+        """The text of :attr:`message` (reasoning excluded)."""
+        return self.message.text
 
-class ConversationState(msgspec.Struct, kw_only=True):
-    """The saved form of a conversation (JSON, version 1): settings and the whole history."""
 
-    version: int = 1
+class MaxStepsExceeded(RuntimeError):
+    """The model still called tools in the last of the ``max_steps`` generations of one send.
+
+    The history is kept (so the conversation can go on): the calls of that last step are
+    answered with ``is_error`` results saying they were not executed. ``reply`` is the reply of
+    the last step, ``max_steps`` the limit.
+    """
+
+    def __init__(self, max_steps: int, reply: Reply) -> None:
+        super().__init__(
+            f"the model still called tools after {max_steps} generation steps (max_steps={max_steps}); "
+            "its last calls were not executed"
+        )
+        self.max_steps = max_steps
+        self.reply = reply
+
+
+class ConversationState(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The saved form of a conversation (JSON): its settings and the whole history.
+
+    ``messages`` keep ``route``, ``source`` and ``replay_state``, so a loaded conversation hands
+    provider state back exactly as the original would have.
+    """
+
+    version: int = STATE_VERSION
     provider: str | None = None
     model: str | None = None
     system: str | None = None
@@ -97,17 +131,26 @@ async def _maybe_await(value: Awaitable[None] | None) -> None:
 
 
 class Conversation:
-    """A conversation with one harness: history, settings, tools.
+    """A conversation with one harness: history, settings and tools.
 
     Args:
         harness: an entered :class:`~harness_core.runtime.Harness`.
-        provider / model / system: the route, model and system prompt of every step
-            (``None`` = the harness defaults).
-        tools: the tools the model may call; empty = no tools offered.
-        max_steps: the most generations one :meth:`send` may take (tool round trips).
-        options: a template for every other :class:`GenerateOptions` field (max_tokens,
-            temperature …); its ``messages``, ``tools``, ``provider``, ``model`` and ``system``
-            are replaced.
+        provider / model / system: the route, model and system prompt of every step (``None``:
+            the template's value, else the harness defaults). They are plain attributes: change
+            them between sends (``/provider`` in ``harness chat``).
+        tools: the tools the model may call (their specs are offered on every step); empty = no
+            tools offered.
+        max_steps: the most generations one :meth:`send` may take (each tool round trip is one
+            more); at least 1.
+        options: a template for every other :class:`~harness_core.types.GenerateOptions` field
+            (``max_tokens``, ``temperature``, ``tool_choice`` …); its ``messages``, ``tools`` and
+            ``abort`` are replaced on every step.
+
+    Attributes:
+        messages: the history, oldest first (``user``, ``assistant`` and ``tool`` messages).
+
+    Raises:
+        ValueError: ``max_steps`` below 1.
     """
 
     def __init__(
@@ -122,19 +165,22 @@ class Conversation:
         options: GenerateOptions | None = None,
     ) -> None:
         if max_steps < 1:
-            raise ValueError("max_steps must be at least 1")
+            raise ValueError(f"max_steps must be at least 1, not {max_steps}")
+        template = options if options is not None else GenerateOptions()
         self.harness = harness
-        self.provider = provider
-        self.model = model
-        self.system = system
+        self.provider = provider if provider is not None else template.provider
+        self.model = model if model is not None else template.model
+        self.system = system if system is not None else template.system
         self.tools = list(tools)
         self.max_steps = max_steps
-        self.options = options or GenerateOptions()
+        self.options = template
         self.messages: list[Message] = []
 
     def clear(self) -> None:
         """Forget the history (settings and tools stay)."""
         self.messages.clear()
+
+    # ------------------------------------------------------------------ sending
 
     async def send(
         self,
@@ -144,38 +190,58 @@ class Conversation:
         on_chunk: ChunkCallback | None = None,
         on_tool_result: ToolResultCallback | None = None,
     ) -> Reply:
-        """Send a user message and run generations (and tools) until the model answers.
+        """Add a user message and run generations (and tools) until the model answers.
 
-        ``on_chunk`` sees every chunk of every step as it arrives; ``on_tool_result`` sees each
-        executed call with its result. On ``finish{aborted}`` the partial reply is kept in the
-        history (without incomplete tool calls) and returned. An abort while tools run records
-        an error result for each call and returns an aborted reply.
+        Args:
+            content: the user's text, or a ready :class:`~harness_core.types.Message`.
+            abort: fires to stop the send: a running generation ends with ``finish{aborted}``
+                (its partial text is kept in the history, its incomplete tool calls are not);
+                running tools are cancelled (a sync tool's thread is abandoned) and every call
+                without a result gets an ``is_error`` result, so the history stays valid.
+            on_chunk: sees every chunk of every step as it arrives.
+            on_tool_result: sees each executed call with its result, in call order.
+
+        Returns:
+            the :class:`Reply`; its ``finish.kind`` is ``aborted`` after an abort.
 
         Raises:
-            LlmError: a step finished with ``error``; the history is rolled back to before this
-                send, so the same send can be retried.
-            MaxStepsExceeded: the model still called tools after ``max_steps`` generations.
+            LlmError: a step finished with ``error`` (the failure as an ``LlmError``), or a
+                middleware ended a stream without a finish (``PROTOCOL``). The history is rolled
+                back to before this send (also on cancellation or any other exception), so the
+                same send can simply be retried; tools that already ran are not undone.
+            MaxStepsExceeded: the model still called tools in step ``max_steps`` (history kept).
         """
         message = Message.user(content) if isinstance(content, str) else content
         checkpoint = len(self.messages)
         self.messages.append(message)
         total: TokenUsage | None = None
+        step = 0
         try:
-            for step in range(1, self.max_steps + 1):
-                reply, total = await self._step(step, total, abort, on_chunk)
-                if reply.finish.kind != "tool-calls" or not self.tools:
+            while True:
+                step += 1
+                reply = await self._step(step, abort, on_chunk)
+                total = _add_usage(total, reply.usage)
+                reply = msgspec.structs.replace(reply, usage=total)
+                calls = reply.message.tool_calls
+                if reply.finish.kind != "tool-calls" or not calls:
                     return reply
-                if not await self._run_tools(reply.message.tool_calls, abort, on_tool_result):
-                    aborted = FinishReason("aborted", failure=Failure("ABORTED", "aborted while tools ran"))
-                    return Reply(message=reply.message, finish=aborted, usage=total, steps=step)
-        except LlmError:
+                if step == self.max_steps:
+                    note = f"not executed: the limit of {self.max_steps} generation steps was reached"
+                    declined = [ToolResultBlock(c.id, note, is_error=True) for c in calls]
+                    await self._record(declined, calls, on_tool_result)
+                    raise MaxStepsExceeded(self.max_steps, reply)
+                if not await self._run_tools(calls, abort, on_tool_result):
+                    reason = abort.reason if abort is not None else None
+                    failure = Failure("ABORTED", reason or "aborted while tools ran")
+                    return msgspec.structs.replace(reply, finish=FinishReason("aborted", failure=failure))
+        except MaxStepsExceeded:
+            raise
+        except BaseException:
             del self.messages[checkpoint:]
             raise
-        raise MaxStepsExceeded(f"the model still called tools after {self.max_steps} steps")
 
-    async def _step(
-        self, step: int, total: TokenUsage | None, abort: AbortSignal | None, on_chunk: ChunkCallback | None
-    ) -> tuple[Reply, TokenUsage | None]:
+    async def _step(self, step: int, abort: AbortSignal | None, on_chunk: ChunkCallback | None) -> Reply:
+        """One generation through ``harness.stream``; appends the assistant message (if any)."""
         options = msgspec.structs.replace(
             self.options,
             provider=self.provider,
@@ -193,50 +259,56 @@ class Conversation:
                 if on_chunk is not None:
                     await _maybe_await(on_chunk(chunk))
         finish = assembler.finish
-        if finish is None:  # pragma: no cover - the runtime guarantees a finish
-            raise LlmError("PROTOCOL", "stream ended without finish")
-        total = _add_usage(total, assembler.usage)
+        if finish is None:
+            raise LlmError("PROTOCOL", "the stream ended without a finish chunk")
         if finish.kind == "error":
-            raise LlmError.from_failure(finish.failure or Failure("INTERNAL", "error finish without failure"))
+            raise LlmError.from_failure(finish.failure or Failure("INTERNAL", "error finish without a failure"))
         message = assembler.message(route=stream.route, source=stream.source)
-        if finish.kind == "aborted":
+        if finish.kind == "aborted":  # incomplete tool calls would be unanswered calls in the history
             kept = [b for b in message.content if not isinstance(b, ToolCallBlock)]
             message = msgspec.structs.replace(message, content=kept)
         if message.content:
             self.messages.append(message)
-        return Reply(message=message, finish=finish, usage=total, steps=step), total
+        return Reply(message=message, finish=finish, usage=assembler.usage, steps=step)
 
     async def _run_tools(
         self, calls: list[ToolCallBlock], abort: AbortSignal | None, on_tool_result: ToolResultCallback | None
     ) -> bool:
-        """Run ``calls`` concurrently and append their results in call order. False when aborted."""
+        """Run ``calls`` concurrently; record their results in call order. ``False`` when aborted."""
         by_name = {t.name: t for t in self.tools}
         results: list[ToolResultBlock | None] = [None] * len(calls)
 
         async def run_one(position: int, call: ToolCallBlock) -> None:
             found = by_name.get(call.name)
             if found is None:
-                known = ", ".join(sorted(by_name))
+                known = ", ".join(sorted(by_name)) or "none"
                 results[position] = ToolResultBlock(
-                    call.id, f"unknown tool {call.name!r}; available: {known}", is_error=True
+                    call.id, f"unknown tool {call.name!r}; available tools: {known}", is_error=True
                 )
             else:
                 results[position] = await found.run(call)
 
         async def run_all() -> None:
-            async with anyio.create_task_group() as tg:
+            async with anyio.create_task_group() as group:
                 for position, call in enumerate(calls):
-                    tg.start_soon(run_one, position, call)
+                    group.start_soon(run_one, position, call)
 
         outcome = await race(abort, run_all)
+        done = [
+            result if result is not None else ToolResultBlock(call.id, "aborted before the tool finished", is_error=True)
+            for call, result in zip(calls, results, strict=True)
+        ]
+        await self._record(done, calls, on_tool_result)
+        return outcome is not ABORTED
+
+    async def _record(
+        self, results: list[ToolResultBlock], calls: list[ToolCallBlock], on_tool_result: ToolResultCallback | None
+    ) -> None:
+        """Append one ``role="tool"`` message per result, in call order."""
         for call, result in zip(calls, results, strict=True):
-            if outcome is ABORTED and result is None:
-                result = ToolResultBlock(call.id, "the tool run was aborted", is_error=True)
-            assert result is not None
             self.messages.append(Message(role="tool", content=[result]))
             if on_tool_result is not None:
                 await _maybe_await(on_tool_result(call, result))
-        return outcome is not ABORTED
 
     # ------------------------------------------------------------------ persistence
 
@@ -246,26 +318,43 @@ class Conversation:
             provider=self.provider, model=self.model, system=self.system, messages=list(self.messages)
         )
 
-    def save(self, path: str | Path) -> None:
-        """Write the conversation to ``path`` as JSON."""
-        Path(path).write_bytes(msgspec.json.format(msgspec.json.encode(self.to_state())))
-
-    @classmethod
-    def load(cls, path: str | Path, harness: Harness, **kwargs: Any) -> Conversation:
-        """Read a conversation saved by :meth:`save`. ``kwargs`` as for the constructor
-        (``tools``, ``max_steps`` …); saved settings apply unless given.
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the conversation to ``path`` as pretty-printed JSON (replaced atomically).
 
         Raises:
-            LlmError: ``CONFIG`` when the file is not a saved conversation (naming the path).
+            OSError: the file cannot be written.
+        """
+        target = Path(path)
+        temporary = target.with_name(target.name + ".tmp")
+        temporary.write_bytes(msgspec.json.format(msgspec.json.encode(self.to_state())) + b"\n")
+        os.replace(temporary, target)
+
+    @classmethod
+    def from_state(cls, state: ConversationState, harness: Harness, **kwargs: Any) -> Conversation:
+        """A conversation holding ``state``'s history; ``kwargs`` as for the constructor
+        (``tools``, ``max_steps``, ``options`` …); the saved provider, model and system apply
+        unless given."""
+        for key in ("provider", "model", "system"):
+            if kwargs.get(key) is None:
+                kwargs[key] = getattr(state, key)
+        conversation = cls(harness, **kwargs)
+        conversation.messages = list(state.messages)
+        return conversation
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], harness: Harness, **kwargs: Any) -> Conversation:
+        """Read a conversation written by :meth:`save` (see :meth:`from_state` for ``kwargs``).
+
+        Raises:
+            LlmError: ``CONFIG`` when the file cannot be read or is not a saved conversation of
+                a known version (naming the path and the problem).
         """
         try:
             state = msgspec.json.decode(Path(path).read_bytes(), type=ConversationState)
         except (OSError, msgspec.DecodeError) as exc:
-            raise LlmError("CONFIG", f"cannot load conversation from {path}: {exc}") from exc
-        if state.version != 1:
-            raise LlmError("CONFIG", f"{path}: unsupported conversation version {state.version}")
-        for key in ("provider", "model", "system"):
-            kwargs.setdefault(key, getattr(state, key))
-        conversation = cls(harness, **kwargs)
-        conversation.messages = list(state.messages)
-        return conversation
+            raise LlmError("CONFIG", f"cannot load a conversation from {os.fspath(path)}: {exc}") from exc
+        if state.version != STATE_VERSION:
+            raise LlmError(
+                "CONFIG", f"{os.fspath(path)}: unsupported conversation version {state.version} (known: {STATE_VERSION})"
+            )
+        return cls.from_state(state, harness, **kwargs)

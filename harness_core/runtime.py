@@ -9,8 +9,9 @@
         result = await harness.generate(options)
 
 On enter the runtime registers the plugins with a pluggy ``PluginManager`` (project ``harness``),
-calls each plugin's ``register_adapter`` on its own with a ``register`` bound to that plugin's
-plugins.yaml key, and composes the ``llm_stream`` chain once (:mod:`harness_core.chain`). On exit it
+calls each plugin's ``register_adapter`` and then ``register_tools`` on its own with a
+``register`` bound to that plugin's plugins.yaml key (tools land in :attr:`Harness.tools`), and
+composes the ``llm_stream`` chain once (:mod:`harness_core.chain`). On exit it
 closes every adapter and every plugin that has an ``aclose`` coroutine.
 """
 
@@ -19,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -42,6 +43,7 @@ from harness_core.errors import LlmError
 from harness_core.hookspecs import PROJECT_NAME, HarnessSpec
 from harness_core.plugininfo import Defaults, LoadedPlugin, PluginFailure
 from harness_core.registry import RouteRegistry
+from harness_core.tools import ToolRegistry
 from harness_core.types import FinishReason, GenerateOptions, Message, ModelInfo, StreamChunk, TokenUsage
 
 __all__ = ["GenerateResult", "Harness", "StreamContext"]
@@ -142,8 +144,10 @@ class Harness:
 
     A ``Harness`` is used once: ``async with harness:`` starts it (raises ``LlmError("CONFIG")``
     when a middleware plugin fails to start, or an ``llm_stream`` impl is a wrapper or not an
-    async generator); an adapter plugin whose ``register_adapter`` raises becomes a
-    :class:`~harness_core.plugininfo.PluginFailure` and only its routes are unavailable.
+    async generator); an adapter plugin whose ``register_adapter`` or ``register_tools`` raises
+    (a duplicate tool name is ``LlmError("CONFIG")`` naming both owners) becomes a
+    :class:`~harness_core.plugininfo.PluginFailure`: none of its routes or tools stay, the other
+    plugins are unaffected.
     """
 
     close_timeout: float = 5.0
@@ -169,6 +173,7 @@ class Harness:
         """The ``defaults:`` of plugins.yaml."""
         self._failures = list(failures)
         self._registry = RouteRegistry()
+        self._tools = ToolRegistry()
         self._boundary = AdapterBoundary(self._registry, self._failures)
         self._chain: Chain | None = None
         self._used = False
@@ -200,6 +205,11 @@ class Harness:
     def plugins(self) -> tuple[LoadedPlugin, ...]:
         """The plugins in plugins.yaml order."""
         return self._plugins
+
+    @property
+    def tools(self) -> ToolRegistry:
+        """The tools plugins offered through ``register_tools`` (filled when the harness starts)."""
+        return self._tools
 
     @property
     def failures(self) -> tuple[PluginFailure, ...]:
@@ -239,20 +249,28 @@ class Harness:
                 broken.append(self._fail(plugin, error, True))
             else:
                 registered.append(plugin)
-        impls = {impl.plugin_name: impl for impl in pm.hook.register_adapter.get_hookimpls()}
+        adapter_impls = {impl.plugin_name: impl for impl in pm.hook.register_adapter.get_hookimpls()}
+        tool_impls = {impl.plugin_name: impl for impl in pm.hook.register_tools.get_hookimpls()}
         middleware_keys = {impl.plugin_name for impl in pm.hook.llm_stream.get_hookimpls()}
         for plugin in registered:
-            impl = impls.get(plugin.key)
-            if impl is None:
-                continue
-            try:
-                returned = impl.function(self._registry.bind(plugin.key))
-                if inspect.iscoroutine(returned):  # an `async def` impl: its body never ran
-                    returned.close()
-                    raise TypeError("register_adapter must be a plain `def`, not `async def`")
-            except Exception as exc:
-                self._registry.remove_owner(plugin.key)
-                broken.append(self._fail(plugin, exc, plugin.key in middleware_keys))
+            hooks: tuple[tuple[str, dict[str, pluggy.HookImpl], Callable[[str], object]], ...] = (
+                ("register_adapter", adapter_impls, self._registry.bind),
+                ("register_tools", tool_impls, self._tools.bind),
+            )
+            for hook_name, impls, bind in hooks:
+                impl = impls.get(plugin.key)
+                if impl is None:
+                    continue
+                try:
+                    returned = impl.function(bind(plugin.key))
+                    if inspect.iscoroutine(returned):  # an `async def` impl: its body never ran
+                        returned.close()
+                        raise TypeError(f"{hook_name} must be a plain `def`, not `async def`")
+                except Exception as exc:  # the plugin is out: none of its routes or tools stay
+                    self._registry.remove_owner(plugin.key)
+                    self._tools.remove_owner(plugin.key)
+                    broken.append(self._fail(plugin, exc, plugin.key in middleware_keys))
+                    break
         failed_middleware = [f for f in broken if f.is_middleware]
         if failed_middleware:
             raise LlmError("CONFIG", f"middleware plugins failed to start: {_failure_lines(failed_middleware)}")

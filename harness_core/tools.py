@@ -24,6 +24,7 @@ import anyio
 import msgspec
 
 from harness_core.errors import LlmError
+from harness_core.hookspecs import RegisterTool
 from harness_core.types import ToolCallBlock, ToolResultBlock, ToolSpec
 
 __all__ = ["Tool", "ToolRegistry", "tool"]
@@ -62,7 +63,10 @@ class Tool:
         TypeError: a parameter lacks a type hint, or is ``*args``/``**kwargs``.
 
     The function's return value becomes the result text: a ``str`` as is, anything else as
-    JSON (msgspec). Sync functions run in a worker thread so they never block the event loop.
+    JSON (msgspec). Sync functions run in a worker thread so they never block the event loop;
+    when the run is cancelled (an abort), an async tool is cancelled and a sync one is abandoned
+    (its thread runs to completion in the background, its result discarded). A ``Tool`` stays
+    callable: ``tool_instance(*args, **kwargs)`` calls the function directly.
     """
 
     def __init__(self, func: Callable[..., Any], *, name: str | None = None, description: str | None = None) -> None:
@@ -93,6 +97,10 @@ class Tool:
         self.parameters = _schema_for(self._args_type)
         self._decoder = msgspec.json.Decoder(self._args_type)
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the wrapped function directly (no parsing, no error capture)."""
+        return self.func(*args, **kwargs)
+
     @property
     def spec(self) -> ToolSpec:
         """The :class:`~harness_core.types.ToolSpec` offered to the model."""
@@ -101,7 +109,8 @@ class Tool:
     async def run(self, call: ToolCallBlock) -> ToolResultBlock:
         """Execute ``call`` and return its result block (``is_error=True`` on any failure).
 
-        The arguments are parsed here, and only here. Cancellation propagates.
+        The arguments are parsed here, and only here. Cancellation propagates (a sync tool's
+        worker thread is abandoned, see the class docstring).
         """
         try:
             arguments = self._decoder.decode(call.arguments)
@@ -117,7 +126,10 @@ class Tool:
             if self._is_async:
                 result = await self.func(**kwargs)
             else:
-                result = await anyio.to_thread.run_sync(functools.partial(self.func, **kwargs))
+                call_sync = functools.partial(self.func, **kwargs)
+                result = await anyio.to_thread.run_sync(call_sync, abandon_on_cancel=True)
+            if inspect.isawaitable(result):  # a plain function returning a coroutine (e.g. a lambda)
+                result = await result
         except Exception as exc:  # a failing tool is reported to the model, and logged
             logger.warning("tool %r raised", self.name, exc_info=True)
             return ToolResultBlock(call.id, f"tool {self.name!r} failed: {type(exc).__name__}: {exc}", is_error=True)
@@ -136,10 +148,12 @@ def tool(func: Callable[..., Any] | None = None, *, name: str | None = None, des
 
 
 class ToolRegistry:
-    """Tools by name, each remembering the plugin that registered it.
+    """Tools by name, each remembering the plugin that registered it (``harness.tools``).
 
     ``register(func_or_tool, *, owner, name=None, description=None)`` raises
-    ``LlmError("CONFIG")`` when the name is already taken, naming both owners.
+    ``LlmError("CONFIG")`` when the name is already taken, naming both owners. The runtime hands
+    each plugin's ``register_tools`` hook a ``register`` bound to its plugins.yaml key
+    (:meth:`bind`) and rolls a failing plugin's tools back (:meth:`remove_owner`).
     """
 
     def __init__(self) -> None:
@@ -160,6 +174,25 @@ class ToolRegistry:
             raise LlmError("CONFIG", f"tool {item.name!r} is registered by {taken[1]!r} and again by {owner!r}")
         self._tools[item.name] = (item, owner)
         return item
+
+    def bind(self, owner: str) -> RegisterTool:
+        """The ``register(func, *, name=None, description=None)`` handed to plugin ``owner``'s
+        ``register_tools`` hook. Raises like :meth:`register` (and ``TypeError`` for a function
+        that cannot be described, see :class:`Tool`)."""
+
+        def register(func: Callable[..., Any], *, name: str | None = None, description: str | None = None) -> None:
+            self.register(func, owner=owner, name=name, description=description)
+
+        return register
+
+    def remove_owner(self, owner: str) -> None:
+        """Forget every tool ``owner`` registered (rolls back a plugin whose hook failed)."""
+        for tool_name in [n for n, (_, o) in self._tools.items() if o == owner]:
+            del self._tools[tool_name]
+
+    def names(self) -> list[str]:
+        """The registered tool names, in registration order."""
+        return list(self._tools)
 
     def get(self, name: str) -> Tool | None:
         """The tool called ``name``, or ``None``."""

@@ -145,3 +145,20 @@ def test_message_records_route_source_and_replay(replay: object) -> None:
     assembler = assemble([Finish(FinishReason(kind="stop"), replay_state=replay)])
     message = assembler.message(route="openai", source="openai:work")
     assert (message.route, message.source, message.replay_state) == ("openai", "openai:work", replay)
+
+
+def test_keep_ended_false_drops_ended_content_but_still_ignores_late_deltas() -> None:
+    from harness_core import BlockEnd, BlockStart, TextBlock, TextDelta
+
+    tracker = BlockAssembler(keep_ended=False)
+    for chunk in [
+        BlockStart(0, "text"),
+        TextDelta(0, "done"),
+        BlockEnd(0, TextBlock("done")),
+        TextDelta(0, "late"),
+        BlockStart(1, "text"),
+        TextDelta(1, "open"),
+    ]:
+        tracker.feed(chunk)
+    assert tracker.open_blocks() == [(1, TextBlock("open"))]
+    assert tracker.blocks() == [TextBlock("open")]

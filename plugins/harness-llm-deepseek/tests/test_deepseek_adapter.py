@@ -8,8 +8,6 @@ from typing import Any
 
 import anyio
 import pytest
-from harness_llm_deepseek import DeepSeekAdapter, DeepSeekConfig, DeepSeekModelConfig, DeepSeekPlugin
-from harness_llm_deepseek.translate import DeepSeekTranslator
 
 from harness_core.abort import AbortSignal
 from harness_core.assembler import BlockAssembler
@@ -35,6 +33,8 @@ from harness_core.types import (
     ToolResultBlock,
     Usage,
 )
+from harness_llm_deepseek import DeepSeekAdapter, DeepSeekConfig, DeepSeekModelConfig, DeepSeekPlugin
+from harness_llm_deepseek.translate import DeepSeekTranslator
 
 pytestmark = pytest.mark.anyio
 

@@ -4,12 +4,12 @@ the DeepSeek adapter: DeepSeek speaks the same wire format, so each must pass un
 from __future__ import annotations
 
 import pytest
-from harness_llm_deepseek import DeepSeekAdapter, DeepSeekConfig
 
 from harness_core.errors import LlmError
 from harness_core.testing.cases import Case, check_case, load_cases
 from harness_core.testing.server import ScriptedServer
 from harness_core.types import GenerateOptions, Message, StreamChunk
+from harness_llm_deepseek import DeepSeekAdapter, DeepSeekConfig
 
 pytestmark = pytest.mark.anyio
 

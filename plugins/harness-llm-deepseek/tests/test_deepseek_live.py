@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 
 import pytest
-from harness_llm_deepseek import DeepSeekAdapter, DeepSeekConfig
 
 from harness_core.secret import Secret
 from harness_core.testing.check import check_stream
 from harness_core.types import BlockEnd, GenerateOptions, Message, ReasoningBlock, TextBlock, Usage
+from harness_llm_deepseek import DeepSeekAdapter, DeepSeekConfig
 
 KEY = os.environ.get("DEEPSEEK_API_KEY")
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from harness_llm_openai.translate import ChunkTranslator
-
 from harness_core.sse import SSEDecoder
 from harness_core.types import StreamChunk
+from harness_llm_openai.translate import ChunkTranslator
 
 
 def chunk(

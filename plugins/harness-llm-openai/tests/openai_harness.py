@@ -5,9 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from harness_llm_openai.adapter import OpenAIAdapter
-from harness_llm_openai.plugin import Config
-
 from harness_core.errors import LlmError
 from harness_core.testing.check import check_stream
 from harness_core.testing.server import ScriptedServer
@@ -23,6 +20,8 @@ from harness_core.types import (
     ToolCallDelta,
     Usage,
 )
+from harness_llm_openai.adapter import OpenAIAdapter
+from harness_llm_openai.plugin import Config
 
 
 def check(chunks: Sequence[StreamChunk]) -> list[StreamChunk]:

@@ -6,8 +6,6 @@ import json
 
 import anyio
 import pytest
-from harness_llm_openai import Config, ModelConfig, OpenAIAdapter, OpenAIPlugin
-from harness_llm_openai.plugin import Timeout
 from openai_fixtures import chunk, sse, tool, translate
 from openai_harness import adapter_for, check, options, run, run_checked, run_error
 
@@ -29,6 +27,8 @@ from harness_core.types import (
     ToolCallBlock,
     Usage,
 )
+from harness_llm_openai import Config, ModelConfig, OpenAIAdapter, OpenAIPlugin
+from harness_llm_openai.plugin import Timeout
 
 pytestmark = pytest.mark.anyio
 

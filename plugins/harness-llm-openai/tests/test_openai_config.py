@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from harness_llm_openai import OpenAIPlugin
 from openai_fixtures import chunk, sse
 from openai_harness import options
 
 from harness_core.loader import load_config
 from harness_core.secret import Secret
 from harness_core.testing.server import Reply, ScriptedServer
+from harness_llm_openai import OpenAIPlugin
 
 pytestmark = pytest.mark.anyio
 

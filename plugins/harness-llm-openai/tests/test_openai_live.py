@@ -8,11 +8,11 @@ from __future__ import annotations
 import os
 
 import pytest
-from harness_llm_openai import Config, OpenAIAdapter
 from openai_harness import check
 
 from harness_core.secret import Secret
 from harness_core.types import BlockEnd, GenerateOptions, Message, ToolCallBlock, ToolSpec, Usage
+from harness_llm_openai import Config, OpenAIAdapter
 
 KEY = os.environ.get("OPENAI_API_KEY")
 MODEL = os.environ.get("OPENAI_LIVE_MODEL", "gpt-4o-mini")

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from harness_llm_openai.errors import classify_http_error, inband_code, refine_code
-from harness_llm_openai.serialize import RequestSerializer
 
 from harness_core.errors import LlmError
 from harness_core.http import ErrorDetails
@@ -21,6 +19,8 @@ from harness_core.types import (
     ToolResultBlock,
     ToolSpec,
 )
+from harness_llm_openai.errors import classify_http_error, inband_code, refine_code
+from harness_llm_openai.serialize import RequestSerializer
 
 ARGS = '{ "city" : "Zürich",\n  "emoji": "😀", "n": 1.50, "esc": "a\\"b\\u00e9" }'
 

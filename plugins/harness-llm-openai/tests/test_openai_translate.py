@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from harness_llm_openai.translate import ChunkTranslator, map_finish_reason
-from harness_llm_openai.wire import decode_chunk
 from openai_fixtures import chunk, ids, sse, tool, translate
 
 from harness_core.errors import LlmError
@@ -23,6 +21,8 @@ from harness_core.types import (
     ToolCallDelta,
     Usage,
 )
+from harness_llm_openai.translate import ChunkTranslator, map_finish_reason
+from harness_llm_openai.wire import decode_chunk
 
 
 def finish_of(chunks: list[object]) -> FinishReason:

@@ -9,7 +9,6 @@ from typing import Any
 
 import msgspec
 import pytest
-from harness_middleware.cache import CachePlugin, cache_key, default_cache_path
 from mw_helpers import (
     Script,
     aborted_finish,
@@ -25,6 +24,7 @@ from mw_helpers import (
 
 from harness_core.abort import AbortSignal
 from harness_core.types import StreamChunk
+from harness_middleware.cache import CachePlugin, cache_key, default_cache_path
 
 pytestmark = pytest.mark.anyio
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
-from harness_core.cli._app import cli as harness_cli
 
+from harness_core.cli._app import cli as harness_cli
 from harness_middleware import cli
 from harness_middleware.cache import CacheStore
 from harness_middleware.usage import UsageLedger, UsageRecord

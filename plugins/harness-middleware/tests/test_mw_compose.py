@@ -6,21 +6,21 @@ from pathlib import Path
 
 import anyio
 import pytest
-from harness_core import Harness
-from harness_core.errors import LlmError
-from harness_core.testing import CheckedStream, FakeAdapter, Raise, Stall, text_reply
-from harness_core.types import Finish, StreamChunk, TextBlock, TokenUsage
+from mw_helpers import AdapterPlugin, options
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from harness_core import Harness
+from harness_core.errors import LlmError
+from harness_core.testing import CheckedStream, FakeAdapter, Raise, Stall, text_reply
+from harness_core.types import Finish, StreamChunk, TextBlock, TokenUsage
 from harness_middleware.cache import CachePlugin
 from harness_middleware.otel import OtelPlugin
 from harness_middleware.redact import RedactPlugin
 from harness_middleware.retry import RetryPlugin
 from harness_middleware.timeout import TimeoutPlugin
 from harness_middleware.usage import UsagePlugin
-from mw_helpers import AdapterPlugin, options
 
 pytestmark = pytest.mark.anyio
 
@@ -81,7 +81,11 @@ async def test_retry_gives_up_through_the_runtime(tmp_path: Path) -> None:
         waits.append(seconds)
 
     harness = Harness(
-        [("usage", usage), ("retry", RetryPlugin(RetryPlugin.Config(max_attempts=2), sleep=sleep)), ("fake", AdapterPlugin(fake))]
+        [
+            ("usage", usage),
+            ("retry", RetryPlugin(RetryPlugin.Config(max_attempts=2), sleep=sleep)),
+            ("fake", AdapterPlugin(fake)),
+        ]
     )
     async with harness:
         chunks = await read(harness, options())

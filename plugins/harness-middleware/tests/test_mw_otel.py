@@ -10,8 +10,7 @@ from typing import Any
 import anyio
 import msgspec
 import pytest
-from harness_middleware.otel import OtelPlugin
-from mw_helpers import Script, Stall, collect, error_finish, options, stop, text_chunks, tool_chunks, usage
+from mw_helpers import Script, Stall, collect, error_finish, finish, options, stop, text_chunks, tool_chunks, usage
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -20,6 +19,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from harness_core.errors import LlmError
 from harness_core.types import GenerateOptions, Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock
+from harness_middleware.otel import OtelPlugin
 
 pytestmark = pytest.mark.anyio
 
@@ -144,7 +144,7 @@ async def test_content_capture(exporter: InMemorySpanExporter) -> None:
     ]
     reply = [
         *tool_chunks('{"a":1}'),
-        msgspec.structs.replace(stop(), reason=msgspec.structs.replace(stop().reason, kind="tool-calls")),
+        finish("tool-calls"),
     ]
     opts = GenerateOptions(provider="fake", model="m1", messages=history, system="sys")
     await collect(plugin(exporter, capture_content=True).llm_stream(opts, Script(reply)))

@@ -6,8 +6,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from harness_middleware.redact import PRESETS, Masker, RedactPlugin
-from mw_helpers import Script, collect, options, reasoning_chunks, stop, text_chunks, tool_chunks
+from mw_helpers import Script, collect, finish, options, reasoning_chunks, stop, text_chunks, tool_chunks
 
 from harness_core.errors import LlmError
 from harness_core.types import (
@@ -23,6 +22,7 @@ from harness_core.types import (
     ToolCallDelta,
     ToolResultBlock,
 )
+from harness_middleware.redact import PRESETS, Masker, RedactPlugin
 
 pytestmark = pytest.mark.anyio
 
@@ -207,15 +207,12 @@ async def test_unsigned_reasoning_is_masked_unless_disabled() -> None:
 
 
 async def test_tool_arguments_default_untouched() -> None:
-    expected = [*tool_chunks('{"k": "', KEY, '"}'), stop()]
-    expected[-1] = msgspec.structs.replace(
-        expected[-1], reason=msgspec.structs.replace(expected[-1].reason, kind="tool-calls")
-    )  # type: ignore[union-attr]
+    expected = [*tool_chunks('{"k": "', KEY, '"}'), finish("tool-calls")]
     assert await collect(plugin().llm_stream(options(), Script(expected))) == expected
 
 
 async def test_tool_arguments_masked_when_enabled() -> None:
-    script = [
+    script: list[StreamChunk] = [
         BlockStart(index=0, block_type="tool-call", id="c1"),
         ToolCallDelta(index=0, id="c1", name="lookup", arguments_delta='{"k": "sk-'),
         ToolCallDelta(index=0, id="c1", arguments_delta=KEY[3:]),
@@ -226,7 +223,7 @@ async def test_tool_arguments_masked_when_enabled() -> None:
         BlockStart(index=2, block_type="tool-call", id="c3", name="tail"),
         ToolCallDelta(index=2, id="c3", name="tail", arguments_delta=f'"{KEY}'),
         BlockEnd(index=2, block=ToolCallBlock(id="c3", name="tail", arguments=f'"{KEY}')),
-        msgspec.structs.replace(stop(), reason=msgspec.structs.replace(stop().reason, kind="tool-calls")),
+        finish("tool-calls"),
     ]
     chunks = await collect(plugin(tool_arguments=True).llm_stream(options(), Script(script)))
     deltas = [c for c in chunks if isinstance(c, ToolCallDelta)]
@@ -242,7 +239,11 @@ async def test_tool_arguments_masked_when_enabled() -> None:
 
 async def test_block_end_without_deltas_is_masked_whole() -> None:
     # not a legal stream (content without deltas): masked anyway rather than leaked
-    script = [BlockStart(index=0, block_type="text"), BlockEnd(index=0, block=TextBlock(KEY)), stop()]
+    script: list[StreamChunk] = [
+        BlockStart(index=0, block_type="text"),
+        BlockEnd(index=0, block=TextBlock(KEY)),
+        stop(),
+    ]
     out = [c async for c in plugin().llm_stream(options(), Script(script))]
     assert out[1] == BlockEnd(index=0, block=TextBlock("[REDACTED:openai-key]"))
 

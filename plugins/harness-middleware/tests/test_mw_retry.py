@@ -5,12 +5,12 @@ from __future__ import annotations
 import anyio
 import msgspec
 import pytest
-from harness_middleware.retry import RetryPlugin
 from mw_helpers import Script, collect, error_finish, options, stop, text_chunks, tool_chunks, usage
 
 from harness_core.abort import AbortSignal
 from harness_core.errors import LlmError
 from harness_core.types import BlockEnd, BlockStart, Finish, ReasoningBlock, StreamChunk
+from harness_middleware.retry import RetryPlugin
 
 pytestmark = pytest.mark.anyio
 
@@ -61,7 +61,7 @@ async def test_gives_up_with_the_last_failure() -> None:
 
 async def test_gives_up_with_the_held_chunks_of_the_last_attempt() -> None:
     # a signed reasoning block may hold only its signature: no content, so no commitment
-    failing = [
+    failing: list[StreamChunk] = [
         BlockStart(index=0, block_type="reasoning", signed=True),
         BlockEnd(index=0, block=ReasoningBlock("", signed=True)),
         usage(),

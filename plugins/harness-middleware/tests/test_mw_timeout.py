@@ -5,7 +5,6 @@ from __future__ import annotations
 import anyio
 import msgspec
 import pytest
-from harness_middleware.timeout import TimeoutPlugin
 from mw_helpers import Script, Stall, collect, options, stop, text_chunks
 
 from harness_core.types import (
@@ -19,6 +18,7 @@ from harness_core.types import (
     ToolCallBlock,
     ToolCallDelta,
 )
+from harness_middleware.timeout import TimeoutPlugin
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,6 @@ from typing import Any
 import anyio
 import msgspec
 import pytest
-from harness_middleware.usage import Price, UsagePlugin, cost_of, default_usage_path
 from mw_helpers import (
     Script,
     Stall,
@@ -26,6 +25,7 @@ from mw_helpers import (
 
 from harness_core.errors import LlmError
 from harness_core.types import TokenUsage
+from harness_middleware.usage import Price, UsagePlugin, cost_of, default_usage_path
 
 pytestmark = pytest.mark.anyio
 
@@ -157,8 +157,7 @@ async def test_slow_write_is_bounded(tmp_path: Path, caplog: pytest.LogCaptureFi
         await collect(p.llm_stream(options(), Script([stop()])))
     assert "took over" in caplog.text
     release.set()  # let the abandoned worker thread end while the event loop still runs
-    while not finished.is_set():
-        await anyio.sleep(0.01)
+    assert await anyio.to_thread.run_sync(finished.wait, 5)
     await anyio.sleep(0.01)
 
 

@@ -9,11 +9,11 @@ waits are ignored; an empty stream (closed after only keep-alives) raises ``NETW
 from __future__ import annotations
 
 import httpx
-from harness_llm_openai.adapter import OpenAIAdapter
 
 from harness_llm_deepseek.plugin import DeepSeekConfig
 from harness_llm_deepseek.serialize import DeepSeekSerializer
 from harness_llm_deepseek.translate import DeepSeekTranslator
+from harness_llm_openai.adapter import OpenAIAdapter
 
 __all__ = ["DeepSeekAdapter"]
 

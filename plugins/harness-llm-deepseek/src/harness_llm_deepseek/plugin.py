@@ -14,11 +14,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, Final, Literal
 
 import msgspec
-from harness_llm_openai.plugin import ModelConfig, OpenAIConfig
 
 from harness_core.config import EnvFallback
 from harness_core.hookspecs import RegisterAdapter, hookimpl
 from harness_core.secret import Secret
+from harness_llm_openai.plugin import ModelConfig, OpenAIConfig
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from harness_llm_deepseek.adapter import DeepSeekAdapter

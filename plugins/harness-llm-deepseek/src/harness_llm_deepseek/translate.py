@@ -12,11 +12,11 @@ from __future__ import annotations
 from typing import Final
 
 import msgspec
-from harness_llm_openai.translate import DEFAULT_ERROR_FINISH_REASONS, ChunkTranslator
-from harness_llm_openai.wire import WireUsage
 
 from harness_core.errors import ErrorCode
 from harness_core.types import TokenUsage
+from harness_llm_openai.translate import DEFAULT_ERROR_FINISH_REASONS, ChunkTranslator
+from harness_llm_openai.wire import WireUsage
 
 __all__ = ["DEEPSEEK_ERROR_FINISH_REASONS", "DeepSeekTranslator"]
 

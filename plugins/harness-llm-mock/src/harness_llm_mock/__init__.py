@@ -1,10 +1,11 @@
 """harness-llm-mock: a deterministic provider for demos and tests (entry point ``mock``).
 
 Route ``mock``, model ``echo``. The reply echoes the last user message, split into several
-deltas (one per word, whitespace kept). Tools: when the request offers a tool named ``echo``,
-the last user text contains "echo" and no tool result is in the conversation yet, the mock first
-calls ``echo`` with ``{"text": <last user text>}`` and finishes ``tool-calls``; once a tool result
-is present it answers quoting the last one. ``max_tokens`` is honoured (finish ``length``),
+deltas (one per word, whitespace kept). Tools: the plugin registers a tool ``echo``
+(``text: str`` → the text) through the ``register_tools`` hook. When the request offers a tool
+named ``echo``, the last user text contains "echo" and no tool result follows the last user
+message, the mock first calls ``echo`` with ``{"text": <last user text>}`` and finishes
+``tool-calls``; once a tool result follows the last user message it answers quoting the last one. ``max_tokens`` is honoured (finish ``length``),
 ``stop`` strings cut the reply (finish raw ``stop_sequence``), ``options.abort`` ends the stream
 with ``finish{aborted}`` keeping what was produced.
 
@@ -56,10 +57,10 @@ from harness_core import (
 )
 from harness_core.abort import AbortSignal, race
 from harness_core.errors import ErrorCode
-from harness_core.hookspecs import RegisterAdapter
+from harness_core.hookspecs import RegisterAdapter, RegisterTool
 from harness_core.types import BlockType
 
-__all__ = ["MockAdapter", "MockConfig", "MockPlugin"]
+__all__ = ["MockAdapter", "MockConfig", "MockPlugin", "echo"]
 
 MODEL: Final = "echo"
 EFFORTS: Final = ("off", "low", "medium", "high")
@@ -162,8 +163,9 @@ class MockAdapter(LlmAdapter):
         blocks: list[_Planned] = []
         if self.config.reasoning and effort != "off":
             blocks.append(("reasoning", self.config.reasoning, None))
-        user_text = next((m.text for m in reversed(options.messages) if m.role == "user"), "")
-        results = [b for m in options.messages for b in m.content if isinstance(b, ToolResultBlock)]
+        last_user = max((i for i, m in enumerate(options.messages) if m.role == "user"), default=-1)
+        user_text = options.messages[last_user].text if last_user >= 0 else ""
+        results = [b for m in options.messages[last_user + 1 :] for b in m.content if isinstance(b, ToolResultBlock)]
         if results:
             blocks.append(("text", f"The echo tool returned: {results[-1].content}", None))
             return blocks, FinishReason(kind="stop", raw="stop")
@@ -192,6 +194,16 @@ class MockPlugin:
     def register_adapter(self, register: RegisterAdapter) -> None:
         """Register the mock adapter for the configured routes."""
         register(self.config.routes, MockAdapter(self.config))
+
+    @hookimpl
+    def register_tools(self, register: RegisterTool) -> None:
+        """Register the ``echo`` tool the mock model calls (see the module docstring)."""
+        register(echo)
+
+
+def echo(text: Annotated[str, msgspec.Meta(description="The text to return")]) -> str:
+    """Return the given text unchanged."""
+    return text
 
 
 def _wants_echo_tool(options: GenerateOptions, user_text: str) -> bool:
