@@ -20,7 +20,16 @@ nox.options.reuse_existing_virtualenvs = True
 
 ROOT = Path(__file__).parent
 PLUGINS = sorted(p.parent for p in ROOT.glob("plugins/*/pyproject.toml"))
-DEV = ["pytest>=8", "pytest-timeout>=2.3", "hypothesis>=6.100", "trio>=0.25", "coverage[toml]>=7.10", "mypy>=1.11", "ruff>=0.6", "types-PyYAML"]
+DEV = [
+    "pytest>=8",
+    "pytest-timeout>=2.3",
+    "hypothesis>=6.100",
+    "trio>=0.25",
+    "coverage[toml]>=7.10",
+    "mypy>=1.11",
+    "ruff>=0.6",
+    "types-PyYAML",
+]
 
 
 def install_project(session: nox.Session) -> None:

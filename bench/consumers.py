@@ -57,6 +57,10 @@ class Consumer:
         self.base = base
         self.max_connections = max_connections
 
+    def supports(self, scenario: str) -> bool:
+        """Whether this consumer can read ``scenario`` (all do, except ``llm`` for tool calls)."""
+        return True
+
     def expected(self, scenario: str) -> tuple[int, int]:
         """(deltas, characters) this consumer must report for ``scenario``."""
         from bench.streams import expected
@@ -480,6 +484,9 @@ class LiteLLM(Consumer):
     """LiteLLM's ``acompletion(stream=True)`` against the OpenAI-format route."""
 
     async def start(self) -> None:
+        import os
+
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # offline: no cost-map download
         import litellm
 
         self.litellm = litellm
@@ -511,7 +518,11 @@ class LiteLLM(Consumer):
 
 
 class Llm(Consumer):
-    """simonw's ``llm``: its async OpenAI chat model pointed at the loopback server."""
+    """simonw's ``llm``: its async OpenAI chat model pointed at the loopback server (text only:
+    its prompt iterator yields text, tool calls need a tool-calling conversation)."""
+
+    def supports(self, scenario: str) -> bool:
+        return not scenario.startswith("tool")
 
     async def start(self) -> None:
         from llm.default_plugins.openai_models import AsyncChat

@@ -49,6 +49,8 @@ async def _throughput(consumer: Any, specs: list[tuple[str, int]], profile: str 
     out: dict[str, Any] = {}
     profiler: Any = None
     for scenario, reps in specs:
+        if not consumer.supports(scenario):
+            continue
         _check(consumer, _warm_name(scenario), await consumer.read(_warm_name(scenario)))
         walls, cpus = [], []
         deltas = 0

@@ -93,7 +93,7 @@ class MaxStepsExceeded(RuntimeError):
         self.reply = reply
 
 
-class ConversationState(msgspec.Struct, kw_only=True, omit_defaults=True):
+class ConversationState(msgspec.Struct, kw_only=True):
     """The saved form of a conversation (JSON): its settings and the whole history.
 
     ``messages`` keep ``route``, ``source`` and ``replay_state``, so a loaded conversation hands

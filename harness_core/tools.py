@@ -128,12 +128,10 @@ class Tool:
             else:
                 call_sync = functools.partial(self.func, **kwargs)
                 result = await anyio.to_thread.run_sync(call_sync, abandon_on_cancel=True)
-            if inspect.isawaitable(result):  # a plain function returning a coroutine (e.g. a lambda)
-                result = await result
-        except Exception as exc:  # a failing tool is reported to the model, and logged
+            text = result if isinstance(result, str) else msgspec.json.encode(result).decode()
+        except Exception as exc:  # a failing tool (or an unencodable result) is reported to the model, and logged
             logger.warning("tool %r raised", self.name, exc_info=True)
             return ToolResultBlock(call.id, f"tool {self.name!r} failed: {type(exc).__name__}: {exc}", is_error=True)
-        text = result if isinstance(result, str) else msgspec.json.encode(result).decode()
         return ToolResultBlock(call.id, text)
 
     def __repr__(self) -> str:

@@ -69,6 +69,24 @@ class _HarnessGroup(click.Group):
             formatter.write_dl(rows)
 
 
+def _tool_options(func: Any) -> Any:
+    func = click.option(
+        "--max-steps",
+        type=click.IntRange(min=1),
+        default=8,
+        show_default=True,
+        help="most generations per prompt (each tool round trip is one more)",
+    )(func)
+    return click.option(
+        "-t",
+        "--tool",
+        "tools",
+        metavar="NAME",
+        multiple=True,
+        help="offer this registered tool to the model (repeatable; `harness plugins` lists them... see below)",
+    )(func)
+
+
 @click.group(cls=_HarnessGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="harness-core", prog_name="harness")
 def cli() -> None:
@@ -86,6 +104,7 @@ def cli() -> None:
 @click.option("--max-tokens", type=click.IntRange(min=0), help="upper bound on output tokens")
 @click.option("--temperature", type=float, help="sampling temperature")
 @click.option("--reasoning-effort", help="reasoning effort id the model lists (e.g. off, low, high)")
+@_tool_options
 @_config_option
 @click.option("--json", "as_json", is_flag=True, help="print every chunk as one JSON object per line")
 @click.pass_context
@@ -93,9 +112,11 @@ def run(ctx: click.Context, /, prompt: str, as_json: bool, **options: Any) -> No
     """Send PROMPT (`-` reads it from stdin) and stream the reply to stdout.
 
     Reasoning is shown dimmed on a terminal (on stderr otherwise), tool calls are shown, usage and
-    the finish reason go to stderr at the end. Ctrl-C aborts cleanly, keeping the partial output
-    (exit 130). Exit codes: 0 stop/tool-calls/length/content-filter, 1 error finish, 2 usage or
-    config error, 130 aborted.
+    the finish reason go to stderr at the end. With `--tool NAME` (repeatable) the model may call
+    those registered tools: each call is executed, its result shown and sent back, until the
+    model answers (at most `--max-steps` generations). Ctrl-C aborts cleanly, keeping the partial
+    output (exit 130). Exit codes: 0 stop/tool-calls/length/content-filter, 1 error finish or step
+    limit, 2 usage or config error (e.g. an unknown tool), 130 aborted.
     """
     from harness_core.cli._run import run_prompt
 

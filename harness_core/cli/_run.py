@@ -1,17 +1,22 @@
-"""``harness run``: stream one generation to the terminal.
+"""``harness run``: stream one generation (or, with ``--tool``, a tool round trip) to the terminal.
 
 Text goes to stdout as it arrives. Reasoning is dimmed on a terminal and goes to stderr when
 stdout is not a terminal (so a pipe receives the answer only); tool calls likewise. Usage and
 the finish reason are printed to stderr at the end. The first Ctrl-C fires the request's
 :class:`~harness_core.abort.AbortSignal` (the stream ends with ``finish{aborted}``, partial output
 kept, exit 130); a second one cancels at once.
+
+With ``--tool NAME`` the prompt goes through a :class:`~harness_core.conversation.Conversation`
+offering those registered tools: each tool call is executed, its result shown (like the call)
+and sent back, until the model answers or ``--max-steps`` generations were made (exit 1).
 """
 
 from __future__ import annotations
 
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
@@ -33,8 +38,12 @@ from harness_core.types import (
     TextDelta,
     TokenUsage,
     ToolCallBlock,
+    ToolResultBlock,
     Usage,
 )
+
+if TYPE_CHECKING:
+    from harness_core.runtime import Harness
 
 __all__ = ["Renderer", "run_prompt"]
 
@@ -54,8 +63,14 @@ def run_prompt(
     temperature: float | None,
     reasoning_effort: str | None,
     config: str | None,
+    tools: Sequence[str] = (),
+    max_steps: int = 8,
 ) -> int:
-    """Run one generation for ``harness run``; returns the exit code (0, 1, 2 or 130)."""
+    """Run one generation for ``harness run``; returns the exit code (0, 1, 2 or 130).
+
+    With ``tools`` (registered tool names) the tool round trip runs, at most ``max_steps``
+    generations; an unknown tool name is a usage error (exit 2).
+    """
     out, err = Sink(sys.stdout), Sink(sys.stderr)
     try:
         if prompt == "-":
@@ -75,7 +90,7 @@ def run_prompt(
             abort=abort,
         )
         renderer = Renderer(out, err, as_json=as_json, tty=sys.stdout.isatty(), redact=loaded.redact)
-        return anyio.run(_generate, loaded, options, abort, renderer)
+        return anyio.run(_generate, loaded, options, abort, renderer, tuple(tools), max_steps)
     except KeyboardInterrupt:  # Ctrl-C before the signal watcher was installed (e.g. reading stdin)
         out.end_line()
         err.end_line()
@@ -102,7 +117,15 @@ class _Interrupts:
             scope.cancel()
 
 
-async def _generate(loaded: LoadedConfig, options: GenerateOptions, abort: AbortSignal, renderer: Renderer) -> int:
+async def _generate(
+    loaded: LoadedConfig,
+    options: GenerateOptions,
+    abort: AbortSignal,
+    renderer: Renderer,
+    tools: tuple[str, ...] = (),
+    max_steps: int = 8,
+) -> int:
+    from harness_core.conversation import MaxStepsExceeded
     from harness_core.runtime import Harness
 
     interrupts = _Interrupts(abort, renderer)
@@ -110,17 +133,49 @@ async def _generate(loaded: LoadedConfig, options: GenerateOptions, abort: Abort
         harness = Harness(loaded.plugins, defaults=loaded.defaults, failures=loaded.failures)
         async with harness, anyio.create_task_group() as group:
             await group.start(interrupts.watch, group.cancel_scope)
-            async with harness.stream(options) as chunks:
-                async for chunk in chunks:
-                    renderer.feed(chunk)
+            if tools:
+                await _converse(harness, options, abort, renderer, tools, max_steps)
+            else:
+                async with harness.stream(options) as chunks:
+                    async for chunk in chunks:
+                        renderer.feed(chunk)
             group.cancel_scope.cancel()
     except LlmError as exc:
         renderer.note(f"error: {exc}")
         return EXIT_USAGE if exc.code == "CONFIG" else EXIT_ERROR
+    except MaxStepsExceeded as exc:
+        renderer.note(f"error: {exc} (raise --max-steps)")
+        return EXIT_ERROR
     if interrupts.hard:
         renderer.note("interrupted")
         return EXIT_ABORTED
     return renderer.end()
+
+
+async def _converse(
+    harness: Harness,
+    options: GenerateOptions,
+    abort: AbortSignal,
+    renderer: Renderer,
+    tools: tuple[str, ...],
+    max_steps: int,
+) -> None:
+    """The tool round trip of ``run --tool``: the prompt (the last message of ``options``) sent
+    through a :class:`~harness_core.conversation.Conversation` offering ``tools``.
+
+    Raises ``LlmError`` (``CONFIG`` for an unknown tool, else an error finish) and
+    :class:`~harness_core.conversation.MaxStepsExceeded`.
+    """
+    from harness_core.conversation import Conversation
+
+    conversation = Conversation(
+        harness, tools=harness.tools.select(tools), max_steps=max_steps, options=options
+    )
+    reply = await conversation.send(
+        options.messages[-1], abort=abort, on_chunk=renderer.feed, on_tool_result=renderer.tool_result
+    )
+    renderer.finish = reply.finish  # an abort while tools ran is no chunk: take the reply's finish
+    renderer.usage = reply.usage  # summed over the steps
 
 
 class Renderer:
@@ -163,6 +218,16 @@ class Renderer:
             line = f"[tool call {block.id}] {block.name}({block.arguments})"
             self._extras.end_line()
             self._extras.write(f"{CYAN}{line}{RESET}\n" if self.tty else f"{line}\n")
+
+    def tool_result(self, call: ToolCallBlock, result: ToolResultBlock) -> None:
+        """Show the result of an executed tool call (a JSON line with ``as_json``)."""
+        if self.as_json:
+            self.out.write(msgspec.json.encode(result).decode() + "\n")
+            return
+        label = "tool error" if result.is_error else "tool result"
+        line = f"[{label} {result.tool_call_id}] {call.name}: {result.content}"
+        self._extras.end_line()
+        self._extras.write(f"{CYAN}{line}{RESET}\n" if self.tty else f"{line}\n")
 
     def note(self, text: str) -> None:
         """A message on stderr, on its own line, secrets scrubbed."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from typing import Annotated
 
+import anyio
+
 import msgspec
 import pytest
 
@@ -144,3 +146,45 @@ def test_registry_names_both_owners_and_selects_in_order() -> None:
         registry.select(["nope"])
     with pytest.raises(LlmError, match="registered tools: none"):
         ToolRegistry().select(["x"])
+
+
+def test_a_tool_stays_callable() -> None:
+    assert echo("ab", times=2) == "abab"
+
+
+async def test_a_cancelled_sync_tool_is_abandoned_not_awaited() -> None:
+    release = threading.Event()
+    entered = threading.Event()
+
+    def blocking() -> str:
+        entered.set()
+        release.wait(30)
+        return "late"
+
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as group:
+            group.start_soon(Tool(blocking).run, ToolCallBlock("c1", "blocking", "{}"))
+            await anyio.to_thread.run_sync(entered.wait)
+            scope.cancel()  # returns at once although the thread still blocks
+    assert scope.cancelled_caught
+    release.set()
+
+
+def test_bind_remove_owner_and_names() -> None:
+    registry = ToolRegistry()
+    registry.bind("p1")(echo)
+    registry.bind("p2")(lambda: "x", name="lam", description="d")
+    registry.bind("p1")(count_points)
+    assert registry.names() == ["echo", "lam", "area"]
+    registry.remove_owner("p1")
+    assert registry.names() == ["lam"]
+    assert registry.owner("lam") == "p2"
+
+
+async def test_a_result_that_cannot_be_encoded_becomes_an_error_result() -> None:
+    def opaque() -> object:
+        return object()
+
+    result = await Tool(opaque).run(ToolCallBlock("c1", "opaque", "{}"))
+    assert result.is_error
+    assert result.content.startswith("tool 'opaque' failed: TypeError: Encoding objects of type object is unsupported")
