@@ -152,9 +152,48 @@ async def race(signal: AbortSignal | None, operation: Callable[[], Awaitable[T]]
     This is the one helper adapters use to make a blocking read abortable: it is a plain
     coroutine, so no caller ever yields inside its cancel scope (SPEC §5). Exceptions from the
     operation propagate unchanged; cancellation of the calling task is never swallowed.
+
+    It sits on every network read of a stream, so on asyncio it avoids a cancel scope: the
+    signal cancels the waiting task directly and the cancellation is taken back with
+    ``Task.uncancel()`` (Python 3.11+), which keeps any outer cancellation intact. Other
+    backends (trio) use an anyio cancel scope.
     """
     if signal is None:
         return await operation()
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # not under asyncio
+        task = None
+    if task is None:
+        return await _race_in_scope(signal, operation)
+    state = [False, False]  # [operation finished, cancelled by the signal]
+
+    def cancel() -> None:
+        if not state[0]:
+            state[1] = True
+            task.cancel("aborted")
+
+    # Inlined AbortSignal._subscribe: this runs once per network read.
+    entry = (task.get_loop().call_soon_threadsafe, cancel)
+    lock = signal._lock
+    with lock:
+        if signal._event.is_set():
+            return ABORTED
+        signal._subscribers.append(entry)
+    try:
+        return await operation()
+    except asyncio.CancelledError:
+        if state[1] and task.uncancel() == 0:
+            return ABORTED
+        raise
+    finally:
+        state[0] = True
+        with lock, contextlib.suppress(ValueError):  # ValueError: already popped by fire()
+            signal._subscribers.remove(entry)
+
+
+async def _race_in_scope(signal: AbortSignal, operation: Callable[[], Awaitable[T]]) -> T | Aborted:
+    """:func:`race` for backends other than asyncio: the signal cancels an anyio cancel scope."""
     with anyio.CancelScope() as scope:
         unsubscribe = signal._subscribe(scope.cancel)
         if unsubscribe is None:

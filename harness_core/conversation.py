@@ -295,7 +295,9 @@ class Conversation:
 
         outcome = await race(abort, run_all)
         done = [
-            result if result is not None else ToolResultBlock(call.id, "aborted before the tool finished", is_error=True)
+            result
+            if result is not None
+            else ToolResultBlock(call.id, "aborted before the tool finished", is_error=True)
             for call, result in zip(calls, results, strict=True)
         ]
         await self._record(done, calls, on_tool_result)
@@ -355,6 +357,7 @@ class Conversation:
             raise LlmError("CONFIG", f"cannot load a conversation from {os.fspath(path)}: {exc}") from exc
         if state.version != STATE_VERSION:
             raise LlmError(
-                "CONFIG", f"{os.fspath(path)}: unsupported conversation version {state.version} (known: {STATE_VERSION})"
+                "CONFIG",
+                f"{os.fspath(path)}: unsupported conversation version {state.version} (known: {STATE_VERSION})",
             )
         return cls.from_state(state, harness, **kwargs)

@@ -495,6 +495,36 @@ def open_sse_stream(
     )
 
 
+class _BodyBytes(httpx.AsyncByteStream):
+    """An in-memory request body iterated without a generator (see ``SSEStream.__aenter__``)."""
+
+    __slots__ = ("_body",)
+
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return _OneChunk(self._body)
+
+
+class _OneChunk:
+    """An async iterator over exactly one bytes chunk (no async generator to finalise)."""
+
+    __slots__ = ("_chunk",)
+
+    def __init__(self, chunk: bytes) -> None:
+        self._chunk: bytes | None = chunk
+
+    def __aiter__(self) -> _OneChunk:
+        return self
+
+    async def __anext__(self) -> bytes:
+        chunk, self._chunk = self._chunk, None
+        if chunk is None:
+            raise StopAsyncIteration
+        return chunk
+
+
 class SSEStream:
     """An open server-sent-events response; see :func:`open_sse_stream`.
 
@@ -562,8 +592,14 @@ class SSEStream:
         return request_id_from(self.headers)
 
     async def __aenter__(self) -> SSEStream:
+        request = self._request
+        if isinstance(request.stream, httpx.ByteStream):
+            # httpx iterates an in-memory body through an async generator; a send that fails
+            # half-way (a dead keep-alive connection) leaves that generator unfinished, and trio
+            # reports it as a leak. A plain iterator has nothing to finalise.
+            request.stream = _BodyBytes(request.content)
         try:
-            result = await race(self._abort, lambda: self._client.send(self._request, stream=True))
+            result = await race(self._abort, lambda: self._client.send(request, stream=True))
         except httpx.HTTPError as exc:
             raise error_from_exception(exc, provider=self._provider) from exc
         if isinstance(result, Aborted):

@@ -83,7 +83,7 @@ def _tool_options(func: Any) -> Any:
         "tools",
         metavar="NAME",
         multiple=True,
-        help="offer this registered tool to the model (repeatable; `harness plugins` lists them... see below)",
+        help="offer this registered tool to the model (repeatable; an unknown name lists the registered ones)",
     )(func)
 
 
@@ -121,6 +121,30 @@ def run(ctx: click.Context, /, prompt: str, as_json: bool, **options: Any) -> No
     from harness_core.cli._run import run_prompt
 
     ctx.exit(run_prompt(prompt, as_json=as_json, **options))
+
+
+@cli.command()
+@click.option("-p", "--provider", help="route to use (default: `defaults.provider` of plugins.yaml)")
+@click.option("-m", "--model", help="the provider's model id (default: `defaults.model`)")
+@click.option("--system", help="system prompt")
+@click.option("--max-tokens", type=click.IntRange(min=0), help="upper bound on output tokens per generation")
+@click.option("--temperature", type=float, help="sampling temperature")
+@click.option("--reasoning-effort", help="reasoning effort id the model lists (e.g. off, low, high)")
+@_tool_options
+@_config_option
+@click.pass_context
+def chat(ctx: click.Context, /, **options: Any) -> None:
+    """Chat with a model: a REPL keeping the conversation history.
+
+    Each line you type is sent with the history so far; the reply streams to stdout. Commands:
+    /provider ROUTE [MODEL], /model ID, /system [TEXT], /save PATH, /load PATH, /clear, /help,
+    /quit. Ctrl-C aborts the reply being streamed (the partial reply is kept) and returns to the
+    prompt; a second Ctrl-C discards it. Ctrl-D (end of input) or /quit leaves (exit 0). With
+    `--tool NAME` the model may call those registered tools, as in `harness run`.
+    """
+    from harness_core.cli._chat import run_chat
+
+    ctx.exit(run_chat(**options))
 
 
 @cli.command()

@@ -168,9 +168,7 @@ async def _converse(
     """
     from harness_core.conversation import Conversation
 
-    conversation = Conversation(
-        harness, tools=harness.tools.select(tools), max_steps=max_steps, options=options
-    )
+    conversation = Conversation(harness, tools=harness.tools.select(tools), max_steps=max_steps, options=options)
     reply = await conversation.send(
         options.messages[-1], abort=abort, on_chunk=renderer.feed, on_tool_result=renderer.tool_result
     )

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from harness_core import GenerateOptions, LlmAdapter, StreamChunk, hookimpl
-from harness_core.hookspecs import RegisterAdapter, RegisterTool
+from harness_core.hookspecs import RegisterAdapter
 from harness_core.testing.fake import FakeAdapter
 from harness_core.types import BlockEnd, BlockStart, Finish, FinishReason, ToolCallBlock, ToolCallDelta
 
-__all__ = ["AdapterPlugin", "FakeAdapter", "Recorder", "ToolPlugin", "parallel_calls"]
+__all__ = ["AdapterPlugin", "FakeAdapter", "Recorder", "parallel_calls"]
 
 
 class AdapterPlugin:
@@ -23,18 +23,6 @@ class AdapterPlugin:
     @hookimpl
     def register_adapter(self, register: RegisterAdapter) -> None:
         register(self.routes, self.adapter)
-
-
-class ToolPlugin:
-    """Registers each function of ``funcs`` as a tool."""
-
-    def __init__(self, *funcs: Callable[..., Any]) -> None:
-        self.funcs = funcs
-
-    @hookimpl
-    def register_tools(self, register: RegisterTool) -> None:
-        for func in self.funcs:
-            register(func)
 
 
 class Recorder:

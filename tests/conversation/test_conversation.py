@@ -9,8 +9,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conversation_kit import AdapterPlugin, FakeAdapter, Recorder, ToolPlugin, parallel_calls
-from harness_llm_mock import MockConfig, MockPlugin
+from conversation_kit import AdapterPlugin, FakeAdapter, Recorder, parallel_calls
 
 from harness_core import (
     AbortSignal,
@@ -31,6 +30,7 @@ from harness_core.conversation import Conversation, ConversationState, MaxStepsE
 from harness_core.testing.fake import Raise, Stall, text_reply, tool_call_reply
 from harness_core.tools import Tool, tool
 from harness_core.types import BlockStart, TextDelta, ToolCallDelta
+from harness_llm_mock import MockConfig, MockPlugin
 
 pytestmark = pytest.mark.anyio
 
@@ -82,7 +82,7 @@ async def test_echo_round_trip_through_the_mock_and_the_tools_hook() -> None:
     # both steps streamed through the callback; usage is summed over them
     assert sum(isinstance(c, Finish) for c in seen) == 2
     assert reply.usage is not None
-    assert reply.usage.output_tokens == 2 + len("The echo tool returned: please echo hello".split())
+    assert reply.usage.output_tokens == 2 + 7  # one tool call in two pieces, then seven words
 
 
 async def test_without_tools_the_mock_just_answers() -> None:
@@ -470,6 +470,7 @@ async def test_settings_template_and_async_callbacks() -> None:
 
     template = GenerateOptions(provider="fake", model="m1", system="be brief", max_tokens=7, metadata={"k": 1})
     async with fake_harness(adapter) as harness:
+
         def echo(text: str) -> str:
             return text
 
@@ -579,7 +580,10 @@ def test_from_state_and_to_state_round_trip() -> None:
     [
         (None, "cannot load a conversation from .*missing.json"),
         (b"{not json", "cannot load a conversation from .*: JSON is malformed"),
-        (b'{"messages": [{"role": "robot", "content": []}]}', r"Invalid enum value 'robot' - at `\$.messages\[0\].role`"),
+        (
+            b'{"messages": [{"role": "robot", "content": []}]}',
+            r"Invalid enum value 'robot' - at `\$.messages\[0\].role`",
+        ),
         (b'{"version": 2}', "unsupported conversation version 2 \\(known: 1\\)"),
     ],
 )

@@ -422,3 +422,25 @@ async def test_early_break_with_a_buffered_body_releases_the_pool_slot(server: S
                     break
         server.add(Reply(reads=[b"data: last\n\n"]))
         assert await collect(client) == [SSEEvent("last")]  # the single pool slot is free
+
+
+async def test_request_bodies_are_sent_whole_or_streamed(server: ScriptedServer, client: httpx.AsyncClient) -> None:
+    server.add(Reply(reads=[b"data: a\n\n"]), Reply(reads=[b"data: b\n\n"]))
+    assert [e.data for e in await collect(client)] == ["a"]
+
+    async def pieces() -> AsyncIterator[bytes]:
+        yield b'{"stream":'
+        yield b" true}"
+
+    streamed = client.build_request("POST", "/chat", content=pieces())
+    async with open_sse_stream(client, streamed) as events:
+        assert [e.data async for e in events] == ["b"]
+    assert [r.body for r in server.requests] == [b'{"stream":true}', b'{"stream": true}']
+
+
+async def test_the_in_memory_body_is_a_plain_async_iterator() -> None:
+    from harness_core.http import _BodyBytes
+
+    iterator = aiter(_BodyBytes(b"body"))
+    assert aiter(iterator) is iterator
+    assert [chunk async for chunk in iterator] == [b"body"]

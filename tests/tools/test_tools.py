@@ -6,7 +6,6 @@ import threading
 from typing import Annotated
 
 import anyio
-
 import msgspec
 import pytest
 

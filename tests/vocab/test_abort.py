@@ -117,3 +117,29 @@ def test_waiting_outside_an_event_loop_without_trio_is_an_error(monkeypatch: pyt
     monkeypatch.delitem(__import__("sys").modules, "trio", raising=False)
     with pytest.raises(RuntimeError, match="running asyncio or trio event loop"):
         _threadsafe_scheduler()
+
+
+async def test_a_signal_firing_as_the_operation_completes_keeps_the_result() -> None:
+    signal = AbortSignal()
+
+    async def finishes_while_firing() -> str:
+        signal.fire()  # the wake-up is scheduled, but the operation has already completed
+        return "done"
+
+    assert await race(signal, finishes_while_firing) == "done"
+    await anyio.sleep(0.01)  # let the scheduled wake-up run: it must not cancel this task
+    assert signal.fired
+
+
+async def test_abort_keeps_an_outer_cancellation() -> None:
+    signal = AbortSignal()
+    with anyio.CancelScope() as outer:
+
+        async def cancelled_twice() -> None:
+            outer.cancel()
+            signal.fire()
+            await anyio.sleep_forever()
+
+        await race(signal, cancelled_twice)
+        raise AssertionError("unreachable")  # pragma: no cover - the outer scope is cancelled
+    assert outer.cancelled_caught

@@ -5,9 +5,10 @@ deltas (one per word, whitespace kept). Tools: the plugin registers a tool ``ech
 (``text: str`` → the text) through the ``register_tools`` hook. When the request offers a tool
 named ``echo``, the last user text contains "echo" and no tool result follows the last user
 message, the mock first calls ``echo`` with ``{"text": <last user text>}`` and finishes
-``tool-calls``; once a tool result follows the last user message it answers quoting the last one. ``max_tokens`` is honoured (finish ``length``),
-``stop`` strings cut the reply (finish raw ``stop_sequence``), ``options.abort`` ends the stream
-with ``finish{aborted}`` keeping what was produced.
+``tool-calls``; once a tool result follows the last user message it answers quoting the last
+one. ``max_tokens`` is honoured (finish ``length``), ``stop`` strings cut the reply (finish raw
+``stop_sequence``), ``options.abort`` ends the stream with ``finish{aborted}`` keeping what was
+produced.
 
 Token estimate (documented, deterministic): input tokens = whitespace-separated words of the
 system prompt and of every message (text, tool arguments, tool results); output tokens = the

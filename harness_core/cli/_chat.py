@@ -1,0 +1,342 @@
+"""``harness chat``: a REPL over one :class:`~harness_core.conversation.Conversation`.
+
+The harness runs on an event loop in a background thread (an anyio blocking portal) for the whole
+session, so connections are reused from turn to turn; the main thread reads lines with
+:func:`input` (line editing and history through :mod:`readline` on a terminal) and waits for
+each reply. Replies stream to stdout as they arrive (tool calls and results as in ``harness
+run``). Lines starting with ``/`` are commands (:data:`HELP`).
+
+Ctrl-C while a reply streams fires that reply's :class:`~harness_core.abort.AbortSignal`: the
+stream ends with ``finish{aborted}``, the partial reply stays in the history and the prompt
+returns. A second Ctrl-C cancels the reply (it is discarded). Ctrl-C at the prompt drops the line
+being typed. End of input (Ctrl-D) or ``/quit`` leaves with exit code 0.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import signal
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from types import FrameType
+from typing import Final
+
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+from harness_core.abort import AbortSignal
+from harness_core.cli._common import EXIT_OK, EXIT_USAGE, Sink, load_for_start
+from harness_core.cli._run import Renderer
+from harness_core.conversation import Conversation, MaxStepsExceeded, Reply
+from harness_core.errors import LlmError
+from harness_core.runtime import Harness
+from harness_core.types import GenerateOptions
+
+__all__ = ["HELP", "Repl", "run_chat"]
+
+PROMPT: Final = "you> "
+
+HELP: Final = """\
+commands:
+  /provider [ROUTE [MODEL]]  show the route and model, or switch route (model: the route's default unless given)
+  /model [ID]                show the route and model, or set the model
+  /system [TEXT]             set the system prompt (no text: remove it)
+  /save PATH                 save the conversation as JSON (replay state included)
+  /load PATH                 load a saved conversation (its route, model and system prompt too)
+  /clear                     forget the history
+  /help                      this help
+  /quit                      leave (so does Ctrl-D)
+Ctrl-C aborts the reply being streamed (a second Ctrl-C discards it) or drops the line being typed."""
+
+
+def run_chat(
+    *,
+    provider: str | None,
+    model: str | None,
+    system: str | None,
+    max_tokens: int | None,
+    temperature: float | None,
+    reasoning_effort: str | None,
+    tools: Sequence[str],
+    max_steps: int,
+    config: str | None,
+) -> int:
+    """Run the ``harness chat`` REPL until end of input or ``/quit``; returns the exit code
+    (0, or 2 for a configuration problem or an unknown tool)."""
+    out, err = Sink(sys.stdout), Sink(sys.stderr)
+    loaded = load_for_start(config, err)
+    if loaded is None:
+        return EXIT_USAGE
+    harness = Harness(loaded.plugins, defaults=loaded.defaults, failures=loaded.failures)
+    template = GenerateOptions(
+        provider=provider,
+        model=model,
+        system=system,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        reasoning_effort=reasoning_effort,
+    )
+    with start_blocking_portal() as portal:
+        try:
+            with portal.wrap_async_context_manager(harness):
+                conversation = Conversation(
+                    harness, tools=harness.tools.select(tools), max_steps=max_steps, options=template
+                )
+                repl = Repl(
+                    portal,
+                    conversation,
+                    out,
+                    err,
+                    redact=loaded.redact,
+                    interactive=sys.stdin.isatty(),
+                    tty=sys.stdout.isatty(),
+                )
+                return repl.run()
+        except LlmError as exc:  # the harness could not start, or an unknown tool was named
+            err.end_line()
+            err.write(loaded.redact(f"error: {exc}") + "\n")
+            return EXIT_USAGE
+
+
+class _Turn:
+    """One reply being streamed: its abort signal and the future of its task.
+
+    The first Ctrl-C fires the signal; a later one cancels the task (also when it arrives before
+    the task's future is known: the cancellation is then applied by :meth:`started`).
+    """
+
+    def __init__(self) -> None:
+        self.abort = AbortSignal()
+        self.future: concurrent.futures.Future[Reply] | None = None
+        self.cancel_requested = False
+
+    def interrupt(self) -> None:
+        if not self.abort.fired:
+            self.abort.fire("interrupted by Ctrl-C")
+            return
+        self.cancel_requested = True
+        if self.future is not None:
+            self.future.cancel()
+
+    def started(self, future: concurrent.futures.Future[Reply]) -> None:
+        self.future = future
+        if self.cancel_requested:
+            future.cancel()
+
+
+class Repl:
+    """The read-eval-print loop of ``harness chat`` (see the module docstring).
+
+    Args:
+        portal: the portal whose event loop runs the (entered) harness.
+        conversation: the conversation to continue; replaced by ``/load``.
+        out / err: stdout and stderr sinks.
+        redact: scrubs secrets from error messages.
+        interactive: stdin is a terminal: show a prompt and a greeting, use :mod:`readline`.
+        tty: stdout is a terminal (reasoning dimmed, tool lines on stdout; else on stderr).
+    """
+
+    def __init__(
+        self,
+        portal: BlockingPortal,
+        conversation: Conversation,
+        out: Sink,
+        err: Sink,
+        *,
+        redact: Callable[[str], str],
+        interactive: bool,
+        tty: bool,
+    ) -> None:
+        self.portal = portal
+        self.conversation = conversation
+        self.out = out
+        self.err = err
+        self.redact = redact
+        self.interactive = interactive
+        self.tty = tty
+        self._turn: _Turn | None = None
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self) -> int:
+        """Read and handle lines until end of input or ``/quit``; returns 0.
+
+        Installs its own SIGINT handler for the duration (restored on return)."""
+        previous = signal.signal(signal.SIGINT, self._on_sigint)
+        try:
+            if self.interactive:
+                import readline  # noqa: F401 - line editing and history for input()
+
+                self.note(f"harness chat: {self.where()}; /help for commands, Ctrl-D to leave")
+            while True:
+                try:
+                    line = input(PROMPT if self.interactive else "")
+                except EOFError:
+                    if self.interactive:
+                        self.out.write("\n")
+                    return EXIT_OK
+                except KeyboardInterrupt:  # Ctrl-C at the prompt: drop the line
+                    self.out.write("\n")
+                    continue
+                try:
+                    if not self.handle(line):
+                        return EXIT_OK
+                except KeyboardInterrupt:  # Ctrl-C while a command ran (no reply streaming)
+                    self.note("interrupted")
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
+        turn = self._turn
+        if turn is None:
+            raise KeyboardInterrupt
+        turn.interrupt()
+
+    def handle(self, line: str) -> bool:
+        """Handle one input line (a command or a message); ``False`` means leave."""
+        text = line.strip()
+        if not text:
+            return True
+        if not text.startswith("/"):
+            self.send(text)
+            return True
+        command, _, argument = text.partition(" ")
+        argument = argument.strip()
+        if command in ("/quit", "/exit"):
+            return False
+        handler = self._commands.get(command)
+        if handler is None:
+            self.note(f"unknown command {command}; /help lists the commands")
+        else:
+            handler(self, argument)
+        return True
+
+    def note(self, text: str) -> None:
+        """A message on stderr, on its own line, secrets scrubbed."""
+        self.out.end_line()
+        self.err.end_line()
+        self.err.write(self.redact(text) + "\n")
+
+    # ------------------------------------------------------------------ sending
+
+    def send(self, text: str) -> None:
+        """Send ``text`` and stream the reply; errors are shown, never raised."""
+        turn = self._turn = _Turn()
+        renderer = Renderer(self.out, self.err, as_json=False, tty=self.tty, redact=self.redact)
+        finished = threading.Event()
+        try:
+            future = self.portal.start_task_soon(self._send, text, turn.abort, renderer, finished)
+            turn.started(future)
+            finished.wait()  # also after a cancellation: the send has rolled its history back
+            reply = future.result()
+        except concurrent.futures.CancelledError:
+            self.note("interrupted: the reply was discarded")
+            return
+        except LlmError as exc:
+            self.note(f"error: {exc} (the message was not added to the history)")
+            return
+        except MaxStepsExceeded as exc:
+            self.note(f"error: {exc}")
+            return
+        finally:
+            self._turn = None
+        self.out.end_line()
+        finish = reply.finish
+        if finish.kind == "aborted":
+            self.note("[aborted: the partial reply is kept]")
+        elif finish.kind != "stop":
+            self.note(f"[finish: {finish.kind}{f' ({finish.raw})' if finish.raw else ''}]")
+
+    async def _send(self, text: str, abort: AbortSignal, renderer: Renderer, finished: threading.Event) -> Reply:
+        try:
+            return await self.conversation.send(
+                text, abort=abort, on_chunk=renderer.feed, on_tool_result=renderer.tool_result
+            )
+        finally:
+            finished.set()
+
+    # ------------------------------------------------------------------ commands
+
+    def where(self) -> str:
+        """The route and model the next message goes to, e.g. ``route mock, model echo``."""
+        harness = self.conversation.harness
+        defaults = harness.defaults
+        route = self.conversation.provider or defaults.provider
+        model = self.conversation.model or (defaults.model if route == defaults.provider else None)
+        return f"route {route or '(none)'}, model {model or '(the route default)'}"
+
+    def _provider(self, argument: str) -> None:
+        if not argument:
+            self.note(self.where())
+            return
+        route, _, model = argument.partition(" ")
+        model = model.strip()
+        routes = self.portal.call(self.conversation.harness.routes)
+        if route not in routes:
+            self.note(f"error: no route {route!r}; routes: {', '.join(routes) or 'none'}")
+            return
+        if model and not self._model_ok(route, model):
+            return
+        self.conversation.provider = route
+        self.conversation.model = model or None
+        self.note(self.where())
+
+    def _model(self, argument: str) -> None:
+        if argument and self._model_ok(self.conversation.provider, argument):
+            self.conversation.model = argument
+        self.note(self.where())
+
+    def _model_ok(self, route: str | None, model: str) -> bool:
+        try:
+            self.portal.call(self.conversation.harness.resolve_model, route, model)
+        except LlmError as exc:
+            self.note(f"error: {exc}")
+            return False
+        return True
+
+    def _system(self, argument: str) -> None:
+        self.conversation.system = argument or None
+        self.note(f"system prompt: {argument}" if argument else "system prompt removed")
+
+    def _save(self, argument: str) -> None:
+        if not argument:
+            self.note("usage: /save PATH")
+            return
+        try:
+            self.conversation.save(argument)
+        except OSError as exc:
+            self.note(f"error: cannot save to {argument}: {exc}")
+            return
+        self.note(f"saved {len(self.conversation.messages)} messages to {argument}")
+
+    def _load(self, argument: str) -> None:
+        if not argument:
+            self.note("usage: /load PATH")
+            return
+        current = self.conversation
+        try:
+            loaded = Conversation.load(
+                argument, current.harness, tools=current.tools, max_steps=current.max_steps, options=current.options
+            )
+        except LlmError as exc:
+            self.note(f"error: {exc}")
+            return
+        self.conversation = loaded
+        self.note(f"loaded {len(loaded.messages)} messages from {argument}; {self.where()}")
+
+    def _clear(self, argument: str) -> None:
+        self.conversation.clear()
+        self.note("history cleared")
+
+    def _help(self, argument: str) -> None:
+        self.note(HELP)
+
+    _commands: Final[dict[str, Callable[[Repl, str], None]]] = {
+        "/provider": _provider,
+        "/model": _model,
+        "/system": _system,
+        "/save": _save,
+        "/load": _load,
+        "/clear": _clear,
+        "/help": _help,
+    }
