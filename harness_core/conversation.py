@@ -195,11 +195,13 @@ class Conversation:
         Args:
             content: the user's text, or a ready :class:`~harness_core.types.Message`.
             abort: fires to stop the send: a running generation ends with ``finish{aborted}``
-                (its partial text is kept in the history, its incomplete tool calls are not);
+                (its partial text is kept in the history, its incomplete tool calls are not:
+                tool calls are kept and executed only on a ``tool-calls`` finish);
                 running tools are cancelled (a sync tool's thread is abandoned) and every call
                 without a result gets an ``is_error`` result, so the history stays valid.
             on_chunk: sees every chunk of every step as it arrives.
-            on_tool_result: sees each executed call with its result, in call order.
+            on_tool_result: sees each call with its result, in call order (also calls answered
+                with an error: aborted, or not executed at the step limit).
 
         Returns:
             the :class:`Reply`; its ``finish.kind`` is ``aborted`` after an abort.
@@ -264,7 +266,9 @@ class Conversation:
         if finish.kind == "error":
             raise LlmError.from_failure(finish.failure or Failure("INTERNAL", "error finish without a failure"))
         message = assembler.message(route=stream.route, source=stream.source)
-        if finish.kind == "aborted":  # incomplete tool calls would be unanswered calls in the history
+        if finish.kind != "tool-calls" and message.tool_calls:
+            # Calls cut short (aborted, length …) are never executed; kept, they would be calls
+            # without results (which providers reject) holding incomplete JSON.
             kept = [b for b in message.content if not isinstance(b, ToolCallBlock)]
             message = msgspec.structs.replace(message, content=kept)
         if message.content:

@@ -149,7 +149,9 @@ class ToolRegistry:
     """Tools by name, each remembering the plugin that registered it (``harness.tools``).
 
     ``register(func_or_tool, *, owner, name=None, description=None)`` raises
-    ``LlmError("CONFIG")`` when the name is already taken, naming both owners. The runtime hands
+    ``LlmError("CONFIG")`` when the name is already taken by another tool, naming both owners;
+    registering the same function under the same name and description again (e.g. by a second
+    instance of one plugin, ``mock`` and ``mock:fast``) is accepted and keeps the first owner. The runtime hands
     each plugin's ``register_tools`` hook a ``register`` bound to its plugins.yaml key
     (:meth:`bind`) and rolls a failing plugin's tools back (:meth:`remove_owner`).
     """
@@ -169,6 +171,8 @@ class ToolRegistry:
         item = func if isinstance(func, Tool) else Tool(func, name=name, description=description)
         taken = self._tools.get(item.name)
         if taken is not None:
+            if taken[0].func is item.func and taken[0].spec == item.spec:
+                return taken[0]  # the same tool again (a second instance of one plugin): nothing to do
             raise LlmError("CONFIG", f"tool {item.name!r} is registered by {taken[1]!r} and again by {owner!r}")
         self._tools[item.name] = (item, owner)
         return item

@@ -129,23 +129,29 @@ async def _generate(
     from harness_core.runtime import Harness
 
     interrupts = _Interrupts(abort, renderer)
+    error: LlmError | MaxStepsExceeded | None = None
     try:
         harness = Harness(loaded.plugins, defaults=loaded.defaults, failures=loaded.failures)
         async with harness, anyio.create_task_group() as group:
             await group.start(interrupts.watch, group.cancel_scope)
-            if tools:
-                await _converse(harness, options, abort, renderer, tools, max_steps)
-            else:
-                async with harness.stream(options) as chunks:
-                    async for chunk in chunks:
-                        renderer.feed(chunk)
+            try:  # caught here: raised through the task group it would become an ExceptionGroup
+                if tools:
+                    await _converse(harness, options, abort, renderer, tools, max_steps)
+                else:
+                    async with harness.stream(options) as chunks:
+                        async for chunk in chunks:
+                            renderer.feed(chunk)
+            except (LlmError, MaxStepsExceeded) as exc:
+                error = exc
             group.cancel_scope.cancel()
-    except LlmError as exc:
-        renderer.note(f"error: {exc}")
-        return EXIT_USAGE if exc.code == "CONFIG" else EXIT_ERROR
-    except MaxStepsExceeded as exc:
-        renderer.note(f"error: {exc} (raise --max-steps)")
+    except LlmError as exc:  # the harness could not start
+        error = exc
+    if isinstance(error, MaxStepsExceeded):
+        renderer.note(f"error: {error} (raise --max-steps)")
         return EXIT_ERROR
+    if error is not None:
+        renderer.note(f"error: {error}")
+        return EXIT_USAGE if error.code == "CONFIG" else EXIT_ERROR
     if interrupts.hard:
         renderer.note("interrupted")
         return EXIT_ABORTED

@@ -26,7 +26,7 @@ SECRET = "tok-cli-secret-987654"
 def test_help_lists_builtin_and_plugin_commands(harness: Harness) -> None:
     result = harness("--help")
     assert result.returncode == 0
-    for name in ("run", "plugins", "config", "chain"):
+    for name in ("run", "chat", "plugins", "config", "chain"):
         assert f"  {name} " in result.stdout
     assert "fakecmd" in result.stdout
     assert "(from plugin harness-fake-plugins)" in result.stdout
@@ -49,6 +49,8 @@ def test_help_imports_no_provider_code(cli_env: dict[str, str], tmp_path: Path) 
     assert "importlib.metadata" not in modules
     assert not {m for m in modules if m.startswith(("harness_llm", "harness_trace", "harness_fake"))}
     assert "harness_core.runtime" not in modules
+    assert "harness_core.conversation" not in modules
+    assert "harness_core.tools" not in modules
 
 
 def test_plugins_imports_no_provider_sdk(config: Config, cli_env: dict[str, str]) -> None:

@@ -23,6 +23,7 @@ from harness_core import (
     TextDelta,
     ToolCallBlock,
     ToolCallDelta,
+    ToolResultBlock,
 )
 from harness_core.cli._common import Sink
 from harness_core.cli._run import CYAN, DIM, RESET, Renderer, _generate, run_prompt
@@ -160,3 +161,37 @@ async def test_generate_returns_the_finish_exit_code() -> None:
     options = GenerateOptions(provider="mock", model="echo", messages=[Message.user("in process")])
     assert await _generate(loaded, options, AbortSignal(), renderer) == 0
     assert out.getvalue() == "in process\n"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("prompt", "max_steps", "code", "stdout", "stderr"),
+    [
+        ("echo in process", 8, 0, "The echo tool returned: echo in process\n", "[finish: stop (stop); tokens: "),
+        ("echo in process", 1, 1, "", "error: the model still called tools after 1 generation steps"),
+    ],
+)
+async def test_generate_with_tools_in_process(prompt: str, max_steps: int, code: int, stdout: str, stderr: str) -> None:
+    """In process (the subprocess tests cover the same paths end to end): the tool round trip."""
+    from harness_llm_mock import MockConfig, MockPlugin
+
+    loaded = LoadedConfig(path=None, plugins=[LoadedPlugin(key="mock", name="mock", instance=MockPlugin(MockConfig()))])
+    out, err = io.StringIO(), io.StringIO()
+    renderer = Renderer(Sink(out), Sink(err), as_json=False, tty=False, redact=str)
+    options = GenerateOptions(provider="mock", model="echo", messages=[Message.user(prompt)])
+    assert await _generate(loaded, options, AbortSignal(), renderer, ("echo",), max_steps) == code
+    assert out.getvalue() == stdout
+    assert stderr in err.getvalue()
+    assert '[tool call call_mock_1] echo({"text":"echo in process"})' in err.getvalue()
+
+
+def test_tool_results_on_a_terminal_and_as_json() -> None:
+    call = ToolCallBlock(id="c1", name="echo", arguments="{}")
+    out, err = io.StringIO(), io.StringIO()
+    Renderer(Sink(out), Sink(err), as_json=False, tty=True, redact=str).tool_result(call, ToolResultBlock("c1", "ok"))
+    assert out.getvalue() == f"{CYAN}[tool result c1] echo: ok{RESET}\n"
+    json_out = io.StringIO()
+    renderer = Renderer(Sink(json_out), Sink(err), as_json=True, tty=False, redact=str)
+    renderer.tool_result(call, ToolResultBlock("c1", "bad", is_error=True))
+    assert json_out.getvalue() == '{"type":"tool-result","tool_call_id":"c1","content":"bad","is_error":true}\n'
+    assert err.getvalue() == ""

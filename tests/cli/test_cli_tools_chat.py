@@ -135,7 +135,9 @@ def test_chat_ends_at_end_of_input(harness: Harness) -> None:
 
 
 def test_chat_errors_keep_the_repl_running(harness: Harness, config: Config) -> None:
-    config("plugins:\n  mock: {error: RATE_LIMITED}\n  mock:ok: {routes: [ok]}\ndefaults: {provider: mock, model: echo}\n")
+    config(
+        "plugins:\n  mock: {error: RATE_LIMITED}\n  mock:ok: {routes: [ok]}\ndefaults: {provider: mock, model: echo}\n"
+    )
     result = harness("chat", input="fails\n/provider ok echo\nworks\n")
     assert result.returncode == 0
     assert "error: RATE_LIMITED: scripted mock error after 0 deltas (the message was not added to the history)" in (

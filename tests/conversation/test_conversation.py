@@ -29,7 +29,7 @@ from harness_core import (
 from harness_core.conversation import Conversation, ConversationState, MaxStepsExceeded, Reply, _add_usage
 from harness_core.testing.fake import Raise, Stall, text_reply, tool_call_reply
 from harness_core.tools import Tool, tool
-from harness_core.types import BlockStart, TextDelta, ToolCallDelta
+from harness_core.types import BlockEnd, BlockStart, TextDelta, ToolCallDelta
 from harness_llm_mock import MockConfig, MockPlugin
 
 pytestmark = pytest.mark.anyio
@@ -594,3 +594,28 @@ def test_load_errors_name_the_file(tmp_path: Path, content: bytes | None, messag
     with pytest.raises(LlmError, match=message) as caught:
         Conversation.load(path, Harness())
     assert caught.value.code == "CONFIG"
+
+
+async def test_tool_calls_cut_by_the_length_limit_are_dropped_not_executed() -> None:
+    ran: list[str] = []
+
+    @tool
+    def echo(text: str) -> str:
+        ran.append(text)
+        return text
+
+    script = [
+        BlockStart(index=0, block_type="text"),
+        TextDelta(index=0, text="calling"),
+        BlockEnd(index=0, block=TextBlock("calling")),
+        BlockStart(index=1, block_type="tool-call", id="c1", name="echo"),
+        ToolCallDelta(index=1, id="c1", arguments_delta='{"text": "trunc'),
+        BlockEnd(index=1, block=ToolCallBlock("c1", "echo", '{"text": "trunc')),
+        Finish(FinishReason(kind="length", raw="max_tokens")),
+    ]
+    async with fake_harness(FakeAdapter(script)) as harness:
+        conversation = Conversation(harness, provider="fake", tools=[echo])
+        reply = await conversation.send("go")
+    assert reply.finish.kind == "length"
+    assert ran == []
+    assert conversation.messages[-1].content == [TextBlock("calling")]

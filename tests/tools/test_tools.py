@@ -134,7 +134,7 @@ def test_registry_names_both_owners_and_selects_in_order() -> None:
     registry.register(echo, owner="mock")
     registry.register(lambda: "x", owner="other", name="lam", description="d")
     with pytest.raises(LlmError, match="'echo' is registered by 'mock' and again by 'mine'"):
-        registry.register(echo, owner="mine")
+        registry.register(lambda: "other", owner="mine", name="echo")
     assert [t.name for t in registry.select(["lam", "echo"])] == ["lam", "echo"]
     assert registry.owner("echo") == "mock"
     assert registry.owner("nope") is None
@@ -187,3 +187,12 @@ async def test_a_result_that_cannot_be_encoded_becomes_an_error_result() -> None
     result = await Tool(opaque).run(ToolCallBlock("c1", "opaque", "{}"))
     assert result.is_error
     assert result.content.startswith("tool 'opaque' failed: TypeError: Encoding objects of type object is unsupported")
+
+
+def test_the_same_tool_again_is_no_conflict() -> None:
+    registry = ToolRegistry()
+    first = registry.register(echo.func, owner="mock")
+    assert registry.register(echo.func, owner="mock:fast") is first
+    assert registry.owner("echo") == "mock"
+    with pytest.raises(LlmError, match="registered by 'mock' and again by 'other'"):
+        registry.register(echo.func, owner="other", description="different")

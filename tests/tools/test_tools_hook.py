@@ -73,7 +73,7 @@ async def test_a_duplicate_tool_name_fails_that_plugin_only_naming_both_owners()
     harness = Harness(
         [
             ("first", Tools((shout, None))),
-            ("second", Tools((whisper, "whisper"), (shout, None), route="second-route")),
+            ("second", Tools((whisper, "whisper"), (whisper, "shout"), route="second-route")),
             ("third", Tools((whisper, "third_tool"), route="third-route")),
         ]
     )
@@ -91,11 +91,17 @@ async def test_a_duplicate_tool_name_fails_that_plugin_only_naming_both_owners()
 
 
 async def test_a_failed_plugin_is_named_by_no_adapter() -> None:
-    harness = Harness([("first", Tools((shout, None))), ("second", Tools((shout, None), route="r"))])
+    harness = Harness([("first", Tools((shout, None))), ("second", Tools((whisper, "shout"), route="r"))])
     async with harness:
         with pytest.raises(LlmError, match="'second'") as caught:
             await harness.generate(GenerateOptions(provider="r", model="m"))
     assert caught.value.code == "NO_ADAPTER"
+
+
+async def test_two_instances_of_one_plugin_share_its_tools() -> None:
+    async with Harness([("p", Tools((shout, None))), ("p:two", Tools((shout, None)))]) as harness:
+        assert harness.failures == ()
+        assert harness.tools.owner("shout") == "p"
 
 
 async def test_a_function_that_cannot_be_described_fails_its_plugin() -> None:
@@ -115,7 +121,7 @@ async def test_an_async_register_tools_impl_is_a_failure() -> None:
 
 
 async def test_a_middleware_whose_tools_fail_stops_the_start() -> None:
-    harness = Harness([("first", Tools((shout, None))), ("mw", MiddlewareWithTools((shout, None)))])
+    harness = Harness([("first", Tools((shout, None))), ("mw", MiddlewareWithTools((whisper, "shout")))])
     with pytest.raises(LlmError, match="middleware plugins failed to start: plugin 'mw' failed at register"):
         async with harness:
             pass

@@ -1,0 +1,295 @@
+"""In-process tests of the `harness chat` REPL: commands, errors, Ctrl-C at every moment."""
+
+from __future__ import annotations
+
+import builtins
+import concurrent.futures
+import io
+import signal
+import sys
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from anyio.from_thread import start_blocking_portal
+
+from harness_core import (
+    BlockStart,
+    GenerateOptions,
+    Harness,
+    LlmAdapter,
+    LlmError,
+    Message,
+    StreamChunk,
+    TextDelta,
+    hookimpl,
+)
+from harness_core.cli._chat import HELP, PROMPT, Repl, _Turn
+from harness_core.cli._common import Sink
+from harness_core.conversation import Conversation
+from harness_core.hookspecs import RegisterAdapter
+from harness_core.plugininfo import Defaults
+from harness_core.testing.fake import FakeAdapter, Raise, text_reply, tool_call_reply
+from harness_core.tools import Tool
+from harness_llm_mock import MockConfig, MockPlugin
+
+SECRET = "sk-chat-secret-123"
+
+
+class AdapterPlugin:
+    def __init__(self, adapter: LlmAdapter, route: str) -> None:
+        self.adapter = adapter
+        self.route = route
+
+    @hookimpl
+    def register_adapter(self, register: RegisterAdapter) -> None:
+        register([self.route], self.adapter)
+
+
+class Stubborn(LlmAdapter):
+    """Streams a little, then ignores the abort signal: only cancellation stops it.
+
+    It plays the user pressing Ctrl-C twice by sending SIGINT to the main thread (where the REPL
+    waits for the reply)."""
+
+    async def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
+        assert options.abort is not None
+        yield BlockStart(index=0, block_type="text")
+        yield TextDelta(index=0, text="partial ")
+        main = threading.main_thread().ident
+        assert main is not None
+        signal.pthread_kill(main, signal.SIGINT)  # first Ctrl-C: fires the abort signal ...
+        await options.abort.wait()
+        signal.pthread_kill(main, signal.SIGINT)  # ... which this adapter ignores: second Ctrl-C
+        await anyio.sleep_forever()
+
+
+class Session:
+    def __init__(self, repl: Repl, out: io.StringIO, err: io.StringIO, prompts: list[str]) -> None:
+        self.repl = repl
+        self.out = out
+        self.err = err
+        self.prompts = prompts
+
+    def run(self) -> int:
+        return self.repl.run()
+
+
+@contextmanager
+def session(
+    monkeypatch: pytest.MonkeyPatch,
+    inputs: Sequence[str | BaseException | Callable[[], str]],
+    *,
+    fake: LlmAdapter | None = None,
+    defaults: Defaults | None = Defaults(provider="mock", model="echo"),  # noqa: B008
+    interactive: bool = False,
+    tools: Sequence[Tool] = (),
+    max_steps: int = 8,
+) -> Iterator[Session]:
+    pending = list(inputs)
+    prompts: list[str] = []
+
+    def fake_input(prompt: str = "") -> str:
+        prompts.append(prompt)
+        if not pending:
+            raise EOFError
+        item = pending.pop(0)
+        if isinstance(item, BaseException):
+            raise item
+        return item() if callable(item) else item
+
+    monkeypatch.setattr(builtins, "input", fake_input)
+    plugins: list[tuple[str, object]] = [("mock", MockPlugin(MockConfig()))]
+    if fake is not None:
+        plugins.append(("fake", AdapterPlugin(fake, "fake")))
+    harness = Harness(plugins, defaults=defaults)
+    out, err = io.StringIO(), io.StringIO()
+    with start_blocking_portal() as portal, portal.wrap_async_context_manager(harness):
+        conversation = Conversation(harness, tools=tools, max_steps=max_steps)
+        repl = Repl(
+            portal,
+            conversation,
+            Sink(out),
+            Sink(err),
+            redact=lambda text: text.replace(SECRET, "[redacted]"),
+            interactive=interactive,
+            tty=False,
+        )
+        yield Session(repl, out, err, prompts)
+
+
+def test_two_turns_then_end_of_input(monkeypatch: pytest.MonkeyPatch) -> None:
+    with session(monkeypatch, ["hello", "  ", "world"]) as s:
+        assert s.run() == 0
+        assert [m.role for m in s.repl.conversation.messages] == ["user", "assistant", "user", "assistant"]
+    assert s.out.getvalue() == "hello\nworld\n"
+    assert s.err.getvalue() == ""
+    assert s.prompts == ["", "", "", ""]
+
+
+def test_interactive_session_greets_prompts_and_ends_the_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(sys.modules, "readline", raising=False)
+    with session(monkeypatch, ["hi"], interactive=True) as s:
+        assert s.run() == 0
+    assert "readline" in sys.modules
+    assert s.prompts == [PROMPT, PROMPT]
+    assert s.err.getvalue() == "harness chat: route mock, model echo; /help for commands, Ctrl-D to leave\n"
+    assert s.out.getvalue() == "hi\n\n"
+
+
+def test_ctrl_c_at_the_prompt_drops_the_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    with session(monkeypatch, [KeyboardInterrupt(), "still here"]) as s:
+        assert s.run() == 0
+    assert s.out.getvalue() == "\nstill here\n"
+
+
+def test_a_real_sigint_at_the_prompt_drops_the_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    def press_ctrl_c() -> str:
+        signal.raise_signal(signal.SIGINT)  # the REPL's handler raises KeyboardInterrupt here
+        return "never returned"
+
+    with session(monkeypatch, [press_ctrl_c, "still here"]) as s:
+        assert s.run() == 0
+    assert s.out.getvalue() == "\nstill here\n"
+
+
+def test_ctrl_c_while_a_command_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    with session(monkeypatch, ["/save x.json", "after"]) as s:
+
+        def interrupted(path: Any) -> None:
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(s.repl.conversation, "save", interrupted)
+        assert s.run() == 0
+    assert s.err.getvalue() == "interrupted\n"
+    assert s.out.getvalue() == "after\n"
+
+
+def test_the_sigint_handler_is_restored(monkeypatch: pytest.MonkeyPatch) -> None:
+    before = signal.getsignal(signal.SIGINT)
+    with session(monkeypatch, []) as s:
+        assert s.run() == 0
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_a_second_ctrl_c_discards_a_stubborn_reply(monkeypatch: pytest.MonkeyPatch) -> None:
+    with session(monkeypatch, ["/provider fake any", "go", "/provider mock", "next"], fake=Stubborn()) as s:
+        assert s.run() == 0
+        messages = s.repl.conversation.messages
+    assert s.out.getvalue() == "partial \nnext\n"
+    assert "interrupted: the reply was discarded" in s.err.getvalue()
+    assert len(messages) == 2  # only "next" and its answer: the stubborn turn was rolled back
+    assert messages[0] == Message.user("next")
+
+
+def test_turn_applies_a_cancel_requested_before_the_future_is_known() -> None:
+    turn = _Turn()
+    turn.interrupt()
+    assert turn.abort.fired
+    assert turn.abort.reason == "interrupted by Ctrl-C"
+    turn.interrupt()
+    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    turn.started(future)
+    assert future.cancelled()
+    other = _Turn()
+    other.started(running := concurrent.futures.Future())
+    other.interrupt()
+    other.interrupt()
+    assert running.cancelled()
+
+
+def test_commands(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    fake = FakeAdapter(text_reply("fake answer"))
+    saved = tmp_path / "chat.json"
+    lines = [
+        "/help",
+        "/bogus",
+        "/provider",
+        "/provider nowhere",
+        "/provider fake nope-model",
+        "/provider fake model-a",
+        "/model",
+        "/model model-b",
+        "/system be brief",
+        "question",
+        "/system",
+        "/save",
+        f"/save {tmp_path / 'missing' / 'dir' / 'x.json'}",
+        f"/save {saved}",
+        "/clear",
+        "/load",
+        f"/load {tmp_path / 'absent.json'}",
+        f"/load {saved}",
+        "/provider mock",
+        "/model nope",
+        "/exit",
+        "never read",
+    ]
+    with session(monkeypatch, lines, fake=fake) as s:
+        assert s.run() == 0
+        conversation = s.repl.conversation
+        assert len(conversation.messages) == 2
+        assert (conversation.provider, conversation.model, conversation.system) == ("mock", None, None)
+    err = s.err.getvalue()
+    assert HELP in err
+    assert "unknown command /bogus; /help lists the commands" in err
+    assert "route mock, model echo" in err
+    assert "error: no route 'nowhere'; routes: mock, fake" in err
+    assert "route fake, model model-a" in err
+    assert "route fake, model model-b" in err
+    assert "system prompt: be brief" in err
+    assert "system prompt removed" in err
+    assert "usage: /save PATH" in err
+    assert "error: cannot save to " in err
+    assert f"saved 2 messages to {saved}" in err
+    assert "history cleared" in err
+    assert "usage: /load PATH" in err
+    assert "error: CONFIG: cannot load a conversation from " in err
+    assert f"loaded 2 messages from {saved}; route fake, model model-b" in err
+    assert "error: NOT_FOUND: the mock has no model 'nope'" in err
+    assert s.out.getvalue() == "fake answer\n"
+    [call] = fake.calls
+    assert (call.provider, call.model, call.system) == ("fake", "model-b", "be brief")
+    assert s.prompts.count("") == len(lines) - 1  # "never read" was never read
+
+
+def test_provider_rejects_an_unknown_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    with session(monkeypatch, ["/provider mock gpt-9"]) as s:
+        assert s.run() == 0
+        assert s.repl.conversation.provider is None
+    assert "error: NOT_FOUND: the mock has no model 'gpt-9'" in s.err.getvalue()
+
+
+def test_where_without_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    with session(monkeypatch, ["/provider"], defaults=None) as s:
+        assert s.run() == 0
+    assert s.err.getvalue() == "route (none), model (the route default)\n"
+
+
+def test_errors_are_shown_and_the_repl_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeAdapter(
+        [Raise(LlmError("AUTH", f"bad key {SECRET}"))],
+        text_reply("cut", reason="length", raw="max_tokens"),
+        tool_call_reply("c1", "echo", '{"text":"x"}'),
+    )
+
+    def echo(text: str) -> str:
+        return text
+
+    with session(
+        monkeypatch, ["/provider fake m", "one", "two", "three"], fake=fake, tools=[Tool(echo)], max_steps=1
+    ) as s:
+        assert s.run() == 0
+        roles = [m.role for m in s.repl.conversation.messages]
+    err = s.err.getvalue()
+    assert "error: AUTH: bad key [redacted] (the message was not added to the history)" in err
+    assert SECRET not in err
+    assert "[finish: length (max_tokens)]" in err
+    assert "error: the model still called tools after 1 generation steps (max_steps=1)" in err
+    assert "[tool error c1] echo: not executed" in err
+    assert s.out.getvalue() == "cut\n"
+    assert roles == ["user", "assistant", "user", "assistant", "tool"]
