@@ -13,14 +13,15 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.abort import AbortSignal
     from harness_core.adapter import LlmAdapter
     from harness_core.assembler import BlockAssembler
+    from harness_core.chain import ChainLink
     from harness_core.config import EnvFallback
-    from harness_core.conversation import Conversation, Reply
+    from harness_core.conversation import Conversation, ConversationState, MaxStepsExceeded, Reply
     from harness_core.errors import ErrorCode, LlmError
     from harness_core.hookspecs import hookimpl
-    from harness_core.runtime import GenerateResult, Harness
+    from harness_core.runtime import GenerateResult, Harness, StreamContext
     from harness_core.secret import Secret
     from harness_core.sync import SyncHarness
-    from harness_core.tools import Tool, tool
+    from harness_core.tools import Tool, ToolRegistry, tool
     from harness_core.types import (
         BlockEnd,
         BlockStart,
@@ -51,8 +52,10 @@ __all__ = [
     "BlockAssembler",
     "BlockEnd",
     "BlockStart",
+    "ChainLink",
     "ContentBlock",
     "Conversation",
+    "ConversationState",
     "EnvFallback",
     "ErrorCode",
     "Failure",
@@ -63,6 +66,7 @@ __all__ = [
     "Harness",
     "LlmAdapter",
     "LlmError",
+    "MaxStepsExceeded",
     "Message",
     "ModelInfo",
     "NamedToolChoice",
@@ -71,6 +75,7 @@ __all__ = [
     "Reply",
     "Secret",
     "StreamChunk",
+    "StreamContext",
     "SyncHarness",
     "TextBlock",
     "TextDelta",
@@ -78,6 +83,7 @@ __all__ = [
     "Tool",
     "ToolCallBlock",
     "ToolCallDelta",
+    "ToolRegistry",
     "ToolResultBlock",
     "ToolSpec",
     "Usage",
@@ -86,6 +92,11 @@ __all__ = [
     "tool",
 ]
 _LAZY = {
+    "ChainLink": "harness_core.chain",
+    "StreamContext": "harness_core.runtime",
+    "ToolRegistry": "harness_core.tools",
+    "ConversationState": "harness_core.conversation",
+    "MaxStepsExceeded": "harness_core.conversation",
     "AbortSignal": "harness_core.abort",
     "BlockAssembler": "harness_core.assembler",
     "BlockEnd": "harness_core.types",
