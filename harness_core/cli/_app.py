@@ -89,11 +89,15 @@ def _tool_options(func: Any) -> Any:
 
 @click.group(cls=_HarnessGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="harness-core", prog_name="harness")
-def cli() -> None:
+@click.option("-v", "--verbose", count=True, help="more log output on stderr, with tracebacks (-vv: debug)")
+def cli(verbose: int) -> None:
     """harness: one streaming protocol for every LLM provider, with middleware around every stream.
 
     Plugins and their configs come from plugins.yaml (see `harness config check`).
     """
+    from harness_core.cli._logging import configure_logging
+
+    configure_logging(verbose)
 
 
 @cli.command()
