@@ -60,6 +60,7 @@ class SyncHarness:
         self._backend = backend
         self._stack: ExitStack | None = None
         self._portal: BlockingPortal | None = None
+        self._open: set[_OpenStream] = set()
 
     @classmethod
     def from_config(cls, path: str | Path | None = None, *, backend: str = "asyncio") -> SyncHarness:
@@ -81,6 +82,11 @@ class SyncHarness:
     ) -> None:
         stack, self._stack, self._portal = self._stack, None, None
         if stack is not None:
+            # A stream still open (an abandoned iterator) would keep the portal waiting forever:
+            # close it first, like the async runtime closes every generator on exit.
+            for handle in list(self._open):
+                self._open.discard(handle)
+                handle.close(None, None, None)
             stack.__exit__(exc_type, exc, tb)
 
     def _call(self, function: Callable[..., Any], *args: Any) -> Any:
@@ -104,9 +110,18 @@ class SyncHarness:
 
     @contextmanager
     def _stream(self, portal: BlockingPortal, options: GenerateOptions) -> Iterator[Iterator[StreamChunk]]:
-        context = portal.call(self.harness.stream, options)
-        with portal.wrap_async_context_manager(context) as chunks:
+        handle = _OpenStream(portal, portal.call(self.harness.stream, options))
+        chunks = handle.enter()
+        self._open.add(handle)
+        try:
             yield _iterate(portal, chunks)
+        except BaseException as exc:
+            self._open.discard(handle)
+            handle.close(type(exc), exc, exc.__traceback__)  # a stream context never suppresses
+            raise
+        else:
+            self._open.discard(handle)
+            handle.close(None, None, None)
 
     def routes(self) -> dict[str, str]:
         """:meth:`Harness.routes <harness_core.runtime.Harness.routes>`."""
@@ -135,6 +150,26 @@ class SyncHarness:
     def failures(self) -> tuple[PluginFailure, ...]:
         """:attr:`Harness.failures <harness_core.runtime.Harness.failures>`."""
         return self.harness.failures
+
+
+class _OpenStream:
+    """A stream context entered on the portal, closable exactly once (by its ``with`` block or by
+    :meth:`SyncHarness.__exit__`, whichever comes first)."""
+
+    __slots__ = ("_closed", "_context")
+
+    def __init__(self, portal: BlockingPortal, context: Any) -> None:
+        self._context = portal.wrap_async_context_manager(context)
+        self._closed = False
+
+    def enter(self) -> Any:
+        return self._context.__enter__()
+
+    def close(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        """Exit the stream context (closing every generator of the chain). Later calls do nothing."""
+        if not self._closed:
+            self._closed = True
+            self._context.__exit__(exc_type, exc, tb)
 
 
 def _iterate(portal: BlockingPortal, chunks: Any) -> Iterator[StreamChunk]:

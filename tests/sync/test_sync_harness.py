@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -140,3 +141,37 @@ def test_real_loader_and_mock_plugin(tmp_path: Path) -> None:
     assert (result.message.route, result.message.source) == ("mock", "mock")
     assert result.finish.kind == "stop"
     assert result.text
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_leaving_with_a_stream_still_open_closes_it_instead_of_hanging(backend: str) -> None:
+    adapter = Adapter()
+    harness = Harness([("sync:p", Plugin(adapter))], defaults=Defaults(provider="sync", model="m"))
+
+    with SyncHarness(harness, backend=backend) as sync:
+
+        def first_chunks() -> Iterator[StreamChunk]:
+            with sync.stream(GenerateOptions()) as chunks:
+                yield from chunks
+
+        abandoned = first_chunks()
+        assert next(abandoned) == REPLY[0]
+    assert adapter.finalized == adapter.started == 1  # closed on the portal before it stopped
+    assert adapter.closed
+    abandoned.close()  # the generator's own `with` exit later is harmless
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_an_exception_in_the_stream_block_closes_the_stream_and_propagates(backend: str) -> None:
+    adapter = Adapter()
+    harness = Harness([("sync:p", Plugin(adapter))], defaults=Defaults(provider="sync", model="m"))
+    with SyncHarness(harness, backend=backend) as sync:
+
+        def consume() -> None:
+            with sync.stream(GenerateOptions()) as chunks:
+                next(iter(chunks))
+                raise KeyError("consumer bug")
+
+        with pytest.raises(KeyError):
+            consume()
+        assert adapter.finalized == adapter.started == 1
