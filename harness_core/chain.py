@@ -197,7 +197,36 @@ class Chain:
         call_next: Callable[[GenerateOptions], AsyncGenerator[StreamChunk, None]] = call_boundary
         for layer in range(depth - 1, -1, -1):
             call_next = _layer(layer, self._functions[layer], call_next, generators)
-        return call_next(options)
+        if not depth:
+            return call_next(options)
+        guard = _guard_terminal(call_next(options), self.links, options)
+        generators.append((-1, guard))
+        return guard
+
+
+async def _guard_terminal(
+    source: AsyncIterator[StreamChunk], links: tuple[ChainLink, ...], options: GenerateOptions
+) -> AsyncGenerator[StreamChunk, None]:
+    """Outermost layer when middleware exist: the consumer gets exactly one ``finish``, last.
+
+    A middleware that breaks SPEC §3 must not break every consumer: chunks after the first
+    ``finish`` are dropped (and logged; the chain still runs to its end, so code after a
+    middleware's loop runs), and a chain that ends without a finish gets its open blocks closed
+    and ``finish{error, PROTOCOL}`` naming the middleware.
+    """
+    tracker = BlockAssembler(keep_ended=False)
+    feed = tracker.feed
+    async for chunk in source:
+        yield chunk
+        if type(chunk) is Finish:
+            async for extra in source:
+                logger.error("dropped a %s chunk that the middleware chain yielded after finish", type(extra).__name__)
+            return
+        feed(chunk)
+    names = ", ".join(repr(link.key) for link in links)
+    failure = LlmError("PROTOCOL", f"the middleware chain ({names}) ended the stream without a finish")
+    for chunk in _terminal(tracker, failure, options):
+        yield chunk
 
 
 def _layer(

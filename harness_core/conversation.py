@@ -207,8 +207,8 @@ class Conversation:
             the :class:`Reply`; its ``finish.kind`` is ``aborted`` after an abort.
 
         Raises:
-            LlmError: a step finished with ``error`` (the failure as an ``LlmError``), or a
-                middleware ended a stream without a finish (``PROTOCOL``). The history is rolled
+            LlmError: a step finished with ``error`` (the failure as an ``LlmError``; a broken
+                middleware chain arrives as ``PROTOCOL``). The history is rolled
                 back to before this send (also on cancellation or any other exception), so the
                 same send can simply be retried; tools that already ran are not undone.
             MaxStepsExceeded: the model still called tools in step ``max_steps`` (history kept).
@@ -261,8 +261,7 @@ class Conversation:
                 if on_chunk is not None:
                     await _maybe_await(on_chunk(chunk))
         finish = assembler.finish
-        if finish is None:
-            raise LlmError("PROTOCOL", "the stream ended without a finish chunk")
+        assert finish is not None, "harness.stream always ends with exactly one finish"
         if finish.kind == "error":
             raise LlmError.from_failure(finish.failure or Failure("INTERNAL", "error finish without a failure"))
         message = assembler.message(route=stream.route, source=stream.source)

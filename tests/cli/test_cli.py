@@ -207,7 +207,7 @@ def test_run_without_finish_is_an_error(harness: Harness, config: Config) -> Non
     config("plugins:\n  nofinish: {}\n  mock: {}\ndefaults: {provider: mock, model: echo}\n")
     result = harness("run", "hi")
     assert result.returncode == 1
-    assert "the stream ended without a finish" in result.stderr
+    assert "error: PROTOCOL: the middleware chain ('nofinish') ended the stream without a finish" in result.stderr
 
 
 def _start(tmp_path: Path, cli_env: dict[str, str], *args: str) -> subprocess.Popen[str]:

@@ -426,7 +426,7 @@ class Breaker:
 @pytest.mark.parametrize(
     ("mode", "code", "message"),
     [
-        ("drop", "PROTOCOL", "the stream ended without a finish chunk"),
+        ("drop", "PROTOCOL", r"the middleware chain \('breaker'\) ended the stream without a finish"),
         ("error-without-failure", "INTERNAL", "error finish without a failure"),
     ],
 )
