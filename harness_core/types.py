@@ -305,6 +305,65 @@ class GenerateOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
     abort: AbortSignal | None = None
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        """Check the shapes msgspec does not check on construction, naming the field.
+
+        Raises ``TypeError`` for a wrong type and ``ValueError`` for an out-of-range number, so a
+        mistake surfaces here and not as an ``INTERNAL`` error deep inside an adapter.
+        """
+        _check_list(self.messages, Message, "messages")
+        _check_list(self.tools, ToolSpec, "tools")
+        for name in ("provider", "model", "system", "reasoning_effort"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"GenerateOptions.{name} must be a str or None, got {type(value).__name__}")
+        _check_number(self.max_tokens, "max_tokens", int, minimum=1)
+        _check_number(self.seed, "seed", int)
+        _check_number(self.temperature, "temperature", (int, float), minimum=0)
+        _check_number(self.top_p, "top_p", (int, float), minimum=0, maximum=1)
+        if self.stop is not None:
+            _check_list(self.stop, str, "stop")
+        if self.tool_choice is not None and self.tool_choice not in ("auto", "none", "required"):
+            if not isinstance(self.tool_choice, NamedToolChoice):
+                raise TypeError(
+                    "GenerateOptions.tool_choice must be 'auto', 'none', 'required' or a NamedToolChoice, "
+                    f"got {self.tool_choice!r}"
+                )
+        if not isinstance(self.provider_options, dict) or not all(
+            isinstance(v, dict) for v in self.provider_options.values()
+        ):
+            raise TypeError("GenerateOptions.provider_options must be a dict of dicts keyed by plugin name")
+        if not isinstance(self.metadata, dict):
+            raise TypeError(f"GenerateOptions.metadata must be a dict, got {type(self.metadata).__name__}")
+        if self.abort is not None and not isinstance(self.abort, AbortSignal):
+            raise TypeError(f"GenerateOptions.abort must be an AbortSignal or None, got {type(self.abort).__name__}")
+
+
+def _check_list(value: object, item_type: type | tuple[type, ...], name: str) -> None:
+    if not isinstance(value, list):
+        raise TypeError(f"GenerateOptions.{name} must be a list, got {type(value).__name__}")
+    for position, item in enumerate(value):
+        if not isinstance(item, item_type):
+            raise TypeError(f"GenerateOptions.{name}[{position}] has the wrong type: {type(item).__name__}")
+
+
+def _check_number(
+    value: object,
+    name: str,
+    kinds: type | tuple[type, ...],
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        raise TypeError(f"GenerateOptions.{name} must be a number or None, got {type(value).__name__}")
+    assert isinstance(value, int | float)
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        bounds = f"at least {minimum}" if maximum is None else f"between {minimum} and {maximum}"
+        raise ValueError(f"GenerateOptions.{name} must be {bounds}, got {value}")
+
 
 _canonical_encoder = msgspec.json.Encoder(order="sorted")
 

@@ -130,3 +130,53 @@ def test_tool_spec_default_parameters_are_an_empty_object_schema() -> None:
 def test_model_info_round_trip() -> None:
     info = ModelInfo(model="m", reasoning_efforts=["off", "low", "high"], default_effort="low")
     assert msgspec.json.decode(msgspec.json.encode(info), type=ModelInfo) == info
+
+
+@pytest.mark.parametrize(
+    ("fields", "error", "message"),
+    [
+        ({"messages": "hello"}, TypeError, "messages must be a list, got str"),
+        ({"messages": ["hello"]}, TypeError, r"messages\[0\] has the wrong type: str"),
+        ({"tools": [{"name": "x"}]}, TypeError, r"tools\[0\] has the wrong type: dict"),
+        ({"model": 5}, TypeError, "model must be a str or None, got int"),
+        ({"max_tokens": "10"}, TypeError, "max_tokens must be a number or None, got str"),
+        ({"max_tokens": True}, TypeError, "max_tokens must be a number or None, got bool"),
+        ({"max_tokens": 0}, ValueError, "max_tokens must be at least 1, got 0"),
+        ({"temperature": -0.5}, ValueError, "temperature must be at least 0, got -0.5"),
+        ({"top_p": 1.5}, ValueError, "top_p must be between 0 and 1, got 1.5"),
+        ({"seed": 1.5}, TypeError, "seed must be a number or None, got float"),
+        ({"stop": "END"}, TypeError, "stop must be a list, got str"),
+        ({"tool_choice": "any"}, TypeError, "tool_choice must be 'auto', 'none', 'required' or a NamedToolChoice"),
+        ({"provider_options": {"openai": 1}}, TypeError, "provider_options must be a dict of dicts"),
+        ({"metadata": []}, TypeError, "metadata must be a dict, got list"),
+        ({"abort": "yes"}, TypeError, "abort must be an AbortSignal or None, got str"),
+    ],
+)
+def test_generate_options_reject_wrong_shapes_naming_the_field(
+    fields: dict[str, object], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        GenerateOptions(**fields)  # type: ignore[arg-type]
+    with pytest.raises(error, match=message):
+        msgspec.structs.replace(GenerateOptions(), **fields)
+
+
+def test_generate_options_accept_every_valid_shape() -> None:
+    options = GenerateOptions(
+        provider="p",
+        model="m",
+        system="s",
+        reasoning_effort="low",
+        messages=[Message.user("x")],
+        tools=[ToolSpec("t")],
+        max_tokens=1,
+        seed=3,
+        temperature=0,
+        top_p=1,
+        stop=["END"],
+        tool_choice="required",
+        provider_options={"openai": {"top_k": 3}},
+        metadata={"user": "u"},
+        abort=AbortSignal(),
+    )
+    assert msgspec.structs.replace(options, tool_choice=NamedToolChoice("t")).tool_choice == NamedToolChoice("t")

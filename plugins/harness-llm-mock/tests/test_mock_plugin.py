@@ -129,8 +129,8 @@ async def test_max_tokens_ends_with_length() -> None:
     chunks = await collect(MockAdapter(MockConfig()), options("a b c d", max_tokens=2))
     assert ends(chunks) == [TextBlock("a b ")]
     assert chunks[-1].reason.kind == "length"  # type: ignore[union-attr]
-    chunks = await collect(MockAdapter(MockConfig()), options("a b c d", max_tokens=0))
-    assert kinds(chunks) == ["Usage", "Finish"]
+    chunks = await collect(MockAdapter(MockConfig()), options("a b c d", max_tokens=1))
+    assert ends(chunks) == [TextBlock("a ")]
 
 
 @pytest.mark.anyio
