@@ -323,12 +323,15 @@ class GenerateOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
         _check_number(self.top_p, "top_p", (int, float), minimum=0, maximum=1)
         if self.stop is not None:
             _check_list(self.stop, str, "stop")
-        if self.tool_choice is not None and self.tool_choice not in ("auto", "none", "required"):
-            if not isinstance(self.tool_choice, NamedToolChoice):
-                raise TypeError(
-                    "GenerateOptions.tool_choice must be 'auto', 'none', 'required' or a NamedToolChoice, "
-                    f"got {self.tool_choice!r}"
-                )
+        choice = self.tool_choice
+        if (
+            choice is not None
+            and choice not in ("auto", "none", "required")
+            and not isinstance(choice, NamedToolChoice)
+        ):
+            raise TypeError(
+                f"GenerateOptions.tool_choice must be 'auto', 'none', 'required' or a NamedToolChoice, got {choice!r}"
+            )
         if not isinstance(self.provider_options, dict) or not all(
             isinstance(v, dict) for v in self.provider_options.values()
         ):
