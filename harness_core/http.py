@@ -390,6 +390,14 @@ def error_from_payload(
     )
 
 
+def _request_of(exc: httpx.HTTPError) -> httpx.Request | None:
+    """The request an httpx exception is about, or ``None`` (``.request`` raises when unset)."""
+    try:
+        return exc.request
+    except (RuntimeError, AttributeError):  # StreamError subclasses carry no request at all
+        return None
+
+
 def error_from_exception(exc: httpx.HTTPError, *, provider: str | None = None) -> LlmError:
     """Map an httpx exception to an :class:`LlmError`.
 
@@ -397,9 +405,22 @@ def error_from_exception(exc: httpx.HTTPError, *, provider: str | None = None) -
     ``httpx.DecodingError`` (a corrupt compressed body) → ``PROTOCOL``; any other
     ``httpx.RequestError`` (connect error, read error, reset, incomplete chunked body) →
     ``NETWORK``; anything else (``httpx.StreamError`` …, a bug in the caller) → ``INTERNAL``.
-    The message names the exception type (asyncio's read errors often have no text).
+    The message names the exception type (asyncio's read errors often have no text), the
+    request's method, host and path, and for a timeout the limit that ran out (seconds), e.g.
+    ``ReadTimeout: no data for 600 s (read timeout) on POST api.openai.com/v1/chat/completions``.
+    The query string is left out (some providers put keys there).
     """
     detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    request = _request_of(exc)
+    if isinstance(exc, httpx.TimeoutException) and request is not None:
+        kind = {"ConnectTimeout": "connect", "ReadTimeout": "read", "WriteTimeout": "write", "PoolTimeout": "pool"}
+        phase = kind.get(type(exc).__name__)
+        limit = request.extensions.get("timeout", {}).get(phase) if phase else None
+        if limit is not None:
+            what = "no free connection" if phase == "pool" else "no progress"
+            detail = f"{type(exc).__name__}: {what} for {limit:g} s ({phase} timeout)"
+    if request is not None:
+        detail += f" on {request.method} {request.url.host}{request.url.path}"
     code: ErrorCode
     if isinstance(exc, httpx.TimeoutException):
         code = "TIMEOUT"

@@ -316,3 +316,25 @@ async def test_make_client_configuration() -> None:
         assert client.headers["x-api-key"] == "k"
         assert client.timeout == httpx.Timeout(connect=1.0, read=None, write=60.0, pool=2.0)
         assert not client.follow_redirects
+
+
+def test_transport_errors_name_the_request_and_the_limit() -> None:
+    import httpx
+
+    from harness_core.http import error_from_exception
+
+    timeouts = {"read": 600.0, "connect": 5.0, "pool": 30.0, "write": 5.0}
+    request = httpx.Request("POST", "https://api.example.com/v1/chat?key=hidden", extensions={"timeout": timeouts})
+    read = error_from_exception(httpx.ReadTimeout("", request=request))
+    assert (read.code, read.message) == (
+        "TIMEOUT",
+        "ReadTimeout: no progress for 600 s (read timeout) on POST api.example.com/v1/chat",
+    )
+    pool = error_from_exception(httpx.PoolTimeout("", request=request))
+    assert pool.message == "PoolTimeout: no free connection for 30 s (pool timeout) on POST api.example.com/v1/chat"
+    unlimited = httpx.Request("GET", "https://h/x", extensions={"timeout": {"read": None}})
+    assert error_from_exception(httpx.ReadTimeout("slow", request=unlimited)).message == "ReadTimeout: slow on GET h/x"
+    connect = error_from_exception(httpx.ConnectError("refused", request=request))
+    assert connect.message == "ConnectError: refused on POST api.example.com/v1/chat"
+    assert "hidden" not in connect.message
+    assert error_from_exception(httpx.ConnectError("refused")).message == "ConnectError: refused"
