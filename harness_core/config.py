@@ -4,15 +4,20 @@
 value keeps its YAML line (:func:`parse_yaml` returns a map *path → line*), which lets every
 problem name the file line it comes from. Values may reference the environment with
 ``${{ env.NAME }}`` — a lookup, never an evaluation (:func:`substitute_env`); every value taken
-from the environment is treated as a secret and scrubbed from messages (:class:`Redactor`).
+from the environment, and every value of a ``Secret`` field, is treated as a secret and scrubbed
+from messages (:class:`Redactor`, and :class:`RedactFilter` for log records). Explicit YAML tags
+are refused and alias expansion is bounded (:data:`MAX_ALIAS_NODES`).
 
 The loader (:mod:`harness_core.loader`) puts these pieces together.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 import msgspec
@@ -24,19 +29,26 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 __all__ = [
     "MASK",
+    "MAX_ALIAS_NODES",
     "ConfigError",
     "ConfigPath",
     "ConfigProblem",
     "EnvFallback",
+    "RedactFilter",
     "Redactor",
     "format_path",
     "line_for",
     "parse_yaml",
+    "redacted_logging",
     "substitute_env",
 ]
 
 MASK: Final = "**********"
 """What a secret value is replaced with in messages (the same mask :class:`~harness_core.Secret` shows)."""
+
+MAX_ALIAS_NODES: Final = 10_000
+"""The most nodes YAML aliases may expand to in one document; more is refused (a "billion laughs"
+document of 9 levels of 9 aliases would expand to 9**9 nodes)."""
 
 ConfigPath: TypeAlias = tuple[str | int, ...]
 """A location in the YAML document: mapping keys and sequence indices from the root."""
@@ -111,10 +123,13 @@ class ConfigError(LlmError):
 
 
 class Redactor:
-    """Scrubs secret values (everything substituted from the environment) out of text.
+    """Scrubs secret values out of text.
 
-    Values shorter than 3 characters are not scrubbed (they would mangle every message and
-    cannot be secrets worth the name).
+    The loader adds every value substituted from the environment (``${{ env.NAME }}``, in plugin
+    configs and in ``defaults:``), every :class:`EnvFallback` value, and every value that lands in
+    a field typed :class:`~harness_core.Secret` (literal ones too). Values shorter than 3
+    characters are not scrubbed (they would mangle every message and cannot be secrets worth the
+    name).
     """
 
     __slots__ = ("_values",)
@@ -138,6 +153,49 @@ class Redactor:
 
     def __repr__(self) -> str:
         return f"Redactor({len(self._values)} secrets)"
+
+
+class RedactFilter(logging.Filter):
+    """A :class:`logging.Filter` that scrubs secrets from every record it sees; it drops nothing.
+
+    Attach it to a *handler* (``handler.addFilter(RedactFilter(loaded.redact))``): filters on a
+    logger do not see records propagated from child loggers. It replaces the record's message
+    (arguments merged in), its formatted traceback (``exc_text``; ``exc_info`` is kept so a
+    formatter still knows there is one) and ``stack_info`` by their redacted text. ``redact`` is
+    any ``str -> str`` scrubber, e.g. :meth:`harness_core.loader.LoadedConfig.redact`.
+    """
+
+    def __init__(self, redact: Callable[[str], str]) -> None:
+        super().__init__()
+        self.redact = redact
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = self.redact(record.getMessage())
+        record.args = None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = self.redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = self.redact(record.stack_info)
+        return True
+
+
+@contextmanager
+def redacted_logging(redact: Callable[[str], str]) -> Iterator[RedactFilter]:
+    """Within the block, every handler of the root logger scrubs secrets (a :class:`RedactFilter`).
+
+    Handlers added inside the block are not covered; the filter is removed on exit.
+    """
+    handlers = list(logging.getLogger().handlers)
+    redact_filter = RedactFilter(redact)
+    for handler in handlers:
+        handler.addFilter(redact_filter)
+    try:
+        yield redact_filter
+    finally:
+        for handler in handlers:
+            handler.removeFilter(redact_filter)
 
 
 def format_path(path: ConfigPath) -> str:
@@ -165,59 +223,142 @@ def parse_yaml(text: str, *, source: str) -> tuple[Any, dict[ConfigPath, int], l
 
     Returns ``(data, lines, problems)``: plain Python data (dicts, lists, scalars), a map from
     each path to the 1-based line of its key (mapping entries) or node, and the problems found
-    (syntax errors, duplicate keys with both lines, unhashable keys, recursive aliases). When
-    the document cannot be parsed, ``data`` is ``None`` and ``problems`` says why.
-    Uses ``yaml.SafeLoader`` only (https://pyyaml.org/wiki/PyYAMLDocumentation): no Python tags.
+    (syntax errors, duplicate keys with both lines, unhashable keys, recursive aliases, explicit
+    tags, bad merge keys). When the document cannot be parsed — or its aliases would expand to
+    more than :data:`MAX_ALIAS_NODES` nodes (a "billion laughs" document), or it nests too
+    deeply — ``data`` is ``None`` and ``problems`` says why, naming the line.
+
+    Uses ``yaml.SafeLoader`` only (https://pyyaml.org/wiki/PyYAMLDocumentation). Every explicit
+    tag (``!x``, ``!!python/...``, even ``!!str``) is refused: a config has no use for them and
+    they make a value mean something else than it reads. Merge keys (``<<: *base`` or
+    ``<<: [*a, *b]``, https://yaml.org/type/merge.html) are supported: keys written in the mapping
+    override merged ones; among several sources the first wins.
     """
     import yaml
 
     lines: dict[ConfigPath, int] = {}
     problems: list[ConfigProblem] = []
-    loader = yaml.SafeLoader(text)
+    loader = _loader_type()(text)
     try:
-        try:
-            node = loader.get_single_node()
-        except yaml.MarkedYAMLError as exc:
-            line = exc.problem_mark.line + 1 if exc.problem_mark is not None else None
-            problems.append(ConfigProblem(message=f"invalid YAML: {exc.problem or exc}", line=line, source=source))
-            return None, lines, problems
+        node = loader.get_single_node()
         if node is None:
             return None, lines, problems
-        builder = _Builder(loader, source, lines, problems)
-        return builder.build(node, ()), lines, problems
+        data = _Builder(loader, source, lines, problems).build(node, ())
+    except yaml.MarkedYAMLError as exc:
+        line = exc.problem_mark.line + 1 if exc.problem_mark is not None else None
+        return None, {}, [ConfigProblem(message=f"invalid YAML: {exc.problem or exc}", line=line, source=source)]
+    except _TooManyNodes as exc:
+        message = (
+            f"YAML aliases expand to more than {MAX_ALIAS_NODES} nodes (at alias *{exc.alias.anchor}): "
+            "refused, this looks like an alias bomb"
+        )
+        return None, {}, [ConfigProblem(message=message, line=exc.alias.line, source=source)]
+    except RecursionError:  # the composer and the builder recurse once per nesting level
+        return None, {}, [ConfigProblem(message="the YAML document nests too deeply", source=source)]
     finally:
         loader.dispose()
+    first: dict[tuple[str, int | None], ConfigProblem] = {}
+    for problem in problems:  # a problem inside an aliased subtree is found once per use: report it once
+        first.setdefault((problem.message, problem.line), problem)
+    return data, lines, list(first.values())
+
+
+_MERGE_TAG: Final = "tag:yaml.org,2002:merge"
+_STANDARD_TAG_PREFIX: Final = "tag:yaml.org,2002:"
+
+
+class _Alias:
+    """An alias (``*name``) as composed: the node it refers to, plus where the alias itself is."""
+
+    __slots__ = ("anchor", "line", "target")
+
+    def __init__(self, anchor: str, line: int, target: yaml.Node) -> None:
+        self.anchor = anchor
+        self.line = line
+        self.target = target
+
+
+class _TooManyNodes(Exception):
+    """Aliases expanded past :data:`MAX_ALIAS_NODES`; ``alias`` is the outermost one being expanded."""
+
+    def __init__(self, alias: _Alias) -> None:
+        super().__init__(alias.anchor)
+        self.alias = alias
+
+
+@functools.cache
+def _loader_type() -> type[yaml.SafeLoader]:
+    """A ``SafeLoader`` whose composer keeps aliases visible and remembers explicit tags."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        def __init__(self, stream: str) -> None:
+            super().__init__(stream)
+            self.tagged: dict[int, tuple[str, int]] = {}
+            """``id(node)`` → (tag as written, line) for every node with an explicit tag."""
+
+        def compose_node(self, parent: yaml.Node | None, index: Any) -> Any:
+            event: Any = self.peek_event()  # type: ignore[no-untyped-call]  # untyped in types-PyYAML
+            node: Any = super().compose_node(parent, index)  # the anchored node for an alias, never None
+            line = event.start_mark.line + 1
+            if isinstance(event, yaml.AliasEvent):
+                return _Alias(str(event.anchor), line, node)
+            tag = getattr(event, "tag", None)
+            if tag is not None:
+                shown = "!!" + tag.removeprefix(_STANDARD_TAG_PREFIX) if tag.startswith(_STANDARD_TAG_PREFIX) else tag
+                self.tagged[id(node)] = (shown, line)
+            return node
+
+    return Loader
 
 
 class _Builder:
     """Turns a composed YAML node tree into plain data, recording lines and problems."""
 
-    def __init__(
-        self, loader: yaml.SafeLoader, source: str, lines: dict[ConfigPath, int], problems: list[ConfigProblem]
-    ) -> None:
+    def __init__(self, loader: Any, source: str, lines: dict[ConfigPath, int], problems: list[ConfigProblem]) -> None:
         self.loader = loader
+        self.tagged: dict[int, tuple[str, int]] = loader.tagged
         self.source = source
         self.lines = lines
         self.problems = problems
         self.active: set[int] = set()
+        self.aliases: list[_Alias] = []
+        self.expanded = 0
 
     def problem(self, message: str, line: int, path: ConfigPath) -> None:
         self.problems.append(
             ConfigProblem(message=message, field=format_path(path) or None, line=line, source=self.source)
         )
 
-    def build(self, node: yaml.Node, path: ConfigPath) -> Any:
+    def build(self, node: yaml.Node | _Alias, path: ConfigPath) -> Any:
         import yaml
 
+        if isinstance(node, _Alias):
+            self.aliases.append(node)
+            try:
+                return self.build(node.target, path)
+            finally:
+                self.aliases.pop()
+        if self.aliases:
+            self.expanded += 1
+            if self.expanded > MAX_ALIAS_NODES:
+                raise _TooManyNodes(self.aliases[0])
         line = node.start_mark.line + 1
         self.lines.setdefault(path, line)
+        tagged = self.tagged.get(id(node))
+        if tagged is not None:
+            self.problem(f"YAML tags are not allowed (found {tagged[0]!r}); write the plain value", tagged[1], path)
+            return None
         if id(node) in self.active:
             self.problem("recursive YAML alias", line, path)
             return None
         if isinstance(node, yaml.ScalarNode):
+            if node.tag == _MERGE_TAG:
+                self.problem("a merge key `<<` may only be a key of a mapping", line, path)
+                return None
             try:
                 return self.loader.construct_object(node, deep=True)
-            except Exception as exc:  # ConstructorError for unsafe tags, ValueError for `!!int abc` …
+            except Exception as exc:  # ConstructorError for `a: =` (no constructor) …
                 self.problem(f"invalid YAML value: {getattr(exc, 'problem', None) or exc}", line, path)
                 return None
         self.active.add(id(node))
@@ -232,15 +373,23 @@ class _Builder:
     def build_mapping(self, node: yaml.MappingNode, path: ConfigPath) -> dict[Any, Any]:
         import yaml
 
-        result: dict[Any, Any] = {}
+        merge_values = [
+            value for key, value in node.value if isinstance(_target(key), yaml.ScalarNode) and _is_merge(key, self)
+        ]
+        result = self.merged(merge_values, path)
         seen: dict[Any, int] = {}
         for key_node, value_node in node.value:
-            key_line = key_node.start_mark.line + 1
-            if not isinstance(key_node, yaml.ScalarNode):
+            key_line = _line(key_node)
+            if not isinstance(_target(key_node), yaml.ScalarNode):
                 self.problem("a mapping key must be a plain value", key_line, path)
                 continue
+            if _is_merge(key_node, self):
+                continue
+            before = len(self.problems)
             key = self.build(key_node, (*path, "<key>"))
             del self.lines[(*path, "<key>")]
+            if len(self.problems) > before:
+                continue
             if key in seen:
                 self.problem(f"duplicate key {key!r} (lines {seen[key]} and {key_line})", key_line, (*path, key))
                 continue
@@ -248,6 +397,46 @@ class _Builder:
             self.lines[(*path, key)] = key_line
             result[key] = self.build(value_node, (*path, key))
         return result
+
+    def merged(self, values: list[yaml.Node | _Alias], path: ConfigPath) -> dict[Any, Any]:
+        """The entries merged in by ``<<`` keys (https://yaml.org/type/merge.html): first source wins."""
+        import yaml
+
+        sources: list[tuple[yaml.Node | _Alias, int]] = []  # (a mapping to merge, the line of its `<<` value)
+        for value in values:
+            target = _target(value)
+            line = _line(value)
+            sources.extend(
+                (item, line) for item in (target.value if isinstance(target, yaml.SequenceNode) else [value])
+            )
+        result: dict[Any, Any] = {}
+        key_lines: dict[Any, int] = {}
+        for source, line in sources:
+            if not isinstance(_target(source), yaml.MappingNode):
+                self.problem("a merge key `<<` takes a mapping or a list of mappings", line, path)
+                continue
+            built = self.build(source, path)
+            for key, value in (built or {}).items():  # None when the source is recursive or tagged
+                if key not in result:
+                    result[key] = value
+                    key_lines[key] = self.lines[(*path, key)]
+        for key, line in key_lines.items():
+            self.lines[(*path, key)] = line
+        return result
+
+
+def _target(node: yaml.Node | _Alias) -> yaml.Node:
+    return node.target if isinstance(node, _Alias) else node
+
+
+def _line(node: yaml.Node | _Alias) -> int:
+    """The 1-based line where ``node`` is written (for an alias: the alias, not its anchor)."""
+    return node.line if isinstance(node, _Alias) else node.start_mark.line + 1
+
+
+def _is_merge(key: yaml.Node | _Alias, builder: _Builder) -> bool:
+    target = _target(key)
+    return target.tag == _MERGE_TAG and id(target) not in builder.tagged
 
 
 _EXPRESSION = re.compile(r"\$\{\{(.*?)\}\}", re.DOTALL)

@@ -9,7 +9,8 @@
       ~anthropic: {}                         # "~" disables it: never imported
     defaults: {provider: mock, model: echo}
 
-Steps, in order: parse (safe YAML, lines kept) → resolve every enabled name against the
+Steps, in order: parse (safe YAML, lines kept, explicit tags refused, alias expansion bounded;
+``defaults:`` values get ``${{ env.NAME }}`` substitution too) → resolve every enabled name against the
 entry-point group ``harness.plugins`` (importing only those) → validate every config
 (``${{ env.NAME }}`` substitution, :class:`~harness_core.config.EnvFallback`, ``msgspec.convert``
 with unknown fields rejected and YAML strings turned into :class:`~harness_core.Secret` for
@@ -17,7 +18,8 @@ with unknown fields rejected and YAML strings turned into :class:`~harness_core.
 Problems of every plugin are collected (the first per plugin) and raised together as one
 :class:`~harness_core.config.ConfigError`. A plugin that fails to import or to build is recorded
 as a :class:`~harness_core.plugininfo.PluginFailure` instead (SPEC §6 failure policy); a plugin
-that cannot even be imported counts as a middleware (fail closed).
+that cannot even be imported counts as a middleware (fail closed). Every message produced here
+is scrubbed of secrets (:meth:`LoadedConfig.redact`).
 """
 
 from __future__ import annotations
@@ -111,7 +113,11 @@ class LoadedConfig(msgspec.Struct, kw_only=True):
     ``failures`` the plugins that could not be imported or built, ``defaults`` the ``defaults:``
     section, ``path`` the file read (``None`` for the built-in default). ``entries`` describe
     every plugin for ``harness plugins``; ``problems`` is empty unless produced by
-    :func:`inspect_config`. :meth:`redact` scrubs every environment-substituted value from text.
+    :func:`inspect_config`; ``lines`` maps a document path (``("defaults", "provider")``) to its
+    1-based YAML line (see :meth:`line`). :meth:`redact` scrubs every secret from text: values
+    substituted from the environment (in plugin configs and ``defaults:``), env fallbacks, and
+    every value of a ``Secret``-typed config field, literal ones included. Every message the
+    loader produces (problems, entry messages, failures) and every entry's routes are redacted.
     """
 
     path: Path | None
@@ -121,6 +127,7 @@ class LoadedConfig(msgspec.Struct, kw_only=True):
     entries: list[PluginEntry] = msgspec.field(default_factory=list)
     problems: list[ConfigProblem] = msgspec.field(default_factory=list)
     redactor: Redactor = msgspec.field(default_factory=Redactor)
+    lines: dict[ConfigPath, int] = msgspec.field(default_factory=dict)
 
     @property
     def source(self) -> str:
@@ -128,8 +135,12 @@ class LoadedConfig(msgspec.Struct, kw_only=True):
         return str(self.path) if self.path is not None else BUILTIN_SOURCE
 
     def redact(self, text: str) -> str:
-        """``text`` without any value substituted from the environment."""
+        """``text`` with every secret of this configuration replaced by :data:`~harness_core.config.MASK`."""
         return self.redactor(text)
+
+    def line(self, *path: str | int) -> int | None:
+        """The YAML line of ``path`` (or of its longest prefix that has one); ``None`` when unknown."""
+        return line_for(self.lines, path)
 
 
 def find_config(
@@ -143,7 +154,8 @@ def find_config(
     Order: ``explicit`` (``--config``), ``$HARNESS_CONFIG``, ``./plugins.yaml``,
     ``./config/plugins.yaml``, ``platformdirs.user_config_dir("harness")/plugins.yaml``. An
     explicit or environment path is returned even when missing (:func:`load_config` reports
-    it); the other candidates only when they exist.
+    it); the other candidates only when they exist — a directory of that name counts (and
+    :func:`load_config` reports it) rather than being skipped silently.
     """
     env = os.environ if environ is None else environ
     if explicit is not None:
@@ -158,7 +170,7 @@ def find_config(
         base / "config" / "plugins.yaml",
         Path(platformdirs.user_config_dir("harness")) / "plugins.yaml",
     ):
-        if candidate.is_file():
+        if candidate.exists():
             return candidate
     return None
 
@@ -212,6 +224,11 @@ def inspect_config(
     loaded = LoadedConfig(path=path)
     if path is None:
         text = BUILTIN_DEFAULT
+    elif path.is_dir():
+        loaded.problems.append(
+            ConfigProblem(message="the config path is a directory; expected a YAML file", source=loaded.source)
+        )
+        return loaded
     else:
         try:
             text = path.read_text(encoding="utf-8")
@@ -262,6 +279,7 @@ class _Loading:
     def run(self) -> None:
         installed = installed_plugins()
         self.document(installed)
+        self.redact_everything()
         for entry in self.loaded.entries:
             if entry.state == "disabled" and entry.name in installed:
                 entry.dist, entry.version = _dist_of(installed[entry.name])
@@ -273,8 +291,21 @@ class _Loading:
                     PluginEntry(key=name, name=name, state="installed", dist=dist, version=version)
                 )
 
+    def redact_everything(self) -> None:
+        """Scrub every message again: a secret found late (another plugin's) may be in an earlier one."""
+        loaded = self.loaded
+        redact = loaded.redact
+        loaded.problems = [msgspec.structs.replace(p, message=redact(p.message)) for p in loaded.problems]
+        loaded.failures = [msgspec.structs.replace(f, message=redact(f.message)) for f in loaded.failures]
+        for entry in loaded.entries:
+            if entry.message is not None:
+                entry.message = redact(entry.message)
+            if entry.routes is not None:
+                entry.routes = [redact(route) for route in entry.routes]
+
     def document(self, installed: dict[str, importlib.metadata.EntryPoint]) -> None:
         data, self.lines, problems = parse_yaml(self.text, source=self.loaded.source)
+        self.loaded.lines = self.lines
         self.loaded.problems.extend(problems)
         if problems:
             return
@@ -303,13 +334,17 @@ class _Loading:
         if not isinstance(raw, dict):
             self.problem("`defaults` must be a mapping with `provider` and/or `model`", ("defaults",))
             return
+        raw, env_problems = substitute_env(raw, self.environ, self.loaded.redactor, ("defaults",))
+        for where, message in env_problems:
+            self.problem(message, where, field=format_path(where))
         values: dict[str, str | None] = {}
         for key, value in raw.items():
+            field = format_path(("defaults", key))
             if key not in ("provider", "model"):
-                self.problem(f"unknown key {key!r}; expected `provider` or `model`", ("defaults", key), field=str(key))
+                self.problem(f"unknown key {key!r}; expected `provider` or `model`", ("defaults", key), field=field)
             elif value is not None and not isinstance(value, str):
-                self.problem(f"expected a string, got {type(value).__name__}", ("defaults", key), field=key)
-            else:
+                self.problem(f"expected a string, got {type(value).__name__}", ("defaults", key), field=field)
+            elif not any(where == ("defaults", key) for where, _ in env_problems):
                 values[key] = value
         self.loaded.defaults = Defaults(**values)
 
@@ -325,7 +360,12 @@ class _Loading:
             path: ConfigPath = ("plugins", key)
             match = _KEY.fullmatch(key) if isinstance(key, str) else None
             if match is None:
-                self.problem(f"invalid plugin key {key!r}; expected `name`, `name:ident` or `~name`", path)
+                expected = "expected `name`, `name:ident` or `~name`"
+                if key is None:
+                    message = f"a plugin key is empty or a bare `~` (YAML null); {expected} (`~name` disables a plugin)"
+                else:
+                    message = f"invalid plugin key {key!r}; {expected}"
+                self.problem(message, path)
                 continue
             key_str: str = key
             instance = key_str.removeprefix("~")
@@ -353,10 +393,16 @@ class _Loading:
         ep = installed.get(candidate.name)
         if ep is None:
             names = ", ".join(sorted(installed)) or "none"
+            lower = candidate.name.lower()
+            hint = (
+                f"Plugin names are case-sensitive: did you mean {lower!r}?"
+                if lower != candidate.name and lower in installed
+                else f"If it is a provider adapter, try: pip install harness-llm-{lower}"
+                + (" (plugin names are case-sensitive)" if lower != candidate.name else "")
+            )
             self.problem(
                 f"unknown plugin {candidate.name!r}: no installed distribution has an entry point {candidate.name!r} "
-                f"in group {ENTRY_POINT_GROUP!r} (installed: {names}). "
-                f"If it is a provider adapter, try: pip install harness-llm-{candidate.name}",
+                f"in group {ENTRY_POINT_GROUP!r} (installed: {names}). {hint}",
                 ("plugins", candidate.key),
                 plugin=candidate.key,
             )
@@ -408,7 +454,7 @@ class _Loading:
             return
         self.apply_env_fallbacks(candidate.config_type, raw)
         try:
-            config = msgspec.convert(raw, candidate.config_type, dec_hook=_dec_hook)
+            config = msgspec.convert(raw, candidate.config_type, dec_hook=self.dec_hook)
         except msgspec.ValidationError as exc:
             message, where = _split_msgspec_error(str(exc))
             if "unknown field" in message:
@@ -420,6 +466,15 @@ class _Loading:
         routes = getattr(config, "routes", None)
         if isinstance(routes, list) and all(isinstance(r, str) for r in routes):
             candidate.entry.routes = [MASK if r in self.loaded.redactor else r for r in routes]
+
+    def dec_hook(self, type_: type, obj: Any) -> Any:
+        """``msgspec.convert`` hook: YAML strings become :class:`Secret` for ``Secret`` fields, and
+        every such value (literal, from the environment or an env fallback) is secret from then on."""
+        if type_ is Secret and isinstance(obj, str):
+            secret = Secret(obj)
+            self.loaded.redactor.add(obj)
+            return secret
+        raise TypeError(f"Expected `{getattr(type_, '__name__', type_)}`, got `{type(obj).__name__}`")
 
     def config_problem(self, candidate: _Candidate, message: str, where: ConfigPath) -> None:
         self.problem(
@@ -496,13 +551,6 @@ def _effective(field: msgspec.structs.FieldInfo | None, raw: Mapping[str, Any]) 
     if field.default_factory is not msgspec.NODEFAULT:
         return field.default_factory()
     return field.default
-
-
-def _dec_hook(type_: type, obj: Any) -> Any:
-    """``msgspec.convert`` hook: YAML strings become :class:`Secret` for ``Secret`` fields."""
-    if type_ is Secret and isinstance(obj, str):
-        return Secret(obj)
-    raise TypeError(f"Expected `{getattr(type_, '__name__', type_)}`, got `{type(obj).__name__}`")
 
 
 def _split_msgspec_error(text: str) -> tuple[str, ConfigPath]:

@@ -2,8 +2,10 @@
 subcommand lives in :mod:`harness_core.cli._run` / :mod:`harness_core.cli._chat` /
 :mod:`harness_core.cli._inspect`, imported when that subcommand runs.
 
-Exit codes: 0 success, 1 the generation ended with an error, 2 usage or configuration error,
-130 interrupted (Ctrl-C).
+Exit codes: 0 success; 1 the generation ended with an error (or output could not be written);
+2 usage or configuration error, including error finishes with code ``CONFIG``, ``NO_ADAPTER`` or
+``UNSUPPORTED`` and a plugin that raised (a failed middleware); 130 interrupted (Ctrl-C); 141 stdout
+closed by its reader (broken pipe: the stream is aborted, nothing more is printed).
 """
 
 from __future__ import annotations
@@ -69,6 +71,11 @@ class _HarnessGroup(click.Group):
             formatter.write_dl(rows)
 
 
+def _verbosity(ctx: click.Context) -> int:
+    """The ``-v`` count given to the ``harness`` group."""
+    return int(ctx.find_root().params.get("verbose") or 0)
+
+
 def _tool_options(func: Any) -> Any:
     func = click.option(
         "--max-steps",
@@ -105,8 +112,8 @@ def cli(verbose: int) -> None:
 @click.option("-p", "--provider", help="route to use (default: `defaults.provider` of plugins.yaml)")
 @click.option("-m", "--model", help="the provider's model id (default: `defaults.model`)")
 @click.option("--system", help="system prompt")
-@click.option("--max-tokens", type=click.IntRange(min=0), help="upper bound on output tokens")
-@click.option("--temperature", type=float, help="sampling temperature")
+@click.option("--max-tokens", type=click.IntRange(min=1), help="upper bound on output tokens (at least 1)")
+@click.option("--temperature", type=click.FloatRange(min=0), help="sampling temperature (at least 0)")
 @click.option("--reasoning-effort", help="reasoning effort id the model lists (e.g. off, low, high)")
 @_tool_options
 @_config_option
@@ -119,20 +126,27 @@ def run(ctx: click.Context, /, prompt: str, as_json: bool, **options: Any) -> No
     the finish reason go to stderr at the end. With `--tool NAME` (repeatable) the model may call
     those registered tools: each call is executed, its result shown and sent back, until the
     model answers (at most `--max-steps` generations). Ctrl-C aborts cleanly, keeping the partial
-    output (exit 130). Exit codes: 0 stop/tool-calls/length/content-filter, 1 error finish or step
-    limit, 2 usage or config error (e.g. an unknown tool), 130 aborted.
+    output (exit 130). Errors are one `error: ...` line naming the route and plugin (`-v` adds the
+    traceback); secrets of the config are redacted from all output.
+
+    Exit codes: 0 stop/tool-calls/length/content-filter; 1 error finish, step limit or output
+    that cannot be written; 2 usage or config error (empty prompt, unknown route or tool, an
+    unsupported option, i.e. error codes CONFIG, NO_ADAPTER, UNSUPPORTED) or a failed middleware;
+    130 aborted; 141 stdout closed by its reader (e.g. `| head`: the stream is aborted quietly).
     """
     from harness_core.cli._run import run_prompt
 
-    ctx.exit(run_prompt(prompt, as_json=as_json, **options))
+    ctx.exit(run_prompt(prompt, as_json=as_json, verbose=_verbosity(ctx), **options))
 
 
 @cli.command()
 @click.option("-p", "--provider", help="route to use (default: `defaults.provider` of plugins.yaml)")
 @click.option("-m", "--model", help="the provider's model id (default: `defaults.model`)")
 @click.option("--system", help="system prompt")
-@click.option("--max-tokens", type=click.IntRange(min=0), help="upper bound on output tokens per generation")
-@click.option("--temperature", type=float, help="sampling temperature")
+@click.option(
+    "--max-tokens", type=click.IntRange(min=1), help="upper bound on output tokens per generation (at least 1)"
+)
+@click.option("--temperature", type=click.FloatRange(min=0), help="sampling temperature (at least 0)")
 @click.option("--reasoning-effort", help="reasoning effort id the model lists (e.g. off, low, high)")
 @_tool_options
 @_config_option
@@ -144,11 +158,15 @@ def chat(ctx: click.Context, /, **options: Any) -> None:
     /provider ROUTE [MODEL], /model ID, /system [TEXT], /save PATH, /load PATH, /clear, /help,
     /quit. Ctrl-C aborts the reply being streamed (the partial reply is kept) and returns to the
     prompt; a second Ctrl-C discards it. Ctrl-D (end of input) or /quit leaves (exit 0). With
-    `--tool NAME` the model may call those registered tools, as in `harness run`.
+    `--tool NAME` the model may call those registered tools, as in `harness run`. A failed reply
+    is shown as one `error: ...` line (as in `harness run`) and the REPL goes on.
+
+    Exit codes: 0 end of input or /quit; 1 output that cannot be written; 2 usage or config error
+    (e.g. an unknown tool, a middleware that failed to start); 141 stdout closed by its reader.
     """
     from harness_core.cli._chat import run_chat
 
-    ctx.exit(run_chat(**options))
+    ctx.exit(run_chat(verbose=_verbosity(ctx), **options))
 
 
 @cli.command()

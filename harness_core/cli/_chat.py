@@ -10,6 +10,13 @@ Ctrl-C while a reply streams fires that reply's :class:`~harness_core.abort.Abor
 stream ends with ``finish{aborted}``, the partial reply stays in the history and the prompt
 returns. A second Ctrl-C cancels the reply (it is discarded). Ctrl-C at the prompt drops the line
 being typed. End of input (Ctrl-D) or ``/quit`` leaves with exit code 0.
+
+A failed reply is reported as in ``harness run`` (one ``error: …`` line naming the route and
+plugin, exception groups unwrapped, the traceback with ``--verbose``) and the REPL goes on. All
+output passes through the config's secret redaction. When stdout fails the reply being streamed
+is aborted and the REPL leaves: quietly with exit 141 when the reader closed the pipe, else with
+``error: cannot write output: …`` and exit 1. A config problem or a harness that cannot start is
+exit 2 (or 1 for a failure that is no usage or config error).
 """
 
 from __future__ import annotations
@@ -25,7 +32,15 @@ from typing import Final
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from harness_core.abort import AbortSignal
-from harness_core.cli._common import EXIT_OK, EXIT_USAGE, Sink, load_for_start
+from harness_core.cli._common import (
+    EXIT_OK,
+    EXIT_USAGE,
+    Sink,
+    isatty,
+    load_for_start,
+    output_failure_code,
+    report_error,
+)
 from harness_core.cli._run import Renderer
 from harness_core.conversation import Conversation, MaxStepsExceeded, Reply
 from harness_core.errors import LlmError
@@ -60,13 +75,20 @@ def run_chat(
     tools: Sequence[str],
     max_steps: int,
     config: str | None,
+    verbose: int = 0,
 ) -> int:
     """Run the ``harness chat`` REPL until end of input or ``/quit``; returns the exit code
-    (0, or 2 for a configuration problem or an unknown tool)."""
-    out, err = Sink(sys.stdout), Sink(sys.stderr)
+    (0; 1 or 141 when stdout fails; 2 for a configuration problem or an unknown tool).
+    ``verbose`` shows tracebacks."""
+    out, err = Sink(sys.stdout, name="stdout"), Sink(sys.stderr, name="stderr")
+    if out.failure is not None:  # stdout is closed (`>&-`): nowhere to put a reply
+        return output_failure_code(out, err)
+    if sys.stdin is None:  # stdin is closed (`<&-`): the input ends before it starts
+        return EXIT_OK
     loaded = load_for_start(config, err)
     if loaded is None:
         return EXIT_USAGE
+    out.redact = loaded.redact
     harness = Harness(loaded.plugins, defaults=loaded.defaults, failures=loaded.failures)
     template = GenerateOptions(
         provider=provider,
@@ -88,14 +110,24 @@ def run_chat(
                     out,
                     err,
                     redact=loaded.redact,
-                    interactive=sys.stdin.isatty(),
-                    tty=sys.stdout.isatty(),
+                    interactive=isatty(sys.stdin),
+                    tty=out.isatty(),
+                    verbose=verbose,
                 )
                 return repl.run()
-        except LlmError as exc:  # the harness could not start, or an unknown tool was named
-            err.end_line()
-            err.write(loaded.redact(f"error: {exc}") + "\n")
-            return EXIT_USAGE
+        except Exception as exc:  # the harness could not start (or stop), or an unknown tool was named
+            out.end_line()
+            return report_error(_line_writer(err), exc, verbose=verbose)
+
+
+def _line_writer(sink: Sink) -> Callable[[str], None]:
+    """``write(text)``: ``text`` on a line of its own on ``sink``."""
+
+    def write(text: str) -> None:
+        sink.end_line()
+        sink.write(text + "\n")
+
+    return write
 
 
 class _Turn:
@@ -134,6 +166,7 @@ class Repl:
         redact: scrubs secrets from error messages.
         interactive: stdin is a terminal: show a prompt and a greeting, use :mod:`readline`.
         tty: stdout is a terminal (reasoning dimmed, tool lines on stdout; else on stderr).
+        verbose: show the traceback of a failed reply.
     """
 
     def __init__(
@@ -146,6 +179,7 @@ class Repl:
         redact: Callable[[str], str],
         interactive: bool,
         tty: bool,
+        verbose: int = 0,
     ) -> None:
         self.portal = portal
         self.conversation = conversation
@@ -154,12 +188,14 @@ class Repl:
         self.redact = redact
         self.interactive = interactive
         self.tty = tty
+        self.verbose = verbose
         self._turn: _Turn | None = None
 
     # ------------------------------------------------------------------ the loop
 
     def run(self) -> int:
-        """Read and handle lines until end of input or ``/quit``; returns 0.
+        """Read and handle lines until end of input or ``/quit`` (or until stdout fails); returns
+        0 (or the code of :func:`~harness_core.cli._common.output_failure_code`).
 
         Installs its own SIGINT handler for the duration (restored on return)."""
         previous = signal.signal(signal.SIGINT, self._on_sigint)
@@ -168,23 +204,38 @@ class Repl:
                 import readline  # noqa: F401 - line editing and history for input()
 
                 self.note(f"harness chat: {self.where()}; /help for commands, Ctrl-D to leave")
-            while True:
+            while self.out.failure is None:
                 try:
-                    line = input(PROMPT if self.interactive else "")
+                    line = self._read_line()
                 except EOFError:
                     if self.interactive:
                         self.out.write("\n")
-                    return EXIT_OK
+                    break
                 except KeyboardInterrupt:  # Ctrl-C at the prompt: drop the line
                     self.out.write("\n")
                     continue
                 try:
                     if not self.handle(line):
-                        return EXIT_OK
+                        break
                 except KeyboardInterrupt:  # Ctrl-C while a command ran (no reply streaming)
                     self.note("interrupted")
+            return output_failure_code(self.out, self.err)
         finally:
             signal.signal(signal.SIGINT, previous)
+
+    def _read_line(self) -> str:
+        """The next input line, without its newline; raises ``EOFError`` at the end of input.
+
+        On a terminal :func:`input` shows the prompt (with :mod:`readline` editing); otherwise
+        stdin is read directly (:func:`input` would flush stdout first, failing on a full disk
+        before anything was written).
+        """
+        if self.interactive:
+            return input(PROMPT)
+        line = sys.stdin.readline()
+        if not line:
+            raise EOFError
+        return line.removesuffix("\n")
 
     def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
         turn = self._turn
@@ -222,7 +273,7 @@ class Repl:
     def send(self, text: str) -> None:
         """Send ``text`` and stream the reply; errors are shown, never raised."""
         turn = self._turn = _Turn()
-        renderer = Renderer(self.out, self.err, as_json=False, tty=self.tty, redact=self.redact)
+        renderer = Renderer(self.out, self.err, as_json=False, tty=self.tty, redact=self.redact, abort=turn.abort)
         finished = threading.Event()
         try:
             future = self.portal.start_task_soon(self._send, text, turn.abort, renderer, finished)
@@ -232,15 +283,19 @@ class Repl:
         except concurrent.futures.CancelledError:
             self.note("interrupted: the reply was discarded")
             return
-        except LlmError as exc:
-            self.note(f"error: {exc} (the message was not added to the history)")
-            return
         except MaxStepsExceeded as exc:
             self.note(f"error: {exc}")
+            return
+        except Exception as exc:  # an error finish (LlmError), or a plugin that raised
+            route, source = self._place()
+            suffix = " (the message was not added to the history)"
+            report_error(self.note, exc, route=route, source=source, verbose=self.verbose, suffix=suffix)
             return
         finally:
             self._turn = None
         self.out.end_line()
+        if self.out.failure is not None:  # stdout failed: the reply was aborted; run() leaves
+            return
         finish = reply.finish
         if finish.kind == "aborted":
             self.note("[aborted: the partial reply is kept]")
@@ -264,6 +319,14 @@ class Repl:
         route = self.conversation.provider or defaults.provider
         model = self.conversation.model or (defaults.model if route == defaults.provider else None)
         return f"route {route or '(none)'}, model {model or '(the route default)'}"
+
+    def _place(self) -> tuple[str | None, str | None]:
+        """The route the last message went to and the plugins.yaml key owning it (if any)."""
+        harness = self.conversation.harness
+        route = self.conversation.provider or harness.defaults.provider
+        if route is None:
+            return None, None
+        return route, self.portal.call(harness.routes).get(route)
 
     def _provider(self, argument: str) -> None:
         if not argument:

@@ -11,23 +11,33 @@ then reports every problem and failure at once (exit 2 when there is any).
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import msgspec
 
 from harness_core.cli._common import EXIT_OK, EXIT_USAGE, Sink, load_for_start
+from harness_core.config import ConfigProblem, redacted_logging
 from harness_core.errors import LlmError
 from harness_core.loader import LoadedConfig, PluginEntry, inspect_config
 from harness_core.plugininfo import PluginFailure
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from harness_core.runtime import Harness
 
 __all__ = ["check_config", "show_chain", "show_plugins"]
 
 
 def show_plugins(config: str | None, *, as_json: bool) -> int:
-    """Print the plugin table (or JSON); always exit 0: problems are part of the listing."""
+    """Print the plugin table (or JSON); always exit 0: problems are part of the listing.
+
+    Every line goes through :meth:`LoadedConfig.redact`. Each problem is printed once: the
+    config problems, then the messages of plugins that failed to import or build.
+    """
     loaded = inspect_config(config, instantiate=False)
     out = Sink(sys.stdout)
-    problems = [loaded.redact(str(p)) for p in loaded.problems]
+    problems = [str(p) for p in loaded.problems]
     if as_json:
         document = {
             "config": loaded.source,
@@ -35,18 +45,19 @@ def show_plugins(config: str | None, *, as_json: bool) -> int:
             "plugins": [msgspec.to_builtins(entry) for entry in loaded.entries],
             "problems": problems,
         }
-        out.write(msgspec.json.encode(document).decode() + "\n")
+        out.write(msgspec.json.encode(_redact_data(document, loaded.redact)).decode() + "\n")
         return EXIT_OK
-    out.write(f"config: {loaded.source}\n")
+    lines = [f"config: {loaded.source}"]
     rows = [("KEY", "STATE", "KIND", "DISTRIBUTION", "ROUTES")]
     rows += [_row(entry) for entry in loaded.entries]
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     for row in rows:
         cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
-        out.write("  ".join([*cells, row[4]]) + "\n")
-    notes = [f"{entry.key}: {entry.message}" for entry in loaded.entries if entry.message]
-    for line in [*notes, *problems]:
-        out.write(f"! {line}\n")
+        lines.append("  ".join([*cells, row[4]]))
+    # an invalid entry's message is one of the problems already
+    notes = [f"{entry.key}: {entry.message}" for entry in loaded.entries if entry.message and entry.state == "failed"]
+    lines += [f"! {line}" for line in [*notes, *problems]]
+    out.write("".join(loaded.redact(line) + "\n" for line in lines))
     return EXIT_OK
 
 
@@ -57,66 +68,121 @@ def _row(entry: PluginEntry) -> tuple[str, str, str, str, str]:
     return entry.key, entry.state, kind, dist, routes
 
 
+def _redact_data(value: Any, redact: Callable[[str], str]) -> Any:
+    """``value`` (JSON-like builtins) with every string, keys included, redacted."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list):
+        return [_redact_data(item, redact) for item in value]
+    if isinstance(value, dict):
+        return {_redact_data(key, redact): _redact_data(item, redact) for key, item in value.items()}
+    return value
+
+
 def check_config(config: str | None) -> int:
-    """Validate, build and start everything; print every problem; exit 2 when there is one."""
+    """Validate, build and start everything; print every problem; exit 2 when there is one.
+
+    Besides the loader's problems and every plugin failure (import, build, start), it reports a
+    ``defaults.provider`` that no started plugin serves and a ``defaults.model`` the default
+    route's adapter rejects, each with its YAML line. Log records emitted while the harness
+    starts (a failing plugin's traceback) and every printed line are redacted.
+    """
     loaded = inspect_config(config)
     out = Sink(sys.stdout)
-    lines = [loaded.redact(str(problem)) for problem in loaded.problems]
+    lines = [str(problem) for problem in loaded.problems]
     if not lines:
-        started = anyio.run(_start, loaded)
-        lines = [loaded.redact(line) for line in started]
+        with redacted_logging(loaded.redact):
+            lines = anyio.run(_start, loaded)
     lines += [_failure_line(failure) for failure in loaded.failures]
     if lines:
-        out.write(f"{loaded.source}: {len(lines)} problem{'s' if len(lines) != 1 else ''}\n")
-        for line in lines:
-            out.write(f"  - {line}\n")
+        text = f"{loaded.source}: {len(lines)} problem{'s' if len(lines) != 1 else ''}\n"
+        text += "".join(f"  - {line}\n" for line in lines)
+        out.write(loaded.redact(text))
         return EXIT_USAGE
     keys = ", ".join(plugin.key for plugin in loaded.plugins) or "none"
     defaults = loaded.defaults
-    out.write(f"{loaded.source}: ok; plugins: {keys}; defaults: provider={defaults.provider}, model={defaults.model}\n")
+    text = f"{loaded.source}: ok; plugins: {keys}; defaults: provider={defaults.provider}, model={defaults.model}\n"
+    out.write(loaded.redact(text))
     return EXIT_OK
 
 
 def _failure_line(failure: PluginFailure) -> str:
+    """``plugin 'k' failed to start: <message> [adapter, stage register]`` (the loader's messages name
+    the plugin already; the runtime's do not)."""
     kind = "middleware" if failure.is_middleware else "adapter"
-    return f"{failure.message} [{kind}, stage {failure.stage}]"
+    named = f"plugin {failure.key!r}"
+    message = failure.message if failure.message.startswith(named) else f"{named} failed to start: {failure.message}"
+    return f"{message} [{kind}, stage {failure.stage}]"
 
 
 async def _start(loaded: LoadedConfig) -> list[str]:
-    """Start and stop the harness; the problems found on the way (failures are added to ``loaded``)."""
+    """Start and stop the harness; the problems found on the way.
+
+    Start failures are added to ``loaded.failures`` (their messages redacted).
+    """
     from harness_core.runtime import Harness
 
     harness = Harness(loaded.plugins, defaults=loaded.defaults, failures=())
     problems: list[str] = []
     try:
         async with harness:
-            pass
+            problems += [str(problem) for problem in _check_defaults(harness, loaded)]
     except LlmError as exc:
-        problems.append(str(exc))
-    failures = harness.failures
-    loaded.failures.extend(failures)
-    return [] if failures else problems
+        if not harness.failures:  # otherwise the error only repeats the failures
+            problems.append(str(exc))
+    loaded.failures += [msgspec.structs.replace(f, message=loaded.redact(f.message)) for f in harness.failures]
+    return problems
+
+
+def _check_defaults(harness: Harness, loaded: LoadedConfig) -> list[ConfigProblem]:
+    """``defaults:`` against the started harness: the route must be served, the model known to it."""
+    provider, model = loaded.defaults.provider, loaded.defaults.model
+    if provider is None:
+        return []
+    routes = harness.routes()
+    if provider not in routes:
+        known = ", ".join(repr(route) for route in routes) or "none"
+        message = f"no enabled plugin serves the default route {provider!r} (routes: {known})"
+        return [_defaults_problem(loaded, "provider", message)]
+    if model is None:
+        return []
+    try:
+        harness.resolve_model(provider, model)
+    except LlmError as exc:
+        return [_defaults_problem(loaded, "model", f"the default model {model!r} of route {provider!r}: {exc}")]
+    return []
+
+
+def _defaults_problem(loaded: LoadedConfig, key: str, message: str) -> ConfigProblem:
+    return ConfigProblem(
+        message=message, field=f"defaults.{key}", line=loaded.line("defaults", key), source=loaded.source
+    )
 
 
 def show_chain(route: str | None, config: str | None, *, as_json: bool) -> int:
-    """Print the middleware order for ``route`` (default route when ``None``), then its adapter."""
+    """Print the middleware order for ``route`` (default route when ``None``), then its adapter.
+
+    Everything printed, and every log record emitted while the harness runs, is redacted.
+    """
     err = Sink(sys.stderr)
     loaded = load_for_start(config, err)
     if loaded is None:
         return EXIT_USAGE
     target = route if route is not None else loaded.defaults.provider
     try:
-        links = anyio.run(_chain, loaded, target)
+        with redacted_logging(loaded.redact):
+            links = anyio.run(_chain, loaded, target)
     except LlmError as exc:
         err.write(loaded.redact(f"error: {exc}") + "\n")
         return EXIT_USAGE
     out = Sink(sys.stdout)
     if as_json:
-        out.write(msgspec.json.encode({"route": target, "chain": links}).decode() + "\n")
+        document = _redact_data({"route": target, "chain": links}, loaded.redact)
+        out.write(msgspec.json.encode(document).decode() + "\n")
         return EXIT_OK
-    out.write(f"route: {target or '-'} (outermost first)\n")
-    for number, link in enumerate(links, 1):
-        out.write(f"{number}. {link['key']} ({link['tier']})\n")
+    text = f"route: {target or '-'} (outermost first)\n"
+    text += "".join(f"{number}. {link['key']} ({link['tier']})\n" for number, link in enumerate(links, 1))
+    out.write(loaded.redact(text))
     return EXIT_OK
 
 

@@ -6,6 +6,17 @@ the finish reason are printed to stderr at the end. The first Ctrl-C fires the r
 :class:`~harness_core.abort.AbortSignal` (the stream ends with ``finish{aborted}``, partial output
 kept, exit 130); a second one cancels at once.
 
+Everything written (stdout and stderr, text and ``--json``) passes through the config's secret
+redaction. Errors are one ``error: …`` line naming the code, HTTP status, route and plugin
+(``--verbose`` adds the traceback of a raised exception); exception groups from the task group are
+unwrapped. Exit codes: 0 the model finished (stop, tool-calls, length, content-filter); 1 an error
+finish, the step limit, or output that cannot be written (disk full …); 2 a usage or config error:
+an empty prompt, a config problem, an error finish with code ``CONFIG``, ``NO_ADAPTER`` (unknown
+route, no default provider) or ``UNSUPPORTED`` (e.g. an unknown reasoning effort), or a plugin that
+raised (a failed middleware, SPEC §6); 130 aborted by Ctrl-C; 141 stdout was closed by its reader
+(``harness run … | head``): the stream is aborted through its signal (closing the connection) and
+the command stops quietly, as a Unix tool killed by SIGPIPE would.
+
 With ``--tool NAME`` the prompt goes through a :class:`~harness_core.conversation.Conversation`
 offering those registered tools: each tool call is executed, its result shown (like the call)
 and sent back, until the model answers or ``--max-steps`` generations were made (exit 1).
@@ -23,7 +34,18 @@ import anyio.abc
 import msgspec
 
 from harness_core.abort import AbortSignal
-from harness_core.cli._common import EXIT_ABORTED, EXIT_ERROR, EXIT_OK, EXIT_USAGE, Sink, load_for_start
+from harness_core.cli._common import (
+    EXIT_ABORTED,
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_USAGE,
+    Sink,
+    describe_error,
+    exit_code_for,
+    load_for_start,
+    output_failure_code,
+    report_error,
+)
 from harness_core.errors import LlmError
 from harness_core.loader import LoadedConfig
 from harness_core.types import (
@@ -65,19 +87,27 @@ def run_prompt(
     config: str | None,
     tools: Sequence[str] = (),
     max_steps: int = 8,
+    verbose: int = 0,
 ) -> int:
-    """Run one generation for ``harness run``; returns the exit code (0, 1, 2 or 130).
+    """Run one generation for ``harness run``; returns the exit code (0, 1, 2, 130 or 141: see
+    the module docstring).
 
     With ``tools`` (registered tool names) the tool round trip runs, at most ``max_steps``
-    generations; an unknown tool name is a usage error (exit 2).
+    generations; an unknown tool name is a usage error (exit 2). ``verbose`` shows tracebacks.
     """
-    out, err = Sink(sys.stdout), Sink(sys.stderr)
+    out, err = Sink(sys.stdout, name="stdout"), Sink(sys.stderr, name="stderr")
     try:
+        if out.failure is not None:  # stdout is closed (`>&-`): nowhere to put a reply, send nothing
+            return output_failure_code(out, err)
         if prompt == "-":
-            prompt = sys.stdin.read()
+            prompt = sys.stdin.read() if sys.stdin is not None else ""
+        if not prompt.strip():
+            err.write("error: empty prompt (nothing to send)\n")
+            return EXIT_USAGE
         loaded = load_for_start(config, err)
         if loaded is None:
             return EXIT_USAGE
+        out.redact = loaded.redact
         abort = AbortSignal()
         options = GenerateOptions(
             provider=provider,
@@ -89,8 +119,8 @@ def run_prompt(
             reasoning_effort=reasoning_effort,
             abort=abort,
         )
-        renderer = Renderer(out, err, as_json=as_json, tty=sys.stdout.isatty(), redact=loaded.redact)
-        return anyio.run(_generate, loaded, options, abort, renderer, tuple(tools), max_steps)
+        renderer = Renderer(out, err, as_json=as_json, tty=out.isatty(), redact=loaded.redact, abort=abort)
+        return anyio.run(_generate, loaded, options, abort, renderer, tuple(tools), max_steps, verbose)
     except KeyboardInterrupt:  # Ctrl-C before the signal watcher was installed (e.g. reading stdin)
         out.end_line()
         err.end_line()
@@ -124,12 +154,13 @@ async def _generate(
     renderer: Renderer,
     tools: tuple[str, ...] = (),
     max_steps: int = 8,
+    verbose: int = 0,
 ) -> int:
     from harness_core.conversation import MaxStepsExceeded
     from harness_core.runtime import Harness
 
     interrupts = _Interrupts(abort, renderer)
-    error: LlmError | MaxStepsExceeded | None = None
+    failures: list[Exception] = []
     try:
         harness = Harness(loaded.plugins, defaults=loaded.defaults, failures=loaded.failures)
         async with harness, anyio.create_task_group() as group:
@@ -138,24 +169,41 @@ async def _generate(
                 if tools:
                     await _converse(harness, options, abort, renderer, tools, max_steps)
                 else:
-                    async with harness.stream(options) as chunks:
-                        async for chunk in chunks:
-                            renderer.feed(chunk)
-            except (LlmError, MaxStepsExceeded) as exc:
-                error = exc
+                    await _stream(harness, options, renderer)
+            except Exception as exc:
+                failures.append(exc)
             group.cancel_scope.cancel()
-    except LlmError as exc:  # the harness could not start
-        error = exc
-    if isinstance(error, MaxStepsExceeded):
-        renderer.note(f"error: {error} (raise --max-steps)")
-        return EXIT_ERROR
-    if error is not None:
-        renderer.note(f"error: {error}")
-        return EXIT_USAGE if error.code == "CONFIG" else EXIT_ERROR
+    except Exception as exc:  # the harness could not start (or stop): groups are unwrapped when reported
+        failures.append(exc)
+    if renderer.out.failure is not None:
+        return output_failure_code(renderer.out, renderer.err)
+    code = EXIT_OK
+    for failure in failures:
+        if isinstance(failure, MaxStepsExceeded):
+            renderer.note(f"error: {failure} (raise --max-steps)")
+            code = max(code, EXIT_ERROR)
+        else:
+            reported = report_error(
+                renderer.note, failure, route=renderer.route, source=renderer.source, verbose=verbose
+            )
+            code = max(code, reported)
+    if failures:
+        return code
     if interrupts.hard:
         renderer.note("interrupted")
         return EXIT_ABORTED
     return renderer.end()
+
+
+async def _stream(harness: Harness, options: GenerateOptions, renderer: Renderer) -> None:
+    """One generation through ``harness.stream``; the renderer learns the route served and its owner."""
+    context = harness.stream(options)
+    try:
+        async with context as chunks:
+            async for chunk in chunks:
+                renderer.feed(chunk)
+    finally:
+        renderer.route, renderer.source = context.route, context.source
 
 
 async def _converse(
@@ -174,6 +222,8 @@ async def _converse(
     """
     from harness_core.conversation import Conversation
 
+    route = options.provider if options.provider is not None else harness.defaults.provider
+    renderer.route, renderer.source = route, harness.routes().get(route) if route is not None else None
     conversation = Conversation(harness, tools=harness.tools.select(tools), max_steps=max_steps, options=options)
     reply = await conversation.send(
         options.messages[-1], abort=abort, on_chunk=renderer.feed, on_tool_result=renderer.tool_result
@@ -186,17 +236,38 @@ class Renderer:
     """Writes chunks to the terminal (or JSON lines with ``as_json``) and decides the exit code.
 
     ``out``/``err`` are the stdout/stderr sinks, ``tty`` whether stdout is a terminal,
-    ``redact`` scrubs secrets from messages.
+    ``redact`` scrubs secrets from messages, ``abort`` (the stream's signal) is fired when stdout
+    fails (the reader went away): the stream ends early and its connection is closed.
+    :attr:`route` / :attr:`source` (the route served and the plugins.yaml key owning it) name the
+    place in error lines.
     """
 
-    def __init__(self, out: Sink, err: Sink, *, as_json: bool, tty: bool, redact: Callable[[str], str]) -> None:
+    def __init__(
+        self,
+        out: Sink,
+        err: Sink,
+        *,
+        as_json: bool,
+        tty: bool,
+        redact: Callable[[str], str],
+        abort: AbortSignal | None = None,
+    ) -> None:
         self.out = out
         self.err = err
         self.as_json = as_json
         self.tty = tty
         self.redact = redact
+        self.abort = abort
         self.finish: FinishReason | None = None
         self.usage: TokenUsage | None = None
+        self.route: str | None = None
+        self.source: str | None = None
+
+    def _check_output(self) -> None:
+        """Abort the stream once stdout has failed: nobody reads what it would produce."""
+        failure = self.out.failure
+        if failure is not None and self.abort is not None:
+            self.abort.fire(f"stdout failed: {failure.strerror or failure}")
 
     @property
     def _extras(self) -> Sink:
@@ -222,16 +293,18 @@ class Renderer:
             line = f"[tool call {block.id}] {block.name}({block.arguments})"
             self._extras.end_line()
             self._extras.write(f"{CYAN}{line}{RESET}\n" if self.tty else f"{line}\n")
+        self._check_output()
 
     def tool_result(self, call: ToolCallBlock, result: ToolResultBlock) -> None:
         """Show the result of an executed tool call (a JSON line with ``as_json``)."""
         if self.as_json:
             self.out.write(msgspec.json.encode(result).decode() + "\n")
-            return
-        label = "tool error" if result.is_error else "tool result"
-        line = f"[{label} {result.tool_call_id}] {call.name}: {result.content}"
-        self._extras.end_line()
-        self._extras.write(f"{CYAN}{line}{RESET}\n" if self.tty else f"{line}\n")
+        else:
+            label = "tool error" if result.is_error else "tool result"
+            line = f"[{label} {result.tool_call_id}] {call.name}: {result.content}"
+            self._extras.end_line()
+            self._extras.write(f"{CYAN}{line}{RESET}\n" if self.tty else f"{line}\n")
+        self._check_output()
 
     def note(self, text: str) -> None:
         """A message on stderr, on its own line, secrets scrubbed."""
@@ -247,9 +320,12 @@ class Renderer:
             return EXIT_ERROR
         failure = finish.failure
         if finish.kind == "error":
-            text = f"{failure.code}: {failure.message}" if failure is not None else "unknown failure"
-            self.note(f"error: {text}")
-            return EXIT_ERROR
+            if failure is None:
+                self.note("error: unknown failure")
+                return EXIT_ERROR
+            error = LlmError.from_failure(failure)
+            self.note(f"error: {describe_error(error, route=self.route, source=self.source)}")
+            return exit_code_for(error.code)
         if finish.kind == "aborted":
             self.note(f"aborted: {failure.message if failure is not None else 'aborted'}")
             return EXIT_ABORTED

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import concurrent.futures
+import errno
 import io
 import signal
 import sys
@@ -102,7 +103,17 @@ def session(
             raise item
         return item() if callable(item) else item
 
+    class FakeStdin:
+        """Non-interactive input: lines read from stdin (recorded as an empty prompt)."""
+
+        def readline(self) -> str:
+            try:
+                return fake_input() + "\n"
+            except EOFError:
+                return ""
+
     monkeypatch.setattr(builtins, "input", fake_input)
+    monkeypatch.setattr(sys, "stdin", FakeStdin())
     plugins: list[tuple[str, object]] = [("mock", MockPlugin(MockConfig()))]
     if fake is not None:
         plugins.append(("fake", AdapterPlugin(fake, "fake")))
@@ -286,10 +297,34 @@ def test_errors_are_shown_and_the_repl_goes_on(monkeypatch: pytest.MonkeyPatch) 
         assert s.run() == 0
         roles = [m.role for m in s.repl.conversation.messages]
     err = s.err.getvalue()
-    assert "error: AUTH: bad key [redacted] (the message was not added to the history)" in err
+    assert "error: AUTH from route 'fake' (fake): bad key [redacted] (the message was not added to the history)" in err
     assert SECRET not in err
     assert "[finish: length (max_tokens)]" in err
     assert "error: the model still called tools after 1 generation steps (max_steps=1)" in err
     assert "[tool error c1] echo: not executed" in err
     assert s.out.getvalue() == "cut\n"
     assert roles == ["user", "assistant", "user", "assistant", "tool"]
+
+
+def test_an_error_without_a_route_names_no_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    with session(monkeypatch, ["hello"], defaults=None) as s:
+        assert s.run() == 0
+    assert s.err.getvalue().startswith("error: NO_ADAPTER: no route given (options.provider)")
+    assert s.err.getvalue().endswith("(the message was not added to the history)\n")
+
+
+def test_a_failed_stdout_aborts_the_reply_and_leaves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chat stops reading once stdout fails: the reply being streamed is aborted, nothing more is sent."""
+
+    class Full(io.StringIO):
+        def write(self, text: str) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    with session(monkeypatch, ["one two three", "never sent"]) as s:
+        s.repl.out = Sink(Full())
+        assert s.run() == 1
+        [user, reply] = s.repl.conversation.messages
+    assert user == Message.user("one two three")
+    assert reply.text == "one "  # aborted after its first delta: the partial reply is kept
+    assert s.prompts == [""]  # "never sent" was never read
+    assert s.err.getvalue() == "error: cannot write output: No space left on device\n"

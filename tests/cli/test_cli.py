@@ -137,19 +137,27 @@ def test_run_error_finish_exits_1(harness: Harness, config: Config) -> None:
     result = harness("run", "one two three")
     assert result.returncode == 1
     assert result.stdout == "one \n"
-    assert "error: RATE_LIMITED: scripted mock error after 1 deltas" in result.stderr
+    assert "error: RATE_LIMITED from route 'mock' (mock): scripted mock error after 1 deltas\n" in result.stderr
 
 
 def test_run_unknown_route_and_model(harness: Harness) -> None:
+    """NO_ADAPTER and UNSUPPORTED are usage errors (exit 2); a model the provider lacks is an error finish."""
     result = harness("run", "-p", "nowhere", "hi")
-    assert result.returncode == 1
-    assert "NO_ADAPTER" in result.stderr
+    assert result.returncode == 2
+    assert result.stderr == "error: NO_ADAPTER: no adapter serves route 'nowhere'; known routes: 'mock'\n"
     result = harness("run", "-m", "gpt-9", "hi")
     assert result.returncode == 1
-    assert "NOT_FOUND" in result.stderr
+    assert "error: NOT_FOUND from route 'mock' (mock): the mock has no model 'gpt-9'" in result.stderr
     result = harness("run", "--reasoning-effort", "extreme", "hi")
-    assert result.returncode == 1
-    assert "UNSUPPORTED" in result.stderr
+    assert result.returncode == 2
+    assert "error: UNSUPPORTED from route 'mock' (mock): reasoning_effort 'extreme'" in result.stderr
+
+
+def test_run_without_a_default_provider_exits_2(harness: Harness, config: Config) -> None:
+    config("plugins:\n  mock: {}\n")
+    result = harness("run", "hi")
+    assert result.returncode == 2
+    assert "error: NO_ADAPTER: no route given (options.provider) and no default provider" in result.stderr
 
 
 def test_run_usage_errors_exit_2(harness: Harness) -> None:
@@ -198,7 +206,7 @@ def test_run_survives_a_failed_adapter_plugin(harness: Harness, config: Config, 
     assert "warning: plugin 'failinit' failed to start" in result.stderr
     assert SECRET not in result.stderr
     result = harness("run", "-p", "strict", "x")
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert "NO_ADAPTER" in result.stderr
     assert SECRET not in result.stderr + result.stdout
 
@@ -207,7 +215,10 @@ def test_run_without_finish_is_an_error(harness: Harness, config: Config) -> Non
     config("plugins:\n  nofinish: {}\n  mock: {}\ndefaults: {provider: mock, model: echo}\n")
     result = harness("run", "hi")
     assert result.returncode == 1
-    assert "error: PROTOCOL: the middleware chain ('nofinish') ended the stream without a finish" in result.stderr
+    assert (
+        "error: PROTOCOL from route 'mock' (mock): the middleware chain ('nofinish') ended the stream without a finish"
+        in result.stderr
+    )
 
 
 def _start(tmp_path: Path, cli_env: dict[str, str], *args: str) -> subprocess.Popen[str]:

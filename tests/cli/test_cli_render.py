@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import io
+import os
 import signal
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from harness_core import (
     Finish,
     FinishReason,
     GenerateOptions,
+    LlmError,
     Message,
     ReasoningBlock,
     ReasoningDelta,
@@ -25,7 +28,7 @@ from harness_core import (
     ToolCallDelta,
     ToolResultBlock,
 )
-from harness_core.cli._common import Sink
+from harness_core.cli._common import Sink, describe_error, exit_code_for, isatty, output_failure_code, report_error
 from harness_core.cli._run import CYAN, DIM, RESET, Renderer, _generate, run_prompt
 from harness_core.loader import LoadedConfig
 from harness_core.plugininfo import LoadedPlugin
@@ -195,3 +198,121 @@ def test_tool_results_on_a_terminal_and_as_json() -> None:
     renderer.tool_result(call, ToolResultBlock("c1", "bad", is_error=True))
     assert json_out.getvalue() == '{"type":"tool-result","tool_call_id":"c1","content":"bad","is_error":true}\n'
     assert err.getvalue() == ""
+
+
+# ------------------------------------------------------------------ output failures, error lines
+
+
+class FailingStream(io.StringIO):
+    """A stream whose writes fail with ``error`` (an in-memory stream: no file descriptor)."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__()
+        self.error = error
+
+    def write(self, text: str) -> int:
+        raise self.error
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("error", "code", "stderr"),
+    [
+        (BrokenPipeError(errno.EPIPE, "Broken pipe"), 141, ""),
+        (OSError(errno.ENOSPC, "No space left on device"), 1, "error: cannot write output: No space left on device\n"),
+    ],
+)
+async def test_failed_stdout_aborts_the_stream(error: OSError, code: int, stderr: str) -> None:
+    from harness_llm_mock import MockConfig, MockPlugin
+
+    loaded = LoadedConfig(path=None, plugins=[LoadedPlugin(key="mock", name="mock", instance=MockPlugin(MockConfig()))])
+    abort = AbortSignal()
+    err = io.StringIO()
+    renderer = Renderer(Sink(FailingStream(error)), Sink(err), as_json=False, tty=False, redact=str, abort=abort)
+    options = GenerateOptions(provider="mock", model="echo", messages=[Message.user("a b c")], abort=abort)
+    assert await _generate(loaded, options, abort, renderer) == code
+    assert abort.reason == f"stdout failed: {error.strerror}"
+    assert renderer.finish is not None
+    assert renderer.finish.kind == "aborted"
+    assert err.getvalue() == stderr
+
+
+def test_a_stream_without_finish_is_an_error() -> None:
+    err = io.StringIO()
+    renderer = Renderer(Sink(io.StringIO()), Sink(err), as_json=False, tty=False, redact=str)
+    assert renderer.end() == 1
+    assert err.getvalue() == "error: the stream ended without a finish chunk\n"
+
+
+def test_sink_failures() -> None:
+    closed = Sink(None, name="stdout")
+    assert closed.failure is not None
+    assert closed.failure.strerror == "stdout is closed"
+    assert not closed.isatty()
+    closed.write("dropped")
+    failing = Sink(FailingStream(OSError(errno.EIO, "I/O error")))
+    failing.write("x")
+    assert isinstance(failing.failure, OSError)
+    assert not failing.isatty()
+    failing.write("dropped too")
+    gone = io.StringIO()
+    gone.close()
+    assert not Sink(gone).isatty()
+    assert not isatty(None)
+    assert output_failure_code(Sink(io.StringIO()), Sink(io.StringIO())) == 0
+
+
+def test_sink_redacts_every_write() -> None:
+    stream = io.StringIO()
+    sink = Sink(stream, redact=lambda text: text.replace("sk-1", "***"))
+    sink.write("key sk-1\n")
+    assert stream.getvalue() == "key ***\n"
+    assert sink.at_line_start
+
+
+def test_a_failed_write_points_the_descriptor_at_devnull(tmp_path: Path) -> None:
+    """The text left in the buffer goes nowhere: the interpreter's final flush cannot fail again."""
+    with open(tmp_path / "out.txt", "w") as file:
+
+        class Full(io.TextIOWrapper):
+            fails = True
+
+            def flush(self) -> None:
+                if self.fails:
+                    self.fails = False
+                    raise OSError(errno.ENOSPC, "No space left on device")
+                super().flush()
+
+        stream = Full(open(os.dup(file.fileno()), "wb"))  # noqa: SIM115 - closed below
+        sink = Sink(stream)
+        sink.write("lost")
+        assert sink.failure is not None
+        stream.flush()  # now goes to os.devnull
+        stream.close()
+    assert (tmp_path / "out.txt").read_text() == ""
+
+
+def test_describe_error() -> None:
+    error = LlmError("SERVER", "502 Bad Gateway", status=502, retry_after=0.5, request_id="r1")
+    assert describe_error(error, route="local", source="openai:local") == (
+        "SERVER (HTTP 502) from route 'local' (openai:local): 502 Bad Gateway (retry after 0.5s; request id r1)"
+    )
+    assert describe_error(LlmError("NO_ADAPTER", "no adapter"), route="x") == "NO_ADAPTER: no adapter"
+    assert exit_code_for("CONFIG") == exit_code_for("UNSUPPORTED") == exit_code_for("NO_ADAPTER") == 2
+    assert exit_code_for("AUTH") == 1
+
+
+def test_report_error_unwraps_groups() -> None:
+    lines: list[str] = []
+    group = ExceptionGroup("outer", [LlmError("AUTH", "bad key"), ExceptionGroup("inner", [ValueError("boom")])])
+    assert report_error(lines.append, group, suffix="!") == 2
+    assert lines == [
+        "error: AUTH: bad key!",
+        "error: ValueError: boom (a plugin failed; run with -v for the traceback)!",
+    ]
+    lines.clear()
+    with pytest.raises(LlmError) as raised:
+        raise LlmError("TIMEOUT", "slow")
+    assert report_error(lines.append, raised.value, verbose=1) == 1
+    assert lines[0] == "error: TIMEOUT: slow"
+    assert lines[1].startswith("Traceback (most recent call last):")

@@ -65,7 +65,7 @@ def test_run_tool_error_finish_exits_1(harness: Harness, config: Config) -> None
     config("plugins:\n  mock: {error: OVERLOADED, error_after: 100}\ndefaults: {provider: mock, model: echo}\n")
     result = harness("run", "--tool", "echo", "echo it")
     assert result.returncode == 1
-    assert "error: OVERLOADED: scripted mock error" in result.stderr
+    assert "error: OVERLOADED from route 'mock' (mock): scripted mock error" in result.stderr
 
 
 def test_run_tool_ctrl_c_aborts(tmp_path: Path, cli_env: dict[str, str], config: Config) -> None:
@@ -140,9 +140,10 @@ def test_chat_errors_keep_the_repl_running(harness: Harness, config: Config) -> 
     )
     result = harness("chat", input="fails\n/provider ok echo\nworks\n")
     assert result.returncode == 0
-    assert "error: RATE_LIMITED: scripted mock error after 0 deltas (the message was not added to the history)" in (
-        result.stderr
-    )
+    assert (
+        "error: RATE_LIMITED from route 'mock' (mock): scripted mock error after 0 deltas "
+        "(the message was not added to the history)\n"
+    ) in result.stderr
     assert "route ok, model echo" in result.stderr
     assert result.stdout == "works\n"
 

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import io
+import itertools
+import logging
+
 import pytest
 
 from harness_core import LlmError
 from harness_core.config import (
     MASK,
+    MAX_ALIAS_NODES,
     ConfigError,
     ConfigProblem,
     EnvFallback,
+    RedactFilter,
     Redactor,
     format_path,
     line_for,
     parse_yaml,
+    redacted_logging,
     substitute_env,
 )
 
@@ -54,12 +61,113 @@ def test_duplicate_keys_are_rejected_with_both_lines() -> None:
     assert data == {"plugins": {"mock": {}, "trace": {}}}
 
 
-def test_unsafe_tags_and_bad_scalars_are_problems_with_lines() -> None:
-    text = "a: 1\nb: !!python/name:os.system\nc: !!int abc\n"
+def test_every_explicit_tag_is_refused_naming_tag_and_line() -> None:
+    text = (
+        "a: 1\n"
+        "b: !!python/name:os.system\n"
+        "c: !!int abc\n"
+        'mock: !!python/object/apply:os.system ["touch x"]\n'  # a sequence, not kept as a plain list
+        "d: ! plain\n"
+        "e: !custom {k: 1}\n"
+        "!!str f: 2\n"  # a tagged key: the entry is dropped
+        "g: =\n"  # implicitly `tag:yaml.org,2002:value`, which SafeLoader cannot construct
+    )
     data, _, problems = parse_yaml(text, source="p.yaml")
-    assert [p.line for p in problems] == [2, 3]
-    assert all(p.message.startswith("invalid YAML value") for p in problems)
-    assert data == {"a": 1, "b": None, "c": None}
+    assert [(p.line, p.field, p.message) for p in problems] == [
+        (2, "b", "YAML tags are not allowed (found '!!python/name:os.system'); write the plain value"),
+        (3, "c", "YAML tags are not allowed (found '!!int'); write the plain value"),
+        (4, "mock", "YAML tags are not allowed (found '!!python/object/apply:os.system'); write the plain value"),
+        (5, "d", "YAML tags are not allowed (found '!'); write the plain value"),
+        (6, "e", "YAML tags are not allowed (found '!custom'); write the plain value"),
+        (7, "<key>", "YAML tags are not allowed (found '!!str'); write the plain value"),
+        (8, "g", "invalid YAML value: could not determine a constructor for the tag 'tag:yaml.org,2002:value'"),
+    ]
+    assert data == {"a": 1, "b": None, "c": None, "mock": None, "d": None, "e": None, "g": None}
+
+
+def test_merge_keys_merge_with_lines() -> None:
+    text = (
+        "base: &base {delay: 1, routes: [a]}\n"
+        "more: &more\n"
+        "  delay: 2\n"
+        "  error: X\n"
+        "one:\n"
+        "  <<: *base\n"
+        "  delay: 3\n"  # line 7: written keys win
+        "two:\n"
+        "  <<: [*more, *base]\n"  # the first source wins
+        "three: {<<: {inline: 1}}\n"
+    )
+    data, lines, problems = parse_yaml(text, source="p.yaml")
+    assert problems == []
+    assert data["one"] == {"delay": 3, "routes": ["a"]}
+    assert data["two"] == {"delay": 2, "error": "X", "routes": ["a"]}
+    assert list(data["two"]) == ["delay", "error", "routes"]
+    assert data["three"] == {"inline": 1}
+    assert lines[("one", "delay")] == 7
+    assert lines[("one", "routes")] == 1
+    assert lines[("two", "delay")] == 3
+    assert lines[("two", "routes")] == 1
+
+
+def test_bad_merge_keys_are_problems_with_lines() -> None:
+    text = (
+        "a: &a [1]\n"
+        "b:\n"
+        "  <<: *a\n"  # line 3: a sequence of scalars, not mappings
+        "c:\n"
+        "  <<: [x]\n"  # line 5
+        "d: <<\n"  # line 6: a merge key as a value
+        "e: &e {<<: *e, k: 1}\n"  # line 7: merges itself
+        "f: {!!merge <<: {k: 1}}\n"  # line 8: an explicit tag, even the merge one
+    )
+    data, _, problems = parse_yaml(text, source="p.yaml")
+    assert [(p.line, p.message) for p in problems] == [
+        (3, "a merge key `<<` takes a mapping or a list of mappings"),
+        (5, "a merge key `<<` takes a mapping or a list of mappings"),
+        (6, "a merge key `<<` may only be a key of a mapping"),
+        (7, "recursive YAML alias"),
+        (8, "YAML tags are not allowed (found '!!merge'); write the plain value"),
+    ]
+    assert data == {"a": [1], "b": {}, "c": {}, "d": None, "e": {"k": 1}, "f": {}}
+
+
+def billion_laughs(levels: int) -> str:
+    names = [f"l{i}" for i in range(levels)]
+    lines = [f"{names[0]}: &{names[0]} [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    for prev, name in itertools.pairwise(names):
+        lines.append(f"{name}: &{name} [" + ", ".join([f"*{prev}"] * 9) + "]")
+    return "\n".join(lines) + "\n"
+
+
+def test_alias_bombs_are_refused_naming_the_alias_line() -> None:
+    data, lines, problems = parse_yaml(billion_laughs(9), source="bomb.yaml")
+    assert data is None
+    assert lines == {}
+    (problem,) = problems
+    assert problem.source == "bomb.yaml"
+    assert problem.line == 5  # l4 = [*l3 …]: the expansion crosses the limit while expanding *l3
+    assert problem.message == (
+        f"YAML aliases expand to more than {MAX_ALIAS_NODES} nodes (at alias *l3): "
+        "refused, this looks like an alias bomb"
+    )
+    # below the limit, aliases expand as usual
+    data, _, problems = parse_yaml(billion_laughs(4), source="ok.yaml")
+    assert problems == []
+    assert len(data["l3"]) == 9
+    assert data["l3"][0][0][0] == ["lol"] * 9
+
+
+def test_deep_nesting_is_a_problem_not_a_crash() -> None:
+    data, _, problems = parse_yaml("a: " + "[" * 5000 + "]" * 5000 + "\n", source="deep.yaml")
+    assert data is None
+    assert [(p.message, p.source) for p in problems] == [("the YAML document nests too deeply", "deep.yaml")]
+
+
+def test_problems_inside_an_aliased_subtree_are_reported_once() -> None:
+    data, _, problems = parse_yaml("a: &x {k: !!int 1}\nb: *x\nc: *x\n", source="p.yaml")
+    assert [(p.line, p.field) for p in problems] == [(1, "a.k")]
+    assert data == {"a": {"k": None}, "b": {"k": None}, "c": {"k": None}}
 
 
 def test_complex_keys_and_recursive_aliases_are_problems() -> None:
@@ -147,3 +255,58 @@ def test_env_fallback_marker() -> None:
 @pytest.mark.parametrize("text", ["a: 1\n", "- 1\n"])
 def test_documents_of_any_shape_parse(text: str) -> None:
     assert parse_yaml(text, source="s")[2] == []
+
+
+def secret_traceback_record(secret: str) -> logging.LogRecord:
+    try:
+        raise RuntimeError(f"failed with {secret}")
+    except RuntimeError as exc:
+        return logging.LogRecord(
+            "x", logging.ERROR, __file__, 1, "plugin %r: %s", ("k", secret), (type(exc), exc, None)
+        )
+
+
+def test_redact_filter_scrubs_message_arguments_traceback_and_stack() -> None:
+    redactor = Redactor()
+    redactor.add("sk-log-secret")
+    redact_filter = RedactFilter(redactor)
+    record = secret_traceback_record("sk-log-secret")
+    record.stack_info = "Stack: sk-log-secret"
+    assert redact_filter.filter(record) is True
+    assert (record.msg, record.args) == (f"plugin 'k': {MASK}", None)
+    assert record.exc_info is not None  # kept: formatters still know there is a traceback
+    assert record.exc_text is not None
+    assert f"RuntimeError: failed with {MASK}" in record.exc_text
+    assert record.stack_info == f"Stack: {MASK}"
+    text = logging.Formatter().format(record)
+    assert "sk-log-secret" not in text
+    assert f"failed with {MASK}" in text
+    # an already formatted traceback is redacted as is; a record without one stays without
+    record = secret_traceback_record("sk-log-secret")
+    record.exc_text = "Traceback: sk-log-secret"
+    redact_filter.filter(record)
+    assert record.exc_text == f"Traceback: {MASK}"
+    plain = logging.LogRecord("x", logging.INFO, __file__, 1, "no secret here", None, None)
+    redact_filter.filter(plain)
+    assert (plain.msg, plain.exc_text, plain.stack_info) == ("no secret here", None, None)
+
+
+def test_redacted_logging_covers_root_handlers_within_the_block() -> None:
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    logger = logging.getLogger("harness.test.redaction")
+    try:
+        with redacted_logging(lambda text: text.replace("sk-hidden", MASK)) as installed:
+            assert installed in handler.filters
+            logger.error("inside %s", "sk-hidden", exc_info=RuntimeError("boom sk-hidden"))
+        assert handler.filters == []
+        logger.error("outside %s", "sk-hidden")
+    finally:
+        root.removeHandler(handler)
+    inside, _, outside = stream.getvalue().partition("outside")
+    assert "sk-hidden" not in inside
+    assert f"inside {MASK}" in inside
+    assert f"RuntimeError: boom {MASK}" in inside
+    assert "sk-hidden" in outside

@@ -12,7 +12,14 @@ import pytest
 
 from harness_core import Secret
 from harness_core.config import MASK, ConfigError
-from harness_core.loader import BUILTIN_DEFAULT, find_config, inspect_config, installed_plugins, load_config
+from harness_core.loader import (
+    BUILTIN_DEFAULT,
+    LoadedConfig,
+    find_config,
+    inspect_config,
+    installed_plugins,
+    load_config,
+)
 from harness_core.plugininfo import Defaults
 
 FAKE_PLUGINS = Path(__file__).parent / "fakeplugins"
@@ -59,6 +66,20 @@ def test_builtin_default_when_nothing_is_found(fake_plugins: Path) -> None:
     assert "mock: {}" in BUILTIN_DEFAULT
 
 
+def test_a_directory_found_by_the_search_is_reported(fake_plugins: Path) -> None:
+    (fake_plugins / "plugins.yaml").mkdir()
+    (fake_plugins / "config").mkdir()
+    (fake_plugins / "config" / "plugins.yaml").write_text("plugins: {}\n")
+    assert find_config(None, environ={}) == fake_plugins / "plugins.yaml"  # not skipped silently
+    with pytest.raises(ConfigError) as info:
+        load_config(environ={})
+    assert info.value.message.splitlines()[1:] == [
+        f"  - {fake_plugins / 'plugins.yaml'}: the config path is a directory; expected a YAML file"
+    ]
+    with pytest.raises(ConfigError, match="is a directory"):  # the same for HARNESS_CONFIG
+        load_config(environ={"HARNESS_CONFIG": str(fake_plugins / "config")})
+
+
 def test_missing_explicit_file_is_a_problem(fake_plugins: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_config(fake_plugins / "nope.yaml", environ={})
@@ -72,8 +93,8 @@ def test_structure_problems_have_lines(fake_plugins: Path, write_config: Write) 
     path = write_config("plugins:\n  mock: {}\nextra: 1\ndefaults:\n  provider: mock\n  modle: echo\n  model: 3\n")
     assert problems_of(path) == [
         (None, None, 3, "unknown top-level key 'extra'; expected `plugins` or `defaults`"),
-        (None, "modle", 6, "unknown key 'modle'; expected `provider` or `model`"),
-        (None, "model", 7, "expected a string, got int"),
+        (None, "defaults.modle", 6, "unknown key 'modle'; expected `provider` or `model`"),
+        (None, "defaults.model", 7, "expected a string, got int"),
     ]
 
 
@@ -98,12 +119,19 @@ def test_empty_sections_are_fine(fake_plugins: Path, write_config: Write) -> Non
 
 
 def test_invalid_and_repeated_keys(fake_plugins: Path, write_config: Write) -> None:
-    path = write_config("plugins:\n  'bad key': {}\n  1: {}\n  mock: {}\n  ~mock: {}\n  mock:x: 5\n")
+    path = write_config("plugins:\n  'bad key': {}\n  1: {}\n  mock: {}\n  ~mock: {}\n  mock:x: 5\n  ~: {}\n")
     assert problems_of(path) == [
         (None, None, 2, "invalid plugin key 'bad key'; expected `name`, `name:ident` or `~name`"),
         (None, None, 3, "invalid plugin key 1; expected `name`, `name:ident` or `~name`"),
         (None, None, 5, "plugin 'mock' is listed twice (as 'mock' and '~mock')"),
         ("mock:x", None, 6, "the config of a plugin must be a mapping, got int"),
+        (
+            None,
+            None,
+            7,
+            "a plugin key is empty or a bare `~` (YAML null); expected `name`, `name:ident` or `~name` "
+            "(`~name` disables a plugin)",
+        ),
     ]
 
 
@@ -115,6 +143,16 @@ def test_unknown_plugin_lists_installed_and_hints_pip(fake_plugins: Path, write_
     assert "mock" in message
     assert "strict" in message
     assert "pip install harness-llm-gemini" in message
+    assert "case-sensitive" not in message
+
+
+def test_unknown_plugin_hints_are_lowercase_and_case_sensitive(fake_plugins: Path, write_config: Write) -> None:
+    problems = problems_of(write_config("plugins:\n  Mock: {}\n  Gemini:x: {}\n"))
+    assert [(plugin, line) for plugin, _, line, _ in problems] == [("Mock", 2), ("Gemini:x", 3)]
+    mock, gemini = (message for *_, message in problems)
+    assert mock.endswith("Plugin names are case-sensitive: did you mean 'mock'?")
+    assert "pip install" not in mock
+    assert gemini.endswith("try: pip install harness-llm-gemini (plugin names are case-sensitive)")
 
 
 # ------------------------------------------------------------------ validation
@@ -244,6 +282,97 @@ def test_secret_field_rejects_non_strings(fake_plugins: Path, write_config: Writ
     assert problems_of(write_config("plugins:\n  strict:\n    name: a\n    token: 5\n")) == [
         ("strict", "token", 4, ["Expected `Secret`, got `int`", " `$.token`"][0]),
     ]
+
+
+def test_literal_secret_fields_are_secret_too(fake_plugins: Path, write_config: Write) -> None:
+    path = write_config(
+        "plugins:\n"
+        "  failinit:\n"
+        "    name: a\n"
+        "    token: sk-literal-secret-77\n"  # written in the file, not taken from the environment
+        "  strict:\n"
+        "    name: b\n"
+        "    routes: [sk-literal-secret-77, fine]\n"
+    )
+    loaded = load_config(path, environ={})
+    (failure,) = loaded.failures
+    assert failure.message == f"plugin 'failinit' failed to start: RuntimeError: cannot connect with token {MASK}"
+    assert loaded.redact("key sk-literal-secret-77") == f"key {MASK}"
+    assert {e.key: e.routes for e in loaded.entries if e.key == "strict"} == {"strict": [MASK, "fine"]}
+    assert "sk-literal-secret-77" not in repr(loaded.entries)
+
+
+def test_messages_are_redacted_with_secrets_found_later(fake_plugins: Path, write_config: Write) -> None:
+    """mock's problem quotes a value that strict's Secret field (validated after it) makes secret."""
+    path = write_config(
+        "plugins:\n  mock:\n    error: sk-late-secret-55\n  strict:\n    name: a\n    token: sk-late-secret-55\n"
+    )
+    ((plugin, field, line, message),) = problems_of(path)
+    assert (plugin, field, line) == ("mock", "error", 3)
+    assert MASK in message
+    assert "sk-late-secret-55" not in message
+    loaded = inspect_config(path, environ={})
+    assert "sk-late-secret-55" not in repr(loaded.entries)
+
+
+def test_defaults_substitute_the_environment(fake_plugins: Path, write_config: Write) -> None:
+    path = write_config("plugins:\n  mock: {}\ndefaults:\n  provider: ${{ env.ROUTE }}\n  model: echo\n")
+    loaded = load_config(path, environ={"ROUTE": "env-route"})
+    assert loaded.defaults == Defaults(provider="env-route", model="echo")
+    assert loaded.redact("route env-route") == f"route {MASK}"  # like every value from the environment
+    assert loaded.line("defaults", "provider") == 4
+    assert loaded.line("defaults", "model", "deeper") == 5
+    assert LoadedConfig(path=None).line("defaults", "provider") is None
+    path = write_config("defaults:\n  provider: ${{ env.MISSING }}\n  model: ${{ 1 }}\n")
+    assert problems_of(path) == [
+        (None, "defaults.provider", 2, "environment variable MISSING is not set"),
+        (None, "defaults.model", 3, "unsupported expression '${{ 1 }}': only ${{ env.NAME }} is allowed"),
+    ]
+    loaded = inspect_config(path, environ={})
+    assert loaded.defaults == Defaults()  # a value that could not be substituted is not used
+
+
+def test_merge_keys_configure_instances(fake_plugins: Path, write_config: Write) -> None:
+    path = write_config(
+        "plugins:\n"
+        "  strict: &common\n"
+        "    name: shared\n"
+        "    count: 2\n"
+        "  strict:two:\n"
+        "    <<: *common\n"
+        "    routes: [two]\n"
+        "  strict:three:\n"
+        "    <<: *common\n"
+        "    count: nope\n"  # line 10
+    )
+    assert problems_of(path) == [("strict:three", "count", 10, "Expected `int`, got `str`")]
+    path = write_config(
+        "plugins:\n  strict: &common {name: shared, count: 2}\n  strict:two: {<<: *common, routes: [t]}\n"
+    )
+    configs = [p.instance.config for p in load_config(path, environ={}).plugins]  # type: ignore[attr-defined]
+    assert [(c.name, c.count, c.routes) for c in configs] == [("shared", 2, ["strict"]), ("shared", 2, ["t"])]
+
+
+def test_yaml_tags_and_alias_bombs_stop_before_anything_is_imported(fake_plugins: Path, write_config: Write) -> None:
+    path = write_config('plugins:\n  mock: !!python/object/apply:os.system ["touch x"]\n')
+    assert problems_of(path) == [
+        (
+            None,
+            "plugins.mock",
+            2,
+            "YAML tags are not allowed (found '!!python/object/apply:os.system'); write the plain value",
+        )
+    ]
+    assert not (fake_plugins / "x").exists()
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi", strict=True)
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config(write_config(bomb), environ={})
+    (problem,) = info.value.problems
+    assert problem.line == 5
+    assert "YAML aliases expand to more than 10000 nodes (at alias *d)" in problem.message
+    assert str(write_config(bomb)) in info.value.message
 
 
 # ------------------------------------------------------------------ plugin kinds and failures

@@ -228,3 +228,16 @@ async def test_through_the_harness() -> None:
         result = await harness.generate(options("hi there", provider="other"))
         assert result.text == "hi there"
         assert result.usage == TokenUsage(input_tokens=2, output_tokens=2)
+
+
+@pytest.mark.anyio
+async def test_two_instances_share_the_echo_tool() -> None:
+    """`plugins: {mock: {}, mock:two: {routes: [two]}}`: both start; the module-level `echo` is registered once."""
+    plugins = [("mock", MockPlugin(MockConfig())), ("mock:two", MockPlugin(MockConfig(routes=["two"])))]
+    async with Harness(plugins) as harness:
+        assert harness.failures == ()
+        assert harness.routes() == {"mock": "mock", "two": "mock:two"}
+        assert harness.tools.names() == ["echo"]
+        assert harness.tools.owner("echo") == "mock"
+        result = await harness.generate(options("from two", provider="two"))
+        assert result.text == "from two"

@@ -145,3 +145,11 @@ class StubbornPlugin:
     @hookimpl
     def register_adapter(self, register: RegisterAdapter) -> None:
         register(["stubborn"], StubbornAdapter())
+
+
+class NotAGeneratorMiddlewarePlugin:
+    """A (buggy) middleware whose llm_stream is a plain coroutine: the harness refuses to start."""
+
+    @hookimpl
+    async def llm_stream(self, options: GenerateOptions, call_next: CallNext) -> Any:  # pragma: no cover - refused
+        return call_next(options)

@@ -1,0 +1,268 @@
+"""How `harness run` / `harness chat` behave as processes: closed pipes, full disks, closed stdout,
+failing plugins, exit codes, error lines and redaction of everything printed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness_core.testing.server import Reply, ScriptedServer
+
+Harness = Callable[..., "subprocess.CompletedProcess[str]"]
+Config = Callable[[str], str]
+TRACED = "plugins:\n  trace: {path: t.jsonl}\n  mock: {}\ndefaults: {provider: mock, model: echo}\n"
+BIG = " ".join(str(i) for i in range(200_000))  # far more than a pipe buffer holds
+KEY = "test-key-123456"
+
+
+def start(tmp_path: Path, cli_env: dict[str, str], *args: str, stdout: Any = subprocess.PIPE) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "harness_core.cli", *args],
+        stdin=subprocess.PIPE,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli_env,
+        cwd=tmp_path,
+    )
+
+
+def read_then_close(process: subprocess.Popen[str], stdin: str, size: int = 10) -> tuple[str, str]:
+    """Feed ``stdin``, read ``size`` characters of stdout, then close stdout (the reader goes away)."""
+    assert process.stdin is not None
+    assert process.stdout is not None
+    assert process.stderr is not None
+    process.stdin.write(stdin)
+    process.stdin.close()
+    head = process.stdout.read(size)
+    process.stdout.close()
+    err = process.stderr.read()
+    process.stderr.close()
+    process.wait(timeout=120)
+    return head, err
+
+
+def trace_finishes(tmp_path: Path) -> list[dict[str, Any]]:
+    lines = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    return [line["chunk"]["reason"] for line in lines if line["chunk"]["type"] == "finish"]
+
+
+# ------------------------------------------------------------------ closed pipe, full disk, closed stdout
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_run_stops_quietly_when_the_reader_closes_the_pipe(
+    tmp_path: Path, cli_env: dict[str, str], config: Config, as_json: bool
+) -> None:
+    config(TRACED)
+    process = start(tmp_path, cli_env, "run", *(["--json"] if as_json else []), "-")
+    head, err = read_then_close(process, BIG)
+    assert process.returncode == 141
+    assert err == ""
+    assert head == ('{"type":"b' if as_json else "0 1 2 3 4 ")
+    [finish] = trace_finishes(tmp_path)  # the stream was aborted through its signal, not left running
+    assert finish["kind"] == "aborted"
+    assert finish["failure"]["message"] == "stdout failed: Broken pipe"
+
+
+def test_chat_stops_quietly_when_the_reader_closes_the_pipe(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    process = start(tmp_path, cli_env, "chat")
+    head, err = read_then_close(process, f"{BIG}\nnever sent\n")
+    assert process.returncode == 141
+    assert err == ""
+    assert head == "0 1 2 3 4 "
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
+@pytest.mark.parametrize("command", [["run", "-"], ["run", "--json", "-"], ["chat"]])
+def test_a_full_disk_is_one_error_line(tmp_path: Path, cli_env: dict[str, str], command: list[str]) -> None:
+    with open("/dev/full", "w") as full:
+        process = start(tmp_path, cli_env, *command, stdout=full)
+        _, err = process.communicate("a few words\nmore\n", timeout=120)
+    assert process.returncode == 1
+    assert err == "error: cannot write output: No space left on device\n"
+
+
+@pytest.mark.parametrize("command", [["run", "hi"], ["chat"]])
+def test_a_closed_stdout_is_one_error_line(tmp_path: Path, cli_env: dict[str, str], command: list[str]) -> None:
+    result = subprocess.run(
+        ["sh", "-c", 'exec "$0" "$@" >&-', sys.executable, "-m", "harness_core.cli", *command],
+        input="hi\n",
+        capture_output=True,
+        text=True,
+        env=cli_env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert result.returncode == 1
+    assert result.stderr == "error: cannot write output: stdout is closed\n"
+
+
+def test_chat_with_a_closed_stdin_ends_at_once(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    result = subprocess.run(
+        ["sh", "-c", 'exec "$0" "$@" <&-', sys.executable, "-m", "harness_core.cli", "chat"],
+        capture_output=True,
+        text=True,
+        env=cli_env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+
+
+# ------------------------------------------------------------------ failing plugins: one line, never a group
+
+
+BAD_TRACE = 'plugins:\n  trace: {path: "/proc/x/t.jsonl"}\n  mock: {}\ndefaults: {provider: mock, model: echo}\n'
+
+
+@pytest.mark.parametrize("tool", [False, True])
+def test_a_failing_middleware_is_one_error_line(harness: Harness, config: Config, tool: bool) -> None:
+    config(BAD_TRACE)
+    result = harness("run", *(["--tool", "echo"] if tool else []), "hello")
+    assert result.returncode == 2
+    assert result.stdout == "hello\n"
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith("error: FileNotFoundError: [Errno 2] No such file or directory: '/proc/x")
+    assert last.endswith("(a plugin failed; run with -v for the traceback)")
+    assert "Traceback" not in result.stderr
+    assert "ExceptionGroup" not in result.stderr
+
+
+def test_verbose_shows_the_traceback(harness: Harness, config: Config) -> None:
+    config(BAD_TRACE)
+    result = harness("-v", "run", "hello")
+    assert result.returncode == 2
+    assert "error: FileNotFoundError: [Errno 2] No such file or directory: '/proc/x' (a plugin failed)\n" in (
+        result.stderr
+    )
+    assert "Traceback (most recent call last)" in result.stderr
+    assert "harness_trace" in result.stderr
+    assert "ExceptionGroup" not in result.stderr
+
+
+def test_chat_reports_a_failing_middleware_and_goes_on(harness: Harness, config: Config) -> None:
+    config(BAD_TRACE)
+    result = harness("chat", input="one\n/provider\n")
+    assert result.returncode == 0
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("error: FileNotFoundError: [Errno 2] No such file or directory: '/proc/x")
+    assert lines[0].endswith("(the message was not added to the history)")
+    assert lines[1] == "route mock, model echo"
+    verbose = harness("-v", "chat", input="one\n")
+    assert "Traceback (most recent call last)" in verbose.stderr
+
+
+def test_chat_start_errors_are_one_line_plus_the_traceback_with_verbose(harness: Harness) -> None:
+    result = harness("-v", "chat", "--tool", "nope", input="")
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: CONFIG: unknown tool 'nope'; registered tools: echo\nTraceback")
+
+
+# ------------------------------------------------------------------ usage errors
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "message"),
+    [
+        (["--max-tokens", "0", "x"], None, "Invalid value for '--max-tokens': 0 is not in the range x>=1."),
+        (["--temperature", "-0.5", "x"], None, "Invalid value for '--temperature': -0.5 is not in the range x>=0."),
+        ([""], None, "error: empty prompt (nothing to send)\n"),
+        (["  \n"], None, "error: empty prompt (nothing to send)\n"),
+        (["-"], "", "error: empty prompt (nothing to send)\n"),
+    ],
+)
+def test_run_usage_errors(harness: Harness, args: list[str], stdin: str | None, message: str) -> None:
+    result = harness("run", *args, input=stdin)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert result.stdout == ""
+
+
+def test_chat_rejects_max_tokens_0(harness: Harness) -> None:
+    result = harness("chat", "--max-tokens", "0", input="")
+    assert result.returncode == 2
+    assert "0 is not in the range x>=1" in result.stderr
+
+
+# ------------------------------------------------------------------ error lines name the place; secrets never shown
+
+
+@pytest.fixture
+def provider(config: Config, cli_env: dict[str, str]) -> Iterator[ScriptedServer]:
+    """An OpenAI-compatible server on 127.0.0.1 behind route `local` (plugin key `openai:local`),
+    its API key from the environment (so a secret of the config)."""
+    pytest.importorskip("harness_llm_openai")
+    cli_env["CLI_KEY"] = KEY
+    with ScriptedServer() as server:
+        config(
+            f"plugins:\n  openai:local:\n    base_url: {server.url}/v1\n    api_key: ${{{{ env.CLI_KEY }}}}\n"
+            "    routes: [local]\ndefaults: {provider: local, model: m1}\n"
+        )
+        yield server
+
+
+BAD_GATEWAY = Reply(
+    status=502,
+    headers={"content-type": "text/html", "retry-after": "7", "x-request-id": "req-42"},
+    reads=[b"<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>"],
+)
+BAD_KEY = Reply(
+    status=401,
+    headers={"content-type": "application/json"},
+    reads=[
+        b'{"error":{"message":"Incorrect API key provided: ' + KEY.encode() + b'. Find your key at x",'
+        b'"type":"invalid_request_error","code":"invalid_api_key"}}'
+    ],
+)
+
+
+def test_error_line_names_route_plugin_retry_and_request_id(harness: Harness, provider: ScriptedServer) -> None:
+    provider.add(BAD_GATEWAY)
+    result = harness("run", "hi")
+    assert result.returncode == 1
+    line = "error: SERVER (HTTP 502) from route 'local' (openai:local): 502 Bad Gateway"
+    assert result.stderr == f"{line} (retry after 7s; request id req-42)\n"
+    provider.add(BAD_GATEWAY)
+    chat = harness("chat", input="hi\n")
+    assert chat.stderr == f"{line} (retry after 7s; request id req-42) (the message was not added to the history)\n"
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_secrets_are_redacted_from_everything_printed(
+    harness: Harness, provider: ScriptedServer, as_json: bool
+) -> None:
+    provider.add(BAD_KEY)
+    result = harness("run", *(["--json"] if as_json else []), "hi")
+    assert result.returncode == 1
+    assert KEY not in result.stdout + result.stderr
+    expected = "Incorrect API key provided: **********. Find your key at x"
+    assert result.stderr == f"error: AUTH (HTTP 401) from route 'local' (openai:local): {expected}\n"
+    if as_json:
+        finish = json.loads(result.stdout.splitlines()[-1])
+        assert finish["reason"]["failure"]["message"] == expected
+
+
+def test_chat_redacts_secrets(harness: Harness, provider: ScriptedServer) -> None:
+    provider.add(BAD_KEY)
+    result = harness("chat", input="hi\n")
+    assert result.returncode == 0
+    assert KEY not in result.stdout + result.stderr
+    assert "provided: **********." in result.stderr
+
+
+def test_model_output_is_redacted_too(harness: Harness, config: Config, cli_env: dict[str, str]) -> None:
+    """The mock echoes the prompt: a secret of the config never reaches stdout, in text or JSON."""
+    cli_env["CLI_KEY"] = KEY
+    config("plugins:\n  strict: {name: a, token: '${{ env.CLI_KEY }}'}\n  mock: {}\ndefaults: {provider: mock}\n")
+    for args in (["run"], ["run", "--json"]):
+        result = harness(*args, f"say {KEY} now")
+        assert result.returncode == 0
+        assert KEY not in result.stdout + result.stderr
+        assert "**********" in result.stdout
