@@ -141,6 +141,9 @@ class Harness:
             The default model applies only to the default route (never sent to another provider).
         failures: plugins the loader could not build (shown by :attr:`failures` and named by
             ``NO_ADAPTER`` errors).
+        redact: masks secrets in text (``LoadedConfig.redact``; :meth:`from_config` passes it):
+            applied to the messages of plugins that fail to start. Log records carry tracebacks
+            too: attach :class:`harness_core.config.RedactFilter` to your log handlers.
 
     A ``Harness`` is used once: ``async with harness:`` starts it (raises ``LlmError("CONFIG")``
     when a middleware plugin fails to start, or an ``llm_stream`` impl is a wrapper or not an
@@ -159,6 +162,7 @@ class Harness:
         *,
         defaults: Defaults | None = None,
         failures: Sequence[PluginFailure] = (),
+        redact: Callable[[str], str] | None = None,
     ) -> None:
         loaded: list[LoadedPlugin] = []
         for entry in plugins:
@@ -172,6 +176,7 @@ class Harness:
         self.defaults: Defaults = defaults if defaults is not None else Defaults()
         """The ``defaults:`` of plugins.yaml."""
         self._failures = list(failures)
+        self._redact: Callable[[str], str] = redact if redact is not None else str
         self._registry = RouteRegistry()
         self._tools = ToolRegistry()
         self._boundary = AdapterBoundary(self._registry, self._failures)
@@ -199,7 +204,7 @@ class Harness:
         broken = [f for f in config.failures if f.is_middleware]
         if broken:
             raise LlmError("CONFIG", f"middleware plugins failed to load: {_failure_lines(broken)}")
-        return cls(config.plugins, defaults=config.defaults, failures=config.failures)
+        return cls(config.plugins, defaults=config.defaults, failures=config.failures, redact=config.redact)
 
     @property
     def plugins(self) -> tuple[LoadedPlugin, ...]:
@@ -278,8 +283,8 @@ class Harness:
         self._chain = Chain(middleware, self._boundary)
 
     def _fail(self, plugin: LoadedPlugin, exc: Exception, is_middleware: bool) -> PluginFailure:
-        logger.error("plugin %r failed to start", plugin.key, exc_info=exc)
-        message = str(exc) if isinstance(exc, LlmError) else f"{type(exc).__name__}: {exc}"
+        message = self._redact(str(exc) if isinstance(exc, LlmError) else f"{type(exc).__name__}: {exc}")
+        logger.error("plugin %r failed to start: %s", plugin.key, message, exc_info=exc)
         failure = PluginFailure(
             key=plugin.key, name=plugin.name, message=message, stage="register", is_middleware=is_middleware
         )
@@ -370,8 +375,7 @@ class Harness:
             async for chunk in chunks:
                 feed(chunk)
         finish = assembler.finish
-        if finish is None:
-            raise LlmError("PROTOCOL", "the stream ended without a finish chunk")
+        assert finish is not None, "the boundary and the guard always end a stream with one finish"
         if finish.kind == "error":
             if finish.failure is None:
                 raise LlmError("INTERNAL", "the stream finished with an error but no failure")

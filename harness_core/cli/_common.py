@@ -8,6 +8,7 @@ import traceback
 from collections.abc import Callable
 from typing import Final, TextIO
 
+from harness_core.cli._logging import redact_logs
 from harness_core.config import ConfigError
 from harness_core.errors import LlmError
 from harness_core.loader import LoadedConfig, load_config
@@ -203,6 +204,7 @@ def load_for_start(config: str | None, err: Sink) -> LoadedConfig | None:
         err.write(f"error: {exc}\n")
         return None
     err.redact = loaded.redact
+    redact_logs(loaded.redact)
     stop = False
     for failure in loaded.failures:
         if failure.is_middleware:

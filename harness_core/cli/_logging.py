@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
 
-__all__ = ["configure_logging"]
+__all__ = ["configure_logging", "redact_logs"]
 
 
 class _Formatter(logging.Formatter):
@@ -48,3 +49,12 @@ def configure_logging(verbose: int) -> None:
     handler._harness_cli = True  # type: ignore[attr-defined]
     root.addHandler(handler)
     root.setLevel(logging.DEBUG if verbose > 1 else logging.INFO if verbose == 1 else logging.WARNING)
+
+
+def redact_logs(redact: Callable[[str], str]) -> None:
+    """Scrub the config's secrets from every record the CLI's handler writes, tracebacks included."""
+    from harness_core.config import RedactFilter
+
+    for handler in logging.getLogger().handlers:
+        if getattr(handler, "_harness_cli", False):
+            handler.addFilter(RedactFilter(redact))

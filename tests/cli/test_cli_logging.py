@@ -50,3 +50,16 @@ def test_verbose_shows_tracebacks_and_info(capsys: pytest.CaptureFixture[str]) -
     configure_logging(2)
     logging.getLogger("harness").debug("now shown")
     assert "harness: DEBUG: now shown" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("restore_root_logger")
+def test_redact_logs_scrubs_messages_and_tracebacks(capsys: pytest.CaptureFixture[str]) -> None:
+    from harness_core.cli._logging import redact_logs
+
+    configure_logging(1)
+    redact_logs(lambda text: text.replace("plugin exploded", "[masked]").replace("'x'", "[masked]"))
+    fail("harness")
+    err = capsys.readouterr().err
+    assert "plugin exploded" not in err
+    assert "RuntimeError: [masked]" in err
+    assert "harness: ERROR: plugin [masked] failed [harness]" in err
