@@ -151,6 +151,28 @@ class Redactor:
             text = text.replace(value, MASK)
         return text
 
+    def safe_end(self, text: str) -> int:
+        """How much of ``text`` (a prefix length) can be shown now when more text may follow.
+
+        The rest could be the start of a secret that the next piece completes, or is part of a
+        secret occurrence that the cut would split: it must wait. ``len(text)`` when nothing
+        needs to wait.
+        """
+        cut = len(text)
+        for value in self._values:
+            for k in range(min(len(value) - 1, len(text)), 0, -1):
+                if text.endswith(value[:k]):
+                    cut = min(cut, len(text) - k)
+                    break
+        moved = True
+        while moved:  # never cut through an occurrence of a secret
+            moved = False
+            for value in self._values:
+                start = text.find(value, max(0, cut - len(value) + 1))
+                if -1 < start < cut < start + len(value):
+                    cut, moved = start, True
+        return cut
+
     def __repr__(self) -> str:
         return f"Redactor({len(self._values)} secrets)"
 

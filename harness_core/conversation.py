@@ -323,16 +323,24 @@ class Conversation:
             provider=self.provider, model=self.model, system=self.system, messages=list(self.messages)
         )
 
-    def save(self, path: str | os.PathLike[str]) -> None:
+    def save(self, path: str | os.PathLike[str], *, redact: Callable[[str], str] | None = None) -> None:
         """Write the conversation to ``path`` as pretty-printed JSON (replaced atomically).
+
+        ``redact`` (e.g. ``LoadedConfig.redact``) masks the config's secrets in the file, should a
+        reply have echoed one. ``~`` in ``path`` is expanded.
 
         Raises:
             OSError: the file cannot be written.
         """
-        target = Path(path)
+        target = Path(path).expanduser()
         temporary = target.with_name(target.name + ".tmp")
-        temporary.write_bytes(msgspec.json.format(msgspec.json.encode(self.to_state())) + b"\n")
-        os.replace(temporary, target)
+        text = msgspec.json.format(msgspec.json.encode(self.to_state())).decode() + "\n"
+        temporary.write_text(redact(text) if redact is not None else text, encoding="utf-8")
+        try:
+            os.replace(temporary, target)
+        except OSError:
+            temporary.unlink(missing_ok=True)
+            raise
 
     @classmethod
     def from_state(cls, state: ConversationState, harness: Harness, **kwargs: Any) -> Conversation:

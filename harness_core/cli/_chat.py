@@ -109,7 +109,7 @@ def run_chat(
                     conversation,
                     out,
                     err,
-                    redact=loaded.redact,
+                    redact=loaded.redactor,
                     interactive=isatty(sys.stdin),
                     tty=out.isatty(),
                     verbose=verbose,
@@ -366,9 +366,9 @@ class Repl:
             self.note("usage: /save PATH")
             return
         try:
-            self.conversation.save(argument)
+            self.conversation.save(argument, redact=self.redact)
         except OSError as exc:
-            self.note(f"error: cannot save to {argument}: {exc}")
+            self.note(f"error: cannot save to {argument}: {exc.strerror or exc}")
             return
         self.note(f"saved {len(self.conversation.messages)} messages to {argument}")
 

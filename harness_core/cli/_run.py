@@ -46,6 +46,7 @@ from harness_core.cli._common import (
     output_failure_code,
     report_error,
 )
+from harness_core.cli._scrub import ChunkScrubber
 from harness_core.errors import LlmError
 from harness_core.loader import LoadedConfig
 from harness_core.types import (
@@ -119,7 +120,7 @@ def run_prompt(
             reasoning_effort=reasoning_effort,
             abort=abort,
         )
-        renderer = Renderer(out, err, as_json=as_json, tty=out.isatty(), redact=loaded.redact, abort=abort)
+        renderer = Renderer(out, err, as_json=as_json, tty=out.isatty(), redact=loaded.redactor, abort=abort)
         return anyio.run(_generate, loaded, options, abort, renderer, tuple(tools), max_steps, verbose)
     except KeyboardInterrupt:  # Ctrl-C before the signal watcher was installed (e.g. reading stdin)
         out.end_line()
@@ -236,7 +237,8 @@ class Renderer:
     """Writes chunks to the terminal (or JSON lines with ``as_json``) and decides the exit code.
 
     ``out``/``err`` are the stdout/stderr sinks, ``tty`` whether stdout is a terminal,
-    ``redact`` scrubs secrets from messages, ``abort`` (the stream's signal) is fired when stdout
+    ``redact`` scrubs secrets from messages (a :class:`~harness_core.config.Redactor` also masks
+    secrets split across deltas), ``abort`` (the stream's signal) is fired when stdout
     fails (the reader went away): the stream ends early and its connection is closed.
     :attr:`route` / :attr:`source` (the route served and the plugins.yaml key owning it) name the
     place in error lines.
@@ -257,6 +259,7 @@ class Renderer:
         self.as_json = as_json
         self.tty = tty
         self.redact = redact
+        self._scrubber = ChunkScrubber(redact)
         self.abort = abort
         self.finish: FinishReason | None = None
         self.usage: TokenUsage | None = None
@@ -275,7 +278,11 @@ class Renderer:
         return self.out if self.tty else self.err
 
     def feed(self, chunk: StreamChunk) -> None:
-        """Show one chunk."""
+        """Show one chunk (secrets masked even when split across deltas: :class:`ChunkScrubber`)."""
+        for shown in self._scrubber.feed(chunk):
+            self._show(shown)
+
+    def _show(self, chunk: StreamChunk) -> None:
         if isinstance(chunk, Finish):
             self.finish = chunk.reason
         elif isinstance(chunk, Usage):

@@ -171,7 +171,7 @@ def test_a_real_sigint_at_the_prompt_drops_the_line(monkeypatch: pytest.MonkeyPa
 def test_ctrl_c_while_a_command_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     with session(monkeypatch, ["/save x.json", "after"]) as s:
 
-        def interrupted(path: Any) -> None:
+        def interrupted(path: Any, **kwargs: Any) -> None:
             raise KeyboardInterrupt
 
         monkeypatch.setattr(s.repl.conversation, "save", interrupted)
