@@ -79,7 +79,7 @@ BUILTIN_SOURCE: Final = "<built-in default>"
 
 _KEY = re.compile(r"(?P<disabled>~)?(?P<name>[A-Za-z0-9_.-]+)(?::(?P<ident>[A-Za-z0-9_.-]+))?")
 _MSGSPEC_PATH = re.compile(r"^(?P<message>.*?)(?: - at `\$(?P<path>.*)`)?$", re.DOTALL)
-_PATH_PART = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
+_PATH_PART = re.compile(r"\.([^.\[]+)|\[(\d+)\]|(\[\.\.\.\])")  # msgspec hides mapping keys as [...]
 _UNKNOWN_FIELD = re.compile(r"unknown field `([^`]*)`")
 
 State = Literal["enabled", "disabled", "failed", "invalid", "installed"]
@@ -558,8 +558,8 @@ def _split_msgspec_error(text: str) -> tuple[str, ConfigPath]:
     match = _MSGSPEC_PATH.match(text)
     assert match is not None  # the pattern matches any text
     path: list[str | int] = []
-    for name, index in _PATH_PART.findall(match.group("path") or ""):
-        path.append(int(index) if index else name)
+    for name, index, hidden_key in _PATH_PART.findall(match.group("path") or ""):
+        path.append(int(index) if index else "<key>" if hidden_key else name)
     message = match.group("message")
     unknown = _UNKNOWN_FIELD.search(message)
     if unknown is not None:

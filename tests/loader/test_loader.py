@@ -473,3 +473,12 @@ def test_disabled_plugins_are_never_imported(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(FAKE_PLUGINS)}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert result.stdout.splitlines() == ["['harness_llm_mock']", "['mock'] []"]
+
+
+def test_msgspec_hides_mapping_keys_and_the_path_says_so() -> None:
+    from harness_core.config import format_path
+    from harness_core.loader import _split_msgspec_error
+
+    message, path = _split_msgspec_error("Expected `float` >= 0.0 - at `$.prices[...].input`")
+    assert (message, path) == ("Expected `float` >= 0.0", ("prices", "<key>", "input"))
+    assert format_path(path) == "prices.<key>.input"

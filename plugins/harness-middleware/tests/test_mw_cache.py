@@ -138,8 +138,8 @@ async def test_broken_stream_is_not_cached(tmp_path: Path) -> None:
 
 
 async def test_database_fault_is_a_logged_miss(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    (tmp_path / "dir").mkdir()
     p = plugin(tmp_path, path=str(tmp_path / "dir"))
+    (tmp_path / "dir").mkdir()  # the file's place is taken after start: every operation fails
     script = Script(REPLY)
     with caplog.at_level(logging.ERROR, logger="harness_middleware.cache"):
         assert await collect(p.llm_stream(options(), script)) == REPLY

@@ -59,6 +59,9 @@ def test_parse_since() -> None:
     assert abs(cli.parse_since("30m") - (time.time() - 1800)) < 60
     with pytest.raises(click.BadParameter, match="neither a date"):
         cli.parse_since("yesterday")
+    for digits in (310, 5000):
+        with pytest.raises(click.BadParameter, match="too long a span"):
+            cli.parse_since("9" * digits + "d")
 
 
 def test_usage_table(ledger: UsageLedger) -> None:
@@ -164,8 +167,18 @@ def test_cache_clear_expired_uses_the_configured_ttl(tmp_path: Path) -> None:
 def test_cache_without_the_plugin_uses_the_default_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cli, "default_cache_path", lambda: tmp_path / "default.sqlite")
     config = write_config(tmp_path, "plugins:\n  mock: {}\n")
-    result = run("cache", "stats", "-c", str(config), "--json")
-    assert json.loads(result.output)["path"] == str(tmp_path / "default.sqlite")
+    result = CliRunner().invoke(harness_cli, ["cache", "stats", "-c", str(config), "--json"])
+    assert result.exit_code == 2
+    assert f"no cache at {tmp_path / 'default.sqlite'}" in result.output
+
+
+@pytest.mark.parametrize("command", [["stats"], ["clear"]])
+def test_cache_commands_never_create_a_database(tmp_path: Path, command: list[str]) -> None:
+    missing = tmp_path / "typo" / "dir" / "c.sqlite"
+    result = CliRunner().invoke(harness_cli, ["cache", *command, "--db", str(missing)])
+    assert result.exit_code == 2
+    assert "(is the cache middleware enabled?)" in result.output
+    assert not (tmp_path / "typo").exists()
 
 
 @pytest.mark.parametrize("command", [["stats"], ["clear"]])
@@ -180,3 +193,21 @@ def test_cache_database_fault_exits_2(tmp_path: Path, command: list[str]) -> Non
 def test_table_formats_missing_values() -> None:
     assert cli._fmt(None) == "-"
     assert cli._fmt(0.5) == "0.5000"
+
+
+@pytest.mark.parametrize("plugin", ["usage", "cache"])
+def test_an_unusable_database_path_fails_the_plugin_at_start(tmp_path: Path, plugin: str) -> None:
+    from harness_middleware.cache import CachePlugin
+    from harness_middleware.usage import UsagePlugin
+
+    kind = UsagePlugin if plugin == "usage" else CachePlugin
+    with pytest.raises(ValueError, match="is a directory"):
+        kind(kind.Config(path=str(tmp_path)))
+    with pytest.raises(ValueError, match="is a directory"):
+        kind(kind.Config(path=""))
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(ValueError, match="is not a writable folder"):
+        kind(kind.Config(path=str(blocker / "sub" / "db.sqlite")))
+    kind(kind.Config(path=str(tmp_path / "new" / "db.sqlite")))  # a missing folder is created on first use
+    assert not (tmp_path / "new").exists()

@@ -135,8 +135,8 @@ async def test_cancelled_stream_is_recorded(tmp_path: Path) -> None:
 
 
 async def test_database_fault_is_logged_not_raised(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    (tmp_path / "dir.sqlite").mkdir()
     p = plugin(tmp_path, path=str(tmp_path / "dir.sqlite"))
+    (tmp_path / "dir.sqlite").mkdir()  # the file's place is taken after start: the write fails
     with caplog.at_level(logging.ERROR, logger="harness_middleware.usage"):
         chunks = await collect(p.llm_stream(options(), Script([*text_chunks("a"), stop()])))
     assert chunks[-1] == stop()

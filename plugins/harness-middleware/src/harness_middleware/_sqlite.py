@@ -8,13 +8,14 @@ uses WAL journaling so readers (``harness usage``) never block writers.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 from typing import TypeVar
 
-__all__ = ["run"]
+__all__ = ["check_database_path", "run"]
 
 T = TypeVar("T")
 
@@ -30,3 +31,21 @@ def run(path: Path, schema: str, operation: Callable[[sqlite3.Connection], T]) -
         conn.executescript(schema)
         with conn:
             return operation(conn)
+
+
+def check_database_path(path: Path, what: str) -> Path:
+    """Check at start-up that ``path`` can hold an SQLite file, so a bad ``path`` fails the plugin
+    (named in ``harness config check``) instead of every stream. Creates nothing.
+
+    Raises:
+        ValueError: ``path`` is a directory, or its nearest existing folder is not a writable
+            directory.
+    """
+    if path.is_dir():
+        raise ValueError(f"{what} path {str(path)!r} is a directory; expected a file such as {what}.sqlite")
+    folder = path.parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"{what} path {str(path)!r} cannot be created: {str(folder)!r} is not a writable folder")
+    return path

@@ -146,7 +146,7 @@ class CachePlugin:
     def __init__(self, config: Config | None = None, *, clock: Callable[[], float] = time.time) -> None:
         self.config = config if config is not None else self.Config()
         path = Path(self.config.path).expanduser() if self.config.path is not None else default_cache_path()
-        self.store = CacheStore(path, self.config.ttl, clock)
+        self.store = CacheStore(_sqlite.check_database_path(path, "cache"), self.config.ttl, clock)
 
     async def _get(self, key: str) -> list[StreamChunk] | None:
         try:

@@ -35,7 +35,10 @@ def parse_since(text: str, now: float | None = None) -> float:
     span = _SPAN.match(text)
     if span is not None:
         reference = time.time() if now is None else now
-        return reference - int(span.group(1)) * _SPAN_SECONDS[span.group(2)]
+        try:
+            return reference - float(int(span.group(1)) * _SPAN_SECONDS[span.group(2)])
+        except (OverflowError, ValueError):  # more digits than any real span (or than int() accepts)
+            raise click.BadParameter(f"{text[:40]!r}… is too long a span") from None
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
@@ -163,6 +166,8 @@ def cache_command() -> None:
 def cache_stats(config: str | None, db: str | None, as_json: bool) -> None:
     """Entries, expired entries, hits and stored bytes of the cache."""
     store = _store(config, db)
+    if not store.path.exists():
+        raise _ConfigProblem(f"no cache at {store.path} (is the cache middleware enabled?)")
     try:
         stats = store.stats()
     except sqlite3.Error as exc:
@@ -181,6 +186,8 @@ def cache_stats(config: str | None, db: str | None, as_json: bool) -> None:
 def cache_clear(config: str | None, db: str | None, expired: bool) -> None:
     """Delete the cached responses (all, or only the expired ones)."""
     store = _store(config, db)
+    if not store.path.exists():
+        raise _ConfigProblem(f"no cache at {store.path} (is the cache middleware enabled?)")
     try:
         deleted = store.clear(expired_only=expired)
     except sqlite3.Error as exc:

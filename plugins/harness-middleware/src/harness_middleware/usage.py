@@ -219,7 +219,7 @@ class UsagePlugin:
     def __init__(self, config: Config | None = None) -> None:
         self.config = config if config is not None else self.Config()
         path = Path(self.config.path).expanduser() if self.config.path is not None else default_usage_path()
-        self.ledger = UsageLedger(path)
+        self.ledger = UsageLedger(_sqlite.check_database_path(path, "usage"))
 
     def price_for(self, route: str | None, model: str | None) -> Price | None:
         """The configured price of ``route``/``model`` (see ``Config.prices``), or ``None``."""
