@@ -150,7 +150,7 @@ class Conversation:
         messages: the history, oldest first (``user``, ``assistant`` and ``tool`` messages).
 
     Raises:
-        ValueError: ``max_steps`` below 1.
+        ValueError: ``max_steps`` below 1, or two tools with the same name.
     """
 
     def __init__(
@@ -172,6 +172,10 @@ class Conversation:
         self.model = model if model is not None else template.model
         self.system = system if system is not None else template.system
         self.tools = list(tools)
+        names = [t.name for t in self.tools]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"tool names must be unique; offered more than once: {', '.join(duplicates)}")
         self.max_steps = max_steps
         self.options = template
         self.messages: list[Message] = []

@@ -223,9 +223,10 @@ async def _converse(
     """
     from harness_core.conversation import Conversation
 
+    selected = harness.tools.select(tools)  # an unknown name is the command line's fault, not a route's
     route = options.provider if options.provider is not None else harness.defaults.provider
     renderer.route, renderer.source = route, harness.routes().get(route) if route is not None else None
-    conversation = Conversation(harness, tools=harness.tools.select(tools), max_steps=max_steps, options=options)
+    conversation = Conversation(harness, tools=selected, max_steps=max_steps, options=options)
     reply = await conversation.send(
         options.messages[-1], abort=abort, on_chunk=renderer.feed, on_tool_result=renderer.tool_result
     )

@@ -242,6 +242,8 @@ async def test_max_steps_stops_a_tool_loop_with_a_clear_error() -> None:
 def test_max_steps_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_steps must be at least 1, not 0"):
         Conversation(Harness(), max_steps=0)
+    with pytest.raises(ValueError, match="offered more than once: echo"):
+        Conversation(Harness(), tools=[Tool(lambda: "a", name="echo"), Tool(lambda: "b", name="echo")])
 
 
 # ------------------------------------------------------------------ abort

@@ -190,6 +190,8 @@ async def test_final_event_cut_mid_json_is_network(server: ScriptedServer, adapt
             "CONTEXT_LENGTH",
         ),
         (401, {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}, {}, "AUTH"),
+        (401, {"type": "error", "error": {"type": "invalid_request_error", "message": "bad key"}}, {}, "AUTH"),
+        (404, {"type": "error", "error": {"type": "invalid_request_error", "message": "no model"}}, {}, "NOT_FOUND"),
         (402, {"type": "error", "error": {"type": "billing_error", "message": "credit"}}, {}, "QUOTA"),
         (403, {"type": "error", "error": {"type": "permission_error", "message": "no"}}, {}, "PERMISSION"),
         (404, {"type": "error", "error": {"type": "not_found_error", "message": "model: x"}}, {}, "NOT_FOUND"),

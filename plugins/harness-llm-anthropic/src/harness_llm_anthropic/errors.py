@@ -41,8 +41,9 @@ def classify(status: int | None, error_type: str | None, message: str | None) ->
     """Refine an error from Anthropic's error ``type`` and ``message``.
 
     Args:
-        status: the HTTP status (``None`` for an in-band error; unused beyond documentation:
-            the type decides).
+        status: the HTTP status (``None`` for an in-band error). The type decides, except that
+            Anthropic also labels other 4xx statuses ``invalid_request_error`` (PROTOCOLS §2.3):
+            then the status decides (a 401 stays ``AUTH``).
         error_type: ``error.type`` of the body (``"overloaded_error"`` …), or ``None``.
         message: ``error.message``, searched for context-overflow wording ("prompt is too long:
             205351 tokens > 200000 maximum" arrives as a 400 ``invalid_request_error``).
@@ -51,14 +52,16 @@ def classify(status: int | None, error_type: str | None, message: str | None) ->
         The stable code, or ``None`` when the type is unknown (the caller keeps its status-based
         code).
     """
-    del status
     if message is not None and error_type in (None, "invalid_request_error"):
         lowered = message.lower()
         if any(marker in lowered for marker in _CONTEXT_MARKERS):
             return "CONTEXT_LENGTH"
     if error_type is None:
         return None
-    return _BY_TYPE.get(error_type)
+    code = _BY_TYPE.get(error_type)
+    if code == "BAD_REQUEST" and status is not None and status not in (400, 422):
+        return None  # the generic type of every 4xx: the status is more precise
+    return code
 
 
 def inband_error(error: WireError | None, request_id: str | None = None) -> LlmError:
