@@ -1,0 +1,114 @@
+"""`harness run -p <route>` through each provider adapter, configured as its README shows,
+against a scripted provider server on 127.0.0.1 (the provider is mocked, never the harness)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness_core.testing.server import Reply, ScriptedServer
+
+KEY = "test-key-provider-0001"
+
+OPENAI_BODY = [
+    b'data: {"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"role":"assistant",'
+    b'"content":"Hello "},"finish_reason":null}]}\n\n',
+    b'data: {"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":"w\xc3',
+    b'\xb6rld"},"finish_reason":"stop"}]}\n\n',
+    b'data: {"id":"c1","object":"chat.completion.chunk","model":"m","choices":[],"usage":{"prompt_tokens":3,'
+    b'"completion_tokens":2,"total_tokens":5}}\n\ndata: [DONE]\n\n',
+]
+
+DEEPSEEK_BODY = [
+    b'data: {"id":"c1","choices":[{"index":0,"delta":{"role":"assistant","content":null,"reasoning_content":"Think."},'
+    b'"finish_reason":null}]}\n\n',
+    b'data: {"id":"c1","choices":[{"index":0,"delta":{"content":"Hello w\xc3\xb6rld","reasoning_content":null},'
+    b'"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":4,"prompt_cache_hit_tokens":1,'
+    b'"completion_tokens_details":{"reasoning_tokens":2}}}\n\ndata: [DONE]\n\n',
+]
+
+
+def anthropic_event(name: str, data: dict[str, object]) -> bytes:
+    return f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+ANTHROPIC_BODY = [
+    anthropic_event(
+        "message_start",
+        {"type": "message_start", "message": {"id": "msg_1", "model": "claude-x", "usage": {"input_tokens": 3}}},
+    ),
+    anthropic_event(
+        "content_block_start",
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+    ),
+    anthropic_event(
+        "content_block_delta",
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hello wörld"}},
+    ),
+    anthropic_event("content_block_stop", {"type": "content_block_stop", "index": 0}),
+    anthropic_event(
+        "message_delta",
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 2}},
+    ),
+    anthropic_event("message_stop", {"type": "message_stop"}),
+]
+
+CASES = {
+    # route: (plugins.yaml entry as in the plugin's README, body, request path, auth header, auth value)
+    "groq": (
+        "  openai:groq:\n    base_url: {url}/v1\n    api_key: ${{{{ env.PROVIDER_KEY }}}}\n    routes: [groq]\n",
+        OPENAI_BODY,
+        "/v1/chat/completions",
+        "authorization",
+        f"Bearer {KEY}",
+    ),
+    "claude-gw": (
+        "  anthropic:gateway:\n    base_url: {url}\n    api_key: ${{{{ env.PROVIDER_KEY }}}}\n"
+        "    routes: [claude-gw]\n    max_tokens_default: 8192\n",
+        ANTHROPIC_BODY,
+        "/v1/messages",
+        "x-api-key",
+        KEY,
+    ),
+    "deepseek": (
+        "  deepseek:\n    base_url: {url}\n    api_key: ${{{{ env.PROVIDER_KEY }}}}\n",
+        DEEPSEEK_BODY,
+        "/chat/completions",
+        "authorization",
+        f"Bearer {KEY}",
+    ),
+}
+
+
+@pytest.mark.parametrize("route", sorted(CASES))
+def test_run_through_each_provider_adapter(tmp_path: Path, route: str) -> None:
+    entry, body, path, header, value = CASES[route]
+    with ScriptedServer(Reply(headers={"content-type": "text/event-stream"}, reads=body)) as server:
+        config = tmp_path / "plugins.yaml"
+        config.write_text("plugins:\n" + entry.format(url=server.url))
+        env = {**os.environ, "PROVIDER_KEY": KEY, "HARNESS_CONFIG": str(config)}
+        result = subprocess.run(
+            [sys.executable, "-m", "harness_core.cli", "run", "-p", route, "-m", "model-x", "Say hello"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=120,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == "Hello wörld"
+        assert "finish: stop" in result.stderr
+        assert KEY not in result.stdout + result.stderr
+        (request,) = server.requests
+    assert (request.method, request.path) == ("POST", path)
+    assert request.headers[header] == value
+    sent = request.json()
+    assert sent["model"] == "model-x"
+    assert sent["stream"] is True
+    assert sent["messages"][-1]["content"] in ("Say hello", [{"type": "text", "text": "Say hello"}])
