@@ -11,9 +11,12 @@ Sessions:
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import nox
+
+sys.path.insert(0, str(Path(__file__).parent))  # the bench package beside this file
 
 nox.options.sessions = ["lint", "types", "tests"]
 nox.options.reuse_existing_virtualenvs = True
@@ -61,3 +64,19 @@ def tests(session: nox.Session) -> None:
     session.run("coverage", "combine", "--quiet")
     session.run("coverage", "json", "-q", "-o", "coverage.json")
     session.run("python", "tools/coverage_gate.py", "coverage.json")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Benchmarks of issue 7 (never part of the tests): ``nox -s bench [-- --peers --quick …]``."""
+    from bench.nox_sessions import bench as run_bench
+
+    run_bench(session, install_project)
+
+
+@nox.session
+def e2e_local(session: nox.Session) -> None:
+    """A real local model (llama.cpp server + SmolLM2-135M) through harness-llm-openai."""
+    from bench.nox_sessions import e2e_local as run_e2e
+
+    run_e2e(session, install_project)
