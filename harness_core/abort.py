@@ -10,14 +10,11 @@ task and never blocks.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import sys
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Final, TypeVar
-
-import anyio
 
 __all__ = ["ABORTED", "AbortSignal", "Aborted", "race"]
 
@@ -48,10 +45,12 @@ def _threadsafe_scheduler() -> Callable[[Callable[[], object]], object]:
     Supports the asyncio and trio backends (the two anyio runs on). Raises ``RuntimeError``
     outside an event loop.
     """
-    try:
-        return asyncio.get_running_loop().call_soon_threadsafe
-    except RuntimeError:
-        pass  # not asyncio: try trio below
+    aio = sys.modules.get("asyncio")  # a running asyncio loop means asyncio is imported
+    if aio is not None:
+        try:
+            return aio.get_running_loop().call_soon_threadsafe  # type: ignore[no-any-return]
+        except RuntimeError:
+            pass  # not asyncio: try trio below
     trio = sys.modules.get("trio")  # a running trio loop means trio is imported
     if trio is not None:
         try:
@@ -131,6 +130,8 @@ class AbortSignal:
 
     async def wait(self) -> None:
         """Return once the signal has fired (immediately when it already has)."""
+        import anyio  # deferred: the CLI's `plugins` / `config check` paths never wait
+
         event = anyio.Event()
         unsubscribe = self._subscribe(event.set)
         if unsubscribe is None:
@@ -160,11 +161,12 @@ async def race(signal: AbortSignal | None, operation: Callable[[], Awaitable[T]]
     """
     if signal is None:
         return await operation()
+    aio = sys.modules.get("asyncio")  # not imported (the CLI's fast paths): certainly not under asyncio
     try:
-        task = asyncio.current_task()
+        task = aio.current_task() if aio is not None else None
     except RuntimeError:  # not under asyncio
         task = None
-    if task is None:
+    if task is None or aio is None:
         return await _race_in_scope(signal, operation)
     state = [False, False]  # [operation finished, cancelled by the signal]
 
@@ -182,7 +184,7 @@ async def race(signal: AbortSignal | None, operation: Callable[[], Awaitable[T]]
         signal._subscribers.append(entry)
     try:
         return await operation()
-    except asyncio.CancelledError:
+    except aio.CancelledError:
         if state[1] and task.uncancel() == 0:
             return ABORTED
         raise
@@ -194,6 +196,8 @@ async def race(signal: AbortSignal | None, operation: Callable[[], Awaitable[T]]
 
 async def _race_in_scope(signal: AbortSignal, operation: Callable[[], Awaitable[T]]) -> T | Aborted:
     """:func:`race` for backends other than asyncio: the signal cancels an anyio cancel scope."""
+    import anyio  # deferred (see AbortSignal.wait)
+
     with anyio.CancelScope() as scope:
         unsubscribe = signal._subscribe(scope.cancel)
         if unsubscribe is None:

@@ -108,6 +108,11 @@ class BlockAssembler:
 
     def feed(self, chunk: StreamChunk) -> None:
         """Fold one chunk in. Chunk kinds this class does not know are ignored."""
+        if type(chunk) is TextDelta:  # the hot path (most chunks): one lookup and an append
+            block = self._blocks.get(chunk.index)
+            if type(block) is _Builder:
+                block.parts.append(chunk.text)
+                return
         handler = _HANDLERS.get(type(chunk))
         if handler is not None:
             handler(self, chunk)

@@ -193,8 +193,25 @@ class SSEDecoder:
                 lines[0] = "".join(self._tail)
                 self._tail = []
                 self._tail_size = 0
+            data = self._data
             for line in lines:
-                self._process_line(line, events)
+                # Fast paths for the lines nearly every event consists of (``event: …``,
+                # ``data: …``, then a blank line); anything else goes through _process_line.
+                if line.startswith("data: "):
+                    value = line[6:]
+                    data.append(value)
+                    self._size += len(value) + 1
+                    if self._size > self._max:
+                        self._oversize()
+                elif not line and data and not self._extra:
+                    events.append(self._build(incomplete=False))
+                    self._reset_event()
+                    data = self._data
+                elif line.startswith("event: "):
+                    self._event_type = line[7:]
+                else:
+                    self._process_line(line, events)
+                    data = self._data
         if last:
             self._tail.append(last)
             self._tail_size += len(last)

@@ -142,6 +142,7 @@ def test_sixteen_mib_line_in_1kib_reads() -> None:
     [
         b"data: " + b"x" * 200 + b"\n\n",  # one long line still being received
         b"data: " + b"x" * 60 + b"\n" + b"data: " + b"x" * 60 + b"\n\n",  # many lines add up
+        b"data:" + b"x" * 60 + b"\n" + b"data:" + b"x" * 60 + b"\n\n",  # the same without the space
         b"error: " + b"x" * 200 + b"\n\n",  # unknown fields count too
     ],
 )

@@ -143,3 +143,11 @@ async def test_abort_keeps_an_outer_cancellation() -> None:
         await race(signal, cancelled_twice)
         raise AssertionError("unreachable")  # pragma: no cover - the outer scope is cancelled
     assert outer.cancelled_caught
+
+
+def test_without_asyncio_imported_the_scheduler_looks_for_trio(monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness_core.abort import _threadsafe_scheduler
+
+    monkeypatch.delitem(__import__("sys").modules, "asyncio", raising=False)
+    with pytest.raises(RuntimeError, match="running asyncio or trio event loop"):
+        _threadsafe_scheduler()
