@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
 from operator import itemgetter
 from typing import Any, Literal
 
@@ -127,6 +127,27 @@ def raise_collected(errors: Sequence[Exception], what: str) -> None:
         raise ExceptionGroup(f"{what} failed", list(errors))
 
 
+async def aclose_all(closables: Iterable[Any], bound: float, what: str) -> list[Exception]:
+    """Await ``aclose()`` of each of ``closables`` in order, each shielded from cancellation and
+    bounded by ``bound`` seconds, so a cancelled caller still runs every cleanup.
+
+    Returns the exceptions the closes raised, each already logged (``what`` names the kind of
+    object in the log lines), so the caller can re-raise them once everything is closed
+    (:func:`raise_collected`). A close that takes longer than ``bound`` is abandoned with a warning.
+    """
+    errors: list[Exception] = []
+    for closable in closables:
+        with anyio.move_on_after(bound, shield=True) as scope:
+            try:
+                await closable.aclose()
+            except Exception as exc:
+                logger.error("closing the %s %r failed", what, closable, exc_info=exc)
+                errors.append(exc)
+        if scope.cancelled_caught:
+            logger.warning("closing the %s %r took longer than %ss; abandoned", what, closable, bound)
+    return errors
+
+
 class ChainRun:
     """The state of one stream through the chain: every generator it created, and the route served.
 
@@ -149,18 +170,9 @@ class ChainRun:
         cancelled caller still runs every ``finally``. Returns the exceptions the closes raised
         (each already logged), so the caller can re-raise them once everything is closed.
         """
-        errors: list[Exception] = []
-        for _, generator in sorted(self.generators, key=itemgetter(0)):
-            with anyio.move_on_after(bound, shield=True) as scope:
-                try:
-                    await generator.aclose()
-                except Exception as exc:
-                    logger.error("closing the stream generator %r failed", generator, exc_info=exc)
-                    errors.append(exc)
-            if scope.cancelled_caught:
-                logger.warning("closing the stream generator %r took longer than %ss; abandoned", generator, bound)
+        generators = [generator for _, generator in sorted(self.generators, key=itemgetter(0))]
         self.generators.clear()
-        return errors
+        return await aclose_all(generators, bound, "stream generator")
 
 
 Innermost = Callable[[GenerateOptions, ChainRun], AsyncGenerator[StreamChunk, None]]

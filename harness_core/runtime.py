@@ -25,7 +25,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import anyio
 import msgspec
 import pluggy
 
@@ -35,6 +34,7 @@ from harness_core.chain import (
     Chain,
     ChainLink,
     ChainRun,
+    aclose_all,
     order_middleware,
     raise_collected,
     strip_replay,
@@ -309,16 +309,7 @@ class Harness:
         for plugin in self._plugins:
             if inspect.iscoroutinefunction(getattr(plugin.instance, "aclose", None)):
                 closers.setdefault(id(plugin.instance), plugin.instance)
-        errors: list[Exception] = []
-        for closable in closers.values():
-            with anyio.move_on_after(self.close_timeout, shield=True) as scope:
-                try:
-                    await closable.aclose()
-                except Exception as exc:
-                    logger.error("closing %r failed", closable, exc_info=exc)
-                    errors.append(exc)
-            if scope.cancelled_caught:
-                logger.warning("closing %r took longer than %ss; abandoned", closable, self.close_timeout)
+        errors = await aclose_all(closers.values(), self.close_timeout, "adapter or plugin")
         raise_collected(errors, "closing the harness")
 
     # ------------------------------------------------------------------ streams
