@@ -163,6 +163,7 @@ class _OpenStream:
         self._closed = False
 
     def enter(self) -> Any:
+        """Enter the stream context on the portal; returns the async iterator of chunks."""
         return self._context.__enter__()
 
     def close(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
