@@ -407,7 +407,7 @@ def error_from_exception(exc: httpx.HTTPError, *, provider: str | None = None) -
     ``NETWORK``; anything else (``httpx.StreamError`` …, a bug in the caller) → ``INTERNAL``.
     The message names the exception type (asyncio's read errors often have no text), the
     request's method, host and path, and for a timeout the limit that ran out (seconds), e.g.
-    ``ReadTimeout: no data for 600 s (read timeout) on POST api.openai.com/v1/chat/completions``.
+    ``ReadTimeout: no progress for 600 s (read timeout) on POST https://api.openai.com/v1/chat/completions``.
     The query string is left out (some providers put keys there).
     """
     detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
@@ -420,7 +420,9 @@ def error_from_exception(exc: httpx.HTTPError, *, provider: str | None = None) -
             what = "no free connection" if phase == "pool" else "no progress"
             detail = f"{type(exc).__name__}: {what} for {limit:g} s ({phase} timeout)"
     if request is not None:
-        detail += f" on {request.method} {request.url.host}{request.url.path}"
+        url = request.url  # no userinfo, no query: either may hold a key
+        port = f":{url.port}" if url.port is not None else ""
+        detail += f" on {request.method} {url.scheme}://{url.host}{port}{url.path}"
     code: ErrorCode
     if isinstance(exc, httpx.TimeoutException):
         code = "TIMEOUT"

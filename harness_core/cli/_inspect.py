@@ -101,7 +101,8 @@ def check_config(config: str | None) -> int:
         return EXIT_USAGE
     keys = ", ".join(plugin.key for plugin in loaded.plugins) or "none"
     defaults = loaded.defaults
-    text = f"{loaded.source}: ok; plugins: {keys}; defaults: provider={defaults.provider}, model={defaults.model}\n"
+    provider, model = defaults.provider or "-", defaults.model or "-"
+    text = f"{loaded.source}: ok; plugins: {keys}; defaults: provider={provider}, model={model}\n"
     out.write(loaded.redact(text))
     return EXIT_OK
 
@@ -180,7 +181,8 @@ def show_chain(route: str | None, config: str | None, *, as_json: bool) -> int:
         document = _redact_data({"route": target, "chain": links}, loaded.redact)
         out.write(msgspec.json.encode(document).decode() + "\n")
         return EXIT_OK
-    text = f"route: {target or '-'} (outermost first)\n"
+    shown = target if target is not None else "none given (pass ROUTE or set defaults.provider): middleware only"
+    text = f"route: {shown} (outermost first)\n"
     text += "".join(f"{number}. {link['key']} ({link['tier']})\n" for number, link in enumerate(links, 1))
     out.write(loaded.redact(text))
     return EXIT_OK

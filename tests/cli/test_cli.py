@@ -405,7 +405,10 @@ def test_chain_without_route(harness: Harness, config: Config) -> None:
     config("plugins:\n  trace: {path: t.jsonl}\n")
     result = harness("chain")
     assert result.returncode == 0
-    assert result.stdout.splitlines() == ["route: - (outermost first)", "1. trace (normal)"]
+    assert result.stdout.splitlines() == [
+        "route: none given (pass ROUTE or set defaults.provider): middleware only (outermost first)",
+        "1. trace (normal)",
+    ]
 
 
 def test_chain_errors_exit_2(harness: Harness, config: Config) -> None:

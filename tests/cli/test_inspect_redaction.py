@@ -85,7 +85,7 @@ def test_config_check_reports_defaults_that_cannot_work(write: Write, capsys: py
     # a route without a default model is fine, and so is an env-substituted default (shown masked)
     path = write("plugins:\n  mock: {routes: ['${{ env.X }}']}\ndefaults: {provider: '${{ env.X }}'}\n")
     assert check_config(path) == 0
-    assert capsys.readouterr().out == f"{path}: ok; plugins: mock; defaults: provider={MASK}, model=None\n"
+    assert capsys.readouterr().out == f"{path}: ok; plugins: mock; defaults: provider={MASK}, model=-\n"
     path = write("plugins:\n  mock: {}\ndefaults: {provider: mock, model: echo}\n")
     assert check_config(path) == 0
 

@@ -328,13 +328,17 @@ def test_transport_errors_name_the_request_and_the_limit() -> None:
     read = error_from_exception(httpx.ReadTimeout("", request=request))
     assert (read.code, read.message) == (
         "TIMEOUT",
-        "ReadTimeout: no progress for 600 s (read timeout) on POST api.example.com/v1/chat",
+        "ReadTimeout: no progress for 600 s (read timeout) on POST https://api.example.com/v1/chat",
     )
     pool = error_from_exception(httpx.PoolTimeout("", request=request))
-    assert pool.message == "PoolTimeout: no free connection for 30 s (pool timeout) on POST api.example.com/v1/chat"
-    unlimited = httpx.Request("GET", "https://h/x", extensions={"timeout": {"read": None}})
-    assert error_from_exception(httpx.ReadTimeout("slow", request=unlimited)).message == "ReadTimeout: slow on GET h/x"
+    assert (
+        pool.message
+        == "PoolTimeout: no free connection for 30 s (pool timeout) on POST https://api.example.com/v1/chat"
+    )
+    unlimited = httpx.Request("GET", "http://user:pw@h:8080/x", extensions={"timeout": {"read": None}})
+    slow = error_from_exception(httpx.ReadTimeout("slow", request=unlimited)).message
+    assert slow == "ReadTimeout: slow on GET http://h:8080/x"  # the port shown, the userinfo never
     connect = error_from_exception(httpx.ConnectError("refused", request=request))
-    assert connect.message == "ConnectError: refused on POST api.example.com/v1/chat"
+    assert connect.message == "ConnectError: refused on POST https://api.example.com/v1/chat"
     assert "hidden" not in connect.message
     assert error_from_exception(httpx.ConnectError("refused")).message == "ConnectError: refused"
