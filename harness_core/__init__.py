@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.hookspecs import hookimpl
     from harness_core.runtime import GenerateResult, Harness, StreamContext
     from harness_core.secret import Secret
+    from harness_core.structured import decode_output, response_format_for
     from harness_core.sync import SyncHarness
     from harness_core.tools import Tool, ToolRegistry, tool
     from harness_core.types import (
@@ -97,7 +98,9 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "canonical_json",
+    "decode_output",
     "hookimpl",
+    "response_format_for",
     "tool",
 ]
 _LAZY = {
@@ -146,6 +149,8 @@ _LAZY = {
     "ToolSpec": "harness_core.types",
     "Usage": "harness_core.types",
     "canonical_json": "harness_core.types",
+    "decode_output": "harness_core.structured",
+    "response_format_for": "harness_core.structured",
     "hookimpl": "harness_core.hookspecs",
     "tool": "harness_core.tools",
 }
