@@ -21,6 +21,7 @@ from harness_core.abort import AbortSignal
 from harness_core.errors import ErrorCode
 
 __all__ = [
+    "MEDIA_TYPE",
     "BlockEnd",
     "BlockStart",
     "BlockType",
@@ -95,8 +96,9 @@ class ToolResultBlock(msgspec.Struct, tag="tool-result", tag_field="type", froze
     is_error: bool = False
 
 
-_MEDIA_TYPE: Final = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}")
-"""``type/subtype`` as RFC 6838 §4.2 restricts IANA media type names (lower case, no parameters)."""
+MEDIA_TYPE: Final = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}")
+"""A media type as :class:`FileBlock` takes it: ``type/subtype`` in the characters RFC 6838 §4.2
+allows for IANA names, lower case, no parameters."""
 _URL_SCHEME: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 
 
@@ -130,7 +132,7 @@ class FileBlock(msgspec.Struct, tag="file", tag_field="type", frozen=True, omit_
 
     def __post_init__(self) -> None:
         """Check the media type and that exactly one source is set (see the class docstring)."""
-        if not isinstance(self.media_type, str) or not _MEDIA_TYPE.fullmatch(self.media_type):
+        if not isinstance(self.media_type, str) or not MEDIA_TYPE.fullmatch(self.media_type):
             raise ValueError(
                 "FileBlock.media_type must be a lower-case IANA media type such as 'image/png',"
                 f" got {self.media_type!r}"
