@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from test_cli_providers import ANTHROPIC_BODY, CASES, KEY, anthropic_event
+from test_cli_providers import ANTHROPIC_BODY, CASES, anthropic_event
+from test_cli_providers import run_with as run
 
 from harness_core.testing.server import Reply, ScriptedServer
 
@@ -33,22 +31,6 @@ def openai_body(text: str) -> list[bytes]:
 def anthropic_body(text: str) -> list[bytes]:
     delta = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}
     return [*ANTHROPIC_BODY[:2], anthropic_event("content_block_delta", delta), *ANTHROPIC_BODY[3:]]
-
-
-def run(tmp_path: Path, entry: str, *args: str) -> subprocess.CompletedProcess[str]:
-    config = tmp_path / "plugins.yaml"
-    config.write_text("plugins:\n" + entry)
-    env = {**os.environ, "PROVIDER_KEY": KEY, "HARNESS_CONFIG": str(config)}
-    env.pop("HARNESS_CASES_DIR", None)
-    return subprocess.run(
-        [sys.executable, "-m", "harness_core.cli", "run", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=120,
-        check=False,
-    )
 
 
 @pytest.mark.parametrize(("route", "body"), [("groq", openai_body(REPLY)), ("claude-gw", anthropic_body(REPLY))])
