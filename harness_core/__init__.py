@@ -13,6 +13,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.abort import AbortSignal
     from harness_core.adapter import LlmAdapter
     from harness_core.assembler import BlockAssembler
+    from harness_core.attach import AttachError, detect_media_type, load_attachment
     from harness_core.chain import ChainLink
     from harness_core.config import EnvFallback
     from harness_core.conversation import Conversation, ConversationState, MaxStepsExceeded, Reply
@@ -54,6 +55,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
 
 __all__ = [
     "AbortSignal",
+    "AttachError",
     "BlockAssembler",
     "BlockEnd",
     "BlockStart",
@@ -99,7 +101,9 @@ __all__ = [
     "Usage",
     "canonical_json",
     "decode_output",
+    "detect_media_type",
     "hookimpl",
+    "load_attachment",
     "response_format_for",
     "tool",
 ]
@@ -110,6 +114,9 @@ _LAZY = {
     "ConversationState": "harness_core.conversation",
     "MaxStepsExceeded": "harness_core.conversation",
     "AbortSignal": "harness_core.abort",
+    "AttachError": "harness_core.attach",
+    "detect_media_type": "harness_core.attach",
+    "load_attachment": "harness_core.attach",
     "BlockAssembler": "harness_core.assembler",
     "BlockEnd": "harness_core.types",
     "BlockStart": "harness_core.types",

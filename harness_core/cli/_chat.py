@@ -33,7 +33,7 @@ from typing import Final
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from harness_core.abort import AbortSignal
-from harness_core.cli._attach import AttachError, load_attachment
+from harness_core.attach import AttachError, load_attachment
 from harness_core.cli._common import (
     EXIT_OK,
     EXIT_USAGE,

@@ -34,7 +34,7 @@ import anyio.abc
 import msgspec
 
 from harness_core.abort import AbortSignal
-from harness_core.cli._attach import AttachError, load_attachment
+from harness_core.attach import AttachError, load_attachment
 from harness_core.cli._common import (
     EXIT_ABORTED,
     EXIT_ERROR,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness_core.cli._attach import AttachError, detect_media_type, load_attachment
+from harness_core.attach import AttachError, detect_media_type, load_attachment
 from harness_core.cli._schema import SchemaError, concise_schema, parse_schema
 from harness_core.types import FileBlock, JsonSchemaFormat
 

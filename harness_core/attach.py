@@ -1,4 +1,7 @@
-"""Attachments of the CLI (``-a/--attach``, ``--attach-type``, chat ``/attach``) as FileBlocks.
+"""Files and URLs as :class:`~harness_core.types.FileBlock` s: ``load_attachment("photo.jpg")``.
+
+What the CLI's ``-a/--attach``, ``--attach-type`` and chat ``/attach`` use, public for Python
+callers.
 
 A local file is read whole; its media type is detected from its content by magic numbers
 (:mod:`puremagic`, https://github.com/cdgriffith/puremagic), then from its file name extension,
