@@ -76,7 +76,7 @@ async def test_files_are_traced_by_digest_and_size_never_bytes(tmp_path: Path) -
     options = GenerateOptions(
         provider="mock",
         model="echo",
-        messages=[Message.user("look", photo, FileBlock("application/pdf", url="https://h/a.pdf"))],
+        messages=[Message.user("look", photo, FileBlock("application/pdf", url="https://h/a.pdf?sig=TOKEN"))],
     )
     harness = Harness(
         [("trace", TracePlugin(TraceConfig(path=str(path), include_content=True))), ("mock", MockPlugin(MockConfig()))]
@@ -87,9 +87,10 @@ async def test_files_are_traced_by_digest_and_size_never_bytes(tmp_path: Path) -
     rows = records(path)
     expected = [
         {"media_type": "image/png", "size": 14000, "digest": "sha256:" + hashlib.sha256(photo.data or b"").hexdigest()},
-        {"media_type": "application/pdf", "url": "https://h/a.pdf"},
+        {"media_type": "application/pdf", "url": "https://h/a.pdf?…"},
     ]
     assert all(row["files"] == expected for row in rows)
     text = path.read_text()
     assert "PRIVATE" not in text
+    assert "TOKEN" not in text
     assert base64.b64encode(b"PRIVATE-PIXELS").decode()[:12] not in text

@@ -9,7 +9,7 @@ milliseconds, ``chunk`` the chunk as JSON with its content (``text``, ``argument
 ``arguments``) replaced by its length unless ``include_content: true``. When the request carries
 files (``FileBlock``), every line also has ``"files": [{"media_type", "size", "digest"} | {"media_type",
 "url"}, …]``: the SHA-256 digest and size, computed once per stream, never the bytes (also with
-``include_content``).
+``include_content``), and URLs without their query (signed URLs carry credentials there).
 
 Lines are buffered in memory and appended to ``path`` when the stream ends (also on error,
 ``break`` or cancellation) from a worker thread, so the event loop never blocks on the file.
@@ -90,7 +90,7 @@ class TracePlugin:
 def _file_record(block: FileBlock) -> dict[str, Any]:
     """What the trace keeps of a file: media type and digest + size, or its URL."""
     if block.url is not None:
-        return {"media_type": block.media_type, "url": block.url}
+        return {"media_type": block.media_type, "url": block.display_url}
     return {"media_type": block.media_type, "size": block.size, "digest": block.digest}
 
 
