@@ -117,7 +117,7 @@ def test_what_the_api_cannot_take_is_unsupported_naming_it(block: FileBlock, why
     assert why in caught.value.message
 
 
-@pytest.mark.parametrize("role", ["assistant", "tool"])
+@pytest.mark.parametrize("role", ["assistant", "tool", "system"])
 def test_files_outside_user_messages_are_bad_requests(role: str) -> None:
     message = Message(role=role, content=[FileBlock("image/png", data=b"x")])  # type: ignore[arg-type]
     with pytest.raises(LlmError, match=f"{role} message cannot hold a file") as caught:

@@ -216,6 +216,8 @@ def _messages(options: GenerateOptions, model: str) -> tuple[list[dict[str, Any]
                 turns.append({"role": "assistant", "content": content})
             continue
         if role == "system":
+            if message.files:
+                raise _bad_request("a system message cannot hold a file")
             text = message.text
             if text:
                 system.append(text)
