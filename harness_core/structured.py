@@ -4,7 +4,10 @@ Used by :meth:`harness_core.Harness.generate_object`. The schema comes from
 :func:`msgspec.json.schema` (JSON Schema draft 2020-12; https://jcristharif.com/msgspec/jsonschema.html)
 for any type msgspec can decode: a :class:`msgspec.Struct`, a dataclass, a ``TypedDict``, or a
 container of them. Providers want an object at the root, so a root ``$ref`` is inlined (its
-``$defs`` kept only when something still refers to them).
+``$defs`` kept only when something still refers to them). :func:`response_format_for` also closes
+every object (``additionalProperties: false``), which strict modes and Anthropic's structured
+outputs require; decoding ignores extra fields anyway, so nothing valid is lost. (OpenAI's strict
+mode also wants every property required: give fields with defaults only when ``strict=False``.)
 
 Decoding is strict msgspec decoding of the reply text. A reply that is not JSON, or JSON that does
 not match the type, raises :class:`~harness_core.errors.InvalidOutputError` (code
@@ -65,7 +68,19 @@ def response_format_for(type_: Any, *, name: str | None = None, strict: bool = F
         name: the schema name (default: derived from the type's name).
         strict: ask the provider for constrained decoding (see :class:`JsonSchemaFormat`).
     """
-    return JsonSchemaFormat(name or schema_name(type_), schema_for(type_), strict=strict)
+    return JsonSchemaFormat(name or schema_name(type_), _closed(schema_for(type_)), strict=strict)
+
+
+def _closed(node: Any) -> Any:
+    """``node`` with ``additionalProperties: false`` on every object schema that sets none."""
+    if isinstance(node, list):
+        return [_closed(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    closed = {key: _closed(value) for key, value in node.items()}
+    if closed.get("type") == "object" and "properties" in closed:
+        closed.setdefault("additionalProperties", False)
+    return closed
 
 
 def decode_output(text: str, type_: type[T], *, provider: str | None = None) -> T:

@@ -81,6 +81,7 @@ async def test_the_schema_of_the_type_is_sent_replacing_any_format() -> None:
             "type": "object",
             "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}},
             "required": ["x", "y"],
+            "additionalProperties": False,
         },
         strict=True,
     )
@@ -136,6 +137,15 @@ def test_schema_names() -> None:
     assert schema_name(local) == "R_sum_v2"
     assert schema_name(type("x" * 80, (), {})) == "x" * 64
     assert response_format_for(Point).name == "Point"
+
+
+def test_response_formats_close_every_object() -> None:
+    schema = response_format_for(Person).schema
+    assert schema["additionalProperties"] is False
+    assert schema["$defs"]["Pet"]["additionalProperties"] is False
+    assert schema["properties"]["pets"] == {"type": "array", "items": {"$ref": "#/$defs/Pet"}, "default": []}
+    open_dict = response_format_for(dict[str, int]).schema  # a mapping is no object with properties
+    assert open_dict == {"type": "object", "additionalProperties": {"type": "integer"}}
 
 
 def test_decode_output_names_types_without_a_name() -> None:
