@@ -152,8 +152,8 @@ def run(ctx: click.Context, /, prompt: str, as_json: bool, **options: Any) -> No
     output (exit 130). Errors are one `error: ...` line naming the route and plugin (`-v` adds the
     traceback); secrets of the config are redacted from all output.
 
-    Exit codes: 0 stop/tool-calls/length/content-filter; 1 error finish, step limit or output
-    that cannot be written; 2 usage or config error (empty prompt, unknown route or tool, an
+    Exit codes: 0 stop/tool-calls/length/content-filter; 1 error finish, step limit, a `--schema`
+    reply that is not JSON (INVALID_OUTPUT) or output that cannot be written; 2 usage or config error (empty prompt, unknown route or tool, an
     unsupported option, i.e. error codes CONFIG, NO_ADAPTER, UNSUPPORTED) or a failed middleware;
     130 aborted; 141 stdout closed by its reader (e.g. `| head`: the stream is aborted quietly).
     """
