@@ -148,12 +148,13 @@ def run(ctx: click.Context, /, prompt: str, as_json: bool, **options: Any) -> No
     those registered tools: each call is executed, its result shown and sent back, until the
     model answers (at most `--max-steps` generations). `-a PATH|URL` attaches images, documents or
     audio (what the route's wire takes; a URL is passed on, never downloaded). `--schema` asks for
-    JSON matching a schema and checks that the reply is JSON. Ctrl-C aborts cleanly, keeping the partial
-    output (exit 130). Errors are one `error: ...` line naming the route and plugin (`-v` adds the
+    JSON matching a schema and checks that the reply is JSON. Ctrl-C aborts cleanly, keeping the
+    partial output (exit 130). Errors are one `error: ...` line naming the route and plugin (`-v` adds the
     traceback); secrets of the config are redacted from all output.
 
     Exit codes: 0 stop/tool-calls/length/content-filter; 1 error finish, step limit, a `--schema`
-    reply that is not JSON (INVALID_OUTPUT) or output that cannot be written; 2 usage or config error (empty prompt, unknown route or tool, an
+    reply that is not JSON (INVALID_OUTPUT) or output that cannot be written; 2 usage or config
+    error (empty prompt, unknown route or tool, a file that cannot be attached, a bad schema, an
     unsupported option, i.e. error codes CONFIG, NO_ADAPTER, UNSUPPORTED) or a failed middleware;
     130 aborted; 141 stdout closed by its reader (e.g. `| head`: the stream is aborted quietly).
     """
