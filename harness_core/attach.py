@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 from harness_core.types import FileBlock
 
-__all__ = ["AttachError", "detect_media_type", "load_attachment"]
+__all__ = ["MAX_FILE_BYTES", "AttachError", "detect_media_type", "load_attachment"]
 
 _URL: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _ALIASES: Final = {
@@ -37,6 +37,9 @@ _ALIASES: Final = {
     "application/x-pdf": "application/pdf",
 }
 _TEXT_SAMPLE: Final = 64 * 1024
+MAX_FILE_BYTES: Final = 100 * 1024 * 1024
+"""The largest file :func:`load_attachment` reads (100 MB): above every wire's inline limit, so
+a larger one is refused before it fills memory."""
 
 
 class AttachError(ValueError):
@@ -89,7 +92,8 @@ def load_attachment(spec: str, media_type: str | None = None) -> FileBlock:
         media_type: force this media type instead of detecting it.
 
     Raises:
-        AttachError: the file cannot be read, or its media type is unknown or malformed.
+        AttachError: the file cannot be read or is over :data:`MAX_FILE_BYTES`, or its media type
+            is unknown or malformed.
     """
     if _URL.match(spec):
         kind = media_type or mimetypes.guess_type(urlsplit(spec).path, strict=False)[0]
@@ -101,9 +105,12 @@ def load_attachment(spec: str, media_type: str | None = None) -> FileBlock:
         return _block(spec, _normalise(kind), url=spec)
     path = Path(spec).expanduser()
     try:
-        data = path.read_bytes()
+        with path.open("rb") as file:
+            data = file.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise AttachError(f"{spec}: cannot read: {exc.strerror or exc}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise AttachError(f"{spec}: larger than {MAX_FILE_BYTES} bytes, more than any provider takes inline")
     kind = media_type or detect_media_type(data, path.name)
     if kind is None:
         raise AttachError(f"{spec}: unknown media type; give it with --attach-type PATH TYPE")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from harness_core import attach
 from harness_core.attach import AttachError, detect_media_type, load_attachment
 from harness_core.cli._schema import SchemaError, concise_schema, parse_schema
 from harness_core.types import FileBlock, JsonSchemaFormat
@@ -117,3 +118,13 @@ def test_parse_schema_from_json_file_or_concise(tmp_path: Path) -> None:
     path.write_bytes(b"\xff\xfe")
     with pytest.raises(SchemaError, match="cannot read"):
         parse_schema(str(path))
+
+
+def test_a_file_over_the_limit_is_refused_unread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(attach, "MAX_FILE_BYTES", 8)
+    big = tmp_path / "big.png"
+    big.write_bytes(PNG)
+    with pytest.raises(AttachError, match=r"big\.png: larger than 8 bytes, more than any provider takes inline"):
+        load_attachment(str(big))
+    big.write_bytes(PNG[:8])
+    assert load_attachment(str(big)).size == 8
