@@ -1,12 +1,13 @@
 """A tiny wire for the kit's tests: each SSE event's ``data`` is ``t:<text>``, ``x:<message>``
-(an in-band error) or ``end`` (the terminal event). The translator is a real state machine
-(one text block, usage never), so the stream loop is exercised end to end."""
+(an in-band error), ``end`` (the terminal event) and more (see :class:`ToyTranslator`). The
+translator is a real state machine, so the stream loop and the conformance suite are exercised
+end to end."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, ClassVar, Final
 
 import msgspec
 
@@ -22,9 +23,15 @@ from harness_core.types import (
     FinishReason,
     GenerateOptions,
     ModelInfo,
+    ReasoningBlock,
+    ReasoningDelta,
     StreamChunk,
     TextBlock,
     TextDelta,
+    TokenUsage,
+    ToolCallBlock,
+    ToolCallDelta,
+    Usage,
 )
 
 TOY_URL: Final = "https://toy.example"
@@ -39,30 +46,52 @@ class ToyConfig(HttpProviderConfig, forbid_unknown_fields=True, kw_only=True):
 
 
 class ToyTranslator:
-    """The toy wire's translator."""
+    """The toy wire's translator: ``t:`` text and ``r:`` reasoning pieces (a change of kind
+    closes the open block), ``c:<id>,<name>,<arguments>`` one whole tool call, ``u:<in>,<out>``
+    usage, ``x:<message>`` an in-band error, ``end`` the terminal event."""
 
     def __init__(self, request_id: str | None) -> None:
         self.request_id = request_id
         self.done = False
-        self._parts: list[str] | None = None
+        self._next = 0
+        self._open: tuple[int, str, list[str]] | None = None
+        self._usage: TokenUsage | None = None
+        self._tools = False
 
     def feed(self, event: SSEEvent) -> Sequence[StreamChunk]:
         if self.done:
             return ()
-        data = event.data
-        if data == "end":
-            return self._end(FinishReason("stop"))
-        if data.startswith("x:"):
-            failure = LlmError("SERVER", data[2:], provider="toy", request_id=self.request_id).to_failure()
+        kind, _, rest = event.data.partition(":")
+        if kind == "end":
+            return self._end(FinishReason("tool-calls" if self._tools else "stop"))
+        if kind == "x":
+            failure = LlmError("SERVER", rest, provider="toy", request_id=self.request_id).to_failure()
             return self._end(FinishReason("error", failure=failure))
-        if not data.startswith("t:"):
-            raise LlmError("PROTOCOL", f"toy: unexpected event {data[:50]!r}", provider="toy")
-        out: list[StreamChunk] = []
-        if self._parts is None:
-            self._parts = []
-            out.append(BlockStart(0, "text"))
-        self._parts.append(data[2:])
-        out.append(TextDelta(0, data[2:]))
+        if kind == "u":
+            tokens_in, tokens_out = rest.split(",")
+            self._usage = TokenUsage(int(tokens_in), int(tokens_out))
+            return ()
+        if kind == "c":
+            call_id, name, arguments = rest.split(",", 2)
+            out = self._close()
+            index = self._take()
+            self._tools = True
+            out += [
+                BlockStart(index, "tool-call", id=call_id, name=name),
+                ToolCallDelta(index, call_id, arguments),
+                BlockEnd(index, ToolCallBlock(call_id, name, arguments)),
+            ]
+            return out
+        if kind not in ("t", "r"):
+            raise LlmError("PROTOCOL", f"toy: unexpected event {event.data[:50]!r}", provider="toy")
+        out = []
+        if self._open is None or self._open[1] != kind:
+            out = self._close()
+            self._open = (self._take(), kind, [])
+            out.append(BlockStart(self._open[0], "text" if kind == "t" else "reasoning"))
+        index, _, parts = self._open
+        parts.append(rest)
+        out.append(TextDelta(index, rest) if kind == "t" else ReasoningDelta(index, rest))
         return out
 
     def abort(self, reason: str) -> Sequence[StreamChunk]:
@@ -76,11 +105,23 @@ class ToyTranslator:
             return ()
         raise LlmError("NETWORK", "toy stream ended before `end`", provider="toy", request_id=self.request_id)
 
+    def _take(self) -> int:
+        self._next += 1
+        return self._next - 1
+
+    def _close(self) -> list[StreamChunk]:
+        if self._open is None:
+            return []
+        index, kind, parts = self._open
+        self._open = None
+        text = "".join(parts)
+        return [BlockEnd(index, TextBlock(text) if kind == "t" else ReasoningBlock(text))]
+
     def _end(self, reason: FinishReason) -> Sequence[StreamChunk]:
         self.done = True
-        out: list[StreamChunk] = []
-        if self._parts is not None:
-            out.append(BlockEnd(0, TextBlock("".join(self._parts))))
+        out = self._close()
+        if self._usage is not None:
+            out.append(Usage(self._usage))
         out.append(Finish(reason))
         return out
 
@@ -90,7 +131,7 @@ class ToyAdapter(HttpAdapter[ToyConfig]):
 
     provider_name = "toy"
     stream_path = "/stream"
-    models_path = "/models"
+    models_path: ClassVar[str | None] = "/models"
 
     def encode_request(self, options: GenerateOptions, info: ModelInfo) -> bytes:
         if options.seed is not None:

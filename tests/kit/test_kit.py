@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 
 import anyio
 import httpx
@@ -12,6 +12,7 @@ from kit_adapter import TOY_URL, ToyAdapter, ToyConfig, ToyPlugin, ToyTranslator
 
 import harness_core.kit as kit
 from harness_core.abort import AbortSignal
+from harness_core.adapter import LlmAdapter
 from harness_core.config import EnvFallback
 from harness_core.errors import LlmError
 from harness_core.http import make_client
@@ -274,7 +275,12 @@ async def test_plugin_registers_the_adapter_for_its_routes() -> None:
     assert plugin.config == ToyConfig()
     assert repr(plugin) == f"ToyPlugin(base_url={TOY_URL!r}, routes=['toy'])"
     registered: list[tuple[list[str], object]] = []
-    plugin.register_adapter(lambda routes, adapter: registered.append((list(routes), adapter)))
+
+    def register(routes: Sequence[str], adapter: LlmAdapter) -> Callable[[], None]:
+        registered.append((list(routes), adapter))
+        return lambda: None
+
+    plugin.register_adapter(register)
     [(routes, adapter)] = registered
     assert routes == ["toy"]
     assert isinstance(adapter, ToyAdapter)

@@ -214,5 +214,10 @@ def translate(reads: Sequence[bytes], *, model: str = MODEL) -> tuple[list[Strea
 
 def make_config(server: ScriptedServer, **fields: object) -> AnthropicConfig:
     """A config pointing at ``server`` with a test key; ``fields`` override."""
+    return make_config_for(server.url, **fields)
+
+
+def make_config_for(base_url: str, **fields: object) -> AnthropicConfig:
+    """A config pointing at ``base_url`` with a test key; ``fields`` override."""
     fields.setdefault("api_key", Secret(API_KEY))
-    return AnthropicConfig(base_url=server.url, **fields)  # type: ignore[arg-type]
+    return AnthropicConfig(base_url=base_url, **fields)  # type: ignore[arg-type]
