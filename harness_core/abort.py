@@ -16,7 +16,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Final, TypeVar
 
-__all__ = ["ABORTED", "AbortSignal", "Aborted", "race"]
+__all__ = ["ABORTED", "DEFAULT_ABORT_REASON", "AbortSignal", "Aborted", "abort_reason", "race"]
 
 T = TypeVar("T")
 
@@ -37,6 +37,16 @@ class Aborted:
 
 ABORTED: Final = Aborted()
 """Returned by :func:`race` instead of a result when the abort signal fired first."""
+
+DEFAULT_ABORT_REASON: Final = "aborted by the caller"
+"""The ``finish{aborted}`` message when the abort signal fired without a reason."""
+
+
+def abort_reason(abort: AbortSignal | None) -> str:
+    """The message of the ``finish{aborted}`` for ``abort``: the signal's own reason, else
+    :data:`DEFAULT_ABORT_REASON`."""
+    reason = abort.reason if abort is not None else None
+    return reason or DEFAULT_ABORT_REASON
 
 
 def _threadsafe_scheduler() -> Callable[[Callable[[], object]], object]:

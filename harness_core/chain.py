@@ -18,18 +18,19 @@ import inspect
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
 from operator import itemgetter
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import anyio
 import msgspec
 import pluggy
 
+from harness_core.abort import DEFAULT_ABORT_REASON
 from harness_core.assembler import BlockAssembler
 from harness_core.errors import LlmError
 from harness_core.hookspecs import CallNext
 from harness_core.plugininfo import PluginFailure
 from harness_core.registry import RouteRegistry
-from harness_core.types import BlockEnd, Finish, FinishReason, GenerateOptions, Message, StreamChunk
+from harness_core.types import Finish, FinishReason, GenerateOptions, Message, StreamChunk
 
 __all__ = [
     "AdapterBoundary",
@@ -38,6 +39,8 @@ __all__ = [
     "ChainRun",
     "MiddlewareFunction",
     "Tier",
+    "aclose_all",
+    "close_stream",
     "order_middleware",
     "raise_collected",
     "strip_replay",
@@ -52,6 +55,9 @@ MiddlewareFunction = Callable[[GenerateOptions, CallNext], AsyncGenerator[Stream
 """An ``llm_stream`` impl: ``(options, call_next)`` → async generator of chunks."""
 
 _TIER_RANK: dict[Tier, int] = {"tryfirst": 0, "normal": 1, "trylast": 2}
+
+DEFAULT_CLOSE_BOUND: Final = 5.0
+"""Seconds one close may take before it is abandoned (the runtime uses ``Harness.close_timeout``)."""
 
 
 class ChainLink(msgspec.Struct, frozen=True):
@@ -129,7 +135,8 @@ def raise_collected(errors: Sequence[Exception], what: str) -> None:
 
 async def aclose_all(closables: Iterable[Any], bound: float, what: str) -> list[Exception]:
     """Await ``aclose()`` of each of ``closables`` in order, each shielded from cancellation and
-    bounded by ``bound`` seconds, so a cancelled caller still runs every cleanup.
+    bounded by ``bound`` seconds, so a cancelled caller still runs every cleanup. An object
+    without ``aclose`` (a plain async iterator) has nothing to close and is skipped.
 
     Returns the exceptions the closes raised, each already logged (``what`` names the kind of
     object in the log lines), so the caller can re-raise them once everything is closed
@@ -137,15 +144,25 @@ async def aclose_all(closables: Iterable[Any], bound: float, what: str) -> list[
     """
     errors: list[Exception] = []
     for closable in closables:
+        close = getattr(closable, "aclose", None)
+        if close is None:
+            continue
         with anyio.move_on_after(bound, shield=True) as scope:
             try:
-                await closable.aclose()
+                await close()
             except Exception as exc:
-                logger.error("closing the %s %r failed", what, closable, exc_info=exc)
+                logger.error("closing the %s failed (%r)", what, closable, exc_info=exc)
                 errors.append(exc)
         if scope.cancelled_caught:
             logger.warning("closing the %s %r took longer than %ss; abandoned", what, closable, bound)
     return errors
+
+
+async def close_stream(stream: AsyncIterator[Any], bound: float = DEFAULT_CLOSE_BOUND) -> None:
+    """Close one stream (an inner stream a middleware opened) as :func:`aclose_all` does, then
+    re-raise what its cleanup raised. Safe in every ``finally``: closing an exhausted or closed
+    generator does nothing."""
+    raise_collected(await aclose_all([stream], bound, "stream"), "closing the stream")
 
 
 class ChainRun:
@@ -330,11 +347,8 @@ class AdapterBoundary:
             for chunk in _terminal(tracker, failure, options):
                 yield chunk
         finally:
-            if stream is not None and hasattr(stream, "aclose"):
-                try:
-                    await stream.aclose()
-                except Exception as exc:
-                    logger.error("closing the adapter stream of route %r failed", route, exc_info=exc)
+            if stream is not None:
+                await aclose_all([stream], DEFAULT_CLOSE_BOUND, f"adapter stream of route {route!r}")
 
 
 def _as_failure(exc: Exception, route: str) -> LlmError:
@@ -346,12 +360,9 @@ def _as_failure(exc: Exception, route: str) -> LlmError:
 
 
 def _terminal(tracker: BlockAssembler, failure: LlmError, options: GenerateOptions) -> list[StreamChunk]:
-    """``block-end`` for every block the adapter left open (with what it holds), then the finish."""
-    tail: list[StreamChunk] = [BlockEnd(index, block) for index, block in tracker.open_blocks()]
+    """``block-end`` for every block left open (with what it holds), then the finish:
+    ``aborted`` when the abort signal fired, else ``error`` carrying ``failure``."""
     abort = options.abort
     if abort is not None and abort.fired:
-        aborted = LlmError("ABORTED", abort.reason or "aborted", provider=failure.provider)
-        tail.append(Finish(FinishReason(kind="aborted", failure=aborted.to_failure())))
-    else:
-        tail.append(Finish(FinishReason(kind="error", failure=failure.to_failure())))
-    return tail
+        failure = LlmError("ABORTED", abort.reason or DEFAULT_ABORT_REASON, provider=failure.provider)
+    return tracker.terminal(failure.to_failure())

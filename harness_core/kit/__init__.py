@@ -1,7 +1,7 @@
 """The adapter kit: what every HTTP/SSE provider adapter shares, written once.
 
-- :class:`StreamTranslator`, :data:`DEFAULT_ABORT_REASON`, :func:`abort_reason`: the translator
-  stage's contract (provider events in, stream chunks out).
+- :class:`StreamTranslator`: the translator stage's contract (provider events in, stream chunks
+  out); :data:`DEFAULT_ABORT_REASON` and :func:`abort_reason` (from :mod:`harness_core.abort`).
 - :func:`stream_sse`: the SSE-over-HTTP stream loop driving a translator (abort racing,
   shielded close, HTTP error mapping with a per-adapter classifier, ``Retry-After``, request id).
 - :func:`request_json`: one JSON request with the same error mapping (``list_models``).
@@ -21,12 +21,13 @@ from typing import TYPE_CHECKING
 from harness_core._lazy import lazy_exports
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on first use
+    from harness_core.abort import DEFAULT_ABORT_REASON, abort_reason
     from harness_core.kit.adapter import HttpAdapter
     from harness_core.kit.config import HttpProviderConfig, HttpTimeouts, client_options, vendor_api_key
     from harness_core.kit.plugin import HttpProviderPlugin
     from harness_core.kit.request import request_json
     from harness_core.kit.stream import DEFAULT_DRAIN_TIMEOUT, stream_sse
-    from harness_core.kit.translator import DEFAULT_ABORT_REASON, StreamTranslator, abort_reason
+    from harness_core.kit.translator import StreamTranslator
 
 __all__ = [
     "DEFAULT_ABORT_REASON",
@@ -44,14 +45,14 @@ __all__ = [
 ]
 
 _LAZY = {
-    "DEFAULT_ABORT_REASON": "harness_core.kit.translator",
+    "DEFAULT_ABORT_REASON": "harness_core.abort",
     "DEFAULT_DRAIN_TIMEOUT": "harness_core.kit.stream",
     "HttpAdapter": "harness_core.kit.adapter",
     "HttpProviderConfig": "harness_core.kit.config",
     "HttpProviderPlugin": "harness_core.kit.plugin",
     "HttpTimeouts": "harness_core.kit.config",
     "StreamTranslator": "harness_core.kit.translator",
-    "abort_reason": "harness_core.kit.translator",
+    "abort_reason": "harness_core.abort",
     "client_options": "harness_core.kit.config",
     "request_json": "harness_core.kit.request",
     "stream_sse": "harness_core.kit.stream",

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Final
 
 import anyio
 
+from harness_core.abort import abort_reason
 from harness_core.errors import LlmError
 from harness_core.http import open_sse_stream
-from harness_core.kit.translator import abort_reason
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import httpx

@@ -9,24 +9,13 @@ The contract every translator keeps is in ``docs/writing-an-adapter.md``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from harness_core.abort import AbortSignal
     from harness_core.sse import SSEEvent
     from harness_core.types import StreamChunk
 
-__all__ = ["DEFAULT_ABORT_REASON", "StreamTranslator", "abort_reason"]
-
-DEFAULT_ABORT_REASON: Final = "aborted by the caller"
-"""The ``finish{aborted}`` message when the abort signal fired without a reason."""
-
-
-def abort_reason(abort: AbortSignal | None) -> str:
-    """The reason to pass to :meth:`StreamTranslator.abort`: the signal's own, else
-    :data:`DEFAULT_ABORT_REASON`."""
-    reason = abort.reason if abort is not None else None
-    return reason or DEFAULT_ABORT_REASON
+__all__ = ["StreamTranslator"]
 
 
 @runtime_checkable
@@ -59,7 +48,8 @@ class StreamTranslator(Protocol):
 
     def abort(self, reason: str) -> Sequence[StreamChunk]:
         """The caller aborted: close the open blocks with what they hold, ``usage`` when known,
-        then ``finish{aborted}`` whose failure carries ``reason``."""
+        then ``finish{aborted}`` whose failure carries ``reason`` (the loop passes
+        :func:`harness_core.abort.abort_reason`)."""
         ...
 
     def end_of_input(self) -> Sequence[StreamChunk]:

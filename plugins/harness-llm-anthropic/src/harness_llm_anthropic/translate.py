@@ -44,8 +44,8 @@ from typing import Any, Final, Literal
 
 import msgspec
 
+from harness_core.abort import DEFAULT_ABORT_REASON
 from harness_core.errors import LlmError
-from harness_core.kit.translator import DEFAULT_ABORT_REASON
 from harness_core.sse import SSEEvent
 from harness_core.types import (
     BlockEnd,

@@ -37,8 +37,8 @@ from typing import Final, Literal
 
 import msgspec
 
+from harness_core.abort import DEFAULT_ABORT_REASON
 from harness_core.errors import ErrorCode, LlmError
-from harness_core.kit.translator import DEFAULT_ABORT_REASON
 from harness_core.sse import SSEEvent
 from harness_core.types import (
     BlockEnd,
