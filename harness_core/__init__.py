@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.chain import ChainLink
     from harness_core.config import EnvFallback
     from harness_core.conversation import Conversation, ConversationState, MaxStepsExceeded, Reply
-    from harness_core.errors import ErrorCode, LlmError
+    from harness_core.errors import ErrorCode, Failure, LlmError
     from harness_core.hookspecs import hookimpl
     from harness_core.runtime import GenerateResult, Harness, StreamContext
     from harness_core.secret import Secret
@@ -27,7 +27,6 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
         BlockEnd,
         BlockStart,
         ContentBlock,
-        Failure,
         Finish,
         FinishReason,
         GenerateOptions,
@@ -106,7 +105,7 @@ _LAZY = {
     "Conversation": "harness_core.conversation",
     "EnvFallback": "harness_core.config",
     "ErrorCode": "harness_core.errors",
-    "Failure": "harness_core.types",
+    "Failure": "harness_core.errors",
     "Finish": "harness_core.types",
     "FinishReason": "harness_core.types",
     "GenerateOptions": "harness_core.types",

@@ -16,7 +16,7 @@ from typing import Any, Literal, TypeAlias
 import msgspec
 
 from harness_core.abort import AbortSignal
-from harness_core.errors import ErrorCode
+from harness_core.errors import Failure
 
 __all__ = [
     "BlockEnd",
@@ -143,24 +143,6 @@ class TokenUsage(msgspec.Struct, frozen=True, omit_defaults=True):
     cache_read_tokens: int | None = None
     cache_write_tokens: int | None = None
     reasoning_tokens: int | None = None
-
-
-class Failure(msgspec.Struct, frozen=True, omit_defaults=True):
-    """What went wrong, carried by ``finish`` of kind ``error`` or ``aborted``.
-
-    Mirrors :class:`~harness_core.errors.LlmError` field for field; ``retry_after`` is in
-    seconds.
-    """
-
-    code: ErrorCode
-    message: str
-    retryable: bool = False
-    status: int | None = None
-    retry_after: float | None = None
-    provider: str | None = None
-    provider_type: str | None = None
-    provider_code: str | None = None
-    request_id: str | None = None
 
 
 FinishKind: TypeAlias = Literal["stop", "tool-calls", "length", "content-filter", "other", "error", "aborted"]
