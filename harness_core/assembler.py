@@ -198,7 +198,7 @@ class BlockAssembler:
 
         ``route`` and ``source`` (the plugins.yaml key owning the route) are recorded on the
         message with :attr:`replay_state`, so a later turn can hand the state back to the same
-        plugin instance (SPEC §3.9).
+        plugin instance (docs/stream-obligations.md#9-replay-state).
         """
         return Message(
             role="assistant",

@@ -1,4 +1,4 @@
-"""The ``llm_stream`` middleware chain and the final adapter boundary (SPEC §4, §5).
+"""The ``llm_stream`` middleware chain and the final adapter boundary (docs/runtime.md, docs/hooks.md).
 
 The runtime composes the chain once, from ``pm.hook.llm_stream.get_hookimpls()`` sorted
 explicitly by (tier, position in plugins.yaml): ``tryfirst`` outermost, ``trylast`` innermost, and
@@ -108,7 +108,8 @@ def strip_replay(options: GenerateOptions, owner: str | None) -> GenerateOptions
     """``options`` without the ``replay_state`` of history messages not produced by ``owner``.
 
     ``owner`` is the plugins.yaml key owning the target route (``None`` when no plugin owns it).
-    A message keeps its ``replay_state`` only when its ``source`` is that same key (SPEC §3.9);
+    A message keeps its ``replay_state`` only when its ``source`` is that same key
+    (docs/stream-obligations.md#9-replay-state);
     ``options`` is returned unchanged (same object) when nothing needs stripping.
     """
     messages = options.messages
@@ -238,10 +239,10 @@ async def _guard_terminal(
 ) -> AsyncGenerator[StreamChunk, None]:
     """Outermost layer when middleware exist: the consumer gets exactly one ``finish``, last.
 
-    A middleware that breaks SPEC §3 must not break every consumer: chunks after the first
-    ``finish`` are dropped (and logged; the chain still runs to its end, so code after a
-    middleware's loop runs), and a chain that ends without a finish gets its open blocks closed
-    and ``finish{error, PROTOCOL}`` naming the middleware.
+    A middleware that breaks the stream obligations (docs/stream-obligations.md) must not break
+    every consumer: chunks after the first ``finish`` are dropped (and logged; the chain still
+    runs to its end, so code after a middleware's loop runs), and a chain that ends without a
+    finish gets its open blocks closed and ``finish{error, PROTOCOL}`` naming the middleware.
     """
     tracker = BlockAssembler(keep_ended=False)
     feed = tracker.feed
@@ -275,7 +276,7 @@ def _layer(
 
 
 class AdapterBoundary:
-    """The innermost layer: route lookup, adapter faults → legal terminal chunks (SPEC §4).
+    """The innermost layer: route lookup, adapter faults → legal terminal chunks (docs/runtime.md).
 
     - unknown route → exactly one ``finish{error, NO_ADAPTER}`` naming the route, the known
       routes and any adapter plugin failure that may explain it;

@@ -2,7 +2,7 @@
 a ``finish`` chunk carries it.
 
 Every fault that crosses a harness boundary is an :class:`LlmError` carrying one of the stable
-codes below (SPEC §2). Codes never change meaning; ``retryable`` is derived from the code, never
+codes below (docs/vocabulary.md). Codes never change meaning; ``retryable`` is derived from the code, never
 set by hand, so retry middleware and callers agree on what a second attempt can fix.
 """
 
@@ -35,7 +35,7 @@ ErrorCode = Literal[
     "ABORTED",
     "INTERNAL",
 ]
-"""The stable error codes (SPEC §2). ``INTERNAL`` marks a bug inside an adapter."""
+"""The stable error codes (docs/vocabulary.md). ``INTERNAL`` marks a bug inside an adapter."""
 
 ERROR_CODES: Final[frozenset[str]] = frozenset(get_args(ErrorCode))
 """Every valid :data:`ErrorCode`, for validation."""

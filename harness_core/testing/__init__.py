@@ -7,7 +7,7 @@ Importable by anyone (no pytest import): the pytest plugin ``pytest-harness`` on
 - :func:`every_split`, :func:`split_at`, :func:`split_every`, :func:`one_byte_reads`: ways to cut
   a body into reads.
 - :func:`check_stream`, :class:`StreamChecker`, :class:`CheckedStream`, :class:`StreamViolation`:
-  the SPEC §3 stream obligations, checked chunk by chunk.
+  the docs/stream-obligations.md stream obligations, checked chunk by chunk.
 - :class:`FakeAdapter` with :class:`Delay`, :class:`Stall`, :class:`Raise`, and the
   :func:`text_reply` / :func:`tool_call_reply` script builders.
 - :func:`load_cases`, :func:`check_case`, :class:`Case`, :class:`CaseMismatch`: the shared

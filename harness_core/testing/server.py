@@ -1,6 +1,6 @@
 """``ScriptedServer``: a scripted HTTP/1.1 provider on 127.0.0.1 for adapter tests.
 
-Mock the provider, never the harness (SPEC §7): the adapter under test talks real HTTP to this
+Mock the provider, never the harness (docs/testing.md): the adapter under test talks real HTTP to this
 server, which replays wire bytes exactly as scripted. Each scripted read goes out as its own
 ``Transfer-Encoding: chunked`` chunk (RFC 9112 §7.1) and is flushed at once (``TCP_NODELAY``),
 so ``httpx.Response.aiter_raw()`` / ``aiter_bytes()`` yields exactly those pieces; plain TCP

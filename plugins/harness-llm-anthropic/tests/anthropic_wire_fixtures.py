@@ -191,7 +191,7 @@ SUCCESS_BODIES: dict[str, bytes] = {
 def translate(reads: Sequence[bytes], *, model: str = MODEL) -> tuple[list[StreamChunk], Translator]:
     """Decode ``reads`` with the kit's SSE decoder and translate them (no HTTP).
 
-    The chunks are checked against SPEC §3 (``check_stream``); a stream without a terminal event
+    The chunks are checked against docs/stream-obligations.md (``check_stream``); a stream without a terminal event
     is checked as ending with the adapter's ``NETWORK`` error.
     """
     decoder = SSEDecoder()

@@ -259,7 +259,7 @@ def test_block_start_without_content_block_is_ignored() -> None:
 def test_stop_reasons(raw: str, kind: str) -> None:
     chunks, _ = translate([text_body("x", stop_reason=raw)])
     reason = finish_of(chunks).reason
-    # tool_use without any tool call block is not a tool-calls finish (SPEC §3.4)
+    # tool_use without any tool call block is not a tool-calls finish (docs/stream-obligations.md#4-tool-call-finishes)
     assert reason == FinishReason("stop" if kind == "tool-calls" else kind, raw)  # type: ignore[arg-type]
 
 

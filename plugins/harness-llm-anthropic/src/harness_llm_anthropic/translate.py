@@ -29,11 +29,12 @@ Faults raised as :class:`LlmError`: malformed JSON or impossible sequences → `
 event cut by EOF that does not decode, and :meth:`Translator.end_of_input` before
 ``message_stop`` → ``NETWORK``.
 
-Usage follows SPEC §2: ``input_tokens`` = Anthropic's ``input_tokens`` + cache reads + cache
+Usage follows docs/vocabulary.md: ``input_tokens`` = Anthropic's ``input_tokens`` + cache reads + cache
 writes; cache reads/writes are also reported as ``cache_read_tokens`` / ``cache_write_tokens``;
 ``output_tokens`` is the last reported (cumulative) value.
 
-``replay_state`` (SPEC §3.9): ``{"v": 1, "provider": "anthropic", "model": <requested model>,
+``replay_state`` (docs/stream-obligations.md#9-replay-state):
+``{"v": 1, "provider": "anthropic", "model": <requested model>,
 "blocks": {"<our index>": {"signature": ...} | {"redacted": ...}}}``, byte-exact signatures and
 redacted data, present only when the response had thinking blocks carrying them.
 """
@@ -249,7 +250,7 @@ class Translator:
 
     @property
     def usage(self) -> TokenUsage | None:
-        """The usage reported so far in SPEC §2 terms, or ``None`` when none was reported."""
+        """The usage reported so far in docs/vocabulary.md terms, or ``None`` when none was reported."""
         if not self._usage_seen:
             return None
         total = self._input
@@ -309,7 +310,7 @@ class Translator:
             self._blocks[provider_index] = None  # ignored type: no index consumed
             return _NOTHING
         if block_type == "text":
-            # opened by its first non-empty piece: an empty text block never opens (SPEC §3.1)
+            # opened by its first non-empty piece: an empty text block never opens (docs/stream-obligations.md#1-blocks)
             block = _Block(-1, "text")
             self._blocks[provider_index] = block
             return self._text(block, content.text)
@@ -417,7 +418,7 @@ class Translator:
             if block.parts:
                 return (BlockEnd(index, ToolCallBlock(block.id, block.name, "".join(block.parts))),)
             # No input_json_delta: the input is the start event's (a proxy may send it whole there)
-            # or empty, which SPEC §3.1 spells "{}".
+            # or empty, which docs/stream-obligations.md#1-blocks spells "{}".
             arguments = "{}"
             if block.start_input.strip() not in (b"{}", b"", b"null"):
                 arguments = block.start_input.decode("utf-8")

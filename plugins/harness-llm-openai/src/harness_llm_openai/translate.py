@@ -1,7 +1,7 @@
 """The chunk translation state machine: OpenAI stream chunks in, harness stream chunks out.
 
 Pure (no I/O): the adapter feeds it the decoded SSE events of one response and yields what it
-returns. Rules (PROTOCOLS §1.5, §1.6, checklist 1-31 and 37-38; SPEC §3):
+returns. Rules (PROTOCOLS §1.5, §1.6, checklist 1-31 and 37-38; docs/stream-obligations.md):
 
 - ``delta.reasoning_content`` / ``delta.reasoning`` (and Mistral ``thinking`` parts) form
   reasoning blocks, ``delta.content`` text blocks, ``delta.refusal`` its own text block; a switch
@@ -26,7 +26,8 @@ returns. Rules (PROTOCOLS §1.5, §1.6, checklist 1-31 and 37-38; SPEC §3):
   (:func:`harness_llm_openai.errors.inband_code`), never by the HTTP status.
 - Malformed JSON raises ``LlmError("PROTOCOL")`` quoting at most 200 characters.
 
-Errors follow SPEC §3.6: transport/protocol faults raise, in-band faults finish.
+Errors follow stream obligation 6 (docs/stream-obligations.md#6-errors-raise-or-finish-never-both):
+transport/protocol faults raise, in-band faults finish.
 """
 
 from __future__ import annotations

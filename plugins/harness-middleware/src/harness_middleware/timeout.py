@@ -13,7 +13,7 @@ retryable ``TIMEOUT`` failure, so a ``retry`` layer outside can try again when n
 yielded yet.
 
 Each read of the inner stream is raced against its timer with :func:`anyio.move_on_after` inside
-a plain coroutine: this generator never yields inside a cancel scope (SPEC §5), so the timers can
+a plain coroutine: this generator never yields inside a cancel scope (docs/hooks.md), so the timers can
 never cancel the caller's code.
 """
 
