@@ -91,6 +91,9 @@ __all__ = [
     "hookimpl",
     "tool",
 ]
+
+__version__ = "0.1.0"
+"""The distribution's version (the single source: ``pyproject.toml`` reads it)."""
 _LAZY = {
     "ChainLink": "harness_core.chain",
     "StreamContext": "harness_core.runtime",
