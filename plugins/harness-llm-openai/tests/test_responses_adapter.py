@@ -1,11 +1,12 @@
-"""The Responses adapter end to end against a scripted provider: the conformance suite, the request
-it sends, the plugin's ``api`` switch, and a two-turn conversation replaying encrypted reasoning."""
+"""The Responses adapter end to end against a scripted provider: the request it sends, the plugin's
+``api`` switch, routes of both APIs side by side, and a two-turn conversation replaying encrypted
+reasoning (the conformance suite is in ``test_responses_conformance.py``)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import Any
 
 import msgspec
 import pytest
@@ -16,7 +17,6 @@ from harness_core.conversation import Conversation
 from harness_core.runtime import Harness
 from harness_core.secret import Secret
 from harness_core.testing.check import check_stream
-from harness_core.testing.conformance import AdapterConformance, load_recordings
 from harness_core.testing.server import Reply, ScriptedServer
 from harness_core.tools import Tool
 from harness_core.types import (
@@ -40,24 +40,6 @@ ENCRYPTED = json.loads(TOOL_CALL.split(b'"encrypted_content":')[1].split(b"}", 1
 
 def config(url: str, **fields: Any) -> Config:
     return Config(base_url=url, api_key=Secret(KEY), api="responses", **fields)
-
-
-class TestResponsesConformance(AdapterConformance):
-    options = GenerateOptions(model=MODEL, messages=ASK)
-    recordings = load_recordings(RECORDED)
-    unsupported: ClassVar[dict[str, GenerateOptions]] = {
-        "seed": GenerateOptions(model=MODEL, messages=ASK, seed=1),
-        "stop": GenerateOptions(model=MODEL, messages=ASK, stop=["x"]),
-        "reasoning_effort": GenerateOptions(model="gpt-4.1-mini", messages=ASK, reasoning_effort="high"),
-        "csv file": GenerateOptions(model=MODEL, messages=[Message.user("x", FileBlock("text/csv", data=b"a,b"))]),
-        "audio url": GenerateOptions(
-            model=MODEL, messages=[Message.user("x", FileBlock("audio/wav", url="https://example.com/a.wav"))]
-        ),
-    }
-    api_key = KEY
-
-    def make_adapter(self, base_url: str) -> LlmAdapter:
-        return ResponsesAdapter(config(base_url))
 
 
 @pytest.fixture

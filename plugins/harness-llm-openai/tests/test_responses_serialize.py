@@ -95,7 +95,8 @@ def test_tools_are_flat_and_not_strict_and_tool_choice() -> None:
 
 @pytest.mark.parametrize(("option", "value"), [("seed", 7), ("stop", ["END"])])
 def test_options_without_a_field_are_unsupported(option: str, value: object) -> None:
-    failure = error(Message.user("hi"), **{option: value})
+    extra: dict[str, Any] = {option: value}
+    failure = error(Message.user("hi"), **extra)
     assert failure.code == "UNSUPPORTED"
     assert option in str(failure)
 
