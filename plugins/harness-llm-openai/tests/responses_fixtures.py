@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness_core.sse import SSEDecoder
+from openai_fixtures import run_translator
+
 from harness_core.types import StreamChunk
 from harness_llm_openai.responses_translate import ResponsesTranslator
 
@@ -43,19 +44,6 @@ def sse(*events: dict[str, Any] | str, event_lines: bool = True) -> bytes:
 
 def translate(body: bytes, reads: list[bytes] | None = None, **kwargs: Any) -> list[StreamChunk]:
     """Run ``body`` (optionally cut into ``reads``) through the SSE decoder and a fresh
-    :class:`ResponsesTranslator` as the kit's stream loop does: stop when it is done, else feed
-    the event cut by EOF and call ``end_of_input()``."""
+    :class:`ResponsesTranslator` (``model`` defaults to ``o4-mini``)."""
     kwargs.setdefault("model", "o4-mini")
-    translator = ResponsesTranslator(**kwargs)
-    decoder = SSEDecoder()
-    out: list[StreamChunk] = []
-    for piece in reads if reads is not None else [body]:
-        for item in decoder.feed(piece):
-            out.extend(translator.feed(item))
-            if translator.done:
-                return out
-    last = decoder.close()
-    if last is not None:
-        out.extend(translator.feed(last))
-    out.extend(translator.end_of_input())
-    return out
+    return run_translator(ResponsesTranslator(**kwargs), body, reads)
