@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.errors import ErrorCode, LlmError
     from harness_core.hookspecs import hookimpl
     from harness_core.runtime import GenerateResult, Harness, StreamContext
-    from harness_core.secret import Secret
+    from harness_core.secret import ChunkScrubber, RedactFilter, Redactor, Secret, redacted_logging
     from harness_core.sync import SyncHarness
     from harness_core.tools import Tool, ToolRegistry, tool
     from harness_core.types import (
@@ -53,6 +53,7 @@ __all__ = [
     "BlockEnd",
     "BlockStart",
     "ChainLink",
+    "ChunkScrubber",
     "ContentBlock",
     "Conversation",
     "ConversationState",
@@ -72,6 +73,8 @@ __all__ = [
     "NamedToolChoice",
     "ReasoningBlock",
     "ReasoningDelta",
+    "RedactFilter",
+    "Redactor",
     "Reply",
     "Secret",
     "StreamChunk",
@@ -89,6 +92,7 @@ __all__ = [
     "Usage",
     "canonical_json",
     "hookimpl",
+    "redacted_logging",
     "tool",
 ]
 _LAZY = {
@@ -119,7 +123,11 @@ _LAZY = {
     "ReasoningBlock": "harness_core.types",
     "ReasoningDelta": "harness_core.types",
     "Reply": "harness_core.conversation",
+    "ChunkScrubber": "harness_core.secret",
+    "RedactFilter": "harness_core.secret",
+    "Redactor": "harness_core.secret",
     "Secret": "harness_core.secret",
+    "redacted_logging": "harness_core.secret",
     "StreamChunk": "harness_core.types",
     "SyncHarness": "harness_core.sync",
     "TextBlock": "harness_core.types",

@@ -46,9 +46,9 @@ from harness_core.cli._common import (
     output_failure_code,
     report_error,
 )
-from harness_core.cli._scrub import ChunkScrubber
 from harness_core.errors import LlmError
 from harness_core.loader import LoadedConfig
+from harness_core.secret import ChunkScrubber
 from harness_core.types import (
     BlockEnd,
     Finish,
