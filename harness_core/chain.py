@@ -29,6 +29,7 @@ from harness_core.errors import LlmError
 from harness_core.hookspecs import CallNext
 from harness_core.plugininfo import PluginFailure
 from harness_core.registry import RouteRegistry
+from harness_core.secret import ChunkScrubber, Redactor
 from harness_core.types import BlockEnd, Finish, FinishReason, GenerateOptions, Message, StreamChunk
 
 __all__ = [
@@ -271,13 +272,33 @@ class AdapterBoundary:
     - cancellation propagates untouched; nothing after the adapter's ``finish`` is read.
 
     The adapter's generator is closed (``aclose``) when the boundary's is.
+
+    With ``secrets`` (a :class:`~harness_core.secret.Redactor` of the plugins' keys) everything
+    the adapter produces is scrubbed here, before any middleware (cache, trace, telemetry) or
+    caller sees it: text and tool-call deltas with hold-back across splits, and every failure
+    message (a proxy echoing the ``Authorization`` header in its error body).
     """
 
-    __slots__ = ("_failures", "_registry")
+    __slots__ = ("_failures", "_registry", "_secrets")
 
-    def __init__(self, registry: RouteRegistry, failures: Sequence[PluginFailure]) -> None:
+    def __init__(
+        self, registry: RouteRegistry, failures: Sequence[PluginFailure], secrets: Redactor | None = None
+    ) -> None:
         self._registry = registry
         self._failures = failures
+        self._secrets = secrets if secrets is not None else Redactor()
+
+    def scrub(self, error: LlmError) -> LlmError:
+        """``error`` itself, or a copy whose message has the secrets masked."""
+        message = self._secrets(error.message)
+        if message == error.message:
+            return error
+        return LlmError.from_failure(msgspec.structs.replace(error.to_failure(), message=message))
+
+    def __call__(self, options: GenerateOptions, run: ChainRun) -> AsyncGenerator[StreamChunk, None]:
+        """The boundary's generator for one stream (scrubbed when there are secrets)."""
+        served = self._serve(options, run)
+        return _scrubbed(served, self._secrets) if self._secrets else served
 
     def no_adapter(self, route: str | None) -> LlmError:
         """The ``NO_ADAPTER`` error for ``route``: known routes, and the adapter plugins that failed."""
@@ -292,7 +313,7 @@ class AdapterBoundary:
             text += f". Adapter plugins that failed to start (one may own this route): {causes}"
         return LlmError("NO_ADAPTER", text)
 
-    async def __call__(self, options: GenerateOptions, run: ChainRun) -> AsyncGenerator[StreamChunk, None]:
+    async def _serve(self, options: GenerateOptions, run: ChainRun) -> AsyncGenerator[StreamChunk, None]:
         route = options.provider
         registration = self._registry.get(route) if route is not None else None
         if route is None or registration is None:
@@ -335,6 +356,17 @@ class AdapterBoundary:
                     await stream.aclose()
                 except Exception as exc:
                     logger.error("closing the adapter stream of route %r failed", route, exc_info=exc)
+
+
+async def _scrubbed(source: AsyncGenerator[StreamChunk, None], secrets: Redactor) -> AsyncGenerator[StreamChunk, None]:
+    """``source`` with ``secrets`` masked (:class:`~harness_core.secret.ChunkScrubber`); closes ``source``."""
+    scrubber = ChunkScrubber(secrets)
+    try:
+        async for chunk in source:
+            for shown in scrubber.feed(chunk):
+                yield shown
+    finally:
+        await source.aclose()
 
 
 def _as_failure(exc: Exception, route: str) -> LlmError:

@@ -43,6 +43,7 @@ from harness_core.errors import LlmError
 from harness_core.hookspecs import PROJECT_NAME, HarnessSpec
 from harness_core.plugininfo import Defaults, LoadedPlugin, PluginFailure
 from harness_core.registry import RouteRegistry
+from harness_core.secret import Redactor, secrets_of
 from harness_core.tools import ToolRegistry
 from harness_core.types import FinishReason, GenerateOptions, Message, ModelInfo, StreamChunk, TokenUsage
 
@@ -84,6 +85,10 @@ def _unknown_hooks(pm: pluggy.PluginManager, plugin: object) -> list[str]:
         for caller in pm.get_hookcallers(plugin) or ()
         if not caller.has_spec() and any(not i.optionalhook for i in caller.get_hookimpls() if i.plugin is plugin)
     )
+
+
+def _both(first: Callable[[str], str], second: Callable[[str], str]) -> Callable[[str], str]:
+    return lambda text: second(first(text))
 
 
 def _failure_lines(failures: Sequence[PluginFailure]) -> str:
@@ -141,8 +146,13 @@ class Harness:
             The default model applies only to the default route (never sent to another provider).
         failures: plugins the loader could not build (shown by :attr:`failures` and named by
             ``NO_ADAPTER`` errors).
-        redact: masks secrets in text (``LoadedConfig.redact``; :meth:`from_config` passes it):
-            applied to the messages of plugins that fail to start. Log records carry tracebacks
+        redact: masks secrets in text (a :class:`~harness_core.secret.Redactor`, or any
+            ``str -> str``; :meth:`from_config` passes the config's): applied to the messages of
+            plugins that fail to start. Independently of it, the harness collects the
+            :class:`~harness_core.secret.Secret` values of every plugin's ``config`` (and every
+            secret of a ``Redactor`` given here) and masks them in everything adapters produce —
+            streamed text, failures, errors raised by :meth:`list_models` and
+            :meth:`resolve_model` — before middleware or callers see it. Log records carry tracebacks
             too: attach :class:`harness_core.config.RedactFilter` to your log handlers.
 
     A ``Harness`` is used once: ``async with harness:`` starts it (raises ``LlmError("CONFIG")``
@@ -176,10 +186,15 @@ class Harness:
         self.defaults: Defaults = defaults if defaults is not None else Defaults()
         """The ``defaults:`` of plugins.yaml."""
         self._failures = list(failures)
-        self._redact: Callable[[str], str] = redact if redact is not None else str
+        secrets = Redactor()
+        if isinstance(redact, Redactor):
+            secrets.update(redact)
+        for plugin in loaded:
+            secrets_of(plugin.instance, secrets)
+        self._redact: Callable[[str], str] = secrets if redact is None or redact is secrets else _both(redact, secrets)
         self._registry = RouteRegistry()
         self._tools = ToolRegistry()
-        self._boundary = AdapterBoundary(self._registry, self._failures)
+        self._boundary = AdapterBoundary(self._registry, self._failures, secrets)
         self._chain: Chain | None = None
         self._used = False
 
@@ -204,7 +219,7 @@ class Harness:
         broken = [f for f in config.failures if f.is_middleware]
         if broken:
             raise LlmError("CONFIG", f"middleware plugins failed to load: {_failure_lines(broken)}")
-        return cls(config.plugins, defaults=config.defaults, failures=config.failures, redact=config.redact)
+        return cls(config.plugins, defaults=config.defaults, failures=config.failures, redact=config.redactor)
 
     @property
     def plugins(self) -> tuple[LoadedPlugin, ...]:
@@ -416,7 +431,10 @@ class Harness:
         adapter = self._adapter(options.provider)
         if options.model is None:
             raise LlmError("BAD_REQUEST", f"no model given for route {options.provider!r} and no default model")
-        info: ModelInfo = adapter.resolve_model(options.model)
+        try:
+            info: ModelInfo = adapter.resolve_model(options.model)
+        except LlmError as exc:
+            raise self._boundary.scrub(exc) from None
         return msgspec.structs.replace(info, route=options.provider)
 
     async def list_models(self, route: str | None = None) -> list[ModelInfo]:
@@ -428,5 +446,8 @@ class Harness:
         """
         route = route if route is not None else self.defaults.provider
         adapter = self._adapter(route)
-        models: list[ModelInfo] = await adapter.list_models()
+        try:
+            models: list[ModelInfo] = await adapter.list_models()
+        except LlmError as exc:
+            raise self._boundary.scrub(exc) from None
         return [msgspec.structs.replace(info, route=route) for info in models]

@@ -29,7 +29,7 @@ import logging
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Final, NoReturn, Protocol
+from typing import Any, Final, NoReturn, Protocol, runtime_checkable
 from urllib.parse import quote, quote_plus
 
 import msgspec
@@ -116,24 +116,27 @@ class Secret:
         raise TypeError("a Secret cannot be pickled")
 
 
-def secret_problem(value: str) -> str | None:
+def secret_problem(value: str, what: str = "the secret") -> str | None:
     """Why ``value`` cannot be a credential sent in an HTTP header, or ``None`` when it can.
 
     Refused: surrounding whitespace (a ``\\r`` left by a CRLF ``.env`` file, a pasted newline),
-    control characters anywhere, and non-ASCII characters (header values are ASCII; RFC 9110
-    §5.5). The reason never quotes the value; it names the character and its position.
+    control characters anywhere, and non-ASCII characters (header field values are visible
+    ASCII, RFC 9110 §5.5, https://www.rfc-editor.org/rfc/rfc9110#section-5.5). The reason
+    starts with ``what`` and never quotes the value: it names the character and its position.
     """
+    if not value:
+        return None
     if value != value.strip():
         where = "ends" if value[-1:].isspace() else "starts"
         char = value[-1] if where == "ends" else value[0]
         hint = " (a CRLF line ending, e.g. from a Windows .env file?)" if char == "\r" else ""
-        return f"the secret {where} with whitespace {_char_name(char)}{hint}; remove it"
+        return f"{what} {where} with whitespace {_char_name(char)}{hint}; remove it"
     for position, char in enumerate(value, 1):
         if ord(char) < 0x20 or ord(char) == 0x7F:
-            return f"the secret holds the control character {_char_name(char)} at position {position}; remove it"
+            return f"{what} holds the control character {_char_name(char)} at position {position}; remove it"
         if ord(char) > 0x7E:
             return (
-                f"the secret holds the non-ASCII character U+{ord(char):04X} at position {position}: "
+                f"{what} holds the non-ASCII character U+{ord(char):04X} at position {position}: "
                 "HTTP header values are ASCII (a key copied with a typographic quote or dash?)"
             )
     return None
@@ -215,6 +218,7 @@ class TextStream(Protocol):
         """The block ended: mask and return everything held back."""
 
 
+@runtime_checkable
 class Redaction(Protocol):
     """A masking rule usable on whole texts (``mask``) and on streamed blocks (``stream``)."""
 
@@ -378,9 +382,7 @@ class ChunkScrubber:
         redaction: Redaction | Callable[[str], str],
         masks: Callable[[BlockStart], bool] = _mask_all,
     ) -> None:
-        self._redaction: Redaction = (
-            redaction if hasattr(redaction, "stream") else _PieceWise(redaction)  # type: ignore[arg-type]
-        )
+        self._redaction: Redaction = redaction if isinstance(redaction, Redaction) else _PieceWise(redaction)
         self._masks = masks
         self._blocks: dict[int, _Block] = {}
         self._plain: set[int] = set()
