@@ -262,7 +262,8 @@ class AdapterBoundary:
     """The innermost layer: route lookup, adapter faults → legal terminal chunks (SPEC §4).
 
     - unknown route → exactly one ``finish{error, NO_ADAPTER}`` naming the route, the known
-      routes and any adapter plugin failure that may explain it;
+      routes and any adapter plugin failure that may explain it (only the failure of the plugin
+      configured to serve it, when its routes are known: a missing key names its variable);
     - the adapter raises :class:`~harness_core.errors.LlmError` → the blocks it left open end
       with what they hold, then ``finish{error}`` carrying the failure;
     - any other exception → the same, with code ``INTERNAL``, logged with its traceback on the
@@ -308,6 +309,9 @@ class AdapterBoundary:
         else:
             text = f"no adapter serves route {route!r}; known routes: {known}"
         failed = [f for f in self._failures if not f.is_middleware]
+        owners = [f for f in failed if route is not None and f.routes is not None and route in f.routes]
+        if owners:  # the plugin that would serve it is known: say only why it cannot
+            return LlmError("NO_ADAPTER", f"route {route!r} is unavailable: {owners[0].message}")
         if failed:
             causes = "; ".join(f"plugin {f.key!r} failed at {f.stage}: {f.message}" for f in failed)
             text += f". Adapter plugins that failed to start (one may own this route): {causes}"

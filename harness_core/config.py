@@ -65,18 +65,24 @@ class EnvFallback:
             that is not a field of the Config never matches. Use it so a vendor's key is never
             sent to another host (SPEC §3.10).
 
+        required: when ``only_when`` holds and neither the YAML nor the variable gives a value,
+            the plugin cannot be used (the provider's own host refuses unauthenticated calls):
+            the loader records a failure naming the variable and the config field, before any
+            request is sent. Writing the field explicitly as ``null`` opts out (no key sent).
+
     The loader applies it only when the field is absent from the YAML mapping and the variable
     is set and non-empty; the value is then treated as a secret.
     """
 
-    __slots__ = ("only_when", "var")
+    __slots__ = ("only_when", "required", "var")
 
-    def __init__(self, var: str, only_when: Mapping[str, object] | None = None) -> None:
+    def __init__(self, var: str, only_when: Mapping[str, object] | None = None, *, required: bool = False) -> None:
         self.var = var
         self.only_when: dict[str, object] = dict(only_when or {})
+        self.required = required
 
     def __repr__(self) -> str:
-        return f"EnvFallback({self.var!r}, only_when={self.only_when!r})"
+        return f"EnvFallback({self.var!r}, only_when={self.only_when!r}, required={self.required!r})"
 
 
 class ConfigProblem(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

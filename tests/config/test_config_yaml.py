@@ -249,7 +249,7 @@ def test_env_fallback_marker() -> None:
     assert marker.var == "OPENAI_API_KEY"
     assert marker.only_when == {"base_url": "https://api.openai.com/v1"}
     assert EnvFallback("X").only_when == {}
-    assert repr(EnvFallback("X")) == "EnvFallback('X', only_when={})"
+    assert repr(EnvFallback("X")) == "EnvFallback('X', only_when={}, required=False)"
 
 
 @pytest.mark.parametrize("text", ["a: 1\n", "- 1\n"])

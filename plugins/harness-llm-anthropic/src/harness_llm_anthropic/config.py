@@ -67,7 +67,9 @@ class AnthropicConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """
 
     base_url: str = DEFAULT_BASE_URL
-    api_key: Annotated[Secret | None, EnvFallback("ANTHROPIC_API_KEY", only_when={"base_url": DEFAULT_BASE_URL})] = None
+    api_key: Annotated[
+        Secret | None, EnvFallback("ANTHROPIC_API_KEY", only_when={"base_url": DEFAULT_BASE_URL}, required=True)
+    ] = None
     routes: list[str] = msgspec.field(default_factory=lambda: ["anthropic"])
     headers: dict[str, str] = msgspec.field(default_factory=dict)
     timeout: Timeout = msgspec.field(default_factory=Timeout)

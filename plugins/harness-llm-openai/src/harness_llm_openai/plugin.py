@@ -76,7 +76,9 @@ class OpenAIConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """
 
     base_url: str = OPENAI_BASE_URL
-    api_key: Annotated[Secret | None, EnvFallback("OPENAI_API_KEY", only_when={"base_url": OPENAI_BASE_URL})] = None
+    api_key: Annotated[
+        Secret | None, EnvFallback("OPENAI_API_KEY", only_when={"base_url": OPENAI_BASE_URL}, required=True)
+    ] = None
     routes: list[str] = msgspec.field(default_factory=lambda: ["openai"])
     models: dict[str, ModelConfig] = msgspec.field(default_factory=dict)
     headers: dict[str, str] = msgspec.field(default_factory=dict)
