@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import secrets
 import sqlite3
 import subprocess
@@ -106,8 +107,6 @@ def _run(
         "NO_COLOR": "1",
         "HOSTILE_KEY": key,
     }
-    import os
-
     for name in ("COVERAGE_PROCESS_START", "COV_CORE_SOURCE", "COV_CORE_CONFIG", "COV_CORE_DATAFILE", "PYTHONPATH"):
         if name in os.environ:
             env[name] = os.environ[name]
@@ -169,7 +168,8 @@ def test_a_hostile_echo_of_the_key_shows_nowhere(tmp_path: Path, shape: str) -> 
         check = _run(tmp_path, config, key, "config", "check")
         outputs += [check.stdout, check.stderr]
         echoed = [r.headers.get("authorization") for r in server.requests]
-    assert echoed and all(value == f"Bearer {key}" for value in echoed)  # the key went out, and came back
+    assert echoed  # the key went out, and came back
+    assert all(value == f"Bearer {key}" for value in echoed)
     shown = "\n".join(outputs)
     assert "**********" in shown  # masked, not merely absent
     everything = shown + _stored(tmp_path)
