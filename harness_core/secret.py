@@ -188,8 +188,10 @@ def representations(value: str) -> set[str]:
     """Every text form in which ``value`` may show up in output (see the module doc).
 
     Returns the set of strings to mask (the value itself included); forms shorter than
-    :data:`MIN_SECRET` characters are left out.
+    :data:`MIN_SECRET` characters are left out, and a value that short has none.
     """
+    if len(value) < MIN_SECRET:
+        return set()
     forms = {value}
     stripped = value.strip()
     if stripped:
