@@ -113,7 +113,10 @@ def test_unsendable_secrets_are_named_by_character_never_shown(value: str, expec
 def test_sendable_values_have_no_problem() -> None:
     assert secret_problem("sk-abc_DEF-123") is None
     assert secret_problem("") is None
-    assert secret_problem("Bearer x\ty", "its value") == "its value holds the control character '\\t' at position 9; remove it"
+    assert (
+        secret_problem("Bearer x\ty", "its value")
+        == "its value holds the control character '\\t' at position 9; remove it"
+    )
 
 
 def test_secrets_of_walks_structs_lists_and_mappings() -> None:
@@ -132,7 +135,9 @@ def test_secrets_of_walks_structs_lists_and_mappings() -> None:
             self.self_ref = self
 
     found = secrets_of(Plugin())
-    assert {"key-one-xyz", "key-two-xyz", "key-three"} <= {v for v in ("key-one-xyz", "key-two-xyz", "key-three") if v in found}
+    assert {"key-one-xyz", "key-two-xyz", "key-three"} <= {
+        v for v in ("key-one-xyz", "key-two-xyz", "key-three") if v in found
+    }
     assert "plain-name" not in found
     shared = [Secret("cycle-key")]
     assert "cycle-key" in secrets_of((shared, shared))
