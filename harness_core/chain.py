@@ -25,6 +25,7 @@ import msgspec
 import pluggy
 
 from harness_core.assembler import BlockAssembler
+from harness_core.contract import StreamContract
 from harness_core.errors import LlmError
 from harness_core.hookspecs import CallNext
 from harness_core.plugininfo import PluginFailure
@@ -193,10 +194,17 @@ class Chain:
         self._functions: tuple[MiddlewareFunction, ...] = tuple(function for _, function in middleware)
         self._innermost = innermost
 
-    def open(self, options: GenerateOptions, run: ChainRun) -> AsyncGenerator[StreamChunk, None]:
+    def open(
+        self, options: GenerateOptions, run: ChainRun, *, strict: bool = False
+    ) -> AsyncGenerator[StreamChunk, None]:
         """Create the outermost generator of one stream; every generator is recorded in ``run``.
 
-        With no middleware this is the boundary's generator itself: no layer is added.
+        With no middleware this is the boundary's generator itself (no layer is added) unless
+        ``strict``. With middleware, the outermost layer checks the whole stream contract
+        (:class:`~harness_core.contract.StreamContract`): a violation ends the stream there with
+        the open blocks closed and ``finish{error, PROTOCOL}`` naming the middleware chain.
+        ``strict`` checks the output of every layer instead (the adapter's and each
+        middleware's), so the error names exactly the layer that broke the contract.
         """
         generators = run.generators
         innermost = self._innermost
@@ -205,39 +213,52 @@ class Chain:
         def call_boundary(options: GenerateOptions) -> AsyncGenerator[StreamChunk, None]:
             generator = innermost(options, run)
             generators.append((depth, generator))
+            if strict:
+                generator = _guard(generator, f"the adapter of route {options.provider!r}", options)
+                generators.append((depth, generator))
             return generator
 
         call_next: Callable[[GenerateOptions], AsyncGenerator[StreamChunk, None]] = call_boundary
         for layer in range(depth - 1, -1, -1):
-            call_next = _layer(layer, self._functions[layer], call_next, generators)
+            culprit = f"middleware {self.links[layer].key!r}" if strict else None
+            call_next = _layer(layer, self._functions[layer], call_next, generators, culprit)
         if not depth:
             return call_next(options)
-        guard = _guard_terminal(call_next(options), self.links, options)
+        names = ", ".join(repr(link.key) for link in self.links)
+        guard = _guard(call_next(options), f"the middleware chain ({names})", options)
         generators.append((-1, guard))
         return guard
 
 
-async def _guard_terminal(
-    source: AsyncIterator[StreamChunk], links: tuple[ChainLink, ...], options: GenerateOptions
+async def _guard(
+    source: AsyncIterator[StreamChunk], culprit: str, options: GenerateOptions
 ) -> AsyncGenerator[StreamChunk, None]:
-    """Outermost layer when middleware exist: the consumer gets exactly one ``finish``, last.
+    """A contract check over ``source`` (the output of ``culprit``): consumers get a legal stream.
 
-    A middleware that breaks SPEC §3 must not break every consumer: chunks after the first
-    ``finish`` are dropped (and logged; the chain still runs to its end, so code after a
-    middleware's loop runs), and a chain that ends without a finish gets its open blocks closed
-    and ``finish{error, PROTOCOL}`` naming the middleware.
+    A layer that breaks the stream contract must not break every consumer: at the first
+    violation the stream ends (open blocks closed with what they hold, then
+    ``finish{error, PROTOCOL}`` naming ``culprit`` and the rule); chunks after the first
+    ``finish`` are dropped (and logged; the source still runs to its end, so code after a
+    middleware's loop runs); a source that ends without a finish gets the same terminal.
     """
     tracker = BlockAssembler(keep_ended=False)
     feed = tracker.feed
+    check = StreamContract().check
     async for chunk in source:
+        problem = check(chunk)
+        if problem is not None:
+            failure = LlmError("PROTOCOL", f"{culprit} broke the stream contract: {problem}")
+            logger.error("%s; the stream ends here", failure.message)
+            for end in _terminal(tracker, failure, options):
+                yield end
+            return
         yield chunk
         if type(chunk) is Finish:
             async for extra in source:
-                logger.error("dropped a %s chunk that the middleware chain yielded after finish", type(extra).__name__)
+                logger.error("dropped a %s chunk that %s yielded after finish", type(extra).__name__, culprit)
             return
         feed(chunk)
-    names = ", ".join(repr(link.key) for link in links)
-    failure = LlmError("PROTOCOL", f"the middleware chain ({names}) ended the stream without a finish")
+    failure = LlmError("PROTOCOL", f"{culprit} ended the stream without a finish")
     for chunk in _terminal(tracker, failure, options):
         yield chunk
 
@@ -247,12 +268,17 @@ def _layer(
     function: MiddlewareFunction,
     inner: Callable[[GenerateOptions], AsyncIterator[StreamChunk]],
     generators: list[tuple[int, AsyncGenerator[StreamChunk, None]]],
+    culprit: str | None = None,
 ) -> Callable[[GenerateOptions], AsyncGenerator[StreamChunk, None]]:
-    """The ``call_next`` that starts middleware ``function`` at ``depth`` over ``inner``."""
+    """The ``call_next`` that starts middleware ``function`` at ``depth`` over ``inner``
+    (its output contract-checked, naming ``culprit``, when one is given)."""
 
     def call_next(options: GenerateOptions) -> AsyncGenerator[StreamChunk, None]:
         generator = function(options, inner)
         generators.append((depth, generator))
+        if culprit is not None:
+            generator = _guard(generator, culprit, options)
+            generators.append((depth, generator))
         return generator
 
     return call_next

@@ -106,13 +106,16 @@ class StreamContext:
     several as an :class:`ExceptionGroup`).
     """
 
-    __slots__ = ("_chain", "_options", "_run", "_timeout")
+    __slots__ = ("_chain", "_options", "_run", "_strict", "_timeout")
 
-    def __init__(self, chain: Chain, options: GenerateOptions, run: ChainRun, timeout: float) -> None:
+    def __init__(
+        self, chain: Chain, options: GenerateOptions, run: ChainRun, timeout: float, *, strict: bool = False
+    ) -> None:
         self._chain = chain
         self._options = options
         self._run = run
         self._timeout = timeout
+        self._strict = strict
 
     @property
     def route(self) -> str | None:
@@ -125,7 +128,7 @@ class StreamContext:
         return self._run.source
 
     async def __aenter__(self) -> AsyncGenerator[StreamChunk, None]:
-        return self._chain.open(self._options, self._run)
+        return self._chain.open(self._options, self._run, strict=self._strict)
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -165,6 +168,12 @@ class Harness:
 
     close_timeout: float = 5.0
     """Seconds each close (a stream generator, an adapter, a plugin) may take while shielded."""
+
+    strict: bool = False
+    """Check the stream contract after every layer (the adapter and each middleware), so a
+    violation names exactly the layer that broke it. Off, only the outermost layer checks (when
+    there is middleware) and the error names the chain. ``harness run --json`` and the testing
+    kit turn it on."""
 
     def __init__(
         self,
@@ -361,7 +370,7 @@ class Harness:
         registration = self._registry.get(route) if route is not None else None
         owner = registration.owner if registration is not None else None
         options = strip_replay(options, owner)
-        return StreamContext(chain, options, ChainRun(route, owner), self.close_timeout)
+        return StreamContext(chain, options, ChainRun(route, owner), self.close_timeout, strict=self.strict)
 
     async def generate(self, options: GenerateOptions) -> GenerateResult:
         """Run :meth:`stream` to the end and assemble the reply (the same code path).

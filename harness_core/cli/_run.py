@@ -163,7 +163,8 @@ async def _generate(
     interrupts = _Interrupts(abort, renderer)
     failures: list[Exception] = []
     try:
-        harness = Harness(loaded.plugins, defaults=loaded.defaults, failures=loaded.failures)
+        harness = Harness(loaded.plugins, defaults=loaded.defaults, failures=loaded.failures, redact=loaded.redactor)
+        harness.strict = renderer.as_json  # readers of --json get a checked stream, errors name the layer
         async with harness, anyio.create_task_group() as group:
             await group.start(interrupts.watch, group.cancel_scope)
             try:  # caught here: raised through the task group it would become an ExceptionGroup
