@@ -187,12 +187,23 @@ class Chain:
     impls in the same order; ``innermost`` is the final adapter boundary.
     """
 
-    __slots__ = ("_functions", "_innermost", "links")
+    __slots__ = ("_codes", "_functions", "_innermost", "links")
 
     def __init__(self, middleware: Sequence[tuple[ChainLink, MiddlewareFunction]], innermost: Innermost) -> None:
         self.links: tuple[ChainLink, ...] = tuple(link for link, _ in middleware)
         self._functions: tuple[MiddlewareFunction, ...] = tuple(function for _, function in middleware)
         self._innermost = innermost
+        self._codes = {function.__code__: link.key for link, function in middleware}
+
+    def raiser(self, exc: BaseException) -> str | None:
+        """The plugins.yaml key of the middleware that raised ``exc`` (the innermost middleware
+        frame in its traceback), or ``None`` when no middleware frame is in it."""
+        key = None
+        tb = exc.__traceback__
+        while tb is not None:
+            key = self._codes.get(tb.tb_frame.f_code, key)
+            tb = tb.tb_next
+        return key
 
     def open(
         self, options: GenerateOptions, run: ChainRun, *, strict: bool = False
@@ -225,13 +236,16 @@ class Chain:
         if not depth:
             return call_next(options)
         names = ", ".join(repr(link.key) for link in self.links)
-        guard = _guard(call_next(options), f"the middleware chain ({names})", options)
+        guard = _guard(call_next(options), f"the middleware chain ({names})", options, self.raiser)
         generators.append((-1, guard))
         return guard
 
 
 async def _guard(
-    source: AsyncIterator[StreamChunk], culprit: str, options: GenerateOptions
+    source: AsyncIterator[StreamChunk],
+    culprit: str,
+    options: GenerateOptions,
+    raiser: Callable[[BaseException], str | None] | None = None,
 ) -> AsyncGenerator[StreamChunk, None]:
     """A contract check over ``source`` (the output of ``culprit``): consumers get a legal stream.
 
@@ -240,24 +254,32 @@ async def _guard(
     ``finish{error, PROTOCOL}`` naming ``culprit`` and the rule); chunks after the first
     ``finish`` are dropped (and logged; the source still runs to its end, so code after a
     middleware's loop runs); a source that ends without a finish gets the same terminal.
+    An exception raised through it gets a note naming the middleware that raised it (found by
+    ``raiser``): ``raised by middleware plugin 'key'``.
     """
     tracker = BlockAssembler(keep_ended=False)
     feed = tracker.feed
     check = StreamContract().check
-    async for chunk in source:
-        problem = check(chunk)
-        if problem is not None:
-            failure = LlmError("PROTOCOL", f"{culprit} broke the stream contract: {problem}")
-            logger.error("%s; the stream ends here", failure.message)
-            for end in _terminal(tracker, failure, options):
-                yield end
-            return
-        yield chunk
-        if type(chunk) is Finish:
-            async for extra in source:
-                logger.error("dropped a %s chunk that %s yielded after finish", type(extra).__name__, culprit)
-            return
-        feed(chunk)
+    try:
+        async for chunk in source:
+            problem = check(chunk)
+            if problem is not None:
+                failure = LlmError("PROTOCOL", f"{culprit} broke the stream contract: {problem}")
+                logger.error("%s; the stream ends here", failure.message)
+                for end in _terminal(tracker, failure, options):
+                    yield end
+                return
+            yield chunk
+            if type(chunk) is Finish:
+                async for extra in source:
+                    logger.error("dropped a %s chunk that %s yielded after finish", type(extra).__name__, culprit)
+                return
+            feed(chunk)
+    except Exception as exc:
+        key = raiser(exc) if raiser is not None else None
+        if key is not None:
+            exc.add_note(f"raised by middleware plugin {key!r}")
+        raise
     failure = LlmError("PROTOCOL", f"{culprit} ended the stream without a finish")
     for chunk in _terminal(tracker, failure, options):
         yield chunk

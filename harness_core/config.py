@@ -172,7 +172,14 @@ def parse_yaml(text: str, *, source: str) -> tuple[Any, dict[ConfigPath, int], l
         data = _Builder(loader, source, lines, problems).build(node, ())
     except yaml.MarkedYAMLError as exc:
         line = exc.problem_mark.line + 1 if exc.problem_mark is not None else None
-        return None, {}, [ConfigProblem(message=f"invalid YAML: {exc.problem or exc}", line=line, source=source)]
+        message = f"invalid YAML: {exc.problem or exc}"
+        lines_near = text.splitlines()[max(0, (line or 1) - 2) : line or 1]
+        if any("${{" in near for near in lines_near):
+            message += (
+                ". `${{ env.NAME }}` inside a flow mapping `{ … }` or list `[ … ]` must be quoted: "
+                'key: "${{ env.NAME }}"'
+            )
+        return None, {}, [ConfigProblem(message=message, line=line, source=source)]
     except _TooManyNodes as exc:
         message = (
             f"YAML aliases expand to more than {MAX_ALIAS_NODES} nodes (at alias *{exc.alias.anchor}): "

@@ -181,7 +181,9 @@ def report_error(
             leaf_code = exit_code_for(leaf.code)
         else:
             hint = "" if verbose else "; run with -v for the traceback"
-            text = f"{type(leaf).__name__}: {leaf} (a plugin failed{hint})"
+            notes = [n for n in getattr(leaf, "__notes__", ()) if n.startswith("raised by middleware plugin ")]
+            who = notes[-1].removeprefix("raised by ") if notes else "a plugin"
+            text = f"{type(leaf).__name__}: {leaf} ({who} failed{hint})"
             leaf_code = EXIT_USAGE
         note(f"error: {text}{suffix}")
         code = max(code, leaf_code)

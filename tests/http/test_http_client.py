@@ -63,3 +63,15 @@ def test_a_header_that_cannot_be_sent_is_config_at_build(value: str, reason: str
     assert reason in caught.value.message
     assert "sk-" not in caught.value.message
     check_headers({"authorization": "Bearer fine-key"})
+
+
+def test_a_redirect_says_where_it_pointed_and_that_it_was_not_followed() -> None:
+    from harness_core.http import error_from_response
+
+    error = error_from_response(307, {"Location": "https://api.example.com/v1/chat/completions"}, b"")
+    assert error.code == "PROTOCOL"
+    assert error.message == (
+        "HTTP 307 Temporary Redirect: the server redirected to 'https://api.example.com/v1/chat/completions'; "
+        "redirects are not followed (point base_url at the final address)"
+    )
+    assert "without a Location" in error_from_response(301, {}, b"moved").message

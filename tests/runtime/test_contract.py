@@ -155,3 +155,19 @@ def test_a_legal_stream_passes() -> None:
     ]
     assert [contract.check(chunk) for chunk in stream] == [None] * len(stream)
     assert contract.count == len(stream)
+
+
+class Raises:
+    @hookimpl
+    async def llm_stream(self, options: GenerateOptions, call_next: Any) -> AsyncIterator[StreamChunk]:
+        async for chunk in call_next(options):
+            yield chunk
+            raise KeyError("boom")
+
+
+@pytest.mark.parametrize("strict", [False, True])
+async def test_an_exception_from_a_middleware_names_it(strict: bool) -> None:
+    plugins = [("outer", Fine()), ("boom", Raises()), ("fake", AdapterPlugin(ScriptedAdapter(reply("hi"))))]
+    with pytest.raises(KeyError) as caught:
+        await collect(plugins, strict=strict)
+    assert caught.value.__notes__ == ["raised by middleware plugin 'boom'"]
