@@ -512,9 +512,7 @@ class _Loading:
             return
         line = line_for(self.lines, ("plugins", candidate.key, *where))
         place = f"{self.loaded.source}:{line}" if line is not None else self.loaded.source
-        field = format_path(where)
-        if field:
-            place += f", field {field!r}"
+        place += f", field {format_path(where)!r}"  # a secret is always a field of the config
         assert candidate.config_type is not None  # only configs have secrets
         fields = {f.name: f for f in msgspec.structs.fields(candidate.config_type)}
         routes = _effective(fields.get("routes"), raw)

@@ -192,10 +192,7 @@ def representations(value: str) -> set[str]:
     """
     if len(value) < MIN_SECRET:
         return set()
-    forms = {value}
-    stripped = value.strip()
-    if stripped:
-        forms.add(stripped)
+    forms = {value, value.strip()}  # an empty strip is dropped with the other short forms
     for _ in range(2):  # one escape, and an escape of an escape (repr of a JSON body)
         for form in list(forms):
             forms |= _escapes(form)
