@@ -26,7 +26,7 @@ import pluggy
 
 from harness_core.assembler import BlockAssembler
 from harness_core.contract import StreamContract
-from harness_core.errors import LlmError
+from harness_core.errors import ErrorCode, LlmError
 from harness_core.hookspecs import CallNext
 from harness_core.plugininfo import PluginFailure
 from harness_core.registry import RouteRegistry
@@ -311,7 +311,8 @@ class AdapterBoundary:
 
     - unknown route → exactly one ``finish{error, NO_ADAPTER}`` naming the route, the known
       routes and any adapter plugin failure that may explain it (only the failure of the plugin
-      configured to serve it, when its routes are known: a missing key names its variable);
+      configured to serve it, when its routes are known: a missing key names its variable, with
+      code ``CONFIG`` when its configuration is what failed);
     - the adapter raises :class:`~harness_core.errors.LlmError` → the blocks it left open end
       with what they hold, then ``finish{error}`` carrying the failure;
     - any other exception → the same, with code ``INTERNAL``, logged with its traceback on the
@@ -359,7 +360,8 @@ class AdapterBoundary:
         failed = [f for f in self._failures if not f.is_middleware]
         owners = [f for f in failed if route is not None and f.routes is not None and route in f.routes]
         if owners:  # the plugin that would serve it is known: say only why it cannot
-            return LlmError("NO_ADAPTER", f"route {route!r} is unavailable: {owners[0].message}")
+            code: ErrorCode = "CONFIG" if owners[0].stage == "config" else "NO_ADAPTER"
+            return LlmError(code, f"route {route!r} is unavailable: {owners[0].message}")
         if failed:
             causes = "; ".join(f"plugin {f.key!r} failed at {f.stage}: {f.message}" for f in failed)
             text += f". Adapter plugins that failed to start (one may own this route): {causes}"

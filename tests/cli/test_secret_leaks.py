@@ -202,6 +202,7 @@ def test_a_key_that_cannot_be_sent_is_a_located_config_error(tmp_path: Path, sha
     for result in runs:
         assert result.returncode != 0
         assert "route 'openai' is unavailable: plugin 'openai' cannot be used: the secret" in result.stderr
+        assert "CONFIG" in result.stdout + result.stderr  # not a retryable NETWORK error
         assert "NETWORK" not in result.stderr
     everything = "\n".join([check.stdout, check.stderr, *(r.stdout + r.stderr for r in runs)]) + _stored(tmp_path)
     assert not {form for form in _forbidden(key, core) if form in everything}

@@ -39,7 +39,7 @@ def test_a_vendor_route_without_any_key_fails_naming_the_variable(tmp_path: Path
 
     kind, error = anyio.run(use)
     assert kind == "stop"
-    assert error.startswith("NO_ADAPTER: route 'openai' is unavailable: plugin 'openai' cannot be used: no API key")
+    assert error.startswith("CONFIG: route 'openai' is unavailable: plugin 'openai' cannot be used: no API key")
 
 
 @pytest.mark.parametrize(
