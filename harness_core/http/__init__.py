@@ -13,7 +13,7 @@ Every public name is importable from here (``from harness_core.http import make_
 
 from __future__ import annotations
 
-from harness_core.http.client import make_client
+from harness_core.http.client import ACCEPT_ENCODING, check_headers, make_client, split_base_url
 from harness_core.http.errors import (
     ErrorClassifier,
     ErrorDetails,
@@ -30,10 +30,12 @@ from harness_core.http.errors import (
 from harness_core.http.stream import DEFAULT_CLOSE_TIMEOUT, SSEStream, open_sse_stream
 
 __all__ = [
+    "ACCEPT_ENCODING",
     "DEFAULT_CLOSE_TIMEOUT",
     "ErrorClassifier",
     "ErrorDetails",
     "SSEStream",
+    "check_headers",
     "code_for_provider_type",
     "code_for_status",
     "describe_error_body",
@@ -45,4 +47,5 @@ __all__ = [
     "parse_error_body",
     "parse_retry_after",
     "request_id_from",
+    "split_base_url",
 ]

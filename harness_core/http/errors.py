@@ -297,7 +297,8 @@ def error_from_response(
     The code comes from the classifier when it returns one, else from :func:`code_for_status`
     (the generic type table is *not* applied to HTTP errors: e.g. OpenAI answers a bad key with
     401 and type ``invalid_request_error``). The message is the provider's message, else a body
-    snippet, else the status phrase, truncated to 1,000 characters. ``retry_after``
+    snippet, else the status phrase, truncated to 1,000 characters; a redirect (3xx) says where
+    it pointed and that it was not followed. ``retry_after``
     (:func:`parse_retry_after`) and ``request_id`` (:func:`request_id_from`) come from the
     headers. Never raises.
     """
@@ -308,6 +309,13 @@ def error_from_response(
     except ValueError:
         phrase = "error"
     message = refined.message or generic.message or snippet or f"HTTP {status} {phrase}"
+    if 300 <= status <= 399:
+        location = _lowered(headers).get("location")
+        target = f"to {location!r}" if location else "without a Location"
+        message = (
+            f"HTTP {status} {phrase}: the server redirected {target}; redirects are not followed "
+            "(point base_url at the final address)"
+        )
     return LlmError(
         refined.code or code_for_status(status),
         truncate(message),
