@@ -369,6 +369,10 @@ def test_failed_codes_and_usage_before_the_error_finish() -> None:
     failure = finish(chunks).reason.failure
     assert failure is not None
     assert (failure.code, failure.message) == ("RATE_LIMITED", "Rate limit reached")
+    flagged = {"code": "invalid_prompt", "message": "Invalid prompt: flagged as potentially violating our usage policy"}
+    failure = finish(translate(sse(completed(status="failed", error=flagged)))).reason.failure
+    assert failure is not None
+    assert failure.code == "CONTENT_FILTER"
     bare = translate(sse(event("response.failed")))
     failure = finish(bare).reason.failure
     assert failure is not None
