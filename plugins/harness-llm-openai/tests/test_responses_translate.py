@@ -439,3 +439,36 @@ def test_edge_events_that_produce_nothing() -> None:
 def test_item_id_learnt_from_output_item_done() -> None:
     body = sse(added(0, "message"), text("a", item_id=None), done(0, "message", "msg_1"), text("late", item_id="msg_1"))
     assert ends(translate(body + sse(completed()))) == [TextBlock("a")]
+
+
+def test_complete_items_that_were_never_streamed() -> None:
+    content = [
+        {"type": "output_text", "text": "whole"},
+        {"type": "refusal", "refusal": "no"},
+        {"type": "output_text", "text": ""},
+    ]
+    summary_parts = [{"type": "summary_text", "text": "one"}, {"type": "summary_text", "text": ""}]
+    summary_parts.append({"type": "summary_text", "text": "two"})
+    body = sse(
+        done(0, "reasoning", "rs_1", summary=summary_parts, encrypted_content=ENCRYPTED),
+        done(
+            1,
+            "reasoning",
+            "rs_2",
+            content=[{"type": "reasoning_text", "text": ""}, {"type": "reasoning_text", "text": "raw"}],
+            encrypted_content=ENCRYPTED,
+        ),
+        text("streamed", item_id="msg_1", index=2),
+        done(2, "message", "msg_1", content=[{"type": "output_text", "text": "streamed"}, *content]),
+    )
+    chunks = translate(body + sse(completed()))
+    assert ends(chunks) == [
+        ReasoningBlock("one\n\ntwo", signed=True),
+        ReasoningBlock("raw", signed=True),
+        TextBlock("streamed"),
+        TextBlock("whole"),
+        TextBlock("no"),
+    ]
+    replay = finish(chunks).replay_state["reasoning"]
+    assert replay["0"]["summary"] == [3, 3]
+    assert replay["1"]["text"] is True

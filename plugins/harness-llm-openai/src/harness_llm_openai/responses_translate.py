@@ -21,6 +21,9 @@ Rules (the stream obligations: ``docs/stream-obligations.md``):
   result must reference), not its ``fc_…`` item id, by which the argument deltas are keyed.
   Arguments pass through as raw text; a call whose arguments were only sent whole
   (``.done``) gets them as one delta; a call with none ends with ``"{}"``.
+- Parts a server sent only inside the complete item (``response.output_item.done``: a message's
+  ``content``, a reasoning item's ``summary`` or raw ``content``) and never streamed become their
+  blocks there; streamed parts are never repeated.
 - Server-tool items (``web_search_call`` …) and unknown events are passed by.
 - ``replay_state``: ``{"v": 1, "provider": <plugin name>, "api": "responses", "model":
   <requested model>, "reasoning": {"<our block index>": {"id", "encrypted_content"?,
@@ -323,6 +326,8 @@ class ResponsesTranslator:
             self._end(block, out)
         elif item.kind == "reasoning":
             self._reasoning_done(item, wire, out)
+        elif item.kind == "message":
+            self._message_parts(item, wire, out)
         for block in item.texts.values():
             self._end(block, out)
 
@@ -355,6 +360,16 @@ class ResponsesTranslator:
     def _refusal_done(self, event: ResponseEvent, out: list[StreamChunk]) -> None:
         self._text_done(event, out, "refusal")
 
+    def _message_parts(self, item: _Item, wire: OutputItem, out: list[StreamChunk]) -> None:
+        """The parts of a completed message that were never streamed (servers that send the
+        text only whole): each non-empty one becomes its block."""
+        for position, part in enumerate(wire.content or ()):
+            kind = "refusal" if part.type == "refusal" else "text"
+            text = part.refusal if kind == "refusal" else part.text
+            if text and (kind, position) not in item.texts:
+                block = item.texts[(kind, position)] = self._open("text", out)
+                self._append(block, text, out)
+
     # ------------------------------------------------------------------ reasoning
 
     def _summary_delta(self, event: ResponseEvent, out: list[StreamChunk]) -> None:
@@ -364,9 +379,12 @@ class ResponsesTranslator:
         self._reasoning_delta(event, out, "text")
 
     def _reasoning_delta(self, event: ResponseEvent, out: list[StreamChunk], source: str) -> None:
-        if not event.delta:
-            return
-        item = self._item(event, "reasoning")
+        if event.delta:
+            self._add_reasoning(self._item(event, "reasoning"), source, event.summary_index or 0, event.delta, out)
+
+    def _add_reasoning(self, item: _Item, source: str, part: int, text: str, out: list[StreamChunk]) -> None:
+        """Add ``text`` from ``source`` (``summary`` part ``part``, or raw ``text``) to the item's
+        reasoning block."""
         if item.reasoning_source is None:
             item.reasoning_source = source
         elif item.reasoning_source != source:
@@ -377,7 +395,6 @@ class ResponsesTranslator:
         if not block.open:
             return
         if source == "summary":
-            part = event.summary_index or 0
             if item.summary_index is None:
                 item.summary_index = part
                 item.summary_lengths.append(0)
@@ -385,10 +402,17 @@ class ResponsesTranslator:
                 item.summary_index = part
                 item.summary_lengths.append(0)
                 self._append(block, _SUMMARY_SEPARATOR, out)
-            item.summary_lengths[-1] += len(event.delta)
-        self._append(block, event.delta, out)
+            item.summary_lengths[-1] += len(text)
+        self._append(block, text, out)
 
     def _reasoning_done(self, item: _Item, wire: OutputItem, out: list[StreamChunk]) -> None:
+        if item.reasoning is None:  # nothing streamed: the complete item may still hold the text
+            for position, part in enumerate(wire.summary or ()):
+                if part.text:
+                    self._add_reasoning(item, "summary", position, part.text, out)
+            for part in wire.content or ():
+                if part.type == "reasoning_text" and part.text:
+                    self._add_reasoning(item, "text", 0, part.text, out)
         block = item.reasoning
         replayable = bool(item.wire_id) and (wire.encrypted_content is not None or self.stored)
         if block is None:

@@ -24,6 +24,7 @@ from harness_llm_openai.wire import WireError, snippet
 __all__ = [
     "IncompleteDetails",
     "InputTokensDetails",
+    "ItemPart",
     "OutputItem",
     "OutputTokensDetails",
     "ResponseError",
@@ -34,6 +35,16 @@ __all__ = [
 ]
 
 
+class ItemPart(msgspec.Struct, gc=False):
+    """A part of a complete item: a message's ``content`` (``output_text`` with ``text``,
+    ``refusal`` with ``refusal``), a reasoning item's ``summary`` (``summary_text``) or raw
+    ``content`` (``reasoning_text``)."""
+
+    type: str | None = None
+    text: str | None = None
+    refusal: str | None = None
+
+
 class OutputItem(msgspec.Struct, gc=False):
     """An ``output`` item (``response.output_item.added`` / ``.done`` ``item``).
 
@@ -42,7 +53,8 @@ class OutputItem(msgspec.Struct, gc=False):
     ``id`` is the item id (``msg_…``, ``rs_…``, ``fc_…``; missing on some servers); a function
     call also has ``call_id`` (what a tool result references), ``name`` and the complete
     ``arguments`` text on ``.done``; a reasoning item has ``encrypted_content`` on ``.done`` when
-    the request included ``reasoning.encrypted_content``.
+    the request included ``reasoning.encrypted_content``. On ``.done``, ``content`` and
+    ``summary`` hold the complete parts.
     """
 
     type: str | None = None
@@ -51,6 +63,8 @@ class OutputItem(msgspec.Struct, gc=False):
     name: str | None = None
     arguments: str | None = None
     encrypted_content: str | None = None
+    content: list[ItemPart] | None = None
+    summary: list[ItemPart] | None = None
 
 
 class InputTokensDetails(msgspec.Struct, gc=False):
