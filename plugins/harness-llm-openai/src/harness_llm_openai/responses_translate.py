@@ -269,51 +269,40 @@ class ResponsesTranslator:
 
     def _item(self, event: ResponseEvent, kind: str) -> _Item:
         """The item a delta belongs to (created when the delta came before ``output_item.added``)."""
-        item = self._by_id.get(event.item_id) if event.item_id else None
-        if item is None and event.output_index is not None:
-            item = self._by_output.get(event.output_index)
-        if item is None:
-            item = self._register(_Item(kind, event.item_id), event.output_index)
-        elif event.item_id and item.wire_id is None:
-            item.wire_id = event.item_id
-            self._by_id[event.item_id] = item
-        return item
+        return self._lookup(event.item_id, event.output_index, kind)
 
-    def _register(self, item: _Item, output_index: int | None) -> _Item:
-        self._items.append(item)
+    def _lookup(self, item_id: str | None, output_index: int | None, kind: str | None) -> _Item:
+        """The item known by ``item_id``, else by ``output_index`` (it learns the id then), else a
+        new one of ``kind``."""
+        item = self._by_id.get(item_id) if item_id else None
+        if item is None and output_index is not None:
+            item = self._by_output.get(output_index)
+        if item is None:
+            item = _Item(kind, item_id)
+            self._items.append(item)
+            if output_index is not None:
+                self._by_output[output_index] = item
+        if item_id and item.wire_id is None:
+            item.wire_id = item_id
         if item.wire_id:
             self._by_id[item.wire_id] = item
-        if output_index is not None:
-            self._by_output[output_index] = item
         return item
 
     def _item_added(self, event: ResponseEvent, out: list[StreamChunk]) -> None:
         wire = event.item or OutputItem()
-        item = self._by_id.get(wire.id) if wire.id else None
-        if item is None and event.output_index is not None:
-            item = self._by_output.get(event.output_index)
-        if item is None:
-            item = self._register(_Item(wire.type, wire.id), event.output_index)
-        else:
-            item.kind = wire.type or item.kind
+        item = self._lookup(wire.id, event.output_index, wire.type)
+        item.kind = wire.type or item.kind
         self._learn(item, wire)
         if item.kind == "function_call" and item.call_id and item.name:
             self._open_call(item, out)
 
     def _learn(self, item: _Item, wire: OutputItem) -> None:
-        if wire.id and item.wire_id is None:
-            item.wire_id = wire.id
-            self._by_id[wire.id] = item
         item.call_id = item.call_id or wire.call_id
         item.name = item.name or wire.name
 
     def _item_done(self, event: ResponseEvent, out: list[StreamChunk]) -> None:
         wire = event.item or OutputItem()
-        item = self._by_id.get(wire.id) if wire.id else None
-        if item is None and event.output_index is not None:
-            item = self._by_output.get(event.output_index)
-        if item is None:
-            item = self._register(_Item(wire.type, wire.id), event.output_index)
+        item = self._lookup(wire.id, event.output_index, wire.type)
         item.kind = item.kind or wire.type
         self._learn(item, wire)
         if item.done:
