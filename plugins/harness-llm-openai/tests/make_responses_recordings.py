@@ -113,6 +113,15 @@ class Stream:
         self.add("response.output_item.done", output_index=index, item=done)
         return done
 
+    def silent_reasoning(self, index: int, item_id: str) -> dict[str, Any]:
+        """A reasoning item that streams no summary (none was asked for), only its encrypted content."""
+        self.add(
+            "response.output_item.added", output_index=index, item={"id": item_id, "type": "reasoning", "summary": []}
+        )
+        done = {"id": item_id, "type": "reasoning", "summary": [], "encrypted_content": ENCRYPTED[::-1]}
+        self.add("response.output_item.done", output_index=index, item=done)
+        return done
+
     def call(self, index: int, item_id: str, call_id: str, name: str, pieces: list[str]) -> dict[str, Any]:
         item = {
             "id": item_id,
@@ -184,6 +193,15 @@ def main() -> None:
     ]
     tool.add("response.completed", response=response("completed", out, usage=USAGE))
     write("tool-call", tool)
+
+    replay = Stream()
+    replay.start()
+    out = [
+        replay.silent_reasoning(0, "rs_68af1c2f10"),
+        replay.call(1, "fc_68af1c2f11", "call_R3", "get_weather", ['{"city":"Genève"}']),
+    ]
+    replay.add("response.completed", response=response("completed", out, usage=USAGE))
+    write("replay", replay)
 
     parallel = Stream()
     parallel.start()

@@ -76,7 +76,7 @@ def arguments(delta: str, item_id: str | None = "fc_1", index: int = 0) -> dict[
 
 
 @pytest.mark.parametrize(
-    "name", ["text", "reasoning", "tool-call", "parallel-tool-calls", "usage", "in-band-error", "truncated"]
+    "name", ["text", "reasoning", "tool-call", "parallel-tool-calls", "usage", "in-band-error", "replay", "truncated"]
 )
 def test_recordings_give_the_same_chunks_at_every_byte_split(name: str) -> None:
     body = recorded(name)
@@ -108,6 +108,15 @@ def test_reasoning_recording_keeps_summary_parts_and_encrypted_content() -> None
     assert entry["id"] == "rs_68af1c2f00"
     assert entry["encrypted_content"].startswith("gAAAAABo")
     assert entry["summary"] == [len("**Greeting**\n\nThe user greets; "), len("answer **briefly**.")]
+
+
+def test_replay_recording_has_an_empty_signed_block_for_summary_less_reasoning() -> None:
+    chunks = translate(recorded("replay"))
+    assert ends(chunks)[0] == ReasoningBlock("", signed=True)
+    assert [c for c in chunks if isinstance(c, ReasoningDelta)] == []
+    entry = finish(chunks).replay_state["reasoning"]["0"]
+    assert entry["id"] == "rs_68af1c2f10"
+    assert "summary" not in entry
 
 
 def test_tool_call_is_keyed_by_item_id_but_carries_call_id() -> None:
