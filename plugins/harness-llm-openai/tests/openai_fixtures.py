@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Final
 
 from harness_core.kit.translator import StreamTranslator
 from harness_core.sse import SSEDecoder
-from harness_core.types import StreamChunk
+from harness_core.types import FileBlock, JsonSchemaFormat, StreamChunk
 from harness_llm_openai.translate import ChunkTranslator
+
+MEDIA: Final = (
+    FileBlock("image/png", data=b"\x89PNG\r\n\x1a\n\x00"),
+    FileBlock("image/jpeg", url="https://example.com/cat.jpg"),
+    FileBlock("application/pdf", data=b"%PDF-1.7 tiny", filename="report.pdf"),
+    FileBlock("audio/wav", data=b"RIFF\x00\x00\x00\x00WAVE"),
+)
+"""Files both OpenAI wires take (the conformance suites' ``media_options``)."""
+SCHEMA: Final = JsonSchemaFormat("person", {"type": "object", "properties": {"name": {"type": "string"}}})
+"""A structured-output format both OpenAI wires take."""
 
 
 def chunk(

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from openai_fixtures import MEDIA, SCHEMA
 from responses_fixtures import RECORDED
 
 from harness_core.adapter import LlmAdapter
 from harness_core.secret import Secret
 from harness_core.testing.conformance import AdapterConformance, load_recordings
-from harness_core.types import FileBlock, GenerateOptions, JsonSchemaFormat, Message
+from harness_core.types import FileBlock, GenerateOptions, Message
 from harness_llm_openai import Config, ResponsesAdapter
 
 KEY = "sk-" + "responses-conformance-0123456789"
@@ -30,22 +31,8 @@ class TestResponsesConformance(AdapterConformance):
             model=MODEL, messages=[Message.user("x", FileBlock("audio/wav", url="https://example.com/a.wav"))]
         ),
     }
-    media_options = GenerateOptions(
-        model=MODEL,
-        messages=[
-            Message.user(
-                "Compare",
-                FileBlock("image/png", data=b"\x89PNG\r\n\x1a\n\x00"),
-                FileBlock("application/pdf", url="https://example.com/report.pdf"),
-                FileBlock("audio/wav", data=b"RIFF\x00\x00\x00\x00WAVE"),
-            )
-        ],
-    )
-    schema_options = GenerateOptions(
-        model=MODEL,
-        messages=ASK,
-        response_format=JsonSchemaFormat("person", {"type": "object", "properties": {"name": {"type": "string"}}}),
-    )
+    media_options = GenerateOptions(model=MODEL, messages=[Message.user("Compare", *MEDIA)])
+    schema_options = GenerateOptions(model=MODEL, messages=ASK, response_format=SCHEMA)
     api_key = KEY
 
     def make_adapter(self, base_url: str) -> LlmAdapter:
