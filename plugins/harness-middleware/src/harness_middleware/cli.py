@@ -90,14 +90,12 @@ def _fmt(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
-        return f"{value:.4f}"
+        return f"{value:.6f}"
     return str(value)
 
 
+_KEYS = (("day", "day"), ("route", "route"), ("model", "model"))
 _TABLE = (
-    ("day", "day"),
-    ("route", "route"),
-    ("model", "model"),
     ("requests", "requests"),
     ("input", "input_tokens"),
     ("output", "output_tokens"),
@@ -107,22 +105,25 @@ _TABLE = (
     ("no_usage", "unknown_usage"),
     ("errors", "errors"),
     ("aborted", "aborted"),
-    ("cost", "cost"),
+    ("cached", "cached"),
+    ("cost_usd", "cost"),
+    ("unpriced", "unpriced"),
 )
-_SUMMED = [key for _, key in _TABLE[3:]]
+_SUMMED = [key for _, key in _TABLE]
 
 
-def _totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    total: dict[str, Any] = {"day": "total", "route": "", "model": ""}
+def _totals(rows: list[dict[str, Any]], by: tuple[str, ...]) -> dict[str, Any]:
+    total: dict[str, Any] = {key: "total" if i == 0 else "" for i, key in enumerate(by)}
     for key in _SUMMED:
         known = [row[key] for row in rows if row[key] is not None]
         total[key] = sum(known) if known else None
     return total
 
 
-def _table(rows: list[dict[str, Any]]) -> str:
-    cells = [[title for title, _ in _TABLE]] + [[_fmt(row[key]) for _, key in _TABLE] for row in rows]
-    widths = [max(len(line[i]) for line in cells) for i in range(len(_TABLE))]
+def _table(rows: list[dict[str, Any]], by: tuple[str, ...]) -> str:
+    columns = [column for column in _KEYS if column[1] in by] + list(_TABLE)
+    cells = [[title for title, _ in columns]] + [[_fmt(row[key]) for _, key in columns] for row in rows]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
     return "\n".join(
         "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip() for line in cells
     )
@@ -132,26 +133,39 @@ def _table(rows: list[dict[str, Any]]) -> str:
 @click.option("-c", "--config", type=click.Path(dir_okay=False), help=_CONFIG_HELP)
 @click.option("--db", type=click.Path(dir_okay=False), help="the usage SQLite file (overrides the config)")
 @click.option("--since", help="only streams since YYYY-MM-DD (UTC), an ISO time, or a span back (7d, 12h, 30m)")
+@click.option(
+    "--by",
+    "by_text",
+    default="day,route,model",
+    show_default=True,
+    help="group by these comma-separated columns among day, route, model ('' = one total)",
+)
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
-def usage_command(config: str | None, db: str | None, since: str | None, as_json: bool) -> None:
-    """Token usage and cost by UTC day, route and model, from the usage middleware's ledger.
+def usage_command(config: str | None, db: str | None, since: str | None, by_text: str, as_json: bool) -> None:
+    """Token usage and cost (USD) by UTC day, route and model, from the usage middleware's ledger.
 
-    Token sums count the streams that reported usage; `no_usage` counts those that did not
-    (unknown, not free). `cost` sums the known costs (prices from the usage config).
+    Token sums count the streams that reached a provider and reported usage; `no_usage` counts
+    those that did not (unknown, not free) and `cached` the cache hits (nothing spent).
+    `cost_usd` sums the known costs (the genai-prices table, or the usage config's `prices`);
+    `unpriced` counts the rows whose cost is unknown (model not in the table, or no usage).
     """
+    by = tuple(name.strip() for name in by_text.split(",") if name.strip())
     start = parse_since(since) if since is not None else None
     ledger = _ledger(config, db)
     if not ledger.path.exists():
         raise _ConfigProblem(f"no usage ledger at {ledger.path} (is the usage middleware enabled?)")
     try:
-        rows = ledger.summary(start)
+        rows = ledger.summary(start, by)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--by") from exc
     except sqlite3.Error as exc:
         raise _ConfigProblem(f"cannot read the usage ledger {ledger.path}: {exc}") from exc
     if as_json:
-        click.echo(json.dumps({"path": str(ledger.path), "rows": rows, "total": _totals(rows)}, indent=2))
+        document = {"path": str(ledger.path), "by": list(by), "rows": rows, "total": _totals(rows, by)}
+        click.echo(json.dumps(document, indent=2))
         return
     click.echo(f"usage ledger: {ledger.path}")
-    click.echo(_table([*rows, _totals(rows)]))
+    click.echo(_table([*rows, _totals(rows, by)], by))
 
 
 @click.group("cache")
