@@ -183,13 +183,27 @@ def show_chain(route: str | None, config: str | None, *, as_json: bool) -> int:
         return EXIT_OK
     shown = target if target is not None else "none given (pass ROUTE or set defaults.provider): middleware only"
     text = f"route: {shown} (outermost first)\n"
-    text += "".join(f"{number}. {link['key']} ({link['tier']})\n" for number, link in enumerate(links, 1))
+    text += "".join(
+        f"{number}. {link['key']} ({link['tier']})" + (f": {link['detail']}" if "detail" in link else "") + "\n"
+        for number, link in enumerate(links, 1)
+    )
     out.write(loaded.redact(text))
     return EXIT_OK
 
 
 async def _chain(loaded: LoadedConfig, route: str | None) -> list[dict[str, str]]:
+    """The links of ``route``'s chain; a middleware with a ``describe_chain(route) -> str | None``
+    method adds its ``detail`` (``fallback`` lists its targets)."""
     from harness_core.runtime import Harness
 
+    instances = {plugin.key: plugin.instance for plugin in loaded.plugins}
     async with Harness(loaded.plugins, defaults=loaded.defaults, failures=loaded.failures) as harness:
-        return [{"key": link.key, "tier": link.tier} for link in harness.chain(route)]
+        links: list[dict[str, str]] = []
+        for link in harness.chain(route):
+            entry = {"key": link.key, "tier": link.tier}
+            describe = getattr(instances.get(link.key), "describe_chain", None)
+            detail = describe(route) if callable(describe) else None
+            if detail:
+                entry["detail"] = str(detail)
+            links.append(entry)
+        return links

@@ -25,13 +25,16 @@ NOTES_KEY = "harness.notes"
 class Attempt(msgspec.Struct, frozen=True, omit_defaults=True):
     """One target ``fallback`` tried: ``route``/``model``, and why it was left (``None`` = served).
 
-    ``skipped`` is true for a target that was not called because it was cooling down.
+    ``skipped`` is true for a target that was not called because it was cooling down;
+    ``after_content`` for a ``failure`` that came after the target had sent content (the stream
+    then ended with it: nothing is replayed from another target).
     """
 
     route: str | None
     model: str | None
     failure: Failure | None = None
     skipped: bool = False
+    after_content: bool = False
 
 
 @dataclass
