@@ -48,7 +48,7 @@ import msgspec
 
 from harness_core.types import TokenUsage
 
-__all__ = ["Cost", "CostLine", "Price", "PriceBook", "TokenKind", "table_version"]
+__all__ = ["Cost", "CostLine", "Price", "PriceBook", "PricingConfig", "TokenKind", "table_version"]
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +104,27 @@ class Cost(msgspec.Struct, frozen=True):
     lines: tuple[CostLine, ...]
     source: str
     price_id: str
+
+
+class PricingConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """The pricing fields of a middleware config (``usage``, ``prompt-log``) in plugins.yaml.
+
+    Fields:
+        prices: price overrides in USD per million tokens keyed ``"route/model"``,
+            ``"route/*"`` or ``"*/model"`` (the first that matches, in that order), for private
+            or unlisted models; they win over the price table.
+        price_providers: route → the price table's provider id when the route's name is not one
+            (``{work: openai}``); ``null`` keeps a route out of the table.
+        price_table: ``false`` prices from ``prices`` only (no genai-prices lookup).
+    """
+
+    prices: dict[str, Price] = msgspec.field(default_factory=dict)
+    price_providers: dict[str, str | None] = msgspec.field(default_factory=dict)
+    price_table: bool = True
+
+    def price_book(self) -> PriceBook:
+        """The :class:`PriceBook` these fields describe."""
+        return PriceBook(self.prices, self.price_providers, use_table=self.price_table)
 
 
 def table_version() -> str:

@@ -37,7 +37,7 @@ from harness_core.types import Finish, GenerateOptions, StreamChunk, TokenUsage,
 from harness_middleware import _sqlite
 from harness_middleware._stream import aclose
 from harness_middleware.notes import open_notes
-from harness_middleware.pricing import Cost, Price, PriceBook
+from harness_middleware.pricing import Cost, PricingConfig
 
 __all__ = ["UsageLedger", "UsagePlugin", "UsageRecord", "default_usage_path"]
 
@@ -236,31 +236,22 @@ def _outcome(finish: Finish | None, raised: BaseException | None) -> tuple[Statu
 class UsagePlugin:
     """Middleware recording every stream in the SQLite ledger (see module doc)."""
 
-    class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-        """``usage:`` in plugins.yaml.
+    class Config(PricingConfig, forbid_unknown_fields=True, kw_only=True):
+        """``usage:`` in plugins.yaml: the pricing fields of :class:`PricingConfig`, and
 
         Fields:
             path: the SQLite file; default ``<user data dir>/harness/usage.sqlite``.
-            prices: price overrides in USD per million tokens keyed ``"route/model"``,
-                ``"route/*"`` or ``"*/model"`` (the first that matches, in that order), for
-                private or unlisted models; they win over the price table.
-            price_providers: route → the price table's provider id when the route's name is
-                not one (``{work: openai}``); ``null`` keeps a route out of the table.
-            price_table: ``false`` prices from ``prices`` only (no genai-prices lookup).
             write_timeout: seconds a ledger write may take before it is given up (logged).
         """
 
         path: str | None = None
-        prices: dict[str, Price] = msgspec.field(default_factory=dict)
-        price_providers: dict[str, str | None] = msgspec.field(default_factory=dict)
-        price_table: bool = True
         write_timeout: Annotated[float, msgspec.Meta(gt=0)] = 5.0
 
     def __init__(self, config: Config | None = None) -> None:
         self.config = config if config is not None else self.Config()
         path = Path(self.config.path).expanduser() if self.config.path is not None else default_usage_path()
         self.ledger = UsageLedger(_sqlite.check_database_path(path, "usage"))
-        self.prices = PriceBook(self.config.prices, self.config.price_providers, use_table=self.config.price_table)
+        self.prices = self.config.price_book()
 
     @hookimpl
     async def llm_stream(self, options: GenerateOptions, call_next: CallNext) -> AsyncIterator[StreamChunk]:
@@ -324,15 +315,6 @@ class UsagePlugin:
         return cost
 
     async def _write(self, record: UsageRecord) -> None:
-        """Insert ``record`` in a worker thread, shielded from cancellation, bounded in time.
-
-        A database fault or a write that outlasts ``write_timeout`` is logged, not raised: the
-        caller's stream has already ended and must not fail because of its accounting.
-        """
-        with anyio.CancelScope(shield=True), anyio.move_on_after(self.config.write_timeout) as bound:
-            try:
-                await anyio.to_thread.run_sync(self.ledger.insert, record, abandon_on_cancel=True)
-            except sqlite3.Error:
-                logger.exception("usage: could not record the stream in %s", self.ledger.path)
-        if bound.cancelled_caught:
-            logger.error("usage: recording the stream in %s took over %ss", self.ledger.path, self.config.write_timeout)
+        """Insert ``record`` in a worker thread, shielded and bounded (:func:`_sqlite.record`)."""
+        what = f"usage: recording the stream in {self.ledger.path}"
+        await _sqlite.record(lambda: self.ledger.insert(record), bound=self.config.write_timeout, log=logger, what=what)
