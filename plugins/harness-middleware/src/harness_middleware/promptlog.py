@@ -303,8 +303,7 @@ class PromptLogPlugin:
         first_chunk_ms: float | None,
     ) -> LogEntry:
         """The row of one stream: ``options`` as the caller sent them, what ``assembler`` saw."""
-        route = notes.served_route or options.provider
-        model = notes.served_model or options.model
+        route, model = notes.served(options)
         usage = assembler.usage
         finish = assembler.finish
         cost = None
