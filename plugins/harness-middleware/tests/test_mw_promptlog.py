@@ -218,6 +218,25 @@ async def filled(tmp_path: Path) -> PromptLog:
 
 async def test_logs_command_text_and_json(tmp_path: Path) -> None:
     log = await filled(tmp_path)
+    from harness_core.errors import LlmError
+    from harness_middleware.notes import Attempt
+
+    async def fell_back(opts: Any) -> Any:
+        notes = notes_of(opts)
+        assert notes is not None
+        notes.attempts += [
+            Attempt("x", "m0", skipped=True),
+            Attempt("a", "m1", failure=LlmError("SERVER", "down", status=503).to_failure()),
+            Attempt("b", "m2"),
+        ]
+        notes.served_route, notes.served_model = "b", "m2"
+        for chunk in [*text_chunks("ok"), stop()]:
+            yield chunk
+
+    await collect(PromptLogPlugin(PromptLogPlugin.Config(path=str(log.path))).llm_stream(options("fb"), fell_back))
+    text = CliRunner().invoke(harness_cli, ["logs", "--db", str(log.path), "-n", "1"]).output
+    assert "route: b/m2 (requested fake/m1)" in text
+    assert "  attempt x/m0: skipped (cooling down)\n  attempt a/m1: SERVER: down\n  attempt b/m2: served" in text
     result = CliRunner().invoke(harness_cli, ["logs", "--db", str(log.path), "-n", "0"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert "prompt: hello" in result.output
@@ -225,7 +244,7 @@ async def test_logs_command_text_and_json(tmp_path: Path) -> None:
     assert "finish: error NETWORK: boom" in result.output
     assert "(2 cache read, 1 reasoning)" in result.output
     assert "cost: unknown" in result.output
-    data = json.loads(CliRunner().invoke(harness_cli, ["logs", "--db", str(log.path), "--json", "-q", "hell"]).output)
+    data = json.loads(CliRunner().invoke(harness_cli, ["logs", "--db", str(log.path), "--json", "-q", "hello"]).output)
     assert [entry["prompt"] for entry in data] == ["hello"]
     cid = data[0]["conversation_id"]
     by_cid = CliRunner().invoke(harness_cli, ["logs", "--db", str(log.path), "--cid", cid, "--since", "1d"])
