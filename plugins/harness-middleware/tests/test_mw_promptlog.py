@@ -346,3 +346,34 @@ def test_two_routes_first_503_answered_by_the_second_and_logged(tmp_path: Path) 
     assert entry["cost"] == pytest.approx(float(price.total))
     assert entry["price_source"].startswith("genai-prices ")
     assert entry["response"] == "served by backup"
+
+
+async def test_files_are_stored_by_digest_and_named_when_continued(tmp_path: Path) -> None:
+    import hashlib
+
+    from harness_core.types import FileBlock, TextBlock
+
+    p = plugin(tmp_path)
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
+    message = Message(
+        role="user",
+        content=[
+            TextBlock("what is this?"),
+            FileBlock("image/png", data=png, filename="x.png"),
+            FileBlock("image/png", url="https://example.com/y.png"),
+        ],
+    )
+    await collect(
+        p.llm_stream(msgspec.structs.replace(options(), messages=[message]), Script([*text_chunks("a cat"), stop()]))
+    )
+    assert png not in (tmp_path / "logs.sqlite").read_bytes()
+    [entry] = p.log.entries()
+    digest = "sha256:" + hashlib.sha256(png).hexdigest()
+    assert entry.request["messages"][0]["content"][1]["data"] == digest
+    continued = p.continuation(None)
+    assert continued is not None
+    first = continued.history[0]
+    assert first.content[1] == TextBlock(
+        f"[file x.png (image/png, {digest}) was attached; the prompt log keeps no bytes]"
+    )
+    assert first.content[2] == FileBlock("image/png", url="https://example.com/y.png")
