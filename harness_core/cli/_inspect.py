@@ -163,16 +163,16 @@ def _defaults_problem(loaded: LoadedConfig, key: str, message: str) -> ConfigPro
 def show_chain(route: str | None, config: str | None, *, as_json: bool) -> int:
     """Print the middleware order for ``route`` (default route when ``None``), then its adapter.
 
-    Everything printed, and every log record emitted while the harness runs, is redacted.
+    The default route is ``defaults.provider``, else the only route served when exactly one is
+    (the output says so). Everything printed, and every log record emitted while the harness runs, is redacted.
     """
     err = Sink(sys.stderr)
     loaded = load_for_start(config, err)
     if loaded is None:
         return EXIT_USAGE
-    target = route if route is not None else loaded.defaults.provider
     try:
         with redacted_logging(loaded.redact):
-            links = anyio.run(_chain, loaded, target)
+            target, links = anyio.run(_chain, loaded, route)
     except LlmError as exc:
         err.write(loaded.redact(f"error: {exc}") + "\n")
         return EXIT_USAGE
@@ -181,15 +181,22 @@ def show_chain(route: str | None, config: str | None, *, as_json: bool) -> int:
         document = _redact_data({"route": target, "chain": links}, loaded.redact)
         out.write(msgspec.json.encode(document).decode() + "\n")
         return EXIT_OK
-    shown = target if target is not None else "none given (pass ROUTE or set defaults.provider): middleware only"
+    if target is None:
+        shown = "none given (pass ROUTE or set defaults.provider): middleware only"
+    elif route is None and loaded.defaults.provider is None:
+        shown = f"{target} (the only route served; no defaults.provider)"
+    else:
+        shown = target
     text = f"route: {shown} (outermost first)\n"
     text += "".join(f"{number}. {link['key']} ({link['tier']})\n" for number, link in enumerate(links, 1))
     out.write(loaded.redact(text))
     return EXIT_OK
 
 
-async def _chain(loaded: LoadedConfig, route: str | None) -> list[dict[str, str]]:
+async def _chain(loaded: LoadedConfig, route: str | None) -> tuple[str | None, list[dict[str, str]]]:
+    """The route shown (``route``, else the harness's default route) and its chain."""
     from harness_core.runtime import Harness
 
     async with Harness(loaded.plugins, defaults=loaded.defaults, failures=loaded.failures) as harness:
-        return [{"key": link.key, "tier": link.tier} for link in harness.chain(route)]
+        target = route if route is not None else harness.default_route()
+        return target, [{"key": link.key, "tier": link.tier} for link in harness.chain(target)]

@@ -29,12 +29,14 @@ def cli_env(tmp_path: Path) -> dict[str, str]:
 
 @pytest.fixture
 def harness(tmp_path: Path, cli_env: dict[str, str]) -> Harness:
-    """``harness(*args, input=None)`` runs ``python -m harness_core.cli *args`` in tmp_path."""
+    """``harness(*args, input=None)`` runs ``python -m harness_core.cli *args`` in tmp_path
+    (stdin is ``input``, else empty: ``harness run`` reads piped stdin)."""
 
     def run(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "harness_core.cli", *args],
             input=input,
+            stdin=subprocess.DEVNULL if input is None else None,  # never the test runner's stdin
             capture_output=True,
             text=True,
             env=cli_env,

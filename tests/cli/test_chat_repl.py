@@ -307,7 +307,8 @@ def test_errors_are_shown_and_the_repl_goes_on(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_an_error_without_a_route_names_no_place(monkeypatch: pytest.MonkeyPatch) -> None:
-    with session(monkeypatch, ["hello"], defaults=None) as s:
+    """Two routes and no defaults: no route is chosen (with one route, that one would be)."""
+    with session(monkeypatch, ["hello"], fake=FakeAdapter(text_reply("unused")), defaults=None) as s:
         assert s.run() == 0
     assert s.err.getvalue().startswith("error: NO_ADAPTER: no route given (options.provider)")
     assert s.err.getvalue().endswith("(the message was not added to the history)\n")

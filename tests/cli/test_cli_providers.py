@@ -94,6 +94,7 @@ def test_run_through_each_provider_adapter(tmp_path: Path, route: str) -> None:
         env = {**os.environ, "PROVIDER_KEY": KEY, "HARNESS_CONFIG": str(config)}
         result = subprocess.run(
             [sys.executable, "-m", "harness_core.cli", "run", "-p", route, "-m", "model-x", "Say hello"],
+            stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
             env=env,
