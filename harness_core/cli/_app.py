@@ -196,8 +196,8 @@ def chat(ctx: click.Context, /, **options: Any) -> None:
 def plugins(ctx: click.Context, config: str | None, as_json: bool) -> None:
     """List installed, enabled, disabled and failed plugins with versions and routes.
 
-    Plugins named in plugins.yaml are imported and their configs validated, but not started:
-    routes come from each config's `routes` field.
+    Plugins named in plugins.yaml are imported, validated, built and started (no request is
+    sent), as `harness run` and `config check` do: one that cannot start is listed as failed.
     """
     from harness_core.cli._inspect import show_plugins
 

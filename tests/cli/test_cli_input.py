@@ -248,3 +248,38 @@ def test_a_default_model_for_another_route_still_needs_m(harness: Harness, confi
     result = harness("run", "-p", "openai", "hi")
     assert result.returncode == 2
     assert "pass -m MODEL or set defaults.model" in result.stderr
+
+
+# ------------------------------------------------------------------ harness plugins: the status run sees
+
+
+@pytest.mark.parametrize(
+    ("plugin", "config_text", "reason"),
+    [
+        ("failinit", "{name: x}", "plugin 'failinit' failed to start: RuntimeError: cannot connect"),
+        (
+            "startfail",
+            "{}",
+            "plugin 'startfail' failed to start: RuntimeError: cannot start [middleware, stage register]",
+        ),
+        ("notgen", "{}", "CONFIG: plugin 'notgen': llm_stream must be an async generator function"),
+    ],
+)
+def test_plugins_reports_a_plugin_that_cannot_start_as_failed(
+    harness: Harness, config: Config, plugin: str, config_text: str, reason: str
+) -> None:
+    config(f"plugins:\n  mock: {{}}\n  {plugin}: {config_text}\n")
+    run = harness("run", "hi")  # run refuses it (a middleware) or warns that its routes are unavailable ...
+    assert f"plugin {plugin!r}" in run.stderr
+    assert run.returncode == 2 or "its routes are unavailable" in run.stderr
+    assert harness("config", "check").returncode == 2  # ... config check reports it ...
+    result = harness("plugins")  # ... and plugins does not call it enabled
+    assert result.returncode == 0
+    rows = {line.split()[0]: line.split()[1] for line in result.stdout.splitlines()[2:] if not line.startswith("!")}
+    assert rows["mock"] == "enabled"
+    assert rows[plugin] == "failed"
+    assert sum(reason in line for line in result.stdout.splitlines() if line.startswith("! ")) == 1
+    document = json.loads(harness("plugins", "--json").stdout)
+    (entry,) = [entry for entry in document["plugins"] if entry["key"] == plugin]
+    assert entry["state"] == "failed"
+    assert reason in entry["message"]
