@@ -181,8 +181,11 @@ def chat(ctx: click.Context, /, **options: Any) -> None:
     `--tool NAME` the model may call those registered tools, as in `harness run`. A failed reply
     is shown as one `error: ...` line (as in `harness run`) and the REPL goes on.
 
+    SIGTERM and SIGHUP abort the reply being streamed as Ctrl-C does, then leave.
+
     Exit codes: 0 end of input or /quit; 1 output that cannot be written; 2 usage or config error
-    (e.g. an unknown tool, a middleware that failed to start); 141 stdout closed by its reader.
+    (e.g. an unknown tool, a middleware that failed to start); 129/143 SIGHUP/SIGTERM; 141 stdout
+    closed by its reader.
     """
     from harness_core.cli._chat import run_chat
 

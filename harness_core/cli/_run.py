@@ -27,7 +27,7 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Final, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import anyio
 import anyio.abc
@@ -35,6 +35,7 @@ import msgspec
 
 from harness_core.abort import AbortSignal
 from harness_core.cli._common import (
+    ABORT_SIGNALS,
     EXIT_ABORTED,
     EXIT_ERROR,
     EXIT_OK,
@@ -162,15 +163,6 @@ def _clean_option(value: str | None) -> tuple[str | None, bool]:
     return clean_argument(value) if value is not None else (None, False)
 
 
-_SIGNALS: Final = {
-    signal.SIGINT: "interrupted by Ctrl-C",
-    signal.SIGTERM: "terminated by SIGTERM",
-    signal.SIGHUP: "hung up (SIGHUP)",
-}
-"""The signals that abort a run (what Ctrl-C, ``timeout``, ``docker stop``, systemd and a closed
-terminal send), with the abort reason each gives."""
-
-
 class _Interrupts:
     """Watches SIGINT, SIGTERM and SIGHUP for one run: the first fires ``abort`` (middleware
     cleanup runs, the usage row is written as aborted), a second cancels everything.
@@ -191,10 +183,10 @@ class _Interrupts:
         return 128 + (self.signum if self.signum is not None else signal.SIGINT)
 
     async def watch(self, scope: anyio.CancelScope, *, task_status: anyio.abc.TaskStatus[None]) -> None:
-        with anyio.open_signal_receiver(*_SIGNALS) as signals:
+        with anyio.open_signal_receiver(*ABORT_SIGNALS) as signals:
             task_status.started()
             self.signum = await anext(signals)
-            self.abort.fire(_SIGNALS[self.signum])
+            self.abort.fire(ABORT_SIGNALS[self.signum])
             again = "press Ctrl-C again" if self.signum == signal.SIGINT else "signal again"
             self.renderer.note(f"aborting… ({again} to quit at once)")
             await anext(signals)

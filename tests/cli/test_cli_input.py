@@ -63,6 +63,41 @@ def test_a_termination_signal_aborts_like_ctrl_c(
     assert [finish["kind"] for finish in finishes] == ["aborted"]
 
 
+@pytest.mark.parametrize("streaming", [True, False])
+def test_sigterm_in_chat_aborts_the_reply_and_leaves(
+    tmp_path: Path, cli_env: dict[str, str], config: Config, streaming: bool
+) -> None:
+    ledger = tmp_path / "usage.sqlite"
+    config(
+        f"plugins:\n  usage: {{path: '{ledger}'}}\n  mock: {{delay: 0.2}}\ndefaults: {{provider: mock, model: echo}}\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "harness_core.cli", "chat"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli_env,
+        cwd=tmp_path,
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    process.stdin.write((WORDS if streaming else "w0 w1") + "\n")
+    process.stdin.flush()
+    assert process.stdout.read(3) == "w0 "  # the reply is streaming
+    if not streaming:
+        assert process.stdout.read(3) == "w1\n"  # the reply ended: the REPL waits for a line
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 143, err
+    assert "terminated by SIGTERM" in err
+    assert "Traceback" not in err
+    assert "w199" not in out
+    with sqlite3.connect(ledger) as db:
+        statuses = [row[0] for row in db.execute("SELECT status FROM usage")]
+    assert statuses == (["aborted"] if streaming else ["complete"])
+
+
 # ------------------------------------------------------------------ stdin and the prompt
 
 
