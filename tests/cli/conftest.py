@@ -48,6 +48,25 @@ def harness(tmp_path: Path, cli_env: dict[str, str]) -> Harness:
 
 
 @pytest.fixture
+def spawn(tmp_path: Path, cli_env: dict[str, str]) -> Callable[..., subprocess.Popen[str]]:
+    """``spawn(*args, stdin=DEVNULL)`` starts ``python -m harness_core.cli *args`` in tmp_path
+    (text pipes for stdout and stderr) for tests that talk to the running process."""
+
+    def start(*args: str, stdin: int = subprocess.DEVNULL) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "harness_core.cli", *args],
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=cli_env,
+            cwd=tmp_path,
+        )
+
+    return start
+
+
+@pytest.fixture
 def config(tmp_path: Path) -> Callable[[str], str]:
     """Write plugins.yaml text to tmp_path/plugins.yaml (found by the search) and return its path."""
 

@@ -20,6 +20,7 @@ from harness_core.types import BlockEnd, BlockStart, TextBlock, TextDelta, ToolC
 
 Harness = Callable[..., "subprocess.CompletedProcess[str]"]
 Config = Callable[[str], str]
+Spawn = Callable[..., "subprocess.Popen[str]"]
 WORDS = " ".join(f"w{i}" for i in range(200))
 
 
@@ -28,7 +29,7 @@ WORDS = " ".join(f"w{i}" for i in range(200))
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_a_termination_signal_aborts_like_ctrl_c(
-    tmp_path: Path, cli_env: dict[str, str], config: Config, signum: signal.Signals
+    tmp_path: Path, spawn: Spawn, config: Config, signum: signal.Signals
 ) -> None:
     """The signal mid-stream fires the abort: middleware cleanup runs (usage row 'aborted',
     trace ends with finish{aborted}), the partial output is kept, exit 128 + signal."""
@@ -37,15 +38,7 @@ def test_a_termination_signal_aborts_like_ctrl_c(
         f"plugins:\n  usage: {{path: '{ledger}'}}\n  trace: {{path: t.jsonl}}\n  mock: {{delay: 0.2}}\n"
         "defaults: {provider: mock, model: echo}\n"
     )
-    process = subprocess.Popen(
-        [sys.executable, "-m", "harness_core.cli", "run", WORDS],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=cli_env,
-        cwd=tmp_path,
-    )
+    process = spawn("run", WORDS)
     assert process.stdout is not None
     first = process.stdout.read(3)  # "w0 " arrived: the stream is running
     process.send_signal(signum)
@@ -65,21 +58,13 @@ def test_a_termination_signal_aborts_like_ctrl_c(
 
 @pytest.mark.parametrize("streaming", [True, False])
 def test_sigterm_in_chat_aborts_the_reply_and_leaves(
-    tmp_path: Path, cli_env: dict[str, str], config: Config, streaming: bool
+    tmp_path: Path, spawn: Spawn, config: Config, streaming: bool
 ) -> None:
     ledger = tmp_path / "usage.sqlite"
     config(
         f"plugins:\n  usage: {{path: '{ledger}'}}\n  mock: {{delay: 0.2}}\ndefaults: {{provider: mock, model: echo}}\n"
     )
-    process = subprocess.Popen(
-        [sys.executable, "-m", "harness_core.cli", "chat"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=cli_env,
-        cwd=tmp_path,
-    )
+    process = spawn("chat", stdin=subprocess.PIPE)
     assert process.stdin is not None
     assert process.stdout is not None
     process.stdin.write((WORDS if streaming else "w0 w1") + "\n")
