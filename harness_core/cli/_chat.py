@@ -45,6 +45,7 @@ from harness_core.cli._common import (
     report_error,
 )
 from harness_core.cli._run import Renderer
+from harness_core.cli._text import UNDECODABLE_WARNING, clean_argument
 from harness_core.conversation import Conversation, MaxStepsExceeded, Reply
 from harness_core.errors import LlmError
 from harness_core.runtime import Harness
@@ -199,6 +200,7 @@ class Repl:
         self.verbose = verbose
         self._turn: _Turn | None = None
         self.terminated: int | None = None
+        self._warned_undecodable = False
         """The SIGTERM/SIGHUP received, if any: the REPL leaves after the current reply."""
         self.attachments: list[FileBlock] = []
         """Files attached with ``/attach``, sent with the next message (kept until one is sent)."""
@@ -213,6 +215,9 @@ class Repl:
         abort the reply being streamed as Ctrl-C does (its middleware cleanup runs), then leave:
         the code is 128 + the signal."""
         previous = {signum: signal.signal(signum, self._on_signal) for signum in ABORT_SIGNALS}
+        reconfigure = getattr(sys.stdin, "reconfigure", None)
+        if reconfigure is not None:  # undecodable bytes arrive as surrogates, replaced line by line
+            reconfigure(errors="surrogateescape")
         try:
             if self.interactive:
                 import readline  # noqa: F401 - line editing and history for input()
@@ -256,12 +261,14 @@ class Repl:
         stdin is read directly (:func:`input` would flush stdout first, failing on a full disk
         before anything was written).
         """
-        if self.interactive:
-            return input(PROMPT)
-        line = sys.stdin.readline()
-        if not line:
+        line = input(PROMPT) if self.interactive else sys.stdin.readline()
+        if not line and not self.interactive:
             raise EOFError
-        return line.removesuffix("\n")
+        line, replaced = clean_argument(line.removesuffix("\n"))
+        if replaced and not self._warned_undecodable:
+            self._warned_undecodable = True
+            self.note(UNDECODABLE_WARNING)
+        return line
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         """SIGINT: abort the reply (a second one cancels it), else drop the line. SIGTERM/SIGHUP:

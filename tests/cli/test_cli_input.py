@@ -127,6 +127,14 @@ def test_a_terminal_stdin_is_not_read() -> None:
 # ------------------------------------------------------------------ undecodable bytes
 
 
+def _cached_config(tmp_path: Path) -> None:
+    """The cache middleware hashes the request: a surrogate reaching it would fail the run."""
+    cache = tmp_path / "c.sqlite"
+    (tmp_path / "plugins.yaml").write_text(
+        f"plugins:\n  cache: {{path: '{cache}'}}\n  mock: {{}}\ndefaults: {{provider: mock, model: echo}}\n"
+    )
+
+
 def _run_bytes(tmp_path: Path, cli_env: dict[str, str], args: list[bytes], stdin: bytes) -> tuple[int, str, str]:
     result = subprocess.run(
         [sys.executable.encode(), b"-m", b"harness_core.cli", b"run", *args],
@@ -153,10 +161,7 @@ def test_undecodable_bytes_become_replacement_characters(
 ) -> None:
     """Never a surrogate to the adapter: U+FFFD and one warning line (the cache middleware
     hashes the request, so a surrogate there would fail the run)."""
-    (tmp_path / "plugins.yaml").write_text(
-        f"plugins:\n  cache: {{path: '{tmp_path / 'c.sqlite'}'}}\n  mock: {{}}\n"
-        "defaults: {provider: mock, model: echo}\n"
-    )
+    _cached_config(tmp_path)
     code, out, err = _run_bytes(tmp_path, cli_env, args, stdin)
     assert (code, out) == (0, expected)
     warnings = [line for line in err.splitlines() if line.startswith("warning:")]
@@ -303,3 +308,18 @@ def test_plugins_reports_a_plugin_that_cannot_start_as_failed(
     (entry,) = [entry for entry in document["plugins"] if entry["key"] == plugin]
     assert entry["state"] == "failed"
     assert reason in entry["message"]
+
+
+def test_chat_replaces_undecodable_bytes_and_warns_once(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    _cached_config(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "harness_core.cli", "chat"],
+        input=b"caf\xe9 one\nbad \xff two\nfine\n",
+        capture_output=True,
+        env={**cli_env, "LC_ALL": "C.UTF-8"},  # strict UTF-8 decoding of stdin by default
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.decode("utf-8") == "caf\ufffd one\nbad \ufffd two\nfine\n"
+    assert result.stderr.decode("utf-8").splitlines() == [UNDECODABLE_WARNING]
