@@ -1,0 +1,162 @@
+"""``harness serve``: the gateway as an ASGI application with a lifespan, served by uvicorn.
+
+:class:`GatewayServer` is the ASGI application: on startup it reads ``plugins.yaml`` (the
+``gateway`` entry and every plugin), starts the runtime, opens the state store and applies its
+migrations; while running it reloads on SIGHUP (and, with ``watch``, when the file changes); on
+shutdown it drains streams in flight (uvicorn's graceful shutdown, bounded by ``drain_timeout``)
+and closes the runtime and the store. With several workers every worker process builds its own
+(:func:`worker_app`, configured through environment variables by :func:`serve`).
+
+uvicorn: https://www.uvicorn.org/settings/ ; ASGI lifespan:
+https://asgi.readthedocs.io/en/latest/specs/lifespan.html
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+
+from harness_gateway.app import Gateway, build_app
+from harness_gateway.config import default_database_path
+from harness_gateway.errors import GatewayError
+from harness_gateway.runtime import RuntimeHolder, load_runtime
+from harness_gateway.store import SqlStore, store_from_spec
+
+__all__ = ["ENV_CONFIG", "ENV_HOST", "ENV_WATCH", "GatewayServer", "serve", "worker_app"]
+
+logger = logging.getLogger("harness_gateway")
+
+ENV_CONFIG: Final = "HARNESS_GATEWAY_CONFIG"
+ENV_HOST: Final = "HARNESS_GATEWAY_HOST"
+ENV_WATCH: Final = "HARNESS_GATEWAY_WATCH"
+_WATCH_INTERVAL: Final = 1.0  # seconds between two looks at the config file's modification time
+
+
+class GatewayServer:
+    """The gateway ASGI app: ``config`` is the plugins.yaml path (``None``: the usual search),
+    ``host`` the address served (it decides whether keys are required by default), ``watch``
+    reloads when the file changes."""
+
+    def __init__(self, config: str | None, host: str, *, watch: bool = False) -> None:
+        self.config_path = config
+        self.host = host
+        self.watch = watch
+        self.gateway: Gateway | None = None
+        self.app: Any = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await self.lifespan(receive, send)
+            return
+        assert self.app is not None, "the server did not start (lifespan startup failed)"
+        await self.app(scope, receive, send)
+
+    async def start(self) -> Gateway:
+        """Load the runtime, open and migrate the store, build the app."""
+        runtime = await load_runtime(self.config_path)
+        config = runtime.config
+        database = config.database.get_secret_value() if config.database is not None else None
+        store: SqlStore = store_from_spec(database, default_database_path(), timeout=config.db_timeout)
+        master = config.master_key.get_secret_value() if config.master_key is not None else None
+        gateway = Gateway(
+            RuntimeHolder(runtime), store, keys_required=config.keys_required(self.host), master_key=master
+        )
+        try:
+            await gateway.ensure_store()
+        except GatewayError as exc:  # serve anyway: requests get 503 until the database is back
+            logger.error("starting without the state store: %s", exc)
+        self.gateway = gateway
+        self.app = build_app(gateway)
+        logger.info(
+            "gateway ready: %d route(s), keys %s, %s",
+            len(runtime.harness.routes()), "required" if gateway.keys_required else "optional", store.description,
+        )  # fmt: skip
+        return gateway
+
+    async def stop(self) -> None:
+        """Drain and close the runtime, then the store."""
+        gateway = self.gateway
+        if gateway is None:
+            return
+        await gateway.holder.retire(gateway.holder.current)
+        await gateway.store.aclose()
+
+    async def lifespan(self, receive: Any, send: Any) -> None:
+        await receive()  # lifespan.startup
+        try:
+            gateway = await self.start()
+        except Exception as exc:
+            logger.error("the gateway cannot start: %s", exc)
+            await send({"type": "lifespan.startup.failed", "message": str(exc)})
+            return
+        async with anyio.create_task_group() as group:
+            if threading.current_thread() is threading.main_thread():  # signal handlers need the main thread
+                group.start_soon(self.reload_on_sighup, gateway)
+            if self.watch:
+                group.start_soon(self.reload_on_change, gateway)
+            await send({"type": "lifespan.startup.complete"})
+            await receive()  # lifespan.shutdown
+            group.cancel_scope.cancel()
+        await self.stop()
+        await send({"type": "lifespan.shutdown.complete"})
+
+    async def reload_on_sighup(self, gateway: Gateway) -> None:
+        with anyio.open_signal_receiver(signal.SIGHUP) as signals:
+            async for _ in signals:
+                logger.info("SIGHUP: reloading %s", self.config_path or "the configuration")
+                await gateway.holder.reload(self.config_path)
+
+    async def reload_on_change(self, gateway: Gateway) -> None:
+        path = Path(self.config_path) if self.config_path else None
+        seen = _mtime(path)
+        while True:
+            await anyio.sleep(_WATCH_INTERVAL)
+            now = _mtime(path)
+            if now != seen:
+                seen = now
+                logger.info("%s changed: reloading", path)
+                await gateway.holder.reload(self.config_path)
+
+
+def _mtime(path: Path | None) -> float | None:
+    try:
+        return path.stat().st_mtime_ns if path is not None else None
+    except OSError:
+        return None
+
+
+def worker_app() -> GatewayServer:
+    """The app of one worker process (``uvicorn --factory``), configured by :func:`serve`'s environment."""
+    return GatewayServer(
+        os.environ.get(ENV_CONFIG) or None, os.environ.get(ENV_HOST, "127.0.0.1"), watch=bool(os.environ.get(ENV_WATCH))
+    )
+
+
+def serve(
+    config: str | None, host: str, port: int, workers: int, *, watch: bool, drain_timeout: float, log_level: str
+) -> None:
+    """Run uvicorn until SIGINT / SIGTERM (then drain up to ``drain_timeout`` seconds)."""
+    import uvicorn
+
+    common: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "lifespan": "on",
+        "log_level": log_level,
+        "timeout_graceful_shutdown": drain_timeout,
+        "access_log": False,  # the gateway logs one line per request, with its id
+        "server_header": False,
+    }
+    if workers > 1:
+        os.environ[ENV_CONFIG] = config or ""
+        os.environ[ENV_HOST] = host
+        os.environ[ENV_WATCH] = "1" if watch else ""
+        uvicorn.run("harness_gateway.server:worker_app", factory=True, workers=workers, **common)
+    else:
+        uvicorn.run(GatewayServer(config, host, watch=watch), **common)
