@@ -7,7 +7,10 @@ import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import anthropic
+import openai
 import uvicorn
 
 from harness_gateway.server import GatewayServer
@@ -42,7 +45,8 @@ def serve_gateway(tmp_path: Path, yaml_text: str, *, host: str = "127.0.0.1") ->
     sock.bind(("127.0.0.1", 0))
     sock.listen(1024)
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, lifespan="on", log_level="warning", access_log=False, timeout_graceful_shutdown=5))
+    settings = uvicorn.Config(app, lifespan="on", log_level="warning", access_log=False, timeout_graceful_shutdown=5)
+    server = uvicorn.Server(settings)
     failure: list[BaseException] = []
 
     def run() -> None:
@@ -54,6 +58,7 @@ def serve_gateway(tmp_path: Path, yaml_text: str, *, host: str = "127.0.0.1") ->
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     try:
+        assert app.ready.wait(30), f"the gateway did not start: {failure}"
         yield Running(f"http://127.0.0.1:{port}", app, config)
     finally:
         server.should_exit = True
@@ -74,3 +79,25 @@ plugins:
 {extra}
 defaults: {{provider: mock, model: echo}}
 """
+
+
+class Clients:
+    """SDK clients of one gateway, all closed when the test ends (no socket left to the GC)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.opened: list[Any] = []
+
+    def openai(self, key: str = "unused-on-loopback") -> openai.OpenAI:
+        client = openai.OpenAI(base_url=self.url + "/v1", api_key=key, max_retries=0)
+        self.opened.append(client)
+        return client
+
+    def anthropic(self, key: str = "unused-on-loopback") -> anthropic.Anthropic:
+        client = anthropic.Anthropic(base_url=self.url, api_key=key, max_retries=0)
+        self.opened.append(client)
+        return client
+
+    def close(self) -> None:
+        for client in self.opened:
+            client.close()

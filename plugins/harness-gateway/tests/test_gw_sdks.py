@@ -5,31 +5,32 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import anthropic
 import openai
 import pytest
+from gw_helpers import Clients, gateway_yaml, serve_gateway
 
-from gw_helpers import gateway_yaml, serve_gateway
+ECHO_SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}}
 
 
 @pytest.fixture
 def gateway(tmp_path: Path):  # type: ignore[no-untyped-def]
-    yaml_text = gateway_yaml("    aliases: {fast: mock/echo}\n    prices: {mock/echo: {input: 1.0, output: 2.0}}", db=tmp_path / "gw.sqlite")
+    settings = "    aliases: {fast: mock/echo}\n    prices: {mock/echo: {input: 1.0, output: 2.0}}"
+    yaml_text = gateway_yaml(settings, db=tmp_path / "gw.sqlite")
     with serve_gateway(tmp_path, yaml_text) as running:
         yield running
 
 
-def openai_client(url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=url + "/v1", api_key="unused-on-loopback", max_retries=0)
+@pytest.fixture
+def clients(gateway):  # type: ignore[no-untyped-def]
+    opened = Clients(gateway.url)
+    yield opened
+    opened.close()
 
 
-def anthropic_client(url: str) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=url, api_key="unused-on-loopback", max_retries=0)
-
-
-def test_openai_non_streaming(gateway) -> None:  # type: ignore[no-untyped-def]
-    reply = openai_client(gateway.url).chat.completions.create(
-        model="mock/echo", messages=[{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello there"}]
+def test_openai_non_streaming(gateway, clients) -> None:  # type: ignore[no-untyped-def]
+    reply = clients.openai().chat.completions.create(
+        model="mock/echo",
+        messages=[{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello there"}],
     )
     assert reply.choices[0].message.content == "hello there"
     assert reply.choices[0].finish_reason == "stop"
@@ -38,8 +39,8 @@ def test_openai_non_streaming(gateway) -> None:  # type: ignore[no-untyped-def]
     assert reply.model == "mock/echo"
 
 
-def test_openai_streaming_with_usage(gateway) -> None:  # type: ignore[no-untyped-def]
-    stream = openai_client(gateway.url).chat.completions.create(
+def test_openai_streaming_with_usage(gateway, clients) -> None:  # type: ignore[no-untyped-def]
+    stream = clients.openai().chat.completions.create(
         model="fast",
         messages=[{"role": "user", "content": "one two three"}],
         stream=True,
@@ -55,9 +56,9 @@ def test_openai_streaming_with_usage(gateway) -> None:  # type: ignore[no-untype
     assert chunks[-1].usage.completion_tokens == 3
 
 
-def test_openai_tools_round_trip(gateway) -> None:  # type: ignore[no-untyped-def]
-    client = openai_client(gateway.url)
-    tools = [{"type": "function", "function": {"name": "echo", "parameters": {"type": "object", "properties": {"text": {"type": "string"}}}}}]
+def test_openai_tools_round_trip(gateway, clients) -> None:  # type: ignore[no-untyped-def]
+    client = clients.openai()
+    tools = [{"type": "function", "function": {"name": "echo", "parameters": ECHO_SCHEMA}}]
     messages: list = [{"role": "user", "content": "please echo this"}]
     stream = client.chat.completions.create(model="mock/echo", messages=messages, tools=tools, stream=True)
     calls: dict[int, dict] = {}
@@ -79,8 +80,8 @@ def test_openai_tools_round_trip(gateway) -> None:  # type: ignore[no-untyped-de
     assert reply.choices[0].message.content == "The echo tool returned: ECHOED"
 
 
-def test_openai_errors(gateway) -> None:  # type: ignore[no-untyped-def]
-    client = openai_client(gateway.url)
+def test_openai_errors(gateway, clients) -> None:  # type: ignore[no-untyped-def]
+    client = clients.openai()
     with pytest.raises(openai.NotFoundError) as not_found:
         client.chat.completions.create(model="nope/x", messages=[{"role": "user", "content": "hi"}])
     assert "nope/x" in not_found.value.message
@@ -89,8 +90,8 @@ def test_openai_errors(gateway) -> None:  # type: ignore[no-untyped-def]
     assert "messages[0].content" in bad.value.message
 
 
-def test_anthropic_non_streaming(gateway) -> None:  # type: ignore[no-untyped-def]
-    reply = anthropic_client(gateway.url).messages.create(
+def test_anthropic_non_streaming(gateway, clients) -> None:  # type: ignore[no-untyped-def]
+    reply = clients.anthropic().messages.create(
         model="mock/echo", max_tokens=100, system="short", messages=[{"role": "user", "content": "hi you"}]
     )
     assert [block.type for block in reply.content] == ["text"]
@@ -99,11 +100,14 @@ def test_anthropic_non_streaming(gateway) -> None:  # type: ignore[no-untyped-de
     assert reply.usage.output_tokens == 2
 
 
-def test_anthropic_streaming_and_tools(gateway) -> None:  # type: ignore[no-untyped-def]
-    client = anthropic_client(gateway.url)
-    tools = [{"name": "echo", "description": "echo", "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}}}]
+def test_anthropic_streaming_and_tools(gateway, clients) -> None:  # type: ignore[no-untyped-def]
+    client = clients.anthropic()
+    tools = [{"name": "echo", "description": "echo", "input_schema": ECHO_SCHEMA}]
     with client.messages.stream(
-        model="mock/echo", max_tokens=100, tools=tools, messages=[{"role": "user", "content": "echo me"}]  # type: ignore[arg-type]
+        model="mock/echo",
+        max_tokens=100,
+        tools=tools,
+        messages=[{"role": "user", "content": "echo me"}],  # type: ignore[arg-type]
     ) as stream:
         final = stream.get_final_message()
     assert final.stop_reason == "tool_use"
@@ -116,15 +120,18 @@ def test_anthropic_streaming_and_tools(gateway) -> None:  # type: ignore[no-unty
         tools=tools,  # type: ignore[arg-type]
         messages=[
             {"role": "user", "content": "echo me"},
-            {"role": "assistant", "content": [{"type": "tool_use", "id": call.id, "name": "echo", "input": call.input}]},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": call.id, "name": "echo", "input": {"text": "x"}}],
+            },
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "done"}]},
         ],
     )
     assert follow.content[0].text == "The echo tool returned: done"  # type: ignore[union-attr]
 
 
-def test_anthropic_streaming_text(gateway) -> None:  # type: ignore[no-untyped-def]
-    with anthropic_client(gateway.url).messages.stream(
+def test_anthropic_streaming_text(gateway, clients) -> None:  # type: ignore[no-untyped-def]
+    with clients.anthropic().messages.stream(
         model="fast", max_tokens=100, messages=[{"role": "user", "content": "a b c d"}]
     ) as stream:
         text = "".join(stream.text_stream)
@@ -133,6 +140,6 @@ def test_anthropic_streaming_text(gateway) -> None:  # type: ignore[no-untyped-d
     assert final.usage.output_tokens == 4
 
 
-def test_models_lists_routes_and_aliases(gateway) -> None:  # type: ignore[no-untyped-def]
-    ids = [m.id for m in openai_client(gateway.url).models.list()]
+def test_models_lists_routes_and_aliases(gateway, clients) -> None:  # type: ignore[no-untyped-def]
+    ids = [m.id for m in clients.openai().models.list()]
     assert ids == ["mock/echo", "fast"]

@@ -49,6 +49,8 @@ class GatewayServer:
         self.watch = watch
         self.gateway: Gateway | None = None
         self.app: Any = None
+        self.ready = threading.Event()
+        """Set once startup finished (for code that embeds the server in a thread)."""
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -101,6 +103,7 @@ class GatewayServer:
             if self.watch:
                 group.start_soon(self.reload_on_change, gateway)
             await send({"type": "lifespan.startup.complete"})
+            self.ready.set()
             await receive()  # lifespan.shutdown
             group.cancel_scope.cancel()
         await self.stop()
