@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -101,3 +102,11 @@ class Clients:
     def close(self) -> None:
         for client in self.opened:
             client.close()
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
+    """Wait for ``condition`` to hold (checked every few ms); fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never held"
+        time.sleep(0.005)

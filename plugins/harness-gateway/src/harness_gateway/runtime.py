@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
 
 import anyio
 
 from harness_core.errors import LlmError
+from harness_core.loader import find_config, load_config
 from harness_core.runtime import Harness
 from harness_gateway.config import GatewayConfig, GatewayPlugin
 from harness_gateway.errors import GatewayError
@@ -30,8 +31,12 @@ logger = logging.getLogger(__name__)
 class GatewayRuntime:
     """A started harness plus the gateway config read with it."""
 
-    def __init__(self, harness: Harness, config: GatewayConfig, source: str) -> None:
+    def __init__(
+        self, harness: Harness, config: GatewayConfig, source: str, redact: Callable[[str], str] = str
+    ) -> None:
         self.harness = harness
+        self.redact = redact
+        """Scrubs this configuration's secrets from text (for log handlers)."""
         self.config = config
         self.source = source
         self.in_flight = 0
@@ -73,10 +78,14 @@ async def load_runtime(path: str | Path | None) -> GatewayRuntime:
         LlmError: ``CONFIG`` with every located problem (file, plugin, field, line) when the file is
             invalid or a middleware failed to load.
     """
-    harness = Harness.from_config(path)
+    loaded = load_config(find_config(path))
+    broken = [f.message for f in loaded.failures if f.is_middleware]
+    if broken:  # dropping a middleware (say, redaction) silently would change what every stream does
+        raise LlmError("CONFIG", "middleware plugins failed to load: " + "; ".join(broken))
+    harness = Harness(loaded.plugins, defaults=loaded.defaults, failures=loaded.failures, redact=loaded.redact)
     gateway = next((p.instance for p in harness.plugins if isinstance(p.instance, GatewayPlugin)), None)
     config = gateway.config if gateway is not None else GatewayConfig()
-    runtime = GatewayRuntime(harness, config, str(path) if path is not None else "<config search>")
+    runtime = GatewayRuntime(harness, config, loaded.source, loaded.redact)
     await runtime._stack.enter_async_context(harness)
     return runtime
 

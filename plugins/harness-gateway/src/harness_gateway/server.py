@@ -17,24 +17,27 @@ import logging
 import os
 import signal
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
 import anyio
 
+from harness_core.config import RedactFilter
 from harness_gateway.app import Gateway, build_app
 from harness_gateway.config import default_database_path
 from harness_gateway.errors import GatewayError
 from harness_gateway.runtime import RuntimeHolder, load_runtime
 from harness_gateway.store import SqlStore, store_from_spec
 
-__all__ = ["ENV_CONFIG", "ENV_HOST", "ENV_WATCH", "GatewayServer", "serve", "worker_app"]
+__all__ = ["ENV_CONFIG", "ENV_HOST", "ENV_LOG_LEVEL", "ENV_WATCH", "GatewayServer", "serve", "worker_app"]
 
 logger = logging.getLogger("harness_gateway")
 
 ENV_CONFIG: Final = "HARNESS_GATEWAY_CONFIG"
 ENV_HOST: Final = "HARNESS_GATEWAY_HOST"
 ENV_WATCH: Final = "HARNESS_GATEWAY_WATCH"
+ENV_LOG_LEVEL: Final = "HARNESS_GATEWAY_LOG_LEVEL"
 _WATCH_INTERVAL: Final = 1.0  # seconds between two looks at the config file's modification time
 
 
@@ -43,8 +46,9 @@ class GatewayServer:
     ``host`` the address served (it decides whether keys are required by default), ``watch``
     reloads when the file changes."""
 
-    def __init__(self, config: str | None, host: str, *, watch: bool = False) -> None:
+    def __init__(self, config: str | None, host: str, *, watch: bool = False, log_level: str | None = None) -> None:
         self.config_path = config
+        self.log_level = log_level
         self.host = host
         self.watch = watch
         self.gateway: Gateway | None = None
@@ -62,6 +66,8 @@ class GatewayServer:
     async def start(self) -> Gateway:
         """Load the runtime, open and migrate the store, build the app."""
         runtime = await load_runtime(self.config_path)
+        if self.log_level is not None:
+            configure_logging(self.log_level, runtime.redact)
         config = runtime.config
         database = config.database.get_secret_value() if config.database is not None else None
         store: SqlStore = store_from_spec(database, default_database_path(), timeout=config.db_timeout)
@@ -127,6 +133,18 @@ class GatewayServer:
                 await gateway.holder.reload(self.config_path)
 
 
+def configure_logging(level: str, redact: Callable[[str], str]) -> None:
+    """Send the gateway's log records (request lines, reloads, store faults) to stderr at ``level``,
+    every record scrubbed of the configuration's secrets."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RedactFilter(redact))
+    root = logging.getLogger("harness_gateway")
+    root.handlers = [handler]
+    root.setLevel(level.upper())
+    root.propagate = False
+
+
 def _mtime(path: Path | None) -> float | None:
     try:
         return path.stat().st_mtime_ns if path is not None else None
@@ -137,7 +155,10 @@ def _mtime(path: Path | None) -> float | None:
 def worker_app() -> GatewayServer:
     """The app of one worker process (``uvicorn --factory``), configured by :func:`serve`'s environment."""
     return GatewayServer(
-        os.environ.get(ENV_CONFIG) or None, os.environ.get(ENV_HOST, "127.0.0.1"), watch=bool(os.environ.get(ENV_WATCH))
+        os.environ.get(ENV_CONFIG) or None,
+        os.environ.get(ENV_HOST, "127.0.0.1"),
+        watch=bool(os.environ.get(ENV_WATCH)),
+        log_level=os.environ.get(ENV_LOG_LEVEL, "info"),
     )
 
 
@@ -160,6 +181,7 @@ def serve(
         os.environ[ENV_CONFIG] = config or ""
         os.environ[ENV_HOST] = host
         os.environ[ENV_WATCH] = "1" if watch else ""
+        os.environ[ENV_LOG_LEVEL] = log_level
         uvicorn.run("harness_gateway.server:worker_app", factory=True, workers=workers, **common)
     else:
-        uvicorn.run(GatewayServer(config, host, watch=watch), **common)
+        uvicorn.run(GatewayServer(config, host, watch=watch, log_level=log_level), **common)
