@@ -104,10 +104,7 @@ def test_sighup_swaps_the_runtime_without_losing_streams(served: tuple[Process, 
             config.write_text(config.read_text().replace("delay: 0.02", "delay: -1"))
             process.process.send_signal(signal.SIGHUP)
             await anyio.to_thread.run_sync(process.wait_for, "reload refused")
-            located = await anyio.to_thread.run_sync(
-                process.wait_for, r"plugins.yaml:\d+, plugin 'mock', field 'delay'"
-            )
-            assert "greater than or equal to 0" in located.string
+            await anyio.to_thread.run_sync(process.wait_for, r"plugins.yaml:\d+, plugin 'mock', field 'delay'")
             assert await stream_text(client, process.url, "fresh") == "w " * 20  # the old runtime still serves
 
     anyio.run(main)
