@@ -379,13 +379,11 @@ class _Run:
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             item: bytes | GatewayError | None = first
             while item is not _END:
-                await send(
-                    {
-                        "type": "http.response.body",
-                        "body": item if isinstance(item, bytes) else KEEPALIVE,
-                        "more_body": True,
-                    }
-                )
+                if isinstance(item, GatewayError):  # failed before any output, after a keep-alive went out
+                    body = encoder.error(item)
+                else:
+                    body = item if item is not None else KEEPALIVE
+                await send({"type": "http.response.body", "body": body, "more_body": True})
                 item = await _receive(pending, keepalive)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
