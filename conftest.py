@@ -5,7 +5,17 @@ core (runtime, testing kit) must work on asyncio and trio; plugin test folders m
 with their own ``anyio_backend`` fixture.
 """
 
+from pathlib import Path
+
 import pytest
+
+
+@pytest.fixture(autouse=True)
+def _user_data_in_tmp(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep the user's data dir (prompt log, usage ledger defaults) out of reach of every test:
+    ``harness run`` logs prompts by default, and subprocesses inherit this environment."""
+    data: Path = tmp_path_factory.mktemp("xdg-data")
+    monkeypatch.setenv("XDG_DATA_HOME", str(data))
 
 
 @pytest.fixture(params=["asyncio", "trio"])

@@ -92,6 +92,33 @@ def test_usage_json_and_since(ledger: UsageLedger) -> None:
     assert data["total"]["cache_read_tokens"] is None
 
 
+def test_usage_by_model_with_cached_rows(ledger: UsageLedger) -> None:
+    ledger.insert(record(cached=True, cost=0.0, price_source="cache"))
+    result = run("usage", "--db", str(ledger.path), "--json", "--by", "model")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["by"] == ["model"]
+    claude, gpt = data["rows"]
+    assert (claude["model"], claude["requests"], claude["cost"]) == ("claude", 1, 0.25)
+    assert (gpt["model"], gpt["requests"], gpt["cached"], gpt["input_tokens"]) == ("gpt-x", 3, 1, 100)
+    assert gpt["cost"] == 0.25
+    assert "day" not in gpt
+    assert "route" not in gpt
+    assert data["total"] == data["total"] | {"model": "total", "requests": 4, "cached": 1, "cost": 0.5}
+    table = run("usage", "--db", str(ledger.path), "--by", "route,model")
+    header = table.output.splitlines()[1].split()
+    assert header[:3] == ["route", "model", "requests"]
+    assert "cost_usd" in header
+    assert table.output.splitlines()[-1].split()[:2] == ["total", "4"]
+
+
+def test_usage_bad_grouping(ledger: UsageLedger) -> None:
+    result = CliRunner().invoke(harness_cli, ["usage", "--db", str(ledger.path), "--by", "day,user"])
+    assert result.exit_code == 2
+    assert "--by" in result.output
+    assert "'user'" in result.output
+
+
 def test_usage_missing_ledger(tmp_path: Path) -> None:
     result = run("usage", "--db", str(tmp_path / "none.sqlite"))
     assert result.exit_code == 2
@@ -192,7 +219,7 @@ def test_cache_database_fault_exits_2(tmp_path: Path, command: list[str]) -> Non
 
 def test_table_formats_missing_values() -> None:
     assert cli._fmt(None) == "-"
-    assert cli._fmt(0.5) == "0.5000"
+    assert cli._fmt(0.5) == "0.500000"  # dollars: small requests cost fractions of a cent
 
 
 @pytest.mark.parametrize("plugin", ["usage", "cache"])

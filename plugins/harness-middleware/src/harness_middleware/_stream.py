@@ -18,9 +18,10 @@ from harness_core.types import (
     TextDelta,
     ToolCallBlock,
     ToolCallDelta,
+    Usage,
 )
 
-__all__ = ["OpenBlocks", "aclose", "error_finish"]
+__all__ = ["OpenBlocks", "aclose", "error_finish", "is_content"]
 
 
 async def aclose(stream: AsyncIterator[Any]) -> None:
@@ -32,6 +33,18 @@ async def aclose(stream: AsyncIterator[Any]) -> None:
     close = getattr(stream, "aclose", None)
     if close is not None:
         await close()
+
+
+def is_content(chunk: StreamChunk) -> bool:
+    """Whether ``chunk`` commits an attempt of ``retry`` or ``fallback`` (the caller must never
+    see it twice): deltas, a non-empty ``block-end``, ``finish`` and unknown kinds do;
+    ``block-start``, ``usage`` and an empty ``block-end`` do not."""
+    if isinstance(chunk, BlockStart | Usage):
+        return False
+    if isinstance(chunk, BlockEnd):
+        block = chunk.block
+        return bool(block.arguments if isinstance(block, ToolCallBlock) else block.text)
+    return True
 
 
 def error_finish(failure: Failure) -> Finish:
