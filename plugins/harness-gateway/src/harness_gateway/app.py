@@ -288,7 +288,7 @@ class _Run:
 
     async def settle(self) -> None:
         runtime, gateway = self.runtime, self.gateway
-        cost = request_cost(runtime.config.prices, self.route, self.model, self.usage)
+        cost = request_cost(runtime.prices, self.route, self.model, self.usage)
         labels = (self.route, self.model)
         gateway.metrics.latency.labels(*labels).observe(time.perf_counter() - self.started)
         gateway.metrics.cost.labels(*labels).inc(cost)

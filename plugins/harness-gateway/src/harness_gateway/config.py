@@ -27,7 +27,7 @@ import msgspec
 import platformdirs
 
 from harness_core.secret import Secret
-from harness_middleware.usage import Price
+from harness_middleware.pricing import Price, PriceBook
 
 __all__ = ["GatewayConfig", "GatewayPlugin", "default_database_path", "is_loopback"]
 
@@ -47,8 +47,11 @@ class GatewayConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
             that SQLite file; ``postgresql://…`` / ``postgres://…`` = PostgreSQL (asyncpg). A Secret:
             a URL may hold a password.
         aliases: model alias → ``route/model`` (``{"fast": "mock/echo"}``).
-        prices: ``route/model`` → USD per million tokens (input, output, cache_read, cache_write),
-            what spend is charged at; a model without a price is charged 0 and logged once.
+        prices: USD per million tokens (input, output, cache_read, cache_write, reasoning) keyed
+            ``route/model``, ``route/*`` or ``*/model``: override or add to the genai-prices table
+            that spend is charged from (:mod:`harness_middleware.pricing`).
+        price_providers: route → the table's provider id (``{work: openai}``); ``null`` keeps a
+            route out of the table. A model priced nowhere is charged 0, with a warning logged.
         max_body_bytes: the largest request body accepted (413 beyond it).
         keepalive: seconds of silence on a stream after which an SSE comment ``: keep-alive`` is sent.
         drain_timeout: seconds in-flight streams may take to finish on SIGTERM (or reload) before
@@ -64,6 +67,7 @@ class GatewayConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     database: Secret | None = None
     aliases: dict[str, str] = msgspec.field(default_factory=dict)
     prices: dict[str, Price] = msgspec.field(default_factory=dict)
+    price_providers: dict[str, str | None] = msgspec.field(default_factory=dict)
     max_body_bytes: Annotated[int, msgspec.Meta(ge=1024)] = 10 * 1024 * 1024
     keepalive: Annotated[float, msgspec.Meta(gt=0)] = 15.0
     drain_timeout: Annotated[float, msgspec.Meta(ge=0)] = 30.0
@@ -76,6 +80,10 @@ class GatewayConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         for name in self.prices:
             if "/" not in name:
                 raise ValueError(f"prices: expected keys of the form `route/model`, got {name!r}")
+
+    def price_book(self) -> PriceBook:
+        """The :class:`~harness_middleware.pricing.PriceBook` spend is charged from."""
+        return PriceBook(self.prices, self.price_providers)
 
     def keys_required(self, host: str | None = None) -> bool:
         """Whether requests need a key when listening on ``host`` (default: the configured host)."""

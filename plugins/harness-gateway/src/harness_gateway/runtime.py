@@ -43,6 +43,7 @@ class GatewayRuntime:
         self.idle = anyio.Event()
         self.idle.set()
         self.scopes: set[anyio.CancelScope] = set()
+        self.prices = config.price_book()
         self._stack = AsyncExitStack()
 
     def resolve(self, requested: str) -> tuple[str, str, str]:
