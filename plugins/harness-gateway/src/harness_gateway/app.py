@@ -258,6 +258,8 @@ class _Run:
         """Abort the upstream stream when the client disconnects; cancel it if it lingers."""
         while (await receive())["type"] != "http.disconnect":
             pass
+        if self.done.is_set():  # the client left after the whole answer: nothing to abort
+            return
         self.generation.disconnected = True
         logger.info("request %s: client disconnected, aborting the upstream stream", self.generation.request_id)
         self.abort.fire("the client disconnected")

@@ -18,16 +18,22 @@ __all__ = ["request_cost"]
 
 logger = logging.getLogger(__name__)
 
+_UNPRICED: set[tuple[str, str]] = set()
+
 
 def request_cost(book: PriceBook, route: str, model: str, usage: TokenUsage | None) -> float:
     """USD for ``usage`` of ``route/model`` (a float, for the ledger).
 
-    An unknown cost (no price anywhere, or no usage reported) is charged as 0.0 and logged as a
-    warning naming the route and model, so the gap is visible rather than silent.
+    An unknown cost is charged as 0.0 and logged as a warning naming the route and model (once
+    per model when no price is known; every time a stream reported no usage), so the gap is
+    visible rather than silent.
     """
     cost = book.cost(route, model, usage)
     if cost is None:
-        reason = "no usage was reported" if usage is None else f"no price is known for {route}/{model}"
-        logger.warning("charging 0 USD for a %s/%s request: %s", route, model, reason)
+        if usage is None:
+            logger.warning("charging 0 USD for a %s/%s request: no usage was reported", route, model)
+        elif (route, model) not in _UNPRICED:  # once per model: every request of it would repeat it
+            _UNPRICED.add((route, model))
+            logger.warning("charging 0 USD for %s/%s requests: no price is known (add one to `prices`)", route, model)
         return 0.0
     return float(cost.total)
