@@ -32,7 +32,7 @@ class Running:
 
 
 @contextlib.contextmanager
-def serve_gateway(tmp_path: Path, yaml_text: str, *, host: str = "127.0.0.1") -> Iterator[Running]:
+def serve_gateway(tmp_path: Path, yaml_text: str, *, host: str = "127.0.0.1", watch: bool = False) -> Iterator[Running]:
     """Run ``harness serve`` on ``yaml_text`` (written to ``tmp_path/plugins.yaml``) until the block exits.
 
     The listening socket is bound before the thread starts, so clients may connect at once (they
@@ -40,7 +40,7 @@ def serve_gateway(tmp_path: Path, yaml_text: str, *, host: str = "127.0.0.1") ->
     """
     config = tmp_path / "plugins.yaml"
     config.write_text(yaml_text, encoding="utf-8")
-    app = GatewayServer(str(config), host)
+    app = GatewayServer(str(config), host, watch=watch)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))

@@ -338,7 +338,8 @@ def messages_response(
             content.append({"type": "text", "text": block.text})
         elif isinstance(block, ReasoningBlock):
             content.append({"type": "thinking", "thinking": block.text, "signature": signatures.get(index, "")})
-        elif isinstance(block, ToolCallBlock):
+        else:
+            assert isinstance(block, ToolCallBlock), "an assistant reply holds text, reasoning and tool calls only"
             try:
                 arguments = msgspec.json.decode(block.arguments or "{}")
             except msgspec.DecodeError:

@@ -256,8 +256,7 @@ class _Run:
 
     async def watch(self, receive: Receive, scope: anyio.CancelScope) -> None:
         """Abort the upstream stream when the client disconnects; cancel it if it lingers."""
-        while (await receive())["type"] != "http.disconnect":
-            pass
+        await receive()  # the body was read: the only message left is http.disconnect (ASGI HTTP spec)
         if self.done.is_set():  # the client left after the whole answer: nothing to abort
             return
         self.generation.disconnected = True

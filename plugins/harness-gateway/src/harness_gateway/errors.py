@@ -1,8 +1,7 @@
 """Errors as the gateway's clients expect them: HTTP status, ``retry-after``, OpenAI or Anthropic body.
 
 Every failure the gateway answers with is a :class:`GatewayError`; a provider failure
-(:class:`~harness_core.LlmError`, or a ``finish{error}``'s :class:`~harness_core.Failure`) is
-turned into one by :func:`from_failure`. Bodies:
+(a ``finish{error}``'s :class:`~harness_core.Failure`) is turned into one by :func:`from_failure`. Bodies:
 
 * OpenAI (https://platform.openai.com/docs/guides/error-codes):
   ``{"error": {"message", "type", "param", "code"}}``.
@@ -18,7 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any, Final, Literal
 
-from harness_core.errors import ErrorCode, LlmError
+from harness_core.errors import ErrorCode
 from harness_core.types import Failure
 
 __all__ = ["Dialect", "GatewayError", "from_failure"]
@@ -110,10 +109,8 @@ class GatewayError(Exception):
         return {"error": {"message": self.message, "type": kind, "param": self.param, "code": self.code}}
 
 
-def from_failure(failure: Failure | LlmError) -> GatewayError:
-    """The :class:`GatewayError` for a provider or runtime failure (status from its stable code)."""
-    if isinstance(failure, LlmError):
-        failure = failure.to_failure()
+def from_failure(failure: Failure) -> GatewayError:
+    """The :class:`GatewayError` for a ``finish{error}``'s failure (status from its stable code)."""
     status = _STATUS[failure.code]
     message = failure.message
     if failure.code in ("AUTH", "PERMISSION"):

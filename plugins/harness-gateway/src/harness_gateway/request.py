@@ -64,10 +64,8 @@ class Body:
         self.value: dict[str, Any] = value
         self.where = where
 
-    def path(self, key: str | int) -> str:
-        """The display path of ``key`` under this object."""
-        if isinstance(key, int):
-            return f"{self.where}[{key}]"
+    def path(self, key: str) -> str:
+        """The display path of field ``key`` under this object."""
         return f"{self.where}.{key}" if self.where else key
 
     def get(self, key: str, kind: type[T] | tuple[type, ...], default: Any = None, *, required: bool = False) -> Any:
