@@ -167,7 +167,7 @@ def test_worker_app_and_several_workers(monkeypatch: pytest.MonkeyPatch) -> None
         server_module.ENV_WATCH,
         server_module.ENV_LOG_LEVEL,
     ):
-        monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv(name, "")  # restored after the test: serve() sets them for its workers
     server_module.serve("cfg.yaml", "0.0.0.0", 9000, 3, watch=True, drain_timeout=4, log_level="debug")
     app, options = calls[0]
     assert app == "harness_gateway.server:worker_app"
