@@ -27,7 +27,8 @@ def gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no
     settings = (
         "    require_keys: true\n"
         "    master_key: ${{ env.GW_MASTER }}\n"
-        "    prices: {mock/echo: {input: 1000000, output: 1000000}}\n"  # 1 USD per token: "hi" costs 2 USD
+        "    prices: {mock/echo: {input: 1000000, output: 1000000}}\n"
+        "    aliases: {fast: mock/echo, also: other/echo}\n"  # 1 USD per token: "hi" costs 2 USD
     )
     yaml_text = gateway_yaml(settings, "  mock:other: {routes: [other]}", db=tmp_path / "gw.sqlite")
     with serve_gateway(tmp_path, yaml_text) as running:
@@ -82,7 +83,10 @@ def test_route_not_allowed_is_403(gateway, clients) -> None:  # type: ignore[no-
     assert "route 'mock'" in caught.value.message
     ok = clients.openai(key).chat.completions.create(model="other/echo", messages=HI)  # type: ignore[arg-type]
     assert ok.choices[0].message.content == "hi"
-    assert [m.id for m in clients.openai(key).models.list()] == ["other/echo"]
+    assert [m.id for m in clients.openai(key).models.list()] == ["other/echo", "also"]
+    unauthenticated = httpx.get(gateway.url + "/v1/models", headers={"anthropic-version": "2023-06-01"})
+    assert unauthenticated.status_code == 401
+    assert unauthenticated.json()["type"] == "error"
 
 
 def test_rpm_limit_is_429_with_retry_after(gateway, clients) -> None:  # type: ignore[no-untyped-def]

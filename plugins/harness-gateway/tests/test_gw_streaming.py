@@ -117,3 +117,46 @@ def test_request_id_body_limit_and_metrics(tmp_path: Path) -> None:
         assert "harness_gateway_time_to_first_token_seconds_bucket" in metrics
         assert 'harness_gateway_tokens_total{direction="output",model="echo",route="mock"} 2.0' in metrics
         assert client.get("/healthz").json()["status"] == "ok"
+
+
+def sse(*events: dict) -> list[bytes]:
+    return [f"data: {json.dumps(e)}\n\n".encode() for e in events] + [b"data: [DONE]\n\n"]
+
+
+def test_scripted_provider_corners(tmp_path: Path) -> None:
+    call = {"index": 0, "id": "c1", "type": "function", "function": {"name": "f", "arguments": "[1]"}}
+    tool_stream = sse(
+        {
+            "id": "x",
+            "choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [call]}, "finish_reason": None}],
+        },
+        {"id": "x", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+    )
+    limited = Reply.json(429, {"error": {"message": "slow down", "type": "rate_limit_error"}})
+    slow_limited = Reply(status=429, headers={"content-type": "application/json"}, head_delay=0.5, reads=[b"{}"])
+    provider = ScriptedServer(
+        routes={("GET", "/v1/models"): Reply.json(500, {"error": {"message": "boom"}})},
+    )
+    provider.add(Reply(reads=tool_stream), slow_limited, limited)
+    with provider:
+        extra = f"  openai:up: {{base_url: '{provider.url}/v1', api_key: dummy-key, routes: [up]}}"
+        yaml_text = gateway_yaml("    keepalive: 0.01\n    max_body_bytes: 2048", extra, db=tmp_path / "gw.sqlite")
+        with serve_gateway(tmp_path, yaml_text) as running, httpx.Client(base_url=running.url, timeout=30) as client:
+            body = {"model": "up/m", "max_tokens": 10, "messages": HI}
+            bad_tool = client.post("/v1/messages", json=body)
+            assert bad_tool.status_code == 502
+            assert "not a JSON object" in bad_tool.json()["error"]["message"]
+            late = client.post("/v1/chat/completions", json={"model": "up/m", "messages": HI, "stream": True})
+            assert late.status_code == 200  # headers went out with the first keep-alive
+            assert ": keep-alive" in late.text
+            assert '"error"' in late.text
+            assert late.text.rstrip().endswith("data: [DONE]")
+            models = client.get("/v1/models").json()["data"]
+            assert [m["id"] for m in models] == ["mock/echo"]  # the failing route is left out, logged
+
+            def chunks():  # no content-length: the limit is enforced while reading
+                for _ in range(4):
+                    yield b"x" * 1024
+
+            too_big = client.post("/v1/chat/completions", content=chunks())
+            assert too_big.status_code == 413
