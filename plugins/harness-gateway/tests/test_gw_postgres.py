@@ -18,6 +18,7 @@ import pytest
 from gw_helpers import serve_gateway
 from gw_postgres import Cluster
 
+from harness_gateway.errors import GatewayError
 from harness_gateway.keys import KeySpec
 from harness_gateway.postgres import PostgresStore
 
@@ -159,3 +160,22 @@ def test_database_down_is_503_and_the_gateway_recovers(cluster: Cluster, tmp_pat
         assert post(running.url, key) == 200
         with httpx.Client(timeout=30) as client:
             assert client.get(running.url + "/healthz").status_code == 200
+
+
+def test_store_hides_its_dsn_and_keeps_the_pool_on_sql_errors(cluster: Cluster) -> None:
+    async def main() -> None:
+        store = PostgresStore(cluster.dsn)
+        assert repr(store) == "PostgresStore(<dsn hidden>)"
+        await store.aclose()  # never opened: nothing to close
+        assert await store.migrate() == 1
+        with pytest.raises(GatewayError) as caught:
+            await store.transaction(lambda tx: tx.one("SELECT * FROM no_such_table"))
+        assert caught.value.status == 503
+        pool = store._pool
+        await store.ping()
+        assert store._pool is pool  # a statement error is no connection fault: the pool stays
+        await store._reset_pool()
+        await store._reset_pool()  # nothing left to reset
+        await store.aclose()
+
+    anyio.run(main)

@@ -147,7 +147,17 @@ def test_lifespan_with_watch_and_logging(tmp_path: Path) -> None:
     logging.getLogger("harness_gateway").setLevel(logging.NOTSET)
 
 
-def test_reload_when_the_file_changes(tmp_path: Path) -> None:
+def test_starts_without_its_database(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    config = tmp_path / "plugins.yaml"
+    config.write_text(f"plugins:\n  gateway: {{database: '{tmp_path}'}}\n  mock: {{}}\n")
+    with caplog.at_level(logging.ERROR, "harness_gateway"):
+        sent = anyio.run(lifespan, GatewayServer(str(config), "127.0.0.1"))
+    assert sent[0]["type"] == "lifespan.startup.complete"
+    assert "starting without the state store" in caplog.text
+
+
+def test_reload_when_the_file_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(server_module, "_WATCH_INTERVAL", 0.01)
     with serve_gateway(tmp_path, gateway_yaml("", db=tmp_path / "gw.sqlite"), watch=True) as running:
         holder = running.gateway.holder
         first = holder.current
@@ -156,6 +166,17 @@ def test_reload_when_the_file_changes(tmp_path: Path) -> None:
         assert holder.current.config.aliases == {"new": "mock/echo"}
         running.config.unlink()  # a missing file: the watcher keeps looking, the runtime stays
         assert server_module._mtime(running.config) is None
+
+
+def test_watch_without_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HARNESS_CONFIG", raising=False)
+    monkeypatch.setattr("platformdirs.user_config_dir", lambda name: str(tmp_path / "none"))
+    with caplog.at_level(logging.WARNING, "harness_gateway"):
+        anyio.run(GatewayServer(None, "127.0.0.1", watch=True).reload_on_change, None)
+    assert "nothing to watch" in caplog.text
 
 
 def test_worker_app_and_several_workers(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -24,6 +24,7 @@ from typing import Any, Final
 import anyio
 
 from harness_core.config import RedactFilter
+from harness_core.loader import find_config
 from harness_gateway.app import Gateway, build_app
 from harness_gateway.config import default_database_path
 from harness_gateway.errors import GatewayError
@@ -122,7 +123,10 @@ class GatewayServer:
                 await gateway.holder.reload(self.config_path)
 
     async def reload_on_change(self, gateway: Gateway) -> None:
-        path = Path(self.config_path) if self.config_path else None
+        path = find_config(self.config_path)
+        if path is None:  # the built-in default: no file to watch
+            logger.warning("--reload: no plugins.yaml was found, so there is nothing to watch")
+            return
         seen = _mtime(path)
         while True:
             await anyio.sleep(_WATCH_INTERVAL)
@@ -145,11 +149,14 @@ def configure_logging(level: str, redact: Callable[[str], str]) -> None:
     root.propagate = False
 
 
-def _mtime(path: Path | None) -> float | None:
+def _mtime(path: Path) -> tuple[int, int, int] | None:
+    """What tells a changed file: modification time, size and inode (editors replace files);
+    ``None`` when it is missing. The size catches two writes within one clock tick."""
     try:
-        return path.stat().st_mtime_ns if path is not None else None
+        found = path.stat()
     except OSError:
         return None
+    return found.st_mtime_ns, found.st_size, found.st_ino
 
 
 def worker_app() -> GatewayServer:
