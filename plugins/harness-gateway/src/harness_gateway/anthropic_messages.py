@@ -94,17 +94,22 @@ def _string(where: str, value: Any) -> str:
     return value
 
 
-def _system(body: Body) -> str | None:
-    system = body.get("system", (str, list))
-    if system is None or isinstance(system, str):
-        return system or None
+def _texts(body: Body, key: str, what: str) -> list[str]:
+    """The texts of field ``key``: a string, or a list of ``text`` blocks (anything else is a 400)."""
+    value = body.get(key, (str, list))
+    if value is None or isinstance(value, str):
+        return [value] if value else []
     texts = []
-    for where, item in body.items("system"):
+    for where, item in body.items(key):
         block = Body(item, where)
         if block.get("type", str, required=True) != "text":
-            raise bad_request(block.path("type"), "system blocks must be of type text")
+            raise bad_request(block.path("type"), f"{what} may hold text blocks only")
         texts.append(block.get("text", str, required=True))
-    return "\n\n".join(texts)
+    return texts
+
+
+def _system(body: Body) -> str | None:
+    return "\n\n".join(_texts(body, "system", "system")) or None
 
 
 def _read_message(message: Body, model: str, source: str | None) -> Message:
@@ -165,16 +170,7 @@ def _read_message(message: Body, model: str, source: str | None) -> Message:
 
 
 def _result_text(block: Body) -> str:
-    content = block.get("content", (str, list), "")
-    if isinstance(content, str):
-        return content
-    texts = []
-    for where, item in block.items("content"):
-        part = Body(item, where)
-        if part.get("type", str, required=True) != "text":
-            raise bad_request(part.path("type"), "tool results may hold text blocks only")
-        texts.append(part.get("text", str, required=True))
-    return "".join(texts)
+    return "".join(_texts(block, "content", "tool results"))
 
 
 def _read_tool(tool: Body) -> ToolSpec:

@@ -11,7 +11,6 @@ while PostgreSQL is away and recovers by itself when it is back
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar
 
@@ -93,6 +92,9 @@ class PostgresStore(SqlStore):
     """State in PostgreSQL at ``dsn`` (``postgresql://user:password@host:port/db``; a secret)."""
 
     lock_clause = " FOR UPDATE"
+    migrations = MIGRATIONS_POSTGRES
+    time_type = "DOUBLE PRECISION"
+    migration_lock = f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})"
 
     def __init__(self, dsn: str, *, timeout: float = 5.0, pool_size: int = 10) -> None:
         self._dsn = dsn
@@ -133,25 +135,6 @@ class PostgresStore(SqlStore):
             if not isinstance(exc, asyncpg.PostgresError) or isinstance(exc, asyncpg.PostgresConnectionError):
                 await self._reset_pool()
             raise unavailable(self.description, exc) from exc
-
-    async def migrate(self) -> int:
-        async def work(tx: Tx) -> int:
-            await tx.one("SELECT pg_advisory_xact_lock(?)", _MIGRATION_LOCK)
-            await tx.run(
-                "CREATE TABLE IF NOT EXISTS gateway_schema"
-                " (version INTEGER PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)"
-            )
-            row = await tx.one("SELECT coalesce(max(version), 0) FROM gateway_schema")
-            current = int(row[0]) if row is not None else 0
-            for version, script in MIGRATIONS_POSTGRES:
-                if version > current:
-                    for statement in filter(str.strip, script.split(";")):
-                        await tx.run(statement)
-                    await tx.run("INSERT INTO gateway_schema (version, applied_at) VALUES (?, ?)", version, time.time())
-                    current = version
-            return current
-
-        return await self.transaction(work)
 
     async def aclose(self) -> None:
         async with self._pool_lock:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import anyio
+from anyio.abc import TaskStatus
 
 from harness_core.config import RedactFilter
 from harness_core.loader import find_config
@@ -108,7 +109,7 @@ class GatewayServer:
             if threading.current_thread() is threading.main_thread():  # signal handlers need the main thread
                 group.start_soon(self.reload_on_sighup, gateway)
             if self.watch:
-                group.start_soon(self.reload_on_change, gateway)
+                await group.start(self.reload_on_change, gateway)  # returns once the file's state is known
             await send({"type": "lifespan.startup.complete"})
             self.ready.set()
             await receive()  # lifespan.shutdown
@@ -122,12 +123,16 @@ class GatewayServer:
                 logger.info("SIGHUP: reloading %s", self.config_path or "the configuration")
                 await gateway.holder.reload(self.config_path)
 
-    async def reload_on_change(self, gateway: Gateway) -> None:
+    async def reload_on_change(
+        self, gateway: Gateway, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Reload whenever the config file changes (checked every second); started with ``TaskGroup.start``."""
         path = find_config(self.config_path)
+        seen = _mtime(path) if path is not None else None
+        task_status.started()
         if path is None:  # the built-in default: no file to watch
             logger.warning("--reload: no plugins.yaml was found, so there is nothing to watch")
             return
-        seen = _mtime(path)
         while True:
             await anyio.sleep(_WATCH_INTERVAL)
             now = _mtime(path)

@@ -137,9 +137,36 @@ class SqlStore:
         """Run ``work`` in one transaction (locking for writes); raise a 503 on database faults."""
         raise NotImplementedError
 
+    migrations: tuple[tuple[int, str], ...] = ()
+    """``(version, script)`` schema migrations of this backend, applied in order, once each."""
+
+    time_type = "REAL"
+    """The SQL type of unix times in the schema table."""
+
+    migration_lock: str | None = None
+    """A statement run first in the migration transaction, so one process migrates at a time."""
+
     async def migrate(self) -> int:
         """Apply missing schema migrations; the schema version now in place."""
-        raise NotImplementedError
+
+        async def work(tx: Tx) -> int:
+            if self.migration_lock is not None:
+                await tx.one(self.migration_lock)
+            await tx.run(
+                "CREATE TABLE IF NOT EXISTS gateway_schema"
+                f" (version INTEGER PRIMARY KEY, applied_at {self.time_type} NOT NULL)"
+            )
+            row = await tx.one("SELECT coalesce(max(version), 0) FROM gateway_schema")
+            current = int(row[0]) if row is not None else 0
+            for version, script in self.migrations:
+                if version > current:
+                    for statement in filter(str.strip, script.split(";")):
+                        await tx.run(statement)
+                    await tx.run("INSERT INTO gateway_schema (version, applied_at) VALUES (?, ?)", version, time.time())
+                    current = version
+            return current
+
+        return await self.transaction(work)
 
     async def aclose(self) -> None:
         """Release connections."""
@@ -370,6 +397,8 @@ class SQLiteStore(SqlStore):
     (``BEGIN IMMEDIATE``), which serialises them across processes too.
     """
 
+    migrations = MIGRATIONS_SQLITE
+
     def __init__(self, path: Path, *, timeout: float = 5.0) -> None:
         self.path = path
         self.timeout = timeout
@@ -402,23 +431,6 @@ class SQLiteStore(SqlStore):
                 return result
             except (sqlite3.Error, OSError) as exc:
                 raise unavailable(self.description, exc) from exc
-
-    async def migrate(self) -> int:
-        async def work(tx: Tx) -> int:
-            await tx.run(
-                "CREATE TABLE IF NOT EXISTS gateway_schema (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
-            )
-            row = await tx.one("SELECT coalesce(max(version), 0) FROM gateway_schema")
-            current = int(row[0]) if row is not None else 0
-            for version, script in MIGRATIONS_SQLITE:
-                if version > current:
-                    for statement in filter(str.strip, script.split(";")):
-                        await tx.run(statement)
-                    await tx.run("INSERT INTO gateway_schema (version, applied_at) VALUES (?, ?)", version, time.time())
-                    current = version
-            return current
-
-        return await self.transaction(work)
 
     async def aclose(self) -> None:
         if self._conn is not None:
