@@ -34,6 +34,7 @@ import anyio.abc
 import msgspec
 
 from harness_core.abort import AbortSignal
+from harness_core.attach import AttachError, load_attachment
 from harness_core.cli._common import (
     EXIT_ABORTED,
     EXIT_ERROR,
@@ -47,6 +48,7 @@ from harness_core.cli._common import (
     report_error,
 )
 from harness_core.cli._options import first_code_block, owner_name, parse_options, parse_tool_choice
+from harness_core.cli._schema import SchemaError, parse_schema
 from harness_core.cli._scrub import ChunkScrubber
 from harness_core.errors import LlmError
 from harness_core.loader import LoadedConfig
@@ -100,6 +102,9 @@ def run_prompt(
     no_log: bool = False,
     continue_last: bool = False,
     cid: str | None = None,
+    attach: Sequence[str] = (),
+    attach_type: Sequence[tuple[str, str]] = (),
+    schema: str | None = None,
 ) -> int:
     """Run one generation for ``harness run``; returns the exit code (0, 1, 2, 130 or 141: see
     the module docstring).
@@ -111,6 +116,10 @@ def run_prompt(
     reply (or its first fenced code block) once complete; ``no_log`` keeps the prompt out of the
     prompt log, ``continue_last``/``cid`` continue a logged conversation
     (:mod:`harness_core.cli._promptlog`).
+    ``attach`` (paths or URLs, media type detected) and ``attach_type`` (``(path or URL, media
+    type)`` pairs) become :class:`~harness_core.types.FileBlock` s after the prompt; ``schema``
+    (``--schema``) sets ``response_format`` and a reply that is not JSON fails with
+    ``INVALID_OUTPUT`` (exit 1). A file that cannot be attached or a bad schema is exit 2.
     """
     out, err = Sink(sys.stdout, name="stdout"), Sink(sys.stderr, name="stderr")
     try:
@@ -120,6 +129,14 @@ def run_prompt(
             prompt = sys.stdin.read() if sys.stdin is not None else ""
         if not prompt.strip():
             err.write("error: empty prompt (nothing to send)\n")
+            return EXIT_USAGE
+        try:
+            files = [load_attachment(spec) for spec in attach]
+            files += [load_attachment(spec, kind) for spec, kind in attach_type]
+            response_format = parse_schema(schema) if schema is not None else None
+        except (AttachError, SchemaError) as exc:
+            option = "--schema" if isinstance(exc, SchemaError) else "--attach"
+            err.write(f"error: {option}: {exc}\n")
             return EXIT_USAGE
         loaded = load_for_start(config, err)
         if loaded is None:
@@ -132,11 +149,12 @@ def run_prompt(
             GenerateOptions(
                 provider=provider,
                 model=model,
-                messages=[Message.user(prompt)],
+                messages=[Message.user(prompt, *files)],
                 system=system,
                 max_tokens=max_tokens,
                 temperature=temperature,
                 reasoning_effort=reasoning_effort,
+                response_format=response_format,
                 top_p=top_p,
                 seed=seed,
                 stop=list(stop) or None,
@@ -151,7 +169,15 @@ def run_prompt(
         if prepared is None:
             return EXIT_USAGE
         options = prepared
-        renderer = Renderer(out, err, as_json=as_json, tty=out.isatty(), redact=loaded.redactor, abort=abort)
+        renderer = Renderer(
+            out,
+            err,
+            as_json=as_json,
+            tty=out.isatty(),
+            redact=loaded.redactor,
+            abort=abort,
+            expect_json=schema is not None,
+        )
         renderer.hold_text = no_stream or extract
         renderer.extract = extract
         return anyio.run(_generate, loaded, options, abort, renderer, tuple(tools), max_steps, verbose)
@@ -335,7 +361,8 @@ class Renderer:
     secrets split across deltas), ``abort`` (the stream's signal) is fired when stdout
     fails (the reader went away): the stream ends early and its connection is closed.
     :attr:`route` / :attr:`source` (the route served and the plugins.yaml key owning it) name the
-    place in error lines.
+    place in error lines. With ``expect_json`` (``--schema``) the reply text is kept and a reply
+    that is not JSON ends with an ``INVALID_OUTPUT`` error line (exit 1).
     """
 
     def __init__(
@@ -347,8 +374,11 @@ class Renderer:
         tty: bool,
         redact: Callable[[str], str],
         abort: AbortSignal | None = None,
+        expect_json: bool = False,
     ) -> None:
         self.out = out
+        self.expect_json = expect_json
+        self._text: list[str] = []
         self.err = err
         self.as_json = as_json
         self.tty = tty
@@ -386,6 +416,8 @@ class Renderer:
             self.finish = chunk.reason
         elif isinstance(chunk, Usage):
             self.usage = chunk.usage
+        elif self.expect_json and isinstance(chunk, TextDelta):
+            self._text.append(chunk.text)
         if self.as_json:
             self.out.write(msgspec.json.encode(chunk).decode() + "\n")
         elif isinstance(chunk, TextDelta) and self.hold_text:
@@ -445,6 +477,13 @@ class Renderer:
         if finish.kind == "aborted":
             self.note(f"aborted: {failure.message if failure is not None else 'aborted'}")
             return EXIT_ABORTED
+        if self.expect_json and finish.kind == "stop":
+            try:
+                msgspec.json.decode("".join(self._text))
+            except msgspec.DecodeError as exc:
+                error = LlmError("INVALID_OUTPUT", f"the reply is not JSON: {exc}")
+                self.note(f"error: {describe_error(error, route=self.route, source=self.source)}")
+                return EXIT_ERROR
         if not self.as_json:
             raw = f" ({finish.raw})" if finish.raw else ""
             usage = self.usage

@@ -115,6 +115,7 @@ class AnthropicAdapter(LlmAdapter):
             max_tokens_default=config.max_tokens_default,
             budgets=config.budgets_for(model),
             default_effort=config.default_effort_for(model),
+            structured_outputs=config.structured_outputs_for(model),
         )
         translator = Translator(model=options.model)
         client = self._http()
