@@ -176,10 +176,7 @@ class Generation(Response):
         if not isinstance(requested, str):
             raise bad_request("model", "this field is required and must be a string")
         route, model, owner = runtime.resolve(requested)
-        if self.dialect == "openai":
-            parsed = parse_chat_request(raw, owner)
-        else:
-            parsed = parse_messages_request(raw, owner, model)
+        parsed = parse_chat_request(raw) if self.dialect == "openai" else parse_messages_request(raw, owner, model)
         key = who if isinstance(who, KeyRecord) else None
         if key is not None and not key.allows(route):
             raise GatewayError(
