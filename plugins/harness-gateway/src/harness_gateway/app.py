@@ -234,6 +234,8 @@ class _Run:
         self.usage: Any = None
         self.status: Status = "error"
         self.done = anyio.Event()
+        self.finished = False
+        """The stream's finish was seen: a disconnect after it aborts nothing."""
         self.public_id = ("chatcmpl-" if generation.dialect == "openai" else "msg_") + generation.request_id
 
     async def serve(self, receive: Receive, send: Send) -> None:
@@ -254,7 +256,7 @@ class _Run:
     async def watch(self, receive: Receive, scope: anyio.CancelScope) -> None:
         """Abort the upstream stream when the client disconnects; cancel it if it lingers."""
         await receive()  # the body was read: the only message left is http.disconnect (ASGI HTTP spec)
-        if self.done.is_set():  # the client left after the whole answer: nothing to abort
+        if self.finished:  # the client left after the whole answer: nothing to abort
             return
         self.generation.disconnected = True
         logger.info("request %s: client disconnected, aborting the upstream stream", self.generation.request_id)
@@ -274,11 +276,12 @@ class _Run:
                     if isinstance(chunk, Usage):
                         self.usage = chunk.usage
                     elif isinstance(chunk, Finish):
+                        self.finished = True
                         kind = chunk.reason.kind
                         self.status = "error" if kind == "error" else "aborted" if kind == "aborted" else "complete"
                     await on_chunk(chunk)
         finally:
-            if self.generation.disconnected:
+            if self.generation.disconnected and not self.finished:
                 self.status = "aborted"
             with anyio.CancelScope(shield=True):
                 await self.settle()
@@ -362,6 +365,8 @@ class _Run:
                     data = encoder.feed(chunk)
                     if data:
                         await out.send(data)
+                    if isinstance(chunk, Finish):
+                        await out.send(_LAST)
 
                 await self.chunks(feed)
 
@@ -376,7 +381,7 @@ class _Run:
             headers += [(k.encode(), v.encode()) for k, v in _STREAM_HEADERS.items()]
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             item: bytes | GatewayError | None = first
-            while item is not _END:
+            while item is not _END and item is not _LAST:
                 if isinstance(item, GatewayError):  # failed before any output, after a keep-alive went out
                     body = encoder.error(item)
                 else:
@@ -387,6 +392,9 @@ class _Run:
 
 
 _END: Final = GatewayError(500, "end of stream")
+_LAST: Final = GatewayError(500, "the terminal event was sent")
+"""Sent after the finish's events: the response ends there, no keep-alive may follow, and the
+ledger is settled after the client has its whole answer."""
 
 
 async def _receive(pending: Any, keepalive: float) -> bytes | GatewayError | None:
