@@ -281,8 +281,8 @@ class _Run:
                         self.status = "error" if kind == "error" else "aborted" if kind == "aborted" else "complete"
                     await on_chunk(chunk)
         finally:
-            if self.generation.disconnected and not self.finished:
-                self.status = "aborted"
+            # no finish: cancelled because the client went away (aborted) or by a bug (error)
+            self.status = self.status if self.finished else "aborted" if self.generation.disconnected else "error"
             with anyio.CancelScope(shield=True):
                 await self.settle()
             self.done.set()

@@ -5,7 +5,7 @@ Sources the two dialects use:
 * a ``data:`` URL (RFC 2397, https://www.rfc-editor.org/rfc/rfc2397): ``data:image/png;base64,…``,
   decoded to the block's bytes with the URL's media type;
 * any other absolute URL: passed on as a URL source (the provider fetches it, the gateway never
-  does); its media type is the one given, else the one its path's extension implies;
+  does); its media type is the one its path's extension implies;
 * base64 data with a media type (Anthropic's ``source.type: base64``, OpenAI's ``input_audio``).
 
 Every problem is a 400 naming the field.
@@ -48,7 +48,7 @@ def file_block(
             raw = base64.b64decode(data, validate=True)
         except (binascii.Error, ValueError):
             raise bad_request(where, "the data is not valid base64") from None
-    elif media_type is None:
+    else:  # a URL the provider fetches: its media type is the one its path's extension implies
         assert url is not None
         media_type = mimetypes.guess_type(urlsplit(url).path, strict=False)[0]
         if media_type is None:
