@@ -383,9 +383,9 @@ class _Run:
             item: bytes | GatewayError | None = first
             while item is not _END and item is not _LAST:
                 if isinstance(item, GatewayError):  # failed before any output, after a keep-alive went out
-                    body = encoder.error(item)
-                else:
-                    body = item if item is not None else KEEPALIVE
+                    await send({"type": "http.response.body", "body": encoder.error(item), "more_body": True})
+                    break  # the error is the terminal event
+                body = item if item is not None else KEEPALIVE
                 await send({"type": "http.response.body", "body": body, "more_body": True})
                 item = await _receive(pending, keepalive)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
