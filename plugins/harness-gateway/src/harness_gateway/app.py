@@ -474,7 +474,7 @@ async def _model_ids(runtime: GatewayRuntime, who: KeyRecord | bool | None) -> l
             logger.warning("GET /v1/models: route %r cannot list its models: %s", route, exc)
             continue
         ids += [(f"{route}/{info.model}", owner) for info in listed]
-    for alias, target in runtime.config.aliases.items():
+    for alias, target in runtime.aliases.items():
         route = target.partition("/")[0]
         if not isinstance(who, KeyRecord) or who.allows(route):
             ids.append((alias, f"alias of {target}"))
