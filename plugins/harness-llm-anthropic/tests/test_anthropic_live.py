@@ -1,4 +1,5 @@
-"""Live end-to-end test against api.anthropic.com (marker `live`: `pytest -m live` with ANTHROPIC_API_KEY set).
+"""Live end-to-end test against api.anthropic.com (marker `live`: `pytest -m live` with
+ANTHROPIC_API_KEY set; docs/testing.md).
 
 Loose assertions (structure, non-empty text) and a small max_tokens, so it stays cheap. The model
 can be chosen with ANTHROPIC_TEST_MODEL.
