@@ -54,8 +54,16 @@ class _HarnessGroup(click.Group):
         """``harness "prompt" …`` (or ``harness -m fast "prompt"``) is short for ``harness run …``:
         after the group's own options, anything that is not a subcommand starts ``run``."""
         position = 0
-        while position < len(args) and (args[position] == "--verbose" or _VERBOSE.fullmatch(args[position])):
-            position += 1
+        while position < len(args):
+            current = args[position]
+            if current == "--verbose" or _VERBOSE.fullmatch(current) or current.startswith("--config="):
+                position += 1
+            elif current in ("-c", "--config"):  # the group's own -c takes a value
+                position += 2
+            elif current.startswith("-c") and len(current) > 2:  # -cFILE
+                position += 1
+            else:
+                break
         if position < len(args):
             first = args[position]
             group_option = first in ("-h", "--help", "--version")
