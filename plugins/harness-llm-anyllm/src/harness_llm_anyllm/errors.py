@@ -5,7 +5,9 @@ provider SDK's exception (``original_exception``), the HTTP status, the body's e
 ``code`` and, for rate limits, ``Retry-After`` (``any_llm/exceptions.py``,
 ``any_llm/utils/exception_handler.py``). :func:`error_from_library` maps them:
 
-- with a status: the body's ``type``/``code`` where it says more than the status
+- an error inside a 200 stream: the body's ``type`` (``overloaded_error`` → OVERLOADED), else
+  PROTOCOL (a chunk the SDK could not read);
+- with an error status: the body's ``type``/``code`` where it says more than the status
   (``insufficient_quota`` → QUOTA, ``context_length_exceeded`` → CONTEXT_LENGTH …), else the
   status (429 RATE_LIMITED, 529 OVERLOADED …; ``harness_core.http.code_for_status``);
 - without one: the transport exception underneath (an ``httpx`` timeout → TIMEOUT, a reset or
@@ -34,7 +36,16 @@ import httpx
 
 from harness_core.config import MASK
 from harness_core.errors import ErrorCode, LlmError
-from harness_core.http import code_for_status, error_from_exception, parse_retry_after, request_id_from
+from harness_core.http import (
+    ErrorDetails,
+    code_for_provider_type,
+    code_for_status,
+    describe_error_body,
+    error_from_exception,
+    parse_error_body,
+    parse_retry_after,
+    request_id_from,
+)
 from harness_llm_openai.errors import refine_code
 
 __all__ = ["error_from_library", "scrub"]
@@ -86,17 +97,36 @@ def scrub(text: str, secret: str | None) -> str:
 
 
 def _headers_of(exc: BaseException | None) -> Mapping[str, str]:
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
-    return headers if isinstance(headers, Mapping) else {}
+    """Response headers of an SDK exception (``headers``, ``response.headers`` or Mistral's
+    ``raw_response.headers``), or none."""
+    for holder in (exc, getattr(exc, "response", None), getattr(exc, "raw_response", None)):
+        headers = getattr(holder, "headers", None)
+        if isinstance(headers, Mapping):
+            return headers
+    return {}
 
 
-def _transport_error(exc: BaseException | None) -> httpx.HTTPError | None:
-    """The httpx exception at the root of ``exc`` (through causes and contexts), if any."""
+def _body_details(exc: BaseException | None) -> ErrorDetails:
+    """Type, code and message of an SDK exception's error body (a dict or Mistral's raw text)."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, str):
+        body, _ = parse_error_body(body.encode())
+    return describe_error_body(body if isinstance(body, dict) else None)
+
+
+def _transport_error(exc: BaseException | None, provider: str, secret: str | None) -> LlmError | None:
+    """The transport failure at the root of ``exc`` (through causes and contexts), if any:
+    an httpx (or Mistral's httpx2 fork) timeout → TIMEOUT, a corrupt body → PROTOCOL, any other
+    transport error (reset, refused, cut body) → NETWORK."""
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         if isinstance(exc, httpx.HTTPError):
-            return exc
+            mapped = error_from_exception(exc, provider=provider)
+            return LlmError(mapped.code, scrub(mapped.message, secret), provider=provider)
+        if type(exc).__module__.split(".")[0] == "httpx2" or isinstance(exc, OSError):
+            name = type(exc).__name__
+            code: ErrorCode = "TIMEOUT" if "Timeout" in name else "PROTOCOL" if "Decoding" in name else "NETWORK"
+            return LlmError(code, scrub(f"{name}: {exc}", secret), provider=provider)
         seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__
     return None
@@ -151,27 +181,30 @@ def error_from_library(
     if unexpected is not None:
         return LlmError("UNSUPPORTED", f"option {unexpected.group(1)!r} is not supported by {where}", provider=provider)
     if name not in _BY_CLASS:
-        transport = _transport_error(exc)
+        transport = _transport_error(exc, provider, secret)
         if transport is not None:
-            mapped = error_from_exception(transport, provider=provider)
-            return LlmError(mapped.code, scrub(mapped.message, secret), provider=provider)
+            return transport
         trace = scrub("".join(traceback.format_exception(exc)), secret)  # the key may sit in any frame's text
         logger.error("unexpected error from %s:\n%s", where, trace)
         return LlmError("INTERNAL", f"{where}: {name}: {message}", provider=provider)
     status: int | None = getattr(exc, "status_code", None)
-    error_type: str | None = getattr(exc, "error_type", None)
-    error_code: str | None = getattr(exc, "code", None)
+    details = _body_details(original)
+    error_type: str | None = getattr(exc, "error_type", None) or details.provider_type
+    error_code: str | None = getattr(exc, "code", None) or details.provider_code
     headers = _headers_of(original)
     code: ErrorCode
-    if status is not None and 400 <= status <= 599:
+    if status is not None and 200 <= status <= 299:
+        # an error inside a 200 stream (Anthropic's `event: error`), or a body the SDK could not read
+        code = refine_code(error_type, error_code, message) or code_for_provider_type(error_type) or "PROTOCOL"
+        status = None
+    elif status is not None and 400 <= status <= 599:
         code = refine_code(error_type, error_code, message) or code_for_status(status)
         if code == "BAD_REQUEST":
             code = _REFINED_BY_CLASS.get(name, code)
     else:
-        transport = _transport_error(original)
+        transport = _transport_error(original, provider, secret)
         if transport is not None and name == "ProviderError":
-            mapped = error_from_exception(transport, provider=provider)
-            return LlmError(mapped.code, scrub(mapped.message, secret), provider=provider)
+            return transport
         code = refine_code(error_type, error_code, message) or _BY_CLASS[name]
         status = None
     retry_after = parse_retry_after(headers)
