@@ -99,7 +99,7 @@ async def test_a_body_cut_mid_stream_is_a_network_error(server: ScriptedServer) 
     server.add(reply)
     adapter = make_adapter("openai", server)
     try:
-        chunks, error = await run(adapter)
+        _, error = await run(adapter)
     finally:
         await adapter.aclose()
     assert error is not None
@@ -140,7 +140,7 @@ async def test_seed_is_unsupported_by_anthropic_before_any_request(server: Scrip
 async def test_an_option_the_sdk_does_not_take_is_unsupported_naming_it(server: ScriptedServer) -> None:
     adapter = make_adapter("anthropic", server)
     try:
-        chunks, error = await run(adapter, options(provider_options={"anyllm": {"bogus_option": 1}}))
+        _, error = await run(adapter, options(provider_options={"anyllm": {"bogus_option": 1}}))
     finally:
         await adapter.aclose()
     assert error is not None
@@ -211,13 +211,9 @@ def test_transport_failures_under_the_library() -> None:
     cause = ConnectionResetError("peer reset")
     wrapped = ProviderError("connection", original_exception=cause)
     assert error_from_library(wrapped, library_provider="x").code == "NETWORK"
-    try:
-        raise TimeoutError("slow")
-    except TimeoutError as exc:
-        try:
-            raise ValueError("wrapper") from exc
-        except ValueError as outer:
-            assert error_from_library(outer, library_provider="x").code == "TIMEOUT"
+    outer = ValueError("wrapper")
+    outer.__cause__ = TimeoutError("slow")
+    assert error_from_library(outer, library_provider="x").code == "TIMEOUT"
 
 
 def test_not_implemented_and_refused_arguments() -> None:
