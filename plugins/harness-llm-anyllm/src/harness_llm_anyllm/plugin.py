@@ -94,11 +94,12 @@ class AnyLLMConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         """
         facts = PROVIDERS.get(self.provider)
         if facts is None:
-            raise ValueError(f"unknown any-llm provider {self.provider!r}; known: {', '.join(sorted(PROVIDERS))}")
+            known = ", ".join(sorted(PROVIDERS))
+            raise ValueError(f"field 'provider': unknown any-llm provider {self.provider!r}; known: {known}")
         if not facts.streaming:
-            raise ValueError(f"any-llm cannot stream chat completions from provider {self.provider!r}")
+            raise ValueError(f"field 'provider': any-llm cannot stream chat completions from {self.provider!r}")
         if self.max_retries is not None and self.max_retries < 0:
-            raise ValueError(f"max_retries must be at least 0, got {self.max_retries}")
+            raise ValueError(f"field 'max_retries' must be at least 0, got {self.max_retries}")
         if self.routes is None:
             self.routes = [self.provider]  # shown by `harness plugins` like any configured route
 
