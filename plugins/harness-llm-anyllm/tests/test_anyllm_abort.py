@@ -7,7 +7,8 @@ from contextlib import aclosing
 
 import anyio
 import pytest
-from anyllm_wire import ANTHROPIC_THINKING_TOOL, MISTRAL_TEXT, OPENAI_TEXT, make_adapter, options
+from anyio import wait_all_tasks_blocked
+from anyllm_wire import ANTHROPIC_THINKING_TOOL, MISTRAL_TEXT, OPENAI_TEXT, make_adapter, options, run
 
 from harness_core.abort import AbortSignal
 from harness_core.testing.check import check_stream
@@ -100,19 +101,23 @@ async def test_abort_before_the_request_sends_nothing(server: ScriptedServer) ->
     assert not server.requests
 
 
-async def test_abort_while_waiting_for_the_response_head(server: ScriptedServer) -> None:
-    server.add(Reply(reads=[OPENAI_TEXT], head_delay=60.0))
+async def test_abort_while_the_library_opens_the_request(server: ScriptedServer) -> None:
+    server.add(Reply(reads=[OPENAI_TEXT]), Reply(reads=[OPENAI_TEXT], head_delay=60.0))
     adapter = make_adapter("openai", server)
     signal = AbortSignal()
+    chunks: list[StreamChunk] = []
+    # A first request lets the SDK finish its one-time set-up (platform probing in a worker
+    # thread), so the second one waits on the socket for the response head.
+    await run(adapter)
 
-    async def fire_once_requested() -> None:
-        # runs at the stream's first wait, i.e. inside the library's request (the head never comes)
-        signal.fire()
+    async def consume() -> None:
+        chunks.extend([chunk async for chunk in adapter.stream(options(abort=signal))])
 
     try:
         async with anyio.create_task_group() as group:
-            group.start_soon(fire_once_requested)
-            chunks = [chunk async for chunk in adapter.stream(options(abort=signal))]
+            group.start_soon(consume)
+            await wait_all_tasks_blocked()  # the consumer waits for the response head, which never comes
+            signal.fire()
     finally:
         await adapter.aclose()
     assert len(chunks) == 1

@@ -103,7 +103,8 @@ async def test_through_the_runtime_and_a_middleware(server: ScriptedServer) -> N
     from harness_core.hookspecs import hookimpl
 
     class Tagger:
-        seen: list[str] = []
+        def __init__(self) -> None:
+            self.seen: list[str] = []
 
         @hookimpl
         async def llm_stream(self, options, call_next):  # type: ignore[no-untyped-def]
@@ -120,7 +121,8 @@ async def test_through_the_runtime_and_a_middleware(server: ScriptedServer) -> N
         )
     assert result.text == "".join(UNICODE)
     assert result.finish.kind == "stop"
-    assert result.usage is not None and result.usage.output_tokens == 4
+    assert result.usage is not None
+    assert result.usage.output_tokens == 4
     assert len(tagger.seen) >= 4
     sent = server.requests[0]
     assert sent.path == "/v1/chat/completions"

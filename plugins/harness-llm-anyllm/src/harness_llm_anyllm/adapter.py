@@ -184,8 +184,6 @@ class AnyLLMAdapter(LlmAdapter):
                 else:
                     for chunk in translator.feed_library(item):
                         yield chunk
-                    if translator.ended:
-                        return
             for chunk in final:
                 yield chunk
         finally:

@@ -71,9 +71,8 @@ class LibraryChunkTranslator(ChunkTranslator):
         self._call_ids: dict[int, str] = {}
 
     def feed_library(self, chunk: Any) -> list[StreamChunk]:
-        """Translate one any-llm ``ChatCompletionChunk``; returns the chunks it produces."""
-        if self.ended:
-            return []
+        """Translate one any-llm ``ChatCompletionChunk``; returns the chunks it produces (none
+        once the stream ended: the library's iterator ends right after its last chunk)."""
         usage = usage_from_library(chunk.usage)
         if usage is not None:
             self._usage = usage  # last wins; emitted once, after the blocks
