@@ -21,6 +21,8 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final
 
+import msgspec
+
 from harness_core.abort import ABORTED, AbortSignal, race
 from harness_core.adapter import LlmAdapter
 from harness_core.chain import aclose_all
@@ -118,13 +120,7 @@ class AnyLLMAdapter(LlmAdapter):
         known = self.config.models.get(model)
         if known is None:
             return ModelInfo(model=model, reasoning_efforts=list(ANYLLM_EFFORTS) if self.facts.reasoning else None)
-        return ModelInfo(
-            model=model,
-            context_window=known.context_window,
-            max_output_tokens=known.max_output_tokens,
-            reasoning_efforts=known.reasoning_efforts,
-            default_effort=known.default_effort,
-        )
+        return ModelInfo(model=model, **msgspec.structs.asdict(known))
 
     async def list_models(self) -> list[ModelInfo]:
         """The provider's models (any-llm's ``alist_models``), each resolved by :meth:`resolve_model`.

@@ -25,6 +25,7 @@ from harness_core.config import EnvFallback
 from harness_core.hookspecs import RegisterAdapter, hookimpl
 from harness_core.secret import Secret
 from harness_llm_anyllm.providers import PROVIDERS
+from harness_llm_openai.plugin import ModelConfig
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from harness_llm_anyllm.adapter import AnyLLMAdapter
@@ -40,18 +41,6 @@ _KEY_FALLBACKS = tuple(
 provider's own host), so a vendor's key never travels to another host."""
 
 
-class ModelConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
-    """What the config says about one model (returned by ``resolve_model``).
-
-    ``reasoning_efforts`` are the effort ids the model accepts; token counts are tokens.
-    """
-
-    context_window: int | None = None
-    max_output_tokens: int | None = None
-    reasoning_efforts: list[str] | None = None
-    default_effort: str | None = None
-
-
 class AnyLLMConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """Config of one ``anyllm`` plugin instance (one provider).
 
@@ -63,7 +52,8 @@ class AnyLLMConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
             ``base_url`` and no key, no variable is read (a keyless local server).
         base_url: the API root to use instead of the provider's own (any-llm's ``api_base``).
         routes: the routes this instance serves (default: ``[provider]``).
-        models: static model facts by model id (context window, reasoning efforts …).
+        models: static model facts by model id (the openai plugin's
+            :class:`~harness_llm_openai.plugin.ModelConfig`: context window, reasoning efforts …).
         client_options: keyword arguments for the provider's client, passed to
             ``AnyLLM.create`` as given (``region_name``, ``client_args`` …).
         options: keyword arguments added to every request, as given (the provider's own
