@@ -67,7 +67,7 @@ class EnvFallback:
         only_when: field name → value; the fallback applies only when every listed field has
             exactly that value (the YAML value when given, else the field's default). A name
             that is not a field of the Config never matches. Use it so a vendor's key is never
-            sent to another host (SPEC §3.10).
+            sent to another host (docs/stream-obligations.md#10-secrets).
 
     The loader applies it only when the field is absent from the YAML mapping and the variable
     is set and non-empty; the value is then treated as a secret.

@@ -1,4 +1,4 @@
-"""The runtime: :class:`Harness`, the async entry point of applications (SPEC §4).
+"""The runtime: :class:`Harness`, the async entry point of applications (docs/runtime.md).
 
 ::
 
@@ -91,7 +91,7 @@ def _failure_lines(failures: Sequence[PluginFailure]) -> str:
 
 
 class StreamContext:
-    """``async with harness.stream(options) as chunks`` — owns closing the stream (SPEC §4).
+    """``async with harness.stream(options) as chunks`` — owns closing the stream (docs/runtime.md).
 
     ``chunks`` is an async iterator of :data:`~harness_core.types.StreamChunk`. On exit (after
     success, ``break``, an exception or cancellation) every generator the chain created is
@@ -131,7 +131,7 @@ class StreamContext:
 
 
 class Harness:
-    """The plugin host: routes, middleware chain, streams (SPEC §4).
+    """The plugin host: routes, middleware chain, streams (docs/runtime.md).
 
     Args:
         plugins: the plugin instances in plugins.yaml order (first = outermost middleware within
@@ -195,7 +195,7 @@ class Harness:
 
         Raises:
             LlmError: ``CONFIG`` when the configuration is invalid (from the loader) or when a
-                middleware plugin failed to load (SPEC §6: dropping, say, a redaction layer
+                middleware plugin failed to load (docs/loader.md: dropping, say, a redaction layer
                 silently would leak data); the message lists every such plugin.
         """
         from harness_core.loader import find_config, load_config

@@ -194,7 +194,7 @@ def load_for_start(config: str | None, err: Sink) -> LoadedConfig | None:
     """Load ``config`` for a command that starts the harness (``run``, ``chat``, ``chain``).
 
     Reports problems and plugin failures on ``err`` (which redacts the config's secrets from
-    then on). Returns ``None`` (exit 2) on a config problem or when a middleware failed (SPEC §6:
+    then on). Returns ``None`` (exit 2) on a config problem or when a middleware failed (docs/loader.md:
     a failed middleware stops the run, silently dropping a redaction layer would leak data);
     adapter plugins that failed are warned about.
     """

@@ -13,7 +13,7 @@ unwrapped. Exit codes: 0 the model finished (stop, tool-calls, length, content-f
 finish, the step limit, or output that cannot be written (disk full …); 2 a usage or config error:
 an empty prompt, a config problem, an error finish with code ``CONFIG``, ``NO_ADAPTER`` (unknown
 route, no default provider) or ``UNSUPPORTED`` (e.g. an unknown reasoning effort), or a plugin that
-raised (a failed middleware, SPEC §6); 130 aborted by Ctrl-C; 141 stdout was closed by its reader
+raised (a failed middleware, docs/loader.md); 130 aborted by Ctrl-C; 141 stdout was closed by its reader
 (``harness run … | head``): the stream is aborted through its signal (closing the connection) and
 the command stops quietly, as a Unix tool killed by SIGPIPE would.
 

@@ -211,7 +211,7 @@ def check_case(
 
     ``chunks`` are what the stream yielded; ``raised`` the exception it ended with, if any.
     ``through_runtime=True`` accepts a raise delivered as ``finish{error}`` with the same code
-    (SPEC §4). Also checks the stream obligations (:func:`check_stream`). Raises
+    (docs/runtime.md). Also checks the stream obligations (:func:`check_stream`). Raises
     :class:`CaseMismatch` listing every problem. ``case`` may be a :class:`Case` or a bare
     ``expect`` mapping.
     """

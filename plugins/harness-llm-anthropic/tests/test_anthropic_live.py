@@ -1,4 +1,4 @@
-"""Live end-to-end test against api.anthropic.com, only when ANTHROPIC_API_KEY is set (SPEC §7).
+"""Live end-to-end test against api.anthropic.com, only when ANTHROPIC_API_KEY is set (docs/testing.md).
 
 Loose assertions (structure, non-empty text) and a small max_tokens, so it stays cheap. The model
 can be chosen with ANTHROPIC_TEST_MODEL.

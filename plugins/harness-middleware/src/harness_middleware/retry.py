@@ -25,6 +25,7 @@ import msgspec
 import tenacity
 
 from harness_core.abort import ABORTED, AbortSignal, race
+from harness_core.assembler import failure_finish
 from harness_core.errors import LlmError
 from harness_core.hookspecs import CallNext, hookimpl
 from harness_core.types import (
@@ -37,7 +38,7 @@ from harness_core.types import (
     ToolCallBlock,
     Usage,
 )
-from harness_middleware._stream import aclose, error_finish
+from harness_middleware._stream import aclose
 
 __all__ = ["RetryPlugin"]
 
@@ -221,7 +222,7 @@ class RetryPlugin:
                 if gave_up.finish is not None:
                     held = [*gave_up.held, gave_up.finish]
             except _WaitAborted as aborted:
-                held = [error_finish(Failure(code="ABORTED", message=aborted.reason))]
+                held = [failure_finish(Failure(code="ABORTED", message=aborted.reason))]
             if last_error is not None:
                 raise last_error  # giving up: the last attempt's own error, not tenacity's wrapper
             for chunk in held:

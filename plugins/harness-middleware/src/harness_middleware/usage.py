@@ -3,11 +3,12 @@
 One row per stream, written when the stream ends however it ends: complete, ``finish{error}``,
 ``finish{aborted}``, a raised error, task cancellation or a consumer that stops reading early.
 The write runs in a worker thread, shielded from cancellation and bounded by
-``write_timeout`` seconds (SPEC §3.7: accounting that awaits runs shielded with a short bound).
+``write_timeout`` seconds (accounting that awaits runs shielded with a short bound:
+docs/stream-obligations.md#7-abort-and-cancellation).
 
 A stream that ended without a ``usage`` chunk is recorded with NULL token counts (unknown,
-never zero: SPEC §5 "a stream without usage is not free"). Cost follows the token semantics of
-SPEC §2: ``input_tokens`` includes cache reads and writes, which are priced at their own rates.
+never zero: docs/hooks.md "a stream without usage is not free"). Cost follows the token semantics of
+docs/vocabulary.md: ``input_tokens`` includes cache reads and writes, which are priced at their own rates.
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ class Price(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tru
 def cost_of(usage: TokenUsage | None, price: Price | None) -> float | None:
     """The cost of ``usage`` at ``price``; ``None`` when either, or a main count, is unknown.
 
-    SPEC §2 semantics: cache read/write tokens are subsets of ``input_tokens`` and reasoning
+    docs/vocabulary.md semantics: cache read/write tokens are subsets of ``input_tokens`` and reasoning
     tokens a subset of ``output_tokens`` (so they are not charged twice).
     """
     if usage is None or price is None or usage.input_tokens is None or usage.output_tokens is None:
