@@ -67,7 +67,7 @@ def test_gemini_thought_signatures_on_tool_calls_become_replay_state() -> None:
         )
     )
     out += translator.feed_library(library_chunk({}, finish="tool_calls"))
-    out += translator.eof()
+    out += translator.end_of_input()
     assert out[0] == BlockStart(0, "tool-call", id="call_1", name="get_weather")
     assert out[-2] == BlockEnd(0, ToolCallBlock("call_1", "get_weather", '{"city": "Paris"}'))
     assert out[-1] == Finish(
@@ -90,7 +90,7 @@ def test_message_level_extra_content_keeps_only_what_replays() -> None:
 def test_no_extra_content_means_no_replay_state() -> None:
     translator = LibraryChunkTranslator(model=MODEL)
     translator.feed_library(library_chunk({"content": "hi"}, finish="stop"))
-    assert translator.eof()[-1] == Finish(FinishReason("stop", raw="stop"))
+    assert translator.end_of_input()[-1] == Finish(FinishReason("stop", raw="stop"))
 
 
 def test_abort_closes_a_signed_reasoning_block_signed() -> None:

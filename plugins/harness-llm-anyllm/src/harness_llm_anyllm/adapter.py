@@ -9,7 +9,10 @@ unified_exceptions=True)``; https://mozilla-ai.github.io/any-llm/). Each request
 
 Error paths (like every adapter): exceptions of the library, its SDK or the transport **raise**
 :class:`~harness_core.errors.LlmError` (classified by :mod:`harness_llm_anyllm.errors`, the key
-masked); a stream that ends without a finish reason raises ``NETWORK``. ``options.abort`` cancels
+masked), except an error the provider reports inside a stream that already delivered a chunk (Anthropic's
+``event: error``, OpenAI's ``data: {"error": …}``: any code but NETWORK, TIMEOUT, PROTOCOL and
+INTERNAL), which ends it with ``finish{error}`` after the open blocks and usage; a stream that
+ends without a finish reason raises ``NETWORK``. ``options.abort`` cancels
 the pending read, closes the library's stream and ends with ``finish{aborted}``; ``break`` and
 task cancellation close it too (shielded, bounded).
 """
@@ -21,9 +24,11 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final
 
+import anyio
+import anyio.lowlevel
 import msgspec
 
-from harness_core.abort import ABORTED, AbortSignal, race
+from harness_core.abort import ABORTED, DEFAULT_ABORT_REASON, AbortSignal, race
 from harness_core.adapter import LlmAdapter
 from harness_core.chain import aclose_all
 from harness_core.errors import LlmError
@@ -42,6 +47,61 @@ KEYLESS_PLACEHOLDER: Final = "no-key"
 never reads the provider's key variable for a host that is not the provider's own."""
 
 _END: Final = object()
+
+_RAISED_WHILE_READING: Final = frozenset({"NETWORK", "TIMEOUT", "PROTOCOL", "INTERNAL"})
+"""Codes of a fault while reading that raise (transport, protocol, bug); any other code is an
+error the provider reported inside the stream, which ends it with ``finish{error}``."""
+
+
+_INNER: Final = ("_async_iter", "_iterator", "_response")
+"""Attributes under which any-llm's stream wrappers and the OpenAI SDK's ``AsyncStream`` hold
+the iterators they read from."""
+
+
+def _inner_generators(stream: object) -> list[Any]:
+    """The async generators inside the library's stream, outermost first.
+
+    Closing any-llm 1.40's OpenAI-provider stream closes the HTTP response but not the OpenAI
+    SDK's two async generators (``AsyncStream.__aiter__`` and ``__stream__``); asyncio would
+    finalize them later in stray tasks. The adapter closes them itself (closing a generator
+    twice does nothing).
+    """
+    found: list[Any] = []
+    queue: list[object] = [stream]
+    seen: set[int] = set()
+    while queue:
+        current = queue.pop(0)
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if inspect.isasyncgen(current):
+            found.append(current)
+        queue.extend(getattr(current, name, None) for name in _INNER)
+    return found
+
+
+_FINALIZER_ROUNDS: Final = 16
+"""Event-loop rounds granted to asyncio's finalizer of abandoned async generators (one round per
+level of the OpenAI SDK's generator chain, which is nine deep over httpx)."""
+
+
+async def _let_abandoned_generators_finalize() -> None:
+    """Give the event loop a few rounds, shielded, so the generators the SDK abandoned are closed
+    before the stream counts as closed.
+
+    The OpenAI SDK's ``AsyncStream.__stream__`` leaves its SSE generator chain (``_iter_events``
+    over the decoder over httpx's byte iterators) unclosed when it stops at ``[DONE]`` or is
+    closed; those objects are unreachable from the stream, so asyncio's async-generator finalizer
+    closes them, one level per loop round, in tasks of its own. Without these rounds the tasks
+    would outlive the stream (the conformance suite's leak check sees them).
+    """
+    with anyio.CancelScope(shield=True):
+        for _ in range(_FINALIZER_ROUNDS):
+            await anyio.lowlevel.checkpoint()
+
+
+def _reason(abort: AbortSignal | None) -> str:
+    return (abort.reason if abort is not None else None) or DEFAULT_ABORT_REASON
 
 
 class AnyLLMAdapter(LlmAdapter):
@@ -151,7 +211,7 @@ class AnyLLMAdapter(LlmAdapter):
         )
         abort = options.abort
         if abort is not None and abort.fired:
-            for chunk in translator.abort(abort.reason or "aborted"):
+            for chunk in translator.abort(_reason(abort)):
                 yield chunk
             return
         library = self.library()
@@ -167,16 +227,26 @@ class AnyLLMAdapter(LlmAdapter):
         try:
             opened = await self._call(abort, start, reading=False)
             if opened is ABORTED:
-                final = translator.abort(abort.reason if abort is not None and abort.reason else "aborted")
+                final = translator.abort(_reason(abort))
             else:
                 chunks = opened
                 final = None
+            received = False  # some providers' SDKs send the request on the first read
             while final is None:
-                item = await self._call(abort, lambda: anext(chunks, _END), reading=True)
+                try:
+                    item = await self._call(abort, lambda: anext(chunks, _END), reading=True)
+                except LlmError as exc:
+                    if not received or exc.code in _RAISED_WHILE_READING:
+                        raise
+                    final = translator.fail(exc)  # the provider reported it inside the stream
+                    break
+                received = True
                 if item is ABORTED:
-                    final = translator.abort(abort.reason if abort is not None and abort.reason else "aborted")
+                    final = translator.abort(
+                        abort.reason if abort is not None and abort.reason else DEFAULT_ABORT_REASON
+                    )
                 elif item is _END:
-                    final = translator.eof()
+                    final = translator.end_of_input()
                 else:
                     for chunk in translator.feed_library(item):
                         yield chunk
@@ -184,7 +254,8 @@ class AnyLLMAdapter(LlmAdapter):
                 yield chunk
         finally:
             if chunks is not None:
-                await aclose_all([chunks], DEFAULT_CLOSE_TIMEOUT, "any-llm stream")
+                await aclose_all([chunks, *_inner_generators(chunks)], DEFAULT_CLOSE_TIMEOUT, "any-llm stream")
+                await _let_abandoned_generators_finalize()
 
     async def _call(self, abort: AbortSignal | None, operation: Callable[[], Awaitable[Any]], *, reading: bool) -> Any:
         """Await one library call, abortable; its exceptions become mapped ``LlmError``s."""

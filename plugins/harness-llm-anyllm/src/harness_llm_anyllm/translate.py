@@ -16,7 +16,10 @@ OpenAI wire:
 - ``usage.prompt_tokens_details.cache_write_tokens`` (Anthropic cache writes) →
   ``cache_write_tokens``, beside cache reads and reasoning tokens.
 
-The library's stream has no terminal marker of its own: it simply ends. :meth:`eof` then
+An error the library raises while reading is the provider's in-band error (Anthropic's
+``event: error``, OpenAI's ``data: {"error": …}``) unless it is a transport or protocol fault:
+:meth:`fail` then ends the stream with ``finish{error}``. The library's stream has no terminal
+marker of its own: it simply ends.   :meth:`end_of_input` then
 finishes the stream after a finish reason and raises ``NETWORK`` without one (a cut stream).
 """
 
@@ -24,7 +27,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness_core.types import BlockEnd, BlockStart, Finish, ReasoningBlock, StreamChunk, TokenUsage
+from harness_core.abort import DEFAULT_ABORT_REASON
+from harness_core.errors import LlmError
+from harness_core.types import BlockEnd, BlockStart, Finish, FinishReason, ReasoningBlock, StreamChunk, TokenUsage
 from harness_llm_openai.translate import ChunkTranslator
 from harness_llm_openai.wire import ChatCompletionChunk, Choice, Delta, FunctionDelta, ToolCallFragment
 
@@ -58,7 +63,7 @@ class LibraryChunkTranslator(ChunkTranslator):
         model: the requested model id, recorded in the replay state (signatures are model-bound).
         signed_reasoning: mark reasoning blocks ``signed`` (the provider signs them).
 
-    Use :meth:`feed_library` per library chunk, then :meth:`eof` when the library's iterator
+    Use :meth:`feed_library` per library chunk, then :meth:`end_of_input` when the library's iterator
     ends, or :meth:`abort`.
     """
 
@@ -77,7 +82,7 @@ class LibraryChunkTranslator(ChunkTranslator):
         if usage is not None:
             self._usage = usage  # last wins; emitted once, after the blocks
         choices = [self._choice(choice) for choice in chunk.choices or () if choice.index == 0][:1]
-        out = self.feed(ChatCompletionChunk(choices=choices))
+        out = self.feed_chunk(ChatCompletionChunk(choices=choices))
         return self._sign(out) if self.signed_reasoning else out
 
     def _choice(self, choice: Any) -> Choice:
@@ -123,7 +128,15 @@ class LibraryChunkTranslator(ChunkTranslator):
             out[-1] = Finish(final.reason, replay_state=state)
         return out
 
-    def abort(self, reason: str) -> list[StreamChunk]:
+    def fail(self, error: LlmError) -> list[StreamChunk]:
+        """The provider reported ``error`` inside the stream (the library raised it while
+        reading): close open blocks, emit usage when known, ``finish{error}`` carrying it."""
+        out = self._close_all()
+        out.append(Finish(FinishReason("error", raw=self._finish_raw, failure=error.to_failure())))
+        self.done = True
+        return self._sign(out) if self.signed_reasoning else out
+
+    def abort(self, reason: str = DEFAULT_ABORT_REASON) -> list[StreamChunk]:
         """The caller aborted: close open blocks, emit usage when known, ``finish{aborted}``."""
         out = super().abort(reason)
         return self._sign(out) if self.signed_reasoning else out
