@@ -13,7 +13,7 @@ from harness_core.testing.check import check_stream
 from harness_core.testing.server import ScriptedServer
 from harness_core.types import GenerateOptions, Message, StreamChunk
 from harness_llm_anyllm.adapter import AnyLLMAdapter
-from harness_llm_anyllm.plugin import AnyLLMConfig
+from harness_llm_anyllm.config import AnyLLMConfig
 
 MODEL = "model-1"
 SIGNATURE = "EqQBCkYIBxgCKkDx+/=sig\u00e9==" + "A" * 40

@@ -29,7 +29,7 @@ from harness_core.secret import Secret
 from harness_core.testing.conformance import AdapterConformance, Recording, load_recordings
 from harness_core.types import GenerateOptions, Message
 from harness_llm_anyllm.adapter import AnyLLMAdapter
-from harness_llm_anyllm.plugin import AnyLLMConfig
+from harness_llm_anyllm.config import AnyLLMConfig
 
 OPENAI_RECORDED = Path(__file__).parents[2] / "harness-llm-openai" / "tests" / "recorded"
 ASK = [Message.user("Say hello")]

@@ -24,7 +24,7 @@ from harness_core.types import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from harness_llm_anyllm.plugin import ModelConfig
+from harness_llm_anyllm.config import ModelConfig
 from harness_llm_anyllm.translate import LibraryChunkTranslator, usage_from_library
 
 pytestmark = pytest.mark.anyio

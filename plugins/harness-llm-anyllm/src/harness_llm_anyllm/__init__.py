@@ -9,7 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from harness_llm_anyllm.plugin import AnyLLMConfig, AnyLLMPlugin, Config, ModelConfig
+from harness_llm_anyllm.config import AnyLLMConfig, Config, ModelConfig
+from harness_llm_anyllm.plugin import AnyLLMPlugin
 from harness_llm_anyllm.providers import PROVIDERS, ProviderFacts
 
 if TYPE_CHECKING:  # pragma: no cover - typing only

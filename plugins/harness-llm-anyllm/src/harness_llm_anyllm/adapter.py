@@ -34,8 +34,8 @@ from harness_core.chain import aclose_all
 from harness_core.errors import LlmError
 from harness_core.http import DEFAULT_CLOSE_TIMEOUT
 from harness_core.types import GenerateOptions, ModelInfo, StreamChunk
+from harness_llm_anyllm.config import AnyLLMConfig
 from harness_llm_anyllm.errors import error_from_library
-from harness_llm_anyllm.plugin import AnyLLMConfig
 from harness_llm_anyllm.providers import PROVIDERS
 from harness_llm_anyllm.serialize import ANYLLM_EFFORTS, RequestBuilder
 from harness_llm_anyllm.translate import LibraryChunkTranslator
