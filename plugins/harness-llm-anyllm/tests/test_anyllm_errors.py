@@ -12,8 +12,8 @@ from harness_core.config import MASK
 from harness_core.errors import LlmError
 from harness_core.testing.server import Reply, ScriptedServer
 from harness_llm_anyllm.adapter import AnyLLMAdapter
-from harness_llm_anyllm.errors import error_from_library, scrub
 from harness_llm_anyllm.config import AnyLLMConfig
+from harness_llm_anyllm.errors import error_from_library, scrub
 
 pytestmark = pytest.mark.anyio
 
