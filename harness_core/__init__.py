@@ -14,27 +14,33 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.abort import AbortSignal
     from harness_core.adapter import LlmAdapter
     from harness_core.assembler import BlockAssembler
+    from harness_core.attach import AttachError, detect_media_type, load_attachment
     from harness_core.chain import ChainLink
     from harness_core.config import EnvFallback
     from harness_core.conversation import Conversation, ConversationState, MaxStepsExceeded, Reply
-    from harness_core.errors import ErrorCode, Failure, LlmError
+    from harness_core.errors import ErrorCode, Failure, InvalidOutputError, LlmError
     from harness_core.hookspecs import hookimpl
     from harness_core.runtime import GenerateResult, Harness, StreamContext
     from harness_core.secret import Secret
+    from harness_core.structured import decode_output, response_format_for
     from harness_core.sync import SyncHarness
     from harness_core.tools import Tool, ToolRegistry, tool
     from harness_core.types import (
         BlockEnd,
         BlockStart,
         ContentBlock,
+        FileBlock,
         Finish,
         FinishReason,
         GenerateOptions,
+        JsonObjectFormat,
+        JsonSchemaFormat,
         Message,
         ModelInfo,
         NamedToolChoice,
         ReasoningBlock,
         ReasoningDelta,
+        ResponseFormat,
         StreamChunk,
         TextBlock,
         TextDelta,
@@ -49,6 +55,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
 
 __all__ = [
     "AbortSignal",
+    "AttachError",
     "BlockAssembler",
     "BlockEnd",
     "BlockStart",
@@ -59,11 +66,15 @@ __all__ = [
     "EnvFallback",
     "ErrorCode",
     "Failure",
+    "FileBlock",
     "Finish",
     "FinishReason",
     "GenerateOptions",
     "GenerateResult",
     "Harness",
+    "InvalidOutputError",
+    "JsonObjectFormat",
+    "JsonSchemaFormat",
     "LlmAdapter",
     "LlmError",
     "MaxStepsExceeded",
@@ -73,6 +84,7 @@ __all__ = [
     "ReasoningBlock",
     "ReasoningDelta",
     "Reply",
+    "ResponseFormat",
     "Secret",
     "StreamChunk",
     "StreamContext",
@@ -88,7 +100,11 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "canonical_json",
+    "decode_output",
+    "detect_media_type",
     "hookimpl",
+    "load_attachment",
+    "response_format_for",
     "tool",
 ]
 _LAZY = {
@@ -98,6 +114,9 @@ _LAZY = {
     "ConversationState": "harness_core.conversation",
     "MaxStepsExceeded": "harness_core.conversation",
     "AbortSignal": "harness_core.abort",
+    "AttachError": "harness_core.attach",
+    "detect_media_type": "harness_core.attach",
+    "load_attachment": "harness_core.attach",
     "BlockAssembler": "harness_core.assembler",
     "BlockEnd": "harness_core.types",
     "BlockStart": "harness_core.types",
@@ -106,6 +125,10 @@ _LAZY = {
     "EnvFallback": "harness_core.config",
     "ErrorCode": "harness_core.errors",
     "Failure": "harness_core.errors",
+    "FileBlock": "harness_core.types",
+    "JsonObjectFormat": "harness_core.types",
+    "JsonSchemaFormat": "harness_core.types",
+    "ResponseFormat": "harness_core.types",
     "Finish": "harness_core.types",
     "FinishReason": "harness_core.types",
     "GenerateOptions": "harness_core.types",
@@ -113,6 +136,7 @@ _LAZY = {
     "Harness": "harness_core.runtime",
     "LlmAdapter": "harness_core.adapter",
     "LlmError": "harness_core.errors",
+    "InvalidOutputError": "harness_core.errors",
     "Message": "harness_core.types",
     "ModelInfo": "harness_core.types",
     "NamedToolChoice": "harness_core.types",
@@ -132,6 +156,8 @@ _LAZY = {
     "ToolSpec": "harness_core.types",
     "Usage": "harness_core.types",
     "canonical_json": "harness_core.types",
+    "decode_output": "harness_core.structured",
+    "response_format_for": "harness_core.structured",
     "hookimpl": "harness_core.hookspecs",
     "tool": "harness_core.tools",
 }

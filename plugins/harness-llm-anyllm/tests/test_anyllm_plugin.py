@@ -96,6 +96,7 @@ def test_the_table_matches_the_installed_library() -> None:
         assert facts.streaming == provider_class.SUPPORTS_COMPLETION_STREAMING, name
         assert facts.reasoning == provider_class.SUPPORTS_COMPLETION_REASONING, name
         assert facts.images == provider_class.SUPPORTS_COMPLETION_IMAGE, name
+        assert facts.pdf == provider_class.SUPPORTS_COMPLETION_PDF, name
         assert facts.signed_reasoning == any(b.__name__ == "BaseAnthropicProvider" for b in provider_class.__mro__)
 
 

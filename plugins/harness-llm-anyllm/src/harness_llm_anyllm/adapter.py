@@ -121,6 +121,8 @@ class AnyLLMAdapter(LlmAdapter):
             library_provider=config.provider,
             include_usage=config.include_usage,
             signed_reasoning=self.facts.signed_reasoning,
+            images=self.facts.images,
+            pdf=self.facts.pdf,
             options=config.options,
         )
         self._key = self._resolve_key()

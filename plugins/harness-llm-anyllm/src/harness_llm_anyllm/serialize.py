@@ -6,7 +6,8 @@ https://platform.openai.com/docs/api-reference/chat/create) and converts them fo
 so the openai plugin's serializer builds them; this module adds what any-llm carries beyond
 that wire: replayed reasoning with its signature (``reasoning`` + ``extra_content`` on an
 assistant message: Anthropic thinking) and ``extra_content`` on tool calls (Gemini thought
-signatures), both taken from the replay state of an earlier turn of the same model.
+signatures), both taken from the replay state of an earlier turn of the same model; and it
+refuses files any-llm does not take from the provider (``UNSUPPORTED``, before any request).
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from __future__ import annotations
 from typing import Any, Final
 
 from harness_core.errors import LlmError
-from harness_core.types import GenerateOptions, Message, ModelInfo, ReasoningBlock
-from harness_llm_openai.serialize import RequestSerializer
+from harness_core.media import unsupported_file
+from harness_core.types import FileBlock, GenerateOptions, Message, ModelInfo, ReasoningBlock
+from harness_llm_openai.serialize import IMAGE_TYPES, RequestSerializer
 
 __all__ = ["ANYLLM_EFFORTS", "CompletionRequest", "RequestBuilder"]
 
@@ -47,6 +49,7 @@ class RequestBuilder(RequestSerializer):
         include_usage: send ``stream_options.include_usage``.
         signed_reasoning: the provider signs its reasoning (Anthropic family): replay it with
             its signature, and refuse ``seed``.
+        images / pdf: any-llm takes image / PDF ``FileBlock``s for the provider.
         options: the config's per-request fields, merged before ``provider_options``.
     """
 
@@ -57,11 +60,15 @@ class RequestBuilder(RequestSerializer):
         library_provider: str,
         include_usage: bool = True,
         signed_reasoning: bool = False,
+        images: bool = False,
+        pdf: bool = False,
         options: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(provider=provider, include_usage=include_usage, max_tokens_field="max_tokens")
         self.library_provider = library_provider
         self.signed_reasoning = signed_reasoning
+        self.images = images
+        self.pdf = pdf
         self.options = dict(options or {})
 
     def request(self, options: GenerateOptions, info: ModelInfo) -> CompletionRequest:
@@ -85,6 +92,25 @@ class RequestBuilder(RequestSerializer):
         model = arguments.pop("model")
         messages = arguments.pop("messages")
         return CompletionRequest(model, messages, arguments)
+
+    def file_part(self, block: FileBlock) -> dict[str, Any]:
+        """The OpenAI content part any-llm converts for the provider (``image_url``, ``file``),
+        for the media any-llm takes from it.
+
+        Raises:
+            LlmError: ``UNSUPPORTED`` naming the file for images or PDFs the provider does not
+                take through any-llm, and for audio (any-llm's conversion of ``input_audio`` is
+                not verified per provider); the openai plugin's checks (URL, size) otherwise.
+        """
+        if block.media_type in IMAGE_TYPES:
+            accepted = self.images
+        elif block.media_type == "application/pdf":
+            accepted = self.pdf
+        else:
+            accepted = False
+        if not accepted:
+            raise unsupported_file(self.provider, block, f"any-llm provider {self.library_provider!r} does not take it")
+        return super().file_part(block)
 
     def assistant_message(self, message: Message, model: str) -> dict[str, Any]:
         """The openai plugin's assistant turn, plus the replay state of the same model:
