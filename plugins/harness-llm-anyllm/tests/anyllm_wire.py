@@ -146,6 +146,17 @@ def message_delta(stop_reason: str, output_tokens: int) -> dict[str, Any]:
     return {"type": "message_delta", "delta": {"stop_reason": stop_reason}, "usage": {"output_tokens": output_tokens}}
 
 
+ANTHROPIC_TEXT = anthropic_sse(
+    [
+        message_start(input_tokens=9, output_tokens=1),
+        block_start(0, {"type": "text", "text": ""}),
+        *(delta(0, {"type": "text_delta", "text": piece}) for piece in UNICODE),
+        block_stop(0),
+        message_delta("end_turn", 4),
+        {"type": "message_stop"},
+    ]
+)
+
 ANTHROPIC_THINKING_TOOL = anthropic_sse(
     [
         message_start(input_tokens=12, output_tokens=3, cache_read_input_tokens=100, cache_creation_input_tokens=20),

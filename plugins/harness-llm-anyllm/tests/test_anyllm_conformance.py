@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import ClassVar
 
 from anyllm_wire import (
+    ANTHROPIC_TEXT,
     ANTHROPIC_THINKING_TOOL,
     MODEL,
-    UNICODE,
     anthropic_sse,
     block_start,
     block_stop,
@@ -36,19 +36,6 @@ ASK = [Message.user("Say hello")]
 KEY = key()
 
 
-def _anthropic_text() -> bytes:
-    return anthropic_sse(
-        [
-            message_start(input_tokens=9, output_tokens=1),
-            block_start(0, {"type": "text", "text": ""}),
-            *(delta(0, {"type": "text_delta", "text": piece}) for piece in UNICODE),
-            block_stop(0),
-            message_delta("end_turn", 4),
-            {"type": "message_stop"},
-        ]
-    )
-
-
 def _tool(index: int, call_id: str, name: str, arguments: str) -> list[dict[str, object]]:
     return [
         block_start(index, {"type": "tool_use", "id": call_id, "name": name, "input": {}}),
@@ -57,7 +44,6 @@ def _tool(index: int, call_id: str, name: str, arguments: str) -> list[dict[str,
     ]
 
 
-ANTHROPIC_TEXT = _anthropic_text()
 ANTHROPIC_PARALLEL = anthropic_sse(
     [
         message_start(input_tokens=30, output_tokens=1),

@@ -5,7 +5,7 @@ request."""
 from __future__ import annotations
 
 import pytest
-from anyllm_wire import MISTRAL_TEXT, OPENAI_TEXT, UNICODE, anthropic_sse, make_adapter, options, run
+from anyllm_wire import ANTHROPIC_TEXT, MISTRAL_TEXT, OPENAI_TEXT, make_adapter, options, run
 
 from harness_core.testing.server import Reply, ScriptedServer
 from harness_core.types import FileBlock, JsonSchemaFormat, Message, TextBlock
@@ -21,19 +21,7 @@ def _ask(block: FileBlock) -> list[Message]:
 
 
 async def test_an_image_reaches_anthropic_as_an_image_block(server: ScriptedServer) -> None:
-    from anyllm_wire import block_start, block_stop, delta, message_delta, message_start
-
-    body = anthropic_sse(
-        [
-            message_start(input_tokens=9, output_tokens=1),
-            block_start(0, {"type": "text", "text": ""}),
-            delta(0, {"type": "text_delta", "text": UNICODE[0]}),
-            block_stop(0),
-            message_delta("end_turn", 4),
-            {"type": "message_stop"},
-        ]
-    )
-    server.add(Reply(reads=[body]))
+    server.add(Reply(reads=[ANTHROPIC_TEXT]))
     adapter = make_adapter("anthropic", server)
     try:
         _, error = await run(adapter, options(messages=_ask(FileBlock("image/png", data=PNG))))

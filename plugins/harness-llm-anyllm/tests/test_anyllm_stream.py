@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from anyllm_wire import (
+    ANTHROPIC_TEXT,
     ANTHROPIC_THINKING_TOOL,
     MISTRAL_TEXT,
     MODEL,
@@ -36,22 +37,7 @@ pytestmark = pytest.mark.anyio
 TEXT_BODIES = {"openai": OPENAI_TEXT, "mistral": MISTRAL_TEXT}
 
 
-def _anthropic_text() -> bytes:
-    from anyllm_wire import anthropic_sse, block_start, block_stop, delta, message_delta, message_start
-
-    return anthropic_sse(
-        [
-            message_start(input_tokens=9, output_tokens=1),
-            block_start(0, {"type": "text", "text": ""}),
-            *(delta(0, {"type": "text_delta", "text": piece}) for piece in UNICODE),
-            block_stop(0),
-            message_delta("end_turn", 4),
-            {"type": "message_stop"},
-        ]
-    )
-
-
-TEXT_BODIES["anthropic"] = _anthropic_text()
+TEXT_BODIES["anthropic"] = ANTHROPIC_TEXT
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic", "mistral"])
