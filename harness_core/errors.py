@@ -133,24 +133,6 @@ class LlmError(Exception):
         )
 
 
-class Failure(msgspec.Struct, frozen=True, omit_defaults=True):
-    """What went wrong, carried by ``finish`` of kind ``error`` or ``aborted``.
-
-    Mirrors :class:`LlmError` field for field; ``retry_after`` is in
-    seconds.
-    """
-
-    code: ErrorCode
-    message: str
-    retryable: bool = False
-    status: int | None = None
-    retry_after: float | None = None
-    provider: str | None = None
-    provider_type: str | None = None
-    provider_code: str | None = None
-    request_id: str | None = None
-
-
 class InvalidOutputError(LlmError):
     """The model's structured output does not validate (code ``INVALID_OUTPUT``).
 
@@ -170,3 +152,21 @@ class InvalidOutputError(LlmError):
         super().__init__("INVALID_OUTPUT", message, provider=provider)
         self.text = text
         self.path = path
+
+
+class Failure(msgspec.Struct, frozen=True, omit_defaults=True):
+    """What went wrong, carried by ``finish`` of kind ``error`` or ``aborted``.
+
+    Mirrors :class:`LlmError` field for field; ``retry_after`` is in
+    seconds.
+    """
+
+    code: ErrorCode
+    message: str
+    retryable: bool = False
+    status: int | None = None
+    retry_after: float | None = None
+    provider: str | None = None
+    provider_type: str | None = None
+    provider_code: str | None = None
+    request_id: str | None = None

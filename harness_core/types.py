@@ -379,7 +379,7 @@ class JsonSchemaFormat(msgspec.Struct, tag="json-schema", tag_field="type", froz
             ``UNSUPPORTED`` for ``strict=True``.
         description: optional guidance for the model, where the wire has a slot for it.
 
-    Mapping per wire: ``docs/vocabulary.md`` ("Files and structured output"). The model's JSON arrives as
+    Mapping per wire: docs/vocabulary.md#media-and-structured-output-per-wire. The model's JSON arrives as
     ordinary text deltas; :meth:`harness_core.Harness.generate_object` validates it.
     Raises ``ValueError`` / ``TypeError`` on construction for a bad name or a non-dict schema.
     """

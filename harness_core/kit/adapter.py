@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from harness_core.adapter import LlmAdapter
 from harness_core.errors import LlmError
-from harness_core.http import make_client
+from harness_core.http import check_headers, make_client
 from harness_core.kit.config import HttpProviderConfig, client_options
 from harness_core.kit.request import request_json
 from harness_core.kit.stream import DEFAULT_DRAIN_TIMEOUT, stream_sse
@@ -36,6 +36,9 @@ ConfigT = TypeVar("ConfigT", bound=HttpProviderConfig)
 
 class HttpAdapter(LlmAdapter, Generic[ConfigT]):
     """Base of an adapter that streams server-sent events over HTTP.
+
+    Raises ``LlmError("CONFIG")`` on construction for a header value (a key) that cannot be sent
+    (:func:`harness_core.http.check_headers`), naming the header, never the value.
 
     Args:
         config: the plugin's validated config (an :class:`HttpProviderConfig` subclass).
@@ -64,6 +67,8 @@ class HttpAdapter(LlmAdapter, Generic[ConfigT]):
         self.provider = provider or self.provider_name
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
+        self._headers = {**self.default_headers(), **self.auth_headers(), **config.headers}
+        check_headers(self._headers, provider=self.provider)  # a key that cannot be sent is CONFIG, now
 
     # ------------------------------------------------------------------ the subclass's stages
 
@@ -109,9 +114,8 @@ class HttpAdapter(LlmAdapter, Generic[ConfigT]):
         """The adapter's HTTP client (created on first use)."""
         client = self._client
         if client is None:
-            headers = {**self.default_headers(), **self.auth_headers(), **self.config.headers}
             client = self._client = make_client(
-                headers=headers, transport=self._transport, **client_options(self.config)
+                headers=self._headers, provider=self.provider, transport=self._transport, **client_options(self.config)
             )
         return client
 

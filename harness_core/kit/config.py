@@ -59,19 +59,22 @@ class HttpProviderConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=Tru
 
 def vendor_api_key(var: str, base_url: str) -> EnvFallback:
     """The :class:`~harness_core.config.EnvFallback` of a vendor key: ``api_key`` comes from
-    ``$var`` only while ``base_url`` is the vendor's own, so the key never reaches another host::
+    ``$var`` only while ``base_url`` is the vendor's own, so the key never reaches another host,
+    and there it is required (without one the plugin fails naming ``var``; ``api_key: null`` in
+    the YAML opts out). Another host needs none::
 
         api_key: Annotated[Secret | None, vendor_api_key("OPENAI_API_KEY", OPENAI_BASE_URL)] = None
     """
-    return EnvFallback(var, only_when={"base_url": base_url})
+    return EnvFallback(var, only_when={"base_url": base_url}, required=True)
 
 
 def client_options(config: HttpProviderConfig) -> dict[str, Any]:
-    """Keyword arguments of :func:`harness_core.http.make_client` from a config (base URL,
-    timeouts, pool size); headers are the adapter's business."""
+    """Keyword arguments of :func:`harness_core.http.make_client` from a config (base URL, which
+    may carry a query sent with every request; timeouts; pool size); headers are the adapter's
+    business."""
     timeout = config.timeout
     return {
-        "base_url": config.base_url.rstrip("/"),
+        "base_url": config.base_url,
         "connect_timeout": timeout.connect,
         "read_timeout": timeout.read,
         "write_timeout": timeout.write,

@@ -25,7 +25,7 @@ from harness_core._lazy import lazy_exports
 from harness_core.testing.cases import Case, CaseMismatch, cases_dir, check_case, load_cases, sequence_tokens
 from harness_core.testing.check import CheckedStream, StreamChecker, StreamViolation, check_stream
 from harness_core.testing.fake import Delay, FakeAdapter, Raise, Script, Stall, Step, text_reply, tool_call_reply
-from harness_core.testing.server import RecordedRequest, Reply, ScriptedServer
+from harness_core.testing.server import RecordedRequest, Reply, Responder, ScriptedServer
 from harness_core.testing.splits import every_split, one_byte_reads, split_at, split_every
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; the suite loads on first use
@@ -43,6 +43,7 @@ __all__ = [
     "RecordedRequest",
     "Recording",
     "Reply",
+    "Responder",
     "Script",
     "ScriptedServer",
     "Stall",

@@ -12,7 +12,8 @@ Typical adapter test::
             chunks, raised = await run_my_adapter(server.url)
         check_case(case, chunks, raised)
 
-The folder comes from ``HARNESS_CASES_DIR``, default ``<repo>/../shared/cases``.
+The folder comes from ``HARNESS_CASES_DIR``, default ``../shared/cases`` from the current
+directory (the repository's root ``conftest.py`` sets the variable for its own tests).
 """
 
 from __future__ import annotations
@@ -55,11 +56,13 @@ class CaseMismatch(AssertionError):
 
 
 def cases_dir() -> Path:
-    """The cases folder: ``$HARNESS_CASES_DIR`` or ``<repo>/../shared/cases``."""
+    """The cases folder: ``$HARNESS_CASES_DIR``, else ``../shared/cases`` from the current
+    directory (the shared folder beside a repository checkout run from its root). Never a path
+    derived from where this package is installed."""
     env = os.environ.get("HARNESS_CASES_DIR")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[2].parent / "shared" / "cases"
+    return Path.cwd().parent / "shared" / "cases"
 
 
 @dataclass(frozen=True)

@@ -154,14 +154,15 @@ def test_keep_ended_false_drops_ended_content_but_still_ignores_late_deltas() ->
     from harness_core import BlockEnd, BlockStart, TextBlock, TextDelta
 
     tracker = BlockAssembler(keep_ended=False)
-    for chunk in [
+    chunks: list[StreamChunk] = [
         BlockStart(0, "text"),
         TextDelta(0, "done"),
         BlockEnd(0, TextBlock("done")),
         TextDelta(0, "late"),
         BlockStart(1, "text"),
         TextDelta(1, "open"),
-    ]:
+    ]
+    for chunk in chunks:
         tracker.feed(chunk)
     assert tracker.open_blocks() == [(1, TextBlock("open"))]
     assert tracker.blocks() == [TextBlock("open")]
@@ -169,7 +170,7 @@ def test_keep_ended_false_drops_ended_content_but_still_ignores_late_deltas() ->
 
 def test_terminal_closes_the_open_blocks_then_finishes_with_the_failure() -> None:
     assembler = BlockAssembler(keep_ended=False)
-    for chunk in [
+    chunks: list[StreamChunk] = [
         BlockStart(0, "text"),
         TextDelta(0, "done"),
         BlockEnd(0, TextBlock("done")),
@@ -177,7 +178,8 @@ def test_terminal_closes_the_open_blocks_then_finishes_with_the_failure() -> Non
         ReasoningDelta(1, "hm"),
         BlockStart(2, "tool-call", id="c1", name="f"),
         ToolCallDelta(2, "c1", '{"a"'),
-    ]:
+    ]
+    for chunk in chunks:
         assembler.feed(chunk)
     failure = Failure(code="TIMEOUT", message="ran out", retryable=True)
     tail = assembler.terminal(failure)

@@ -439,7 +439,7 @@ async def test_request_bodies_are_sent_whole_or_streamed(server: ScriptedServer,
 
 
 async def test_the_in_memory_body_is_a_plain_async_iterator() -> None:
-    from harness_core.http import _BodyBytes
+    from harness_core.http.stream import _BodyBytes
 
     iterator = aiter(_BodyBytes(b"body"))
     assert aiter(iterator) is iterator

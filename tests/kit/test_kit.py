@@ -257,10 +257,17 @@ async def test_request_json_maps_transport_faults() -> None:
 # ---------------------------------------------------------------------- config and plugin
 
 
+def test_a_key_that_cannot_be_sent_is_config_when_the_adapter_is_built() -> None:
+    with pytest.raises(LlmError) as caught:
+        ToyAdapter(ToyConfig(api_key=Secret("sk-toy-0123456789\r")))
+    assert (caught.value.code, caught.value.provider) == ("CONFIG", "toy")
+    assert "sk-toy" not in str(caught.value)
+
+
 def test_config_defaults_and_client_options() -> None:
     config = ToyConfig(base_url="http://h:1/v1/", timeout=HttpTimeouts(read=None), max_connections=3)
     assert client_options(config) == {
-        "base_url": "http://h:1/v1",
+        "base_url": "http://h:1/v1/",
         "connect_timeout": 10.0,
         "read_timeout": None,
         "write_timeout": 60.0,

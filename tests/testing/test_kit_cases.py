@@ -262,3 +262,13 @@ def test_bare_expectations() -> None:
 
 def test_obligation_violations_are_reported() -> None:
     assert "stream obligation broken" in mismatch(case("03"), [*text_reply("Hello there"), finish("stop")])
+
+
+def test_without_the_variable_the_folder_is_beside_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checkout = tmp_path / "repo"
+    checkout.mkdir()
+    monkeypatch.delenv("HARNESS_CASES_DIR")
+    monkeypatch.chdir(checkout)
+    assert cases_dir() == tmp_path / "shared" / "cases"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 from openai_fixtures import chunk, ids, sse, tool, translate
 
@@ -25,13 +27,13 @@ from harness_llm_openai.translate import ChunkTranslator, map_finish_reason
 from harness_llm_openai.wire import decode_chunk
 
 
-def finish_of(chunks: list[object]) -> FinishReason:
+def finish_of(chunks: Sequence[object]) -> FinishReason:
     last = chunks[-1]
     assert isinstance(last, Finish)
     return last.reason
 
 
-def ends(chunks: list[object]) -> list[object]:
+def ends(chunks: Sequence[object]) -> list[object]:
     return [c.block for c in chunks if isinstance(c, BlockEnd)]
 
 

@@ -52,7 +52,8 @@ class AnthropicConfig(HttpProviderConfig, forbid_unknown_fields=True, kw_only=Tr
         base_url: API root without ``/v1`` (``https://api.anthropic.com``; a proxy or gateway
             speaking the Messages API otherwise).
         api_key: sent as ``x-api-key``. When omitted and ``base_url`` is Anthropic's own, it is
-            taken from the ``ANTHROPIC_API_KEY`` environment variable (never for another host).
+            taken from the ``ANTHROPIC_API_KEY`` environment variable (never for another host) and
+            required: without one the plugin fails naming the variable. Other hosts need none.
         headers: extra HTTP headers sent with every request (e.g. ``anthropic-beta``).
         anthropic_version: the ``anthropic-version`` header.
         max_tokens_default: ``max_tokens`` when a request names none (the API requires it).

@@ -20,6 +20,9 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 __all__ = ["DeepSeekAdapter", "DeepSeekConfig", "DeepSeekModelConfig", "DeepSeekPlugin"]
 
+__version__ = "0.1.0"
+"""The distribution's version (the single source: ``pyproject.toml`` reads it)."""
+
 
 def __getattr__(name: str) -> Any:
     if name == "DeepSeekAdapter":

@@ -44,8 +44,10 @@ class OpenAIConfig(HttpProviderConfig, forbid_unknown_fields=True, kw_only=True)
             (``https://api.openai.com/v1``, ``http://localhost:11434/v1``); requests go to
             ``{base_url}/chat/completions`` and ``{base_url}/models``.
         api_key: sent as ``Authorization: Bearer …``; filled from ``OPENAI_API_KEY`` only while
-            ``base_url`` is OpenAI's (see ``docs/loader.md``). ``None`` sends no Authorization
-            header (local servers).
+            ``base_url`` is OpenAI's (docs/loader.md), where a key is required (without one the
+            plugin fails naming ``OPENAI_API_KEY``). Another ``base_url`` needs none: ``None``
+            sends no Authorization header (local servers); ``api_key: null`` opts out on OpenAI's
+            too.
         models: static model facts by model id (context window, max output, reasoning efforts).
         organization: sent as ``OpenAI-Organization``.
         include_usage: send ``stream_options.include_usage`` (turn off for servers rejecting it).

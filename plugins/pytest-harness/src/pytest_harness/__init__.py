@@ -21,4 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; the suite loads on first us
 
 __all__ = ["AdapterConformance", "ConformanceFailure", "Recording", "load_recordings"]
 
+__version__ = "0.1.0"
+"""The distribution's version (the single source: ``pyproject.toml`` reads it)."""
+
 __getattr__ = lazy_exports(__name__, dict.fromkeys(__all__, "harness_core.testing.conformance"))
