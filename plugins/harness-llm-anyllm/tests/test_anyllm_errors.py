@@ -3,6 +3,7 @@ masked out of every message; provider errors are real HTTP responses of a script
 
 from __future__ import annotations
 
+import base64
 import logging
 
 import pytest
@@ -239,3 +240,5 @@ def test_scrub() -> None:
     assert scrub("nothing here", secret) == "nothing here"
     assert scrub("short abc", "abc") == f"short {MASK}"
     assert scrub("text", None) == "text"
+    encoded = base64.b64encode(f"user:{secret}".encode()).decode()  # an echoed Basic auth header
+    assert encoded[8:20] not in scrub(f"Authorization: Basic {encoded}", secret)

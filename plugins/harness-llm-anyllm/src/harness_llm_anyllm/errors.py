@@ -34,7 +34,6 @@ from typing import Final
 
 import httpx
 
-from harness_core.config import MASK
 from harness_core.errors import ErrorCode, LlmError
 from harness_core.http import (
     ErrorDetails,
@@ -46,6 +45,7 @@ from harness_core.http import (
     parse_retry_after,
     request_id_from,
 )
+from harness_core.secret import MASK, Redactor
 from harness_llm_openai.errors import refine_code
 
 __all__ = ["error_from_library", "scrub"]
@@ -79,12 +79,15 @@ _PIECE: Final = 4
 
 
 def scrub(text: str, secret: str | None) -> str:
-    """``text`` with ``secret`` and every token showing its first or last four characters
-    (an SDK's "sk-…abcd" echo) replaced by the mask. Keys shorter than 8 characters are only
-    masked whole."""
+    """``text`` with ``secret`` in every representation harness's
+    :class:`~harness_core.secret.Redactor` knows (escaped, JSON, URL- and base64-encoded), and
+    every token showing its first or last four characters (an SDK's "sk-…abcd" echo), replaced by
+    the mask. Keys shorter than 8 characters are only masked whole."""
     if not secret:
         return text
-    text = text.replace(secret, MASK)
+    redactor = Redactor()
+    redactor.add(secret)
+    text = redactor(text)
     if len(secret) < 2 * _PIECE:
         return text
     head, tail = secret[:_PIECE], secret[-_PIECE:]
