@@ -193,18 +193,19 @@ class BlockAssembler:
             if not isinstance(b, _Ended)
         ]
 
-    def message(self, *, route: str | None = None, source: str | None = None) -> Message:
+    def message(self, *, route: str | None = None, source: str | None = None, model: str | None = None) -> Message:
         """The assistant :class:`~harness_core.types.Message` assembled so far.
 
         ``route`` and ``source`` (the plugins.yaml key owning the route) are recorded on the
         message with :attr:`replay_state`, so a later turn can hand the state back to the same
-        plugin instance (docs/stream-obligations.md#9-replay-state).
+        plugin instance (docs/stream-obligations.md#9-replay-state). ``model`` is the model that produced it.
         """
         return Message(
             role="assistant",
             content=list(self.blocks()),  # list[ContentBlock] for the invariant field
             route=route,
             source=source,
+            model=model,
             replay_state=self.replay_state,
         )
 

@@ -171,17 +171,19 @@ async def close_stream(stream: AsyncIterator[Any], bound: float = DEFAULT_CLOSE_
 class ChainRun:
     """The state of one stream through the chain: every generator it created, and the route served.
 
-    ``route``/``source`` start as the requested route and its owner; the boundary overwrites them
-    with the route it actually served (a middleware may rewrite ``options.provider``).
+    ``route``/``source``/``model`` start as the requested route, its owner and model; the boundary
+    overwrites them with what it actually served (a middleware such as ``fallback`` may rewrite
+    ``options.provider`` and ``options.model``; the last boundary call wins).
     """
 
-    __slots__ = ("generators", "route", "source")
+    __slots__ = ("generators", "model", "route", "source")
 
-    def __init__(self, route: str | None, source: str | None) -> None:
+    def __init__(self, route: str | None, source: str | None, model: str | None = None) -> None:
         self.generators: list[tuple[int, AsyncGenerator[StreamChunk, None]]] = []
         """``(depth, generator)`` in creation order; depth 0 is the outermost layer."""
         self.route = route
         self.source = source
+        self.model = model
 
     async def aclose(self, bound: float) -> list[Exception]:
         """Close every generator of this stream, outermost first (by depth, then creation order).
@@ -393,6 +395,7 @@ class AdapterBoundary:
             return
         run.route = route
         run.source = registration.owner
+        run.model = options.model
         options = strip_replay(options, registration.owner)
         tracker = BlockAssembler(keep_ended=False)  # holds only the blocks still open
         keep = tracker.feed

@@ -268,7 +268,7 @@ class Conversation:
         assert finish is not None, "harness.stream always ends with exactly one finish"
         if finish.kind == "error":
             raise LlmError.from_failure(finish.failure or Failure("INTERNAL", "error finish without a failure"))
-        message = assembler.message(route=stream.route, source=stream.source)
+        message = assembler.message(route=stream.route, source=stream.source, model=stream.model)
         if finish.kind != "tool-calls" and message.tool_calls:
             # Calls cut short (aborted, length …) are never executed; kept, they would be calls
             # without results (which providers reject) holding incomplete JSON.

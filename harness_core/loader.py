@@ -118,6 +118,8 @@ class LoadedConfig(msgspec.Struct, kw_only=True):
     substituted from the environment (in plugin configs and ``defaults:``), env fallbacks, and
     every value of a ``Secret``-typed config field, literal ones included. Every message the
     loader produces (problems, entry messages, failures) and every entry's routes are redacted.
+    ``aliases`` holds the ``aliases:`` section: a name usable as a model, standing for
+    ``route/model`` or a model id (:meth:`resolve_alias`).
     """
 
     path: Path | None
@@ -128,11 +130,24 @@ class LoadedConfig(msgspec.Struct, kw_only=True):
     problems: list[ConfigProblem] = msgspec.field(default_factory=list)
     redactor: Redactor = msgspec.field(default_factory=Redactor)
     lines: dict[ConfigPath, int] = msgspec.field(default_factory=dict)
+    aliases: dict[str, str] = msgspec.field(default_factory=dict)
 
     @property
     def source(self) -> str:
         """The file name for messages (``<built-in default>`` when no file was found)."""
         return str(self.path) if self.path is not None else BUILTIN_SOURCE
+
+    def resolve_alias(self, provider: str | None, model: str | None) -> tuple[str | None, str | None]:
+        """``(provider, model)`` with a model alias of ``aliases:`` replaced: ``"route/model"``
+        sets both (a route given explicitly wins), a plain model id only the model. Anything
+        else is returned unchanged."""
+        target = self.aliases.get(model) if model is not None else None
+        if target is None:
+            return provider, model
+        route, slash, aliased = target.partition("/")
+        if not slash:
+            return provider, target
+        return (provider if provider is not None else route), aliased
 
     def redact(self, text: str) -> str:
         """``text`` with every secret of this configuration replaced by :data:`~harness_core.config.MASK`."""
@@ -314,9 +329,10 @@ class _Loading:
             self.problem("the document must be a mapping with `plugins:` (and optionally `defaults:`)", ())
             return
         for key in data:
-            if key not in ("plugins", "defaults"):
-                self.problem(f"unknown top-level key {key!r}; expected `plugins` or `defaults`", (key,))
+            if key not in ("plugins", "defaults", "aliases"):
+                self.problem(f"unknown top-level key {key!r}; expected `plugins`, `defaults` or `aliases`", (key,))
         self.defaults(data.get("defaults"))
+        self.aliases(data.get("aliases"))
         candidates = self.entries(data.get("plugins"))
         for candidate in candidates:
             self.resolve(candidate, installed)
@@ -328,6 +344,25 @@ class _Loading:
             for candidate in candidates:
                 if candidate.entry.state == "enabled":
                     self.build(candidate)
+
+    def aliases(self, raw: Any) -> None:
+        """``aliases: {fast: groq/llama-3.1-8b-instant, smart: gpt-4o}``: name -> ``route/model``
+        or a model id of the default route (see :meth:`LoadedConfig.resolve_alias`)."""
+        if raw is None:
+            return
+        if not isinstance(raw, dict):
+            self.problem("`aliases` must be a mapping of name: route/model", ("aliases",))
+            return
+        for name, target in raw.items():
+            if not isinstance(name, str) or not isinstance(target, str) or not target.strip("/"):
+                field = format_path(("aliases", name))
+                self.problem(
+                    f"alias {name!r} must name a 'route/model' or a model id, got {target!r}",
+                    ("aliases", name),
+                    field=field,
+                )
+            else:
+                self.loaded.aliases[name] = target
 
     def defaults(self, raw: Any) -> None:
         if raw is None:

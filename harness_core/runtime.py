@@ -58,7 +58,8 @@ logger = logging.getLogger("harness")
 class GenerateResult(msgspec.Struct, frozen=True):
     """The outcome of :meth:`Harness.generate`.
 
-    ``message`` is the assistant message (with ``route``, ``source`` and ``replay_state`` set),
+    ``message`` is the assistant message (with ``route``, ``source``, ``model`` and
+    ``replay_state`` set: the route and model that served it, which a ``fallback`` may change),
     ``usage`` the reported token usage (``None`` when the provider reported none), ``finish`` why
     the generation ended (never ``error``/``aborted``: those raise).
     """
@@ -129,6 +130,11 @@ class StreamContext:
     def source(self) -> str | None:
         """The plugins.yaml key owning :attr:`route`, or ``None`` when no plugin owns it."""
         return self._run.source
+
+    @property
+    def model(self) -> str | None:
+        """The model served (the requested one until the boundary runs)."""
+        return self._run.model
 
     async def __aenter__(self) -> AsyncGenerator[StreamChunk, None]:
         return self._chain.open(self._options, self._run, strict=self._strict)
@@ -373,7 +379,9 @@ class Harness:
         registration = self._registry.get(route) if route is not None else None
         owner = registration.owner if registration is not None else None
         options = strip_replay(options, owner)
-        return StreamContext(chain, options, ChainRun(route, owner), self.close_timeout, strict=self.strict)
+        return StreamContext(
+            chain, options, ChainRun(route, owner, options.model), self.close_timeout, strict=self.strict
+        )
 
     async def generate(self, options: GenerateOptions) -> GenerateResult:
         """Run :meth:`stream` to the end and assemble the reply (the same code path).
@@ -401,7 +409,7 @@ class Harness:
         if finish.kind == "aborted":
             message = finish.failure.message if finish.failure is not None else "aborted"
             raise LlmError("ABORTED", message)
-        reply = assembler.message(route=context.route, source=context.source)
+        reply = assembler.message(route=context.route, source=context.source, model=context.model)
         return GenerateResult(message=reply, usage=assembler.usage, finish=finish)
 
     async def generate_object(

@@ -205,11 +205,12 @@ Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
 class Message(msgspec.Struct, frozen=True, omit_defaults=True):
     """One turn of a conversation.
 
-    Assistant messages produced by harness also record ``route`` (the route that produced
-    them), ``source`` (the plugins.yaml key of the plugin instance owning that route, e.g.
-    ``"openai:work"``) and ``replay_state`` (provider-native state such as thinking signatures,
-    opaque JSON). The runtime hands ``replay_state`` back to an adapter only when the target
-    route is owned by that same ``source`` (docs/stream-obligations.md#9-replay-state).
+    Assistant messages produced by harness also record ``route`` and ``model`` (the route and
+    model that produced them, after any fallback), ``source`` (the plugins.yaml key of the
+    plugin instance owning that route, e.g. ``"openai:work"``) and ``replay_state``
+    (provider-native state such as thinking signatures, opaque JSON). The runtime hands
+    ``replay_state`` back to an adapter only when the target route is owned by that same
+    ``source`` (docs/stream-obligations.md#9-replay-state).
     """
 
     role: Role
@@ -217,6 +218,7 @@ class Message(msgspec.Struct, frozen=True, omit_defaults=True):
     route: str | None = None
     source: str | None = None
     replay_state: Any = None
+    model: str | None = None
 
     @classmethod
     def user(cls, text: str, *files: FileBlock) -> Message:

@@ -11,6 +11,7 @@ closed by its reader (broken pipe: the stream is aborted, nothing more is printe
 from __future__ import annotations
 
 import importlib
+import re
 from typing import Any
 
 import click
@@ -18,6 +19,8 @@ import click
 from harness_core.cli._entrypoints import command_entry_points
 
 __all__ = ["cli"]
+
+_VERBOSE = re.compile(r"-v+")
 
 _CONFIG_HELP = (
     "plugins.yaml to use (default: $HARNESS_CONFIG, ./plugins.yaml, ./config/plugins.yaml, "
@@ -35,6 +38,19 @@ class _HarnessGroup(click.Group):
     Plugin subcommands are listed from entry-point metadata and imported only when run; a
     built-in command of the same name wins.
     """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """``harness "prompt" …`` (or ``harness -m fast "prompt"``) is short for ``harness run …``:
+        after the group's own options, anything that is not a subcommand starts ``run``."""
+        position = 0
+        while position < len(args) and (args[position] == "--verbose" or _VERBOSE.fullmatch(args[position])):
+            position += 1
+        if position < len(args):
+            first = args[position]
+            group_option = first in ("-h", "--help", "--version")
+            if not group_option and first not in self.list_commands(ctx):
+                args = [*args[:position], "run", *args[position:]]
+        return super().parse_args(ctx, args)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*self.commands, *command_entry_points()})
@@ -115,6 +131,25 @@ def cli(verbose: int) -> None:
 @click.option("--max-tokens", type=click.IntRange(min=1), help="upper bound on output tokens (at least 1)")
 @click.option("--temperature", type=click.FloatRange(min=0), help="sampling temperature (at least 0)")
 @click.option("--reasoning-effort", help="reasoning effort id the model lists (e.g. off, low, high)")
+@click.option("--top-p", type=click.FloatRange(min=0, max=1), help="nucleus sampling: probability mass kept (0..1)")
+@click.option("--seed", type=int, help="sampling seed, for providers that support it")
+@click.option("--stop", multiple=True, help="stop sequence (repeatable)")
+@click.option("--tool-choice", help="auto, none, required, or the name of the tool the model must call")
+@click.option(
+    "-o",
+    "--option",
+    "provider_options",
+    metavar="KEY=VALUE",
+    multiple=True,
+    help="provider option sent as is (repeatable; VALUE parsed as JSON when it is JSON), e.g. -o top_k=5",
+)
+@click.option("--no-stream", is_flag=True, help="print the reply once it is complete instead of as it arrives")
+@click.option("-x", "--extract", is_flag=True, help="print only the first fenced code block of the reply")
+@click.option("--no-log", is_flag=True, help="do not write this prompt to the prompt log (see `harness logs`)")
+@click.option(
+    "-C", "--continue", "continue_last", is_flag=True, help="continue the newest logged conversation (-c is --config)"
+)
+@click.option("--cid", help="continue the logged conversation with this id (see `harness logs`)")
 @click.option(
     "-a",
     "--attach",
@@ -151,6 +186,11 @@ def run(ctx: click.Context, /, prompt: str, as_json: bool, **options: Any) -> No
     JSON matching a schema and checks that the reply is JSON. Ctrl-C aborts cleanly, keeping the
     partial output (exit 130). Errors are one `error: ...` line naming the route and plugin (`-v` adds the
     traceback); secrets of the config are redacted from all output.
+
+    Every prompt and reply is written to the prompt log (`harness logs`) unless `--no-log` (or
+    `~prompt-log:` in plugins.yaml). `-C/--continue` continues the newest logged conversation and
+    `--cid ID` a given one, with its history and replay state (`-c` stays `--config`). `-m` also
+    takes an alias of plugins.yaml's `aliases:`. `harness "prompt"` is short for this command.
 
     Exit codes: 0 stop/tool-calls/length/content-filter; 1 error finish, step limit, a `--schema`
     reply that is not JSON (INVALID_OUTPUT) or output that cannot be written; 2 usage or config
@@ -207,6 +247,22 @@ def plugins(ctx: click.Context, config: str | None, as_json: bool) -> None:
     from harness_core.cli._inspect import show_plugins
 
     ctx.exit(show_plugins(config, as_json=as_json))
+
+
+@cli.command()
+@click.option("-p", "--provider", "route", help="only this route")
+@_config_option
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@click.pass_context
+def models(ctx: click.Context, route: str | None, config: str | None, as_json: bool) -> None:
+    """List every route's models (`list_models`, else those plugins.yaml names), with capabilities.
+
+    Exit codes: 0 listed; 1 a route's listing failed (the others are shown); 2 config error or
+    unknown route.
+    """
+    from harness_core.cli._inspect import show_models
+
+    ctx.exit(show_models(route, config, as_json=as_json))
 
 
 @cli.group()

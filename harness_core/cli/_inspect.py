@@ -17,16 +17,17 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import msgspec
 
-from harness_core.cli._common import EXIT_OK, EXIT_USAGE, Sink, load_for_start
+from harness_core.cli._common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, Sink, load_for_start
 from harness_core.config import ConfigProblem, redacted_logging
 from harness_core.errors import LlmError
 from harness_core.loader import LoadedConfig, PluginEntry, inspect_config
 from harness_core.plugininfo import PluginFailure
+from harness_core.types import ModelInfo
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from harness_core.runtime import Harness
 
-__all__ = ["check_config", "show_chain", "show_plugins"]
+__all__ = ["check_config", "show_chain", "show_models", "show_plugins"]
 
 
 def show_plugins(config: str | None, *, as_json: bool) -> int:
@@ -183,13 +184,96 @@ def show_chain(route: str | None, config: str | None, *, as_json: bool) -> int:
         return EXIT_OK
     shown = target if target is not None else "none given (pass ROUTE or set defaults.provider): middleware only"
     text = f"route: {shown} (outermost first)\n"
-    text += "".join(f"{number}. {link['key']} ({link['tier']})\n" for number, link in enumerate(links, 1))
+    text += "".join(
+        f"{number}. {link['key']} ({link['tier']})" + (f": {link['detail']}" if "detail" in link else "") + "\n"
+        for number, link in enumerate(links, 1)
+    )
     out.write(loaded.redact(text))
     return EXIT_OK
 
 
 async def _chain(loaded: LoadedConfig, route: str | None) -> list[dict[str, str]]:
+    """The links of ``route``'s chain; a middleware with a ``describe_chain(route) -> str | None``
+    method adds its ``detail`` (``fallback`` lists its targets)."""
     from harness_core.runtime import Harness
 
+    instances = {plugin.key: plugin.instance for plugin in loaded.plugins}
     async with Harness(loaded.plugins, defaults=loaded.defaults, failures=loaded.failures) as harness:
-        return [{"key": link.key, "tier": link.tier} for link in harness.chain(route)]
+        links: list[dict[str, str]] = []
+        for link in harness.chain(route):
+            entry = {"key": link.key, "tier": link.tier}
+            describe = getattr(instances.get(link.key), "describe_chain", None)
+            detail = describe(route) if callable(describe) else None
+            if detail:
+                entry["detail"] = str(detail)
+            links.append(entry)
+        return links
+
+
+def show_models(route: str | None, config: str | None, *, as_json: bool) -> int:
+    """Print every route's models (or only ``route``'s) with what the adapter knows of each.
+
+    Models come from the adapter's ``list_models``; an adapter that cannot list them contributes
+    the models the config names for its route (``defaults.model`` on the default route, and the
+    ``aliases:`` pointing at it). Capabilities come from ``resolve_model``. A route whose listing
+    fails is reported on stderr (exit 1) and the others are still shown.
+    """
+    err = Sink(sys.stderr)
+    loaded = load_for_start(config, err)
+    if loaded is None:
+        return EXIT_USAGE
+    try:
+        with redacted_logging(loaded.redact):
+            models, problems = anyio.run(_models, loaded, route)
+    except LlmError as exc:
+        err.write(loaded.redact(f"error: {exc}") + "\n")
+        return EXIT_USAGE
+    return _print_models(loaded, models, problems, err, as_json=as_json)
+
+
+def _print_models(
+    loaded: LoadedConfig, models: list[ModelInfo], problems: list[str], err: Sink, *, as_json: bool
+) -> int:
+    """Write ``models`` (a table or JSON) and ``problems``; the exit code of ``harness models``."""
+    for problem in problems:
+        err.write(loaded.redact(f"error: {problem}") + "\n")
+    out = Sink(sys.stdout)
+    rows = [msgspec.to_builtins(info) for info in models]
+    if as_json:
+        out.write(loaded.redact(msgspec.json.encode(_redact_data(rows, loaded.redact)).decode()) + "\n")
+    else:
+        lines = [
+            f"{info.route}/{info.model}"
+            + (f"  context {info.context_window}" if info.context_window is not None else "")
+            + (f"  max output {info.max_output_tokens}" if info.max_output_tokens is not None else "")
+            + (f"  efforts {','.join(info.reasoning_efforts)}" if info.reasoning_efforts else "")
+            for info in models
+        ]
+        out.write(loaded.redact("".join(f"{line}\n" for line in lines) or "no models\n"))
+    return EXIT_ERROR if problems else EXIT_OK
+
+
+async def _models(loaded: LoadedConfig, route: str | None) -> tuple[list[ModelInfo], list[str]]:
+    """The models of ``route`` (every route when ``None``) and the listing failures."""
+    from harness_core.runtime import Harness
+
+    models: list[ModelInfo] = []
+    problems: list[str] = []
+    async with Harness(loaded.plugins, defaults=loaded.defaults, failures=loaded.failures) as harness:
+        routes = [route] if route is not None else sorted(harness.routes())
+        for name in routes:
+            try:
+                listed = await harness.list_models(name)
+            except LlmError as exc:
+                if exc.code != "UNSUPPORTED":
+                    if exc.code == "NO_ADAPTER":
+                        raise
+                    problems.append(f"route {name!r}: {exc}")
+                    continue
+                configured = [loaded.defaults.model] if name == loaded.defaults.provider else []
+                configured += [
+                    target.partition("/")[2] for target in loaded.aliases.values() if target.startswith(f"{name}/")
+                ]
+                listed = [harness.resolve_model(name, model) for model in dict.fromkeys(m for m in configured if m)]
+            models.extend(listed)
+    return models, problems

@@ -27,7 +27,7 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -47,6 +47,7 @@ from harness_core.cli._common import (
     output_failure_code,
     report_error,
 )
+from harness_core.cli._options import first_code_block, owner_name, parse_options, parse_tool_choice
 from harness_core.cli._schema import SchemaError, parse_schema
 from harness_core.errors import LlmError
 from harness_core.loader import LoadedConfig
@@ -91,6 +92,16 @@ def run_prompt(
     tools: Sequence[str] = (),
     max_steps: int = 8,
     verbose: int = 0,
+    top_p: float | None = None,
+    seed: int | None = None,
+    stop: Sequence[str] = (),
+    tool_choice: str | None = None,
+    provider_options: Sequence[str] = (),
+    no_stream: bool = False,
+    extract: bool = False,
+    no_log: bool = False,
+    continue_last: bool = False,
+    cid: str | None = None,
     attach: Sequence[str] = (),
     attach_type: Sequence[tuple[str, str]] = (),
     schema: str | None = None,
@@ -100,6 +111,11 @@ def run_prompt(
 
     With ``tools`` (registered tool names) the tool round trip runs, at most ``max_steps``
     generations; an unknown tool name is a usage error (exit 2). ``verbose`` shows tracebacks.
+    ``top_p``/``seed``/``stop``/``tool_choice`` are sampling options, ``provider_options``
+    ``key=value`` texts (:mod:`harness_core.cli._options`); ``no_stream``/``extract`` print the
+    reply (or its first fenced code block) once complete; ``no_log`` keeps the prompt out of the
+    prompt log, ``continue_last``/``cid`` continue a logged conversation
+    (:mod:`harness_core.cli._promptlog`).
     ``attach`` (paths or URLs, media type detected) and ``attach_type`` (``(path or URL, media
     type)`` pairs) become :class:`~harness_core.types.FileBlock` s after the prompt; ``schema``
     (``--schema``) sets ``response_format`` and a reply that is not JSON fails with
@@ -127,17 +143,32 @@ def run_prompt(
             return EXIT_USAGE
         out.redact = loaded.redact
         abort = AbortSignal()
-        options = GenerateOptions(
-            provider=provider,
-            model=model,
-            messages=[Message.user(prompt, *files)],
-            system=system,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            reasoning_effort=reasoning_effort,
-            response_format=response_format,
-            abort=abort,
+        prepared = _prepare(
+            loaded,
+            err,
+            GenerateOptions(
+                provider=provider,
+                model=model,
+                messages=[Message.user(prompt, *files)],
+                system=system,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                reasoning_effort=reasoning_effort,
+                response_format=response_format,
+                top_p=top_p,
+                seed=seed,
+                stop=list(stop) or None,
+                tool_choice=parse_tool_choice(tool_choice),
+                abort=abort,
+            ),
+            provider_options=provider_options,
+            log=not no_log,
+            continue_last=continue_last,
+            cid=cid,
         )
+        if prepared is None:
+            return EXIT_USAGE
+        options = prepared
         renderer = Renderer(
             out,
             err,
@@ -147,12 +178,73 @@ def run_prompt(
             abort=abort,
             expect_json=schema is not None,
         )
+        renderer.hold_text = no_stream or extract
+        renderer.extract = extract
         return anyio.run(_generate, loaded, options, abort, renderer, tuple(tools), max_steps, verbose)
     except KeyboardInterrupt:  # Ctrl-C before the signal watcher was installed (e.g. reading stdin)
         out.end_line()
         err.end_line()
         err.write("interrupted\n")
         return EXIT_ABORTED
+
+
+def _prepare(
+    loaded: LoadedConfig,
+    err: Sink,
+    options: GenerateOptions,
+    *,
+    provider_options: Sequence[str],
+    log: bool,
+    continue_last: bool,
+    cid: str | None,
+) -> GenerateOptions | None:
+    """``options`` completed from the command line's habits: a model alias resolved, ``-o``
+    options keyed by the route's plugin, the prompt log attached, a logged conversation's
+    history prepended. ``None`` (after an ``error:`` line) for a usage error."""
+    from harness_core.cli._promptlog import CONVERSATION_KEY, attach_prompt_log
+
+    logger = attach_prompt_log(loaded, enabled=log)
+    metadata: dict[str, object] = {}
+    messages = options.messages
+    system = options.system
+    provider, model = options.provider, options.model
+    if continue_last or cid is not None:
+        if logger is None:
+            err.write("error: --continue/--cid need the prompt log (pip install harness-middleware; not --no-log)\n")
+            return None
+        found = logger.continuation(cid)
+        if found is None:
+            which = f"conversation {cid!r}" if cid is not None else "conversation"
+            err.write(f"error: no logged {which} to continue (see `harness logs`)\n")
+            return None
+        messages = [*found.history, *messages]
+        system = system if system is not None else found.options.system
+        provider = provider if provider is not None else found.options.provider
+        model = model if model is not None else found.options.model
+        metadata[CONVERSATION_KEY] = found.conversation_id
+    provider, model = loaded.resolve_alias(provider, model)
+    extra: dict[str, dict[str, Any]] = {}
+    if provider_options:
+        try:
+            parsed = parse_options(provider_options)
+        except ValueError as exc:
+            err.write(f"error: {exc}\n")
+            return None
+        route = provider if provider is not None else loaded.defaults.provider
+        owner = owner_name(loaded, route)
+        if owner is None:
+            err.write(f"error: -o needs a route served by a plugin of plugins.yaml; {route!r} is none\n")
+            return None
+        extra[owner] = parsed
+    return msgspec.structs.replace(
+        options,
+        provider=provider,
+        model=model,
+        messages=messages,
+        system=system,
+        provider_options=extra,
+        metadata=metadata,
+    )
 
 
 class _Interrupts:
@@ -203,6 +295,7 @@ async def _generate(
             group.cancel_scope.cancel()
     except Exception as exc:  # the harness could not start (or stop): groups are unwrapped when reported
         failures.append(exc)
+    renderer.release_text()
     if renderer.out.failure is not None:
         return output_failure_code(renderer.out, renderer.err)
     code = EXIT_OK
@@ -297,6 +390,11 @@ class Renderer:
         self.usage: TokenUsage | None = None
         self.route: str | None = None
         self.source: str | None = None
+        self.hold_text = False
+        """Keep the reply's text until :meth:`end` (``--no-stream``, ``--extract``)."""
+        self.extract = False
+        """Print only the first fenced code block of the held text (``--extract``)."""
+        self._held: list[str] = []
 
     def _check_output(self) -> None:
         """Abort the stream once stdout has failed: nobody reads what it would produce."""
@@ -323,6 +421,8 @@ class Renderer:
             self._text.append(chunk.text)
         if self.as_json:
             self.out.write(msgspec.json.encode(chunk).decode() + "\n")
+        elif isinstance(chunk, TextDelta) and self.hold_text:
+            self._held.append(chunk.text)
         elif isinstance(chunk, TextDelta):
             self.out.write(chunk.text)
         elif isinstance(chunk, ReasoningDelta):
@@ -353,8 +453,16 @@ class Renderer:
         self.err.end_line()
         self.err.write(self.redact(text) + "\n")
 
+    def release_text(self) -> None:
+        """Print the held text (its first fenced code block with ``extract``), once."""
+        text, self._held = "".join(self._held), []
+        if text:
+            self.out.write(first_code_block(text) if self.extract else text)
+            self.out.end_line()
+
     def end(self) -> int:
-        """Print the summary and return the exit code for the finish seen."""
+        """Print the held text, the summary, and return the exit code for the finish seen."""
+        self.release_text()
         finish = self.finish
         if finish is None:
             self.note("error: the stream ended without a finish chunk")

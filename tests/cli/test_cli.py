@@ -163,7 +163,7 @@ def test_run_without_a_default_provider_exits_2(harness: Harness, config: Config
 def test_run_usage_errors_exit_2(harness: Harness) -> None:
     assert harness("run").returncode == 2
     assert harness("run", "--max-tokens", "-1", "x").returncode == 2
-    assert harness("nosuchcommand").returncode == 2
+    assert harness("--nosuchoption").returncode == 2  # short form of run: run has no such option
 
 
 def test_run_config_problems_exit_2(harness: Harness, config: Config) -> None:
@@ -213,7 +213,7 @@ def test_run_survives_a_failed_adapter_plugin(harness: Harness, config: Config, 
 
 def test_run_without_finish_is_an_error(harness: Harness, config: Config) -> None:
     config("plugins:\n  nofinish: {}\n  mock: {}\ndefaults: {provider: mock, model: echo}\n")
-    result = harness("run", "hi")
+    result = harness("run", "--no-log", "hi")  # the prompt log would be one more layer named
     assert result.returncode == 1
     assert (
         "error: PROTOCOL from route 'mock' (mock): the middleware chain ('nofinish') ended the stream without a finish"
@@ -341,7 +341,7 @@ def test_config_check_reports_every_problem(harness: Harness, config: Config, cl
     assert result.returncode == 2
     lines = result.stdout.splitlines()
     assert lines[0] == f"{path}: 4 problems"
-    assert lines[1] == f"  - {path}:7: unknown top-level key 'colour'; expected `plugins` or `defaults`"
+    assert lines[1] == f"  - {path}:7: unknown top-level key 'colour'; expected `plugins`, `defaults` or `aliases`"
     assert lines[2].startswith(f"  - {path}:6, plugin 'gemini': unknown plugin 'gemini'")
     assert lines[3:] == [
         f"  - {path}:2, plugin 'mock', field 'delay': Expected `float`, got `str`",
@@ -467,3 +467,124 @@ def test_shipped_example_config_works(harness: Harness, cli_env: dict[str, str],
     assert result.returncode == 0
     assert result.stdout == "hello\n"
     assert (tmp_path / "harness-trace.jsonl").is_file()
+
+
+# ------------------------------------------------------------------ habits brought from llm
+
+
+def test_prompt_short_form_and_sampling_options(harness: Harness, config: Config) -> None:
+    config("plugins:\n  mock: {}\n  ~prompt-log: {}\ndefaults: {provider: mock, model: echo}\n")
+    result = harness("Hello short form")
+    assert (result.returncode, result.stdout) == (0, "Hello short form\n")
+    result = harness("-v", "--top-p", "0.5", "--seed", "3", "--stop", "x", "--tool-choice", "auto", "hi")
+    assert (result.returncode, result.stdout) == (0, "hi\n")
+    result = harness("--json", "--tool-choice", "lookup", "-o", "delay=0", "hi")
+    assert result.returncode == 0, result.stderr
+    assert harness("--help").returncode == 0
+    assert "Commands" in harness("--help").stdout
+
+
+def test_no_stream_and_extract(harness: Harness, config: Config) -> None:
+    config("plugins:\n  mock: {}\ndefaults: {provider: mock, model: echo}\n")
+    fenced = "Here:\n```python\nprint(1)\n```\nbye"
+    result = harness("run", "-x", fenced)
+    assert (result.returncode, result.stdout) == (0, "print(1)\n")
+    result = harness("run", "--no-stream", "whole reply")
+    assert (result.returncode, result.stdout) == (0, "whole reply\n")
+
+
+def test_model_aliases(harness: Harness, config: Config) -> None:
+    config(
+        "plugins:\n  mock: {}\n  mock:b: {routes: [b]}\n"
+        "aliases: {fast: b/echo, plain: echo}\ndefaults: {provider: mock, model: echo}\n"
+    )
+    result = harness("run", "--json", "-m", "fast", "hi")
+    assert result.returncode == 0, result.stderr
+    logs = harness("logs", "-n", "1", "--json")
+    assert json.loads(logs.stdout)[0]["route"] == "b"
+    assert harness("run", "-m", "plain", "hi").returncode == 0
+    config("plugins:\n  mock: {}\naliases: {fast: 3}\n")
+    bad = harness("run", "-m", "fast", "hi")
+    assert bad.returncode == 2
+    assert "alias 'fast'" in bad.stderr
+    config("plugins:\n  mock: {}\naliases: [fast]\n")
+    assert "`aliases` must be a mapping" in harness("run", "hi").stderr
+
+
+def test_provider_options_errors(harness: Harness, config: Config) -> None:
+    config("plugins:\n  mock: {}\ndefaults: {provider: mock, model: echo}\n")
+    result = harness("run", "-o", "novalue", "hi")
+    assert result.returncode == 2
+    assert "-o 'novalue' must be key=value" in result.stderr
+    result = harness("run", "-p", "nowhere", "-o", "a=1", "hi")
+    assert result.returncode == 2
+    assert "'nowhere' is none" in result.stderr
+
+
+def test_prompt_log_on_by_default_and_continue(harness: Harness, config: Config) -> None:
+    config("plugins:\n  mock: {}\ndefaults: {provider: mock, model: echo}\n")
+    assert harness("run", "first question").returncode == 0
+    assert harness("run", "--no-log", "not logged").returncode == 0
+    again = harness("run", "-C", "second")
+    assert again.returncode == 0, again.stderr
+    entries = json.loads(harness("logs", "-n", "0", "--json").stdout)
+    assert [e["prompt"] for e in entries] == ["first question", "second"]
+    assert entries[0]["conversation_id"] == entries[1]["conversation_id"]
+    assert [m["content"][0]["text"] for m in entries[1]["request"]["messages"]] == [
+        "first question",
+        "first question",
+        "second",
+    ]
+    third = harness("run", "--cid", entries[0]["conversation_id"], "third")
+    assert third.returncode == 0
+    missing = harness("run", "--cid", "nope", "x")
+    assert missing.returncode == 2
+    assert "no logged conversation 'nope'" in missing.stderr
+    config("plugins:\n  mock: {}\n  ~prompt-log: {}\ndefaults: {provider: mock, model: echo}\n")
+    disabled = harness("run", "-C", "x")
+    assert disabled.returncode == 2
+    assert "need the prompt log" in disabled.stderr
+
+
+def test_models_lists_every_route(harness: Harness, config: Config) -> None:
+    config("plugins:\n  mock: {}\n  mock:b: {routes: [b]}\ndefaults: {provider: mock, model: echo}\n")
+    result = harness("models")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "b/echo  context 1000000  max output 100000  efforts off,low,medium,high",
+        "mock/echo  context 1000000  max output 100000  efforts off,low,medium,high",
+    ]
+    data = json.loads(harness("models", "-p", "b", "--json").stdout)
+    assert data == [
+        {
+            "model": "echo",
+            "route": "b",
+            "context_window": 1000000,
+            "max_output_tokens": 100000,
+            "reasoning_efforts": ["off", "low", "medium", "high"],
+        }
+    ]
+    assert harness("models", "-p", "nowhere").returncode == 2
+
+
+def test_models_from_config_and_listing_failures(harness: Harness, config: Config) -> None:
+    config(
+        "plugins:\n  stubborn: {}\n  openai: {base_url: 'http://127.0.0.1:1/v1', routes: [down]}\n"
+        "aliases: {s: stubborn/other, d: down/x}\ndefaults: {provider: stubborn, model: slow}\n"
+    )
+    result = harness("models")
+    assert result.returncode == 1
+    assert result.stdout.splitlines() == ["stubborn/slow", "stubborn/other"]  # listing unsupported: the config's
+    assert "error: route 'down':" in result.stderr
+    assert "NETWORK" in result.stderr
+    config("plugins:\n  stubborn: {}\n")
+    assert harness("models").stdout == "no models\n"
+
+
+def test_chat_turns_are_one_logged_conversation(harness: Harness, config: Config) -> None:
+    config("plugins:\n  mock: {}\naliases: {e: mock/echo}\ndefaults: {provider: mock, model: echo}\n")
+    result = harness("chat", "-m", "e", input="one\ntwo\n")
+    assert result.returncode == 0, result.stderr
+    entries = json.loads(harness("logs", "--json").stdout)
+    assert [e["prompt"] for e in entries] == ["one", "two"]
+    assert entries[0]["conversation_id"] == entries[1]["conversation_id"]

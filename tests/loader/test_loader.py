@@ -92,7 +92,7 @@ def test_missing_explicit_file_is_a_problem(fake_plugins: Path) -> None:
 def test_structure_problems_have_lines(fake_plugins: Path, write_config: Write) -> None:
     path = write_config("plugins:\n  mock: {}\nextra: 1\ndefaults:\n  provider: mock\n  modle: echo\n  model: 3\n")
     assert problems_of(path) == [
-        (None, None, 3, "unknown top-level key 'extra'; expected `plugins` or `defaults`"),
+        (None, None, 3, "unknown top-level key 'extra'; expected `plugins`, `defaults` or `aliases`"),
         (None, "defaults.modle", 6, "unknown key 'modle'; expected `provider` or `model`"),
         (None, "defaults.model", 7, "expected a string, got int"),
     ]

@@ -34,7 +34,9 @@ async def test_generate_returns_message_usage_and_finish() -> None:
         [("mock:a", AdapterPlugin(adapter, ["mock"]))], defaults=Defaults(provider="mock", model="echo")
     ) as h:
         result = await h.generate(GenerateOptions(messages=[Message.user("x")]))
-    assert result.message == Message(role="assistant", content=[TextBlock("hi")], route="mock", source="mock:a")
+    assert result.message == Message(
+        role="assistant", content=[TextBlock("hi")], route="mock", source="mock:a", model="echo"
+    )
     assert result.text == "hi"
     assert result.usage == TokenUsage(3, 2)
     assert result.finish == FinishReason(kind="stop", raw="end")

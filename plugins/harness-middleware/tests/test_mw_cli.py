@@ -11,32 +11,12 @@ from typing import Any
 import click
 import pytest
 from click.testing import CliRunner
+from mw_helpers import usage_record as record
 
 from harness_core.cli._app import cli as harness_cli
 from harness_middleware import cli
 from harness_middleware.cache import CacheStore
-from harness_middleware.usage import UsageLedger, UsageRecord
-
-
-def record(**fields: object) -> UsageRecord:
-    base: dict[str, object] = {
-        "ts": time.time(),
-        "route": "openai",
-        "model": "gpt-x",
-        "input_tokens": 100,
-        "output_tokens": 10,
-        "cache_read_tokens": None,
-        "cache_write_tokens": None,
-        "reasoning_tokens": None,
-        "status": "complete",
-        "error_code": None,
-        "finish_reason": "stop",
-        "latency_ms": 12.5,
-        "first_chunk_ms": 3.0,
-        "cost": 0.25,
-    }
-    base.update(fields)
-    return UsageRecord(**base)  # type: ignore[arg-type]
+from harness_middleware.usage import UsageLedger
 
 
 @pytest.fixture
@@ -91,6 +71,33 @@ def test_usage_json_and_since(ledger: UsageLedger) -> None:
     )
     assert data["total"]["requests"] == 2
     assert data["total"]["cache_read_tokens"] is None
+
+
+def test_usage_by_model_with_cached_rows(ledger: UsageLedger) -> None:
+    ledger.insert(record(cached=True, cost=0.0, price_source="cache"))
+    result = run("usage", "--db", str(ledger.path), "--json", "--by", "model")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["by"] == ["model"]
+    claude, gpt = data["rows"]
+    assert (claude["model"], claude["requests"], claude["cost"]) == ("claude", 1, 0.25)
+    assert (gpt["model"], gpt["requests"], gpt["cached"], gpt["input_tokens"]) == ("gpt-x", 3, 1, 100)
+    assert gpt["cost"] == 0.25
+    assert "day" not in gpt
+    assert "route" not in gpt
+    assert data["total"] == data["total"] | {"model": "total", "requests": 4, "cached": 1, "cost": 0.5}
+    table = run("usage", "--db", str(ledger.path), "--by", "route,model")
+    header = table.output.splitlines()[1].split()
+    assert header[:3] == ["route", "model", "requests"]
+    assert "cost_usd" in header
+    assert table.output.splitlines()[-1].split()[:2] == ["total", "4"]
+
+
+def test_usage_bad_grouping(ledger: UsageLedger) -> None:
+    result = CliRunner().invoke(harness_cli, ["usage", "--db", str(ledger.path), "--by", "day,user"])
+    assert result.exit_code == 2
+    assert "--by" in result.output
+    assert "'user'" in result.output
 
 
 def test_usage_missing_ledger(tmp_path: Path) -> None:
@@ -193,7 +200,7 @@ def test_cache_database_fault_exits_2(tmp_path: Path, command: list[str]) -> Non
 
 def test_table_formats_missing_values() -> None:
     assert cli._fmt(None) == "-"
-    assert cli._fmt(0.5) == "0.5000"
+    assert cli._fmt(0.5) == "0.500000"  # dollars: small requests cost fractions of a cent
 
 
 @pytest.mark.parametrize("plugin", ["usage", "cache"])

@@ -25,7 +25,7 @@ from mw_helpers import (
 
 from harness_core.errors import LlmError
 from harness_core.types import TokenUsage
-from harness_middleware.usage import Price, UsagePlugin, cost_of, default_usage_path
+from harness_middleware.usage import UsagePlugin, default_usage_path
 
 pytestmark = pytest.mark.anyio
 
@@ -175,27 +175,117 @@ async def test_summary_groups_by_day_route_model(tmp_path: Path) -> None:
     assert p.ledger.summary(since=time.time() + 3600) == []
 
 
-def test_cost_semantics() -> None:
-    price = Price(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75)
-    both = TokenUsage(input_tokens=1000, output_tokens=100, cache_read_tokens=600, cache_write_tokens=300)
-    assert cost_of(both, price) == pytest.approx((100 * 3.0 + 600 * 0.3 + 300 * 3.75 + 100 * 15.0) / 1e6)
-    # cache prices default to the input price
-    assert cost_of(both, Price(input=1.0, output=0.0)) == pytest.approx(1000 / 1e6)
-    assert cost_of(TokenUsage(input_tokens=None, output_tokens=3), price) is None
-    assert cost_of(TokenUsage(input_tokens=3, output_tokens=None), price) is None
-    assert cost_of(None, price) is None
-    assert cost_of(both, None) is None
-
-
 def test_price_lookup_order(tmp_path: Path) -> None:
     p = plugin(
         tmp_path,
         prices={"r/m": {"input": 1, "output": 1}, "r/*": {"input": 2, "output": 2}, "*/x": {"input": 3, "output": 3}},
     )
-    assert p.price_for("r", "m") == Price(input=1, output=1)
-    assert p.price_for("r", "other") == Price(input=2, output=2)
-    assert p.price_for("q", "x") == Price(input=3, output=3)
-    assert p.price_for("q", "y") is None
+    million = TokenUsage(input_tokens=1_000_000, output_tokens=0)
+    assert [p.prices.cost(r, m, million).total for r, m in (("r", "m"), ("r", "other"), ("q", "x"))] == [1, 2, 3]  # type: ignore[union-attr]
+    assert p.prices.cost("q", "y", million) is None
+
+
+async def test_table_prices_a_listed_model(tmp_path: Path) -> None:
+    p = plugin(tmp_path)
+    reply = Script([*text_chunks("a"), usage(1_000_000, 1_000_000, cache_read_tokens=400_000), stop()])
+    await collect(p.llm_stream(options(provider="openai", model="gpt-4o-mini"), reply))
+    await collect(p.llm_stream(options(provider="mock", model="echo"), Script([usage(5, 5), stop()])))
+    listed, unknown = rows(p)
+    expected = p.prices.cost("openai", "gpt-4o-mini", TokenUsage(1_000_000, 1_000_000, cache_read_tokens=400_000))
+    assert expected is not None
+    assert listed["cost"] == pytest.approx(float(expected.total))
+    assert listed["cost"] < 0.6 * 0.15 + 0.6 + 0.4 * 0.15  # the cache reads were cheaper than input
+    assert (listed["price_source"], listed["price_id"]) == (expected.source, "openai/gpt-4o-mini")
+    assert listed["price_source"].startswith("genai-prices ")
+    assert (unknown["cost"], unknown["price_source"], unknown["price_id"]) == (None, None, None)
+
+
+async def test_cache_hit_is_recorded_as_cached_not_spent(tmp_path: Path) -> None:
+    from harness_middleware.cache import CachePlugin
+
+    p = plugin(tmp_path, prices={"fake/*": {"input": 1, "output": 1}})
+    cache = CachePlugin(CachePlugin.Config(path=str(tmp_path / "cache.sqlite")))
+    inner = Script([*text_chunks("a"), usage(100, 10), stop()])
+
+    def cached_chain(options: Any) -> Any:
+        return cache.llm_stream(options, inner)
+
+    first = await collect(p.llm_stream(options(), cached_chain))
+    second = await collect(p.llm_stream(options(), cached_chain))
+    assert first == second
+    assert len(inner.calls) == 1
+    miss, hit = rows(p)
+    assert (miss["cached"], miss["cost"], miss["price_source"]) == (0, pytest.approx(110 / 1e6), "config")
+    assert (hit["cached"], hit["cost"], hit["price_source"], hit["price_id"]) == (1, 0.0, "cache", None)
+    [total] = p.ledger.summary(by=())
+    assert (total["requests"], total["cached"], total["input_tokens"], total["output_tokens"]) == (2, 1, 100, 10)
+    assert total["unknown_usage"] == 0
+
+
+async def test_served_route_and_model_from_the_notes(tmp_path: Path) -> None:
+    from harness_middleware.notes import notes_of
+
+    p = plugin(tmp_path)
+
+    async def fell_back(options: Any) -> Any:
+        notes = notes_of(options)
+        assert notes is not None
+        notes.served_route, notes.served_model = "anthropic", "claude-sonnet-4-20250514"
+        for chunk in [usage(1000, 100), stop()]:
+            yield chunk
+
+    caller = options()
+    await collect(p.llm_stream(caller, fell_back))
+    assert caller.metadata == {}  # the caller's metadata is not modified
+    [row] = rows(p)
+    assert (row["route"], row["model"]) == ("anthropic", "claude-sonnet-4-20250514")
+    assert row["price_id"] == "anthropic/claude-sonnet-4-0"
+
+
+def test_old_ledger_is_migrated(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "old.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "CREATE TABLE usage (id INTEGER PRIMARY KEY, ts REAL NOT NULL, route TEXT, model TEXT,"
+            " input_tokens INTEGER, output_tokens INTEGER, cache_read_tokens INTEGER, cache_write_tokens INTEGER,"
+            " reasoning_tokens INTEGER, status TEXT NOT NULL, error_code TEXT, finish_reason TEXT,"
+            " latency_ms REAL NOT NULL, first_chunk_ms REAL, cost REAL)"
+        )
+        conn.execute(
+            "INSERT INTO usage (ts, route, model, input_tokens, output_tokens, status, latency_ms, cost)"
+            " VALUES (1.0, 'r', 'm', 3, 4, 'complete', 1.0, 0.5)"
+        )
+    conn.close()
+    from harness_middleware.usage import UsageLedger
+
+    [row] = UsageLedger(path).rows()
+    assert (row["route"], row["input_tokens"], row["cost"]) == ("r", 3, 0.5)
+    assert (row["price_source"], row["price_id"], row["cached"]) == (None, None, 0)
+    [again] = UsageLedger(path).rows()  # a second open finds the columns present
+    assert again == row
+
+
+def test_summary_groupings(tmp_path: Path) -> None:
+    from mw_helpers import usage_record
+
+    from harness_middleware.usage import UsageLedger
+
+    ledger = UsageLedger(tmp_path / "u.sqlite")
+    assert ledger.summary(by=()) == []
+    common: dict[str, Any] = {"ts": 86400.0 * 2, "output_tokens": 1}
+    ledger.insert(usage_record(route="a", model="x", input_tokens=1, cost=1.0, **common))
+    ledger.insert(usage_record(route="b", model="x", input_tokens=2, cost=None, **common))
+    by_model = ledger.summary(by=["model"])
+    assert [(r["model"], r["requests"], r["input_tokens"], r["cost"], r["unpriced"]) for r in by_model] == [
+        ("x", 2, 3, 1.0, 1)
+    ]
+    assert "route" not in by_model[0]
+    assert [r["route"] for r in ledger.summary(by=["route", "day"])] == ["a", "b"]
+    assert ledger.summary(by=["route", "day"])[0]["day"] == "1970-01-03"
+    with pytest.raises(ValueError, match="cannot group usage by 'user'"):
+        ledger.summary(by=["user"])
 
 
 def test_default_path() -> None:
@@ -206,3 +296,13 @@ def test_default_path() -> None:
 def test_config_rejects_unknown_fields() -> None:
     with pytest.raises(msgspec.ValidationError):
         msgspec.convert({"pth": "x"}, UsagePlugin.Config)
+
+
+def test_notes_are_shared_by_nested_layers() -> None:
+    from harness_middleware.notes import notes_of, open_notes
+
+    outer_options, outer = open_notes(options())
+    inner_options, inner = open_notes(outer_options)
+    assert inner is outer
+    assert inner_options is outer_options
+    assert notes_of(options()) is None

@@ -5,11 +5,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from harness_core import FileBlock, GenerateOptions, Harness, Message, ToolSpec
+from harness_core import FileBlock, GenerateOptions, Harness, Message, StreamChunk, ToolSpec
 from harness_llm_mock import MockConfig, MockPlugin
 from harness_trace import TraceConfig, TracePlugin
 
@@ -67,6 +68,57 @@ async def test_include_content_and_early_close(tmp_path: Path) -> None:
         {"type": "block-start", "index": 0, "block_type": "text"},
         {"type": "text-delta", "index": 0, "text": "kept "},
     ]
+
+
+@pytest.mark.anyio
+async def test_written_as_it_goes_with_bounded_memory(tmp_path: Path) -> None:
+    from harness_core import BlockStart, Finish, FinishReason, TextBlock, TextDelta
+    from harness_core.types import BlockEnd
+
+    path = tmp_path / "trace.jsonl"
+    trace = TracePlugin(TraceConfig(path=str(path), flush_every=3))
+    held: list[int] = []
+
+    async def inner(options: GenerateOptions) -> AsyncIterator[StreamChunk]:
+        yield BlockStart(index=0, block_type="text")
+        for number in range(1000):
+            held.append(len(path.read_text().splitlines()) if path.exists() else 0)
+            yield TextDelta(index=0, text=f"{number} ")
+        yield BlockEnd(index=0, block=TextBlock("…"))
+        yield Finish(FinishReason(kind="stop"))
+
+    stream = trace.llm_stream(GenerateOptions(provider="p", model="m"), inner)
+    seen = 0
+    async for _ in stream:
+        seen += 1
+        if seen == 8:
+            # the consumer holds chunk 8: lines 1-6 are on disk already, 7-8 are held (< 3)
+            assert len(records(path)) == 6
+    assert seen == 1003
+    assert len(records(path)) == 1003
+    # what the inner stream saw on disk while producing: never more than 3 lines behind
+    assert all(produced - written <= 3 for produced, written in enumerate(held, start=1))
+
+
+def test_flush_every_is_validated() -> None:
+    import msgspec
+
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.convert({"flush_every": 0}, TraceConfig)
+
+
+@pytest.mark.anyio
+async def test_flush_every_one_writes_each_line_before_its_chunk(tmp_path: Path) -> None:
+    path = tmp_path / "trace.jsonl"
+    trace = TracePlugin(TraceConfig(path=str(path), flush_every=1))
+    options = GenerateOptions(provider="mock", model="echo", messages=[Message.user("a b c")])
+    harness = Harness([("trace", trace), ("mock", MockPlugin(MockConfig()))])
+    seen = 0
+    async with harness, harness.stream(options) as chunks:
+        async for _ in chunks:
+            seen += 1
+            assert len(records(path)) == seen  # on disk before the consumer got it
+    assert len(records(path)) == seen
 
 
 @pytest.mark.anyio

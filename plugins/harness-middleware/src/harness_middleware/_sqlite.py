@@ -8,6 +8,7 @@ uses WAL journaling so readers (``harness usage``) never block writers.
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 from collections.abc import Callable
@@ -15,7 +16,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import TypeVar
 
-__all__ = ["check_database_path", "run"]
+__all__ = ["check_database_path", "record", "run"]
 
 T = TypeVar("T")
 
@@ -31,6 +32,27 @@ def run(path: Path, schema: str, operation: Callable[[sqlite3.Connection], T]) -
         conn.executescript(schema)
         with conn:
             return operation(conn)
+
+
+async def record(write: Callable[[], object], *, bound: float, log: logging.Logger, what: str) -> None:
+    """Run ``write`` (a blocking database write) in a worker thread, shielded from cancellation
+    and bounded by ``bound`` seconds: accounting after a stream ended must run even when the
+    caller was cancelled, and must not hold it up for long.
+
+    A :class:`sqlite3.Error` or a write that outlasts ``bound`` is logged on ``log`` naming
+    ``what`` (e.g. ``"usage: recording the stream in /path"``), not raised: the caller's stream
+    has already ended and must not fail because of its accounting.
+    """
+    import anyio
+    import anyio.to_thread
+
+    with anyio.CancelScope(shield=True), anyio.move_on_after(bound) as scope:
+        try:
+            await anyio.to_thread.run_sync(write, abandon_on_cancel=True)
+        except sqlite3.Error:
+            log.exception("%s failed (could not record)", what)
+    if scope.cancelled_caught:
+        log.error("%s took over %ss", what, bound)
 
 
 def check_database_path(path: Path, what: str) -> Path:

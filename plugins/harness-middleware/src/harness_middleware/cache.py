@@ -4,7 +4,9 @@ The key is the SHA-256 of :func:`harness_core.types.canonical_json` of the optio
 without ``abort`` and ``metadata``), so equal requests share an entry. A hit replays the stored
 chunk list (msgspec JSON) and calls ``call_next`` zero times. Only complete streams are stored:
 those ending with ``finish`` of kind ``stop`` or ``tool-calls`` and made only of the seven
-known chunk kinds. Entries older than ``ttl`` seconds are misses (and deleted).
+known chunk kinds. Entries older than ``ttl`` seconds are misses (and deleted). A hit is reported
+to outer layers through the stream's :class:`~harness_middleware.notes.StreamNotes` (``cached``),
+so ``usage`` records it as a hit rather than as tokens spent.
 
 Every database operation runs in a worker thread. A database fault is logged and treated as a
 miss (or as not stored): a broken cache never breaks a generation.
@@ -28,6 +30,7 @@ from harness_core.hookspecs import CallNext, hookimpl
 from harness_core.types import Finish, GenerateOptions, StreamChunk, canonical_json
 from harness_middleware import _sqlite
 from harness_middleware._stream import aclose
+from harness_middleware.notes import notes_of
 
 __all__ = ["CachePlugin", "CacheStore", "cache_key", "default_cache_path"]
 
@@ -167,6 +170,9 @@ class CachePlugin:
         key = cache_key(options)
         cached = await self._get(key)
         if cached is not None:
+            notes = notes_of(options)
+            if notes is not None:
+                notes.cached = True  # an outer usage/log layer records a hit, not tokens spent
             for chunk in cached:
                 yield chunk
             return

@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+import msgspec
 
 from harness_middleware.cache import CachePlugin, CacheStore, default_cache_path
+from harness_middleware.promptlog import LogEntry, PromptLog, PromptLogPlugin, default_log_path
 from harness_middleware.usage import UsageLedger, UsagePlugin, default_usage_path
 
-__all__ = ["cache_command", "parse_since", "usage_command"]
+__all__ = ["cache_command", "logs_command", "parse_since", "usage_command"]
 
 P = TypeVar("P")
 
@@ -86,18 +88,25 @@ def _store(config: str | None, db: str | None) -> CacheStore:
     return plugin.store if plugin is not None else CacheStore(default_cache_path())
 
 
+def prompt_log(config: str | None, db: str | None) -> PromptLog:
+    """The prompt log of ``--db``, else of the ``prompt-log`` plugin of plugins.yaml, else the
+    default path. Raises :class:`click.ClickException` (exit 2) for an invalid config."""
+    if db is not None:
+        return PromptLog(Path(db))
+    plugin = _plugin_from_config(config, PromptLogPlugin)
+    return plugin.log if plugin is not None else PromptLog(default_log_path())
+
+
 def _fmt(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
-        return f"{value:.4f}"
+        return f"{value:.6f}"
     return str(value)
 
 
+_KEYS = (("day", "day"), ("route", "route"), ("model", "model"))
 _TABLE = (
-    ("day", "day"),
-    ("route", "route"),
-    ("model", "model"),
     ("requests", "requests"),
     ("input", "input_tokens"),
     ("output", "output_tokens"),
@@ -107,22 +116,25 @@ _TABLE = (
     ("no_usage", "unknown_usage"),
     ("errors", "errors"),
     ("aborted", "aborted"),
-    ("cost", "cost"),
+    ("cached", "cached"),
+    ("cost_usd", "cost"),
+    ("unpriced", "unpriced"),
 )
-_SUMMED = [key for _, key in _TABLE[3:]]
+_SUMMED = [key for _, key in _TABLE]
 
 
-def _totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    total: dict[str, Any] = {"day": "total", "route": "", "model": ""}
+def _totals(rows: list[dict[str, Any]], by: tuple[str, ...]) -> dict[str, Any]:
+    total: dict[str, Any] = {key: "total" if i == 0 else "" for i, key in enumerate(by)}
     for key in _SUMMED:
         known = [row[key] for row in rows if row[key] is not None]
         total[key] = sum(known) if known else None
     return total
 
 
-def _table(rows: list[dict[str, Any]]) -> str:
-    cells = [[title for title, _ in _TABLE]] + [[_fmt(row[key]) for _, key in _TABLE] for row in rows]
-    widths = [max(len(line[i]) for line in cells) for i in range(len(_TABLE))]
+def _table(rows: list[dict[str, Any]], by: tuple[str, ...]) -> str:
+    columns = [column for column in _KEYS if column[1] in by] + list(_TABLE)
+    cells = [[title for title, _ in columns]] + [[_fmt(row[key]) for _, key in columns] for row in rows]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
     return "\n".join(
         "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip() for line in cells
     )
@@ -132,26 +144,39 @@ def _table(rows: list[dict[str, Any]]) -> str:
 @click.option("-c", "--config", type=click.Path(dir_okay=False), help=_CONFIG_HELP)
 @click.option("--db", type=click.Path(dir_okay=False), help="the usage SQLite file (overrides the config)")
 @click.option("--since", help="only streams since YYYY-MM-DD (UTC), an ISO time, or a span back (7d, 12h, 30m)")
+@click.option(
+    "--by",
+    "by_text",
+    default="day,route,model",
+    show_default=True,
+    help="group by these comma-separated columns among day, route, model ('' = one total)",
+)
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
-def usage_command(config: str | None, db: str | None, since: str | None, as_json: bool) -> None:
-    """Token usage and cost by UTC day, route and model, from the usage middleware's ledger.
+def usage_command(config: str | None, db: str | None, since: str | None, by_text: str, as_json: bool) -> None:
+    """Token usage and cost (USD) by UTC day, route and model, from the usage middleware's ledger.
 
-    Token sums count the streams that reported usage; `no_usage` counts those that did not
-    (unknown, not free). `cost` sums the known costs (prices from the usage config).
+    Token sums count the streams that reached a provider and reported usage; `no_usage` counts
+    those that did not (unknown, not free) and `cached` the cache hits (nothing spent).
+    `cost_usd` sums the known costs (the genai-prices table, or the usage config's `prices`);
+    `unpriced` counts the rows whose cost is unknown (model not in the table, or no usage).
     """
+    by = tuple(name.strip() for name in by_text.split(",") if name.strip())
     start = parse_since(since) if since is not None else None
     ledger = _ledger(config, db)
     if not ledger.path.exists():
         raise _ConfigProblem(f"no usage ledger at {ledger.path} (is the usage middleware enabled?)")
     try:
-        rows = ledger.summary(start)
+        rows = ledger.summary(start, by)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--by") from exc
     except sqlite3.Error as exc:
         raise _ConfigProblem(f"cannot read the usage ledger {ledger.path}: {exc}") from exc
     if as_json:
-        click.echo(json.dumps({"path": str(ledger.path), "rows": rows, "total": _totals(rows)}, indent=2))
+        document = {"path": str(ledger.path), "by": list(by), "rows": rows, "total": _totals(rows, by)}
+        click.echo(json.dumps(document, indent=2))
         return
     click.echo(f"usage ledger: {ledger.path}")
-    click.echo(_table([*rows, _totals(rows)]))
+    click.echo(_table([*rows, _totals(rows, by)], by))
 
 
 @click.group("cache")
@@ -193,3 +218,71 @@ def cache_clear(config: str | None, db: str | None, expired: bool) -> None:
     except sqlite3.Error as exc:
         raise _ConfigProblem(f"cannot clear the cache {store.path}: {exc}") from exc
     click.echo(f"deleted {deleted} cache entr{'y' if deleted == 1 else 'ies'} from {store.path}")
+
+
+def _describe(entry: LogEntry) -> str:
+    """A log entry as text: a header, the served (and requested) route, prompt, reply, numbers."""
+    moment = datetime.fromtimestamp(entry.ts, tz=UTC).isoformat(timespec="seconds")
+    served = f"{entry.route}/{entry.model}"
+    requested = f"{entry.requested_route}/{entry.requested_model}"
+    lines = [f"# {moment}  id {entry.id}  conversation {entry.conversation_id}"]
+    lines.append(f"route: {served}" + (f" (requested {requested})" if requested != served else ""))
+    for attempt in entry.attempts or []:
+        failure = attempt.get("failure")
+        outcome = "skipped (cooling down)" if attempt.get("skipped") else "served"
+        if failure is not None:
+            outcome = f"{failure['code']}: {failure['message']}"
+        lines.append(f"  attempt {attempt['route']}/{attempt['model']}: {outcome}")
+    if entry.system:
+        lines.append(f"system: {entry.system}")
+    lines += [f"prompt: {entry.prompt}", f"response: {entry.response}"]
+    tokens = f"tokens: {_fmt(entry.input_tokens)} in, {_fmt(entry.output_tokens)} out"
+    if entry.cache_read_tokens or entry.reasoning_tokens:
+        tokens += f" ({_fmt(entry.cache_read_tokens)} cache read, {_fmt(entry.reasoning_tokens)} reasoning)"
+    cost = "cache hit" if entry.cached else f"${entry.cost:.6f}" if entry.cost is not None else "unknown"
+    finish = entry.finish_reason or "none"
+    if entry.error_code is not None:
+        finish += f" {entry.error_code}: {entry.error_message}"
+    first = f"{entry.first_chunk_ms:.0f} ms" if entry.first_chunk_ms is not None else "-"
+    lines.append(f"{tokens}; cost: {cost}; finish: {finish}; {entry.duration_ms:.0f} ms (first chunk {first})")
+    return "\n".join(lines)
+
+
+@click.command("logs")
+@click.option("-c", "--config", type=click.Path(dir_okay=False), help=_CONFIG_HELP)
+@click.option("--db", type=click.Path(dir_okay=False), help="the prompt-log SQLite file (overrides the config)")
+@click.option(
+    "-n", "--count", type=click.IntRange(min=0), default=3, show_default=True, help="newest entries (0 = all)"
+)
+@click.option("-q", "--query", help="only entries whose prompt, system prompt or reply contains this text")
+@click.option("--since", help="only entries since YYYY-MM-DD (UTC), an ISO time, or a span back (7d, 12h, 30m)")
+@click.option("--cid", help="only the entries of this conversation id")
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output (a JSON array, oldest first)")
+def logs_command(
+    config: str | None,
+    db: str | None,
+    count: int,
+    query: str | None,
+    since: str | None,
+    cid: str | None,
+    as_json: bool,
+) -> None:
+    """Show the prompt log: every request and reply `harness run` made (oldest of the selection first).
+
+    Each entry: time, ids, the route and model that served it (and the requested ones and every
+    fallback attempt when they differ), prompt, reply, tokens, cost in USD (`unknown` when the
+    model has no price), finish, duration and time to first chunk. Continue a conversation with
+    `harness run --continue` (the newest) or `harness run --cid ID`.
+    """
+    start = parse_since(since) if since is not None else None
+    log = prompt_log(config, db)
+    if not log.path.exists():
+        raise _ConfigProblem(f"no prompt log at {log.path} (harness run writes it unless --no-log)")
+    try:
+        entries = log.entries(limit=count or None, query=query, since=start, conversation_id=cid)
+    except sqlite3.Error as exc:
+        raise _ConfigProblem(f"cannot read the prompt log {log.path}: {exc}") from exc
+    if as_json:
+        click.echo(json.dumps([msgspec.to_builtins(entry) for entry in entries], indent=2))
+        return
+    click.echo("\n\n".join(_describe(entry) for entry in entries) if entries else "no entries")

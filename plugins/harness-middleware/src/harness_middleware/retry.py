@@ -25,20 +25,15 @@ import msgspec
 import tenacity
 
 from harness_core.abort import ABORTED, AbortSignal, race
-from harness_core.assembler import failure_finish
 from harness_core.errors import LlmError
 from harness_core.hookspecs import CallNext, hookimpl
 from harness_core.types import (
-    BlockEnd,
-    BlockStart,
     Failure,
     Finish,
     GenerateOptions,
     StreamChunk,
-    ToolCallBlock,
-    Usage,
 )
-from harness_middleware._stream import aclose
+from harness_middleware._stream import aclose, error_finish, is_content
 
 __all__ = ["RetryPlugin"]
 
@@ -78,17 +73,6 @@ class _WaitAborted(Exception):
     def __init__(self, reason: str | None) -> None:
         super().__init__(reason or "aborted by the caller")
         self.reason = reason or "aborted by the caller"
-
-
-def _is_content(chunk: StreamChunk) -> bool:
-    """Whether ``chunk`` commits an attempt (the caller must never see it twice)."""
-    if isinstance(chunk, BlockStart | Usage):
-        return False
-    if isinstance(chunk, BlockEnd):
-        block = chunk.block
-        return bool(block.arguments if isinstance(block, ToolCallBlock) else block.text)
-    # Deltas, finish, and kinds we do not know all decide the attempt.
-    return True
 
 
 class _Wait(tenacity.wait.wait_base):
@@ -192,7 +176,7 @@ class RetryPlugin:
                 if isinstance(chunk, Finish) and self._retryable_finish(chunk):
                     raise _RetryableFailure(held, chunk, None)
                 held.append(chunk)
-                if _is_content(chunk):
+                if is_content(chunk):
                     break
             committed = True
             return stream, held
@@ -222,7 +206,7 @@ class RetryPlugin:
                 if gave_up.finish is not None:
                     held = [*gave_up.held, gave_up.finish]
             except _WaitAborted as aborted:
-                held = [failure_finish(Failure(code="ABORTED", message=aborted.reason))]
+                held = [error_finish(Failure(code="ABORTED", message=aborted.reason))]
             if last_error is not None:
                 raise last_error  # giving up: the last attempt's own error, not tenacity's wrapper
             for chunk in held:

@@ -7,8 +7,15 @@ The write runs in a worker thread, shielded from cancellation and bounded by
 docs/stream-obligations.md#7-abort-and-cancellation).
 
 A stream that ended without a ``usage`` chunk is recorded with NULL token counts (unknown,
-never zero: docs/hooks.md "a stream without usage is not free"). Cost follows the token semantics of
-docs/vocabulary.md: ``input_tokens`` includes cache reads and writes, which are priced at their own rates.
+never zero: a stream without usage is not free). Cost comes from :mod:`harness_middleware.pricing`
+(the genai-prices table, or the ``prices`` overrides): USD, with the price source and the matched
+price id; an unknown model or usage has cost NULL. A ``cache`` hit inside this layer is recorded
+with ``cached = 1`` and cost 0: its token columns repeat the original generation's usage, which
+:meth:`UsageLedger.summary` does not count as tokens spent. With ``fallback`` inside this layer,
+the row names the route and model that served the stream.
+
+Older ledgers (without the ``price_source``, ``price_id`` and ``cached`` columns) are migrated
+in place on first use.
 """
 
 from __future__ import annotations
@@ -16,9 +23,10 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
 import msgspec
@@ -29,12 +37,17 @@ from harness_core.hookspecs import CallNext, hookimpl
 from harness_core.types import Finish, GenerateOptions, StreamChunk, TokenUsage, Usage
 from harness_middleware import _sqlite
 from harness_middleware._stream import aclose
+from harness_middleware.notes import open_notes
+from harness_middleware.pricing import Cost, PricingConfig
 
-__all__ = ["Price", "UsageLedger", "UsagePlugin", "UsageRecord", "cost_of", "default_usage_path"]
+__all__ = ["UsageLedger", "UsagePlugin", "UsageRecord", "default_usage_path"]
+
+T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
 Status = Literal["complete", "aborted", "error"]
+_GROUPS: dict[str, str] = {"day": "date(ts, 'unixepoch')", "route": "route", "model": "model"}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS usage (
@@ -52,7 +65,10 @@ CREATE TABLE IF NOT EXISTS usage (
     finish_reason TEXT,              -- finish.kind, NULL when the stream had no finish
     latency_ms REAL NOT NULL,
     first_chunk_ms REAL,             -- NULL when no chunk arrived
-    cost REAL                        -- NULL when unknown (no price, or no usage)
+    cost REAL,                       -- USD; NULL when unknown (no price, or no usage)
+    price_source TEXT,               -- 'genai-prices <version>', 'config' or 'cache'; NULL when unpriced
+    price_id TEXT,                   -- the matched table row 'provider/model' or override key
+    cached INTEGER NOT NULL DEFAULT 0 -- 1 = replayed by the cache middleware (nothing spent)
 );
 CREATE INDEX IF NOT EXISTS usage_ts ON usage (ts);
 """
@@ -72,47 +88,18 @@ _COLUMNS = (
     "latency_ms",
     "first_chunk_ms",
     "cost",
+    "price_source",
+    "price_id",
+    "cached",
 )
+
+# Columns added after the first release, with their declarations: added to older ledgers.
+_ADDED_COLUMNS = {"price_source": "TEXT", "price_id": "TEXT", "cached": "INTEGER NOT NULL DEFAULT 0"}
 
 
 def default_usage_path() -> Path:
     """The ledger used when the config names none: ``<user data dir>/harness/usage.sqlite``."""
     return platformdirs.user_data_path("harness") / "usage.sqlite"
-
-
-class Price(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
-    """Prices in currency units per million tokens.
-
-    ``input`` applies to prompt tokens that are neither cache reads nor cache writes;
-    ``cache_read`` / ``cache_write`` default to ``input`` when not given.
-    """
-
-    input: Annotated[float, msgspec.Meta(ge=0)]
-    output: Annotated[float, msgspec.Meta(ge=0)]
-    cache_read: Annotated[float, msgspec.Meta(ge=0)] | None = None
-    cache_write: Annotated[float, msgspec.Meta(ge=0)] | None = None
-
-
-def cost_of(usage: TokenUsage | None, price: Price | None) -> float | None:
-    """The cost of ``usage`` at ``price``; ``None`` when either, or a main count, is unknown.
-
-    docs/vocabulary.md semantics: cache read/write tokens are subsets of ``input_tokens`` and reasoning
-    tokens a subset of ``output_tokens`` (so they are not charged twice).
-    """
-    if usage is None or price is None or usage.input_tokens is None or usage.output_tokens is None:
-        return None
-    cache_read = usage.cache_read_tokens or 0
-    cache_write = usage.cache_write_tokens or 0
-    plain_input = max(0, usage.input_tokens - cache_read - cache_write)
-    read_price = price.input if price.cache_read is None else price.cache_read
-    write_price = price.input if price.cache_write is None else price.cache_write
-    total = (
-        plain_input * price.input
-        + cache_read * read_price
-        + cache_write * write_price
-        + usage.output_tokens * price.output
-    )
-    return total / 1_000_000
 
 
 class UsageRecord(msgspec.Struct, kw_only=True, frozen=True):
@@ -132,19 +119,45 @@ class UsageRecord(msgspec.Struct, kw_only=True, frozen=True):
     latency_ms: float
     first_chunk_ms: float | None
     cost: float | None
+    price_source: str | None = None
+    price_id: str | None = None
+    cached: bool = False
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Add the columns an older ledger lacks (``ALTER TABLE … ADD COLUMN``; rows keep their data)."""
+    present = {row[1] for row in conn.execute("PRAGMA table_info(usage)")}
+    for name, declaration in _ADDED_COLUMNS.items():
+        if name not in present:
+            conn.execute(f"ALTER TABLE usage ADD COLUMN {name} {declaration}")
 
 
 class UsageLedger:
-    """The SQLite ledger at ``path``. Methods are blocking: call them from a worker thread."""
+    """The SQLite ledger at ``path``. Methods are blocking: call them from a worker thread.
+
+    Raises :class:`sqlite3.Error` on database faults (every method).
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._migrated = False
+
+    def _run(self, operation: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``operation`` on the ledger, migrating an older schema first (once per instance)."""
+
+        def migrated(conn: sqlite3.Connection) -> T:
+            if not self._migrated:
+                _migrate(conn)
+                self._migrated = True
+            return operation(conn)
+
+        return _sqlite.run(self.path, _SCHEMA, migrated)
 
     def insert(self, record: UsageRecord) -> None:
-        """Append ``record``. Raises :class:`sqlite3.Error` on database faults."""
+        """Append ``record``."""
         values = tuple(getattr(record, name) for name in _COLUMNS)
         sql = f"INSERT INTO usage ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' for _ in _COLUMNS)})"
-        _sqlite.run(self.path, _SCHEMA, lambda conn: conn.execute(sql, values))
+        self._run(lambda conn: conn.execute(sql, values))
 
     def rows(self) -> list[dict[str, Any]]:
         """Every row, oldest first, as dicts keyed by column name."""
@@ -153,32 +166,53 @@ class UsageLedger:
             cursor = conn.execute(f"SELECT {', '.join(_COLUMNS)} FROM usage ORDER BY id")
             return [dict(zip(_COLUMNS, row, strict=True)) for row in cursor]
 
-        return _sqlite.run(self.path, _SCHEMA, read)
+        return self._run(read)
 
-    def summary(self, since: float | None = None) -> list[dict[str, Any]]:
-        """Totals per (UTC day, route, model) for rows with ``ts >= since`` (all when ``None``).
+    def summary(
+        self, since: float | None = None, by: Sequence[str] = ("day", "route", "model")
+    ) -> list[dict[str, Any]]:
+        """Totals per group of rows with ``ts >= since`` (all when ``None``), sorted by group.
 
-        Each dict: ``day, route, model, requests, input_tokens, output_tokens,
-        cache_read_tokens, cache_write_tokens, reasoning_tokens`` (sums of the known counts),
-        ``unknown_usage`` (rows without usage), ``errors``, ``aborted``, ``cost`` (sum of known
-        costs, ``None`` when none is known) and ``unpriced`` (rows without a cost).
+        ``by`` picks the grouping columns among ``day`` (UTC date), ``route`` and ``model`` (in
+        that order; empty = one total row). Each dict holds the ``by`` keys and ``requests``,
+        ``input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens``
+        (sums of the known counts of streams that reached a provider: cache hits excluded),
+        ``unknown_usage`` (such streams without usage), ``cached`` (cache hits), ``errors``,
+        ``aborted``, ``cost`` (USD, sum of the known costs, ``None`` when none is known) and
+        ``unpriced`` (rows without a cost).
+
+        Raises:
+            ValueError: a ``by`` name that is not ``day``, ``route`` or ``model``.
         """
-        sql = """
-            SELECT date(ts, 'unixepoch') AS day, route, model, COUNT(*) AS requests,
-                   SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens,
-                   SUM(cache_read_tokens) AS cache_read_tokens, SUM(cache_write_tokens) AS cache_write_tokens,
-                   SUM(reasoning_tokens) AS reasoning_tokens, SUM(input_tokens IS NULL) AS unknown_usage,
+        unknown = [name for name in by if name not in _GROUPS]
+        if unknown:
+            raise ValueError(f"cannot group usage by {unknown[0]!r}; choose among day, route, model")
+        keys = [name for name in _GROUPS if name in by]
+        spent = [
+            f"SUM(CASE WHEN cached THEN NULL ELSE {column} END) AS {column}"
+            for column in (
+                "input_tokens",
+                "output_tokens",
+                "cache_read_tokens",
+                "cache_write_tokens",
+                "reasoning_tokens",
+            )
+        ]
+        group = f"GROUP BY {', '.join(keys)} ORDER BY {', '.join(keys)}" if keys else ""
+        sql = f"""
+            SELECT {"".join(f"{_GROUPS[key]} AS {key}, " for key in keys)}COUNT(*) AS requests, {", ".join(spent)},
+                   SUM(input_tokens IS NULL AND NOT cached) AS unknown_usage, SUM(cached) AS cached,
                    SUM(status = 'error') AS errors, SUM(status = 'aborted') AS aborted,
                    SUM(cost) AS cost, SUM(cost IS NULL) AS unpriced
-            FROM usage WHERE ts >= ? GROUP BY day, route, model ORDER BY day, route, model
+            FROM usage WHERE ts >= ? {group}
         """
 
         def read(conn: sqlite3.Connection) -> list[dict[str, Any]]:
             cursor = conn.execute(sql, (since if since is not None else float("-inf"),))
             names = [d[0] for d in cursor.description]
-            return [dict(zip(names, row, strict=True)) for row in cursor]
+            return [dict(zip(names, row, strict=True)) for row in cursor if row[len(keys)]]
 
-        return _sqlite.run(self.path, _SCHEMA, read)
+        return self._run(read)
 
 
 def _outcome(finish: Finish | None, raised: BaseException | None) -> tuple[Status, str | None, str | None]:
@@ -203,32 +237,22 @@ def _outcome(finish: Finish | None, raised: BaseException | None) -> tuple[Statu
 class UsagePlugin:
     """Middleware recording every stream in the SQLite ledger (see module doc)."""
 
-    class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-        """``usage:`` in plugins.yaml.
+    class Config(PricingConfig, forbid_unknown_fields=True, kw_only=True):
+        """``usage:`` in plugins.yaml: the pricing fields of :class:`PricingConfig`, and
 
         Fields:
             path: the SQLite file; default ``<user data dir>/harness/usage.sqlite``.
-            prices: prices per million tokens keyed ``"route/model"``, ``"route/*"`` or
-                ``"*/model"`` (the first that matches, in that order).
             write_timeout: seconds a ledger write may take before it is given up (logged).
         """
 
         path: str | None = None
-        prices: dict[str, Price] = msgspec.field(default_factory=dict)
         write_timeout: Annotated[float, msgspec.Meta(gt=0)] = 5.0
 
     def __init__(self, config: Config | None = None) -> None:
         self.config = config if config is not None else self.Config()
         path = Path(self.config.path).expanduser() if self.config.path is not None else default_usage_path()
         self.ledger = UsageLedger(_sqlite.check_database_path(path, "usage"))
-
-    def price_for(self, route: str | None, model: str | None) -> Price | None:
-        """The configured price of ``route``/``model`` (see ``Config.prices``), or ``None``."""
-        prices: Mapping[str, Price] = self.config.prices
-        for key in (f"{route}/{model}", f"{route}/*", f"*/{model}"):
-            if key in prices:
-                return prices[key]
-        return None
+        self.prices = self.config.price_book()
 
     @hookimpl
     async def llm_stream(self, options: GenerateOptions, call_next: CallNext) -> AsyncIterator[StreamChunk]:
@@ -239,6 +263,7 @@ class UsagePlugin:
         usage: TokenUsage | None = None
         finish: Finish | None = None
         raised: BaseException | None = None
+        options, notes = open_notes(options)
         stream = call_next(options)
         try:
             async for chunk in stream:
@@ -258,10 +283,12 @@ class UsagePlugin:
             finally:
                 ended = anyio.current_time()
                 status, code, reason = _outcome(finish, raised)
+                route, model = notes.served(options)
+                cost = await self._cost(route, model, usage, ts) if not notes.cached else None
                 record = UsageRecord(
                     ts=ts,
-                    route=options.provider,
-                    model=options.model,
+                    route=route,
+                    model=model,
                     input_tokens=usage.input_tokens if usage else None,
                     output_tokens=usage.output_tokens if usage else None,
                     cache_read_tokens=usage.cache_read_tokens if usage else None,
@@ -272,20 +299,22 @@ class UsagePlugin:
                     finish_reason=reason,
                     latency_ms=(ended - started) * 1000,
                     first_chunk_ms=(first_at - started) * 1000 if first_at is not None else None,
-                    cost=cost_of(usage, self.price_for(options.provider, options.model)),
+                    cost=0.0 if notes.cached else float(cost.total) if cost is not None else None,
+                    price_source="cache" if notes.cached else cost.source if cost is not None else None,
+                    price_id=cost.price_id if cost is not None else None,
+                    cached=notes.cached,
                 )
                 await self._write(record)
 
-    async def _write(self, record: UsageRecord) -> None:
-        """Insert ``record`` in a worker thread, shielded from cancellation, bounded in time.
+    async def _cost(self, route: str | None, model: str | None, usage: TokenUsage | None, ts: float) -> Cost | None:
+        """The cost of the stream, priced in a worker thread (the first lookup loads the table)."""
+        moment = datetime.fromtimestamp(ts, tz=UTC)
+        cost: Cost | None = None
+        with anyio.CancelScope(shield=True):
+            cost = await anyio.to_thread.run_sync(lambda: self.prices.cost(route, model, usage, at=moment))
+        return cost
 
-        A database fault or a write that outlasts ``write_timeout`` is logged, not raised: the
-        caller's stream has already ended and must not fail because of its accounting.
-        """
-        with anyio.CancelScope(shield=True), anyio.move_on_after(self.config.write_timeout) as bound:
-            try:
-                await anyio.to_thread.run_sync(self.ledger.insert, record, abandon_on_cancel=True)
-            except sqlite3.Error:
-                logger.exception("usage: could not record the stream in %s", self.ledger.path)
-        if bound.cancelled_caught:
-            logger.error("usage: recording the stream in %s took over %ss", self.ledger.path, self.config.write_timeout)
+    async def _write(self, record: UsageRecord) -> None:
+        """Insert ``record`` in a worker thread, shielded and bounded (:func:`_sqlite.record`)."""
+        what = f"usage: recording the stream in {self.ledger.path}"
+        await _sqlite.record(lambda: self.ledger.insert(record), bound=self.config.write_timeout, log=logger, what=what)

@@ -11,14 +11,19 @@ files (``FileBlock``), every line also has ``"files": [{"media_type", "size", "d
 "url"}, …]``: the SHA-256 digest and size, computed once per stream, never the bytes (also with
 ``include_content``), and URLs without their query (signed URLs carry credentials there).
 
-Lines are buffered in memory and appended to ``path`` when the stream ends (also on error,
-``break`` or cancellation) from a worker thread, so the event loop never blocks on the file.
+The trace is written as it goes: each stream holds at most ``flush_every`` encoded lines and
+appends them to ``path`` (from a worker thread, so the event loop never blocks on the file) when
+that many have accumulated and when the stream ends (also on error, ``break`` or cancellation).
+Memory stays bounded however long the stream, and a process that is killed keeps every line but
+at most the last ``flush_every - 1`` of each open stream (``flush_every: 1`` writes each chunk's
+line before the chunk is passed on).
 
 Config::
 
     trace:
       path: harness-trace.jsonl   # relative to the current directory; parent folders are created
       include_content: false      # true writes prompts and replies into the file
+      flush_every: 32             # lines held per stream before they are appended (1 = every chunk)
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
 import anyio
 import anyio.to_thread
@@ -51,6 +56,7 @@ class TraceConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
     path: str = "harness-trace.jsonl"
     include_content: bool = False
+    flush_every: Annotated[int, msgspec.Meta(ge=1)] = 32
 
 
 class TracePlugin:
@@ -64,13 +70,15 @@ class TracePlugin:
 
     @hookimpl
     async def llm_stream(self, options: GenerateOptions, call_next: CallNext) -> AsyncIterator[StreamChunk]:
-        """Pass every chunk through unchanged, recording it; write the records at the end."""
+        """Pass every chunk through unchanged, recording it; append the records every
+        ``flush_every`` chunks and at the end."""
         started = time.perf_counter()
         head: dict[str, Any] = {"stream": uuid.uuid4().hex[:12], "route": options.provider, "model": options.model}
         files = [_file_record(block) for message in options.messages for block in message.files]
         if files:
             head["files"] = files
         lines: list[bytes] = []
+        flush_every = self.config.flush_every
         try:
             async for chunk in call_next(options):
                 data: Any = msgspec.to_builtins(chunk)
@@ -78,8 +86,17 @@ class TracePlugin:
                     data = _lengths(data)
                 record = {**head, "t_ms": round((time.perf_counter() - started) * 1000, 3), "chunk": data}
                 lines.append(msgspec.json.encode(record) + b"\n")
+                if len(lines) >= flush_every:
+                    await self._flush(lines)
+                    lines = []
                 yield chunk
         finally:
+            await self._flush(lines)
+
+    async def _flush(self, lines: list[bytes]) -> None:
+        """Append ``lines`` from a worker thread, shielded from cancellation and bounded by
+        ``_WRITE_TIMEOUT`` seconds (a write that outlasts it is abandoned with its lines)."""
+        if lines:
             with anyio.move_on_after(_WRITE_TIMEOUT, shield=True):
                 await anyio.to_thread.run_sync(self._append, lines, abandon_on_cancel=True)
 

@@ -1,0 +1,287 @@
+"""``fallback``: serve a request from the next ``route[/model]`` target when one fails early.
+
+For a request to route ``R``, the targets are ``R`` itself (with the requested model), then the
+list configured for ``R`` in ``targets`` (or the ``default`` list). A target is left for the next
+one **only before the first content chunk has been yielded**: its stream ended with a
+``finish{error}`` (or raised an :class:`~harness_core.errors.LlmError`) whose code is in
+``codes`` or whose HTTP status is in ``statuses``. ``block-start`` and ``usage`` chunks that
+arrive before the first content chunk are held back until the target commits, as ``retry`` does.
+
+Once content has been yielded the target is committed: a later failure ends the stream as a
+``finish{error}`` whose message names every attempt, with the blocks left open closed with
+what they hold. Chunks already sent are never replayed from another target (two attempts'
+tool-call arguments spliced together are how other tools ran truncated commands).
+
+A target that failed with a matching failure (before or after committing) cools down for
+``cooldown`` seconds: streams of the same process skip it (:class:`Cooldowns` is shared by every
+``fallback`` instance in the process) unless every target is cooling down, in which case all are
+tried in order. The route and model that served the stream reach the consumer through the
+runtime (``StreamContext.route``/``.model``, ``Message.route``/``.model``) and outer middleware
+through :class:`~harness_middleware.notes.StreamNotes` (``served_route``, ``served_model``,
+``attempts``).
+
+With ``retry``: list ``fallback`` first (outer) to retry each target before moving on, or
+``retry`` first (outer) to retry the whole fallback sequence; both keep the rule above because
+each layer only restarts before it has yielded content.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from typing import Annotated
+
+import msgspec
+
+from harness_core.assembler import BlockAssembler
+from harness_core.errors import ErrorCode, LlmError
+from harness_core.hookspecs import CallNext, hookimpl
+from harness_core.types import BlockEnd, Failure, Finish, GenerateOptions, StreamChunk
+from harness_middleware._stream import aclose, error_finish, is_content
+from harness_middleware.notes import Attempt, open_notes
+
+__all__ = ["Cooldowns", "FallbackPlugin", "Target", "parse_target", "shared_cooldowns"]
+
+Target = tuple[str, str | None]
+"""``(route, model)``; ``model`` ``None`` = the requested model."""
+
+_DEFAULT_CODES: tuple[ErrorCode, ...] = ("RATE_LIMITED", "OVERLOADED", "SERVER", "TIMEOUT", "NETWORK")
+
+
+def parse_target(text: str) -> Target:
+    """``"route"`` or ``"route/model"`` (the model may itself contain ``/``) as ``(route, model)``.
+
+    Raises:
+        ValueError: an empty route or model.
+    """
+    route, slash, model = text.partition("/")
+    if not route or (slash and not model):
+        raise ValueError(f"fallback target {text!r} must be 'route' or 'route/model'")
+    return route, model or None
+
+
+def _label(route: str | None, model: str | None) -> str:
+    return f"{route}/{model}" if model else str(route)
+
+
+class Cooldowns:
+    """Targets that failed recently, shared by concurrent streams (thread-safe).
+
+    ``clock`` returns seconds (monotonic); tests inject one.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._until: dict[Target, float] = {}
+        self._lock = threading.Lock()
+
+    def cool(self, target: Target, seconds: float) -> None:
+        """Skip ``target`` for ``seconds`` from now (extends, never shortens, a running cooldown)."""
+        with self._lock:
+            until = self.clock() + seconds
+            self._until[target] = max(until, self._until.get(target, until))
+
+    def cooling(self, target: Target) -> bool:
+        """Whether ``target`` is still cooling down."""
+        with self._lock:
+            until = self._until.get(target)
+            if until is None:
+                return False
+            if until <= self.clock():
+                del self._until[target]
+                return False
+            return True
+
+
+_SHARED = Cooldowns()
+
+
+def shared_cooldowns() -> Cooldowns:
+    """The process-wide :class:`Cooldowns` every :class:`FallbackPlugin` uses by default."""
+    return _SHARED
+
+
+class _Failed(Exception):
+    """The current target failed before committing, with ``failure``."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+
+
+class FallbackPlugin:
+    """Middleware moving to the next target on an early failure (see module doc).
+
+    Args:
+        config: the validated :class:`FallbackPlugin.Config`.
+        cooldowns: where failed targets cool down; default the process-wide :func:`shared_cooldowns`.
+    """
+
+    class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+        """``fallback:`` in plugins.yaml.
+
+        Fields:
+            targets: route → ordered ``"route[/model]"`` targets tried after it. A target without
+                a model uses the requested model id.
+            default: the targets of routes not listed in ``targets`` (default none: no fallback).
+            codes: error codes that move to the next target (default the transient ones:
+                ``RATE_LIMITED``, ``OVERLOADED``, ``SERVER``, ``TIMEOUT``, ``NETWORK``).
+            statuses: HTTP statuses that move to the next target whatever their code (``[401]``).
+            cooldown: seconds a failed target is skipped by every stream of the process (0 = never).
+        """
+
+        targets: dict[str, list[str]] = msgspec.field(default_factory=dict)
+        default: list[str] = msgspec.field(default_factory=list)
+        codes: list[ErrorCode] = msgspec.field(default_factory=lambda: list(_DEFAULT_CODES))
+        statuses: list[Annotated[int, msgspec.Meta(ge=100, le=599)]] = msgspec.field(default_factory=list)
+        cooldown: Annotated[float, msgspec.Meta(ge=0)] = 30.0
+
+        def __post_init__(self) -> None:
+            """Check every target's shape, naming the route (raises ``ValueError``)."""
+            for route, targets in {**self.targets, "default": self.default}.items():
+                for text in targets:
+                    try:
+                        parse_target(text)
+                    except ValueError as exc:
+                        raise ValueError(f"{exc} (in the list of {route!r})") from None
+
+    def __init__(self, config: Config | None = None, *, cooldowns: Cooldowns | None = None) -> None:
+        self.config = config if config is not None else self.Config()
+        self.cooldowns = cooldowns if cooldowns is not None else shared_cooldowns()
+        self._codes = frozenset(self.config.codes)
+        self._statuses = frozenset(self.config.statuses)
+
+    def targets_for(self, route: str | None, model: str | None) -> list[Target]:
+        """The requested target then the configured ones, without repeats; ``(route, model)`` each."""
+        listed = self.config.targets.get(route or "", self.config.default)
+        ordered: list[Target] = []
+        for target in [(route or "", model), *(parse_target(text) for text in listed)]:
+            resolved = (target[0], target[1] if target[1] is not None else model)
+            if resolved not in ordered:
+                ordered.append(resolved)
+        return ordered
+
+    def describe_chain(self, route: str | None) -> str:
+        """One line for ``harness chain``: the targets of ``route`` in order, and the cooldown."""
+        shown = " -> ".join(_label(*target) for target in self.targets_for(route, None))
+        return f"targets {shown}; cooldown {self.config.cooldown:g}s"
+
+    def moves_on(self, failure: Failure) -> bool:
+        """Whether ``failure`` sends the request to the next target (its code or status is listed)."""
+        return failure.code in self._codes or (failure.status is not None and failure.status in self._statuses)
+
+    @hookimpl
+    async def llm_stream(self, options: GenerateOptions, call_next: CallNext) -> AsyncIterator[StreamChunk]:
+        """Try the targets in order until one commits; see the module doc for the rules."""
+        options, notes = open_notes(options)
+        targets = self.targets_for(options.provider, options.model)
+        ready = [target for target in targets if not self.cooldowns.cooling(target)] or targets
+        notes.attempts.extend(Attempt(*target, skipped=True) for target in targets if target not in ready)
+        last: Failure | None = None
+        for route, model in ready:
+            notes.served_route, notes.served_model = route, model
+            stream = call_next(msgspec.structs.replace(options, provider=route, model=model))
+            try:
+                try:
+                    held = await self._until_content(stream)
+                except _Failed as failed:
+                    last = failed.failure
+                    notes.attempts.append(Attempt(route, model, failure=last))
+                    self._cool(route, model, last)
+                    if options.abort is not None and options.abort.fired:
+                        break
+                    continue
+                async for chunk in self._committed(stream, held, Attempt(route, model), notes.attempts):
+                    yield chunk
+                return
+            finally:
+                await aclose(stream)
+        assert last is not None, "every target failed: the last failure is known"
+        yield _error_finish(last, notes.attempts)
+
+    async def _until_content(self, stream: AsyncIterator[StreamChunk]) -> list[StreamChunk]:
+        """Read ``stream`` up to and including its first content chunk (or its end) and return
+        what was read. Raises :class:`_Failed` for a moving-on failure before that."""
+        held: list[StreamChunk] = []
+        try:
+            async for chunk in stream:
+                if isinstance(chunk, Finish) and chunk.reason.kind == "error":
+                    failure = chunk.reason.failure or Failure("INTERNAL", "error finish without a failure")
+                    if self.moves_on(failure):
+                        raise _Failed(failure)
+                held.append(chunk)
+                if is_content(chunk):
+                    break
+        except LlmError as exc:
+            if self.moves_on(exc.to_failure()):
+                raise _Failed(exc.to_failure()) from exc
+            raise
+        return held
+
+    async def _committed(
+        self, stream: AsyncIterator[StreamChunk], held: list[StreamChunk], served: Attempt, attempts: list[Attempt]
+    ) -> AsyncIterator[StreamChunk]:
+        """Pass on ``held`` and the rest of the committed ``stream``; a failure now ends the stream
+        with a ``finish{error}`` naming every attempt (open blocks closed first, nothing replayed)."""
+        tracker = BlockAssembler(keep_ended=False)  # only the blocks still open
+        attempts.append(served)
+        failure: Failure | None = None
+        source = _chained(held, stream)
+        try:
+            async for chunk in source:
+                if isinstance(chunk, Finish):
+                    if chunk.reason.kind == "error" and chunk.reason.failure is not None:
+                        failure = chunk.reason.failure
+                        break
+                    yield chunk
+                    return
+                tracker.feed(chunk)
+                yield chunk
+            else:
+                return  # ended without a finish: the runtime's guard reports it
+        except LlmError as exc:
+            failure = exc.to_failure()
+        finally:
+            await source.aclose()
+        assert failure is not None
+        for index, block in tracker.open_blocks():  # a legal inner stream closed them before its finish
+            yield BlockEnd(index, block)
+        attempts[-1] = msgspec.structs.replace(served, failure=failure, after_content=True)
+        self._cool(served.route or "", served.model, failure)
+        yield _error_finish(failure, attempts)
+
+    def _cool(self, route: str, model: str | None, failure: Failure) -> None:
+        if self.config.cooldown > 0 and self.moves_on(failure):
+            self.cooldowns.cool((route, model), self.config.cooldown)
+
+
+async def _chained(held: list[StreamChunk], stream: AsyncIterator[StreamChunk]) -> AsyncGenerator[StreamChunk, None]:
+    """``held`` then the rest of ``stream``."""
+    for chunk in held:
+        yield chunk
+    async for chunk in stream:
+        yield chunk
+
+
+def _summary(attempts: Sequence[Attempt]) -> str:
+    """``"fallback attempts: a/m1: skipped (cooling down); b/m2: SERVER HTTP 503 'busy'"``
+    (provider messages cut at 200 characters). Made when the stream failed: every target tried
+    has a failure by then."""
+    parts = []
+    for attempt in attempts:
+        label = _label(attempt.route, attempt.model)
+        failure = attempt.failure
+        if attempt.skipped or failure is None:
+            parts.append(f"{label}: skipped (cooling down)")
+        else:
+            status = f" HTTP {failure.status}" if failure.status is not None else ""
+            when = "failed after content was sent: " if attempt.after_content else ""
+            parts.append(f"{label}: {when}{failure.code}{status} {failure.message[:200]!r}")
+    return "fallback attempts: " + "; ".join(parts)
+
+
+def _error_finish(failure: Failure, attempts: Sequence[Attempt]) -> Finish:
+    """``finish{error}`` (``aborted`` for ``ABORTED``) carrying ``failure`` with every attempt named."""
+    named = msgspec.structs.replace(failure, message=f"{failure.message} ({_summary(attempts)})")
+    return error_finish(named)
