@@ -19,7 +19,7 @@ from harness_core.types import NamedToolChoice
 
 def test_short_form_inserts_run_after_the_group_options(monkeypatch: pytest.MonkeyPatch) -> None:
     handed: list[list[str]] = []
-    monkeypatch.setattr(click.Group, "parse_args", lambda self, ctx, args: handed.append(args) or args)
+    monkeypatch.setattr(click.Group, "parse_args", lambda self, ctx, args: handed.append(args) or args)  # type: ignore[func-returns-value]
 
     def parsed(*args: str) -> list[str]:
         """The arguments the group hands to click's own parsing."""
