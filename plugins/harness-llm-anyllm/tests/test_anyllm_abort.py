@@ -3,7 +3,9 @@ connection closed (no leaked connection), and abort ends with ``finish{aborted}`
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
+from typing import cast
 
 import anyio
 import pytest
@@ -59,7 +61,7 @@ async def test_break_closes_the_connection(server: ScriptedServer, provider: str
     server.add(Reply(reads=[HEADS[provider]], end="stall"))
     adapter = make_adapter(provider, server)
     try:
-        async with aclosing(adapter.stream(options())) as stream:
+        async with aclosing(cast(AsyncGenerator[StreamChunk, None], adapter.stream(options()))) as stream:
             async for chunk in stream:
                 if isinstance(chunk, FIRST[provider]):
                     break
@@ -75,7 +77,7 @@ async def test_cancellation_closes_the_connection_and_propagates(server: Scripte
     seen: list[StreamChunk] = []
     try:
         with anyio.CancelScope() as scope:
-            async with aclosing(adapter.stream(options())) as stream:
+            async with aclosing(cast(AsyncGenerator[StreamChunk, None], adapter.stream(options()))) as stream:
                 async for chunk in stream:
                     seen.append(chunk)
                     if isinstance(chunk, FIRST[provider]):

@@ -14,6 +14,7 @@ from harness_core.testing.server import Reply, ScriptedServer
 from harness_core.types import (
     BlockEnd,
     BlockStart,
+    ContentBlock,
     Finish,
     FinishReason,
     Message,
@@ -124,7 +125,7 @@ async def test_replay_puts_signatures_back_on_tool_calls(server: ScriptedServer)
             "tool_calls": {"call_1": {"google": {"thought_signature": THOUGHT}}},
         },
     )
-    results = [ToolResultBlock("call_1", "18 C"), ToolResultBlock("call_2", "noon")]
+    results: list[ContentBlock] = [ToolResultBlock("call_1", "18 C"), ToolResultBlock("call_2", "noon")]
     history = [Message.user("weather?"), reply, Message(role="tool", content=results)]
     server.add(Reply(reads=[OPENAI_TEXT]), Reply(reads=[OPENAI_TEXT]), Reply(reads=[OPENAI_TEXT]))
     adapter = make_adapter("openai", server)
