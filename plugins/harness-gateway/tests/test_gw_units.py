@@ -175,7 +175,7 @@ def test_watch_without_a_file(
     monkeypatch.delenv("HARNESS_CONFIG", raising=False)
     monkeypatch.setattr("platformdirs.user_config_dir", lambda name: str(tmp_path / "none"))
     with caplog.at_level(logging.WARNING, "harness_gateway"):
-        anyio.run(GatewayServer(None, "127.0.0.1", watch=True).reload_on_change, None)
+        anyio.run(GatewayServer(None, "127.0.0.1", watch=True).reload_on_change, None)  # type: ignore[arg-type]
     assert "nothing to watch" in caplog.text
 
 
@@ -230,7 +230,7 @@ def test_request_id_layer_passes_other_scopes() -> None:
     async def app(scope: Any, receive: Any, send: Any) -> None:
         seen.append(scope["type"])
 
-    anyio.run(RequestIdMiddleware(app), {"type": "lifespan"}, None, None)
+    anyio.run(RequestIdMiddleware(app), {"type": "lifespan"}, None, None)  # type: ignore[arg-type]
     assert seen == ["lifespan"]
 
 
