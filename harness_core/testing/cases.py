@@ -143,10 +143,21 @@ class Case:
 
 def load_cases(provider_format: str | None = None, *, directory: Path | None = None) -> list[Case]:
     """Every case in ``directory`` (default :func:`cases_dir`), sorted by name, optionally only
-    those of ``provider_format``. A missing folder gives ``[]``."""
+    those of ``provider_format``.
+
+    Raises:
+        FileNotFoundError: the folder does not exist (a plain clone has no ``../shared/cases``);
+            the message names the folder looked in and how to point ``HARNESS_CASES_DIR`` at it,
+            so a test module that loads cases fails to collect with that reason instead of
+            running zero cases.
+    """
     root = directory or cases_dir()
     if not root.is_dir():
-        return []
+        raise FileNotFoundError(
+            f"the fault cases folder {str(root)!r} does not exist: set HARNESS_CASES_DIR to the folder "
+            "holding the case folders (shared/cases beside the repository, e.g. "
+            "HARNESS_CASES_DIR=/path/to/shared/cases)"
+        )
     cases = []
     for meta_path in sorted(root.glob("*/meta.json")):
         meta = json.loads(meta_path.read_text(encoding="utf-8"))

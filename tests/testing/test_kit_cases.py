@@ -137,7 +137,10 @@ def test_directory_from_the_environment(tmp_path: Path, monkeypatch: pytest.Monk
     assert loaded[0].http_status == 200
     assert loaded[1].reads() == [b"data", b": 1\n", b"\n"]
     assert loaded[1].reply().end == "abrupt"
-    assert load_cases(directory=tmp_path / "missing") == []
+    with pytest.raises(FileNotFoundError) as raised:
+        load_cases(directory=tmp_path / "missing")
+    assert f"the fault cases folder {str(tmp_path / 'missing')!r} does not exist" in str(raised.value)
+    assert "set HARNESS_CASES_DIR to the folder" in str(raised.value)
 
 
 @pytest.mark.anyio

@@ -1,0 +1,29 @@
+"""harness-gateway: ``harness serve``, an OpenAI- and Anthropic-compatible HTTP gateway over the
+harness runtime, with API keys, budgets and rate limits held in SQLite or PostgreSQL.
+
+See the deployment guide: docs/gateway.md of the harness repository.
+"""
+
+from harness_gateway.app import Gateway, build_app
+from harness_gateway.config import GatewayConfig, GatewayPlugin
+from harness_gateway.errors import GatewayError
+from harness_gateway.keys import KeyRecord, KeySpec
+from harness_gateway.runtime import GatewayRuntime, RuntimeHolder, load_runtime
+from harness_gateway.server import GatewayServer
+from harness_gateway.store import SQLiteStore, SqlStore
+
+__all__ = [
+    "Gateway",
+    "GatewayConfig",
+    "GatewayError",
+    "GatewayPlugin",
+    "GatewayRuntime",
+    "GatewayServer",
+    "KeyRecord",
+    "KeySpec",
+    "RuntimeHolder",
+    "SQLiteStore",
+    "SqlStore",
+    "build_app",
+    "load_runtime",
+]

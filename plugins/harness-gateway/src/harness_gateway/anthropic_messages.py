@@ -1,0 +1,377 @@
+"""Anthropic Messages (``POST /v1/messages``) ⇄ the harness vocabulary.
+
+Wire format: https://docs.anthropic.com/en/api/messages (request and ``message`` object) and
+https://docs.anthropic.com/en/docs/build-with-claude/streaming (the event sequence
+``message_start``, ``content_block_start`` / ``content_block_delta`` / ``content_block_stop``,
+``message_delta``, ``message_stop``, ``ping``, and ``error``).
+
+Request: ``system`` (a string or text blocks), ``text``, ``tool_use`` (``input`` serialised as
+the tool call's raw JSON arguments), ``tool_result`` (text content) and ``thinking`` blocks;
+``max_tokens``, ``temperature``, ``top_p``, ``stop_sequences``, ``tools``, ``tool_choice``
+(``auto`` / ``any`` / ``tool`` / ``none``) and ``thinking`` (``disabled`` → effort ``off``;
+``enabled`` → ``low`` up to 4,096 budget tokens, ``medium`` up to 16,384, else ``high``).
+``image`` and ``document`` blocks (``source`` of type ``base64``, ``url`` or ``text``) become
+:class:`~harness_core.types.FileBlock` s (:mod:`harness_gateway.files`).
+
+Thinking signatures: harness carries them in ``finish.replay_state`` (known only when the stream
+ends), so each signed thinking block's ``signature_delta`` is sent after the last content block,
+just before ``message_delta`` (the SDKs' accumulators apply it by index). A signed ``thinking``
+block sent back by the client is handed to the Anthropic adapter as its ``replay_state``.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any, Final
+
+import msgspec
+
+from harness_core.types import (
+    BlockEnd,
+    BlockStart,
+    Finish,
+    FinishReason,
+    GenerateOptions,
+    Message,
+    NamedToolChoice,
+    ReasoningBlock,
+    ReasoningDelta,
+    StreamChunk,
+    TextBlock,
+    TextDelta,
+    TokenUsage,
+    ToolCallBlock,
+    ToolCallDelta,
+    ToolResultBlock,
+    ToolSpec,
+    Usage,
+)
+from harness_gateway.errors import GatewayError, from_failure
+from harness_gateway.files import file_block
+from harness_gateway.request import Body, ParsedRequest, bad_request
+from harness_gateway.sse import sse_event
+
+__all__ = ["MessagesStreamEncoder", "messages_response", "parse_messages_request"]
+
+_STOP: Final = {"tool-calls": "tool_use", "length": "max_tokens", "content-filter": "refusal"}
+_EFFORT_BUDGETS: Final = ((4096, "low"), (16384, "medium"))
+
+_encode = msgspec.json.Encoder().encode
+
+
+def parse_messages_request(raw: Any, owner: str | None = None, upstream_model: str | None = None) -> ParsedRequest:
+    """Read a Messages body into a :class:`~harness_gateway.request.ParsedRequest`.
+
+    ``owner`` is the plugins.yaml key serving the requested model and ``upstream_model`` the
+    provider's model id; signed thinking blocks become ``replay_state`` for that plugin.
+    Raises a 400 :class:`GatewayError` naming
+    the field at fault.
+    """
+    body = Body(raw)
+    model = body.get("model", str, required=True)
+    messages = [
+        _read_message(Body(item, where), upstream_model or model, owner)
+        for where, item in body.items("messages", required=True)
+    ]
+    options: dict[str, Any] = {
+        "messages": messages,
+        "system": _system(body),
+        "tools": [_read_tool(Body(item, where)) for where, item in body.items("tools")],
+        "tool_choice": _tool_choice(body),
+        "max_tokens": body.get("max_tokens", int, required=True),
+        "temperature": body.get("temperature", float),
+        "top_p": body.get("top_p", float),
+        "stop": [_string(where, item) for where, item in body.items("stop_sequences")] or None,
+        "reasoning_effort": _effort(body),
+    }
+    try:
+        generate = GenerateOptions(**{k: v for k, v in options.items() if v is not None})
+    except (TypeError, ValueError) as exc:
+        raise bad_request("", str(exc).removeprefix("GenerateOptions.")) from None
+    return ParsedRequest(model=model, options=generate, stream=body.get("stream", bool, False))
+
+
+def _string(where: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise bad_request(where, "expected a string")
+    return value
+
+
+def _texts(body: Body, key: str, what: str) -> list[str]:
+    """The texts of field ``key``: a string, or a list of ``text`` blocks (anything else is a 400)."""
+    value = body.get(key, (str, list))
+    if value is None or isinstance(value, str):
+        return [value] if value else []
+    texts = []
+    for where, item in body.items(key):
+        block = Body(item, where)
+        if block.get("type", str, required=True) != "text":
+            raise bad_request(block.path("type"), f"{what} may hold text blocks only")
+        texts.append(block.get("text", str, required=True))
+    return texts
+
+
+def _system(body: Body) -> str | None:
+    return "\n\n".join(_texts(body, "system", "system")) or None
+
+
+def _read_message(message: Body, model: str, source: str | None) -> Message:
+    role = message.get("role", str, required=True)
+    if role not in ("user", "assistant"):
+        raise bad_request(message.path("role"), f"expected user or assistant, got {role!r}")
+    content = message.get("content", (str, list), required=True)
+    if isinstance(content, str):
+        return Message(role=role, content=[TextBlock(content)])
+    blocks: list[Any] = []
+    signatures: dict[str, dict[str, str]] = {}
+    results: list[ToolResultBlock] = []
+    for where, item in message.items("content"):
+        block = Body(item, where)
+        kind = block.get("type", str, required=True)
+        if kind == "text":
+            blocks.append(TextBlock(block.get("text", str, required=True)))
+        elif kind == "thinking":
+            signature = block.get("signature", str)
+            if signature:
+                signatures[str(len(blocks))] = {"signature": signature}
+            blocks.append(ReasoningBlock(block.get("thinking", str, required=True), signed=bool(signature)))
+        elif kind == "redacted_thinking":
+            signatures[str(len(blocks))] = {"redacted": block.get("data", str, required=True)}
+            blocks.append(ReasoningBlock("", signed=True))
+        elif kind == "tool_use":
+            arguments = _encode(block.get("input", dict, {})).decode()
+            blocks.append(
+                ToolCallBlock(
+                    id=block.get("id", str, required=True),
+                    name=block.get("name", str, required=True),
+                    arguments=arguments,
+                )
+            )
+        elif kind in ("image", "document"):
+            blocks.append(_media(block))
+        elif kind == "tool_result":
+            results.append(
+                ToolResultBlock(
+                    tool_call_id=block.get("tool_use_id", str, required=True),
+                    content=_result_text(block),
+                    is_error=block.get("is_error", bool, False),
+                )
+            )
+        else:
+            raise bad_request(block.path("type"), f"unknown content block type {kind!r}")
+    if results:
+        if blocks:
+            raise bad_request(
+                message.path("content"), "tool_result blocks cannot be mixed with other blocks in one message"
+            )
+        return Message(role="tool", content=list(results))
+    replay = None
+    if signatures and role == "assistant":
+        replay = {"v": 1, "provider": "anthropic", "model": model, "blocks": signatures}
+    return Message(role=role, content=blocks, replay_state=replay, source=source if replay else None)
+
+
+def _media(block: Body) -> Any:
+    """An ``image`` / ``document`` block's ``source``: ``base64`` data, a ``url``, or plain ``text``."""
+    source = block.obj("source", required=True)
+    assert source is not None
+    kind = source.get("type", str, required=True)
+    where = source.path("data")
+    if kind == "url":
+        return file_block(source.path("url"), url=source.get("url", str, required=True))
+    if kind == "text":
+        text = source.get("data", str, required=True)
+        return file_block(where, data=base64.b64encode(text.encode()).decode(), media_type="text/plain")
+    if kind != "base64":
+        raise bad_request(source.path("type"), f"expected base64, url or text, got {kind!r}")
+    return file_block(
+        where, data=source.get("data", str, required=True), media_type=source.get("media_type", str, required=True)
+    )
+
+
+def _result_text(block: Body) -> str:
+    return "".join(_texts(block, "content", "tool results"))
+
+
+def _read_tool(tool: Body) -> ToolSpec:
+    schema = tool.get("input_schema", dict) or {"type": "object", "properties": {}}
+    return ToolSpec(
+        name=tool.get("name", str, required=True), description=tool.get("description", str, ""), parameters=schema
+    )
+
+
+def _tool_choice(body: Body) -> Any:
+    choice = body.obj("tool_choice")
+    if choice is None:
+        return None
+    kind = choice.get("type", str, required=True)
+    if kind == "tool":
+        return NamedToolChoice(choice.get("name", str, required=True))
+    mapped = {"auto": "auto", "any": "required", "none": "none"}.get(kind)
+    if mapped is None:
+        raise bad_request(choice.path("type"), f"expected auto, any, tool or none, got {kind!r}")
+    return mapped
+
+
+def _effort(body: Body) -> str | None:
+    thinking = body.obj("thinking")
+    if thinking is None:
+        return None
+    kind = thinking.get("type", str, required=True)
+    if kind == "disabled":
+        return "off"
+    if kind != "enabled":
+        raise bad_request(thinking.path("type"), f"expected enabled or disabled, got {kind!r}")
+    budget = thinking.get("budget_tokens", int, required=True)
+    return next((effort for limit, effort in _EFFORT_BUDGETS if budget <= limit), "high")
+
+
+def stop_reason(reason: FinishReason) -> str:
+    """Anthropic's ``stop_reason`` for a harness finish."""
+    if reason.raw == "stop_sequence":
+        return "stop_sequence"
+    return _STOP.get(reason.kind, "end_turn")
+
+
+def usage_body(usage: TokenUsage | None) -> dict[str, int]:
+    """Anthropic's ``usage`` (``input_tokens`` excludes cache reads and writes there)."""
+    if usage is None:
+        return {"input_tokens": 0, "output_tokens": 0}
+    read = usage.cache_read_tokens or 0
+    write = usage.cache_write_tokens or 0
+    return {
+        "input_tokens": max(0, (usage.input_tokens or 0) - read - write),
+        "output_tokens": usage.output_tokens or 0,
+        "cache_read_input_tokens": read,
+        "cache_creation_input_tokens": write,
+    }
+
+
+def _signatures(replay_state: Any) -> dict[int, str]:
+    """Index → thinking signature from the Anthropic adapter's ``replay_state`` (others: none)."""
+    if not isinstance(replay_state, dict) or replay_state.get("provider") != "anthropic":
+        return {}
+    blocks = replay_state.get("blocks")
+    found: dict[int, str] = {}
+    for index, entry in (blocks if isinstance(blocks, dict) else {}).items():
+        if isinstance(entry, dict) and isinstance(entry.get("signature"), str) and str(index).isdigit():
+            found[int(index)] = entry["signature"]
+    return found
+
+
+class MessagesStreamEncoder:
+    """Turns harness stream chunks into the Anthropic streaming event sequence."""
+
+    def __init__(self, message_id: str, model: str) -> None:
+        self.id = message_id
+        self.model = model
+        self.usage: TokenUsage | None = None
+        self.failure: GatewayError | None = None
+
+    def start(self) -> bytes:
+        """``message_start`` (empty content, zero usage: the counts come in ``message_delta``) and a ``ping``."""
+        message: dict[str, Any] = {
+            "id": self.id,
+            "type": "message",
+            "role": "assistant",
+            "model": self.model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 0, "output_tokens": 0},
+        }
+        return sse_event("message_start", _encode({"type": "message_start", "message": message})) + sse_event(
+            "ping", b'{"type": "ping"}'
+        )
+
+    def _delta(self, index: int, delta: dict[str, Any]) -> bytes:
+        return sse_event(
+            "content_block_delta", _encode({"type": "content_block_delta", "index": index, "delta": delta})
+        )
+
+    def feed(self, chunk: StreamChunk) -> bytes:
+        """The SSE bytes for ``chunk`` (``b""`` when it adds nothing on this wire)."""
+        if isinstance(chunk, TextDelta):
+            return self._delta(chunk.index, {"type": "text_delta", "text": chunk.text})
+        if isinstance(chunk, ReasoningDelta):
+            return self._delta(chunk.index, {"type": "thinking_delta", "thinking": chunk.text})
+        if isinstance(chunk, ToolCallDelta):
+            return self._delta(chunk.index, {"type": "input_json_delta", "partial_json": chunk.arguments_delta})
+        if isinstance(chunk, BlockStart):
+            block: dict[str, Any]
+            if chunk.block_type == "text":
+                block = {"type": "text", "text": ""}
+            elif chunk.block_type == "reasoning":
+                block = {"type": "thinking", "thinking": "", "signature": ""}
+            else:
+                block = {"type": "tool_use", "id": chunk.id, "name": chunk.name, "input": {}}
+            event = {"type": "content_block_start", "index": chunk.index, "content_block": block}
+            return sse_event("content_block_start", _encode(event))
+        if isinstance(chunk, BlockEnd):
+            return sse_event("content_block_stop", _encode({"type": "content_block_stop", "index": chunk.index}))
+        if isinstance(chunk, Usage):
+            self.usage = chunk.usage
+            return b""
+        if isinstance(chunk, Finish):
+            return self.finish(chunk)
+        return b""
+
+    def finish(self, finish: Finish) -> bytes:
+        """Signatures, ``message_delta`` and ``message_stop`` (or ``event: error`` for a failure)."""
+        reason = finish.reason
+        if reason.kind == "error" and reason.failure is not None:
+            self.failure = from_failure(reason.failure)
+            return self.error(self.failure)
+        out = b"".join(
+            self._delta(index, {"type": "signature_delta", "signature": signature})
+            for index, signature in sorted(_signatures(finish.replay_state).items())
+        )
+        delta = {
+            "type": "message_delta",
+            "delta": {"stop_reason": stop_reason(reason), "stop_sequence": None},
+            "usage": usage_body(self.usage),
+        }
+        return out + sse_event("message_delta", _encode(delta)) + sse_event("message_stop", b'{"type": "message_stop"}')
+
+    def error(self, error: GatewayError) -> bytes:
+        """An ``event: error`` with the Anthropic error body."""
+        return sse_event("error", _encode(error.body("anthropic")))
+
+
+def messages_response(
+    message_id: str, model: str, message: Message, usage: TokenUsage | None, finish: Finish
+) -> dict[str, Any]:
+    """The non-streaming ``message`` object.
+
+    Raises:
+        GatewayError: 502 when the model produced tool arguments that are not a JSON object
+            (Anthropic's ``input`` must be one).
+    """
+    signatures = _signatures(finish.replay_state)
+    content: list[dict[str, Any]] = []
+    for index, block in enumerate(message.content):
+        if isinstance(block, TextBlock):
+            content.append({"type": "text", "text": block.text})
+        elif isinstance(block, ReasoningBlock):
+            content.append({"type": "thinking", "thinking": block.text, "signature": signatures.get(index, "")})
+        else:
+            assert isinstance(block, ToolCallBlock), "an assistant reply holds text, reasoning and tool calls only"
+            try:
+                arguments = msgspec.json.decode(block.arguments or "{}")
+            except msgspec.DecodeError:
+                arguments = None
+            if not isinstance(arguments, dict):
+                raise GatewayError(
+                    502, f"the model's arguments for tool {block.name!r} are not a JSON object", code="PROTOCOL"
+                )
+            content.append({"type": "tool_use", "id": block.id, "name": block.name, "input": arguments})
+    return {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": stop_reason(finish.reason),
+        "stop_sequence": None,
+        "usage": usage_body(usage),
+    }

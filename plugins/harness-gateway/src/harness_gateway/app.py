@@ -1,0 +1,545 @@
+"""The gateway's ASGI application (Starlette): endpoints, keys, admission, streaming.
+
+Endpoints:
+    ``POST /v1/chat/completions``  OpenAI Chat Completions (:mod:`harness_gateway.openai_chat`)
+    ``POST /v1/messages``          Anthropic Messages (:mod:`harness_gateway.anthropic_messages`)
+    ``GET  /v1/models``            every route's models as ``route/model``, plus the aliases
+    ``GET  /healthz``              200 ``{"status": "ok"}``; 503 while the state store is unreachable
+    ``GET  /metrics``              Prometheus text
+    ``/admin/keys``                ``GET`` list, ``POST`` create (body: a :class:`~harness_gateway.keys.KeySpec`),
+                                   ``DELETE /admin/keys/{id or name}`` revoke; master key only
+
+Every generation goes through :meth:`harness_core.Harness.stream` of the current runtime: the
+same middleware chain and adapters as ``harness run``. A request is authenticated (401), parsed
+(400), its model resolved (404), the key's routes checked (403), then admitted by the state store
+(429 with ``retry-after`` over a rate or a budget, 503 when the store is down), which opens its
+ledger row; the row is settled with the stream's usage and cost however the stream ends —
+complete, failed, or aborted because the client went away (the upstream stream is aborted at
+once, then cancelled if it does not end within :data:`ABORT_GRACE` seconds).
+
+Every response carries ``x-request-id`` (the client's, when it sent a sane one); streams carry
+``X-Accel-Buffering: no`` and ``cache-control: no-cache``, and an SSE comment after
+``keepalive`` seconds of silence.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+import anyio
+import msgspec
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from harness_core.abort import AbortSignal
+from harness_core.assembler import BlockAssembler
+from harness_core.errors import LlmError
+from harness_core.types import Finish, ReasoningDelta, StreamChunk, TextDelta, ToolCallDelta, Usage
+from harness_gateway.anthropic_messages import MessagesStreamEncoder, messages_response, parse_messages_request
+from harness_gateway.errors import Dialect, GatewayError, from_failure
+from harness_gateway.keys import KeyRecord, KeySpec
+from harness_gateway.metrics import CONTENT_TYPE, GatewayMetrics
+from harness_gateway.openai_chat import ChatStreamEncoder, chat_response, parse_chat_request
+from harness_gateway.request import ParsedRequest, bad_request, decode_json
+from harness_gateway.runtime import GatewayRuntime, RuntimeHolder
+from harness_gateway.spend import request_cost
+from harness_gateway.sse import KEEPALIVE
+from harness_gateway.store import SqlStore, Status
+
+__all__ = ["ABORT_GRACE", "Gateway", "build_app"]
+
+logger = logging.getLogger("harness_gateway")
+
+ABORT_GRACE: Final = 2.0
+"""Seconds an aborted stream may take to end (and report its partial usage) before it is cancelled."""
+
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+_STREAM_HEADERS: Final = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+_CONTENT: Final = (TextDelta, ReasoningDelta, ToolCallDelta)
+_encode = msgspec.json.Encoder().encode
+
+
+class Gateway:
+    """The state one gateway process serves with: the runtime holder, the store, metrics, policy.
+
+    Args:
+        holder: the current runtime (swapped on reload).
+        store: keys, limits and ledger.
+        keys_required: refuse requests without a valid key (401).
+        master_key: the admin key, or ``None`` (then ``/admin`` always answers 401).
+    """
+
+    def __init__(self, holder: RuntimeHolder, store: SqlStore, *, keys_required: bool, master_key: str | None) -> None:
+        self.holder = holder
+        self.store = store
+        self.keys_required = keys_required
+        self.master_key = master_key
+        self.metrics = GatewayMetrics()
+        self._migrated = False
+
+    async def ensure_store(self) -> None:
+        """Apply the store's migrations once (retried on every request while the database is down).
+
+        Raises:
+            GatewayError: 503 while the database cannot be reached.
+        """
+        if not self._migrated:
+            await self.store.migrate()
+            self._migrated = True
+
+    # ------------------------------------------------------------------ auth
+
+    async def authenticate(self, request: Request) -> KeyRecord | bool | None:
+        """The caller's key record; ``True`` for the master key; ``None`` when anonymous is allowed.
+
+        Raises:
+            GatewayError: 401 when a key is required and missing, unknown, revoked or expired.
+        """
+        await self.ensure_store()
+        presented = _presented_key(request)
+        if presented is not None and self.master_key is not None and _same(presented, self.master_key):
+            return True
+        record = await self.store.authenticate(presented) if presented else None
+        if record is not None and record.usable():
+            return record
+        if not self.keys_required:
+            return None
+        if presented is None:
+            raise GatewayError(
+                401, "an API key is required (Authorization: Bearer <key> or x-api-key)", code="missing_api_key"
+            )
+        if record is None:
+            raise GatewayError(401, "invalid API key", code="invalid_api_key")
+        state = "revoked" if record.revoked_at is not None else "expired"
+        raise GatewayError(401, f"this API key has been {state}", code="invalid_api_key")
+
+
+def _presented_key(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    key = request.headers.get("x-api-key", "").strip()
+    return key or None
+
+
+def _same(a: str, b: str) -> bool:
+    import hmac
+
+    return hmac.compare_digest(a.encode(), b.encode())
+
+
+def error_response(error: GatewayError, dialect: Dialect) -> JSONResponse:
+    """The JSON error response of ``error`` in ``dialect``."""
+    return JSONResponse(error.body(dialect), status_code=error.status, headers=error.headers())
+
+
+# ---------------------------------------------------------------------- generation
+
+
+class Generation(Response):
+    """One generation request, run as its own ASGI response (streaming or not)."""
+
+    def __init__(self, gateway: Gateway, request: Request, dialect: Dialect) -> None:
+        super().__init__()
+        self.gateway = gateway
+        self.request = request
+        self.dialect = dialect
+        self.request_id: str = request.scope.get("state", {}).get("request_id", uuid.uuid4().hex)
+        self.disconnected = False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async with self.gateway.holder.use() as runtime:
+            try:
+                route, model, key, parsed = await self.prepare(runtime)
+                ticket = await self.gateway.store.admit(key, route, model)
+            except GatewayError as error:
+                self.count("-", "-", str(error.status))
+                await error_response(error, self.dialect)(scope, receive, send)
+                return
+            run = _Run(self, runtime, route, model, ticket, parsed)
+            await run.serve(receive, send)
+
+    async def prepare(self, runtime: GatewayRuntime) -> tuple[str, str, KeyRecord | None, ParsedRequest]:
+        """Authenticate, read and resolve the request (the checks before admission)."""
+        who = await self.gateway.authenticate(self.request)
+        raw = decode_json(await read_body(self.request, runtime.config.max_body_bytes))
+        requested = raw.get("model") if isinstance(raw, dict) else None
+        if not isinstance(requested, str):
+            raise bad_request("model", "this field is required and must be a string")
+        route, model, owner = runtime.resolve(requested)
+        parsed = parse_chat_request(raw) if self.dialect == "openai" else parse_messages_request(raw, owner, model)
+        key = who if isinstance(who, KeyRecord) else None
+        if key is not None and not key.allows(route):
+            raise GatewayError(
+                403, f"key {key.name!r} may not use route {route!r}", code="route_not_allowed", param="model"
+            )
+        return route, model, key, parsed
+
+    def count(self, route: str, model: str, status: str) -> None:
+        self.gateway.metrics.requests.labels(self.dialect, route, model, status).inc()
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refusing more than ``limit`` bytes with a 413."""
+    declared = request.headers.get("content-length", "")
+    too_large = GatewayError(413, f"the request body is larger than {limit} bytes", code="request_too_large")
+    if declared.isdigit() and int(declared) > limit:
+        raise too_large
+    body = bytearray()
+    async for piece in request.stream():
+        body += piece
+        if len(body) > limit:
+            raise too_large
+    return bytes(body)
+
+
+class _Run:
+    """One admitted generation: streams or collects it, watches the client, settles the ledger row."""
+
+    def __init__(
+        self,
+        generation: Generation,
+        runtime: GatewayRuntime,
+        route: str,
+        model: str,
+        ticket: str,
+        parsed: ParsedRequest,
+    ) -> None:
+        self.generation = generation
+        self.gateway = generation.gateway
+        self.runtime = runtime
+        self.route = route
+        self.model = model
+        self.ticket = ticket
+        self.parsed = parsed
+        self.abort = AbortSignal()
+        self.options = msgspec.structs.replace(
+            parsed.options,
+            provider=route,
+            model=model,
+            abort=self.abort,
+            metadata={"request_id": generation.request_id, "gateway_ticket": ticket},
+        )
+        self.started = time.perf_counter()
+        self.first_token: float | None = None
+        self.usage: Any = None
+        self.status: Status = "error"
+        self.done = anyio.Event()
+        self.finished = False
+        """The stream's finish was seen: a disconnect after it aborts nothing."""
+        self.public_id = ("chatcmpl-" if generation.dialect == "openai" else "msg_") + generation.request_id
+
+    async def serve(self, receive: Receive, send: Send) -> None:
+        metrics = self.gateway.metrics
+        labels = (self.route, self.model)
+        metrics.in_flight.labels(*labels).inc()
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(self.watch, receive, group.cancel_scope)
+                if self.parsed.stream:
+                    await self.stream(send)
+                else:
+                    await self.collect(send)
+                group.cancel_scope.cancel()
+        finally:
+            metrics.in_flight.labels(*labels).dec()
+
+    async def watch(self, receive: Receive, scope: anyio.CancelScope) -> None:
+        """Abort the upstream stream when the client disconnects; cancel it if it lingers."""
+        await receive()  # the body was read: the only message left is http.disconnect (ASGI HTTP spec)
+        if self.finished:  # the client left after the whole answer: nothing to abort
+            return
+        self.generation.disconnected = True
+        logger.info("request %s: client disconnected, aborting the upstream stream", self.generation.request_id)
+        self.abort.fire("the client disconnected")
+        with anyio.move_on_after(ABORT_GRACE):
+            await self.done.wait()
+        scope.cancel()
+
+    async def chunks(self, on_chunk: Callable[[StreamChunk], Awaitable[None]]) -> None:
+        """Run the harness stream, passing every chunk on, then settle the ledger row (shielded)."""
+        try:
+            async with self.runtime.harness.stream(self.options) as stream:
+                async for chunk in stream:
+                    if self.first_token is None and isinstance(chunk, _CONTENT):
+                        self.first_token = time.perf_counter() - self.started
+                        self.gateway.metrics.first_token.labels(self.route, self.model).observe(self.first_token)
+                    if isinstance(chunk, Usage):
+                        self.usage = chunk.usage
+                    elif isinstance(chunk, Finish):
+                        self.finished = True
+                        kind = chunk.reason.kind
+                        self.status = "error" if kind == "error" else "aborted" if kind == "aborted" else "complete"
+                    await on_chunk(chunk)
+        finally:
+            # no finish: cancelled because the client went away (aborted) or by a bug (error)
+            self.status = self.status if self.finished else "aborted" if self.generation.disconnected else "error"
+            with anyio.CancelScope(shield=True):
+                await self.settle()
+            self.done.set()
+
+    async def settle(self) -> None:
+        runtime, gateway = self.runtime, self.gateway
+        cost = request_cost(runtime.prices, self.route, self.model, self.usage)
+        labels = (self.route, self.model)
+        gateway.metrics.latency.labels(*labels).observe(time.perf_counter() - self.started)
+        gateway.metrics.cost.labels(*labels).inc(cost)
+        if self.usage is not None:
+            gateway.metrics.tokens.labels(*labels, "input").inc(self.usage.input_tokens or 0)
+            gateway.metrics.tokens.labels(*labels, "output").inc(self.usage.output_tokens or 0)
+        self.generation.count(self.route, self.model, self.status)
+        try:
+            with anyio.fail_after(runtime.config.db_timeout * 2):
+                await gateway.store.settle(self.ticket, self.status, self.usage, cost)
+        except (GatewayError, TimeoutError) as exc:
+            logger.error(
+                "request %s: could not settle ledger row %s (%s, %.6f USD): %s",
+                self.generation.request_id, self.ticket, self.status, cost, exc,
+            )  # fmt: skip
+
+    # ------------------------------------------------------------------ non-streaming
+
+    async def collect(self, send: Send) -> None:
+        assembler = BlockAssembler()
+
+        async def feed(chunk: StreamChunk) -> None:
+            assembler.feed(chunk)
+
+        await self.chunks(feed)
+        finish = assembler.finish
+        assert finish is not None, "the runtime ends every stream with one finish"
+        response: Response
+        if finish.kind == "error" and finish.failure is not None:
+            response = error_response(from_failure(finish.failure), self.generation.dialect)
+        else:
+            message = assembler.message(route=self.route)
+            public_model = self.parsed.model
+            try:
+                if self.generation.dialect == "openai":
+                    body = chat_response(self.public_id, public_model, message, assembler.usage, finish)
+                else:
+                    body = messages_response(
+                        self.public_id, public_model, message, assembler.usage, _finish_of(assembler)
+                    )
+                response = JSONResponse(body)
+            except GatewayError as error:
+                response = error_response(error, self.generation.dialect)
+        await response({"type": "http"}, _no_receive, send)
+
+    # ------------------------------------------------------------------ streaming
+
+    async def stream(self, send: Send) -> None:
+        encoder: ChatStreamEncoder | MessagesStreamEncoder
+        if self.generation.dialect == "openai":
+            encoder = ChatStreamEncoder(self.public_id, self.parsed.model, self.parsed.include_usage)
+        else:
+            encoder = MessagesStreamEncoder(self.public_id, self.parsed.model)
+        out, pending = anyio.create_memory_object_stream[bytes | GatewayError](64)
+        state: dict[str, bool] = {"started": False}
+
+        async def produce() -> None:
+            async with out:
+
+                async def feed(chunk: StreamChunk) -> None:
+                    if not state["started"]:
+                        if (
+                            isinstance(chunk, Finish)
+                            and chunk.reason.kind == "error"
+                            and chunk.reason.failure is not None
+                        ):
+                            await out.send(
+                                from_failure(chunk.reason.failure)
+                            )  # failed before any output: an HTTP error
+                            return
+                        state["started"] = True
+                        await out.send(encoder.start())
+                    data = encoder.feed(chunk)
+                    if data:
+                        await out.send(data)
+                    if isinstance(chunk, Finish):
+                        await out.send(_LAST)
+
+                await self.chunks(feed)
+
+        keepalive = self.runtime.config.keepalive
+        async with anyio.create_task_group() as group, pending:
+            group.start_soon(produce)
+            first = await _receive(pending, keepalive)
+            if isinstance(first, GatewayError):
+                await error_response(first, self.generation.dialect)({"type": "http"}, _no_receive, send)
+                return
+            headers = [(b"content-type", b"text/event-stream; charset=utf-8")]
+            headers += [(k.encode(), v.encode()) for k, v in _STREAM_HEADERS.items()]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            item: bytes | GatewayError | None = first
+            while item is not _LAST:
+                if isinstance(item, GatewayError):  # failed before any output, after a keep-alive went out
+                    await send({"type": "http.response.body", "body": encoder.error(item), "more_body": True})
+                    break  # the error is the terminal event
+                body = item if item is not None else KEEPALIVE
+                await send({"type": "http.response.body", "body": body, "more_body": True})
+                item = await _receive(pending, keepalive)
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+_LAST: Final = GatewayError(500, "the terminal event was sent")
+"""Sent after the finish's events: the response ends there, no keep-alive may follow, and the
+ledger is settled after the client has its whole answer."""
+
+
+async def _receive(pending: Any, keepalive: float) -> bytes | GatewayError | None:
+    """The next item; ``None`` after ``keepalive`` seconds of silence.
+
+    The runtime ends every stream with one finish, after which :data:`_LAST` comes: the channel
+    never runs dry before it (``anyio.EndOfStream`` would mean a broken contract, and propagates).
+    """
+    with anyio.move_on_after(keepalive):
+        item: bytes | GatewayError = await pending.receive()
+        return item
+    return None
+
+
+def _finish_of(assembler: BlockAssembler) -> Finish:
+    """The :class:`Finish` chunk (with ``replay_state``) the assembler saw."""
+    return Finish(reason=assembler.finish, replay_state=assembler.replay_state)  # type: ignore[arg-type]
+
+
+async def _no_receive() -> Message:  # pragma: no cover - plain responses never read the request
+    return {"type": "http.disconnect"}
+
+
+# ---------------------------------------------------------------------- other endpoints
+
+
+def build_app(gateway: Gateway) -> Starlette:
+    """The Starlette application of ``gateway`` (wrapped in the request-id layer)."""
+
+    async def chat(request: Request) -> Response:
+        return Generation(gateway, request, "openai")
+
+    async def messages(request: Request) -> Response:
+        return Generation(gateway, request, "anthropic")
+
+    async def models(request: Request) -> Response:
+        dialect: Dialect = "anthropic" if "anthropic-version" in request.headers else "openai"
+        try:
+            who = await gateway.authenticate(request)
+        except GatewayError as error:
+            return error_response(error, dialect)
+        async with gateway.holder.use() as runtime:
+            ids = await _model_ids(runtime, who)
+        data = [{"id": name, "object": "model", "created": 0, "owned_by": owner} for name, owner in ids]
+        return JSONResponse({"object": "list", "data": data})
+
+    async def healthz(request: Request) -> Response:
+        try:
+            await gateway.store.ping()
+        except GatewayError as error:
+            return error_response(error, "openai")
+        return JSONResponse({"status": "ok", "in_flight": gateway.holder.current.in_flight})
+
+    async def metrics(request: Request) -> Response:
+        return Response(gateway.metrics.render(), media_type=CONTENT_TYPE)
+
+    routes = [
+        Route("/v1/chat/completions", chat, methods=["POST"]),
+        Route("/v1/messages", messages, methods=["POST"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+        *admin_routes(gateway),
+    ]
+    app = Starlette(routes=routes)
+    return RequestIdMiddleware(app)  # type: ignore[return-value]
+
+
+async def _model_ids(runtime: GatewayRuntime, who: KeyRecord | bool | None) -> list[tuple[str, str]]:
+    harness = runtime.harness
+    ids: list[tuple[str, str]] = []
+    for route, owner in harness.routes().items():
+        if isinstance(who, KeyRecord) and not who.allows(route):
+            continue
+        try:
+            listed = await harness.list_models(route)
+        except LlmError as exc:
+            logger.warning("GET /v1/models: route %r cannot list its models: %s", route, exc)
+            continue
+        ids += [(f"{route}/{info.model}", owner) for info in listed]
+    for alias, target in runtime.aliases.items():
+        route = target.partition("/")[0]
+        if not isinstance(who, KeyRecord) or who.allows(route):
+            ids.append((alias, f"alias of {target}"))
+    return ids
+
+
+def admin_routes(gateway: Gateway) -> list[Route]:
+    """``/admin/keys``: create, list and revoke keys with the master key."""
+
+    async def admin(request: Request) -> Response:
+        try:
+            who = await gateway.authenticate(request) if _presented_key(request) else None
+            if who is not True:
+                raise GatewayError(401, "the master key is required for /admin", code="invalid_api_key")
+            if request.method == "GET":
+                keys = await gateway.store.list_keys()
+                return JSONResponse({"data": [msgspec.to_builtins(k) for k in keys]})
+            if request.method == "DELETE":
+                revoked = await gateway.store.revoke(request.path_params["key"])
+                if not revoked:
+                    raise GatewayError(404, f"no live key {request.path_params['key']!r}", code="key_not_found")
+                return JSONResponse({"revoked": revoked})
+            raw = decode_json(await read_body(request, 64 * 1024))
+            try:
+                spec = msgspec.convert(raw, KeySpec)
+            except (msgspec.ValidationError, ValueError) as exc:
+                raise bad_request("", f"invalid key spec: {exc}") from None
+            plain, record = await gateway.store.create_key(spec)
+            return JSONResponse({"key": plain, **msgspec.to_builtins(record)}, status_code=201)
+        except GatewayError as error:
+            return error_response(error, "openai")
+
+    return [
+        Route("/admin/keys", admin, methods=["GET", "POST"]),
+        Route("/admin/keys/{key}", admin, methods=["DELETE"]),
+    ]
+
+
+class RequestIdMiddleware:
+    """Gives every HTTP request an id (the client's ``x-request-id`` when sane, else a new one),
+    echoes it in the ``x-request-id`` response header and logs one access line with it."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        incoming = dict(scope["headers"]).get(b"x-request-id", b"").decode("latin-1")
+        request_id = incoming if _REQUEST_ID.match(incoming) else uuid.uuid4().hex
+        scope.setdefault("state", {})["request_id"] = request_id
+        status = {"code": 0}
+        started = time.perf_counter()
+
+        async def tagged(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+                message = {**message, "headers": [*message.get("headers", []), (b"x-request-id", request_id.encode())]}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tagged)
+        finally:
+            logger.info(
+                "request %s %s %s -> %s in %.3fs",
+                request_id, scope["method"], scope["path"], status["code"], time.perf_counter() - started,
+            )  # fmt: skip

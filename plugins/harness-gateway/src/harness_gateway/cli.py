@@ -1,0 +1,167 @@
+"""``harness serve`` and ``harness keys`` (entry-point group ``harness.commands``).
+
+Both read the ``gateway`` entry of plugins.yaml (``-c/--config``, else the usual search of
+:func:`harness_core.loader.find_config`). Exit codes: 0 success, 2 configuration or usage error
+(located config problems are printed), 1 the state store failed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import anyio
+import click
+import msgspec
+
+from harness_gateway.config import GatewayConfig, GatewayPlugin, default_database_path
+from harness_gateway.database import store_from_spec
+from harness_gateway.errors import GatewayError
+from harness_gateway.keys import KeyRecord, KeySpec
+from harness_gateway.store import SqlStore
+
+__all__ = ["keys_command", "serve_command"]
+
+T = TypeVar("T")
+
+_CONFIG_HELP = "plugins.yaml with the `gateway` entry (default: the usual search)"
+
+
+class _UsageProblem(click.ClickException):
+    exit_code = 2
+
+
+def gateway_config(config: str | None) -> GatewayConfig:
+    """The validated ``gateway`` config of plugins.yaml (defaults when the entry is absent).
+
+    Raises :class:`click.ClickException` (exit 2) with every located problem when the file is invalid.
+    """
+    from harness_core.config import ConfigError
+    from harness_core.loader import load_config
+
+    try:
+        loaded = load_config(config)
+    except ConfigError as exc:
+        raise _UsageProblem(str(exc)) from exc
+    for plugin in loaded.plugins:
+        if isinstance(plugin.instance, GatewayPlugin):
+            return plugin.instance.config
+    return GatewayConfig()
+
+
+def _with_store(config: str | None, work: Callable[[SqlStore], Awaitable[T]]) -> T:
+    settings = gateway_config(config)
+    database = settings.database.get_secret_value() if settings.database is not None else None
+    store = store_from_spec(database, default_database_path(), timeout=settings.db_timeout)
+
+    async def main() -> T:
+        try:
+            await store.migrate()
+            return await work(store)
+        finally:
+            await store.aclose()
+
+    try:
+        return anyio.run(main)
+    except GatewayError as exc:
+        raise click.ClickException(exc.message) from exc
+
+
+@click.command("serve")
+@click.option("-c", "--config", type=click.Path(dir_okay=False), help=_CONFIG_HELP)
+@click.option("--host", help="address to listen on (default: the config's, else 127.0.0.1)")
+@click.option("--port", type=click.IntRange(0, 65535), help="port (default: the config's, else 8000)")
+@click.option("--workers", type=click.IntRange(1, 256), help="worker processes (default: the config's, else 1)")
+@click.option("--reload", "watch", is_flag=True, help="reload when the config file changes (SIGHUP always reloads)")
+@click.option("--log-level", default="info", type=click.Choice(["critical", "error", "warning", "info", "debug"]))
+def serve_command(
+    config: str | None, host: str | None, port: int | None, workers: int | None, watch: bool, log_level: str
+) -> None:
+    """Serve the OpenAI- and Anthropic-compatible gateway (POST /v1/chat/completions, /v1/messages)."""
+    from harness_gateway.server import serve
+
+    settings = gateway_config(config)
+    serve(
+        config,
+        host or settings.host,
+        settings.port if port is None else port,
+        workers or settings.workers,
+        watch=watch,
+        drain_timeout=settings.drain_timeout,
+        log_level=log_level,
+    )
+
+
+@click.group("keys")
+def keys_command() -> None:
+    """Create, list and revoke gateway API keys (only their hashes are stored)."""
+
+
+@keys_command.command("create")
+@click.option("-c", "--config", type=click.Path(dir_okay=False), help=_CONFIG_HELP)
+@click.option("--name", required=True, help="a label for the key")
+@click.option("--routes", help="comma-separated routes the key may use (default: all)")
+@click.option("--budget", type=click.FloatRange(min=0, min_open=True), help="USD the key may spend in total")
+@click.option("--rpm", type=click.IntRange(min=1), help="requests per minute")
+@click.option("--tpm", type=click.IntRange(min=1), help="tokens (input + output) per minute")
+@click.option("--expires", type=click.FloatRange(min=0, min_open=True), help="days until the key expires")
+def keys_create(
+    config: str | None,
+    name: str,
+    routes: str | None,
+    budget: float | None,
+    rpm: int | None,
+    tpm: int | None,
+    expires: float | None,
+) -> None:
+    """Create a key and print it once (it cannot be shown again)."""
+    route_list = [r.strip() for r in routes.split(",") if r.strip()] if routes is not None else None
+    try:
+        spec = KeySpec(name=name, routes=route_list, budget=budget, rpm=rpm, tpm=tpm, expires_days=expires)
+    except ValueError as exc:
+        raise _UsageProblem(str(exc)) from exc
+    plain, record = _with_store(config, lambda store: store.create_key(spec))
+    click.echo(plain)
+    click.echo(f"created key {record.id} ({record.name}); store it now: it is not shown again", err=True)
+
+
+def _when(moment: float | None) -> str:
+    return "-" if moment is None else datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def _row(key: KeyRecord) -> list[str]:
+    state = "revoked" if key.revoked_at is not None else "expired" if not key.usable() else "active"
+    budget = f"{key.spent:.4f}/{key.budget:g}" if key.budget is not None else f"{key.spent:.4f}/-"
+    return [
+        key.id, key.name, state, ",".join(key.routes) if key.routes is not None else "*", budget,
+        str(key.rpm or "-"), str(key.tpm or "-"), _when(key.created_at), _when(key.expires_at),
+    ]  # fmt: skip
+
+
+@keys_command.command("list")
+@click.option("-c", "--config", type=click.Path(dir_okay=False), help=_CONFIG_HELP)
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+def keys_list(config: str | None, as_json: bool) -> None:
+    """Every key (never its value): id, name, state, routes, spend/budget, limits."""
+    keys: list[KeyRecord] = _with_store(config, lambda store: store.list_keys())
+    if as_json:
+        click.echo(json.dumps(msgspec.to_builtins(keys), indent=2))
+        return
+    cells: list[list[str]] = [["id", "name", "state", "routes", "spent/budget", "rpm", "tpm", "created", "expires"]]
+    cells += [_row(key) for key in keys]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(cells[0]))]
+    for line in cells:
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip())
+
+
+@keys_command.command("revoke")
+@click.option("-c", "--config", type=click.Path(dir_okay=False), help=_CONFIG_HELP)
+@click.argument("key")
+def keys_revoke(config: str | None, key: str) -> None:
+    """Revoke the live key(s) with this id or name."""
+    count: Any = _with_store(config, lambda store: store.revoke(key))
+    if not count:
+        raise _UsageProblem(f"no live key with id or name {key!r}")
+    click.echo(f"revoked {count} key{'s' if count != 1 else ''}")

@@ -1,0 +1,117 @@
+"""The ``gateway`` entry of ``plugins.yaml``: where ``harness serve`` listens, its state and its limits.
+
+The gateway is configured like every plugin: an entry ``gateway:`` under ``plugins:``, validated
+by the loader against :class:`GatewayConfig` (unknown fields rejected, every error naming the
+field and the YAML line, secrets never shown)::
+
+    plugins:
+      gateway:
+        host: 0.0.0.0                 # keys are then required (require_keys defaults to "beyond loopback")
+        port: 8000
+        master_key: ${{ env.HARNESS_MASTER_KEY }}
+        database: ${{ env.HARNESS_DATABASE }}   # a SQLite path, or postgresql://… for several workers/hosts
+        aliases: {fast: mock/echo}
+        prices: {mock/echo: {input: 1.0, output: 2.0}}   # USD per million tokens
+      mock: {}
+
+The plugin itself adds nothing to the runtime (no hooks): ``harness serve`` reads its config.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Annotated
+
+import msgspec
+import platformdirs
+
+from harness_core.secret import Secret
+from harness_middleware.pricing import Price, PriceBook
+
+__all__ = ["GatewayConfig", "GatewayPlugin", "default_database_path", "is_loopback"]
+
+
+class GatewayConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Config of ``harness serve`` (the ``gateway`` plugin entry).
+
+    Fields:
+        host / port: where to listen (``--host`` / ``--port`` override them).
+        workers: uvicorn worker processes (``--workers``); more than one needs PostgreSQL for
+            limits that hold across them (SQLite is shared by the processes of one host too).
+        require_keys: ``None`` (default): keys are required exactly when ``host`` is not a
+            loopback address; ``true`` / ``false`` force it.
+        master_key: the admin key: manages keys over HTTP (``/admin/keys``) and may call every
+            route without limits. A :class:`~harness_core.Secret`; never shown.
+        database: the state store: ``None`` = SQLite at :func:`default_database_path`; a path =
+            that SQLite file; ``postgresql://…`` / ``postgres://…`` = PostgreSQL (asyncpg). A Secret:
+            a URL may hold a password.
+        aliases: model alias → ``route/model`` (``{"fast": "mock/echo"}``).
+        prices: USD per million tokens (input, output, cache_read, cache_write, reasoning) keyed
+            ``route/model``, ``route/*`` or ``*/model``: override or add to the genai-prices table
+            that spend is charged from (:mod:`harness_middleware.pricing`).
+        price_providers: route → the table's provider id (``{work: openai}``); ``null`` keeps a
+            route out of the table. A model priced nowhere is charged 0, with a warning logged.
+        max_body_bytes: the largest request body accepted (413 beyond it).
+        keepalive: seconds of silence on a stream after which an SSE comment ``: keep-alive`` is sent.
+        drain_timeout: seconds in-flight streams may take to finish on SIGTERM (or reload) before
+            they are aborted.
+        db_timeout: seconds one state-store operation may take before the request fails with 503.
+    """
+
+    host: str = "127.0.0.1"
+    port: Annotated[int, msgspec.Meta(ge=0, le=65535)] = 8000
+    workers: Annotated[int, msgspec.Meta(ge=1, le=256)] = 1
+    require_keys: bool | None = None
+    master_key: Secret | None = None
+    database: Secret | None = None
+    aliases: dict[str, str] = msgspec.field(default_factory=dict)
+    prices: dict[str, Price] = msgspec.field(default_factory=dict)
+    price_providers: dict[str, str | None] = msgspec.field(default_factory=dict)
+    max_body_bytes: Annotated[int, msgspec.Meta(ge=1024)] = 10 * 1024 * 1024
+    keepalive: Annotated[float, msgspec.Meta(gt=0)] = 15.0
+    drain_timeout: Annotated[float, msgspec.Meta(ge=0)] = 30.0
+    db_timeout: Annotated[float, msgspec.Meta(gt=0)] = 5.0
+
+    def __post_init__(self) -> None:
+        for alias, target in self.aliases.items():
+            if "/" not in target:
+                raise ValueError(f"aliases.{alias}: expected `route/model`, got {target!r}")
+        for name in self.prices:
+            if "/" not in name:
+                raise ValueError(f"prices: expected keys of the form `route/model`, got {name!r}")
+
+    def price_book(self) -> PriceBook:
+        """The :class:`~harness_middleware.pricing.PriceBook` spend is charged from."""
+        return PriceBook(self.prices, self.price_providers)
+
+    def keys_required(self, host: str | None = None) -> bool:
+        """Whether requests need a key when listening on ``host`` (default: the configured host)."""
+        if self.require_keys is not None:
+            return self.require_keys
+        return not is_loopback(host if host is not None else self.host)
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (``127.0.0.0/8``, ``::1``); false otherwise
+    (``0.0.0.0``, ``::``, any name or public address)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def default_database_path() -> Path:
+    """The SQLite state used when ``database`` is not set: ``<user data dir>/harness/gateway.sqlite``."""
+    return platformdirs.user_data_path("harness") / "gateway.sqlite"
+
+
+class GatewayPlugin:
+    """The ``gateway`` entry of plugins.yaml: holds the validated :class:`GatewayConfig`; no hooks."""
+
+    Config = GatewayConfig
+
+    def __init__(self, config: GatewayConfig) -> None:
+        self.config = config

@@ -1,0 +1,118 @@
+"""Errors as the gateway's clients expect them: HTTP status, ``retry-after``, OpenAI or Anthropic body.
+
+Every failure the gateway answers with is a :class:`GatewayError`; a provider failure
+(a ``finish{error}``'s :class:`~harness_core.Failure`) is turned into one by :func:`from_failure`. Bodies:
+
+* OpenAI (https://platform.openai.com/docs/guides/error-codes):
+  ``{"error": {"message", "type", "param", "code"}}``.
+* Anthropic (https://docs.anthropic.com/en/api/errors):
+  ``{"type": "error", "error": {"type", "message"}}``.
+
+Provider authentication failures are 502, not 401: the client's key was fine, the gateway's
+provider credentials were not (a 401 would make SDKs tell the user their key is wrong).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Final, Literal
+
+from harness_core.errors import ErrorCode
+from harness_core.types import Failure
+
+__all__ = ["Dialect", "GatewayError", "from_failure"]
+
+Dialect = Literal["openai", "anthropic"]
+"""Which API shape a request used, and so which error body it gets."""
+
+_STATUS: Final[dict[ErrorCode, int]] = {
+    "NO_ADAPTER": 404,
+    "DUPLICATE_ROUTE": 500,
+    "CONFIG": 500,
+    "UNSUPPORTED": 400,
+    "AUTH": 502,
+    "PERMISSION": 502,
+    "NOT_FOUND": 404,
+    "BAD_REQUEST": 400,
+    "CONTEXT_LENGTH": 400,
+    "CONTENT_FILTER": 400,
+    "RATE_LIMITED": 429,
+    "QUOTA": 429,
+    "OVERLOADED": 503,
+    "SERVER": 502,
+    "TIMEOUT": 504,
+    "NETWORK": 502,
+    "PROTOCOL": 502,
+    "ABORTED": 499,
+    "INTERNAL": 500,
+}
+
+_OPENAI_TYPE: Final[dict[int, str]] = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "invalid_request_error",
+    429: "rate_limit_error",
+}
+
+_ANTHROPIC_TYPE: Final[dict[int, str]] = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    503: "overloaded_error",
+}
+
+
+class GatewayError(Exception):
+    """A failure answered to the client.
+
+    Args:
+        status: the HTTP status (400 … 504).
+        message: text for the client; never holds a secret.
+        code: a short machine code (``invalid_api_key``, ``budget_exceeded``, ``RATE_LIMITED`` …).
+        param: the request field at fault (``messages[1].content``), when there is one.
+        retry_after: seconds the client should wait (sent as the ``retry-after`` header, rounded up).
+    """
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        code: str | None = None,
+        param: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+        self.param = param
+        self.retry_after = retry_after
+
+    def headers(self) -> dict[str, str]:
+        """``{"retry-after": "<whole seconds>"}`` when a wait is known, else ``{}``."""
+        if self.retry_after is None:
+            return {}
+        return {"retry-after": str(max(1, math.ceil(self.retry_after)))}
+
+    def body(self, dialect: Dialect) -> dict[str, Any]:
+        """The error body in the client's dialect (see the module docstring for both shapes)."""
+        if dialect == "anthropic":
+            kind = _ANTHROPIC_TYPE.get(self.status, "api_error")
+            return {"type": "error", "error": {"type": kind, "message": self.message}}
+        kind = _OPENAI_TYPE.get(self.status, "server_error")
+        return {"error": {"message": self.message, "type": kind, "param": self.param, "code": self.code}}
+
+
+def from_failure(failure: Failure) -> GatewayError:
+    """The :class:`GatewayError` for a ``finish{error}``'s failure (status from its stable code)."""
+    status = _STATUS[failure.code]
+    message = failure.message
+    if failure.code in ("AUTH", "PERMISSION"):
+        message = f"the provider rejected the gateway's credentials: {message}"
+    return GatewayError(status, message, code=failure.code, retry_after=failure.retry_after)

@@ -1,0 +1,85 @@
+"""Gateway API keys: how they are made, stored (a hash only) and what they allow.
+
+A key is ``hk-`` followed by 43 URL-safe base64 characters (256 random bits from
+:func:`secrets.token_urlsafe`). It is shown once, when created; the store keeps only its SHA-256
+digest (hex). A fast hash is the right one here: the key has full entropy, so no password
+stretching is needed to make guessing infeasible, and lookups stay O(1).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from typing import Final
+
+import msgspec
+
+__all__ = ["KEY_PREFIX", "KeyRecord", "KeySpec", "hash_key", "new_key"]
+
+KEY_PREFIX: Final = "hk-"
+
+
+def new_key() -> str:
+    """A fresh random key (``hk-`` + 256 random bits, URL-safe base64)."""
+    return KEY_PREFIX + secrets.token_urlsafe(32)
+
+
+def hash_key(key: str) -> str:
+    """The SHA-256 hex digest stored for ``key``."""
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+class KeySpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """What a new key may do.
+
+    Fields:
+        name: a label for people (unique among live keys is not enforced).
+        routes: the routes it may use (``None`` = every route).
+        budget: USD it may spend in total (``None`` = unlimited).
+        rpm / tpm: requests / tokens (input + output) per rolling 60 s (``None`` = unlimited).
+        expires_days: days until it stops working (``None`` = never).
+    """
+
+    name: str
+    routes: list[str] | None = None
+    budget: float | None = msgspec.field(default=None)
+    rpm: int | None = None
+    tpm: int | None = None
+    expires_days: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.name.strip():
+            raise ValueError("name must not be empty")
+        for field, value in (
+            ("budget", self.budget),
+            ("rpm", self.rpm),
+            ("tpm", self.tpm),
+            ("expires_days", self.expires_days),
+        ):
+            if value is not None and (isinstance(value, bool) or value <= 0):
+                raise ValueError(f"{field} must be a positive number, got {value!r}")
+
+
+class KeyRecord(msgspec.Struct, kw_only=True, frozen=True):
+    """A stored key (never its value). Times are unix seconds; money is USD."""
+
+    id: str
+    name: str
+    routes: list[str] | None
+    budget: float | None
+    rpm: int | None
+    tpm: int | None
+    expires_at: float | None
+    created_at: float
+    revoked_at: float | None
+    spent: float
+
+    def usable(self, now: float | None = None) -> bool:
+        """Neither revoked nor expired at ``now``."""
+        moment = time.time() if now is None else now
+        return self.revoked_at is None and (self.expires_at is None or moment < self.expires_at)
+
+    def allows(self, route: str) -> bool:
+        """Whether this key may use ``route``."""
+        return self.routes is None or route in self.routes

@@ -1,0 +1,386 @@
+"""OpenAI Chat Completions (``POST /v1/chat/completions``) ⇄ the harness vocabulary.
+
+Wire format: https://platform.openai.com/docs/api-reference/chat (request, the
+``chat.completion`` object, and the streamed ``chat.completion.chunk`` objects as Server-Sent
+Events ending with ``data: [DONE]``).
+
+Request: ``system`` / ``developer`` messages become ``options.system`` (joined by blank lines);
+``user`` text, ``image_url``, ``input_audio`` and ``file`` parts (media become
+:class:`~harness_core.types.FileBlock` s, see :mod:`harness_gateway.files`), ``assistant`` text,
+``reasoning_content`` and ``tool_calls``, and ``tool`` results map to
+:class:`~harness_core.Message` blocks. ``max_completion_tokens`` (or the older ``max_tokens``),
+``temperature``, ``top_p``, ``seed``, ``stop``, ``reasoning_effort``, ``tools``, ``tool_choice``
+and ``response_format`` (``json_object`` / ``json_schema``) map to
+:class:`~harness_core.GenerateOptions`. ``n`` > 1 and uploaded ``file_id`` s are refused with a
+400 naming the field. Unknown top-level fields are ignored, as OpenAI's
+clients send many (``user``, ``metadata`` …).
+
+Stream: a first chunk with ``delta.role``, then ``delta.content`` / ``delta.reasoning_content``
+(the DeepSeek-style field OpenAI-compatible clients read) / ``delta.tool_calls`` pieces, a chunk
+with ``finish_reason``, with ``stream_options.include_usage`` a last chunk with empty
+``choices`` and ``usage``, then ``[DONE]``. A failure after the stream started is an error
+chunk ``data: {"error": {...}}`` (what the ``openai`` SDK raises as ``APIError``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Final
+
+import msgspec
+
+from harness_core.types import (
+    BlockStart,
+    Finish,
+    FinishReason,
+    GenerateOptions,
+    JsonObjectFormat,
+    JsonSchemaFormat,
+    Message,
+    NamedToolChoice,
+    ReasoningBlock,
+    ReasoningDelta,
+    StreamChunk,
+    TextBlock,
+    TextDelta,
+    TokenUsage,
+    ToolCallBlock,
+    ToolCallDelta,
+    ToolResultBlock,
+    ToolSpec,
+    Usage,
+)
+from harness_gateway.errors import GatewayError, from_failure
+from harness_gateway.files import file_block
+from harness_gateway.request import Body, ParsedRequest, bad_request
+from harness_gateway.sse import sse_data
+
+__all__ = ["ChatStreamEncoder", "chat_response", "parse_chat_request"]
+
+_FINISH: Final = {
+    "stop": "stop",
+    "tool-calls": "tool_calls",
+    "length": "length",
+    "content-filter": "content_filter",
+    "other": "stop",
+}
+
+_encode = msgspec.json.Encoder().encode
+
+
+def parse_chat_request(raw: Any) -> ParsedRequest:
+    """Read a Chat Completions body into a :class:`~harness_gateway.request.ParsedRequest`.
+
+    Raises a 400 :class:`GatewayError` naming the field at fault.
+    """
+    body = Body(raw)
+    model = body.get("model", str, required=True)
+    if body.get("n", int, 1) != 1:
+        raise bad_request("n", "only n=1 is supported")
+    system: list[str] = []
+    messages: list[Message] = []
+    for where, item in body.items("messages", required=True):
+        _read_message(Body(item, where), system, messages)
+    tools = [_read_tool(Body(item, where)) for where, item in body.items("tools")]
+    options: dict[str, Any] = {
+        "messages": messages,
+        "system": "\n\n".join(system) if system else None,
+        "tools": tools,
+        "tool_choice": _tool_choice(body),
+        "max_tokens": body.get("max_completion_tokens", int) or body.get("max_tokens", int),
+        "temperature": body.get("temperature", float),
+        "top_p": body.get("top_p", float),
+        "seed": body.get("seed", int),
+        "stop": _stop(body),
+        "reasoning_effort": body.get("reasoning_effort", str),
+    }
+    options["response_format"] = _response_format(body)
+    stream_options = body.obj("stream_options")
+    try:
+        generate = GenerateOptions(**{k: v for k, v in options.items() if v is not None})
+    except (TypeError, ValueError) as exc:
+        raise bad_request("", str(exc).removeprefix("GenerateOptions.")) from None
+    return ParsedRequest(
+        model=model,
+        options=generate,
+        stream=body.get("stream", bool, False),
+        include_usage=bool(stream_options and stream_options.get("include_usage", bool, False)),
+    )
+
+
+def _read_message(message: Body, system: list[str], messages: list[Message]) -> None:
+    role = message.get("role", str, required=True)
+    if role in ("system", "developer"):
+        system.append(_text(message, "content", required=True))
+    elif role == "user":
+        messages.append(Message(role="user", content=_user_content(message)))
+    elif role == "assistant":
+        content: list[Any] = []
+        reasoning = message.get("reasoning_content", str)
+        if reasoning:
+            content.append(ReasoningBlock(reasoning))
+        text = _text(message, "content")
+        if text:
+            content.append(TextBlock(text))
+        for where, item in message.items("tool_calls"):
+            call = Body(item, where)
+            function = call.obj("function", required=True)
+            assert function is not None
+            content.append(
+                ToolCallBlock(
+                    id=call.get("id", str, required=True),
+                    name=function.get("name", str, required=True),
+                    arguments=function.get("arguments", str, "{}"),
+                )
+            )
+        messages.append(Message(role="assistant", content=content))
+    elif role == "tool":
+        result = ToolResultBlock(
+            tool_call_id=message.get("tool_call_id", str, required=True), content=_text(message, "content")
+        )
+        messages.append(Message(role="tool", content=[result]))
+    else:
+        raise bad_request(
+            message.path("role"), f"unknown role {role!r}; expected system, developer, user, assistant or tool"
+        )
+
+
+def _text(message: Body, key: str, *, required: bool = False) -> str:
+    """A ``content`` field: a string, or a list of ``{"type": "text"}`` parts joined."""
+    value = message.get(key, (str, list), required=required)
+    if value is None or isinstance(value, str):
+        return value or ""
+    texts: list[str] = []
+    for where, item in message.items(key):
+        part = Body(item, where)
+        kind = part.get("type", str, required=True)
+        if kind not in ("text", "input_text"):
+            raise bad_request(
+                part.path("type"),
+                f"only text parts are allowed in system, assistant and tool messages, got {kind!r}",
+            )
+        texts.append(part.get("text", str, required=True))
+    return "".join(texts)
+
+
+_AUDIO: Final = {"wav": "audio/wav", "mp3": "audio/mpeg"}
+
+
+def _user_content(message: Body) -> list[Any]:
+    """A user ``content``: a string, or text, ``image_url``, ``input_audio`` and ``file`` parts."""
+    value = message.get("content", (str, list), required=True)
+    if isinstance(value, str):
+        return [TextBlock(value)]
+    blocks: list[Any] = []
+    for where, item in message.items("content"):
+        part = Body(item, where)
+        kind = part.get("type", str, required=True)
+        if kind in ("text", "input_text"):
+            blocks.append(TextBlock(part.get("text", str, required=True)))
+        elif kind == "image_url":
+            image = part.obj("image_url", required=True)
+            assert image is not None
+            blocks.append(file_block(image.path("url"), url=image.get("url", str, required=True)))
+        elif kind == "input_audio":
+            audio = part.obj("input_audio", required=True)
+            assert audio is not None
+            form = audio.get("format", str, required=True)
+            blocks.append(
+                file_block(
+                    audio.path("data"),
+                    data=audio.get("data", str, required=True),
+                    media_type=_AUDIO.get(form, f"audio/{form}"),
+                )
+            )
+        elif kind == "file":
+            file = part.obj("file", required=True)
+            assert file is not None
+            if file.get("file_id", str) is not None:
+                raise bad_request(file.path("file_id"), "uploaded file ids are not supported: send file_data")
+            url = file.get("file_data", str, required=True)
+            if not url.startswith("data:"):
+                raise bad_request(file.path("file_data"), "expected a data: URL (data:<media type>;base64,<data>)")
+            blocks.append(file_block(file.path("file_data"), url=url, filename=file.get("filename", str)))
+        else:
+            raise bad_request(part.path("type"), f"unknown content part type {kind!r}")
+    return blocks
+
+
+def _response_format(body: Body) -> JsonObjectFormat | JsonSchemaFormat | None:
+    """``response_format``: ``text`` (none), ``json_object`` or ``json_schema`` (name, schema, strict)."""
+    form = body.obj("response_format")
+    if form is None:
+        return None
+    kind = form.get("type", str, required=True)
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return JsonObjectFormat()
+    if kind != "json_schema":
+        raise bad_request(form.path("type"), f"expected text, json_object or json_schema, got {kind!r}")
+    spec = form.obj("json_schema", required=True)
+    assert spec is not None
+    try:
+        return JsonSchemaFormat(
+            name=spec.get("name", str, required=True),
+            schema=spec.get("schema", dict, {"type": "object"}),
+            strict=spec.get("strict", bool, False),
+            description=spec.get("description", str),
+        )
+    except ValueError as exc:
+        raise bad_request(spec.path("name"), str(exc)) from None
+
+
+def _read_tool(tool: Body) -> ToolSpec:
+    kind = tool.get("type", str, "function")
+    if kind != "function":
+        raise bad_request(tool.path("type"), f"only function tools are supported, got {kind!r}")
+    function = tool.obj("function", required=True)
+    assert function is not None
+    parameters = function.get("parameters", dict) or {"type": "object", "properties": {}}
+    return ToolSpec(
+        name=function.get("name", str, required=True),
+        description=function.get("description", str, ""),
+        parameters=parameters,
+    )
+
+
+def _tool_choice(body: Body) -> Any:
+    choice = body.get("tool_choice", (str, dict))
+    if choice is None:
+        return None
+    if isinstance(choice, str):
+        if choice not in ("auto", "none", "required"):
+            raise bad_request("tool_choice", f"expected auto, none, required or a function, got {choice!r}")
+        return choice
+    function = Body(choice, "tool_choice").obj("function", required=True)
+    assert function is not None
+    return NamedToolChoice(function.get("name", str, required=True))
+
+
+def _stop(body: Body) -> list[str] | None:
+    stop = body.get("stop", (str, list))
+    if isinstance(stop, str):
+        return [stop]
+    if stop is not None:
+        for where, item in body.items("stop"):
+            if not isinstance(item, str):
+                raise bad_request(where, "expected a string")
+    return list(stop) if stop is not None else None
+
+
+def usage_body(usage: TokenUsage | None) -> dict[str, Any] | None:
+    """OpenAI's ``usage`` object (``prompt_tokens`` … with cached and reasoning details)."""
+    if usage is None:
+        return None
+    prompt = usage.input_tokens or 0
+    completion = usage.output_tokens or 0
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": usage.cache_read_tokens or 0},
+        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens or 0},
+    }
+
+
+def finish_reason(reason: FinishReason) -> str:
+    """OpenAI's ``finish_reason`` for a harness finish (``aborted`` maps to ``stop``)."""
+    return _FINISH.get(reason.kind, "stop")
+
+
+class ChatStreamEncoder:
+    """Turns harness stream chunks into ``chat.completion.chunk`` SSE events.
+
+    Feed every chunk to :meth:`feed` (bytes to send, possibly empty); a failure in the stream
+    (a ``finish{error}``) yields the error chunk followed by ``[DONE]``.
+    """
+
+    def __init__(self, completion_id: str, model: str, include_usage: bool) -> None:
+        self.id = completion_id
+        self.model = model
+        self.include_usage = include_usage
+        self.created = int(time.time())
+        self.usage: TokenUsage | None = None
+        self.tool_index: dict[int, int] = {}
+        self.failure: GatewayError | None = None
+
+    def _chunk(self, delta: dict[str, Any] | None, finish: str | None = None, usage: Any = None) -> bytes:
+        body: dict[str, Any] = {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": []
+            if delta is None
+            else [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+        }
+        if self.include_usage:
+            body["usage"] = usage
+        return sse_data(_encode(body))
+
+    def start(self) -> bytes:
+        """The first event: the assistant role with empty content."""
+        return self._chunk({"role": "assistant", "content": ""})
+
+    def feed(self, chunk: StreamChunk) -> bytes:
+        """The SSE bytes for ``chunk`` (``b""`` when it adds nothing on this wire)."""
+        if isinstance(chunk, TextDelta):
+            return self._chunk({"content": chunk.text})
+        if isinstance(chunk, ReasoningDelta):
+            return self._chunk({"reasoning_content": chunk.text})
+        if isinstance(chunk, BlockStart) and chunk.block_type == "tool-call":
+            position = self.tool_index.setdefault(chunk.index, len(self.tool_index))
+            call = {
+                "index": position,
+                "id": chunk.id,
+                "type": "function",
+                "function": {"name": chunk.name, "arguments": ""},
+            }
+            return self._chunk({"tool_calls": [call]})
+        if isinstance(chunk, ToolCallDelta):
+            position = self.tool_index.setdefault(chunk.index, len(self.tool_index))
+            return self._chunk({"tool_calls": [{"index": position, "function": {"arguments": chunk.arguments_delta}}]})
+        if isinstance(chunk, Usage):
+            self.usage = chunk.usage
+            return b""
+        if isinstance(chunk, Finish):
+            return self.finish(chunk.reason)
+        return b""
+
+    def finish(self, reason: FinishReason) -> bytes:
+        """The closing events for ``reason``: finish chunk, usage chunk, ``[DONE]`` (or the error chunk)."""
+        if reason.kind == "error" and reason.failure is not None:
+            self.failure = from_failure(reason.failure)
+            return self.error(self.failure)
+        out = self._chunk({}, finish_reason(reason))
+        if self.include_usage:
+            out += self._chunk(None, usage=usage_body(self.usage))
+        return out + sse_data(b"[DONE]")
+
+    def error(self, error: GatewayError) -> bytes:
+        """An in-stream error chunk (``data: {"error": …}``) followed by ``[DONE]``."""
+        return sse_data(_encode(error.body("openai"))) + sse_data(b"[DONE]")
+
+
+def chat_response(
+    completion_id: str, model: str, message: Message, usage: TokenUsage | None, reason: FinishReason
+) -> dict[str, Any]:
+    """The non-streaming ``chat.completion`` object."""
+    reply: dict[str, Any] = {"role": "assistant", "content": message.text or None}
+    reasoning = "".join(b.text for b in message.content if isinstance(b, ReasoningBlock))
+    if reasoning:
+        reply["reasoning_content"] = reasoning
+    calls = message.tool_calls
+    if calls:
+        reply["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls
+        ]
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": reply, "finish_reason": finish_reason(reason), "logprobs": None}],
+        "usage": usage_body(usage),
+    }

@@ -1,0 +1,144 @@
+"""The PostgreSQL state store (asyncpg): keys, spend, limits and ledger shared by many workers and hosts.
+
+Same statements and decisions as :class:`~harness_gateway.store.SQLiteStore`
+(:class:`~harness_gateway.store.SqlStore`); admissions lock the key row (``SELECT … FOR
+UPDATE``) inside their transaction, so limits hold across every process on the database. The
+connection pool is created on first use and rebuilt after a failure, so the gateway answers 503
+while PostgreSQL is away and recovers by itself when it is back
+(https://magicstack.github.io/asyncpg/current/api/index.html).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, TypeVar
+
+import anyio
+
+from harness_gateway.store import SqlStore, Tx, unavailable
+
+__all__ = ["MIGRATIONS_POSTGRES", "PostgresStore"]
+
+T = TypeVar("T")
+
+_PLACEHOLDER = re.compile(r"\?")
+
+MIGRATIONS_POSTGRES: Final = (
+    (
+        1,
+        """
+        CREATE TABLE gateway_keys (
+            id TEXT PRIMARY KEY,
+            hash TEXT NOT NULL UNIQUE,
+            name TEXT NOT NULL,
+            routes TEXT,
+            budget DOUBLE PRECISION,
+            rpm INTEGER,
+            tpm INTEGER,
+            expires_at DOUBLE PRECISION,
+            created_at DOUBLE PRECISION NOT NULL,
+            revoked_at DOUBLE PRECISION,
+            spent DOUBLE PRECISION NOT NULL,
+            max_cost DOUBLE PRECISION NOT NULL
+        );
+        CREATE TABLE gateway_ledger (
+            id TEXT PRIMARY KEY,
+            key_id TEXT,
+            route TEXT NOT NULL,
+            model TEXT NOT NULL,
+            started_at DOUBLE PRECISION NOT NULL,
+            ended_at DOUBLE PRECISION,
+            status TEXT NOT NULL,
+            input_tokens BIGINT,
+            output_tokens BIGINT,
+            cost DOUBLE PRECISION,
+            reserved DOUBLE PRECISION NOT NULL
+        );
+        CREATE INDEX gateway_ledger_key_started ON gateway_ledger (key_id, started_at);
+        CREATE INDEX gateway_ledger_key_ended ON gateway_ledger (key_id, ended_at);
+        """,
+    ),
+)
+"""Versioned schema migrations for PostgreSQL (same versions as SQLite's)."""
+
+_MIGRATION_LOCK: Final = 0x68617231  # pg_advisory_xact_lock id: one migrating process at a time
+
+
+def numbered(sql: str) -> str:
+    """``?`` placeholders as PostgreSQL's ``$1, $2 …``."""
+    counter = iter(range(1, 10_000))
+    return _PLACEHOLDER.sub(lambda _: f"${next(counter)}", sql)
+
+
+class _PgTx:
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    async def one(self, sql: str, *args: Any) -> tuple[Any, ...] | None:
+        row = await self.conn.fetchrow(numbered(sql), *args)
+        return tuple(row) if row is not None else None
+
+    async def all(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+        return [tuple(row) for row in await self.conn.fetch(numbered(sql), *args)]
+
+    async def run(self, sql: str, *args: Any) -> int:
+        status: str = await self.conn.execute(numbered(sql), *args)
+        tail = status.rsplit(" ", 1)[-1]
+        return int(tail) if tail.isdigit() else 0
+
+
+class PostgresStore(SqlStore):
+    """State in PostgreSQL at ``dsn`` (``postgresql://user:password@host:port/db``; a secret)."""
+
+    lock_clause = " FOR UPDATE"
+    migrations = MIGRATIONS_POSTGRES
+    time_type = "DOUBLE PRECISION"
+    migration_lock = f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})"
+
+    def __init__(self, dsn: str, *, timeout: float = 5.0, pool_size: int = 10) -> None:
+        self._dsn = dsn
+        self.timeout = timeout
+        self.pool_size = pool_size
+        self.description = "PostgreSQL state store"
+        self._pool: Any = None
+        self._pool_lock = anyio.Lock()
+
+    def __repr__(self) -> str:
+        return "PostgresStore(<dsn hidden>)"
+
+    async def _get_pool(self) -> Any:
+        async with self._pool_lock:
+            if self._pool is None:
+                import asyncpg  # type: ignore[import-untyped]  # asyncpg ships no type information
+
+                self._pool = await asyncpg.create_pool(
+                    self._dsn, min_size=0, max_size=self.pool_size, timeout=self.timeout, command_timeout=self.timeout
+                )
+            return self._pool
+
+    async def _reset_pool(self) -> None:
+        async with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.terminate()  # drops the broken connections at once, without waiting on them
+
+    async def transaction(self, work: Callable[[Tx], Awaitable[T]], *, write: bool = True) -> T:
+        import asyncpg
+
+        try:
+            with anyio.fail_after(self.timeout * 2):
+                pool = await self._get_pool()
+                async with pool.acquire() as conn, conn.transaction():
+                    return await work(_PgTx(conn))
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            if not isinstance(exc, asyncpg.PostgresError) or isinstance(exc, asyncpg.PostgresConnectionError):
+                await self._reset_pool()
+            raise unavailable(self.description, exc) from exc
+
+    async def aclose(self) -> None:
+        async with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(self.timeout):
+                await pool.close()

@@ -1,0 +1,170 @@
+"""The runtime a gateway serves from, and its atomic replacement on reload.
+
+A :class:`GatewayRuntime` is one started :class:`~harness_core.Harness` built from one reading of
+``plugins.yaml``, with that file's ``gateway`` config. :class:`RuntimeHolder` hands the current
+one to each request (counting it in flight) and swaps in a new one atomically: new requests use
+the new runtime at once, requests in flight finish on the old one, which is closed when they are
+done (or after ``drain_timeout`` seconds, when the remaining ones are cancelled).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+import anyio
+
+from harness_core.errors import LlmError
+from harness_core.loader import LoadedConfig, find_config, load_config
+from harness_core.runtime import Harness
+from harness_gateway.config import GatewayConfig, GatewayPlugin
+from harness_gateway.errors import GatewayError
+
+__all__ = ["GatewayRuntime", "RuntimeHolder", "load_runtime"]
+
+logger = logging.getLogger(__name__)
+
+
+class GatewayRuntime:
+    """A started harness plus the gateway config read with it."""
+
+    def __init__(
+        self,
+        harness: Harness,
+        config: GatewayConfig,
+        source: str,
+        redact: Callable[[str], str] = str,
+        aliases: dict[str, str] | None = None,
+    ) -> None:
+        self.harness = harness
+        self.aliases: dict[str, str] = dict(config.aliases) if aliases is None else aliases
+        """Model alias → ``route/model``: plugins.yaml's ``aliases:`` and the gateway's own (which win)."""
+        self.redact = redact
+        """Scrubs this configuration's secrets from text (for log handlers)."""
+        self.config = config
+        self.source = source
+        self.in_flight = 0
+        self.idle = anyio.Event()
+        self.idle.set()
+        self.scopes: set[anyio.CancelScope] = set()
+        self.prices = config.price_book()
+        self._stack = AsyncExitStack()
+
+    def resolve(self, requested: str) -> tuple[str, str, str]:
+        """``(route, model, owner key)`` for a request's ``model`` (``route/model`` or an alias).
+
+        Raises:
+            GatewayError: 404 naming the model when it is neither an alias nor ``route/model`` of a
+                served route.
+        """
+        target = self.aliases.get(requested, requested)
+        route, slash, model = target.partition("/")
+        owner = self.harness.routes().get(route)
+        if not slash or not model or owner is None:
+            routes = ", ".join(sorted(self.harness.routes())) or "none"
+            raise GatewayError(
+                404,
+                f"model {requested!r} is not served here: use `route/model` (routes: {routes}) or an alias "
+                "(GET /v1/models lists them)",
+                code="model_not_found",
+                param="model",
+            )
+        return route, model, owner
+
+    async def aclose(self) -> None:
+        """Close the harness (adapters and plugins)."""
+        await self._stack.aclose()
+
+
+async def load_runtime(path: str | Path | None) -> GatewayRuntime:
+    """Read and validate ``path`` (the usual config search when ``None``) and start its harness.
+
+    Raises:
+        LlmError: ``CONFIG`` with every located problem (file, plugin, field, line) when the file is
+            invalid or a middleware failed to load.
+    """
+    loaded = load_config(find_config(path))
+    broken = [f.message for f in loaded.failures if f.is_middleware]
+    if broken:  # dropping a middleware (say, redaction) silently would change what every stream does
+        raise LlmError("CONFIG", "middleware plugins failed to load: " + "; ".join(broken))
+    harness = Harness(loaded.plugins, defaults=loaded.defaults, failures=loaded.failures, redact=loaded.redact)
+    gateway = next((p.instance for p in harness.plugins if isinstance(p.instance, GatewayPlugin)), None)
+    config = gateway.config if gateway is not None else GatewayConfig()
+    runtime = GatewayRuntime(harness, config, loaded.source, loaded.redact, merged_aliases(loaded, config))
+    await runtime._stack.enter_async_context(harness)
+    return runtime
+
+
+def merged_aliases(loaded: LoadedConfig, config: GatewayConfig) -> dict[str, str]:
+    """plugins.yaml's top-level ``aliases:`` (a plain model id stands for the default route's
+    model; without a default route it cannot be served and is left out), then the gateway's own."""
+    merged: dict[str, str] = {}
+    default = loaded.defaults.provider
+    for name, target in loaded.aliases.items():
+        if "/" in target:
+            merged[name] = target
+        elif default is not None:
+            merged[name] = f"{default}/{target}"
+    merged.update(config.aliases)
+    return merged
+
+
+class RuntimeHolder:
+    """The current :class:`GatewayRuntime`; requests borrow it with :meth:`use`."""
+
+    def __init__(self, runtime: GatewayRuntime) -> None:
+        self.current = runtime
+        self.closing = False
+
+    @contextlib.asynccontextmanager
+    async def use(self) -> AsyncIterator[GatewayRuntime]:
+        """Borrow the current runtime for one request (it is not closed while borrowed)."""
+        runtime = self.current
+        runtime.in_flight += 1
+        runtime.idle = anyio.Event() if runtime.in_flight == 1 else runtime.idle
+        scope = anyio.CancelScope()
+        runtime.scopes.add(scope)
+        try:
+            with scope:
+                yield runtime
+        finally:
+            runtime.scopes.discard(scope)
+            runtime.in_flight -= 1
+            if runtime.in_flight == 0:
+                runtime.idle.set()
+
+    async def swap(self, new: GatewayRuntime) -> None:
+        """Make ``new`` current, then drain and close the old runtime (bounded by its ``drain_timeout``)."""
+        old, self.current = self.current, new
+        logger.info("runtime replaced from %s; draining %d request(s) on the old one", new.source, old.in_flight)
+        await self.retire(old)
+
+    async def retire(self, runtime: GatewayRuntime) -> None:
+        """Wait up to ``drain_timeout`` for ``runtime``'s requests, cancel the rest, close it."""
+        with anyio.CancelScope(shield=True):
+            with anyio.move_on_after(runtime.config.drain_timeout):
+                await runtime.idle.wait()
+            if runtime.in_flight:
+                logger.warning("cancelling %d request(s) still running after the drain timeout", runtime.in_flight)
+                for scope in list(runtime.scopes):
+                    scope.cancel()
+            try:
+                await runtime.aclose()
+            except Exception:
+                logger.exception("closing the old runtime failed")
+
+    async def reload(self, path: str | Path | None) -> bool:
+        """Re-read ``path`` and :meth:`swap` to it; an invalid file keeps the current runtime.
+
+        Returns whether the runtime was replaced. Located errors are logged, never raised.
+        """
+        try:
+            new = await load_runtime(path)
+        except LlmError as exc:
+            logger.error("reload refused, keeping the current runtime: %s", exc)
+            return False
+        await self.swap(new)
+        return True

@@ -1,0 +1,200 @@
+"""``harness serve``: the gateway as an ASGI application with a lifespan, served by uvicorn.
+
+:class:`GatewayServer` is the ASGI application: on startup it reads ``plugins.yaml`` (the
+``gateway`` entry and every plugin), starts the runtime, opens the state store and applies its
+migrations; while running it reloads on SIGHUP (and, with ``watch``, when the file changes); on
+shutdown it drains streams in flight (uvicorn's graceful shutdown, bounded by ``drain_timeout``)
+and closes the runtime and the store. With several workers every worker process builds its own
+(:func:`worker_app`, configured through environment variables by :func:`serve`).
+
+uvicorn: https://www.uvicorn.org/settings/ ; ASGI lifespan:
+https://asgi.readthedocs.io/en/latest/specs/lifespan.html
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+from anyio.abc import TaskStatus
+
+from harness_core.config import RedactFilter
+from harness_core.loader import find_config
+from harness_gateway.app import Gateway, build_app
+from harness_gateway.config import default_database_path
+from harness_gateway.database import store_from_spec
+from harness_gateway.errors import GatewayError
+from harness_gateway.runtime import RuntimeHolder, load_runtime
+from harness_gateway.store import SqlStore
+
+__all__ = ["ENV_CONFIG", "ENV_HOST", "ENV_LOG_LEVEL", "ENV_WATCH", "GatewayServer", "serve", "worker_app"]
+
+logger = logging.getLogger("harness_gateway")
+
+ENV_CONFIG: Final = "HARNESS_GATEWAY_CONFIG"
+ENV_HOST: Final = "HARNESS_GATEWAY_HOST"
+ENV_WATCH: Final = "HARNESS_GATEWAY_WATCH"
+ENV_LOG_LEVEL: Final = "HARNESS_GATEWAY_LOG_LEVEL"
+_WATCH_INTERVAL: Final = 1.0  # seconds between two looks at the config file's modification time
+
+
+class GatewayServer:
+    """The gateway ASGI app: ``config`` is the plugins.yaml path (``None``: the usual search),
+    ``host`` the address served (it decides whether keys are required by default), ``watch``
+    reloads when the file changes."""
+
+    def __init__(self, config: str | None, host: str, *, watch: bool = False, log_level: str | None = None) -> None:
+        self.config_path = config
+        self.log_level = log_level
+        self.host = host
+        self.watch = watch
+        self.gateway: Gateway | None = None
+        self.app: Any = None
+        self.ready = threading.Event()
+        """Set once startup finished (for code that embeds the server in a thread)."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await self.lifespan(receive, send)
+            return
+        assert self.app is not None, "the server did not start (lifespan startup failed)"
+        await self.app(scope, receive, send)
+
+    async def start(self) -> Gateway:
+        """Load the runtime, open and migrate the store, build the app."""
+        runtime = await load_runtime(self.config_path)
+        if self.log_level is not None:
+            configure_logging(self.log_level, runtime.redact)
+        config = runtime.config
+        database = config.database.get_secret_value() if config.database is not None else None
+        store: SqlStore = store_from_spec(database, default_database_path(), timeout=config.db_timeout)
+        master = config.master_key.get_secret_value() if config.master_key is not None else None
+        gateway = Gateway(
+            RuntimeHolder(runtime), store, keys_required=config.keys_required(self.host), master_key=master
+        )
+        try:
+            await gateway.ensure_store()
+        except GatewayError as exc:  # serve anyway: requests get 503 until the database is back
+            logger.error("starting without the state store: %s", exc)
+        self.gateway = gateway
+        self.app = build_app(gateway)
+        logger.info(
+            "gateway ready: %d route(s), keys %s, %s",
+            len(runtime.harness.routes()), "required" if gateway.keys_required else "optional", store.description,
+        )  # fmt: skip
+        return gateway
+
+    async def stop(self) -> None:
+        """Drain and close the runtime, then the store."""
+        gateway = self.gateway
+        if gateway is None:
+            return
+        await gateway.holder.retire(gateway.holder.current)
+        await gateway.store.aclose()
+
+    async def lifespan(self, receive: Any, send: Any) -> None:
+        await receive()  # lifespan.startup
+        try:
+            gateway = await self.start()
+        except Exception as exc:
+            logger.error("the gateway cannot start: %s", exc)
+            await send({"type": "lifespan.startup.failed", "message": str(exc)})
+            return
+        async with anyio.create_task_group() as group:
+            if threading.current_thread() is threading.main_thread():  # signal handlers need the main thread
+                group.start_soon(self.reload_on_sighup, gateway)
+            if self.watch:
+                await group.start(self.reload_on_change, gateway)  # returns once the file's state is known
+            await send({"type": "lifespan.startup.complete"})
+            self.ready.set()
+            await receive()  # lifespan.shutdown
+            group.cancel_scope.cancel()
+        await self.stop()
+        await send({"type": "lifespan.shutdown.complete"})
+
+    async def reload_on_sighup(self, gateway: Gateway) -> None:
+        with anyio.open_signal_receiver(signal.SIGHUP) as signals:
+            async for _ in signals:
+                logger.info("SIGHUP: reloading %s", self.config_path or "the configuration")
+                await gateway.holder.reload(self.config_path)
+
+    async def reload_on_change(
+        self, gateway: Gateway, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Reload whenever the config file changes (checked every second); started with ``TaskGroup.start``."""
+        path = find_config(self.config_path)
+        seen = _mtime(path) if path is not None else None
+        task_status.started()
+        if path is None:  # the built-in default: no file to watch
+            logger.warning("--reload: no plugins.yaml was found, so there is nothing to watch")
+            return
+        while True:
+            await anyio.sleep(_WATCH_INTERVAL)
+            now = _mtime(path)
+            if now != seen:
+                seen = now
+                logger.info("%s changed: reloading", path)
+                await gateway.holder.reload(self.config_path)
+
+
+def configure_logging(level: str, redact: Callable[[str], str]) -> None:
+    """Send the gateway's log records (request lines, reloads, store faults) to stderr at ``level``,
+    every record scrubbed of the configuration's secrets."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RedactFilter(redact))
+    root = logging.getLogger("harness_gateway")
+    root.handlers = [handler]
+    root.setLevel(level.upper())
+    root.propagate = False
+
+
+def _mtime(path: Path) -> tuple[int, int, int] | None:
+    """What tells a changed file: modification time, size and inode (editors replace files);
+    ``None`` when it is missing. The size catches two writes within one clock tick."""
+    try:
+        found = path.stat()
+    except OSError:
+        return None
+    return found.st_mtime_ns, found.st_size, found.st_ino
+
+
+def worker_app() -> GatewayServer:
+    """The app of one worker process (``uvicorn --factory``), configured by :func:`serve`'s environment."""
+    return GatewayServer(
+        os.environ.get(ENV_CONFIG) or None,
+        os.environ.get(ENV_HOST, "127.0.0.1"),
+        watch=bool(os.environ.get(ENV_WATCH)),
+        log_level=os.environ.get(ENV_LOG_LEVEL, "info"),
+    )
+
+
+def serve(
+    config: str | None, host: str, port: int, workers: int, *, watch: bool, drain_timeout: float, log_level: str
+) -> None:
+    """Run uvicorn until SIGINT / SIGTERM (then drain up to ``drain_timeout`` seconds)."""
+    import uvicorn
+
+    common: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "lifespan": "on",
+        "log_level": log_level,
+        "timeout_graceful_shutdown": drain_timeout,
+        "access_log": False,  # the gateway logs one line per request, with its id
+        "server_header": False,
+    }
+    if workers > 1:
+        os.environ[ENV_CONFIG] = config or ""
+        os.environ[ENV_HOST] = host
+        os.environ[ENV_WATCH] = "1" if watch else ""
+        os.environ[ENV_LOG_LEVEL] = log_level
+        uvicorn.run("harness_gateway.server:worker_app", factory=True, workers=workers, **common)
+    else:
+        uvicorn.run(GatewayServer(config, host, watch=watch, log_level=log_level), **common)

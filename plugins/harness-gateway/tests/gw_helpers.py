@@ -1,0 +1,112 @@
+"""Test helpers: a real gateway (uvicorn on a loopback socket, in a thread) over a plugins.yaml."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import openai
+import uvicorn
+
+from harness_gateway.server import GatewayServer
+
+
+class Running:
+    """A gateway serving in a background thread: ``url``, ``server`` (the ASGI app) and ``config``."""
+
+    def __init__(self, url: str, app: GatewayServer, config: Path) -> None:
+        self.url = url
+        self.app = app
+        self.config = config
+
+    @property
+    def gateway(self):  # type: ignore[no-untyped-def]
+        assert self.app.gateway is not None
+        return self.app.gateway
+
+
+@contextlib.contextmanager
+def serve_gateway(tmp_path: Path, yaml_text: str, *, host: str = "127.0.0.1", watch: bool = False) -> Iterator[Running]:
+    """Run ``harness serve`` on ``yaml_text`` (written to ``tmp_path/plugins.yaml``) until the block exits.
+
+    The listening socket is bound before the thread starts, so clients may connect at once (they
+    wait in the backlog until uvicorn accepts).
+    """
+    config = tmp_path / "plugins.yaml"
+    config.write_text(yaml_text, encoding="utf-8")
+    app = GatewayServer(str(config), host, watch=watch)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1024)
+    port = sock.getsockname()[1]
+    settings = uvicorn.Config(app, lifespan="on", log_level="warning", access_log=False, timeout_graceful_shutdown=5)
+    server = uvicorn.Server(settings)
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            server.run(sockets=[sock])
+        except BaseException as exc:  # surfaced by the test
+            failure.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        assert app.ready.wait(30), f"the gateway did not start: {failure}"
+        yield Running(f"http://127.0.0.1:{port}", app, config)
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()
+    assert not thread.is_alive(), "the gateway did not stop"
+    assert not failure, failure
+
+
+def gateway_yaml(gateway: str = "", extra: str = "", *, db: Path) -> str:
+    """A plugins.yaml with the mock provider and a ``gateway`` entry (``gateway`` lines indented by 4)."""
+    return f"""\
+plugins:
+  gateway:
+    database: {db}
+{gateway}
+  mock: {{}}
+{extra}
+defaults: {{provider: mock, model: echo}}
+"""
+
+
+class Clients:
+    """SDK clients of one gateway, all closed when the test ends (no socket left to the GC)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.opened: list[Any] = []
+
+    def openai(self, key: str = "unused-on-loopback") -> openai.OpenAI:
+        client = openai.OpenAI(base_url=self.url + "/v1", api_key=key, max_retries=0)
+        self.opened.append(client)
+        return client
+
+    def anthropic(self, key: str = "unused-on-loopback") -> anthropic.Anthropic:
+        client = anthropic.Anthropic(base_url=self.url, api_key=key, max_retries=0)
+        self.opened.append(client)
+        return client
+
+    def close(self) -> None:
+        for client in self.opened:
+            client.close()
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
+    """Wait for ``condition`` to hold (checked every few ms); fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never held"
+        time.sleep(0.005)

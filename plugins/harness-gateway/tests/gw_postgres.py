@@ -1,0 +1,90 @@
+"""A throwaway PostgreSQL cluster for tests: initdb in a temp dir, 127.0.0.1 on a free port, trust auth.
+
+Found at ``/usr/lib/postgresql/*/bin`` (Debian's ``postgresql`` package, which ``.ci/run``
+installs). When it is absent the tests skip with the reason, except under ``CI=true`` where they
+fail: CI must run them. As root, the server runs as the ``postgres`` user (it refuses root).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+
+def _bin_dir() -> Path | None:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    return Path(found[-1]).parent if found else None
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class Cluster:
+    """One PostgreSQL server: :meth:`start`, :meth:`stop`, ``dsn``."""
+
+    def __init__(self, root: Path) -> None:
+        bin_dir = _bin_dir()
+        if bin_dir is None:
+            reason = "PostgreSQL is not installed (/usr/lib/postgresql/*/bin/initdb); apt-get install postgresql"
+            if os.environ.get("CI") == "true":
+                pytest.fail(reason + " — required under CI")
+            pytest.skip(reason)
+        self.bin = bin_dir
+        self.root = root
+        self.data = root / "data"
+        self.port = _free_port()
+        self.dsn = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        self.as_user: list[str] = []
+        if os.geteuid() == 0:
+            shutil.chown(root, "postgres")
+            self.as_user = ["runuser", "-u", "postgres", "--"]
+        subprocess.run(
+            [
+                *self.as_user,
+                str(self.bin / "initdb"),
+                "-D",
+                str(self.data),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+            ],
+            check=True,
+            capture_output=True,
+        )
+
+    def start(self) -> None:
+        options = f"-h 127.0.0.1 -p {self.port} -k {self.root} -c fsync=off"
+        subprocess.run(
+            [
+                *self.as_user,
+                str(self.bin / "pg_ctl"),
+                "-D",
+                str(self.data),
+                "-o",
+                options,
+                "-l",
+                str(self.root / "log"),
+                "-w",
+                "start",
+            ],
+            check=True,
+            capture_output=True,
+        )
+
+    def stop(self) -> None:
+        subprocess.run(
+            [*self.as_user, str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop"],
+            check=True,
+            capture_output=True,
+        )

@@ -1,0 +1,176 @@
+"""Keys, 401 / 403 / 429, budgets and the admin API against a real gateway (SQLite state)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import anthropic
+import anyio
+import httpx
+import openai
+import pytest
+from click.testing import CliRunner
+from gw_helpers import Clients, gateway_yaml, serve_gateway
+
+from harness_core.cli._app import cli
+from harness_gateway.keys import KeySpec
+from harness_gateway.store import SQLiteStore
+
+MASTER = "master-" + "x" * 24  # built at run time: no key-shaped literal committed
+HI = [{"role": "user", "content": "hi"}]
+
+
+@pytest.fixture
+def gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("GW_MASTER", MASTER)
+    settings = (
+        "    require_keys: true\n"
+        "    master_key: ${{ env.GW_MASTER }}\n"
+        "    prices: {mock/echo: {input: 1000000, output: 1000000}}\n"
+        "    aliases: {fast: mock/echo, also: other/echo}\n"  # 1 USD per token: "hi" costs 2 USD
+    )
+    yaml_text = gateway_yaml(settings, "  mock:other: {routes: [other]}", db=tmp_path / "gw.sqlite")
+    with serve_gateway(tmp_path, yaml_text) as running:
+        yield running
+
+
+def create_key(running, *args: str) -> str:  # type: ignore[no-untyped-def]
+    result = CliRunner().invoke(cli, ["keys", "create", "-c", str(running.config), *args])
+    assert result.exit_code == 0, result.output
+    return result.stdout.strip()
+
+
+@pytest.fixture
+def clients(gateway):  # type: ignore[no-untyped-def]
+    opened = Clients(gateway.url)
+    yield opened
+    opened.close()
+
+
+def test_missing_and_invalid_keys_are_401_in_both_shapes(gateway, clients) -> None:  # type: ignore[no-untyped-def]
+    response = httpx.post(gateway.url + "/v1/chat/completions", json={"model": "mock/echo", "messages": HI})
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "missing_api_key"
+    assert response.headers["x-request-id"]
+    with pytest.raises(openai.AuthenticationError):
+        clients.openai("hk-wrong").chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]
+    with pytest.raises(anthropic.AuthenticationError) as caught:
+        clients.anthropic("hk-wrong").messages.create(
+            model="mock/echo",
+            max_tokens=10,
+            messages=HI,  # type: ignore[arg-type]
+        )
+    assert caught.value.body["error"]["type"] == "authentication_error"  # type: ignore[index]
+
+
+def test_key_created_on_the_cli_is_stored_as_a_hash(gateway, clients, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    key = create_key(gateway, "--name", "team-a")
+    assert key.startswith("hk-")
+    reply = clients.openai(key).chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]
+    assert reply.choices[0].message.content == "hi"
+    stored = b"".join(p.read_bytes() for p in tmp_path.glob("gw.sqlite*"))
+    assert key.encode() not in stored
+    listing = CliRunner().invoke(cli, ["keys", "list", "-c", str(gateway.config)])
+    assert "team-a" in listing.stdout
+    assert key not in listing.stdout
+
+
+def test_route_not_allowed_is_403(gateway, clients) -> None:  # type: ignore[no-untyped-def]
+    key = create_key(gateway, "--name", "only-other", "--routes", "other")
+    with pytest.raises(openai.PermissionDeniedError) as caught:
+        clients.openai(key).chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]
+    assert "route 'mock'" in caught.value.message
+    ok = clients.openai(key).chat.completions.create(model="other/echo", messages=HI)  # type: ignore[arg-type]
+    assert ok.choices[0].message.content == "hi"
+    assert [m.id for m in clients.openai(key).models.list()] == ["other/echo", "also"]
+    unauthenticated = httpx.get(gateway.url + "/v1/models", headers={"anthropic-version": "2023-06-01"})
+    assert unauthenticated.status_code == 401
+    assert unauthenticated.json()["type"] == "error"
+
+
+def test_rpm_limit_is_429_with_retry_after(gateway, clients) -> None:  # type: ignore[no-untyped-def]
+    key = create_key(gateway, "--name", "slow", "--rpm", "2")
+    client = clients.openai(key)
+    for _ in range(2):
+        client.chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]
+    with pytest.raises(openai.RateLimitError) as caught:
+        client.chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]
+    assert 1 <= int(caught.value.response.headers["retry-after"]) <= 60
+    with pytest.raises(anthropic.RateLimitError) as anth:
+        clients.anthropic(key).messages.create(
+            model="mock/echo",
+            max_tokens=10,
+            messages=HI,  # type: ignore[arg-type]
+        )
+    assert anth.value.body["error"]["type"] == "rate_limit_error"  # type: ignore[index]
+
+
+def test_tpm_limit(gateway, clients) -> None:  # type: ignore[no-untyped-def]
+    key = create_key(gateway, "--name", "tokens", "--tpm", "3")
+    client = clients.openai(key)
+    client.chat.completions.create(model="mock/echo", messages=[{"role": "user", "content": "a b c"}])
+    with pytest.raises(openai.RateLimitError) as caught:
+        client.chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]
+    assert "tokens per minute" in caught.value.message
+
+
+def test_budget_admits_exactly_n_requests(gateway, clients) -> None:  # type: ignore[no-untyped-def]
+    key = create_key(gateway, "--name", "budget", "--budget", "6")  # 3 requests of 2 USD
+    client = clients.openai(key)
+    for _ in range(3):
+        client.chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]
+    with pytest.raises(openai.RateLimitError) as caught:
+        client.chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]
+    assert caught.value.code == "budget_exceeded"
+    listing = CliRunner().invoke(cli, ["keys", "list", "-c", str(gateway.config), "--json"])
+    assert '"spent": 6.0' in listing.stdout
+
+
+def test_admin_api_creates_lists_and_revokes(gateway, clients) -> None:  # type: ignore[no-untyped-def]
+    admin = {"authorization": f"Bearer {MASTER}"}
+    assert httpx.get(gateway.url + "/admin/keys").status_code == 401
+    created = httpx.post(gateway.url + "/admin/keys", json={"name": "ci", "rpm": 5}, headers=admin)
+    assert created.status_code == 201
+    key = created.json()["key"]
+    assert clients.openai(key).chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]
+    listed = httpx.get(gateway.url + "/admin/keys", headers=admin).json()["data"]
+    assert [k["name"] for k in listed] == ["ci"]
+    assert key not in str(listed)
+    bad = httpx.post(gateway.url + "/admin/keys", json={"name": "x", "rpm": -1}, headers=admin)
+    assert bad.status_code == 400
+    assert httpx.delete(gateway.url + "/admin/keys/ci", headers=admin).json() == {"revoked": 1}
+    assert httpx.delete(gateway.url + "/admin/keys/ci", headers=admin).status_code == 404
+    with pytest.raises(openai.AuthenticationError) as caught:
+        clients.openai(key).chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]
+    assert "revoked" in caught.value.message
+    # the master key itself may call every route
+    assert clients.openai(MASTER).chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]
+
+
+def test_keys_revoke_on_the_cli(gateway, clients) -> None:  # type: ignore[no-untyped-def]
+    key = create_key(gateway, "--name", "gone")
+    result = CliRunner().invoke(cli, ["keys", "revoke", "-c", str(gateway.config), "gone"])
+    assert result.exit_code == 0
+    again = CliRunner().invoke(cli, ["keys", "revoke", "-c", str(gateway.config), "gone"])
+    assert again.exit_code == 2
+    with pytest.raises(openai.AuthenticationError):
+        clients.openai(key).chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]
+
+
+def test_expired_key_is_401(gateway, clients) -> None:  # type: ignore[no-untyped-def]
+    store = SQLiteStore(gateway.config.parent / "gw.sqlite")
+    spec = KeySpec(name="short", expires_days=1)
+
+    async def create() -> str:
+        try:
+            return (await store.create_key(spec, now=time.time() - 2 * 86400))[0]
+        finally:
+            await store.aclose()
+
+    key = anyio.run(create)
+    listing = CliRunner().invoke(cli, ["keys", "list", "-c", str(gateway.config)])
+    assert "expired" in listing.stdout
+    with pytest.raises(openai.AuthenticationError) as caught:
+        clients.openai(key).chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]
+    assert "expired" in caught.value.message

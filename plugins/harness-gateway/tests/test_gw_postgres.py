@@ -1,0 +1,181 @@
+"""PostgreSQL state: two gateway processes share keys, budgets and rate limits; the database goes and comes back."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+from gw_helpers import serve_gateway
+from gw_postgres import Cluster
+
+from harness_gateway.errors import GatewayError
+from harness_gateway.keys import KeySpec
+from harness_gateway.postgres import PostgresStore
+
+MASTER = "master-" + "p" * 24
+HI = {"model": "mock/echo", "messages": [{"role": "user", "content": "hi"}]}
+
+
+@pytest.fixture
+def cluster() -> Iterator[Cluster]:
+    # a directory of its own under /tmp: the postgres user cannot enter pytest's root-only tmp_path
+    root = Path(tempfile.mkdtemp(prefix="harness-pg-"))
+    try:
+        pg = Cluster(root)
+        pg.start()
+        try:
+            yield pg
+        finally:
+            pg.stop()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def config_text(dsn: str) -> str:
+    return f"""\
+plugins:
+  gateway:
+    require_keys: true
+    database: {dsn}
+    prices: {{mock/echo: {{input: 1000000, output: 1000000}}}}
+  mock: {{}}
+"""
+
+
+@pytest.fixture
+def two_gateways(cluster: Cluster, tmp_path: Path) -> Iterator[list[str]]:
+    """Two `harness serve` processes on different ports, one PostgreSQL."""
+    config = tmp_path / "plugins.yaml"
+    config.write_text(config_text(cluster.dsn), encoding="utf-8")
+    processes: list[subprocess.Popen[str]] = []
+    urls: list[str] = []
+    try:
+        for _ in range(2):
+            process = subprocess.Popen(
+                [sys.executable, "-m", "harness_core.cli", "serve", "-c", str(config), "--port", "0"],
+                stderr=subprocess.PIPE,
+                text=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+            processes.append(process)
+            assert process.stderr is not None
+            for line in process.stderr:  # wait for the event "listening", not for a time
+                found = re.search(r"running on (http://\S+)", line)
+                if found:
+                    urls.append(found.group(1))
+                    break
+            else:
+                pytest.fail(f"gateway exited with {process.wait()}")
+        yield urls
+    finally:
+        for process in processes:
+            process.terminate()
+            process.wait(30)
+            assert process.stderr is not None
+            process.stderr.close()
+
+
+def create(dsn: str, spec: KeySpec) -> str:
+    async def work() -> str:
+        store = PostgresStore(dsn)
+        try:
+            await store.migrate()
+            return (await store.create_key(spec))[0]
+        finally:
+            await store.aclose()
+
+    return anyio.run(work)
+
+
+def post(url: str, key: str) -> int:
+    with httpx.Client(timeout=30) as client:
+        return client.post(
+            url + "/v1/chat/completions", json=HI, headers={"authorization": f"Bearer {key}"}
+        ).status_code
+
+
+def test_budget_for_n_requests_gives_n_across_two_processes(cluster: Cluster, two_gateways: list[str]) -> None:
+    key = create(cluster.dsn, KeySpec(name="budget", budget=10.0))  # 5 requests of 2 USD
+    statuses = [post(two_gateways[i % 2], key) for i in range(12)]
+    assert statuses.count(200) == 5
+    assert statuses[:5] == [200] * 5
+    assert set(statuses[5:]) == {429}
+
+
+def test_concurrent_burst_never_overruns_the_budget(cluster: Cluster, two_gateways: list[str]) -> None:
+    key = create(cluster.dsn, KeySpec(name="burst", budget=10.0))
+    post(two_gateways[0], key)  # the first settled request sets the reservation per request
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        statuses = list(pool.map(lambda i: post(two_gateways[i % 2], key), range(32)))
+    assert 1 <= statuses.count(200) <= 4
+    assert set(statuses) <= {200, 429}
+    spent = spent_of(cluster.dsn, "burst")
+    assert spent == pytest.approx(2.0 * (1 + statuses.count(200)))
+    assert spent <= 10.0
+
+
+def spent_of(dsn: str, name: str) -> float:
+    async def work() -> float:
+        store = PostgresStore(dsn)
+        try:
+            return next(k.spent for k in await store.list_keys() if k.name == name)
+        finally:
+            await store.aclose()
+
+    return anyio.run(work)
+
+
+def test_rpm_holds_across_two_processes(cluster: Cluster, two_gateways: list[str]) -> None:
+    key = create(cluster.dsn, KeySpec(name="rpm", rpm=10))
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        statuses = list(pool.map(lambda i: post(two_gateways[i % 2], key), range(30)))
+    assert statuses.count(200) == 10
+    assert statuses.count(429) == 20
+
+
+def test_database_down_is_503_and_the_gateway_recovers(cluster: Cluster, tmp_path: Path) -> None:
+    key = create(cluster.dsn, KeySpec(name="k"))
+    with serve_gateway(tmp_path, config_text(cluster.dsn)) as running:
+        assert post(running.url, key) == 200
+        cluster.stop()
+        with httpx.Client(timeout=30) as client:
+            down = client.post(
+                running.url + "/v1/chat/completions", json=HI, headers={"authorization": f"Bearer {key}"}
+            )
+            assert down.status_code == 503
+            assert down.headers["retry-after"] == "1"
+            assert "unavailable" in down.json()["error"]["message"]
+            assert client.get(running.url + "/healthz").status_code == 503
+        cluster.start()
+        assert post(running.url, key) == 200
+        with httpx.Client(timeout=30) as client:
+            assert client.get(running.url + "/healthz").status_code == 200
+
+
+def test_store_hides_its_dsn_and_keeps_the_pool_on_sql_errors(cluster: Cluster) -> None:
+    async def main() -> None:
+        store = PostgresStore(cluster.dsn)
+        assert repr(store) == "PostgresStore(<dsn hidden>)"
+        await store.aclose()  # never opened: nothing to close
+        assert await store.migrate() == 1
+        with pytest.raises(GatewayError) as caught:
+            await store.transaction(lambda tx: tx.one("SELECT * FROM no_such_table"))
+        assert caught.value.status == 503
+        pool = store._pool
+        await store.ping()
+        assert store._pool is pool  # a statement error is no connection fault: the pool stays
+        await store._reset_pool()
+        await store._reset_pool()  # nothing left to reset
+        await store.aclose()
+
+    anyio.run(main)

@@ -1,0 +1,136 @@
+"""Reload without a restart (SIGHUP on a real `harness serve` process) and a bounded loopback load test."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+from gw_helpers import gateway_yaml, serve_gateway, wait_until
+
+
+class Process:
+    """`harness serve` in a subprocess; its log lines arrive in a queue (read by a thread)."""
+
+    def __init__(self, config: Path) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "harness_core.cli", "serve", "-c", str(config), "--port", "0"],
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        self.url = self.wait_for(r"running on (http://\S+)").group(1)
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.lines.put(line)
+
+    def wait_for(self, pattern: str) -> re.Match[str]:
+        """The first log line matching ``pattern`` (fails after 60 s without one)."""
+        while True:
+            line = self.lines.get(timeout=60)
+            found = re.search(pattern, line)
+            if found:
+                return found
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[Process, Path]]:
+    config = tmp_path / "plugins.yaml"
+    config.write_text(gateway_yaml("", db=tmp_path / "gw.sqlite").replace("mock: {}", "mock: {delay: 0.02}"))
+    process = Process(config)
+    try:
+        yield process, config
+    finally:
+        process.process.send_signal(signal.SIGTERM)
+        assert process.process.wait(60) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal after draining
+        process.reader.join(10)
+        assert process.process.stderr is not None
+        process.process.stderr.close()
+
+
+async def stream_text(client: httpx.AsyncClient, url: str, model: str, started: anyio.Event | None = None) -> str:
+    body = {"model": model, "messages": [{"role": "user", "content": "w " * 20}], "stream": True}
+    text = ""
+    async with client.stream("POST", url + "/v1/chat/completions", json=body) as response:
+        assert response.status_code == 200
+        async for line in response.aiter_lines():
+            if started is not None and not started.is_set():
+                started.set()
+            if line.startswith("data: {"):
+                choices = json.loads(line[6:])["choices"]
+                text += "".join(c["delta"].get("content") or "" for c in choices)
+    return text
+
+
+def test_sighup_swaps_the_runtime_without_losing_streams(served: tuple[Process, Path]) -> None:
+    process, config = served
+
+    async def main() -> None:
+        async with httpx.AsyncClient(timeout=60) as client:
+            results: list[str] = []
+            events = [anyio.Event() for _ in range(10)]
+
+            async def one(event: anyio.Event) -> None:
+                results.append(await stream_text(client, process.url, "mock/echo", event))
+
+            async with anyio.create_task_group() as group:
+                for event in events:
+                    group.start_soon(one, event)
+                for event in events:
+                    await event.wait()  # every stream is in flight on the old runtime
+                config.write_text(
+                    config.read_text().replace("  gateway:\n", "  gateway:\n    aliases: {fresh: mock/echo}\n")
+                )
+                process.process.send_signal(signal.SIGHUP)
+                await anyio.to_thread.run_sync(process.wait_for, "runtime replaced")
+                assert await stream_text(client, process.url, "fresh") == "w " * 20  # new requests: new runtime
+            assert results == ["w " * 20] * 10  # streams in flight finished on the old one
+
+            config.write_text(config.read_text().replace("delay: 0.02", "delay: -1"))
+            process.process.send_signal(signal.SIGHUP)
+            await anyio.to_thread.run_sync(process.wait_for, "reload refused")
+            await anyio.to_thread.run_sync(process.wait_for, r"plugins.yaml:\d+, plugin 'mock', field 'delay'")
+            assert await stream_text(client, process.url, "fresh") == "w " * 20  # the old runtime still serves
+
+    anyio.run(main)
+
+
+def test_five_hundred_concurrent_streams(tmp_path: Path) -> None:
+    yaml_text = gateway_yaml("", db=tmp_path / "gw.sqlite")
+    with serve_gateway(tmp_path, yaml_text) as running:
+
+        async def main() -> list[str]:
+            limits = httpx.Limits(max_connections=500, max_keepalive_connections=0)
+            async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+                results: list[str] = []
+
+                async def one() -> None:
+                    results.append(await stream_text(client, running.url, "mock/echo"))
+
+                async with anyio.create_task_group() as group:
+                    for _ in range(500):
+                        group.start_soon(one)
+                return results
+
+        results = anyio.run(main)
+        assert results == ["w " * 20] * 500
+        holder = running.gateway.holder
+        wait_until(lambda: holder.current.in_flight == 0)  # the server's bookkeeping ends after the last byte
+        metrics = httpx.get(running.url + "/metrics").text
+        assert 'harness_gateway_streams_in_flight{model="echo",route="mock"} 0.0' in metrics
+        assert 'status="complete"} 500.0' in metrics

@@ -1,0 +1,146 @@
+"""The official ``openai`` and ``anthropic`` SDKs as clients of a real gateway over the mock provider."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+from gw_helpers import Clients, gateway_yaml, serve_gateway
+
+ECHO_SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}}
+
+
+@pytest.fixture
+def gateway(tmp_path: Path):  # type: ignore[no-untyped-def]
+    settings = "    aliases: {fast: mock/echo}\n    prices: {mock/echo: {input: 1.0, output: 2.0}}"
+    yaml_text = gateway_yaml(settings, db=tmp_path / "gw.sqlite")
+    with serve_gateway(tmp_path, yaml_text) as running:
+        yield running
+
+
+@pytest.fixture
+def clients(gateway):  # type: ignore[no-untyped-def]
+    opened = Clients(gateway.url)
+    yield opened
+    opened.close()
+
+
+def test_openai_non_streaming(gateway, clients) -> None:  # type: ignore[no-untyped-def]
+    reply = clients.openai().chat.completions.create(
+        model="mock/echo",
+        messages=[{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello there"}],
+    )
+    assert reply.choices[0].message.content == "hello there"
+    assert reply.choices[0].finish_reason == "stop"
+    assert reply.usage is not None
+    assert (reply.usage.prompt_tokens, reply.usage.completion_tokens) == (4, 2)
+    assert reply.model == "mock/echo"
+
+
+def test_openai_streaming_with_usage(gateway, clients) -> None:  # type: ignore[no-untyped-def]
+    stream = clients.openai().chat.completions.create(
+        model="fast",
+        messages=[{"role": "user", "content": "one two three"}],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "one two three"
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert finishes == ["stop"]
+    assert chunks[-1].choices == []
+    assert chunks[-1].usage is not None
+    assert chunks[-1].usage.completion_tokens == 3
+
+
+def test_openai_tools_round_trip(gateway, clients) -> None:  # type: ignore[no-untyped-def]
+    client = clients.openai()
+    tools = [{"type": "function", "function": {"name": "echo", "parameters": ECHO_SCHEMA}}]
+    messages: list[Any] = [{"role": "user", "content": "please echo this"}]
+    stream = client.chat.completions.create(model="mock/echo", messages=messages, tools=tools, stream=True)
+    calls: dict[int, dict[str, Any]] = {}
+    for chunk in stream:
+        for call in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
+            entry = calls.setdefault(call.index, {"id": None, "name": None, "arguments": ""})
+            entry["id"] = call.id or entry["id"]
+            if call.function is not None:
+                entry["name"] = call.function.name or entry["name"]
+                entry["arguments"] += call.function.arguments or ""
+    assert list(calls) == [0]
+    assert calls[0]["name"] == "echo"
+    assert json.loads(calls[0]["arguments"]) == {"text": "please echo this"}
+    messages.append({"role": "assistant", "content": None, "tool_calls": [
+        {"id": calls[0]["id"], "type": "function", "function": {"name": "echo", "arguments": calls[0]["arguments"]}}
+    ]})  # fmt: skip
+    messages.append({"role": "tool", "tool_call_id": calls[0]["id"], "content": "ECHOED"})
+    reply = client.chat.completions.create(model="mock/echo", messages=messages, tools=tools)
+    assert reply.choices[0].message.content == "The echo tool returned: ECHOED"
+
+
+def test_openai_errors(gateway, clients) -> None:  # type: ignore[no-untyped-def]
+    client = clients.openai()
+    with pytest.raises(openai.NotFoundError) as not_found:
+        client.chat.completions.create(model="nope/x", messages=[{"role": "user", "content": "hi"}])
+    assert "nope/x" in not_found.value.message
+    with pytest.raises(openai.BadRequestError) as bad:
+        client.chat.completions.create(model="mock/echo", messages=[{"role": "user", "content": 5}])  # type: ignore[list-item]
+    assert "messages[0].content" in bad.value.message
+
+
+def test_anthropic_non_streaming(gateway, clients) -> None:  # type: ignore[no-untyped-def]
+    reply = clients.anthropic().messages.create(
+        model="mock/echo", max_tokens=100, system="short", messages=[{"role": "user", "content": "hi you"}]
+    )
+    assert [block.type for block in reply.content] == ["text"]
+    assert reply.content[0].text == "hi you"  # type: ignore[union-attr]
+    assert reply.stop_reason == "end_turn"
+    assert reply.usage.output_tokens == 2
+
+
+def test_anthropic_streaming_and_tools(gateway, clients) -> None:  # type: ignore[no-untyped-def]
+    client = clients.anthropic()
+    tools = [{"name": "echo", "description": "echo", "input_schema": ECHO_SCHEMA}]
+    with client.messages.stream(
+        model="mock/echo",
+        max_tokens=100,
+        tools=tools,
+        messages=[{"role": "user", "content": "echo me"}],  # type: ignore[arg-type]
+    ) as stream:
+        final = stream.get_final_message()
+    assert final.stop_reason == "tool_use"
+    call = final.content[0]
+    assert call.type == "tool_use"
+    assert call.input == {"text": "echo me"}
+    follow = client.messages.create(
+        model="mock/echo",
+        max_tokens=100,
+        tools=tools,  # type: ignore[arg-type]
+        messages=[
+            {"role": "user", "content": "echo me"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": call.id, "name": "echo", "input": {"text": "x"}}],
+            },
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "done"}]},
+        ],
+    )
+    assert follow.content[0].text == "The echo tool returned: done"  # type: ignore[union-attr]
+
+
+def test_anthropic_streaming_text(gateway, clients) -> None:  # type: ignore[no-untyped-def]
+    with clients.anthropic().messages.stream(
+        model="fast", max_tokens=100, messages=[{"role": "user", "content": "a b c d"}]
+    ) as stream:
+        text = "".join(stream.text_stream)
+        final = stream.get_final_message()
+    assert text == "a b c d"
+    assert final.usage.output_tokens == 4
+
+
+def test_models_lists_routes_and_aliases(gateway, clients) -> None:  # type: ignore[no-untyped-def]
+    ids = [m.id for m in clients.openai().models.list()]
+    assert ids == ["mock/echo", "fast"]

@@ -1,0 +1,164 @@
+"""Streaming hygiene: disconnects abort upstream, keep-alives, in-stream errors, headers, limits, metrics."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import anyio
+import httpx
+import openai
+import pytest
+from gw_helpers import Clients, gateway_yaml, serve_gateway
+
+from harness_core.testing import Reply, ScriptedServer
+from harness_gateway.store import SQLiteStore
+
+HI = [{"role": "user", "content": "hi there"}]
+
+
+def openai_sse(*pieces: str) -> list[bytes]:
+    chunks = [{"id": "c1", "object": "chat.completion.chunk", "model": "m", "choices": [
+        {"index": 0, "delta": {"role": "assistant", "content": piece}, "finish_reason": None}
+    ]} for piece in pieces]  # fmt: skip
+    return [f"data: {json.dumps(c)}\n\n".encode() for c in chunks]
+
+
+def mock_yaml(tmp_path: Path, mock: str, gateway: str = "") -> str:
+    return gateway_yaml(gateway, db=tmp_path / "gw.sqlite").replace("mock: {}", f"mock: {mock}")
+
+
+def ledger(tmp_path: Path) -> list[dict[str, Any]]:
+    async def read() -> list[dict[str, Any]]:
+        store = SQLiteStore(tmp_path / "gw.sqlite")
+        try:
+            return await store.ledger()
+        finally:
+            await store.aclose()
+
+    return anyio.run(read)
+
+
+def test_client_disconnect_aborts_the_upstream_stream(tmp_path: Path) -> None:
+    provider = ScriptedServer(Reply(reads=openai_sse("one ", "two "), end="stall"))
+    with provider:
+        extra = f"  openai:up: {{base_url: '{provider.url}/v1', api_key: dummy-key, routes: [up]}}"
+        with serve_gateway(tmp_path, gateway_yaml("", extra, db=tmp_path / "gw.sqlite")) as running:
+            body = {"model": "up/m", "messages": HI, "stream": True}
+            url = running.url + "/v1/chat/completions"
+            with httpx.Client(timeout=30) as client, client.stream("POST", url, json=body) as response:
+                assert response.headers["x-accel-buffering"] == "no"
+                assert next(line for line in response.iter_lines() if "one" in line)
+            # the client is gone: the gateway must close its provider connection at once
+            assert provider.wait_idle(10), "the upstream connection leaked"
+        rows = ledger(tmp_path)
+    assert [row["status"] for row in rows] == ["aborted"]
+
+
+def test_keepalive_comments_during_silence(tmp_path: Path) -> None:
+    with serve_gateway(tmp_path, mock_yaml(tmp_path, "{delay: 0.2}", "    keepalive: 0.01")) as running:
+        body = {"model": "mock/echo", "messages": [{"role": "user", "content": "a b"}], "stream": True}
+        url = running.url + "/v1/chat/completions"
+        with httpx.Client(timeout=30) as client, client.stream("POST", url, json=body) as response:
+            raw = response.read().decode()
+    assert ": keep-alive" in raw
+    assert raw.rstrip().endswith("data: [DONE]")
+
+
+def test_in_stream_errors_in_both_dialects(tmp_path: Path) -> None:
+    with serve_gateway(tmp_path, mock_yaml(tmp_path, "{error: OVERLOADED, error_after: 1}")) as running:
+        clients = Clients(running.url)
+        try:
+            stream = clients.openai().chat.completions.create(model="mock/echo", messages=HI, stream=True)  # type: ignore[arg-type]
+            with pytest.raises(openai.APIError) as caught:
+                for _ in stream:
+                    pass
+            assert "scripted mock error" in caught.value.message
+            events = clients.anthropic().messages.stream(model="mock/echo", max_tokens=10, messages=HI)  # type: ignore[arg-type]
+            with pytest.raises(anthropic.APIStatusError) as anth, events as opened:
+                for _ in opened:
+                    pass
+            assert "overloaded_error" in str(anth.value.body)
+        finally:
+            clients.close()
+    assert {row["status"] for row in ledger(tmp_path)} == {"error"}
+
+
+def test_failure_before_output_is_an_http_status(tmp_path: Path) -> None:
+    with serve_gateway(tmp_path, mock_yaml(tmp_path, "{error: RATE_LIMITED}")) as running:
+        clients = Clients(running.url)
+        try:
+            with pytest.raises(openai.RateLimitError):
+                clients.openai().chat.completions.create(model="mock/echo", messages=HI, stream=True)  # type: ignore[arg-type]
+            with pytest.raises(anthropic.RateLimitError):
+                clients.anthropic().messages.create(model="mock/echo", max_tokens=5, messages=HI)  # type: ignore[arg-type]
+        finally:
+            clients.close()
+
+
+def test_request_id_body_limit_and_metrics(tmp_path: Path) -> None:
+    yaml_text = gateway_yaml("    max_body_bytes: 2048", db=tmp_path / "gw.sqlite")
+    with serve_gateway(tmp_path, yaml_text) as running, httpx.Client(base_url=running.url, timeout=30) as client:
+        body = {"model": "mock/echo", "messages": HI}
+        ok = client.post("/v1/chat/completions", json=body, headers={"x-request-id": "abc-1"})
+        assert ok.headers["x-request-id"] == "abc-1"
+        assert ok.json()["id"] == "chatcmpl-abc-1"
+        odd = client.post("/v1/chat/completions", json={}, headers={"x-request-id": "bad id"})
+        assert odd.status_code == 400
+        assert odd.headers["x-request-id"] != "bad id"
+        huge = [{"role": "user", "content": "x" * 4096}]
+        big = client.post("/v1/messages", json={"model": "mock/echo", "max_tokens": 5, "messages": huge})
+        assert big.status_code == 413
+        assert big.json()["error"]["type"] == "request_too_large"
+        metrics = client.get("/metrics").text
+        labels = 'api="openai",model="echo",route="mock",status="complete"'
+        assert f"harness_gateway_requests_total{{{labels}}} 1.0" in metrics
+        assert "harness_gateway_time_to_first_token_seconds_bucket" in metrics
+        assert 'harness_gateway_tokens_total{direction="output",model="echo",route="mock"} 2.0' in metrics
+        assert client.get("/healthz").json()["status"] == "ok"
+
+
+def sse(*events: dict[str, Any]) -> list[bytes]:
+    return [f"data: {json.dumps(e)}\n\n".encode() for e in events] + [b"data: [DONE]\n\n"]
+
+
+def test_scripted_provider_corners(tmp_path: Path) -> None:
+    call = {"index": 0, "id": "c1", "type": "function", "function": {"name": "f", "arguments": "[1]"}}
+    tool_stream = sse(
+        {
+            "id": "x",
+            "choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [call]}, "finish_reason": None}],
+        },
+        {"id": "x", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+    )
+    limited = Reply.json(429, {"error": {"message": "slow down", "type": "rate_limit_error"}})
+    slow_limited = Reply(status=429, headers={"content-type": "application/json"}, head_delay=0.5, reads=[b"{}"])
+    provider = ScriptedServer(
+        routes={("GET", "/v1/models"): Reply.json(500, {"error": {"message": "boom"}})},
+    )
+    provider.add(Reply(reads=tool_stream), slow_limited, limited)
+    with provider:
+        extra = f"  openai:up: {{base_url: '{provider.url}/v1', api_key: dummy-key, routes: [up]}}"
+        yaml_text = gateway_yaml("    keepalive: 0.01\n    max_body_bytes: 2048", extra, db=tmp_path / "gw.sqlite")
+        with serve_gateway(tmp_path, yaml_text) as running, httpx.Client(base_url=running.url, timeout=30) as client:
+            body = {"model": "up/m", "max_tokens": 10, "messages": HI}
+            bad_tool = client.post("/v1/messages", json=body)
+            assert bad_tool.status_code == 502
+            assert "not a JSON object" in bad_tool.json()["error"]["message"]
+            late = client.post("/v1/chat/completions", json={"model": "up/m", "messages": HI, "stream": True})
+            assert late.status_code == 200  # headers went out with the first keep-alive
+            assert ": keep-alive" in late.text
+            assert '"error"' in late.text
+            assert late.text.rstrip().endswith("data: [DONE]")
+            models = client.get("/v1/models").json()["data"]
+            assert [m["id"] for m in models] == ["mock/echo"]  # the failing route is left out, logged
+
+            def chunks() -> Iterator[bytes]:  # no content-length: the limit is enforced while reading
+                for _ in range(4):
+                    yield b"x" * 1024
+
+            too_big = client.post("/v1/chat/completions", content=chunks())
+            assert too_big.status_code == 413

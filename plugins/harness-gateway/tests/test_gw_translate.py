@@ -1,0 +1,402 @@
+"""The dialect translators without a server: request fields at fault, stream encodings, responses."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+
+from harness_core.types import (
+    BlockEnd,
+    BlockStart,
+    Failure,
+    FileBlock,
+    Finish,
+    FinishReason,
+    JsonObjectFormat,
+    JsonSchemaFormat,
+    Message,
+    NamedToolChoice,
+    ReasoningBlock,
+    ReasoningDelta,
+    StreamChunk,
+    TextBlock,
+    TextDelta,
+    TokenUsage,
+    ToolCallBlock,
+    ToolCallDelta,
+    Usage,
+)
+from harness_gateway.anthropic_messages import MessagesStreamEncoder, messages_response, parse_messages_request
+from harness_gateway.errors import GatewayError, from_failure
+from harness_gateway.openai_chat import ChatStreamEncoder, chat_response, parse_chat_request
+from harness_gateway.request import decode_json
+
+USER = [{"role": "user", "content": "hi"}]
+
+
+def user_part(part: dict[str, Any]) -> dict[str, Any]:
+    return chat(messages=[{"role": "user", "content": [part]}])
+
+
+def chat(**fields: Any) -> dict[str, Any]:
+    return {"model": "mock/echo", "messages": USER, **fields}
+
+
+def anth(**fields: Any) -> dict[str, Any]:
+    return {"model": "mock/echo", "max_tokens": 5, "messages": USER, **fields}
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ([], None),
+        ({"messages": USER}, "model"),
+        (chat(n=2), "n"),
+        (chat(messages=[{"role": "robot", "content": "x"}]), "messages[0].role"),
+        (user_part({"type": "image_url", "image_url": {}}), "messages[0].content[0].image_url.url"),
+        (user_part({"type": "image_url", "image_url": {"url": "https://h/x"}}), "messages[0].content[0].image_url.url"),
+        (
+            user_part({"type": "image_url", "image_url": {"url": "data:image/png,abc"}}),
+            "messages[0].content[0].image_url.url",
+        ),
+        (
+            user_part({"type": "input_audio", "input_audio": {"data": "***", "format": "wav"}}),
+            "messages[0].content[0].input_audio.data",
+        ),
+        (user_part({"type": "file", "file": {"file_id": "f1"}}), "messages[0].content[0].file.file_id"),
+        (user_part({"type": "file", "file": {"file_data": "JVBERi0="}}), "messages[0].content[0].file.file_data"),
+        (user_part({"type": "refusal"}), "messages[0].content[0].type"),
+        (chat(messages=[{"role": "system", "content": [{"type": "image_url"}]}]), "messages[0].content[0].type"),
+        (
+            user_part({"type": "image_url", "image_url": {"url": "data:Image/PNG;base64,AAAA"}}),
+            "messages[0].content[0].image_url.url",
+        ),
+        (chat(messages=[{"role": "assistant", "tool_calls": [{"id": "a"}]}]), "messages[0].tool_calls[0].function"),
+        (chat(tools=[{"type": "retrieval"}]), "tools[0].type"),
+        (chat(tool_choice="sometimes"), "tool_choice"),
+        (chat(stop=["a", 3]), "stop[1]"),
+        (chat(temperature="hot"), "temperature"),
+        (chat(stream="yes"), "stream"),
+        (chat(max_tokens=0), None),
+        (chat(response_format={"type": "xml"}), "response_format.type"),
+        (
+            chat(response_format={"type": "json_schema", "json_schema": {"name": "bad name!"}}),
+            "response_format.json_schema.name",
+        ),
+    ],
+)
+def test_chat_request_errors_name_the_field(body: Any, param: str | None) -> None:
+    with pytest.raises(GatewayError) as caught:
+        parse_chat_request(body)
+    assert caught.value.status == 400
+    assert caught.value.param == param
+    if param:
+        assert caught.value.message.startswith(param)
+
+
+def test_chat_request_maps_every_field() -> None:
+    parsed = parse_chat_request(
+        chat(
+            messages=[
+                {"role": "developer", "content": [{"type": "text", "text": "rules"}]},
+                {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "input_text", "text": "b"}]},
+                {
+                    "role": "assistant",
+                    "content": "ok",
+                    "reasoning_content": "think",
+                    "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"x":1}'}}],
+                },
+                {"role": "tool", "tool_call_id": "c1", "content": "done"},
+            ],
+            tools=[{"type": "function", "function": {"name": "f", "description": "d"}}],
+            tool_choice={"type": "function", "function": {"name": "f"}},
+            max_completion_tokens=7,
+            temperature=1,
+            top_p=0.5,
+            seed=3,
+            stop="END",
+            reasoning_effort="low",
+            response_format={"type": "json_object"},
+            stream=True,
+            stream_options={"include_usage": True},
+        ),
+    )
+    options = parsed.options
+    assert options.system == "rules"
+    assert [m.role for m in options.messages] == ["user", "assistant", "tool"]
+    assert options.messages[0].text == "ab"
+    assert options.messages[1].content == [
+        ReasoningBlock("think"),
+        TextBlock("ok"),
+        ToolCallBlock("c1", "f", '{"x":1}'),
+    ]
+    assert options.tools[0].parameters == {"type": "object", "properties": {}}
+    assert options.tool_choice == NamedToolChoice("f")
+    assert (options.max_tokens, options.temperature, options.top_p, options.seed) == (7, 1, 0.5, 3)
+    assert options.stop == ["END"]
+    assert options.response_format == JsonObjectFormat()
+    assert parsed.stream
+    assert parsed.include_usage
+    assert parse_chat_request(chat(tool_choice="none", response_format={"type": "text"})).options.tool_choice == "none"
+    schema = {"type": "json_schema", "json_schema": {"name": "person", "schema": {"type": "object"}, "strict": True}}
+    assert parse_chat_request(chat(response_format=schema)).options.response_format == JsonSchemaFormat(
+        name="person", schema={"type": "object"}, strict=True
+    )
+
+
+def test_media_parts_become_file_blocks() -> None:
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n").decode()
+    parts = [
+        {"type": "text", "text": "look"},
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{png}"}},
+        {"type": "image_url", "image_url": {"url": "https://example.org/cat.jpg?sig=1"}},
+        {"type": "input_audio", "input_audio": {"data": png, "format": "mp3"}},
+        {"type": "file", "file": {"file_data": f"data:application/pdf;base64,{png}", "filename": "a.pdf"}},
+    ]
+    content = parse_chat_request(chat(messages=[{"role": "user", "content": parts}])).options.messages[0].content
+    assert content == [
+        TextBlock("look"),
+        FileBlock("image/png", data=b"\x89PNG\r\n\x1a\n"),
+        FileBlock("image/jpeg", url="https://example.org/cat.jpg?sig=1"),
+        FileBlock("audio/mpeg", data=b"\x89PNG\r\n\x1a\n"),
+        FileBlock("application/pdf", data=b"\x89PNG\r\n\x1a\n", filename="a.pdf"),
+    ]
+    blocks = [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}},
+        {"type": "document", "source": {"type": "url", "url": "https://example.org/a.pdf"}},
+        {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "notes"}},
+        {"type": "text", "text": "what are these?"},
+    ]
+    anth_content = (
+        parse_messages_request(anth(messages=[{"role": "user", "content": blocks}])).options.messages[0].content
+    )
+    assert anth_content == [
+        FileBlock("image/png", data=b"\x89PNG\r\n\x1a\n"),
+        FileBlock("application/pdf", url="https://example.org/a.pdf"),
+        FileBlock("text/plain", data=b"notes"),
+        TextBlock("what are these?"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        (anth(max_tokens=None), "max_tokens"),
+        (anth(messages=[{"role": "system", "content": "x"}]), "messages[0].role"),
+        (
+            anth(messages=[{"role": "user", "content": [{"type": "image", "source": {"type": "file"}}]}]),
+            "messages[0].content[0].source.type",
+        ),
+        (anth(messages=[{"role": "user", "content": [{"type": "video"}]}]), "messages[0].content[0].type"),
+        (anth(system=[{"type": "image"}]), "system[0].type"),
+        (anth(stop_sequences=[1]), "stop_sequences[0]"),
+        (anth(tool_choice={"type": "sometimes"}), "tool_choice.type"),
+        (anth(thinking={"type": "maybe"}), "thinking.type"),
+        (anth(thinking={"type": "enabled"}), "thinking.budget_tokens"),
+        (
+            anth(
+                messages=[
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "tool_result", "tool_use_id": "t", "content": "r"},
+                            {"type": "text", "text": "and"},
+                        ],
+                    }
+                ]
+            ),
+            "messages[0].content",
+        ),
+        (
+            anth(
+                messages=[
+                    {
+                        "role": "user",
+                        "content": [{"type": "tool_result", "tool_use_id": "t", "content": [{"type": "image"}]}],
+                    }
+                ]
+            ),
+            "messages[0].content[0].content[0].type",
+        ),
+        (anth(temperature=-1), None),
+    ],
+)
+def test_messages_request_errors_name_the_field(body: Any, param: str | None) -> None:
+    with pytest.raises(GatewayError) as caught:
+        parse_messages_request(body)
+    assert caught.value.param == param
+
+
+def test_messages_request_maps_thinking_signatures_and_tools() -> None:
+    parsed = parse_messages_request(
+        anth(
+            system=[{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+            messages=[
+                {"role": "user", "content": "q"},
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "thinking", "thinking": "hmm", "signature": "sig-1"},
+                        {"type": "redacted_thinking", "data": "opaque"},
+                        {"type": "tool_use", "id": "t1", "name": "f", "input": {"x": 1}},
+                    ],
+                },
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": "t1",
+                            "content": [{"type": "text", "text": "r"}],
+                            "is_error": True,
+                        }
+                    ],
+                },
+            ],
+            tools=[{"name": "f"}],
+            tool_choice={"type": "any"},
+            stop_sequences=["S"],
+            top_p=0.2,
+            thinking={"type": "enabled", "budget_tokens": 10000},
+        ),
+        "anthropic:work",
+        "claude-x",
+    )
+    options = parsed.options
+    assert options.system == "a\n\nb"
+    assistant = options.messages[1]
+    assert assistant.source == "anthropic:work"
+    assert assistant.replay_state == {
+        "v": 1,
+        "provider": "anthropic",
+        "model": "claude-x",
+        "blocks": {"0": {"signature": "sig-1"}, "1": {"redacted": "opaque"}},
+    }
+    assert assistant.content[2] == ToolCallBlock("t1", "f", '{"x":1}')
+    assert options.messages[2].role == "tool"
+    assert options.messages[2].content[0].is_error  # type: ignore[union-attr]
+    assert (options.tool_choice, options.stop, options.reasoning_effort) == ("required", ["S"], "medium")
+    effort = {
+        b: parse_messages_request(anth(thinking={"type": "enabled", "budget_tokens": b})).options.reasoning_effort
+        for b in (1024, 50000)
+    }
+    assert effort == {1024: "low", 50000: "high"}
+    assert parse_messages_request(anth(thinking={"type": "disabled"})).options.reasoning_effort == "off"
+    assert parse_messages_request(
+        anth(tool_choice={"type": "tool", "name": "f"})
+    ).options.tool_choice == NamedToolChoice("f")
+
+
+def events(raw: bytes) -> list[tuple[str | None, Any]]:
+    out = []
+    for block in raw.decode().split("\n\n"):
+        if not block:
+            continue
+        name = None
+        data = None
+        for line in block.split("\n"):
+            if line.startswith("event: "):
+                name = line[7:]
+            elif line.startswith("data: "):
+                data = line[6:]
+        out.append((name, json.loads(data) if data and data != "[DONE]" else data))
+    return out
+
+
+STREAM: list[StreamChunk] = [
+    BlockStart(index=0, block_type="reasoning", signed=True),
+    ReasoningDelta(index=0, text="th"),
+    BlockEnd(index=0, block=ReasoningBlock("th", signed=True)),
+    BlockStart(index=1, block_type="text"),
+    TextDelta(index=1, text="hi"),
+    BlockEnd(index=1, block=TextBlock("hi")),
+    BlockStart(index=2, block_type="tool-call", id="t", name="f"),
+    ToolCallDelta(index=2, id="t", arguments_delta="{}"),
+    BlockEnd(index=2, block=ToolCallBlock("t", "f", "{}")),
+    Usage(usage=TokenUsage(10, 5, cache_read_tokens=4, reasoning_tokens=1)),
+    Finish(
+        reason=FinishReason(kind="tool-calls", raw="tool_use"),
+        replay_state={"v": 1, "provider": "anthropic", "model": "m", "blocks": {"0": {"signature": "S"}, "x": {}}},
+    ),
+]
+
+
+def test_anthropic_stream_events() -> None:
+    encoder = MessagesStreamEncoder("msg_1", "route/m")
+    raw = encoder.start() + b"".join(encoder.feed(chunk) for chunk in STREAM)
+    seen = events(raw)
+    names = [name for name, _ in seen]
+    assert names[:3] == ["message_start", "ping", "content_block_start"]
+    assert names[-2:] == ["message_delta", "message_stop"]
+    deltas = [data["delta"] for name, data in seen if name == "content_block_delta"]
+    assert deltas == [
+        {"type": "thinking_delta", "thinking": "th"},
+        {"type": "text_delta", "text": "hi"},
+        {"type": "input_json_delta", "partial_json": "{}"},
+        {"type": "signature_delta", "signature": "S"},
+    ]
+    final = seen[-2][1]
+    assert final["delta"]["stop_reason"] == "tool_use"
+    assert final["usage"] == {
+        "input_tokens": 6,
+        "output_tokens": 5,
+        "cache_read_input_tokens": 4,
+        "cache_creation_input_tokens": 0,
+    }
+    failure = Failure(code="OVERLOADED", message="busy")
+    assert (
+        events(encoder.feed(Finish(reason=FinishReason(kind="error", failure=failure))))[0][1]["error"]["type"]
+        == "overloaded_error"
+    )
+
+
+def test_openai_stream_chunks() -> None:
+    encoder = ChatStreamEncoder("chatcmpl-1", "route/m", include_usage=True)
+    seen = events(encoder.start() + b"".join(encoder.feed(chunk) for chunk in STREAM))
+    deltas = [data["choices"][0]["delta"] for _, data in seen if isinstance(data, dict) and data["choices"]]
+    assert deltas[1:4] == [
+        {"reasoning_content": "th"},
+        {"content": "hi"},
+        {"tool_calls": [{"index": 0, "id": "t", "type": "function", "function": {"name": "f", "arguments": ""}}]},
+    ]
+    assert seen[-3][1]["choices"][0]["finish_reason"] == "tool_calls"
+    assert seen[-2][1]["usage"]["prompt_tokens_details"] == {"cached_tokens": 4}
+    assert seen[-1][1] == "[DONE]"
+
+
+def test_non_streaming_responses() -> None:
+    message = Message(
+        role="assistant", content=[ReasoningBlock("th", signed=True), TextBlock("hi"), ToolCallBlock("t", "f", "")]
+    )
+    finish = STREAM[-1]
+    assert isinstance(finish, Finish)
+    body = messages_response("msg_1", "m", message, None, finish)
+    assert body["content"][0] == {"type": "thinking", "thinking": "th", "signature": "S"}
+    assert body["content"][2]["input"] == {}
+    assert body["usage"] == {"input_tokens": 0, "output_tokens": 0}
+    stop = Finish(reason=FinishReason(kind="stop", raw="stop_sequence"))
+    assert (
+        messages_response("m", "m", Message(role="assistant", content=[]), None, stop)["stop_reason"] == "stop_sequence"
+    )
+    bad = Message(role="assistant", content=[ToolCallBlock("t", "f", "[1]")])
+    with pytest.raises(GatewayError) as caught:
+        messages_response("m", "m", bad, None, finish)
+    assert caught.value.status == 502
+    reply = chat_response("c", "m", message, None, FinishReason(kind="length"))
+    assert reply["choices"][0]["message"]["reasoning_content"] == "th"
+    assert reply["choices"][0]["finish_reason"] == "length"
+    assert reply["usage"] is None
+
+
+def test_errors_and_json() -> None:
+    with pytest.raises(GatewayError) as caught:
+        decode_json(b"{nope")
+    assert "not valid JSON" in caught.value.message
+    auth = from_failure(Failure(code="AUTH", message="bad key", retry_after=2.5))
+    assert auth.status == 502
+    assert "gateway's credentials" in auth.message
+    assert auth.headers() == {"retry-after": "3"}
+    assert GatewayError(418, "tea").body("openai")["error"]["type"] == "server_error"

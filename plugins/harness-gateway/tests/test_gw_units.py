@@ -1,0 +1,303 @@
+"""Units of the gateway without HTTP clients: config, keys, store, runtime, server lifespan, CLI."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import msgspec
+import pytest
+from click.testing import CliRunner
+from gw_helpers import gateway_yaml, serve_gateway, wait_until
+
+from harness_core.cli._app import cli
+from harness_core.errors import LlmError
+from harness_core.types import Finish, FinishReason, Message, ReasoningBlock, ToolCallBlock
+from harness_gateway import server as server_module
+from harness_gateway.anthropic_messages import MessagesStreamEncoder, messages_response, parse_messages_request
+from harness_gateway.app import RequestIdMiddleware
+from harness_gateway.config import GatewayConfig, is_loopback
+from harness_gateway.errors import GatewayError
+from harness_gateway.keys import KeySpec
+from harness_gateway.openai_chat import parse_chat_request
+from harness_gateway.runtime import RuntimeHolder, load_runtime
+from harness_gateway.server import GatewayServer, worker_app
+from harness_gateway.store import SQLiteStore
+
+
+def test_config_validation_and_loopback() -> None:
+    with pytest.raises(msgspec.ValidationError, match=r"aliases\.fast"):
+        msgspec.convert({"aliases": {"fast": "echo"}}, GatewayConfig)
+    with pytest.raises(msgspec.ValidationError, match="route/model"):
+        msgspec.convert({"prices": {"echo": {"input": 1, "output": 1}}}, GatewayConfig)
+    assert GatewayConfig(require_keys=False).keys_required("0.0.0.0") is False
+    assert GatewayConfig().keys_required("0.0.0.0") is True
+    assert GatewayConfig(host="localhost").keys_required() is False
+    assert [is_loopback(h) for h in ("127.0.0.2", "[::1]", "example.org", "10.0.0.1")] == [True, True, False, False]
+
+
+def test_key_spec_validation() -> None:
+    with pytest.raises(ValueError, match="name must not be empty"):
+        KeySpec(name=" ")
+    with pytest.raises(ValueError, match="rpm must be a positive number"):
+        KeySpec(name="k", rpm=0)
+
+
+def test_store_revoked_meanwhile_unavailable_and_close(tmp_path: Path) -> None:
+    async def main() -> None:
+        store = SQLiteStore(tmp_path / "s.sqlite")
+        await store.migrate()
+        assert await store.migrate() == 1  # idempotent
+        plain, _ = await store.create_key(KeySpec(name="k"))
+        key = await store.authenticate(plain)
+        assert key is not None
+        await store.revoke("k")
+        with pytest.raises(GatewayError) as caught:
+            await store.admit(key, "mock", "echo")
+        assert caught.value.status == 401
+        await store.aclose()
+        await store.aclose()
+        broken = SQLiteStore(tmp_path)  # a directory: sqlite cannot open it
+        with pytest.raises(GatewayError) as down:
+            await broken.ping()
+        assert down.value.status == 503
+        assert down.value.retry_after == 1.0
+
+    anyio.run(main)
+
+
+def test_runtime_refuses_a_failed_middleware_and_drains_with_a_bound(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(f"plugins:\n  usage: {{path: '{tmp_path}'}}\n  mock: {{}}\n")
+    good = tmp_path / "good.yaml"
+    good.write_text("plugins:\n  gateway: {drain_timeout: 0}\n  mock: {}\n")
+
+    async def main() -> None:
+        with pytest.raises(LlmError, match="middleware plugins failed to load"):
+            await load_runtime(bad)
+        runtime = await load_runtime(good)
+        holder = RuntimeHolder(runtime)
+        cancelled = anyio.Event()
+        borrowed = anyio.Event()
+
+        async def stuck() -> None:
+            async with holder.use():
+                borrowed.set()
+                try:
+                    await anyio.sleep_forever()
+                finally:
+                    cancelled.set()
+
+        async def failing_close() -> None:
+            raise RuntimeError("close failed")
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(stuck)
+            await borrowed.wait()
+            runtime.aclose = failing_close  # type: ignore[method-assign]
+            await holder.retire(runtime)
+            await cancelled.wait()
+        assert runtime.in_flight == 0
+
+    with caplog.at_level(logging.WARNING, "harness_gateway"):
+        anyio.run(main)
+    assert "cancelling 1 request(s)" in caplog.text
+    assert "closing the old runtime failed" in caplog.text
+
+
+async def lifespan(app: GatewayServer) -> list[dict[str, Any]]:
+    """Drive the ASGI lifespan protocol: startup, then shutdown; the messages the app sent."""
+    sent: list[dict[str, Any]] = []
+    incoming = iter([{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}])
+
+    async def receive() -> dict[str, Any]:
+        return next(incoming)
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await app({"type": "lifespan"}, receive, send)
+    return sent
+
+
+def test_lifespan_startup_failure_names_the_problem(tmp_path: Path) -> None:
+    config = tmp_path / "plugins.yaml"
+    config.write_text("plugins:\n  gateway: {port: -1}\n")
+    app = GatewayServer(str(config), "127.0.0.1")
+    sent = anyio.run(lifespan, app)
+    assert sent[0]["type"] == "lifespan.startup.failed"
+    assert "field 'port'" in sent[0]["message"]
+    anyio.run(app.stop)  # nothing started: nothing to stop
+
+
+def test_lifespan_with_watch_and_logging(tmp_path: Path) -> None:
+    config = tmp_path / "plugins.yaml"
+    config.write_text(gateway_yaml("", db=tmp_path / "gw.sqlite"))
+    app = GatewayServer(str(config), "127.0.0.1", watch=True, log_level="warning")
+    sent = anyio.run(lifespan, app)
+    assert [m["type"] for m in sent] == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+    assert logging.getLogger("harness_gateway").level == logging.WARNING
+    logging.getLogger("harness_gateway").handlers = []
+    logging.getLogger("harness_gateway").propagate = True
+    logging.getLogger("harness_gateway").setLevel(logging.NOTSET)
+
+
+def test_starts_without_its_database(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    config = tmp_path / "plugins.yaml"
+    config.write_text(f"plugins:\n  gateway: {{database: '{tmp_path}'}}\n  mock: {{}}\n")
+    with caplog.at_level(logging.ERROR, "harness_gateway"):
+        sent = anyio.run(lifespan, GatewayServer(str(config), "127.0.0.1"))
+    assert sent[0]["type"] == "lifespan.startup.complete"
+    assert "starting without the state store" in caplog.text
+
+
+def test_reload_when_the_file_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(server_module, "_WATCH_INTERVAL", 0.01)
+    with serve_gateway(tmp_path, gateway_yaml("", db=tmp_path / "gw.sqlite"), watch=True) as running:
+        holder = running.gateway.holder
+        first = holder.current
+        running.config.write_text(gateway_yaml("    aliases: {new: mock/echo}", db=tmp_path / "gw.sqlite"))
+        wait_until(lambda: holder.current is not first)
+        assert holder.current.config.aliases == {"new": "mock/echo"}
+        running.config.unlink()  # a missing file: the watcher keeps looking, the runtime stays
+        assert server_module._mtime(running.config) is None
+
+
+def test_watch_without_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HARNESS_CONFIG", raising=False)
+    monkeypatch.setattr("platformdirs.user_config_dir", lambda name: str(tmp_path / "none"))
+    with caplog.at_level(logging.WARNING, "harness_gateway"):
+        anyio.run(GatewayServer(None, "127.0.0.1", watch=True).reload_on_change, None)  # type: ignore[arg-type]
+    assert "nothing to watch" in caplog.text
+
+
+def test_worker_app_and_several_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[Any, dict[str, Any]]] = []
+    monkeypatch.setattr("uvicorn.run", lambda app, **kw: calls.append((app, kw)))
+    for name in (
+        server_module.ENV_CONFIG,
+        server_module.ENV_HOST,
+        server_module.ENV_WATCH,
+        server_module.ENV_LOG_LEVEL,
+    ):
+        monkeypatch.setenv(name, "")  # restored after the test: serve() sets them for its workers
+    server_module.serve("cfg.yaml", "0.0.0.0", 9000, 3, watch=True, drain_timeout=4, log_level="debug")
+    app, options = calls[0]
+    assert app == "harness_gateway.server:worker_app"
+    assert (options["workers"], options["factory"], options["timeout_graceful_shutdown"]) == (3, True, 4)
+    worker = worker_app()
+    assert (worker.config_path, worker.host, worker.watch, worker.log_level) == ("cfg.yaml", "0.0.0.0", True, "debug")
+    assert os.environ[server_module.ENV_CONFIG] == "cfg.yaml"
+
+
+def test_cli_errors(tmp_path: Path) -> None:
+    invalid = tmp_path / "invalid.yaml"
+    invalid.write_text("plugins:\n  gateway: {workers: 0}\n")
+    result = CliRunner().invoke(cli, ["keys", "list", "-c", str(invalid)])
+    assert result.exit_code == 2
+    assert "field 'workers'" in result.output
+    no_gateway = tmp_path / "plain.yaml"
+    no_gateway.write_text(f"plugins:\n  mock: {{}}\n  gateway: {{database: '{tmp_path}'}}\n")
+    down = CliRunner().invoke(cli, ["keys", "list", "-c", str(no_gateway)])
+    assert down.exit_code == 1
+    assert "unavailable" in down.output
+    empty = CliRunner().invoke(cli, ["keys", "create", "-c", str(no_gateway), "--name", " "])
+    assert empty.exit_code == 2
+    assert "name must not be empty" in empty.output
+
+
+def test_cli_without_a_gateway_entry_uses_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("harness_gateway.cli.default_database_path", lambda: tmp_path / "default.sqlite")
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("plugins:\n  mock: {}\n")
+    result = CliRunner().invoke(cli, ["keys", "list", "-c", str(plain), "--json"])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == "[]"
+    assert (tmp_path / "default.sqlite").exists()
+
+
+def test_request_id_layer_passes_other_scopes() -> None:
+    seen: list[str] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        seen.append(scope["type"])
+
+    anyio.run(RequestIdMiddleware(app), {"type": "lifespan"}, None, None)  # type: ignore[arg-type]
+    assert seen == ["lifespan"]
+
+
+def test_translator_corners() -> None:
+    assert MessagesStreamEncoder("m", "m").feed(object()) == b""  # type: ignore[arg-type]  # unknown kinds pass
+    parsed = parse_messages_request(
+        {
+            "model": "r/m",
+            "max_tokens": 1,
+            "messages": [{"role": "assistant", "content": [{"type": "thinking", "thinking": "t"}]}],
+        }
+    )
+    assert parsed.options.messages[0].content == [ReasoningBlock("t")]
+    assert parsed.options.messages[0].replay_state is None
+    finish = Finish(reason=FinishReason(kind="tool-calls"))
+    bad = Message(role="assistant", content=[ToolCallBlock("t", "f", "{bad")])
+    with pytest.raises(GatewayError, match="not a JSON object"):
+        messages_response("m", "m", bad, None, finish)
+    stop = parse_chat_request({"model": "r/m", "messages": [{"role": "user", "content": "x"}], "stop": ["a", "b"]})
+    assert stop.options.stop == ["a", "b"]
+    with pytest.raises(GatewayError, match=r"messages\[0\]: expected an object, got null"):
+        parse_chat_request({"model": "r/m", "messages": [None]})
+
+
+def test_top_level_aliases_serve_the_gateway_too(tmp_path: Path) -> None:
+    config = tmp_path / "plugins.yaml"
+    config.write_text(
+        "plugins:\n  gateway: {aliases: {both: mock/echo}}\n  mock: {}\n"
+        "aliases: {full: mock/echo, plain: echo, both: nope/x}\n"
+        "defaults: {provider: mock, model: echo}\n"
+    )
+    bare = tmp_path / "bare.yaml"
+    bare.write_text("plugins:\n  mock: {}\naliases: {plain: echo}\n")
+
+    async def main() -> None:
+        runtime = await load_runtime(config)
+        try:
+            assert runtime.aliases == {"full": "mock/echo", "plain": "mock/echo", "both": "mock/echo"}
+            assert runtime.resolve("plain") == ("mock", "echo", "mock")
+        finally:
+            await runtime.aclose()
+        without_default = await load_runtime(bare)
+        try:
+            assert without_default.aliases == {}  # a plain model id needs a default route
+        finally:
+            await without_default.aclose()
+
+    anyio.run(main)
+
+
+def test_a_ledger_row_that_cannot_be_settled_is_logged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The reply still reaches the client; the ledger failure is logged with the request id and cost."""
+
+    async def refuse(self: SQLiteStore, *args: Any, **kwargs: Any) -> None:
+        raise GatewayError(503, "the store went away", code="store_unavailable")
+
+    monkeypatch.setattr(SQLiteStore, "settle", refuse)
+    with (
+        caplog.at_level(logging.ERROR, "harness_gateway"),
+        serve_gateway(tmp_path, gateway_yaml(db=tmp_path / "gw.sqlite")) as running,
+    ):
+        body = {"model": "mock/echo", "messages": [{"role": "user", "content": "hi"}]}
+        reply = httpx.post(running.url + "/v1/chat/completions", json=body, timeout=30)
+        assert reply.status_code == 200
+        assert reply.json()["choices"][0]["message"]["content"] == "hi"
+        wait_until(lambda: "could not settle ledger row" in caplog.text)
+    assert "the store went away" in caplog.text
