@@ -86,6 +86,9 @@ class ErrorDetails:
     message: str | None = None
     provider_type: str | None = None
     provider_code: str | None = None
+    retry_after: float | None = None
+    """Seconds to wait, from the body (Gemini's ``RetryInfo.retryDelay``); a ``Retry-After``
+    header wins over it."""
 
 
 ErrorClassifier = Callable[[int | None, "dict[str, Any] | None"], "ErrorDetails | None"]
@@ -321,8 +324,8 @@ def error_from_response(
     (the generic type table is *not* applied to HTTP errors: e.g. OpenAI answers a bad key with
     401 and type ``invalid_request_error``). The message is the provider's message, else a body
     snippet, else the status phrase, truncated to 1,000 characters. ``retry_after``
-    (:func:`parse_retry_after`) and ``request_id`` (:func:`request_id_from`) come from the
-    headers. Never raises.
+    (:func:`parse_retry_after`, else the classifier's) and ``request_id``
+    (:func:`request_id_from`) come from the headers. Never raises.
     """
     obj, snippet = parse_error_body(body)
     generic, refined = _refine(status, obj, classifier)
@@ -331,11 +334,12 @@ def error_from_response(
     except ValueError:
         phrase = "error"
     message = refined.message or generic.message or snippet or f"HTTP {status} {phrase}"
+    retry_after = parse_retry_after(headers)
     return LlmError(
         refined.code or code_for_status(status),
         _truncate(message),
         status=status,
-        retry_after=parse_retry_after(headers),
+        retry_after=refined.retry_after if retry_after is None else retry_after,
         provider=provider,
         provider_type=refined.provider_type or generic.provider_type,
         provider_code=refined.provider_code or generic.provider_code,
@@ -377,16 +381,16 @@ def error_from_payload(
     message = refined.message or generic.message
     if message is None:
         message = json.dumps(payload, ensure_ascii=False) if payload else "provider reported an error without a message"
-    headers = headers or {}
+    retry_after = parse_retry_after(headers or {})
     return LlmError(
         code or default_code,
         _truncate(message),
         status=status,
-        retry_after=parse_retry_after(headers),
+        retry_after=refined.retry_after if retry_after is None else retry_after,
         provider=provider,
         provider_type=provider_type,
         provider_code=provider_code,
-        request_id=request_id_from(headers),
+        request_id=request_id_from(headers or {}),
     )
 
 

@@ -1,0 +1,122 @@
+"""Configuration of the Gemini plugin (the ``gemini:`` entry of ``plugins.yaml``).
+
+Field names follow the other adapters' where they mean the same (``base_url``, ``api_key``,
+``routes``, ``headers``, ``timeout``, ``max_connections``). Unknown fields are rejected.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Final
+
+import msgspec
+
+from harness_core.config import EnvFallback
+from harness_core.secret import Secret
+
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "DEFAULT_THINKING_BUDGETS",
+    "DEFAULT_THINKING_LEVELS",
+    "GeminiConfig",
+    "ModelConfig",
+    "Timeout",
+]
+
+DEFAULT_BASE_URL: Final = "https://generativelanguage.googleapis.com/v1beta"
+"""The Gemini API root; the adapter appends ``/models/{model}:streamGenerateContent?alt=sse``."""
+
+DEFAULT_THINKING_BUDGETS: Final[dict[str, int]] = {"off": 0, "low": 1024, "medium": 8192, "high": 24576}
+"""Effort id → ``thinkingConfig.thinkingBudget`` (tokens) for Gemini 2.x models
+(https://ai.google.dev/gemini-api/docs/thinking#set-budget); ``0`` turns thinking off (not every
+model allows that: the API then answers 400)."""
+
+DEFAULT_THINKING_LEVELS: Final[dict[str, str]] = {"low": "low", "high": "high"}
+"""Effort id → ``thinkingConfig.thinkingLevel`` for Gemini 3 models
+(https://ai.google.dev/gemini-api/docs/thinking#thinking-levels); Flash models also take
+``minimal`` and ``medium``."""
+
+_FLASH_LEVELS: Final[dict[str, str]] = {"minimal": "minimal", "low": "low", "medium": "medium", "high": "high"}
+
+
+class Timeout(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """HTTP timeouts in seconds: ``connect`` (TCP + TLS) and ``read`` (longest silence between two
+    reads of the stream; ``None`` waits forever; thinking models can be silent for minutes)."""
+
+    connect: float = 10.0
+    read: float | None = 600.0
+
+
+class ModelConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """Static facts about one model, reported by ``resolve_model`` (tokens).
+
+    ``efforts`` replaces the family default (effort id → ``thinkingBudget`` tokens as an int, or
+    ``thinkingLevel`` as a string; an empty mapping means the model has no thinking control).
+    ``default_effort`` is used when a request names no ``reasoning_effort``.
+    """
+
+    context_window: int | None = None
+    max_output_tokens: int | None = None
+    efforts: dict[str, int | str] | None = None
+    default_effort: str | None = None
+
+
+class GeminiConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Config of one Gemini plugin instance.
+
+    Fields:
+        base_url: API root including the version (``https://generativelanguage.googleapis.com/v1beta``;
+            a gateway speaking the same API otherwise).
+        api_key: sent as the ``x-goog-api-key`` header. When omitted and ``base_url`` is
+            Google's own, it is taken from ``GOOGLE_API_KEY``, else ``GEMINI_API_KEY`` (as
+            Google's SDK does; never for another host).
+        routes: the routes this adapter serves.
+        headers: extra HTTP headers sent with every request.
+        timeout: connect / read timeouts in seconds.
+        max_connections: size of the HTTP connection pool; pool_timeout: seconds to wait for a
+            free connection.
+        thinking_budgets: effort id → ``thinkingBudget`` for Gemini 2.x models.
+        thinking_levels: effort id → ``thinkingLevel`` for Gemini 3 Pro models (Flash models
+            also get ``minimal`` and ``medium``).
+        include_thoughts: ask for thought summaries when thinking is configured (they stream
+            as reasoning blocks).
+        default_effort: effort used when a request names none (``None``: no ``thinkingConfig``,
+            the model's own default).
+        models: optional static model facts by model id (see :class:`ModelConfig`).
+    """
+
+    base_url: str = DEFAULT_BASE_URL
+    api_key: Annotated[
+        Secret | None,
+        EnvFallback("GEMINI_API_KEY", only_when={"base_url": DEFAULT_BASE_URL}),
+        EnvFallback("GOOGLE_API_KEY", only_when={"base_url": DEFAULT_BASE_URL}),
+    ] = None
+    routes: list[str] = msgspec.field(default_factory=lambda: ["gemini"])
+    headers: dict[str, str] = msgspec.field(default_factory=dict)
+    timeout: Timeout = msgspec.field(default_factory=Timeout)
+    max_connections: int = 20
+    pool_timeout: float = 30.0
+    thinking_budgets: dict[str, int] = msgspec.field(default_factory=lambda: dict(DEFAULT_THINKING_BUDGETS))
+    thinking_levels: dict[str, str] = msgspec.field(default_factory=lambda: dict(DEFAULT_THINKING_LEVELS))
+    include_thoughts: bool = True
+    default_effort: str | None = None
+    models: dict[str, ModelConfig] = msgspec.field(default_factory=dict)
+
+    def efforts_for(self, model: str) -> dict[str, int | str]:
+        """Effort id → thinking budget or level for ``model``: its own table, else by family
+        (``gemini-3…``: levels, Flash with ``minimal``/``medium`` too; others: budgets)."""
+        spec = self.models.get(model)
+        if spec is not None and spec.efforts is not None:
+            return dict(spec.efforts)
+        name = model.rsplit("/", 1)[-1]
+        if name.startswith("gemini-3"):
+            if "flash" in name and self.thinking_levels == DEFAULT_THINKING_LEVELS:
+                return dict(_FLASH_LEVELS)
+            return dict(self.thinking_levels)
+        return dict(self.thinking_budgets)
+
+    def default_effort_for(self, model: str) -> str | None:
+        """The effort applied when a request for ``model`` names none."""
+        spec = self.models.get(model)
+        if spec is not None and spec.default_effort is not None:
+            return spec.default_effort
+        return self.default_effort

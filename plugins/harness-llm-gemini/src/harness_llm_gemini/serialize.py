@@ -1,0 +1,283 @@
+"""The request serializer: :class:`GenerateOptions` → a ``generateContent`` request body (JSON bytes).
+
+Wire format: https://ai.google.dev/api/generate-content#request-body (function calling:
+https://ai.google.dev/gemini-api/docs/function-calling, thinking:
+https://ai.google.dev/gemini-api/docs/thinking, thought signatures:
+https://ai.google.dev/gemini-api/docs/thought-signatures). Everything here runs before any I/O,
+so every :class:`LlmError` it raises means no request was sent.
+
+Mapping:
+
+- ``systemInstruction``: ``options.system`` and the text of every ``system`` message, joined
+  with a blank line.
+- ``contents``: ``user`` messages → role ``user`` text parts; ``tool`` messages → role ``user``
+  ``functionResponse {name, response: {"output": …} | {"error": …}, id?}`` parts, the name looked
+  up from the call with that id earlier in the history (an unknown id raises ``BAD_REQUEST``);
+  ``assistant`` messages → role ``model``: text parts, ``functionCall {name, args, id?}`` with
+  ``args`` the call's ``arguments`` decoded (a JSON object; empty → ``{}``; anything else raises
+  ``BAD_REQUEST``). Consecutive turns of one role are merged into one content.
+- Replay (``shared/wire/PROTOCOLS.md`` §3.5): for an assistant message whose ``replay_state`` this
+  adapter wrote for the same model, every ``thoughtSignature`` goes back on the part of its
+  block, byte-exact; reasoning blocks that carried one go back as ``{"text", "thought": true,
+  "thoughtSignature"}`` (unsigned reasoning is dropped); standalone parts (signature-only empty
+  text parts, server-side tool parts) go back unchanged at their place; call ids are sent only
+  when the provider issued them. Replay state of another model is ignored.
+- ``tools`` → one ``functionDeclarations`` tool (``parametersJsonSchema`` = the JSON schema);
+  ``tool_choice`` ``auto`` / ``none`` / ``required`` / named → ``functionCallingConfig.mode``
+  ``AUTO`` / ``NONE`` / ``ANY`` / ``ANY`` + ``allowedFunctionNames``.
+- ``generationConfig``: ``maxOutputTokens``, ``temperature``, ``topP``, ``seed``,
+  ``stopSequences``; ``reasoning_effort`` → ``thinkingConfig`` (``thinkingBudget`` tokens for an
+  int effort value, ``thinkingLevel`` for a string) with ``includeThoughts``.
+- ``provider_options["gemini"]`` is merged into the body as given (``generationConfig`` merged key
+  by key).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+import msgspec
+
+from harness_core.errors import LlmError
+from harness_core.types import (
+    GenerateOptions,
+    Message,
+    NamedToolChoice,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+from harness_llm_gemini.errors import PROVIDER
+from harness_llm_gemini.translate import REPLAY_VERSION
+
+__all__ = ["build_body", "replay_of"]
+
+_ARGS_DECODER: Final = msgspec.json.Decoder(dict[str, Any])
+_ENCODER: Final = msgspec.json.Encoder()
+_MODES: Final[dict[str, str]] = {"auto": "AUTO", "none": "NONE", "required": "ANY"}
+
+
+def _bad_request(message: str) -> LlmError:
+    return LlmError("BAD_REQUEST", message, provider=PROVIDER)
+
+
+def replay_of(message: Message, model: str) -> tuple[Mapping[str, Any], list[dict[str, Any]]]:
+    """The per-block entries and standalone parts of an assistant ``message``'s replay state,
+    usable for a request to ``model``: ``({"<index>": {...}}, [{"after": i, "part": {...}}])``.
+
+    Only state this adapter wrote (``provider == "gemini"``, ``v == 1``) for the same model counts;
+    anything else gives empty results.
+    """
+    state = message.replay_state
+    if (
+        not isinstance(state, dict)
+        or state.get("provider") != PROVIDER
+        or state.get("v") != REPLAY_VERSION
+        or state.get("model") != model
+    ):
+        return {}, []
+    blocks = state.get("blocks")
+    parts = state.get("parts")
+    return (
+        blocks if isinstance(blocks, dict) else {},
+        [p for p in parts if isinstance(p, dict) and isinstance(p.get("part"), dict)]
+        if isinstance(parts, list)
+        else [],
+    )
+
+
+def _args(call: ToolCallBlock) -> dict[str, Any]:
+    if not call.arguments.strip():
+        return {}
+    try:
+        return _ARGS_DECODER.decode(call.arguments)
+    except msgspec.DecodeError as exc:
+        raise _bad_request(
+            f"tool call {call.id!r} ({call.name}) has arguments that are not a JSON object: {exc}"
+        ) from exc
+
+
+def _signed(part: dict[str, Any], entry: object) -> dict[str, Any]:
+    if isinstance(entry, dict) and isinstance(entry.get("signature"), str):
+        part["thoughtSignature"] = entry["signature"]
+    return part
+
+
+def _model_parts(message: Message, model: str, native_ids: dict[str, bool]) -> list[dict[str, Any]]:
+    blocks, standalone = replay_of(message, model)
+    placed: dict[int, list[dict[str, Any]]] = {}
+    for item in standalone:
+        after = item.get("after")
+        placed.setdefault(after if isinstance(after, int) else -1, []).append(item["part"])
+    parts: list[dict[str, Any]] = list(placed.pop(-1, []))
+    for position, block in enumerate(message.content):
+        entry = blocks.get(str(position))
+        if isinstance(block, TextBlock):
+            if block.text or entry:
+                parts.append(_signed({"text": block.text}, entry))
+        elif isinstance(block, ToolCallBlock):
+            call: dict[str, Any] = {"name": block.name, "args": _args(block)}
+            native = isinstance(entry, dict) and entry.get("native_id") is True
+            if native:
+                call["id"] = block.id
+            native_ids[block.id] = native
+            parts.append(_signed({"functionCall": call}, entry))
+        elif isinstance(block, ReasoningBlock):
+            if isinstance(entry, dict) and isinstance(entry.get("signature"), str):
+                parts.append(_signed({"text": block.text, "thought": True}, entry))
+        else:
+            raise _bad_request("an assistant message cannot hold a tool result")
+        parts.extend(placed.pop(position, []))
+    for rest in placed.values():  # entries placed after blocks the message no longer has
+        parts.extend(rest)
+    return parts
+
+
+def _function_response(
+    block: ToolResultBlock, names: Mapping[str, str], native_ids: Mapping[str, bool]
+) -> dict[str, Any]:
+    name = names.get(block.tool_call_id)
+    if name is None:
+        raise _bad_request(
+            f"tool result for call {block.tool_call_id!r}, which no earlier assistant message made "
+            "(Gemini needs the function name)"
+        )
+    response: dict[str, Any] = {"name": name, "response": {"error" if block.is_error else "output": block.content}}
+    if native_ids.get(block.tool_call_id):
+        response["id"] = block.tool_call_id
+    return {"functionResponse": response}
+
+
+def _contents(options: GenerateOptions, model: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """The ``contents`` array and the system texts found among the messages."""
+    contents: list[dict[str, Any]] = []
+    system: list[str] = []
+    names: dict[str, str] = {}
+    native_ids: dict[str, bool] = {}
+
+    def add(role: str, parts: list[dict[str, Any]]) -> None:
+        if not parts:
+            return
+        if contents and contents[-1]["role"] == role:
+            contents[-1]["parts"].extend(parts)
+        else:
+            contents.append({"role": role, "parts": parts})
+
+    for message in options.messages:
+        role = message.role
+        if role == "system":
+            if message.text:
+                system.append(message.text)
+            continue
+        if role == "assistant":
+            for call in message.tool_calls:
+                names[call.id] = call.name
+            add("model", _model_parts(message, model, native_ids))
+            continue
+        parts: list[dict[str, Any]] = []
+        for block in message.content:
+            if isinstance(block, ToolResultBlock):
+                parts.append(_function_response(block, names, native_ids))
+            elif isinstance(block, TextBlock):
+                if block.text:
+                    parts.append({"text": block.text})
+            else:
+                raise _bad_request(f"a {role} message cannot hold a {block.__struct_config__.tag} block")
+        add("user", parts)
+    return contents, system
+
+
+def _thinking(
+    options: GenerateOptions,
+    model: str,
+    efforts: Mapping[str, int | str],
+    default_effort: str | None,
+    include_thoughts: bool,
+) -> dict[str, Any] | None:
+    effort = options.reasoning_effort if options.reasoning_effort is not None else default_effort
+    if effort is None:
+        return None
+    value = efforts.get(effort)
+    if value is None:
+        known = ", ".join(efforts) or "none"
+        raise LlmError(
+            "UNSUPPORTED",
+            f"reasoning_effort {effort!r} is not supported for {model!r} (known: {known})",
+            provider=PROVIDER,
+        )
+    if isinstance(value, str):
+        return {"thinkingLevel": value, "includeThoughts": include_thoughts}
+    return {"thinkingBudget": value, "includeThoughts": include_thoughts and value != 0}
+
+
+def build_body(
+    options: GenerateOptions,
+    *,
+    efforts: Mapping[str, int | str],
+    default_effort: str | None = None,
+    include_thoughts: bool = True,
+) -> bytes:
+    """Serialize ``options`` into the JSON body of ``models/{model}:streamGenerateContent``.
+
+    Args:
+        options: the request; ``options.model`` must be set.
+        efforts: effort id → ``thinkingBudget`` (int, tokens; ``0`` = off, ``-1`` = dynamic) or
+            ``thinkingLevel`` (str) for this model.
+        default_effort: effort used when ``options.reasoning_effort`` is ``None`` (``None``: send
+            no ``thinkingConfig``, the model's default applies).
+        include_thoughts: ask for thought summaries (streamed as reasoning blocks).
+
+    Raises:
+        LlmError: ``UNSUPPORTED`` (an effort the model does not list), ``BAD_REQUEST`` (no model,
+            tool-call arguments that are not a JSON object, a tool result for an unknown call, a
+            block in the wrong kind of message).
+    """
+    model = options.model
+    if not model:
+        raise _bad_request("no model given: set options.model or a default model for the route")
+    contents, system_texts = _contents(options, model)
+    body: dict[str, Any] = {"contents": contents}
+    if options.system:
+        system_texts.insert(0, options.system)
+    if system_texts:
+        body["systemInstruction"] = {"parts": [{"text": "\n\n".join(system_texts)}]}
+    if options.tools:
+        declarations = []
+        for tool in options.tools:
+            declaration: dict[str, Any] = {"name": tool.name}
+            if tool.description:
+                declaration["description"] = tool.description
+            declaration["parametersJsonSchema"] = tool.parameters
+            declarations.append(declaration)
+        body["tools"] = [{"functionDeclarations": declarations}]
+    choice = options.tool_choice
+    if isinstance(choice, NamedToolChoice):
+        body["toolConfig"] = {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": [choice.name]}}
+    elif choice is not None:
+        body["toolConfig"] = {"functionCallingConfig": {"mode": _MODES[choice]}}
+    config: dict[str, Any] = {}
+    if options.max_tokens is not None:
+        config["maxOutputTokens"] = options.max_tokens
+    if options.temperature is not None:
+        config["temperature"] = options.temperature
+    if options.top_p is not None:
+        config["topP"] = options.top_p
+    if options.seed is not None:
+        config["seed"] = options.seed
+    if options.stop:
+        config["stopSequences"] = options.stop
+    thinking = _thinking(options, model, efforts, default_effort, include_thoughts)
+    if thinking is not None:
+        config["thinkingConfig"] = thinking
+    extra = dict(options.provider_options.get(PROVIDER) or {})
+    extra_config = extra.pop("generationConfig", None)
+    if isinstance(extra_config, dict):
+        config.update(extra_config)
+    elif extra_config is not None:
+        extra["generationConfig"] = extra_config
+    if config:
+        body["generationConfig"] = config
+    body.update(extra)
+    return _ENCODER.encode(body)
