@@ -155,9 +155,8 @@ class ArgumentsWriter:
             parent.children += 1
             if not parent.array:
                 out.append(_dump(str(segment)) + ":")
-            if position == len(segments) - 1:
-                break
-            array = isinstance(segments[position + 1], int)
-            out.append("[" if array else "{")
-            stack.append(_Container(segment, array))
+            if position < len(parents):  # a container on the way to the leaf
+                array = isinstance(segments[position + 1], int)
+                out.append("[" if array else "{")
+                stack.append(_Container(segment, array))
         return "".join(out)

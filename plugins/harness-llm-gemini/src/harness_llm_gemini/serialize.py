@@ -272,11 +272,8 @@ def build_body(
     if thinking is not None:
         config["thinkingConfig"] = thinking
     extra = dict(options.provider_options.get(PROVIDER) or {})
-    extra_config = extra.pop("generationConfig", None)
-    if isinstance(extra_config, dict):
-        config.update(extra_config)
-    elif extra_config is not None:
-        extra["generationConfig"] = extra_config
+    if isinstance(extra.get("generationConfig"), dict):
+        config.update(extra.pop("generationConfig"))
     if config:
         body["generationConfig"] = config
     body.update(extra)
