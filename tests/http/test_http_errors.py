@@ -352,4 +352,5 @@ def test_a_classifier_can_supply_retry_after_and_a_header_wins() -> None:
     assert error_from_response(429, {}, body, classifier=from_body).retry_after == 12.5
     assert error_from_response(429, {"retry-after": "2"}, body, classifier=from_body).retry_after == 2.0
     assert error_from_payload({"error": {"message": "x"}}, classifier=from_body).retry_after == 12.5
-    assert error_from_payload({"error": "x"}, headers={"retry-after-ms": "500"}, classifier=from_body).retry_after == 0.5
+    header = {"retry-after-ms": "500"}
+    assert error_from_payload({"error": "x"}, headers=header, classifier=from_body).retry_after == 0.5
