@@ -6,8 +6,9 @@ The public API for applications and plugin authors. Every name loads on first us
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from harness_core._lazy import lazy_exports
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on first use
     from harness_core.abort import AbortSignal
@@ -137,10 +138,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'harness_core' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY)

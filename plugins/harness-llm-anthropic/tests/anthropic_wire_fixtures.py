@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from harness_core.errors import LlmError
 from harness_core.secret import Secret
 from harness_core.sse import SSEDecoder
 from harness_core.testing.check import check_stream
@@ -198,11 +199,16 @@ def translate(reads: Sequence[bytes], *, model: str = MODEL) -> tuple[list[Strea
     chunks: list[StreamChunk] = []
     for read in reads:
         for event in decoder.feed(read):
-            chunks.extend(translator.feed(event.event, event.data))
+            chunks.extend(translator.feed(event))
     tail = decoder.close()
     if tail is not None:
-        chunks.extend(translator.feed(tail.event, tail.data))
-    check_stream(chunks, None if translator.done else translator.eof_error())
+        chunks.extend(translator.feed_data(tail.event, tail.data))
+    error: LlmError | None = None
+    try:
+        chunks.extend(translator.end_of_input())
+    except LlmError as exc:
+        error = exc
+    check_stream(chunks, error)
     return chunks, translator
 
 

@@ -96,11 +96,11 @@ def translate(raw: bytes, reads: list[bytes] | None = None) -> list[StreamChunk]
     out: list[StreamChunk] = []
     for piece in reads if reads is not None else [raw]:
         for event in decoder.feed(piece):
-            out.extend(translator.feed_event(event))
+            out.extend(translator.feed(event))
     final = decoder.close()
     if final is not None:
-        out.extend(translator.feed_event(final))
-    out.extend(translator.eof())
+        out.extend(translator.feed(final))
+    out.extend(translator.end_of_input())
     return out
 
 

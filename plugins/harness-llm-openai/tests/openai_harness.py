@@ -21,7 +21,7 @@ from harness_core.types import (
     Usage,
 )
 from harness_llm_openai.adapter import OpenAIAdapter
-from harness_llm_openai.plugin import Config
+from harness_llm_openai.config import Config
 
 
 def check(chunks: Sequence[StreamChunk]) -> list[StreamChunk]:

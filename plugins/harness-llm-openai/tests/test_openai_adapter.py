@@ -28,7 +28,7 @@ from harness_core.types import (
     Usage,
 )
 from harness_llm_openai import Config, ModelConfig, OpenAIAdapter, OpenAIPlugin
-from harness_llm_openai.plugin import Timeout
+from harness_llm_openai.config import Timeout
 
 pytestmark = pytest.mark.anyio
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from harness_llm_deepseek.plugin import DeepSeekConfig, DeepSeekModelConfig, DeepSeekPlugin
+from harness_llm_deepseek.config import DeepSeekConfig, DeepSeekModelConfig
+from harness_llm_deepseek.plugin import DeepSeekPlugin
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from harness_llm_deepseek.adapter import DeepSeekAdapter

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness_core.types import Message, ModelInfo, ReasoningBlock, ToolCallBlock
-from harness_llm_deepseek.plugin import DeepSeekConfig
+from harness_llm_deepseek.config import DeepSeekConfig
 from harness_llm_openai.serialize import RequestSerializer
 
 __all__ = ["DeepSeekSerializer"]

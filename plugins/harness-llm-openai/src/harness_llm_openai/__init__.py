@@ -9,7 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from harness_llm_openai.plugin import Config, ModelConfig, OpenAIPlugin, Timeout
+from harness_llm_openai.config import Config, ModelConfig, Timeout
+from harness_llm_openai.plugin import OpenAIPlugin
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from harness_llm_openai.adapter import OpenAIAdapter
