@@ -14,9 +14,10 @@ import pytest
 
 import harness_llm_gemini
 from harness_core.adapter import LlmAdapter
+from harness_core.kit.config import HttpTimeouts
 from harness_core.loader import load_config
 from harness_core.secret import Secret
-from harness_llm_gemini import GeminiAdapter, GeminiConfig, GeminiPlugin, ModelConfig, Timeout, Translator
+from harness_llm_gemini import GeminiAdapter, GeminiConfig, GeminiPlugin, ModelConfig, Translator
 from harness_llm_gemini.translate import Translator as RealTranslator
 
 GOOGLE_KEY = "AIza" + "GoogleKey0123456789abcdefghijklmnop"
@@ -33,7 +34,7 @@ def test_config_defaults_and_validation() -> None:
     assert config.base_url == "https://generativelanguage.googleapis.com/v1beta"
     assert config.routes == ["gemini"]
     assert config.api_key is None
-    assert config.timeout == Timeout()
+    assert config.timeout == HttpTimeouts()
     assert config.include_thoughts is True
     full = msgspec.convert(
         {"routes": ["g"], "models": {"m": {"efforts": {"fast": 0, "deep": "high"}, "default_effort": "deep"}}},

@@ -9,14 +9,14 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from harness_llm_gemini.config import GeminiConfig, ModelConfig, Timeout
+from harness_llm_gemini.config import GeminiConfig, ModelConfig
 from harness_llm_gemini.plugin import GeminiPlugin
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from harness_llm_gemini.adapter import GeminiAdapter
     from harness_llm_gemini.translate import Translator
 
-__all__ = ["GeminiAdapter", "GeminiConfig", "GeminiPlugin", "ModelConfig", "Timeout", "Translator"]
+__all__ = ["GeminiAdapter", "GeminiConfig", "GeminiPlugin", "ModelConfig", "Translator"]
 
 _LAZY = {"GeminiAdapter": "harness_llm_gemini.adapter", "Translator": "harness_llm_gemini.translate"}
 

@@ -2,11 +2,11 @@
 
 ``POST {base_url}/models/{model}:streamGenerateContent?alt=sse``
 (https://ai.google.dev/api/generate-content#method:-models.streamgeneratecontent) with the key in
-the ``x-goog-api-key`` header (never in the URL) and the configured extra headers. The stages
-live in their own modules: :mod:`~harness_llm_gemini.serialize` (request body),
-:mod:`harness_core.http` (transport, HTTP error mapping with
-:func:`~harness_llm_gemini.errors.classifier`, abort racing, closing),
-:mod:`~harness_llm_gemini.translate` (events → chunks).
+the ``x-goog-api-key`` header (never in the URL) and the configured extra headers. Built on the
+adapter kit (:class:`~harness_core.kit.HttpAdapter`: client, stream loop, abort racing, closing,
+HTTP error mapping); the Gemini stages live in their own modules:
+:mod:`~harness_llm_gemini.serialize` (request body), :mod:`~harness_llm_gemini.errors` (error
+classifier), :mod:`~harness_llm_gemini.translate` (events → chunks).
 
 Error paths:
 
@@ -25,24 +25,24 @@ response is closed on every exit path.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 from urllib.parse import quote
 
-from harness_core.adapter import LlmAdapter
-from harness_core.errors import LlmError
-from harness_core.http import error_from_exception, error_from_response, make_client, open_sse_stream
-from harness_core.types import GenerateOptions, ModelInfo, StreamChunk
+import msgspec
+
+from harness_core.kit.adapter import HttpAdapter
+from harness_core.kit.request import request_json
+from harness_core.types import GenerateOptions, ModelInfo
 from harness_llm_gemini.config import GeminiConfig
 from harness_llm_gemini.errors import PROVIDER, classifier
 from harness_llm_gemini.serialize import build_body
 from harness_llm_gemini.translate import Translator
-from harness_llm_gemini.wire import MODELS_DECODER
+from harness_llm_gemini.wire import MODELS_DECODER, WireModelList
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    import httpx
+    from harness_core.http import ErrorDetails
 
-__all__ = ["GeminiAdapter"]
+__all__ = ["GeminiAdapter", "model_path"]
 
 _MODELS_PAGE: Final = 1000
 _GENERATE: Final = "generateContent"
@@ -55,78 +55,42 @@ def model_path(model: str) -> str:
     return "/".join(quote(segment, safe="-._~@") for segment in name.split("/"))
 
 
-class GeminiAdapter(LlmAdapter):
-    """Streams the Gemini API into :data:`StreamChunk` (see the module docstring).
+class GeminiAdapter(HttpAdapter[GeminiConfig]):
+    """Streams the Gemini API into :data:`~harness_core.types.StreamChunk` (see the module
+    docstring). ``GeminiAdapter(config, transport=…)`` as every kit adapter."""
 
-    Args:
-        config: the plugin config (:class:`~harness_llm_gemini.config.GeminiConfig`).
-        transport: an optional ``httpx.AsyncBaseTransport`` (tests, proxies).
+    provider_name: ClassVar[str] = PROVIDER
+    models_path: ClassVar[str | None] = "/models"
 
-    One ``httpx.AsyncClient`` per adapter, created on first use and closed by :meth:`aclose`.
-    """
+    def request_path(self, options: GenerateOptions) -> str:
+        """``/{model_path}:streamGenerateContent?alt=sse`` (always SSE: without ``alt=sse`` the
+        endpoint streams one JSON array)."""
+        return f"/{model_path(options.model or '')}:streamGenerateContent?alt=sse"
 
-    def __init__(self, config: GeminiConfig, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
-        self.config = config
-        self._transport = transport
-        self._client: httpx.AsyncClient | None = None
-        self._root = config.base_url.rstrip("/")
+    def auth_headers(self) -> dict[str, str]:
+        """``x-goog-api-key`` (the key never goes into the URL); none without a key."""
+        key = self.config.api_key
+        return {} if key is None else {"x-goog-api-key": key.get_secret_value()}
 
-    def _http(self) -> httpx.AsyncClient:
-        client = self._client
-        if client is None:
-            config = self.config
-            headers = dict(config.headers)
-            if config.api_key is not None:
-                headers["x-goog-api-key"] = config.api_key.get_secret_value()
-            client = self._client = make_client(
-                headers=headers,
-                connect_timeout=config.timeout.connect,
-                read_timeout=config.timeout.read,
-                pool_timeout=config.pool_timeout,
-                max_connections=config.max_connections,
-                max_keepalive_connections=config.max_connections,
-                transport=self._transport,
-            )
-        return client
-
-    async def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
-        """Generate with ``streamGenerateContent``; see the module docstring for the error paths.
-
-        Raises:
-            LlmError: as documented above; in-band errors end with ``finish{error}`` instead.
-        """
+    def encode_request(self, options: GenerateOptions, info: ModelInfo) -> bytes:
+        """The ``generateContent`` body (:func:`~harness_llm_gemini.serialize.build_body`) with the
+        model's effort table, default effort and ``include_thoughts``."""
         config = self.config
-        model = options.model or ""
-        body = build_body(
+        model = info.model
+        return build_body(
             options,
             efforts=config.efforts_for(model),
             default_effort=config.default_effort_for(model),
             include_thoughts=config.include_thoughts,
         )
-        translator = Translator(model=options.model)
-        client = self._http()
-        request = client.build_request(
-            "POST",
-            f"{self._root}/{model_path(model)}:streamGenerateContent",
-            params={"alt": "sse"},
-            content=body,
-            headers={"content-type": "application/json", "accept": "text/event-stream"},
-        )
-        abort = options.abort
-        async with open_sse_stream(client, request, abort=abort, provider=PROVIDER, classifier=classifier) as events:
-            translator.request_id = events.request_id
-            async for event in events:
-                for chunk in translator.feed(event):
-                    yield chunk
-                if translator.done:
-                    return
-            if events.aborted:
-                reason = abort.reason if abort is not None and abort.reason else "aborted by the caller"
-                final = translator.abort(reason)
-            else:
-                final = translator.end_of_input()
-            for chunk in final:
-                yield chunk
+
+    def make_translator(self, options: GenerateOptions, request_id: str | None) -> Translator:
+        """A :class:`~harness_llm_gemini.translate.Translator` tagged with the requested model."""
+        return Translator(model=options.model, request_id=request_id)
+
+    def classify_error(self, status: int | None, body: dict[str, Any] | None) -> ErrorDetails | None:
+        """:func:`harness_llm_gemini.errors.classifier`."""
+        return classifier(status, body)
 
     def resolve_model(self, model: str) -> ModelInfo:
         """Describe ``model``: configured token limits and the thinking effort ids in the order
@@ -143,7 +107,7 @@ class GeminiAdapter(LlmAdapter):
         )
 
     async def list_models(self) -> list[ModelInfo]:
-        """``GET {base_url}/models`` (every page, https://ai.google.dev/api/models#method:-models.list):
+        """``GET {base_url}/models``, every page (https://ai.google.dev/api/models#method:-models.list):
         the models that support ``generateContent``, by id without the ``models/`` prefix, with
         their token limits (configured facts win) and, for thinking models, the effort ids.
 
@@ -151,30 +115,21 @@ class GeminiAdapter(LlmAdapter):
             LlmError: HTTP errors mapped like :meth:`stream`'s; ``PROTOCOL`` for a body that is
                 not a model list; ``TIMEOUT`` / ``NETWORK`` for transport faults.
         """
-        import httpx
-        import msgspec
-
-        client = self._http()
         models: list[ModelInfo] = []
         params: dict[str, str | int] = {"pageSize": _MODELS_PAGE}
         while True:
-            try:
-                response = await client.get(f"{self._root}/models", params=params)
-            except httpx.HTTPError as exc:
-                raise error_from_exception(exc, provider=PROVIDER) from exc
-            if not 200 <= response.status_code <= 299:
-                raise error_from_response(
-                    response.status_code, response.headers, response.content, provider=PROVIDER, classifier=classifier
-                )
-            try:
-                page = MODELS_DECODER.decode(response.content)
-            except msgspec.DecodeError as exc:
-                raise LlmError("PROTOCOL", f"unexpected Gemini /models response: {exc}", provider=PROVIDER) from exc
+            page: WireModelList = await request_json(
+                self.client,
+                "/models",
+                MODELS_DECODER.decode,
+                params=params,
+                provider=self.provider,
+                classifier=self.classify_error,
+            )
             for entry in page.models:
                 if _GENERATE not in entry.supportedGenerationMethods:
                     continue
-                model = entry.name.removeprefix("models/")
-                info = self.resolve_model(model)
+                info = self.resolve_model(entry.name.removeprefix("models/"))
                 models.append(
                     msgspec.structs.replace(
                         info,
@@ -187,9 +142,3 @@ class GeminiAdapter(LlmAdapter):
             if not page.nextPageToken:
                 return models
             params = {"pageSize": _MODELS_PAGE, "pageToken": page.nextPageToken}
-
-    async def aclose(self) -> None:
-        """Close the HTTP client (idempotent)."""
-        client, self._client = self._client, None
-        if client is not None:
-            await client.aclose()

@@ -1,7 +1,8 @@
 """Configuration of the Gemini plugin (the ``gemini:`` entry of ``plugins.yaml``).
 
-Field names follow the other adapters' where they mean the same (``base_url``, ``api_key``,
-``routes``, ``headers``, ``timeout``, ``max_connections``). Unknown fields are rejected.
+The shared HTTP fields (``base_url``, ``api_key``, ``routes``, ``headers``, ``timeout``,
+``max_connections``, ``pool_timeout``) come from the adapter kit's
+:class:`~harness_core.kit.HttpProviderConfig`. Unknown fields are rejected.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import Annotated, Final
 
 import msgspec
 
-from harness_core.config import EnvFallback
+from harness_core.kit.config import HttpProviderConfig, vendor_api_key
 from harness_core.secret import Secret
 
 __all__ = [
@@ -19,7 +20,6 @@ __all__ = [
     "DEFAULT_THINKING_LEVELS",
     "GeminiConfig",
     "ModelConfig",
-    "Timeout",
 ]
 
 DEFAULT_BASE_URL: Final = "https://generativelanguage.googleapis.com/v1beta"
@@ -38,14 +38,6 @@ DEFAULT_THINKING_LEVELS: Final[dict[str, str]] = {"low": "low", "high": "high"}
 _FLASH_LEVELS: Final[dict[str, str]] = {"minimal": "minimal", "low": "low", "medium": "medium", "high": "high"}
 
 
-class Timeout(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
-    """HTTP timeouts in seconds: ``connect`` (TCP + TLS) and ``read`` (longest silence between two
-    reads of the stream; ``None`` waits forever; thinking models can be silent for minutes)."""
-
-    connect: float = 10.0
-    read: float | None = 600.0
-
-
 class ModelConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
     """Static facts about one model, reported by ``resolve_model`` (tokens).
 
@@ -60,8 +52,8 @@ class ModelConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, froz
     default_effort: str | None = None
 
 
-class GeminiConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """Config of one Gemini plugin instance.
+class GeminiConfig(HttpProviderConfig, forbid_unknown_fields=True, kw_only=True):
+    """Config of one Gemini plugin instance (the kit's HTTP fields, then Gemini's own).
 
     Fields:
         base_url: API root including the version (``https://generativelanguage.googleapis.com/v1beta``;
@@ -69,11 +61,8 @@ class GeminiConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         api_key: sent as the ``x-goog-api-key`` header. When omitted and ``base_url`` is
             Google's own, it is taken from ``GOOGLE_API_KEY``, else ``GEMINI_API_KEY`` (as
             Google's SDK does; never for another host).
-        routes: the routes this adapter serves.
-        headers: extra HTTP headers sent with every request.
-        timeout: connect / read timeouts in seconds.
-        max_connections: size of the HTTP connection pool; pool_timeout: seconds to wait for a
-            free connection.
+        routes: the routes this adapter serves (default ``[gemini]``).
+        headers, timeout, max_connections, pool_timeout: as the kit defines them.
         thinking_budgets: effort id → ``thinkingBudget`` for Gemini 2.x models.
         thinking_levels: effort id → ``thinkingLevel`` for Gemini 3 Pro models (Flash models
             also get ``minimal`` and ``medium``).
@@ -87,14 +76,10 @@ class GeminiConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     base_url: str = DEFAULT_BASE_URL
     api_key: Annotated[
         Secret | None,
-        EnvFallback("GEMINI_API_KEY", only_when={"base_url": DEFAULT_BASE_URL}),
-        EnvFallback("GOOGLE_API_KEY", only_when={"base_url": DEFAULT_BASE_URL}),
+        vendor_api_key("GEMINI_API_KEY", DEFAULT_BASE_URL),
+        vendor_api_key("GOOGLE_API_KEY", DEFAULT_BASE_URL),
     ] = None
     routes: list[str] = msgspec.field(default_factory=lambda: ["gemini"])
-    headers: dict[str, str] = msgspec.field(default_factory=dict)
-    timeout: Timeout = msgspec.field(default_factory=Timeout)
-    max_connections: int = 20
-    pool_timeout: float = 30.0
     thinking_budgets: dict[str, int] = msgspec.field(default_factory=lambda: dict(DEFAULT_THINKING_BUDGETS))
     thinking_levels: dict[str, str] = msgspec.field(default_factory=lambda: dict(DEFAULT_THINKING_LEVELS))
     include_thoughts: bool = True

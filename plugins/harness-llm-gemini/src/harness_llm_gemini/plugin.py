@@ -1,4 +1,5 @@
-"""The ``gemini`` plugin: its validated config and adapter registration.
+"""The ``gemini`` plugin: its validated config and adapter registration (the adapter kit's
+:class:`~harness_core.kit.HttpProviderPlugin`).
 
 Importing this module is cheap (no httpx): the adapter module loads when the plugin registers
 its adapter, so ``harness plugins`` stays fast.
@@ -15,36 +16,15 @@ plugins.yaml::
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from harness_core.hookspecs import RegisterAdapter, hookimpl
+from harness_core.kit.plugin import HttpProviderPlugin
 from harness_llm_gemini.config import GeminiConfig
-
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    from harness_llm_gemini.adapter import GeminiAdapter
 
 __all__ = ["GeminiPlugin"]
 
 
-class GeminiPlugin:
+class GeminiPlugin(HttpProviderPlugin[GeminiConfig]):
     """The ``gemini`` plugin: registers one :class:`~harness_llm_gemini.adapter.GeminiAdapter` for
     ``config.routes``. The runtime closes the adapter (and its HTTP client) on exit."""
 
     Config = GeminiConfig
-
-    def __init__(self, config: GeminiConfig | None = None) -> None:
-        self.config = config if config is not None else GeminiConfig()
-
-    def make_adapter(self) -> GeminiAdapter:
-        """Build the adapter (imports httpx)."""
-        from harness_llm_gemini.adapter import GeminiAdapter
-
-        return GeminiAdapter(self.config)
-
-    @hookimpl
-    def register_adapter(self, register: RegisterAdapter) -> None:
-        """Register the adapter for the configured routes."""
-        register(self.config.routes, self.make_adapter())
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(base_url={self.config.base_url!r}, routes={self.config.routes!r})"
+    adapter = "harness_llm_gemini.adapter:GeminiAdapter"
