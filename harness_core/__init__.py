@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.chain import ChainLink
     from harness_core.config import EnvFallback
     from harness_core.conversation import Conversation, ConversationState, MaxStepsExceeded, Reply
-    from harness_core.errors import ErrorCode, LlmError
+    from harness_core.errors import ErrorCode, InvalidOutputError, LlmError
     from harness_core.hookspecs import hookimpl
     from harness_core.runtime import GenerateResult, Harness, StreamContext
     from harness_core.secret import Secret
@@ -28,14 +28,18 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
         BlockStart,
         ContentBlock,
         Failure,
+        FileBlock,
         Finish,
         FinishReason,
         GenerateOptions,
+        JsonObjectFormat,
+        JsonSchemaFormat,
         Message,
         ModelInfo,
         NamedToolChoice,
         ReasoningBlock,
         ReasoningDelta,
+        ResponseFormat,
         StreamChunk,
         TextBlock,
         TextDelta,
@@ -60,11 +64,15 @@ __all__ = [
     "EnvFallback",
     "ErrorCode",
     "Failure",
+    "FileBlock",
     "Finish",
     "FinishReason",
     "GenerateOptions",
     "GenerateResult",
     "Harness",
+    "InvalidOutputError",
+    "JsonObjectFormat",
+    "JsonSchemaFormat",
     "LlmAdapter",
     "LlmError",
     "MaxStepsExceeded",
@@ -74,6 +82,7 @@ __all__ = [
     "ReasoningBlock",
     "ReasoningDelta",
     "Reply",
+    "ResponseFormat",
     "Secret",
     "StreamChunk",
     "StreamContext",
@@ -107,6 +116,10 @@ _LAZY = {
     "EnvFallback": "harness_core.config",
     "ErrorCode": "harness_core.errors",
     "Failure": "harness_core.types",
+    "FileBlock": "harness_core.types",
+    "JsonObjectFormat": "harness_core.types",
+    "JsonSchemaFormat": "harness_core.types",
+    "ResponseFormat": "harness_core.types",
     "Finish": "harness_core.types",
     "FinishReason": "harness_core.types",
     "GenerateOptions": "harness_core.types",
@@ -114,6 +127,7 @@ _LAZY = {
     "Harness": "harness_core.runtime",
     "LlmAdapter": "harness_core.adapter",
     "LlmError": "harness_core.errors",
+    "InvalidOutputError": "harness_core.errors",
     "Message": "harness_core.types",
     "ModelInfo": "harness_core.types",
     "NamedToolChoice": "harness_core.types",

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Final, Literal, get_args
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from harness_core.types import Failure
 
-__all__ = ["ERROR_CODES", "RETRYABLE_CODES", "ErrorCode", "LlmError"]
+__all__ = ["ERROR_CODES", "RETRYABLE_CODES", "ErrorCode", "InvalidOutputError", "LlmError"]
 
 ErrorCode = Literal[
     "NO_ADAPTER",
@@ -33,9 +33,12 @@ ErrorCode = Literal[
     "NETWORK",
     "PROTOCOL",
     "ABORTED",
+    "INVALID_OUTPUT",
     "INTERNAL",
 ]
-"""The stable error codes (SPEC §2). ``INTERNAL`` marks a bug inside an adapter."""
+"""The stable error codes (SPEC §2). ``INTERNAL`` marks a bug inside an adapter.
+``INVALID_OUTPUT``: the model's reply is not valid against the requested structured-output
+schema or type (raised by ``generate_object`` as :class:`InvalidOutputError`)."""
 
 ERROR_CODES: Final[frozenset[str]] = frozenset(get_args(ErrorCode))
 """Every valid :data:`ErrorCode`, for validation."""
@@ -130,3 +133,24 @@ class LlmError(Exception):
             provider_code=failure.provider_code,
             request_id=failure.request_id,
         )
+
+
+class InvalidOutputError(LlmError):
+    """The model's structured output does not validate (code ``INVALID_OUTPUT``).
+
+    Raised by :meth:`harness_core.Harness.generate_object` when the reply is not JSON or does not
+    match the requested type. Not retryable by the code table (the same request may well give the
+    same reply); a caller may still choose to ask again.
+
+    Args:
+        message: what is wrong, naming the JSON path of the first mismatch (``$.age``).
+        text: the model's raw reply text, kept whole for inspection or repair.
+        path: the JSON path of the first mismatch (``"$"`` for the root or for text that is not
+            JSON at all).
+        provider: the plugin name of the route that produced the reply.
+    """
+
+    def __init__(self, message: str, *, text: str, path: str = "$", provider: str | None = None) -> None:
+        super().__init__("INVALID_OUTPUT", message, provider=provider)
+        self.text = text
+        self.path = path

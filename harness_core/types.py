@@ -11,7 +11,9 @@ exactly one ``finish``.
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeAlias
+import hashlib
+import re
+from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 
@@ -24,15 +26,19 @@ __all__ = [
     "BlockType",
     "ContentBlock",
     "Failure",
+    "FileBlock",
     "Finish",
     "FinishKind",
     "FinishReason",
     "GenerateOptions",
+    "JsonObjectFormat",
+    "JsonSchemaFormat",
     "Message",
     "ModelInfo",
     "NamedToolChoice",
     "ReasoningBlock",
     "ReasoningDelta",
+    "ResponseFormat",
     "Role",
     "StreamChunk",
     "TextBlock",
@@ -89,8 +95,93 @@ class ToolResultBlock(msgspec.Struct, tag="tool-result", tag_field="type", froze
     is_error: bool = False
 
 
-ContentBlock: TypeAlias = TextBlock | ReasoningBlock | ToolCallBlock | ToolResultBlock
-"""Any content block of a :class:`Message`."""
+_MEDIA_TYPE: Final = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}")
+"""``type/subtype`` as RFC 6838 §4.2 restricts IANA media type names (lower case, no parameters)."""
+_URL_SCHEME: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+class FileBlock(msgspec.Struct, tag="file", tag_field="type", frozen=True, omit_defaults=True):
+    """User-supplied media (an image, a PDF or text document, audio …) keyed by its media type.
+
+    The counterpart of the Vercel AI SDK's file part. Exactly one source is set:
+
+    - ``data``: the file's bytes (base64 in JSON, so a :class:`Message` round-trips exactly), or
+    - ``url``: an absolute URL (``https://…``, ``gs://…``, a provider's file URI) that the
+      *provider* fetches. Harness never downloads it; an adapter whose wire cannot take a URL
+      source raises ``UNSUPPORTED``. Put inline content in ``data``, not in a ``data:`` URL.
+
+    Fields:
+        media_type: the IANA media type, lower case, without parameters
+            (``image/png``, ``application/pdf``, ``text/plain``, ``audio/wav``;
+            https://www.iana.org/assignments/media-types). Adapters map what their wire takes and
+            raise ``UNSUPPORTED`` naming the media type otherwise.
+        data / url: the source (see above).
+        filename: the original file name, passed on where the wire has a slot for it.
+
+    Raises ``ValueError`` on construction or decoding for a malformed media type, no source,
+    both sources, or a URL that is not absolute. ``repr`` shows the size and SHA-256 digest,
+    never the bytes.
+    """
+
+    media_type: str
+    data: bytes | None = None
+    url: str | None = None
+    filename: str | None = None
+
+    def __post_init__(self) -> None:
+        """Check the media type and that exactly one source is set (see the class docstring)."""
+        if not isinstance(self.media_type, str) or not _MEDIA_TYPE.fullmatch(self.media_type):
+            raise ValueError(
+                "FileBlock.media_type must be a lower-case IANA media type such as 'image/png',"
+                f" got {self.media_type!r}"
+            )
+        if (self.data is None) == (self.url is None):
+            raise ValueError("FileBlock needs exactly one source: data (bytes) or url")
+        if self.data is not None and not isinstance(self.data, bytes):
+            raise TypeError(f"FileBlock.data must be bytes, got {type(self.data).__name__}")
+        url = self.url
+        if url is not None:
+            if not isinstance(url, str) or not _URL_SCHEME.match(url):
+                raise ValueError(f"FileBlock.url must be an absolute URL, got {url!r}")
+            if url[:5].lower() == "data:":
+                raise ValueError("FileBlock.url must not be a data: URL; pass the decoded bytes as data")
+        if self.filename is not None and not isinstance(self.filename, str):
+            raise TypeError(f"FileBlock.filename must be a str or None, got {type(self.filename).__name__}")
+
+    @property
+    def size(self) -> int | None:
+        """The size of ``data`` in bytes; ``None`` for a URL source."""
+        return None if self.data is None else len(self.data)
+
+    @property
+    def digest(self) -> str | None:
+        """``"sha256:<hex>"`` of ``data``; ``None`` for a URL source. What logs and traces keep."""
+        return None if self.data is None else "sha256:" + hashlib.sha256(self.data).hexdigest()
+
+    @property
+    def source_kind(self) -> Literal["data", "url"]:
+        """``"data"`` (inline bytes) or ``"url"``: what an ``UNSUPPORTED`` error names."""
+        return "data" if self.data is not None else "url"
+
+    def describe(self) -> str:
+        """A short, byte-free description: media type, filename, and size or URL."""
+        name = f" {self.filename!r}" if self.filename else ""
+        where = f"{self.size} bytes" if self.data is not None else f"url {self.url}"
+        return f"{self.media_type}{name} ({where})"
+
+    def __repr__(self) -> str:
+        source = f"size={self.size}, digest={self.digest!r}" if self.data is not None else f"url={self.url!r}"
+        name = f", filename={self.filename!r}" if self.filename is not None else ""
+        return f"FileBlock(media_type={self.media_type!r}, {source}{name})"
+
+    def __rich_repr__(self) -> list[tuple[str, Any]]:
+        """What ``rich`` pretty-prints: the fields of :meth:`__repr__`, never the bytes."""
+        source = [("size", self.size), ("digest", self.digest)] if self.data is not None else [("url", self.url)]
+        return [("media_type", self.media_type), *source, ("filename", self.filename)]
+
+
+ContentBlock: TypeAlias = TextBlock | ReasoningBlock | ToolCallBlock | ToolResultBlock | FileBlock
+"""Any content block of a :class:`Message`. :class:`FileBlock` belongs in user messages."""
 
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
 
@@ -112,9 +203,14 @@ class Message(msgspec.Struct, frozen=True, omit_defaults=True):
     replay_state: Any = None
 
     @classmethod
-    def user(cls, text: str) -> Message:
-        """A user message holding one :class:`TextBlock`."""
-        return cls(role="user", content=[TextBlock(text)])
+    def user(cls, text: str, *files: FileBlock) -> Message:
+        """A user message holding one :class:`TextBlock`, then the given :class:`FileBlock` s."""
+        return cls(role="user", content=[TextBlock(text), *files])
+
+    @property
+    def files(self) -> list[FileBlock]:
+        """The :class:`FileBlock` s of this message, in order."""
+        return [b for b in self.content if isinstance(b, FileBlock)]
 
     @property
     def text(self) -> str:
@@ -269,6 +365,57 @@ ToolChoice: TypeAlias = Literal["auto", "none", "required"] | NamedToolChoice
 """``"auto"`` (model decides), ``"none"`` (no tool), ``"required"`` (some tool), or a named tool."""
 
 
+_SCHEMA_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+class JsonSchemaFormat(msgspec.Struct, tag="json-schema", tag_field="type", frozen=True, omit_defaults=True):
+    """Structured output: the reply is one JSON value valid against ``schema``.
+
+    Fields:
+        name: identifies the schema to the provider; 1-64 characters of ``A-Z a-z 0-9 _ -``
+            (OpenAI's rule, the strictest of the wires).
+        schema: a JSON Schema (draft 2020-12) as a dict, usually ``{"type": "object", …}``.
+        strict: ask the provider to *guarantee* conformance (constrained decoding). Strict
+            modes restrict the schema (OpenAI: every property required,
+            ``additionalProperties: false``); a wire without a strict mode raises
+            ``UNSUPPORTED`` for ``strict=True``.
+        description: optional guidance for the model, where the wire has a slot for it.
+
+    Mapping per wire: ``docs/SPEC-NOTES.md`` ("Structured output"). The model's JSON arrives as
+    ordinary text deltas; :meth:`harness_core.Harness.generate_object` validates it.
+    Raises ``ValueError`` / ``TypeError`` on construction for a bad name or a non-dict schema.
+    """
+
+    name: str
+    schema: dict[str, Any]
+    strict: bool = False
+    description: str | None = None
+
+    def __post_init__(self) -> None:
+        """Check the name and the schema's type (see the class docstring)."""
+        if not isinstance(self.name, str) or not _SCHEMA_NAME.fullmatch(self.name):
+            raise ValueError(f"JsonSchemaFormat.name must be 1-64 characters of A-Z a-z 0-9 _ -, got {self.name!r}")
+        if not isinstance(self.schema, dict):
+            raise TypeError(f"JsonSchemaFormat.schema must be a dict (a JSON Schema), got {type(self.schema).__name__}")
+        if not isinstance(self.strict, bool):
+            raise TypeError(f"JsonSchemaFormat.strict must be a bool, got {type(self.strict).__name__}")
+        if self.description is not None and not isinstance(self.description, str):
+            kind = type(self.description).__name__
+            raise TypeError(f"JsonSchemaFormat.description must be a str or None, got {kind}")
+
+
+class JsonObjectFormat(msgspec.Struct, tag="json-object", tag_field="type", frozen=True):
+    """Plain JSON mode: the reply is one JSON object, no schema (OpenAI's ``json_object``).
+
+    Most wires that have it require the prompt itself to ask for JSON; a wire without a JSON
+    mode raises ``UNSUPPORTED``.
+    """
+
+
+ResponseFormat: TypeAlias = JsonSchemaFormat | JsonObjectFormat
+"""``GenerateOptions.response_format``: a JSON schema, or plain JSON mode."""
+
+
 class GenerateOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """Everything one generation needs. Frozen: derive variants with ``msgspec.structs.replace``.
 
@@ -281,6 +428,8 @@ class GenerateOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
         max_tokens: upper bound on output tokens. temperature / top_p / seed / stop: sampling.
         reasoning_effort: an effort id from ``ModelInfo.reasoning_efforts`` (e.g. ``"low"``,
             ``"off"``); an id the adapter does not list raises ``UNSUPPORTED``.
+        response_format: constrain the reply to JSON (:class:`JsonSchemaFormat` or
+            :class:`JsonObjectFormat`); ``None`` = free text.
         provider_options: extra wire fields keyed by plugin name (``{"openai": {"top_k": 5}}``),
             passed through as given: the escape hatch for features the vocabulary lacks.
         abort: an :class:`~harness_core.abort.AbortSignal`; never serialised.
@@ -301,6 +450,7 @@ class GenerateOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
     seed: int | None = None
     stop: list[str] | None = None
     reasoning_effort: str | None = None
+    response_format: ResponseFormat | None = None
     provider_options: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
     abort: AbortSignal | None = None
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
@@ -331,6 +481,13 @@ class GenerateOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
         ):
             raise TypeError(
                 f"GenerateOptions.tool_choice must be 'auto', 'none', 'required' or a NamedToolChoice, got {choice!r}"
+            )
+        if self.response_format is not None and not isinstance(
+            self.response_format, JsonSchemaFormat | JsonObjectFormat
+        ):
+            raise TypeError(
+                "GenerateOptions.response_format must be a JsonSchemaFormat, a JsonObjectFormat or None,"
+                f" got {type(self.response_format).__name__}"
             )
         if not isinstance(self.provider_options, dict) or not all(
             isinstance(v, dict) for v in self.provider_options.values()
@@ -373,9 +530,22 @@ _canonical_encoder = msgspec.json.Encoder(order="sorted")
 
 def canonical_json(options: GenerateOptions) -> bytes:
     """The canonical JSON form of ``options``: sorted keys, defaults omitted, without ``abort``
-    and ``metadata``. Equal requests give equal bytes, so it serves as a cache key."""
+    and ``metadata``. Equal requests give equal bytes, so it serves as a cache key.
+
+    A :class:`FileBlock` with ``data`` appears as its media type, filename, size and SHA-256
+    digest instead of its bytes, so the key stays small whatever the attachments weigh.
+    """
     stripped = msgspec.structs.replace(options, abort=None, metadata={})
-    return _canonical_encoder.encode(stripped)
+    if not any(isinstance(b, FileBlock) for m in options.messages for b in m.content):
+        return _canonical_encoder.encode(stripped)
+    tree = msgspec.to_builtins(stripped, builtin_types=(bytes,))  # bytes stay as they are: no copy
+    for message in tree["messages"]:
+        for block in message["content"]:
+            data = block.pop("data", None) if block["type"] == "file" else None
+            if data is not None:
+                block["digest"] = "sha256:" + hashlib.sha256(data).hexdigest()
+                block["size"] = len(data)
+    return _canonical_encoder.encode(tree)
 
 
 # --------------------------------------------------------------------------- capabilities

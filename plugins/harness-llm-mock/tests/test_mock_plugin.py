@@ -12,9 +12,12 @@ import pytest
 from harness_core import (
     AbortSignal,
     BlockEnd,
+    FileBlock,
     Finish,
     GenerateOptions,
     Harness,
+    JsonObjectFormat,
+    JsonSchemaFormat,
     LlmError,
     Message,
     ReasoningBlock,
@@ -241,3 +244,22 @@ async def test_two_instances_share_the_echo_tool() -> None:
         assert harness.tools.owner("echo") == "mock"
         result = await harness.generate(options("from two", provider="two"))
         assert result.text == "from two"
+
+
+@pytest.mark.anyio
+async def test_files_are_acknowledged_by_description() -> None:
+    photo = FileBlock("image/png", data=b"\x89PNG" * 3, filename="a.png")
+    doc = FileBlock("application/pdf", url="https://h/a.pdf")
+    chunks = await collect(MockAdapter(MockConfig()), options(messages=[Message.user("look", photo, doc)]))
+    assert ends(chunks) == [TextBlock("look [image/png 'a.png' (12 bytes)] [application/pdf (url https://h/a.pdf)]")]
+    assert chunks[-2] == Usage(usage=TokenUsage(input_tokens=1, output_tokens=8))
+
+
+@pytest.mark.anyio
+async def test_with_a_response_format_the_user_text_comes_back_verbatim() -> None:
+    text = '{"name": "Ada", "age": 36}'
+    fmt = JsonSchemaFormat("person", {"type": "object"})
+    photo = FileBlock("image/png", data=b"x")
+    for response_format in (fmt, JsonObjectFormat()):
+        opts = options(messages=[Message.user(text, photo)], response_format=response_format)
+        assert ends(await collect(MockAdapter(MockConfig()), opts)) == [TextBlock(text)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from collections.abc import Iterator
@@ -18,7 +19,15 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from harness_core.errors import LlmError
-from harness_core.types import GenerateOptions, Message, ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock
+from harness_core.types import (
+    FileBlock,
+    GenerateOptions,
+    Message,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
 from harness_middleware.otel import OtelPlugin
 
 pytestmark = pytest.mark.anyio
@@ -135,7 +144,14 @@ async def test_span_is_current_only_while_reading(exporter: InMemorySpanExporter
 
 async def test_content_capture(exporter: InMemorySpanExporter) -> None:
     history = [
-        Message(role="user", content=[TextBlock("hi")]),
+        Message(
+            role="user",
+            content=[
+                TextBlock("hi"),
+                FileBlock("image/png", data=b"PNG-BYTES"),
+                FileBlock("application/pdf", url="https://h/a.pdf"),
+            ],
+        ),
         Message(
             role="assistant",
             content=[ReasoningBlock("hmm"), ToolCallBlock(id="c1", name="f", arguments="{}")],
@@ -151,7 +167,20 @@ async def test_content_capture(exporter: InMemorySpanExporter) -> None:
     attrs = only_span(exporter).attributes or {}
     assert json.loads(str(attrs["gen_ai.system_instructions"])) == [{"type": "text", "content": "sys"}]
     assert json.loads(str(attrs["gen_ai.input.messages"])) == [
-        {"role": "user", "parts": [{"type": "text", "content": "hi"}]},
+        {
+            "role": "user",
+            "parts": [
+                {"type": "text", "content": "hi"},
+                # spans keep media type, size and digest, never the bytes
+                {
+                    "type": "blob",
+                    "mime_type": "image/png",
+                    "size": 9,
+                    "digest": "sha256:" + hashlib.sha256(b"PNG-BYTES").hexdigest(),
+                },
+                {"type": "uri", "mime_type": "application/pdf", "uri": "https://h/a.pdf"},
+            ],
+        },
         {
             "role": "assistant",
             "parts": [

@@ -12,6 +12,7 @@ from harness_core.errors import LlmError
 from harness_core.types import (
     BlockEnd,
     BlockStart,
+    FileBlock,
     GenerateOptions,
     Message,
     ReasoningBlock,
@@ -141,7 +142,7 @@ def test_unknown_preset_rejected_by_config() -> None:
 
 async def test_request_is_masked() -> None:
     history = [
-        Message(role="user", content=[TextBlock(f"key {KEY}")]),
+        Message(role="user", content=[TextBlock(f"key {KEY}"), FileBlock("text/plain", data=KEY.encode())]),
         Message(
             role="assistant",
             content=[
@@ -157,7 +158,8 @@ async def test_request_is_masked() -> None:
     sent = script.calls[0]
     masked = "[REDACTED:openai-key]"
     assert sent.system == f"sys {masked}"
-    assert sent.messages[0].content == [TextBlock(f"key {masked}")]
+    # a file's bytes pass unchanged: masking text inside arbitrary media would corrupt it
+    assert sent.messages[0].content == [TextBlock(f"key {masked}"), FileBlock("text/plain", data=KEY.encode())]
     assert sent.messages[1].content == [
         ReasoningBlock(f"signed {KEY}", signed=True),  # signed: never altered
         ReasoningBlock(f"plain {masked}"),

@@ -6,7 +6,11 @@ deltas (one per word, whitespace kept). Tools: the plugin registers a tool ``ech
 named ``echo``, the last user text contains "echo" and no tool result follows the last user
 message, the mock first calls ``echo`` with ``{"text": <last user text>}`` and finishes
 ``tool-calls``; once a tool result follows the last user message it answers quoting the last
-one. ``max_tokens`` is honoured (finish ``length``), ``stop`` strings cut the reply (finish raw
+one. Files (``FileBlock``) of the last user message are acknowledged after the echo as
+``[image/png 'a.png' (1234 bytes)]`` (or the URL); they add no input tokens. With a
+``response_format`` the reply is the last user text verbatim, with nothing added, so a prompt
+holding JSON comes back as the structured output (the mock never validates it: the caller
+does). ``max_tokens`` is honoured (finish ``length``), ``stop`` strings cut the reply (finish raw
 ``stop_sequence``), ``options.abort`` ends the stream with ``finish{aborted}`` keeping what was
 produced.
 
@@ -179,6 +183,9 @@ class MockAdapter(LlmAdapter):
             if stop and stop in user_text:
                 blocks.append(("text", user_text[: user_text.index(stop)], None))
                 return blocks, FinishReason(kind="stop", raw="stop_sequence")
+        if options.response_format is None and last_user >= 0:
+            # attachments are acknowledged by description (media type, name, size or URL)
+            user_text += "".join(f" [{file.describe()}]" for file in options.messages[last_user].files)
         blocks.append(("text", user_text, None))
         return blocks, FinishReason(kind="stop", raw="stop")
 
@@ -252,6 +259,6 @@ def _message_texts(message: Message) -> list[str]:
             texts.append(block.text)
         elif isinstance(block, ToolCallBlock):
             texts.append(block.arguments)
-        else:
+        elif isinstance(block, ToolResultBlock):
             texts.append(block.content)
     return texts

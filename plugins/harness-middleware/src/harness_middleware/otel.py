@@ -33,6 +33,7 @@ from harness_core.hookspecs import CallNext, hookimpl
 from harness_core.types import (
     BlockEnd,
     ContentBlock,
+    FileBlock,
     Finish,
     GenerateOptions,
     Message,
@@ -67,6 +68,14 @@ def _part(block: ContentBlock) -> dict[str, Any]:
         return {"type": "reasoning", "content": block.text}
     if isinstance(block, ToolCallBlock):
         return {"type": "tool_call", "id": block.id, "name": block.name, "arguments": block.arguments}
+    if isinstance(block, FileBlock):
+        # a blob/uri part without the bytes: spans keep the media type, size and digest only
+        part: dict[str, Any] = {"type": "uri" if block.url is not None else "blob", "mime_type": block.media_type}
+        if block.url is not None:
+            part["uri"] = block.url
+        else:
+            part.update(size=block.size, digest=block.digest)
+        return part
     return {"type": "tool_call_response", "id": block.tool_call_id, "response": block.content}
 
 

@@ -244,9 +244,9 @@ class RedactPlugin:
             if block.signed or not self.config.reasoning:
                 return block
             return msgspec.structs.replace(block, text=mask(block.text))
-        if self.config.tool_arguments:
+        if isinstance(block, ToolCallBlock) and self.config.tool_arguments:
             return msgspec.structs.replace(block, arguments=mask(block.arguments))
-        return block
+        return block  # tool calls without tool_arguments; files (bytes are not text to mask)
 
     def mask_request(self, options: GenerateOptions) -> GenerateOptions:
         """``options`` with the messages' text, tool results, unsigned reasoning and the system
