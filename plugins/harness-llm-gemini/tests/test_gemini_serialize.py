@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -10,7 +11,10 @@ from gemini_fixtures import MODEL, SIGNATURE
 
 from harness_core.errors import LlmError
 from harness_core.types import (
+    FileBlock,
     GenerateOptions,
+    JsonObjectFormat,
+    JsonSchemaFormat,
     Message,
     NamedToolChoice,
     ReasoningBlock,
@@ -246,7 +250,7 @@ def test_empty_turns_are_skipped_and_text_is_kept() -> None:
         ([Message(role="assistant", content=[ToolCallBlock("c", "f", "[1]")])], "not a JSON object"),
         ([Message(role="assistant", content=[ToolCallBlock("c", "f", "{oops")])], "not a JSON object"),
         ([Message(role="tool", content=[ToolResultBlock("nowhere", "x")])], "'nowhere'"),
-        ([Message(role="assistant", content=[ToolResultBlock("c", "x")])], "cannot hold a tool result"),
+        ([Message(role="assistant", content=[ToolResultBlock("c", "x")])], "cannot hold a tool-result block"),
         ([Message(role="user", content=[ReasoningBlock("x")])], "cannot hold a reasoning block"),
     ],
 )
@@ -261,3 +265,64 @@ def test_bad_history_is_a_bad_request(messages: list[Message], fragment: str) ->
 def test_a_model_is_required() -> None:
     with pytest.raises(LlmError, match="no model given"):
         build_body(GenerateOptions(messages=[Message.user("x")]), efforts={})
+
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(40))
+
+
+def test_files_go_inline_or_by_uri() -> None:
+    message = Message(
+        role="user",
+        content=[
+            TextBlock("Describe these."),
+            FileBlock("image/png", data=PNG, filename="photo.png"),
+            FileBlock("application/pdf", url="https://generativelanguage.googleapis.com/v1beta/files/abc123"),
+            FileBlock("text/markdown", data="# Title \u00e9".encode()),
+            FileBlock("audio/mpeg", url="gs://bucket/clip.mp3"),
+        ],
+    )
+    assert body(messages=[message])["contents"][0]["parts"] == [
+        {"text": "Describe these."},
+        {"inlineData": {"mimeType": "image/png", "data": base64.b64encode(PNG).decode()}},
+        {
+            "fileData": {
+                "mimeType": "application/pdf",
+                "fileUri": "https://generativelanguage.googleapis.com/v1beta/files/abc123",
+            }
+        },
+        {"inlineData": {"mimeType": "text/markdown", "data": base64.b64encode("# Title \u00e9".encode()).decode()}},
+        {"fileData": {"mimeType": "audio/mpeg", "fileUri": "gs://bucket/clip.mp3"}},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("block", "fragment"),
+    [
+        (FileBlock("application/zip", data=b"PK"), "Gemini does not take application/zip"),
+        (FileBlock("image/png", url="ftp://example.com/a.png"), "only https, http and gs URLs"),
+        (FileBlock("image/png", data=PNG), f"{len(PNG)} bytes is over the inline limit of 16 bytes"),
+    ],
+)
+def test_files_gemini_cannot_take_are_unsupported(block: FileBlock, fragment: str) -> None:
+    options = GenerateOptions(model=MODEL, messages=[Message(role="user", content=[block])])
+    with pytest.raises(LlmError) as info:
+        build_body(options, efforts={}, max_inline_bytes=16)
+    assert info.value.code == "UNSUPPORTED"
+    assert fragment in info.value.message
+    assert block.media_type in info.value.message
+    assert "\\x89PNG" not in info.value.message
+
+
+def test_a_file_outside_a_user_message_is_a_bad_request() -> None:
+    for role in ("assistant", "tool"):
+        with pytest.raises(LlmError, match=f"{role} message cannot hold a file block") as info:
+            body(messages=[Message(role=role, content=[FileBlock("image/png", data=PNG)])])  # type: ignore[arg-type]
+        assert info.value.code == "BAD_REQUEST"
+
+
+def test_structured_output() -> None:
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}}
+    strict = body(messages=[Message.user("x")], response_format=JsonSchemaFormat("person", schema, strict=True))
+    assert strict["generationConfig"] == {"responseMimeType": "application/json", "responseJsonSchema": schema}
+    plain = body(messages=[Message.user("x")], response_format=JsonObjectFormat(), max_tokens=9)
+    assert plain["generationConfig"] == {"maxOutputTokens": 9, "responseMimeType": "application/json"}

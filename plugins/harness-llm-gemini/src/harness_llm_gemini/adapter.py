@@ -82,6 +82,7 @@ class GeminiAdapter(HttpAdapter[GeminiConfig]):
             efforts=config.efforts_for(model),
             default_effort=config.default_effort_for(model),
             include_thoughts=config.include_thoughts,
+            max_inline_bytes=config.max_inline_bytes,
         )
 
     def make_translator(self, options: GenerateOptions, request_id: str | None) -> Translator:

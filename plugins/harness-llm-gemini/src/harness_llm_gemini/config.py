@@ -13,6 +13,7 @@ import msgspec
 
 from harness_core.kit.config import HttpProviderConfig, vendor_api_key
 from harness_core.secret import Secret
+from harness_llm_gemini.serialize import DEFAULT_MAX_INLINE_BYTES
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -71,6 +72,9 @@ class GeminiConfig(HttpProviderConfig, forbid_unknown_fields=True, kw_only=True)
         default_effort: effort used when a request names none (``None``: no ``thinkingConfig``,
             the model's own default).
         models: optional static model facts by model id (see :class:`ModelConfig`).
+        max_inline_bytes: the largest file sent inline (bytes; Gemini takes about 20 MB per
+            request); a larger one raises ``UNSUPPORTED`` (upload it with the Files API and
+            attach its URI).
     """
 
     base_url: str = DEFAULT_BASE_URL
@@ -85,6 +89,7 @@ class GeminiConfig(HttpProviderConfig, forbid_unknown_fields=True, kw_only=True)
     include_thoughts: bool = True
     default_effort: str | None = None
     models: dict[str, ModelConfig] = msgspec.field(default_factory=dict)
+    max_inline_bytes: int = DEFAULT_MAX_INLINE_BYTES
 
     def efforts_for(self, model: str) -> dict[str, int | str]:
         """Effort id → thinking budget or level for ``model``: its own table, else by family

@@ -10,7 +10,7 @@ Mapping:
 
 - ``systemInstruction``: ``options.system`` and the text of every ``system`` message, joined
   with a blank line.
-- ``contents``: ``user`` messages → role ``user`` text parts; ``tool`` messages → role ``user``
+- ``contents``: ``user`` messages → role ``user`` text parts and files (below); ``tool`` messages → role ``user``
   ``functionResponse {name, response: {"output": …} | {"error": …}, id?}`` parts, the name looked
   up from the call with that id earlier in the history (an unknown id raises ``BAD_REQUEST``);
   ``assistant`` messages → role ``model``: text parts, ``functionCall {name, args, id?}`` with
@@ -25,9 +25,18 @@ Mapping:
 - ``tools`` → one ``functionDeclarations`` tool (``parametersJsonSchema`` = the JSON schema);
   ``tool_choice`` ``auto`` / ``none`` / ``required`` / named → ``functionCallingConfig.mode``
   ``AUTO`` / ``NONE`` / ``ANY`` / ``ANY`` + ``allowedFunctionNames``.
+- Files (:class:`~harness_core.types.FileBlock`, https://ai.google.dev/gemini-api/docs/file-input-methods):
+  ``data`` → ``inlineData {mimeType, data: base64}``, ``url`` → ``fileData {mimeType, fileUri}``
+  (Files API URIs, ``gs://`` on Vertex, public ``https`` URLs: Google fetches them, harness
+  never does). Images (PNG, JPEG, WebP, HEIC/HEIF), PDF and ``text/*`` documents, audio and
+  video; another media type, a URL scheme other than ``https``/``http``/``gs``, or inline data
+  over ``max_inline_bytes`` raise ``UNSUPPORTED`` naming it.
 - ``generationConfig``: ``maxOutputTokens``, ``temperature``, ``topP``, ``seed``,
   ``stopSequences``; ``reasoning_effort`` → ``thinkingConfig`` (``thinkingBudget`` tokens for an
-  int effort value, ``thinkingLevel`` for a string) with ``includeThoughts``.
+  int effort value, ``thinkingLevel`` for a string) with ``includeThoughts``;
+  ``response_format`` (https://ai.google.dev/gemini-api/docs/structured-output): a JSON schema →
+  ``responseMimeType: application/json`` + ``responseJsonSchema`` (decoding is constrained to
+  the schema, so ``strict`` is honoured either way); JSON mode → ``responseMimeType`` alone.
 - ``provider_options["gemini"]`` is merged into the body as given (``generationConfig`` merged key
   by key).
 """
@@ -40,8 +49,11 @@ from typing import Any, Final
 import msgspec
 
 from harness_core.errors import LlmError
+from harness_core.media import base64_data, unsupported_file
 from harness_core.types import (
+    FileBlock,
     GenerateOptions,
+    JsonSchemaFormat,
     Message,
     NamedToolChoice,
     ReasoningBlock,
@@ -52,11 +64,29 @@ from harness_core.types import (
 from harness_llm_gemini.errors import PROVIDER
 from harness_llm_gemini.translate import REPLAY_VERSION
 
-__all__ = ["build_body", "replay_of"]
+__all__ = ["DEFAULT_MAX_INLINE_BYTES", "MEDIA_TYPES", "URL_SCHEMES", "build_body", "replay_of"]
 
 _ARGS_DECODER: Final = msgspec.json.Decoder(dict[str, Any])
 _ENCODER: Final = msgspec.json.Encoder()
 _MODES: Final[dict[str, str]] = {"auto": "AUTO", "none": "NONE", "required": "ANY"}
+
+MEDIA_TYPES: Final = frozenset(
+    {
+        "image/png", "image/jpeg", "image/webp", "image/heic", "image/heif",
+        "application/pdf",
+        "audio/wav", "audio/mp3", "audio/mpeg", "audio/aiff", "audio/aac", "audio/ogg", "audio/flac",
+        "video/mp4", "video/mpeg", "video/mov", "video/quicktime", "video/avi", "video/x-flv", "video/mpg",
+        "video/webm", "video/wmv", "video/3gpp",
+    }
+)  # fmt: skip
+"""Media types Gemini takes as files besides ``text/*`` (https://ai.google.dev/gemini-api/docs/image-understanding,
+…/document-processing, …/audio, …/video-understanding)."""
+
+URL_SCHEMES: Final = ("https://", "http://", "gs://")
+"""File URLs Gemini fetches itself (Files API and public URLs; ``gs://`` on Vertex AI)."""
+
+DEFAULT_MAX_INLINE_BYTES: Final = 20 * 1024 * 1024
+"""Gemini's limit on inline data in one request (20 MB); larger files go through the Files API."""
 
 
 def _bad_request(message: str) -> LlmError:
@@ -128,11 +158,31 @@ def _model_parts(message: Message, model: str, native_ids: dict[str, bool]) -> l
             if isinstance(entry, dict) and isinstance(entry.get("signature"), str):
                 parts.append(_signed({"text": block.text, "thought": True}, entry))
         else:
-            raise _bad_request("an assistant message cannot hold a tool result")
+            raise _bad_request(f"an assistant message cannot hold a {block.__struct_config__.tag} block")
         parts.extend(placed.pop(position, []))
     for rest in placed.values():  # entries placed after blocks the message no longer has
         parts.extend(rest)
     return parts
+
+
+def _file(block: FileBlock, max_inline_bytes: int) -> dict[str, Any]:
+    media_type = block.media_type
+    if media_type not in MEDIA_TYPES and not media_type.startswith("text/"):
+        raise unsupported_file(PROVIDER, block, f"Gemini does not take {media_type}")
+    url = block.url
+    if url is not None:
+        if not url.lower().startswith(URL_SCHEMES):
+            raise unsupported_file(PROVIDER, block, "only https, http and gs URLs are fetched by Gemini")
+        return {"fileData": {"mimeType": media_type, "fileUri": url}}
+    size = block.size or 0
+    if size > max_inline_bytes:
+        raise unsupported_file(
+            PROVIDER,
+            block,
+            f"{size} bytes is over the inline limit of {max_inline_bytes} bytes (upload it with the Files API "
+            "and attach its URI as a url)",
+        )
+    return {"inlineData": {"mimeType": media_type, "data": base64_data(block)}}
 
 
 def _function_response(
@@ -150,7 +200,7 @@ def _function_response(
     return {"functionResponse": response}
 
 
-def _contents(options: GenerateOptions, model: str) -> tuple[list[dict[str, Any]], list[str]]:
+def _contents(options: GenerateOptions, model: str, max_inline_bytes: int) -> tuple[list[dict[str, Any]], list[str]]:
     """The ``contents`` array and the system texts found among the messages."""
     contents: list[dict[str, Any]] = []
     system: list[str] = []
@@ -183,6 +233,8 @@ def _contents(options: GenerateOptions, model: str) -> tuple[list[dict[str, Any]
             elif isinstance(block, TextBlock):
                 if block.text:
                     parts.append({"text": block.text})
+            elif isinstance(block, FileBlock) and role == "user":
+                parts.append(_file(block, max_inline_bytes))
             else:
                 raise _bad_request(f"a {role} message cannot hold a {block.__struct_config__.tag} block")
         add("user", parts)
@@ -218,6 +270,7 @@ def build_body(
     efforts: Mapping[str, int | str],
     default_effort: str | None = None,
     include_thoughts: bool = True,
+    max_inline_bytes: int = DEFAULT_MAX_INLINE_BYTES,
 ) -> bytes:
     """Serialize ``options`` into the JSON body of ``models/{model}:streamGenerateContent``.
 
@@ -228,16 +281,18 @@ def build_body(
         default_effort: effort used when ``options.reasoning_effort`` is ``None`` (``None``: send
             no ``thinkingConfig``, the model's default applies).
         include_thoughts: ask for thought summaries (streamed as reasoning blocks).
+        max_inline_bytes: the largest file sent inline (``inlineData``), in bytes.
 
     Raises:
-        LlmError: ``UNSUPPORTED`` (an effort the model does not list), ``BAD_REQUEST`` (no model,
+        LlmError: ``UNSUPPORTED`` (an effort the model does not list; a file of a media type,
+            URL scheme or size Gemini does not take), ``BAD_REQUEST`` (no model,
             tool-call arguments that are not a JSON object, a tool result for an unknown call, a
             block in the wrong kind of message).
     """
     model = options.model
     if not model:
         raise _bad_request("no model given: set options.model or a default model for the route")
-    contents, system_texts = _contents(options, model)
+    contents, system_texts = _contents(options, model, max_inline_bytes)
     body: dict[str, Any] = {"contents": contents}
     if options.system:
         system_texts.insert(0, options.system)
@@ -271,6 +326,11 @@ def build_body(
     thinking = _thinking(options, model, efforts, default_effort, include_thoughts)
     if thinking is not None:
         config["thinkingConfig"] = thinking
+    response_format = options.response_format
+    if response_format is not None:
+        config["responseMimeType"] = "application/json"
+        if isinstance(response_format, JsonSchemaFormat):
+            config["responseJsonSchema"] = response_format.schema
     extra = dict(options.provider_options.get(PROVIDER) or {})
     if isinstance(extra.get("generationConfig"), dict):
         config.update(extra.pop("generationConfig"))
