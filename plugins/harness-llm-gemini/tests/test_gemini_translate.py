@@ -378,3 +378,33 @@ def test_lf_framing_decodes_like_crlf() -> None:
 def test_block_starts_carry_the_call() -> None:
     chunks = run(chunk({"functionCall": {"name": "f", "args": {}, "id": "i"}}, finish="STOP"))
     assert chunks[0] == BlockStart(0, "tool-call", id="i", name="f")
+
+
+def test_streamed_call_separators_a_missing_terminal_part_and_a_late_signature() -> None:
+    chunks = run(
+        *streamed(
+            {"name": "write", "willContinue": True},
+            {"partialArgs": [arg("$.ops[0].name", stringValue="a", willContinue=True)], "willContinue": True},
+            {"partialArgs": [arg("$.ops[0].name", stringValue="")], "willContinue": True},
+            {"willContinue": True},  # between two array items: nothing to write
+            {"partialArgs": [arg("$.ops[1].name", stringValue="b")], "willContinue": True},
+        ),
+        chunk({"functionCall": {"partialArgs": [arg("$.ops[1].n", numberValue=3)]}, "thoughtSignature": "LATE"}),
+        chunk({"text": ""}, finish="STOP"),
+    )
+    [call] = ends(chunks)
+    assert json.loads(call.arguments) == {"ops": [{"name": "a"}, {"name": "b", "n": 3}]}
+    assert finish_of(chunks).replay_state["blocks"] == {"0": {"signature": "LATE"}}
+    assert finish_of(chunks).reason.kind == "tool-calls"
+
+
+def test_a_generated_image_is_kept_for_replay_only_with_its_signature() -> None:
+    image = {"mimeType": "image/png", "data": "iVBORw0KGgo="}
+    chunks = run(
+        chunk({"inlineData": image}),
+        chunk({"inlineData": image, "thoughtSignature": "IMG"}, {"text": "Here it is."}, finish="STOP"),
+    )
+    assert ends(chunks) == [TextBlock("Here it is.")]
+    assert finish_of(chunks).replay_state["parts"] == [
+        {"after": -1, "part": {"inlineData": image, "thoughtSignature": "IMG"}}
+    ]

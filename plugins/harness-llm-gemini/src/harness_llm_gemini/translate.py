@@ -26,7 +26,8 @@ event names and no ``[DONE]``: the stream ends when the connection closes after 
 content of a block (text, thought, function call) it is kept for that block; a second signature
 for the same text block starts a new block, so each block carries at most one. A part that holds
 no block content (an empty text with only a signature, a server-side tool part) is kept whole as
-a *standalone part* placed after the last block; the open text block ends there. All of it goes
+a *standalone part* placed after the last block; the open text block ends there (a generated
+image, ``inlineData``, is kept only when it carries a signature). All of it goes
 into ``finish.replay_state`` and the serializer replays it byte-exact on the next turn::
 
     {"v": 1, "provider": "gemini", "model": <requested model>,
@@ -83,6 +84,7 @@ from harness_llm_gemini.partial_args import ArgumentsWriter
 from harness_llm_gemini.wire import (
     RESPONSE_DECODER,
     SERVER_TOOL_FIELDS,
+    SIGNED_ONLY_FIELDS,
     WireFunctionCall,
     WirePart,
     WireResponse,
@@ -322,7 +324,7 @@ class Translator:
             self._text("reasoning" if part.thought else "text", text, signature, chunks)
             return
         raw: dict[str, Any] = {}
-        for field in SERVER_TOOL_FIELDS:
+        for field in SERVER_TOOL_FIELDS if signature is None else SERVER_TOOL_FIELDS + SIGNED_ONLY_FIELDS:
             value = getattr(part, field)
             if value:
                 raw[field] = msgspec.json.decode(value)
@@ -351,6 +353,8 @@ class Translator:
     def _function_call(self, call: WireFunctionCall, signature: str | None, chunks: list[StreamChunk]) -> None:
         open_call = self._call
         if open_call is not None and call.name is None:
+            if signature is not None:
+                self._replay_blocks.setdefault(str(open_call.index), {}).setdefault("signature", signature)
             pieces = call.partialArgs or ()
             if pieces:
                 piece = open_call.writer.add(pieces)

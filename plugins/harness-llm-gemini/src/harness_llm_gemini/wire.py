@@ -22,6 +22,7 @@ __all__ = [
     "MODELS_DECODER",
     "RESPONSE_DECODER",
     "SERVER_TOOL_FIELDS",
+    "SIGNED_ONLY_FIELDS",
     "WireCandidate",
     "WireContent",
     "WireError",
@@ -38,6 +39,10 @@ __all__ = [
 SERVER_TOOL_FIELDS = ("executableCode", "codeExecutionResult", "toolCall", "toolResponse")
 """Part fields of tools the server runs itself (code execution, built-in tools): no block of
 ours, but part of the model turn that must be sent back."""
+
+SIGNED_ONLY_FIELDS = ("inlineData",)
+"""Part fields kept for replay only when the part carries a ``thoughtSignature`` (a generated
+image the next turn must see with its signature; unsigned ones are not kept: they can be large)."""
 
 
 class WirePartialArg(msgspec.Struct, gc=False):
@@ -80,6 +85,7 @@ class WirePart(msgspec.Struct, gc=False):
     codeExecutionResult: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
     toolCall: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
     toolResponse: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+    inlineData: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
 
 
 class WireContent(msgspec.Struct, gc=False):
