@@ -14,7 +14,18 @@ from harness_core.errors import LlmError
 from harness_core.secret import Secret
 from harness_core.testing.check import check_stream
 from harness_core.testing.server import Reply, ScriptedServer
-from harness_core.types import BlockEnd, Finish, GenerateOptions, Message, ModelInfo, StreamChunk, TextBlock, TextDelta
+from harness_core.types import (
+    BlockEnd,
+    Finish,
+    GenerateOptions,
+    Message,
+    ModelInfo,
+    StreamChunk,
+    TextBlock,
+    TextDelta,
+    ToolCallBlock,
+    ToolResultBlock,
+)
 from harness_llm_gemini.adapter import GeminiAdapter, model_path
 from harness_llm_gemini.config import GeminiConfig, ModelConfig
 from harness_llm_gemini.errors import classifier, retry_delay
@@ -381,3 +392,21 @@ def test_resolve_model() -> None:
     assert adapter.resolve_model("models/gemini-3-pro").reasoning_efforts == ["low", "high"]
     levels = GeminiConfig(thinking_levels={"quick": "low"})
     assert GeminiAdapter(levels).resolve_model("gemini-3-flash").reasoning_efforts == ["quick"]
+
+
+async def test_gemini_3_gets_the_placeholder_signature_on_foreign_calls(server: ScriptedServer) -> None:
+    history = [
+        Message.user("Weather?"),
+        Message(role="assistant", content=[ToolCallBlock("call_x", "get_weather", '{"city": "Oslo"}')]),
+        Message(role="tool", content=[ToolResultBlock("call_x", "3 C")]),
+    ]
+    server.add(Reply(reads=[text_body()]), Reply(reads=[text_body()]))
+    adapter = GeminiAdapter(make_config(server))
+    try:
+        await collect(adapter, GenerateOptions(model="gemini-3-pro-preview", messages=history))
+        await collect(adapter, GenerateOptions(model=MODEL, messages=history))
+    finally:
+        await adapter.aclose()
+    gemini_3, gemini_25 = (request.json()["contents"][1]["parts"][0] for request in server.requests)
+    assert gemini_3["thoughtSignature"] == "skip_thought_signature_validator"
+    assert "thoughtSignature" not in gemini_25

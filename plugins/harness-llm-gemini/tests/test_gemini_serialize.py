@@ -326,3 +326,29 @@ def test_structured_output() -> None:
     assert strict["generationConfig"] == {"responseMimeType": "application/json", "responseJsonSchema": schema}
     plain = body(messages=[Message.user("x")], response_format=JsonObjectFormat(), max_tokens=9)
     assert plain["generationConfig"] == {"maxOutputTokens": 9, "responseMimeType": "application/json"}
+
+
+def test_unsigned_calls_get_the_placeholder_when_asked() -> None:
+    foreign = Message(
+        role="assistant",
+        content=[TextBlock("Let me look."), HISTORY_CALL, ToolCallBlock("c2", "get_time", "{}")],
+        replay_state={"v": 1, "provider": "openai", "model": "gpt-x"},
+    )
+    ours = Message(
+        role="assistant", content=[ToolCallBlock("c3", "get_time", "{}")], replay_state=state(_0_={"signature": "OWN"})
+    )
+    messages = [
+        Message.user("Weather?"),
+        foreign,
+        Message(role="tool", content=[ToolResultBlock(HISTORY_CALL.id, "18 C"), ToolResultBlock("c2", "14:00")]),
+        Message(role="assistant", content=[TextBlock("Anything else?")]),
+        Message.user("Time again?"),
+        ours,
+        Message(role="tool", content=[ToolResultBlock("c3", "14:01")]),
+    ]
+    options = GenerateOptions(model=MODEL, messages=messages)
+    signed = json.loads(build_body(options, efforts={}, unsigned_call_signature="PLACEHOLDER"))["contents"]
+    assert [part.get("thoughtSignature") for part in signed[1]["parts"]] == [None, "PLACEHOLDER", None]
+    assert signed[5]["parts"] == [{"functionCall": {"name": "get_time", "args": {}}, "thoughtSignature": "OWN"}]
+    plain = json.loads(build_body(options, efforts={}))["contents"]
+    assert all("thoughtSignature" not in part for part in plain[1]["parts"])

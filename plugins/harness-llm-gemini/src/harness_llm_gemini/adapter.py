@@ -83,6 +83,7 @@ class GeminiAdapter(HttpAdapter[GeminiConfig]):
             default_effort=config.default_effort_for(model),
             include_thoughts=config.include_thoughts,
             max_inline_bytes=config.max_inline_bytes,
+            unsigned_call_signature=config.unsigned_call_signature if config.is_gemini_3(model) else None,
         )
 
     def make_translator(self, options: GenerateOptions, request_id: str | None) -> Translator:

@@ -75,6 +75,11 @@ class GeminiConfig(HttpProviderConfig, forbid_unknown_fields=True, kw_only=True)
         max_inline_bytes: the largest file sent inline (bytes; Gemini takes about 20 MB per
             request); a larger one raises ``UNSUPPORTED`` (upload it with the Files API and
             attach its URI).
+        unsigned_call_signature: for Gemini 3 models, the signature put on a history turn whose
+            function calls carry none (a conversation begun with another model or provider):
+            Gemini 3 rejects such a turn with 400, and Google documents this placeholder to skip
+            the check (https://ai.google.dev/gemini-api/docs/thought-signatures). ``null``: send
+            the calls unsigned.
     """
 
     base_url: str = DEFAULT_BASE_URL
@@ -90,6 +95,12 @@ class GeminiConfig(HttpProviderConfig, forbid_unknown_fields=True, kw_only=True)
     default_effort: str | None = None
     models: dict[str, ModelConfig] = msgspec.field(default_factory=dict)
     max_inline_bytes: int = DEFAULT_MAX_INLINE_BYTES
+    unsigned_call_signature: str | None = "skip_thought_signature_validator"
+
+    @staticmethod
+    def is_gemini_3(model: str) -> bool:
+        """Whether ``model`` (an id or ``models/<id>``) is of the Gemini 3 family."""
+        return model.rsplit("/", 1)[-1].startswith("gemini-3")
 
     def efforts_for(self, model: str) -> dict[str, int | str]:
         """Effort id → thinking budget or level for ``model``: its own table, else by family
@@ -97,9 +108,8 @@ class GeminiConfig(HttpProviderConfig, forbid_unknown_fields=True, kw_only=True)
         spec = self.models.get(model)
         if spec is not None and spec.efforts is not None:
             return dict(spec.efforts)
-        name = model.rsplit("/", 1)[-1]
-        if name.startswith("gemini-3"):
-            if "flash" in name and self.thinking_levels == DEFAULT_THINKING_LEVELS:
+        if self.is_gemini_3(model):
+            if "flash" in model and self.thinking_levels == DEFAULT_THINKING_LEVELS:
                 return dict(_FLASH_LEVELS)
             return dict(self.thinking_levels)
         return dict(self.thinking_budgets)

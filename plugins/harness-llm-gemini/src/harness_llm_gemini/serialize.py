@@ -21,7 +21,9 @@ Mapping:
   block, byte-exact; reasoning blocks that carried one go back as ``{"text", "thought": true,
   "thoughtSignature"}`` (unsigned reasoning is dropped); standalone parts (signature-only empty
   text parts, server-side tool parts) go back unchanged at their place; call ids are sent only
-  when the provider issued them. Replay state of another model is ignored.
+  when the provider issued them. Replay state of another model is ignored; Gemini 3 then needs
+  ``unsigned_call_signature`` on the model turns whose calls carry none (the validator-skipping
+  placeholder of https://ai.google.dev/gemini-api/docs/thought-signatures, "FAQ").
 - ``tools`` → one ``functionDeclarations`` tool (``parametersJsonSchema`` = the JSON schema);
   ``tool_choice`` ``auto`` / ``none`` / ``required`` / named → ``functionCallingConfig.mode``
   ``AUTO`` / ``NONE`` / ``ANY`` / ``ANY`` + ``allowedFunctionNames``.
@@ -165,6 +167,17 @@ def _model_parts(message: Message, model: str, native_ids: dict[str, bool]) -> l
     return parts
 
 
+def _sign_foreign_calls(contents: list[dict[str, Any]], placeholder: str) -> None:
+    """Give the first function call of every model turn that has no signature at all the
+    ``placeholder`` signature (Gemini 3 rejects such a turn: history from another model)."""
+    for content in contents:
+        if content["role"] != "model":
+            continue
+        calls = [part for part in content["parts"] if "functionCall" in part]
+        if calls and not any("thoughtSignature" in part for part in calls):
+            calls[0]["thoughtSignature"] = placeholder
+
+
 def _file(block: FileBlock, max_inline_bytes: int) -> dict[str, Any]:
     media_type = block.media_type
     if media_type not in MEDIA_TYPES and not media_type.startswith("text/"):
@@ -271,6 +284,7 @@ def build_body(
     default_effort: str | None = None,
     include_thoughts: bool = True,
     max_inline_bytes: int = DEFAULT_MAX_INLINE_BYTES,
+    unsigned_call_signature: str | None = None,
 ) -> bytes:
     """Serialize ``options`` into the JSON body of ``models/{model}:streamGenerateContent``.
 
@@ -282,6 +296,8 @@ def build_body(
             no ``thinkingConfig``, the model's default applies).
         include_thoughts: ask for thought summaries (streamed as reasoning blocks).
         max_inline_bytes: the largest file sent inline (``inlineData``), in bytes.
+        unsigned_call_signature: put on the first function call of a model turn whose calls
+            carry no signature (``None``: leave them unsigned).
 
     Raises:
         LlmError: ``UNSUPPORTED`` (an effort the model does not list; a file of a media type,
@@ -293,6 +309,8 @@ def build_body(
     if not model:
         raise _bad_request("no model given: set options.model or a default model for the route")
     contents, system_texts = _contents(options, model, max_inline_bytes)
+    if unsigned_call_signature is not None:
+        _sign_foreign_calls(contents, unsigned_call_signature)
     body: dict[str, Any] = {"contents": contents}
     if options.system:
         system_texts.insert(0, options.system)
