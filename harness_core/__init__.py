@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.abort import AbortSignal
     from harness_core.adapter import LlmAdapter
     from harness_core.assembler import BlockAssembler
+    from harness_core.attach import AttachError, detect_media_type, load_attachment
     from harness_core.chain import ChainLink
     from harness_core.config import EnvFallback
     from harness_core.conversation import Conversation, ConversationState, MaxStepsExceeded, Reply
@@ -21,6 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.hookspecs import hookimpl
     from harness_core.runtime import GenerateResult, Harness, StreamContext
     from harness_core.secret import Secret
+    from harness_core.structured import decode_output, response_format_for
     from harness_core.sync import SyncHarness
     from harness_core.tools import Tool, ToolRegistry, tool
     from harness_core.types import (
@@ -54,6 +56,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
 
 __all__ = [
     "AbortSignal",
+    "AttachError",
     "BlockAssembler",
     "BlockEnd",
     "BlockStart",
@@ -98,7 +101,11 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "canonical_json",
+    "decode_output",
+    "detect_media_type",
     "hookimpl",
+    "load_attachment",
+    "response_format_for",
     "tool",
 ]
 _LAZY = {
@@ -108,6 +115,9 @@ _LAZY = {
     "ConversationState": "harness_core.conversation",
     "MaxStepsExceeded": "harness_core.conversation",
     "AbortSignal": "harness_core.abort",
+    "AttachError": "harness_core.attach",
+    "detect_media_type": "harness_core.attach",
+    "load_attachment": "harness_core.attach",
     "BlockAssembler": "harness_core.assembler",
     "BlockEnd": "harness_core.types",
     "BlockStart": "harness_core.types",
@@ -147,6 +157,8 @@ _LAZY = {
     "ToolSpec": "harness_core.types",
     "Usage": "harness_core.types",
     "canonical_json": "harness_core.types",
+    "decode_output": "harness_core.structured",
+    "response_format_for": "harness_core.structured",
     "hookimpl": "harness_core.hookspecs",
     "tool": "harness_core.tools",
 }

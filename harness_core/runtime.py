@@ -23,7 +23,7 @@ import logging
 from collections.abc import AsyncGenerator, Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 import pluggy
@@ -43,10 +43,13 @@ from harness_core.errors import LlmError
 from harness_core.hookspecs import PROJECT_NAME, HarnessSpec
 from harness_core.plugininfo import Defaults, LoadedPlugin, PluginFailure
 from harness_core.registry import RouteRegistry
+from harness_core.structured import decode_output, response_format_for
 from harness_core.tools import ToolRegistry
 from harness_core.types import FinishReason, GenerateOptions, Message, ModelInfo, StreamChunk, TokenUsage
 
 __all__ = ["GenerateResult", "Harness", "StreamContext"]
+
+T = TypeVar("T")
 
 logger = logging.getLogger("harness")
 
@@ -376,6 +379,36 @@ class Harness:
             raise LlmError("ABORTED", message)
         reply = assembler.message(route=context.route, source=context.source)
         return GenerateResult(message=reply, usage=assembler.usage, finish=finish)
+
+    async def generate_object(
+        self, options: GenerateOptions, type_: type[T], *, name: str | None = None, strict: bool = False
+    ) -> T:
+        """Generate a reply constrained to the JSON schema of ``type_`` and decode it.
+
+        The schema comes from :func:`msgspec.json.schema` (a ``msgspec.Struct``, dataclass,
+        ``TypedDict`` … see :mod:`harness_core.structured`) and is sent as
+        ``options.response_format`` (replacing any there); the reply text is decoded with msgspec.
+
+        Args:
+            options: the request (its ``response_format`` is replaced).
+            type_: the type to decode the reply into.
+            name: the schema name sent to the provider (default: the type's name).
+            strict: ask for constrained decoding (OpenAI's strict mode restricts the schema:
+                every property required, ``additionalProperties: false``).
+
+        Returns:
+            the decoded value, an instance of ``type_``.
+
+        Raises:
+            InvalidOutputError: ``INVALID_OUTPUT``: the reply is not JSON or does not match
+                ``type_``; names the JSON path of the first mismatch and keeps the raw text.
+            LlmError: as :meth:`generate` (``UNSUPPORTED`` where the route has no structured
+                output).
+            TypeError: msgspec cannot describe ``type_``.
+        """
+        fmt = response_format_for(type_, name=name, strict=strict)
+        result = await self.generate(msgspec.structs.replace(options, response_format=fmt))
+        return decode_output(result.text, type_, provider=result.message.source)
 
     # ------------------------------------------------------------------ introspection
 

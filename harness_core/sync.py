@@ -15,6 +15,7 @@ the ``with`` block — not a new event loop per call, so connections and clients
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
@@ -97,6 +98,15 @@ class SyncHarness:
     def generate(self, options: GenerateOptions) -> GenerateResult:
         """:meth:`Harness.generate <harness_core.runtime.Harness.generate>`, blocking."""
         result: GenerateResult = self._call(self.harness.generate, options)
+        return result
+
+    def generate_object(
+        self, options: GenerateOptions, type_: type[T], *, name: str | None = None, strict: bool = False
+    ) -> T:
+        """:meth:`Harness.generate_object <harness_core.runtime.Harness.generate_object>`, blocking."""
+        result: T = self._call(
+            functools.partial(self.harness.generate_object, name=name, strict=strict), options, type_
+        )
         return result
 
     def stream(self, options: GenerateOptions) -> AbstractContextManager[Iterator[StreamChunk]]:

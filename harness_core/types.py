@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import re
 from typing import Any, Final, Literal, TypeAlias
+from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 
@@ -21,6 +22,7 @@ from harness_core.abort import AbortSignal
 from harness_core.errors import ErrorCode
 
 __all__ = [
+    "MEDIA_TYPE",
     "BlockEnd",
     "BlockStart",
     "BlockType",
@@ -95,8 +97,9 @@ class ToolResultBlock(msgspec.Struct, tag="tool-result", tag_field="type", froze
     is_error: bool = False
 
 
-_MEDIA_TYPE: Final = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}")
-"""``type/subtype`` as RFC 6838 §4.2 restricts IANA media type names (lower case, no parameters)."""
+MEDIA_TYPE: Final = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}")
+"""A media type as :class:`FileBlock` takes it: ``type/subtype`` in the characters RFC 6838 §4.2
+allows for IANA names, lower case, no parameters."""
 _URL_SCHEME: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 
 
@@ -120,7 +123,7 @@ class FileBlock(msgspec.Struct, tag="file", tag_field="type", frozen=True, omit_
 
     Raises ``ValueError`` on construction or decoding for a malformed media type, no source,
     both sources, or a URL that is not absolute. ``repr`` shows the size and SHA-256 digest,
-    never the bytes.
+    never the bytes, and a URL without its query (:attr:`display_url`).
     """
 
     media_type: str
@@ -130,7 +133,7 @@ class FileBlock(msgspec.Struct, tag="file", tag_field="type", frozen=True, omit_
 
     def __post_init__(self) -> None:
         """Check the media type and that exactly one source is set (see the class docstring)."""
-        if not isinstance(self.media_type, str) or not _MEDIA_TYPE.fullmatch(self.media_type):
+        if not isinstance(self.media_type, str) or not MEDIA_TYPE.fullmatch(self.media_type):
             raise ValueError(
                 "FileBlock.media_type must be a lower-case IANA media type such as 'image/png',"
                 f" got {self.media_type!r}"
@@ -159,6 +162,17 @@ class FileBlock(msgspec.Struct, tag="file", tag_field="type", frozen=True, omit_
         return None if self.data is None else "sha256:" + hashlib.sha256(self.data).hexdigest()
 
     @property
+    def display_url(self) -> str | None:
+        """``url`` as logs, errors and traces show it: without user info, query and fragment
+        (where signed URLs carry their credentials; a dropped query shows as ``?…``)."""
+        url = self.url
+        if url is None:
+            return None
+        parts = urlsplit(url)
+        host = parts.netloc.rpartition("@")[2]
+        return urlunsplit((parts.scheme, host, parts.path, "", "")) + ("?…" if parts.query else "")
+
+    @property
     def source_kind(self) -> Literal["data", "url"]:
         """``"data"`` (inline bytes) or ``"url"``: what an ``UNSUPPORTED`` error names."""
         return "data" if self.data is not None else "url"
@@ -166,17 +180,19 @@ class FileBlock(msgspec.Struct, tag="file", tag_field="type", frozen=True, omit_
     def describe(self) -> str:
         """A short, byte-free description: media type, filename, and size or URL."""
         name = f" {self.filename!r}" if self.filename else ""
-        where = f"{self.size} bytes" if self.data is not None else f"url {self.url}"
+        where = f"{self.size} bytes" if self.data is not None else f"url {self.display_url}"
         return f"{self.media_type}{name} ({where})"
 
     def __repr__(self) -> str:
-        source = f"size={self.size}, digest={self.digest!r}" if self.data is not None else f"url={self.url!r}"
+        source = f"size={self.size}, digest={self.digest!r}" if self.data is not None else f"url={self.display_url!r}"
         name = f", filename={self.filename!r}" if self.filename is not None else ""
         return f"FileBlock(media_type={self.media_type!r}, {source}{name})"
 
     def __rich_repr__(self) -> list[tuple[str, Any]]:
         """What ``rich`` pretty-prints: the fields of :meth:`__repr__`, never the bytes."""
-        source = [("size", self.size), ("digest", self.digest)] if self.data is not None else [("url", self.url)]
+        source = (
+            [("size", self.size), ("digest", self.digest)] if self.data is not None else [("url", self.display_url)]
+        )
         return [("media_type", self.media_type), *source, ("filename", self.filename)]
 
 

@@ -115,6 +115,27 @@ def cli(verbose: int) -> None:
 @click.option("--max-tokens", type=click.IntRange(min=1), help="upper bound on output tokens (at least 1)")
 @click.option("--temperature", type=click.FloatRange(min=0), help="sampling temperature (at least 0)")
 @click.option("--reasoning-effort", help="reasoning effort id the model lists (e.g. off, low, high)")
+@click.option(
+    "-a",
+    "--attach",
+    "attach",
+    metavar="PATH|URL",
+    multiple=True,
+    help="attach a file (media type from its content) or a URL the provider fetches (repeatable)",
+)
+@click.option(
+    "--attach-type",
+    "attach_type",
+    nargs=2,
+    metavar="PATH|URL TYPE",
+    multiple=True,
+    help="attach a file or URL with this media type, e.g. `--attach-type scan.bin image/png` (repeatable)",
+)
+@click.option(
+    "--schema",
+    metavar="JSON|FILE|SPEC",
+    help="reply with JSON matching this schema: JSON text, a JSON file, or fields such as 'name, age int'",
+)
 @_tool_options
 @_config_option
 @click.option("--json", "as_json", is_flag=True, help="print every chunk as one JSON object per line")
@@ -125,12 +146,15 @@ def run(ctx: click.Context, /, prompt: str, as_json: bool, **options: Any) -> No
     Reasoning is shown dimmed on a terminal (on stderr otherwise), tool calls are shown, usage and
     the finish reason go to stderr at the end. With `--tool NAME` (repeatable) the model may call
     those registered tools: each call is executed, its result shown and sent back, until the
-    model answers (at most `--max-steps` generations). Ctrl-C aborts cleanly, keeping the partial
-    output (exit 130). Errors are one `error: ...` line naming the route and plugin (`-v` adds the
+    model answers (at most `--max-steps` generations). `-a PATH|URL` attaches images, documents or
+    audio (what the route's wire takes; a URL is passed on, never downloaded). `--schema` asks for
+    JSON matching a schema and checks that the reply is JSON. Ctrl-C aborts cleanly, keeping the
+    partial output (exit 130). Errors are one `error: ...` line naming the route and plugin (`-v` adds the
     traceback); secrets of the config are redacted from all output.
 
-    Exit codes: 0 stop/tool-calls/length/content-filter; 1 error finish, step limit or output
-    that cannot be written; 2 usage or config error (empty prompt, unknown route or tool, an
+    Exit codes: 0 stop/tool-calls/length/content-filter; 1 error finish, step limit, a `--schema`
+    reply that is not JSON (INVALID_OUTPUT) or output that cannot be written; 2 usage or config
+    error (empty prompt, unknown route or tool, a file that cannot be attached, a bad schema, an
     unsupported option, i.e. error codes CONFIG, NO_ADAPTER, UNSUPPORTED) or a failed middleware;
     130 aborted; 141 stdout closed by its reader (e.g. `| head`: the stream is aborted quietly).
     """
@@ -155,11 +179,12 @@ def chat(ctx: click.Context, /, **options: Any) -> None:
     """Chat with a model: a REPL keeping the conversation history.
 
     Each line you type is sent with the history so far; the reply streams to stdout. Commands:
-    /provider ROUTE [MODEL], /model ID, /system [TEXT], /save PATH, /load PATH, /clear, /help,
-    /quit. Ctrl-C aborts the reply being streamed (the partial reply is kept) and returns to the
-    prompt; a second Ctrl-C discards it. Ctrl-D (end of input) or /quit leaves (exit 0). With
-    `--tool NAME` the model may call those registered tools, as in `harness run`. A failed reply
-    is shown as one `error: ...` line (as in `harness run`) and the REPL goes on.
+    /provider ROUTE [MODEL], /model ID, /system [TEXT], /attach PATH|URL [TYPE] (a file for the
+    next message), /save PATH, /load PATH, /clear, /help, /quit. Ctrl-C aborts the reply being
+    streamed (the partial reply is kept) and returns to the prompt; a second Ctrl-C discards it.
+    Ctrl-D (end of input) or /quit leaves (exit 0). With `--tool NAME` the model may call those
+    registered tools, as in `harness run`. A failed reply is shown as one `error: ...` line (as in
+    `harness run`) and the REPL goes on.
 
     Exit codes: 0 end of input or /quit; 1 output that cannot be written; 2 usage or config error
     (e.g. an unknown tool, a middleware that failed to start); 141 stdout closed by its reader.

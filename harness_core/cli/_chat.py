@@ -26,12 +26,14 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from types import FrameType
 from typing import Final
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from harness_core.abort import AbortSignal
+from harness_core.attach import AttachError, load_attachment
 from harness_core.cli._common import (
     EXIT_OK,
     EXIT_USAGE,
@@ -45,7 +47,7 @@ from harness_core.cli._run import Renderer
 from harness_core.conversation import Conversation, MaxStepsExceeded, Reply
 from harness_core.errors import LlmError
 from harness_core.runtime import Harness
-from harness_core.types import GenerateOptions
+from harness_core.types import MEDIA_TYPE, FileBlock, GenerateOptions, Message
 
 __all__ = ["HELP", "Repl", "run_chat"]
 
@@ -56,9 +58,10 @@ commands:
   /provider [ROUTE [MODEL]]  show the route and model, or switch route (model: the route's default unless given)
   /model [ID]                show the route and model, or set the model
   /system [TEXT]             set the system prompt (no text: remove it)
+  /attach [PATH|URL [TYPE]]  attach a file (media type from its content) or URL to the next message; no argument: list
   /save PATH                 save the conversation as JSON (replay state included)
   /load PATH                 load a saved conversation (its route, model and system prompt too)
-  /clear                     forget the history
+  /clear                     forget the history (and attachments not sent yet)
   /help                      this help
   /quit                      leave (so does Ctrl-D)
 Ctrl-C aborts the reply being streamed (a second Ctrl-C discards it) or drops the line being typed."""
@@ -190,6 +193,8 @@ class Repl:
         self.tty = tty
         self.verbose = verbose
         self._turn: _Turn | None = None
+        self.attachments: list[FileBlock] = []
+        """Files attached with ``/attach``, sent with the next message (kept until one is sent)."""
 
     # ------------------------------------------------------------------ the loop
 
@@ -271,7 +276,8 @@ class Repl:
     # ------------------------------------------------------------------ sending
 
     def send(self, text: str) -> None:
-        """Send ``text`` and stream the reply; errors are shown, never raised."""
+        """Send ``text`` (with the pending attachments) and stream the reply; errors are shown,
+        never raised. The attachments are dropped once a reply was received."""
         turn = self._turn = _Turn()
         renderer = Renderer(self.out, self.err, as_json=False, tty=self.tty, redact=self.redact, abort=turn.abort)
         finished = threading.Event()
@@ -280,6 +286,7 @@ class Repl:
             turn.started(future)
             finished.wait()  # also after a cancellation: the send has rolled its history back
             reply = future.result()
+            self.attachments = []
         except concurrent.futures.CancelledError:
             self.note("interrupted: the reply was discarded")
             return
@@ -304,8 +311,9 @@ class Repl:
 
     async def _send(self, text: str, abort: AbortSignal, renderer: Renderer, finished: threading.Event) -> Reply:
         try:
+            content = Message.user(text, *self.attachments) if self.attachments else text
             return await self.conversation.send(
-                text, abort=abort, on_chunk=renderer.feed, on_tool_result=renderer.tool_result
+                content, abort=abort, on_chunk=renderer.feed, on_tool_result=renderer.tool_result
             )
         finally:
             finished.set()
@@ -387,8 +395,26 @@ class Repl:
         self.conversation = loaded
         self.note(f"loaded {len(loaded.messages)} messages from {argument}; {self.where()}")
 
+    def _attach(self, argument: str) -> None:
+        if not argument:
+            listed = ", ".join(block.describe() for block in self.attachments) or "none"
+            self.note(f"attachments for the next message: {listed}")
+            return
+        spec, media_type = argument, None
+        head, _, last = argument.rpartition(" ")
+        if head and MEDIA_TYPE.fullmatch(last) and not Path(argument).expanduser().exists():
+            spec, media_type = head.strip(), last
+        try:
+            block = load_attachment(spec, media_type)
+        except AttachError as exc:
+            self.note(f"error: {exc}")
+            return
+        self.attachments.append(block)
+        self.note(f"attached {block.describe()} to the next message")
+
     def _clear(self, argument: str) -> None:
         self.conversation.clear()
+        self.attachments = []
         self.note("history cleared")
 
     def _help(self, argument: str) -> None:
@@ -398,6 +424,7 @@ class Repl:
         "/provider": _provider,
         "/model": _model,
         "/system": _system,
+        "/attach": _attach,
         "/save": _save,
         "/load": _load,
         "/clear": _clear,

@@ -34,6 +34,7 @@ import anyio.abc
 import msgspec
 
 from harness_core.abort import AbortSignal
+from harness_core.attach import AttachError, load_attachment
 from harness_core.cli._common import (
     EXIT_ABORTED,
     EXIT_ERROR,
@@ -46,6 +47,7 @@ from harness_core.cli._common import (
     output_failure_code,
     report_error,
 )
+from harness_core.cli._schema import SchemaError, parse_schema
 from harness_core.cli._scrub import ChunkScrubber
 from harness_core.errors import LlmError
 from harness_core.loader import LoadedConfig
@@ -89,12 +91,19 @@ def run_prompt(
     tools: Sequence[str] = (),
     max_steps: int = 8,
     verbose: int = 0,
+    attach: Sequence[str] = (),
+    attach_type: Sequence[tuple[str, str]] = (),
+    schema: str | None = None,
 ) -> int:
     """Run one generation for ``harness run``; returns the exit code (0, 1, 2, 130 or 141: see
     the module docstring).
 
     With ``tools`` (registered tool names) the tool round trip runs, at most ``max_steps``
     generations; an unknown tool name is a usage error (exit 2). ``verbose`` shows tracebacks.
+    ``attach`` (paths or URLs, media type detected) and ``attach_type`` (``(path or URL, media
+    type)`` pairs) become :class:`~harness_core.types.FileBlock` s after the prompt; ``schema``
+    (``--schema``) sets ``response_format`` and a reply that is not JSON fails with
+    ``INVALID_OUTPUT`` (exit 1). A file that cannot be attached or a bad schema is exit 2.
     """
     out, err = Sink(sys.stdout, name="stdout"), Sink(sys.stderr, name="stderr")
     try:
@@ -105,6 +114,14 @@ def run_prompt(
         if not prompt.strip():
             err.write("error: empty prompt (nothing to send)\n")
             return EXIT_USAGE
+        try:
+            files = [load_attachment(spec) for spec in attach]
+            files += [load_attachment(spec, kind) for spec, kind in attach_type]
+            response_format = parse_schema(schema) if schema is not None else None
+        except (AttachError, SchemaError) as exc:
+            option = "--schema" if isinstance(exc, SchemaError) else "--attach"
+            err.write(f"error: {option}: {exc}\n")
+            return EXIT_USAGE
         loaded = load_for_start(config, err)
         if loaded is None:
             return EXIT_USAGE
@@ -113,14 +130,23 @@ def run_prompt(
         options = GenerateOptions(
             provider=provider,
             model=model,
-            messages=[Message.user(prompt)],
+            messages=[Message.user(prompt, *files)],
             system=system,
             max_tokens=max_tokens,
             temperature=temperature,
             reasoning_effort=reasoning_effort,
+            response_format=response_format,
             abort=abort,
         )
-        renderer = Renderer(out, err, as_json=as_json, tty=out.isatty(), redact=loaded.redactor, abort=abort)
+        renderer = Renderer(
+            out,
+            err,
+            as_json=as_json,
+            tty=out.isatty(),
+            redact=loaded.redactor,
+            abort=abort,
+            expect_json=schema is not None,
+        )
         return anyio.run(_generate, loaded, options, abort, renderer, tuple(tools), max_steps, verbose)
     except KeyboardInterrupt:  # Ctrl-C before the signal watcher was installed (e.g. reading stdin)
         out.end_line()
@@ -242,7 +268,8 @@ class Renderer:
     secrets split across deltas), ``abort`` (the stream's signal) is fired when stdout
     fails (the reader went away): the stream ends early and its connection is closed.
     :attr:`route` / :attr:`source` (the route served and the plugins.yaml key owning it) name the
-    place in error lines.
+    place in error lines. With ``expect_json`` (``--schema``) the reply text is kept and a reply
+    that is not JSON ends with an ``INVALID_OUTPUT`` error line (exit 1).
     """
 
     def __init__(
@@ -254,8 +281,11 @@ class Renderer:
         tty: bool,
         redact: Callable[[str], str],
         abort: AbortSignal | None = None,
+        expect_json: bool = False,
     ) -> None:
         self.out = out
+        self.expect_json = expect_json
+        self._text: list[str] = []
         self.err = err
         self.as_json = as_json
         self.tty = tty
@@ -288,6 +318,8 @@ class Renderer:
             self.finish = chunk.reason
         elif isinstance(chunk, Usage):
             self.usage = chunk.usage
+        elif self.expect_json and isinstance(chunk, TextDelta):
+            self._text.append(chunk.text)
         if self.as_json:
             self.out.write(msgspec.json.encode(chunk).decode() + "\n")
         elif isinstance(chunk, TextDelta):
@@ -337,6 +369,13 @@ class Renderer:
         if finish.kind == "aborted":
             self.note(f"aborted: {failure.message if failure is not None else 'aborted'}")
             return EXIT_ABORTED
+        if self.expect_json and finish.kind == "stop":
+            try:
+                msgspec.json.decode("".join(self._text))
+            except msgspec.DecodeError as exc:
+                error = LlmError("INVALID_OUTPUT", f"the reply is not JSON: {exc}")
+                self.note(f"error: {describe_error(error, route=self.route, source=self.source)}")
+                return EXIT_ERROR
         if not self.as_json:
             raw = f" ({finish.raw})" if finish.raw else ""
             usage = self.usage

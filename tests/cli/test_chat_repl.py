@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import builtins
 import concurrent.futures
 import errno
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 from anyio.from_thread import start_blocking_portal
 
@@ -328,3 +330,57 @@ def test_a_failed_stdout_aborts_the_reply_and_leaves(monkeypatch: pytest.MonkeyP
     assert reply.text == "one "  # aborted after its first delta: the partial reply is kept
     assert s.prompts == [""]  # "never sent" was never read
     assert s.err.getvalue() == "error: cannot write output: No space left on device\n"
+
+
+def test_attach_sends_files_with_the_next_message_and_save_keeps_them(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    photo = tmp_path / "photo one.png"
+    photo.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
+    blob = tmp_path / "blob"
+    blob.write_bytes(b"\x00\x01")
+    saved = tmp_path / "conv.json"
+    lines = [
+        "/attach",
+        f"/attach {photo}",
+        f"/attach {blob} application/octet-stream",
+        "/attach https://example.com/doc.pdf",
+        f"/attach {tmp_path / 'missing.png'}",
+        "/attach https://example.com/noext",
+        "/attach",
+        "look",
+        "/attach",
+        "again",
+        f"/save {saved}",
+    ]
+    with session(monkeypatch, lines) as s:
+        assert s.run() == 0
+        conversation = s.repl.conversation
+    errors = s.err.getvalue()
+    assert "attachments for the next message: none" in errors
+    assert "attached image/png 'photo one.png' (16 bytes) to the next message" in errors
+    assert "attached application/octet-stream 'blob' (2 bytes) to the next message" in errors
+    assert "attached application/pdf (url https://example.com/doc.pdf)" in errors
+    assert "error: " + str(tmp_path / "missing.png") + ": cannot read" in errors
+    assert "error: https://example.com/noext: cannot tell the media type of a URL" in errors
+    assert (
+        "attachments for the next message: image/png 'photo one.png' (16 bytes),"
+        " application/octet-stream 'blob' (2 bytes), application/pdf (url https://example.com/doc.pdf)"
+    ) in errors
+    # the mock acknowledges the files; the second message goes without them
+    assert "look [image/png 'photo one.png' (16 bytes)] [application/octet-stream 'blob' (2 bytes)]" in s.out.getvalue()
+    first, second = conversation.messages[0], conversation.messages[2]
+    assert [f.filename for f in first.files] == ["photo one.png", "blob", None]
+    assert second.files == []
+    state = msgspec.json.decode(saved.read_bytes())
+    assert state["messages"][0]["content"][1]["data"] == base64.b64encode(photo.read_bytes()).decode()
+    restored = Conversation.load(saved, conversation.harness)
+    assert restored.messages[0].files == first.files
+
+
+def test_clear_drops_pending_attachments(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    note = tmp_path / "n.txt"
+    note.write_text("hi", encoding="utf-8")
+    with session(monkeypatch, [f"/attach {note}", "/clear", "/attach"]) as s:
+        assert s.run() == 0
+    assert s.err.getvalue().endswith("history cleared\nattachments for the next message: none\n")

@@ -85,22 +85,27 @@ CASES = {
 }
 
 
+def run_with(tmp_path: Path, entry: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``harness run *args`` with a plugins.yaml holding ``entry`` (and the key in the environment)."""
+    config = tmp_path / "plugins.yaml"
+    config.write_text("plugins:\n" + entry)
+    env = {**os.environ, "PROVIDER_KEY": KEY, "HARNESS_CONFIG": str(config)}
+    return subprocess.run(
+        [sys.executable, "-m", "harness_core.cli", "run", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+        check=False,
+    )
+
+
 @pytest.mark.parametrize("route", sorted(CASES))
 def test_run_through_each_provider_adapter(tmp_path: Path, route: str) -> None:
     entry, body, path, header, value = CASES[route]
     with ScriptedServer(Reply(headers={"content-type": "text/event-stream"}, reads=body)) as server:
-        config = tmp_path / "plugins.yaml"
-        config.write_text("plugins:\n" + entry.format(url=server.url))
-        env = {**os.environ, "PROVIDER_KEY": KEY, "HARNESS_CONFIG": str(config)}
-        result = subprocess.run(
-            [sys.executable, "-m", "harness_core.cli", "run", "-p", route, "-m", "model-x", "Say hello"],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=tmp_path,
-            timeout=120,
-            check=False,
-        )
+        result = run_with(tmp_path, entry.format(url=server.url), "-p", route, "-m", "model-x", "Say hello")
         assert result.returncode == 0, result.stderr
         assert result.stdout.strip() == "Hello wörld"
         assert "finish: stop" in result.stderr

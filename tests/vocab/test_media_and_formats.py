@@ -7,6 +7,8 @@ import hashlib
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness_core import (
     FileBlock,
@@ -166,3 +168,21 @@ def test_invalid_output_error_keeps_the_text_and_path() -> None:
         False,
     )
     assert str(error) == "INVALID_OUTPUT: $.age: expected int, got str"
+
+
+def test_urls_are_shown_without_credentials() -> None:
+    signed = FileBlock("image/png", url="https://user:pw@bucket.example.com/a.png?X-Amz-Signature=SECRET#frag")
+    assert signed.display_url == "https://bucket.example.com/a.png?…"
+    for text in (repr(signed), signed.describe(), str(signed.__rich_repr__())):
+        assert "SECRET" not in text
+        assert "pw" not in text
+    assert "SECRET" in (signed.url or "")  # the provider still gets the whole URL
+    assert FileBlock("image/png", url="gs://b/a.png").display_url == "gs://b/a.png"
+    assert FileBlock("image/png", data=b"").display_url is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.binary(max_size=2048), filename=st.none() | st.text(max_size=20))
+def test_any_bytes_round_trip_exactly_through_json(data: bytes, filename: str | None) -> None:
+    message = Message.user("x", FileBlock("application/octet-stream", data=data, filename=filename))
+    assert msgspec.json.decode(msgspec.json.encode(message), type=Message) == message

@@ -179,7 +179,47 @@ INBAND_ERROR_BODY = sse(
     ]
 )
 
+CALLER = {"type": "code_execution_20250825", "tool_id": "srvtoolu_01"}
+PROGRAMMATIC_TOOL_BODY = sse(
+    [
+        # programmatic tool calling: complete blocks inside message_start, stop reason set there,
+        # then message_stop directly (no content_block_* and no message_delta events)
+        {
+            "type": "message_start",
+            "message": {
+                "id": "msg_02",
+                "type": "message",
+                "role": "assistant",
+                "model": MODEL,
+                "content": [
+                    {"type": "text", "text": "Querying the café table \u2026"},
+                    {
+                        "type": "server_tool_use",
+                        "id": "srvtoolu_01",
+                        "name": "code_execution",
+                        "input": {"code": "q()"},
+                    },
+                    {
+                        "type": "tool_use",
+                        "id": "toolu_01",
+                        "name": "query_database",
+                        "input": {"sql": "SELECT name FROM caf\u00e9 WHERE p > 5 \u20ac", "limit": 10},
+                        "caller": CALLER,
+                    },
+                    {"type": "tool_use", "id": "toolu_02", "name": "now", "input": {}, "caller": CALLER},
+                ],
+                "stop_reason": "tool_use",
+                "stop_sequence": None,
+                "container": {"id": "container_01", "expires_at": "2026-12-01T15:00:00Z"},
+                "usage": {"input_tokens": 40, "output_tokens": 25},
+            },
+        },
+        MESSAGE_STOP,
+    ]
+)
+
 SUCCESS_BODIES: dict[str, bytes] = {
+    "programmatic_tool": PROGRAMMATIC_TOOL_BODY,
     "text": TEXT_BODY,
     "thinking_tool": THINKING_TOOL_BODY,
     "redacted": REDACTED_BODY,

@@ -11,6 +11,7 @@ from anthropic_wire_fixtures import (
     MODEL,
     PARALLEL_TOOLS_BODY,
     PING,
+    PROGRAMMATIC_TOOL_BODY,
     REDACTED,
     REDACTED_BODY,
     SERVER_TOOL_BODY,
@@ -587,3 +588,68 @@ def test_inband_error_types(error_type: str, message: str, code: str) -> None:
 def test_inband_error_before_message_start() -> None:
     chunks, _ = translate([sse([{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}])])
     assert kinds(chunks) == ["Finish"]
+
+
+def test_complete_blocks_inside_message_start_are_emitted_with_its_stop_reason() -> None:
+    chunks, translator = translate([PROGRAMMATIC_TOOL_BODY])
+    sql = '{"sql": "SELECT name FROM caf\u00e9 WHERE p > 5 \u20ac", "limit": 10}'
+    assert chunks == [
+        BlockStart(0, "text"),
+        TextDelta(0, "Querying the caf\u00e9 table \u2026"),
+        BlockEnd(0, TextBlock("Querying the caf\u00e9 table \u2026")),
+        BlockStart(1, "tool-call", id="toolu_01", name="query_database"),
+        ToolCallDelta(1, "toolu_01", sql),
+        BlockEnd(1, ToolCallBlock("toolu_01", "query_database", sql)),
+        BlockStart(2, "tool-call", id="toolu_02", name="now"),
+        ToolCallDelta(2, "toolu_02", "{}"),
+        BlockEnd(2, ToolCallBlock("toolu_02", "now", "{}")),
+        Usage(TokenUsage(40, 25)),
+        Finish(FinishReason("tool-calls", "tool_use")),
+    ]
+    assert translator.response_id == "msg_02"
+
+
+def test_message_start_blocks_then_streamed_blocks_take_the_next_indices() -> None:
+    body = sse(
+        [
+            {
+                "type": "message_start",
+                "message": {
+                    "content": [
+                        {"type": "thinking", "thinking": "hm", "signature": SIGNATURE},
+                        {"type": "text", "text": ""},
+                    ],
+                    "stop_reason": "end_turn",
+                },
+            },
+            block_start(2, {"type": "text", "text": ""}),
+            text_delta(2, "ok"),
+            block_stop(2),
+            MESSAGE_STOP,
+        ]
+    )
+    chunks, translator = translate([body])
+    assert chunks == [
+        BlockStart(0, "reasoning", signed=True),
+        ReasoningDelta(0, "hm"),
+        BlockEnd(0, ReasoningBlock("hm", signed=True)),
+        BlockStart(1, "text"),
+        TextDelta(1, "ok"),
+        BlockEnd(1, TextBlock("ok")),
+        Finish(FinishReason("stop", "end_turn"), translator.replay_state),
+    ]
+    assert translator.replay_state["blocks"] == {"0": {"signature": SIGNATURE}}  # type: ignore[index]
+
+
+def test_a_later_message_delta_stop_reason_wins() -> None:
+    body = sse(
+        [
+            {
+                "type": "message_start",
+                "message": {"content": [{"type": "text", "text": "x"}], "stop_reason": "tool_use"},
+            },
+            message_delta("max_tokens"),
+            MESSAGE_STOP,
+        ]
+    )
+    assert finish_of(translate([body])[0]).reason == FinishReason("length", "max_tokens")

@@ -20,8 +20,11 @@ from harness_core.testing.server import Reply, ScriptedServer
 from harness_core.testing.splits import every_split, split_at
 from harness_core.types import (
     BlockEnd,
+    FileBlock,
     Finish,
     GenerateOptions,
+    JsonObjectFormat,
+    JsonSchemaFormat,
     Message,
     ModelInfo,
     ReasoningBlock,
@@ -252,6 +255,27 @@ async def test_max_tokens_and_provider_options_keyed_by_deepseek() -> None:
     assert sent["max_tokens"] == 9
     assert sent["frequency_penalty"] == 0.5
     assert "stream_options" not in sent
+
+
+async def test_files_and_schemas_are_unsupported_json_mode_is_sent() -> None:
+    photo = FileBlock("image/png", data=b"\x89PNG", filename="a.png")
+    schema = JsonSchemaFormat("person", {"type": "object"})
+    with ScriptedServer(Reply(reads=[ANSWER])) as server:
+        adapter = adapter_for(server)
+        try:
+            with pytest.raises(
+                LlmError, match=r"cannot take the file image/png 'a.png' \(4 bytes\): .*text only"
+            ) as file:
+                await run(adapter, options(messages=[Message.user("look", photo)]))
+            with pytest.raises(LlmError, match=r"JSON schema \('person'\) is not supported by DeepSeek") as fmt:
+                await run(adapter, options(response_format=schema))
+            assert server.requests == []  # rejected before any I/O
+            await run(adapter, options(response_format=JsonObjectFormat()))
+        finally:
+            await adapter.aclose()
+        sent = server.requests[0].json()
+    assert (file.value.code, fmt.value.code) == ("UNSUPPORTED", "UNSUPPORTED")
+    assert sent["response_format"] == {"type": "json_object"}
 
 
 # ---------------------------------------------------------------------- errors

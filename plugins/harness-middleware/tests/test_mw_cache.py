@@ -23,7 +23,7 @@ from mw_helpers import (
 )
 
 from harness_core.abort import AbortSignal
-from harness_core.types import StreamChunk
+from harness_core.types import FileBlock, GenerateOptions, JsonSchemaFormat, Message, StreamChunk
 from harness_middleware.cache import CachePlugin, cache_key, default_cache_path
 
 pytestmark = pytest.mark.anyio
@@ -64,6 +64,24 @@ async def test_key_ignores_abort_and_metadata_but_not_the_request(tmp_path: Path
     await collect(p.llm_stream(options(metadata={"trace": 1}), script))
     await collect(p.llm_stream(options(temperature=0.5), script))
     assert len(script.calls) == 2
+
+
+async def test_files_key_by_digest_and_schemas_key_too(tmp_path: Path) -> None:
+    big = b"\x89PNG" + bytes(range(256)) * 4000
+
+    def with_file(data: bytes, **fields: Any) -> GenerateOptions:
+        return GenerateOptions(messages=[Message.user("look", FileBlock("image/png", data=data))], **fields)
+
+    assert cache_key(with_file(big)) == cache_key(with_file(bytes(big)))
+    assert cache_key(with_file(big)) != cache_key(with_file(big[:-1] + b"\x00"))
+    schema = JsonSchemaFormat("p", {"type": "object"})
+    assert cache_key(with_file(big)) != cache_key(with_file(big, response_format=schema))
+    p = plugin(tmp_path)
+    script = Script(REPLY)
+    await collect(p.llm_stream(with_file(big), script))
+    await collect(p.llm_stream(with_file(bytes(big)), script))
+    assert len(script.calls) == 1
+    assert b"\x89PNG" not in (tmp_path / "cache.sqlite").read_bytes()  # the key holds the digest only
 
 
 async def test_ttl(tmp_path: Path) -> None:

@@ -149,7 +149,7 @@ async def test_content_capture(exporter: InMemorySpanExporter) -> None:
             content=[
                 TextBlock("hi"),
                 FileBlock("image/png", data=b"PNG-BYTES"),
-                FileBlock("application/pdf", url="https://h/a.pdf"),
+                FileBlock("application/pdf", url="https://h/a.pdf?sig=TOKEN"),
             ],
         ),
         Message(
@@ -178,7 +178,7 @@ async def test_content_capture(exporter: InMemorySpanExporter) -> None:
                     "size": 9,
                     "digest": "sha256:" + hashlib.sha256(b"PNG-BYTES").hexdigest(),
                 },
-                {"type": "uri", "mime_type": "application/pdf", "uri": "https://h/a.pdf"},
+                {"type": "uri", "mime_type": "application/pdf", "uri": "https://h/a.pdf?…"},
             ],
         },
         {

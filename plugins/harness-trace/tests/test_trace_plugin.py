@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 from pathlib import Path
 
 import pytest
 
-from harness_core import GenerateOptions, Harness, Message, ToolSpec
+from harness_core import FileBlock, GenerateOptions, Harness, Message, ToolSpec
 from harness_llm_mock import MockConfig, MockPlugin
 from harness_trace import TraceConfig, TracePlugin
 
@@ -65,3 +67,30 @@ async def test_include_content_and_early_close(tmp_path: Path) -> None:
         {"type": "block-start", "index": 0, "block_type": "text"},
         {"type": "text-delta", "index": 0, "text": "kept "},
     ]
+
+
+@pytest.mark.anyio
+async def test_files_are_traced_by_digest_and_size_never_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "trace.jsonl"
+    photo = FileBlock("image/png", data=b"PRIVATE-PIXELS" * 1000, filename="me.png")
+    options = GenerateOptions(
+        provider="mock",
+        model="echo",
+        messages=[Message.user("look", photo, FileBlock("application/pdf", url="https://h/a.pdf?sig=TOKEN"))],
+    )
+    harness = Harness(
+        [("trace", TracePlugin(TraceConfig(path=str(path), include_content=True))), ("mock", MockPlugin(MockConfig()))]
+    )
+    async with harness, harness.stream(options) as chunks:
+        async for _ in chunks:
+            pass
+    rows = records(path)
+    expected = [
+        {"media_type": "image/png", "size": 14000, "digest": "sha256:" + hashlib.sha256(photo.data or b"").hexdigest()},
+        {"media_type": "application/pdf", "url": "https://h/a.pdf?…"},
+    ]
+    assert all(row["files"] == expected for row in rows)
+    text = path.read_text()
+    assert "PRIVATE" not in text
+    assert "TOKEN" not in text
+    assert base64.b64encode(b"PRIVATE-PIXELS").decode()[:12] not in text

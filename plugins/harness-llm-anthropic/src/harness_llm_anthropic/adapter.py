@@ -73,6 +73,7 @@ class AnthropicAdapter(HttpAdapter[AnthropicConfig]):
             max_tokens_default=config.max_tokens_default,
             budgets=config.budgets_for(model),
             default_effort=config.default_effort_for(model),
+            structured_outputs=config.structured_outputs_for(model),
         )
 
     def make_translator(self, options: GenerateOptions, request_id: str | None) -> Translator:

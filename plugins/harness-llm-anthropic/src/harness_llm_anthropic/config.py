@@ -33,13 +33,16 @@ class ModelConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, froz
 
     ``thinking_budgets`` replaces the plugin-wide budgets for this model (effort id → budget
     tokens; an empty mapping means the model has no extended thinking). ``default_effort`` is
-    used when a request names no ``reasoning_effort``.
+    used when a request names no ``reasoning_effort``. ``structured_outputs: false`` marks a
+    model without native structured outputs (before Claude 4.5): a JSON schema then raises
+    ``UNSUPPORTED`` instead of reaching the API.
     """
 
     context_window: int | None = None
     max_output_tokens: int | None = None
     thinking_budgets: dict[str, int] | None = None
     default_effort: str | None = None
+    structured_outputs: bool = True
 
 
 class AnthropicConfig(HttpProviderConfig, forbid_unknown_fields=True, kw_only=True):
@@ -78,6 +81,11 @@ class AnthropicConfig(HttpProviderConfig, forbid_unknown_fields=True, kw_only=Tr
         if spec is not None and spec.thinking_budgets is not None:
             return spec.thinking_budgets
         return self.thinking_budgets
+
+    def structured_outputs_for(self, model: str) -> bool:
+        """Whether ``model`` has native structured outputs (true unless configured otherwise)."""
+        spec = self.models.get(model)
+        return spec is None or spec.structured_outputs
 
     def default_effort_for(self, model: str) -> str | None:
         """The effort applied when a request for ``model`` names none."""

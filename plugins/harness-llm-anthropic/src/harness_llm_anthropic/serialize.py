@@ -22,6 +22,19 @@ Mapping:
   budgets; ``off`` sends no thinking; an unlisted id raises ``UNSUPPORTED``. ``max_tokens``
   (required by the API) defaults to ``max_tokens_default``, raised above the budget when
   defaulted; an explicit ``max_tokens`` not above the budget raises ``BAD_REQUEST``.
+- files (``FileBlock``, user messages only; https://docs.anthropic.com/en/docs/build-with-claude/vision,
+  https://docs.anthropic.com/en/docs/build-with-claude/pdf-support,
+  https://docs.anthropic.com/en/docs/build-with-claude/citations): ``image/jpeg|png|gif|webp`` →
+  ``image`` with a ``base64`` or ``url`` source (5 MB per image); ``application/pdf`` →
+  ``document`` with a ``base64`` or ``url`` source (32 MB); ``text/*`` → ``document`` with a
+  ``text`` source (``media_type: text/plain``, UTF-8 bytes only, 32 MB); the filename becomes the
+  document's ``title``. Audio, other types, a URL for text, non-UTF-8 text or a larger size
+  raise ``UNSUPPORTED`` naming it; URLs are fetched by Anthropic, never here.
+- ``response_format`` (https://docs.anthropic.com/en/docs/build-with-claude/structured-outputs):
+  ``JsonSchemaFormat`` → ``output_config: {format: {type: json_schema, schema}}`` (always
+  constrained decoding, so ``strict`` needs nothing more; the name has no slot); plain JSON mode
+  (``JsonObjectFormat``), or a model configured with ``structured_outputs: false`` (models
+  before Claude 4.5), raises ``UNSUPPORTED``.
 - ``seed`` raises ``UNSUPPORTED`` (the API has no seed). ``provider_options["anthropic"]`` is
   merged into the body as given (``stream`` stays true).
 """
@@ -34,8 +47,12 @@ from typing import Any, Final
 import msgspec
 
 from harness_core.errors import LlmError
+from harness_core.media import base64_data, check_file, unsupported_file
 from harness_core.types import (
+    FileBlock,
     GenerateOptions,
+    JsonObjectFormat,
+    JsonSchemaFormat,
     Message,
     NamedToolChoice,
     ReasoningBlock,
@@ -46,7 +63,15 @@ from harness_core.types import (
 from harness_llm_anthropic.errors import PROVIDER
 from harness_llm_anthropic.translate import REPLAY_VERSION
 
-__all__ = ["build_body", "replay_blocks"]
+__all__ = ["IMAGE_TYPES", "MAX_DOCUMENT_BYTES", "MAX_IMAGE_BYTES", "build_body", "file_block", "replay_blocks"]
+
+IMAGE_TYPES: Final = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+"""Image media types the ``image`` block takes, inline or as a URL."""
+MAX_IMAGE_BYTES: Final = 5 * 1024 * 1024
+"""The API's limit per image (5 MB)."""
+MAX_DOCUMENT_BYTES: Final = 32 * 1024 * 1024
+"""The API's request size limit (32 MB), the bound for one PDF or text document."""
+_PDF: Final = ("application/pdf",)
 
 _ARGS_DECODER: Final = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _ENCODER: Final = msgspec.json.Encoder()
@@ -114,8 +139,50 @@ def _assistant(message: Message, model: str) -> list[dict[str, Any]]:
             elif isinstance(redacted, str):
                 content.append({"type": "redacted_thinking", "data": redacted})
         else:
-            raise _bad_request("an assistant message cannot hold a tool result")
+            kind = str(block.__struct_config__.tag).replace("-", " ")
+            raise _bad_request(f"an assistant message cannot hold a {kind}")
     return content
+
+
+def file_block(block: FileBlock) -> dict[str, Any]:
+    """The ``image`` or ``document`` content block for ``block`` (mapping in the module docstring).
+
+    Raises:
+        LlmError: ``UNSUPPORTED`` naming the media type, the source kind, the size or text that
+            is not UTF-8.
+    """
+    media_type = block.media_type
+    if media_type in IMAGE_TYPES:
+        check_file(PROVIDER, block, media_types=IMAGE_TYPES, max_bytes=MAX_IMAGE_BYTES, url_types=IMAGE_TYPES)
+        return {"type": "image", "source": _source(block)}
+    if media_type.startswith("text/"):
+        check_file(PROVIDER, block, media_types=(media_type,), max_bytes=MAX_DOCUMENT_BYTES)
+        assert block.data is not None
+        try:
+            text = block.data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            why = f"a text document must be UTF-8 ({exc.reason} at byte {exc.start})"
+            raise unsupported_file(PROVIDER, block, why) from None
+        source: dict[str, Any] = {"type": "text", "media_type": "text/plain", "data": text}
+    elif media_type == _PDF[0]:
+        check_file(PROVIDER, block, media_types=_PDF, max_bytes=MAX_DOCUMENT_BYTES, url_types=_PDF)
+        source = _source(block)
+    else:
+        raise unsupported_file(
+            PROVIDER,
+            block,
+            f"media type {media_type} is not an image ({', '.join(sorted(IMAGE_TYPES))}), a PDF or text/*",
+        )
+    document: dict[str, Any] = {"type": "document", "source": source}
+    if block.filename:
+        document["title"] = block.filename
+    return document
+
+
+def _source(block: FileBlock) -> dict[str, str]:
+    if block.url is not None:
+        return {"type": "url", "url": block.url}
+    return {"type": "base64", "media_type": block.media_type, "data": base64_data(block)}
 
 
 def _tool_result(block: ToolResultBlock) -> dict[str, Any]:
@@ -149,6 +216,8 @@ def _messages(options: GenerateOptions, model: str) -> tuple[list[dict[str, Any]
                 turns.append({"role": "assistant", "content": content})
             continue
         if role == "system":
+            if message.files:
+                raise _bad_request("a system message cannot hold a file")
             text = message.text
             if text:
                 system.append(text)
@@ -159,6 +228,8 @@ def _messages(options: GenerateOptions, model: str) -> tuple[list[dict[str, Any]
             elif isinstance(block, TextBlock):
                 if block.text:
                     rest.append({"type": "text", "text": block.text})
+            elif isinstance(block, FileBlock) and role == "user":
+                rest.append(file_block(block))
             else:
                 raise _bad_request(f"a {role} message cannot hold a {block.__struct_config__.tag} block")
     flush_user()
@@ -183,12 +254,31 @@ def _thinking(
     return budget
 
 
+def _output_format(fmt: JsonSchemaFormat | JsonObjectFormat, model: str, native: bool) -> dict[str, Any]:
+    if not isinstance(fmt, JsonSchemaFormat):
+        raise LlmError(
+            "UNSUPPORTED",
+            "response_format JSON mode (JsonObjectFormat) is not supported by the Anthropic Messages API;"
+            " give a JsonSchemaFormat",
+            provider=PROVIDER,
+        )
+    if not native:
+        raise LlmError(
+            "UNSUPPORTED",
+            f"response_format with a JSON schema ({fmt.name!r}) is not supported for {model!r}: the model is"
+            " configured with structured_outputs: false",
+            provider=PROVIDER,
+        )
+    return {"type": "json_schema", "schema": fmt.schema}
+
+
 def build_body(
     options: GenerateOptions,
     *,
     max_tokens_default: int,
     budgets: Mapping[str, int],
     default_effort: str | None = None,
+    structured_outputs: bool = True,
 ) -> bytes:
     """Serialize ``options`` into the JSON body of ``POST /v1/messages`` with ``stream: true``.
 
@@ -197,9 +287,11 @@ def build_body(
         max_tokens_default: ``max_tokens`` when the request names none.
         budgets: effort id → thinking budget tokens for this model.
         default_effort: effort used when ``options.reasoning_effort`` is ``None``.
+        structured_outputs: whether the model has native structured outputs (``output_config``).
 
     Raises:
-        LlmError: ``UNSUPPORTED`` (``seed``, an unknown ``reasoning_effort``), ``BAD_REQUEST``
+        LlmError: ``UNSUPPORTED`` (``seed``, an unknown ``reasoning_effort``, a file the API cannot
+            take, JSON mode, a schema for a model without structured outputs), ``BAD_REQUEST``
             (no model, tool-call arguments that are not a JSON object, a block in the wrong kind
             of message, ``max_tokens`` not above the thinking budget).
     """
@@ -246,6 +338,9 @@ def build_body(
         body["top_p"] = options.top_p
     if budget is not None:
         body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+    fmt = options.response_format
+    if fmt is not None:
+        body["output_config"] = {"format": _output_format(fmt, model, structured_outputs)}
     extra = options.provider_options.get(PROVIDER)
     if extra:
         body.update(extra)

@@ -5,7 +5,12 @@ Anthropic events. Wire format: https://docs.anthropic.com/en/api/messages-stream
 (``shared/wire/PROTOCOLS.md`` §2.1-2.4). What it does, per event (dispatched on the JSON ``type``,
 falling back to the SSE event name when a proxy dropped one of them):
 
-- ``message_start``: keeps the response id, model and initial usage.
+- ``message_start``: keeps the response id, model and initial usage. Complete content blocks
+  it carries (programmatic tool calling puts a whole ``tool_use`` there, with ``stop_reason:
+  "tool_use"`` and ``message_stop`` next) are emitted at once, each as ``block-start``, its
+  content as one delta, ``block-end``, and a ``stop_reason`` found there is kept like one from
+  ``message_delta``. A tool call's ``caller`` (the code-execution tool that made it) is not
+  kept: the vocabulary has no slot for it.
 - ``content_block_start``: opens a block at our next index (0, 1, 2 … in order of appearance)
   for ``thinking`` / ``redacted_thinking`` (reasoning, ``signed=True``) and ``tool_use`` (tool
   call with id and name; a missing id is synthesized, a missing name is ``PROTOCOL``). A
@@ -64,7 +69,7 @@ from harness_core.types import (
     Usage,
 )
 from harness_llm_anthropic.errors import PROVIDER, inband_error
-from harness_llm_anthropic.wire import EVENT_DECODER, WireEvent, WireUsage
+from harness_llm_anthropic.wire import EVENT_DECODER, WireBlock, WireEvent, WireUsage
 
 __all__ = ["REPLAY_VERSION", "STOP_REASONS", "Translator"]
 
@@ -211,8 +216,7 @@ class Translator:
             self._message_delta(event)
             return _NOTHING
         if kind == "message_start":
-            self._message_start(event)
-            return _NOTHING
+            return self._message_start(event)
         if kind == "message_stop":
             kind_, raw = self._finish_kind()
             return self._end(FinishReason(kind_, raw))
@@ -272,14 +276,25 @@ class Translator:
 
     # ------------------------------------------------------------------ events
 
-    def _message_start(self, event: WireEvent) -> None:
+    def _message_start(self, event: WireEvent) -> tuple[StreamChunk, ...]:
         message = event.message
         if message is None:
-            return
+            return _NOTHING
         self.response_id = message.id
         self.response_model = message.model
         if message.usage is not None:
             self._take_usage(message.usage)
+        if message.stop_reason is not None:
+            self._stop_reason = message.stop_reason
+        if not message.content:
+            return _NOTHING
+        chunks: list[StreamChunk] = []
+        for provider_index, content in enumerate(message.content):
+            chunks.extend(self._open(provider_index, content))
+            block = self._blocks.pop(provider_index)
+            if block is not None:
+                chunks.extend(self._close(block))
+        return tuple(chunks)
 
     def _message_delta(self, event: WireEvent) -> None:
         if event.delta is not None and event.delta.stop_reason is not None:
@@ -303,7 +318,11 @@ class Translator:
         provider_index = self._index_of(event)
         if provider_index in self._blocks:
             raise self._protocol(f"content_block_start for index {provider_index}, which is already open")
-        content = event.content_block
+        return self._open(provider_index, event.content_block)
+
+    def _open(self, provider_index: int, content: WireBlock | None) -> tuple[StreamChunk, ...]:
+        """Open the block ``content`` at ``provider_index`` (from ``content_block_start`` or a
+        complete block of ``message_start``) and return its first chunks."""
         block_type = content.type if content is not None else ""
         if content is None or block_type not in ("text", "thinking", "redacted_thinking", "tool_use"):
             self._blocks[provider_index] = None  # ignored type: no index consumed

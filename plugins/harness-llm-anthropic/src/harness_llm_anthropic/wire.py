@@ -44,14 +44,6 @@ class WireUsage(msgspec.Struct, gc=False):
     cache_read_input_tokens: int | None = None
 
 
-class WireMessage(msgspec.Struct, gc=False):
-    """``message_start.message``: the response's id, model and initial usage."""
-
-    id: str | None = None
-    model: str | None = None
-    usage: WireUsage | None = None
-
-
 class WireBlock(msgspec.Struct, gc=False):
     """``content_block_start.content_block``: one of ``text``, ``thinking``, ``redacted_thinking``,
     ``tool_use`` or a type we ignore (server tools, tool results …).
@@ -68,6 +60,22 @@ class WireBlock(msgspec.Struct, gc=False):
     id: str | None = None
     name: str | None = None
     input: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+
+
+class WireMessage(msgspec.Struct, gc=False):
+    """``message_start.message``: the response's id, model and initial usage.
+
+    ``content`` is normally empty; a response continuing programmatic tool calling
+    (https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/programmatic-tool-calling)
+    carries complete blocks there (a ``tool_use`` with its whole ``input`` and a ``caller``),
+    with ``stop_reason`` already set and ``message_stop`` following directly.
+    """
+
+    id: str | None = None
+    model: str | None = None
+    usage: WireUsage | None = None
+    content: list[WireBlock] = msgspec.field(default_factory=list)
+    stop_reason: str | None = None
 
 
 class WireDelta(msgspec.Struct, gc=False):

@@ -8,14 +8,28 @@ https://api-docs.deepseek.com/api/create-chat-completion):
 - in thinking mode, an assistant turn that called tools must carry its reasoning back as
   ``reasoning_content`` in every later request, else the API answers 400 ("The
   reasoning_content in the thinking mode must be passed back to the API"). The older
-  ``deepseek-reasoner`` rejected the field instead, hence the per-model ``replay_reasoning``.
+  ``deepseek-reasoner`` rejected the field instead, hence the per-model ``replay_reasoning``;
+- the chat API takes text only: every file raises ``UNSUPPORTED`` naming it;
+- JSON output is ``response_format: {"type": "json_object"}`` only
+  (https://api-docs.deepseek.com/guides/json_mode): a ``JsonSchemaFormat`` raises
+  ``UNSUPPORTED``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from harness_core.types import Message, ModelInfo, ReasoningBlock, ToolCallBlock
+from harness_core.errors import LlmError
+from harness_core.media import unsupported_file
+from harness_core.types import (
+    FileBlock,
+    JsonObjectFormat,
+    JsonSchemaFormat,
+    Message,
+    ModelInfo,
+    ReasoningBlock,
+    ToolCallBlock,
+)
 from harness_llm_deepseek.config import DeepSeekConfig
 from harness_llm_openai.serialize import RequestSerializer
 
@@ -63,3 +77,18 @@ class DeepSeekSerializer(RequestSerializer):
         if reasoning and has_calls and self.replays_reasoning(model):
             wire["reasoning_content"] = "".join(reasoning)
         return wire
+
+    def file_part(self, block: FileBlock) -> dict[str, Any]:
+        """Never returns: DeepSeek's chat API takes text only (``UNSUPPORTED`` naming the file)."""
+        raise unsupported_file(self.provider, block, "the DeepSeek chat API takes text only")
+
+    def response_format(self, fmt: JsonSchemaFormat | JsonObjectFormat) -> dict[str, Any]:
+        """``{"type": "json_object"}`` for JSON mode; a schema raises ``UNSUPPORTED``."""
+        if isinstance(fmt, JsonSchemaFormat):
+            raise LlmError(
+                "UNSUPPORTED",
+                f"response_format with a JSON schema ({fmt.name!r}) is not supported by DeepSeek, which has"
+                " JSON mode only (use JsonObjectFormat and describe the shape in the prompt)",
+                provider=self.provider,
+            )
+        return {"type": "json_object"}

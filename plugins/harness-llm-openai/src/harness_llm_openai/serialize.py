@@ -5,7 +5,28 @@ Wire format: https://platform.openai.com/docs/api-reference/chat/create (``messa
 ``tools`` as ``{"type": "function", "function": {...}}``, ``stream_options.include_usage``).
 
 Everything an OpenAI-style server cannot honour is rejected with ``LlmError("UNSUPPORTED")``
-naming the field, before any I/O. Tool-call ``arguments`` travel as the exact string the model
+naming the field, before any I/O.
+
+Media (:class:`~harness_core.types.FileBlock`, user messages only; ``content`` becomes a list of
+parts in block order; https://platform.openai.com/docs/guides/images-vision,
+https://platform.openai.com/docs/guides/pdf-files, https://platform.openai.com/docs/guides/audio):
+
+- ``image/png|jpeg|gif|webp`` → ``{"type": "image_url", "image_url": {"url": <https URL or
+  data: URL>}}``;
+- ``application/pdf`` → ``{"type": "file", "file": {"file_data": <data: URL>, "filename"}}``
+  (bytes only: the wire has no URL source for files);
+- ``audio/wav`` / ``audio/mpeg`` (also ``audio/x-wav``, ``audio/mp3``) →
+  ``{"type": "input_audio", "input_audio": {"data": <base64>, "format": "wav" | "mp3"}}``
+  (bytes only);
+- anything else, a URL where bytes are needed, or more than ``max_file_bytes`` (20 MB) raises
+  ``UNSUPPORTED`` naming the media type, the source kind or the size. URLs are passed to the
+  provider as they are, never downloaded here.
+
+Structured output (https://platform.openai.com/docs/guides/structured-outputs):
+``JsonSchemaFormat`` → ``response_format: {"type": "json_schema", "json_schema": {name, schema,
+strict, description?}}``; ``JsonObjectFormat`` → ``{"type": "json_object"}``.
+
+Tool-call ``arguments`` travel as the exact string the model
 produced (never parsed). ``provider_options[<plugin name>]`` is merged into the body last, as
 given. Reasoning blocks have no input field on OpenAI and are not sent; subclasses (DeepSeek)
 override :meth:`RequestSerializer.assistant_message` and :meth:`RequestSerializer.effort_fields`.
@@ -13,13 +34,17 @@ override :meth:`RequestSerializer.assistant_message` and :meth:`RequestSerialize
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
 from harness_core.errors import LlmError
+from harness_core.media import base64_data, check_file, data_url
 from harness_core.types import (
+    FileBlock,
     GenerateOptions,
+    JsonObjectFormat,
+    JsonSchemaFormat,
     Message,
     ModelInfo,
     NamedToolChoice,
@@ -29,9 +54,17 @@ from harness_core.types import (
     ToolResultBlock,
 )
 
-__all__ = ["RequestSerializer"]
+__all__ = ["IMAGE_TYPES", "MAX_FILE_BYTES", "MEDIA_TYPES", "RequestSerializer"]
 
 _encoder = msgspec.json.Encoder()
+
+MAX_FILE_BYTES: Final = 20 * 1024 * 1024
+"""OpenAI's per-file limit for inline media (20 MB)."""
+IMAGE_TYPES: Final = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+"""Image media types the Chat Completions ``image_url`` part takes (also as a URL)."""
+_AUDIO_FORMATS: Final = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3", "audio/mp3": "mp3"}
+MEDIA_TYPES: Final = IMAGE_TYPES | {"application/pdf", *_AUDIO_FORMATS}
+"""Every media type the Chat Completions wire takes inline."""
 
 
 class RequestSerializer:
@@ -46,11 +79,17 @@ class RequestSerializer:
     """
 
     def __init__(
-        self, *, provider: str = "openai", include_usage: bool = True, max_tokens_field: str = "max_tokens"
+        self,
+        *,
+        provider: str = "openai",
+        include_usage: bool = True,
+        max_tokens_field: str = "max_tokens",
+        max_file_bytes: int = MAX_FILE_BYTES,
     ) -> None:
         self.provider = provider
         self.include_usage = include_usage
         self.max_tokens_field = max_tokens_field
+        self.max_file_bytes = max_file_bytes
 
     def encode(self, options: GenerateOptions, info: ModelInfo) -> bytes:
         """The JSON request body (UTF-8 bytes) for ``options`` sent to the model ``info.model``.
@@ -94,6 +133,8 @@ class RequestSerializer:
                 provider=self.provider,
             )
         body.update(self.effort_fields(effort, info))
+        if options.response_format is not None:
+            body["response_format"] = self.response_format(options.response_format)
         body.update(extra)
         return body
 
@@ -106,9 +147,39 @@ class RequestSerializer:
             return {}
         return {"reasoning_effort": "none" if effort == "off" else effort}
 
+    def response_format(self, fmt: JsonSchemaFormat | JsonObjectFormat) -> dict[str, Any]:
+        """The ``response_format`` field: ``json_schema`` (name, schema, strict, description) or
+        ``json_object``. Servers with JSON mode only override this to reject a schema."""
+        if isinstance(fmt, JsonObjectFormat):
+            return {"type": "json_object"}
+        schema: dict[str, Any] = {"name": fmt.name, "schema": fmt.schema, "strict": fmt.strict}
+        if fmt.description is not None:
+            schema["description"] = fmt.description
+        return {"type": "json_schema", "json_schema": schema}
+
+    def file_part(self, block: FileBlock) -> dict[str, Any]:
+        """The content part for a :class:`FileBlock` (mapping in the module docstring).
+
+        Raises:
+            LlmError: ``UNSUPPORTED`` naming the media type, the source kind or the size.
+        """
+        check_file(self.provider, block, media_types=MEDIA_TYPES, max_bytes=self.max_file_bytes, url_types=IMAGE_TYPES)
+        if block.media_type in IMAGE_TYPES:
+            return {"type": "image_url", "image_url": {"url": block.url if block.url is not None else data_url(block)}}
+        audio = _AUDIO_FORMATS.get(block.media_type)
+        if audio is not None:
+            return {"type": "input_audio", "input_audio": {"data": base64_data(block), "format": audio}}
+        file: dict[str, str] = {"file_data": data_url(block)}
+        if block.filename:
+            file["filename"] = block.filename
+        return {"type": "file", "file": file}
+
     def assistant_message(self, message: Message, model: str) -> dict[str, Any]:
         """An assistant turn: ``content`` (text blocks joined, ``None`` beside tool calls with no
-        text) and ``tool_calls`` with the arguments string byte-exact. Reasoning is dropped."""
+        text) and ``tool_calls`` with the arguments string byte-exact. Reasoning is dropped; a file
+        raises ``BAD_REQUEST``."""
+        if message.files:
+            raise LlmError("BAD_REQUEST", "an assistant message cannot hold a file", provider=self.provider)
         text = "".join(block.text for block in message.content if isinstance(block, TextBlock))
         calls = [
             {"id": block.id, "type": "function", "function": {"name": block.name, "arguments": block.arguments}}
@@ -132,25 +203,31 @@ class RequestSerializer:
             if message.role == "assistant":
                 out.append(self.assistant_message(message, model))
                 continue
-            texts: list[str] = []
+            parts: list[dict[str, Any]] = []
             for block in message.content:
                 if isinstance(block, ToolResultBlock):
                     out.append({"role": "tool", "tool_call_id": block.tool_call_id, "content": block.content})
                 elif isinstance(block, TextBlock):
-                    texts.append(block.text)
+                    parts.append({"type": "text", "text": block.text})
+                elif isinstance(block, FileBlock):
+                    if message.role != "user":
+                        raise LlmError(
+                            "BAD_REQUEST", f"a {message.role} message cannot hold a file", provider=self.provider
+                        )
+                    parts.append(self.file_part(block))
                 elif isinstance(block, ToolCallBlock):
                     raise LlmError(
                         "BAD_REQUEST", f"a {message.role} message cannot hold a tool call", provider=self.provider
                     )
                 else:
                     assert isinstance(block, ReasoningBlock)  # no input field for reasoning: dropped
-            if texts:
+            if parts:
                 if message.role == "tool":
                     raise LlmError(
                         "BAD_REQUEST", "a tool message holds text outside a tool result", provider=self.provider
                     )
-                content: str | list[dict[str, str]] = (
-                    texts[0] if len(texts) == 1 else [{"type": "text", "text": text} for text in texts]
+                content: str | list[dict[str, Any]] = (
+                    parts[0]["text"] if len(parts) == 1 and "text" in parts[0] else parts
                 )
                 out.append({"role": message.role, "content": content})
         return out

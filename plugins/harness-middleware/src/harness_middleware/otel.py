@@ -72,7 +72,7 @@ def _part(block: ContentBlock) -> dict[str, Any]:
         # a blob/uri part without the bytes: spans keep the media type, size and digest only
         part: dict[str, Any] = {"type": "uri" if block.url is not None else "blob", "mime_type": block.media_type}
         if block.url is not None:
-            part["uri"] = block.url
+            part["uri"] = block.display_url  # no query: signed URLs carry credentials there
         else:
             part.update(size=block.size, digest=block.digest)
         return part

@@ -6,7 +6,10 @@ Entry point ``trace``. Each line (JSON Lines, https://jsonlines.org) is::
 
 ``stream`` tells concurrent streams apart, ``t_ms`` is the time since the stream started in
 milliseconds, ``chunk`` the chunk as JSON with its content (``text``, ``arguments_delta``,
-``arguments``) replaced by its length unless ``include_content: true``.
+``arguments``) replaced by its length unless ``include_content: true``. When the request carries
+files (``FileBlock``), every line also has ``"files": [{"media_type", "size", "digest"} | {"media_type",
+"url"}, …]``: the SHA-256 digest and size, computed once per stream, never the bytes (also with
+``include_content``), and URLs without their query (signed URLs carry credentials there).
 
 Lines are buffered in memory and appended to ``path`` when the stream ends (also on error,
 ``break`` or cancellation) from a worker thread, so the event loop never blocks on the file.
@@ -31,7 +34,7 @@ import anyio
 import anyio.to_thread
 import msgspec
 
-from harness_core import GenerateOptions, StreamChunk, hookimpl
+from harness_core import FileBlock, GenerateOptions, StreamChunk, hookimpl
 from harness_core.hookspecs import CallNext
 
 __all__ = ["TraceConfig", "TracePlugin"]
@@ -60,7 +63,10 @@ class TracePlugin:
     async def llm_stream(self, options: GenerateOptions, call_next: CallNext) -> AsyncIterator[StreamChunk]:
         """Pass every chunk through unchanged, recording it; write the records at the end."""
         started = time.perf_counter()
-        head = {"stream": uuid.uuid4().hex[:12], "route": options.provider, "model": options.model}
+        head: dict[str, Any] = {"stream": uuid.uuid4().hex[:12], "route": options.provider, "model": options.model}
+        files = [_file_record(block) for message in options.messages for block in message.files]
+        if files:
+            head["files"] = files
         lines: list[bytes] = []
         try:
             async for chunk in call_next(options):
@@ -79,6 +85,13 @@ class TracePlugin:
         path.parent.mkdir(parents=True, exist_ok=True)
         with self._lock, path.open("ab") as file:
             file.write(b"".join(lines))
+
+
+def _file_record(block: FileBlock) -> dict[str, Any]:
+    """What the trace keeps of a file: media type and digest + size, or its URL."""
+    if block.url is not None:
+        return {"media_type": block.media_type, "url": block.display_url}
+    return {"media_type": block.media_type, "size": block.size, "digest": block.digest}
 
 
 def _lengths(data: Any) -> Any:

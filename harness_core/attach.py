@@ -1,0 +1,126 @@
+"""Files and URLs as :class:`~harness_core.types.FileBlock` s: ``load_attachment("photo.jpg")``.
+
+What the CLI's ``-a/--attach``, ``--attach-type`` and chat ``/attach`` use, public for Python
+callers.
+
+A local file is read whole; its media type is detected from its content by magic numbers
+(:mod:`puremagic`, https://github.com/cdgriffith/puremagic), then from its file name extension,
+then as ``text/plain`` when it is UTF-8 text. A URL (``scheme://…``) becomes a URL source and
+is never downloaded: its media type comes from the extension of its path, or must be given.
+Detected names are normalised to the IANA spelling (``audio/wave`` → ``audio/wav``,
+``image/jpg`` → ``image/jpeg``).
+"""
+
+from __future__ import annotations
+
+import mimetypes
+import re
+from pathlib import Path
+from typing import Final
+from urllib.parse import urlsplit
+
+from harness_core.types import FileBlock
+
+__all__ = ["MAX_FILE_BYTES", "AttachError", "detect_media_type", "load_attachment"]
+
+_URL: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+_ALIASES: Final = {
+    "audio/wave": "audio/wav",
+    "audio/x-wav": "audio/wav",
+    "audio/vnd.wave": "audio/wav",
+    "audio/mp3": "audio/mpeg",
+    "audio/x-mp3": "audio/mpeg",
+    "audio/x-mpeg": "audio/mpeg",
+    "image/jpg": "image/jpeg",
+    "image/pjpeg": "image/jpeg",
+    "image/x-png": "image/png",
+    "application/x-pdf": "application/pdf",
+}
+_TEXT_SAMPLE: Final = 64 * 1024
+MAX_FILE_BYTES: Final = 100 * 1024 * 1024
+"""The largest file :func:`load_attachment` reads (100 MB): above every wire's inline limit, so
+a larger one is refused before it fills memory."""
+
+
+class AttachError(ValueError):
+    """An attachment that cannot be used; the message names it (path or URL) and why."""
+
+
+def _normalise(media_type: str) -> str:
+    base = media_type.split(";", 1)[0].strip().lower()
+    return _ALIASES.get(base, base)
+
+
+def _is_text(data: bytes) -> bool:
+    sample = data[:_TEXT_SAMPLE]
+    if b"\x00" in sample:
+        return False
+    try:
+        sample.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start >= len(sample) - 3  # only a character cut by the sample's end
+    return True
+
+
+def detect_media_type(data: bytes, name: str = "") -> str | None:
+    """The media type of ``data`` (file name ``name`` as a hint), or ``None`` when unknown.
+
+    Order: magic numbers (puremagic; the most confident match that has a media type), the
+    extension of ``name`` (:mod:`mimetypes`), UTF-8 text → ``text/plain``.
+    """
+    import puremagic
+
+    guess = ""
+    if data:
+        try:
+            matches = puremagic.magic_string(data, filename=name or None)  # best match first
+        except puremagic.PureError:
+            matches = []
+        guess = next((match.mime_type for match in matches if match.mime_type), "")
+    if not guess and name:
+        guess = mimetypes.guess_type(name, strict=False)[0] or ""
+    if not guess and _is_text(data):
+        guess = "text/plain"
+    return _normalise(guess) if guess else None
+
+
+def load_attachment(spec: str, media_type: str | None = None) -> FileBlock:
+    """A :class:`FileBlock` for ``spec``: a local path (read whole) or a URL (kept as a URL).
+
+    Args:
+        spec: ``PATH`` or ``scheme://…``.
+        media_type: force this media type instead of detecting it.
+
+    Raises:
+        AttachError: the file cannot be read or is over :data:`MAX_FILE_BYTES`, or its media type
+            is unknown or malformed.
+    """
+    if _URL.match(spec):
+        kind = media_type or mimetypes.guess_type(urlsplit(spec).path, strict=False)[0]
+        if not kind:
+            raise AttachError(
+                f"{spec}: cannot tell the media type of a URL without downloading it;"
+                " give it with --attach-type URL TYPE"
+            )
+        return _block(spec, _normalise(kind), url=spec)
+    path = Path(spec).expanduser()
+    try:
+        with path.open("rb") as file:
+            data = file.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise AttachError(f"{spec}: cannot read: {exc.strerror or exc}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise AttachError(f"{spec}: larger than {MAX_FILE_BYTES} bytes, more than any provider takes inline")
+    kind = media_type or detect_media_type(data, path.name)
+    if kind is None:
+        raise AttachError(f"{spec}: unknown media type; give it with --attach-type PATH TYPE")
+    return _block(spec, _normalise(kind), data=data, filename=path.name)
+
+
+def _block(
+    spec: str, media_type: str, *, data: bytes | None = None, url: str | None = None, filename: str | None = None
+) -> FileBlock:
+    try:
+        return FileBlock(media_type, data=data, url=url, filename=filename)
+    except ValueError as exc:
+        raise AttachError(f"{spec}: {exc}") from None
