@@ -33,7 +33,15 @@ def anthropic_body(text: str) -> list[bytes]:
     return [*ANTHROPIC_BODY[:2], anthropic_event("content_block_delta", delta), *ANTHROPIC_BODY[3:]]
 
 
-@pytest.mark.parametrize(("route", "body"), [("groq", openai_body(REPLY)), ("claude-gw", anthropic_body(REPLY))])
+def gemini_body(text: str) -> list[bytes]:
+    piece = json.dumps({"candidates": [{"content": {"parts": [{"text": text}]}, "finishReason": "STOP", "index": 0}]})
+    return [f"data: {piece}\r\n\r\n".encode()]
+
+
+@pytest.mark.parametrize(
+    ("route", "body"),
+    [("groq", openai_body(REPLY)), ("claude-gw", anthropic_body(REPLY)), ("gemini-gw", gemini_body(REPLY))],
+)
 def test_an_image_and_a_concise_schema_reach_each_wire(tmp_path: Path, route: str, body: list[bytes]) -> None:
     (tmp_path / "photo.jpg").write_bytes(PNG)  # detected from its content: image/png
     with ScriptedServer(Reply(headers={"content-type": "text/event-stream"}, reads=body)) as server:
@@ -43,8 +51,12 @@ def test_an_image_and_a_concise_schema_reach_each_wire(tmp_path: Path, route: st
         (request,) = server.requests
     assert result.stdout.strip() == REPLY
     sent = request.json()
-    content = sent["messages"][-1]["content"]
     encoded = base64.b64encode(PNG).decode()
+    if route == "gemini-gw":
+        assert sent["contents"][-1]["parts"][1] == {"inlineData": {"mimeType": "image/png", "data": encoded}}
+        assert sent["generationConfig"] == {"responseMimeType": "application/json", "responseJsonSchema": SCHEMA}
+        return
+    content = sent["messages"][-1]["content"]
     if route == "groq":
         assert content[1] == {"type": "image_url", "image_url": {"url": "data:image/png;base64," + encoded}}
         assert sent["response_format"] == {
