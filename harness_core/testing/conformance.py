@@ -25,8 +25,10 @@ not import pytest.
 from __future__ import annotations
 
 import asyncio
+import base64
 import functools
 import importlib.util
+import json
 import re
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -44,9 +46,12 @@ from harness_core.testing.server import Reply, ScriptedServer
 from harness_core.testing.splits import one_byte_reads, split_at
 from harness_core.types import (
     BlockStart,
+    FileBlock,
     Finish,
     GenerateOptions,
+    JsonSchemaFormat,
     StreamChunk,
+    TextDelta,
     Usage,
 )
 
@@ -55,6 +60,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 __all__ = [
     "ERROR_SCENARIOS",
+    "OPTION_SCENARIOS",
     "SCENARIOS",
     "STREAM_SCENARIOS",
     "AdapterConformance",
@@ -66,15 +72,31 @@ __all__ = [
 _T = TypeVar("_T")
 _R = TypeVar("_R")
 
-STREAM_SCENARIOS: Final = ("text", "reasoning", "tool-call", "parallel-tool-calls", "usage", "in-band-error")
-"""Scenarios whose recording is a complete 2xx event stream (checked at every byte split)."""
+STREAM_SCENARIOS: Final = (
+    "text",
+    "reasoning",
+    "tool-call",
+    "parallel-tool-calls",
+    "usage",
+    "in-band-error",
+    "media",
+    "schema",
+)
+"""Scenarios whose recording is a complete 2xx event stream (checked at every byte split).
+``media`` and ``schema`` are sent with their own options (:attr:`AdapterConformance.scenario_options`):
+a user message with files, and a ``response_format``."""
+
+OPTION_SCENARIOS: Final = ("media", "schema")
+"""Scenarios that need their own options in :attr:`AdapterConformance.scenario_options`."""
 
 ERROR_SCENARIOS: Final[Mapping[str, tuple[int, tuple[str, ...]]]] = {
     "http-401": (401, ("AUTH",)),
+    "http-400-auth": (400, ("AUTH",)),
     "http-429": (429, ("RATE_LIMITED",)),
     "http-500": (500, ("SERVER", "OVERLOADED")),
 }
-"""HTTP error scenarios → (expected status, accepted error codes)."""
+"""HTTP error scenarios → (expected status, accepted error codes). ``http-400-auth`` is a 400
+whose body says the key is invalid (Gemini's ``API_KEY_INVALID``): still ``AUTH``."""
 
 SCENARIOS: Final = (*STREAM_SCENARIOS, *ERROR_SCENARIOS, "truncated")
 """Every scenario name a recording may have (``truncated``: a 2xx stream cut before its
@@ -194,6 +216,12 @@ class AdapterConformance:
             adds its own).
         recordings: scenario name → :class:`Recording` (or raw HTTP response bytes); see
             :data:`SCENARIOS`. ``text`` is required.
+        scenario_options: scenario → the options sent instead of :attr:`options`; required for
+            the :data:`OPTION_SCENARIOS` present: ``media`` (a user message with
+            :class:`~harness_core.types.FileBlock` s: each file's bytes, base64-encoded, or its
+            URL must be in the request body) and ``schema`` (a ``response_format``: a
+            :class:`~harness_core.types.JsonSchemaFormat`'s schema must be in the request body
+            as a JSON object, and the reply's text must be JSON).
         unsupported: a label → options the adapter declares it cannot honour; each must raise
             ``LlmError("UNSUPPORTED")`` before any request is sent.
         api_key: the secret :meth:`make_adapter` configures; it must appear in no error.
@@ -209,6 +237,7 @@ class AdapterConformance:
 
     options: ClassVar[GenerateOptions]
     recordings: ClassVar[Mapping[str, Recording | bytes]]
+    scenario_options: ClassVar[Mapping[str, GenerateOptions]] = {}
     unsupported: ClassVar[Mapping[str, GenerateOptions]] = {}
     api_key: ClassVar[str | None] = None
     backends: ClassVar[Sequence[str]] = ("asyncio", "trio")
@@ -228,6 +257,9 @@ class AdapterConformance:
             raise ConformanceFailure("recordings", unknown[0], f"unknown scenario; expected one of {SCENARIOS}")
         if "text" not in self.recordings:
             raise ConformanceFailure("recordings", "text", "a text recording is required")
+        for scenario in self._present(OPTION_SCENARIOS):
+            if scenario not in self.scenario_options:
+                raise ConformanceFailure("recordings", scenario, "needs its options in scenario_options")
 
     def test_stream_obligations(self) -> None:
         """Each stream scenario in one read: a valid stream (indices, block-end consistency,
@@ -282,7 +314,9 @@ class AdapterConformance:
     # ------------------------------------------------------------------ scenario checks
 
     async def _check_scenario(self, scenario: str) -> None:
-        run = await self._run(scenario)
+        async with self._adapter() as (server, adapter):
+            run = await self._stream(server, adapter, self._recording(scenario).reply(), self._options(scenario))
+            sent = server.requests[-1].body if server.requests else b""
         chunks = self._valid(run)
         finish = chunks[-1]
         assert isinstance(finish, Finish)
@@ -295,18 +329,25 @@ class AdapterConformance:
             "parallel-tool-calls": (kinds.count("tool-call") >= 2, "two or more tool-call blocks"),
             "usage": (any(isinstance(c, Usage) for c in chunks), "a usage chunk"),
             "in-band-error": (finish.reason.kind == "error", "finish{error} (an in-band error never raises)"),
+            "media": ("text" in kinds and finish.reason.kind != "error", "a text block and a non-error finish"),
+            "schema": (_is_json(_text_of(chunks)), "a reply whose text is JSON"),
         }
         ok, what = expect[scenario]
         assert ok, f"expected {what}; got blocks {kinds} and finish {finish.reason.kind!r}"
+        if scenario == "media":
+            _assert_files_sent(self._options(scenario), sent)
+        elif scenario == "schema":
+            _assert_schema_sent(self._options(scenario), sent)
 
     async def _check_splits(self, scenario: str) -> None:
         body = self._recording(scenario).body
         deliveries: list[Sequence[bytes]] = [one_byte_reads(body)]
         deliveries += [split_at(body, [offset]) for offset in self._split_offsets(body)]
+        options = self._options(scenario)
         async with self._adapter() as (server, adapter):
-            reference = self._valid(await self._stream(server, adapter, self._recording(scenario).reply()))
+            reference = self._valid(await self._stream(server, adapter, self._recording(scenario).reply(), options))
             for reads in deliveries:
-                run = await self._stream(server, adapter, self._recording(scenario).reply(reads))
+                run = await self._stream(server, adapter, self._recording(scenario).reply(reads), options)
                 got = self._valid(run)
                 cut = [len(piece) for piece in reads[:-1]] if len(reads) == 2 else "one byte per read"
                 assert got == reference, f"reads cut at {cut} give other chunks than one read"
@@ -325,7 +366,7 @@ class AdapterConformance:
     async def _check_abort(self, scenario: str) -> None:
         recording = self._recording(scenario)
         async with self._adapter() as (server, adapter):
-            reference = self._valid(await self._stream(server, adapter, recording.reply()))
+            reference = self._valid(await self._stream(server, adapter, recording.reply(), self._options(scenario)))
             for boundary in range(len(reference)):
                 signal = AbortSignal()
                 reason = f"conformance abort after chunk {boundary}"
@@ -334,7 +375,7 @@ class AdapterConformance:
                 run = _Run()
                 with anyio.fail_after(self.hang_guard):  # a hang guard, not a timing assertion
                     try:
-                        async for chunk in adapter.stream(self._options(abort=signal)):
+                        async for chunk in adapter.stream(self._options(scenario, abort=signal)):
                             run.chunks.append(chunk)
                             if len(run.chunks) == boundary + 1:
                                 signal.fire(reason)
@@ -353,11 +394,12 @@ class AdapterConformance:
 
     async def _check_break(self, scenario: str) -> None:
         recording = self._recording(scenario)
+        options = self._options(scenario)
         async with self._adapter() as (server, adapter):
-            reference = self._valid(await self._stream(server, adapter, recording.reply()))
+            reference = self._valid(await self._stream(server, adapter, recording.reply(), options))
             for boundary in range(len(reference) - 1):
                 server.add(recording.reply(_event_reads(recording.body)))
-                stream = adapter.stream(self._options())
+                stream = adapter.stream(options)
                 got: list[StreamChunk] = []
                 with anyio.fail_after(self.hang_guard):  # a hang guard, not a timing assertion
                     while len(got) <= boundary:
@@ -436,10 +478,10 @@ class AdapterConformance:
         value = self.recordings[scenario]
         return value if isinstance(value, Recording) else Recording.from_http(value)
 
-    def _options(self, abort: AbortSignal | None = None) -> GenerateOptions:
+    def _options(self, scenario: str = "text", abort: AbortSignal | None = None) -> GenerateOptions:
         import msgspec
 
-        return msgspec.structs.replace(self.options, abort=abort)
+        return msgspec.structs.replace(self.scenario_options.get(scenario, self.options), abort=abort)
 
     def _each_backend(
         self, obligation: str, scenario: str, check: Callable[[_T], Awaitable[None]], argument: _T
@@ -578,3 +620,48 @@ def _on_asyncio() -> bool:
     except RuntimeError:
         return False
     return True
+
+
+def _text_of(chunks: Sequence[StreamChunk]) -> str:
+    """The concatenated text deltas of a stream."""
+    return "".join(c.text for c in chunks if isinstance(c, TextDelta))
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _assert_files_sent(options: GenerateOptions, body: bytes) -> None:
+    """Each :class:`FileBlock` of the options reached the request body: its bytes base64-encoded
+    (standard alphabet, RFC 4648 §4), or its URL (JSON-escaped or not)."""
+    text = body.decode("utf-8", "replace")
+    files = [b for m in options.messages if isinstance(m.content, list) for b in m.content if isinstance(b, FileBlock)]
+    assert files, "the media scenario's options hold no FileBlock"
+    for file in files:
+        if file.data is not None:
+            assert base64.b64encode(file.data).decode() in text, f"the bytes of {file!r} are not in the request"
+        else:
+            assert file.url is not None
+            assert file.url in text or json.dumps(file.url)[1:-1] in text, f"the URL of {file!r} is not in the request"
+
+
+def _assert_schema_sent(options: GenerateOptions, body: bytes) -> None:
+    """A :class:`JsonSchemaFormat`'s schema is somewhere in the request JSON, unchanged."""
+    wanted = options.response_format
+    assert wanted is not None, "the schema scenario's options have no response_format"
+    if not isinstance(wanted, JsonSchemaFormat):
+        return
+    stack: list[object] = [json.loads(body)]
+    while stack:
+        value = stack.pop()
+        if value == wanted.schema:
+            return
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    raise AssertionError("the response_format schema is not in the request body")

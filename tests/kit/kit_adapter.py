@@ -5,6 +5,7 @@ end to end."""
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Sequence
 from typing import Annotated, Any, ClassVar, Final
@@ -19,9 +20,11 @@ from harness_core.sse import SSEEvent
 from harness_core.types import (
     BlockEnd,
     BlockStart,
+    FileBlock,
     Finish,
     FinishReason,
     GenerateOptions,
+    JsonSchemaFormat,
     ModelInfo,
     ReasoningBlock,
     ReasoningDelta,
@@ -136,7 +139,13 @@ class ToyAdapter(HttpAdapter[ToyConfig]):
     def encode_request(self, options: GenerateOptions, info: ModelInfo) -> bytes:
         if options.seed is not None:
             raise LlmError("UNSUPPORTED", "toy: seed is not supported", provider=self.provider)
-        return json.dumps({"model": info.model, "n": len(options.messages)}).encode()
+        body: dict[str, Any] = {"model": info.model, "n": len(options.messages)}
+        files = [b for m in options.messages for b in m.content if isinstance(b, FileBlock)]
+        if files:
+            body["files"] = [f.url or base64.b64encode(f.data or b"").decode() for f in files]
+        if isinstance(options.response_format, JsonSchemaFormat):
+            body["schema"] = options.response_format.schema
+        return json.dumps(body).encode()
 
     def make_translator(self, options: GenerateOptions, request_id: str | None) -> ToyTranslator:
         return ToyTranslator(request_id)
@@ -144,6 +153,8 @@ class ToyAdapter(HttpAdapter[ToyConfig]):
     def classify_error(self, status: int | None, body: dict[str, Any] | None) -> ErrorDetails | None:
         if body is not None and body.get("error") == "slow down":
             return ErrorDetails(code="RATE_LIMITED")
+        if body is not None and body.get("error") == "API key not valid":
+            return ErrorDetails(code="AUTH")
         return None
 
 

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+import msgspec
 import pytest
 from kit_adapter import ToyAdapter, ToyConfig, ToyTranslator
 
@@ -21,9 +22,19 @@ from harness_core.testing.conformance import (
     AdapterConformance,
     ConformanceFailure,
     Recording,
+    _assert_schema_sent,
     load_recordings,
 )
-from harness_core.types import FinishReason, GenerateOptions, Message, ModelInfo, StreamChunk
+from harness_core.types import (
+    FileBlock,
+    FinishReason,
+    GenerateOptions,
+    JsonObjectFormat,
+    JsonSchemaFormat,
+    Message,
+    ModelInfo,
+    StreamChunk,
+)
 
 KEY = "sk-" + "toy-conformance-0123456789"
 ASK = [Message.user("hi")]
@@ -47,8 +58,22 @@ RECORDINGS: dict[str, Recording | bytes] = {
     "in-band-error": Recording(events("t:partial", "x:overloaded")),
     "truncated": Recording(events("t:cut", "t:off")),
     "http-401": error_body(401, "bad key"),
+    "http-400-auth": error_body(400, "API key not valid"),
+    "media": Recording(events("t:a cat", "end")),
+    "schema": Recording(events('t:{"name": "Ada",', 't: "age": 36}', "end")),
     "http-429": error_body(429, "slow down", **{"retry-after": "3"}),
     "http-500": error_body(500, "oops"),
+}
+
+
+PHOTO = FileBlock(media_type="image/png", data=b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
+LINK = FileBlock(media_type="application/pdf", url="https://example.com/a b.pdf?x=1&y=2")
+SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}}
+SCENARIO_OPTIONS = {
+    "media": GenerateOptions(model="toy-1", messages=[Message.user("describe", PHOTO, LINK)]),
+    "schema": GenerateOptions(
+        model="toy-1", messages=ASK, response_format=JsonSchemaFormat(name="person", schema=SCHEMA)
+    ),
 }
 
 
@@ -57,6 +82,7 @@ class TestToyConformance(AdapterConformance):
 
     options = GenerateOptions(model="toy-1", messages=ASK)
     recordings = RECORDINGS
+    scenario_options = SCENARIO_OPTIONS
     unsupported: ClassVar[dict[str, GenerateOptions]] = {"seed": GenerateOptions(model="toy-1", messages=ASK, seed=1)}
     api_key = KEY
     max_two_way_splits = 40
@@ -141,6 +167,20 @@ class IgnoresSeed(ToyAdapter):
         return b"{}"
 
 
+class DropsFiles(ToyAdapter):
+    """Sends no file: the media scenario must notice."""
+
+    def encode_request(self, options: GenerateOptions, info: ModelInfo) -> bytes:
+        return super().encode_request(msgspec.structs.replace(options, messages=ASK), info)
+
+
+class DropsSchema(ToyAdapter):
+    """Sends no schema: the schema scenario must notice."""
+
+    def encode_request(self, options: GenerateOptions, info: ModelInfo) -> bytes:
+        return super().encode_request(msgspec.structs.replace(options, response_format=None), info)
+
+
 class CountsRequests(ToyAdapter):
     """Answers differently on every request: the chunks depend on history, not on the bytes."""
 
@@ -168,6 +208,20 @@ class CountsRequests(ToyAdapter):
             "truncated",
         ),
         (broken(IgnoresSeed), "test_unsupported_options", "unsupported", "seed"),
+        (broken(DropsFiles), "test_stream_obligations", "stream", "media"),
+        (broken(DropsSchema), "test_stream_obligations", "stream", "schema"),
+        (
+            broken(ToyAdapter, recordings={**RECORDINGS, "schema": Recording(events("t:not json", "end"))}),
+            "test_stream_obligations",
+            "stream",
+            "schema",
+        ),
+        (
+            broken(WrongCode, recordings={"text": RECORDINGS["text"], "http-400-auth": RECORDINGS["http-400-auth"]}),
+            "test_http_errors",
+            "http-error",
+            "http-400-auth",
+        ),
         (broken(translating(feed=_end_is_malformed)), "test_stream_obligations", "stream", "text"),
         (broken(translating(feed=_quiet_until_end), hang_guard=0.5), "test_task_cancellation", "cancellation", "text"),
     ],
@@ -280,3 +334,41 @@ def test_the_testing_package_exports_the_suite() -> None:
 
     assert testing.AdapterConformance is AdapterConformance
     assert testing.Recording is Recording
+
+
+def test_media_and_schema_need_their_options() -> None:
+    for scenario in ("media", "schema"):
+        options = {k: v for k, v in SCENARIO_OPTIONS.items() if k != scenario}
+        with pytest.raises(ConformanceFailure, match=rf"^\[recordings\] scenario '{scenario}': needs its options"):
+            broken(ToyAdapter, scenario_options=options).test_recordings_are_named_after_known_scenarios()
+
+
+def test_the_media_and_schema_checks_name_what_was_not_sent() -> None:
+    no_file = {**SCENARIO_OPTIONS, "media": GenerateOptions(model="toy-1", messages=ASK)}
+    with pytest.raises(ConformanceFailure, match="hold no FileBlock"):
+        broken(ToyAdapter, scenario_options=no_file).test_stream_obligations()
+    no_format = {**SCENARIO_OPTIONS, "schema": GenerateOptions(model="toy-1", messages=ASK)}
+    with pytest.raises(ConformanceFailure, match="have no response_format"):
+        broken(ToyAdapter, scenario_options=no_format).test_stream_obligations()
+    with pytest.raises(ConformanceFailure, match="the bytes of FileBlock"):
+        broken(DropsFiles).test_stream_obligations()
+    url_only = {**SCENARIO_OPTIONS, "media": GenerateOptions(model="toy-1", messages=[Message.user("x", LINK)])}
+    with pytest.raises(ConformanceFailure, match="the URL of FileBlock"):
+        broken(DropsFiles, scenario_options=url_only).test_stream_obligations()
+
+
+def test_json_mode_needs_only_a_json_reply() -> None:
+    json_mode = {
+        **SCENARIO_OPTIONS,
+        "schema": GenerateOptions(model="toy-1", messages=ASK, response_format=JsonObjectFormat()),
+    }
+    broken(
+        ToyAdapter, scenario_options=json_mode, recordings={"text": RECORDINGS["text"], "schema": RECORDINGS["schema"]}
+    ).test_stream_obligations()
+
+
+def test_the_schema_is_found_inside_lists_of_the_request() -> None:
+    options = SCENARIO_OPTIONS["schema"]
+    _assert_schema_sent(options, json.dumps({"tools": [{"x": 1}, {"format": {"schema": SCHEMA}}]}).encode())
+    with pytest.raises(AssertionError, match="schema is not in the request body"):
+        _assert_schema_sent(options, json.dumps({"tools": [{"schema": {"type": "object"}}]}).encode())
