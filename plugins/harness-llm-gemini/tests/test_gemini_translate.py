@@ -1,5 +1,6 @@
-"""The translator on its own: Gemini events in, chunks out (PROTOCOLS §3), every stream checked
-against the stream obligations by ``gemini_fixtures.translate``."""
+"""The translator on its own: Gemini events in, chunks out
+(https://ai.google.dev/api/generate-content), every stream checked against the stream
+obligations by ``gemini_fixtures.translate``."""
 
 from __future__ import annotations
 

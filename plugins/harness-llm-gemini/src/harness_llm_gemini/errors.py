@@ -3,8 +3,7 @@
 Gemini reports errors as ``{"error": {"code": <HTTP status>, "message", "status":
 "<google.rpc code>", "details": [...]}}``, as non-2xx HTTP bodies (sometimes array-wrapped) and
 in-band as an SSE ``data:`` event after HTTP 200
-(https://ai.google.dev/gemini-api/docs/troubleshooting, https://google.aip.dev/193;
-``shared/wire/PROTOCOLS.md`` §3.4). Rules, first match wins:
+(https://ai.google.dev/gemini-api/docs/troubleshooting, https://google.aip.dev/193). Rules, first match wins:
 
 - ``details[].reason`` ``API_KEY_INVALID`` (a bad key arrives as **400** ``INVALID_ARGUMENT``),
   or status ``UNAUTHENTICATED`` → ``AUTH``;

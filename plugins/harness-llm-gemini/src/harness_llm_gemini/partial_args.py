@@ -4,8 +4,7 @@ With ``streamFunctionCallArguments`` Vertex AI sends a call as a part with ``nam
 ``willContinue: true``, then parts whose ``functionCall.partialArgs`` each set one leaf named by
 a JSON path (``$.location``, ``$.stops[1].city``) to a ``stringValue`` / ``numberValue`` /
 ``boolValue`` / ``nullValue``; a string leaf with ``willContinue: true`` continues in the next
-piece for the same path (https://cloud.google.com/vertex-ai/generative-ai/docs/reference/rest/v1/Content#PartialArg;
-``shared/wire/PROTOCOLS.md`` §3.2).
+piece for the same path (https://cloud.google.com/vertex-ai/generative-ai/docs/reference/rest/v1/Content#PartialArg).
 
 :class:`ArgumentsWriter` turns those pieces into the text of one JSON object as they arrive, so a
 tool-call block streams its ``arguments_delta`` like any other provider's: the concatenation of

@@ -1,8 +1,8 @@
 """The translation state machine: Gemini SSE events in, :data:`StreamChunk` out.
 
 Pure and synchronous (no I/O). Wire format: ``streamGenerateContent?alt=sse``
-(https://ai.google.dev/api/generate-content#method:-models.streamgeneratecontent;
-``shared/wire/PROTOCOLS.md`` §3): every event is a whole ``GenerateContentResponse``; there are no
+(https://ai.google.dev/api/generate-content#method:-models.streamgeneratecontent):
+every event is a whole ``GenerateContentResponse``; there are no
 event names and no ``[DONE]``: the stream ends when the connection closes after a chunk carrying
 ``finishReason``. Per event:
 
@@ -22,8 +22,9 @@ event names and no ``[DONE]``: the stream ends when the connection closes after 
   ``codeExecutionResult`` …) produce no block.
 - ``finishReason`` is remembered; the stream ends at :meth:`Translator.end_of_input`.
 
-``thoughtSignature`` may sit on any part (``shared/wire/PROTOCOLS.md`` §3.5). On a part that holds
-content of a block (text, thought, function call) it is kept for that block; a second signature
+``thoughtSignature`` may sit on any part
+(https://ai.google.dev/gemini-api/docs/thought-signatures). On a part that holds content of a
+block (text, thought, function call) it is kept for that block; a second signature
 for the same text block starts a new block, so each block carries at most one. A part that holds
 no block content (an empty text with only a signature, a server-side tool part) is kept whole as
 a *standalone part* placed after the last block; the open text block ends there (a generated

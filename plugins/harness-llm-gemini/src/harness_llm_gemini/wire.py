@@ -2,8 +2,7 @@
 
 Source: the REST reference of ``GenerateContentResponse``
 (https://ai.google.dev/api/generate-content#generatecontentresponse) and the SDK types
-(googleapis/python-genai: ``google/genai/types.py``); REST field names are camelCase. Summary in
-``shared/wire/PROTOCOLS.md`` §3.
+(googleapis/python-genai: ``google/genai/types.py``); REST field names are camelCase.
 
 Every SSE ``data:`` payload is one :class:`WireResponse` (a ``GenerateContentResponse``, or an
 in-band ``{"error": …}``). Unknown fields are skipped, so new part kinds and metadata decode fine
