@@ -19,8 +19,8 @@ Mapping:
 - Replay (https://ai.google.dev/gemini-api/docs/thought-signatures): for an assistant
   message whose ``replay_state`` this adapter wrote for the same model, every
   ``thoughtSignature`` goes back on the part of its block, byte-exact; reasoning blocks that
-  carried one go back as ``{"text", "thought": true, "thoughtSignature"}`` (unsigned reasoning is dropped); standalone parts (signature-only empty
-  text parts, server-side tool parts) go back unchanged at their place; call ids are sent only
+  carried one go back as ``{"text", "thought": true, "thoughtSignature"}`` (unsigned reasoning
+  is dropped); standalone parts (signature-only empty text parts, server-side tool parts) go back unchanged at their place; call ids are sent only
   when the provider issued them. Replay state of another model is ignored; Gemini 3 then needs
   ``unsigned_call_signature`` on the model turns whose calls carry none (the validator-skipping
   placeholder of https://ai.google.dev/gemini-api/docs/thought-signatures, "FAQ").
