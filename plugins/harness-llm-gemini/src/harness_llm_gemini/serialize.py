@@ -16,14 +16,15 @@ Mapping:
   ``assistant`` messages → role ``model``: text parts, ``functionCall {name, args, id?}`` with
   ``args`` the call's ``arguments`` decoded (a JSON object; empty → ``{}``; anything else raises
   ``BAD_REQUEST``). Consecutive turns of one role are merged into one content.
-- Replay (https://ai.google.dev/gemini-api/docs/thought-signatures): for an assistant
-  message whose ``replay_state`` this adapter wrote for the same model, every
-  ``thoughtSignature`` goes back on the part of its block, byte-exact; reasoning blocks that
-  carried one go back as ``{"text", "thought": true, "thoughtSignature"}`` (unsigned reasoning
-  is dropped); standalone parts (signature-only empty text parts, server-side tool parts) go back unchanged at their place; call ids are sent only
-  when the provider issued them. Replay state of another model is ignored; Gemini 3 then needs
-  ``unsigned_call_signature`` on the model turns whose calls carry none (the validator-skipping
-  placeholder of https://ai.google.dev/gemini-api/docs/thought-signatures, "FAQ").
+- Replay (https://ai.google.dev/gemini-api/docs/thought-signatures): for an assistant message
+  whose ``replay_state`` this adapter wrote for the same model, every ``thoughtSignature`` goes
+  back on the part of its block, byte-exact; reasoning blocks that carried one go back as
+  ``{"text", "thought": true, "thoughtSignature"}`` (unsigned reasoning is dropped); standalone
+  parts (signature-only empty text parts, server-side tool parts) go back unchanged at their
+  place; call ids are sent only when the provider issued them. Replay state of another model is
+  ignored; Gemini 3 then needs ``unsigned_call_signature`` on the model turns whose calls carry
+  none (the validator-skipping placeholder of
+  https://ai.google.dev/gemini-api/docs/thought-signatures, "FAQ").
 - ``tools`` → one ``functionDeclarations`` tool (``parametersJsonSchema`` = the JSON schema);
   ``tool_choice`` ``auto`` / ``none`` / ``required`` / named → ``functionCallingConfig.mode``
   ``AUTO`` / ``NONE`` / ``ANY`` / ``ANY`` + ``allowedFunctionNames``.
