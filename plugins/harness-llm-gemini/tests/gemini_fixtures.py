@@ -68,6 +68,14 @@ THINKING_TOOL_BODY = sse(
 """Thoughts, two parallel calls (signature on the first only), a trailing signature-only part."""
 
 
+def google_error(code: int, status: str, message: str, *details: dict[str, Any]) -> bytes:
+    """A ``google.rpc.Status`` error body as the API sends it
+    (https://ai.google.dev/gemini-api/docs/troubleshooting)."""
+    return json.dumps(
+        {"error": {"code": code, "message": message, "status": status, "details": list(details)}}
+    ).encode()
+
+
 def make_config(server: ScriptedServer, **fields: object) -> GeminiConfig:
     """A config pointing at ``server`` with a test key; ``fields`` override."""
     fields.setdefault("api_key", Secret(API_KEY))

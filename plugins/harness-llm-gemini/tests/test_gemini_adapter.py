@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from gemini_fixtures import API_KEY, MODEL, chunk, make_config, sse, text_body, usage
+from gemini_fixtures import API_KEY, MODEL, chunk, google_error, make_config, sse, text_body, usage
 
 from harness_core.abort import AbortSignal
 from harness_core.errors import LlmError
@@ -48,12 +48,6 @@ async def failure(adapter: GeminiAdapter, options: GenerateOptions = OPTIONS) ->
 def finish_of(chunks: list[StreamChunk]) -> Finish:
     assert isinstance(chunks[-1], Finish)
     return chunks[-1]
-
-
-def google_error(code: int, status: str, message: str, *details: dict[str, Any]) -> bytes:
-    return json.dumps(
-        {"error": {"code": code, "message": message, "status": status, "details": list(details)}}
-    ).encode()
 
 
 async def test_request_shape(server: ScriptedServer) -> None:

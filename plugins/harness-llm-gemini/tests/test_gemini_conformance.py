@@ -4,10 +4,19 @@ https://ai.google.dev/api/generate-content#method:-models.streamgeneratecontent,
 
 from __future__ import annotations
 
-import json
 from typing import Any, ClassVar
 
-from gemini_fixtures import API_KEY, MODEL, SIGNATURE, THINKING_TOOL_BODY, chunk, sse, text_body, usage
+from gemini_fixtures import (
+    API_KEY,
+    MODEL,
+    SIGNATURE,
+    THINKING_TOOL_BODY,
+    chunk,
+    google_error,
+    sse,
+    text_body,
+    usage,
+)
 
 from harness_core.adapter import LlmAdapter
 from harness_core.secret import Secret
@@ -61,10 +70,9 @@ SCHEMA_BODY = sse(
 )
 
 
-def google_error(status: int, rpc_status: str, message: str, *details: dict[str, Any], **headers: str) -> Recording:
-    """A ``google.rpc.Status`` error body as the API sends it."""
-    error = {"error": {"code": status, "message": message, "status": rpc_status, "details": list(details)}}
-    return Recording(json.dumps(error).encode(), status, {**HEADERS, **headers})
+def error(status: int, rpc_status: str, message: str, *details: dict[str, Any], **headers: str) -> Recording:
+    """An HTTP error response with a ``google.rpc.Status`` body."""
+    return Recording(google_error(status, rpc_status, message, *details), status, {**HEADERS, **headers})
 
 
 class TestGeminiConformance(AdapterConformance):
@@ -79,21 +87,21 @@ class TestGeminiConformance(AdapterConformance):
         "truncated": Recording(TEXT_BODY[: TEXT_BODY.index(b'"finishReason"')]),
         "media": Recording(text_body("A PNG and a report.")),
         "schema": Recording(SCHEMA_BODY),
-        "http-400-auth": google_error(
+        "http-400-auth": error(
             400,
             "INVALID_ARGUMENT",
             "API key not valid. Please pass a valid API key.",
             {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "API_KEY_INVALID"},
         ),
-        "http-401": google_error(401, "UNAUTHENTICATED", "Request had invalid authentication credentials."),
-        "http-429": google_error(
+        "http-401": error(401, "UNAUTHENTICATED", "Request had invalid authentication credentials."),
+        "http-429": error(
             429,
             "RESOURCE_EXHAUSTED",
             "You exceeded your current quota.",
             {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "37s"},
             **{"retry-after": "37"},
         ),
-        "http-500": google_error(500, "INTERNAL", "An internal error has occurred."),
+        "http-500": error(500, "INTERNAL", "An internal error has occurred."),
     }
     scenario_options: ClassVar[dict[str, GenerateOptions]] = {
         "media": GenerateOptions(model=MODEL, messages=[Message.user("Describe both", PHOTO, REPORT)]),
