@@ -38,6 +38,7 @@ CONFORMANCE_TESTS = [
     "plugins/harness-llm-openai/tests/test_responses_conformance.py",
     "plugins/harness-llm-deepseek/tests/test_deepseek_conformance.py",
     "plugins/harness-llm-anthropic/tests/test_anthropic_conformance.py",
+    "plugins/harness-llm-gemini/tests/test_gemini_conformance.py",
 ]
 DEV = [
     "pytest>=8",

@@ -506,9 +506,10 @@ class _Loading:
             self.config_problem(candidate, message, where)
             return
         if missing:
-            field, var = missing[0]
+            field, variables = missing[0]
+            which = f"variable {variables[0]}" if len(variables) == 1 else "variables " + " or ".join(variables)
             message = (
-                f"no API key: set the environment variable {var} or `{field}:` in the config of plugin "
+                f"no API key: set the environment {which} or `{field}:` in the config of plugin "
                 f"{candidate.key!r} (or write `{field}: null` to send none)"
             )
             self.secret_problem(candidate, message, (field,), raw)
@@ -555,14 +556,21 @@ class _Loading:
         candidate.entry.routes = known
         self.fail(candidate, "config", f"cannot be used: {message} ({place})", routes=known)
 
-    def apply_env_fallbacks(self, config_type: type[msgspec.Struct], raw: dict[str, Any]) -> list[tuple[str, str]]:
+    def apply_env_fallbacks(
+        self, config_type: type[msgspec.Struct], raw: dict[str, Any]
+    ) -> list[tuple[str, list[str]]]:
         """Fill absent fields from their :class:`EnvFallback` variables; return the ``(field,
-        variable)`` pairs of required fallbacks that found nothing."""
-        missing: list[tuple[str, str]] = []
+        variables)`` pairs of required fields that no variable filled.
+
+        A field may carry several fallbacks: each one that applies and finds its variable
+        set fills it, so the last such one wins (Google's SDK prefers ``GOOGLE_API_KEY`` to
+        ``GEMINI_API_KEY``: list it last)."""
+        missing: list[tuple[str, list[str]]] = []
         fields = {f.name: f for f in msgspec.structs.fields(config_type)}
         for field in fields.values():
             if field.encode_name in raw:
                 continue
+            wanted: list[str] = []
             for marker in getattr(field.type, "__metadata__", ()):
                 if not isinstance(marker, EnvFallback):
                     continue
@@ -572,7 +580,9 @@ class _Loading:
                         self.loaded.redactor.add(value)
                         raw[field.encode_name] = value
                     elif marker.required:
-                        missing.append((field.encode_name, marker.var))
+                        wanted.append(marker.var)
+            if wanted and field.encode_name not in raw:
+                missing.append((field.encode_name, wanted))
         return missing
 
     def build(self, candidate: _Candidate) -> None:

@@ -62,6 +62,9 @@ class ErrorDetails:
     message: str | None = None
     provider_type: str | None = None
     provider_code: str | None = None
+    retry_after: float | None = None
+    """Seconds to wait, taken from the body by a classifier (Gemini's ``RetryInfo.retryDelay``);
+    a ``Retry-After`` header wins over it."""
 
 
 ErrorClassifier = Callable[[int | None, "dict[str, Any] | None"], "ErrorDetails | None"]
@@ -298,9 +301,9 @@ def error_from_response(
     (the generic type table is *not* applied to HTTP errors: e.g. OpenAI answers a bad key with
     401 and type ``invalid_request_error``). The message is the provider's message, else a body
     snippet, else the status phrase, truncated to 1,000 characters; a redirect (3xx) says where
-    it pointed and that it was not followed. ``retry_after``
-    (:func:`parse_retry_after`) and ``request_id`` (:func:`request_id_from`) come from the
-    headers. Never raises.
+    it pointed and that it was not followed. ``retry_after`` (:func:`parse_retry_after`, else
+    the classifier's) and ``request_id`` (:func:`request_id_from`) come from the headers.
+    Never raises.
     """
     obj, snippet = parse_error_body(body)
     generic, refined = _refine(status, obj, classifier)
@@ -316,11 +319,12 @@ def error_from_response(
             f"HTTP {status} {phrase}: the server redirected {target}; redirects are not followed "
             "(point base_url at the final address)"
         )
+    retry_after = parse_retry_after(headers)
     return LlmError(
         refined.code or code_for_status(status),
         truncate(message),
         status=status,
-        retry_after=parse_retry_after(headers),
+        retry_after=refined.retry_after if retry_after is None else retry_after,
         provider=provider,
         provider_type=refined.provider_type or generic.provider_type,
         provider_code=refined.provider_code or generic.provider_code,
@@ -363,11 +367,12 @@ def error_from_payload(
     if message is None:
         message = json.dumps(payload, ensure_ascii=False) if payload else "provider reported an error without a message"
     headers = headers or {}
+    retry_after = parse_retry_after(headers)
     return LlmError(
         code or default_code,
         truncate(message),
         status=status,
-        retry_after=parse_retry_after(headers),
+        retry_after=refined.retry_after if retry_after is None else retry_after,
         provider=provider,
         provider_type=provider_type,
         provider_code=provider_code,

@@ -85,6 +85,12 @@ class HttpAdapter(LlmAdapter, Generic[ConfigT]):
     def make_translator(self, options: GenerateOptions, request_id: str | None) -> StreamTranslator:
         """A fresh translator for one response (``request_id`` from the response headers)."""
 
+    def request_path(self, options: GenerateOptions) -> str:
+        """The streaming request's path for ``options``, relative to ``config.base_url``;
+        default :attr:`stream_path`. Override when the path depends on the request (Gemini
+        names the model in it: ``/models/{model}:streamGenerateContent?alt=sse``)."""
+        return self.stream_path
+
     def auth_headers(self) -> dict[str, str]:
         """Headers carrying ``config.api_key``; default ``Authorization: Bearer <key>``, none
         without a key."""
@@ -142,7 +148,7 @@ class HttpAdapter(LlmAdapter, Generic[ConfigT]):
             raise LlmError("BAD_REQUEST", "options.model is required", provider=self.provider)
         body = self.encode_request(options, self.resolve_model(options.model))
         return self.client.build_request(
-            "POST", self.stream_path, content=body, headers={"content-type": "application/json"}
+            "POST", self.request_path(options), content=body, headers={"content-type": "application/json"}
         )
 
     async def list_models(self) -> list[ModelInfo]:

@@ -343,8 +343,13 @@ def _check_tool_calls(expect: dict[str, Any], chunks: list[StreamChunk], problem
     if len(calls) != len(wanted):
         problems.append(f"{len(calls)} tool calls, expected {len(wanted)}")
         return
+    if len({call.id for call in calls}) != len(calls):
+        problems.append(f"tool call ids are not unique: {[call.id for call in calls]}")
     for position, (call, want) in enumerate(zip(calls, wanted, strict=True)):
-        if "id" in want and call.id != want["id"]:
+        if want.get("id") is None:  # the provider sent no id: any generated one will do
+            if "id" in want and not call.id:
+                problems.append(f"tool call {position} has an empty id")
+        elif call.id != want["id"]:
             problems.append(f"tool call {position} id {call.id!r}, expected {want['id']!r}")
         if "name" in want and call.name != want["name"]:
             problems.append(f"tool call {position} name {call.name!r}, expected {want['name']!r}")

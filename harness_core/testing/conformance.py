@@ -86,11 +86,13 @@ STREAM_SCENARIOS: Final = (
 reasoning) that the next turn must send back."""
 
 ERROR_SCENARIOS: Final[Mapping[str, tuple[int, tuple[str, ...]]]] = {
+    "http-400-auth": (400, ("AUTH",)),
     "http-401": (401, ("AUTH",)),
     "http-429": (429, ("RATE_LIMITED",)),
     "http-500": (500, ("SERVER", "OVERLOADED")),
 }
-"""HTTP error scenarios → (expected status, accepted error codes)."""
+"""HTTP error scenarios → (expected status, accepted error codes). ``http-400-auth`` is a 400
+whose body says the key is invalid (Gemini's ``API_KEY_INVALID``): still ``AUTH``."""
 
 SCENARIOS: Final = (*STREAM_SCENARIOS, *ERROR_SCENARIOS, "truncated")
 """Every scenario name a recording may have (``truncated``: a 2xx stream cut before its

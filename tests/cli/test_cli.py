@@ -295,7 +295,7 @@ def test_second_ctrl_c_cancels_at_once(tmp_path: Path, cli_env: dict[str, str], 
 def test_plugins_lists_every_state(harness: Harness, config: Config, cli_env: dict[str, str]) -> None:
     config(
         "plugins:\n  trace: {}\n  mock: {routes: [mock, echo2]}\n  broken: {}\n  ~disabledone: {}\n"
-        "  strict: {name: s, token: '${{ env.CLI_TOKEN }}'}\n  gemini: {}\n"
+        "  strict: {name: s, token: '${{ env.CLI_TOKEN }}'}\n  nosuchplugin: {}\n"
     )
     cli_env["CLI_TOKEN"] = SECRET
     result = harness("plugins")
@@ -308,10 +308,10 @@ def test_plugins_lists_every_state(harness: Harness, config: Config, cli_env: di
     assert lines[[row[0] for row in (line.split() for line in lines)].index("mock")].endswith("mock, echo2")
     assert table["broken"][1:3] == ["failed", "middleware"]
     assert table["disabledone"][1] == "disabled"
-    assert table["gemini"][1] == "invalid"
+    assert table["nosuchplugin"][1] == "invalid"
     assert table["failinit"][1] == "installed"
     assert any(line.startswith("! broken: plugin 'broken' cannot be imported") for line in lines)
-    assert any("unknown plugin 'gemini'" in line for line in lines)
+    assert any("unknown plugin 'nosuchplugin'" in line for line in lines)
     assert SECRET not in result.stdout + result.stderr
 
 
@@ -357,7 +357,7 @@ def test_config_check_reports_every_problem(harness: Harness, config: Config, cl
         "  strict:\n"
         "    name: a\n"
         "    count: ${{ env.CLI_TOKEN }}\n"
-        "  gemini: {}\n"
+        "  nosuchplugin: {}\n"
         "colour: blue\n"
     )
     result = harness("config", "check", "--config", path)
@@ -365,7 +365,7 @@ def test_config_check_reports_every_problem(harness: Harness, config: Config, cl
     lines = result.stdout.splitlines()
     assert lines[0] == f"{path}: 4 problems"
     assert lines[1] == f"  - {path}:7: unknown top-level key 'colour'; expected `plugins`, `defaults` or `aliases`"
-    assert lines[2].startswith(f"  - {path}:6, plugin 'gemini': unknown plugin 'gemini'")
+    assert lines[2].startswith(f"  - {path}:6, plugin 'nosuchplugin': unknown plugin 'nosuchplugin'")
     assert lines[3:] == [
         f"  - {path}:2, plugin 'mock', field 'delay': Expected `float`, got `str`",
         f"  - {path}:5, plugin 'strict', field 'count': Expected `int`, got `str`",

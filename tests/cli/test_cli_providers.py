@@ -78,6 +78,13 @@ ANTHROPIC_BODY = [
     anthropic_event("message_stop", {"type": "message_stop"}),
 ]
 
+GEMINI_BODY = [
+    b'data: {"candidates":[{"content":{"role":"model","parts":[{"text":"Hello w\xc3',
+    b'\xb6rld"}]},"index":0}],"responseId":"r1"}\r\n\r\ndata: {"candidates":[{"content":{"role":"model",'
+    b'"parts":[{"text":""}]},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":3,'
+    b'"candidatesTokenCount":2}}\r\n\r\n',
+]
+
 CASES = {
     # route: (plugins.yaml entry as in the plugin's README, body, request path, auth header, auth value)
     "groq": (
@@ -109,6 +116,14 @@ CASES = {
         "/chat/completions",
         "authorization",
         f"Bearer {KEY}",
+    ),
+    "gemini-gw": (
+        "  gemini:gateway:\n    base_url: {url}/v1beta\n    api_key: ${{{{ env.PROVIDER_KEY }}}}\n"
+        "    routes: [gemini-gw]\n",
+        GEMINI_BODY,
+        "/v1beta/models/model-x:streamGenerateContent?alt=sse",
+        "x-goog-api-key",
+        KEY,
     ),
 }
 
@@ -143,6 +158,9 @@ def test_run_through_each_provider_adapter(tmp_path: Path, route: str) -> None:
     assert (request.method, request.path) == ("POST", path)
     assert request.headers[header] == value
     sent = request.json()
+    if route == "gemini-gw":  # the model is in the path, the stream in alt=sse
+        assert sent["contents"] == [{"role": "user", "parts": [{"text": "Say hello"}]}]
+        return
     assert sent["model"] == "model-x"
     assert sent["stream"] is True
     last = (sent["messages"] if "messages" in sent else sent["input"])[-1]

@@ -33,9 +33,19 @@ def anthropic_body(text: str) -> list[bytes]:
     return [*ANTHROPIC_BODY[:2], anthropic_event("content_block_delta", delta), *ANTHROPIC_BODY[3:]]
 
 
+def gemini_body(text: str) -> list[bytes]:
+    piece = json.dumps({"candidates": [{"content": {"parts": [{"text": text}]}, "finishReason": "STOP", "index": 0}]})
+    return [f"data: {piece}\r\n\r\n".encode()]
+
+
 @pytest.mark.parametrize(
     ("route", "body"),
-    [("groq", openai_body(REPLY)), ("openai-responses", responses_body(REPLY)), ("claude-gw", anthropic_body(REPLY))],
+    [
+        ("groq", openai_body(REPLY)),
+        ("openai-responses", responses_body(REPLY)),
+        ("claude-gw", anthropic_body(REPLY)),
+        ("gemini-gw", gemini_body(REPLY)),
+    ],
 )
 def test_an_image_and_a_concise_schema_reach_each_wire(tmp_path: Path, route: str, body: list[bytes]) -> None:
     (tmp_path / "photo.jpg").write_bytes(PNG)  # detected from its content: image/png
@@ -46,8 +56,12 @@ def test_an_image_and_a_concise_schema_reach_each_wire(tmp_path: Path, route: st
         (request,) = server.requests
     assert result.stdout.strip() == REPLY
     sent = request.json()
-    content = (sent["messages"] if "messages" in sent else sent["input"])[-1]["content"]
     encoded = base64.b64encode(PNG).decode()
+    if route == "gemini-gw":
+        assert sent["contents"][-1]["parts"][1] == {"inlineData": {"mimeType": "image/png", "data": encoded}}
+        assert sent["generationConfig"] == {"responseMimeType": "application/json", "responseJsonSchema": SCHEMA}
+        return
+    content = (sent["messages"] if "messages" in sent else sent["input"])[-1]["content"]
     if route == "openai-responses":
         assert content[1] == {"type": "input_image", "image_url": "data:image/png;base64," + encoded, "detail": "auto"}
         assert sent["text"] == {"format": {"type": "json_schema", "name": "output", "schema": SCHEMA, "strict": False}}

@@ -342,3 +342,15 @@ def test_transport_errors_name_the_request_and_the_limit() -> None:
     assert connect.message == "ConnectError: refused on POST https://api.example.com/v1/chat"
     assert "hidden" not in connect.message
     assert error_from_exception(httpx.ConnectError("refused")).message == "ConnectError: refused"
+
+
+def test_a_classifier_can_supply_retry_after_and_a_header_wins() -> None:
+    def from_body(status: int | None, body: dict[str, Any] | None) -> ErrorDetails | None:
+        return ErrorDetails(retry_after=12.5)
+
+    body = b'{"error": {"message": "slow down"}}'
+    assert error_from_response(429, {}, body, classifier=from_body).retry_after == 12.5
+    assert error_from_response(429, {"retry-after": "2"}, body, classifier=from_body).retry_after == 2.0
+    assert error_from_payload({"error": {"message": "x"}}, classifier=from_body).retry_after == 12.5
+    header = {"retry-after-ms": "500"}
+    assert error_from_payload({"error": "x"}, headers=header, classifier=from_body).retry_after == 0.5

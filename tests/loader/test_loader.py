@@ -136,23 +136,23 @@ def test_invalid_and_repeated_keys(fake_plugins: Path, write_config: Write) -> N
 
 
 def test_unknown_plugin_lists_installed_and_hints_pip(fake_plugins: Path, write_config: Write) -> None:
-    ((plugin, _, line, message),) = problems_of(write_config("plugins:\n  mock: {}\n  gemini: {}\n"))
-    assert (plugin, line) == ("gemini", 3)
-    assert "unknown plugin 'gemini'" in message
+    ((plugin, _, line, message),) = problems_of(write_config("plugins:\n  mock: {}\n  nosuchplugin: {}\n"))
+    assert (plugin, line) == ("nosuchplugin", 3)
+    assert "unknown plugin 'nosuchplugin'" in message
     assert "installed: " in message
     assert "mock" in message
     assert "strict" in message
-    assert "pip install harness-llm-gemini" in message
+    assert "pip install harness-llm-nosuchplugin" in message
     assert "case-sensitive" not in message
 
 
 def test_unknown_plugin_hints_are_lowercase_and_case_sensitive(fake_plugins: Path, write_config: Write) -> None:
-    problems = problems_of(write_config("plugins:\n  Mock: {}\n  Gemini:x: {}\n"))
-    assert [(plugin, line) for plugin, _, line, _ in problems] == [("Mock", 2), ("Gemini:x", 3)]
-    mock, gemini = (message for *_, message in problems)
+    problems = problems_of(write_config("plugins:\n  Mock: {}\n  Nosuch:x: {}\n"))
+    assert [(plugin, line) for plugin, _, line, _ in problems] == [("Mock", 2), ("Nosuch:x", 3)]
+    mock, nosuch = (message for *_, message in problems)
     assert mock.endswith("Plugin names are case-sensitive: did you mean 'mock'?")
     assert "pip install" not in mock
-    assert gemini.endswith("try: pip install harness-llm-gemini (plugin names are case-sensitive)")
+    assert nosuch.endswith("try: pip install harness-llm-nosuch (plugin names are case-sensitive)")
 
 
 # ------------------------------------------------------------------ validation

@@ -275,3 +275,13 @@ def test_without_the_variable_the_folder_is_beside_the_current_directory(
     monkeypatch.delenv("HARNESS_CASES_DIR")
     monkeypatch.chdir(checkout)
     assert cases_dir() == tmp_path / "shared" / "cases"
+
+
+def test_a_null_id_accepts_any_generated_id_but_ids_stay_unique() -> None:
+    expect = {"tool_calls": [{"id": None, "name": "a"}, {"id": None, "name": "b"}]}
+    end = finish("tool-calls")
+    check_case(expect, [*tool_block(0, "gen_1", "gen_1", "a", "{}"), *tool_block(1, "gen_2", "gen_2", "b", "{}"), end])
+    same = [*tool_block(0, "gen_1", "gen_1", "a", "{}"), *tool_block(1, "gen_1", "gen_1", "b", "{}"), end]
+    assert "ids are not unique" in mismatch(expect, same)
+    empty = [*tool_block(0, "", "", "a", "{}"), *tool_block(1, "gen_2", "gen_2", "b", "{}"), end]
+    assert "tool call 0 has an empty id" in mismatch(expect, empty)

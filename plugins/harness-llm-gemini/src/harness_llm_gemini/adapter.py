@@ -1,0 +1,146 @@
+"""The Gemini adapter: serializer + HTTP/SSE transport + translator, glued together.
+
+``POST {base_url}/models/{model}:streamGenerateContent?alt=sse``
+(https://ai.google.dev/api/generate-content#method:-models.streamgeneratecontent) with the key in
+the ``x-goog-api-key`` header (never in the URL) and the configured extra headers. Built on the
+adapter kit (:class:`~harness_core.kit.HttpAdapter`: client, stream loop, abort racing, closing,
+HTTP error mapping); the Gemini stages live in their own modules:
+:mod:`~harness_llm_gemini.serialize` (request body), :mod:`~harness_llm_gemini.errors` (error
+classifier), :mod:`~harness_llm_gemini.translate` (events → chunks).
+
+Error paths:
+
+- **raised** :class:`LlmError`: invalid options (``UNSUPPORTED`` / ``BAD_REQUEST``, before any
+  I/O), HTTP status errors (code from the ``google.rpc`` status and details: a bad key is a 400
+  with ``API_KEY_INVALID`` → ``AUTH``; ``retry_after`` from ``Retry-After`` or ``RetryInfo``), a
+  2xx that is not ``text/event-stream`` (``PROTOCOL``), malformed events (``PROTOCOL``), timeouts
+  (``TIMEOUT``), resets and a body that ends before a ``finishReason`` (``NETWORK``);
+- **finish{error}**: an in-band ``{"error": …}`` event, and the finish reasons
+  ``MALFORMED_FUNCTION_CALL`` / ``UNEXPECTED_TOOL_CALL`` / ``TOO_MANY_TOOL_CALLS``.
+
+Abort: the pending read is abandoned, the response closed, open blocks closed and the stream
+ends with ``usage`` (when reported) and ``finish{aborted}``. Cancellation propagates; the
+response is closed on every exit path.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar, Final
+from urllib.parse import quote
+
+import msgspec
+
+from harness_core.kit.adapter import HttpAdapter
+from harness_core.kit.request import request_json
+from harness_core.types import GenerateOptions, ModelInfo
+from harness_llm_gemini.config import GeminiConfig
+from harness_llm_gemini.errors import PROVIDER, classifier
+from harness_llm_gemini.serialize import build_body
+from harness_llm_gemini.translate import Translator
+from harness_llm_gemini.wire import MODELS_DECODER, WireModelList
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from harness_core.http import ErrorDetails
+
+__all__ = ["GeminiAdapter", "model_path"]
+
+_MODELS_PAGE: Final = 1000
+_GENERATE: Final = "generateContent"
+
+
+def model_path(model: str) -> str:
+    """The URL path of ``model`` under the API root: ``models/<id>`` (a full resource name such as
+    ``tunedModels/x`` or ``models/gemini-2.5-flash`` is kept), each segment percent-encoded."""
+    name = model if "/" in model else f"models/{model}"
+    return "/".join(quote(segment, safe="-._~@") for segment in name.split("/"))
+
+
+class GeminiAdapter(HttpAdapter[GeminiConfig]):
+    """Streams the Gemini API into :data:`~harness_core.types.StreamChunk` (see the module
+    docstring). ``GeminiAdapter(config, transport=…)`` as every kit adapter."""
+
+    provider_name: ClassVar[str] = PROVIDER
+    models_path: ClassVar[str | None] = "/models"
+
+    def request_path(self, options: GenerateOptions) -> str:
+        """``/{model_path}:streamGenerateContent?alt=sse`` (always SSE: without ``alt=sse`` the
+        endpoint streams one JSON array)."""
+        return f"/{model_path(options.model or '')}:streamGenerateContent?alt=sse"
+
+    def auth_headers(self) -> dict[str, str]:
+        """``x-goog-api-key`` (the key never goes into the URL); none without a key."""
+        key = self.config.api_key
+        return {} if key is None else {"x-goog-api-key": key.get_secret_value()}
+
+    def encode_request(self, options: GenerateOptions, info: ModelInfo) -> bytes:
+        """The ``generateContent`` body (:func:`~harness_llm_gemini.serialize.build_body`) with the
+        model's effort table, default effort and ``include_thoughts``."""
+        config = self.config
+        model = info.model
+        return build_body(
+            options,
+            efforts=config.efforts_for(model),
+            default_effort=config.default_effort_for(model),
+            include_thoughts=config.include_thoughts,
+            max_inline_bytes=config.max_inline_bytes,
+            unsigned_call_signature=config.unsigned_call_signature if config.is_gemini_3(model) else None,
+        )
+
+    def make_translator(self, options: GenerateOptions, request_id: str | None) -> Translator:
+        """A :class:`~harness_llm_gemini.translate.Translator` tagged with the requested model."""
+        return Translator(model=options.model, request_id=request_id)
+
+    def classify_error(self, status: int | None, body: dict[str, Any] | None) -> ErrorDetails | None:
+        """:func:`harness_llm_gemini.errors.classifier`."""
+        return classifier(status, body)
+
+    def resolve_model(self, model: str) -> ModelInfo:
+        """Describe ``model``: configured token limits and the thinking effort ids in the order
+        of the configured table. Any model id is accepted (the API decides)."""
+        config = self.config
+        efforts = config.efforts_for(model)
+        spec = config.models.get(model)
+        return ModelInfo(
+            model=model,
+            context_window=spec.context_window if spec is not None else None,
+            max_output_tokens=spec.max_output_tokens if spec is not None else None,
+            reasoning_efforts=list(efforts) or None,
+            default_effort=config.default_effort_for(model) if efforts else None,
+        )
+
+    async def list_models(self) -> list[ModelInfo]:
+        """``GET {base_url}/models``, every page (https://ai.google.dev/api/models#method:-models.list):
+        the models that support ``generateContent``, by id without the ``models/`` prefix, with
+        their token limits (configured facts win) and, for thinking models, the effort ids.
+
+        Raises:
+            LlmError: HTTP errors mapped like :meth:`stream`'s; ``PROTOCOL`` for a body that is
+                not a model list; ``TIMEOUT`` / ``NETWORK`` for transport faults.
+        """
+        models: list[ModelInfo] = []
+        params: dict[str, str | int] = {"pageSize": _MODELS_PAGE}
+        while True:
+            page: WireModelList = await request_json(
+                self.client,
+                "/models",
+                MODELS_DECODER.decode,
+                params=params,
+                provider=self.provider,
+                classifier=self.classify_error,
+            )
+            for entry in page.models:
+                if _GENERATE not in entry.supportedGenerationMethods:
+                    continue
+                info = self.resolve_model(entry.name.removeprefix("models/"))
+                models.append(
+                    msgspec.structs.replace(
+                        info,
+                        context_window=info.context_window or entry.inputTokenLimit,
+                        max_output_tokens=info.max_output_tokens or entry.outputTokenLimit,
+                        reasoning_efforts=info.reasoning_efforts if entry.thinking else None,
+                        default_effort=info.default_effort if entry.thinking else None,
+                    )
+                )
+            if not page.nextPageToken:
+                return models
+            params = {"pageSize": _MODELS_PAGE, "pageToken": page.nextPageToken}
