@@ -499,7 +499,8 @@ class AdapterConformance:
         options = msgspec.structs.replace(self._options(), messages=messages)
         body = await self._sent(options)
         for value in _strings(turn.replay_state):
-            if len(value) > 15:
+            # the model id a replay state is tagged with may travel in the URL path (Gemini), not the body
+            if len(value) > 15 and value != options.model:
                 assert msgspec.json.encode(value) in body, f"replay_state string {value[:24]!r}… was not sent back"
 
     async def _sent(self, options: GenerateOptions) -> bytes:
