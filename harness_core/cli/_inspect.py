@@ -312,6 +312,6 @@ async def _models(loaded: LoadedConfig, route: str | None) -> tuple[list[ModelIn
         if route is None:  # the routes of adapters that failed to start are in no listing: say so
             for failure in harness.failures:
                 if not failure.is_middleware:
-                    routes = ", ".join(repr(name) for name in failure.routes or [])
-                    problems.append(f"route {routes}: {_failure_line(failure)}" if routes else _failure_line(failure))
+                    owned = ", ".join(repr(name) for name in failure.routes or [])
+                    problems.append(f"route {owned}: {_failure_line(failure)}" if owned else _failure_line(failure))
     return models, problems
