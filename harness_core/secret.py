@@ -27,7 +27,7 @@ import base64
 import json
 import logging
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, Final, NoReturn, Protocol, runtime_checkable
 from urllib.parse import quote, quote_plus
@@ -47,6 +47,7 @@ from harness_core.types import (
 )
 
 __all__ = [
+    "HTTP_LOGGERS",
     "MASK",
     "ChunkScrubber",
     "RedactFilter",
@@ -511,6 +512,19 @@ def secrets_of(value: Any, redactor: Redactor | None = None) -> Redactor:
     return found
 
 
+HTTP_LOGGERS: Final = (
+    "httpx",
+    "httpcore",
+    "httpcore.connection",
+    "httpcore.http11",
+    "httpcore.http2",
+    "httpcore.proxy",
+    "httpcore.socks",
+)
+"""The loggers of the HTTP stack (httpx and httpcore's per-module loggers) whose DEBUG records
+quote request and response headers."""
+
+
 class RedactFilter(logging.Filter):
     """A :class:`logging.Filter` that scrubs secrets from every record it sees; it drops nothing.
 
@@ -524,6 +538,24 @@ class RedactFilter(logging.Filter):
     def __init__(self, redact: Callable[[str], str]) -> None:
         super().__init__()
         self.redact = redact
+        self._loggers: list[logging.Logger] = []
+
+    def attach(self, names: Iterable[str] = HTTP_LOGGERS) -> None:
+        """Also scrub the records of the loggers ``names`` themselves (a filter on a logger sees
+        the records logged on it, not those of its children, hence the full names). The
+        :class:`~harness_core.runtime.Harness` does this for :data:`HTTP_LOGGERS` while it runs:
+        a library caller's own DEBUG handlers then never see a key in httpcore's header dumps
+        (a redirect's ``Location`` holding the key). Undo with :meth:`detach`."""
+        for name in names:
+            named = logging.getLogger(name)
+            named.addFilter(self)
+            self._loggers.append(named)
+
+    def detach(self) -> None:
+        """Remove this filter from the loggers :meth:`attach` added it to."""
+        for named in self._loggers:
+            named.removeFilter(self)
+        self._loggers.clear()
 
     def filter(self, record: logging.LogRecord) -> bool:
         record.msg = self.redact(record.getMessage())
