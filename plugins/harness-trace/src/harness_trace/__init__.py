@@ -25,7 +25,7 @@ Config::
     trace:
       path: harness-trace.jsonl   # relative to the current directory; parent folders are created
       include_content: false      # true writes prompts and replies into the file
-      flush_every: 32             # lines held per stream before they are appended (1 = every chunk)
+      flush_every: 256            # lines held per stream before they are appended (1 = every chunk)
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class TraceConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
     path: str = "harness-trace.jsonl"
     include_content: bool = False
-    flush_every: Annotated[int, msgspec.Meta(ge=1)] = 32
+    flush_every: Annotated[int, msgspec.Meta(ge=1)] = 256  # each append is a worker-thread round trip
 
     def __post_init__(self) -> None:
         """Check that ``path`` can be written, so ``config check`` reports it (``ValueError``)."""
