@@ -310,8 +310,8 @@ async def _models(loaded: LoadedConfig, route: str | None) -> tuple[list[ModelIn
                 listed = [harness.resolve_model(name, model) for model in dict.fromkeys(m for m in configured if m)]
             models.extend(listed)
         if route is None:  # the routes of adapters that failed to start are in no listing: say so
-            for failure in harness.failures:
-                if not failure.is_middleware:
-                    owned = ", ".join(repr(name) for name in failure.routes or [])
-                    problems.append(f"route {owned}: {_failure_line(failure)}" if owned else _failure_line(failure))
+            # (a middleware that failed stops the start before this: fail closed)
+            for failure in [f for f in harness.failures if not f.is_middleware]:
+                owned = ", ".join(repr(name) for name in failure.routes or [])
+                problems.append(f"route {owned}: {_failure_line(failure)}" if owned else _failure_line(failure))
     return models, problems
