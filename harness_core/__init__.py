@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.conversation import Conversation, ConversationState, MaxStepsExceeded, Reply
     from harness_core.errors import ErrorCode, Failure, InvalidOutputError, LlmError
     from harness_core.hookspecs import hookimpl
+    from harness_core.outfile import WriteFailureLog, check_output_file, write_in_thread
     from harness_core.runtime import GenerateResult, Harness, StreamContext
     from harness_core.secret import ChunkScrubber, RedactFilter, Redactor, Secret, redacted_logging
     from harness_core.structured import decode_output, response_format_for
@@ -102,7 +103,9 @@ __all__ = [
     "ToolResultBlock",
     "ToolSpec",
     "Usage",
+    "WriteFailureLog",
     "canonical_json",
+    "check_output_file",
     "decode_output",
     "detect_media_type",
     "hookimpl",
@@ -110,11 +113,15 @@ __all__ = [
     "redacted_logging",
     "response_format_for",
     "tool",
+    "write_in_thread",
 ]
 
 __version__ = "0.1.0"
 """The distribution's version (the single source: ``pyproject.toml`` reads it)."""
 _LAZY = {
+    "WriteFailureLog": "harness_core.outfile",
+    "check_output_file": "harness_core.outfile",
+    "write_in_thread": "harness_core.outfile",
     "ChainLink": "harness_core.chain",
     "StreamContext": "harness_core.runtime",
     "ToolRegistry": "harness_core.tools",

@@ -43,7 +43,7 @@ from harness_core.errors import LlmError
 from harness_core.hookspecs import PROJECT_NAME, HarnessSpec
 from harness_core.plugininfo import Defaults, LoadedPlugin, PluginFailure
 from harness_core.registry import RouteRegistry
-from harness_core.secret import Redactor, secrets_of
+from harness_core.secret import RedactFilter, Redactor, secrets_of
 from harness_core.structured import decode_output, response_format_for
 from harness_core.tools import ToolRegistry
 from harness_core.types import FinishReason, GenerateOptions, Message, ModelInfo, StreamChunk, TokenUsage
@@ -215,6 +215,7 @@ class Harness:
         self._boundary = AdapterBoundary(self._registry, self._failures, secrets)
         self._chain: Chain | None = None
         self._used = False
+        self._log_filter = RedactFilter(self._redact)
 
     # ------------------------------------------------------------------ construction
 
@@ -260,6 +261,7 @@ class Harness:
         if self._used:
             raise RuntimeError("a Harness can be started only once; build a new one")
         self._used = True
+        self._log_filter.attach()  # httpx/httpcore DEBUG records quote headers: scrub them while running
         try:
             self._start()
         except BaseException:
@@ -342,7 +344,10 @@ class Harness:
         for plugin in self._plugins:
             if inspect.iscoroutinefunction(getattr(plugin.instance, "aclose", None)):
                 closers.setdefault(id(plugin.instance), plugin.instance)
-        errors = await aclose_all(closers.values(), self.close_timeout, "adapter or plugin")
+        try:
+            errors = await aclose_all(closers.values(), self.close_timeout, "adapter or plugin")
+        finally:
+            self._log_filter.detach()
         raise_collected(errors, "closing the harness")
 
     # ------------------------------------------------------------------ streams

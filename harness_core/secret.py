@@ -27,7 +27,7 @@ import base64
 import json
 import logging
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, Final, NoReturn, Protocol, runtime_checkable
 from urllib.parse import quote, quote_plus
@@ -47,6 +47,7 @@ from harness_core.types import (
 )
 
 __all__ = [
+    "HTTP_LOGGERS",
     "MASK",
     "ChunkScrubber",
     "RedactFilter",
@@ -184,6 +185,19 @@ def _base64_fragments(value: str) -> set[str]:
     return fragments
 
 
+_B64_CHAR: Final = "[A-Za-z0-9+/_-]"  # standard and URL-safe alphabets
+_B64_EDGE: Final = 3  # base64 characters of a partial group that may mix key bits with others'
+_B64_EDGE_CHARS: Final = re.compile(_B64_CHAR)
+
+
+def _base64_pattern(fragment: str) -> str:
+    """A regular expression for ``fragment`` (a base64 form of a secret, see
+    :func:`_base64_fragments`) with the partial 4-character groups at its edges: up to three
+    characters before it and three after it (plus ``=`` padding) may hold bits of the secret's
+    first or last bytes mixed with the bytes around it, so they are masked with it."""
+    return f"{_B64_CHAR}{{0,{_B64_EDGE}}}{re.escape(fragment)}{_B64_CHAR}{{0,{_B64_EDGE}}}={{0,2}}"
+
+
 def representations(value: str) -> set[str]:
     """Every text form in which ``value`` may show up in output (see the module doc).
 
@@ -239,22 +253,28 @@ class Redactor:
     :data:`MASK`; :meth:`stream` masks a block arriving in pieces.
     """
 
-    __slots__ = ("_pattern", "_prefixes", "_values")
+    __slots__ = ("_encoded", "_pattern", "_prefixes", "_values")
 
     def __init__(self) -> None:
         self._values: set[str] = set()
         self._pattern: re.Pattern[str] | None = None
         self._prefixes: frozenset[str] = frozenset()
+        self._encoded = False  # whether a secret has base64 forms (long enough to have them)
 
     def add(self, value: str) -> None:
         """Treat ``value`` (and its representations) as a secret from now on."""
         if len(value) >= MIN_SECRET and value not in self._values:
             self._values.add(value)
             forms: set[str] = set()
+            encoded: set[str] = set()
             for known in self._values:
                 forms |= representations(known)
-            ordered = sorted(forms, key=len, reverse=True)  # longest first: a form inside another
-            self._pattern = re.compile("|".join(map(re.escape, ordered)))
+                encoded |= _base64_fragments(known)
+            ordered = sorted(forms - encoded, key=len, reverse=True)  # longest first: a form inside another
+            # base64 forms first, with their edges: the match then starts at the first masked character
+            alternatives = [_base64_pattern(f) for f in sorted(encoded, key=len, reverse=True)]
+            self._pattern = re.compile("|".join([*alternatives, *map(re.escape, ordered)]))
+            self._encoded = bool(encoded)
             self._prefixes = frozenset(form[:k] for form in forms for k in range(1, len(form)))
 
     def update(self, other: Redactor) -> None:
@@ -293,9 +313,14 @@ class Redactor:
             if text[-k:] in prefixes:
                 cut -= k
                 break
-        for match in pattern.finditer(text):  # never cut through an occurrence of a secret
-            if match.start() < cut < match.end():
-                cut = match.start()
+        if self._encoded:  # the last base64 characters may be the partial group before a base64 form
+            for _ in range(_B64_EDGE):
+                if cut == 0 or not _B64_EDGE_CHARS.fullmatch(text[cut - 1]):
+                    break
+                cut -= 1
+        for match in pattern.finditer(text):  # never cut through an occurrence of a secret,
+            if match.start() < cut < match.end() or match.end() == len(text):  # nor one that may grow
+                cut = min(cut, match.start())
         return cut
 
     def stream(self) -> TextStream:
@@ -487,6 +512,19 @@ def secrets_of(value: Any, redactor: Redactor | None = None) -> Redactor:
     return found
 
 
+HTTP_LOGGERS: Final = (
+    "httpx",
+    "httpcore",
+    "httpcore.connection",
+    "httpcore.http11",
+    "httpcore.http2",
+    "httpcore.proxy",
+    "httpcore.socks",
+)
+"""The loggers of the HTTP stack (httpx and httpcore's per-module loggers) whose DEBUG records
+quote request and response headers."""
+
+
 class RedactFilter(logging.Filter):
     """A :class:`logging.Filter` that scrubs secrets from every record it sees; it drops nothing.
 
@@ -500,6 +538,24 @@ class RedactFilter(logging.Filter):
     def __init__(self, redact: Callable[[str], str]) -> None:
         super().__init__()
         self.redact = redact
+        self._loggers: list[logging.Logger] = []
+
+    def attach(self, names: Iterable[str] = HTTP_LOGGERS) -> None:
+        """Also scrub the records of the loggers ``names`` themselves (a filter on a logger sees
+        the records logged on it, not those of its children, hence the full names). The
+        :class:`~harness_core.runtime.Harness` does this for :data:`HTTP_LOGGERS` while it runs:
+        a library caller's own DEBUG handlers then never see a key in httpcore's header dumps
+        (a redirect's ``Location`` holding the key). Undo with :meth:`detach`."""
+        for name in names:
+            named = logging.getLogger(name)
+            named.addFilter(self)
+            self._loggers.append(named)
+
+    def detach(self) -> None:
+        """Remove this filter from the loggers :meth:`attach` added it to."""
+        for named in self._loggers:
+            named.removeFilter(self)
+        self._loggers.clear()
 
     def filter(self, record: logging.LogRecord) -> bool:
         record.msg = self.redact(record.getMessage())

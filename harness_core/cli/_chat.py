@@ -59,7 +59,7 @@ PROMPT: Final = "you> "
 
 HELP: Final = """\
 commands:
-  /provider [ROUTE [MODEL]]  show the route and model, or switch route (model: the route's default unless given)
+  /provider [ROUTE [MODEL]]  show the route and model, or switch route (keeps the model when the route serves it)
   /model [ID]                show the route and model, or set the model
   /system [TEXT]             set the system prompt (no text: remove it)
   /attach [PATH|URL [TYPE]]  attach a file (media type from its content) or URL to the next message; no argument: list
@@ -385,9 +385,35 @@ class Repl:
             return
         if model and not self._model_ok(route, model):
             return
+        why = ""
+        if not model:
+            kept, why = self._model_for(route)
         self.conversation.provider = route
-        self.conversation.model = model or None
-        self.note(self.where())
+        self.conversation.model = model or kept
+        self.note(self.where() + why)
+
+    def _model_for(self, route: str) -> tuple[str | None, str]:
+        """The model to keep when ``/provider ROUTE`` names no model, and why (for the
+        confirmation line): the model in use when ``route`` serves it, else ``defaults.model``
+        when ``route`` serves that, else the route's own default (``None``)."""
+        harness = self.conversation.harness
+        defaults = harness.defaults
+        current_route = self.conversation.provider or defaults.provider
+        current = self.conversation.model or (defaults.model if current_route == defaults.provider else None)
+        for candidate, why in ((current, "kept"), (defaults.model, "defaults.model")):
+            if candidate is not None and self._serves(route, candidate):
+                return candidate, f" ({why})"
+        if current is None:
+            return None, ""
+        return None, f" (route {route} does not serve model {current}: its default is used)"
+
+    def _serves(self, route: str, model: str) -> bool:
+        """Whether ``route`` resolves ``model`` (quietly: a failure only means no)."""
+        try:
+            self.portal.call(self.conversation.harness.resolve_model, route, model)
+        except LlmError:
+            return False
+        return True
 
     def _model(self, argument: str) -> None:
         if argument and self._model_ok(self.conversation.provider, argument):

@@ -248,7 +248,8 @@ def show_models(route: str | None, config: str | None, *, as_json: bool) -> int:
     Models come from the adapter's ``list_models``; an adapter that cannot list them contributes
     the models the config names for its route (``defaults.model`` on the default route, and the
     ``aliases:`` pointing at it). Capabilities come from ``resolve_model``. A route whose listing
-    fails is reported on stderr (exit 1) and the others are still shown.
+    fails, or an adapter plugin that failed to start (its routes cannot be listed), is reported on
+    stderr (exit 1) and the others are still shown.
     """
     err = Sink(sys.stderr)
     loaded = load_for_start(config, err)
@@ -308,4 +309,9 @@ async def _models(loaded: LoadedConfig, route: str | None) -> tuple[list[ModelIn
                 ]
                 listed = [harness.resolve_model(name, model) for model in dict.fromkeys(m for m in configured if m)]
             models.extend(listed)
+        if route is None:  # the routes of adapters that failed to start are in no listing: say so
+            # (a middleware that failed stops the start before this: fail closed)
+            for failure in [f for f in harness.failures if not f.is_middleware]:
+                owned = ", ".join(repr(name) for name in failure.routes or [])
+                problems.append(f"route {owned}: {_failure_line(failure)}" if owned else _failure_line(failure))
     return models, problems

@@ -366,12 +366,15 @@ async def _generate(
 async def _stream(harness: Harness, options: GenerateOptions, renderer: Renderer) -> None:
     """One generation through ``harness.stream``; the renderer learns the route served and its owner."""
     context = harness.stream(options)
+    requested = (context.route, context.model)
     try:
         async with context as chunks:
             async for chunk in chunks:
                 renderer.feed(chunk)
     finally:
         renderer.route, renderer.source = context.route, context.source
+        if (context.route, context.model) != requested:  # a middleware (fallback) served another target
+            renderer.served_by = f"{context.route}/{context.model}" if context.model else context.route
 
 
 async def _converse(
@@ -437,6 +440,8 @@ class Renderer:
         self.usage: TokenUsage | None = None
         self.route: str | None = None
         self.source: str | None = None
+        self.served_by: str | None = None
+        """``route[/model]`` that served the reply when it is not the requested one (fallback)."""
         self.hold_text = False
         """Keep the reply's text until :meth:`end` (``--no-stream``, ``--extract``)."""
         self.extract = False
@@ -548,7 +553,8 @@ class Renderer:
             raw = f" ({finish.raw})" if finish.raw else ""
             usage = self.usage
             tokens = f"; tokens: {usage.input_tokens} in, {usage.output_tokens} out" if usage is not None else ""
-            self.note(f"[finish: {finish.kind}{raw}{tokens}]")
+            served = f"; served by {self.served_by}" if self.served_by is not None else ""
+            self.note(f"[finish: {finish.kind}{raw}{tokens}{served}]")
         return EXIT_OK
 
 

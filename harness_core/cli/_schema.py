@@ -78,21 +78,22 @@ def parse_schema(value: str, *, strict: bool = False) -> JsonSchemaFormat:
     """
     text = value.strip()
     name = "output"
-    where = "--schema"
+    # The CLI prefixes every message with "--schema: "; a file adds its own path.
+    where = ""
     if not text.startswith("{"):
         path = Path(text).expanduser()
         if not path.is_file():
             return JsonSchemaFormat(name, concise_schema(value), strict=strict)
-        where = str(path)
+        where = f"{path}: "
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise SchemaError(f"{where}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+            raise SchemaError(f"{where}cannot read: {getattr(exc, 'strerror', None) or exc}") from None
         name = _NAME_CHARS.sub("_", path.stem).strip("_")[:64] or name
     try:
         schema = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise SchemaError(f"{where}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+        raise SchemaError(f"{where}not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
     if not isinstance(schema, dict):
-        raise SchemaError(f"{where}: a JSON schema must be an object, got {type(schema).__name__}")
+        raise SchemaError(f"{where}a JSON schema must be an object, got {type(schema).__name__}")
     return JsonSchemaFormat(name, schema, strict=strict)

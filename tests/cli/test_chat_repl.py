@@ -27,6 +27,7 @@ from harness_core import (
     LlmAdapter,
     LlmError,
     Message,
+    ModelInfo,
     StreamChunk,
     TextDelta,
     hookimpl,
@@ -247,7 +248,7 @@ def test_commands(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         assert s.run() == 0
         conversation = s.repl.conversation
         assert len(conversation.messages) == 2
-        assert (conversation.provider, conversation.model, conversation.system) == ("mock", None, None)
+        assert (conversation.provider, conversation.model, conversation.system) == ("mock", "echo", None)
     err = s.err.getvalue()
     assert HELP in err
     assert "unknown command /bogus; /help lists the commands" in err
@@ -414,3 +415,32 @@ def test_an_empty_interactive_line_is_skipped(monkeypatch: pytest.MonkeyPatch) -
     with session(monkeypatch, ["", "hi"], interactive=True) as s:
         assert s.run() == 0
     assert s.out.getvalue().endswith("hi\n\n")
+
+
+def test_switching_route_keeps_a_model_the_route_serves(monkeypatch: pytest.MonkeyPatch) -> None:
+    models = [ModelInfo(model="echo"), ModelInfo(model="model-a")]
+    fake = FakeAdapter(text_reply("fake answer"), models=models)
+    lines = ["/provider fake model-a", "/provider mock", "/provider fake", "question"]
+    with session(monkeypatch, lines, fake=fake) as s:
+        assert s.run() == 0
+    err = s.err.getvalue().splitlines()
+    assert err[:3] == [
+        "route fake, model model-a",
+        "route mock, model echo (defaults.model)",  # the mock does not serve model-a
+        "route fake, model echo (kept)",
+    ]
+    [call] = fake.calls
+    assert (call.provider, call.model) == ("fake", "echo")  # never sent without a model
+
+
+def test_switching_route_says_when_no_model_fits(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeAdapter(text_reply("fake answer"), models=[ModelInfo(model="model-a")])
+    lines = ["/provider fake", "/provider fake model-a", "/provider mock"]
+    with session(monkeypatch, lines, fake=fake, defaults=Defaults(provider="mock", model=None)) as s:
+        assert s.run() == 0
+        assert s.repl.conversation.model is None
+    assert s.err.getvalue().splitlines() == [
+        "route fake, model (the route default)",
+        "route fake, model model-a",
+        "route mock, model (the route default) (route mock does not serve model model-a: its default is used)",
+    ]

@@ -604,6 +604,20 @@ def test_models_from_config_and_listing_failures(harness: Harness, config: Confi
     assert harness("models").stdout == "no models\n"
 
 
+def test_models_reports_a_route_that_failed_to_start(harness: Harness, config: Config) -> None:
+    config(
+        "plugins:\n  mock: {}\n  openai:\n    api_key: ${{ env.HARNESS_TEST_UNSET_KEY }}\n    routes: [oai]\n"
+        "  failinit: {name: n, token: x, routes: [s1]}\n"
+    )
+    result = harness("models")
+    assert result.returncode == 1
+    assert result.stdout.startswith("mock/echo")  # the others are still shown
+    assert "error: route 'oai': plugin 'openai' cannot be used: environment variable HARNESS_TEST_UNSET_KEY" in (
+        result.stderr
+    )
+    assert "error: plugin 'failinit' failed to start: RuntimeError" in result.stderr  # routes unknown
+
+
 def test_chat_turns_are_one_logged_conversation(harness: Harness, config: Config) -> None:
     config("plugins:\n  mock: {}\naliases: {e: mock/echo}\ndefaults: {provider: mock, model: echo}\n")
     result = harness("chat", "-m", "e", input="one\ntwo\n")

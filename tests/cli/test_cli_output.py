@@ -119,37 +119,38 @@ def test_chat_with_a_closed_stdin_ends_at_once(tmp_path: Path, cli_env: dict[str
 # ------------------------------------------------------------------ failing plugins: one line, never a group
 
 
-BAD_TRACE = 'plugins:\n  trace: {path: "/proc/x/t.jsonl"}\n  mock: {}\ndefaults: {provider: mock, model: echo}\n'
+RAISING_MIDDLEWARE = "plugins:\n  raiser: {}\n  mock: {}\ndefaults: {provider: mock, model: echo}\n"
+"""A middleware that raises after the reply (``FileNotFoundError`` for '/proc/x')."""
 
 
 @pytest.mark.parametrize("tool", [False, True])
 def test_a_failing_middleware_is_one_error_line(harness: Harness, config: Config, tool: bool) -> None:
-    config(BAD_TRACE)
+    config(RAISING_MIDDLEWARE)
     result = harness("run", *(["--tool", "echo"] if tool else []), "hello")
     assert result.returncode == 2
     assert result.stdout == "hello\n"
     last = result.stderr.splitlines()[-1]
     assert last.startswith("error: FileNotFoundError: [Errno 2] No such file or directory: '/proc/x")
-    assert last.endswith("(middleware plugin 'trace' failed; run with -v for the traceback)")
+    assert last.endswith("(middleware plugin 'raiser' failed; run with -v for the traceback)")
     assert "Traceback" not in result.stderr
     assert "ExceptionGroup" not in result.stderr
 
 
 def test_verbose_shows_the_traceback(harness: Harness, config: Config) -> None:
-    config(BAD_TRACE)
+    config(RAISING_MIDDLEWARE)
     result = harness("-v", "run", "hello")
     assert result.returncode == 2
     assert (
-        "error: FileNotFoundError: [Errno 2] No such file or directory: '/proc/x' (middleware plugin 'trace' failed)\n"
+        "error: FileNotFoundError: [Errno 2] No such file or directory: '/proc/x' (middleware plugin 'raiser' failed)\n"
         in (result.stderr)
     )
     assert "Traceback (most recent call last)" in result.stderr
-    assert "harness_trace" in result.stderr
+    assert "harness_fake_plugins" in result.stderr
     assert "ExceptionGroup" not in result.stderr
 
 
 def test_chat_reports_a_failing_middleware_and_goes_on(harness: Harness, config: Config) -> None:
-    config(BAD_TRACE)
+    config(RAISING_MIDDLEWARE)
     result = harness("chat", input="one\n/provider\n")
     assert result.returncode == 0
     lines = result.stderr.splitlines()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+from typing import Any
 from urllib.parse import quote, quote_plus
 
 import msgspec
@@ -191,3 +192,55 @@ def test_a_split_at_every_offset_is_masked(form: str) -> None:
         assert isinstance(end, BlockEnd)
         assert isinstance(end.block, TextBlock)
         assert end.block.text == streamed
+
+
+def _key_chars_left(key: bytes, before: bytes, after: bytes, shown: str, encoded: str) -> list[int]:
+    """Indexes of base64 characters of ``encoded`` (of ``before + key + after``) still in ``shown``
+    that carry at least one bit of ``key``. Visible characters are found by aligning the
+    unmasked start and end of ``encoded`` (the mask replaces one run in the middle)."""
+    head = len(shown.split(MASK)[0]) if MASK in shown else len(encoded.rstrip("="))
+    tail = len(shown.split(MASK)[-1]) if MASK in shown else 0
+    data = encoded.rstrip("=")
+    key_bits = (8 * len(before), 8 * (len(before) + len(key)))
+    visible = [*range(head), *range(len(encoded) - tail, len(data))]
+    return [i for i in visible if 6 * i < key_bits[1] and 6 * i + 6 > key_bits[0]]
+
+
+@pytest.mark.parametrize("length", [9, 10, 11, 12, 13, 20, 33])
+@pytest.mark.parametrize("encode", [base64.b64encode, base64.urlsafe_b64encode])
+def test_base64_edges_of_a_key_are_masked_at_every_alignment(length: int, encode: Any) -> None:
+    key = ("sk-" + "q~v?z" * 10)[:length]  # '~' and '?' put + and / (or - and _) in the encoding
+    redactor = Redactor()
+    redactor.add(key)
+    for before in (b"", b"x", b"xy", b"user:", b"me:"):
+        for after in (b"", b"!", b"!?", b"\nend"):
+            encoded = encode(before + key.encode() + after).decode()
+            shown = redactor(encoded)
+            assert MASK in shown, (before, after)
+            assert _key_chars_left(key.encode(), before, after, shown, encoded) == [], (before, after, shown)
+            framed = redactor(f"B64[{encoded}]")
+            assert framed.startswith("B64[")
+            assert framed.endswith("]")
+
+
+def test_base64_edges_are_masked_when_streamed_in_any_split() -> None:
+    key = "sk-live-abcdefgh"
+    redactor = Redactor()
+    redactor.add(key)
+    encoded = base64.b64encode(b"x" + key.encode() + b"y").decode()  # eHNr... as in the report
+    text = f"B64[{encoded}] done"
+    whole = redactor(text)
+    for cut in range(len(text) + 1):
+        stream = redactor.stream()
+        shown = stream.feed(text[:cut]) + stream.feed(text[cut:]) + stream.flush()
+        assert shown == whole, cut
+    assert whole.startswith("B64[")
+    assert whole.endswith("] done")
+    assert _key_chars_left(key.encode(), b"x", b"y", whole[4:-6], encoded) == []
+
+
+def test_a_secret_too_short_for_base64_forms_holds_back_nothing_extra() -> None:
+    redactor = Redactor()
+    redactor.add("abcd")  # its base64 forms would be shorter than 8 characters: none are masked
+    assert redactor.safe_end("plain") == 5
+    assert redactor.safe_end("plain ab") == 6

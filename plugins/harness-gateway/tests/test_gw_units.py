@@ -71,16 +71,23 @@ def test_store_revoked_meanwhile_unavailable_and_close(tmp_path: Path) -> None:
 
 
 def test_runtime_refuses_a_failed_middleware_and_drains_with_a_bound(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(f"plugins:\n  usage: {{path: '{tmp_path}'}}\n  mock: {{}}\n")
+    blocked = tmp_path / "blocked.yaml"  # the default ledger path is checked when the plugin is built
+    blocked.write_text("plugins:\n  usage: {}\n  mock: {}\n")
+    (tmp_path / "not-a-folder").write_text("x")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "not-a-folder"))
     good = tmp_path / "good.yaml"
     good.write_text("plugins:\n  gateway: {drain_timeout: 0}\n  mock: {}\n")
 
     async def main() -> None:
-        with pytest.raises(LlmError, match="middleware plugins failed to load"):
+        # an unusable usage path is refused when the config is validated (a located CONFIG error)
+        with pytest.raises(LlmError, match=r"bad\.yaml:2, plugin 'usage': usage path .* is a directory"):
             await load_runtime(bad)
+        with pytest.raises(LlmError, match=r"middleware plugins failed to load: .*usage path .* is not a folder"):
+            await load_runtime(blocked)
         runtime = await load_runtime(good)
         holder = RuntimeHolder(runtime)
         cancelled = anyio.Event()

@@ -203,19 +203,23 @@ def test_table_formats_missing_values() -> None:
     assert cli._fmt(0.5) == "0.500000"  # dollars: small requests cost fractions of a cent
 
 
-@pytest.mark.parametrize("plugin", ["usage", "cache"])
+@pytest.mark.parametrize("plugin", ["usage", "cache", "prompt-log"])
 def test_an_unusable_database_path_fails_the_plugin_at_start(tmp_path: Path, plugin: str) -> None:
     from harness_middleware.cache import CachePlugin
+    from harness_middleware.promptlog import PromptLogPlugin
     from harness_middleware.usage import UsagePlugin
 
-    kind: Any = UsagePlugin if plugin == "usage" else CachePlugin
+    kind: Any = {"usage": UsagePlugin, "cache": CachePlugin, "prompt-log": PromptLogPlugin}[plugin]
     with pytest.raises(ValueError, match="is a directory"):
         kind(kind.Config(path=str(tmp_path)))
     with pytest.raises(ValueError, match="is a directory"):
         kind(kind.Config(path=""))
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    with pytest.raises(ValueError, match="is not a writable folder"):
+    with pytest.raises(ValueError, match="is not a folder"):
         kind(kind.Config(path=str(blocker / "sub" / "db.sqlite")))
+    proc = rf"{plugin} path '/proc/nope/x.sqlite' cannot be created: cannot write in '/proc'"
+    with pytest.raises(ValueError, match=proc):
+        kind.Config(path="/proc/nope/x.sqlite")  # os.access says yes to root here: the folder is probed
     kind(kind.Config(path=str(tmp_path / "new" / "db.sqlite")))  # a missing folder is created on first use
     assert not (tmp_path / "new").exists()

@@ -111,7 +111,20 @@ async def test_failure_that_does_not_move_on_names_the_attempts() -> None:
     assert served(script) == [("fake", "m1"), ("backup", "b1")]
     message = failure_message(chunks)
     assert message.startswith("bad key (fallback attempts: fake/m1: SERVER")
-    assert "backup/b1: failed after content was sent: AUTH" in message
+    assert message.endswith("backup/b1: AUTH 'bad key')")  # nothing was sent: no "after content"
+    assert "after content" not in message
+
+
+async def test_a_route_without_targets_keeps_its_failure_unchanged() -> None:
+    plugin = fallback(targets={"other": ["backup"]})  # "fake" has no fallback targets
+    bad_request = error_finish("BAD_REQUEST", message="HTTP 400 no")
+    for failure in (bad_request, error_finish("SERVER", message="HTTP 503 busy")):
+        opts, notes = open_notes(options())
+        assert await collect(plugin.llm_stream(opts, Script([failure]))) == [failure]
+        assert [attempt.route for attempt in notes.attempts] == ["fake"]  # still recorded for the logs
+    broken = [*text_chunks("a", "b")[:2], error_finish("NETWORK", message="reset")]
+    chunks = await collect(plugin.llm_stream(options(), Script(broken)))
+    assert failure_message(chunks) == "reset"
 
 
 async def test_every_target_failing_ends_with_the_last_failure() -> None:
@@ -195,8 +208,8 @@ async def test_default_targets_dedup_and_routes_without_a_list() -> None:
     assert plugin.describe_chain("other") == "targets other -> backup; cooldown 30s"
     assert fallback().describe_chain("fake") == "targets fake -> backup/b1 -> third; cooldown 30s"
     none = FallbackPlugin(cooldowns=Cooldowns())
-    script = Script([error_finish("SERVER")])
-    assert len(await collect(none.llm_stream(options(), script))) == 1
+    script = Script([error_finish("SERVER", message="busy")])
+    assert await collect(none.llm_stream(options(), script)) == [error_finish("SERVER", message="busy")]
     assert FallbackPlugin().cooldowns is shared_cooldowns()
 
 
@@ -365,3 +378,44 @@ async def test_mid_stream_failure_over_http_is_not_replayed() -> None:
     assert final.reason.kind == "error"
     assert final.reason.failure is not None
     assert "primary/m: failed after content was sent: NETWORK" in final.reason.failure.message
+
+
+# ---------------------------------------------------------------------------- the command line
+
+
+def run_cli_in_process(config: Path, *args: str) -> Any:
+    from click.testing import CliRunner
+
+    from harness_core.cli._app import cli as harness_cli
+
+    return CliRunner().invoke(harness_cli, ["run", "-c", str(config), *args], catch_exceptions=False)
+
+
+FALLBACK_CLI = (
+    "plugins:\n"
+    "  fallback: {{targets: {{busy: [mock]}}}}\n"
+    "  mock:busy: {{routes: [busy], error: SERVER}}\n"
+    "  mock:bad: {{routes: [bad], error: {bad_code}}}\n"
+    "  mock: {{}}\n"
+)
+
+
+def test_cli_finish_line_names_the_target_that_served(tmp_path: Path) -> None:
+    config = tmp_path / "plugins.yaml"
+    config.write_text(FALLBACK_CLI.format(bad_code="BAD_REQUEST"), encoding="utf-8")
+    result = run_cli_in_process(config, "-p", "busy", "-m", "echo", "hi there")
+    assert result.exit_code == 0, result.output
+    assert "served by mock/echo]" in result.stderr
+    direct = run_cli_in_process(config, "-p", "mock", "hi")
+    assert direct.exit_code == 0, direct.output
+    assert "served by" not in direct.stderr
+
+
+def test_cli_error_of_a_route_without_targets_has_no_fallback_note(tmp_path: Path) -> None:
+    config = tmp_path / "plugins.yaml"
+    config.write_text(FALLBACK_CLI.format(bad_code="BAD_REQUEST"), encoding="utf-8")
+    result = run_cli_in_process(config, "-p", "bad", "hi")
+    assert result.exit_code != 0
+    assert "BAD_REQUEST" in result.stderr
+    assert "fallback attempts" not in result.stderr
+    assert "after content" not in result.stderr

@@ -140,7 +140,26 @@ async def test_database_fault_is_logged_not_raised(tmp_path: Path, caplog: pytes
     with caplog.at_level(logging.ERROR, logger="harness_middleware.usage"):
         chunks = await collect(p.llm_stream(options(), Script([*text_chunks("a"), stop()])))
     assert chunks[-1] == stop()
-    assert "could not record" in caplog.text
+    assert "usage: recording the stream in" in caplog.text
+    assert "OperationalError" in caplog.text
+
+
+async def test_a_file_system_fault_is_logged_once_not_raised(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    folder = tmp_path / "sub"
+    p = plugin(tmp_path, path=str(folder / "usage.sqlite"))
+    folder.write_text("x")  # the folder's place is taken by a file after start: mkdir raises OSError
+    reply = [*text_chunks("a"), stop()]
+    with caplog.at_level(logging.DEBUG, logger="harness_middleware.usage"):
+        for _ in range(3):
+            assert await collect(p.llm_stream(options(), Script(reply))) == reply  # never raised
+        folder.unlink()
+        assert await collect(p.llm_stream(options(), Script(reply))) == reply
+    levels = [(r.levelname, r.getMessage().split(" failed")[0].split(" works")[0]) for r in caplog.records]
+    what = f"usage: recording the stream in {folder / 'usage.sqlite'}"
+    assert levels == [("ERROR", what), ("DEBUG", what), ("DEBUG", what), ("WARNING", what)]
+    assert "FileExistsError" in caplog.records[0].getMessage()
+    assert "after 3 failed writes" in caplog.records[-1].getMessage()
+    assert len(rows(p)) == 1
 
 
 async def test_slow_write_is_bounded(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

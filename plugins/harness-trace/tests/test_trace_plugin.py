@@ -146,3 +146,33 @@ async def test_files_are_traced_by_digest_and_size_never_bytes(tmp_path: Path) -
     assert "PRIVATE" not in text
     assert "TOKEN" not in text
     assert base64.b64encode(b"PRIVATE-PIXELS").decode()[:12] not in text
+
+
+def test_a_path_that_cannot_be_written_is_a_config_error(tmp_path: Path) -> None:
+    import msgspec
+
+    with pytest.raises(msgspec.ValidationError, match=r"trace path '.*' is a directory; expected a file"):
+        msgspec.convert({"path": str(tmp_path)}, TraceConfig)
+    proc = r"trace path '/proc/nope/t\.jsonl' cannot be created: cannot write in '/proc'"
+    with pytest.raises(ValueError, match=proc):
+        TraceConfig(path="/proc/nope/t.jsonl")
+    TraceConfig(path=str(tmp_path / "new" / "t.jsonl"))
+    assert not (tmp_path / "new").exists()  # the check leaves nothing behind
+
+
+@pytest.mark.anyio
+async def test_a_failing_write_is_logged_once_and_the_stream_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    folder = tmp_path / "gone"
+    trace = TracePlugin(TraceConfig(path=str(folder / "trace.jsonl"), flush_every=1))
+    folder.write_text("x")  # the folder's place is taken by a file after start
+    with caplog.at_level(logging.DEBUG, logger="harness_trace"):
+        count = await run(trace, "two words")
+    assert count == 6  # every chunk reached the consumer
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1
+    assert errors[0].getMessage().startswith(f"trace: appending to {folder / 'trace.jsonl'} failed: FileExistsError")
+    assert len(caplog.records) == count  # the other failed writes at DEBUG only

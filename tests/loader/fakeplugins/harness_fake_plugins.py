@@ -153,3 +153,13 @@ class NotAGeneratorMiddlewarePlugin:
     @hookimpl
     async def llm_stream(self, options: GenerateOptions, call_next: CallNext) -> Any:  # pragma: no cover - refused
         return call_next(options)
+
+
+class RaisingMiddlewarePlugin:
+    """A middleware that passes the whole reply on, then raises (a plugin's bug at run time)."""
+
+    @hookimpl
+    async def llm_stream(self, options: GenerateOptions, call_next: CallNext) -> AsyncIterator[StreamChunk]:
+        async for chunk in call_next(options):
+            yield chunk
+        raise FileNotFoundError(2, "No such file or directory", "/proc/x")

@@ -8,13 +8,13 @@ uses WAL journaling so readers (``harness usage``) never block writers.
 
 from __future__ import annotations
 
-import logging
-import os
 import sqlite3
 from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 from typing import TypeVar
+
+from harness_core.outfile import WriteFailureLog, check_output_file, write_in_thread
 
 __all__ = ["check_database_path", "record", "run"]
 
@@ -34,40 +34,25 @@ def run(path: Path, schema: str, operation: Callable[[sqlite3.Connection], T]) -
             return operation(conn)
 
 
-async def record(write: Callable[[], object], *, bound: float, log: logging.Logger, what: str) -> None:
+async def record(write: Callable[[], object], *, bound: float, failures: WriteFailureLog) -> None:
     """Run ``write`` (a blocking database write) in a worker thread, shielded from cancellation
     and bounded by ``bound`` seconds: accounting after a stream ended must run even when the
     caller was cancelled, and must not hold it up for long.
 
-    A :class:`sqlite3.Error` or a write that outlasts ``bound`` is logged on ``log`` naming
-    ``what`` (e.g. ``"usage: recording the stream in /path"``), not raised: the caller's stream
-    has already ended and must not fail because of its accounting.
+    A database or file system fault (:class:`sqlite3.Error`, :class:`OSError`: the folder was
+    removed, the disk is full) is reported to ``failures`` (logged once, not raised), and so is a
+    write that outlasts ``bound``: the caller's stream has already ended and must not fail
+    because of its accounting.
     """
-    import anyio
-    import anyio.to_thread
-
-    with anyio.CancelScope(shield=True), anyio.move_on_after(bound) as scope:
-        try:
-            await anyio.to_thread.run_sync(write, abandon_on_cancel=True)
-        except sqlite3.Error:
-            log.exception("%s failed (could not record)", what)
-    if scope.cancelled_caught:
-        log.error("%s took over %ss", what, bound)
+    await write_in_thread(write, bound=bound, failures=failures, errors=(sqlite3.Error, OSError))
 
 
 def check_database_path(path: Path, what: str) -> Path:
     """Check at start-up that ``path`` can hold an SQLite file, so a bad ``path`` fails the plugin
-    (named in ``harness config check``) instead of every stream. Creates nothing.
+    (named in ``harness config check``) instead of every stream; leaves nothing behind
+    (:func:`harness_core.outfile.check_output_file`).
 
     Raises:
-        ValueError: ``path`` is a directory, or its nearest existing folder is not a writable
-            directory.
+        ValueError: ``path`` is a directory, or cannot be written or created.
     """
-    if path.is_dir():
-        raise ValueError(f"{what} path {str(path)!r} is a directory; expected a file such as {what}.sqlite")
-    folder = path.parent
-    while not folder.exists():
-        folder = folder.parent
-    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
-        raise ValueError(f"{what} path {str(path)!r} cannot be created: {str(folder)!r} is not a writable folder")
-    return path
+    return check_output_file(path, f"{what} path", example=f"{what}.sqlite")

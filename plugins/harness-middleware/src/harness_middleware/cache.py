@@ -146,6 +146,11 @@ class CachePlugin:
         path: str | None = None
         ttl: Annotated[float, msgspec.Meta(gt=0)] | None = 86400.0
 
+        def __post_init__(self) -> None:
+            """Check that ``path`` can be written, so ``config check`` reports it (``ValueError``)."""
+            if self.path is not None:
+                _sqlite.check_database_path(Path(self.path).expanduser(), "cache")
+
     def __init__(self, config: Config | None = None, *, clock: Callable[[], float] = time.time) -> None:
         self.config = config if config is not None else self.Config()
         path = Path(self.config.path).expanduser() if self.config.path is not None else default_cache_path()

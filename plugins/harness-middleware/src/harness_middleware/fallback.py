@@ -176,6 +176,8 @@ class FallbackPlugin:
         """Try the targets in order until one commits; see the module doc for the rules."""
         options, notes = open_notes(options)
         targets = self.targets_for(options.provider, options.model)
+        # a route without fallback targets keeps its errors as they are: no attempts note
+        named = len(targets) > 1
         ready = [target for target in targets if not self.cooldowns.cooling(target)] or targets
         notes.attempts.extend(Attempt(*target, skipped=True) for target in targets if target not in ready)
         last: Failure | None = None
@@ -192,13 +194,14 @@ class FallbackPlugin:
                     if options.abort is not None and options.abort.fired:
                         break
                     continue
-                async for chunk in self._committed(stream, held, Attempt(route, model), notes.attempts):
+                committed = self._committed(stream, held, Attempt(route, model), notes.attempts, named=named)
+                async for chunk in committed:
                     yield chunk
                 return
             finally:
                 await aclose(stream)
         assert last is not None, "every target failed: the last failure is known"
-        yield _error_finish(last, notes.attempts)
+        yield _error_finish(last, notes.attempts if named else None)
 
     async def _until_content(self, stream: AsyncIterator[StreamChunk]) -> list[StreamChunk]:
         """Read ``stream`` up to and including its first content chunk (or its end) and return
@@ -220,13 +223,22 @@ class FallbackPlugin:
         return held
 
     async def _committed(
-        self, stream: AsyncIterator[StreamChunk], held: list[StreamChunk], served: Attempt, attempts: list[Attempt]
+        self,
+        stream: AsyncIterator[StreamChunk],
+        held: list[StreamChunk],
+        served: Attempt,
+        attempts: list[Attempt],
+        *,
+        named: bool,
     ) -> AsyncIterator[StreamChunk]:
         """Pass on ``held`` and the rest of the committed ``stream``; a failure now ends the stream
-        with a ``finish{error}`` naming every attempt (open blocks closed first, nothing replayed)."""
+        with a ``finish{error}`` naming every attempt when ``named`` (a route without fallback
+        targets passes its failure on unchanged); open blocks are closed first, nothing is
+        replayed. The attempt is marked ``after_content`` only when content was sent."""
         tracker = BlockAssembler(keep_ended=False)  # only the blocks still open
         attempts.append(served)
         failure: Failure | None = None
+        sent_content = False
         source = _chained(held, stream)
         try:
             async for chunk in source:
@@ -237,6 +249,7 @@ class FallbackPlugin:
                     yield chunk
                     return
                 tracker.feed(chunk)
+                sent_content = sent_content or is_content(chunk)
                 yield chunk
             else:
                 return  # ended without a finish: the runtime's guard reports it
@@ -247,9 +260,9 @@ class FallbackPlugin:
         assert failure is not None
         for index, block in tracker.open_blocks():  # a legal inner stream closed them before its finish
             yield BlockEnd(index, block)
-        attempts[-1] = msgspec.structs.replace(served, failure=failure, after_content=True)
+        attempts[-1] = msgspec.structs.replace(served, failure=failure, after_content=sent_content)
         self._cool(served.route or "", served.model, failure)
-        yield _error_finish(failure, attempts)
+        yield _error_finish(failure, attempts if named else None)
 
     def _cool(self, route: str, model: str | None, failure: Failure) -> None:
         if self.config.cooldown > 0 and self.moves_on(failure):
@@ -281,7 +294,10 @@ def _summary(attempts: Sequence[Attempt]) -> str:
     return "fallback attempts: " + "; ".join(parts)
 
 
-def _error_finish(failure: Failure, attempts: Sequence[Attempt]) -> Finish:
-    """``finish{error}`` (``aborted`` for ``ABORTED``) carrying ``failure`` with every attempt named."""
+def _error_finish(failure: Failure, attempts: Sequence[Attempt] | None) -> Finish:
+    """``finish{error}`` (``aborted`` for ``ABORTED``) carrying ``failure`` with every attempt
+    named (``attempts`` ``None``: the route has no fallback targets, ``failure`` is kept as is)."""
+    if attempts is None:
+        return error_finish(failure)
     named = msgspec.structs.replace(failure, message=f"{failure.message} ({_summary(attempts)})")
     return error_finish(named)

@@ -38,6 +38,7 @@ import platformdirs
 
 from harness_core.assembler import BlockAssembler
 from harness_core.hookspecs import CallNext, hookimpl
+from harness_core.outfile import WriteFailureLog
 from harness_core.types import GenerateOptions, Message, StreamChunk
 from harness_middleware import _sqlite
 from harness_middleware._stream import aclose
@@ -248,10 +249,16 @@ class PromptLogPlugin:
         path: str | None = None
         write_timeout: Annotated[float, msgspec.Meta(gt=0)] = 5.0
 
+        def __post_init__(self) -> None:
+            """Check that ``path`` can be written, so ``config check`` reports it (``ValueError``)."""
+            if self.path is not None:
+                _sqlite.check_database_path(Path(self.path).expanduser(), "prompt-log")
+
     def __init__(self, config: Config | None = None, *, redact: Callable[[str], str] | None = None) -> None:
         self.config = config if config is not None else self.Config()
         path = Path(self.config.path).expanduser() if self.config.path is not None else default_log_path()
         self.log = PromptLog(_sqlite.check_database_path(path, "prompt-log"))
+        self._failures = WriteFailureLog(logger, f"prompt-log: recording the stream in {path}")
         self.prices = self.config.price_book()
         patterns = {name: PRESETS[name] for name in PRESET_GROUPS["api-keys"]}
         self._masker = Masker(patterns, "[REDACTED:{name}]", 256)
@@ -307,8 +314,7 @@ class PromptLogPlugin:
                 def write() -> None:  # in a worker thread: pricing may load the price table
                     self.log.insert(self._entry(options, assembler, notes, ts, duration * 1000, first_ms))
 
-                what = f"prompt-log: recording the stream in {self.log.path}"
-                await _sqlite.record(write, bound=self.config.write_timeout, log=logger, what=what)
+                await _sqlite.record(write, bound=self.config.write_timeout, failures=self._failures)
 
     def _entry(
         self,

@@ -20,6 +20,7 @@ in place on first use.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sqlite3
 import time
@@ -34,6 +35,7 @@ import platformdirs
 
 from harness_core.errors import LlmError
 from harness_core.hookspecs import CallNext, hookimpl
+from harness_core.outfile import WriteFailureLog
 from harness_core.types import Finish, GenerateOptions, StreamChunk, TokenUsage, Usage
 from harness_middleware import _sqlite
 from harness_middleware._stream import aclose
@@ -248,10 +250,16 @@ class UsagePlugin:
         path: str | None = None
         write_timeout: Annotated[float, msgspec.Meta(gt=0)] = 5.0
 
+        def __post_init__(self) -> None:
+            """Check that ``path`` can be written, so ``config check`` reports it (``ValueError``)."""
+            if self.path is not None:
+                _sqlite.check_database_path(Path(self.path).expanduser(), "usage")
+
     def __init__(self, config: Config | None = None) -> None:
         self.config = config if config is not None else self.Config()
         path = Path(self.config.path).expanduser() if self.config.path is not None else default_usage_path()
         self.ledger = UsageLedger(_sqlite.check_database_path(path, "usage"))
+        self._failures = WriteFailureLog(logger, f"usage: recording the stream in {path}")
         self.prices = self.config.price_book()
 
     @hookimpl
@@ -316,5 +324,5 @@ class UsagePlugin:
 
     async def _write(self, record: UsageRecord) -> None:
         """Insert ``record`` in a worker thread, shielded and bounded (:func:`_sqlite.record`)."""
-        what = f"usage: recording the stream in {self.ledger.path}"
-        await _sqlite.record(lambda: self.ledger.insert(record), bound=self.config.write_timeout, log=logger, what=what)
+        write = functools.partial(self.ledger.insert, record)
+        await _sqlite.record(write, bound=self.config.write_timeout, failures=self._failures)

@@ -16,18 +16,22 @@ appends them to ``path`` (from a worker thread, so the event loop never blocks o
 that many have accumulated and when the stream ends (also on error, ``break`` or cancellation).
 Memory stays bounded however long the stream, and a process that is killed keeps every line but
 at most the last ``flush_every - 1`` of each open stream (``flush_every: 1`` writes each chunk's
-line before the chunk is passed on).
+line before the chunk is passed on). A ``path`` that cannot be written is refused when the config is
+validated; a write that fails later is logged once (:class:`harness_core.WriteFailureLog`), never
+raised into the stream.
 
 Config::
 
     trace:
       path: harness-trace.jsonl   # relative to the current directory; parent folders are created
       include_content: false      # true writes prompts and replies into the file
-      flush_every: 32             # lines held per stream before they are appended (1 = every chunk)
+      flush_every: 256            # lines held per stream before they are appended (1 = every chunk)
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import threading
 import time
 import uuid
@@ -35,17 +39,18 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any, Final
 
-import anyio
-import anyio.to_thread
 import msgspec
 
 from harness_core import FileBlock, GenerateOptions, StreamChunk, hookimpl
 from harness_core.hookspecs import CallNext
+from harness_core.outfile import WriteFailureLog, check_output_file, write_in_thread
 
 __all__ = ["TraceConfig", "TracePlugin"]
 
 __version__ = "0.1.0"
 """The distribution's version (the single source: ``pyproject.toml`` reads it)."""
+
+logger = logging.getLogger(__name__)
 
 _CONTENT: Final = frozenset({"text", "arguments_delta", "arguments"})
 _WRITE_TIMEOUT: Final = 5.0  # seconds the stream's end waits for its lines to be written
@@ -56,7 +61,11 @@ class TraceConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
     path: str = "harness-trace.jsonl"
     include_content: bool = False
-    flush_every: Annotated[int, msgspec.Meta(ge=1)] = 32
+    flush_every: Annotated[int, msgspec.Meta(ge=1)] = 256  # each append is a worker-thread round trip
+
+    def __post_init__(self) -> None:
+        """Check that ``path`` can be written, so ``config check`` reports it (``ValueError``)."""
+        check_output_file(Path(self.path).expanduser(), "trace path", example="harness-trace.jsonl")
 
 
 class TracePlugin:
@@ -67,6 +76,7 @@ class TracePlugin:
     def __init__(self, config: TraceConfig) -> None:
         self.config = config
         self._lock = threading.Lock()  # one writer at a time: lines of two streams never interleave
+        self._failures = WriteFailureLog(logger, f"trace: appending to {config.path}")
 
     @hookimpl
     async def llm_stream(self, options: GenerateOptions, call_next: CallNext) -> AsyncIterator[StreamChunk]:
@@ -95,10 +105,12 @@ class TracePlugin:
 
     async def _flush(self, lines: list[bytes]) -> None:
         """Append ``lines`` from a worker thread, shielded from cancellation and bounded by
-        ``_WRITE_TIMEOUT`` seconds (a write that outlasts it is abandoned with its lines)."""
+        ``_WRITE_TIMEOUT`` seconds (a write that outlasts it is abandoned with its lines). A write
+        that fails (:class:`OSError`: the folder was removed, the disk is full) is logged once,
+        never raised into the caller's stream."""
         if lines:
-            with anyio.move_on_after(_WRITE_TIMEOUT, shield=True):
-                await anyio.to_thread.run_sync(self._append, lines, abandon_on_cancel=True)
+            append = functools.partial(self._append, lines)
+            await write_in_thread(append, bound=_WRITE_TIMEOUT, failures=self._failures)
 
     def _append(self, lines: list[bytes]) -> None:
         path = Path(self.config.path).expanduser()
