@@ -83,12 +83,18 @@ class Consumer:
 
 class _Httpx(Consumer):
     client: Any
+    transport = "httpcore"
 
     async def start(self) -> None:
         import httpx
 
         limits = httpx.Limits(max_connections=self.max_connections, max_keepalive_connections=self.max_connections)
-        self.client = httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(120.0))
+        backend = None
+        if self.transport == "aiohttp":
+            from httpx_aiohttp import AiohttpTransport
+
+            backend = AiohttpTransport(limits=limits)
+        self.client = httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(120.0), transport=backend)
         self.url = f"{self.base}/v1/chat/completions" if self.fmt == "openai" else f"{self.base}/v1/messages"
         self.headers = {"authorization": "Bearer sk-bench"}
 
@@ -127,6 +133,61 @@ class Floor(_Httpx):
                         ttfc = time.perf_counter() - start
                     deltas += 1
                     chars += len(piece)
+        return Read(deltas, chars, ttfc)
+
+
+class FloorAiohttp(Floor):
+    """The floor's code over httpx-aiohttp's transport (httpx's API, aiohttp's HTTP parser)."""
+
+    transport = "aiohttp"
+
+
+class RawSockets(Consumer):
+    """Raw asyncio sockets + ``json.loads``: a hand-written HTTP/1.1 client (one connection per
+    stream, chunked framing parsed with ``readuntil``/``readexactly``): the lower bound of the
+    1,000-stream target."""
+
+    async def read(self, scenario: str) -> Read:
+        import asyncio
+
+        host, _, port = self.base.removeprefix("http://").partition(":")
+        body = json.dumps({"model": scenario, "messages": _PROMPT, "stream": True}).encode()
+        head = (
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: %s\r\ncontent-type: application/json\r\n"
+            b"content-length: %d\r\n\r\n" % (host.encode(), len(body))
+        )
+        loads = json.loads
+        deltas = chars = 0
+        ttfc = None
+        start = time.perf_counter()
+        reader, writer = await asyncio.open_connection(host, int(port), limit=1 << 20)
+        try:
+            writer.write(head + body)
+            await reader.readuntil(b"\r\n\r\n")
+            buffer = b""
+            while True:
+                size = int((await reader.readuntil(b"\r\n"))[:-2], 16)
+                if size == 0:
+                    break
+                buffer += (await reader.readexactly(size + 2))[:-2]
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    if not line.startswith(b"data: ") or line == b"data: [DONE]":
+                        continue
+                    choices = loads(line[6:])["choices"]
+                    if not choices:
+                        continue
+                    delta = choices[0]["delta"]
+                    piece = delta.get("content")
+                    if not piece and delta.get("tool_calls"):
+                        piece = delta["tool_calls"][0]["function"].get("arguments")
+                    if piece:
+                        if ttfc is None:
+                            ttfc = time.perf_counter() - start
+                        deltas += 1
+                        chars += len(piece)
+        finally:
+            writer.close()
         return Read(deltas, chars, ttfc)
 
 
@@ -277,6 +338,7 @@ async def _read_harness(harness: Any, options: Any) -> Read:
 
 class _Harness(Consumer):
     middlewares = 0
+    transport = "httpcore"
     route = "bench"
 
     def adapter_plugin(self) -> tuple[str, object]:
@@ -312,11 +374,22 @@ class HarnessOpenAI(_Harness):
             api_key=Secret("sk-bench"),
             routes=[self.route],
             max_connections=self.max_connections,
+            transport=self.transport,
         )
         return ("openai", OpenAIPlugin(config))
 
 
 class HarnessOpenAI3(HarnessOpenAI):
+    middlewares = 3
+
+
+class HarnessOpenAIAiohttp(HarnessOpenAI):
+    """``harness-openai`` with ``transport: aiohttp``."""
+
+    transport = "aiohttp"
+
+
+class HarnessOpenAI3Aiohttp(HarnessOpenAIAiohttp):
     middlewares = 3
 
 
@@ -557,6 +630,10 @@ CONSUMERS: dict[str, type[Consumer]] = {
     "harness-openai-3mw-abort": HarnessOpenAI3Abort,
     "harness-anthropic": HarnessAnthropic,
     "harness-anthropic-3mw": HarnessAnthropic3,
+    "floor-aiohttp": FloorAiohttp,
+    "raw-sockets": RawSockets,
+    "harness-openai-aiohttp": HarnessOpenAIAiohttp,
+    "harness-openai-3mw-aiohttp": HarnessOpenAI3Aiohttp,
     "openai-sdk": OpenAISDK,
     "litellm": LiteLLM,
     "llm": Llm,
