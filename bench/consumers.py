@@ -457,9 +457,14 @@ def _chain(count: int) -> type[Chain]:
     return type(f"Chain{count}", (Chain,), {"middlewares": count})
 
 
+MIDDLEWARES = ("otel", "retry", "timeout", "usage", "redact", "cache")
+
+
 class ChainFull(Chain):
     """harness → mock with the six first-party middlewares (retry, timeout, usage, redact, cache,
     otel), each with its default config (cache misses: every request differs by ``seed``)."""
+
+    stack: tuple[str, ...] = MIDDLEWARES
 
     async def start(self) -> None:
         import tempfile
@@ -469,7 +474,9 @@ class ChainFull(Chain):
 
         self.tmp = tempfile.TemporaryDirectory(prefix="harness-bench-")
         path = f"{self.tmp.name}/plugins.yaml"
-        Path(path).write_text(FULL_STACK_YAML.format(dir=self.tmp.name))  # noqa: ASYNC240 - set-up, not timed
+        entries = "".join(f"  {name}:{MIDDLEWARE_YAML[name]}\n" for name in self.stack)
+        text = ("plugins:\n" + entries + "  mock: {{}}\n").format(dir=self.tmp.name)
+        Path(path).write_text(text)  # noqa: ASYNC240 - set-up, not timed
         config = load_config(path)
         if config.failures:
             raise RuntimeError(f"full stack failed to load: {config.failures}")
@@ -488,18 +495,15 @@ class ChainFull(Chain):
         self.tmp.cleanup()
 
 
-FULL_STACK_YAML = """\
-plugins:
-  otel: {{}}
-  retry: {{}}
-  timeout: {{}}
-  usage:
-    path: {dir}/usage.sqlite
-  redact: {{}}
-  cache:
-    path: {dir}/cache.sqlite
-  mock: {{}}
-"""
+MIDDLEWARE_YAML = {
+    "otel": " {{}}",
+    "retry": " {{}}",
+    "timeout": " {{}}",
+    "usage": "\n    path: {dir}/usage.sqlite",
+    "redact": " {{}}",
+    "cache": "\n    path: {dir}/cache.sqlite",
+}
+"""Each first-party middleware's ``plugins.yaml`` entry in the full stack, outermost first."""
 
 
 # ----------------------------------------------------------------------------- peers
@@ -642,6 +646,7 @@ CONSUMERS: dict[str, type[Consumer]] = {
     "chain-5": _chain(5),
     "chain-10": _chain(10),
     "chain-full": ChainFull,
+    **{f"chain-{name}": type(f"Chain_{name}", (ChainFull,), {"stack": (name,)}) for name in MIDDLEWARES},
 }
 
 

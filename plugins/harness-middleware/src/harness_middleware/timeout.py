@@ -67,11 +67,11 @@ class _ReadTimer:
     """The deadline of the read in progress on asyncio, with one ``loop.call_at`` handle per
     stream instead of a cancel scope per read.
 
-    :meth:`begin` sets the deadline of the next read (arming the handle only when it is not
-    armed early enough already); :meth:`end` clears it. When the handle fires before the current
-    deadline (the stream moved on since) it re-arms for that deadline; between reads it stays
-    unarmed; at the deadline it cancels the reading task, as ``asyncio.timeout`` does, and
-    :meth:`read` turns that cancellation (and only that one) into :data:`_TIMED_OUT`.
+    :meth:`begin` sets the deadline of the read about to start (arming the handle only when it is
+    not armed early enough already); :meth:`end` clears it. When the handle fires before the
+    current deadline (the stream moved on since) it re-arms for that deadline; between reads it
+    stays unarmed; at the deadline it cancels the reading task, as ``asyncio.timeout`` does, and
+    :meth:`end` withdraws that cancellation again.
     """
 
     __slots__ = ("_armed_for", "_deadline", "_fired", "_handle", "_loop", "_task")
@@ -84,27 +84,14 @@ class _ReadTimer:
         self._fired = False
         self._task: asyncio.Task[object] | None = None
 
-    async def read(self, stream: AsyncIterator[StreamChunk], seconds: float | None) -> StreamChunk | _Marker:
-        """The next chunk of ``stream`` (as :func:`_next_within`), bounded by ``seconds``."""
-        if seconds is None:
-            return await _next_within(stream, None)
-        task = asyncio.current_task()
+    def task(self) -> asyncio.Task[object]:
+        """The task running this stream's read."""
+        task = asyncio.current_task(self._loop)
         assert task is not None  # a coroutine on asyncio runs in a task
-        cancelling = task.cancelling()
-        self._begin(task, seconds)
-        try:
-            item: StreamChunk | _Marker = await anext(stream)
-        except StopAsyncIteration:
-            item = _END
-        except asyncio.CancelledError:
-            left = self._end(task)
-            if left is not None and left <= cancelling:
-                return _TIMED_OUT
-            raise  # the caller's cancellation (with or without ours)
-        self._end(task)  # had the read swallowed the timer's cancellation, what it gave is kept
-        return item
+        return task
 
-    def _begin(self, task: asyncio.Task[object], seconds: float) -> None:
+    def begin(self, task: asyncio.Task[object], seconds: float) -> None:
+        """``task`` starts a read that may take ``seconds``."""
         deadline = self._loop.time() + seconds
         self._deadline = deadline
         self._task = task
@@ -114,9 +101,10 @@ class _ReadTimer:
             self._handle = self._loop.call_at(deadline, self._expire)
             self._armed_for = deadline
 
-    def _end(self, task: asyncio.Task[object]) -> int | None:
-        """Clear the deadline. When the timer cancelled the read, withdraw that cancellation and
-        return how many cancellations of ``task`` remain; ``None`` otherwise."""
+    def end(self, task: asyncio.Task[object]) -> int | None:
+        """The read ended. When the timer cancelled it, withdraw that cancellation and return how
+        many cancellations of ``task`` remain (``<=`` the count before the read: the timer's
+        alone); ``None`` when the timer did not fire."""
         self._deadline = math.inf
         if not self._fired:
             return None
@@ -132,7 +120,7 @@ class _ReadTimer:
             self._handle = self._loop.call_at(deadline, self._expire)
             self._armed_for = deadline
             return
-        assert self._task is not None  # set by _begin with the deadline
+        assert self._task is not None  # set by begin with the deadline
         self._fired = True
         self._task.cancel()
 
@@ -189,10 +177,27 @@ class TimeoutPlugin:
         blocks = BlockAssembler(keep_ended=False)  # only the blocks still open
         first = True
         reads = _read_timer()
+        idle = self.config.idle
         try:
             while True:
-                limit, timer = self._limit(first, deadline)
-                item = await (_next_within(stream, limit) if reads is None else reads.read(stream, limit))
+                limit, timer = self._limit(first, deadline) if first or deadline is not None else (idle, "idle")
+                if reads is None or limit is None:
+                    item = await _next_within(stream, limit)
+                else:  # inline: no coroutine per read
+                    task = reads.task()
+                    cancelling = task.cancelling()
+                    reads.begin(task, limit)
+                    try:
+                        item = await anext(stream)
+                    except StopAsyncIteration:
+                        item = _END
+                    except asyncio.CancelledError:
+                        left = reads.end(task)
+                        if left is None or left > cancelling:
+                            raise  # the caller's cancellation (with or without the timer's)
+                        item = _TIMED_OUT
+                    else:
+                        reads.end(task)  # had the read swallowed the timer's cancellation, its chunk is kept
                 if item is _END:
                     return
                 if isinstance(item, _Marker):
