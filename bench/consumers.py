@@ -416,13 +416,23 @@ class HarnessAnthropic(_Harness):
         from harness_llm_anthropic.config import AnthropicConfig
 
         config = AnthropicConfig(
-            base_url=self.base, api_key=Secret("sk-bench"), routes=[self.route], max_connections=self.max_connections
+            base_url=self.base,
+            api_key=Secret("sk-bench"),
+            routes=[self.route],
+            max_connections=self.max_connections,
+            transport=self.transport,
         )
         return ("anthropic", AnthropicPlugin(config))
 
 
 class HarnessAnthropic3(HarnessAnthropic):
     middlewares = 3
+
+
+class HarnessAnthropicAiohttp(HarnessAnthropic):
+    """``harness-anthropic`` with ``transport: aiohttp``."""
+
+    transport = "aiohttp"
 
 
 class Chain(_Harness):
@@ -638,6 +648,7 @@ CONSUMERS: dict[str, type[Consumer]] = {
     "raw-sockets": RawSockets,
     "harness-openai-aiohttp": HarnessOpenAIAiohttp,
     "harness-openai-3mw-aiohttp": HarnessOpenAI3Aiohttp,
+    "harness-anthropic-aiohttp": HarnessAnthropicAiohttp,
     "openai-sdk": OpenAISDK,
     "litellm": LiteLLM,
     "llm": Llm,

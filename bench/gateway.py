@@ -43,6 +43,9 @@ CLIENTS = (1, 16, 128)
 SCENARIO = "text-200"
 _CONTENT = re.compile(rb'"content":\s?"[^"]')
 _ROOT = Path(__file__).resolve().parent.parent
+BENCH_KEY = "sk-bench-" + "5f0c" * 12
+"""The key every load request carries: LiteLLM's master key (its proxy refuses to start without a
+strong one); harness serve on loopback accepts any key."""
 
 
 # ----------------------------------------------------------------------------- load generator
@@ -52,7 +55,7 @@ async def _one(host: str, port: int, path: str, body: bytes) -> tuple[float | No
     """One streamed request: (TTFT seconds, content deltas seen, ``[DONE]`` seen)."""
     head = (
         f"POST {path} HTTP/1.1\r\nhost: {host}:{port}\r\ncontent-type: application/json\r\n"
-        f"authorization: Bearer sk-bench\r\nconnection: close\r\ncontent-length: {len(body)}\r\n\r\n"
+        f"authorization: Bearer {BENCH_KEY}\r\nconnection: close\r\ncontent-length: {len(body)}\r\n\r\n"
     ).encode()
     start = time.perf_counter()
     reader, writer = await asyncio.open_connection(host, port)
@@ -201,6 +204,7 @@ def _litellm(litellm_python: str, upstream: str, tmp: Path) -> Iterator[tuple[st
         f"    litellm_params: {{model: openai/{SCENARIO}, api_base: '{upstream}/v1', api_key: sk-bench}}\n"
         "general_settings:\n"
         "  disable_spend_logs: true\n"
+        f"  master_key: {BENCH_KEY}\n"
     )
     litellm = str(Path(litellm_python).parent / "litellm")
     argv = [litellm, "--config", str(config), "--port", str(port), "--num_workers", "1"]
