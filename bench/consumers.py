@@ -105,6 +105,19 @@ class _Httpx(Consumer):
         await self.client.aclose()
 
 
+def openai_piece(chunk: dict[str, Any]) -> str | None:
+    """The text (or tool-argument) piece of one decoded OpenAI stream chunk, if any: the floors'
+    whole per-chunk work after ``json.loads``."""
+    choices = chunk["choices"]
+    if not choices:
+        return None
+    delta = choices[0]["delta"]
+    piece: str | None = delta.get("content")
+    if not piece and delta.get("tool_calls"):
+        piece = delta["tool_calls"][0]["function"].get("arguments")
+    return piece
+
+
 class Floor(_Httpx):
     """httpx ``aiter_lines`` + ``json.loads``: the reference consumer (1.0×)."""
 
@@ -121,13 +134,7 @@ class Floor(_Httpx):
                 data = line[6:]
                 if data == "[DONE]":
                     break
-                choices = loads(data)["choices"]
-                if not choices:
-                    continue
-                delta = choices[0]["delta"]
-                piece = delta.get("content")
-                if not piece and delta.get("tool_calls"):
-                    piece = delta["tool_calls"][0]["function"].get("arguments")
+                piece = openai_piece(loads(data))
                 if piece:
                     if ttfc is None:
                         ttfc = time.perf_counter() - start
@@ -174,13 +181,7 @@ class RawSockets(Consumer):
                 for line in lines:
                     if not line.startswith(b"data: ") or line == b"data: [DONE]":
                         continue
-                    choices = loads(line[6:])["choices"]
-                    if not choices:
-                        continue
-                    delta = choices[0]["delta"]
-                    piece = delta.get("content")
-                    if not piece and delta.get("tool_calls"):
-                        piece = delta["tool_calls"][0]["function"].get("arguments")
+                    piece = openai_piece(loads(line[6:]))
                     if piece:
                         if ttfc is None:
                             ttfc = time.perf_counter() - start
