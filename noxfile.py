@@ -89,7 +89,7 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Benchmarks of issue 7 (never part of the tests): ``nox -s bench [-- --peers --quick …]``."""
+    """Benchmarks of issues 7 and 17 (never part of the tests): ``nox -s bench [-- --peers --quick …]``."""
     from bench.nox_sessions import bench as run_bench
 
     run_bench(session, install_project)

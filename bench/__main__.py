@@ -30,7 +30,7 @@ from typing import Any
 
 from bench.report import markdown
 
-SECTIONS = ("throughput", "chain", "startup", "concurrency", "ttfc", "httpx2", "profile")
+SECTIONS = ("throughput", "chain", "startup", "concurrency", "ttfc", "httpx2", "gateway", "profile")
 OPENAI_SCENARIOS = "text-2000:3,text-20000:1,tool-2000:3,paced-500:1"
 DISTRIBUTIONS = (
     *("harness-core", "harness-llm-openai", "harness-llm-anthropic", "harness-llm-mock", "harness-middleware"),
@@ -94,11 +94,15 @@ def med(values: list[float]) -> float | None:
 def throughput(python: str, base: str, rounds: int, peers: bool, log: Any) -> dict[str, Any]:
     """µs/chunk, chunks/s, CPU and peak RSS of every consumer on every scenario, with ratios."""
     openai_consumers = ["floor", "bytes", "msgspec", "harness-openai", "harness-openai-3mw", "harness-openai-3mw-abort"]
+    if available("httpx_aiohttp"):
+        openai_consumers += ["floor-aiohttp", "harness-openai-aiohttp", "harness-openai-3mw-aiohttp"]
     if available("openai"):
         openai_consumers.append("openai-sdk")
     if peers:
         openai_consumers += [name for name in ("litellm", "llm") if available(name)]
     anthropic_consumers = ["floor-anthropic", "harness-anthropic", "harness-anthropic-3mw"]
+    if available("httpx_aiohttp"):
+        anthropic_consumers.append("harness-anthropic-aiohttp")
     everyone = openai_consumers + anthropic_consumers
     raw: dict[str, list[dict[str, Any]]] = {name: [] for name in everyone}
     for r in range(rounds):
@@ -146,7 +150,9 @@ def _aggregate(raw: dict[str, list[dict[str, Any]]], openai_c: list[str], anthro
 
 def chain(python: str, rounds: int, log: Any) -> dict[str, Any]:
     """The chain's own cost over the mock: 0/1/5/10 pass-throughs and the full first-party stack."""
-    names = ["chain-0", "chain-1", "chain-5", "chain-10", "chain-full"]
+    from bench.consumers import MIDDLEWARES
+
+    names = ["chain-0", "chain-1", "chain-5", "chain-10", *(f"chain-{m}" for m in MIDDLEWARES), "chain-full"]
     raw: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
     for r in range(rounds):
         for name in rotate(names, r):
@@ -160,24 +166,34 @@ def chain(python: str, rounds: int, log: Any) -> dict[str, Any]:
             "errors": [run["error"] for run in runs if "error" in run],
             "us_2000": med([run["text-2000"]["us_per_chunk"] for run in ok]),
             "us_20000": med([run["text-20000"]["us_per_chunk"] for run in ok]),
+            "cpu_us_20000": med([run["text-20000"]["cpu_us_per_chunk"] for run in ok]),
             "peak_rss_mib": med([run["peak_rss_mib"] for run in ok]),
         }
     return out
 
 
+CONCURRENT = ("raw-sockets", "floor", "floor-aiohttp", "harness-openai-3mw", "harness-openai-3mw-aiohttp")
+POOL_100 = "floor (pool 100)"
+"""The floor at 1,000 streams with httpx's default pool of 100 connections (900 requests queued)."""
+
+
 def concurrency(
-    python: str, base: str, rounds: int, log: Any, consumers: tuple[str, ...] = ("floor", "harness-openai-3mw")
+    python: str, base: str, rounds: int, log: Any, consumers: tuple[str, ...] = CONCURRENT
 ) -> dict[str, Any]:
-    """100 / 500 / 1,000 concurrent streams of 200 chunks, one loop, one client per consumer."""
+    """100 / 500 / 1,000 concurrent streams of 200 chunks, one loop, one client per consumer
+    (pool size = streams), and at 1,000 the floor with httpx's default pool of 100 too."""
+    consumers = tuple(c for c in consumers if "aiohttp" not in c or available("httpx_aiohttp"))
     out: dict[str, Any] = {}
     for streams in (100, 500, 1000):
-        raw: dict[str, list[dict[str, Any]]] = {c: [] for c in consumers}
+        labels = [*consumers, POOL_100] if streams == 1000 else list(consumers)
+        raw: dict[str, list[dict[str, Any]]] = {c: [] for c in labels}
         for r in range(rounds):
-            for name in rotate(list(consumers), r):
+            for label in rotate(labels, r):
+                name, pool = ("floor", 100) if label == POOL_100 else (label, streams)
                 args = ("--task", "concurrency", "--scenario", "text-200", "--streams", str(streams))
-                result = worker(python, name, base, *args, "--max-connections", str(streams))
-                raw[name].append(result)
-                log(f"  {streams} streams round {r + 1}/{rounds} {name}: {_short_conc(result)}")
+                result = worker(python, name, base, *args, "--max-connections", str(pool))
+                raw[label].append(result)
+                log(f"  {streams} streams round {r + 1}/{rounds} {label}: {_short_conc(result)}")
         out[str(streams)] = _conc_rows(raw)
     return out
 
@@ -193,9 +209,15 @@ def _short_conc(result: dict[str, Any]) -> str:
 def _conc_rows(raw: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     rows: dict[str, Any] = {}
     floor = raw.get("floor", [])
+    sockets = raw.get("raw-sockets", [])
     for name, runs in raw.items():
         ok = [(i, run) for i, run in enumerate(runs) if "error" not in run]
         ratios = [run["wall_s"] / floor[i]["wall_s"] for i, run in ok if i < len(floor) and "error" not in floor[i]]
+        to_raw = [
+            (run["wall_s"] / sockets[i]["wall_s"], run["cpu_s"] / sockets[i]["cpu_s"])
+            for i, run in ok
+            if i < len(sockets) and "error" not in sockets[i]
+        ]
         rows[name] = {
             "errors": [run["error"] for run in runs if "error" in run],
             "wall_s": med([run["wall_s"] for _, run in ok]),
@@ -204,6 +226,8 @@ def _conc_rows(raw: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
             "peak_rss_mib": med([run["peak_rss_mib"] for _, run in ok]),
             "slowest_ttfc_ms": med([run["slowest_ttfc_s"] * 1000 for _, run in ok]),
             "ratio": med(ratios),
+            "ratio_raw": med([wall for wall, _ in to_raw]),
+            "cpu_ratio_raw": med([cpu for _, cpu in to_raw]),
         }
     return rows
 
@@ -259,13 +283,14 @@ def httpx2(python: str, httpx2_python: str | None, base: str, rounds: int, log: 
 def profile(python: str, base: str, out_dir: Path, log: Any) -> dict[str, str]:
     """pyinstrument and cProfile of harness → harness-llm-openai (3 pass-throughs), 20,000 chunks."""
     files: dict[str, str] = {}
-    for consumer in ("harness-openai-3mw", "harness-anthropic"):
+    for consumer in ("harness-openai-3mw", "harness-openai-3mw-aiohttp", "harness-anthropic", "chain-full"):
         for kind in ("pyinstrument", "cprofile"):
             if kind == "pyinstrument" and not available("pyinstrument"):
                 continue
             path = out_dir / f"profile-{consumer}-{kind}.txt"
+            target = "" if consumer.startswith("chain") else base
             result = worker(
-                python, consumer, base, "--scenarios", "text-20000:3", "--profile", kind, "--profile-out", str(path)
+                python, consumer, target, "--scenarios", "text-20000:3", "--profile", kind, "--profile-out", str(path)
             )
             files[f"{consumer} {kind}"] = str(path) if "error" not in result else f"ERROR {result['error']}"
             log(f"  {consumer} {kind}: {files[f'{consumer} {kind}']}")
@@ -304,6 +329,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--peers", action="store_true", help="also measure LiteLLM and llm when installed")
     parser.add_argument("--only", nargs="*", choices=SECTIONS, default=None, help="sections to run (default: all)")
     parser.add_argument("--httpx2-python", default=None, help="python of a venv holding httpx2 and harness")
+    parser.add_argument(
+        "--litellm-python",
+        default=str(_root() / "bench" / ".venv-litellm" / "bin" / "python"),
+        help="python of the venv holding litellm[proxy] (the gateway section's peer)",
+    )
     parser.add_argument("--out", default="bench-results", help="folder for results.md / results.json / profiles")
     parser.add_argument("--quick", action="store_true", help="2 rounds, fewer start-up runs: a smoke run")
     args = parser.parse_args(argv)
@@ -316,7 +346,7 @@ def main(argv: list[str] | None = None) -> None:
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
-    res: dict[str, Any] = {"machine": machine(), "rounds": rounds}
+    res: dict[str, Any] = {"machine": machine(), "rounds": rounds, "load_before": os.getloadavg()}
     with loopback_server(python) as base:
         for section in sections:
             log(f"== {section}")
@@ -337,9 +367,14 @@ def main(argv: list[str] | None = None) -> None:
                 res[section] = httpx2(
                     python, args.httpx2_python, base, max(1, rounds - 2) if not args.quick else 1, log
                 )
+            elif section == "gateway":
+                from bench.gateway import measure as measure_gateways
+
+                res[section] = measure_gateways(python, base, log, litellm_python=args.litellm_python, quick=args.quick)
             elif section == "profile":
                 res[section] = profile(python, base, out_dir, log)
             log(f"   ({time.perf_counter() - t0:.0f} s)")
+    res["load_after"] = os.getloadavg()
     text = markdown(res)
     (out_dir / "results.md").write_text(text + "\n")
     (out_dir / "results.json").write_text(json.dumps(res, indent=1, default=str) + "\n")

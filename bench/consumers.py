@@ -83,12 +83,18 @@ class Consumer:
 
 class _Httpx(Consumer):
     client: Any
+    transport = "httpcore"
 
     async def start(self) -> None:
         import httpx
 
         limits = httpx.Limits(max_connections=self.max_connections, max_keepalive_connections=self.max_connections)
-        self.client = httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(120.0))
+        backend = None
+        if self.transport == "aiohttp":
+            from httpx_aiohttp import AiohttpTransport
+
+            backend = AiohttpTransport(limits=limits)
+        self.client = httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(120.0), transport=backend)
         self.url = f"{self.base}/v1/chat/completions" if self.fmt == "openai" else f"{self.base}/v1/messages"
         self.headers = {"authorization": "Bearer sk-bench"}
 
@@ -97,6 +103,19 @@ class _Httpx(Consumer):
 
     async def aclose(self) -> None:
         await self.client.aclose()
+
+
+def openai_piece(chunk: dict[str, Any]) -> str | None:
+    """The text (or tool-argument) piece of one decoded OpenAI stream chunk, if any: the floors'
+    whole per-chunk work after ``json.loads``."""
+    choices = chunk["choices"]
+    if not choices:
+        return None
+    delta = choices[0]["delta"]
+    piece: str | None = delta.get("content")
+    if not piece and delta.get("tool_calls"):
+        piece = delta["tool_calls"][0]["function"].get("arguments")
+    return piece
 
 
 class Floor(_Httpx):
@@ -115,18 +134,61 @@ class Floor(_Httpx):
                 data = line[6:]
                 if data == "[DONE]":
                     break
-                choices = loads(data)["choices"]
-                if not choices:
-                    continue
-                delta = choices[0]["delta"]
-                piece = delta.get("content")
-                if not piece and delta.get("tool_calls"):
-                    piece = delta["tool_calls"][0]["function"].get("arguments")
+                piece = openai_piece(loads(data))
                 if piece:
                     if ttfc is None:
                         ttfc = time.perf_counter() - start
                     deltas += 1
                     chars += len(piece)
+        return Read(deltas, chars, ttfc)
+
+
+class FloorAiohttp(Floor):
+    """The floor's code over httpx-aiohttp's transport (httpx's API, aiohttp's HTTP parser)."""
+
+    transport = "aiohttp"
+
+
+class RawSockets(Consumer):
+    """Raw asyncio sockets + ``json.loads``: a hand-written HTTP/1.1 client (one connection per
+    stream, chunked framing parsed with ``readuntil``/``readexactly``): the lower bound of the
+    1,000-stream target."""
+
+    async def read(self, scenario: str) -> Read:
+        import asyncio
+
+        host, _, port = self.base.removeprefix("http://").partition(":")
+        body = json.dumps({"model": scenario, "messages": _PROMPT, "stream": True}).encode()
+        head = (
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: %s\r\ncontent-type: application/json\r\n"
+            b"content-length: %d\r\n\r\n" % (host.encode(), len(body))
+        )
+        loads = json.loads
+        deltas = chars = 0
+        ttfc = None
+        start = time.perf_counter()
+        reader, writer = await asyncio.open_connection(host, int(port), limit=1 << 20)
+        try:
+            writer.write(head + body)
+            await reader.readuntil(b"\r\n\r\n")
+            buffer = b""
+            while True:
+                size = int((await reader.readuntil(b"\r\n"))[:-2], 16)
+                if size == 0:
+                    break
+                buffer += (await reader.readexactly(size + 2))[:-2]
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    if not line.startswith(b"data: ") or line == b"data: [DONE]":
+                        continue
+                    piece = openai_piece(loads(line[6:]))
+                    if piece:
+                        if ttfc is None:
+                            ttfc = time.perf_counter() - start
+                        deltas += 1
+                        chars += len(piece)
+        finally:
+            writer.close()
         return Read(deltas, chars, ttfc)
 
 
@@ -277,6 +339,7 @@ async def _read_harness(harness: Any, options: Any) -> Read:
 
 class _Harness(Consumer):
     middlewares = 0
+    transport = "httpcore"
     route = "bench"
 
     def adapter_plugin(self) -> tuple[str, object]:
@@ -312,11 +375,22 @@ class HarnessOpenAI(_Harness):
             api_key=Secret("sk-bench"),
             routes=[self.route],
             max_connections=self.max_connections,
+            transport=self.transport,
         )
         return ("openai", OpenAIPlugin(config))
 
 
 class HarnessOpenAI3(HarnessOpenAI):
+    middlewares = 3
+
+
+class HarnessOpenAIAiohttp(HarnessOpenAI):
+    """``harness-openai`` with ``transport: aiohttp``."""
+
+    transport = "aiohttp"
+
+
+class HarnessOpenAI3Aiohttp(HarnessOpenAIAiohttp):
     middlewares = 3
 
 
@@ -343,13 +417,23 @@ class HarnessAnthropic(_Harness):
         from harness_llm_anthropic.config import AnthropicConfig
 
         config = AnthropicConfig(
-            base_url=self.base, api_key=Secret("sk-bench"), routes=[self.route], max_connections=self.max_connections
+            base_url=self.base,
+            api_key=Secret("sk-bench"),
+            routes=[self.route],
+            max_connections=self.max_connections,
+            transport=self.transport,
         )
         return ("anthropic", AnthropicPlugin(config))
 
 
 class HarnessAnthropic3(HarnessAnthropic):
     middlewares = 3
+
+
+class HarnessAnthropicAiohttp(HarnessAnthropic):
+    """``harness-anthropic`` with ``transport: aiohttp``."""
+
+    transport = "aiohttp"
 
 
 class Chain(_Harness):
@@ -384,9 +468,14 @@ def _chain(count: int) -> type[Chain]:
     return type(f"Chain{count}", (Chain,), {"middlewares": count})
 
 
+MIDDLEWARES = ("otel", "retry", "timeout", "usage", "redact", "cache")
+
+
 class ChainFull(Chain):
     """harness → mock with the six first-party middlewares (retry, timeout, usage, redact, cache,
     otel), each with its default config (cache misses: every request differs by ``seed``)."""
+
+    stack: tuple[str, ...] = MIDDLEWARES
 
     async def start(self) -> None:
         import tempfile
@@ -396,7 +485,9 @@ class ChainFull(Chain):
 
         self.tmp = tempfile.TemporaryDirectory(prefix="harness-bench-")
         path = f"{self.tmp.name}/plugins.yaml"
-        Path(path).write_text(FULL_STACK_YAML.format(dir=self.tmp.name))  # noqa: ASYNC240 - set-up, not timed
+        entries = "".join(f"  {name}:{MIDDLEWARE_YAML[name]}\n" for name in self.stack)
+        text = ("plugins:\n" + entries + "  mock: {{}}\n").format(dir=self.tmp.name)
+        Path(path).write_text(text)  # noqa: ASYNC240 - set-up, not timed
         config = load_config(path)
         if config.failures:
             raise RuntimeError(f"full stack failed to load: {config.failures}")
@@ -415,18 +506,15 @@ class ChainFull(Chain):
         self.tmp.cleanup()
 
 
-FULL_STACK_YAML = """\
-plugins:
-  otel: {{}}
-  retry: {{}}
-  timeout: {{}}
-  usage:
-    path: {dir}/usage.sqlite
-  redact: {{}}
-  cache:
-    path: {dir}/cache.sqlite
-  mock: {{}}
-"""
+MIDDLEWARE_YAML = {
+    "otel": " {{}}",
+    "retry": " {{}}",
+    "timeout": " {{}}",
+    "usage": "\n    path: {dir}/usage.sqlite",
+    "redact": " {{}}",
+    "cache": "\n    path: {dir}/cache.sqlite",
+}
+"""Each first-party middleware's ``plugins.yaml`` entry in the full stack, outermost first."""
 
 
 # ----------------------------------------------------------------------------- peers
@@ -557,6 +645,11 @@ CONSUMERS: dict[str, type[Consumer]] = {
     "harness-openai-3mw-abort": HarnessOpenAI3Abort,
     "harness-anthropic": HarnessAnthropic,
     "harness-anthropic-3mw": HarnessAnthropic3,
+    "floor-aiohttp": FloorAiohttp,
+    "raw-sockets": RawSockets,
+    "harness-openai-aiohttp": HarnessOpenAIAiohttp,
+    "harness-openai-3mw-aiohttp": HarnessOpenAI3Aiohttp,
+    "harness-anthropic-aiohttp": HarnessAnthropicAiohttp,
     "openai-sdk": OpenAISDK,
     "litellm": LiteLLM,
     "llm": Llm,
@@ -565,6 +658,7 @@ CONSUMERS: dict[str, type[Consumer]] = {
     "chain-5": _chain(5),
     "chain-10": _chain(10),
     "chain-full": ChainFull,
+    **{f"chain-{name}": type(f"Chain_{name}", (ChainFull,), {"stack": (name,)}) for name in MIDDLEWARES},
 }
 
 

@@ -15,15 +15,21 @@ PEERS = ("litellm", "llm")
 
 
 def bench(session: Any, install_project: Callable[[Any], None]) -> None:
-    """``nox -s bench [-- --rounds N --peers --only SECTION … --quick]``: issue 7's benchmarks.
+    """``nox -s bench [-- --rounds N --peers --only SECTION … --quick]``: issues 7 and 17.
 
     Installs the project, the openai SDK (a measured peer; openai >= 3 brings httpx2, which the
     httpx 0.28-vs-httpx2 section activates per worker through ``httpx2.alias_httpx()``) and
-    pyinstrument; with ``--peers`` also LiteLLM and simonw's llm. Writes bench-results/.
+    pyinstrument; with ``--peers`` also LiteLLM and simonw's llm. The gateway section's LiteLLM
+    proxy lives in its own virtual environment, ``bench/.venv-litellm`` (created here once; its
+    dependencies conflict with nothing of ours there). Writes bench-results/.
     """
     session.chdir(ROOT)
     install_project(session)
     session.install("openai", "httpx2", "pyinstrument")
+    litellm_venv = ROOT / "bench" / ".venv-litellm"
+    if not (litellm_venv / "bin" / "litellm").exists():
+        session.run("python", "-m", "venv", str(litellm_venv))
+        session.run(str(litellm_venv / "bin" / "pip"), "install", "-q", "litellm[proxy]", external=True)
     if "--peers" in session.posargs:
         session.install(*PEERS)
     session.run("python", "-m", "bench", *session.posargs)

@@ -35,47 +35,123 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def targets(res: dict[str, Any]) -> list[Target]:
-    """(target, limit, measured, met) for every target of issue 7 that was measured."""
+    """(target, limit, measured, met) for every target of issue 17 that was measured."""
+    return [*_per_chunk_targets(res), *_startup_targets(res), *_concurrency_targets(res), *_gateway_targets(res)]
+
+
+def _per_chunk_targets(res: dict[str, Any]) -> list[Target]:
     rows: list[Target] = []
     tp = res.get("throughput", {}).get("consumers", {})
+    for name, floor, limit in (
+        ("harness-openai-3mw", "floor", 0.6),
+        ("harness-openai-3mw-aiohttp", "floor", 0.6),
+        ("harness-anthropic", "floor-anthropic", 0.7),
+        ("harness-anthropic-aiohttp", "floor-anthropic", 0.7),
+    ):
+        cell = tp.get(name, {}).get("text-20000", {})
+        if cell:
+            r, cpu = cell.get("ratio"), cell.get("cpu_ratio")
+            what = f"`{name}` per chunk (20,000; wall, CPU in brackets)"
+            rows.append((what, f"≤ {limit}× `{floor}`", f"{_x(r)} ({_x(cpu)})", _le(r, limit)))
     if tp:
-        r = tp.get("harness-openai-3mw", {}).get("text-20000", {}).get("ratio")
-        rows.append(
-            ("openai adapter + 3 pass-through middlewares, per chunk (20,000)", "≤ 0.85× floor", _x(r), _le(r, 0.85))
-        )
-        r = tp.get("harness-anthropic", {}).get("text-20000", {}).get("ratio")
-        what = "anthropic adapter, per chunk (20,000; floor = same Anthropic body)"
-        rows.append((what, "≤ 1.0× floor", _x(r), _le(r, 1.0)))
+        rows.append(("gemini adapter per chunk", "≤ 0.7× its floor", "not on this branch", None))
+    ch = res.get("chain", {})
+    base = ch.get("chain-0", {}).get("cpu_us_20000")
+    if base is not None:
+        for name, limit, what in (
+            ("chain-timeout", 1.0, "timeout middleware, CPU µs per chunk over the mock"),
+            ("chain-full", 5.0, "all six first-party middlewares, CPU µs per chunk over the mock"),
+        ):
+            value = ch.get(name, {}).get("cpu_us_20000")
+            extra = None if value is None else value - base
+            rows.append((what, f"≤ {limit:g} µs", _f(extra, "{:.2f} µs"), _le(extra, limit)))
+    return rows
+
+
+def _startup_targets(res: dict[str, Any]) -> list[Target]:
+    rows: list[Target] = []
     startup = res.get("startup", {})
-    limits = {"harness --help": 0.8, "harness plugins (10 extra installed)": 1.2, "harness run (mock)": 2.0}
+    limits = {"harness --help": 0.8, "harness plugins (10 extra installed)": 1.2, "harness run (mock)": 1.5}
     for label, limit in limits.items():
         value = startup.get("ratio", {}).get(label)
+        cpu = startup.get("cpu_ratio", {}).get(label)
         if value is not None:
-            rows.append((f"`{label}` wall time", f'≤ {limit}× `python -c "import httpx"`', _x(value), value <= limit))
+            what = f"`{label}` wall time (CPU in brackets)"
+            rows.append((what, f'≤ {limit}× `python -c "import httpx"`', f"{_x(value)} ({_x(cpu)})", value <= limit))
+    cpu_s = startup.get("median_cpu_s", {})
+    one, many = (
+        cpu_s.get("harness run (mock, 1 openai instances)"),
+        cpu_s.get("harness run (mock, 30 openai instances)"),
+    )
+    if one is not None and many is not None:
+        per = (many - one) / 29 * 1000
+        what = "start-up independent of configured instances (CPU per extra instance)"
+        rows.append(
+            (what, "≤ 1 ms per instance", f"{per:.2f} ms ({one * 1000:.0f} → {many * 1000:.0f} ms)", per <= 1.0)
+        )
     for label, modules in startup.get("forbidden", {}).items():
         rows.append((f"`{label}` imports no httpx / provider", "none", ", ".join(modules) or "none", not modules))
-    h = res.get("concurrency", {}).get("1000", {}).get("harness-openai-3mw", {})
-    if h:
-        rows.append(
-            ("1,000 concurrent streams, total time", "≤ 1.1× floor", _x(h.get("ratio")), _le(h.get("ratio"), 1.1))
-        )
-        rss = h.get("peak_rss_mib")
-        rows.append(("1,000 concurrent streams, peak RSS", "≤ 150 MiB", _f(rss, "{:.0f} MiB"), _le(rss, 150)))
-    t = res.get("ttfc", {})
-    floor = t.get("floor", {}).get("ttfc_ms")
-    if floor is not None:
-        for name in ("harness-openai", "harness-openai-3mw"):
-            v = t.get(name, {}).get("ttfc_ms")
-            if v is not None:
-                rows.append(
-                    (
-                        f"time to first chunk, {name}",
-                        f"≤ floor + 1 ms ({floor + 1:.2f} ms)",
-                        f"{v:.2f} ms",
-                        v <= floor + 1,
-                    )
-                )
     return rows
+
+
+def _concurrency_targets(res: dict[str, Any]) -> list[Target]:
+    rows: list[Target] = []
+    at = res.get("concurrency", {}).get("1000", {})
+    for name in ("harness-openai-3mw", "harness-openai-3mw-aiohttp"):
+        h = at.get(name, {})
+        if h:
+            r, cpu = h.get("ratio_raw"), h.get("cpu_ratio_raw")
+            what = f"1,000 concurrent streams, `{name}`, total time (CPU in brackets)"
+            rows.append((what, "≤ 2× raw asyncio sockets", f"{_x(r)} ({_x(cpu)})", _le(r, 2.0)))
+            rss = h.get("peak_rss_mib")
+            rows.append(
+                (f"1,000 concurrent streams, `{name}`, peak RSS", "≤ 150 MiB", _f(rss, "{:.0f} MiB"), _le(rss, 150))
+            )
+    return rows
+
+
+def _gateway_targets(res: dict[str, Any]) -> list[Target]:
+    gw = res.get("gateway", {})
+    h, lite, direct, two = (gw.get(k, {}) for k in ("harness", "litellm", "direct", "harness-2w"))
+    if not h or "error" in h:
+        return []
+    rows: list[Target] = []
+
+    def rate(table: dict[str, Any], clients: str) -> float | None:
+        return table.get(clients, {}).get("streams_per_s") if "error" not in table else None
+
+    for clients in ("16", "128"):
+        ours, theirs = rate(h, clients), rate(lite, clients)
+        ratio = ours / theirs if ours and theirs else None
+        what = f"gateway streams/s at {clients} clients vs LiteLLM's proxy"
+        rows.append(
+            (what, "≥ 25×", _x(ratio) if ratio else "n/a (no LiteLLM run)", None if ratio is None else ratio >= 25)
+        )
+    cpu = med_of([row.get("cpu_us_per_chunk") for row in h.values()])
+    rows.append(("gateway CPU per chunk relayed", "≤ 60 µs", _f(cpu, "{:.1f} µs"), _le(cpu, 60)))
+    one, base = h.get("1", {}).get("ttft_p50_ms"), direct.get("1", {}).get("ttft_p50_ms")
+    added = one - base if one is not None and base is not None else None
+    rows.append(("added time to first token, p50, 1 client", "≤ 1 ms", _f(added, "{:.2f} ms"), _le(added, 1.0)))
+    p99, base99 = h.get("128", {}).get("ttft_p99_ms"), direct.get("128", {}).get("ttft_p99_ms")
+    ratio99 = p99 / base99 if p99 is not None and base99 else None
+    rows.append(("p99 time to first token at 128 clients", "≤ 3× direct p99", _x(ratio99), _le(ratio99, 3.0)))
+    rss = max((row.get("peak_rss_mib") or 0 for row in h.values()), default=None)
+    rows.append(
+        ("gateway peak RSS per worker (at 128 streams; issue: 512)", "≤ 200 MiB", _f(rss, "{:.0f} MiB"), _le(rss, 200))
+    )
+    scale = rate(two, "128") / rate(h, "128") if rate(two, "128") and rate(h, "128") else None  # type: ignore[operator]
+    rows.append(
+        ("two workers vs one, streams/s at 128 clients", "≥ 1.8×", _x(scale), None if scale is None else scale >= 1.8)
+    )
+    return rows
+
+
+def med_of(values: list[float | None]) -> float | None:
+    """Median of the values that are not ``None``."""
+    import statistics
+
+    kept = [v for v in values if v is not None]
+    return statistics.median(kept) if kept else None
 
 
 def _throughput(tp: dict[str, Any]) -> list[str]:
@@ -103,16 +179,20 @@ def _throughput(tp: dict[str, Any]) -> list[str]:
 
 def _chain(ch: dict[str, Any]) -> list[str]:
     lines = ["### Chain cost over the mock (no HTTP)", ""]
-    base = ch.get("chain-0", {}).get("us_20000")
+    base = ch.get("chain-0", {}).get("cpu_us_20000")
     rows = []
     for name, row in ch.items():
-        n = {"chain-1": 1, "chain-5": 5, "chain-10": 10}.get(name)
-        per = (row["us_20000"] - base) / n if n and base is not None and row["us_20000"] is not None else None
+        n = {"chain-1": 1, "chain-5": 5, "chain-10": 10}.get(name, 1)
+        cpu = row.get("cpu_us_20000")
+        per = (cpu - base) / n if name != "chain-0" and base is not None and cpu is not None else None
         err = f" (errors: {row['errors'][0]})" if row["errors"] else ""
-        rows.append([name + err, _f(row["us_2000"], "{:.2f}"), _f(row["us_20000"], "{:.2f}"), _f(per, "{:.2f}")])
-    lines += _table(["chain", "µs/chunk (2,000)", "µs/chunk (20,000)", "µs per middleware per chunk"], rows)
+        cells = [_f(row["us_2000"], "{:.2f}"), _f(row["us_20000"], "{:.2f}"), _f(cpu, "{:.2f}"), _f(per, "{:.2f}")]
+        rows.append([name + err, *cells])
+    header = ["chain", "µs/chunk (2,000)", "µs/chunk (20,000)", "CPU µs/chunk (20,000)", "CPU µs over chain-0 (per mw)"]
+    lines += _table(header, rows)
     lines += [
-        "`chain-full`: otel, retry, timeout, usage (sqlite ledger), redact, cache (sqlite; every request a miss).",
+        "`chain-<name>`: that first-party middleware alone, default config; `chain-full`: otel, retry, timeout,",
+        "usage (sqlite ledger), redact, cache (sqlite; every request a miss).",
         "",
     ]
     return lines
@@ -120,8 +200,19 @@ def _chain(ch: dict[str, Any]) -> list[str]:
 
 def _startup(st: dict[str, Any]) -> list[str]:
     lines = ["### Start-up (whole process, median)", ""]
-    rows = [[f"`{label}`", f"{value * 1000:.1f}", _x(st["ratio"][label])] for label, value in st["median_s"].items()]
-    lines += _table(["command", "wall ms", 'ratio to `python -c "import httpx"`'], rows)
+    cpu, cpu_ratio = st.get("median_cpu_s", {}), st.get("cpu_ratio", {})
+    rows = [
+        [
+            f"`{label}`",
+            f"{value * 1000:.1f}",
+            _x(st["ratio"][label]),
+            _f(cpu.get(label), "{:.3f}") if label in cpu else "n/a",
+            _x(cpu_ratio.get(label)),
+        ]
+        for label, value in st["median_s"].items()
+    ]
+    header = ["command", "wall ms", "wall ratio to `import httpx`", "CPU s", "CPU ratio"]
+    lines += _table(header, rows)
     for label, summary in st["importtime"].items():
         top = ", ".join(f"{k} {v:.1f}" for k, v in summary["by_package_ms"].items())
         lines.append(
@@ -133,6 +224,7 @@ def _startup(st: dict[str, Any]) -> list[str]:
 
 def _concurrency(co: dict[str, Any]) -> list[str]:
     lines = ["### Concurrency (streams of 200 chunks, one event loop, one client; pool size = streams)", ""]
+    lines += ["`floor (pool 100)`: the floor with httpx's default pool of 100 connections (900 requests wait).", ""]
     rows = []
     for streams, by_consumer in co.items():
         for name, row in by_consumer.items():
@@ -143,13 +235,15 @@ def _concurrency(co: dict[str, Any]) -> list[str]:
                     name + err,
                     _f(row["wall_s"], "{:.2f}"),
                     _x(row["ratio"]),
+                    f"{_x(row.get('ratio_raw'))} ({_x(row.get('cpu_ratio_raw'))})",
                     _f(row["us_per_chunk"]),
                     _f(row["cpu_s"], "{:.2f}"),
                     _f(row["peak_rss_mib"], "{:.0f}"),
                     _f(row["slowest_ttfc_ms"], "{:.0f}"),
                 ]
             )
-    header = ["streams", "consumer", "total s", "ratio", "µs/chunk", "CPU s", "peak RSS MiB", "slowest TTFC ms"]
+    header = ["streams", "consumer", "total s", "ratio to floor", "to raw sockets (CPU)", "µs/chunk", "CPU s"]
+    header += ["peak RSS MiB", "slowest TTFC ms"]
     return lines + _table(header, rows)
 
 
@@ -175,15 +269,58 @@ def _httpx2(hx: dict[str, Any]) -> list[str]:
     return lines + _table(header, rows)
 
 
+def _gateway(gw: dict[str, Any]) -> list[str]:
+    lines = ["### Gateway (loopback upstream, 200-chunk streams; each gateway measured alone)", ""]
+    rows = []
+    for name, table in gw.items():
+        if "error" in table:
+            rows.append([name, "n/a", f"error: {table['error']}", "", "", "", "", ""])
+            continue
+        for clients, row in table.items():
+            if "error" in row:
+                rows.append([name, clients, f"error: {row['error']}", "", "", "", "", ""])
+                continue
+            rows.append(
+                [
+                    name,
+                    clients,
+                    f"{row['streams']}",
+                    _f(row["streams_per_s"]),
+                    _f(row["ttft_p50_ms"], "{:.1f}"),
+                    _f(row["ttft_p99_ms"], "{:.1f}"),
+                    _f(row.get("cpu_us_per_chunk")),
+                    _f(row.get("peak_rss_mib"), "{:.0f}"),
+                ]
+            )
+    header = [
+        "gateway",
+        "clients",
+        "streams",
+        "streams/s",
+        "TTFT p50 ms",
+        "TTFT p99 ms",
+        "CPU µs/chunk",
+        "peak RSS MiB",
+    ]
+    return lines + _table(header, rows)
+
+
 def markdown(res: dict[str, Any]) -> str:
     """The results as markdown: machine, targets, then one table per section."""
     m = res["machine"]
     lines = [f"Run {m['date']}: {m['nproc']} CPUs ({m['cpu']}), Python {m['python']}, {m['platform']}.", ""]
     lines += ["Versions: " + ", ".join(f"{k} {v}" for k, v in m["versions"].items()) + ".", ""]
     lines += [f"Rounds: {res['rounds']}; medians over rounds; ratios are per-round ratios to that round's floor.", ""]
+    if "load_before" in res:
+        before, after = res["load_before"], res.get("load_after", res["load_before"])
+        lines += [
+            f"Load average (1/5/15 min) before: {before[0]:.1f}/{before[1]:.1f}/{before[2]:.1f}; "
+            f"after: {after[0]:.1f}/{after[1]:.1f}/{after[2]:.1f} (2-core machine shared with other work).",
+            "",
+        ]
     tgt = targets(res)
     if tgt:
-        lines += ["### Targets (issue 7)", ""]
+        lines += ["### Targets (issue 17)", ""]
         lines += _table(["target", "limit", "measured", ""], [[a, b, c, _mark(d)] for a, b, c, d in tgt])
     if res.get("throughput"):
         lines += _throughput(res["throughput"])
@@ -198,6 +335,8 @@ def markdown(res: dict[str, Any]) -> str:
         lines += _table(["consumer", "median ms"], [[k, _f(v["ttfc_ms"], "{:.2f}")] for k, v in res["ttfc"].items()])
     if res.get("httpx2"):
         lines += _httpx2(res["httpx2"])
+    if res.get("gateway"):
+        lines += _gateway(res["gateway"])
     if res.get("profile"):
         lines += ["### Profiles", "", *(f"- {k}: `{v}`" for k, v in res["profile"].items()), ""]
     return "\n".join(lines)

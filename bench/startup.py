@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -69,26 +70,55 @@ def _env(tmp: Path) -> dict[str, str]:
     return env
 
 
-def _time(argv: Sequence[str], env: dict[str, str], cwd: Path) -> float:
-    t0 = time.perf_counter()
+def _cpu_children() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _time(argv: Sequence[str], env: dict[str, str], cwd: Path, cpu: list[float] | None = None) -> float:
+    """Wall seconds of one run of ``argv``; its CPU seconds (user + system) appended to ``cpu``."""
+    c0, t0 = _cpu_children(), time.perf_counter()
     done = subprocess.run(
         argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False
     )  # stdin: `harness run` reads piped stdin
     elapsed = time.perf_counter() - t0
+    if cpu is not None:
+        cpu.append(_cpu_children() - c0)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.decode()[-2000:]}")
     return elapsed
 
 
+INSTANCES = (1, 30)
+"""Sizes of the ``harness run (mock, N openai instances)`` rows: start-up must not grow with them."""
+
+
+def write_instances(folder: Path) -> None:
+    """``instances-N.yaml`` in ``folder``: the mock and N harness-llm-openai instances (unused
+    routes on a closed port), for each N of :data:`INSTANCES`."""
+    for count in INSTANCES:
+        lines = ["plugins:", "  mock: {}"]
+        lines += [
+            f"  openai:i{i}: {{base_url: 'http://127.0.0.1:9/v1', api_key: null, routes: [r{i}]}}" for i in range(count)
+        ]
+        (folder / f"instances-{count}.yaml").write_text("\n".join(lines) + "\n")
+
+
 def commands(python: str) -> dict[str, list[str]]:
-    """The measured commands, by label (``harness`` is the console script beside ``python``)."""
+    """The measured commands, by label (``harness`` is the console script beside ``python``;
+    the ``instances-N.yaml`` files are in the working directory, see :func:`write_instances`)."""
     harness = str(Path(python).parent / "harness")
+    many = {
+        f"harness run (mock, {n} openai instances)": [harness, "-c", f"instances-{n}.yaml", "run", "-p", "mock", "Hi"]
+        for n in INSTANCES
+    }
     return {
         "python -c pass": [python, "-c", "pass"],
         'python -c "import httpx"': [python, "-c", "import httpx"],
         "harness --help": [harness, "--help"],
         "harness plugins (10 extra installed)": [harness, "plugins"],
         "harness run (mock)": [harness, "run", "-p", "mock", "Hello from the benchmark"],
+        **many,
     }
 
 
@@ -101,23 +131,30 @@ def measure(python: str = sys.executable, rounds: int = 15) -> dict[str, Any]:
             (tmp / sub).mkdir()
         make_plugins(tmp / "site")
         env, cwd = _env(tmp), tmp / "cwd"
+        write_instances(cwd)
         cmds = commands(python)
         for argv in cmds.values():  # warm the OS file cache and .pyc files
             _time(argv, env, cwd)
         samples: dict[str, list[float]] = {label: [] for label in cmds}
         ratios: dict[str, list[float]] = {label: [] for label in cmds}
+        cpu: dict[str, list[float]] = {label: [] for label in cmds}
+        cpu_ratios: dict[str, list[float]] = {label: [] for label in cmds}
+        reference = 'python -c "import httpx"'
         for r in range(rounds):
             labels = list(cmds)
             labels = labels[r % len(labels) :] + labels[: r % len(labels)]
-            this = {label: _time(cmds[label], env, cwd) for label in labels}
+            this = {label: _time(cmds[label], env, cwd, cpu[label]) for label in labels}
             for label, value in this.items():
                 samples[label].append(value)
-                ratios[label].append(value / this['python -c "import httpx"'])
+                ratios[label].append(value / this[reference])
+                cpu_ratios[label].append(cpu[label][-1] / cpu[reference][-1])
         imports = {label: forbidden_imports(cmds[label], env, cwd) for label in list(cmds)[2:4]}
         summary = import_summary(python, env, cwd)
     return {
         "median_s": {label: statistics.median(v) for label, v in samples.items()},
         "ratio": {label: statistics.median(v) for label, v in ratios.items()},
+        "median_cpu_s": {label: statistics.median(v) for label, v in cpu.items()},
+        "cpu_ratio": {label: statistics.median(v) for label, v in cpu_ratios.items()},
         "forbidden": imports,
         "importtime": summary,
     }

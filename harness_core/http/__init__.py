@@ -4,6 +4,7 @@
   ``Retry-After``, request ids and httpx exceptions → :class:`~harness_core.errors.LlmError`
   (providers refine the code through an :data:`ErrorClassifier`);
 - :mod:`~harness_core.http.client`: the ``httpx.AsyncClient`` factory;
+- :mod:`~harness_core.http.transport`: its transport (httpcore or aiohttp, ``transport:``);
 - :mod:`~harness_core.http.stream`: :func:`open_sse_stream` / :class:`SSEStream`;
 - :mod:`~harness_core.http.decoding`: ``Content-Encoding`` of a streamed body;
 - :mod:`~harness_core.http.finishing`: closing httpx's body generators.
@@ -28,6 +29,13 @@ from harness_core.http.errors import (
     request_id_from,
 )
 from harness_core.http.stream import DEFAULT_CLOSE_TIMEOUT, SSEStream, open_sse_stream
+from harness_core.http.transport import (
+    TransportName,
+    make_transport,
+    prefer_transport,
+    preferred_transport,
+    resolve_transport,
+)
 
 __all__ = [
     "ACCEPT_ENCODING",
@@ -35,6 +43,7 @@ __all__ = [
     "ErrorClassifier",
     "ErrorDetails",
     "SSEStream",
+    "TransportName",
     "check_headers",
     "code_for_provider_type",
     "code_for_status",
@@ -43,9 +52,13 @@ __all__ = [
     "error_from_payload",
     "error_from_response",
     "make_client",
+    "make_transport",
     "open_sse_stream",
     "parse_error_body",
     "parse_retry_after",
+    "prefer_transport",
+    "preferred_transport",
     "request_id_from",
+    "resolve_transport",
     "split_base_url",
 ]

@@ -10,6 +10,7 @@ from typing import Final
 import httpx
 
 from harness_core.errors import LlmError
+from harness_core.http.transport import make_transport, resolve_transport
 from harness_core.secret import secret_problem
 
 __all__ = ["ACCEPT_ENCODING", "check_headers", "make_client", "split_base_url"]
@@ -57,6 +58,7 @@ def make_client(
     max_connections: int = 100,
     max_keepalive_connections: int = 20,
     transport: httpx.AsyncBaseTransport | None = None,
+    backend: str = "auto",
 ) -> httpx.AsyncClient:
     """An ``httpx.AsyncClient`` configured alike for every HTTP adapter.
 
@@ -70,21 +72,27 @@ def make_client(
     onto its path and the query is sent with every request (:func:`split_base_url`).
     ``Accept-Encoding`` is :data:`ACCEPT_ENCODING` unless ``headers`` set it.
 
+    ``transport`` (tests, proxies) wins; otherwise ``backend`` picks the network transport:
+    ``"auto"``, ``"httpcore"`` or ``"aiohttp"`` (:func:`harness_core.http.resolve_transport`).
+
     Raises:
         LlmError: ``CONFIG`` (naming ``provider``) for a header value that cannot be sent
-            (:func:`check_headers`).
+            (:func:`check_headers`), or a ``backend`` that cannot be used here.
     """
     sent = dict(headers or {})
     if not any(name.lower() == "accept-encoding" for name in sent):
         sent["accept-encoding"] = ACCEPT_ENCODING
     check_headers(sent, provider=provider)
     base, query = split_base_url(base_url)
+    limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_keepalive_connections)
+    if transport is None:
+        transport = make_transport(resolve_transport(backend, provider=provider), limits=limits)
     return httpx.AsyncClient(
         base_url=base,
         params=httpx.QueryParams(query) if query else None,
         headers=sent,
         timeout=httpx.Timeout(connect=connect_timeout, read=read_timeout, write=write_timeout, pool=pool_timeout),
-        limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_keepalive_connections),
+        limits=limits,
         transport=transport,
         follow_redirects=False,
     )

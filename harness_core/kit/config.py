@@ -8,7 +8,7 @@ so ``harness plugins`` stays fast. Field meanings are in ``docs/writing-an-adapt
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -46,6 +46,8 @@ class HttpProviderConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=Tru
         timeout: :class:`HttpTimeouts` in seconds.
         max_connections: size of the HTTP connection pool.
         pool_timeout: seconds to wait for a free pooled connection.
+        transport: ``auto`` (default), ``httpcore`` or ``aiohttp`` (asyncio only; needs
+            ``harness-core[aiohttp]``): see :mod:`harness_core.http.transport`.
     """
 
     base_url: str = ""
@@ -55,6 +57,7 @@ class HttpProviderConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=Tru
     timeout: HttpTimeouts = msgspec.field(default_factory=HttpTimeouts)
     max_connections: int = 20
     pool_timeout: float = 30.0
+    transport: Literal["auto", "httpcore", "aiohttp"] = "auto"
 
 
 def vendor_api_key(var: str, base_url: str) -> EnvFallback:
@@ -70,7 +73,7 @@ def vendor_api_key(var: str, base_url: str) -> EnvFallback:
 
 def client_options(config: HttpProviderConfig) -> dict[str, Any]:
     """Keyword arguments of :func:`harness_core.http.make_client` from a config (base URL, which
-    may carry a query sent with every request; timeouts; pool size); headers are the adapter's
+    may carry a query sent with every request; timeouts; pool size; transport); headers are the adapter's
     business."""
     timeout = config.timeout
     return {
@@ -81,4 +84,5 @@ def client_options(config: HttpProviderConfig) -> dict[str, Any]:
         "pool_timeout": config.pool_timeout,
         "max_connections": config.max_connections,
         "max_keepalive_connections": config.max_connections,
+        "backend": config.transport,
     }

@@ -41,7 +41,7 @@ import msgspec
 from harness_core.abort import AbortSignal
 from harness_core.assembler import BlockAssembler
 from harness_core.errors import LlmError
-from harness_core.http import parse_retry_after
+from harness_core.http import parse_retry_after, prefer_transport, preferred_transport
 from harness_core.testing.check import check_stream
 from harness_core.testing.server import Reply, ScriptedServer
 from harness_core.testing.splits import one_byte_reads, split_at
@@ -220,8 +220,10 @@ class AdapterConformance:
         schema_options: options with a :class:`~harness_core.types.JsonSchemaFormat` the adapter
             honours (``None``: no structured output): the request must carry the schema.
         api_key: the secret :meth:`make_adapter` configures; it must appear in no error.
-        backends: the anyio backends each obligation runs on (``trio`` is skipped when it is
-            not installed).
+        backends: the event loops each obligation runs on: ``asyncio``, ``asyncio+aiohttp``
+            (asyncio with ``transport: auto`` meaning aiohttp, see
+            :func:`harness_core.http.prefer_transport`; skipped without httpx-aiohttp) and
+            ``trio`` (skipped when it is not installed).
         max_two_way_splits: the every-byte-split obligation cuts each body in two at every
             offset; for a longer body it cuts at this many offsets spread evenly (always
             including every offset of the first and last events). One-byte reads, which put a
@@ -236,7 +238,7 @@ class AdapterConformance:
     media_options: ClassVar[GenerateOptions | None] = None
     schema_options: ClassVar[GenerateOptions | None] = None
     api_key: ClassVar[str | None] = None
-    backends: ClassVar[Sequence[str]] = ("asyncio", "trio")
+    backends: ClassVar[Sequence[str]] = ("asyncio", "asyncio+aiohttp", "trio")
     max_two_way_splits: ClassVar[int] = 200
     hang_guard: ClassVar[float] = 60.0
 
@@ -529,9 +531,15 @@ class AdapterConformance:
         self, obligation: str, scenario: str, check: Callable[[_T], Awaitable[None]], argument: _T
     ) -> None:
         for backend in self.backends:
-            if backend == "trio" and importlib.util.find_spec("trio") is None:
+            loop, _, transport = backend.partition("+")
+            if importlib.util.find_spec("httpx_aiohttp" if transport else loop) is None:
                 continue
-            problem = _run_in_thread(functools.partial(anyio.run, self._guarded, check, argument, backend=backend))
+            before = preferred_transport()
+            prefer_transport("aiohttp" if transport else "httpcore")
+            try:
+                problem = _run_in_thread(functools.partial(anyio.run, self._guarded, check, argument, backend=loop))
+            finally:
+                prefer_transport(before)
             if problem is not None:
                 detail, cause = problem
                 raise ConformanceFailure(obligation, scenario, f"{detail} (on {backend})") from cause

@@ -274,6 +274,7 @@ def test_config_defaults_and_client_options() -> None:
         "pool_timeout": 30.0,
         "max_connections": 3,
         "max_keepalive_connections": 3,
+        "backend": "auto",
     }
 
 

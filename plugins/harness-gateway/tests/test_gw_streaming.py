@@ -162,3 +162,24 @@ def test_scripted_provider_corners(tmp_path: Path) -> None:
 
             too_big = client.post("/v1/chat/completions", content=chunks())
             assert too_big.status_code == 413
+
+
+def test_a_burst_larger_than_the_send_buffer_arrives_whole_and_in_order(tmp_path: Path) -> None:
+    """One upstream read holding far more events than the gateway's 64-item send buffer: the
+    producer waits for room, the sender joins what is queued, and every delta arrives in order."""
+    words = [f"w{i} " for i in range(300)]
+    provider = ScriptedServer(Reply(reads=[b"".join(openai_sse(*words)) + b"data: [DONE]\n\n"]))
+    with provider:
+        extra = f"  openai:up: {{base_url: '{provider.url}/v1', api_key: dummy-key, routes: [up]}}"
+        with serve_gateway(tmp_path, gateway_yaml("", extra, db=tmp_path / "gw.sqlite")) as running:
+            body = {"model": "up/m", "messages": HI, "stream": True}
+            with httpx.Client(timeout=30) as client:
+                lines = client.post(running.url + "/v1/chat/completions", json=body).text.splitlines()
+    pieces = [
+        choice["delta"].get("content") or ""
+        for line in lines
+        if line.startswith("data: {")
+        for choice in json.loads(line[6:])["choices"]
+    ]
+    assert "".join(pieces) == "".join(words)
+    assert lines[-1] == "data: [DONE]" or lines[-2] == "data: [DONE]"

@@ -16,6 +16,8 @@ from gw_helpers import gateway_yaml, serve_gateway, wait_until
 
 from harness_core.cli._app import cli
 from harness_core.errors import LlmError
+from harness_core.http import preferred_transport
+from harness_core.http import transport as http_transport
 from harness_core.types import Finish, FinishReason, Message, ReasoningBlock, ToolCallBlock
 from harness_gateway import server as server_module
 from harness_gateway.anthropic_messages import MessagesStreamEncoder, messages_response, parse_messages_request
@@ -197,6 +199,7 @@ def test_worker_app_and_several_workers(monkeypatch: pytest.MonkeyPatch) -> None
         server_module.ENV_LOG_LEVEL,
     ):
         monkeypatch.setenv(name, "")  # restored after the test: serve() sets them for its workers
+    monkeypatch.setattr(http_transport, "_preferred", ["httpcore"])  # serve() prefers aiohttp process-wide
     server_module.serve("cfg.yaml", "0.0.0.0", 9000, 3, watch=True, drain_timeout=4, log_level="debug")
     app, options = calls[0]
     assert app == "harness_gateway.server:worker_app"
@@ -204,6 +207,7 @@ def test_worker_app_and_several_workers(monkeypatch: pytest.MonkeyPatch) -> None
     worker = worker_app()
     assert (worker.config_path, worker.host, worker.watch, worker.log_level) == ("cfg.yaml", "0.0.0.0", True, "debug")
     assert os.environ[server_module.ENV_CONFIG] == "cfg.yaml"
+    assert preferred_transport() == "aiohttp"  # a serving process relays over aiohttp
 
 
 def test_cli_errors(tmp_path: Path) -> None:

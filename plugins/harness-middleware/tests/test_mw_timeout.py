@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
+
 import anyio
 import msgspec
 import pytest
@@ -13,6 +16,7 @@ from harness_core.types import (
     Finish,
     ReasoningBlock,
     ReasoningDelta,
+    StreamChunk,
     TextBlock,
     TextDelta,
     ToolCallBlock,
@@ -171,3 +175,25 @@ async def test_inner_iterator_without_aclose() -> None:
 
     chunks = await collect(plugin().llm_stream(options(), lambda _: Plain()))  # type: ignore[arg-type,return-value]
     assert chunks == [*text_chunks("a"), stop()]
+
+
+async def test_a_read_that_swallows_the_timeout_keeps_its_chunk() -> None:
+    """An inner stream that catches the timer's cancellation and returns a chunk anyway: the
+    chunk is passed on, the stream goes on, and no cancellation is left pending for the caller."""
+    chunks = text_chunks("late")
+    cancelled = anyio.get_cancelled_exc_class()
+
+    async def inner(options: object) -> AsyncIterator[StreamChunk]:
+        with contextlib.suppress(cancelled):  # a misbehaving inner stream
+            await anyio.sleep_forever()
+        for chunk in [*chunks, stop()]:
+            yield chunk
+
+    out = await collect(plugin(first_chunk=0.01, idle=None).llm_stream(options(), inner))
+    await anyio.lowlevel.checkpoint()  # a stray cancellation would surface here
+    assert out == [*chunks, stop()]
+
+
+async def test_a_total_deadline_beyond_the_idle_timer_leaves_idle_in_charge() -> None:
+    chunks = [*text_chunks("a", "b"), stop()]
+    assert await collect(plugin(idle=30, total=3600).llm_stream(options(), Script(chunks))) == chunks

@@ -361,12 +361,12 @@ class _Run:
                             )  # failed before any output: an HTTP error
                             return
                         state["started"] = True
-                        await out.send(encoder.start())
+                        await _put(out, encoder.start())
                     data = encoder.feed(chunk)
                     if data:
-                        await out.send(data)
+                        await _put(out, data)
                     if isinstance(chunk, Finish):
-                        await out.send(_LAST)
+                        await _put(out, _LAST)
 
                 await self.chunks(feed)
 
@@ -385,9 +385,9 @@ class _Run:
                 if isinstance(item, GatewayError):  # failed before any output, after a keep-alive went out
                     await send({"type": "http.response.body", "body": encoder.error(item), "more_body": True})
                     break  # the error is the terminal event
-                body = item if item is not None else KEEPALIVE
+                body, following = (KEEPALIVE, None) if item is None else _ready(pending, item)
                 await send({"type": "http.response.body", "body": body, "more_body": True})
-                item = await _receive(pending, keepalive)
+                item = following if following is not None else await _receive(pending, keepalive)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
@@ -406,6 +406,30 @@ async def _receive(pending: Any, keepalive: float) -> bytes | GatewayError | Non
         item: bytes | GatewayError = await pending.receive()
         return item
     return None
+
+
+async def _put(out: Any, item: bytes | GatewayError) -> None:
+    """Queue ``item`` for the sender without a checkpoint while the buffer has room, so the
+    events of one upstream read reach the sender together (:func:`_ready` joins them)."""
+    try:
+        out.send_nowait(item)
+    except anyio.WouldBlock:
+        await out.send(item)
+
+
+def _ready(pending: Any, body: bytes) -> tuple[bytes, bytes | GatewayError | None]:
+    """``body`` joined with the bytes already queued behind it (one write for the client instead
+    of one per event; nothing waits for more), and the first queued item that is not bytes
+    (``None`` when the queue ran empty)."""
+    parts = [body]
+    while True:
+        try:
+            item: bytes | GatewayError = pending.receive_nowait()
+        except anyio.WouldBlock:
+            return b"".join(parts), None
+        if not isinstance(item, bytes):
+            return b"".join(parts), item
+        parts.append(item)
 
 
 def _finish_of(assembler: BlockAssembler) -> Finish:

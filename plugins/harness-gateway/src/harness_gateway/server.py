@@ -25,6 +25,7 @@ import anyio
 from anyio.abc import TaskStatus
 
 from harness_core.config import RedactFilter
+from harness_core.http import prefer_transport
 from harness_core.loader import find_config
 from harness_gateway.app import Gateway, build_app
 from harness_gateway.config import default_database_path
@@ -165,8 +166,15 @@ def _mtime(path: Path) -> tuple[int, int, int] | None:
     return found.st_mtime_ns, found.st_size, found.st_ino
 
 
+def _long_lived_process() -> None:
+    """A serving process pays aiohttp's import once and gains on every chunk relayed: providers
+    with ``transport: auto`` use it here (measured in BENCHMARKS.md, "The transport")."""
+    prefer_transport("aiohttp")
+
+
 def worker_app() -> GatewayServer:
     """The app of one worker process (``uvicorn --factory``), configured by :func:`serve`'s environment."""
+    _long_lived_process()
     return GatewayServer(
         os.environ.get(ENV_CONFIG) or None,
         os.environ.get(ENV_HOST, "127.0.0.1"),
@@ -178,8 +186,12 @@ def worker_app() -> GatewayServer:
 def serve(
     config: str | None, host: str, port: int, workers: int, *, watch: bool, drain_timeout: float, log_level: str
 ) -> None:
-    """Run uvicorn until SIGINT / SIGTERM (then drain up to ``drain_timeout`` seconds)."""
+    """Run uvicorn until SIGINT / SIGTERM (then drain up to ``drain_timeout`` seconds).
+
+    Providers with ``transport: auto`` use aiohttp in the serving process(es)."""
     import uvicorn
+
+    _long_lived_process()
 
     common: dict[str, Any] = {
         "host": host,

@@ -12,13 +12,17 @@ When a timer runs out the inner stream is closed, every open block is closed wit
 retryable ``TIMEOUT`` failure, so a ``retry`` layer outside can try again when nothing was
 yielded yet.
 
-Each read of the inner stream is raced against its timer with :func:`anyio.move_on_after` inside
-a plain coroutine: this generator never yields inside a cancel scope (docs/hooks.md), so the timers can
-never cancel the caller's code.
+Each read of the inner stream is raced against its timer inside a plain coroutine: this generator
+never yields inside a cancel scope (docs/hooks.md), so the timers can never cancel the caller's
+code. On asyncio one loop timer per stream bounds every read (:class:`_ReadTimer`: a read only
+moves a deadline, the timer is re-armed when it fires early, so a chunk costs no timer
+operation); on trio each read runs inside :func:`anyio.move_on_after`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import math
 from collections.abc import AsyncIterator
 from typing import Annotated, Final
 
@@ -59,6 +63,82 @@ async def _next_within(stream: AsyncIterator[StreamChunk], seconds: float | None
     return _TIMED_OUT
 
 
+class _ReadTimer:
+    """The deadline of the read in progress on asyncio, with one ``loop.call_at`` handle per
+    stream instead of a cancel scope per read.
+
+    :meth:`begin` sets the deadline of the read about to start (arming the handle only when it is
+    not armed early enough already); :meth:`end` clears it. When the handle fires before the
+    current deadline (the stream moved on since) it re-arms for that deadline; between reads it
+    stays unarmed; at the deadline it cancels the reading task, as ``asyncio.timeout`` does, and
+    :meth:`end` withdraws that cancellation again.
+    """
+
+    __slots__ = ("_armed_for", "_deadline", "_fired", "_handle", "_loop", "_task")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._handle: asyncio.TimerHandle | None = None
+        self._armed_for = math.inf
+        self._deadline = math.inf
+        self._fired = False
+        self._task: asyncio.Task[object] | None = None
+
+    def task(self) -> asyncio.Task[object]:
+        """The task running this stream's read."""
+        task = asyncio.current_task(self._loop)
+        assert task is not None  # a coroutine on asyncio runs in a task
+        return task
+
+    def begin(self, task: asyncio.Task[object], seconds: float) -> None:
+        """``task`` starts a read that may take ``seconds``."""
+        deadline = self._loop.time() + seconds
+        self._deadline = deadline
+        self._task = task
+        if deadline < self._armed_for:
+            if self._handle is not None:
+                self._handle.cancel()
+            self._handle = self._loop.call_at(deadline, self._expire)
+            self._armed_for = deadline
+
+    def end(self, task: asyncio.Task[object]) -> int | None:
+        """The read ended. When the timer cancelled it, withdraw that cancellation and return how
+        many cancellations of ``task`` remain (``<=`` the count before the read: the timer's
+        alone); ``None`` when the timer did not fire."""
+        self._deadline = math.inf
+        if not self._fired:
+            return None
+        self._fired = False
+        return task.uncancel()
+
+    def _expire(self) -> None:
+        armed_for, deadline = self._armed_for, self._deadline
+        self._handle, self._armed_for = None, math.inf
+        if deadline == math.inf:
+            return  # between reads: the next read arms the timer again
+        if deadline > armed_for:
+            self._handle = self._loop.call_at(deadline, self._expire)
+            self._armed_for = deadline
+            return
+        assert self._task is not None  # set by begin with the deadline
+        self._fired = True
+        self._task.cancel()
+
+    def close(self) -> None:
+        """Disarm the timer (the stream ended)."""
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+
+def _read_timer() -> _ReadTimer | None:
+    """A :class:`_ReadTimer` on asyncio; ``None`` elsewhere (trio: a cancel scope per read)."""
+    try:
+        return _ReadTimer(asyncio.get_running_loop())
+    except RuntimeError:
+        return None
+
+
 class TimeoutPlugin:
     """Middleware enforcing first-chunk, idle and total timeouts (see module doc)."""
 
@@ -96,10 +176,28 @@ class TimeoutPlugin:
         stream = call_next(options)
         blocks = BlockAssembler(keep_ended=False)  # only the blocks still open
         first = True
+        reads = _read_timer()
+        idle = self.config.idle
         try:
             while True:
-                limit, timer = self._limit(first, deadline)
-                item = await _next_within(stream, limit)
+                limit, timer = self._limit(first, deadline) if first or deadline is not None else (idle, "idle")
+                if reads is None or limit is None:
+                    item = await _next_within(stream, limit)
+                else:  # inline: no coroutine per read
+                    task = reads.task()
+                    cancelling = task.cancelling()
+                    reads.begin(task, limit)
+                    try:
+                        item = await anext(stream)
+                    except StopAsyncIteration:
+                        item = _END
+                    except asyncio.CancelledError:
+                        left = reads.end(task)
+                        if left is None or left > cancelling:
+                            raise  # the caller's cancellation (with or without the timer's)
+                        item = _TIMED_OUT
+                    else:
+                        reads.end(task)  # had the read swallowed the timer's cancellation, its chunk is kept
                 if item is _END:
                     return
                 if isinstance(item, _Marker):
@@ -114,4 +212,6 @@ class TimeoutPlugin:
                 if isinstance(item, Finish):
                     return  # nothing follows a finish: no timer may add a second one
         finally:
+            if reads is not None:
+                reads.close()
             await aclose(stream)

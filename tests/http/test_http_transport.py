@@ -1,0 +1,198 @@
+"""``transport:``: which transport a client gets (auto / httpcore / aiohttp, per event loop), and
+the aiohttp transport's faults classified as httpcore's are."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterator
+
+import aiohttp
+import httpx
+import pytest
+
+from harness_core.errors import LlmError
+from harness_core.http import (
+    error_from_exception,
+    make_client,
+    make_transport,
+    open_sse_stream,
+    prefer_transport,
+    preferred_transport,
+    resolve_transport,
+)
+from harness_core.http.aiohttp_transport import AiohttpTransport, _mapping, map_exception
+from harness_core.testing.server import Reply, ScriptedServer
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def aiohttp_preferred() -> Iterator[None]:
+    before = preferred_transport()
+    prefer_transport("aiohttp")
+    yield
+    prefer_transport(before)
+
+
+@pytest.fixture
+def no_httpx_aiohttp(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "httpx_aiohttp" else real(name))
+
+
+def test_auto_is_httpcore_unless_a_process_prefers_aiohttp() -> None:
+    assert preferred_transport() == "httpcore"
+    assert resolve_transport("auto") == "httpcore"
+    assert resolve_transport("httpcore") == "httpcore"
+
+
+@pytest.mark.usefixtures("aiohttp_preferred")
+async def test_auto_follows_the_preference_on_asyncio_only(anyio_backend: str) -> None:
+    expected = "aiohttp" if anyio_backend == "asyncio" else "httpcore"
+    assert resolve_transport("auto") == expected
+
+
+@pytest.mark.usefixtures("aiohttp_preferred", "no_httpx_aiohttp")
+def test_auto_without_httpx_aiohttp_is_httpcore() -> None:
+    assert resolve_transport("auto") == "httpcore"
+
+
+def test_aiohttp_outside_an_event_loop_is_accepted() -> None:
+    assert resolve_transport("aiohttp") == "aiohttp"
+
+
+async def test_aiohttp_is_refused_on_trio_naming_the_loop(anyio_backend: str) -> None:
+    if anyio_backend == "asyncio":
+        assert resolve_transport("aiohttp") == "aiohttp"
+        return
+    with pytest.raises(LlmError) as caught:
+        resolve_transport("aiohttp", provider="openai")
+    assert (caught.value.code, caught.value.provider) == ("CONFIG", "openai")
+    assert "asyncio only, not trio" in str(caught.value)
+
+
+@pytest.mark.usefixtures("no_httpx_aiohttp")
+def test_aiohttp_without_httpx_aiohttp_says_what_to_install() -> None:
+    with pytest.raises(LlmError) as caught:
+        resolve_transport("aiohttp", provider="openai")
+    assert caught.value.code == "CONFIG"
+    assert "pip install 'harness-core[aiohttp]'" in str(caught.value)
+
+
+def test_an_unknown_transport_is_config() -> None:
+    with pytest.raises(LlmError) as caught:
+        make_client(base_url="http://127.0.0.1:9", backend="h2", provider="acme")
+    assert caught.value.code == "CONFIG"
+    assert "transport: expected one of auto, httpcore, aiohttp, got 'h2'" in str(caught.value)
+
+
+def test_prefer_transport_refuses_other_names() -> None:
+    with pytest.raises(ValueError, match="not 'auto'"):
+        prefer_transport("auto")  # type: ignore[arg-type]
+
+
+def test_make_transport() -> None:
+    limits = httpx.Limits(max_connections=7)
+    assert make_transport("httpcore", limits=limits) is None
+    transport = make_transport("aiohttp", limits=limits)
+    assert isinstance(transport, AiohttpTransport)
+    assert transport.limits.max_connections == 7
+
+
+# ----------------------------------------------------------------------------- on the wire (asyncio)
+
+BODY = "data: café\n\ndata: 😀\n\n".encode()
+
+
+ON_ASYNCIO = pytest.mark.parametrize("anyio_backend", ["asyncio"])
+
+
+async def _events(server: ScriptedServer, **client: object) -> list[str]:
+    async with make_client(base_url=server.url, backend="aiohttp", **client) as http:  # type: ignore[arg-type]
+        request = http.build_request("POST", "/v1/x", content=b"{}")
+        async with open_sse_stream(http, request, provider="acme") as events:
+            return [event.data async for event in events]
+
+
+@ON_ASYNCIO
+@pytest.mark.parametrize("split", range(1, len(BODY)))
+async def test_an_sse_body_over_aiohttp_at_every_split(split: int) -> None:
+    with ScriptedServer(Reply(reads=[BODY[:split], BODY[split:]])) as server:
+        assert await _events(server) == ["café", "😀"]
+
+
+@ON_ASYNCIO
+async def test_a_truncated_body_over_aiohttp_is_network() -> None:
+    with ScriptedServer(Reply(reads=[b"data: a\n\n"], end="abrupt")) as server, pytest.raises(LlmError) as caught:
+        await _events(server)
+    assert (caught.value.code, caught.value.provider) == ("NETWORK", "acme")
+
+
+@ON_ASYNCIO
+async def test_a_refused_connection_over_aiohttp_is_network() -> None:
+    with ScriptedServer() as server:
+        url = server.url
+    async with make_client(base_url=url, backend="aiohttp") as http:
+        request = http.build_request("POST", "/v1/x", content=b"{}")
+        with pytest.raises(LlmError) as caught:
+            async with open_sse_stream(http, request, provider="acme"):
+                pass  # pragma: no cover - the connection is refused
+    assert caught.value.code == "NETWORK"
+
+
+@ON_ASYNCIO
+async def test_a_read_timeout_over_aiohttp_is_timeout() -> None:
+    with ScriptedServer(Reply(reads=[b"data: a\n\n"], end="stall")) as server, pytest.raises(LlmError) as caught:
+        await _events(server, read_timeout=0.05)
+    assert caught.value.code == "TIMEOUT"
+
+
+def _request() -> httpx.Request:
+    return httpx.Request("POST", "http://127.0.0.1:9/v1/x")
+
+
+@pytest.mark.parametrize(
+    ("fault", "mapped"),
+    [
+        (aiohttp.ConnectionTimeoutError("connect"), httpx.ConnectTimeout),
+        (aiohttp.SocketTimeoutError(), httpx.ReadTimeout),
+        (TimeoutError(), httpx.ReadTimeout),
+        (aiohttp.ServerDisconnectedError(), httpx.RemoteProtocolError),
+        (aiohttp.ClientPayloadError("cut"), httpx.RemoteProtocolError),
+        (aiohttp.ClientOSError(104, "reset"), httpx.ReadError),
+        (OSError("gone"), httpx.ReadError),
+        (aiohttp.InvalidURL("ftp://h"), httpx.UnsupportedProtocol),
+    ],
+)
+def test_aiohttp_faults_map_like_httpcore(fault: BaseException, mapped: type[httpx.HTTPError]) -> None:
+    exc = map_exception(fault, _request())
+    assert type(exc) is mapped
+    assert str(exc)  # never empty: it becomes the LlmError's message
+    assert error_from_exception(exc).code in {"TIMEOUT", "NETWORK", "PROTOCOL", "CONFIG"}
+
+
+def test_other_exceptions_are_not_transport_faults() -> None:
+    assert map_exception(ValueError("bug"), _request()) is None
+
+
+def test_an_exception_that_is_no_transport_fault_passes_unchanged() -> None:
+    with pytest.raises(ValueError, match="a bug"), _mapping(_request()):
+        raise ValueError("a bug")
+
+
+def _as_httpx_aiohttp_maps_a_disconnect() -> None:
+    try:
+        raise aiohttp.ServerDisconnectedError()
+    except aiohttp.ServerDisconnectedError as exc:
+        raise httpx.ConnectTimeout("wrongly a connect timeout") from exc
+
+
+def test_httpx_aiohttps_own_mapping_is_corrected() -> None:
+    with pytest.raises(httpx.RemoteProtocolError), _mapping(_request()):
+        _as_httpx_aiohttp_maps_a_disconnect()
+
+
+async def test_an_explicit_transport_wins_over_the_backend() -> None:
+    mock = httpx.MockTransport(lambda request: httpx.Response(204))
+    async with make_client(base_url="http://acme.test", transport=mock, backend="aiohttp") as http:
+        assert (await http.get("/x")).status_code == 204
