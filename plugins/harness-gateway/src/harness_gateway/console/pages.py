@@ -269,17 +269,28 @@ class Console:
         row, detail = found
         return self.render(request, "request.html", title=f"Request {row['request_id']}", row=row, detail=detail)
 
-    async def keys_page(self, request: Request, *, created: dict[str, Any] | None = None, error: str = "") -> Response:
+    async def keys_page(
+        self,
+        request: Request,
+        *,
+        created: dict[str, Any] | None = None,
+        error: str = "",
+        values: dict[str, str] | None = None,
+    ) -> Response:
         keys = await self.gateway.store.list_keys()
         status = 201 if created else 400 if error else 200
-        return self.render(request, "keys.html", status, title="Keys", keys=keys, created=created, error=error)
+        form = values or {}
+        return self.render(
+            request, "keys.html", status, title="Keys", keys=keys, created=created, error=error, form=form
+        )
 
     async def keys_create(self, request: Request) -> Response:
         data = await request.form()
+        values = {k: v for k, v in data.items() if isinstance(v, str) and k != "csrf"}
         try:
-            spec = key_spec({k: v for k, v in data.items() if isinstance(v, str)})
+            spec = key_spec(values)
         except FormError as exc:
-            return await self.keys_page(request, error=str(exc))
+            return await self.keys_page(request, error=str(exc), values=values)
         plain, record = await self.gateway.store.create_key(spec)
         return await self.keys_page(request, created={"key": plain, "name": record.name, "id": record.id})
 
