@@ -101,7 +101,7 @@ class Timeline:
         elif isinstance(chunk, Usage):
             counts = {k: v for k, v in _usage(chunk).items() if v is not None}
             self._event({"t": t, "event": "usage", **counts})
-        elif isinstance(chunk, Finish):
+        else:  # the finish, last
             finish: dict[str, Any] = {"t": t, "event": "finish", "kind": chunk.reason.kind}
             failure = chunk.reason.failure
             if failure is not None:
