@@ -24,7 +24,6 @@ from harness_core.types import (
     BlockEnd,
     BlockStart,
     FileBlock,
-    Finish,
     GenerateOptions,
     ReasoningBlock,
     ReasoningDelta,
