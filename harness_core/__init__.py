@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.errors import ErrorCode, InvalidOutputError, LlmError
     from harness_core.hookspecs import hookimpl
     from harness_core.runtime import GenerateResult, Harness, StreamContext
-    from harness_core.secret import Secret
+    from harness_core.secret import ChunkScrubber, RedactFilter, Redactor, Secret, redacted_logging
     from harness_core.structured import decode_output, response_format_for
     from harness_core.sync import SyncHarness
     from harness_core.tools import Tool, ToolRegistry, tool
@@ -60,6 +60,7 @@ __all__ = [
     "BlockEnd",
     "BlockStart",
     "ChainLink",
+    "ChunkScrubber",
     "ContentBlock",
     "Conversation",
     "ConversationState",
@@ -83,6 +84,8 @@ __all__ = [
     "NamedToolChoice",
     "ReasoningBlock",
     "ReasoningDelta",
+    "RedactFilter",
+    "Redactor",
     "Reply",
     "ResponseFormat",
     "Secret",
@@ -104,6 +107,7 @@ __all__ = [
     "detect_media_type",
     "hookimpl",
     "load_attachment",
+    "redacted_logging",
     "response_format_for",
     "tool",
 ]
@@ -143,7 +147,11 @@ _LAZY = {
     "ReasoningBlock": "harness_core.types",
     "ReasoningDelta": "harness_core.types",
     "Reply": "harness_core.conversation",
+    "ChunkScrubber": "harness_core.secret",
+    "RedactFilter": "harness_core.secret",
+    "Redactor": "harness_core.secret",
     "Secret": "harness_core.secret",
+    "redacted_logging": "harness_core.secret",
     "StreamChunk": "harness_core.types",
     "SyncHarness": "harness_core.sync",
     "TextBlock": "harness_core.types",

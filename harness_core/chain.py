@@ -25,10 +25,12 @@ import msgspec
 import pluggy
 
 from harness_core.assembler import BlockAssembler
-from harness_core.errors import LlmError
+from harness_core.contract import StreamContract
+from harness_core.errors import ErrorCode, LlmError
 from harness_core.hookspecs import CallNext
 from harness_core.plugininfo import PluginFailure
 from harness_core.registry import RouteRegistry
+from harness_core.secret import ChunkScrubber, Redactor
 from harness_core.types import BlockEnd, Finish, FinishReason, GenerateOptions, Message, StreamChunk
 
 __all__ = [
@@ -187,17 +189,35 @@ class Chain:
     impls in the same order; ``innermost`` is the final adapter boundary.
     """
 
-    __slots__ = ("_functions", "_innermost", "links")
+    __slots__ = ("_codes", "_functions", "_innermost", "links")
 
     def __init__(self, middleware: Sequence[tuple[ChainLink, MiddlewareFunction]], innermost: Innermost) -> None:
         self.links: tuple[ChainLink, ...] = tuple(link for link, _ in middleware)
         self._functions: tuple[MiddlewareFunction, ...] = tuple(function for _, function in middleware)
         self._innermost = innermost
+        self._codes = {function.__code__: link.key for link, function in middleware}
 
-    def open(self, options: GenerateOptions, run: ChainRun) -> AsyncGenerator[StreamChunk, None]:
+    def raiser(self, exc: BaseException) -> str | None:
+        """The plugins.yaml key of the middleware that raised ``exc`` (the innermost middleware
+        frame in its traceback), or ``None`` when no middleware frame is in it."""
+        key = None
+        tb = exc.__traceback__
+        while tb is not None:
+            key = self._codes.get(tb.tb_frame.f_code, key)
+            tb = tb.tb_next
+        return key
+
+    def open(
+        self, options: GenerateOptions, run: ChainRun, *, strict: bool = False
+    ) -> AsyncGenerator[StreamChunk, None]:
         """Create the outermost generator of one stream; every generator is recorded in ``run``.
 
-        With no middleware this is the boundary's generator itself: no layer is added.
+        With no middleware this is the boundary's generator itself (no layer is added) unless
+        ``strict``. With middleware, the outermost layer checks the whole stream contract
+        (:class:`~harness_core.contract.StreamContract`): a violation ends the stream there with
+        the open blocks closed and ``finish{error, PROTOCOL}`` naming the middleware chain.
+        ``strict`` checks the output of every layer instead (the adapter's and each
+        middleware's), so the error names exactly the layer that broke the contract.
         """
         generators = run.generators
         innermost = self._innermost
@@ -206,39 +226,63 @@ class Chain:
         def call_boundary(options: GenerateOptions) -> AsyncGenerator[StreamChunk, None]:
             generator = innermost(options, run)
             generators.append((depth, generator))
+            if strict:
+                generator = _guard(generator, f"the adapter of route {options.provider!r}", options)
+                generators.append((depth, generator))
             return generator
 
         call_next: Callable[[GenerateOptions], AsyncGenerator[StreamChunk, None]] = call_boundary
         for layer in range(depth - 1, -1, -1):
-            call_next = _layer(layer, self._functions[layer], call_next, generators)
+            culprit = f"middleware {self.links[layer].key!r}" if strict else None
+            call_next = _layer(layer, self._functions[layer], call_next, generators, culprit)
         if not depth:
             return call_next(options)
-        guard = _guard_terminal(call_next(options), self.links, options)
+        names = ", ".join(repr(link.key) for link in self.links)
+        guard = _guard(call_next(options), f"the middleware chain ({names})", options, self.raiser)
         generators.append((-1, guard))
         return guard
 
 
-async def _guard_terminal(
-    source: AsyncIterator[StreamChunk], links: tuple[ChainLink, ...], options: GenerateOptions
+async def _guard(
+    source: AsyncIterator[StreamChunk],
+    culprit: str,
+    options: GenerateOptions,
+    raiser: Callable[[BaseException], str | None] | None = None,
 ) -> AsyncGenerator[StreamChunk, None]:
-    """Outermost layer when middleware exist: the consumer gets exactly one ``finish``, last.
+    """A contract check over ``source`` (the output of ``culprit``): consumers get a legal stream.
 
-    A middleware that breaks SPEC §3 must not break every consumer: chunks after the first
-    ``finish`` are dropped (and logged; the chain still runs to its end, so code after a
-    middleware's loop runs), and a chain that ends without a finish gets its open blocks closed
-    and ``finish{error, PROTOCOL}`` naming the middleware.
+    A layer that breaks the stream contract must not break every consumer: at the first
+    violation the stream ends (open blocks closed with what they hold, then
+    ``finish{error, PROTOCOL}`` naming ``culprit`` and the rule); chunks after the first
+    ``finish`` are dropped (and logged; the source still runs to its end, so code after a
+    middleware's loop runs); a source that ends without a finish gets the same terminal.
+    An exception raised through it gets a note naming the middleware that raised it (found by
+    ``raiser``): ``raised by middleware plugin 'key'``.
     """
     tracker = BlockAssembler(keep_ended=False)
     feed = tracker.feed
-    async for chunk in source:
-        yield chunk
-        if type(chunk) is Finish:
-            async for extra in source:
-                logger.error("dropped a %s chunk that the middleware chain yielded after finish", type(extra).__name__)
-            return
-        feed(chunk)
-    names = ", ".join(repr(link.key) for link in links)
-    failure = LlmError("PROTOCOL", f"the middleware chain ({names}) ended the stream without a finish")
+    check = StreamContract().check
+    try:
+        async for chunk in source:
+            problem = check(chunk)
+            if problem is not None:
+                failure = LlmError("PROTOCOL", f"{culprit} broke the stream contract: {problem}")
+                logger.error("%s; the stream ends here", failure.message)
+                for end in _terminal(tracker, failure, options):
+                    yield end
+                return
+            yield chunk
+            if type(chunk) is Finish:
+                async for extra in source:
+                    logger.error("dropped a %s chunk that %s yielded after finish", type(extra).__name__, culprit)
+                return
+            feed(chunk)
+    except Exception as exc:
+        key = raiser(exc) if raiser is not None else None
+        if key is not None:
+            exc.add_note(f"raised by middleware plugin {key!r}")
+        raise
+    failure = LlmError("PROTOCOL", f"{culprit} ended the stream without a finish")
     for chunk in _terminal(tracker, failure, options):
         yield chunk
 
@@ -248,12 +292,17 @@ def _layer(
     function: MiddlewareFunction,
     inner: Callable[[GenerateOptions], AsyncIterator[StreamChunk]],
     generators: list[tuple[int, AsyncGenerator[StreamChunk, None]]],
+    culprit: str | None = None,
 ) -> Callable[[GenerateOptions], AsyncGenerator[StreamChunk, None]]:
-    """The ``call_next`` that starts middleware ``function`` at ``depth`` over ``inner``."""
+    """The ``call_next`` that starts middleware ``function`` at ``depth`` over ``inner``
+    (its output contract-checked, naming ``culprit``, when one is given)."""
 
     def call_next(options: GenerateOptions) -> AsyncGenerator[StreamChunk, None]:
         generator = function(options, inner)
         generators.append((depth, generator))
+        if culprit is not None:
+            generator = _guard(generator, culprit, options)
+            generators.append((depth, generator))
         return generator
 
     return call_next
@@ -263,7 +312,9 @@ class AdapterBoundary:
     """The innermost layer: route lookup, adapter faults → legal terminal chunks (SPEC §4).
 
     - unknown route → exactly one ``finish{error, NO_ADAPTER}`` naming the route, the known
-      routes and any adapter plugin failure that may explain it;
+      routes and any adapter plugin failure that may explain it (only the failure of the plugin
+      configured to serve it, when its routes are known: a missing key names its variable, with
+      code ``CONFIG`` when its configuration is what failed);
     - the adapter raises :class:`~harness_core.errors.LlmError` → the blocks it left open end
       with what they hold, then ``finish{error}`` carrying the failure;
     - any other exception → the same, with code ``INTERNAL``, logged with its traceback on the
@@ -273,13 +324,33 @@ class AdapterBoundary:
     - cancellation propagates untouched; nothing after the adapter's ``finish`` is read.
 
     The adapter's generator is closed (``aclose``) when the boundary's is.
+
+    With ``secrets`` (a :class:`~harness_core.secret.Redactor` of the plugins' keys) everything
+    the adapter produces is scrubbed here, before any middleware (cache, trace, telemetry) or
+    caller sees it: text and tool-call deltas with hold-back across splits, and every failure
+    message (a proxy echoing the ``Authorization`` header in its error body).
     """
 
-    __slots__ = ("_failures", "_registry")
+    __slots__ = ("_failures", "_registry", "_secrets")
 
-    def __init__(self, registry: RouteRegistry, failures: Sequence[PluginFailure]) -> None:
+    def __init__(
+        self, registry: RouteRegistry, failures: Sequence[PluginFailure], secrets: Redactor | None = None
+    ) -> None:
         self._registry = registry
         self._failures = failures
+        self._secrets = secrets if secrets is not None else Redactor()
+
+    def scrub(self, error: LlmError) -> LlmError:
+        """``error`` itself, or a copy whose message has the secrets masked."""
+        message = self._secrets(error.message)
+        if message == error.message:
+            return error
+        return LlmError.from_failure(msgspec.structs.replace(error.to_failure(), message=message))
+
+    def __call__(self, options: GenerateOptions, run: ChainRun) -> AsyncGenerator[StreamChunk, None]:
+        """The boundary's generator for one stream (scrubbed when there are secrets)."""
+        served = self._serve(options, run)
+        return _scrubbed(served, self._secrets) if self._secrets else served
 
     def no_adapter(self, route: str | None) -> LlmError:
         """The ``NO_ADAPTER`` error for ``route``: known routes, and the adapter plugins that failed."""
@@ -289,12 +360,16 @@ class AdapterBoundary:
         else:
             text = f"no adapter serves route {route!r}; known routes: {known}"
         failed = [f for f in self._failures if not f.is_middleware]
+        owners = [f for f in failed if route is not None and f.routes is not None and route in f.routes]
+        if owners:  # the plugin that would serve it is known: say only why it cannot
+            code: ErrorCode = "CONFIG" if owners[0].stage == "config" else "NO_ADAPTER"
+            return LlmError(code, f"route {route!r} is unavailable: {owners[0].message}")
         if failed:
             causes = "; ".join(f"plugin {f.key!r} failed at {f.stage}: {f.message}" for f in failed)
             text += f". Adapter plugins that failed to start (one may own this route): {causes}"
         return LlmError("NO_ADAPTER", text)
 
-    async def __call__(self, options: GenerateOptions, run: ChainRun) -> AsyncGenerator[StreamChunk, None]:
+    async def _serve(self, options: GenerateOptions, run: ChainRun) -> AsyncGenerator[StreamChunk, None]:
         route = options.provider
         registration = self._registry.get(route) if route is not None else None
         if route is None or registration is None:
@@ -338,6 +413,17 @@ class AdapterBoundary:
                     await stream.aclose()
                 except Exception as exc:
                     logger.error("closing the adapter stream of route %r failed", route, exc_info=exc)
+
+
+async def _scrubbed(source: AsyncGenerator[StreamChunk, None], secrets: Redactor) -> AsyncGenerator[StreamChunk, None]:
+    """``source`` with ``secrets`` masked (:class:`~harness_core.secret.ChunkScrubber`); closes ``source``."""
+    scrubber = ChunkScrubber(secrets)
+    try:
+        async for chunk in source:
+            for shown in scrubber.feed(chunk):
+                yield shown
+    finally:
+        await source.aclose()
 
 
 def _as_failure(exc: Exception, route: str) -> LlmError:

@@ -14,15 +14,14 @@ The loader (:mod:`harness_core.loader`) puts these pieces together.
 from __future__ import annotations
 
 import functools
-import logging
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 import msgspec
 
 from harness_core.errors import LlmError
+from harness_core.secret import MASK, RedactFilter, Redactor, redacted_logging
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import yaml
@@ -42,9 +41,6 @@ __all__ = [
     "redacted_logging",
     "substitute_env",
 ]
-
-MASK: Final = "**********"
-"""What a secret value is replaced with in messages (the same mask :class:`~harness_core.Secret` shows)."""
 
 MAX_ALIAS_NODES: Final = 10_000
 """The most nodes YAML aliases may expand to in one document; more is refused (a "billion laughs"
@@ -69,18 +65,24 @@ class EnvFallback:
             that is not a field of the Config never matches. Use it so a vendor's key is never
             sent to another host (SPEC §3.10).
 
+        required: when ``only_when`` holds and neither the YAML nor the variable gives a value,
+            the plugin cannot be used (the provider's own host refuses unauthenticated calls):
+            the loader records a failure naming the variable and the config field, before any
+            request is sent. Writing the field explicitly as ``null`` opts out (no key sent).
+
     The loader applies it only when the field is absent from the YAML mapping and the variable
     is set and non-empty; the value is then treated as a secret.
     """
 
-    __slots__ = ("only_when", "var")
+    __slots__ = ("only_when", "required", "var")
 
-    def __init__(self, var: str, only_when: Mapping[str, object] | None = None) -> None:
+    def __init__(self, var: str, only_when: Mapping[str, object] | None = None, *, required: bool = False) -> None:
         self.var = var
         self.only_when: dict[str, object] = dict(only_when or {})
+        self.required = required
 
     def __repr__(self) -> str:
-        return f"EnvFallback({self.var!r}, only_when={self.only_when!r})"
+        return f"EnvFallback({self.var!r}, only_when={self.only_when!r}, required={self.required!r})"
 
 
 class ConfigProblem(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -120,104 +122,6 @@ class ConfigError(LlmError):
         count = len(self.problems)
         header = f"invalid configuration ({count} problem{'s' if count != 1 else ''}):"
         super().__init__("CONFIG", "\n".join([header, *(f"  - {p}" for p in self.problems)]))
-
-
-class Redactor:
-    """Scrubs secret values out of text.
-
-    The loader adds every value substituted from the environment (``${{ env.NAME }}``, in plugin
-    configs and in ``defaults:``), every :class:`EnvFallback` value, and every value that lands in
-    a field typed :class:`~harness_core.Secret` (literal ones too). Values shorter than 3
-    characters are not scrubbed (they would mangle every message and cannot be secrets worth the
-    name).
-    """
-
-    __slots__ = ("_values",)
-
-    def __init__(self) -> None:
-        self._values: set[str] = set()
-
-    def add(self, value: str) -> None:
-        """Treat ``value`` as a secret from now on."""
-        if len(value) >= 3:
-            self._values.add(value)
-
-    def __contains__(self, value: object) -> bool:
-        return value in self._values
-
-    def __call__(self, text: str) -> str:
-        """``text`` with every known secret replaced by :data:`MASK` (longest first)."""
-        for value in sorted(self._values, key=len, reverse=True):
-            text = text.replace(value, MASK)
-        return text
-
-    def safe_end(self, text: str) -> int:
-        """How much of ``text`` (a prefix length) can be shown now when more text may follow.
-
-        The rest could be the start of a secret that the next piece completes, or is part of a
-        secret occurrence that the cut would split: it must wait. ``len(text)`` when nothing
-        needs to wait.
-        """
-        cut = len(text)
-        for value in self._values:
-            for k in range(min(len(value) - 1, len(text)), 0, -1):
-                if text.endswith(value[:k]):
-                    cut = min(cut, len(text) - k)
-                    break
-        moved = True
-        while moved:  # never cut through an occurrence of a secret
-            moved = False
-            for value in self._values:
-                start = text.find(value, max(0, cut - len(value) + 1))
-                if -1 < start < cut < start + len(value):
-                    cut, moved = start, True
-        return cut
-
-    def __repr__(self) -> str:
-        return f"Redactor({len(self._values)} secrets)"
-
-
-class RedactFilter(logging.Filter):
-    """A :class:`logging.Filter` that scrubs secrets from every record it sees; it drops nothing.
-
-    Attach it to a *handler* (``handler.addFilter(RedactFilter(loaded.redact))``): filters on a
-    logger do not see records propagated from child loggers. It replaces the record's message
-    (arguments merged in), its formatted traceback (``exc_text``; ``exc_info`` is kept so a
-    formatter still knows there is one) and ``stack_info`` by their redacted text. ``redact`` is
-    any ``str -> str`` scrubber, e.g. :meth:`harness_core.loader.LoadedConfig.redact`.
-    """
-
-    def __init__(self, redact: Callable[[str], str]) -> None:
-        super().__init__()
-        self.redact = redact
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        record.msg = self.redact(record.getMessage())
-        record.args = None
-        if record.exc_info and not record.exc_text:
-            record.exc_text = logging.Formatter().formatException(record.exc_info)
-        if record.exc_text:
-            record.exc_text = self.redact(record.exc_text)
-        if record.stack_info:
-            record.stack_info = self.redact(record.stack_info)
-        return True
-
-
-@contextmanager
-def redacted_logging(redact: Callable[[str], str]) -> Iterator[RedactFilter]:
-    """Within the block, every handler of the root logger scrubs secrets (a :class:`RedactFilter`).
-
-    Handlers added inside the block are not covered; the filter is removed on exit.
-    """
-    handlers = list(logging.getLogger().handlers)
-    redact_filter = RedactFilter(redact)
-    for handler in handlers:
-        handler.addFilter(redact_filter)
-    try:
-        yield redact_filter
-    finally:
-        for handler in handlers:
-            handler.removeFilter(redact_filter)
 
 
 def format_path(path: ConfigPath) -> str:
@@ -268,7 +172,14 @@ def parse_yaml(text: str, *, source: str) -> tuple[Any, dict[ConfigPath, int], l
         data = _Builder(loader, source, lines, problems).build(node, ())
     except yaml.MarkedYAMLError as exc:
         line = exc.problem_mark.line + 1 if exc.problem_mark is not None else None
-        return None, {}, [ConfigProblem(message=f"invalid YAML: {exc.problem or exc}", line=line, source=source)]
+        message = f"invalid YAML: {exc.problem or exc}"
+        lines_near = text.splitlines()[max(0, (line or 1) - 2) : line or 1]
+        if any("${{" in near for near in lines_near):
+            message += (
+                ". `${{ env.NAME }}` inside a flow mapping `{ … }` or list `[ … ]` must be quoted: "
+                'key: "${{ env.NAME }}"'
+            )
+        return None, {}, [ConfigProblem(message=message, line=line, source=source)]
     except _TooManyNodes as exc:
         message = (
             f"YAML aliases expand to more than {MAX_ALIAS_NODES} nodes (at alias *{exc.alias.anchor}): "

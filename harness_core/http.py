@@ -39,13 +39,16 @@ import httpx
 
 from harness_core.abort import Aborted, AbortSignal, race
 from harness_core.errors import ErrorCode, LlmError
+from harness_core.secret import secret_problem
 from harness_core.sse import DEFAULT_MAX_EVENT_SIZE, SSEDecoder, SSEEvent
 
 __all__ = [
+    "ACCEPT_ENCODING",
     "DEFAULT_CLOSE_TIMEOUT",
     "ErrorClassifier",
     "ErrorDetails",
     "SSEStream",
+    "check_headers",
     "code_for_provider_type",
     "code_for_status",
     "describe_error_body",
@@ -57,6 +60,7 @@ __all__ = [
     "parse_error_body",
     "parse_retry_after",
     "request_id_from",
+    "split_base_url",
 ]
 
 MAX_MESSAGE: Final = 1000
@@ -320,7 +324,8 @@ def error_from_response(
     The code comes from the classifier when it returns one, else from :func:`code_for_status`
     (the generic type table is *not* applied to HTTP errors: e.g. OpenAI answers a bad key with
     401 and type ``invalid_request_error``). The message is the provider's message, else a body
-    snippet, else the status phrase, truncated to 1,000 characters. ``retry_after``
+    snippet, else the status phrase, truncated to 1,000 characters; a redirect (3xx) says where
+    it pointed and that it was not followed. ``retry_after``
     (:func:`parse_retry_after`) and ``request_id`` (:func:`request_id_from`) come from the
     headers. Never raises.
     """
@@ -331,6 +336,13 @@ def error_from_response(
     except ValueError:
         phrase = "error"
     message = refined.message or generic.message or snippet or f"HTTP {status} {phrase}"
+    if 300 <= status <= 399:
+        location = _lowered(headers).get("location")
+        target = f"to {location!r}" if location else "without a Location"
+        message = (
+            f"HTTP {status} {phrase}: the server redirected {target}; redirects are not followed "
+            "(point base_url at the final address)"
+        )
     return LlmError(
         refined.code or code_for_status(status),
         _truncate(message),
@@ -438,10 +450,42 @@ def error_from_exception(exc: httpx.HTTPError, *, provider: str | None = None) -
 # ---------------------------------------------------------------------- client
 
 
+ACCEPT_ENCODING: Final = "gzip, deflate"
+"""The ``Accept-Encoding`` every client sends: exactly the codings :class:`SSEStream` decodes
+(httpx would otherwise advertise ``br``/``zstd`` whenever brotli or zstandard is installed)."""
+
+
+def check_headers(headers: Mapping[str, str], *, provider: str | None = None) -> None:
+    """Refuse header values that cannot be sent, before any request.
+
+    A value with surrounding whitespace, a control character (``\\r``/``\\n`` of a CRLF
+    ``.env`` file) or a non-ASCII character would make httpx fail at send time with a
+    retryable-looking transport error quoting the value. Raises :class:`LlmError` ``CONFIG``
+    naming the header and the character; the value is never shown.
+    """
+    for name, value in headers.items():
+        problem = secret_problem(value, "its value")
+        if problem is not None:
+            raise LlmError("CONFIG", f"header {name!r}: {problem}", provider=provider)
+
+
+def split_base_url(base_url: str) -> tuple[str, str]:
+    """``"http://h/v1/?api-version=X"`` → ``("http://h/v1", "api-version=X")``.
+
+    The path loses its trailing ``/`` so request paths join onto it; the query (an Azure-style
+    ``api-version``) is kept apart and sent with every request (RFC 3986 §5.2,
+    https://www.rfc-editor.org/rfc/rfc3986#section-5.2: a reference path replaces the query).
+    """
+    base, _, query = base_url.partition("?")
+    base = base.partition("#")[0]
+    return base.rstrip("/"), query.partition("#")[0]
+
+
 def make_client(
     *,
     base_url: str = "",
     headers: Mapping[str, str] | None = None,
+    provider: str | None = None,
     connect_timeout: float = 10.0,
     read_timeout: float | None = 600.0,
     write_timeout: float | None = 60.0,
@@ -457,10 +501,24 @@ def make_client(
     long reasoning pauses (httpx's own default of 5 s does not). ``headers`` are sent with every
     request (put the API key here; httpx never logs it). Redirects are not followed. The caller
     closes the client (``await client.aclose()``).
+
+    ``base_url`` may carry a query (``http://h/v1?api-version=X``): request paths are joined
+    onto its path and the query is sent with every request (:func:`split_base_url`).
+    ``Accept-Encoding`` is :data:`ACCEPT_ENCODING` unless ``headers`` set it.
+
+    Raises:
+        LlmError: ``CONFIG`` (naming ``provider``) for a header value that cannot be sent
+            (:func:`check_headers`).
     """
+    sent = dict(headers or {})
+    if not any(name.lower() == "accept-encoding" for name in sent):
+        sent["accept-encoding"] = ACCEPT_ENCODING
+    check_headers(sent, provider=provider)
+    base, query = split_base_url(base_url)
     return httpx.AsyncClient(
-        base_url=base_url,
-        headers=dict(headers or {}),
+        base_url=base,
+        params=httpx.QueryParams(query) if query else None,
+        headers=sent,
         timeout=httpx.Timeout(connect=connect_timeout, read=read_timeout, write=write_timeout, pool=pool_timeout),
         limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_keepalive_connections),
         transport=transport,

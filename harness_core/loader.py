@@ -46,7 +46,7 @@ from harness_core.config import (
     substitute_env,
 )
 from harness_core.plugininfo import Defaults, LoadedPlugin, PluginFailure
-from harness_core.secret import Secret
+from harness_core.secret import Secret, secret_problem
 
 __all__ = [
     "BUILTIN_DEFAULT",
@@ -279,6 +279,7 @@ class _Loading:
         self.environ = environ
         self.instantiate = instantiate
         self.lines: dict[ConfigPath, int] = {}
+        self.refused_secret = False
 
     def problem(self, message: str, path: ConfigPath, *, plugin: str | None = None, field: str | None = None) -> None:
         self.loaded.problems.append(
@@ -482,20 +483,35 @@ class _Loading:
                 first = next(iter(candidate.raw))
                 self.config_problem(candidate, f"plugin {candidate.name!r} takes no configuration", (first,))
             return
+        self.refused_secret = False
         raw, env_problems = substitute_env(candidate.raw, self.environ, self.loaded.redactor)
         if env_problems:
             where, message = env_problems[0]
-            self.config_problem(candidate, message, where)
+            if message.startswith("environment variable "):  # not set: a provider fails when used
+                self.secret_problem(candidate, message, where, raw)
+            else:  # a malformed expression is a mistake in the file: everything stops
+                self.config_problem(candidate, message, where)
             return
-        self.apply_env_fallbacks(candidate.config_type, raw)
+        missing = self.apply_env_fallbacks(candidate.config_type, raw)
         try:
             config = msgspec.convert(raw, candidate.config_type, dec_hook=self.dec_hook)
         except msgspec.ValidationError as exc:
             message, where = _split_msgspec_error(str(exc))
+            if self.refused_secret:
+                self.secret_problem(candidate, message, where, raw)
+                return
             if "unknown field" in message:
                 known = ", ".join(f.encode_name for f in msgspec.structs.fields(candidate.config_type))
                 message += f" (known fields: {known or 'none'})"
             self.config_problem(candidate, message, where)
+            return
+        if missing:
+            field, var = missing[0]
+            message = (
+                f"no API key: set the environment variable {var} or `{field}:` in the config of plugin "
+                f"{candidate.key!r} (or write `{field}: null` to send none)"
+            )
+            self.secret_problem(candidate, message, (field,), raw)
             return
         candidate.config = config
         routes = getattr(config, "routes", None)
@@ -504,11 +520,16 @@ class _Loading:
 
     def dec_hook(self, type_: type, obj: Any) -> Any:
         """``msgspec.convert`` hook: YAML strings become :class:`Secret` for ``Secret`` fields, and
-        every such value (literal, from the environment or an env fallback) is secret from then on."""
+        every such value (literal, from the environment or an env fallback) is secret from then on.
+        A value that cannot be sent in a header (:func:`~harness_core.secret.secret_problem`) is
+        refused with the reason (never the value)."""
         if type_ is Secret and isinstance(obj, str):
-            secret = Secret(obj)
             self.loaded.redactor.add(obj)
-            return secret
+            problem = secret_problem(obj)
+            if problem is not None:
+                self.refused_secret = True
+                raise ValueError(problem)
+            return Secret(obj)
         raise TypeError(f"Expected `{getattr(type_, '__name__', type_)}`, got `{type(obj).__name__}`")
 
     def config_problem(self, candidate: _Candidate, message: str, where: ConfigPath) -> None:
@@ -518,7 +539,26 @@ class _Loading:
         candidate.entry.state = "invalid"
         candidate.entry.message = self.loaded.redact(message)
 
-    def apply_env_fallbacks(self, config_type: type[msgspec.Struct], raw: dict[str, Any]) -> None:
+    def secret_problem(self, candidate: _Candidate, message: str, where: ConfigPath, raw: dict[str, Any]) -> None:
+        """A missing or unusable secret: a middleware's config is invalid (fail closed, everything
+        stops); a provider plugin only fails, so its routes say why when used and the rest works."""
+        if candidate.entry.is_middleware is not False:
+            self.config_problem(candidate, message, where)
+            return
+        line = line_for(self.lines, ("plugins", candidate.key, *where))
+        place = f"{self.loaded.source}:{line}" if line is not None else self.loaded.source
+        place += f", field {format_path(where)!r}"  # a secret is always a field of the config
+        assert candidate.config_type is not None  # only configs have secrets
+        fields = {f.name: f for f in msgspec.structs.fields(candidate.config_type)}
+        routes = _effective(fields.get("routes"), raw)
+        known = [r for r in routes if isinstance(r, str)] if isinstance(routes, list) else None
+        candidate.entry.routes = known
+        self.fail(candidate, "config", f"cannot be used: {message} ({place})", routes=known)
+
+    def apply_env_fallbacks(self, config_type: type[msgspec.Struct], raw: dict[str, Any]) -> list[tuple[str, str]]:
+        """Fill absent fields from their :class:`EnvFallback` variables; return the ``(field,
+        variable)`` pairs of required fallbacks that found nothing."""
+        missing: list[tuple[str, str]] = []
         fields = {f.name: f for f in msgspec.structs.fields(config_type)}
         for field in fields.values():
             if field.encode_name in raw:
@@ -531,6 +571,9 @@ class _Loading:
                     if value:
                         self.loaded.redactor.add(value)
                         raw[field.encode_name] = value
+                    elif marker.required:
+                        missing.append((field.encode_name, marker.var))
+        return missing
 
     def build(self, candidate: _Candidate) -> None:
         target = candidate.target
@@ -558,6 +601,7 @@ class _Loading:
         message: str,
         *,
         is_middleware: bool | None = None,
+        routes: list[str] | None = None,
     ) -> None:
         entry = candidate.entry
         middleware = bool(entry.is_middleware) if is_middleware is None else is_middleware
@@ -566,7 +610,14 @@ class _Loading:
         entry.state = "failed"
         entry.message = text
         self.loaded.failures.append(
-            PluginFailure(key=candidate.key, name=candidate.name, message=text, stage=stage, is_middleware=middleware)
+            PluginFailure(
+                key=candidate.key,
+                name=candidate.name,
+                message=text,
+                stage=stage,
+                is_middleware=middleware,
+                routes=routes,
+            )
         )
 
 

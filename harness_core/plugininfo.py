@@ -36,6 +36,7 @@ class PluginFailure(msgspec.Struct, frozen=True, kw_only=True):
     ``stage`` says where it failed; ``is_middleware`` decides the failure policy of SPEC §6:
     a failed middleware stops ``harness run`` (exit 2), a failed adapter plugin only makes its
     routes unavailable (``NO_ADAPTER`` naming this failure). ``message`` never holds a secret.
+    ``routes`` are the routes the plugin's config says it would serve, when known.
     """
 
     key: str
@@ -43,3 +44,4 @@ class PluginFailure(msgspec.Struct, frozen=True, kw_only=True):
     message: str
     stage: Literal["import", "config", "init", "register"]
     is_middleware: bool
+    routes: list[str] | None = None

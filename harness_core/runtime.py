@@ -43,6 +43,7 @@ from harness_core.errors import LlmError
 from harness_core.hookspecs import PROJECT_NAME, HarnessSpec
 from harness_core.plugininfo import Defaults, LoadedPlugin, PluginFailure
 from harness_core.registry import RouteRegistry
+from harness_core.secret import Redactor, secrets_of
 from harness_core.structured import decode_output, response_format_for
 from harness_core.tools import ToolRegistry
 from harness_core.types import FinishReason, GenerateOptions, Message, ModelInfo, StreamChunk, TokenUsage
@@ -90,6 +91,10 @@ def _unknown_hooks(pm: pluggy.PluginManager, plugin: object) -> list[str]:
     )
 
 
+def _both(first: Callable[[str], str], second: Callable[[str], str]) -> Callable[[str], str]:
+    return lambda text: second(first(text))
+
+
 def _failure_lines(failures: Sequence[PluginFailure]) -> str:
     return "; ".join(f"plugin {f.key!r} failed at {f.stage}: {f.message}" for f in failures)
 
@@ -105,13 +110,16 @@ class StreamContext:
     several as an :class:`ExceptionGroup`).
     """
 
-    __slots__ = ("_chain", "_options", "_run", "_timeout")
+    __slots__ = ("_chain", "_options", "_run", "_strict", "_timeout")
 
-    def __init__(self, chain: Chain, options: GenerateOptions, run: ChainRun, timeout: float) -> None:
+    def __init__(
+        self, chain: Chain, options: GenerateOptions, run: ChainRun, timeout: float, *, strict: bool = False
+    ) -> None:
         self._chain = chain
         self._options = options
         self._run = run
         self._timeout = timeout
+        self._strict = strict
 
     @property
     def route(self) -> str | None:
@@ -129,7 +137,7 @@ class StreamContext:
         return self._run.model
 
     async def __aenter__(self) -> AsyncGenerator[StreamChunk, None]:
-        return self._chain.open(self._options, self._run)
+        return self._chain.open(self._options, self._run, strict=self._strict)
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -150,8 +158,13 @@ class Harness:
             The default model applies only to the default route (never sent to another provider).
         failures: plugins the loader could not build (shown by :attr:`failures` and named by
             ``NO_ADAPTER`` errors).
-        redact: masks secrets in text (``LoadedConfig.redact``; :meth:`from_config` passes it):
-            applied to the messages of plugins that fail to start. Log records carry tracebacks
+        redact: masks secrets in text (a :class:`~harness_core.secret.Redactor`, or any
+            ``str -> str``; :meth:`from_config` passes the config's): applied to the messages of
+            plugins that fail to start. Independently of it, the harness collects the
+            :class:`~harness_core.secret.Secret` values of every plugin's ``config`` (and every
+            secret of a ``Redactor`` given here) and masks them in everything adapters produce —
+            streamed text, failures, errors raised by :meth:`list_models` and
+            :meth:`resolve_model` — before middleware or callers see it. Log records carry tracebacks
             too: attach :class:`harness_core.config.RedactFilter` to your log handlers.
 
     A ``Harness`` is used once: ``async with harness:`` starts it (raises ``LlmError("CONFIG")``
@@ -164,6 +177,12 @@ class Harness:
 
     close_timeout: float = 5.0
     """Seconds each close (a stream generator, an adapter, a plugin) may take while shielded."""
+
+    strict: bool = False
+    """Check the stream contract after every layer (the adapter and each middleware), so a
+    violation names exactly the layer that broke it. Off, only the outermost layer checks (when
+    there is middleware) and the error names the chain. ``harness run --json`` and the testing
+    kit turn it on."""
 
     def __init__(
         self,
@@ -185,10 +204,15 @@ class Harness:
         self.defaults: Defaults = defaults if defaults is not None else Defaults()
         """The ``defaults:`` of plugins.yaml."""
         self._failures = list(failures)
-        self._redact: Callable[[str], str] = redact if redact is not None else str
+        secrets = Redactor()
+        if isinstance(redact, Redactor):
+            secrets.update(redact)
+        for plugin in loaded:
+            secrets_of(plugin.instance, secrets)
+        self._redact: Callable[[str], str] = secrets if redact is None or redact is secrets else _both(redact, secrets)
         self._registry = RouteRegistry()
         self._tools = ToolRegistry()
-        self._boundary = AdapterBoundary(self._registry, self._failures)
+        self._boundary = AdapterBoundary(self._registry, self._failures, secrets)
         self._chain: Chain | None = None
         self._used = False
 
@@ -213,7 +237,7 @@ class Harness:
         broken = [f for f in config.failures if f.is_middleware]
         if broken:
             raise LlmError("CONFIG", f"middleware plugins failed to load: {_failure_lines(broken)}")
-        return cls(config.plugins, defaults=config.defaults, failures=config.failures, redact=config.redact)
+        return cls(config.plugins, defaults=config.defaults, failures=config.failures, redact=config.redactor)
 
     @property
     def plugins(self) -> tuple[LoadedPlugin, ...]:
@@ -355,7 +379,9 @@ class Harness:
         registration = self._registry.get(route) if route is not None else None
         owner = registration.owner if registration is not None else None
         options = strip_replay(options, owner)
-        return StreamContext(chain, options, ChainRun(route, owner, options.model), self.close_timeout)
+        return StreamContext(
+            chain, options, ChainRun(route, owner, options.model), self.close_timeout, strict=self.strict
+        )
 
     async def generate(self, options: GenerateOptions) -> GenerateResult:
         """Run :meth:`stream` to the end and assemble the reply (the same code path).
@@ -455,7 +481,10 @@ class Harness:
         adapter = self._adapter(options.provider)
         if options.model is None:
             raise LlmError("BAD_REQUEST", f"no model given for route {options.provider!r} and no default model")
-        info: ModelInfo = adapter.resolve_model(options.model)
+        try:
+            info: ModelInfo = adapter.resolve_model(options.model)
+        except LlmError as exc:
+            raise self._boundary.scrub(exc) from None
         return msgspec.structs.replace(info, route=options.provider)
 
     async def list_models(self, route: str | None = None) -> list[ModelInfo]:
@@ -467,5 +496,8 @@ class Harness:
         """
         route = route if route is not None else self.defaults.provider
         adapter = self._adapter(route)
-        models: list[ModelInfo] = await adapter.list_models()
+        try:
+            models: list[ModelInfo] = await adapter.list_models()
+        except LlmError as exc:
+            raise self._boundary.scrub(exc) from None
         return [msgspec.structs.replace(info, route=route) for info in models]

@@ -1,18 +1,73 @@
-"""A string that never shows itself: :class:`Secret`.
+"""Everything about secrets in one place: :class:`Secret`, :class:`Redactor`, streaming
+hold-back (:class:`ChunkScrubber`) and the logging filter (:class:`RedactFilter`).
 
-Config fields holding keys or tokens are typed ``Secret``. Its ``repr``, ``str`` and format
-output are a fixed mask, so a secret cannot leak through a log line, an error message, a
-traceback's locals or ``harness config check`` output. The value is read explicitly with
-:meth:`Secret.get_secret_value`, at the one place it is sent (an HTTP header).
+Config fields holding keys or tokens are typed ``Secret``: its ``repr``, ``str`` and format
+output are a fixed mask, and the value is read explicitly with :meth:`Secret.get_secret_value`
+at the one place it is sent (an HTTP header).
+
+A :class:`Redactor` knows every secret value of a configuration and masks it in text — not only
+the value as written, but every representation output paths produce from it (see
+:func:`representations`): Python ``repr``/``ascii`` and bytes-``repr`` escaping (an exception
+message quoting a header), JSON escaping (``--json`` lines, trace files, cache rows), URL
+percent-encoding (a query string), base64 (``Authorization: Basic`` of ``user:key``, at any
+alignment), the value without surrounding whitespace, and each of those escaped once more
+(``repr`` of a JSON text). Mask text *before* encoding it; a redactor also catches what was
+encoded first, but only in the encodings listed here.
+
+Text that arrives in pieces (a streamed reply echoing a key across two deltas) is masked by
+:class:`ChunkScrubber`: per content block it holds back the tail that could still begin a secret
+until the next delta or the block's end decides. The same scrubber runs the ``redact``
+middleware's regular-expression masking (any object with ``mask(text)`` and ``stream()``, see
+:class:`Redaction`).
 """
 
 from __future__ import annotations
 
-from typing import Final, NoReturn
+import base64
+import json
+import logging
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, Final, NoReturn, Protocol, runtime_checkable
+from urllib.parse import quote, quote_plus
 
-__all__ = ["Secret"]
+import msgspec
 
-_MASK: Final = "**********"
+from harness_core.types import (
+    BlockEnd,
+    BlockStart,
+    Finish,
+    ReasoningDelta,
+    StreamChunk,
+    TextBlock,
+    TextDelta,
+    ToolCallBlock,
+    ToolCallDelta,
+)
+
+__all__ = [
+    "MASK",
+    "ChunkScrubber",
+    "RedactFilter",
+    "Redaction",
+    "Redactor",
+    "Secret",
+    "TextStream",
+    "redacted_logging",
+    "representations",
+    "secret_problem",
+    "secrets_of",
+]
+
+MASK: Final = "**********"
+"""What a secret is replaced with in messages (the same mask :class:`Secret` shows)."""
+
+MIN_SECRET: Final = 3
+"""Values shorter than this many characters are never treated as secrets (they would mangle every
+message and cannot be secrets worth the name)."""
+
+_MIN_FRAGMENT: Final = 8  # shortest base64 fragment of a secret worth masking
 
 
 class Secret:
@@ -43,13 +98,13 @@ class Secret:
         return self._value
 
     def __repr__(self) -> str:
-        return f"Secret('{_MASK}')"
+        return f"Secret('{MASK}')"
 
     def __str__(self) -> str:
-        return _MASK
+        return MASK
 
     def __format__(self, spec: str) -> str:
-        return _MASK
+        return MASK
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Secret) and other._value == self._value
@@ -59,3 +114,417 @@ class Secret:
 
     def __reduce__(self) -> NoReturn:
         raise TypeError("a Secret cannot be pickled")
+
+
+def secret_problem(value: str, what: str = "the secret") -> str | None:
+    """Why ``value`` cannot be a credential sent in an HTTP header, or ``None`` when it can.
+
+    Refused: surrounding whitespace (a ``\\r`` left by a CRLF ``.env`` file, a pasted newline),
+    control characters anywhere, and non-ASCII characters (header field values are visible
+    ASCII, RFC 9110 §5.5, https://www.rfc-editor.org/rfc/rfc9110#section-5.5). The reason
+    starts with ``what`` and never quotes the value: it names the character and its position.
+    """
+    if not value:
+        return None
+    if value != value.strip():
+        where = "ends" if value[-1:].isspace() else "starts"
+        char = value[-1] if where == "ends" else value[0]
+        hint = " (a CRLF line ending, e.g. from a Windows .env file?)" if char == "\r" else ""
+        return f"{what} {where} with whitespace {_char_name(char)}{hint}; remove it"
+    for position, char in enumerate(value, 1):
+        if ord(char) < 0x20 or ord(char) == 0x7F:
+            return f"{what} holds the control character {_char_name(char)} at position {position}; remove it"
+        if ord(char) > 0x7E:
+            return (
+                f"{what} holds the non-ASCII character U+{ord(char):04X} at position {position}: "
+                "HTTP header values are ASCII (a key copied with a typographic quote or dash?)"
+            )
+    return None
+
+
+def _char_name(char: str) -> str:
+    return ascii(char) if char != " " else "' ' (space)"
+
+
+def _py_inner(text: str, *, as_bytes: bool) -> set[str]:
+    """The escaped inside of ``repr(text)`` (or of its UTF-8 bytes), as either quote style writes it."""
+    value: Any = text.encode("utf-8") if as_bytes else text
+    cut = 2 if as_bytes else 1
+    forms = {repr(value)[cut:-1]}
+    forced = repr(value + (b"'\"" if as_bytes else "'\""))[cut:-1]  # both quotes: ' is escaped
+    forms.add(forced[: -len("\\'\"")])
+    return forms
+
+
+def _escapes(text: str) -> set[str]:
+    forms = _py_inner(text, as_bytes=False) | _py_inner(text, as_bytes=True)
+    forms.add(ascii(text)[1:-1])
+    forms.add(json.dumps(text)[1:-1])
+    forms.add(json.dumps(text, ensure_ascii=False)[1:-1])
+    forms.add(msgspec.json.encode(text).decode()[1:-1])
+    for encoded in (quote(text, safe=""), quote(text), quote_plus(text)):
+        forms.add(encoded)
+        forms.add(re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), encoded))
+    return forms
+
+
+def _base64_fragments(value: str) -> set[str]:
+    """The base64 characters that depend on ``value`` alone, at each of the three byte alignments
+    (so ``Basic base64(user:key)`` is caught whatever the user name), standard and URL-safe."""
+    raw = value.encode("utf-8")
+    fragments: set[str] = set()
+    for offset in range(3):
+        padded = b"\0" * offset + raw
+        encoded = base64.b64encode(padded).decode()
+        start = 4 if offset else 0  # the first group mixes in bytes before the value
+        fragment = encoded[start : (len(padded) // 3) * 4]  # the last partial group mixes in what follows
+        if len(fragment) >= _MIN_FRAGMENT:
+            fragments.add(fragment)
+            fragments.add(fragment.replace("+", "-").replace("/", "_"))
+    return fragments
+
+
+def representations(value: str) -> set[str]:
+    """Every text form in which ``value`` may show up in output (see the module doc).
+
+    Returns the set of strings to mask (the value itself included); forms shorter than
+    :data:`MIN_SECRET` characters are left out, and a value that short has none.
+    """
+    if len(value) < MIN_SECRET:
+        return set()
+    forms = {value, value.strip()}  # an empty strip is dropped with the other short forms
+    for _ in range(2):  # one escape, and an escape of an escape (repr of a JSON body)
+        for form in list(forms):
+            forms |= _escapes(form)
+    forms |= _base64_fragments(value)
+    return {form for form in forms if len(form) >= MIN_SECRET}
+
+
+class TextStream(Protocol):
+    """One block's text arriving in pieces: ``feed`` returns what can be shown now, ``flush`` the rest."""
+
+    fed: bool
+    """Whether :meth:`feed` was called at least once."""
+
+    @property
+    def emitted(self) -> str:
+        """Everything returned so far, concatenated (the masked block)."""
+
+    def feed(self, text: str) -> str:
+        """Add ``text``; return the masked text that is decided now (possibly empty)."""
+
+    def flush(self) -> str:
+        """The block ended: mask and return everything held back."""
+
+
+@runtime_checkable
+class Redaction(Protocol):
+    """A masking rule usable on whole texts (``mask``) and on streamed blocks (``stream``)."""
+
+    def mask(self, text: str) -> str:
+        """``text`` with every match masked."""
+
+    def stream(self) -> TextStream:
+        """A fresh masker for one block of streamed text."""
+
+
+class Redactor:
+    """Masks secret values, in every representation (:func:`representations`), out of text.
+
+    The loader adds every value substituted from the environment (``${{ env.NAME }}``, in plugin
+    configs and in ``defaults:``), every :class:`~harness_core.config.EnvFallback` value, and
+    every value of a field typed :class:`Secret` (literal ones too); the runtime adds the
+    ``Secret`` values of every plugin's config (:func:`secrets_of`). Calling the redactor
+    (``redactor(text)``) or :meth:`mask` returns ``text`` with every form replaced by
+    :data:`MASK`; :meth:`stream` masks a block arriving in pieces.
+    """
+
+    __slots__ = ("_pattern", "_prefixes", "_values")
+
+    def __init__(self) -> None:
+        self._values: set[str] = set()
+        self._pattern: re.Pattern[str] | None = None
+        self._prefixes: frozenset[str] = frozenset()
+
+    def add(self, value: str) -> None:
+        """Treat ``value`` (and its representations) as a secret from now on."""
+        if len(value) >= MIN_SECRET and value not in self._values:
+            self._values.add(value)
+            forms: set[str] = set()
+            for known in self._values:
+                forms |= representations(known)
+            ordered = sorted(forms, key=len, reverse=True)  # longest first: a form inside another
+            self._pattern = re.compile("|".join(map(re.escape, ordered)))
+            self._prefixes = frozenset(form[:k] for form in forms for k in range(1, len(form)))
+
+    def update(self, other: Redactor) -> None:
+        """Add every secret ``other`` knows."""
+        for value in other._values:
+            self.add(value)
+
+    def __bool__(self) -> bool:
+        return bool(self._values)
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._values
+
+    def __call__(self, text: str) -> str:
+        """``text`` with every known secret, in every representation, replaced by :data:`MASK`."""
+        if self._pattern is None:
+            return text
+        return self._pattern.sub(MASK, text)
+
+    mask = __call__
+
+    def safe_end(self, text: str) -> int:
+        """How much of ``text`` (a prefix length) can be shown now when more text may follow.
+
+        The rest could be the start of a secret that the next piece completes, or is part of a
+        secret occurrence that the cut would split: it must wait. ``len(text)`` when nothing
+        needs to wait.
+        """
+        pattern = self._pattern
+        if pattern is None:
+            return len(text)
+        cut = len(text)
+        prefixes = self._prefixes
+        longest = max(map(len, prefixes), default=0)
+        for k in range(min(longest, len(text)), 0, -1):
+            if text[-k:] in prefixes:
+                cut -= k
+                break
+        for match in pattern.finditer(text):  # never cut through an occurrence of a secret
+            if match.start() < cut < match.end():
+                cut = match.start()
+        return cut
+
+    def stream(self) -> TextStream:
+        """A masker for one block of streamed text (hold-back by :meth:`safe_end`)."""
+        return _HoldBack(self.mask, self.safe_end)
+
+    def __repr__(self) -> str:
+        return f"Redactor({len(self._values)} secrets)"
+
+
+class _HoldBack:
+    """A :class:`TextStream` over a literal masker: shows the prefix ``safe_end`` allows."""
+
+    __slots__ = ("_mask", "_out", "_pending", "_safe_end", "fed")
+
+    def __init__(self, mask: Callable[[str], str], safe_end: Callable[[str], int]) -> None:
+        self._mask = mask
+        self._safe_end = safe_end
+        self._pending = ""
+        self._out: list[str] = []
+        self.fed = False
+
+    @property
+    def emitted(self) -> str:
+        return "".join(self._out)
+
+    def feed(self, text: str) -> str:
+        self.fed = True
+        buffer = self._pending + text
+        cut = self._safe_end(buffer)
+        self._pending = buffer[cut:]
+        return self._emit(buffer[:cut])
+
+    def flush(self) -> str:
+        rest, self._pending = self._pending, ""
+        return self._emit(rest)
+
+    def _emit(self, text: str) -> str:
+        out = self._mask(text)
+        self._out.append(out)
+        return out
+
+
+class _PieceWise:
+    """A :class:`Redaction` over a plain ``str -> str`` scrubber: each piece masked on its own."""
+
+    def __init__(self, mask: Callable[[str], str]) -> None:
+        self.mask = mask
+
+    def stream(self) -> TextStream:
+        return _HoldBack(self.mask, len)
+
+
+class _Block:
+    __slots__ = ("name", "stream")
+
+    def __init__(self, stream: TextStream) -> None:
+        self.stream = stream
+        self.name: str | None = None  # a tool-call name from a dropped delta, for the next one
+
+
+def _mask_all(start: BlockStart) -> bool:
+    return True
+
+
+class ChunkScrubber:
+    """Rewrites a chunk stream so that what a :class:`Redaction` masks never shows, whatever the split.
+
+    Args:
+        redaction: a :class:`Redactor`, the ``redact`` middleware's masker, or any plain
+            ``str -> str`` scrubber (then each piece is masked on its own).
+        masks: which blocks to mask, decided on their ``block-start`` (default: all). A delta
+            of a block never started is masked.
+
+    ``feed(chunk)`` returns the chunks to show instead, in order: possibly none while text is
+    held back; a ``block-end`` is preceded by a delta with the held-back rest, and its block
+    holds exactly the concatenated masked deltas; a ``finish`` has its failure message masked.
+    Other chunks pass unchanged.
+    """
+
+    def __init__(
+        self,
+        redaction: Redaction | Callable[[str], str],
+        masks: Callable[[BlockStart], bool] = _mask_all,
+    ) -> None:
+        self._redaction: Redaction = redaction if isinstance(redaction, Redaction) else _PieceWise(redaction)
+        self._masks = masks
+        self._blocks: dict[int, _Block] = {}
+        self._plain: set[int] = set()
+
+    def feed(self, chunk: StreamChunk) -> list[StreamChunk]:
+        """The chunks to show for ``chunk`` (in order)."""
+        return list(self._feed(chunk))
+
+    def _feed(self, chunk: StreamChunk) -> Iterator[StreamChunk]:
+        if isinstance(chunk, BlockStart):
+            if self._masks(chunk):
+                self._blocks[chunk.index] = _Block(self._redaction.stream())
+            else:
+                self._plain.add(chunk.index)
+            yield chunk
+            return
+        if isinstance(chunk, Finish):
+            yield self._finish(chunk)
+            return
+        index = getattr(chunk, "index", None)
+        if not isinstance(index, int) or index in self._plain:
+            if isinstance(chunk, BlockEnd):
+                self._plain.discard(chunk.index)
+            yield chunk  # unmasked blocks, usage
+            return
+        block = self._blocks.get(index)
+        if block is None:
+            block = self._blocks[index] = _Block(self._redaction.stream())
+        if isinstance(chunk, TextDelta | ReasoningDelta):
+            text = block.stream.feed(chunk.text)
+            if text:
+                yield msgspec.structs.replace(chunk, text=text)
+        elif isinstance(chunk, ToolCallDelta):
+            text = block.stream.feed(chunk.arguments_delta)
+            block.name = chunk.name or block.name
+            if text:
+                yield msgspec.structs.replace(chunk, arguments_delta=text, name=block.name)
+                block.name = None
+        elif isinstance(chunk, BlockEnd):
+            del self._blocks[index]
+            yield from self._end(chunk, block)
+        else:
+            yield chunk  # a chunk kind we do not know that names a masked block: pass it on
+
+    def _finish(self, chunk: Finish) -> Finish:
+        """``chunk`` with its failure message masked (before anyone encodes it)."""
+        failure = chunk.reason.failure
+        if failure is None:
+            return chunk
+        message = self._redaction.mask(failure.message)
+        if message == failure.message:
+            return chunk
+        reason = msgspec.structs.replace(chunk.reason, failure=msgspec.structs.replace(failure, message=message))
+        return msgspec.structs.replace(chunk, reason=reason)
+
+    def _end(self, chunk: BlockEnd, block: _Block) -> Iterator[StreamChunk]:
+        """The final masked delta (if text was held back) and the masked ``block-end``."""
+        tail = block.stream.flush()
+        content = chunk.block
+        mask = self._redaction.mask
+        if isinstance(content, ToolCallBlock):
+            if tail:
+                yield ToolCallDelta(index=chunk.index, id=content.id, arguments_delta=tail, name=block.name)
+            masked = block.stream.emitted if block.stream.fed else mask(content.arguments)
+            yield BlockEnd(index=chunk.index, block=msgspec.structs.replace(content, arguments=masked))
+            return
+        if tail:
+            delta_type = TextDelta if isinstance(content, TextBlock) else ReasoningDelta
+            yield delta_type(index=chunk.index, text=tail)
+        masked = block.stream.emitted if block.stream.fed else mask(content.text)
+        yield BlockEnd(index=chunk.index, block=msgspec.structs.replace(content, text=masked))
+
+
+def secrets_of(value: Any, redactor: Redactor | None = None) -> Redactor:
+    """A :class:`Redactor` holding every :class:`Secret` found in ``value``.
+
+    ``value`` is walked through msgspec Structs (their fields), a plugin's ``config`` attribute,
+    mappings, lists and tuples; ``redactor`` (when given) is filled and returned.
+    """
+    found = Redactor() if redactor is None else redactor
+    seen: set[int] = set()
+
+    def walk(item: Any) -> None:
+        if id(item) in seen:
+            return
+        seen.add(id(item))
+        if isinstance(item, Secret):
+            found.add(item.get_secret_value())
+        elif isinstance(item, msgspec.Struct):
+            for field in item.__struct_fields__:
+                walk(getattr(item, field, None))
+        elif isinstance(item, dict):
+            for child in item.values():
+                walk(child)
+        elif isinstance(item, list | tuple):
+            for child in item:
+                walk(child)
+
+    walk(value)
+    config = getattr(value, "config", None)
+    if config is not None:
+        walk(config)
+    return found
+
+
+class RedactFilter(logging.Filter):
+    """A :class:`logging.Filter` that scrubs secrets from every record it sees; it drops nothing.
+
+    Attach it to a *handler* (``handler.addFilter(RedactFilter(loaded.redact))``): filters on a
+    logger do not see records propagated from child loggers. It replaces the record's message
+    (arguments merged in), its formatted traceback (``exc_text``; ``exc_info`` is kept so a
+    formatter still knows there is one) and ``stack_info`` by their redacted text. ``redact`` is
+    any ``str -> str`` scrubber, e.g. :meth:`harness_core.loader.LoadedConfig.redact`.
+    """
+
+    def __init__(self, redact: Callable[[str], str]) -> None:
+        super().__init__()
+        self.redact = redact
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = self.redact(record.getMessage())
+        record.args = None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = self.redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = self.redact(record.stack_info)
+        return True
+
+
+@contextmanager
+def redacted_logging(redact: Callable[[str], str]) -> Iterator[RedactFilter]:
+    """Within the block, every handler of the root logger scrubs secrets (a :class:`RedactFilter`).
+
+    Handlers added inside the block are not covered; the filter is removed on exit.
+    """
+    handlers = list(logging.getLogger().handlers)
+    redact_filter = RedactFilter(redact)
+    for handler in handlers:
+        handler.addFilter(redact_filter)
+    try:
+        yield redact_filter
+    finally:
+        for handler in handlers:
+            handler.removeFilter(redact_filter)

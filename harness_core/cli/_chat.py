@@ -92,7 +92,7 @@ def run_chat(
     if loaded is None:
         return EXIT_USAGE
     out.redact = loaded.redact
-    harness = Harness(loaded.plugins, defaults=loaded.defaults, failures=loaded.failures)
+    harness = Harness(loaded.plugins, defaults=loaded.defaults, failures=loaded.failures, redact=loaded.redactor)
     template = GenerateOptions(
         provider=provider,
         model=model,

@@ -181,7 +181,9 @@ def report_error(
             leaf_code = exit_code_for(leaf.code)
         else:
             hint = "" if verbose else "; run with -v for the traceback"
-            text = f"{type(leaf).__name__}: {leaf} (a plugin failed{hint})"
+            notes = [n for n in getattr(leaf, "__notes__", ()) if n.startswith("raised by middleware plugin ")]
+            who = notes[-1].removeprefix("raised by ") if notes else "a plugin"
+            text = f"{type(leaf).__name__}: {leaf} ({who} failed{hint})"
             leaf_code = EXIT_USAGE
         note(f"error: {text}{suffix}")
         code = max(code, leaf_code)
@@ -196,7 +198,8 @@ def load_for_start(config: str | None, err: Sink) -> LoadedConfig | None:
     Reports problems and plugin failures on ``err`` (which redacts the config's secrets from
     then on). Returns ``None`` (exit 2) on a config problem or when a middleware failed (SPEC §6:
     a failed middleware stops the run, silently dropping a redaction layer would leak data);
-    adapter plugins that failed are warned about.
+    adapter plugins that failed are warned about, except those whose routes are known (a missing
+    key): using one of their routes is an error naming the cause, the other routes work quietly.
     """
     try:
         loaded = load_config(config)
@@ -210,6 +213,6 @@ def load_for_start(config: str | None, err: Sink) -> LoadedConfig | None:
         if failure.is_middleware:
             err.write(f"error: {failure.message}\n  a middleware that fails stops harness (fail closed)\n")
             stop = True
-        else:
+        elif failure.routes is None:  # routes known: the error names it when one is used
             err.write(f"warning: {failure.message}; its routes are unavailable\n")
     return None if stop else loaded

@@ -53,7 +53,7 @@ def configure_logging(verbose: int) -> None:
 
 def redact_logs(redact: Callable[[str], str]) -> None:
     """Scrub the config's secrets from every record the CLI's handler writes, tracebacks included."""
-    from harness_core.config import RedactFilter
+    from harness_core.secret import RedactFilter
 
     for handler in logging.getLogger().handlers:
         if getattr(handler, "_harness_cli", False):

@@ -49,9 +49,9 @@ from harness_core.cli._common import (
 )
 from harness_core.cli._options import first_code_block, owner_name, parse_options, parse_tool_choice
 from harness_core.cli._schema import SchemaError, parse_schema
-from harness_core.cli._scrub import ChunkScrubber
 from harness_core.errors import LlmError
 from harness_core.loader import LoadedConfig
+from harness_core.secret import ChunkScrubber
 from harness_core.types import (
     BlockEnd,
     Finish,
@@ -281,7 +281,8 @@ async def _generate(
     interrupts = _Interrupts(abort, renderer)
     failures: list[Exception] = []
     try:
-        harness = Harness(loaded.plugins, defaults=loaded.defaults, failures=loaded.failures)
+        harness = Harness(loaded.plugins, defaults=loaded.defaults, failures=loaded.failures, redact=loaded.redactor)
+        harness.strict = renderer.as_json  # readers of --json get a checked stream, errors name the layer
         async with harness, anyio.create_task_group() as group:
             await group.start(interrupts.watch, group.cancel_scope)
             try:  # caught here: raised through the task group it would become an ExceptionGroup

@@ -19,7 +19,7 @@ from __future__ import annotations
 from harness_core.testing.cases import Case, CaseMismatch, cases_dir, check_case, load_cases, sequence_tokens
 from harness_core.testing.check import CheckedStream, StreamChecker, StreamViolation, check_stream
 from harness_core.testing.fake import Delay, FakeAdapter, Raise, Script, Stall, Step, text_reply, tool_call_reply
-from harness_core.testing.server import RecordedRequest, Reply, ScriptedServer
+from harness_core.testing.server import RecordedRequest, Reply, Responder, ScriptedServer
 from harness_core.testing.splits import every_split, one_byte_reads, split_at, split_every
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "Raise",
     "RecordedRequest",
     "Reply",
+    "Responder",
     "Script",
     "ScriptedServer",
     "Stall",

@@ -26,12 +26,12 @@ import socket
 import struct
 import threading
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, Literal
 
-__all__ = ["RecordedRequest", "Reply", "ScriptedServer"]
+__all__ = ["RecordedRequest", "Reply", "Responder", "ScriptedServer"]
 
 End = Literal["eof", "stall", "abrupt", "reset"]
 
@@ -109,6 +109,10 @@ class RecordedRequest:
         return json.loads(self.body)
 
 
+Responder = Callable[[RecordedRequest], Reply]
+"""A reply computed from the request it answers."""
+
+
 class _Closed(Exception):
     """The peer closed the connection or the server is stopping."""
 
@@ -132,6 +136,9 @@ class ScriptedServer:
             every matching request and never consumed; they take precedence over the queue.
             The path is matched without its query string.
 
+    A reply may also be a :data:`Responder`, a function building the reply from the request
+    (a hostile server echoing the request's ``Authorization`` header).
+
     Attributes:
         url: ``http://127.0.0.1:<port>`` (available after :meth:`start`).
         requests: every :class:`RecordedRequest` received, in order.
@@ -141,8 +148,10 @@ class ScriptedServer:
     Thread-safe; :meth:`start` / :meth:`stop` or the context manager control its life.
     """
 
-    def __init__(self, *replies: Reply, routes: Mapping[tuple[str, str], Reply] | None = None) -> None:
-        self._queue: deque[Reply] = deque(replies)
+    def __init__(
+        self, *replies: Reply | Responder, routes: Mapping[tuple[str, str], Reply | Responder] | None = None
+    ) -> None:
+        self._queue: deque[Reply | Responder] = deque(replies)
         self._routes = dict(routes or {})
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -159,12 +168,12 @@ class ScriptedServer:
 
     # ------------------------------------------------------------------ public API
 
-    def add(self, *replies: Reply) -> None:
+    def add(self, *replies: Reply | Responder) -> None:
         """Append responses to the queue."""
         with self._lock:
             self._queue.extend(replies)
 
-    def route(self, method: str, path: str, reply: Reply) -> None:
+    def route(self, method: str, path: str, reply: Reply | Responder) -> None:
         """Serve ``reply`` for every ``method path`` request (not consumed)."""
         with self._lock:
             self._routes[(method.upper(), path)] = reply
@@ -280,11 +289,11 @@ class ScriptedServer:
 
     def _pick(self, request: RecordedRequest) -> Reply:
         with self._lock:
-            route = self._routes.get((request.method, request.path.split("?", 1)[0]))
-            if route is not None:
-                return route
-            if self._queue:
-                return self._queue.popleft()
+            scripted = self._routes.get((request.method, request.path.split("?", 1)[0]))
+            if scripted is None and self._queue:
+                scripted = self._queue.popleft()
+        if scripted is not None:
+            return scripted if isinstance(scripted, Reply) else scripted(request)
         message = f"ScriptedServer: no scripted response left for {request.method} {request.path}"
         return Reply(status=500, headers={"content-type": "text/plain"}, reads=[message.encode()], chunked=False)
 

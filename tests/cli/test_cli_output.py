@@ -130,7 +130,7 @@ def test_a_failing_middleware_is_one_error_line(harness: Harness, config: Config
     assert result.stdout == "hello\n"
     last = result.stderr.splitlines()[-1]
     assert last.startswith("error: FileNotFoundError: [Errno 2] No such file or directory: '/proc/x")
-    assert last.endswith("(a plugin failed; run with -v for the traceback)")
+    assert last.endswith("(middleware plugin 'trace' failed; run with -v for the traceback)")
     assert "Traceback" not in result.stderr
     assert "ExceptionGroup" not in result.stderr
 
@@ -139,8 +139,9 @@ def test_verbose_shows_the_traceback(harness: Harness, config: Config) -> None:
     config(BAD_TRACE)
     result = harness("-v", "run", "hello")
     assert result.returncode == 2
-    assert "error: FileNotFoundError: [Errno 2] No such file or directory: '/proc/x' (a plugin failed)\n" in (
-        result.stderr
+    assert (
+        "error: FileNotFoundError: [Errno 2] No such file or directory: '/proc/x' (middleware plugin 'trace' failed)\n"
+        in (result.stderr)
     )
     assert "Traceback (most recent call last)" in result.stderr
     assert "harness_trace" in result.stderr

@@ -249,7 +249,7 @@ def test_env_fallback_marker() -> None:
     assert marker.var == "OPENAI_API_KEY"
     assert marker.only_when == {"base_url": "https://api.openai.com/v1"}
     assert EnvFallback("X").only_when == {}
-    assert repr(EnvFallback("X")) == "EnvFallback('X', only_when={})"
+    assert repr(EnvFallback("X")) == "EnvFallback('X', only_when={}, required=False)"
 
 
 @pytest.mark.parametrize("text", ["a: 1\n", "- 1\n"])
@@ -310,3 +310,11 @@ def test_redacted_logging_covers_root_handlers_within_the_block() -> None:
     assert f"inside {MASK}" in inside
     assert f"RuntimeError: boom {MASK}" in inside
     assert "sk-hidden" in outside
+
+
+def test_an_env_expression_in_flow_style_gets_a_hint_to_quote_it() -> None:
+    _, _, [problem] = parse_yaml("plugins:\n  openai: {api_key: ${{ env.K }}}\n", source="p.yaml")
+    assert problem.line == 2
+    assert problem.message.endswith('must be quoted: key: "${{ env.NAME }}"')
+    _, _, [plain] = parse_yaml("plugins: {a: b\n", source="p.yaml")
+    assert "quoted" not in plain.message

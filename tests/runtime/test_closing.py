@@ -170,7 +170,7 @@ async def test_zero_middleware_stream_is_the_boundary_over_the_adapter() -> None
     async with Harness([("fake", AdapterPlugin(adapter))]) as harness:
         context = harness.stream(GenerateOptions(provider="fake"))
         async with context as chunks:
-            assert chunks.__qualname__ == "AdapterBoundary.__call__"  # type: ignore[attr-defined]
+            assert chunks.__qualname__ == "AdapterBoundary._serve"  # type: ignore[attr-defined]
             async for _ in chunks:
                 break
     assert log == ["finally:adapter"]

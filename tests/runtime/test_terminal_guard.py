@@ -60,7 +60,7 @@ async def test_chunks_after_finish_are_dropped_and_logged(caplog: pytest.LogCapt
     check_stream(chunks)
     assert chunks[-1] == Finish(FinishReason("stop", raw="stop"))
     assert middleware.after_loop  # the chain ran to its end
-    assert "dropped a TextDelta chunk that the middleware chain yielded after finish" in caplog.text
+    assert "dropped a TextDelta chunk that the middleware chain ('bad') yielded after finish" in caplog.text
     assert "dropped a Finish chunk" in caplog.text
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -11,8 +12,11 @@ from harness_core.types import (
     BlockEnd,
     BlockStart,
     Failure,
+    FileBlock,
     Finish,
     FinishReason,
+    JsonObjectFormat,
+    JsonSchemaFormat,
     Message,
     NamedToolChoice,
     ReasoningBlock,
@@ -32,6 +36,10 @@ from harness_gateway.request import decode_json
 USER = [{"role": "user", "content": "hi"}]
 
 
+def user_part(part: dict[str, Any]) -> dict[str, Any]:
+    return chat(messages=[{"role": "user", "content": [part]}])
+
+
 def chat(**fields: Any) -> dict[str, Any]:
     return {"model": "mock/echo", "messages": USER, **fields}
 
@@ -47,9 +55,23 @@ def anth(**fields: Any) -> dict[str, Any]:
         ({"messages": USER}, "model"),
         (chat(n=2), "n"),
         (chat(messages=[{"role": "robot", "content": "x"}]), "messages[0].role"),
+        (user_part({"type": "image_url", "image_url": {}}), "messages[0].content[0].image_url.url"),
+        (user_part({"type": "image_url", "image_url": {"url": "https://h/x"}}), "messages[0].content[0].image_url.url"),
         (
-            chat(messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]),
-            "messages[0].content[0].type",
+            user_part({"type": "image_url", "image_url": {"url": "data:image/png,abc"}}),
+            "messages[0].content[0].image_url.url",
+        ),
+        (
+            user_part({"type": "input_audio", "input_audio": {"data": "***", "format": "wav"}}),
+            "messages[0].content[0].input_audio.data",
+        ),
+        (user_part({"type": "file", "file": {"file_id": "f1"}}), "messages[0].content[0].file.file_id"),
+        (user_part({"type": "file", "file": {"file_data": "JVBERi0="}}), "messages[0].content[0].file.file_data"),
+        (user_part({"type": "refusal"}), "messages[0].content[0].type"),
+        (chat(messages=[{"role": "system", "content": [{"type": "image_url"}]}]), "messages[0].content[0].type"),
+        (
+            user_part({"type": "image_url", "image_url": {"url": "data:Image/PNG;base64,AAAA"}}),
+            "messages[0].content[0].image_url.url",
         ),
         (chat(messages=[{"role": "assistant", "tool_calls": [{"id": "a"}]}]), "messages[0].tool_calls[0].function"),
         (chat(tools=[{"type": "retrieval"}]), "tools[0].type"),
@@ -58,12 +80,16 @@ def anth(**fields: Any) -> dict[str, Any]:
         (chat(temperature="hot"), "temperature"),
         (chat(stream="yes"), "stream"),
         (chat(max_tokens=0), None),
-        (chat(response_format={"type": "json_object"}), "response_format"),
+        (chat(response_format={"type": "xml"}), "response_format.type"),
+        (
+            chat(response_format={"type": "json_schema", "json_schema": {"name": "bad name!"}}),
+            "response_format.json_schema.name",
+        ),
     ],
 )
 def test_chat_request_errors_name_the_field(body: Any, param: str | None) -> None:
     with pytest.raises(GatewayError) as caught:
-        parse_chat_request(body, "mock")
+        parse_chat_request(body)
     assert caught.value.status == 400
     assert caught.value.param == param
     if param:
@@ -96,7 +122,6 @@ def test_chat_request_maps_every_field() -> None:
             stream=True,
             stream_options={"include_usage": True},
         ),
-        "openai:groq",
     )
     options = parsed.options
     assert options.system == "rules"
@@ -111,10 +136,48 @@ def test_chat_request_maps_every_field() -> None:
     assert options.tool_choice == NamedToolChoice("f")
     assert (options.max_tokens, options.temperature, options.top_p, options.seed) == (7, 1, 0.5, 3)
     assert options.stop == ["END"]
-    assert options.provider_options == {"openai": {"response_format": {"type": "json_object"}}}
+    assert options.response_format == JsonObjectFormat()
     assert parsed.stream
     assert parsed.include_usage
     assert parse_chat_request(chat(tool_choice="none", response_format={"type": "text"})).options.tool_choice == "none"
+    schema = {"type": "json_schema", "json_schema": {"name": "person", "schema": {"type": "object"}, "strict": True}}
+    assert parse_chat_request(chat(response_format=schema)).options.response_format == JsonSchemaFormat(
+        name="person", schema={"type": "object"}, strict=True
+    )
+
+
+def test_media_parts_become_file_blocks() -> None:
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n").decode()
+    parts = [
+        {"type": "text", "text": "look"},
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{png}"}},
+        {"type": "image_url", "image_url": {"url": "https://example.org/cat.jpg?sig=1"}},
+        {"type": "input_audio", "input_audio": {"data": png, "format": "mp3"}},
+        {"type": "file", "file": {"file_data": f"data:application/pdf;base64,{png}", "filename": "a.pdf"}},
+    ]
+    content = parse_chat_request(chat(messages=[{"role": "user", "content": parts}])).options.messages[0].content
+    assert content == [
+        TextBlock("look"),
+        FileBlock("image/png", data=b"\x89PNG\r\n\x1a\n"),
+        FileBlock("image/jpeg", url="https://example.org/cat.jpg?sig=1"),
+        FileBlock("audio/mpeg", data=b"\x89PNG\r\n\x1a\n"),
+        FileBlock("application/pdf", data=b"\x89PNG\r\n\x1a\n", filename="a.pdf"),
+    ]
+    blocks = [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}},
+        {"type": "document", "source": {"type": "url", "url": "https://example.org/a.pdf"}},
+        {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "notes"}},
+        {"type": "text", "text": "what are these?"},
+    ]
+    anth_content = (
+        parse_messages_request(anth(messages=[{"role": "user", "content": blocks}])).options.messages[0].content
+    )
+    assert anth_content == [
+        FileBlock("image/png", data=b"\x89PNG\r\n\x1a\n"),
+        FileBlock("application/pdf", url="https://example.org/a.pdf"),
+        FileBlock("text/plain", data=b"notes"),
+        TextBlock("what are these?"),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -123,9 +186,10 @@ def test_chat_request_maps_every_field() -> None:
         (anth(max_tokens=None), "max_tokens"),
         (anth(messages=[{"role": "system", "content": "x"}]), "messages[0].role"),
         (
-            anth(messages=[{"role": "user", "content": [{"type": "image", "source": {}}]}]),
-            "messages[0].content[0].type",
+            anth(messages=[{"role": "user", "content": [{"type": "image", "source": {"type": "file"}}]}]),
+            "messages[0].content[0].source.type",
         ),
+        (anth(messages=[{"role": "user", "content": [{"type": "video"}]}]), "messages[0].content[0].type"),
         (anth(system=[{"type": "image"}]), "system[0].type"),
         (anth(stop_sequences=[1]), "stop_sequences[0]"),
         (anth(tool_choice={"type": "sometimes"}), "tool_choice.type"),

@@ -9,8 +9,9 @@ Request: ``system`` (a string or text blocks), ``text``, ``tool_use`` (``input``
 the tool call's raw JSON arguments), ``tool_result`` (text content) and ``thinking`` blocks;
 ``max_tokens``, ``temperature``, ``top_p``, ``stop_sequences``, ``tools``, ``tool_choice``
 (``auto`` / ``any`` / ``tool`` / ``none``) and ``thinking`` (``disabled`` → effort ``off``;
-``enabled`` → ``low`` up to 4,096 budget tokens, ``medium`` up to 16,384, else ``high``). Image
-and document blocks are refused with a 400 naming the block (no media blocks in the vocabulary).
+``enabled`` → ``low`` up to 4,096 budget tokens, ``medium`` up to 16,384, else ``high``).
+``image`` and ``document`` blocks (``source`` of type ``base64``, ``url`` or ``text``) become
+:class:`~harness_core.types.FileBlock` s (:mod:`harness_gateway.files`).
 
 Thinking signatures: harness carries them in ``finish.replay_state`` (known only when the stream
 ends), so each signed thinking block's ``signature_delta`` is sent after the last content block,
@@ -20,6 +21,7 @@ block sent back by the client is handed to the Anthropic adapter as its ``replay
 
 from __future__ import annotations
 
+import base64
 from typing import Any, Final
 
 import msgspec
@@ -45,6 +47,7 @@ from harness_core.types import (
     Usage,
 )
 from harness_gateway.errors import GatewayError, from_failure
+from harness_gateway.files import file_block
 from harness_gateway.request import Body, ParsedRequest, bad_request
 from harness_gateway.sse import sse_event
 
@@ -144,6 +147,8 @@ def _read_message(message: Body, model: str, source: str | None) -> Message:
                     arguments=arguments,
                 )
             )
+        elif kind in ("image", "document"):
+            blocks.append(_media(block))
         elif kind == "tool_result":
             results.append(
                 ToolResultBlock(
@@ -153,10 +158,7 @@ def _read_message(message: Body, model: str, source: str | None) -> Message:
                 )
             )
         else:
-            raise bad_request(
-                block.path("type"),
-                f"{kind!r} blocks are not supported by the gateway (text, thinking, tool_use and tool_result are)",
-            )
+            raise bad_request(block.path("type"), f"unknown content block type {kind!r}")
     if results:
         if blocks:
             raise bad_request(
@@ -167,6 +169,24 @@ def _read_message(message: Body, model: str, source: str | None) -> Message:
     if signatures and role == "assistant":
         replay = {"v": 1, "provider": "anthropic", "model": model, "blocks": signatures}
     return Message(role=role, content=blocks, replay_state=replay, source=source if replay else None)
+
+
+def _media(block: Body) -> Any:
+    """An ``image`` / ``document`` block's ``source``: ``base64`` data, a ``url``, or plain ``text``."""
+    source = block.obj("source", required=True)
+    assert source is not None
+    kind = source.get("type", str, required=True)
+    where = source.path("data")
+    if kind == "url":
+        return file_block(source.path("url"), url=source.get("url", str, required=True))
+    if kind == "text":
+        text = source.get("data", str, required=True)
+        return file_block(where, data=base64.b64encode(text.encode()).decode(), media_type="text/plain")
+    if kind != "base64":
+        raise bad_request(source.path("type"), f"expected base64, url or text, got {kind!r}")
+    return file_block(
+        where, data=source.get("data", str, required=True), media_type=source.get("media_type", str, required=True)
+    )
 
 
 def _result_text(block: Body) -> str:

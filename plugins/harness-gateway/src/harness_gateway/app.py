@@ -181,10 +181,7 @@ class Generation(Response):
         if not isinstance(requested, str):
             raise bad_request("model", "this field is required and must be a string")
         route, model, owner = runtime.resolve(requested)
-        if self.dialect == "openai":
-            parsed = parse_chat_request(raw, owner)
-        else:
-            parsed = parse_messages_request(raw, owner, model)
+        parsed = parse_chat_request(raw) if self.dialect == "openai" else parse_messages_request(raw, owner, model)
         key = who if isinstance(who, KeyRecord) else None
         if key is not None and not key.allows(route):
             raise GatewayError(
@@ -246,6 +243,8 @@ class _Run:
         self.usage: Any = None
         self.status: Status = "error"
         self.done = anyio.Event()
+        self.finished = False
+        """The stream's finish was seen: a disconnect after it aborts nothing."""
         self.public_id = ("chatcmpl-" if generation.dialect == "openai" else "msg_") + generation.request_id
 
     async def serve(self, receive: Receive, send: Send) -> None:
@@ -266,7 +265,7 @@ class _Run:
     async def watch(self, receive: Receive, scope: anyio.CancelScope) -> None:
         """Abort the upstream stream when the client disconnects; cancel it if it lingers."""
         await receive()  # the body was read: the only message left is http.disconnect (ASGI HTTP spec)
-        if self.done.is_set():  # the client left after the whole answer: nothing to abort
+        if self.finished:  # the client left after the whole answer: nothing to abort
             return
         self.generation.disconnected = True
         logger.info("request %s: client disconnected, aborting the upstream stream", self.generation.request_id)
@@ -289,13 +288,14 @@ class _Run:
                     if isinstance(chunk, Usage):
                         self.usage = chunk.usage
                     elif isinstance(chunk, Finish):
+                        self.finished = True
                         kind = chunk.reason.kind
                         self.failure = chunk.reason.failure
                         self.status = "error" if kind == "error" else "aborted" if kind == "aborted" else "complete"
                     await on_chunk(chunk)
         finally:
-            if self.generation.disconnected:
-                self.status = "aborted"
+            # no finish: cancelled because the client went away (aborted) or by a bug (error)
+            self.status = self.status if self.finished else "aborted" if self.generation.disconnected else "error"
             latency = time.perf_counter() - self.started
             with anyio.CancelScope(shield=True):
                 cost = await self.settle()
@@ -424,6 +424,8 @@ class _Run:
                     data = encoder.feed(chunk)
                     if data:
                         await out.send(data)
+                    if isinstance(chunk, Finish):
+                        await out.send(_LAST)
 
                 await self.chunks(feed)
 
@@ -438,17 +440,20 @@ class _Run:
             headers += [(k.encode(), v.encode()) for k, v in _STREAM_HEADERS.items()]
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             item: bytes | GatewayError | None = first
-            while item is not _END:
+            while item is not _END and item is not _LAST:
                 if isinstance(item, GatewayError):  # failed before any output, after a keep-alive went out
-                    body = encoder.error(item)
-                else:
-                    body = item if item is not None else KEEPALIVE
+                    await send({"type": "http.response.body", "body": encoder.error(item), "more_body": True})
+                    break  # the error is the terminal event
+                body = item if item is not None else KEEPALIVE
                 await send({"type": "http.response.body", "body": body, "more_body": True})
                 item = await _receive(pending, keepalive)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 _END: Final = GatewayError(500, "end of stream")
+_LAST: Final = GatewayError(500, "the terminal event was sent")
+"""Sent after the finish's events: the response ends there, no keep-alive may follow, and the
+ledger is settled after the client has its whole answer."""
 
 
 async def _receive(pending: Any, keepalive: float) -> bytes | GatewayError | None:

@@ -5,13 +5,14 @@ Wire format: https://platform.openai.com/docs/api-reference/chat (request, the
 Events ending with ``data: [DONE]``).
 
 Request: ``system`` / ``developer`` messages become ``options.system`` (joined by blank lines);
-``user`` text parts, ``assistant`` text, ``reasoning_content`` and ``tool_calls``, and ``tool``
-results map to :class:`~harness_core.Message` blocks. ``max_completion_tokens`` (or the older
-``max_tokens``), ``temperature``, ``top_p``, ``seed``, ``stop``, ``reasoning_effort``, ``tools``
-and ``tool_choice`` map to :class:`~harness_core.GenerateOptions`. Image, audio and file parts
-and ``n`` > 1 are refused with a 400 naming the field (the harness vocabulary has no media
-blocks). ``response_format`` other than ``text`` is passed to OpenAI-compatible plugins through
-``provider_options`` and refused for others. Unknown top-level fields are ignored, as OpenAI's
+``user`` text, ``image_url``, ``input_audio`` and ``file`` parts (media become
+:class:`~harness_core.types.FileBlock` s, see :mod:`harness_gateway.files`), ``assistant`` text,
+``reasoning_content`` and ``tool_calls``, and ``tool`` results map to
+:class:`~harness_core.Message` blocks. ``max_completion_tokens`` (or the older ``max_tokens``),
+``temperature``, ``top_p``, ``seed``, ``stop``, ``reasoning_effort``, ``tools``, ``tool_choice``
+and ``response_format`` (``json_object`` / ``json_schema``) map to
+:class:`~harness_core.GenerateOptions`. ``n`` > 1 and uploaded ``file_id`` s are refused with a
+400 naming the field. Unknown top-level fields are ignored, as OpenAI's
 clients send many (``user``, ``metadata`` …).
 
 Stream: a first chunk with ``delta.role``, then ``delta.content`` / ``delta.reasoning_content``
@@ -33,6 +34,8 @@ from harness_core.types import (
     Finish,
     FinishReason,
     GenerateOptions,
+    JsonObjectFormat,
+    JsonSchemaFormat,
     Message,
     NamedToolChoice,
     ReasoningBlock,
@@ -48,6 +51,7 @@ from harness_core.types import (
     Usage,
 )
 from harness_gateway.errors import GatewayError, from_failure
+from harness_gateway.files import file_block
 from harness_gateway.request import Body, ParsedRequest, bad_request
 from harness_gateway.sse import sse_data
 
@@ -60,17 +64,13 @@ _FINISH: Final = {
     "content-filter": "content_filter",
     "other": "stop",
 }
-_OPENAI_LIKE: Final = frozenset({"openai", "deepseek"})
-"""Plugins that speak OpenAI's wire format and so understand ``response_format`` as given."""
 
 _encode = msgspec.json.Encoder().encode
 
 
-def parse_chat_request(raw: Any, owner: str | None = None) -> ParsedRequest:
+def parse_chat_request(raw: Any) -> ParsedRequest:
     """Read a Chat Completions body into a :class:`~harness_gateway.request.ParsedRequest`.
 
-    ``owner`` is the plugins.yaml key of the plugin serving the requested model (``openai:groq``);
-    its plugin name decides where ``response_format`` may go.
     Raises a 400 :class:`GatewayError` naming the field at fault.
     """
     body = Body(raw)
@@ -94,14 +94,7 @@ def parse_chat_request(raw: Any, owner: str | None = None) -> ParsedRequest:
         "stop": _stop(body),
         "reasoning_effort": body.get("reasoning_effort", str),
     }
-    response_format = body.obj("response_format")
-    if response_format is not None and response_format.get("type", str) != "text":
-        plugin = (owner or "").partition(":")[0]
-        if plugin not in _OPENAI_LIKE:
-            raise bad_request(
-                "response_format", f"{response_format.get('type', str)!r} is only supported on OpenAI-compatible routes"
-            )
-        options["provider_options"] = {plugin: {"response_format": response_format.value}}
+    options["response_format"] = _response_format(body)
     stream_options = body.obj("stream_options")
     try:
         generate = GenerateOptions(**{k: v for k, v in options.items() if v is not None})
@@ -120,7 +113,7 @@ def _read_message(message: Body, system: list[str], messages: list[Message]) -> 
     if role in ("system", "developer"):
         system.append(_text(message, "content", required=True))
     elif role == "user":
-        messages.append(Message(role="user", content=[TextBlock(_text(message, "content", required=True))]))
+        messages.append(Message(role="user", content=_user_content(message)))
     elif role == "assistant":
         content: list[Any] = []
         reasoning = message.get("reasoning_content", str)
@@ -164,10 +157,78 @@ def _text(message: Body, key: str, *, required: bool = False) -> str:
         if kind not in ("text", "input_text"):
             raise bad_request(
                 part.path("type"),
-                f"{kind!r} parts are not supported by the gateway (the harness vocabulary is text only)",
+                f"only text parts are allowed in system, assistant and tool messages, got {kind!r}",
             )
         texts.append(part.get("text", str, required=True))
     return "".join(texts)
+
+
+_AUDIO: Final = {"wav": "audio/wav", "mp3": "audio/mpeg"}
+
+
+def _user_content(message: Body) -> list[Any]:
+    """A user ``content``: a string, or text, ``image_url``, ``input_audio`` and ``file`` parts."""
+    value = message.get("content", (str, list), required=True)
+    if isinstance(value, str):
+        return [TextBlock(value)]
+    blocks: list[Any] = []
+    for where, item in message.items("content"):
+        part = Body(item, where)
+        kind = part.get("type", str, required=True)
+        if kind in ("text", "input_text"):
+            blocks.append(TextBlock(part.get("text", str, required=True)))
+        elif kind == "image_url":
+            image = part.obj("image_url", required=True)
+            assert image is not None
+            blocks.append(file_block(image.path("url"), url=image.get("url", str, required=True)))
+        elif kind == "input_audio":
+            audio = part.obj("input_audio", required=True)
+            assert audio is not None
+            form = audio.get("format", str, required=True)
+            blocks.append(
+                file_block(
+                    audio.path("data"),
+                    data=audio.get("data", str, required=True),
+                    media_type=_AUDIO.get(form, f"audio/{form}"),
+                )
+            )
+        elif kind == "file":
+            file = part.obj("file", required=True)
+            assert file is not None
+            if file.get("file_id", str) is not None:
+                raise bad_request(file.path("file_id"), "uploaded file ids are not supported: send file_data")
+            url = file.get("file_data", str, required=True)
+            if not url.startswith("data:"):
+                raise bad_request(file.path("file_data"), "expected a data: URL (data:<media type>;base64,<data>)")
+            blocks.append(file_block(file.path("file_data"), url=url, filename=file.get("filename", str)))
+        else:
+            raise bad_request(part.path("type"), f"unknown content part type {kind!r}")
+    return blocks
+
+
+def _response_format(body: Body) -> JsonObjectFormat | JsonSchemaFormat | None:
+    """``response_format``: ``text`` (none), ``json_object`` or ``json_schema`` (name, schema, strict)."""
+    form = body.obj("response_format")
+    if form is None:
+        return None
+    kind = form.get("type", str, required=True)
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return JsonObjectFormat()
+    if kind != "json_schema":
+        raise bad_request(form.path("type"), f"expected text, json_object or json_schema, got {kind!r}")
+    spec = form.obj("json_schema", required=True)
+    assert spec is not None
+    try:
+        return JsonSchemaFormat(
+            name=spec.get("name", str, required=True),
+            schema=spec.get("schema", dict, {"type": "object"}),
+            strict=spec.get("strict", bool, False),
+            description=spec.get("description", str),
+        )
+    except ValueError as exc:
+        raise bad_request(spec.path("name"), str(exc)) from None
 
 
 def _read_tool(tool: Body) -> ToolSpec:

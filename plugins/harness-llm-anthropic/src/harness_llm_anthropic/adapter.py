@@ -31,7 +31,13 @@ import anyio
 
 from harness_core.adapter import LlmAdapter
 from harness_core.errors import LlmError
-from harness_core.http import error_from_exception, error_from_response, make_client, open_sse_stream
+from harness_core.http import (
+    check_headers,
+    error_from_exception,
+    error_from_response,
+    make_client,
+    open_sse_stream,
+)
 from harness_core.types import GenerateOptions, ModelInfo, StreamChunk
 from harness_llm_anthropic.config import AnthropicConfig
 from harness_llm_anthropic.errors import PROVIDER, classifier
@@ -80,19 +86,22 @@ class AnthropicAdapter(LlmAdapter):
         self.config = config
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
-        root = config.base_url.rstrip("/")
-        self._messages_url = root + "/v1/messages"
-        self._models_url = root + "/v1/models"
+        self._messages_url = "/v1/messages"
+        self._models_url = "/v1/models"
+        headers = {"anthropic-version": config.anthropic_version, **config.headers}
+        if config.api_key is not None:
+            headers["x-api-key"] = config.api_key.get_secret_value()
+        check_headers(headers, provider=PROVIDER)  # a key that cannot be sent is CONFIG, now
+        self._headers = headers
 
     def _http(self) -> httpx.AsyncClient:
         client = self._client
         if client is None:
             config = self.config
-            headers = {"anthropic-version": config.anthropic_version, **config.headers}
-            if config.api_key is not None:
-                headers["x-api-key"] = config.api_key.get_secret_value()
             client = self._client = make_client(
-                headers=headers,
+                base_url=config.base_url,
+                headers=self._headers,
+                provider=PROVIDER,
                 connect_timeout=config.timeout.connect,
                 read_timeout=config.timeout.read,
                 pool_timeout=config.pool_timeout,

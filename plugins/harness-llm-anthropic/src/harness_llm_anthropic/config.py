@@ -55,7 +55,8 @@ class AnthropicConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         base_url: API root without ``/v1`` (``https://api.anthropic.com``; a proxy or gateway
             speaking the Messages API otherwise).
         api_key: sent as ``x-api-key``. When omitted and ``base_url`` is Anthropic's own, it is
-            taken from the ``ANTHROPIC_API_KEY`` environment variable (never for another host).
+            taken from the ``ANTHROPIC_API_KEY`` environment variable (never for another host) and
+            required: without one the plugin fails naming the variable. Other hosts need none.
         routes: the routes this adapter serves.
         headers: extra HTTP headers sent with every request (e.g. ``anthropic-beta``).
         timeout: connect / read timeouts in seconds.
@@ -70,7 +71,9 @@ class AnthropicConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """
 
     base_url: str = DEFAULT_BASE_URL
-    api_key: Annotated[Secret | None, EnvFallback("ANTHROPIC_API_KEY", only_when={"base_url": DEFAULT_BASE_URL})] = None
+    api_key: Annotated[
+        Secret | None, EnvFallback("ANTHROPIC_API_KEY", only_when={"base_url": DEFAULT_BASE_URL}, required=True)
+    ] = None
     routes: list[str] = msgspec.field(default_factory=lambda: ["anthropic"])
     headers: dict[str, str] = msgspec.field(default_factory=dict)
     timeout: Timeout = msgspec.field(default_factory=Timeout)

@@ -62,7 +62,9 @@ class DeepSeekConfig(OpenAIConfig, forbid_unknown_fields=True, kw_only=True):
     """
 
     base_url: str = DEEPSEEK_BASE_URL
-    api_key: Annotated[Secret | None, EnvFallback("DEEPSEEK_API_KEY", only_when={"base_url": DEEPSEEK_BASE_URL})] = None
+    api_key: Annotated[
+        Secret | None, EnvFallback("DEEPSEEK_API_KEY", only_when={"base_url": DEEPSEEK_BASE_URL}, required=True)
+    ] = None
     routes: list[str] = msgspec.field(default_factory=lambda: ["deepseek"])
     models: dict[str, DeepSeekModelConfig] = msgspec.field(default_factory=dict)  # type: ignore[assignment] # narrower per-model config
     thinking: Thinking | None = None

@@ -50,8 +50,9 @@ class OpenAIAdapter(LlmAdapter):
         self.provider = provider
         self.serializer = self.make_serializer()
         self._client = make_client(
-            base_url=config.base_url.rstrip("/"),
+            base_url=config.base_url,
             headers=self._headers(),
+            provider=provider,
             connect_timeout=config.timeout.connect,
             read_timeout=config.timeout.read,
             pool_timeout=config.pool_timeout,

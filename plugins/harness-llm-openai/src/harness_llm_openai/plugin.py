@@ -61,8 +61,9 @@ class OpenAIConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
             (``https://api.openai.com/v1``, ``http://localhost:11434/v1``); requests go to
             ``{base_url}/chat/completions`` and ``{base_url}/models``.
         api_key: sent as ``Authorization: Bearer …``; filled from ``OPENAI_API_KEY`` only while
-            ``base_url`` is OpenAI's (SPEC §3.10). ``None`` sends no Authorization header
-            (local servers).
+            ``base_url`` is OpenAI's (SPEC §3.10), where a key is required (without one the plugin
+            fails naming ``OPENAI_API_KEY``). Another ``base_url`` needs none: ``None`` sends no
+            Authorization header (local servers); ``api_key: null`` opts out on OpenAI's too.
         routes: the routes this instance serves.
         models: static model facts by model id (context window, max output, reasoning efforts).
         headers: extra request headers (e.g. ``OpenAI-Project``).
@@ -76,7 +77,9 @@ class OpenAIConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """
 
     base_url: str = OPENAI_BASE_URL
-    api_key: Annotated[Secret | None, EnvFallback("OPENAI_API_KEY", only_when={"base_url": OPENAI_BASE_URL})] = None
+    api_key: Annotated[
+        Secret | None, EnvFallback("OPENAI_API_KEY", only_when={"base_url": OPENAI_BASE_URL}, required=True)
+    ] = None
     routes: list[str] = msgspec.field(default_factory=lambda: ["openai"])
     models: dict[str, ModelConfig] = msgspec.field(default_factory=dict)
     headers: dict[str, str] = msgspec.field(default_factory=dict)

@@ -21,7 +21,7 @@ at most ``max_match_length`` characters long; all presets are.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Annotated, Final, Literal
 
 import msgspec
@@ -29,18 +29,15 @@ import regex
 
 from harness_core.errors import LlmError
 from harness_core.hookspecs import CallNext, hookimpl
+from harness_core.secret import ChunkScrubber
 from harness_core.types import (
-    BlockEnd,
     BlockStart,
     ContentBlock,
     GenerateOptions,
     ReasoningBlock,
-    ReasoningDelta,
     StreamChunk,
     TextBlock,
-    TextDelta,
     ToolCallBlock,
-    ToolCallDelta,
     ToolResultBlock,
 )
 from harness_middleware._stream import aclose
@@ -185,14 +182,6 @@ class StreamMasker:
         return out
 
 
-class _Block:
-    __slots__ = ("masker", "name")
-
-    def __init__(self, masker: StreamMasker) -> None:
-        self.masker = masker
-        self.name: str | None = None  # a tool-call name from a dropped delta, for the next one
-
-
 class RedactPlugin:
     """Middleware masking secrets in requests and streamed replies (see module doc)."""
 
@@ -267,62 +256,19 @@ class RedactPlugin:
             return self.config.reasoning and not start.signed
         return self.config.tool_arguments
 
-    def _process(self, chunk: StreamChunk, blocks: dict[int, _Block]) -> Iterator[StreamChunk]:
-        if isinstance(chunk, BlockStart):
-            if self._masks(chunk):
-                blocks[chunk.index] = _Block(self.masker.stream())
-            yield chunk
-            return
-        index = getattr(chunk, "index", None)
-        block = blocks.get(index) if isinstance(index, int) else None
-        if block is None:
-            yield chunk  # unmasked blocks, usage, finish and chunk kinds we do not know
-        elif isinstance(chunk, TextDelta | ReasoningDelta):
-            text = block.masker.feed(chunk.text)
-            if text:
-                yield msgspec.structs.replace(chunk, text=text)
-        elif isinstance(chunk, ToolCallDelta):
-            text = block.masker.feed(chunk.arguments_delta)
-            block.name = chunk.name or block.name
-            if text:
-                yield msgspec.structs.replace(chunk, arguments_delta=text, name=block.name)
-                block.name = None
-        elif isinstance(chunk, BlockEnd):
-            del blocks[chunk.index]
-            yield from _end_block(chunk, block, self.masker)
-        else:
-            yield chunk  # a chunk kind we do not know that names a masked block: pass it on
-
     @hookimpl
     async def llm_stream(self, options: GenerateOptions, call_next: CallNext) -> AsyncIterator[StreamChunk]:
         """Mask the request, then the streamed reply (see module doc)."""
         if self.config.requests:
             options = self.mask_request(options)
         stream = call_next(options)
-        blocks: dict[int, _Block] = {}
+        scrubber = ChunkScrubber(self.masker, self._masks)
         try:
             async for chunk in stream:
                 if not self.config.responses:
                     yield chunk
                     continue
-                for out in self._process(chunk, blocks):
+                for out in scrubber.feed(chunk):
                     yield out
         finally:
             await aclose(stream)
-
-
-def _end_block(chunk: BlockEnd, block: _Block, masker: Masker) -> Iterator[StreamChunk]:
-    """The final masked delta (if any text was held back) and the masked ``block-end``."""
-    tail = block.masker.flush()
-    content = chunk.block
-    if isinstance(content, ToolCallBlock):
-        if tail:
-            yield ToolCallDelta(index=chunk.index, id=content.id, arguments_delta=tail, name=block.name)
-        masked = block.masker.emitted if block.masker.fed else masker.mask(content.arguments)
-        yield BlockEnd(index=chunk.index, block=msgspec.structs.replace(content, arguments=masked))
-        return
-    if tail:
-        delta_type = TextDelta if isinstance(content, TextBlock) else ReasoningDelta
-        yield delta_type(index=chunk.index, text=tail)
-    masked = block.masker.emitted if block.masker.fed else masker.mask(content.text)
-    yield BlockEnd(index=chunk.index, block=msgspec.structs.replace(content, text=masked))

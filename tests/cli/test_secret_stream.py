@@ -20,8 +20,7 @@ from harness_core import (
     ToolCallBlock,
     ToolCallDelta,
 )
-from harness_core.cli._scrub import ChunkScrubber
-from harness_core.config import MASK, Redactor
+from harness_core.secret import MASK, ChunkScrubber, Redactor
 from harness_core.testing import check_stream
 
 SECRET = "sk-envsecret-XYZ987654321"

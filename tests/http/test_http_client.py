@@ -1,0 +1,77 @@
+"""``make_client``: what every request carries (Accept-Encoding, the base URL's query) and the
+header values it refuses before any request."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness_core.errors import LlmError
+from harness_core.http import ACCEPT_ENCODING, check_headers, make_client, split_base_url
+from harness_core.testing.server import Reply, ScriptedServer
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_accept_encoding_is_exactly_what_the_decoder_handles(monkeypatch: pytest.MonkeyPatch) -> None:
+    import httpx._client
+
+    # a machine with brotli and zstandard installed: httpx alone would advertise them
+    monkeypatch.setattr(httpx._client, "ACCEPT_ENCODING", "gzip, deflate, br, zstd")
+    with ScriptedServer(Reply(reads=[b"data: a\n\n"]), Reply(reads=[b"data: b\n\n"])) as server:
+        async with make_client(base_url=server.url) as client:
+            await client.post("/x", content=b"{}")
+        async with make_client(base_url=server.url, headers={"Accept-Encoding": "identity"}) as client:
+            await client.post("/x", content=b"{}")
+    assert server.requests[0].headers["accept-encoding"] == ACCEPT_ENCODING == "gzip, deflate"
+    assert server.requests[1].headers["accept-encoding"] == "identity"  # an explicit choice is kept
+
+
+@pytest.mark.parametrize(
+    ("base_url", "path"),
+    [
+        ("{url}/v1?api-version=2024-10-21", "/v1/chat/completions?api-version=2024-10-21"),
+        ("{url}/v1/?api-version=X&b=2#frag", "/v1/chat/completions?api-version=X&b=2"),
+        ("{url}/v1/", "/v1/chat/completions"),
+    ],
+)
+async def test_a_base_url_query_is_kept_and_paths_join_before_it(base_url: str, path: str) -> None:
+    with ScriptedServer(Reply(reads=[b"data: a\n\n"])) as server:
+        async with make_client(base_url=base_url.format(url=server.url)) as client:
+            await client.post("/chat/completions", content=b"{}")
+    assert server.requests[0].path == path
+
+
+def test_split_base_url() -> None:
+    assert split_base_url("http://h/v1/?q=1") == ("http://h/v1", "q=1")
+    assert split_base_url("http://h/v1") == ("http://h/v1", "")
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ("Bearer sk-abc\r", "header 'authorization': its value ends with whitespace '\\r'"),
+        ("Bearer sk-a\nb", "header 'authorization': its value holds the control character '\\n' at position 12"),
+        ("Bearer sk-\u00e9", "header 'authorization': its value holds the non-ASCII character U+00E9"),
+    ],
+)
+def test_a_header_that_cannot_be_sent_is_config_at_build(value: str, reason: str) -> None:
+    with pytest.raises(LlmError) as caught:
+        make_client(base_url="http://127.0.0.1:9", headers={"authorization": value}, provider="openai")
+    assert caught.value.code == "CONFIG"
+    assert not caught.value.retryable
+    assert caught.value.provider == "openai"
+    assert reason in caught.value.message
+    assert "sk-" not in caught.value.message
+    check_headers({"authorization": "Bearer fine-key"})
+
+
+def test_a_redirect_says_where_it_pointed_and_that_it_was_not_followed() -> None:
+    from harness_core.http import error_from_response
+
+    error = error_from_response(307, {"Location": "https://api.example.com/v1/chat/completions"}, b"")
+    assert error.code == "PROTOCOL"
+    assert error.message == (
+        "HTTP 307 Temporary Redirect: the server redirected to 'https://api.example.com/v1/chat/completions'; "
+        "redirects are not followed (point base_url at the final address)"
+    )
+    assert "without a Location" in error_from_response(301, {}, b"moved").message
