@@ -44,11 +44,12 @@ from harness_gateway.console.auth import (
     valid_session,
 )
 from harness_gateway.console.live import ConsoleObserver
-from harness_gateway.console.records import RecordStore
+from harness_gateway.console.records import Records, RecordStore
 from harness_gateway.console.stats import BUCKETS, GROUPS, TOKEN_KINDS, spend, traffic
 from harness_gateway.errors import GatewayError
 from harness_gateway.keys import KeySpec
 from harness_gateway.sse import sse_event
+from harness_gateway.store import SqlStore
 
 __all__ = ["Console", "FormError", "console_routes", "key_spec"]
 
@@ -93,22 +94,40 @@ class FormError(ValueError):
 
 
 class Console:
-    """The console of one gateway: its records, its observer of streams in flight, its pages.
+    """The console's pages over request records; Live and Keys when given what they need.
 
     Args:
-        gateway: the :class:`~harness_gateway.Gateway` (its store, runtime holder and master key).
+        master: the secret that signs people in (the gateway's master key, or the token
+            ``harness console`` made); sessions and CSRF tokens are derived from it.
+        records: where Spend, Traffic and the inspector read requests.
+        store: the gateway's state store: the Keys page and the budgets on Spend (``None``: no Keys page).
+        observer: the streams in flight: the Live page (``None``: no Live page).
     """
 
-    def __init__(self, gateway: Any) -> None:
-        self.gateway = gateway
-        self.records = RecordStore(gateway.store)
-        self.observer = ConsoleObserver(self.records, lambda: gateway.holder.current.redact)
-        gateway.observers.append(self.observer)
+    def __init__(
+        self,
+        master: str,
+        records: Records,
+        *,
+        store: SqlStore | None = None,
+        observer: ConsoleObserver | None = None,
+    ) -> None:
+        self.master = master
+        self.records = records
+        self._store = store
+        self._observer = observer
 
     @property
-    def master(self) -> str:
-        master: str = self.gateway.master_key
-        return master
+    def store(self) -> SqlStore:
+        """The state store (its routes exist only when there is one)."""
+        assert self._store is not None, "the Keys routes are registered only with a store"
+        return self._store
+
+    @property
+    def observer(self) -> ConsoleObserver:
+        """The streams in flight (its routes exist only when there is one)."""
+        assert self._observer is not None, "the Live routes are registered only with an observer"
+        return self._observer
 
     # ------------------------------------------------------------------ access
 
@@ -128,6 +147,8 @@ class Console:
             request_path=request.url.path,
             csrf=csrf_token(self.master, session) if session else "",
             signed_in=session is not None,
+            show_live=self._observer is not None,
+            show_keys=self._store is not None,
             **context,
         )
         return HTMLResponse(page, status_code=status, headers=_HEADERS)
@@ -210,7 +231,7 @@ class Console:
         now = time.time()
         since = now - (48 * 3600 if bucket == "hour" else 30 * 86400)
         data = spend(await self.records.since(since), since=since, now=now, bucket=bucket, by=by)  # type: ignore[arg-type]
-        keys = await self.gateway.store.list_keys()
+        keys = await self._store.list_keys() if self._store is not None else []
         budgets = [
             {"name": k.name, "budget": k.budget, "spent": k.spent, "percent": min(100.0, 100 * k.spent / k.budget)}
             for k in keys
@@ -277,7 +298,7 @@ class Console:
         error: str = "",
         values: dict[str, str] | None = None,
     ) -> Response:
-        keys = await self.gateway.store.list_keys()
+        keys = await self.store.list_keys()
         status = 201 if created else 400 if error else 200
         form = values or {}
         return self.render(
@@ -291,12 +312,12 @@ class Console:
             spec = key_spec(values)
         except FormError as exc:
             return await self.keys_page(request, error=str(exc), values=values)
-        plain, record = await self.gateway.store.create_key(spec)
+        plain, record = await self.store.create_key(spec)
         return await self.keys_page(request, created={"key": plain, "name": record.name, "id": record.id})
 
     async def keys_revoke(self, request: Request) -> Response:
         key_id = request.path_params["key"]
-        if not await self.gateway.store.revoke(key_id):
+        if not await self.store.revoke(key_id):
             return self.render(request, "error.html", 404, title="Not found", message=f"No live key {key_id}.")
         return RedirectResponse("/console/keys", status_code=303, headers=_HEADERS)
 
@@ -307,22 +328,29 @@ class Console:
         async def home(request: Request) -> Response:
             return RedirectResponse("/console/spend", status_code=303)
 
-        return [
+        routes: list[BaseRoute] = [
             Route("/console", home, methods=["GET"]),
             Route("/console/login", self.login, methods=["GET", "POST"]),
             Route("/console/logout", guard(self.logout, form=True), methods=["POST"]),
             Route("/console/spend", guard(self.spend_page), methods=["GET"]),
             Route("/console/traffic", guard(self.traffic_page), methods=["GET"]),
-            Route("/console/live", guard(self.live_page), methods=["GET"]),
-            Route("/console/live/events", guard(self.live_events), methods=["GET"]),
-            Route("/console/live/{ticket}/abort", guard(self.live_abort, form=True), methods=["POST"]),
             Route("/console/requests", guard(self.requests_page), methods=["GET"]),
             Route("/console/requests/{ticket}", guard(self.request_page), methods=["GET"]),
-            Route("/console/keys", guard(self.keys_page), methods=["GET"]),
-            Route("/console/keys", guard(self.keys_create, form=True), methods=["POST"]),
-            Route("/console/keys/{key}/revoke", guard(self.keys_revoke, form=True), methods=["POST"]),
             Mount("/console/static", StaticFiles(packages=[("harness_gateway.console", "static")]), name="static"),
         ]
+        if self._observer is not None:
+            routes += [
+                Route("/console/live", guard(self.live_page), methods=["GET"]),
+                Route("/console/live/events", guard(self.live_events), methods=["GET"]),
+                Route("/console/live/{ticket}/abort", guard(self.live_abort, form=True), methods=["POST"]),
+            ]
+        if self._store is not None:
+            routes += [
+                Route("/console/keys", guard(self.keys_page), methods=["GET"]),
+                Route("/console/keys", guard(self.keys_create, form=True), methods=["POST"]),
+                Route("/console/keys/{key}/revoke", guard(self.keys_revoke, form=True), methods=["POST"]),
+            ]
+        return routes
 
 
 def key_spec(form: dict[str, str]) -> KeySpec:
@@ -362,4 +390,7 @@ def console_routes(gateway: Any) -> list[BaseRoute]:
             return PlainTextResponse(message, status_code=404)
 
         return [Route("/console", off), Route("/console/{rest:path}", off, methods=["GET", "POST"])]
-    return Console(gateway).routes()
+    records = RecordStore(gateway.store)
+    observer = ConsoleObserver(records, lambda: gateway.holder.current.redact)
+    gateway.observers.append(observer)
+    return Console(gateway.master_key, records, store=gateway.store, observer=observer).routes()

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from harness_gateway.store import SqlStore, Tx
 
-__all__ = ["COLUMNS", "DETAIL_LIMIT", "MIGRATIONS", "RecordStore"]
+__all__ = ["COLUMNS", "DETAIL_LIMIT", "MIGRATIONS", "RecordStore", "Records", "bounded_detail"]
 
 DETAIL_LIMIT: Final = 256 * 1024
 """Largest ``detail`` JSON stored per request (characters)."""
@@ -84,6 +84,22 @@ MIGRATIONS: Final = (
     ),
 )
 """``(version, script)`` migrations of the console's tables, applied once each, in order."""
+
+
+class Records(Protocol):
+    """What the console's pages read: summary rows (every name of :data:`COLUMNS`) and details."""
+
+    keep: int
+    """How many of the newest requests can be inspected."""
+
+    async def since(self, since: float) -> list[dict[str, Any]]:
+        """Rows of requests started at ``since`` (unix seconds) or later, oldest first."""
+
+    async def recent(self, limit: int) -> list[dict[str, Any]]:
+        """The newest ``limit`` rows, newest first."""
+
+    async def get(self, ticket: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """``(row, detail)`` of one request, or ``None``."""
 
 
 class RecordStore:
