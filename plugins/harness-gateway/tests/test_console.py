@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -403,3 +405,36 @@ def test_spend_and_traffic_buckets_and_groups() -> None:
     assert seen["errors"] == [{"code": "(no code)", "count": 1}]
     other = next(r for r in seen["routes"] if r["group"] == "other/echo")
     assert (other["errors"], other["ttft_p50"], other["fallbacks"]) == (1, None, 1)  # served by mock/echo
+
+
+def test_records_in_postgresql() -> None:
+    """The console's statements run unchanged on PostgreSQL (numbered placeholders, its types)."""
+    from gw_postgres import Cluster
+
+    from harness_gateway.postgres import PostgresStore
+
+    root = Path(tempfile.mkdtemp(prefix="harness-pg-console-"))  # the postgres user cannot enter tmp_path
+    try:
+        cluster = Cluster(root)
+        cluster.start()
+        try:
+
+            async def main() -> None:
+                store = PostgresStore(cluster.dsn)
+                try:
+                    records = RecordStore(store, keep=2)
+                    assert await records.migrate() == 1
+                    assert await RecordStore(store).migrate() == 1
+                    for i in range(3):
+                        await records.insert(_row(f"p{i}", 10.0 + i, attempts=["a/b: SERVER"]), {"timeline": [i]})
+                    assert [r["id"] for r in await records.recent(5)] == ["p2", "p1"]
+                    assert [r["attempts"] for r in await records.since(11.5)] == [["a/b: SERVER"]]
+                    assert await records.get("p2") == ((await records.recent(1))[0], {"timeline": [2]})
+                finally:
+                    await store.aclose()
+
+            anyio.run(main)
+        finally:
+            cluster.stop()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
