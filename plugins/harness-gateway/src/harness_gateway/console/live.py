@@ -21,7 +21,7 @@ import anyio
 
 from harness_core.types import ReasoningDelta, StreamChunk, TextDelta, ToolCallDelta, Usage
 from harness_gateway.console.records import RecordStore
-from harness_gateway.console.timeline import Timeline, mask_text
+from harness_gateway.console.timeline import Timeline, mask_text, usage_counts
 from harness_gateway.observe import RunEnd, RunInfo
 
 __all__ = ["ConsoleObserver", "LiveStream"]
@@ -127,7 +127,6 @@ class ConsoleObserver:
         """Forget ``live`` and store its record."""
         info = self.streams.pop(live.info.ticket).info
         self.changed()
-        usage = end.usage
         failure = end.failure
         redact = self.redact()
         row: dict[str, Any] = {
@@ -144,11 +143,7 @@ class ConsoleObserver:
             "status": end.status,
             "first_token_ms": end.first_token_s * 1000 if end.first_token_s is not None else None,
             "latency_ms": end.latency_s * 1000,
-            "input_tokens": usage.input_tokens if usage else None,
-            "output_tokens": usage.output_tokens if usage else None,
-            "cache_read_tokens": usage.cache_read_tokens if usage else None,
-            "cache_write_tokens": usage.cache_write_tokens if usage else None,
-            "reasoning_tokens": usage.reasoning_tokens if usage else None,
+            **usage_counts(end.usage),
             "cost": end.cost,
             "error_code": failure.code if failure is not None else None,
             "error_message": mask_text(failure.message, redact) if failure is not None else None,

@@ -14,7 +14,6 @@ PostgreSQL alike (the statements use types and SQL both accept).
 from __future__ import annotations
 
 import json
-import time
 from typing import Any, Final, Protocol
 
 from harness_gateway.store import SqlStore, Tx
@@ -122,23 +121,7 @@ class RecordStore:
         if self._migrated:
             return MIGRATIONS[-1][0]
 
-        async def work(tx: Tx) -> int:
-            if self.store.migration_lock is not None:
-                await tx.one(self.store.migration_lock)
-            await tx.run(
-                "CREATE TABLE IF NOT EXISTS console_schema (version INTEGER PRIMARY KEY, applied_at DOUBLE PRECISION)"
-            )
-            row = await tx.one("SELECT coalesce(max(version), 0) FROM console_schema")
-            current = int(row[0]) if row is not None else 0
-            for version, script in MIGRATIONS:
-                if version > current:
-                    for statement in filter(str.strip, script.split(";")):
-                        await tx.run(statement)
-                    await tx.run("INSERT INTO console_schema (version, applied_at) VALUES (?, ?)", version, time.time())
-                    current = version
-            return current
-
-        version = await self.store.transaction(work)
+        version = await self.store.apply_migrations("console_schema", MIGRATIONS)
         self._migrated = True
         return version
 

@@ -30,6 +30,7 @@ from harness_core.types import (
     StreamChunk,
     TextBlock,
     TextDelta,
+    TokenUsage,
     ToolCallBlock,
     ToolCallDelta,
     ToolResultBlock,
@@ -37,7 +38,7 @@ from harness_core.types import (
 )
 from harness_middleware.redact import PRESET_GROUPS, PRESETS, Masker
 
-__all__ = ["MAX_EVENTS", "TEXT_LIMIT", "Timeline", "mask_text"]
+__all__ = ["MAX_EVENTS", "TEXT_LIMIT", "Timeline", "mask_text", "usage_counts"]
 
 MAX_EVENTS: Final = 2000
 TEXT_LIMIT: Final = 16 * 1024
@@ -98,7 +99,7 @@ class Timeline:
             if isinstance(chunk.block, ToolCallBlock):
                 self.tool_calls.append(chunk.block)
         elif isinstance(chunk, Usage):
-            counts = {k: v for k, v in _usage(chunk).items() if v is not None}
+            counts = {k: v for k, v in usage_counts(chunk.usage).items() if v is not None}
             self._event({"t": t, "event": "usage", **counts})
         else:  # the finish, last
             finish: dict[str, Any] = {"t": t, "event": "finish", "kind": chunk.reason.kind}
@@ -134,15 +135,9 @@ def _delta(chunk: TextDelta | ReasoningDelta | ToolCallDelta) -> tuple[str, int]
     return ("text" if isinstance(chunk, TextDelta) else "reasoning"), len(chunk.text)
 
 
-def _usage(chunk: Usage) -> dict[str, int | None]:
-    u = chunk.usage
-    return {
-        "input_tokens": u.input_tokens,
-        "output_tokens": u.output_tokens,
-        "cache_read_tokens": u.cache_read_tokens,
-        "cache_write_tokens": u.cache_write_tokens,
-        "reasoning_tokens": u.reasoning_tokens,
-    }
+def usage_counts(usage: TokenUsage | None) -> dict[str, int | None]:
+    """Every token count of ``usage`` by field name (``input_tokens`` …), ``None`` when unknown."""
+    return {name: getattr(usage, name) if usage is not None else None for name in TokenUsage.__struct_fields__}
 
 
 def _block_type(block: TextBlock | ReasoningBlock | ToolCallBlock) -> str:
