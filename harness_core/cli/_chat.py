@@ -25,6 +25,7 @@ import concurrent.futures
 import signal
 import sys
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
@@ -43,6 +44,7 @@ from harness_core.cli._common import (
     output_failure_code,
     report_error,
 )
+from harness_core.cli._promptlog import CONVERSATION_KEY, attach_prompt_log
 from harness_core.cli._run import Renderer
 from harness_core.conversation import Conversation, MaxStepsExceeded, Reply
 from harness_core.errors import LlmError
@@ -92,7 +94,9 @@ def run_chat(
     if loaded is None:
         return EXIT_USAGE
     out.redact = loaded.redact
+    logged = attach_prompt_log(loaded, enabled=True) is not None  # every turn in the prompt log
     harness = Harness(loaded.plugins, defaults=loaded.defaults, failures=loaded.failures, redact=loaded.redactor)
+    provider, model = loaded.resolve_alias(provider, model)
     template = GenerateOptions(
         provider=provider,
         model=model,
@@ -100,6 +104,7 @@ def run_chat(
         max_tokens=max_tokens,
         temperature=temperature,
         reasoning_effort=reasoning_effort,
+        metadata={CONVERSATION_KEY: uuid.uuid4().hex} if logged else {},  # one conversation per session
     )
     with start_blocking_portal() as portal:
         try:

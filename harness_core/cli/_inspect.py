@@ -228,6 +228,13 @@ def show_models(route: str | None, config: str | None, *, as_json: bool) -> int:
     except LlmError as exc:
         err.write(loaded.redact(f"error: {exc}") + "\n")
         return EXIT_USAGE
+    return _print_models(loaded, models, problems, err, as_json=as_json)
+
+
+def _print_models(
+    loaded: LoadedConfig, models: list[ModelInfo], problems: list[str], err: Sink, *, as_json: bool
+) -> int:
+    """Write ``models`` (a table or JSON) and ``problems``; the exit code of ``harness models``."""
     for problem in problems:
         err.write(loaded.redact(f"error: {problem}") + "\n")
     out = Sink(sys.stdout)

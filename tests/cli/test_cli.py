@@ -579,3 +579,12 @@ def test_models_from_config_and_listing_failures(harness: Harness, config: Confi
     assert "NETWORK" in result.stderr
     config("plugins:\n  stubborn: {}\n")
     assert harness("models").stdout == "no models\n"
+
+
+def test_chat_turns_are_one_logged_conversation(harness: Harness, config: Config) -> None:
+    config("plugins:\n  mock: {}\naliases: {e: mock/echo}\ndefaults: {provider: mock, model: echo}\n")
+    result = harness("chat", "-m", "e", input="one\ntwo\n")
+    assert result.returncode == 0, result.stderr
+    entries = json.loads(harness("logs", "--json").stdout)
+    assert [e["prompt"] for e in entries] == ["one", "two"]
+    assert entries[0]["conversation_id"] == entries[1]["conversation_id"]

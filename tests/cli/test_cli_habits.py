@@ -13,6 +13,7 @@ from harness_core.cli._app import cli
 from harness_core.cli._inspect import show_models
 from harness_core.cli._options import first_code_block, parse_options, parse_tool_choice
 from harness_core.loader import load_config
+from harness_core.testing import Reply, ScriptedServer
 from harness_core.types import NamedToolChoice
 
 
@@ -65,12 +66,15 @@ def test_prompt_log_listed_in_plugins_yaml_is_used(tmp_path: Path) -> None:
 
 def test_models_failure_paths(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "plugins.yaml"
-    config.write_text("plugins:\n  mock: {}\n  openai: {base_url: 'http://127.0.0.1:1/v1', routes: [down]}\n")
-    assert show_models("nowhere", str(config), as_json=False) == 2
-    assert "NO_ADAPTER" in capsys.readouterr().err
-    assert show_models(None, str(config), as_json=True) == 1
+    busy = Reply.json(503, {"error": {"message": "models are busy", "type": "server_error"}})
+    with ScriptedServer(routes={("GET", "/v1/models"): busy}) as server:
+        config.write_text(f"plugins:\n  mock: {{}}\n  openai: {{base_url: '{server.url}/v1', routes: [down]}}\n")
+        assert show_models("nowhere", str(config), as_json=False) == 2
+        assert "NO_ADAPTER" in capsys.readouterr().err
+        assert show_models(None, str(config), as_json=True) == 1
     captured = capsys.readouterr()
     assert "error: route 'down'" in captured.err
+    assert "models are busy" in captured.err
     assert '"route":"mock"' in captured.out
     config.write_text("plugins:\n  mock: {x: 1}\n")
     assert show_models(None, str(config), as_json=False) == 2

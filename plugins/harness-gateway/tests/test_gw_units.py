@@ -253,3 +253,29 @@ def test_translator_corners() -> None:
     assert stop.options.stop == ["a", "b"]
     with pytest.raises(GatewayError, match=r"messages\[0\]: expected an object, got null"):
         parse_chat_request({"model": "r/m", "messages": [None]})
+
+
+def test_top_level_aliases_serve_the_gateway_too(tmp_path: Path) -> None:
+    config = tmp_path / "plugins.yaml"
+    config.write_text(
+        "plugins:\n  gateway: {aliases: {both: mock/echo}}\n  mock: {}\n"
+        "aliases: {full: mock/echo, plain: echo, both: nope/x}\n"
+        "defaults: {provider: mock, model: echo}\n"
+    )
+    bare = tmp_path / "bare.yaml"
+    bare.write_text("plugins:\n  mock: {}\naliases: {plain: echo}\n")
+
+    async def main() -> None:
+        runtime = await load_runtime(config)
+        try:
+            assert runtime.aliases == {"full": "mock/echo", "plain": "mock/echo", "both": "mock/echo"}
+            assert runtime.resolve("plain") == ("mock", "echo", "mock")
+        finally:
+            await runtime.aclose()
+        without_default = await load_runtime(bare)
+        try:
+            assert without_default.aliases == {}  # a plain model id needs a default route
+        finally:
+            await without_default.aclose()
+
+    anyio.run(main)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
@@ -28,6 +29,7 @@ from harness_core.types import (
     ToolCallDelta,
     Usage,
 )
+from harness_middleware.usage import UsageRecord
 
 # ---------------------------------------------------------------------------- stream builders
 
@@ -186,3 +188,25 @@ class AdapterPlugin:
     @hookimpl
     def register_adapter(self, register: Any) -> None:
         register(self.routes, self.adapter)
+
+
+def usage_record(**fields: object) -> UsageRecord:
+    """A ledger row of one complete openai/gpt-x stream (100 in, 10 out, $0.25) with ``fields`` changed."""
+    base: dict[str, object] = {
+        "ts": time.time(),
+        "route": "openai",
+        "model": "gpt-x",
+        "input_tokens": 100,
+        "output_tokens": 10,
+        "cache_read_tokens": None,
+        "cache_write_tokens": None,
+        "reasoning_tokens": None,
+        "status": "complete",
+        "error_code": None,
+        "finish_reason": "stop",
+        "latency_ms": 12.5,
+        "first_chunk_ms": 3.0,
+        "cost": 0.25,
+    }
+    base.update(fields)
+    return UsageRecord(**base)  # type: ignore[arg-type]

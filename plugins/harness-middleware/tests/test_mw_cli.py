@@ -10,32 +10,12 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
+from mw_helpers import usage_record as record
 
 from harness_core.cli._app import cli as harness_cli
 from harness_middleware import cli
 from harness_middleware.cache import CacheStore
-from harness_middleware.usage import UsageLedger, UsageRecord
-
-
-def record(**fields: object) -> UsageRecord:
-    base: dict[str, object] = {
-        "ts": time.time(),
-        "route": "openai",
-        "model": "gpt-x",
-        "input_tokens": 100,
-        "output_tokens": 10,
-        "cache_read_tokens": None,
-        "cache_write_tokens": None,
-        "reasoning_tokens": None,
-        "status": "complete",
-        "error_code": None,
-        "finish_reason": "stop",
-        "latency_ms": 12.5,
-        "first_chunk_ms": 3.0,
-        "cost": 0.25,
-    }
-    base.update(fields)
-    return UsageRecord(**base)  # type: ignore[arg-type]
+from harness_middleware.usage import UsageLedger
 
 
 @pytest.fixture

@@ -341,3 +341,27 @@ def test_harness_chain_lists_the_targets(tmp_path: Path, capsys: pytest.CaptureF
         "tier": "normal",
         "detail": "targets mock -> b/other; cooldown 5s",
     }
+
+
+async def test_mid_stream_failure_over_http_is_not_replayed() -> None:
+    whole = sse_reply("half an ans", "m").reads[0]
+    assert isinstance(whole, bytes)
+    first_event = whole.split(b"\n\n")[0] + b"\n\n"  # the text delta; then the connection drops
+    cut = Reply(reads=[first_event], end="abrupt")
+    with ScriptedServer(cut) as first, ScriptedServer(sse_reply("never", "m")) as second:
+        plugin = FallbackPlugin(
+            msgspec.convert({"targets": {"primary": ["backup"]}}, FallbackPlugin.Config), cooldowns=Cooldowns(Clock())
+        )
+        harness = Harness(
+            [("fallback", plugin), adapter("openai:a", "primary", first), adapter("openai:b", "backup", second)]
+        )
+        async with harness, harness.stream(msgspec.structs.replace(options(), provider="primary", model="m")) as chunks:
+            got = [c async for c in CheckedStream(chunks)]
+        assert second.requests == []  # content was sent: nothing is tried again elsewhere
+    texts = [c.text for c in got if isinstance(c, TextDelta)]
+    assert texts == ["half an ans"]
+    final = got[-1]
+    assert isinstance(final, Finish)
+    assert final.reason.kind == "error"
+    assert final.reason.failure is not None
+    assert "primary/m: failed after content was sent: NETWORK" in final.reason.failure.message

@@ -74,17 +74,22 @@ def test_openai_reasoning_model_cache_write_without_rate_is_input() -> None:
     check_lines_add_up(cost)
 
 
-def test_reasoning_priced_separately_when_the_table_has_a_rate(monkeypatch: pytest.MonkeyPatch) -> None:
+def add_o3_price(monkeypatch: pytest.MonkeyPatch, **extra: Decimal) -> None:
+    """Give openai/o3 of the table the extra price keys ``extra`` (USD per unit of the table)."""
     from genai_prices import types
 
     _, info = get_snapshot().find_provider_model("o3", None, "openai", None)
     original = info.get_prices
 
-    def with_reasoning_rate(*args: object, **kwargs: object) -> types.ModelPrice:
+    def with_extra(*args: object, **kwargs: object) -> types.ModelPrice:
         price = original(*args, **kwargs)  # type: ignore[arg-type]
-        return types.ModelPrice(**price.__dict__, output_reasoning_mtok=Decimal("100"))
+        return types.ModelPrice(**price.__dict__, **extra)
 
-    monkeypatch.setattr(info, "get_prices", with_reasoning_rate)
+    monkeypatch.setattr(info, "get_prices", with_extra)
+
+
+def test_reasoning_priced_separately_when_the_table_has_a_rate(monkeypatch: pytest.MonkeyPatch) -> None:
+    add_o3_price(monkeypatch, output_reasoning_mtok=Decimal("100"))
     cost = PriceBook().cost("openai", "o3", USAGE)
     assert cost is not None
     reasoning = [line for line in cost.lines if line.kind == "reasoning"]
@@ -170,16 +175,7 @@ def test_tiered_prices_follow_total_input() -> None:
 
 
 def test_charges_that_are_not_token_rates_go_to_other(monkeypatch: pytest.MonkeyPatch) -> None:
-    from genai_prices import types
-
-    _, info = get_snapshot().find_provider_model("o3", None, "openai", None)
-    original = info.get_prices
-
-    def with_request_fee(*args: object, **kwargs: object) -> types.ModelPrice:
-        price = original(*args, **kwargs)  # type: ignore[arg-type]
-        return types.ModelPrice(**price.__dict__, requests_kcount=Decimal("5"))
-
-    monkeypatch.setattr(info, "get_prices", with_request_fee)
+    add_o3_price(monkeypatch, requests_kcount=Decimal("5"))
     cost = PriceBook().cost("openai", "o3", TokenUsage(input_tokens=0, output_tokens=0))
     assert cost is not None
     assert cost.lines == (CostLine("other", Decimal("0.005")),)

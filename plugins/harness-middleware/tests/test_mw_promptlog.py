@@ -218,6 +218,25 @@ async def filled(tmp_path: Path) -> PromptLog:
 
 async def test_logs_command_text_and_json(tmp_path: Path) -> None:
     log = await filled(tmp_path)
+    from harness_core.errors import LlmError
+    from harness_middleware.notes import Attempt
+
+    async def fell_back(opts: Any) -> Any:
+        notes = notes_of(opts)
+        assert notes is not None
+        notes.attempts += [
+            Attempt("x", "m0", skipped=True),
+            Attempt("a", "m1", failure=LlmError("SERVER", "down", status=503).to_failure()),
+            Attempt("b", "m2"),
+        ]
+        notes.served_route, notes.served_model = "b", "m2"
+        for chunk in [*text_chunks("ok"), stop()]:
+            yield chunk
+
+    await collect(PromptLogPlugin(PromptLogPlugin.Config(path=str(log.path))).llm_stream(options("fb"), fell_back))
+    text = CliRunner().invoke(harness_cli, ["logs", "--db", str(log.path), "-n", "1"]).output
+    assert "route: b/m2 (requested fake/m1)" in text
+    assert "  attempt x/m0: skipped (cooling down)\n  attempt a/m1: SERVER: down\n  attempt b/m2: served" in text
     result = CliRunner().invoke(harness_cli, ["logs", "--db", str(log.path), "-n", "0"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert "prompt: hello" in result.output
@@ -225,7 +244,7 @@ async def test_logs_command_text_and_json(tmp_path: Path) -> None:
     assert "finish: error NETWORK: boom" in result.output
     assert "(2 cache read, 1 reasoning)" in result.output
     assert "cost: unknown" in result.output
-    data = json.loads(CliRunner().invoke(harness_cli, ["logs", "--db", str(log.path), "--json", "-q", "hell"]).output)
+    data = json.loads(CliRunner().invoke(harness_cli, ["logs", "--db", str(log.path), "--json", "-q", "hello"]).output)
     assert [entry["prompt"] for entry in data] == ["hello"]
     cid = data[0]["conversation_id"]
     by_cid = CliRunner().invoke(harness_cli, ["logs", "--db", str(log.path), "--cid", cid, "--since", "1d"])
@@ -327,3 +346,34 @@ def test_two_routes_first_503_answered_by_the_second_and_logged(tmp_path: Path) 
     assert entry["cost"] == pytest.approx(float(price.total))
     assert entry["price_source"].startswith("genai-prices ")
     assert entry["response"] == "served by backup"
+
+
+async def test_files_are_stored_by_digest_and_named_when_continued(tmp_path: Path) -> None:
+    import hashlib
+
+    from harness_core.types import FileBlock, TextBlock
+
+    p = plugin(tmp_path)
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
+    message = Message(
+        role="user",
+        content=[
+            TextBlock("what is this?"),
+            FileBlock("image/png", data=png, filename="x.png"),
+            FileBlock("image/png", url="https://example.com/y.png"),
+        ],
+    )
+    await collect(
+        p.llm_stream(msgspec.structs.replace(options(), messages=[message]), Script([*text_chunks("a cat"), stop()]))
+    )
+    assert png not in (tmp_path / "logs.sqlite").read_bytes()
+    [entry] = p.log.entries()
+    digest = "sha256:" + hashlib.sha256(png).hexdigest()
+    assert entry.request["messages"][0]["content"][1]["data"] == digest
+    continued = p.continuation(None)
+    assert continued is not None
+    first = continued.history[0]
+    assert first.content[1] == TextBlock(
+        f"[file x.png (image/png, {digest}) was attached; the prompt log keeps no bytes]"
+    )
+    assert first.content[2] == FileBlock("image/png", url="https://example.com/y.png")

@@ -268,24 +268,15 @@ def test_old_ledger_is_migrated(tmp_path: Path) -> None:
 
 
 def test_summary_groupings(tmp_path: Path) -> None:
-    from harness_middleware.usage import UsageLedger, UsageRecord
+    from mw_helpers import usage_record
+
+    from harness_middleware.usage import UsageLedger
 
     ledger = UsageLedger(tmp_path / "u.sqlite")
     assert ledger.summary(by=()) == []
-    common: dict[str, Any] = {
-        "ts": 86400.0 * 2,
-        "output_tokens": 1,
-        "cache_read_tokens": None,
-        "cache_write_tokens": None,
-        "reasoning_tokens": None,
-        "status": "complete",
-        "error_code": None,
-        "finish_reason": "stop",
-        "latency_ms": 1.0,
-        "first_chunk_ms": None,
-    }
-    ledger.insert(UsageRecord(route="a", model="x", input_tokens=1, cost=1.0, **common))
-    ledger.insert(UsageRecord(route="b", model="x", input_tokens=2, cost=None, **common))
+    common: dict[str, Any] = {"ts": 86400.0 * 2, "output_tokens": 1}
+    ledger.insert(usage_record(route="a", model="x", input_tokens=1, cost=1.0, **common))
+    ledger.insert(usage_record(route="b", model="x", input_tokens=2, cost=None, **common))
     by_model = ledger.summary(by=["model"])
     assert [(r["model"], r["requests"], r["input_tokens"], r["cost"], r["unpriced"]) for r in by_model] == [
         ("x", 2, 3, 1.0, 1)

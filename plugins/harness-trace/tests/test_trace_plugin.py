@@ -108,6 +108,20 @@ def test_flush_every_is_validated() -> None:
 
 
 @pytest.mark.anyio
+async def test_flush_every_one_writes_each_line_before_its_chunk(tmp_path: Path) -> None:
+    path = tmp_path / "trace.jsonl"
+    trace = TracePlugin(TraceConfig(path=str(path), flush_every=1))
+    options = GenerateOptions(provider="mock", model="echo", messages=[Message.user("a b c")])
+    harness = Harness([("trace", trace), ("mock", MockPlugin(MockConfig()))])
+    seen = 0
+    async with harness, harness.stream(options) as chunks:
+        async for _ in chunks:
+            seen += 1
+            assert len(records(path)) == seen  # on disk before the consumer got it
+    assert len(records(path)) == seen
+
+
+@pytest.mark.anyio
 async def test_files_are_traced_by_digest_and_size_never_bytes(tmp_path: Path) -> None:
     path = tmp_path / "trace.jsonl"
     photo = FileBlock("image/png", data=b"PRIVATE-PIXELS" * 1000, filename="me.png")

@@ -440,7 +440,7 @@ class _Run:
             headers += [(k.encode(), v.encode()) for k, v in _STREAM_HEADERS.items()]
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             item: bytes | GatewayError | None = first
-            while item is not _END and item is not _LAST:
+            while item is not _LAST:
                 if isinstance(item, GatewayError):  # failed before any output, after a keep-alive went out
                     await send({"type": "http.response.body", "body": encoder.error(item), "more_body": True})
                     break  # the error is the terminal event
@@ -450,19 +450,19 @@ class _Run:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-_END: Final = GatewayError(500, "end of stream")
 _LAST: Final = GatewayError(500, "the terminal event was sent")
 """Sent after the finish's events: the response ends there, no keep-alive may follow, and the
 ledger is settled after the client has its whole answer."""
 
 
 async def _receive(pending: Any, keepalive: float) -> bytes | GatewayError | None:
-    """The next item; ``None`` after ``keepalive`` seconds of silence; :data:`_END` at the end."""
+    """The next item; ``None`` after ``keepalive`` seconds of silence.
+
+    The runtime ends every stream with one finish, after which :data:`_LAST` comes: the channel
+    never runs dry before it (``anyio.EndOfStream`` would mean a broken contract, and propagates).
+    """
     with anyio.move_on_after(keepalive):
-        try:
-            item: bytes | GatewayError = await pending.receive()
-        except anyio.EndOfStream:
-            return _END
+        item: bytes | GatewayError = await pending.receive()
         return item
     return None
 
@@ -534,7 +534,7 @@ async def _model_ids(runtime: GatewayRuntime, who: KeyRecord | bool | None) -> l
             logger.warning("GET /v1/models: route %r cannot list its models: %s", route, exc)
             continue
         ids += [(f"{route}/{info.model}", owner) for info in listed]
-    for alias, target in runtime.config.aliases.items():
+    for alias, target in runtime.aliases.items():
         route = target.partition("/")[0]
         if not isinstance(who, KeyRecord) or who.allows(route):
             ids.append((alias, f"alias of {target}"))

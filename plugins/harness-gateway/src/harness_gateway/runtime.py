@@ -18,7 +18,7 @@ from pathlib import Path
 import anyio
 
 from harness_core.errors import LlmError
-from harness_core.loader import find_config, load_config
+from harness_core.loader import LoadedConfig, find_config, load_config
 from harness_core.runtime import Harness
 from harness_gateway.config import GatewayConfig, GatewayPlugin
 from harness_gateway.errors import GatewayError
@@ -32,9 +32,16 @@ class GatewayRuntime:
     """A started harness plus the gateway config read with it."""
 
     def __init__(
-        self, harness: Harness, config: GatewayConfig, source: str, redact: Callable[[str], str] = str
+        self,
+        harness: Harness,
+        config: GatewayConfig,
+        source: str,
+        redact: Callable[[str], str] = str,
+        aliases: dict[str, str] | None = None,
     ) -> None:
         self.harness = harness
+        self.aliases: dict[str, str] = dict(config.aliases) if aliases is None else aliases
+        """Model alias → ``route/model``: plugins.yaml's ``aliases:`` and the gateway's own (which win)."""
         self.redact = redact
         """Scrubs this configuration's secrets from text (for log handlers)."""
         self.config = config
@@ -53,7 +60,7 @@ class GatewayRuntime:
             GatewayError: 404 naming the model when it is neither an alias nor ``route/model`` of a
                 served route.
         """
-        target = self.config.aliases.get(requested, requested)
+        target = self.aliases.get(requested, requested)
         route, slash, model = target.partition("/")
         owner = self.harness.routes().get(route)
         if not slash or not model or owner is None:
@@ -86,9 +93,23 @@ async def load_runtime(path: str | Path | None) -> GatewayRuntime:
     harness = Harness(loaded.plugins, defaults=loaded.defaults, failures=loaded.failures, redact=loaded.redact)
     gateway = next((p.instance for p in harness.plugins if isinstance(p.instance, GatewayPlugin)), None)
     config = gateway.config if gateway is not None else GatewayConfig()
-    runtime = GatewayRuntime(harness, config, loaded.source, loaded.redact)
+    runtime = GatewayRuntime(harness, config, loaded.source, loaded.redact, merged_aliases(loaded, config))
     await runtime._stack.enter_async_context(harness)
     return runtime
+
+
+def merged_aliases(loaded: LoadedConfig, config: GatewayConfig) -> dict[str, str]:
+    """plugins.yaml's top-level ``aliases:`` (a plain model id stands for the default route's
+    model; without a default route it cannot be served and is left out), then the gateway's own."""
+    merged: dict[str, str] = {}
+    default = loaded.defaults.provider
+    for name, target in loaded.aliases.items():
+        if "/" in target:
+            merged[name] = target
+        elif default is not None:
+            merged[name] = f"{default}/{target}"
+    merged.update(config.aliases)
+    return merged
 
 
 class RuntimeHolder:

@@ -53,6 +53,10 @@ class StreamNotes:
     served_route: str | None = None
     served_model: str | None = None
 
+    def served(self, options: GenerateOptions) -> tuple[str | None, str | None]:
+        """``(route, model)`` that served the stream: the noted ones, else those of ``options``."""
+        return self.served_route or options.provider, self.served_model or options.model
+
 
 def open_notes(options: GenerateOptions) -> tuple[GenerateOptions, StreamNotes]:
     """The stream's notes, and the options to pass on (carrying them).

@@ -15,8 +15,9 @@ listing it in plugins.yaml. Secrets are masked before anything is stored: the ap
 of :mod:`~harness_middleware.redact` always, and the config's own secrets when the CLI hands
 them over (:meth:`PromptLogPlugin.redact_with`). Masking applies to every string, including
 ``replay_state``: a continued conversation may then be refused by the provider, which is
-preferred over a stored key. The vocabulary has no binary content; a ``bytes`` value met in
-``provider_options`` is stored as its SHA-256 digest (``"sha256:<hex>"``).
+preferred over a stored key. Binary input (the bytes of a ``FileBlock``, any ``bytes`` value in
+``provider_options``) is stored as its SHA-256 digest (``"sha256:<hex>"``), never the bytes; a
+continued conversation sends a short text in place of such a file (:func:`_without_lost_files`).
 """
 
 from __future__ import annotations
@@ -194,11 +195,27 @@ class PromptLog:
         if not turns:
             return None
         last = turns[0]
-        options = msgspec.convert(last.request, GenerateOptions)
+        options = msgspec.convert(_without_lost_files(last.request), GenerateOptions)
         history = list(options.messages)
         if last.message is not None and last.message.get("content"):
             history.append(msgspec.convert(last.message, Message))
         return Continuation(options=options, history=history, conversation_id=last.conversation_id)
+
+
+def _without_lost_files(request: dict[str, Any]) -> dict[str, Any]:
+    """``request`` with each file block whose bytes were replaced by their digest turned into a
+    text block naming it (the log never keeps the bytes, so the file cannot be sent again)."""
+
+    def block(item: dict[str, Any]) -> dict[str, Any]:
+        data = item.get("data")
+        if item.get("type") == "file" and isinstance(data, str) and data.startswith("sha256:"):
+            name = f" {item['filename']}" if item.get("filename") else ""
+            note = f"[file{name} ({item.get('media_type')}, {data}) was attached; the prompt log keeps no bytes]"
+            return {"type": "text", "text": note}
+        return item
+
+    messages = [{**message, "content": [block(item) for item in message["content"]]} for message in request["messages"]]
+    return {**request, "messages": messages}
 
 
 def _entry(row: tuple[Any, ...]) -> LogEntry:
@@ -303,8 +320,7 @@ class PromptLogPlugin:
         first_chunk_ms: float | None,
     ) -> LogEntry:
         """The row of one stream: ``options`` as the caller sent them, what ``assembler`` saw."""
-        route = notes.served_route or options.provider
-        model = notes.served_model or options.model
+        route, model = notes.served(options)
         usage = assembler.usage
         finish = assembler.finish
         cost = None

@@ -282,8 +282,7 @@ class UsagePlugin:
             finally:
                 ended = anyio.current_time()
                 status, code, reason = _outcome(finish, raised)
-                route = notes.served_route or options.provider
-                model = notes.served_model or options.model
+                route, model = notes.served(options)
                 cost = await self._cost(route, model, usage, ts) if not notes.cached else None
                 record = UsageRecord(
                     ts=ts,
