@@ -35,7 +35,7 @@ from harness_core.types import (
     ToolResultBlock,
     Usage,
 )
-from harness_gateway.console import auth
+from harness_gateway.console import auth, pages
 from harness_gateway.console.live import ConsoleObserver
 from harness_gateway.console.pages import FormError, key_spec
 from harness_gateway.console.records import DETAIL_LIMIT, RecordStore, bounded_detail
@@ -162,6 +162,13 @@ def test_pages_answer_bad_queries_and_unknown_ids_with_located_errors(tmp_path: 
             assert next(lines) == "data: []"
 
 
+def test_live_event_streams_end_after_their_lifetime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pages, "LIVE_LIFETIME", 0.0)
+    with serve_gateway(tmp_path, console_yaml(tmp_path)) as running, admin(running.url) as http:
+        body = http.get("/console/live/events").text  # returns: the response ended
+    assert body == "retry: 2000\n\nevent: streams\ndata: []\n\n"
+
+
 def test_a_store_outage_is_a_503_page(tmp_path: Path) -> None:
     with serve_gateway(tmp_path, console_yaml(tmp_path)) as running, admin(running.url) as http:
 
@@ -205,6 +212,12 @@ def test_fallbacks_and_errors_reach_traffic_and_the_inspector(tmp_path: Path) ->
         rows = anyio.run(RecordStore(running.gateway.store).recent, 5)
         served = next(r for r in rows if r["route"] == "broken")
         assert (served["served_route"], served["attempts"]) == ("mock", ["broken/echo: OVERLOADED"])
+        errors = http.get("/console/requests?status=error").text
+        assert "down/echo" in errors
+        assert "broken/echo" not in errors
+        by_id = http.get(f"/console/requests?request_id={served['request_id']}&route=+broken+").text
+        assert by_id.count('href="/console/requests/') == 1
+        assert http.get("/console/requests?status=lost").status_code == 400
         detail = http.get(f"/console/requests/{served['id']}").text
         assert "Fallback attempts before the served target: broken/echo: OVERLOADED" in detail
 
@@ -263,6 +276,11 @@ async def test_records_keep_the_newest_and_migrate_once(tmp_path: Path) -> None:
             await records.insert(_row(f"r{i}", 100.0 + i), {"timeline": []})
         assert [r["id"] for r in await records.recent(10)] == ["r4", "r3", "r2"]
         assert [r["id"] for r in await records.since(103.0)] == ["r3", "r4"]
+        await records.insert(_row("r5", 200.0, status="error", route="other"), {"timeline": []})
+        assert [r["id"] for r in await records.recent(10, status="error", route="other")] == ["r5"]
+        assert await records.recent(10, status="error", route="mock") == []
+        with pytest.raises(ValueError, match="cannot filter requests by 'colour'"):
+            await records.recent(10, colour="red")
         assert await records.get("r0") is None
         found = await records.get("r4")
         assert found is not None

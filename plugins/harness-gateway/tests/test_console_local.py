@@ -92,6 +92,8 @@ def test_harness_console_serves_the_local_ledger_and_log(tmp_path: Path) -> None
             failed = http.get(f"/console/requests/{ids[0]}").text
             assert "OVERLOADED" in failed
             assert http.get("/console/requests/unknown").status_code == 404
+            only_errors = http.get("/console/requests?status=error").text
+            assert re.findall(r'href="/console/requests/([0-9a-f]+)"', only_errors) == [ids[0]]
             assert http.get("/console/keys").status_code == 404
     finally:
         process.send_signal(signal.SIGINT)

@@ -57,10 +57,10 @@ class LocalRecords:
         entries: list[LogEntry] = await anyio.to_thread.run_sync(lambda: PromptLog(self.log).entries(limit=LOG_WINDOW))
         return entries
 
-    async def recent(self, limit: int) -> list[dict[str, Any]]:
-        """The newest ``limit`` prompt-log entries, newest first."""
-        entries = await self._entries()
-        return [_log_row(entry) for entry in reversed(entries[-limit:])]
+    async def recent(self, limit: int, **match: str) -> list[dict[str, Any]]:
+        """The newest ``limit`` prompt-log entries whose row fields equal ``match``, newest first."""
+        rows = [_log_row(entry) for entry in reversed(await self._entries())]
+        return [row for row in rows if all(row[name] == value for name, value in match.items())][:limit]
 
     async def get(self, ticket: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """The prompt-log entry ``ticket`` (among the newest :data:`LOG_WINDOW`) and its detail."""

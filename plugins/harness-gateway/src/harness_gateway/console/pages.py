@@ -51,7 +51,7 @@ from harness_gateway.keys import KeySpec
 from harness_gateway.sse import sse_event
 from harness_gateway.store import SqlStore
 
-__all__ = ["Console", "FormError", "console_routes", "key_spec"]
+__all__ = ["LIVE_LIFETIME", "Console", "FormError", "console_routes", "key_spec"]
 
 _HEADERS: Final = {
     "content-security-policy": (
@@ -62,6 +62,10 @@ _HEADERS: Final = {
     "x-content-type-options": "nosniff",
     "referrer-policy": "no-referrer",
 }
+LIVE_LIFETIME: Final = 300.0
+"""Seconds one Live event stream lasts before the browser is told to reconnect."""
+_FILTERS: Final = ("status", "route", "request_id")
+_STATUSES: Final = ("complete", "error", "aborted")
 _LIVE_TICK: Final = 1.0  # seconds between two Live snapshots when nothing changes (elapsed time moves)
 _LIVE_MIN_GAP: Final = 0.2  # seconds: changes closer than this are sent together
 
@@ -256,13 +260,18 @@ class Console:
 
     async def live_events(self, request: Request) -> Response:
         """``text/event-stream``: an ``event: streams`` with the JSON list of streams in flight at
-        once, on every change (at most every 0.2 s) and every second (elapsed times move)."""
+        once, on every change (at most every 0.2 s) and every second (elapsed times move). Each
+        response ends after :data:`LIVE_LIFETIME` seconds (EventSource reconnects by itself), so an
+        open page never holds a connection for long (graceful shutdown waits for open ones)."""
 
         async def events() -> AsyncIterator[bytes]:
             yield b"retry: 2000\n\n"
+            ends = anyio.current_time() + LIVE_LIFETIME
             while True:
                 payload = json.dumps(self.observer.snapshot()).encode()
                 yield sse_event("streams", payload)
+                if anyio.current_time() >= ends:  # the browser reconnects (``retry``)
+                    return
                 with anyio.move_on_after(_LIVE_TICK):
                     await self.observer.wait_change()
                 await anyio.sleep(_LIVE_MIN_GAP)
@@ -278,8 +287,15 @@ class Console:
         return RedirectResponse("/console/live", status_code=303, headers=_HEADERS)
 
     async def requests_page(self, request: Request) -> Response:
-        rows = await self.records.recent(200)
-        return self.render(request, "requests.html", title="Requests", rows=rows)
+        """The newest 200 requests, filtered by ``status``, ``route`` and ``request_id`` (exact)."""
+        match = {
+            name: request.query_params[name].strip() for name in _FILTERS if request.query_params.get(name, "").strip()
+        }
+        if match.get("status", "complete") not in _STATUSES:
+            message = f"status must be one of {', '.join(_STATUSES)}"
+            return self.render(request, "error.html", 400, title="Bad query", message=message)
+        rows = await self.records.recent(200, **match)
+        return self.render(request, "requests.html", title="Requests", rows=rows, match=match, statuses=_STATUSES)
 
     async def request_page(self, request: Request) -> Response:
         ticket = request.path_params["ticket"]

@@ -94,8 +94,9 @@ class Records(Protocol):
     async def since(self, since: float) -> list[dict[str, Any]]:
         """Rows of requests started at ``since`` (unix seconds) or later, oldest first."""
 
-    async def recent(self, limit: int) -> list[dict[str, Any]]:
-        """The newest ``limit`` rows, newest first."""
+    async def recent(self, limit: int, **match: str) -> list[dict[str, Any]]:
+        """The newest ``limit`` rows, newest first, whose columns equal ``match`` (e.g. ``status``,
+        ``route``, ``request_id``)."""
 
     async def get(self, ticket: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """``(row, detail)`` of one request, or ``None``."""
@@ -158,14 +159,20 @@ class RecordStore:
         )
         return [_summary(row) for row in rows]
 
-    async def recent(self, limit: int) -> list[dict[str, Any]]:
-        """The newest ``limit`` summary rows, newest first."""
+    async def recent(self, limit: int, **match: str) -> list[dict[str, Any]]:
+        """The newest ``limit`` summary rows, newest first, whose columns equal ``match``.
+
+        Raises:
+            ValueError: a ``match`` name that is not a column.
+        """
+        unknown = sorted(set(match) - set(COLUMNS))
+        if unknown:
+            raise ValueError(f"cannot filter requests by {unknown[0]!r}")
         await self.migrate()
+        where = " AND ".join(f"{name} = ?" for name in match)
+        sql = f"SELECT {', '.join(COLUMNS)} FROM console_requests{' WHERE ' + where if where else ''}"
         rows = await self.store.transaction(
-            lambda tx: tx.all(
-                f"SELECT {', '.join(COLUMNS)} FROM console_requests ORDER BY started_at DESC, id LIMIT ?", limit
-            ),
-            write=False,
+            lambda tx: tx.all(sql + " ORDER BY started_at DESC, id LIMIT ?", *match.values(), limit), write=False
         )
         return [_summary(row) for row in rows]
 
