@@ -79,7 +79,7 @@ def test_harness_console_serves_the_local_ledger_and_log(tmp_path: Path) -> None
             assert "Budgets" not in spend  # no keys without a gateway
             assert 'href="/console/keys"' not in spend
             assert 'href="/console/live"' not in spend
-            assert re.search(r"<th scope=\"row\">mock</th><td>2</td>", spend)
+            assert re.search(r"<th scope=\"row\">mock</th><td class=\"n\">2</td>", spend)
             traffic = http.get("/console/traffic").text
             assert "OVERLOADED" in traffic
             listing = http.get("/console/requests").text

@@ -36,9 +36,10 @@ function drawCharts() {
   }
 }
 
-function cell(row, text, header) {
+function cell(row, text, header, numeric) {
   const element = document.createElement(header ? "th" : "td");
   if (header) element.scope = "row";
+  if (numeric) element.className = "n";
   element.textContent = text;
   row.appendChild(element);
 }
@@ -59,9 +60,9 @@ function followLive() {
       cell(row, s.route);
       cell(row, s.model);
       cell(row, s.key);
-      cell(row, s.elapsed_s.toFixed(1));
-      cell(row, String(s.deltas));
-      cell(row, s.output_tokens === null ? "–" : String(s.output_tokens));
+      cell(row, s.elapsed_s.toFixed(1), false, true);
+      cell(row, String(s.deltas), false, true);
+      cell(row, s.output_tokens === null ? "–" : String(s.output_tokens), false, true);
       const action = document.createElement("td");
       if (s.aborting) {
         action.textContent = "aborting…";
