@@ -81,8 +81,12 @@ def check_page(page: Any, name: str) -> None:
     assert not problems, f"{name}: accessibility violations:\n" + "\n".join(problems)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _fresh_artifacts() -> None:
+    shutil.rmtree(ARTIFACTS, ignore_errors=True)  # this module's screenshots only, from this run
+
+
 def test_console_walkthrough(tmp_path: Path, browser: Any) -> None:
-    shutil.rmtree(ARTIFACTS, ignore_errors=True)
     slow = ScriptedServer(Reply(reads=openai_sse("still ", "going "), end="stall"))
     gateway = f"""\
     master_key: {MASTER}
@@ -249,3 +253,44 @@ def walk(page: Any, url: str, clients: Clients, slow: ScriptedServer) -> None:
     page.wait_for_url(url + "/console/login")
     page.goto(url + "/console/keys")
     assert page.url.startswith(url + "/console/login?next=/console/keys")
+
+
+def test_local_console_pages(tmp_path: Path, browser: Any) -> None:
+    """``harness console``'s pages (no Live, no Keys) over a ledger and log written by real streams."""
+    import socket
+
+    import uvicorn
+    from test_console_local import write_history
+
+    from harness_gateway.console.local import local_app
+
+    usage, log = write_history(tmp_path)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    server = uvicorn.Server(uvicorn.Config(local_app(usage, log, MASTER), log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    context = browser.new_context(bypass_csp=True)
+    try:
+        page = context.new_page()
+        page.goto(url + "/console")
+        page.fill("#master_key", MASTER)
+        page.click("button[type=submit]")
+        page.wait_for_url(url + "/console/spend")
+        assert page.locator("nav a").all_text_contents() == ["Spend", "Traffic", "Requests"]
+        check_page(page, "20-local-spend")
+        page.click("text=Traffic")
+        assert "OVERLOADED" in page.text_content("#errors-table")
+        check_page(page, "21-local-traffic")
+        page.click("text=Requests")
+        check_page(page, "22-local-requests")
+        page.locator("#requests-table tbody tr a").last.click()
+        assert "hello local" in page.text_content("main")
+        assert "keeps no per-chunk timeline" in page.text_content("#no-rates")
+        check_page(page, "23-local-inspector")
+    finally:
+        context.close()
+        server.should_exit = True
+        thread.join(30)
+        sock.close()
