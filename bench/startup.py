@@ -71,7 +71,9 @@ def _env(tmp: Path) -> dict[str, str]:
 
 def _time(argv: Sequence[str], env: dict[str, str], cwd: Path) -> float:
     t0 = time.perf_counter()
-    done = subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+    done = subprocess.run(
+        argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False
+    )  # stdin: `harness run` reads piped stdin
     elapsed = time.perf_counter() - t0
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.decode()[-2000:]}")
@@ -124,7 +126,9 @@ def measure(python: str = sys.executable, rounds: int = 15) -> dict[str, Any]:
 def _importtime(argv: Sequence[str], env: dict[str, str], cwd: Path) -> list[tuple[str, int, int]]:
     """(module, self µs, cumulative µs) for every import of ``argv`` run under ``-X importtime``."""
     run_env = dict(env, PYTHONPROFILEIMPORTTIME="1")
-    done = subprocess.run(argv, env=run_env, cwd=cwd, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        argv, env=run_env, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False
+    )
     rows = []
     for line in done.stderr.splitlines():
         match = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|(\s*)(\S+)", line)

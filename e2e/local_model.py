@@ -146,7 +146,7 @@ def check_plain_run(config: Path) -> str:
     argv = [_harness(), "run", "-c", str(config), "-p", "local", "-m", MODEL, "--max-tokens", "48"]
     argv += ["--temperature", "0", PROMPT]
     log(f"$ harness run -p local -m {MODEL} --max-tokens 48 --temperature 0 {PROMPT!r}")
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, env=_env())
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=_env())
     assert proc.stdout is not None
     received = bytearray()
     while piece := proc.stdout.read1(4096):
@@ -199,7 +199,7 @@ def check_json_run(config: Path, base_url: str) -> list[Any]:
     argv = [_harness(), "run", "-c", str(config), "-p", "local", "-m", MODEL, "--max-tokens", str(max_tokens)]
     argv += ["--temperature", "0", "--json", PROMPT]
     log(f"$ harness run -p local --max-tokens {max_tokens} --temperature 0 --json {PROMPT!r}")
-    done = subprocess.run(argv, capture_output=True, env=_env(), check=False, timeout=300)
+    done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, env=_env(), check=False, timeout=300)
     if done.returncode != 0:
         raise AssertionError(f"harness run --json exited {done.returncode}: {done.stderr.decode()[-1000:]}")
     decoder = msgspec.json.Decoder(StreamChunk)
@@ -274,7 +274,7 @@ def check_abort(config: Path) -> None:
 def check_ctrl_c(config: Path) -> None:
     """SIGINT while ``harness run`` streams: partial output kept, exit code 130."""
     argv = [_harness(), "run", "-c", str(config), "-p", "local", "-m", MODEL, "--max-tokens", "300", LONG_PROMPT]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
     assert proc.stdout is not None
     first = proc.stdout.read1(4096)
     proc.send_signal(signal.SIGINT)

@@ -6,8 +6,9 @@ The public API for applications and plugin authors. Every name loads on first us
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from harness_core._lazy import lazy_exports
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on first use
     from harness_core.abort import AbortSignal
@@ -17,7 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.chain import ChainLink
     from harness_core.config import EnvFallback
     from harness_core.conversation import Conversation, ConversationState, MaxStepsExceeded, Reply
-    from harness_core.errors import ErrorCode, InvalidOutputError, LlmError
+    from harness_core.errors import ErrorCode, Failure, InvalidOutputError, LlmError
     from harness_core.hookspecs import hookimpl
     from harness_core.runtime import GenerateResult, Harness, StreamContext
     from harness_core.secret import ChunkScrubber, RedactFilter, Redactor, Secret, redacted_logging
@@ -28,7 +29,6 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
         BlockEnd,
         BlockStart,
         ContentBlock,
-        Failure,
         FileBlock,
         Finish,
         FinishReason,
@@ -111,6 +111,9 @@ __all__ = [
     "response_format_for",
     "tool",
 ]
+
+__version__ = "0.1.0"
+"""The distribution's version (the single source: ``pyproject.toml`` reads it)."""
 _LAZY = {
     "ChainLink": "harness_core.chain",
     "StreamContext": "harness_core.runtime",
@@ -128,7 +131,7 @@ _LAZY = {
     "Conversation": "harness_core.conversation",
     "EnvFallback": "harness_core.config",
     "ErrorCode": "harness_core.errors",
-    "Failure": "harness_core.types",
+    "Failure": "harness_core.errors",
     "FileBlock": "harness_core.types",
     "JsonObjectFormat": "harness_core.types",
     "JsonSchemaFormat": "harness_core.types",
@@ -171,10 +174,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'harness_core' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY)

@@ -2,7 +2,8 @@
 
 An :class:`AbortSignal` is fired by the consumer (a Ctrl-C handler, a UI button, another thread)
 and observed by adapters and middleware. Unlike task cancellation it is an ordinary outcome: the
-stream ends with ``finish{aborted}`` and keeps what was produced so far (SPEC §3.7).
+stream ends with ``finish{aborted}`` and keeps what was produced so far
+(docs/stream-obligations.md#7-abort-and-cancellation).
 
 Works on asyncio and trio (through anyio); :meth:`AbortSignal.fire` is safe from any thread or
 task and never blocks.
@@ -16,7 +17,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Final, TypeVar
 
-__all__ = ["ABORTED", "AbortSignal", "Aborted", "race"]
+__all__ = ["ABORTED", "DEFAULT_ABORT_REASON", "AbortSignal", "Aborted", "abort_reason", "race"]
 
 T = TypeVar("T")
 
@@ -37,6 +38,16 @@ class Aborted:
 
 ABORTED: Final = Aborted()
 """Returned by :func:`race` instead of a result when the abort signal fired first."""
+
+DEFAULT_ABORT_REASON: Final = "aborted by the caller"
+"""The ``finish{aborted}`` message when the abort signal fired without a reason."""
+
+
+def abort_reason(abort: AbortSignal | None) -> str:
+    """The message of the ``finish{aborted}`` for ``abort``: the signal's own reason, else
+    :data:`DEFAULT_ABORT_REASON`."""
+    reason = abort.reason if abort is not None else None
+    return reason or DEFAULT_ABORT_REASON
 
 
 def _threadsafe_scheduler() -> Callable[[Callable[[], object]], object]:
@@ -151,7 +162,7 @@ async def race(signal: AbortSignal | None, operation: Callable[[], Awaitable[T]]
     Returns the operation's result, or :data:`ABORTED` when the signal fired before or while it
     ran (the operation is then cancelled). With ``signal=None`` it simply awaits the operation.
     This is the one helper adapters use to make a blocking read abortable: it is a plain
-    coroutine, so no caller ever yields inside its cancel scope (SPEC §5). Exceptions from the
+    coroutine, so no caller ever yields inside its cancel scope (docs/hooks.md). Exceptions from the
     operation propagate unchanged; cancellation of the calling task is never swallowed.
 
     It sits on every network read of a stream, so on asyncio it avoids a cancel scope: the

@@ -19,7 +19,7 @@ class LlmAdapter(abc.ABC):
     """Base class of every provider adapter.
 
     Subclasses implement :meth:`stream` as an **async generator** that keeps the stream
-    obligations of SPEC §3: block-start → deltas → block-end per block, at most one ``usage``
+    obligations of docs/stream-obligations.md: block-start → deltas → block-end per block, at most one ``usage``
     after the blocks, exactly one ``finish`` last. Transport and protocol faults raise
     :class:`~harness_core.errors.LlmError`; faults the provider reports in-band end the stream
     with ``finish{error}`` (never both). When ``options.abort`` fires the adapter stops reading,

@@ -1,8 +1,11 @@
-"""Fold a chunk stream into an assistant :class:`~harness_core.types.Message`: :class:`BlockAssembler`.
+"""Fold a chunk stream into blocks: :class:`BlockAssembler`, the one open-block tracker.
 
 ``harness.generate`` is ``harness.stream`` collected through a :class:`BlockAssembler` (one code
-path), and the runtime's final adapter boundary uses one to close the blocks an adapter left open
-when it failed. The stream protocol is SPEC §3.
+path). The same class is the tracker every layer uses to end a stream early and legally: the
+runtime's adapter boundary and terminal guard, the middleware (timeout) and the testing kit's
+fake adapter feed it the chunks they pass on, then :meth:`BlockAssembler.terminal` gives the
+``block-end`` of every block still open followed by one ``finish`` (:func:`failure_finish`).
+The stream protocol is described in ``docs/stream-obligations.md``.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from harness_core.types import (
     BlockEnd,
     BlockStart,
     BlockType,
+    Failure,
     Finish,
     FinishReason,
     Message,
@@ -28,9 +32,15 @@ from harness_core.types import (
     Usage,
 )
 
-__all__ = ["BlockAssembler"]
+__all__ = ["BlockAssembler", "failure_finish"]
 
 _Block = TextBlock | ReasoningBlock | ToolCallBlock
+
+
+def failure_finish(failure: Failure) -> Finish:
+    """The ``finish`` ending a stream with ``failure``: kind ``aborted`` when its code is
+    ``ABORTED``, else ``error``."""
+    return Finish(FinishReason(kind="aborted" if failure.code == "ABORTED" else "error", failure=failure))
 
 
 class _Builder:
@@ -45,14 +55,15 @@ class _Builder:
         self.signed = signed
         self.parts: list[str] = []
 
-    def build(self) -> _Block:
-        """The block holding everything received so far (a tool call without arguments gets ``"{}"``)."""
+    def build(self, index: int) -> _Block:
+        """The block holding everything received so far: a tool call without arguments gets
+        ``"{}"``, one whose id never arrived gets ``call_<index>`` (unique in the reply)."""
         text = "".join(self.parts)
         if self.block_type == "text":
             return TextBlock(text)
         if self.block_type == "reasoning":
             return ReasoningBlock(text, signed=self.signed)
-        return ToolCallBlock(id=self.id or "", name=self.name or "", arguments=text or "{}")
+        return ToolCallBlock(id=self.id or f"call_{index}", name=self.name or "", arguments=text or "{}")
 
 
 class _Ended:
@@ -160,13 +171,25 @@ class BlockAssembler:
 
         The runtime emits a ``block-end`` for each of these before an error/aborted ``finish``.
         """
-        return [(index, block.build()) for index, block in sorted(self._blocks.items()) if isinstance(block, _Builder)]
+        return [
+            (index, block.build(index)) for index, block in sorted(self._blocks.items()) if isinstance(block, _Builder)
+        ]
+
+    def terminal(self, failure: Failure) -> list[StreamChunk]:
+        """End the stream early: a ``block-end`` for every open block (with what it holds, in
+        index order; they count as ended from now on), then :func:`failure_finish`."""
+        tail: list[StreamChunk] = []
+        for index, block in self.open_blocks():
+            tail.append(BlockEnd(index, block))
+            self._blocks[index] = block if self._keep_ended else _ENDED
+        tail.append(failure_finish(failure))
+        return tail
 
     def blocks(self) -> list[TextBlock | ReasoningBlock | ToolCallBlock]:
         """Every block in index order; blocks still open hold what they received so far."""
         return [
-            b.build() if isinstance(b, _Builder) else b
-            for _, b in sorted(self._blocks.items())
+            b.build(index) if isinstance(b, _Builder) else b
+            for index, b in sorted(self._blocks.items())
             if not isinstance(b, _Ended)
         ]
 
@@ -175,7 +198,7 @@ class BlockAssembler:
 
         ``route`` and ``source`` (the plugins.yaml key owning the route) are recorded on the
         message with :attr:`replay_state`, so a later turn can hand the state back to the same
-        plugin instance (SPEC §3.9). ``model`` is the model that produced it.
+        plugin instance (docs/stream-obligations.md#9-replay-state). ``model`` is the model that produced it.
         """
         return Message(
             role="assistant",

@@ -1,4 +1,4 @@
-"""The ``llm_stream`` middleware chain and the final adapter boundary (SPEC §4, §5).
+"""The ``llm_stream`` middleware chain and the final adapter boundary (docs/runtime.md, docs/hooks.md).
 
 The runtime composes the chain once, from ``pm.hook.llm_stream.get_hookimpls()`` sorted
 explicitly by (tier, position in plugins.yaml): ``tryfirst`` outermost, ``trylast`` innermost, and
@@ -18,12 +18,13 @@ import inspect
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
 from operator import itemgetter
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import anyio
 import msgspec
 import pluggy
 
+from harness_core.abort import DEFAULT_ABORT_REASON
 from harness_core.assembler import BlockAssembler
 from harness_core.contract import StreamContract
 from harness_core.errors import ErrorCode, LlmError
@@ -31,7 +32,7 @@ from harness_core.hookspecs import CallNext
 from harness_core.plugininfo import PluginFailure
 from harness_core.registry import RouteRegistry
 from harness_core.secret import ChunkScrubber, Redactor
-from harness_core.types import BlockEnd, Finish, FinishReason, GenerateOptions, Message, StreamChunk
+from harness_core.types import Finish, FinishReason, GenerateOptions, Message, StreamChunk
 
 __all__ = [
     "AdapterBoundary",
@@ -40,6 +41,8 @@ __all__ = [
     "ChainRun",
     "MiddlewareFunction",
     "Tier",
+    "aclose_all",
+    "close_stream",
     "order_middleware",
     "raise_collected",
     "strip_replay",
@@ -54,6 +57,9 @@ MiddlewareFunction = Callable[[GenerateOptions, CallNext], AsyncGenerator[Stream
 """An ``llm_stream`` impl: ``(options, call_next)`` → async generator of chunks."""
 
 _TIER_RANK: dict[Tier, int] = {"tryfirst": 0, "normal": 1, "trylast": 2}
+
+DEFAULT_CLOSE_BOUND: Final = 5.0
+"""Seconds one close may take before it is abandoned (the runtime uses ``Harness.close_timeout``)."""
 
 
 class ChainLink(msgspec.Struct, frozen=True):
@@ -104,7 +110,8 @@ def strip_replay(options: GenerateOptions, owner: str | None) -> GenerateOptions
     """``options`` without the ``replay_state`` of history messages not produced by ``owner``.
 
     ``owner`` is the plugins.yaml key owning the target route (``None`` when no plugin owns it).
-    A message keeps its ``replay_state`` only when its ``source`` is that same key (SPEC §3.9);
+    A message keeps its ``replay_state`` only when its ``source`` is that same key
+    (docs/stream-obligations.md#9-replay-state);
     ``options`` is returned unchanged (same object) when nothing needs stripping.
     """
     messages = options.messages
@@ -131,7 +138,8 @@ def raise_collected(errors: Sequence[Exception], what: str) -> None:
 
 async def aclose_all(closables: Iterable[Any], bound: float, what: str) -> list[Exception]:
     """Await ``aclose()`` of each of ``closables`` in order, each shielded from cancellation and
-    bounded by ``bound`` seconds, so a cancelled caller still runs every cleanup.
+    bounded by ``bound`` seconds, so a cancelled caller still runs every cleanup. An object
+    without ``aclose`` (a plain async iterator) has nothing to close and is skipped.
 
     Returns the exceptions the closes raised, each already logged (``what`` names the kind of
     object in the log lines), so the caller can re-raise them once everything is closed
@@ -139,15 +147,25 @@ async def aclose_all(closables: Iterable[Any], bound: float, what: str) -> list[
     """
     errors: list[Exception] = []
     for closable in closables:
+        close = getattr(closable, "aclose", None)
+        if close is None:
+            continue
         with anyio.move_on_after(bound, shield=True) as scope:
             try:
-                await closable.aclose()
+                await close()
             except Exception as exc:
-                logger.error("closing the %s %r failed", what, closable, exc_info=exc)
+                logger.error("closing the %s failed (%r)", what, closable, exc_info=exc)
                 errors.append(exc)
         if scope.cancelled_caught:
             logger.warning("closing the %s %r took longer than %ss; abandoned", what, closable, bound)
     return errors
+
+
+async def close_stream(stream: AsyncIterator[Any], bound: float = DEFAULT_CLOSE_BOUND) -> None:
+    """Close one stream (an inner stream a middleware opened) as :func:`aclose_all` does, then
+    re-raise what its cleanup raised. Safe in every ``finally``: closing an exhausted or closed
+    generator does nothing."""
+    raise_collected(await aclose_all([stream], bound, "stream"), "closing the stream")
 
 
 class ChainRun:
@@ -251,7 +269,7 @@ async def _guard(
 ) -> AsyncGenerator[StreamChunk, None]:
     """A contract check over ``source`` (the output of ``culprit``): consumers get a legal stream.
 
-    A layer that breaks the stream contract must not break every consumer: at the first
+    A layer that breaks the stream contract (docs/stream-obligations.md) must not break every consumer: at the first
     violation the stream ends (open blocks closed with what they hold, then
     ``finish{error, PROTOCOL}`` naming ``culprit`` and the rule); chunks after the first
     ``finish`` are dropped (and logged; the source still runs to its end, so code after a
@@ -309,7 +327,7 @@ def _layer(
 
 
 class AdapterBoundary:
-    """The innermost layer: route lookup, adapter faults → legal terminal chunks (SPEC §4).
+    """The innermost layer: route lookup, adapter faults → legal terminal chunks (docs/runtime.md).
 
     - unknown route → exactly one ``finish{error, NO_ADAPTER}`` naming the route, the known
       routes and any adapter plugin failure that may explain it (only the failure of the plugin
@@ -408,11 +426,8 @@ class AdapterBoundary:
             for chunk in _terminal(tracker, failure, options):
                 yield chunk
         finally:
-            if stream is not None and hasattr(stream, "aclose"):
-                try:
-                    await stream.aclose()
-                except Exception as exc:
-                    logger.error("closing the adapter stream of route %r failed", route, exc_info=exc)
+            if stream is not None:
+                await aclose_all([stream], DEFAULT_CLOSE_BOUND, f"adapter stream of route {route!r}")
 
 
 async def _scrubbed(source: AsyncGenerator[StreamChunk, None], secrets: Redactor) -> AsyncGenerator[StreamChunk, None]:
@@ -423,7 +438,7 @@ async def _scrubbed(source: AsyncGenerator[StreamChunk, None], secrets: Redactor
             for shown in scrubber.feed(chunk):
                 yield shown
     finally:
-        await source.aclose()
+        await close_stream(source)
 
 
 def _as_failure(exc: Exception, route: str) -> LlmError:
@@ -435,12 +450,9 @@ def _as_failure(exc: Exception, route: str) -> LlmError:
 
 
 def _terminal(tracker: BlockAssembler, failure: LlmError, options: GenerateOptions) -> list[StreamChunk]:
-    """``block-end`` for every block the adapter left open (with what it holds), then the finish."""
-    tail: list[StreamChunk] = [BlockEnd(index, block) for index, block in tracker.open_blocks()]
+    """``block-end`` for every block left open (with what it holds), then the finish:
+    ``aborted`` when the abort signal fired, else ``error`` carrying ``failure``."""
     abort = options.abort
     if abort is not None and abort.fired:
-        aborted = LlmError("ABORTED", abort.reason or "aborted", provider=failure.provider)
-        tail.append(Finish(FinishReason(kind="aborted", failure=aborted.to_failure())))
-    else:
-        tail.append(Finish(FinishReason(kind="error", failure=failure.to_failure())))
-    return tail
+        failure = LlmError("ABORTED", abort.reason or DEFAULT_ABORT_REASON, provider=failure.provider)
+    return tracker.terminal(failure.to_failure())

@@ -1,10 +1,10 @@
 """Multi-turn conversations with the tool-call round trip: :class:`Conversation`.
 
 A stream is one turn; a conversation carries the history from turn to turn. Every assistant
-message keeps the ``route``, ``source`` and ``replay_state`` it was produced with (SPEC §2,
-§3.9), so provider state such as thinking signatures reaches the next request when, and only
-when, the runtime allows it (the message's ``source`` owns the target route). Every step goes
-through ``harness.stream``, so every middleware applies.
+message keeps the ``route``, ``source`` and ``replay_state`` it was produced with
+(docs/stream-obligations.md#9-replay-state), so provider state such as thinking signatures
+reaches the next request when, and only when, the runtime allows it (the message's ``source``
+owns the target route). Every step goes through ``harness.stream``, so every middleware applies.
 
 With tools, :meth:`Conversation.send` executes the tool calls of a ``tool-calls`` finish
 (arguments parsed only now, by :meth:`harness_core.tools.Tool.run`), runs parallel calls

@@ -1,18 +1,18 @@
-"""The error vocabulary: :class:`LlmError` and its stable codes.
+"""The error vocabulary: :class:`LlmError`, its stable codes and :class:`Failure`, the error as
+a ``finish`` chunk carries it.
 
 Every fault that crosses a harness boundary is an :class:`LlmError` carrying one of the stable
-codes below (SPEC §2). Codes never change meaning; ``retryable`` is derived from the code, never
+codes below (docs/vocabulary.md). Codes never change meaning; ``retryable`` is derived from the code, never
 set by hand, so retry middleware and callers agree on what a second attempt can fix.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final, Literal, get_args
+from typing import Final, Literal, get_args
 
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    from harness_core.types import Failure
+import msgspec
 
-__all__ = ["ERROR_CODES", "RETRYABLE_CODES", "ErrorCode", "InvalidOutputError", "LlmError"]
+__all__ = ["ERROR_CODES", "RETRYABLE_CODES", "ErrorCode", "Failure", "InvalidOutputError", "LlmError"]
 
 ErrorCode = Literal[
     "NO_ADAPTER",
@@ -36,7 +36,7 @@ ErrorCode = Literal[
     "INVALID_OUTPUT",
     "INTERNAL",
 ]
-"""The stable error codes (SPEC §2). ``INTERNAL`` marks a bug inside an adapter.
+"""The stable error codes (docs/vocabulary.md). ``INTERNAL`` marks a bug inside an adapter.
 ``INVALID_OUTPUT``: the model's reply is not valid against the requested structured-output
 schema or type (raised by ``generate_object`` as :class:`InvalidOutputError`)."""
 
@@ -105,9 +105,7 @@ class LlmError(Exception):
         return f"LlmError({self.code!r}, {self.message!r}, status={self.status!r})"
 
     def to_failure(self) -> Failure:
-        """This error as the :class:`~harness_core.types.Failure` Struct carried by ``finish``."""
-        from harness_core.types import Failure
-
+        """This error as the :class:`Failure` Struct carried by ``finish``."""
         return Failure(
             code=self.code,
             message=self.message,
@@ -154,3 +152,21 @@ class InvalidOutputError(LlmError):
         super().__init__("INVALID_OUTPUT", message, provider=provider)
         self.text = text
         self.path = path
+
+
+class Failure(msgspec.Struct, frozen=True, omit_defaults=True):
+    """What went wrong, carried by ``finish`` of kind ``error`` or ``aborted``.
+
+    Mirrors :class:`LlmError` field for field; ``retry_after`` is in
+    seconds.
+    """
+
+    code: ErrorCode
+    message: str
+    retryable: bool = False
+    status: int | None = None
+    retry_after: float | None = None
+    provider: str | None = None
+    provider_type: str | None = None
+    provider_code: str | None = None
+    request_id: str | None = None

@@ -14,7 +14,7 @@ Plugins implement these with :data:`hookimpl`::
             async for chunk in call_next(options):
                 yield chunk
 
-See SPEC §5 for the rules a middleware keeps.
+See docs/hooks.md for the rules a middleware keeps.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ class HarnessSpec:
 
         It may pass changed options to ``call_next``, call it zero times (cache hit), once, or
         again before it has yielded anything (retry), and transform, drop or add chunks, as
-        long as what it yields keeps SPEC §3. Order: ``tryfirst`` impls are outermost,
+        long as what it yields keeps docs/stream-obligations.md. Order: ``tryfirst`` impls are outermost,
         ``trylast`` innermost; within a tier the plugin listed first in plugins.yaml is
         outermost. ``wrapper``/``hookwrapper`` impls are rejected.
         """

@@ -1,6 +1,6 @@
 """The plugin loader: find ``plugins.yaml``, import the plugins it names, validate, build them.
 
-``plugins.yaml`` (SPEC §6)::
+``plugins.yaml`` (docs/loader.md)::
 
     plugins:
       trace: {path: traces.jsonl}            # entry-point name -> config (listed first = outermost)
@@ -17,7 +17,7 @@ with unknown fields rejected and YAML strings turned into :class:`~harness_core.
 ``Secret`` fields) → when no problem was found anywhere, build the plugins (``Plugin(config)``).
 Problems of every plugin are collected (the first per plugin) and raised together as one
 :class:`~harness_core.config.ConfigError`. A plugin that fails to import or to build is recorded
-as a :class:`~harness_core.plugininfo.PluginFailure` instead (SPEC §6 failure policy); a plugin
+as a :class:`~harness_core.plugininfo.PluginFailure` instead (docs/loader.md failure policy); a plugin
 that cannot even be imported counts as a middleware (fail closed). Every message produced here
 is scrubbed of secrets (:meth:`LoadedConfig.redact`).
 """

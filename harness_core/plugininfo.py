@@ -33,7 +33,7 @@ class LoadedPlugin(msgspec.Struct, frozen=True, kw_only=True):
 class PluginFailure(msgspec.Struct, frozen=True, kw_only=True):
     """A plugin that could not be imported, built or started.
 
-    ``stage`` says where it failed; ``is_middleware`` decides the failure policy of SPEC §6:
+    ``stage`` says where it failed; ``is_middleware`` decides the failure policy of docs/loader.md:
     a failed middleware stops ``harness run`` (exit 2), a failed adapter plugin only makes its
     routes unavailable (``NO_ADAPTER`` naming this failure). ``message`` never holds a secret.
     ``routes`` are the routes the plugin's config says it would serve, when known.

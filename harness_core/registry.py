@@ -1,4 +1,4 @@
-"""The route registry: which adapter serves which route, and which plugin owns it (SPEC §4).
+"""The route registry: which adapter serves which route, and which plugin owns it (docs/runtime.md).
 
 Plugins register adapters through the ``register_adapter`` hook with a ``register`` function
 the runtime binds to the plugin's plugins.yaml key (:meth:`RouteRegistry.bind`). One adapter per

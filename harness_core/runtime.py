@@ -1,4 +1,4 @@
-"""The runtime: :class:`Harness`, the async entry point of applications (SPEC §4).
+"""The runtime: :class:`Harness`, the async entry point of applications (docs/runtime.md).
 
 ::
 
@@ -100,7 +100,7 @@ def _failure_lines(failures: Sequence[PluginFailure]) -> str:
 
 
 class StreamContext:
-    """``async with harness.stream(options) as chunks`` — owns closing the stream (SPEC §4).
+    """``async with harness.stream(options) as chunks`` — owns closing the stream (docs/runtime.md).
 
     ``chunks`` is an async iterator of :data:`~harness_core.types.StreamChunk`. On exit (after
     success, ``break``, an exception or cancellation) every generator the chain created is
@@ -148,7 +148,7 @@ class StreamContext:
 
 
 class Harness:
-    """The plugin host: routes, middleware chain, streams (SPEC §4).
+    """The plugin host: routes, middleware chain, streams (docs/runtime.md).
 
     Args:
         plugins: the plugin instances in plugins.yaml order (first = outermost middleware within
@@ -228,7 +228,7 @@ class Harness:
 
         Raises:
             LlmError: ``CONFIG`` when the configuration is invalid (from the loader) or when a
-                middleware plugin failed to load (SPEC §6: dropping, say, a redaction layer
+                middleware plugin failed to load (docs/loader.md: dropping, say, a redaction layer
                 silently would leak data); the message lists every such plugin.
         """
         from harness_core.loader import find_config, load_config
@@ -352,11 +352,20 @@ class Harness:
             raise RuntimeError("the Harness is not running: use `async with harness:` first")
         return self._chain
 
+    def default_route(self) -> str | None:
+        """The route used when a request names none: ``defaults.provider``; without it, the only
+        route served when exactly one is (a config with one provider needs no ``defaults:``);
+        else ``None`` (such a request ends with ``NO_ADAPTER``)."""
+        if self.defaults.provider is not None:
+            return self.defaults.provider
+        routes = self._registry.routes()
+        return next(iter(routes)) if len(routes) == 1 else None
+
     def _apply_defaults(self, options: GenerateOptions) -> GenerateOptions:
         provider, model = options.provider, options.model
         defaults = self.defaults
         if provider is None:
-            provider = defaults.provider
+            provider = self.default_route()
         if model is None and (defaults.provider is None or provider == defaults.provider):
             model = defaults.model
         if provider is options.provider and model is options.model:
@@ -494,7 +503,7 @@ class Harness:
             LlmError: ``NO_ADAPTER`` for an unknown route; ``UNSUPPORTED`` when the adapter
                 cannot list models.
         """
-        route = route if route is not None else self.defaults.provider
+        route = route if route is not None else self.default_route()
         adapter = self._adapter(route)
         try:
             models: list[ModelInfo] = await adapter.list_models()

@@ -4,7 +4,7 @@ A :class:`Tool` wraps a sync or async function. Its JSON Schema comes from the f
 hints (every parameter, with defaults and ``Annotated[..., msgspec.Meta(description=...)]``), or
 from a msgspec Struct when the function takes exactly one Struct parameter; the schema is made by
 :func:`msgspec.json.schema_components` (JSON Schema 2020-12). Arguments stay raw JSON text until
-:meth:`Tool.run` parses them (SPEC §2): invalid JSON, arguments that do not match the schema, and
+:meth:`Tool.run` parses them (docs/vocabulary.md): invalid JSON, arguments that do not match the schema, and
 exceptions raised by the tool all become a :class:`~harness_core.types.ToolResultBlock` with
 ``is_error=True`` that is sent back to the model, never an exception in the caller.
 

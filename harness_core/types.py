@@ -2,9 +2,9 @@
 
 Everything here is a :mod:`msgspec` Struct, so it is JSON-serialisable with exact round-trips.
 Tagged unions carry their kind in a ``type`` field whose value is the wire name
-(``"text-delta"``, ``"tool-call"`` …); see SPEC §2 for the meaning of every field.
+(``"text-delta"``, ``"tool-call"`` …); see docs/vocabulary.md for the meaning of every field.
 
-Streams are sequences of :data:`StreamChunk` (seven kinds) obeying the obligations of SPEC §3:
+Streams are sequences of :data:`StreamChunk` (seven kinds) obeying the obligations of docs/stream-obligations.md:
 ``block-start`` → deltas → ``block-end`` for every block, then at most one ``usage``, then
 exactly one ``finish``.
 """
@@ -19,7 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 import msgspec
 
 from harness_core.abort import AbortSignal
-from harness_core.errors import ErrorCode
+from harness_core.errors import Failure
 
 __all__ = [
     "MEDIA_TYPE",
@@ -68,7 +68,7 @@ class ReasoningBlock(msgspec.Struct, tag="reasoning", tag_field="type", frozen=T
     """The model's reasoning ("thinking") text, kept apart from the answer.
 
     ``signed`` is true when the provider signs this block (Anthropic thinking): its text must
-    then reach the provider again unchanged, so middleware never alters it (SPEC §5). The
+    then reach the provider again unchanged, so middleware never alters it (docs/hooks.md). The
     signature itself travels in ``finish.replay_state``, not here.
     """
 
@@ -210,7 +210,7 @@ class Message(msgspec.Struct, frozen=True, omit_defaults=True):
     plugin instance owning that route, e.g. ``"openai:work"``) and ``replay_state``
     (provider-native state such as thinking signatures, opaque JSON). The runtime hands
     ``replay_state`` back to an adapter only when the target route is owned by that same
-    ``source`` (SPEC §3.9).
+    ``source`` (docs/stream-obligations.md#9-replay-state).
     """
 
     role: Role
@@ -245,7 +245,7 @@ class Message(msgspec.Struct, frozen=True, omit_defaults=True):
 
 
 class TokenUsage(msgspec.Struct, frozen=True, omit_defaults=True):
-    """Token counts of one generation, with the same meaning for every provider (SPEC §2).
+    """Token counts of one generation, with the same meaning for every provider (docs/vocabulary.md).
 
     ``input_tokens`` counts every prompt token including cache reads and writes;
     ``output_tokens`` includes reasoning tokens; the optional counts are subsets of those.
@@ -257,24 +257,6 @@ class TokenUsage(msgspec.Struct, frozen=True, omit_defaults=True):
     cache_read_tokens: int | None = None
     cache_write_tokens: int | None = None
     reasoning_tokens: int | None = None
-
-
-class Failure(msgspec.Struct, frozen=True, omit_defaults=True):
-    """What went wrong, carried by ``finish`` of kind ``error`` or ``aborted``.
-
-    Mirrors :class:`~harness_core.errors.LlmError` field for field; ``retry_after`` is in
-    seconds.
-    """
-
-    code: ErrorCode
-    message: str
-    retryable: bool = False
-    status: int | None = None
-    retry_after: float | None = None
-    provider: str | None = None
-    provider_type: str | None = None
-    provider_code: str | None = None
-    request_id: str | None = None
 
 
 FinishKind: TypeAlias = Literal["stop", "tool-calls", "length", "content-filter", "other", "error", "aborted"]
@@ -360,7 +342,7 @@ class Finish(msgspec.Struct, tag="finish", tag_field="type", frozen=True, omit_d
 
 
 StreamChunk: TypeAlias = BlockStart | TextDelta | ReasoningDelta | ToolCallDelta | BlockEnd | Usage | Finish
-"""The seven chunk kinds of the stream protocol (SPEC §2), a tagged union on ``type``."""
+"""The seven chunk kinds of the stream protocol (docs/vocabulary.md), a tagged union on ``type``."""
 
 # --------------------------------------------------------------------------- request
 
@@ -399,7 +381,7 @@ class JsonSchemaFormat(msgspec.Struct, tag="json-schema", tag_field="type", froz
             ``UNSUPPORTED`` for ``strict=True``.
         description: optional guidance for the model, where the wire has a slot for it.
 
-    Mapping per wire: ``docs/SPEC-NOTES.md`` ("Structured output"). The model's JSON arrives as
+    Mapping per wire: docs/vocabulary.md#media-and-structured-output-per-wire. The model's JSON arrives as
     ordinary text deltas; :meth:`harness_core.Harness.generate_object` validates it.
     Raises ``ValueError`` / ``TypeError`` on construction for a bad name or a non-dict schema.
     """

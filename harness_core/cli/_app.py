@@ -4,8 +4,9 @@ subcommand lives in :mod:`harness_core.cli._run` / :mod:`harness_core.cli._chat`
 
 Exit codes: 0 success; 1 the generation ended with an error (or output could not be written);
 2 usage or configuration error, including error finishes with code ``CONFIG``, ``NO_ADAPTER`` or
-``UNSUPPORTED`` and a plugin that raised (a failed middleware); 130 interrupted (Ctrl-C); 141 stdout
-closed by its reader (broken pipe: the stream is aborted, nothing more is printed).
+``UNSUPPORTED`` and a plugin that raised (a failed middleware); 130 interrupted (Ctrl-C; 128 + the
+signal for SIGTERM 143 and SIGHUP 129); 141 stdout closed by its reader (broken pipe: the stream is
+aborted, nothing more is printed).
 """
 
 from __future__ import annotations
@@ -28,8 +29,18 @@ _CONFIG_HELP = (
 )
 
 
+def _group_config(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A subcommand's ``-c``, else the one given to the ``harness`` group (``harness -c x run``)."""
+    if value is not None:
+        return value
+    given: str | None = ctx.find_root().params.get("config")
+    return given
+
+
 def _config_option(func: Any) -> Any:
-    return click.option("-c", "--config", "config", type=click.Path(dir_okay=False), help=_CONFIG_HELP)(func)
+    return click.option(
+        "-c", "--config", "config", type=click.Path(dir_okay=False), callback=_group_config, help=_CONFIG_HELP
+    )(func)
 
 
 class _HarnessGroup(click.Group):
@@ -43,8 +54,16 @@ class _HarnessGroup(click.Group):
         """``harness "prompt" …`` (or ``harness -m fast "prompt"``) is short for ``harness run …``:
         after the group's own options, anything that is not a subcommand starts ``run``."""
         position = 0
-        while position < len(args) and (args[position] == "--verbose" or _VERBOSE.fullmatch(args[position])):
-            position += 1
+        while position < len(args):
+            current = args[position]
+            if current == "--verbose" or _VERBOSE.fullmatch(current) or current.startswith("--config="):
+                position += 1
+            elif current in ("-c", "--config"):  # the group's own -c takes a value
+                position += 2
+            elif current.startswith("-c") and len(current) > 2:  # -cFILE
+                position += 1
+            else:
+                break
         if position < len(args):
             first = args[position]
             group_option = first in ("-h", "--help", "--version")
@@ -113,10 +132,12 @@ def _tool_options(func: Any) -> Any:
 @click.group(cls=_HarnessGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="harness-core", prog_name="harness")
 @click.option("-v", "--verbose", count=True, help="more log output on stderr, with tracebacks (-vv: debug)")
-def cli(verbose: int) -> None:
+@click.option("-c", "--config", "config", type=click.Path(dir_okay=False), help=_CONFIG_HELP)
+def cli(verbose: int, config: str | None) -> None:
     """harness: one streaming protocol for every LLM provider, with middleware around every stream.
 
-    Plugins and their configs come from plugins.yaml (see `harness config check`).
+    Plugins and their configs come from plugins.yaml (see `harness config check`); `-c FILE`
+    picks the file, given here or after the subcommand (which wins).
     """
     from harness_core.cli._logging import configure_logging
 
@@ -124,7 +145,7 @@ def cli(verbose: int) -> None:
 
 
 @cli.command()
-@click.argument("prompt")
+@click.argument("prompt", required=False)
 @click.option("-p", "--provider", help="route to use (default: `defaults.provider` of plugins.yaml)")
 @click.option("-m", "--model", help="the provider's model id (default: `defaults.model`)")
 @click.option("--system", help="system prompt")
@@ -175,8 +196,12 @@ def cli(verbose: int) -> None:
 @_config_option
 @click.option("--json", "as_json", is_flag=True, help="print every chunk as one JSON object per line")
 @click.pass_context
-def run(ctx: click.Context, /, prompt: str, as_json: bool, **options: Any) -> None:
-    """Send PROMPT (`-` reads it from stdin) and stream the reply to stdout.
+def run(ctx: click.Context, /, prompt: str | None, as_json: bool, **options: Any) -> None:
+    """Send PROMPT and stream the reply to stdout.
+
+    Text piped on stdin comes first, then PROMPT (joined by a space, as `llm` does: `cat file |
+    harness run "summarize:"`); stdin alone is the prompt, and PROMPT `-` reads the prompt from
+    stdin only. Input must be UTF-8: undecodable bytes become U+FFFD, with one warning line.
 
     Reasoning is shown dimmed on a terminal (on stderr otherwise), tool calls are shown, usage and
     the finish reason go to stderr at the end. With `--tool NAME` (repeatable) the model may call
@@ -184,7 +209,9 @@ def run(ctx: click.Context, /, prompt: str, as_json: bool, **options: Any) -> No
     model answers (at most `--max-steps` generations). `-a PATH|URL` attaches images, documents or
     audio (what the route's wire takes; a URL is passed on, never downloaded). `--schema` asks for
     JSON matching a schema and checks that the reply is JSON. Ctrl-C aborts cleanly, keeping the
-    partial output (exit 130). Errors are one `error: ...` line naming the route and plugin (`-v` adds the
+    partial output (exit 130); SIGTERM and SIGHUP do the same (exit 143 and 129). Text from the
+    model is shown with control characters made visible on a terminal (`--json` and pipes keep it
+    exact). Errors are one `error: ...` line naming the route and plugin (`-v` adds the
     traceback); secrets of the config are redacted from all output.
 
     Every prompt and reply is written to the prompt log (`harness logs`) unless `--no-log` (or
@@ -196,7 +223,8 @@ def run(ctx: click.Context, /, prompt: str, as_json: bool, **options: Any) -> No
     reply that is not JSON (INVALID_OUTPUT) or output that cannot be written; 2 usage or config
     error (empty prompt, unknown route or tool, a file that cannot be attached, a bad schema, an
     unsupported option, i.e. error codes CONFIG, NO_ADAPTER, UNSUPPORTED) or a failed middleware;
-    130 aborted; 141 stdout closed by its reader (e.g. `| head`: the stream is aborted quietly).
+    130 aborted (128 + the signal: 143 SIGTERM, 129 SIGHUP); 141 stdout closed by its reader
+    (e.g. `| head`: the stream is aborted quietly).
     """
     from harness_core.cli._run import run_prompt
 
@@ -226,8 +254,11 @@ def chat(ctx: click.Context, /, **options: Any) -> None:
     registered tools, as in `harness run`. A failed reply is shown as one `error: ...` line (as in
     `harness run`) and the REPL goes on.
 
+    SIGTERM and SIGHUP abort the reply being streamed as Ctrl-C does, then leave.
+
     Exit codes: 0 end of input or /quit; 1 output that cannot be written; 2 usage or config error
-    (e.g. an unknown tool, a middleware that failed to start); 141 stdout closed by its reader.
+    (e.g. an unknown tool, a middleware that failed to start); 129/143 SIGHUP/SIGTERM; 141 stdout
+    closed by its reader.
     """
     from harness_core.cli._chat import run_chat
 
@@ -241,8 +272,8 @@ def chat(ctx: click.Context, /, **options: Any) -> None:
 def plugins(ctx: click.Context, config: str | None, as_json: bool) -> None:
     """List installed, enabled, disabled and failed plugins with versions and routes.
 
-    Plugins named in plugins.yaml are imported and their configs validated, but not started:
-    routes come from each config's `routes` field.
+    Plugins named in plugins.yaml are imported, validated, built and started (no request is
+    sent), as `harness run` and `config check` do: one that cannot start is listed as failed.
     """
     from harness_core.cli._inspect import show_plugins
 

@@ -36,6 +36,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from harness_core.abort import AbortSignal
 from harness_core.attach import AttachError, load_attachment
 from harness_core.cli._common import (
+    ABORT_SIGNALS,
     EXIT_OK,
     EXIT_USAGE,
     Sink,
@@ -46,6 +47,7 @@ from harness_core.cli._common import (
 )
 from harness_core.cli._promptlog import CONVERSATION_KEY, attach_prompt_log
 from harness_core.cli._run import Renderer
+from harness_core.cli._text import UNDECODABLE_WARNING, clean_argument
 from harness_core.conversation import Conversation, MaxStepsExceeded, Reply
 from harness_core.errors import LlmError
 from harness_core.runtime import Harness
@@ -138,6 +140,10 @@ def _line_writer(sink: Sink) -> Callable[[str], None]:
     return write
 
 
+class _Terminated(Exception):
+    """Raised by the signal handler when SIGTERM/SIGHUP arrives while no reply is streaming."""
+
+
 class _Turn:
     """One reply being streamed: its abort signal and the future of its task.
 
@@ -150,9 +156,9 @@ class _Turn:
         self.future: concurrent.futures.Future[Reply] | None = None
         self.cancel_requested = False
 
-    def interrupt(self) -> None:
+    def interrupt(self, reason: str = "interrupted by Ctrl-C") -> None:
         if not self.abort.fired:
-            self.abort.fire("interrupted by Ctrl-C")
+            self.abort.fire(reason)
             return
         self.cancel_requested = True
         if self.future is not None:
@@ -198,6 +204,9 @@ class Repl:
         self.tty = tty
         self.verbose = verbose
         self._turn: _Turn | None = None
+        self.terminated: int | None = None
+        self._warned_undecodable = False
+        """The SIGTERM/SIGHUP received, if any: the REPL leaves after the current reply."""
         self.attachments: list[FileBlock] = []
         """Files attached with ``/attach``, sent with the next message (kept until one is sent)."""
 
@@ -207,31 +216,48 @@ class Repl:
         """Read and handle lines until end of input or ``/quit`` (or until stdout fails); returns
         0 (or the code of :func:`~harness_core.cli._common.output_failure_code`).
 
-        Installs its own SIGINT handler for the duration (restored on return)."""
-        previous = signal.signal(signal.SIGINT, self._on_sigint)
+        Installs its own SIGINT handler for the duration (restored on return). SIGTERM and SIGHUP
+        abort the reply being streamed as Ctrl-C does (its middleware cleanup runs), then leave:
+        the code is 128 + the signal."""
+        previous = {signum: signal.signal(signum, self._on_signal) for signum in ABORT_SIGNALS}
+        reconfigure = getattr(sys.stdin, "reconfigure", None)
+        if reconfigure is not None:  # undecodable bytes arrive as surrogates, replaced line by line
+            reconfigure(errors="surrogateescape")
         try:
             if self.interactive:
                 import readline  # noqa: F401 - line editing and history for input()
 
                 self.note(f"harness chat: {self.where()}; /help for commands, Ctrl-D to leave")
-            while self.out.failure is None:
-                try:
-                    line = self._read_line()
-                except EOFError:
-                    if self.interactive:
-                        self.out.write("\n")
-                    break
-                except KeyboardInterrupt:  # Ctrl-C at the prompt: drop the line
-                    self.out.write("\n")
-                    continue
-                try:
-                    if not self.handle(line):
-                        break
-                except KeyboardInterrupt:  # Ctrl-C while a command ran (no reply streaming)
-                    self.note("interrupted")
+            self._loop()
+            if self.terminated is not None:
+                self.out.end_line()
+                self.note(ABORT_SIGNALS[signal.Signals(self.terminated)])
+                return 128 + self.terminated
             return output_failure_code(self.out, self.err)
         finally:
-            signal.signal(signal.SIGINT, previous)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+    def _loop(self) -> None:
+        while self.out.failure is None and self.terminated is None:
+            try:
+                line = self._read_line()
+            except EOFError:
+                if self.interactive:
+                    self.out.write("\n")
+                break
+            except KeyboardInterrupt:  # Ctrl-C at the prompt: drop the line
+                self.out.write("\n")
+                continue
+            except _Terminated:
+                break
+            try:
+                if not self.handle(line):
+                    break
+            except KeyboardInterrupt:  # Ctrl-C while a command ran (no reply streaming)
+                self.note("interrupted")
+            except _Terminated:
+                break
 
     def _read_line(self) -> str:
         """The next input line, without its newline; raises ``EOFError`` at the end of input.
@@ -240,18 +266,24 @@ class Repl:
         stdin is read directly (:func:`input` would flush stdout first, failing on a full disk
         before anything was written).
         """
-        if self.interactive:
-            return input(PROMPT)
-        line = sys.stdin.readline()
-        if not line:
+        line = input(PROMPT) if self.interactive else sys.stdin.readline()
+        if not line and not self.interactive:
             raise EOFError
-        return line.removesuffix("\n")
+        line, replaced = clean_argument(line.removesuffix("\n"))
+        if replaced and not self._warned_undecodable:
+            self._warned_undecodable = True
+            self.note(UNDECODABLE_WARNING)
+        return line
 
-    def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        """SIGINT: abort the reply (a second one cancels it), else drop the line. SIGTERM/SIGHUP:
+        the same abort, and the loop ends once the reply has (:attr:`terminated`)."""
+        if signum != signal.SIGINT:
+            self.terminated = signum
         turn = self._turn
         if turn is None:
-            raise KeyboardInterrupt
-        turn.interrupt()
+            raise KeyboardInterrupt if signum == signal.SIGINT else _Terminated
+        turn.interrupt(ABORT_SIGNALS[signal.Signals(signum)])
 
     def handle(self, line: str) -> bool:
         """Handle one input line (a command or a message); ``False`` means leave."""

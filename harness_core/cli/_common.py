@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import traceback
 from collections.abc import Callable
 from typing import Final, TextIO
@@ -14,6 +15,7 @@ from harness_core.errors import LlmError
 from harness_core.loader import LoadedConfig, load_config
 
 __all__ = [
+    "ABORT_SIGNALS",
     "EXIT_ABORTED",
     "EXIT_BROKEN_PIPE",
     "EXIT_ERROR",
@@ -35,6 +37,14 @@ EXIT_USAGE: Final = 2
 EXIT_ABORTED: Final = 130
 EXIT_BROKEN_PIPE: Final = 141
 """stdout was closed by its reader (EPIPE): 128 + SIGPIPE, the status of a Unix tool killed by SIGPIPE."""
+
+ABORT_SIGNALS: Final = {
+    signal.SIGINT: "interrupted by Ctrl-C",
+    signal.SIGTERM: "terminated by SIGTERM",
+    signal.SIGHUP: "hung up (SIGHUP)",
+}
+"""The signals that abort a stream (what Ctrl-C, ``timeout``, ``docker stop``, systemd and a closed
+terminal send), with the abort reason each gives; a command they stop exits with 128 + the signal."""
 
 USAGE_CODES: Final = frozenset({"CONFIG", "NO_ADAPTER", "UNSUPPORTED"})
 """Error codes that mean the request or the setup is wrong (exit 2), not that a generation failed (exit 1)."""
@@ -196,7 +206,7 @@ def load_for_start(config: str | None, err: Sink) -> LoadedConfig | None:
     """Load ``config`` for a command that starts the harness (``run``, ``chat``, ``chain``).
 
     Reports problems and plugin failures on ``err`` (which redacts the config's secrets from
-    then on). Returns ``None`` (exit 2) on a config problem or when a middleware failed (SPEC §6:
+    then on). Returns ``None`` (exit 2) on a config problem or when a middleware failed (docs/loader.md:
     a failed middleware stops the run, silently dropping a redaction layer would leak data);
     adapter plugins that failed are warned about, except those whose routes are known (a missing
     key): using one of their routes is an error naming the cause, the other routes work quietly.

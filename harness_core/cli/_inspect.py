@@ -1,11 +1,11 @@
 """``harness plugins``, ``harness config check`` and ``harness chain``.
 
-``plugins`` imports the plugins named in plugins.yaml (never the disabled ones) and validates
-their configs, but does not build or start them: routes shown come from each config's
-``routes`` field, so no adapter starts and no provider SDK is needed for the listing (an adapter
-plugin's module must keep its import light, e.g. import httpx lazily). ``config check`` goes all
-the way: it builds every plugin and starts the harness (adapter registration, middleware chain),
-then reports every problem and failure at once (exit 2 when there is any).
+``plugins`` and ``config check`` both import, validate, build and start every plugin named in
+plugins.yaml (never the disabled ones), so they report the same status ``harness run`` meets: a
+plugin whose constructor raises or whose ``llm_stream`` is not an async generator is ``failed``,
+never ``enabled``. Starting registers adapters and builds the middleware chain; it sends no
+request. ``plugins`` lists every plugin with its state and routes (the routes it registered);
+``config check`` reports every problem and failure at once (exit 2 when there is any).
 """
 
 from __future__ import annotations
@@ -33,12 +33,18 @@ __all__ = ["check_config", "show_chain", "show_models", "show_plugins"]
 def show_plugins(config: str | None, *, as_json: bool) -> int:
     """Print the plugin table (or JSON); always exit 0: problems are part of the listing.
 
-    Every line goes through :meth:`LoadedConfig.redact`. Each problem is printed once: the
-    config problems, then the messages of plugins that failed to import or build.
+    Plugins are built and the harness started as ``config check`` does, so a plugin that cannot
+    start is listed as ``failed`` with its reason. Every line goes through
+    :meth:`LoadedConfig.redact`. Each problem is printed once: the config problems, then the
+    messages of plugins that failed to import, build or start.
     """
-    loaded = inspect_config(config, instantiate=False)
-    out = Sink(sys.stdout)
+    loaded = inspect_config(config)
     problems = [str(p) for p in loaded.problems]
+    if not problems:
+        with redacted_logging(loaded.redact):
+            problems = anyio.run(_start, loaded)
+        _mark_failures(loaded, problems)
+    out = Sink(sys.stdout)
     if as_json:
         document = {
             "config": loaded.source,
@@ -55,11 +61,30 @@ def show_plugins(config: str | None, *, as_json: bool) -> int:
     for row in rows:
         cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
         lines.append("  ".join([*cells, row[4]]))
-    # an invalid entry's message is one of the problems already
-    notes = [f"{entry.key}: {entry.message}" for entry in loaded.entries if entry.message and entry.state == "failed"]
+    # an invalid entry's message (or a plugin the chain refused) is one of the problems already
+    notes = [
+        f"{entry.key}: {entry.message}"
+        for entry in loaded.entries
+        if entry.message and entry.state == "failed" and entry.message not in problems
+    ]
     lines += [f"! {line}" for line in [*notes, *problems]]
     out.write("".join(loaded.redact(line) + "\n" for line in lines))
     return EXIT_OK
+
+
+def _mark_failures(loaded: LoadedConfig, problems: list[str]) -> None:
+    """Entries of plugins that failed to build or start become ``failed``, with the reason.
+
+    ``problems`` are the start problems: the middleware chain refuses a plugin (an ``llm_stream``
+    that is no async generator) with a ``CONFIG`` error naming it as ``plugin 'key':``.
+    """
+    failed = {failure.key: _failure_line(failure) for failure in loaded.failures}
+    for entry in loaded.entries:
+        refused = [problem for problem in problems if problem.startswith(f"CONFIG: plugin {entry.key!r}:")]
+        message = failed.get(entry.key) or next(iter(refused), None)
+        if message is not None and entry.state == "enabled":
+            entry.state = "failed"
+            entry.message = message
 
 
 def _row(entry: PluginEntry) -> tuple[str, str, str, str, str]:
@@ -164,16 +189,16 @@ def _defaults_problem(loaded: LoadedConfig, key: str, message: str) -> ConfigPro
 def show_chain(route: str | None, config: str | None, *, as_json: bool) -> int:
     """Print the middleware order for ``route`` (default route when ``None``), then its adapter.
 
-    Everything printed, and every log record emitted while the harness runs, is redacted.
+    The default route is ``defaults.provider``, else the only route served when exactly one is
+    (the output says so). Everything printed, and every log record emitted while the harness runs, is redacted.
     """
     err = Sink(sys.stderr)
     loaded = load_for_start(config, err)
     if loaded is None:
         return EXIT_USAGE
-    target = route if route is not None else loaded.defaults.provider
     try:
         with redacted_logging(loaded.redact):
-            links = anyio.run(_chain, loaded, target)
+            target, links = anyio.run(_chain, loaded, route)
     except LlmError as exc:
         err.write(loaded.redact(f"error: {exc}") + "\n")
         return EXIT_USAGE
@@ -182,7 +207,12 @@ def show_chain(route: str | None, config: str | None, *, as_json: bool) -> int:
         document = _redact_data({"route": target, "chain": links}, loaded.redact)
         out.write(msgspec.json.encode(document).decode() + "\n")
         return EXIT_OK
-    shown = target if target is not None else "none given (pass ROUTE or set defaults.provider): middleware only"
+    if target is None:
+        shown = "none given (pass ROUTE or set defaults.provider): middleware only"
+    elif route is None and loaded.defaults.provider is None:
+        shown = f"{target} (the only route served; no defaults.provider)"
+    else:
+        shown = target
     text = f"route: {shown} (outermost first)\n"
     text += "".join(
         f"{number}. {link['key']} ({link['tier']})" + (f": {link['detail']}" if "detail" in link else "") + "\n"
@@ -192,22 +222,24 @@ def show_chain(route: str | None, config: str | None, *, as_json: bool) -> int:
     return EXIT_OK
 
 
-async def _chain(loaded: LoadedConfig, route: str | None) -> list[dict[str, str]]:
-    """The links of ``route``'s chain; a middleware with a ``describe_chain(route) -> str | None``
-    method adds its ``detail`` (``fallback`` lists its targets)."""
+async def _chain(loaded: LoadedConfig, route: str | None) -> tuple[str | None, list[dict[str, str]]]:
+    """The route shown (``route``, else the harness's default route) and its links; a middleware
+    with a ``describe_chain(route) -> str | None`` method adds its ``detail`` (``fallback`` lists
+    its targets)."""
     from harness_core.runtime import Harness
 
     instances = {plugin.key: plugin.instance for plugin in loaded.plugins}
     async with Harness(loaded.plugins, defaults=loaded.defaults, failures=loaded.failures) as harness:
+        target = route if route is not None else harness.default_route()
         links: list[dict[str, str]] = []
-        for link in harness.chain(route):
+        for link in harness.chain(target):
             entry = {"key": link.key, "tier": link.tier}
             describe = getattr(instances.get(link.key), "describe_chain", None)
-            detail = describe(route) if callable(describe) else None
+            detail = describe(target) if callable(describe) else None
             if detail:
                 entry["detail"] = str(detail)
             links.append(entry)
-        return links
+        return target, links
 
 
 def show_models(route: str | None, config: str | None, *, as_json: bool) -> int:

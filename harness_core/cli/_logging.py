@@ -1,6 +1,6 @@
 """Log output of the ``harness`` command: one line per record on stderr.
 
-Plugin failures and adapter bugs are logged with their tracebacks (SPEC §4: ``INTERNAL`` is
+Plugin failures and adapter bugs are logged with their tracebacks (docs/runtime.md: ``INTERNAL`` is
 logged with its traceback). On a terminal a user wants the message, not forty lines of stack:
 tracebacks are shown with ``-v``; ``-vv`` also shows debug records.
 """

@@ -13,7 +13,7 @@ unwrapped. Exit codes: 0 the model finished (stop, tool-calls, length, content-f
 finish, the step limit, or output that cannot be written (disk full …); 2 a usage or config error:
 an empty prompt, a config problem, an error finish with code ``CONFIG``, ``NO_ADAPTER`` (unknown
 route, no default provider) or ``UNSUPPORTED`` (e.g. an unknown reasoning effort), or a plugin that
-raised (a failed middleware, SPEC §6); 130 aborted by Ctrl-C; 141 stdout was closed by its reader
+raised (a failed middleware, docs/loader.md); 130 aborted by Ctrl-C; 141 stdout was closed by its reader
 (``harness run … | head``): the stream is aborted through its signal (closing the connection) and
 the command stops quietly, as a Unix tool killed by SIGPIPE would.
 
@@ -27,7 +27,7 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 import anyio.abc
@@ -36,6 +36,7 @@ import msgspec
 from harness_core.abort import AbortSignal
 from harness_core.attach import AttachError, load_attachment
 from harness_core.cli._common import (
+    ABORT_SIGNALS,
     EXIT_ABORTED,
     EXIT_ERROR,
     EXIT_OK,
@@ -43,12 +44,14 @@ from harness_core.cli._common import (
     Sink,
     describe_error,
     exit_code_for,
+    isatty,
     load_for_start,
     output_failure_code,
     report_error,
 )
 from harness_core.cli._options import first_code_block, owner_name, parse_options, parse_tool_choice
 from harness_core.cli._schema import SchemaError, parse_schema
+from harness_core.cli._text import UNDECODABLE_WARNING, clean_argument, for_terminal, read_stdin
 from harness_core.errors import LlmError
 from harness_core.loader import LoadedConfig
 from harness_core.secret import ChunkScrubber
@@ -79,7 +82,7 @@ RESET = "\x1b[0m"
 
 
 def run_prompt(
-    prompt: str,
+    prompt: str | None,
     *,
     as_json: bool,
     provider: str | None,
@@ -106,8 +109,11 @@ def run_prompt(
     attach_type: Sequence[tuple[str, str]] = (),
     schema: str | None = None,
 ) -> int:
-    """Run one generation for ``harness run``; returns the exit code (0, 1, 2, 130 or 141: see
-    the module docstring).
+    """Run one generation for ``harness run``; returns the exit code (0, 1, 2, 128 + a signal
+    or 141: see the module docstring).
+
+    The prompt is built by :func:`read_prompt` (stdin, then ``prompt``); ``prompt``, ``system``,
+    ``model`` and ``provider`` are cleaned of undecodable bytes (:mod:`harness_core.cli._text`).
 
     With ``tools`` (registered tool names) the tool round trip runs, at most ``max_steps``
     generations; an unknown tool name is a usage error (exit 2). ``verbose`` shows tracebacks.
@@ -125,10 +131,14 @@ def run_prompt(
     try:
         if out.failure is not None:  # stdout is closed (`>&-`): nowhere to put a reply, send nothing
             return output_failure_code(out, err)
-        if prompt == "-":
-            prompt = sys.stdin.read() if sys.stdin is not None else ""
+        prompt, replaced = read_prompt(prompt, sys.stdin)
+        provider, bad_provider = _clean_option(provider)
+        model, bad_model = _clean_option(model)
+        system, bad_system = _clean_option(system)
+        if replaced or bad_provider or bad_model or bad_system:
+            err.write(UNDECODABLE_WARNING + "\n")
         if not prompt.strip():
-            err.write("error: empty prompt (nothing to send)\n")
+            err.write("error: empty prompt (nothing to send: pass PROMPT or pipe text on stdin)\n")
             return EXIT_USAGE
         try:
             files = [load_attachment(spec) for spec in attach]
@@ -180,6 +190,7 @@ def run_prompt(
         )
         renderer.hold_text = no_stream or extract
         renderer.extract = extract
+        renderer.hints = _Hints(loaded, provider=provider, model=model)
         return anyio.run(_generate, loaded, options, abort, renderer, tuple(tools), max_steps, verbose)
     except KeyboardInterrupt:  # Ctrl-C before the signal watcher was installed (e.g. reading stdin)
         out.end_line()
@@ -247,20 +258,55 @@ def _prepare(
     )
 
 
+def read_prompt(prompt: str | None, stdin: TextIO | None) -> tuple[str, bool]:
+    """The prompt of ``harness run``: returns ``(text, replaced)``.
+
+    Standard input is read when ``prompt`` is ``-`` (then it alone is the prompt) or when it is
+    neither closed nor a terminal: piped text comes first, then ``prompt``, joined by one space
+    (what ``llm`` does: ``cat notes.txt | harness run "summarize:"``); stdin alone is the prompt.
+    Undecodable bytes (stdin or the argument) become U+FFFD and ``replaced`` is ``True``.
+    """
+    piped, replaced = "", False
+    if stdin is not None and (prompt == "-" or not isatty(stdin)):
+        piped, replaced = read_stdin(stdin)
+    if prompt is None or prompt == "-":
+        return piped, replaced
+    prompt, replaced_argument = clean_argument(prompt)
+    text = f"{piped} {prompt}" if piped else prompt
+    return text, replaced or replaced_argument
+
+
+def _clean_option(value: str | None) -> tuple[str | None, bool]:
+    """An optional text option from argv cleaned by :func:`clean_argument` (``None`` stays)."""
+    return clean_argument(value) if value is not None else (None, False)
+
+
 class _Interrupts:
-    """Watches SIGINT for one run: the first fires ``abort``, the second cancels everything."""
+    """Watches SIGINT, SIGTERM and SIGHUP for one run: the first fires ``abort`` (middleware
+    cleanup runs, the usage row is written as aborted), a second cancels everything.
+
+    :attr:`signum` is the first signal received; the run then exits with 128 + that number, the
+    status a shell reports for a process that signal ended.
+    """
 
     def __init__(self, abort: AbortSignal, renderer: Renderer) -> None:
         self.abort = abort
         self.renderer = renderer
         self.hard = False
+        self.signum: int | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the first signal received (130 when none was: the caller saw an abort)."""
+        return 128 + (self.signum if self.signum is not None else signal.SIGINT)
 
     async def watch(self, scope: anyio.CancelScope, *, task_status: anyio.abc.TaskStatus[None]) -> None:
-        with anyio.open_signal_receiver(signal.SIGINT) as signals:
+        with anyio.open_signal_receiver(*ABORT_SIGNALS) as signals:
             task_status.started()
-            await anext(signals)
-            self.abort.fire("interrupted by Ctrl-C")
-            self.renderer.note("aborting… (press Ctrl-C again to quit at once)")
+            self.signum = await anext(signals)
+            self.abort.fire(ABORT_SIGNALS[self.signum])
+            again = "press Ctrl-C again" if self.signum == signal.SIGINT else "signal again"
+            self.renderer.note(f"aborting… ({again} to quit at once)")
             await anext(signals)
             self.hard = True
             scope.cancel()
@@ -312,8 +358,9 @@ async def _generate(
         return code
     if interrupts.hard:
         renderer.note("interrupted")
-        return EXIT_ABORTED
-    return renderer.end()
+        return interrupts.exit_code
+    code = renderer.end()
+    return interrupts.exit_code if code == EXIT_ABORTED else code
 
 
 async def _stream(harness: Harness, options: GenerateOptions, renderer: Renderer) -> None:
@@ -395,6 +442,7 @@ class Renderer:
         self.extract = False
         """Print only the first fenced code block of the held text (``--extract``)."""
         self._held: list[str] = []
+        self.hints: _Hints | None = None
 
     def _check_output(self) -> None:
         """Abort the stream once stdout has failed: nobody reads what it would produce."""
@@ -424,17 +472,24 @@ class Renderer:
         elif isinstance(chunk, TextDelta) and self.hold_text:
             self._held.append(chunk.text)
         elif isinstance(chunk, TextDelta):
-            self.out.write(chunk.text)
+            self.out.write(self._shown(chunk.text))
         elif isinstance(chunk, ReasoningDelta):
-            self._extras.write(f"{DIM}{chunk.text}{RESET}" if self.tty else chunk.text)
+            self._extras.write(f"{DIM}{self._shown(chunk.text)}{RESET}" if self.tty else chunk.text)
         elif isinstance(chunk, BlockEnd) and isinstance(chunk.block, ReasoningBlock):
             self._extras.end_line()
         elif isinstance(chunk, BlockEnd) and isinstance(chunk.block, ToolCallBlock):
             block = chunk.block
-            line = f"[tool call {block.id}] {block.name}({block.arguments})"
-            self._extras.end_line()
-            self._extras.write(f"{CYAN}{line}{RESET}\n" if self.tty else f"{line}\n")
+            self._extra_line(f"[tool call {block.id}] {block.name}({block.arguments})")
         self._check_output()
+
+    def _shown(self, text: str) -> str:
+        """Model text as written: control characters made visible on a terminal, exact elsewhere."""
+        return for_terminal(text) if self.tty else text
+
+    def _extra_line(self, line: str) -> None:
+        """A tool call or result line (cyan on a terminal, where the model's text is neutralised)."""
+        self._extras.end_line()
+        self._extras.write(f"{CYAN}{for_terminal(line)}{RESET}\n" if self.tty else f"{line}\n")
 
     def tool_result(self, call: ToolCallBlock, result: ToolResultBlock) -> None:
         """Show the result of an executed tool call (a JSON line with ``as_json``)."""
@@ -442,16 +497,16 @@ class Renderer:
             self.out.write(msgspec.json.encode(result).decode() + "\n")
         else:
             label = "tool error" if result.is_error else "tool result"
-            line = f"[{label} {result.tool_call_id}] {call.name}: {result.content}"
-            self._extras.end_line()
-            self._extras.write(f"{CYAN}{line}{RESET}\n" if self.tty else f"{line}\n")
+            self._extra_line(f"[{label} {result.tool_call_id}] {call.name}: {result.content}")
         self._check_output()
 
     def note(self, text: str) -> None:
-        """A message on stderr, on its own line, secrets scrubbed."""
+        """A message on stderr, on its own line, secrets scrubbed (control characters made
+        visible on a terminal: provider error messages are quoted in notes)."""
         self.out.end_line()
         self.err.end_line()
-        self.err.write(self.redact(text) + "\n")
+        text = self.redact(text)
+        self.err.write((for_terminal(text) if self.err.isatty() else text) + "\n")
 
     def release_text(self) -> None:
         """Print the held text (its first fenced code block with ``extract``), once."""
@@ -474,6 +529,10 @@ class Renderer:
                 return EXIT_ERROR
             error = LlmError.from_failure(failure)
             self.note(f"error: {describe_error(error, route=self.route, source=self.source)}")
+            hint = self.hints.for_error(error) if self.hints is not None else None
+            if hint is not None:
+                self.note(f"  {hint}")
+                return EXIT_USAGE
             return exit_code_for(error.code)
         if finish.kind == "aborted":
             self.note(f"aborted: {failure.message if failure is not None else 'aborted'}")
@@ -491,3 +550,38 @@ class Renderer:
             tokens = f"; tokens: {usage.input_tokens} in, {usage.output_tokens} out" if usage is not None else ""
             self.note(f"[finish: {finish.kind}{raw}{tokens}]")
         return EXIT_OK
+
+
+class _Hints:
+    """What to do about an error finish that the command line or a missing config explains.
+
+    ``loaded`` is the configuration in use, ``provider``/``model`` what ``-p``/``-m`` gave.
+    """
+
+    def __init__(self, loaded: LoadedConfig, *, provider: str | None, model: str | None) -> None:
+        self.loaded = loaded
+        defaults = loaded.defaults
+        # the runtime applies defaults.model only to the default provider (or when none is set)
+        default_applies = defaults.provider is None or provider in (None, defaults.provider)
+        self.no_model = model is None and (defaults.model is None or not default_applies)
+
+    def for_error(self, error: LlmError) -> str | None:
+        """One hint line for ``error``, or ``None``.
+
+        - ``NO_ADAPTER`` without a config file: the built-in default is in use; names the
+          installed plugins it does not enable and how to enable them;
+        - ``BAD_REQUEST`` when no model was given and ``defaults.model`` does not apply: the
+          adapter needs one (exit 2: a usage error).
+        """
+        loaded = self.loaded
+        if error.code == "NO_ADAPTER" and loaded.path is None:
+            idle = sorted(entry.key for entry in loaded.entries if entry.state == "installed")
+            names = ", ".join(idle) if idle else "none"
+            return (
+                "no plugins.yaml was found, so the built-in default (the mock plugin) is in use; "
+                f"installed plugins not enabled: {names} (list them in plugins.yaml or pass -c FILE; "
+                "see `harness config check`)"
+            )
+        if error.code == "BAD_REQUEST" and self.no_model:
+            return "no model was given: pass -m MODEL or set defaults.model in plugins.yaml"
+        return None

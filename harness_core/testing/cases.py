@@ -12,7 +12,8 @@ Typical adapter test::
             chunks, raised = await run_my_adapter(server.url)
         check_case(case, chunks, raised)
 
-The folder comes from ``HARNESS_CASES_DIR``, default ``<repo>/../shared/cases``.
+The folder comes from ``HARNESS_CASES_DIR``, default ``../shared/cases`` from the current
+directory (the repository's root ``conftest.py`` sets the variable for its own tests).
 """
 
 from __future__ import annotations
@@ -55,11 +56,13 @@ class CaseMismatch(AssertionError):
 
 
 def cases_dir() -> Path:
-    """The cases folder: ``$HARNESS_CASES_DIR`` or ``<repo>/../shared/cases``."""
+    """The cases folder: ``$HARNESS_CASES_DIR``, else ``../shared/cases`` from the current
+    directory (the shared folder beside a repository checkout run from its root). Never a path
+    derived from where this package is installed."""
     env = os.environ.get("HARNESS_CASES_DIR")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[2].parent / "shared" / "cases"
+    return Path.cwd().parent / "shared" / "cases"
 
 
 @dataclass(frozen=True)
@@ -140,10 +143,21 @@ class Case:
 
 def load_cases(provider_format: str | None = None, *, directory: Path | None = None) -> list[Case]:
     """Every case in ``directory`` (default :func:`cases_dir`), sorted by name, optionally only
-    those of ``provider_format``. A missing folder gives ``[]``."""
+    those of ``provider_format``.
+
+    Raises:
+        FileNotFoundError: the folder does not exist (a plain clone has no ``../shared/cases``);
+            the message names the folder looked in and how to point ``HARNESS_CASES_DIR`` at it,
+            so a test module that loads cases fails to collect with that reason instead of
+            running zero cases.
+    """
     root = directory or cases_dir()
     if not root.is_dir():
-        return []
+        raise FileNotFoundError(
+            f"the fault cases folder {str(root)!r} does not exist: set HARNESS_CASES_DIR to the folder "
+            "holding the case folders (shared/cases beside the repository, e.g. "
+            "HARNESS_CASES_DIR=/path/to/shared/cases)"
+        )
     cases = []
     for meta_path in sorted(root.glob("*/meta.json")):
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
@@ -211,7 +225,7 @@ def check_case(
 
     ``chunks`` are what the stream yielded; ``raised`` the exception it ended with, if any.
     ``through_runtime=True`` accepts a raise delivered as ``finish{error}`` with the same code
-    (SPEC §4). Also checks the stream obligations (:func:`check_stream`). Raises
+    (docs/runtime.md). Also checks the stream obligations (:func:`check_stream`). Raises
     :class:`CaseMismatch` listing every problem. ``case`` may be a :class:`Case` or a bare
     ``expect`` mapping.
     """

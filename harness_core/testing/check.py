@@ -1,4 +1,4 @@
-"""Stream-obligation checker: SPEC §3 obligations 1-4 and 6, verified chunk by chunk.
+"""Stream-obligation checker: docs/stream-obligations.md obligations 1-4 and 6, verified chunk by chunk.
 
 :class:`StreamChecker` is fed one chunk at a time and raises :class:`StreamViolation` at the
 first chunk that breaks an obligation (naming the chunk number and the reason);
@@ -42,7 +42,7 @@ __all__ = ["CheckedStream", "StreamChecker", "StreamViolation", "check_stream"]
 
 
 class StreamViolation(AssertionError):
-    """A stream broke an obligation of SPEC §3.
+    """A stream broke an obligation of docs/stream-obligations.md.
 
     Attributes:
         index: the 0-based number of the offending chunk (for an end-of-stream violation, the

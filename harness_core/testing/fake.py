@@ -18,8 +18,9 @@ from typing import TypeAlias
 
 import anyio
 
-from harness_core.abort import Aborted, race
+from harness_core.abort import Aborted, abort_reason, race
 from harness_core.adapter import LlmAdapter
+from harness_core.assembler import BlockAssembler
 from harness_core.errors import LlmError
 from harness_core.types import (
     BlockEnd,
@@ -30,8 +31,6 @@ from harness_core.types import (
     FinishReason,
     GenerateOptions,
     ModelInfo,
-    ReasoningBlock,
-    ReasoningDelta,
     StreamChunk,
     TextBlock,
     TextDelta,
@@ -113,7 +112,7 @@ class FakeAdapter(LlmAdapter):
         self.calls.append(options)
         steps = script(options) if callable(script) else script
         self.started += 1
-        blocks = _OpenBlocks()
+        blocks = BlockAssembler(keep_ended=False)
         abort = options.abort
         finished = False
         try:
@@ -127,16 +126,13 @@ class FakeAdapter(LlmAdapter):
                     if isinstance(waited, Aborted) and not finished:
                         break
                     continue
-                blocks.track(step)
+                blocks.feed(step)
                 finished = finished or isinstance(step, Finish)
                 yield step
             else:
                 return
-            for chunk in blocks.close_all():
+            for chunk in blocks.terminal(Failure(code="ABORTED", message=abort_reason(abort), retryable=False)):
                 yield chunk
-            reason = abort.reason if abort is not None else None
-            failure = Failure(code="ABORTED", message=reason or "aborted", retryable=False)
-            yield Finish(FinishReason(kind="aborted", failure=failure))
         except anyio.get_cancelled_exc_class():
             self.cancelled += 1
             raise
@@ -171,40 +167,6 @@ def _waiter(step: Delay | Stall) -> Callable[[], Awaitable[None]]:
             await anyio.sleep_forever()
 
     return wait
-
-
-class _OpenBlocks:
-    """The blocks a script opened and has not ended, with what they hold."""
-
-    def __init__(self) -> None:
-        self._open: dict[int, tuple[BlockStart, list[str], str | None, str | None]] = {}
-
-    def track(self, chunk: StreamChunk) -> None:
-        if isinstance(chunk, BlockStart):
-            self._open[chunk.index] = (chunk, [], chunk.id, chunk.name)
-        elif isinstance(chunk, TextDelta | ReasoningDelta) and chunk.index in self._open:
-            self._open[chunk.index][1].append(chunk.text)
-        elif isinstance(chunk, ToolCallDelta) and chunk.index in self._open:
-            start, parts, _, name = self._open[chunk.index]
-            parts.append(chunk.arguments_delta)
-            self._open[chunk.index] = (start, parts, chunk.id, chunk.name or name)
-        elif isinstance(chunk, BlockEnd):
-            self._open.pop(chunk.index, None)
-
-    def close_all(self) -> list[BlockEnd]:
-        ends: list[BlockEnd] = []
-        for index, (start, parts, call_id, name) in sorted(self._open.items()):
-            text = "".join(parts)
-            block: TextBlock | ReasoningBlock | ToolCallBlock
-            if start.block_type == "text":
-                block = TextBlock(text)
-            elif start.block_type == "reasoning":
-                block = ReasoningBlock(text, signed=start.signed)
-            else:
-                block = ToolCallBlock(id=call_id or f"call_{index}", name=name or "", arguments=text or "{}")
-            ends.append(BlockEnd(index=index, block=block))
-        self._open.clear()
-        return ends
 
 
 def text_reply(

@@ -1,4 +1,4 @@
-"""Ways to cut a byte body into network reads, for framing-robustness tests (SPEC §7).
+"""Ways to cut a byte body into network reads, for framing-robustness tests (docs/testing.md).
 
 A decoder or adapter must produce the same result however its input is split into reads; these
 helpers enumerate the splits worth trying.

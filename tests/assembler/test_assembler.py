@@ -9,6 +9,7 @@ from harness_core import (
     BlockAssembler,
     BlockEnd,
     BlockStart,
+    Failure,
     Finish,
     FinishReason,
     Message,
@@ -22,6 +23,7 @@ from harness_core import (
     ToolCallDelta,
     Usage,
 )
+from harness_core.assembler import failure_finish
 
 
 def assemble(chunks: list[StreamChunk]) -> BlockAssembler:
@@ -130,8 +132,9 @@ def test_open_blocks_hold_what_they_received_in_index_order() -> None:
 
 
 def test_tool_call_without_any_id_or_name() -> None:
+    """The one rule for a missing tool-call id: ``call_<index>`` (unique in the reply)."""
     assembler = assemble([BlockStart(0, "tool-call")])
-    assert assembler.blocks() == [ToolCallBlock("", "", "{}")]
+    assert assembler.blocks() == [ToolCallBlock("call_0", "", "{}")]
 
 
 def test_unknown_chunk_kinds_are_ignored() -> None:
@@ -151,14 +154,51 @@ def test_keep_ended_false_drops_ended_content_but_still_ignores_late_deltas() ->
     from harness_core import BlockEnd, BlockStart, TextBlock, TextDelta
 
     tracker = BlockAssembler(keep_ended=False)
-    for chunk in [
+    chunks: list[StreamChunk] = [
         BlockStart(0, "text"),
         TextDelta(0, "done"),
         BlockEnd(0, TextBlock("done")),
         TextDelta(0, "late"),
         BlockStart(1, "text"),
         TextDelta(1, "open"),
-    ]:
+    ]
+    for chunk in chunks:
         tracker.feed(chunk)
     assert tracker.open_blocks() == [(1, TextBlock("open"))]
     assert tracker.blocks() == [TextBlock("open")]
+
+
+def test_terminal_closes_the_open_blocks_then_finishes_with_the_failure() -> None:
+    assembler = BlockAssembler(keep_ended=False)
+    chunks: list[StreamChunk] = [
+        BlockStart(0, "text"),
+        TextDelta(0, "done"),
+        BlockEnd(0, TextBlock("done")),
+        BlockStart(1, "reasoning", signed=True),
+        ReasoningDelta(1, "hm"),
+        BlockStart(2, "tool-call", id="c1", name="f"),
+        ToolCallDelta(2, "c1", '{"a"'),
+    ]
+    for chunk in chunks:
+        assembler.feed(chunk)
+    failure = Failure(code="TIMEOUT", message="ran out", retryable=True)
+    tail = assembler.terminal(failure)
+    assert tail == [
+        BlockEnd(1, ReasoningBlock("hm", signed=True)),
+        BlockEnd(2, ToolCallBlock("c1", "f", '{"a"')),
+        Finish(FinishReason("error", failure=failure)),
+    ]
+    assert assembler.open_blocks() == []  # they count as ended now
+    assert assembler.terminal(failure) == [Finish(FinishReason("error", failure=failure))]
+
+
+def test_terminal_keeps_the_closed_blocks_when_asked() -> None:
+    assembler = assemble([BlockStart(0, "text"), TextDelta(0, "par")])
+    aborted = Failure(code="ABORTED", message="stop")
+    assert assembler.terminal(aborted)[-1] == Finish(FinishReason("aborted", failure=aborted))
+    assert assembler.blocks() == [TextBlock("par")]
+
+
+def test_failure_finish_is_aborted_only_for_aborted() -> None:
+    assert failure_finish(Failure(code="ABORTED", message="x")).reason.kind == "aborted"
+    assert failure_finish(Failure(code="SERVER", message="x")).reason.kind == "error"

@@ -29,12 +29,14 @@ def cli_env(tmp_path: Path) -> dict[str, str]:
 
 @pytest.fixture
 def harness(tmp_path: Path, cli_env: dict[str, str]) -> Harness:
-    """``harness(*args, input=None)`` runs ``python -m harness_core.cli *args`` in tmp_path."""
+    """``harness(*args, input=None)`` runs ``python -m harness_core.cli *args`` in tmp_path
+    (stdin is ``input``, else empty: ``harness run`` reads piped stdin)."""
 
     def run(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "harness_core.cli", *args],
             input=input,
+            stdin=subprocess.DEVNULL if input is None else None,  # never the test runner's stdin
             capture_output=True,
             text=True,
             env=cli_env,
@@ -43,6 +45,25 @@ def harness(tmp_path: Path, cli_env: dict[str, str]) -> Harness:
         )
 
     return run
+
+
+@pytest.fixture
+def spawn(tmp_path: Path, cli_env: dict[str, str]) -> Callable[..., subprocess.Popen[str]]:
+    """``spawn(*args, stdin=DEVNULL)`` starts ``python -m harness_core.cli *args`` in tmp_path
+    (text pipes for stdout and stderr) for tests that talk to the running process."""
+
+    def start(*args: str, stdin: int = subprocess.DEVNULL) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "harness_core.cli", *args],
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=cli_env,
+            cwd=tmp_path,
+        )
+
+    return start
 
 
 @pytest.fixture

@@ -209,7 +209,8 @@ def test_turn_applies_a_cancel_requested_before_the_future_is_known() -> None:
     turn.started(future)
     assert future.cancelled()
     other = _Turn()
-    other.started(running := concurrent.futures.Future())
+    running: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    other.started(running)
     other.interrupt()
     other.interrupt()
     assert running.cancelled()
@@ -309,7 +310,8 @@ def test_errors_are_shown_and_the_repl_goes_on(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_an_error_without_a_route_names_no_place(monkeypatch: pytest.MonkeyPatch) -> None:
-    with session(monkeypatch, ["hello"], defaults=None) as s:
+    """Two routes and no defaults: no route is chosen (with one route, that one would be)."""
+    with session(monkeypatch, ["hello"], fake=FakeAdapter(text_reply("unused")), defaults=None) as s:
         assert s.run() == 0
     assert s.err.getvalue().startswith("error: NO_ADAPTER: no route given (options.provider)")
     assert s.err.getvalue().endswith("(the message was not added to the history)\n")
@@ -384,3 +386,31 @@ def test_clear_drops_pending_attachments(monkeypatch: pytest.MonkeyPatch, tmp_pa
     with session(monkeypatch, [f"/attach {note}", "/clear", "/attach"]) as s:
         assert s.run() == 0
     assert s.err.getvalue().endswith("history cleared\nattachments for the next message: none\n")
+
+
+def test_sigterm_at_the_prompt_leaves_with_128_plus_the_signal(monkeypatch: pytest.MonkeyPatch) -> None:
+    def hang_up() -> str:
+        s.repl._on_signal(signal.SIGHUP, None)  # what the handler does when no reply streams
+        raise AssertionError("unreachable")  # pragma: no cover - the handler raises
+
+    with session(monkeypatch, ["hello", hang_up, "never read"]) as s:
+        assert s.run() == 128 + signal.SIGHUP
+    assert s.out.getvalue() == "hello\n"
+    assert s.err.getvalue() == "hung up (SIGHUP)\n"
+
+
+def test_sigterm_while_a_command_runs_leaves(monkeypatch: pytest.MonkeyPatch) -> None:
+    def terminated(repl: Repl, argument: str) -> None:
+        repl._on_signal(signal.SIGTERM, None)
+
+    monkeypatch.setitem(Repl._commands, "/term", terminated)
+    with session(monkeypatch, ["/term", "never sent"]) as s:
+        assert s.run() == 128 + signal.SIGTERM
+    assert s.out.getvalue() == ""
+    assert s.err.getvalue() == "terminated by SIGTERM\n"
+
+
+def test_an_empty_interactive_line_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    with session(monkeypatch, ["", "hi"], interactive=True) as s:
+        assert s.run() == 0
+    assert s.out.getvalue().endswith("hi\n\n")

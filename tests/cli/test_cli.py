@@ -78,7 +78,14 @@ def test_version(harness: Harness) -> None:
 
 def test_console_script_is_installed(cli_env: dict[str, str], tmp_path: Path) -> None:
     script = Path(sys.executable).parent / "harness"
-    result = subprocess.run([str(script), "run", "hi there"], capture_output=True, text=True, env=cli_env, cwd=tmp_path)
+    result = subprocess.run(
+        [str(script), "run", "hi there"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=cli_env,
+        cwd=tmp_path,
+    )
     assert result.returncode == 0
     assert result.stdout == "hi there\n"
 
@@ -144,7 +151,12 @@ def test_run_unknown_route_and_model(harness: Harness) -> None:
     """NO_ADAPTER and UNSUPPORTED are usage errors (exit 2); a model the provider lacks is an error finish."""
     result = harness("run", "-p", "nowhere", "hi")
     assert result.returncode == 2
-    assert result.stderr == "error: NO_ADAPTER: no adapter serves route 'nowhere'; known routes: 'mock'\n"
+    first, hint = result.stderr.splitlines()
+    assert first == "error: NO_ADAPTER: no adapter serves route 'nowhere'; known routes: 'mock'"
+    # no plugins.yaml: the hint says the built-in default is in use and what is installed but idle
+    assert hint.startswith("  no plugins.yaml was found, so the built-in default (the mock plugin) is in use; ")
+    assert "installed plugins not enabled: anthropic, " in hint
+    assert ", openai, " in hint
     result = harness("run", "-m", "gpt-9", "hi")
     assert result.returncode == 1
     assert "error: NOT_FOUND from route 'mock' (mock): the mock has no model 'gpt-9'" in result.stderr
@@ -154,10 +166,20 @@ def test_run_unknown_route_and_model(harness: Harness) -> None:
 
 
 def test_run_without_a_default_provider_exits_2(harness: Harness, config: Config) -> None:
-    config("plugins:\n  mock: {}\n")
+    config("plugins:\n  mock: {routes: [mock, echo2]}\n")
     result = harness("run", "hi")
     assert result.returncode == 2
     assert "error: NO_ADAPTER: no route given (options.provider) and no default provider" in result.stderr
+    assert "no plugins.yaml was found" not in result.stderr  # a config file is in use: no such hint
+
+
+def test_the_only_route_served_is_the_default(harness: Harness, config: Config) -> None:
+    config("plugins:\n  mock: {}\n")
+    result = harness("run", "hi")
+    assert (result.returncode, result.stdout) == (0, "hi\n")
+    result = harness("chain")
+    assert result.stdout.startswith("route: mock (the only route served; no defaults.provider) (outermost first)\n")
+    assert "1. mock (adapter)" in result.stdout
 
 
 def test_run_usage_errors_exit_2(harness: Harness) -> None:
@@ -224,6 +246,7 @@ def test_run_without_finish_is_an_error(harness: Harness, config: Config) -> Non
 def _start(tmp_path: Path, cli_env: dict[str, str], *args: str) -> subprocess.Popen[str]:
     process = subprocess.Popen(
         [sys.executable, "-m", "harness_core.cli", "run", *args],
+        stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -19,7 +19,7 @@ from harness_core.types import NamedToolChoice
 
 def test_short_form_inserts_run_after_the_group_options(monkeypatch: pytest.MonkeyPatch) -> None:
     handed: list[list[str]] = []
-    monkeypatch.setattr(click.Group, "parse_args", lambda self, ctx, args: handed.append(args) or args)
+    monkeypatch.setattr(click.Group, "parse_args", lambda self, ctx, args: handed.append(args) or args)  # type: ignore[func-returns-value]
 
     def parsed(*args: str) -> list[str]:
         """The arguments the group hands to click's own parsing."""
@@ -31,6 +31,9 @@ def test_short_form_inserts_run_after_the_group_options(monkeypatch: pytest.Monk
     assert parsed("--verbose", "-m", "fast", "hi") == ["--verbose", "run", "-m", "fast", "hi"]
     assert parsed("logs", "-n", "1") == ["logs", "-n", "1"]
     assert parsed("-v") == ["-v"]
+    assert parsed("-c", "x.yaml", "run", "hi") == ["-c", "x.yaml", "run", "hi"]
+    assert parsed("--config", "x.yaml", "hi") == ["--config", "x.yaml", "run", "hi"]
+    assert parsed("--config=x.yaml", "-cy.yaml", "-v", "hi") == ["--config=x.yaml", "-cy.yaml", "-v", "run", "hi"]
     assert parsed("--help") == ["--help"]
     ctx = click.Context(cli)
     assert cli.get_command(ctx, "no-such-command") is None

@@ -174,9 +174,9 @@ def test_chat_start_errors_are_one_line_plus_the_traceback_with_verbose(harness:
     [
         (["--max-tokens", "0", "x"], None, "Invalid value for '--max-tokens': 0 is not in the range x>=1."),
         (["--temperature", "-0.5", "x"], None, "Invalid value for '--temperature': -0.5 is not in the range x>=0."),
-        ([""], None, "error: empty prompt (nothing to send)\n"),
-        (["  \n"], None, "error: empty prompt (nothing to send)\n"),
-        (["-"], "", "error: empty prompt (nothing to send)\n"),
+        ([""], None, "error: empty prompt (nothing to send: pass PROMPT or pipe text on stdin)\n"),
+        (["  \n"], None, "error: empty prompt (nothing to send: pass PROMPT or pipe text on stdin)\n"),
+        (["-"], "", "error: empty prompt (nothing to send: pass PROMPT or pipe text on stdin)\n"),
     ],
 )
 def test_run_usage_errors(harness: Harness, args: list[str], stdin: str | None, message: str) -> None:

@@ -92,6 +92,7 @@ def run_with(tmp_path: Path, entry: str, *args: str) -> subprocess.CompletedProc
     env = {**os.environ, "PROVIDER_KEY": KEY, "HARNESS_CONFIG": str(config)}
     return subprocess.run(
         [sys.executable, "-m", "harness_core.cli", "run", *args],
+        stdin=subprocess.DEVNULL,  # `harness run` reads piped stdin: never the test runner's
         capture_output=True,
         text=True,
         env=env,

@@ -22,6 +22,7 @@ from harness_core import (
     Message,
     ReasoningBlock,
     ReasoningDelta,
+    StreamChunk,
     TextBlock,
     TextDelta,
     ToolCallBlock,
@@ -33,7 +34,7 @@ from harness_core.cli._run import CYAN, DIM, RESET, Renderer, _generate, run_pro
 from harness_core.loader import LoadedConfig
 from harness_core.plugininfo import LoadedPlugin
 
-CHUNKS = [
+CHUNKS: list[StreamChunk] = [
     BlockStart(index=0, block_type="reasoning"),
     ReasoningDelta(index=0, text="hmm"),
     BlockEnd(index=0, block=ReasoningBlock("hmm")),

@@ -73,6 +73,7 @@ def test_run_tool_ctrl_c_aborts(tmp_path: Path, cli_env: dict[str, str], config:
     words = " ".join(f"w{i}" for i in range(100))
     process = subprocess.Popen(
         [sys.executable, "-m", "harness_core.cli", "run", "--tool", "echo", f"echo {words}"],
+        stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

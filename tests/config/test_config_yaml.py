@@ -239,7 +239,7 @@ def test_config_error_lists_every_problem() -> None:
 def test_paths_and_lines() -> None:
     assert format_path(("plugins", "mock", "routes", 0, "x")) == "plugins.mock.routes[0].x"
     assert format_path(()) == ""
-    lines = {("plugins",): 1, ("plugins", "mock"): 2}
+    lines: dict[tuple[str | int, ...], int] = {("plugins",): 1, ("plugins", "mock"): 2}
     assert line_for(lines, ("plugins", "mock", "routes", 3)) == 2
     assert line_for({}, ("a",)) is None
 

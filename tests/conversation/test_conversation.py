@@ -27,7 +27,7 @@ from harness_core import (
     hookimpl,
 )
 from harness_core.conversation import Conversation, ConversationState, MaxStepsExceeded, Reply, _add_usage
-from harness_core.testing.fake import Raise, Stall, text_reply, tool_call_reply
+from harness_core.testing.fake import Raise, Stall, Step, text_reply, tool_call_reply
 from harness_core.tools import Tool, tool
 from harness_core.types import BlockEnd, BlockStart, TextDelta, ToolCallDelta
 from harness_llm_mock import MockConfig, MockPlugin
@@ -302,7 +302,7 @@ async def test_abort_during_a_tool_run_stops_cleanly() -> None:
 
 async def test_abort_during_a_stream_keeps_the_text_and_drops_incomplete_calls() -> None:
     abort = AbortSignal()
-    script = [
+    script: list[Step] = [
         BlockStart(index=0, block_type="text"),
         TextDelta(index=0, text="partial"),
         BlockStart(index=1, block_type="tool-call", id="c1", name="echo"),
@@ -397,7 +397,7 @@ async def test_an_error_finish_rolls_the_history_back() -> None:
 
 
 async def test_cancellation_rolls_the_history_back() -> None:
-    script = [BlockStart(index=0, block_type="text"), TextDelta(index=0, text="x"), Stall()]
+    script: list[Step] = [BlockStart(index=0, block_type="text"), TextDelta(index=0, text="x"), Stall()]
     adapter = FakeAdapter(script)
     async with fake_harness(adapter) as harness:
         conversation = Conversation(harness, provider="fake")
@@ -606,7 +606,7 @@ async def test_tool_calls_cut_by_the_length_limit_are_dropped_not_executed() -> 
         ran.append(text)
         return text
 
-    script = [
+    script: list[Step] = [
         BlockStart(index=0, block_type="text"),
         TextDelta(index=0, text="calling"),
         BlockEnd(index=0, block=TextBlock("calling")),

@@ -372,7 +372,10 @@ async def test_timeout_cancellation_while_stalled(server: ScriptedServer, client
 
 
 async def test_early_break_closes_the_response(server: ScriptedServer, client: httpx.AsyncClient) -> None:
-    server.add(Reply(reads=[b"data: %d\n\n" % i for i in range(50)]))
+    """The response never completes (the server stalls after two events), so the connection can
+    only end because the early break closed it: a body read to its end would go back to the
+    pool instead, which a loaded machine made happen with a finite body."""
+    server.add(Reply(reads=[b"data: 0\n\n", b"data: 1\n\n"], end="stall"))
     async with open_sse_stream(client, post(client)) as events:
         async for event in events:
             assert event.data == "0"
@@ -439,7 +442,7 @@ async def test_request_bodies_are_sent_whole_or_streamed(server: ScriptedServer,
 
 
 async def test_the_in_memory_body_is_a_plain_async_iterator() -> None:
-    from harness_core.http import _BodyBytes
+    from harness_core.http.stream import _BodyBytes
 
     iterator = aiter(_BodyBytes(b"body"))
     assert aiter(iterator) is iterator

@@ -33,7 +33,7 @@ pytestmark = pytest.mark.anyio
 
 
 async def collect(harness: Harness, options: GenerateOptions) -> list[StreamChunk]:
-    """The chunks of one stream, checked against the stream obligations (SPEC §3)."""
+    """The chunks of one stream, checked against the stream obligations (docs/stream-obligations.md)."""
     async with harness.stream(options) as chunks:
         return check_stream([chunk async for chunk in chunks])
 

@@ -198,3 +198,27 @@ async def test_concurrent_streams_are_independent() -> None:
                 group.start_soon(one, name)
     assert results == {"a": "same", "b": "same", "c": "same"}
     assert sorted(_finallys(log)) == sorted(LAYERS * 3)
+
+
+async def test_close_stream_skips_plain_iterators_and_reraises_cleanup_errors() -> None:
+    from harness_core.chain import close_stream
+
+    class Plain:
+        def __aiter__(self) -> Plain:
+            return self
+
+        async def __anext__(self) -> int:
+            raise StopAsyncIteration
+
+    await close_stream(Plain())  # nothing to close
+
+    async def failing() -> AsyncIterator[int]:
+        try:
+            yield 1
+        finally:
+            raise OSError("cleanup failed")
+
+    stream = failing()
+    await stream.__anext__()
+    with pytest.raises(OSError, match="cleanup failed"):
+        await close_stream(stream)

@@ -97,7 +97,7 @@ async def test_strict_mode_names_exactly_the_middleware_that_broke_it() -> None:
 
 
 async def test_strict_mode_names_the_adapter() -> None:
-    broken = [BlockStart(0, "text"), TextDelta(0, "t"), ReasoningDelta(0, "x"), STOP]
+    broken: list[StreamChunk] = [BlockStart(0, "text"), TextDelta(0, "t"), ReasoningDelta(0, "x"), STOP]
     chunks = await collect([("fake", AdapterPlugin(ScriptedAdapter(broken)))], strict=True)
     assert failure_of(chunks) == (
         "the adapter of route 'fake' broke the stream contract: chunk #2 (reasoning-delta): "
@@ -140,7 +140,7 @@ def test_each_rule(chunks: list[StreamChunk], problem: str) -> None:
 
 def test_a_legal_stream_passes() -> None:
     contract = StreamContract()
-    stream = [
+    stream: list[StreamChunk] = [
         BlockStart(0, "reasoning"),
         ReasoningDelta(0, "r"),
         BlockEnd(0, TextBlock("r")),

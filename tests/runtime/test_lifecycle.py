@@ -209,8 +209,17 @@ async def test_loaded_plugins_and_introspection() -> None:
         with pytest.raises(LlmError, match="no default model") as caught:
             bare.resolve_model("a")
         assert caught.value.code == "BAD_REQUEST"
-        with pytest.raises(LlmError) as caught:
+        assert bare.default_route() == "a"  # no defaults: the only route served is the default one
+        with pytest.raises(LlmError, match="no model given for route 'a'") as caught:
             bare.resolve_model()
+        assert caught.value.code == "BAD_REQUEST"
+    async with Harness([("a", AdapterPlugin(adapter, ["a", "b"]))]) as two:
+        assert two.default_route() is None  # two routes and no defaults: none is chosen
+        with pytest.raises(LlmError) as caught:
+            two.resolve_model()
+        assert caught.value.code == "NO_ADAPTER"
+        with pytest.raises(LlmError) as caught:
+            await two.list_models()
         assert caught.value.code == "NO_ADAPTER"
 
 

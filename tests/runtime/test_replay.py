@@ -1,4 +1,5 @@
-"""Replay state reaches an adapter only from messages its own plugin instance produced (SPEC §3.9)."""
+"""Replay state reaches an adapter only from messages its own plugin instance produced
+(docs/stream-obligations.md#9-replay-state)."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.anyio
 
 
 class Misbehaving:
-    """A middleware breaking SPEC §3 in the way named by ``mode``."""
+    """A middleware breaking docs/stream-obligations.md in the way named by ``mode``."""
 
     def __init__(self, mode: str) -> None:
         self.mode = mode

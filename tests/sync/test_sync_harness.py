@@ -158,7 +158,7 @@ def test_leaving_with_a_stream_still_open_closes_it_instead_of_hanging(backend: 
         assert next(abandoned) == REPLY[0]
     assert adapter.finalized == adapter.started == 1  # closed on the portal before it stopped
     assert adapter.closed
-    abandoned.close()  # the generator's own `with` exit later is harmless
+    abandoned.close()  # type: ignore[attr-defined] # the generator's own `with` exit later is harmless
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])

@@ -137,7 +137,10 @@ def test_directory_from_the_environment(tmp_path: Path, monkeypatch: pytest.Monk
     assert loaded[0].http_status == 200
     assert loaded[1].reads() == [b"data", b": 1\n", b"\n"]
     assert loaded[1].reply().end == "abrupt"
-    assert load_cases(directory=tmp_path / "missing") == []
+    with pytest.raises(FileNotFoundError) as raised:
+        load_cases(directory=tmp_path / "missing")
+    assert f"the fault cases folder {str(tmp_path / 'missing')!r} does not exist" in str(raised.value)
+    assert "set HARNESS_CASES_DIR to the folder" in str(raised.value)
 
 
 @pytest.mark.anyio
@@ -262,3 +265,13 @@ def test_bare_expectations() -> None:
 
 def test_obligation_violations_are_reported() -> None:
     assert "stream obligation broken" in mismatch(case("03"), [*text_reply("Hello there"), finish("stop")])
+
+
+def test_without_the_variable_the_folder_is_beside_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checkout = tmp_path / "repo"
+    checkout.mkdir()
+    monkeypatch.delenv("HARNESS_CASES_DIR")
+    monkeypatch.chdir(checkout)
+    assert cases_dir() == tmp_path / "shared" / "cases"

@@ -1,4 +1,4 @@
-"""StreamChecker: every SPEC §3 obligation it checks, one violation at a time."""
+"""StreamChecker: every docs/stream-obligations.md obligation it checks, one violation at a time."""
 
 from __future__ import annotations
 

@@ -19,6 +19,7 @@ from harness_core import (
     FinishReason,
     Redactor,
     Secret,
+    StreamChunk,
     TextBlock,
     TextDelta,
 )
@@ -166,7 +167,7 @@ def test_blocks_the_predicate_skips_pass_unmasked() -> None:
     redactor = Redactor()
     redactor.add(KEY)
     scrubber = ChunkScrubber(redactor, masks=lambda start: start.block_type != "text")
-    chunks = [BlockStart(0, "text"), TextDelta(0, KEY), BlockEnd(0, TextBlock(KEY))]
+    chunks: list[StreamChunk] = [BlockStart(0, "text"), TextDelta(0, KEY), BlockEnd(0, TextBlock(KEY))]
     assert [shown for chunk in chunks for shown in scrubber.feed(chunk)] == chunks
 
 
@@ -178,7 +179,11 @@ def test_a_split_at_every_offset_is_masked(form: str) -> None:
     for cut in range(len(text) + 1):
         scrubber = ChunkScrubber(redactor)
         pieces = [text[:cut], text[cut:]]
-        chunks = [BlockStart(0, "text"), *(TextDelta(0, p) for p in pieces if p), BlockEnd(0, TextBlock(text))]
+        chunks: list[StreamChunk] = [
+            BlockStart(0, "text"),
+            *(TextDelta(0, p) for p in pieces if p),
+            BlockEnd(0, TextBlock(text)),
+        ]
         shown = [out for chunk in chunks for out in scrubber.feed(chunk)]
         streamed = "".join(c.text for c in shown if isinstance(c, TextDelta))
         assert streamed == f"echo: {MASK} done é"

@@ -25,6 +25,7 @@ import httpx
 import openai
 import pytest
 from gw_helpers import Clients, gateway_yaml, serve_gateway
+from openai.types.chat import ChatCompletionToolParam
 
 from harness_core.testing import Reply, ScriptedServer
 
@@ -140,11 +141,11 @@ def walk(page: Any, url: str, clients: Clients, slow: ScriptedServer) -> None:
     client = clients.openai(key)
     for text in ("hello there", "spend some tokens", "a secret sk-abcdefghijklmnopqrstuvwx1234 here"):
         client.chat.completions.create(model="mock/echo", messages=[{"role": "user", "content": text}])
-    tool = {"type": "function", "function": {"name": "echo", "parameters": {"type": "object"}}}
+    tool: ChatCompletionToolParam = {"type": "function", "function": {"name": "echo", "parameters": {"type": "object"}}}
     stream = client.chat.completions.create(
         model="mock/echo",
         messages=[{"role": "user", "content": "please echo this"}],
-        tools=[tool],  # type: ignore[list-item]
+        tools=[tool],
         stream=True,
         stream_options={"include_usage": True},
     )

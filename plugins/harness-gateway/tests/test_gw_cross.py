@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from gw_helpers import Clients, gateway_yaml, serve_gateway
 
@@ -85,14 +86,15 @@ def test_sdks_over_a_scripted_anthropic_provider(tmp_path: Path) -> None:
                 assert (thinking.thinking, thinking.signature) == ("hmm", "SIG-1")  # the signature reaches the client
                 assert text.text == "Hello"  # type: ignore[union-attr]
                 # the signed thinking goes back to the provider unchanged on the next turn
+                history: list[Any] = [
+                    {"role": "user", "content": "hi"},
+                    {"role": "assistant", "content": [thinking.model_dump(), {"type": "text", "text": "Hello"}]},
+                    {"role": "user", "content": "again"},
+                ]
                 clients.anthropic().messages.create(
                     model="claude/claude-x",
                     max_tokens=64,
-                    messages=[
-                        {"role": "user", "content": "hi"},
-                        {"role": "assistant", "content": [thinking.model_dump(), {"type": "text", "text": "Hello"}]},
-                        {"role": "user", "content": "again"},
-                    ],
+                    messages=history,
                 )
                 sent = provider.requests[1].json()["messages"][1]["content"][0]
                 assert sent == {"type": "thinking", "thinking": "hmm", "signature": "SIG-1"}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
@@ -59,9 +60,9 @@ def test_openai_streaming_with_usage(gateway, clients) -> None:  # type: ignore[
 def test_openai_tools_round_trip(gateway, clients) -> None:  # type: ignore[no-untyped-def]
     client = clients.openai()
     tools = [{"type": "function", "function": {"name": "echo", "parameters": ECHO_SCHEMA}}]
-    messages: list = [{"role": "user", "content": "please echo this"}]
+    messages: list[Any] = [{"role": "user", "content": "please echo this"}]
     stream = client.chat.completions.create(model="mock/echo", messages=messages, tools=tools, stream=True)
-    calls: dict[int, dict] = {}
+    calls: dict[int, dict[str, Any]] = {}
     for chunk in stream:
         for call in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
             entry = calls.setdefault(call.index, {"id": None, "name": None, "arguments": ""})

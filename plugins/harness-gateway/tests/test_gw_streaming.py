@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anthropic
 import anyio
@@ -29,8 +31,8 @@ def mock_yaml(tmp_path: Path, mock: str, gateway: str = "") -> str:
     return gateway_yaml(gateway, db=tmp_path / "gw.sqlite").replace("mock: {}", f"mock: {mock}")
 
 
-def ledger(tmp_path: Path) -> list[dict]:
-    async def read() -> list[dict]:
+def ledger(tmp_path: Path) -> list[dict[str, Any]]:
+    async def read() -> list[dict[str, Any]]:
         store = SQLiteStore(tmp_path / "gw.sqlite")
         try:
             return await store.ledger()
@@ -119,7 +121,7 @@ def test_request_id_body_limit_and_metrics(tmp_path: Path) -> None:
         assert client.get("/healthz").json()["status"] == "ok"
 
 
-def sse(*events: dict) -> list[bytes]:
+def sse(*events: dict[str, Any]) -> list[bytes]:
     return [f"data: {json.dumps(e)}\n\n".encode() for e in events] + [b"data: [DONE]\n\n"]
 
 
@@ -154,7 +156,7 @@ def test_scripted_provider_corners(tmp_path: Path) -> None:
             models = client.get("/v1/models").json()["data"]
             assert [m["id"] for m in models] == ["mock/echo"]  # the failing route is left out, logged
 
-            def chunks():  # no content-length: the limit is enforced while reading
+            def chunks() -> Iterator[bytes]:  # no content-length: the limit is enforced while reading
                 for _ in range(4):
                     yield b"x" * 1024
 

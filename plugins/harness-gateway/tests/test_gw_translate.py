@@ -21,6 +21,7 @@ from harness_core.types import (
     NamedToolChoice,
     ReasoningBlock,
     ReasoningDelta,
+    StreamChunk,
     TextBlock,
     TextDelta,
     TokenUsage,
@@ -305,7 +306,7 @@ def events(raw: bytes) -> list[tuple[str | None, Any]]:
     return out
 
 
-STREAM = [
+STREAM: list[StreamChunk] = [
     BlockStart(index=0, block_type="reasoning", signed=True),
     ReasoningDelta(index=0, text="th"),
     BlockEnd(index=0, block=ReasoningBlock("th", signed=True)),

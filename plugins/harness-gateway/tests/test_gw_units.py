@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import msgspec
 import pytest
 from click.testing import CliRunner
@@ -175,7 +176,7 @@ def test_watch_without_a_file(
     monkeypatch.delenv("HARNESS_CONFIG", raising=False)
     monkeypatch.setattr("platformdirs.user_config_dir", lambda name: str(tmp_path / "none"))
     with caplog.at_level(logging.WARNING, "harness_gateway"):
-        anyio.run(GatewayServer(None, "127.0.0.1", watch=True).reload_on_change, None)
+        anyio.run(GatewayServer(None, "127.0.0.1", watch=True).reload_on_change, None)  # type: ignore[arg-type]
     assert "nothing to watch" in caplog.text
 
 
@@ -230,7 +231,7 @@ def test_request_id_layer_passes_other_scopes() -> None:
     async def app(scope: Any, receive: Any, send: Any) -> None:
         seen.append(scope["type"])
 
-    anyio.run(RequestIdMiddleware(app), {"type": "lifespan"}, None, None)
+    anyio.run(RequestIdMiddleware(app), {"type": "lifespan"}, None, None)  # type: ignore[arg-type]
     assert seen == ["lifespan"]
 
 
@@ -279,3 +280,24 @@ def test_top_level_aliases_serve_the_gateway_too(tmp_path: Path) -> None:
             await without_default.aclose()
 
     anyio.run(main)
+
+
+def test_a_ledger_row_that_cannot_be_settled_is_logged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The reply still reaches the client; the ledger failure is logged with the request id and cost."""
+
+    async def refuse(self: SQLiteStore, *args: Any, **kwargs: Any) -> None:
+        raise GatewayError(503, "the store went away", code="store_unavailable")
+
+    monkeypatch.setattr(SQLiteStore, "settle", refuse)
+    with (
+        caplog.at_level(logging.ERROR, "harness_gateway"),
+        serve_gateway(tmp_path, gateway_yaml(db=tmp_path / "gw.sqlite")) as running,
+    ):
+        body = {"model": "mock/echo", "messages": [{"role": "user", "content": "hi"}]}
+        reply = httpx.post(running.url + "/v1/chat/completions", json=body, timeout=30)
+        assert reply.status_code == 200
+        assert reply.json()["choices"][0]["message"]["content"] == "hi"
+        wait_until(lambda: "could not settle ledger row" in caplog.text)
+    assert "the store went away" in caplog.text

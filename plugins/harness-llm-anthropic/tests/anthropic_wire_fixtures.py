@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from harness_core.errors import LlmError
 from harness_core.secret import Secret
 from harness_core.sse import SSEDecoder
 from harness_core.testing.check import check_stream
@@ -230,7 +231,7 @@ SUCCESS_BODIES: dict[str, bytes] = {
 def translate(reads: Sequence[bytes], *, model: str = MODEL) -> tuple[list[StreamChunk], Translator]:
     """Decode ``reads`` with the kit's SSE decoder and translate them (no HTTP).
 
-    The chunks are checked against SPEC §3 (``check_stream``); a stream without a terminal event
+    The chunks are checked against docs/stream-obligations.md (``check_stream``); a stream without a terminal event
     is checked as ending with the adapter's ``NETWORK`` error.
     """
     decoder = SSEDecoder()
@@ -238,15 +239,25 @@ def translate(reads: Sequence[bytes], *, model: str = MODEL) -> tuple[list[Strea
     chunks: list[StreamChunk] = []
     for read in reads:
         for event in decoder.feed(read):
-            chunks.extend(translator.feed(event.event, event.data))
+            chunks.extend(translator.feed(event))
     tail = decoder.close()
     if tail is not None:
-        chunks.extend(translator.feed(tail.event, tail.data))
-    check_stream(chunks, None if translator.done else translator.eof_error())
+        chunks.extend(translator.feed_data(tail.event, tail.data))
+    error: LlmError | None = None
+    try:
+        chunks.extend(translator.end_of_input())
+    except LlmError as exc:
+        error = exc
+    check_stream(chunks, error)
     return chunks, translator
 
 
 def make_config(server: ScriptedServer, **fields: object) -> AnthropicConfig:
     """A config pointing at ``server`` with a test key; ``fields`` override."""
+    return make_config_for(server.url, **fields)
+
+
+def make_config_for(base_url: str, **fields: object) -> AnthropicConfig:
+    """A config pointing at ``base_url`` with a test key; ``fields`` override."""
     fields.setdefault("api_key", Secret(API_KEY))
-    return AnthropicConfig(base_url=server.url, **fields)  # type: ignore[arg-type]
+    return AnthropicConfig(base_url=base_url, **fields)  # type: ignore[arg-type]

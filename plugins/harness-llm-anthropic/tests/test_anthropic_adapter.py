@@ -1,4 +1,4 @@
-"""The adapter end to end against a scripted HTTP server on 127.0.0.1 (SPEC §7)."""
+"""The adapter end to end against a scripted HTTP server on 127.0.0.1 (docs/testing.md)."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def reads_of(body: bytes) -> list[bytes | float]:
 
 
 async def collect(adapter: AnthropicAdapter, options: GenerateOptions = OPTIONS) -> list[StreamChunk]:
-    """Run a stream to its end, checking SPEC §3 on the way (``CheckedStream``)."""
+    """Run a stream to its end, checking docs/stream-obligations.md on the way (``CheckedStream``)."""
     checked = CheckedStream(adapter.stream(options))
     async for _ in checked:
         pass

@@ -1,4 +1,5 @@
-"""Live end-to-end test against api.anthropic.com, only when ANTHROPIC_API_KEY is set (SPEC §7).
+"""Live end-to-end test against api.anthropic.com (marker `live`: `pytest -m live` with
+ANTHROPIC_API_KEY set; docs/testing.md).
 
 Loose assertions (structure, non-empty text) and a small max_tokens, so it stays cheap. The model
 can be chosen with ANTHROPIC_TEST_MODEL.
@@ -19,6 +20,7 @@ from harness_llm_anthropic.config import AnthropicConfig
 KEY = os.environ.get("ANTHROPIC_API_KEY")
 
 pytestmark = [
+    pytest.mark.live,
     pytest.mark.anyio,
     pytest.mark.skipif(not KEY, reason="ANTHROPIC_API_KEY is not set (live test)"),
 ]

@@ -1,4 +1,5 @@
-"""The plugin inside the real runtime: two turns through ``Harness.generate`` (SPEC §3.9, §4)."""
+"""The plugin inside the real runtime: two turns through ``Harness.generate`` (replay state:
+docs/stream-obligations.md#9-replay-state; runtime: docs/runtime.md)."""
 
 from __future__ import annotations
 

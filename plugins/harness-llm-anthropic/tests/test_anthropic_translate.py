@@ -203,7 +203,7 @@ def test_tool_input_sent_whole_on_block_start() -> None:
 def test_tool_use_without_a_name_is_protocol() -> None:
     translator = Translator()
     with pytest.raises(LlmError) as info:
-        translator.feed("content_block_start", json.dumps(block_start(0, {"type": "tool_use", "id": "t1"})))
+        translator.feed_data("content_block_start", json.dumps(block_start(0, {"type": "tool_use", "id": "t1"})))
     assert info.value.code == "PROTOCOL"
     assert "without a name" in info.value.message
 
@@ -260,7 +260,7 @@ def test_block_start_without_content_block_is_ignored() -> None:
 def test_stop_reasons(raw: str, kind: str) -> None:
     chunks, _ = translate([text_body("x", stop_reason=raw)])
     reason = finish_of(chunks).reason
-    # tool_use without any tool call block is not a tool-calls finish (SPEC §3.4)
+    # tool_use without any tool call block is not a tool-calls finish (docs/stream-obligations.md#4-tool-call-finishes)
     assert reason == FinishReason("stop" if kind == "tool-calls" else kind, raw)  # type: ignore[arg-type]
 
 
@@ -349,7 +349,7 @@ def test_inband_error_closes_blocks_and_finishes_with_error() -> None:
 def test_inband_error_without_body_and_with_request_id() -> None:
     translator = Translator(model=MODEL)
     translator.request_id = "req_9"
-    chunks = translator.feed("error", "{}")  # type taken from the SSE event name
+    chunks = translator.feed_data("error", "{}")  # type taken from the SSE event name
     reason = finish_of(list(chunks)).reason
     assert reason.raw is None
     assert reason.failure is not None
@@ -361,29 +361,31 @@ def test_inband_error_without_body_and_with_request_id() -> None:
 def test_inband_error_request_id_from_event() -> None:
     translator = Translator()
     data = json.dumps({"type": "error", "error": {"type": "api_error", "message": "boom"}, "request_id": "req_e"})
-    reason = finish_of(list(translator.feed("error", data))).reason
+    reason = finish_of(list(translator.feed_data("error", data))).reason
     assert reason.failure is not None
     assert (reason.failure.code, reason.failure.request_id) == ("SERVER", "req_e")
 
 
 def test_type_falls_back_to_event_name_and_json_type_wins() -> None:
     translator = Translator()
-    assert translator.feed("message_start", '{"message": {"id": "m1"}}') == ()
+    assert translator.feed_data("message_start", '{"message": {"id": "m1"}}') == ()
     assert translator.response_id == "m1"
-    assert translator.feed("content_block_start", '{"index": 0, "content_block": {"type": "text"}}') == ()
-    assert translator.feed("content_block_delta", '{"index": 0, "delta": {"type": "text_delta", "text": "z"}}') == (
+    assert translator.feed_data("content_block_start", '{"index": 0, "content_block": {"type": "text"}}') == ()
+    assert translator.feed_data(
+        "content_block_delta", '{"index": 0, "delta": {"type": "text_delta", "text": "z"}}'
+    ) == (
         BlockStart(0, "text"),
         TextDelta(0, "z"),
     )
     # the JSON type wins over a wrong SSE name (proxies rename events)
-    assert translator.feed("message", json.dumps(text_delta(0, "a"))) == (TextDelta(0, "a"),)
-    assert translator.feed("ping", "{}") == ()
-    assert translator.feed("something_new", '{"x": 1}') == ()
+    assert translator.feed_data("message", json.dumps(text_delta(0, "a"))) == (TextDelta(0, "a"),)
+    assert translator.feed_data("ping", "{}") == ()
+    assert translator.feed_data("something_new", '{"x": 1}') == ()
 
 
 def test_events_after_done_are_ignored() -> None:
     _, translator = translate([TEXT_BODY])
-    assert translator.feed("message_stop", '{"type":"message_stop"}') == ()
+    assert translator.feed_data("message_stop", '{"type":"message_stop"}') == ()
     assert translator.abort() == ()
     assert translator.handle(WireEvent(type="message_stop")) == ()
 
@@ -427,8 +429,8 @@ def test_message_stop_closes_blocks_left_open() -> None:
 def test_abort_closes_open_blocks() -> None:
     translator = Translator(model=MODEL)
     for event in (message_start(4, 2), block_start(0, {"type": "thinking", "thinking": ""})):
-        translator.feed(event["type"], json.dumps(event))
-    translator.feed("content_block_delta", json.dumps(delta(0, {"type": "thinking_delta", "thinking": "hmm"})))
+        translator.feed_data(event["type"], json.dumps(event))
+    translator.feed_data("content_block_delta", json.dumps(delta(0, {"type": "thinking_delta", "thinking": "hmm"})))
     chunks = list(translator.abort("user pressed stop"))
     assert chunks[:2] == [BlockEnd(0, ReasoningBlock("hmm", signed=True)), Usage(TokenUsage(4, 2))]
     reason = finish_of(chunks).reason
@@ -442,10 +444,12 @@ def test_abort_before_any_event() -> None:
     assert kinds(list(Translator().abort())) == ["Finish"]
 
 
-def test_eof_error_is_network() -> None:
+def test_end_of_input_before_message_stop_is_network() -> None:
     translator = Translator()
     translator.request_id = "req_1"
-    error = translator.eof_error()
+    with pytest.raises(LlmError) as caught:
+        translator.end_of_input()
+    error = caught.value
     assert (error.code, error.request_id, error.retryable) == ("NETWORK", "req_1", True)
 
 
@@ -459,7 +463,7 @@ def test_eof_error_is_network() -> None:
 )
 def test_malformed_payload_is_protocol(data: str | bytes) -> None:
     with pytest.raises(LlmError) as info:
-        Translator().feed("content_block_delta", data)
+        Translator().feed_data("content_block_delta", data)
     assert info.value.code == "PROTOCOL"
     assert "malformed" in info.value.message
 
@@ -481,18 +485,18 @@ def test_impossible_sequences_are_protocol(events: list[dict[str, object]], mess
     translator = Translator()
     *before, last = events
     for event in before:
-        translator.feed(str(event["type"]), json.dumps(event))
+        translator.feed_data(str(event["type"]), json.dumps(event))
     with pytest.raises(LlmError) as info:
-        translator.feed(str(last["type"]), json.dumps(last))
+        translator.feed_data(str(last["type"]), json.dumps(last))
     assert info.value.code == "PROTOCOL"
     assert message in info.value.message
 
 
 def test_ignored_block_deltas_and_stop_are_silent() -> None:
     translator = Translator()
-    translator.feed("content_block_start", json.dumps(block_start(5, {"type": "server_tool_use"})))
-    assert translator.feed("content_block_delta", json.dumps(text_delta(5, "x"))) == ()
-    assert translator.feed("content_block_stop", json.dumps(block_stop(5))) == ()
+    translator.feed_data("content_block_start", json.dumps(block_start(5, {"type": "server_tool_use"})))
+    assert translator.feed_data("content_block_delta", json.dumps(text_delta(5, "x"))) == ()
+    assert translator.feed_data("content_block_stop", json.dumps(block_stop(5))) == ()
 
 
 def test_ping_anywhere_changes_nothing() -> None:

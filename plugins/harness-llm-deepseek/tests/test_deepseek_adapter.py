@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -99,11 +100,11 @@ def translate(raw: bytes, reads: list[bytes] | None = None) -> list[StreamChunk]
     out: list[StreamChunk] = []
     for piece in reads if reads is not None else [raw]:
         for event in decoder.feed(piece):
-            out.extend(translator.feed_event(event))
+            out.extend(translator.feed(event))
     final = decoder.close()
     if final is not None:
-        out.extend(translator.feed_event(final))
-    out.extend(translator.eof())
+        out.extend(translator.feed(final))
+    out.extend(translator.end_of_input())
     return out
 
 
@@ -394,10 +395,15 @@ def test_env_fallback_only_for_deepseek_host(tmp_path: Path) -> None:
 async def test_plugin_registers_adapter_and_lazy_names() -> None:
     import harness_llm_deepseek
 
-    registered: list[object] = []
+    registered: list[tuple[list[str], object]] = []
+
+    def register(routes: Sequence[str], adapter: object) -> Callable[[], None]:
+        registered.append((list(routes), adapter))
+        return lambda: None
+
     plugin = DeepSeekPlugin()
-    plugin.register_adapter(lambda routes, adapter: registered.append((list(routes), adapter)))  # type: ignore[arg-type,func-returns-value]
-    routes, adapter = registered[0]  # type: ignore[misc]
+    plugin.register_adapter(register)  # type: ignore[arg-type]
+    routes, adapter = registered[0]
     assert routes == ["deepseek"]
     assert isinstance(adapter, harness_llm_deepseek.DeepSeekAdapter)
     assert adapter.serializer.max_tokens_field == "max_tokens"

@@ -1,4 +1,4 @@
-"""Live tests against api.deepseek.com: run only when ``DEEPSEEK_API_KEY`` is set (loose assertions)."""
+"""Live tests against api.deepseek.com (marker `live`: run with `pytest -m live` and ``DEEPSEEK_API_KEY`` set)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from harness_llm_deepseek import DeepSeekAdapter, DeepSeekConfig
 
 KEY = os.environ.get("DEEPSEEK_API_KEY")
 
-pytestmark = [pytest.mark.anyio, pytest.mark.skipif(not KEY, reason="DEEPSEEK_API_KEY not set")]
+pytestmark = [pytest.mark.live, pytest.mark.anyio, pytest.mark.skipif(not KEY, reason="DEEPSEEK_API_KEY not set")]
 
 
 @pytest.fixture

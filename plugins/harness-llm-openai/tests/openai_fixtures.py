@@ -71,11 +71,11 @@ def translate(body: bytes, reads: list[bytes] | None = None, **kwargs: Any) -> l
     out: list[StreamChunk] = []
     for piece in reads if reads is not None else [body]:
         for event in decoder.feed(piece):
-            out.extend(translator.feed_event(event))
-            if translator.ended:
+            out.extend(translator.feed(event))
+            if translator.done:
                 return out
     last = decoder.close()
     if last is not None:
-        out.extend(translator.feed_event(last))
-    out.extend(translator.eof())
+        out.extend(translator.feed(last))
+    out.extend(translator.end_of_input())
     return out

@@ -21,11 +21,11 @@ from harness_core.types import (
     Usage,
 )
 from harness_llm_openai.adapter import OpenAIAdapter
-from harness_llm_openai.plugin import Config
+from harness_llm_openai.config import Config
 
 
 def check(chunks: Sequence[StreamChunk]) -> list[StreamChunk]:
-    """Check SPEC §3 obligations 1-4 with the kit's checker, plus our own stricter checks
+    """Check docs/stream-obligations.md obligations 1-4 with the kit's checker, plus our own stricter checks
     (indices in order, tool calls with finish stop)."""
     check_stream(list(chunks))
     open_blocks: dict[int, BlockStart] = {}

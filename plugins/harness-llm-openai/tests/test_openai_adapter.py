@@ -28,7 +28,7 @@ from harness_core.types import (
     Usage,
 )
 from harness_llm_openai import Config, ModelConfig, OpenAIAdapter, OpenAIPlugin
-from harness_llm_openai.plugin import Timeout
+from harness_llm_openai.config import Timeout
 
 pytestmark = pytest.mark.anyio
 
@@ -72,6 +72,7 @@ async def test_text_and_reasoning_with_unicode() -> None:
         TextBlock("Café: 5€ 😀 你好世界"),
     ]
     assert out[-2] == Usage(TokenUsage(9, 7))
+    assert isinstance(out[-1], Finish)
     assert out[-1] == Finish(out[-1].reason)
     assert out[-1].reason.kind == "stop"
     assert (request.method, request.path) == ("POST", "/v1/chat/completions")
@@ -288,8 +289,10 @@ async def test_inband_error_finishes_with_error() -> None:
             out = await run_checked(adapter)
         finally:
             await adapter.aclose()
-    reason = out[-1].reason  # type: ignore[union-attr]
+    assert isinstance(out[-1], Finish)
+    reason = out[-1].reason
     assert reason.kind == "error"
+    assert reason.failure is not None
     assert reason.failure.code == "SERVER"
     assert reason.failure.request_id == "rq"
 
@@ -334,7 +337,9 @@ async def test_abort_while_stalled() -> None:
         assert server.wait_idle()
     check(got)
     assert got[-2] == BlockEnd(0, TextBlock("part"))
-    reason = got[-1].reason  # type: ignore[union-attr]
+    assert isinstance(got[-1], Finish)
+    reason = got[-1].reason
+    assert reason.failure is not None
     assert (reason.kind, reason.failure.code, reason.failure.message) == ("aborted", "ABORTED", "user pressed stop")
 
 
@@ -400,6 +405,7 @@ async def test_consumer_break_closes_response() -> None:
 
 def _pool_busy(adapter: OpenAIAdapter) -> int:
     """Requests still holding a connection of the adapter's pool."""
+    assert adapter._client is not None
     pool = adapter._client._transport._pool  # type: ignore[attr-defined]
     return len(pool._requests)
 

@@ -1,4 +1,4 @@
-"""Live tests against api.openai.com: run only when ``OPENAI_API_KEY`` is set (loose assertions).
+"""Live tests against api.openai.com (marker `live`: `pytest -m live` with ``OPENAI_API_KEY`` set).
 
 ``OPENAI_LIVE_MODEL`` picks the model (default ``gpt-4o-mini``).
 """
@@ -17,7 +17,7 @@ from harness_llm_openai import Config, OpenAIAdapter
 KEY = os.environ.get("OPENAI_API_KEY")
 MODEL = os.environ.get("OPENAI_LIVE_MODEL", "gpt-4o-mini")
 
-pytestmark = [pytest.mark.anyio, pytest.mark.skipif(not KEY, reason="OPENAI_API_KEY not set")]
+pytestmark = [pytest.mark.live, pytest.mark.anyio, pytest.mark.skipif(not KEY, reason="OPENAI_API_KEY not set")]
 
 
 @pytest.fixture

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 from openai_fixtures import chunk, ids, sse, tool, translate
 
@@ -25,13 +27,13 @@ from harness_llm_openai.translate import ChunkTranslator, map_finish_reason
 from harness_llm_openai.wire import decode_chunk
 
 
-def finish_of(chunks: list[object]) -> FinishReason:
+def finish_of(chunks: Sequence[object]) -> FinishReason:
     last = chunks[-1]
     assert isinstance(last, Finish)
     return last.reason
 
 
-def ends(chunks: list[object]) -> list[object]:
+def ends(chunks: Sequence[object]) -> list[object]:
     return [c.block for c in chunks if isinstance(c, BlockEnd)]
 
 
@@ -192,7 +194,7 @@ def test_missing_id_is_synthesized_and_unique() -> None:
 
 def test_default_synthesized_ids_are_unique() -> None:
     translator = ChunkTranslator()
-    out = translator.feed(
+    out = translator.feed_chunk(
         decode_chunk(sse(chunk({"tool_calls": [tool(0, name="f"), tool(1, name="g")]}), done=False)[6:])
     )
     starts = [c for c in out if isinstance(c, BlockStart)]
@@ -481,7 +483,7 @@ def test_llama_cpp_legacy_error_field() -> None:
 
 def test_abort_closes_open_blocks_and_is_final() -> None:
     translator = ChunkTranslator(id_factory=ids())
-    translator.feed(decode_chunk(b'{"choices":[{"delta":{"content":"part"}}],"usage":{"prompt_tokens":2}}'))
+    translator.feed_chunk(decode_chunk(b'{"choices":[{"delta":{"content":"part"}}],"usage":{"prompt_tokens":2}}'))
     out = translator.abort("user stop")
     assert out[0] == BlockEnd(0, TextBlock("part"))
     assert out[1] == Usage(TokenUsage(2, None))
@@ -489,12 +491,12 @@ def test_abort_closes_open_blocks_and_is_final() -> None:
     assert reason.kind == "aborted"
     assert reason.failure is not None
     assert (reason.failure.code, reason.failure.message) == ("ABORTED", "user stop")
-    assert translator.ended
+    assert translator.done
     assert translator.abort("again") == []
-    assert translator.done() == []
-    assert translator.eof() == []
-    assert translator.feed(decode_chunk(b"{}")) == []
-    assert translator.feed_event(SSEEvent(data="[DONE]")) == []
+    assert translator.feed_done() == []
+    assert translator.end_of_input() == []
+    assert translator.feed_chunk(decode_chunk(b"{}")) == []
+    assert translator.feed(SSEEvent(data="[DONE]")) == []
 
 
 def test_package_lazy_names() -> None:

@@ -143,7 +143,7 @@ class Stall:
 
 
 async def collect(stream: AsyncIterator[StreamChunk]) -> list[StreamChunk]:
-    """Every chunk of ``stream`` (closed afterwards), checked against SPEC §3."""
+    """Every chunk of ``stream`` (closed afterwards), checked against docs/stream-obligations.md."""
     chunks: list[StreamChunk] = []
     try:
         async for chunk in stream:
@@ -156,7 +156,7 @@ async def collect(stream: AsyncIterator[StreamChunk]) -> list[StreamChunk]:
 
 
 def check(chunks: list[StreamChunk]) -> list[StreamChunk]:
-    """Check ``chunks`` keeps SPEC §3 with the testing kit's ``check_stream``."""
+    """Check ``chunks`` keeps docs/stream-obligations.md with the testing kit's ``check_stream``."""
     return check_stream(chunks)
 
 

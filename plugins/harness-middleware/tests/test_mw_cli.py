@@ -6,6 +6,7 @@ import json
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import click
 import pytest
@@ -207,7 +208,7 @@ def test_an_unusable_database_path_fails_the_plugin_at_start(tmp_path: Path, plu
     from harness_middleware.cache import CachePlugin
     from harness_middleware.usage import UsagePlugin
 
-    kind = UsagePlugin if plugin == "usage" else CachePlugin
+    kind: Any = UsagePlugin if plugin == "usage" else CachePlugin
     with pytest.raises(ValueError, match="is a directory"):
         kind(kind.Config(path=str(tmp_path)))
     with pytest.raises(ValueError, match="is a directory"):

@@ -84,7 +84,7 @@ async def test_mid_stream_failure_ends_with_every_attempt_named_and_no_replay() 
     assert message.startswith("reset (fallback attempts: ")
     assert "fake/m1: OVERLOADED 'busy'" in message
     assert "backup/b1: failed after content was sent: NETWORK 'reset'" in message
-    assert chunks[-1].reason.failure.code == "NETWORK"  # type: ignore[attr-defined]
+    assert chunks[-1].reason.failure.code == "NETWORK"  # type: ignore[union-attr]
 
 
 async def test_raised_errors_before_and_after_content() -> None:
@@ -119,7 +119,7 @@ async def test_every_target_failing_ends_with_the_last_failure() -> None:
     chunks = await collect(fallback().llm_stream(options(), script))
     assert served(script) == [("fake", "m1"), ("backup", "b1"), ("third", "m1")]  # no model = requested model
     [final] = chunks
-    assert final.reason.failure.code == "RATE_LIMITED"  # type: ignore[attr-defined]
+    assert final.reason.failure.code == "RATE_LIMITED"  # type: ignore[union-attr]
     assert "third/m1: RATE_LIMITED 'two'" in failure_message(chunks)
 
 

@@ -21,7 +21,7 @@ USAGE = TokenUsage(
 )
 
 
-def table_rates(provider: str, model: str) -> dict[str, Decimal | None]:
+def table_rates(provider: str, model: str) -> dict[str, Decimal]:
     """The table's own rates (USD per million) of ``provider``/``model`` today."""
     _, info = get_snapshot().find_provider_model(model, None, provider, None)
     price = info.get_prices(datetime.now(tz=UTC))

@@ -58,7 +58,9 @@ async def test_idle_timeout_closes_open_blocks_with_partial_content() -> None:
         BlockStart(index=3, block_type="tool-call", id="c2", name="other"),
         BlockStart(index=4, block_type="reasoning", signed=True),
     )
-    chunks = await collect(plugin(first_chunk=10, idle=0.02).llm_stream(options(), inner))
+    # the chunks before the stall arrive at once; an idle bound far above any scheduling delay of a
+    # loaded machine keeps the verdict independent of load (the stall itself is endless)
+    chunks = await collect(plugin(first_chunk=10, idle=0.5).llm_stream(options(), inner))
     assert chunks[10:14] == [
         BlockEnd(index=1, block=TextBlock("abc")),
         BlockEnd(index=2, block=ToolCallBlock(id="c1", name="lookup", arguments='{"q": ')),
@@ -73,9 +75,13 @@ async def test_idle_timeout_closes_open_blocks_with_partial_content() -> None:
 
 async def test_total_deadline() -> None:
     script = Script(
-        [BlockStart(index=0, block_type="text"), *[x for _ in range(50) for x in (0.01, TextDelta(index=0, text="x"))]]
-    )
-    chunks = await collect(plugin(first_chunk=5, idle=5, total=0.05).llm_stream(options(), script))
+        [
+            BlockStart(index=0, block_type="text"),
+            TextDelta(index=0, text="x"),
+            *[x for _ in range(50) for x in (0.05, TextDelta(index=0, text="x"))],
+        ]
+    )  # 2.5 s of deltas against a 0.5 s deadline: the verdict holds however slow the machine is
+    chunks = await collect(plugin(first_chunk=5, idle=5, total=0.5).llm_stream(options(), script))
     code, message = failure_of(chunks[-1])
     assert code == "TIMEOUT"
     assert "total" in message
@@ -102,7 +108,7 @@ async def test_no_timers() -> None:
 
 async def test_nothing_after_finish_even_if_the_inner_stream_stalls() -> None:
     inner = Stall(*text_chunks("a"), stop())
-    chunks = await collect(plugin(idle=0.02).llm_stream(options(), inner))
+    chunks = await collect(plugin(idle=0.5).llm_stream(options(), inner))  # a read past the finish would time out
     assert chunks == [*text_chunks("a"), stop()]
     assert inner.closed == 1
 
@@ -119,11 +125,11 @@ async def test_no_stray_cancellation_reaches_the_consumer() -> None:
     seen: list[object] = []
     cancelled = anyio.get_cancelled_exc_class()
     try:
-        stream = plugin(idle=0.01).llm_stream(options(), inner)
+        stream = plugin(idle=0.3).llm_stream(options(), inner)  # far above a loaded machine's delays
         async for chunk in stream:
             seen.append(chunk)
-            await anyio.sleep(0.02)  # the consumer is slow: the idle timer must not count this
-        await anyio.sleep(0.02)
+            await anyio.sleep(0.4)  # the consumer is slower than the bound: the idle timer must not count this
+        await anyio.sleep(0.01)
         await anyio.lowlevel.checkpoint()
     except cancelled:  # pragma: no cover - the failure this test exists to catch
         pytest.fail("a cancellation escaped the timeout middleware")

@@ -43,7 +43,7 @@ async def test_lines_hold_route_model_time_and_lengths(tmp_path: Path) -> None:
     first = rows[:count]
     assert len({row["stream"] for row in first}) == 1
     assert {(row["route"], row["model"]) for row in rows} == {("mock", "echo")}
-    times = [row["t_ms"] for row in first]
+    times = [float(str(row["t_ms"])) for row in first]
     assert times == sorted(times)
     assert [row["chunk"] for row in first] == [
         {"type": "block-start", "index": 0, "block_type": "text"},

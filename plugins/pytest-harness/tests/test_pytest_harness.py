@@ -159,3 +159,12 @@ def test_in_process_kit_fixtures(
     assert harness_check_stream(text_reply("a")) == text_reply("a")
     assert harness_stream_checker.chunks == []
     assert all(case.provider_format for case in harness_cases())
+
+
+def test_the_conformance_suite_is_exported_lazily() -> None:
+    from harness_core.testing import conformance
+
+    assert pytest_harness.AdapterConformance is conformance.AdapterConformance
+    assert pytest_harness.load_recordings is conformance.load_recordings
+    with pytest.raises(AttributeError, match="'pytest_harness' has no attribute 'nope'"):
+        _ = pytest_harness.nope  # type: ignore[attr-defined]

@@ -17,9 +17,10 @@ import click
 import msgspec
 
 from harness_gateway.config import GatewayConfig, GatewayPlugin, default_database_path
+from harness_gateway.database import store_from_spec
 from harness_gateway.errors import GatewayError
 from harness_gateway.keys import KeyRecord, KeySpec
-from harness_gateway.store import SqlStore, store_from_spec
+from harness_gateway.store import SqlStore
 
 __all__ = ["keys_command", "serve_command"]
 

@@ -28,9 +28,10 @@ from harness_core.config import RedactFilter
 from harness_core.loader import find_config
 from harness_gateway.app import Gateway, build_app
 from harness_gateway.config import default_database_path
+from harness_gateway.database import store_from_spec
 from harness_gateway.errors import GatewayError
 from harness_gateway.runtime import RuntimeHolder, load_runtime
-from harness_gateway.store import SqlStore, store_from_spec
+from harness_gateway.store import SqlStore
 
 __all__ = ["ENV_CONFIG", "ENV_HOST", "ENV_LOG_LEVEL", "ENV_WATCH", "GatewayServer", "serve", "worker_app"]
 

@@ -46,7 +46,6 @@ __all__ = [
     "Status",
     "Tx",
     "decide",
-    "store_from_spec",
     "unavailable",
 ]
 
@@ -453,13 +452,3 @@ def unavailable(description: str, exc: BaseException) -> GatewayError:
         code="store_unavailable",
         retry_after=1.0,
     )
-
-
-def store_from_spec(spec: str | None, default: Path, *, timeout: float = 5.0) -> SqlStore:
-    """The store for a ``database`` setting: ``postgresql://`` / ``postgres://`` URLs → PostgreSQL,
-    anything else a SQLite path (``None`` → ``default``)."""
-    if spec is not None and spec.startswith(("postgresql://", "postgres://")):
-        from harness_gateway.postgres import PostgresStore
-
-        return PostgresStore(spec, timeout=timeout)
-    return SQLiteStore(Path(spec).expanduser() if spec else default, timeout=timeout)

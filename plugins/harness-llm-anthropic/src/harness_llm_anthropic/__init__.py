@@ -17,6 +17,9 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 __all__ = ["AnthropicAdapter", "AnthropicConfig", "AnthropicPlugin", "ModelConfig", "Timeout"]
 
+__version__ = "0.1.0"
+"""The distribution's version (the single source: ``pyproject.toml`` reads it)."""
+
 
 def __getattr__(name: str) -> Any:
     if name == "AnthropicAdapter":

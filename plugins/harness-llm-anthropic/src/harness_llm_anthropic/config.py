@@ -1,7 +1,8 @@
 """Configuration of the Anthropic plugin (the ``anthropic:`` entry of ``plugins.yaml``).
 
-Field names follow the OpenAI adapter's where they mean the same (``base_url``, ``api_key``,
-``routes``, ``headers``, ``timeout``, ``max_connections``). Unknown fields are rejected.
+The shared HTTP fields (``base_url``, ``api_key``, ``routes``, ``headers``, ``timeout``,
+``max_connections``, ``pool_timeout``) come from :class:`harness_core.kit.HttpProviderConfig`.
+Unknown fields are rejected.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import Annotated, Final
 
 import msgspec
 
-from harness_core.config import EnvFallback
+from harness_core.kit.config import HttpProviderConfig, HttpTimeouts, vendor_api_key
 from harness_core.secret import Secret
 
 __all__ = ["DEFAULT_BASE_URL", "DEFAULT_THINKING_BUDGETS", "AnthropicConfig", "ModelConfig", "Timeout"]
@@ -22,13 +23,9 @@ DEFAULT_THINKING_BUDGETS: Final[dict[str, int]] = {"low": 1024, "medium": 4096, 
 """Extended-thinking budgets (``budget_tokens``) per effort id; 1024 is the API's minimum."""
 
 
-class Timeout(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
-    """HTTP timeouts in seconds: ``connect`` (TCP + TLS) and ``read`` (longest silence between
-    two reads of the stream; ``None`` waits forever; Anthropic sends ``ping`` events, so a long
-    silence is a fault)."""
-
-    connect: float = 10.0
-    read: float | None = 600.0
+Timeout = HttpTimeouts
+"""Alias: the ``timeout`` field's type (connect / read / write seconds; Anthropic sends ``ping``
+events, so a long silence is a fault)."""
 
 
 class ModelConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
@@ -48,8 +45,8 @@ class ModelConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, froz
     structured_outputs: bool = True
 
 
-class AnthropicConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """Config of one Anthropic plugin instance.
+class AnthropicConfig(HttpProviderConfig, forbid_unknown_fields=True, kw_only=True):
+    """Config of one Anthropic plugin instance: the shared HTTP fields plus:
 
     Fields:
         base_url: API root without ``/v1`` (``https://api.anthropic.com``; a proxy or gateway
@@ -57,11 +54,7 @@ class AnthropicConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         api_key: sent as ``x-api-key``. When omitted and ``base_url`` is Anthropic's own, it is
             taken from the ``ANTHROPIC_API_KEY`` environment variable (never for another host) and
             required: without one the plugin fails naming the variable. Other hosts need none.
-        routes: the routes this adapter serves.
         headers: extra HTTP headers sent with every request (e.g. ``anthropic-beta``).
-        timeout: connect / read timeouts in seconds.
-        max_connections: size of the HTTP connection pool; pool_timeout: seconds to wait for a
-            free connection.
         anthropic_version: the ``anthropic-version`` header.
         max_tokens_default: ``max_tokens`` when a request names none (the API requires it).
         thinking_budgets: effort id → ``thinking.budget_tokens``; ``off`` disables thinking.
@@ -71,14 +64,8 @@ class AnthropicConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """
 
     base_url: str = DEFAULT_BASE_URL
-    api_key: Annotated[
-        Secret | None, EnvFallback("ANTHROPIC_API_KEY", only_when={"base_url": DEFAULT_BASE_URL}, required=True)
-    ] = None
+    api_key: Annotated[Secret | None, vendor_api_key("ANTHROPIC_API_KEY", DEFAULT_BASE_URL)] = None
     routes: list[str] = msgspec.field(default_factory=lambda: ["anthropic"])
-    headers: dict[str, str] = msgspec.field(default_factory=dict)
-    timeout: Timeout = msgspec.field(default_factory=Timeout)
-    max_connections: int = 20
-    pool_timeout: float = 30.0
     anthropic_version: str = "2023-06-01"
     max_tokens_default: int = 4096
     thinking_budgets: dict[str, int] = msgspec.field(default_factory=lambda: dict(DEFAULT_THINKING_BUDGETS))

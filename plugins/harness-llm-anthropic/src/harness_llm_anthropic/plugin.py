@@ -15,36 +15,15 @@ plugins.yaml::
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from harness_core.hookspecs import RegisterAdapter, hookimpl
+from harness_core.kit.plugin import HttpProviderPlugin
 from harness_llm_anthropic.config import AnthropicConfig
-
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    from harness_llm_anthropic.adapter import AnthropicAdapter
 
 __all__ = ["AnthropicPlugin"]
 
 
-class AnthropicPlugin:
+class AnthropicPlugin(HttpProviderPlugin[AnthropicConfig]):
     """The ``anthropic`` plugin: registers one :class:`~harness_llm_anthropic.adapter.AnthropicAdapter`
     for ``config.routes``. The runtime closes the adapter (and its HTTP client) on exit."""
 
     Config = AnthropicConfig
-
-    def __init__(self, config: AnthropicConfig | None = None) -> None:
-        self.config = config if config is not None else AnthropicConfig()
-
-    def make_adapter(self) -> AnthropicAdapter:
-        """Build the adapter (imports httpx)."""
-        from harness_llm_anthropic.adapter import AnthropicAdapter
-
-        return AnthropicAdapter(self.config)
-
-    @hookimpl
-    def register_adapter(self, register: RegisterAdapter) -> None:
-        """Register the adapter for the configured routes."""
-        register(self.config.routes, self.make_adapter())
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(base_url={self.config.base_url!r}, routes={self.config.routes!r})"
+    adapter = "harness_llm_anthropic.adapter:AnthropicAdapter"

@@ -30,15 +30,16 @@ falling back to the SSE event name when a proxy dropped one of them):
 - ``error`` (in-band, after HTTP 200): open blocks closed, ``usage`` when known,
   ``finish{error}`` classified by the error type (``overloaded_error`` → ``OVERLOADED``).
 
-Faults raised as :class:`LlmError`: malformed JSON or impossible sequences → ``PROTOCOL``; the
-caller raises :meth:`Translator.eof_error` (``NETWORK``) when the stream ends before
-``message_stop``.
+Faults raised as :class:`LlmError`: malformed JSON or impossible sequences → ``PROTOCOL``; an
+event cut by EOF that does not decode, and :meth:`Translator.end_of_input` before
+``message_stop`` → ``NETWORK``.
 
-Usage follows SPEC §2: ``input_tokens`` = Anthropic's ``input_tokens`` + cache reads + cache
+Usage follows docs/vocabulary.md: ``input_tokens`` = Anthropic's ``input_tokens`` + cache reads + cache
 writes; cache reads/writes are also reported as ``cache_read_tokens`` / ``cache_write_tokens``;
 ``output_tokens`` is the last reported (cumulative) value.
 
-``replay_state`` (SPEC §3.9): ``{"v": 1, "provider": "anthropic", "model": <requested model>,
+``replay_state`` (docs/stream-obligations.md#9-replay-state):
+``{"v": 1, "provider": "anthropic", "model": <requested model>,
 "blocks": {"<our index>": {"signature": ...} | {"redacted": ...}}}``, byte-exact signatures and
 redacted data, present only when the response had thinking blocks carrying them.
 """
@@ -49,7 +50,9 @@ from typing import Any, Final, Literal
 
 import msgspec
 
+from harness_core.abort import DEFAULT_ABORT_REASON
 from harness_core.errors import LlmError
+from harness_core.sse import SSEEvent
 from harness_core.types import (
     BlockEnd,
     BlockStart,
@@ -119,8 +122,9 @@ class Translator:
         request_id: the provider request id (set by the transport from the ``request-id``
             header), attached to in-band errors.
 
-    Use :meth:`feed` for each SSE event, then, if the stream ended without :attr:`done`, raise
-    :meth:`eof_error`; on abort use :meth:`abort`.
+    A :class:`~harness_core.kit.StreamTranslator`: use :meth:`feed` for each SSE event (or
+    :meth:`feed_data` with an event name and payload), then :meth:`end_of_input` at the end of
+    the body; on abort use :meth:`abort`.
     """
 
     __slots__ = (
@@ -161,7 +165,21 @@ class Translator:
 
     # ------------------------------------------------------------------ entry points
 
-    def feed(self, event_name: str, data: str | bytes) -> tuple[StreamChunk, ...]:
+    def feed(self, event: SSEEvent) -> tuple[StreamChunk, ...]:
+        """Translate one server-sent event (see :meth:`feed_data`).
+
+        Raises:
+            LlmError: ``PROTOCOL`` as :meth:`feed_data`; ``NETWORK`` when the event was cut by
+                EOF (``event.incomplete``) and does not decode (the body was truncated).
+        """
+        if not event.incomplete:
+            return self.feed_data(event.event, event.data)
+        try:
+            return self.feed_data(event.event, event.data)
+        except LlmError as exc:
+            raise self._eof_error() from exc
+
+    def feed_data(self, event_name: str, data: str | bytes) -> tuple[StreamChunk, ...]:
         """Translate one SSE event (its ``event:`` name and ``data:`` text).
 
         Returns the chunks it produces (often none). Raises ``LlmError("PROTOCOL")`` for a
@@ -208,7 +226,7 @@ class Translator:
             return self._end(FinishReason("error", event.error.type if event.error else None, failure))
         return _NOTHING  # ping and event types added after this adapter was written
 
-    def abort(self, reason: str = "aborted by the caller") -> tuple[StreamChunk, ...]:
+    def abort(self, reason: str = DEFAULT_ABORT_REASON) -> tuple[StreamChunk, ...]:
         """End the stream because ``options.abort`` fired: open blocks are closed with what they
         hold, then ``usage`` (when reported) and ``finish{aborted}``. Nothing when already done."""
         if self.done:
@@ -216,8 +234,17 @@ class Translator:
         failure = LlmError("ABORTED", reason, provider=PROVIDER, request_id=self.request_id).to_failure()
         return self._end(FinishReason("aborted", None, failure))
 
-    def eof_error(self) -> LlmError:
-        """The error for a stream that ended before ``message_stop`` (SPEC §2: ``NETWORK``)."""
+    def end_of_input(self) -> tuple[StreamChunk, ...]:
+        """The body ended: nothing more after ``message_stop`` (or ``error``).
+
+        Raises:
+            LlmError: ``NETWORK`` (retryable) when the stream ended before ``message_stop``.
+        """
+        if self.done:
+            return _NOTHING
+        raise self._eof_error()
+
+    def _eof_error(self) -> LlmError:
         return LlmError(
             "NETWORK",
             "Anthropic stream ended before message_stop (connection closed early)",
@@ -227,7 +254,7 @@ class Translator:
 
     @property
     def usage(self) -> TokenUsage | None:
-        """The usage reported so far in SPEC §2 terms, or ``None`` when none was reported."""
+        """The usage reported so far in docs/vocabulary.md terms, or ``None`` when none was reported."""
         if not self._usage_seen:
             return None
         total = self._input
@@ -302,7 +329,7 @@ class Translator:
             self._blocks[provider_index] = None  # ignored type: no index consumed
             return _NOTHING
         if block_type == "text":
-            # opened by its first non-empty piece: an empty text block never opens (SPEC §3.1)
+            # opened by its first non-empty piece: an empty text block never opens (docs/stream-obligations.md#1-blocks)
             block = _Block(-1, "text")
             self._blocks[provider_index] = block
             return self._text(block, content.text)
@@ -410,7 +437,7 @@ class Translator:
             if block.parts:
                 return (BlockEnd(index, ToolCallBlock(block.id, block.name, "".join(block.parts))),)
             # No input_json_delta: the input is the start event's (a proxy may send it whole there)
-            # or empty, which SPEC §3.1 spells "{}".
+            # or empty, which docs/stream-obligations.md#1-blocks spells "{}".
             arguments = "{}"
             if block.start_input.strip() not in (b"{}", b"", b"null"):
                 arguments = block.start_input.decode("utf-8")

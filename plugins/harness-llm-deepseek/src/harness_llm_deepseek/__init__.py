@@ -12,12 +12,16 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from harness_llm_deepseek.plugin import DeepSeekConfig, DeepSeekModelConfig, DeepSeekPlugin
+from harness_llm_deepseek.config import DeepSeekConfig, DeepSeekModelConfig
+from harness_llm_deepseek.plugin import DeepSeekPlugin
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from harness_llm_deepseek.adapter import DeepSeekAdapter
 
 __all__ = ["DeepSeekAdapter", "DeepSeekConfig", "DeepSeekModelConfig", "DeepSeekPlugin"]
+
+__version__ = "0.1.0"
+"""The distribution's version (the single source: ``pyproject.toml`` reads it)."""
 
 
 def __getattr__(name: str) -> Any:

@@ -8,9 +8,8 @@ waits are ignored; an empty stream (closed after only keep-alives) raises ``NETW
 
 from __future__ import annotations
 
-import httpx
-
-from harness_llm_deepseek.plugin import DeepSeekConfig
+from harness_core.types import GenerateOptions
+from harness_llm_deepseek.config import DeepSeekConfig
 from harness_llm_deepseek.serialize import DeepSeekSerializer
 from harness_llm_deepseek.translate import DeepSeekTranslator
 from harness_llm_openai.adapter import OpenAIAdapter
@@ -22,14 +21,12 @@ class DeepSeekAdapter(OpenAIAdapter):
     """Adapter for DeepSeek's API (see :class:`~harness_llm_openai.adapter.OpenAIAdapter`).
 
     Args:
-        config: the plugin's validated :class:`~harness_llm_deepseek.plugin.DeepSeekConfig`.
+        config: the plugin's validated :class:`~harness_llm_deepseek.config.DeepSeekConfig`.
         transport: an httpx transport for the client (tests; default: the network).
     """
 
     config: DeepSeekConfig
-
-    def __init__(self, config: DeepSeekConfig, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
-        super().__init__(config, provider="deepseek", transport=transport)
+    provider_name = "deepseek"
 
     def make_serializer(self) -> DeepSeekSerializer:
         """DeepSeek's serializer (``max_tokens``, thinking policy from the config)."""
@@ -39,6 +36,6 @@ class DeepSeekAdapter(OpenAIAdapter):
             max_tokens_field=self.config.max_tokens_field or "max_tokens",
         )
 
-    def make_translator(self, request_id: str | None) -> DeepSeekTranslator:
+    def make_translator(self, options: GenerateOptions, request_id: str | None) -> DeepSeekTranslator:
         """DeepSeek's translator (cache-hit usage, ``insufficient_system_resource``)."""
         return DeepSeekTranslator(request_id=request_id)

@@ -30,7 +30,7 @@ from harness_core.types import (
     ReasoningBlock,
     ToolCallBlock,
 )
-from harness_llm_deepseek.plugin import DeepSeekConfig
+from harness_llm_deepseek.config import DeepSeekConfig
 from harness_llm_openai.serialize import RequestSerializer
 
 __all__ = ["DeepSeekSerializer"]

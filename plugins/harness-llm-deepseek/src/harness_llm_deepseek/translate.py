@@ -2,7 +2,7 @@
 
 - ``usage.prompt_cache_hit_tokens`` → ``cache_read_tokens`` (DeepSeek's context cache,
   https://api-docs.deepseek.com/guides/kv_cache); ``prompt_tokens`` already includes hits and
-  misses, as SPEC §2 wants.
+  misses, as docs/vocabulary.md wants.
 - ``finish_reason: "insufficient_system_resource"`` ends the stream in-band with
   ``finish{error}`` and code ``OVERLOADED`` (retryable).
 """

@@ -67,6 +67,9 @@ from harness_core.types import BlockType
 
 __all__ = ["MockAdapter", "MockConfig", "MockPlugin", "echo"]
 
+__version__ = "0.1.0"
+"""The distribution's version (the single source: ``pyproject.toml`` reads it)."""
+
 MODEL: Final = "echo"
 EFFORTS: Final = ("off", "low", "medium", "high")
 _PIECE = re.compile(r"\S+\s*|\s+")

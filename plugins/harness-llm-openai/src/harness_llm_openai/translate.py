@@ -1,7 +1,7 @@
 """The chunk translation state machine: OpenAI stream chunks in, harness stream chunks out.
 
 Pure (no I/O): the adapter feeds it the decoded SSE events of one response and yields what it
-returns. Rules (PROTOCOLS §1.5, §1.6, checklist 1-31 and 37-38; SPEC §3):
+returns. Rules (PROTOCOLS §1.5, §1.6, checklist 1-31 and 37-38; docs/stream-obligations.md):
 
 - ``delta.reasoning_content`` / ``delta.reasoning`` (and Mistral ``thinking`` parts) form
   reasoning blocks, ``delta.content`` text blocks, ``delta.refusal`` its own text block; a switch
@@ -26,7 +26,8 @@ returns. Rules (PROTOCOLS §1.5, §1.6, checklist 1-31 and 37-38; SPEC §3):
   (:func:`harness_llm_openai.errors.inband_code`), never by the HTTP status.
 - Malformed JSON raises ``LlmError("PROTOCOL")`` quoting at most 200 characters.
 
-Errors follow SPEC §3.6: transport/protocol faults raise, in-band faults finish.
+Errors follow stream obligation 6 (docs/stream-obligations.md#6-errors-raise-or-finish-never-both):
+transport/protocol faults raise, in-band faults finish.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from typing import Final, Literal
 
 import msgspec
 
+from harness_core.abort import DEFAULT_ABORT_REASON
 from harness_core.errors import ErrorCode, LlmError
 from harness_core.sse import SSEEvent
 from harness_core.types import (
@@ -133,9 +135,10 @@ class ChunkTranslator:
             when no error object says more (default: OpenRouter's ``error`` → SERVER).
         request_id: the response's request id, copied onto in-band failures.
 
-    Use :meth:`feed_event` per SSE event (or :meth:`feed` per decoded chunk), then :meth:`eof`
-    at the end of the body, or :meth:`abort`. :attr:`ended` becomes true once ``finish`` has
-    been returned; stop reading then. Subclasses refine :meth:`usage_from_wire`.
+    A :class:`~harness_core.kit.StreamTranslator`: use :meth:`feed` per SSE event (or
+    :meth:`feed_chunk` per decoded chunk), then :meth:`end_of_input` at the end of the body, or
+    :meth:`abort`. :attr:`done` becomes true once ``finish`` has been returned; stop reading then.
+    Subclasses refine :meth:`usage_from_wire`.
     """
 
     def __init__(
@@ -159,11 +162,11 @@ class ChunkTranslator:
         self._usage: TokenUsage | None = None
         self._finish_raw: str | None = None
         self._finish_error: WireError | None = None
-        self.ended = False
+        self.done = False
 
     # ------------------------------------------------------------------ entry points
 
-    def feed_event(self, event: SSEEvent) -> list[StreamChunk]:
+    def feed(self, event: SSEEvent) -> list[StreamChunk]:
         """Translate one SSE event (``[DONE]``, a JSON chunk, or llama.cpp's ``error:`` field).
 
         An event cut by EOF (``event.incomplete``) counts when it is ``[DONE]`` or a complete
@@ -172,7 +175,7 @@ class ChunkTranslator:
         Raises:
             LlmError: ``PROTOCOL`` for a malformed payload, ``NETWORK`` for a truncated one.
         """
-        if self.ended:
+        if self.done:
             return []
         legacy_error = event.extra.get("error")
         if legacy_error is not None:
@@ -181,7 +184,7 @@ class ChunkTranslator:
         if not data:
             return []
         if data.startswith("[DONE]"):
-            return self.done()
+            return self.feed_done()
         if event.incomplete:
             try:
                 chunk = decode_chunk(data)
@@ -189,12 +192,12 @@ class ChunkTranslator:
                 raise LlmError(
                     "NETWORK", f"stream ended inside an event: {snippet(data)!r}", provider=self.provider
                 ) from None
-            return self.feed(chunk)
-        return self.feed(decode_chunk(data))
+            return self.feed_chunk(chunk)
+        return self.feed_chunk(decode_chunk(data))
 
-    def feed(self, chunk: ChatCompletionChunk) -> list[StreamChunk]:
+    def feed_chunk(self, chunk: ChatCompletionChunk) -> list[StreamChunk]:
         """Translate one decoded chunk; returns the chunks it produces (possibly none)."""
-        if self.ended:
+        if self.done:
             return []
         if chunk.error is not None:
             error = chunk.error if isinstance(chunk.error, WireError) else WireError(message=chunk.error)
@@ -219,20 +222,20 @@ class ChunkTranslator:
             break
         return out
 
-    def done(self) -> list[StreamChunk]:
+    def feed_done(self) -> list[StreamChunk]:
         """``[DONE]`` arrived: close open blocks, emit held usage, then ``finish``."""
-        if self.ended:
+        if self.done:
             return []
         return self._terminal()
 
-    def eof(self) -> list[StreamChunk]:
+    def end_of_input(self) -> list[StreamChunk]:
         """The body ended. Completes the stream after a ``finish_reason``.
 
         Raises:
             LlmError: ``NETWORK`` when neither ``[DONE]`` nor a finish reason was seen
                 (truncated or empty stream).
         """
-        if self.ended:
+        if self.done:
             return []
         if self._finish_raw is None:
             raise LlmError(
@@ -243,14 +246,14 @@ class ChunkTranslator:
             )
         return self._terminal()
 
-    def abort(self, reason: str) -> list[StreamChunk]:
+    def abort(self, reason: str = DEFAULT_ABORT_REASON) -> list[StreamChunk]:
         """The caller aborted: close open blocks, emit usage when known, ``finish{aborted}``."""
-        if self.ended:
+        if self.done:
             return []
         out = self._close_all()
         failure = LlmError("ABORTED", reason, provider=self.provider, request_id=self.request_id).to_failure()
         out.append(Finish(FinishReason("aborted", failure=failure)))
-        self.ended = True
+        self.done = True
         return out
 
     def usage_from_wire(self, usage: WireUsage) -> TokenUsage:
@@ -393,7 +396,7 @@ class ChunkTranslator:
             return self._error_finish(error, raw=raw, default_code=self._error_reasons.get(raw))
         out = self._close_all()
         out.append(Finish(FinishReason(map_finish_reason(raw, has_tool_calls=bool(self._calls)), raw=raw)))
-        self.ended = True
+        self.done = True
         return out
 
     def _error_finish(
@@ -412,7 +415,7 @@ class ChunkTranslator:
         ).to_failure()
         out = self._close_all()
         out.append(Finish(FinishReason("error", raw=raw, failure=failure)))
-        self.ended = True
+        self.done = True
         return out
 
     @staticmethod

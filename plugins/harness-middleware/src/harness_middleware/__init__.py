@@ -9,3 +9,6 @@ nothing heavy: each module is imported when its plugin is named in plugins.yaml.
 from __future__ import annotations
 
 __all__: list[str] = []
+
+__version__ = "0.1.0"
+"""The distribution's version (the single source: ``pyproject.toml`` reads it)."""

@@ -34,10 +34,11 @@ from typing import Annotated
 
 import msgspec
 
+from harness_core.assembler import BlockAssembler
 from harness_core.errors import ErrorCode, LlmError
 from harness_core.hookspecs import CallNext, hookimpl
-from harness_core.types import Failure, Finish, GenerateOptions, StreamChunk
-from harness_middleware._stream import OpenBlocks, aclose, error_finish, is_content
+from harness_core.types import BlockEnd, Failure, Finish, GenerateOptions, StreamChunk
+from harness_middleware._stream import aclose, error_finish, is_content
 from harness_middleware.notes import Attempt, open_notes
 
 __all__ = ["Cooldowns", "FallbackPlugin", "Target", "parse_target", "shared_cooldowns"]
@@ -223,7 +224,7 @@ class FallbackPlugin:
     ) -> AsyncIterator[StreamChunk]:
         """Pass on ``held`` and the rest of the committed ``stream``; a failure now ends the stream
         with a ``finish{error}`` naming every attempt (open blocks closed first, nothing replayed)."""
-        tracker = OpenBlocks()
+        tracker = BlockAssembler(keep_ended=False)  # only the blocks still open
         attempts.append(served)
         failure: Failure | None = None
         source = _chained(held, stream)
@@ -244,8 +245,8 @@ class FallbackPlugin:
         finally:
             await source.aclose()
         assert failure is not None
-        for end in tracker.close_all():  # a legal inner stream closed them already before its finish
-            yield end
+        for index, block in tracker.open_blocks():  # a legal inner stream closed them before its finish
+            yield BlockEnd(index, block)
         attempts[-1] = msgspec.structs.replace(served, failure=failure, after_content=True)
         self._cool(served.route or "", served.model, failure)
         yield _error_finish(failure, attempts)

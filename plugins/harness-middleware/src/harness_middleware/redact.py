@@ -12,7 +12,7 @@ the pattern's name (default ``[REDACTED:openai-key]``).
   start; at most ``max_match_length`` characters are held per block) and flushed at the block's
   ``block-end``, whose block then holds exactly the concatenated masked deltas.
 - Reasoning that carries a provider signature (``BlockStart.signed``/``ReasoningBlock.signed``)
-  is never altered: the provider rejects modified signed thinking (SPEC §5).
+  is never altered: the provider rejects modified signed thinking (docs/hooks.md).
 - Tool-call arguments are JSON the tool needs: left alone unless ``tool_arguments: true``.
 
 Masking is exact (equal to masking the whole text at once) for every pattern whose matches are

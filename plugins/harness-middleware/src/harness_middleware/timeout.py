@@ -13,7 +13,7 @@ retryable ``TIMEOUT`` failure, so a ``retry`` layer outside can try again when n
 yielded yet.
 
 Each read of the inner stream is raced against its timer with :func:`anyio.move_on_after` inside
-a plain coroutine: this generator never yields inside a cancel scope (SPEC §5), so the timers can
+a plain coroutine: this generator never yields inside a cancel scope (docs/hooks.md), so the timers can
 never cancel the caller's code.
 """
 
@@ -25,9 +25,10 @@ from typing import Annotated, Final
 import anyio
 import msgspec
 
+from harness_core.assembler import BlockAssembler
 from harness_core.hookspecs import CallNext, hookimpl
 from harness_core.types import Failure, Finish, GenerateOptions, StreamChunk
-from harness_middleware._stream import OpenBlocks, aclose, error_finish
+from harness_middleware._stream import aclose
 
 __all__ = ["TimeoutPlugin"]
 
@@ -93,7 +94,7 @@ class TimeoutPlugin:
         total = self.config.total
         deadline = anyio.current_time() + total if total is not None else None
         stream = call_next(options)
-        blocks = OpenBlocks()
+        blocks = BlockAssembler(keep_ended=False)  # only the blocks still open
         first = True
         try:
             while True:
@@ -103,10 +104,9 @@ class TimeoutPlugin:
                     return
                 if isinstance(item, _Marker):
                     await aclose(stream)
-                    for end in blocks.close_all():
-                        yield end
                     message = f"the {timer} timeout of {getattr(self.config, timer)}s ran out"
-                    yield error_finish(Failure(code="TIMEOUT", message=message, retryable=True))
+                    for end in blocks.terminal(Failure(code="TIMEOUT", message=message, retryable=True)):
+                        yield end
                     return
                 first = False
                 blocks.feed(item)

@@ -3,7 +3,8 @@
 One row per stream, written when the stream ends however it ends: complete, ``finish{error}``,
 ``finish{aborted}``, a raised error, task cancellation or a consumer that stops reading early.
 The write runs in a worker thread, shielded from cancellation and bounded by
-``write_timeout`` seconds (SPEC §3.7: accounting that awaits runs shielded with a short bound).
+``write_timeout`` seconds (accounting that awaits runs shielded with a short bound:
+docs/stream-obligations.md#7-abort-and-cancellation).
 
 A stream that ended without a ``usage`` chunk is recorded with NULL token counts (unknown,
 never zero: a stream without usage is not free). Cost comes from :mod:`harness_middleware.pricing`

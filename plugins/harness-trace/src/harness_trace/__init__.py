@@ -44,6 +44,9 @@ from harness_core.hookspecs import CallNext
 
 __all__ = ["TraceConfig", "TracePlugin"]
 
+__version__ = "0.1.0"
+"""The distribution's version (the single source: ``pyproject.toml`` reads it)."""
+
 _CONTENT: Final = frozenset({"text", "arguments_delta", "arguments"})
 _WRITE_TIMEOUT: Final = 5.0  # seconds the stream's end waits for its lines to be written
 

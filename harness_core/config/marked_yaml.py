@@ -1,147 +1,24 @@
-"""Configuration building blocks: :class:`EnvFallback`, marked YAML, env substitution, :class:`ConfigError`.
-
-``plugins.yaml`` is read with PyYAML's safe loader only. The node tree is composed first so every
-value keeps its YAML line (:func:`parse_yaml` returns a map *path → line*), which lets every
-problem name the file line it comes from. Values may reference the environment with
-``${{ env.NAME }}`` — a lookup, never an evaluation (:func:`substitute_env`); every value taken
-from the environment, and every value of a ``Secret`` field, is treated as a secret and scrubbed
-from messages (:class:`Redactor`, and :class:`RedactFilter` for log records). Explicit YAML tags
-are refused and alias expansion is bounded (:data:`MAX_ALIAS_NODES`).
-
-The loader (:mod:`harness_core.loader`) puts these pieces together.
+"""``plugins.yaml`` read with PyYAML's safe loader, every value keeping its line:
+:func:`parse_yaml` composes the node tree first and returns a map *path → line*, so every problem
+names the file line it comes from. Explicit tags are refused and alias expansion is bounded
+(:data:`MAX_ALIAS_NODES`).
 """
 
 from __future__ import annotations
 
 import functools
-import re
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
-
-import msgspec
-
-from harness_core.errors import LlmError
-from harness_core.secret import MASK, RedactFilter, Redactor, redacted_logging
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import yaml
 
-__all__ = [
-    "MASK",
-    "MAX_ALIAS_NODES",
-    "ConfigError",
-    "ConfigPath",
-    "ConfigProblem",
-    "EnvFallback",
-    "RedactFilter",
-    "Redactor",
-    "format_path",
-    "line_for",
-    "parse_yaml",
-    "redacted_logging",
-    "substitute_env",
-]
+from harness_core.config.problems import ConfigPath, ConfigProblem, format_path
+
+__all__ = ["MAX_ALIAS_NODES", "parse_yaml"]
 
 MAX_ALIAS_NODES: Final = 10_000
 """The most nodes YAML aliases may expand to in one document; more is refused (a "billion laughs"
 document of 9 levels of 9 aliases would expand to 9**9 nodes)."""
-
-ConfigPath: TypeAlias = tuple[str | int, ...]
-"""A location in the YAML document: mapping keys and sequence indices from the root."""
-
-
-class EnvFallback:
-    """Config-field marker: fill the field from an environment variable when YAML omits it.
-
-    Used as ``Annotated`` metadata on a plugin ``Config`` field::
-
-        api_key: Annotated[Secret | None, EnvFallback("OPENAI_API_KEY",
-                                                      only_when={"base_url": "https://api.openai.com/v1"})] = None
-
-    Args:
-        var: the environment variable name.
-        only_when: field name → value; the fallback applies only when every listed field has
-            exactly that value (the YAML value when given, else the field's default). A name
-            that is not a field of the Config never matches. Use it so a vendor's key is never
-            sent to another host (SPEC §3.10).
-
-        required: when ``only_when`` holds and neither the YAML nor the variable gives a value,
-            the plugin cannot be used (the provider's own host refuses unauthenticated calls):
-            the loader records a failure naming the variable and the config field, before any
-            request is sent. Writing the field explicitly as ``null`` opts out (no key sent).
-
-    The loader applies it only when the field is absent from the YAML mapping and the variable
-    is set and non-empty; the value is then treated as a secret.
-    """
-
-    __slots__ = ("only_when", "required", "var")
-
-    def __init__(self, var: str, only_when: Mapping[str, object] | None = None, *, required: bool = False) -> None:
-        self.var = var
-        self.only_when: dict[str, object] = dict(only_when or {})
-        self.required = required
-
-    def __repr__(self) -> str:
-        return f"EnvFallback({self.var!r}, only_when={self.only_when!r}, required={self.required!r})"
-
-
-class ConfigProblem(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """One problem found in a configuration.
-
-    ``plugin`` is the plugins.yaml key (``"openai:groq"``) when the problem belongs to a plugin,
-    ``field`` the field path inside its config (``"routes[0]"``) or inside the document for
-    top-level problems, ``line`` the 1-based YAML line, ``source`` the file (or
-    ``<built-in default>``). ``message`` never holds a secret.
-    """
-
-    message: str
-    plugin: str | None = None
-    field: str | None = None
-    line: int | None = None
-    source: str | None = None
-
-    def __str__(self) -> str:
-        where = f"{self.source or '<config>'}:{self.line}" if self.line is not None else self.source or "<config>"
-        parts = [where]
-        if self.plugin is not None:
-            parts.append(f"plugin {self.plugin!r}")
-        if self.field:
-            parts.append(f"field {self.field!r}")
-        return ", ".join(parts) + f": {self.message}"
-
-
-class ConfigError(LlmError):
-    """An invalid configuration: an :class:`LlmError` with code ``CONFIG`` listing every problem.
-
-    ``problems`` holds the :class:`ConfigProblem` records (at least one); the message lists them
-    one per line, each naming the plugin, field path and YAML line.
-    """
-
-    def __init__(self, problems: Iterable[ConfigProblem]) -> None:
-        self.problems = list(problems)
-        count = len(self.problems)
-        header = f"invalid configuration ({count} problem{'s' if count != 1 else ''}):"
-        super().__init__("CONFIG", "\n".join([header, *(f"  - {p}" for p in self.problems)]))
-
-
-def format_path(path: ConfigPath) -> str:
-    """``("routes", 0, "name")`` → ``"routes[0].name"``."""
-    out = ""
-    for part in path:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out
-
-
-def line_for(lines: Mapping[ConfigPath, int], path: ConfigPath) -> int | None:
-    """The YAML line of ``path``, or of its longest prefix that has one (``None`` if none does)."""
-    for end in range(len(path), -1, -1):
-        line = lines.get(path[:end])
-        if line is not None:
-            return line
-    return None
 
 
 def parse_yaml(text: str, *, source: str) -> tuple[Any, dict[ConfigPath, int], list[ConfigProblem]]:
@@ -370,47 +247,3 @@ def _line(node: yaml.Node | _Alias) -> int:
 def _is_merge(key: yaml.Node | _Alias, builder: _Builder) -> bool:
     target = _target(key)
     return target.tag == _MERGE_TAG and id(target) not in builder.tagged
-
-
-_EXPRESSION = re.compile(r"\$\{\{(.*?)\}\}", re.DOTALL)
-_ENV_REFERENCE = re.compile(r"\s*env\.([A-Za-z_][A-Za-z0-9_]*)\s*")
-
-
-def substitute_env(
-    data: Any, environ: Mapping[str, str], redactor: Redactor, path: ConfigPath = ()
-) -> tuple[Any, list[tuple[ConfigPath, str]]]:
-    """Replace every ``${{ env.NAME }}`` in the strings of ``data`` by the variable's value.
-
-    Only that one form is understood (a lookup, never an evaluation). Returns the new data and a
-    list of ``(path, message)`` problems: a missing variable (named), or any other ``${{ … }}``
-    expression. Every substituted value is added to ``redactor``: it is secret from then on.
-    Keys are not substituted.
-    """
-    problems: list[tuple[ConfigPath, str]] = []
-
-    def walk(value: Any, here: ConfigPath) -> Any:
-        if isinstance(value, dict):
-            return {k: walk(v, (*here, k)) for k, v in value.items()}
-        if isinstance(value, list):
-            return [walk(v, (*here, i)) for i, v in enumerate(value)]
-        if not isinstance(value, str) or "${{" not in value:
-            return value
-
-        def replace(match: re.Match[str]) -> str:
-            reference = _ENV_REFERENCE.fullmatch(match.group(1))
-            if reference is None:
-                problems.append(
-                    (here, f"unsupported expression {match.group(0)!r}: only ${{{{ env.NAME }}}} is allowed")
-                )
-                return ""
-            name = reference.group(1)
-            found = environ.get(name)
-            if found is None:
-                problems.append((here, f"environment variable {name} is not set"))
-                return ""
-            redactor.add(found)
-            return found
-
-        return _EXPRESSION.sub(replace, value)
-
-    return walk(data, path), problems

@@ -1,0 +1,324 @@
+"""An abortable server-sent-events response: :func:`open_sse_stream` / :class:`SSEStream` (every
+read raced against the abort signal, the response closed shielded and bounded on every exit
+path). The event format is :mod:`harness_core.sse`'s (WHATWG ``text/event-stream``).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from types import TracebackType
+from typing import Final, cast
+
+import anyio
+import httpx
+
+from harness_core.abort import Aborted, AbortSignal, race
+from harness_core.errors import LlmError
+from harness_core.http.decoding import Inflater
+from harness_core.http.errors import (
+    MAX_ERROR_BODY,
+    ErrorClassifier,
+    error_from_exception,
+    error_from_response,
+    parse_error_body,
+    request_id_from,
+    truncate,
+)
+from harness_core.http.finishing import finish_generator
+from harness_core.sse import DEFAULT_MAX_EVENT_SIZE, SSEDecoder, SSEEvent
+
+__all__ = ["DEFAULT_CLOSE_TIMEOUT", "SSEStream", "open_sse_stream"]
+
+DEFAULT_CLOSE_TIMEOUT: Final = 5.0
+"""Seconds the shielded close of a response may take before it is abandoned."""
+
+
+def open_sse_stream(
+    client: httpx.AsyncClient,
+    request: httpx.Request,
+    *,
+    abort: AbortSignal | None = None,
+    provider: str | None = None,
+    classifier: ErrorClassifier | None = None,
+    max_event_size: int = DEFAULT_MAX_EVENT_SIZE,
+    on_comment: Callable[[str], object] | None = None,
+    close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
+) -> SSEStream:
+    """Send ``request`` as a streaming request; use the result as ``async with … as events``.
+
+    Example::
+
+        request = client.build_request("POST", "/chat/completions", json=body)
+        async with open_sse_stream(client, request, abort=options.abort, provider="openai") as events:
+            async for event in events:
+                ...                      # SSEEvent; event.incomplete marks an EOF-cut last event
+            if events.aborted:
+                ...                      # finish{aborted}
+
+    On enter (nothing is sent when ``abort`` already fired; ``events.aborted`` is then true):
+
+    - a non-2xx status raises :func:`error_from_response` (the body is read, at most 64 KiB,
+      and never reaches the SSE decoder);
+    - a 2xx whose content type is not ``text/event-stream`` raises ``LlmError("PROTOCOL")``
+      naming the content type;
+    - httpx exceptions raise :func:`error_from_exception` (``TIMEOUT`` / ``NETWORK``).
+
+    Iteration yields :class:`~harness_core.sse.SSEEvent`; each read races ``abort`` and
+    iteration simply ends (``events.aborted`` set) when it fires. A read failure raises
+    ``TIMEOUT`` / ``NETWORK`` / ``PROTOCOL`` (oversize event). An event cut by EOF is yielded
+    last with ``incomplete=True``. On exit the response is closed, shielded from cancellation and
+    bounded by ``close_timeout`` seconds, whatever the exit path.
+    """
+    return SSEStream(
+        client,
+        request,
+        abort=abort,
+        provider=provider,
+        classifier=classifier,
+        decoder=SSEDecoder(max_event_size=max_event_size, on_comment=on_comment),
+        close_timeout=close_timeout,
+    )
+
+
+class _BodyBytes(httpx.AsyncByteStream):
+    """An in-memory request body iterated without a generator (see ``SSEStream.__aenter__``)."""
+
+    __slots__ = ("_body",)
+
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return _OneChunk(self._body)
+
+
+class _OneChunk:
+    """An async iterator over exactly one bytes chunk (no async generator to finalise)."""
+
+    __slots__ = ("_chunk",)
+
+    def __init__(self, chunk: bytes) -> None:
+        self._chunk: bytes | None = chunk
+
+    def __aiter__(self) -> _OneChunk:
+        return self
+
+    async def __anext__(self) -> bytes:
+        chunk, self._chunk = self._chunk, None
+        if chunk is None:
+            raise StopAsyncIteration
+        return chunk
+
+
+class SSEStream:
+    """An open server-sent-events response; see :func:`open_sse_stream`.
+
+    Attributes:
+        response: the ``httpx.Response`` (``None`` when abort fired before it arrived).
+        aborted: true once the abort signal ended the request or the iteration.
+    """
+
+    __slots__ = (
+        "_abort",
+        "_classifier",
+        "_client",
+        "_close_timeout",
+        "_closed",
+        "_decoder",
+        "_done",
+        "_events",
+        "_inflate",
+        "_provider",
+        "_raw",
+        "_request",
+        "aborted",
+        "response",
+    )
+
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        request: httpx.Request,
+        *,
+        abort: AbortSignal | None,
+        provider: str | None,
+        classifier: ErrorClassifier | None,
+        decoder: SSEDecoder,
+        close_timeout: float,
+    ) -> None:
+        self._client = client
+        self._request = request
+        self._abort = abort
+        self._provider = provider
+        self._classifier = classifier
+        self._decoder = decoder
+        self._close_timeout = close_timeout
+        self._raw: AsyncIterator[bytes] | None = None
+        self._inflate: Inflater | None = None
+        self._events: deque[SSEEvent] = deque()
+        self._done = False
+        self._closed = False
+        self.aborted = False
+        self.response: httpx.Response | None = None
+
+    @property
+    def status_code(self) -> int | None:
+        """The HTTP status, or ``None`` without a response."""
+        return None if self.response is None else self.response.status_code
+
+    @property
+    def headers(self) -> httpx.Headers:
+        """The response headers (empty without a response)."""
+        return httpx.Headers() if self.response is None else self.response.headers
+
+    @property
+    def request_id(self) -> str | None:
+        """The provider's request id header, if any (:func:`request_id_from`)."""
+        return request_id_from(self.headers)
+
+    async def __aenter__(self) -> SSEStream:
+        request = self._request
+        if isinstance(request.stream, httpx.ByteStream):
+            # httpx iterates an in-memory body through an async generator; a send that fails
+            # half-way (a dead keep-alive connection) leaves that generator unfinished, and trio
+            # reports it as a leak. A plain iterator has nothing to finalise.
+            request.stream = _BodyBytes(request.content)
+        try:
+            result = await race(self._abort, lambda: self._client.send(request, stream=True))
+        except httpx.HTTPError as exc:
+            raise error_from_exception(exc, provider=self._provider) from exc
+        if isinstance(result, Aborted):
+            self._abort_now()
+            return self
+        self.response = response = result
+        try:
+            self._raw = response.aiter_raw()
+            if not 200 <= response.status_code <= 299:
+                body = await self._read_some(MAX_ERROR_BODY)
+                if not self.aborted:
+                    raise error_from_response(
+                        response.status_code,
+                        response.headers,
+                        body,
+                        provider=self._provider,
+                        classifier=self._classifier,
+                    )
+            elif _media_type(response.headers.get("content-type", "")) != "text/event-stream":
+                snippet = parse_error_body(await self._read_some(2048))[1]
+                if not self.aborted:
+                    content_type = response.headers.get("content-type") or "no content type"
+                    raise LlmError(
+                        "PROTOCOL",
+                        f"expected a text/event-stream response, got {content_type!r}"
+                        + (f": {truncate(snippet, 200)}" if snippet else ""),
+                        status=response.status_code,
+                        provider=self._provider,
+                        request_id=request_id_from(response.headers),
+                    )
+            else:
+                self._inflate = Inflater.for_encoding(response.headers.get("content-encoding", ""))
+        except LlmError as exc:
+            if exc.provider is None:
+                exc.provider = self._provider
+            await self.aclose()
+            raise
+        except BaseException:
+            await self.aclose()
+            raise
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    def __aiter__(self) -> SSEStream:
+        return self
+
+    async def __anext__(self) -> SSEEvent:
+        events = self._events
+        while not events:
+            if self._done or self._raw is None:
+                raise StopAsyncIteration
+            try:
+                chunk = await race(self._abort, self._raw.__anext__)
+            except StopAsyncIteration:
+                self._done = True
+                self._decode(b"", final=True)
+                if not events:
+                    raise
+                break
+            except httpx.HTTPError as exc:
+                self._done = True
+                raise error_from_exception(exc, provider=self._provider) from exc
+            if isinstance(chunk, Aborted):
+                self._abort_now()
+                raise StopAsyncIteration
+            self._decode(chunk, final=False)
+        return events.popleft()
+
+    def _decode(self, data: bytes, *, final: bool) -> None:
+        try:
+            if self._inflate is not None:
+                data = self._inflate.decode(data, final=final)
+            if data:
+                self._events.extend(self._decoder.feed(data))
+            if final:
+                last = self._decoder.close()
+                if last is not None:
+                    self._events.append(last)
+        except LlmError as exc:  # oversize event or corrupt compressed body
+            self._done = True
+            exc.provider = self._provider
+            raise
+
+    async def _read_some(self, limit: int) -> bytes:
+        """Read up to ``limit`` bytes of the body (raced against abort) for an error message.
+
+        The body is decompressed when possible; otherwise the raw bytes are kept (it only
+        feeds a message).
+        """
+        assert self._raw is not None
+        parts: list[bytes] = []
+        size = 0
+        while size < limit:
+            try:
+                chunk = await race(self._abort, self._raw.__anext__)
+            except StopAsyncIteration:
+                break
+            except httpx.HTTPError:  # the status already explains the failure; keep what arrived
+                break
+            if isinstance(chunk, Aborted):
+                self._abort_now()
+                break
+            parts.append(chunk)
+            size += len(chunk)
+        body = b"".join(parts)
+        try:
+            inflate = Inflater.for_encoding(self.headers.get("content-encoding", ""))
+            if inflate is not None:
+                body = inflate.decode(body, final=True)
+        except LlmError:  # unsupported or corrupt encoding: show the raw bytes instead
+            pass
+        return body[:limit]
+
+    def _abort_now(self) -> None:
+        self.aborted = True
+        self._done = True
+
+    async def aclose(self) -> None:
+        """Close the response (shielded, bounded by ``close_timeout``). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._done = True
+        with anyio.move_on_after(self._close_timeout, shield=True):
+            if self._raw is not None:
+                await finish_generator(cast("AsyncGenerator[bytes, None]", self._raw))
+            if self.response is not None:
+                await self.response.aclose()
+
+
+def _media_type(content_type: str) -> str:
+    return content_type.split(";", 1)[0].strip().lower()

@@ -1,0 +1,282 @@
+"""``AnyLLMAdapter``: any provider of the any-llm library behind harness's stream protocol.
+
+The adapter is cheap to build: any-llm and the provider's SDK are imported, and the provider
+client created, on the first request (``AnyLLM.create(provider, api_key=…, api_base=…,
+unified_exceptions=True)``; https://mozilla-ai.github.io/any-llm/). Each request calls
+``acompletion(model, messages, stream=True, …)`` (arguments from
+:class:`~harness_llm_anyllm.serialize.RequestBuilder`) and feeds the chunks through
+:class:`~harness_llm_anyllm.translate.LibraryChunkTranslator`.
+
+Error paths (like every adapter): exceptions of the library, its SDK or the transport **raise**
+:class:`~harness_core.errors.LlmError` (classified by :mod:`harness_llm_anyllm.errors`, the key
+masked), except an error the provider reports inside a stream that already delivered a chunk (Anthropic's
+``event: error``, OpenAI's ``data: {"error": …}``: any code but NETWORK, TIMEOUT, PROTOCOL and
+INTERNAL), which ends it with ``finish{error}`` after the open blocks and usage; a stream that
+ends without a finish reason raises ``NETWORK``. ``options.abort`` cancels
+the pending read, closes the library's stream and ends with ``finish{aborted}``; ``break`` and
+task cancellation close it too (shielded, bounded).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Final
+
+import anyio
+import anyio.lowlevel
+import msgspec
+
+from harness_core.abort import ABORTED, DEFAULT_ABORT_REASON, AbortSignal, race
+from harness_core.adapter import LlmAdapter
+from harness_core.chain import aclose_all
+from harness_core.errors import LlmError
+from harness_core.http import DEFAULT_CLOSE_TIMEOUT
+from harness_core.types import GenerateOptions, ModelInfo, StreamChunk
+from harness_llm_anyllm.config import AnyLLMConfig
+from harness_llm_anyllm.errors import error_from_library
+from harness_llm_anyllm.providers import PROVIDERS
+from harness_llm_anyllm.serialize import ANYLLM_EFFORTS, RequestBuilder
+from harness_llm_anyllm.translate import LibraryChunkTranslator
+
+__all__ = ["KEYLESS_PLACEHOLDER", "AnyLLMAdapter"]
+
+KEYLESS_PLACEHOLDER: Final = "no-key"
+"""Sent as the key to a configured ``base_url`` when no ``api_key`` is configured, so the library
+never reads the provider's key variable for a host that is not the provider's own."""
+
+_END: Final = object()
+
+_RAISED_WHILE_READING: Final = frozenset({"NETWORK", "TIMEOUT", "PROTOCOL", "INTERNAL"})
+"""Codes of a fault while reading that raise (transport, protocol, bug); any other code is an
+error the provider reported inside the stream, which ends it with ``finish{error}``."""
+
+
+_INNER: Final = ("_async_iter", "_iterator", "_response")
+"""Attributes under which any-llm's stream wrappers and the OpenAI SDK's ``AsyncStream`` hold
+the iterators they read from."""
+
+
+def _inner_generators(stream: object) -> list[Any]:
+    """The async generators inside the library's stream, outermost first.
+
+    Closing any-llm 1.40's OpenAI-provider stream closes the HTTP response but not the OpenAI
+    SDK's two async generators (``AsyncStream.__aiter__`` and ``__stream__``); asyncio would
+    finalize them later in stray tasks. The adapter closes them itself (closing a generator
+    twice does nothing).
+    """
+    found: list[Any] = []
+    queue: list[object] = [stream]
+    seen: set[int] = set()
+    while queue:
+        current = queue.pop(0)
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if inspect.isasyncgen(current):
+            found.append(current)
+        queue.extend(getattr(current, name, None) for name in _INNER)
+    return found
+
+
+_FINALIZER_ROUNDS: Final = 16
+"""Event-loop rounds granted to asyncio's finalizer of abandoned async generators (one round per
+level of the OpenAI SDK's generator chain, which is nine deep over httpx)."""
+
+
+async def _let_abandoned_generators_finalize() -> None:
+    """Give the event loop a few rounds, shielded, so the generators the SDK abandoned are closed
+    before the stream counts as closed.
+
+    The OpenAI SDK's ``AsyncStream.__stream__`` leaves its SSE generator chain (``_iter_events``
+    over the decoder over httpx's byte iterators) unclosed when it stops at ``[DONE]`` or is
+    closed; those objects are unreachable from the stream, so asyncio's async-generator finalizer
+    closes them, one level per loop round, in tasks of its own. Without these rounds the tasks
+    would outlive the stream (the conformance suite's leak check sees them).
+    """
+    with anyio.CancelScope(shield=True):
+        for _ in range(_FINALIZER_ROUNDS):
+            await anyio.lowlevel.checkpoint()
+
+
+def _reason(abort: AbortSignal | None) -> str:
+    return (abort.reason if abort is not None else None) or DEFAULT_ABORT_REASON
+
+
+class AnyLLMAdapter(LlmAdapter):
+    """Adapter for one any-llm provider.
+
+    Args:
+        config: the plugin's validated :class:`~harness_llm_anyllm.plugin.AnyLLMConfig`.
+        provider: the plugin name, used for ``provider_options`` and on errors.
+    """
+
+    def __init__(self, config: AnyLLMConfig, *, provider: str = "anyllm") -> None:
+        self.config = config
+        self.provider = provider
+        self.facts = PROVIDERS[config.provider]
+        self.builder = RequestBuilder(
+            provider=provider,
+            library_provider=config.provider,
+            include_usage=config.include_usage,
+            signed_reasoning=self.facts.signed_reasoning,
+            images=self.facts.images,
+            pdf=self.facts.pdf,
+            options=config.options,
+        )
+        self._key = self._resolve_key()
+        self._library: Any = None
+
+    def _resolve_key(self) -> str | None:
+        """The key to hand the library: the configured one; else the provider's variable while
+        ``base_url`` is unset (read here, so it can be masked); else the keyless placeholder."""
+        if self.config.api_key is not None:
+            return self.config.api_key.get_secret_value()
+        if self.config.base_url is not None:
+            return KEYLESS_PLACEHOLDER
+        variable = self.facts.env_var
+        return (os.environ.get(variable) or None) if variable is not None else None
+
+    def _error(self, exc: BaseException, *, reading: bool = False) -> LlmError:
+        secret = self._key if self._key != KEYLESS_PLACEHOLDER else None
+        return error_from_library(
+            exc, provider=self.provider, library_provider=self.config.provider, secret=secret, reading=reading
+        )
+
+    def library(self) -> Any:
+        """The any-llm provider instance, created on first use.
+
+        Raises:
+            LlmError: ``CONFIG`` when the provider's SDK extra is missing or no key was found;
+                otherwise the mapped error of the library.
+        """
+        if self._library is None:
+            try:
+                from any_llm import AnyLLM
+
+                kwargs = dict(self.config.client_options)
+                retries = self.config.max_retries
+                if (
+                    retries is None
+                    and AnyLLM.get_provider_class(self.config.provider).MAX_RETRIES_SUPPORT != "unsupported"
+                ):
+                    retries = 0  # harness's retry middleware decides about retries
+                if retries is not None:
+                    kwargs["max_retries"] = retries
+                self._library = AnyLLM.create(
+                    self.config.provider,
+                    api_key=self._key,
+                    api_base=self.config.base_url,
+                    unified_exceptions=True,
+                    **kwargs,
+                )
+            except Exception as exc:
+                raise self._error(exc) from None
+        return self._library
+
+    # ------------------------------------------------------------------ LlmAdapter
+
+    def resolve_model(self, model: str) -> ModelInfo:
+        """Model facts from the ``models`` config; an unlisted model accepts any-llm's effort ids."""
+        known = self.config.models.get(model)
+        if known is None:
+            return ModelInfo(model=model, reasoning_efforts=list(ANYLLM_EFFORTS) if self.facts.reasoning else None)
+        return ModelInfo(model=model, **msgspec.structs.asdict(known))
+
+    async def list_models(self) -> list[ModelInfo]:
+        """The provider's models (any-llm's ``alist_models``), each resolved by :meth:`resolve_model`.
+
+        Raises:
+            LlmError: ``UNSUPPORTED`` when the provider cannot list models; the mapped error of
+                the library otherwise.
+        """
+        library = self.library()
+        try:
+            models = await library.alist_models()
+        except Exception as exc:
+            raise self._error(exc) from None
+        return [self.resolve_model(str(model.id)) for model in models]
+
+    async def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
+        """Stream one completion (see the module docs for error paths).
+
+        Raises:
+            LlmError: ``BAD_REQUEST`` without a model; ``UNSUPPORTED`` for options the provider or
+                the library cannot honour (before any I/O where known); the mapped library error.
+        """
+        if not options.model:
+            raise LlmError("BAD_REQUEST", "options.model is required", provider=self.provider)
+        request = self.builder.request(options, self.resolve_model(options.model))
+        translator = LibraryChunkTranslator(
+            provider=self.provider, model=options.model, signed_reasoning=self.facts.signed_reasoning
+        )
+        abort = options.abort
+        if abort is not None and abort.fired:
+            for chunk in translator.abort(_reason(abort)):
+                yield chunk
+            return
+        library = self.library()
+        arguments = dict(request.arguments)
+        if self.config.timeout is not None:
+            arguments["timeout"] = self.config.timeout
+        chunks: Any = None
+
+        def start() -> Awaitable[Any]:
+            opening: Awaitable[Any] = library.acompletion(request.model, request.messages, **arguments)
+            return opening
+
+        try:
+            opened = await self._call(abort, start, reading=False)
+            if opened is ABORTED:
+                final = translator.abort(_reason(abort))
+            else:
+                chunks = opened
+                final = None
+            received = False  # some providers' SDKs send the request on the first read
+            while final is None:
+                try:
+                    item = await self._call(abort, lambda: anext(chunks, _END), reading=True)
+                except LlmError as exc:
+                    if not received or exc.code in _RAISED_WHILE_READING:
+                        raise
+                    final = translator.fail(exc)  # the provider reported it inside the stream
+                    break
+                received = True
+                if item is ABORTED:
+                    final = translator.abort(
+                        abort.reason if abort is not None and abort.reason else DEFAULT_ABORT_REASON
+                    )
+                elif item is _END:
+                    final = translator.end_of_input()
+                else:
+                    for chunk in translator.feed_library(item):
+                        yield chunk
+            for chunk in final:
+                yield chunk
+        finally:
+            if chunks is not None:
+                await aclose_all([chunks, *_inner_generators(chunks)], DEFAULT_CLOSE_TIMEOUT, "any-llm stream")
+                await _let_abandoned_generators_finalize()
+
+    async def _call(self, abort: AbortSignal | None, operation: Callable[[], Awaitable[Any]], *, reading: bool) -> Any:
+        """Await one library call, abortable; its exceptions become mapped ``LlmError``s."""
+        try:
+            return await race(abort, operation)
+        except Exception as exc:
+            raise self._error(exc, reading=reading) from None
+
+    async def aclose(self) -> None:
+        """Close the provider's client (its HTTP connection pool), when one was created."""
+        client = getattr(self._library, "client", None)
+        self._library = None
+        if client is None:
+            return
+        close = getattr(client, "close", None)
+        if close is None:
+            close = getattr(client, "__aexit__", None)
+            result = None if close is None else close(None, None, None)
+        else:
+            result = close()
+        if inspect.isawaitable(result):
+            await result

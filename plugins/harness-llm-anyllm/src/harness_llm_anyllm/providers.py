@@ -1,0 +1,99 @@
+"""What this plugin knows about any-llm's providers without importing any-llm.
+
+The table mirrors any-llm-sdk 1.40 (``AnyLLM.get_supported_providers()`` and each provider
+class's ``ENV_API_KEY_NAME`` / ``SUPPORTS_COMPLETION_*`` flags, https://github.com/mozilla-ai/any-llm,
+``src/any_llm/providers/``); a test compares it with the installed library so a release that
+adds, drops or renames a provider fails the suite instead of drifting. Importing this module is
+free: plugins.yaml is validated against it before any-llm (hundreds of milliseconds of imports)
+is loaded.
+"""
+
+from __future__ import annotations
+
+from typing import Final, NamedTuple
+
+__all__ = ["PROVIDERS", "ProviderFacts"]
+
+
+class ProviderFacts(NamedTuple):
+    """One any-llm provider.
+
+    Fields:
+        env_var: the environment variable the provider's SDK documents for its key (``None``:
+            the provider takes no single key, e.g. cloud credentials or a local server).
+        streaming: any-llm can stream chat completions from it (required by this plugin).
+        reasoning: any-llm surfaces its reasoning (``delta.reasoning``).
+        images: any-llm accepts image input for it (``FileBlock`` images).
+        pdf: any-llm accepts PDF input for it (``FileBlock`` PDFs).
+        signed_reasoning: its reasoning is signed (Anthropic thinking): harness marks the
+            blocks ``signed`` and keeps the signature as replay state.
+    """
+
+    env_var: str | None
+    streaming: bool = True
+    reasoning: bool = False
+    images: bool = False
+    pdf: bool = False
+    signed_reasoning: bool = False
+
+
+PROVIDERS: Final[dict[str, ProviderFacts]] = {
+    "anthropic": ProviderFacts("ANTHROPIC_API_KEY", reasoning=True, images=True, signed_reasoning=True, pdf=True),
+    "atlascloud": ProviderFacts("ATLASCLOUD_API_KEY", reasoning=True),
+    "azure": ProviderFacts("AZURE_API_KEY"),
+    "azureanthropic": ProviderFacts(
+        "AZURE_ANTHROPIC_API_KEY", reasoning=True, images=True, signed_reasoning=True, pdf=True
+    ),
+    "azureopenai": ProviderFacts("AZURE_OPENAI_API_KEY", images=True),
+    "bedrock": ProviderFacts("AWS_BEARER_TOKEN_BEDROCK", reasoning=True, images=True),
+    "cascadia": ProviderFacts("CASCADIA_API_KEY", reasoning=True),
+    "cerebras": ProviderFacts("CEREBRAS_API_KEY", reasoning=True),
+    "cohere": ProviderFacts("COHERE_API_KEY", reasoning=True, images=True),
+    "dashscope": ProviderFacts("DASHSCOPE_API_KEY", images=True, pdf=True),
+    "databricks": ProviderFacts("DATABRICKS_TOKEN", reasoning=True),
+    "deepinfra": ProviderFacts("DEEPINFRA_API_KEY", reasoning=True, images=True),
+    "deepseek": ProviderFacts("DEEPSEEK_API_KEY", reasoning=True, images=True),
+    "edenai": ProviderFacts("EDENAI_API_KEY", images=True, pdf=True),
+    "fireworks": ProviderFacts("FIREWORKS_API_KEY", reasoning=True, images=True),
+    "gemini": ProviderFacts("GEMINI_API_KEY", reasoning=True, images=True, pdf=True),
+    "github": ProviderFacts("GITHUB_TOKEN"),
+    "gmi": ProviderFacts("GMI_API_KEY", reasoning=True),
+    "groq": ProviderFacts("GROQ_API_KEY", reasoning=True),
+    "huggingface": ProviderFacts("HF_TOKEN"),
+    "inception": ProviderFacts("INCEPTION_API_KEY"),
+    "kenari": ProviderFacts("KENARI_API_KEY", reasoning=True),
+    "liner": ProviderFacts("LINER_API_KEY"),
+    "llama": ProviderFacts("LLAMA_API_KEY"),
+    "llamacpp": ProviderFacts("LLAMACPP_API_KEY", reasoning=True, images=True),
+    "llamafile": ProviderFacts(None, streaming=False, reasoning=True),
+    "lmstudio": ProviderFacts("LM_STUDIO_API_KEY", reasoning=True),
+    "meta": ProviderFacts("MODEL_API_KEY", images=True, pdf=True),
+    "minimax": ProviderFacts("MINIMAX_API_KEY", reasoning=True),
+    "mistral": ProviderFacts("MISTRAL_API_KEY", reasoning=True),
+    "moonshot": ProviderFacts("MOONSHOT_API_KEY", reasoning=True),
+    "mzai": ProviderFacts("ANY_LLM_KEY", reasoning=True, images=True),
+    "nebius": ProviderFacts("NEBIUS_API_KEY", reasoning=True, images=True),
+    "neosantara": ProviderFacts("NEOSANTARA_API_KEY", reasoning=True, images=True, pdf=True),
+    "ollama": ProviderFacts(None, reasoning=True, images=True, pdf=True),
+    "openai": ProviderFacts("OPENAI_API_KEY", images=True, pdf=True),
+    "openrouter": ProviderFacts("OPENROUTER_API_KEY", reasoning=True, images=True, pdf=True),
+    "otari": ProviderFacts("OTARI_API_KEY", reasoning=True, images=True, pdf=True),
+    "ovhcloud": ProviderFacts("OVHCLOUD_API_KEY"),
+    "perplexity": ProviderFacts("PERPLEXITY_API_KEY", images=True),
+    "portkey": ProviderFacts("PORTKEY_API_KEY", reasoning=True, images=True, pdf=True),
+    "qiniu": ProviderFacts("QINIU_API_KEY", reasoning=True, images=True),
+    "requesty": ProviderFacts("REQUESTY_API_KEY", reasoning=True, images=True, pdf=True),
+    "sagemaker": ProviderFacts(None, images=True, pdf=True),
+    "sambanova": ProviderFacts("SAMBANOVA_API_KEY", reasoning=True, images=True),
+    "telnyx": ProviderFacts("TELNYX_API_KEY", reasoning=True, images=True),
+    "together": ProviderFacts("TOGETHER_API_KEY", reasoning=True, images=True),
+    "typesafe": ProviderFacts("TYPESAFE_API_KEY", streaming=False),
+    "vertexai": ProviderFacts(None, reasoning=True, images=True, pdf=True),
+    "vertexaianthropic": ProviderFacts(None, reasoning=True, images=True, signed_reasoning=True, pdf=True),
+    "vllm": ProviderFacts("VLLM_API_KEY", reasoning=True, images=True),
+    "voyage": ProviderFacts("VOYAGE_API_KEY", streaming=False),
+    "watsonx": ProviderFacts("WATSONX_API_KEY", images=True),
+    "xai": ProviderFacts("XAI_API_KEY", reasoning=True),
+    "zai": ProviderFacts("ZAI_API_KEY", reasoning=True),
+}
+"""any-llm's provider names (the ``provider`` config field) and their facts."""
