@@ -1,7 +1,7 @@
 """A request's chunk timeline and masked messages, as the request inspector shows them.
 
 :class:`Timeline` is fed every chunk of one stream (the harness protocol: ``block-start`` →
-deltas → ``block-end``, ``usage`` once, ``finish`` last; see docs/SPEC-NOTES.md) and produces a
+deltas → ``block-end``, ``usage`` once, ``finish`` last; see docs/stream-obligations.md) and produces a
 JSON-able ``detail``:
 
 * ``timeline``: events with ``t`` (milliseconds since the request was admitted): ``block-start``
