@@ -6,13 +6,17 @@ See the deployment guide: docs/gateway.md of the harness repository.
 
 from harness_gateway.app import Gateway, build_app
 from harness_gateway.config import GatewayConfig, GatewayPlugin
+from harness_gateway.console import Console, ConsoleObserver, RecordStore
 from harness_gateway.errors import GatewayError
 from harness_gateway.keys import KeyRecord, KeySpec
+from harness_gateway.observe import Observer, RunEnd, RunInfo, RunWatch
 from harness_gateway.runtime import GatewayRuntime, RuntimeHolder, load_runtime
 from harness_gateway.server import GatewayServer
 from harness_gateway.store import SQLiteStore, SqlStore
 
 __all__ = [
+    "Console",
+    "ConsoleObserver",
     "Gateway",
     "GatewayConfig",
     "GatewayError",
@@ -21,6 +25,11 @@ __all__ = [
     "GatewayServer",
     "KeyRecord",
     "KeySpec",
+    "Observer",
+    "RecordStore",
+    "RunEnd",
+    "RunInfo",
+    "RunWatch",
     "RuntimeHolder",
     "SQLiteStore",
     "SqlStore",

@@ -42,17 +42,20 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from harness_core.abort import AbortSignal
 from harness_core.assembler import BlockAssembler
 from harness_core.errors import LlmError
-from harness_core.types import Finish, ReasoningDelta, StreamChunk, TextDelta, ToolCallDelta, Usage
+from harness_core.types import Failure, Finish, ReasoningDelta, StreamChunk, TextDelta, ToolCallDelta, Usage
 from harness_gateway.anthropic_messages import MessagesStreamEncoder, messages_response, parse_messages_request
+from harness_gateway.console import console_routes
 from harness_gateway.errors import Dialect, GatewayError, from_failure
 from harness_gateway.keys import KeyRecord, KeySpec
 from harness_gateway.metrics import CONTENT_TYPE, GatewayMetrics
+from harness_gateway.observe import Observer, RunEnd, RunInfo, RunWatch
 from harness_gateway.openai_chat import ChatStreamEncoder, chat_response, parse_chat_request
 from harness_gateway.request import ParsedRequest, bad_request, decode_json
 from harness_gateway.runtime import GatewayRuntime, RuntimeHolder
 from harness_gateway.spend import request_cost
 from harness_gateway.sse import KEEPALIVE
 from harness_gateway.store import SqlStore, Status
+from harness_middleware.notes import open_notes
 
 __all__ = ["ABORT_GRACE", "Gateway", "build_app"]
 
@@ -83,6 +86,8 @@ class Gateway:
         self.keys_required = keys_required
         self.master_key = master_key
         self.metrics = GatewayMetrics()
+        self.observers: list[Observer] = []
+        """Told about every generation (:mod:`harness_gateway.observe`); the console registers here."""
         self._migrated = False
 
     async def ensure_store(self) -> None:
@@ -165,7 +170,7 @@ class Generation(Response):
                 self.count("-", "-", str(error.status))
                 await error_response(error, self.dialect)(scope, receive, send)
                 return
-            run = _Run(self, runtime, route, model, ticket, parsed)
+            run = _Run(self, runtime, route, model, ticket, parsed, key)
             await run.serve(receive, send)
 
     async def prepare(self, runtime: GatewayRuntime) -> tuple[str, str, KeyRecord | None, ParsedRequest]:
@@ -213,6 +218,7 @@ class _Run:
         model: str,
         ticket: str,
         parsed: ParsedRequest,
+        key: KeyRecord | None = None,
     ) -> None:
         self.generation = generation
         self.gateway = generation.gateway
@@ -229,6 +235,9 @@ class _Run:
             abort=self.abort,
             metadata={"request_id": generation.request_id, "gateway_ticket": ticket},
         )
+        self.options, self.notes = open_notes(self.options)  # fallback reports its attempts here
+        self.key = key
+        self.failure: Failure | None = None
         self.started = time.perf_counter()
         self.first_token: float | None = None
         self.usage: Any = None
@@ -267,9 +276,12 @@ class _Run:
 
     async def chunks(self, on_chunk: Callable[[StreamChunk], Awaitable[None]]) -> None:
         """Run the harness stream, passing every chunk on, then settle the ledger row (shielded)."""
+        watches = self.watch_start()
         try:
             async with self.runtime.harness.stream(self.options) as stream:
                 async for chunk in stream:
+                    for watch in watches:
+                        watch.chunk(chunk)
                     if self.first_token is None and isinstance(chunk, _CONTENT):
                         self.first_token = time.perf_counter() - self.started
                         self.gateway.metrics.first_token.labels(self.route, self.model).observe(self.first_token)
@@ -278,16 +290,62 @@ class _Run:
                     elif isinstance(chunk, Finish):
                         self.finished = True
                         kind = chunk.reason.kind
+                        self.failure = chunk.reason.failure
                         self.status = "error" if kind == "error" else "aborted" if kind == "aborted" else "complete"
                     await on_chunk(chunk)
         finally:
             # no finish: cancelled because the client went away (aborted) or by a bug (error)
             self.status = self.status if self.finished else "aborted" if self.generation.disconnected else "error"
+            latency = time.perf_counter() - self.started
             with anyio.CancelScope(shield=True):
-                await self.settle()
+                cost = await self.settle()
+                await self.watch_end(watches, cost, latency)
             self.done.set()
 
-    async def settle(self) -> None:
+    def watch_start(self) -> list[RunWatch]:
+        """Tell the gateway's observers that this generation starts; their watches."""
+        generation, key = self.generation, self.key
+        info = RunInfo(
+            ticket=self.ticket,
+            request_id=generation.request_id,
+            dialect=generation.dialect,
+            key_id=key.id if key is not None else None,
+            key_name=key.name if key is not None else None,
+            route=self.route,
+            model=self.model,
+            options=self.options,
+            abort=self.abort,
+            started_at=time.time(),
+        )
+        return [observer.started(info) for observer in self.gateway.observers]
+
+    async def watch_end(self, watches: list[RunWatch], cost: float, latency: float) -> None:
+        """Tell every watch how the generation ended (an observer's fault is logged, never raised)."""
+        notes = self.notes
+        attempts = tuple(
+            f"{a.route}/{a.model}: {a.failure.code if a.failure else 'skipped (cooling down)'}"
+            for a in notes.attempts
+            if a.failure is not None or a.skipped
+        )
+        end = RunEnd(
+            status=self.status,
+            usage=self.usage,
+            cost=cost,
+            first_token_s=self.first_token,
+            latency_s=latency,
+            served_route=notes.served_route or self.route,
+            served_model=notes.served_model or self.model,
+            attempts=attempts,
+            failure=self.failure,
+        )
+        for watch in watches:
+            try:
+                await watch.ended(end)
+            except Exception:
+                logger.exception("request %s: an observer failed at the end of the stream", self.generation.request_id)
+
+    async def settle(self) -> float:
+        """Record metrics and settle the ledger row; the cost charged (USD)."""
         runtime, gateway = self.runtime, self.gateway
         cost = request_cost(runtime.prices, self.route, self.model, self.usage)
         labels = (self.route, self.model)
@@ -305,6 +363,7 @@ class _Run:
                 "request %s: could not settle ledger row %s (%s, %.6f USD): %s",
                 self.generation.request_id, self.ticket, self.status, cost, exc,
             )  # fmt: skip
+        return cost
 
     # ------------------------------------------------------------------ non-streaming
 
@@ -481,6 +540,7 @@ def build_app(gateway: Gateway) -> Starlette:
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
         *admin_routes(gateway),
+        *console_routes(gateway),
     ]
     app = Starlette(routes=routes)
     return RequestIdMiddleware(app)  # type: ignore[return-value]

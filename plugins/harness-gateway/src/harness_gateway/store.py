@@ -148,20 +148,25 @@ class SqlStore:
     async def migrate(self) -> int:
         """Apply missing schema migrations; the schema version now in place."""
 
+        return await self.apply_migrations("gateway_schema", self.migrations)
+
+    async def apply_migrations(self, table: str, migrations: Sequence[tuple[int, str]]) -> int:
+        """Apply the ``(version, script)`` ``migrations`` newer than the version recorded in
+        ``table`` (created when missing), in one transaction under :attr:`migration_lock`; the
+        version now in place. Also used by the console for its own tables."""
+
         async def work(tx: Tx) -> int:
             if self.migration_lock is not None:
                 await tx.one(self.migration_lock)
-            await tx.run(
-                "CREATE TABLE IF NOT EXISTS gateway_schema"
-                f" (version INTEGER PRIMARY KEY, applied_at {self.time_type} NOT NULL)"
-            )
-            row = await tx.one("SELECT coalesce(max(version), 0) FROM gateway_schema")
+            columns = f"version INTEGER PRIMARY KEY, applied_at {self.time_type} NOT NULL"
+            await tx.run(f"CREATE TABLE IF NOT EXISTS {table} ({columns})")
+            row = await tx.one(f"SELECT coalesce(max(version), 0) FROM {table}")
             current = int(row[0]) if row is not None else 0
-            for version, script in self.migrations:
+            for version, script in migrations:
                 if version > current:
                     for statement in filter(str.strip, script.split(";")):
                         await tx.run(statement)
-                    await tx.run("INSERT INTO gateway_schema (version, applied_at) VALUES (?, ?)", version, time.time())
+                    await tx.run(f"INSERT INTO {table} (version, applied_at) VALUES (?, ?)", version, time.time())
                     current = version
             return current
 

@@ -1,0 +1,72 @@
+"""Console access: the master key, or a session cookie derived from it; CSRF tokens for forms.
+
+* A person logs in with the master key; the console then sets ``harness_console`` =
+  ``<issued unix seconds>.<HMAC-SHA256(master key, "console-session:<issued>")>`` (HttpOnly,
+  SameSite=Strict, path ``/console``, Secure over HTTPS), valid :data:`SESSION_SECONDS`. Nothing
+  else is stored: changing the master key ends every session. The cookie reveals nothing about
+  the key (HMAC, RFC 2104).
+* Scripts may send the master key itself (``Authorization: Bearer …``) instead of a cookie.
+* Every form carries a CSRF token, HMAC(master key, "console-csrf:<session cookie>"), checked on
+  POST (a synchronizer token bound to the session). The login form, before any session, uses a
+  double-submit token: a random cookie ``harness_console_login`` equal to the form field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from typing import Final
+
+__all__ = [
+    "LOGIN_COOKIE",
+    "SESSION_COOKIE",
+    "SESSION_SECONDS",
+    "csrf_token",
+    "new_login_token",
+    "new_session",
+    "same",
+    "valid_session",
+]
+
+SESSION_COOKIE: Final = "harness_console"
+LOGIN_COOKIE: Final = "harness_console_login"
+SESSION_SECONDS: Final = 12 * 3600
+
+
+def _mac(master: str, message: str) -> str:
+    return hmac.new(master.encode(), message.encode(), hashlib.sha256).hexdigest()
+
+
+def same(a: str, b: str) -> bool:
+    """Constant-time string equality."""
+    return hmac.compare_digest(a.encode(), b.encode())
+
+
+def new_session(master: str, now: float | None = None) -> str:
+    """A session cookie value issued at ``now`` (unix seconds)."""
+    issued = int(time.time() if now is None else now)
+    return f"{issued}.{_mac(master, f'console-session:{issued}')}"
+
+
+def valid_session(master: str, value: str | None, now: float | None = None) -> bool:
+    """Whether ``value`` is a session cookie of ``master`` issued in the last :data:`SESSION_SECONDS`."""
+    if not value:
+        return False
+    issued, _, mac = value.partition(".")
+    if not issued.isdigit():
+        return False
+    age = (time.time() if now is None else now) - int(issued)
+    return 0 <= age < SESSION_SECONDS and same(mac, _mac(master, f"console-session:{issued}"))
+
+
+def csrf_token(master: str, session: str) -> str:
+    """The CSRF token of the forms of ``session`` (a session cookie value, or the master key
+    itself for scripts)."""
+    return _mac(master, f"console-csrf:{session}")
+
+
+def new_login_token() -> str:
+    """A random double-submit token for the login form (128 bits, URL-safe)."""
+    return secrets.token_urlsafe(16)

@@ -1,0 +1,163 @@
+"""A request's chunk timeline and masked messages, as the request inspector shows them.
+
+:class:`Timeline` is fed every chunk of one stream (the harness protocol: ``block-start`` →
+deltas → ``block-end``, ``usage`` once, ``finish`` last; see docs/stream-obligations.md) and produces a
+JSON-able ``detail``:
+
+* ``timeline``: events with ``t`` (milliseconds since the request was admitted): ``block-start``
+  (index, block type, tool name), ``block-end``, ``usage`` (token counts), ``finish`` (kind and
+  error); at most :data:`MAX_EVENTS` (``events_cut`` counts the rest);
+* ``rates``: deltas and characters per second of the stream, by block type;
+* ``first_chunk_ms``: time to the first chunk of any kind; ``tool_calls``: name, id, arguments;
+* ``messages``: the request (system prompt, messages) and the reply, every text masked (API-key
+  patterns and the configuration's secrets) and cut to :data:`TEXT_LIMIT` characters; files are
+  described (media type, name, size), never stored.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Final
+
+from harness_core.types import (
+    BlockEnd,
+    BlockStart,
+    FileBlock,
+    GenerateOptions,
+    ReasoningBlock,
+    ReasoningDelta,
+    StreamChunk,
+    TextBlock,
+    TextDelta,
+    TokenUsage,
+    ToolCallBlock,
+    ToolCallDelta,
+    ToolResultBlock,
+    Usage,
+)
+from harness_middleware.redact import PRESET_GROUPS, PRESETS, Masker
+
+__all__ = ["MAX_EVENTS", "TEXT_LIMIT", "Timeline", "mask_text", "usage_counts"]
+
+MAX_EVENTS: Final = 2000
+TEXT_LIMIT: Final = 16 * 1024
+_MAX_SECONDS: Final = 3600  # rate buckets kept (one per second of the stream)
+
+_MASKER: Final = Masker({name: PRESETS[name] for name in PRESET_GROUPS["api-keys"]}, "[REDACTED:{name}]", 256)
+
+
+def mask_text(text: str, redact: Callable[[str], str]) -> str:
+    """``text`` with API-key patterns and the config's secrets (``redact``) masked, cut to
+    :data:`TEXT_LIMIT` characters (the cut is said)."""
+    masked = redact(_MASKER.mask(text))
+    if len(masked) > TEXT_LIMIT:
+        return masked[:TEXT_LIMIT] + f"… [{len(masked) - TEXT_LIMIT} more characters not kept]"
+    return masked
+
+
+class Timeline:
+    """The timeline of one stream. ``clock`` returns seconds (monotonic); time 0 is construction."""
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.clock = clock
+        self.start = clock()
+        self.events: list[dict[str, Any]] = []
+        self.events_cut = 0
+        self.rates: dict[int, dict[str, int]] = {}
+        self.first_chunk_ms: float | None = None
+        self.tool_calls: list[ToolCallBlock] = []
+        self.reply: list[TextBlock | ReasoningBlock | ToolCallBlock] = []
+
+    def _ms(self) -> float:
+        return round((self.clock() - self.start) * 1000, 3)
+
+    def _event(self, event: dict[str, Any]) -> None:
+        if len(self.events) < MAX_EVENTS:
+            self.events.append(event)
+        else:
+            self.events_cut += 1
+
+    def feed(self, chunk: StreamChunk) -> None:
+        """Record one chunk."""
+        t = self._ms()
+        if self.first_chunk_ms is None:
+            self.first_chunk_ms = t
+        if isinstance(chunk, TextDelta | ReasoningDelta | ToolCallDelta):
+            kind, size = _delta(chunk)
+            second = int(t // 1000)
+            if second < _MAX_SECONDS:
+                bucket = self.rates.setdefault(second, {})
+                bucket[kind] = bucket.get(kind, 0) + 1
+                bucket["chars"] = bucket.get("chars", 0) + size
+        elif isinstance(chunk, BlockStart):
+            start = {"t": t, "event": "block-start", "index": chunk.index, "block": chunk.block_type}
+            self._event({**start, "name": chunk.name} if chunk.name else start)
+        elif isinstance(chunk, BlockEnd):
+            self._event({"t": t, "event": "block-end", "index": chunk.index, "block": _block_type(chunk.block)})
+            self.reply.append(chunk.block)
+            if isinstance(chunk.block, ToolCallBlock):
+                self.tool_calls.append(chunk.block)
+        elif isinstance(chunk, Usage):
+            counts = {k: v for k, v in usage_counts(chunk.usage).items() if v is not None}
+            self._event({"t": t, "event": "usage", **counts})
+        else:  # the finish, last
+            finish: dict[str, Any] = {"t": t, "event": "finish", "kind": chunk.reason.kind}
+            failure = chunk.reason.failure
+            if failure is not None:
+                finish["error"] = {"code": failure.code, "message": failure.message, "status": failure.status}
+            self._event(finish)
+
+    def detail(self, options: GenerateOptions, redact: Callable[[str], str]) -> dict[str, Any]:
+        """The JSON-able ``detail`` of the request (see the module docs), masked with ``redact``."""
+        messages = [_message(m.role, m.content, redact) for m in options.messages]
+        if options.system:
+            system = {"type": "text", "text": mask_text(options.system, redact)}
+            messages.insert(0, {"role": "system", "content": [system]})
+        if self.reply:
+            messages.append(_message("assistant", self.reply, redact))
+        return {
+            "messages": messages,
+            "timeline": self.events,
+            "events_cut": self.events_cut,
+            "rates": [{"second": s, **self.rates[s]} for s in sorted(self.rates)],
+            "first_chunk_ms": self.first_chunk_ms,
+            "tool_calls": [
+                {"id": c.id, "name": c.name, "arguments": mask_text(c.arguments, redact)} for c in self.tool_calls
+            ],
+            "tools": [t.name for t in options.tools],
+        }
+
+
+def _delta(chunk: TextDelta | ReasoningDelta | ToolCallDelta) -> tuple[str, int]:
+    if isinstance(chunk, ToolCallDelta):
+        return "tool-call", len(chunk.arguments_delta)
+    return ("text" if isinstance(chunk, TextDelta) else "reasoning"), len(chunk.text)
+
+
+def usage_counts(usage: TokenUsage | None) -> dict[str, int | None]:
+    """Every token count of ``usage`` by field name (``input_tokens`` …), ``None`` when unknown."""
+    return {name: getattr(usage, name) if usage is not None else None for name in TokenUsage.__struct_fields__}
+
+
+def _block_type(block: TextBlock | ReasoningBlock | ToolCallBlock) -> str:
+    return "text" if isinstance(block, TextBlock) else "reasoning" if isinstance(block, ReasoningBlock) else "tool-call"
+
+
+def _message(role: str, content: Any, redact: Callable[[str], str]) -> dict[str, Any]:
+    """One message as the inspector shows it: every text masked, files described."""
+    blocks: list[dict[str, Any]] = []
+    for block in content:
+        if isinstance(block, TextBlock | ReasoningBlock):
+            blocks.append({"type": _block_type(block), "text": mask_text(block.text, redact)})
+        elif isinstance(block, ToolCallBlock):
+            blocks.append(
+                {"type": "tool-call", "name": block.name, "id": block.id, "text": mask_text(block.arguments, redact)}
+            )
+        elif isinstance(block, ToolResultBlock):
+            text = mask_text(block.content, redact)
+            blocks.append({"type": "tool-result", "id": block.tool_call_id, "text": text, "error": block.is_error})
+        else:
+            assert isinstance(block, FileBlock)
+            blocks.append({"type": "file", "text": mask_text(block.describe(), redact)})
+    return {"role": role, "content": blocks}

@@ -1,0 +1,458 @@
+"""The console without a browser: access rules, forms, queries, records, timelines, statistics.
+
+The pages are requested over real HTTP from a gateway served by uvicorn (``serve_gateway``); the
+pure pieces (sessions, percentiles, buckets, the timeline, bounded records) are called directly.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from gw_helpers import Clients, gateway_yaml, serve_gateway
+
+from harness_core.abort import AbortSignal
+from harness_core.types import (
+    BlockEnd,
+    BlockStart,
+    Failure,
+    FileBlock,
+    Finish,
+    FinishReason,
+    GenerateOptions,
+    Message,
+    TextBlock,
+    TextDelta,
+    TokenUsage,
+    ToolResultBlock,
+    Usage,
+)
+from harness_gateway.console import auth, pages
+from harness_gateway.console.live import ConsoleObserver
+from harness_gateway.console.pages import FormError, key_spec
+from harness_gateway.console.records import DETAIL_LIMIT, RecordStore, bounded_detail
+from harness_gateway.console.stats import percentile, spend, traffic
+from harness_gateway.console.timeline import MAX_EVENTS, TEXT_LIMIT, Timeline, mask_text
+from harness_gateway.errors import GatewayError
+from harness_gateway.observe import RunEnd, RunInfo
+from harness_gateway.store import SQLiteStore
+
+MASTER = "mk-console-unit-0123456789"
+HI = [{"role": "user", "content": "hi there"}]
+
+
+def console_yaml(tmp_path: Path, extra: str = "", gateway: str = "") -> str:
+    return gateway_yaml(f"    master_key: {MASTER}\n{gateway}", extra, db=tmp_path / "gw.sqlite")
+
+
+def admin(url: str) -> httpx.Client:
+    return httpx.Client(base_url=url, headers={"authorization": f"Bearer {MASTER}"}, timeout=30)
+
+
+def csrf_of(page: str) -> str:
+    found = re.search(r'name="csrf-token" content="([0-9a-f]+)"', page)
+    assert found is not None
+    return found.group(1)
+
+
+# ---------------------------------------------------------------------- access
+
+
+def test_console_is_off_without_a_master_key(tmp_path: Path) -> None:
+    with serve_gateway(tmp_path, gateway_yaml(db=tmp_path / "gw.sqlite")) as running, httpx.Client() as http:
+        for path in ("/console", "/console/spend", "/console/static/console.js"):
+            response = http.get(running.url + path)
+            assert response.status_code == 404
+            assert "set `master_key`" in response.text
+        assert http.post(running.url + "/console/keys").status_code == 404
+
+
+def test_sign_in_session_cookie_and_csrf(tmp_path: Path) -> None:
+    with serve_gateway(tmp_path, console_yaml(tmp_path)) as running, httpx.Client(base_url=running.url) as http:
+        home = http.get("/console")
+        assert home.status_code == 303
+        assert home.headers["location"] == "/console/spend"
+        first = http.get("/console/spend")
+        assert first.status_code == 303
+        assert first.headers["location"] == "/console/login?next=/console/spend"
+        assert http.post("/console/keys", data={"name": "x"}).status_code == 403  # no session: refused
+        login = http.get("/console/login?next=//evil.example/")
+        assert login.headers["content-security-policy"].startswith("default-src 'self'")
+        token = re.search(r'name="csrf" value="([^"]+)"', login.text).group(1)  # type: ignore[union-attr]
+        forged = http.post("/console/login", data={"csrf": "forged", "master_key": MASTER})  # the cookie is right
+        assert forged.status_code == 403
+        wrong = http.post("/console/login", data={"csrf": token, "master_key": "nope"})
+        assert wrong.status_code == 401
+        assert MASTER not in wrong.text
+        token = re.search(r'name="csrf" value="([^"]+)"', wrong.text).group(1)  # type: ignore[union-attr]
+        ok = http.post("/console/login?next=//evil.example/", data={"csrf": token, "master_key": MASTER})
+        assert ok.status_code == 303
+        assert ok.headers["location"] == "/console/spend"  # never off-site
+        session = http.cookies[auth.SESSION_COOKIE]
+        assert MASTER not in session
+        assert "httponly" in ok.headers["set-cookie"].lower()
+        assert "samesite=strict" in ok.headers["set-cookie"].lower()
+        page = http.get("/console/keys")
+        assert page.status_code == 200
+        assert page.headers["cache-control"] == "no-store"
+        csrf = csrf_of(page.text)
+        refused = http.post("/console/keys", data={"name": "x", "csrf": "0" * 64})
+        assert refused.status_code == 403
+        assert "CSRF" in refused.text
+        assert http.post("/console/keys", data={"name": "x"}).status_code == 403  # no token at all
+        created = http.post("/console/keys", data={"name": "made-here", "csrf": csrf, "routes": "mock, other"})
+        assert created.status_code == 201
+        assert "made-here" in created.text
+        out = http.post("/console/logout", data={"csrf": csrf})
+        assert out.status_code == 303
+        assert auth.SESSION_COOKIE not in http.cookies
+        assert http.get("/console/keys").status_code == 303
+
+
+def test_sessions_are_hmacs_of_the_master_key() -> None:
+    value = auth.new_session(MASTER, now=1000)
+    assert auth.valid_session(MASTER, value, now=1000 + 60)
+    assert not auth.valid_session(MASTER, value, now=1000 + auth.SESSION_SECONDS)  # expired
+    assert not auth.valid_session(MASTER, value, now=999)  # from the future
+    assert not auth.valid_session("another-master-key", value, now=1001)
+    assert not auth.valid_session(MASTER, None)
+    assert not auth.valid_session(MASTER, "abc.def")
+    assert not auth.valid_session(MASTER, value.replace(".", ".0"), now=1001)
+    assert auth.csrf_token(MASTER, value) != auth.csrf_token(MASTER, auth.new_session(MASTER, now=1001))
+    assert len(auth.new_login_token()) >= 22
+
+
+# ---------------------------------------------------------------------- pages and forms
+
+
+def test_pages_answer_bad_queries_and_unknown_ids_with_located_errors(tmp_path: Path) -> None:
+    with serve_gateway(tmp_path, console_yaml(tmp_path)) as running, admin(running.url) as http:
+        bad = http.get("/console/spend?bucket=week")
+        assert bad.status_code == 400
+        assert "bucket must be one of hour, day" in bad.text
+        assert http.get("/console/spend?by=colour").status_code == 400
+        assert "hours must be 1 to 720" in http.get("/console/traffic?hours=0").text
+        assert http.get("/console/traffic?hours=abc").status_code == 400
+        assert http.get("/console/traffic?hours=2").status_code == 200
+        missing = http.get("/console/requests/nope")
+        assert missing.status_code == 404
+        assert "No request nope is recorded" in missing.text
+        csrf = auth.csrf_token(MASTER, MASTER)
+        gone = http.post("/console/live/nope/abort", data={"csrf": csrf})
+        assert gone.status_code == 404
+        assert "no longer in flight" in gone.text
+        assert http.post("/console/keys/nope/revoke", data={"csrf": csrf}).status_code == 404
+        invalid = http.post("/console/keys", data={"csrf": csrf, "name": " ", "budget": "2"})
+        assert invalid.status_code == 400
+        assert "name must not be empty" in invalid.text
+        assert 'value="2"' in invalid.text  # the form keeps what was typed
+        with http.stream("GET", "/console/live/events") as events:
+            assert events.headers["content-type"].startswith("text/event-stream")
+            lines = events.iter_lines()
+            assert next(lines) == "retry: 2000"
+            assert next(line for line in lines if line.startswith("event:")) == "event: streams"
+            assert next(lines) == "data: []"
+
+
+def test_live_event_streams_end_after_their_lifetime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pages, "LIVE_LIFETIME", 0.0)
+    with serve_gateway(tmp_path, console_yaml(tmp_path)) as running, admin(running.url) as http:
+        body = http.get("/console/live/events").text  # returns: the response ended
+    assert body == "retry: 2000\n\nevent: streams\ndata: []\n\n"
+
+
+def test_a_store_outage_is_a_503_page(tmp_path: Path) -> None:
+    with serve_gateway(tmp_path, console_yaml(tmp_path)) as running, admin(running.url) as http:
+
+        async def down(*args: Any, **kwargs: Any) -> Any:
+            raise GatewayError(503, "the gateway's SQLite state store is unavailable", code="store_unavailable")
+
+        running.gateway.store.transaction = down
+        page = http.get("/console/requests")
+        assert page.status_code == 503
+        assert "state store is unavailable" in page.text
+
+
+def test_key_form_errors_name_the_field() -> None:
+    assert key_spec({"name": "a", "budget": "1.5", "rpm": "3", "tpm": "", "expires_days": "2"}).rpm == 3
+    with pytest.raises(FormError, match=r"rpm: expected a whole number, got '1\.5'"):
+        key_spec({"name": "a", "rpm": "1.5"})
+    with pytest.raises(FormError, match="budget: expected a number, got 'lots'"):
+        key_spec({"name": "a", "budget": "lots"})
+    with pytest.raises(FormError, match="budget: expected a finite number"):
+        key_spec({"name": "a", "budget": "inf"})
+    with pytest.raises(FormError, match="tpm must be a positive number"):
+        key_spec({"name": "a", "tpm": "-4"})
+
+
+def test_fallbacks_and_errors_reach_traffic_and_the_inspector(tmp_path: Path) -> None:
+    extra = """\
+  mock:broken: {routes: [broken], error: OVERLOADED}
+  mock:down: {routes: [down], error: AUTH}
+  fallback: {targets: {broken: [mock]}, cooldown: 0}"""
+    with serve_gateway(tmp_path, console_yaml(tmp_path, extra)) as running, admin(running.url) as http:
+        clients = Clients(running.url)
+        try:
+            clients.openai().chat.completions.create(model="broken/echo", messages=HI)  # type: ignore[arg-type]
+            with pytest.raises(Exception, match="scripted mock error"):
+                clients.openai().chat.completions.create(model="down/echo", messages=HI)  # type: ignore[arg-type]
+        finally:
+            clients.close()
+        page = http.get("/console/traffic").text
+        assert "broken/echo: OVERLOADED" in page
+        assert "AUTH" in page
+        rows = anyio.run(RecordStore(running.gateway.store).recent, 5)
+        served = next(r for r in rows if r["route"] == "broken")
+        assert (served["served_route"], served["attempts"]) == ("mock", ["broken/echo: OVERLOADED"])
+        errors = http.get("/console/requests?status=error").text
+        assert "down/echo" in errors
+        assert "broken/echo" not in errors
+        by_id = http.get(f"/console/requests?request_id={served['request_id']}&route=+broken+").text
+        assert by_id.count('href="/console/requests/') == 1
+        assert http.get("/console/requests?status=lost").status_code == 400
+        detail = http.get(f"/console/requests/{served['id']}").text
+        assert "Fallback attempts before the served target: broken/echo: OVERLOADED" in detail
+
+
+def test_an_observer_that_fails_is_logged_not_raised(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    class Broken:
+        def started(self, info: RunInfo) -> Broken:
+            return self
+
+        def chunk(self, chunk: object) -> None:
+            pass
+
+        async def ended(self, end: RunEnd) -> None:
+            raise RuntimeError("observer bug")
+
+    with serve_gateway(tmp_path, console_yaml(tmp_path)) as running:
+        running.gateway.observers.append(Broken())
+        clients = Clients(running.url)
+        try:
+            with caplog.at_level(logging.ERROR, logger="harness_gateway"):
+                reply = clients.openai().chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]
+        finally:
+            clients.close()
+    assert reply.choices[0].message.content == "hi there"
+    assert "an observer failed at the end of the stream" in caplog.text
+
+
+# ---------------------------------------------------------------------- records
+
+
+def _row(ticket: str, started_at: float, **changes: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "id": ticket, "request_id": ticket, "dialect": "openai", "key_id": None, "key_name": None,
+        "route": "mock", "model": "echo", "served_route": "mock", "served_model": "echo",
+        "started_at": started_at, "status": "complete", "first_token_ms": 1.0, "latency_ms": 2.0,
+        "input_tokens": 1, "output_tokens": 2, "cache_read_tokens": None, "cache_write_tokens": None,
+        "reasoning_tokens": None, "cost": 0.5, "error_code": None, "error_message": None, "attempts": [],
+    }  # fmt: skip
+    return {**row, **changes}
+
+
+class _LockedStore(SQLiteStore):
+    migration_lock = "SELECT 1"  # PostgreSQL takes an advisory lock here
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_records_keep_the_newest_and_migrate_once(tmp_path: Path) -> None:
+    store = _LockedStore(tmp_path / "gw.sqlite")
+    try:
+        records = RecordStore(store, keep=3)
+        assert await records.migrate() == 1
+        assert await records.migrate() == 1  # already in place
+        assert await RecordStore(store).migrate() == 1  # another process: the version table says so
+        for i in range(5):
+            await records.insert(_row(f"r{i}", 100.0 + i), {"timeline": []})
+        assert [r["id"] for r in await records.recent(10)] == ["r4", "r3", "r2"]
+        assert [r["id"] for r in await records.since(103.0)] == ["r3", "r4"]
+        await records.insert(_row("r5", 200.0, status="error", route="other"), {"timeline": []})
+        assert [r["id"] for r in await records.recent(10, status="error", route="other")] == ["r5"]
+        assert await records.recent(10, status="error", route="mock") == []
+        with pytest.raises(ValueError, match="cannot filter requests by 'colour'"):
+            await records.recent(10, colour="red")
+        assert await records.get("r0") is None
+        found = await records.get("r4")
+        assert found is not None
+        assert found[1] == {"timeline": []}
+    finally:
+        await store.aclose()
+
+
+def test_details_are_bounded() -> None:
+    events = [{"t": i, "event": "block-start", "pad": "x" * 200} for i in range(3000)]
+    text = bounded_detail({"timeline": events, "messages": []})
+    assert len(text) <= DETAIL_LIMIT
+    kept = json.loads(text)
+    assert kept["timeline_cut"] + len(kept["timeline"]) == 3000
+    assert kept["timeline"][0]["t"] == 0  # the beginning is kept
+    huge = bounded_detail({"timeline": [], "messages": [{"text": "y" * DETAIL_LIMIT}]})
+    assert json.loads(huge) == {"timeline": [], "timeline_cut": 0, "messages": [], "messages_cut": True}
+
+
+# ---------------------------------------------------------------------- timeline
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_timeline_events_rates_and_masking() -> None:
+    clock = _Clock()
+    timeline = Timeline(clock)
+    clock.now = 0.010
+    timeline.feed(BlockStart(index=0, block_type="text"))
+    for i in range(3):
+        clock.now = 0.5 + i * 0.4  # seconds 0, 0 and 1
+        timeline.feed(TextDelta(index=0, text="ab"))
+    timeline.feed(BlockEnd(index=0, block=TextBlock("ababab")))
+    timeline.feed(Usage(usage=TokenUsage(input_tokens=3, output_tokens=4, reasoning_tokens=1)))
+    failure = Failure(code="OVERLOADED", message="busy", status=529)
+    timeline.feed(Finish(reason=FinishReason(kind="error", failure=failure)))
+    options = GenerateOptions(
+        system="you are sk-abcdefghijklmnopqrstuvwx1234",
+        messages=[
+            Message(
+                role="user", content=[TextBlock("use the db password hunter2"), FileBlock("image/png", data=b"\x89PNG")]
+            ),
+            Message(role="tool", content=[ToolResultBlock(tool_call_id="c1", content="42", is_error=True)]),
+        ],
+    )
+    detail = timeline.detail(options, lambda text: text.replace("hunter2", "[REDACTED]"))
+    assert detail["first_chunk_ms"] == 10.0
+    assert detail["rates"] == [{"second": 0, "text": 2, "chars": 4}, {"second": 1, "text": 1, "chars": 2}]
+    assert [e["event"] for e in detail["timeline"]] == ["block-start", "block-end", "usage", "finish"]
+    assert detail["timeline"][2] == {
+        "t": 1300.0,
+        "event": "usage",
+        "input_tokens": 3,
+        "output_tokens": 4,
+        "reasoning_tokens": 1,
+    }
+    assert detail["timeline"][3]["error"] == {"code": "OVERLOADED", "message": "busy", "status": 529}
+    rendered = json.dumps(detail["messages"])
+    assert "sk-abcdefghijklmnopqrstuvwx1234" not in rendered
+    assert "hunter2" not in rendered
+    assert "image/png (4 bytes)" in rendered
+    assert [m["role"] for m in detail["messages"]] == ["system", "user", "tool", "assistant"]
+    assert detail["messages"][2]["content"][0] == {"type": "tool-result", "id": "c1", "text": "42", "error": True}
+
+
+def test_timeline_bounds_events_seconds_and_text() -> None:
+    clock = _Clock()
+    timeline = Timeline(clock)
+    for i in range(MAX_EVENTS + 5):
+        timeline.feed(BlockStart(index=i, block_type="text"))
+    clock.now = 4000.0  # beyond the kept seconds: counted in no bucket
+    timeline.feed(TextDelta(index=0, text="late"))
+    detail = timeline.detail(GenerateOptions(), str)
+    assert detail["events_cut"] == 5
+    assert detail["rates"] == []
+    long = mask_text("z" * (TEXT_LIMIT + 10), str)
+    assert long.endswith("… [10 more characters not kept]")
+
+
+# ---------------------------------------------------------------------- live and statistics
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_the_live_registry_aborts_and_forgets(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "gw.sqlite")
+    try:
+        observer = ConsoleObserver(RecordStore(store), lambda: str)
+        signal = AbortSignal()
+        info = RunInfo("t1", "r1", "anthropic", "k", "team", "mock", "echo", GenerateOptions(), signal, 1.0)
+        watch = observer.started(info)
+        watch.chunk(Usage(usage=TokenUsage(input_tokens=1, output_tokens=7)))
+        assert observer.snapshot()[0]["output_tokens"] == 7
+        assert not observer.abort("unknown", "op")
+        assert observer.abort("t1", "op")
+        assert signal.fired
+        assert observer.snapshot()[0]["aborting"] is True
+        end = RunEnd("aborted", None, 0.0, None, 0.5, "mock", "echo", (), None)
+        await watch.ended(end)
+        assert observer.snapshot() == []
+        found = await RecordStore(store).get("t1")
+        assert found is not None
+        assert found[0]["error_message"] == "aborted by op from the console"
+        assert found[0]["input_tokens"] is None
+    finally:
+        await store.aclose()
+
+
+def test_percentiles_by_nearest_rank() -> None:
+    assert percentile([], 50) is None
+    assert percentile([5.0], 99) == 5.0
+    values = [float(v) for v in range(1, 21)]
+    assert percentile(values, 50) == 10.0
+    assert percentile(values, 95) == 19.0
+    assert percentile(values, 100) == 20.0
+
+
+def test_spend_and_traffic_buckets_and_groups() -> None:
+    rows = [
+        _row("a", 3600.0, key_name="team", cost=1.0, cache_read_tokens=5),
+        _row("b", 3700.0, key_name=None, cost=None, input_tokens=None),
+        _row("c", 7300.0, route="other", status="error", error_code=None, first_token_ms=None),
+        _row("old", 10.0),  # before the window
+    ]
+    by_key = spend(rows, since=3600.0, now=7300.0, bucket="hour", by="key")
+    assert by_key["labels"] == ["1970-01-01 01:00", "1970-01-01 02:00"]
+    assert [s["name"] for s in by_key["cost"]] == ["team", "(no key)"]
+    assert by_key["table"][0]["cache_read_tokens"] == 5
+    by_route = spend(rows, since=3600.0, now=7300.0, bucket="day", by="route")
+    assert by_route["labels"] == ["1970-01-01"]
+    # a day bucket starts at midnight: the "old" row (in that day) counts; the store's query bounds rows by time
+    assert {t["group"]: t["requests"] for t in by_route["table"]} == {"mock": 3, "other": 1}
+    seen = traffic(rows, since=3600.0, now=7300.0)
+    assert seen["errors"] == [{"code": "(no code)", "count": 1}]
+    other = next(r for r in seen["routes"] if r["group"] == "other/echo")
+    assert (other["errors"], other["ttft_p50"], other["fallbacks"]) == (1, None, 1)  # served by mock/echo
+
+
+def test_records_in_postgresql() -> None:
+    """The console's statements run unchanged on PostgreSQL (numbered placeholders, its types)."""
+    from gw_postgres import Cluster
+
+    from harness_gateway.postgres import PostgresStore
+
+    root = Path(tempfile.mkdtemp(prefix="harness-pg-console-"))  # the postgres user cannot enter tmp_path
+    try:
+        cluster = Cluster(root)
+        cluster.start()
+        try:
+
+            async def main() -> None:
+                store = PostgresStore(cluster.dsn)
+                try:
+                    records = RecordStore(store, keep=2)
+                    assert await records.migrate() == 1
+                    assert await RecordStore(store).migrate() == 1
+                    for i in range(3):
+                        await records.insert(_row(f"p{i}", 10.0 + i, attempts=["a/b: SERVER"]), {"timeline": [i]})
+                    assert [r["id"] for r in await records.recent(5)] == ["p2", "p1"]
+                    assert [r["attempts"] for r in await records.since(11.5)] == [["a/b: SERVER"]]
+                    assert await records.get("p2") == ((await records.recent(1))[0], {"timeline": [2]})
+                finally:
+                    await store.aclose()
+
+            anyio.run(main)
+        finally:
+            cluster.stop()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
