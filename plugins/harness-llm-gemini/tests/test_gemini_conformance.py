@@ -14,7 +14,6 @@ from gemini_fixtures import (
     chunk,
     google_error,
     sse,
-    text_body,
     usage,
 )
 
@@ -63,6 +62,7 @@ INBAND_ERROR_BODY = sse(
     {"error": {"code": 503, "message": "The model is overloaded. Please try again later.", "status": "UNAVAILABLE"}},
 )
 """An error object after a 200 (the stream ends with ``finish{error}``)."""
+
 
 def error(status: int, rpc_status: str, message: str, *details: dict[str, Any], **headers: str) -> Recording:
     """An HTTP error response with a ``google.rpc.Status`` body."""
