@@ -174,3 +174,20 @@ def test_expired_key_is_401(gateway, clients) -> None:  # type: ignore[no-untype
     with pytest.raises(openai.AuthenticationError) as caught:
         clients.openai(key).chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]
     assert "expired" in caught.value.message
+
+
+def test_a_revoked_key_is_refused_where_keys_are_optional(tmp_path: Path) -> None:
+    """On loopback keys are optional (unknown keys are anonymous), but a revoked one is not."""
+    with serve_gateway(tmp_path, gateway_yaml(db=tmp_path / "gw.sqlite")) as running:
+        opened = Clients(running.url)
+        try:
+            key = create_key(running, "--name", "former")
+            assert opened.openai(key).chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]
+            assert opened.openai("hk-unknown").chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]
+            revoked = CliRunner().invoke(cli, ["keys", "revoke", "-c", str(running.config), "former"])
+            assert revoked.exit_code == 0, revoked.output
+            with pytest.raises(openai.AuthenticationError) as caught:
+                opened.openai(key).chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]
+            assert "revoked" in caught.value.message
+        finally:
+            opened.close()

@@ -105,26 +105,31 @@ class Gateway:
     async def authenticate(self, request: Request) -> KeyRecord | bool | None:
         """The caller's key record; ``True`` for the master key; ``None`` when anonymous is allowed.
 
+        A key this gateway issued and then revoked (or that expired) is refused even where keys are
+        optional (loopback): revoking must take effect everywhere. An unknown or missing key is
+        anonymous there, since SDKs always send some key.
+
         Raises:
-            GatewayError: 401 when a key is required and missing, unknown, revoked or expired.
+            GatewayError: 401 for a revoked or expired key; where keys are required, also for a
+                missing or unknown one.
         """
         await self.ensure_store()
         presented = _presented_key(request)
         if presented is not None and self.master_key is not None and _same(presented, self.master_key):
             return True
         record = await self.store.authenticate(presented) if presented else None
-        if record is not None and record.usable():
-            return record
+        if record is not None:
+            if record.usable():
+                return record
+            state = "revoked" if record.revoked_at is not None else "expired"
+            raise GatewayError(401, f"this API key has been {state}", code="invalid_api_key")
         if not self.keys_required:
             return None
         if presented is None:
             raise GatewayError(
                 401, "an API key is required (Authorization: Bearer <key> or x-api-key)", code="missing_api_key"
             )
-        if record is None:
-            raise GatewayError(401, "invalid API key", code="invalid_api_key")
-        state = "revoked" if record.revoked_at is not None else "expired"
-        raise GatewayError(401, f"this API key has been {state}", code="invalid_api_key")
+        raise GatewayError(401, "invalid API key", code="invalid_api_key")
 
 
 def _presented_key(request: Request) -> str | None:
