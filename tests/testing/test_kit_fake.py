@@ -160,7 +160,7 @@ async def test_abort_after_finish_changes_nothing() -> None:
     script = [*text_reply("a"), Delay(0.001), Stall()]
     adapter = FakeAdapter(script)
     got: list[StreamChunk] = []
-    with anyio.move_on_after(1.0):  # ends the endless stall; far above a loaded machine's delays
+    with anyio.fail_after(30):  # a hang guard: the fired signal ends the stall, the stream ends by itself
         async for chunk in adapter.stream(GenerateOptions(abort=abort)):
             got.append(chunk)
             if isinstance(chunk, Finish):
