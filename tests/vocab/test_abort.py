@@ -48,6 +48,7 @@ async def test_race_cancels_the_operation_when_fired() -> None:
     cancelled = anyio.Event()
 
     async def stalled() -> int:
+        threading.Thread(target=signal.fire).start()  # another thread fires while the operation runs
         try:
             await anyio.sleep_forever()
         finally:
@@ -56,7 +57,6 @@ async def test_race_cancels_the_operation_when_fired() -> None:
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(signal.wait)
-        threading.Timer(0.01, signal.fire).start()
         assert await race(signal, stalled) is ABORTED
     assert cancelled.is_set()
 
