@@ -35,6 +35,7 @@ DIST = ROOT / "dist"
 CONFORMANCE_TESTS = [
     "tests/kit/test_conformance.py",
     "plugins/harness-llm-openai/tests/test_openai_conformance.py",
+    "plugins/harness-llm-openai/tests/test_responses_conformance.py",
     "plugins/harness-llm-deepseek/tests/test_deepseek_conformance.py",
     "plugins/harness-llm-anthropic/tests/test_anthropic_conformance.py",
 ]

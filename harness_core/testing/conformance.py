@@ -25,6 +25,7 @@ not import pytest.
 from __future__ import annotations
 
 import asyncio
+import base64
 import functools
 import importlib.util
 import re
@@ -35,8 +36,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Final, TypeVar
 
 import anyio
+import msgspec
 
 from harness_core.abort import AbortSignal
+from harness_core.assembler import BlockAssembler
 from harness_core.errors import LlmError
 from harness_core.http import parse_retry_after
 from harness_core.testing.check import check_stream
@@ -46,7 +49,10 @@ from harness_core.types import (
     BlockStart,
     Finish,
     GenerateOptions,
+    JsonSchemaFormat,
+    Message,
     StreamChunk,
+    ToolResultBlock,
     Usage,
 )
 
@@ -66,8 +72,18 @@ __all__ = [
 _T = TypeVar("_T")
 _R = TypeVar("_R")
 
-STREAM_SCENARIOS: Final = ("text", "reasoning", "tool-call", "parallel-tool-calls", "usage", "in-band-error")
-"""Scenarios whose recording is a complete 2xx event stream (checked at every byte split)."""
+STREAM_SCENARIOS: Final = (
+    "text",
+    "reasoning",
+    "tool-call",
+    "parallel-tool-calls",
+    "usage",
+    "in-band-error",
+    "replay",
+)
+"""Scenarios whose recording is a complete 2xx event stream (checked at every byte split);
+``replay`` is a response whose ``finish`` carries ``replay_state`` (signed or encrypted
+reasoning) that the next turn must send back."""
 
 ERROR_SCENARIOS: Final[Mapping[str, tuple[int, tuple[str, ...]]]] = {
     "http-401": (401, ("AUTH",)),
@@ -196,6 +212,11 @@ class AdapterConformance:
             :data:`SCENARIOS`. ``text`` is required.
         unsupported: a label → options the adapter declares it cannot honour; each must raise
             ``LlmError("UNSUPPORTED")`` before any request is sent.
+        media_options: options whose user messages hold :class:`~harness_core.types.FileBlock` s
+            the adapter takes (``None``: the wire takes no files): each file must reach the
+            request whole (its bytes base64-encoded, or its URL as given).
+        schema_options: options with a :class:`~harness_core.types.JsonSchemaFormat` the adapter
+            honours (``None``: no structured output): the request must carry the schema.
         api_key: the secret :meth:`make_adapter` configures; it must appear in no error.
         backends: the anyio backends each obligation runs on (``trio`` is skipped when it is
             not installed).
@@ -210,6 +231,8 @@ class AdapterConformance:
     options: ClassVar[GenerateOptions]
     recordings: ClassVar[Mapping[str, Recording | bytes]]
     unsupported: ClassVar[Mapping[str, GenerateOptions]] = {}
+    media_options: ClassVar[GenerateOptions | None] = None
+    schema_options: ClassVar[GenerateOptions | None] = None
     api_key: ClassVar[str | None] = None
     backends: ClassVar[Sequence[str]] = ("asyncio", "trio")
     max_two_way_splits: ClassVar[int] = 200
@@ -279,6 +302,26 @@ class AdapterConformance:
         for label, options in self.unsupported.items():
             self._each_backend("unsupported", label, self._check_unsupported, options)
 
+    def test_media_reaches_the_wire(self) -> None:
+        """Every file of :attr:`media_options` is in the request: its bytes base64-encoded
+        (RFC 4648 §4) or its URL as given; nothing is downloaded."""
+        if self.media_options is not None:
+            self._each_backend("media", "text", self._check_media, self.media_options)
+
+    def test_schema_reaches_the_wire(self) -> None:
+        """The JSON schema of :attr:`schema_options` is in the request, byte for byte as
+        ``msgspec`` encodes it."""
+        if self.schema_options is not None:
+            self._each_backend("schema", "text", self._check_schema, self.schema_options)
+
+    def test_replay_state_goes_back_byte_exact(self) -> None:
+        """The ``replay`` recording's assistant turn (with its ``replay_state``, and a result for
+        each tool call) sent back: every string of ``replay_state`` longer than 15 characters
+        (signatures, encrypted reasoning, ids) appears in the next request exactly as JSON
+        encodes it."""
+        if "replay" in self.recordings:
+            self._each_backend("replay", "replay", self._check_replay, "replay")
+
     # ------------------------------------------------------------------ scenario checks
 
     async def _check_scenario(self, scenario: str) -> None:
@@ -295,6 +338,7 @@ class AdapterConformance:
             "parallel-tool-calls": (kinds.count("tool-call") >= 2, "two or more tool-call blocks"),
             "usage": (any(isinstance(c, Usage) for c in chunks), "a usage chunk"),
             "in-band-error": (finish.reason.kind == "error", "finish{error} (an in-band error never raises)"),
+            "replay": (finish.replay_state is not None, "finish.replay_state"),
         }
         ok, what = expect[scenario]
         assert ok, f"expected {what}; got blocks {kinds} and finish {finish.reason.kind!r}"
@@ -427,6 +471,43 @@ class AdapterConformance:
         assert not server.requests, "a request was sent"
         self._no_secret(run.error)
 
+    async def _check_media(self, options: GenerateOptions) -> None:
+        files = [block for message in options.messages for block in message.files]
+        assert files, "media_options holds no FileBlock"
+        body = await self._sent(options)
+        for block in files:
+            wire = base64.b64encode(block.data).decode() if block.data is not None else block.url
+            assert wire is not None
+            assert wire.encode() in body, f"{block.describe()} is not in the request"
+
+    async def _check_schema(self, options: GenerateOptions) -> None:
+        fmt = options.response_format
+        assert isinstance(fmt, JsonSchemaFormat), "schema_options has no JsonSchemaFormat"
+        body = await self._sent(options)
+        assert msgspec.json.encode(fmt.schema) in body, "the schema is not in the request"
+
+    async def _check_replay(self, scenario: str) -> None:
+        first = self._valid(await self._run(scenario))
+        assembler = BlockAssembler()
+        for chunk in first:
+            assembler.feed(chunk)
+        turn = assembler.message()
+        results = [Message(role="tool", content=[ToolResultBlock(call.id, "ok")]) for call in turn.tool_calls]
+        messages = [*self.options.messages, turn, *results, Message.user("go on")]
+        options = msgspec.structs.replace(self._options(), messages=messages)
+        body = await self._sent(options)
+        for value in _strings(turn.replay_state):
+            if len(value) > 15:
+                assert msgspec.json.encode(value) in body, f"replay_state string {value[:24]!r}… was not sent back"
+
+    async def _sent(self, options: GenerateOptions) -> bytes:
+        """The request body ``options`` made (the ``text`` recording answers it)."""
+        async with self._adapter() as (server, adapter):
+            run = await self._stream(server, adapter, self._recording("text").reply(), options)
+        self._valid(run)
+        (request,) = server.requests
+        return request.body
+
     # ------------------------------------------------------------------ helpers
 
     def _present(self, names: Sequence[str]) -> list[str]:
@@ -536,6 +617,17 @@ class _AdapterContext:
 
 
 _BLANK_LINE: Final = re.compile(rb"\r\n\r\n|\n\n|\r\r")
+
+
+def _strings(value: object) -> list[str]:
+    """Every string leaf of a JSON value (dict keys excluded)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [leaf for item in value.values() for leaf in _strings(item)]
+    if isinstance(value, list):
+        return [leaf for item in value for leaf in _strings(item)]
+    return []
 
 
 def _event_ends(body: bytes) -> list[int]:

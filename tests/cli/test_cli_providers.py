@@ -33,6 +33,26 @@ DEEPSEEK_BODY = [
 ]
 
 
+def responses_body(text: str) -> list[bytes]:
+    """A Responses API stream (``event:`` + ``data:``, no ``[DONE]``) answering ``text``."""
+    events: list[dict[str, object]] = [
+        {"type": "response.output_item.added", "output_index": 0, "item": {"id": "msg_1", "type": "message"}},
+        {
+            "type": "response.output_text.delta",
+            "item_id": "msg_1",
+            "output_index": 0,
+            "content_index": 0,
+            "delta": text,
+        },
+        {"type": "response.output_item.done", "output_index": 0, "item": {"id": "msg_1", "type": "message"}},
+        {
+            "type": "response.completed",
+            "response": {"status": "completed", "usage": {"input_tokens": 3, "output_tokens": 2}},
+        },
+    ]
+    return [f"event: {e['type']}\ndata: {json.dumps(e, ensure_ascii=False)}\n\n".encode() for e in events]
+
+
 def anthropic_event(name: str, data: dict[str, object]) -> bytes:
     return f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
 
@@ -64,6 +84,14 @@ CASES = {
         "  openai:groq:\n    base_url: {url}/v1\n    api_key: ${{{{ env.PROVIDER_KEY }}}}\n    routes: [groq]\n",
         OPENAI_BODY,
         "/v1/chat/completions",
+        "authorization",
+        f"Bearer {KEY}",
+    ),
+    "openai-responses": (
+        "  openai:responses:\n    base_url: {url}/v1\n    api_key: ${{{{ env.PROVIDER_KEY }}}}\n    api: responses\n"
+        "    routes: [openai-responses]\n",
+        responses_body("Hello wörld"),
+        "/v1/responses",
         "authorization",
         f"Bearer {KEY}",
     ),
@@ -117,4 +145,5 @@ def test_run_through_each_provider_adapter(tmp_path: Path, route: str) -> None:
     sent = request.json()
     assert sent["model"] == "model-x"
     assert sent["stream"] is True
-    assert sent["messages"][-1]["content"] in ("Say hello", [{"type": "text", "text": "Say hello"}])
+    last = (sent["messages"] if "messages" in sent else sent["input"])[-1]
+    assert last["content"] in ("Say hello", [{"type": "text", "text": "Say hello"}])

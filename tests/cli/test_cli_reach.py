@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_cli_providers import ANTHROPIC_BODY, CASES, anthropic_event
+from test_cli_providers import ANTHROPIC_BODY, CASES, anthropic_event, responses_body
 from test_cli_providers import run_with as run
 
 from harness_core.testing.server import Reply, ScriptedServer
@@ -33,7 +33,10 @@ def anthropic_body(text: str) -> list[bytes]:
     return [*ANTHROPIC_BODY[:2], anthropic_event("content_block_delta", delta), *ANTHROPIC_BODY[3:]]
 
 
-@pytest.mark.parametrize(("route", "body"), [("groq", openai_body(REPLY)), ("claude-gw", anthropic_body(REPLY))])
+@pytest.mark.parametrize(
+    ("route", "body"),
+    [("groq", openai_body(REPLY)), ("openai-responses", responses_body(REPLY)), ("claude-gw", anthropic_body(REPLY))],
+)
 def test_an_image_and_a_concise_schema_reach_each_wire(tmp_path: Path, route: str, body: list[bytes]) -> None:
     (tmp_path / "photo.jpg").write_bytes(PNG)  # detected from its content: image/png
     with ScriptedServer(Reply(headers={"content-type": "text/event-stream"}, reads=body)) as server:
@@ -43,9 +46,12 @@ def test_an_image_and_a_concise_schema_reach_each_wire(tmp_path: Path, route: st
         (request,) = server.requests
     assert result.stdout.strip() == REPLY
     sent = request.json()
-    content = sent["messages"][-1]["content"]
+    content = (sent["messages"] if "messages" in sent else sent["input"])[-1]["content"]
     encoded = base64.b64encode(PNG).decode()
-    if route == "groq":
+    if route == "openai-responses":
+        assert content[1] == {"type": "input_image", "image_url": "data:image/png;base64," + encoded, "detail": "auto"}
+        assert sent["text"] == {"format": {"type": "json_schema", "name": "output", "schema": SCHEMA, "strict": False}}
+    elif route == "groq":
         assert content[1] == {"type": "image_url", "image_url": {"url": "data:image/png;base64," + encoded}}
         assert sent["response_format"] == {
             "type": "json_schema",

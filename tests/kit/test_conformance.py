@@ -23,7 +23,16 @@ from harness_core.testing.conformance import (
     Recording,
     load_recordings,
 )
-from harness_core.types import FinishReason, GenerateOptions, Message, ModelInfo, StreamChunk
+from harness_core.types import (
+    FileBlock,
+    Finish,
+    FinishReason,
+    GenerateOptions,
+    JsonSchemaFormat,
+    Message,
+    ModelInfo,
+    StreamChunk,
+)
 
 KEY = "sk-" + "toy-conformance-0123456789"
 ASK = [Message.user("hi")]
@@ -180,6 +189,54 @@ def test_a_broken_adapter_fails_with_the_obligation_and_scenario_named(
     failure = caught.value
     assert (failure.obligation, failure.scenario) == (obligation, scenario)
     assert str(failure).startswith(f"[{obligation}] scenario {scenario!r}: ")
+
+
+def _end_with_replay_state(self: ToyTranslator, reason: FinishReason) -> Sequence[StreamChunk]:
+    out = list(ToyTranslator._end(self, reason))
+    last = out[-1]
+    assert isinstance(last, Finish)
+    out[-1] = Finish(last.reason, {"signature": "sig-" + "0123456789abcdef" * 2, "v": 1, "parts": [3, "ok"]})
+    return out
+
+
+@pytest.mark.parametrize(
+    ("attributes", "method", "obligation"),
+    [
+        (
+            {
+                "media_options": GenerateOptions(
+                    model="toy-1", messages=[Message.user("x", FileBlock("image/png", data=b"png"))]
+                )
+            },
+            "test_media_reaches_the_wire",
+            "media",
+        ),
+        (
+            {
+                "schema_options": GenerateOptions(
+                    model="toy-1", messages=ASK, response_format=JsonSchemaFormat("s", {"type": "object"})
+                )
+            },
+            "test_schema_reaches_the_wire",
+            "schema",
+        ),
+    ],
+)
+def test_a_request_without_the_file_or_schema_fails(attributes: dict[str, Any], method: str, obligation: str) -> None:
+    with pytest.raises(ConformanceFailure) as caught:
+        getattr(broken(ToyAdapter, **attributes), method)()
+    assert (caught.value.obligation, caught.value.scenario) == (obligation, "text")
+    assert "is not in the request" in str(caught.value)
+
+
+def test_replay_state_that_is_not_sent_back_fails() -> None:
+    recordings = {**RECORDINGS, "replay": RECORDINGS["tool-call"]}
+    suite = broken(translating(_end=_end_with_replay_state), recordings=recordings)
+    suite.test_stream_obligations()  # the replay scenario shows its replay_state
+    with pytest.raises(ConformanceFailure) as caught:
+        suite.test_replay_state_goes_back_byte_exact()
+    assert (caught.value.obligation, caught.value.scenario) == ("replay", "replay")
+    assert "'sig-0123456789abcdef0123'… was not sent back" in str(caught.value)
 
 
 def test_the_api_key_is_never_shown_in_the_failure() -> None:

@@ -16,7 +16,7 @@ from anthropic_wire_fixtures import (
 
 from harness_core.adapter import LlmAdapter
 from harness_core.testing.conformance import AdapterConformance, Recording
-from harness_core.types import GenerateOptions, Message
+from harness_core.types import FileBlock, GenerateOptions, JsonSchemaFormat, Message
 from harness_llm_anthropic.adapter import AnthropicAdapter
 
 ASK = [Message.user("Say hello")]
@@ -35,6 +35,7 @@ class TestAnthropicConformance(AdapterConformance):
         "usage": Recording(TEXT_BODY),
         "reasoning": Recording(THINKING_TOOL_BODY),
         "tool-call": Recording(THINKING_TOOL_BODY),
+        "replay": Recording(THINKING_TOOL_BODY),
         "parallel-tool-calls": Recording(PARALLEL_TOOLS_BODY),
         "in-band-error": Recording(INBAND_ERROR_BODY),
         "truncated": Recording(TEXT_BODY[: TEXT_BODY.index(b"event: content_block_stop")]),
@@ -43,6 +44,24 @@ class TestAnthropicConformance(AdapterConformance):
         "http-500": error(500, "api_error", "Internal server error"),
     }
     unsupported: ClassVar[dict[str, GenerateOptions]] = {"seed": GenerateOptions(model=MODEL, messages=ASK, seed=7)}
+    media_options = GenerateOptions(
+        model=MODEL,
+        max_tokens=256,
+        messages=[
+            Message.user(
+                "Compare",
+                FileBlock("image/png", data=b"\x89PNG\r\n\x1a\n\x00"),
+                FileBlock("image/jpeg", url="https://example.com/cat.jpg"),
+                FileBlock("application/pdf", data=b"%PDF-1.7 tiny"),
+            )
+        ],
+    )
+    schema_options = GenerateOptions(
+        model=MODEL,
+        max_tokens=256,
+        messages=ASK,
+        response_format=JsonSchemaFormat("person", {"type": "object", "properties": {"name": {"type": "string"}}}),
+    )
     api_key = API_KEY
 
     def make_adapter(self, base_url: str) -> LlmAdapter:

@@ -9,7 +9,7 @@ from typing import ClassVar
 from harness_core.adapter import LlmAdapter
 from harness_core.secret import Secret
 from harness_core.testing.conformance import AdapterConformance, load_recordings
-from harness_core.types import GenerateOptions, Message
+from harness_core.types import FileBlock, GenerateOptions, JsonSchemaFormat, Message
 from harness_llm_deepseek import DeepSeekAdapter, DeepSeekConfig
 
 KEY = "sk-" + "deepseek-conformance-0123456789"
@@ -21,7 +21,13 @@ class TestDeepSeekConformance(AdapterConformance):
     options = GenerateOptions(model="deepseek-chat", messages=ASK)
     recordings = load_recordings(RECORDED)
     unsupported: ClassVar[dict[str, GenerateOptions]] = {
-        "reasoning_effort": GenerateOptions(model="deepseek-chat", messages=ASK, reasoning_effort="max")
+        "reasoning_effort": GenerateOptions(model="deepseek-chat", messages=ASK, reasoning_effort="max"),
+        "image": GenerateOptions(
+            model="deepseek-chat", messages=[Message.user("x", FileBlock("image/png", data=b"\x89PNG\r\n"))]
+        ),
+        "json schema": GenerateOptions(
+            model="deepseek-chat", messages=ASK, response_format=JsonSchemaFormat("p", {"type": "object"})
+        ),
     }
     api_key = KEY
 

@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Final
 
+from harness_core.kit.translator import StreamTranslator
 from harness_core.sse import SSEDecoder
-from harness_core.types import StreamChunk
+from harness_core.types import FileBlock, JsonSchemaFormat, StreamChunk
 from harness_llm_openai.translate import ChunkTranslator
+
+MEDIA: Final = (
+    FileBlock("image/png", data=b"\x89PNG\r\n\x1a\n\x00"),
+    FileBlock("image/jpeg", url="https://example.com/cat.jpg"),
+    FileBlock("application/pdf", data=b"%PDF-1.7 tiny", filename="report.pdf"),
+    FileBlock("audio/wav", data=b"RIFF\x00\x00\x00\x00WAVE"),
+)
+"""Files both OpenAI wires take (the conformance suites' ``media_options``)."""
+SCHEMA: Final = JsonSchemaFormat("person", {"type": "object", "properties": {"name": {"type": "string"}}})
+"""A structured-output format both OpenAI wires take."""
 
 
 def chunk(
@@ -63,10 +74,16 @@ def ids() -> Any:
 
 
 def translate(body: bytes, reads: list[bytes] | None = None, **kwargs: Any) -> list[StreamChunk]:
-    """Run ``body`` (optionally cut into ``reads``) through the decoder and the translator,
-    stopping when the translator ends, else calling ``eof()``."""
+    """Run ``body`` (optionally cut into ``reads``) through the decoder and a fresh
+    :class:`ChunkTranslator` (:func:`run_translator`)."""
     kwargs.setdefault("id_factory", ids())
-    translator = ChunkTranslator(**kwargs)
+    return run_translator(ChunkTranslator(**kwargs), body, reads)
+
+
+def run_translator(translator: StreamTranslator, body: bytes, reads: list[bytes] | None = None) -> list[StreamChunk]:
+    """Feed ``body`` (optionally cut into ``reads``) through the SSE decoder into ``translator`` as
+    the kit's stream loop does: stop once it is done, else feed the event cut by EOF and call
+    ``end_of_input()``."""
     decoder = SSEDecoder()
     out: list[StreamChunk] = []
     for piece in reads if reads is not None else [body]:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     import httpx
 
     from harness_core.http import ErrorDetails
+    from harness_core.kit.translator import StreamTranslator
 
 __all__ = ["OpenAIAdapter"]
 
@@ -76,7 +77,7 @@ class OpenAIAdapter(HttpAdapter[OpenAIConfig]):
         """The Chat Completions body (:meth:`RequestSerializer.encode`)."""
         return self.serializer.encode(options, info)
 
-    def make_translator(self, options: GenerateOptions, request_id: str | None) -> ChunkTranslator:
+    def make_translator(self, options: GenerateOptions, request_id: str | None) -> StreamTranslator:
         """A fresh translator for one response."""
         return ChunkTranslator(provider=self.provider, request_id=request_id)
 

@@ -54,6 +54,20 @@ class OpenAIConfig(HttpProviderConfig, forbid_unknown_fields=True, kw_only=True)
         max_tokens_field: wire name of ``max_tokens``; ``None`` picks ``max_completion_tokens``
             for OpenAI's own endpoint (its reasoning models require it) and ``max_tokens``
             elsewhere.
+        api: ``"chat"`` (Chat Completions, ``{base_url}/chat/completions``) or ``"responses"``
+            (the Responses API, ``{base_url}/responses``: reasoning summaries and encrypted
+            reasoning replay). One instance speaks one API; give a second instance its own
+            ``routes`` to serve both.
+        store: Responses only: send ``store: true`` (OpenAI keeps the response). Default
+            ``false``, the only mode that keeps no data at OpenAI; reasoning is then replayed
+            from its encrypted content.
+        reasoning_summary: Responses only: ``reasoning.summary`` sent to reasoning models
+            (``auto``, ``concise``, ``detailed``; ``None`` asks for none).
+        encrypted_reasoning: Responses only: with ``store: false``, ask reasoning models for
+            ``reasoning.encrypted_content`` so the next turn can replay their reasoning.
+        reasoning_models: Responses only: model id prefixes treated as reasoning models when
+            ``models`` does not describe the id (they get ``reasoning`` and ``include``, and
+            accept the efforts ``low``, ``medium``, ``high``).
     """
 
     base_url: str = OPENAI_BASE_URL
@@ -63,6 +77,11 @@ class OpenAIConfig(HttpProviderConfig, forbid_unknown_fields=True, kw_only=True)
     organization: str | None = None
     include_usage: bool = True
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | None = None
+    api: Literal["chat", "responses"] = "chat"
+    store: bool = False
+    reasoning_summary: Literal["auto", "concise", "detailed"] | None = "auto"
+    encrypted_reasoning: bool = True
+    reasoning_models: list[str] = msgspec.field(default_factory=lambda: ["o1", "o3", "o4", "gpt-5", "codex-"])
 
 
 Config = OpenAIConfig

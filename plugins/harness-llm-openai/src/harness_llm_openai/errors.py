@@ -46,6 +46,7 @@ _SPECIFIC: Final[dict[str, ErrorCode]] = {
     # content filtering decided on the prompt
     "content_filter": "CONTENT_FILTER",
     "content_policy_violation": "CONTENT_FILTER",
+    "invalid_prompt": "CONTENT_FILTER",  # Responses API: the prompt was flagged by the usage policies
 }
 """Type/code strings whose meaning is finer than any HTTP status."""
 

@@ -54,7 +54,7 @@ from harness_core.types import (
     ToolResultBlock,
 )
 
-__all__ = ["IMAGE_TYPES", "MAX_FILE_BYTES", "MEDIA_TYPES", "RequestSerializer"]
+__all__ = ["AUDIO_FORMATS", "IMAGE_TYPES", "MAX_FILE_BYTES", "MEDIA_TYPES", "RequestSerializer", "check_effort"]
 
 _encoder = msgspec.json.Encoder()
 
@@ -62,9 +62,25 @@ MAX_FILE_BYTES: Final = 20 * 1024 * 1024
 """OpenAI's per-file limit for inline media (20 MB)."""
 IMAGE_TYPES: Final = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 """Image media types the Chat Completions ``image_url`` part takes (also as a URL)."""
-_AUDIO_FORMATS: Final = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3", "audio/mp3": "mp3"}
-MEDIA_TYPES: Final = IMAGE_TYPES | {"application/pdf", *_AUDIO_FORMATS}
+AUDIO_FORMATS: Final = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3", "audio/mp3": "mp3"}
+"""Audio media types OpenAI's ``input_audio`` part takes → its ``format`` value."""
+MEDIA_TYPES: Final = IMAGE_TYPES | {"application/pdf", *AUDIO_FORMATS}
 """Every media type the Chat Completions wire takes inline."""
+
+
+def check_effort(provider: str, effort: str | None, info: ModelInfo) -> None:
+    """Check that ``effort`` (``None``: none asked) is one of ``info.reasoning_efforts``.
+
+    Raises:
+        LlmError: ``UNSUPPORTED`` naming the effort, the model and the efforts it supports.
+    """
+    if effort is not None and effort not in (info.reasoning_efforts or ()):
+        raise LlmError(
+            "UNSUPPORTED",
+            f"reasoning_effort {effort!r} is not supported by model {info.model!r}"
+            f" (supported: {info.reasoning_efforts or 'none configured'})",
+            provider=provider,
+        )
 
 
 class RequestSerializer:
@@ -124,15 +140,8 @@ class RequestSerializer:
             value = getattr(options, name)
             if value is not None:
                 body[name] = value
-        effort = options.reasoning_effort
-        if effort is not None and effort not in (info.reasoning_efforts or ()):
-            raise LlmError(
-                "UNSUPPORTED",
-                f"reasoning_effort {effort!r} is not supported by model {info.model!r}"
-                f" (supported: {info.reasoning_efforts or 'none configured'})",
-                provider=self.provider,
-            )
-        body.update(self.effort_fields(effort, info))
+        check_effort(self.provider, options.reasoning_effort, info)
+        body.update(self.effort_fields(options.reasoning_effort, info))
         if options.response_format is not None:
             body["response_format"] = self.response_format(options.response_format)
         body.update(extra)
@@ -166,7 +175,7 @@ class RequestSerializer:
         check_file(self.provider, block, media_types=MEDIA_TYPES, max_bytes=self.max_file_bytes, url_types=IMAGE_TYPES)
         if block.media_type in IMAGE_TYPES:
             return {"type": "image_url", "image_url": {"url": block.url if block.url is not None else data_url(block)}}
-        audio = _AUDIO_FORMATS.get(block.media_type)
+        audio = AUDIO_FORMATS.get(block.media_type)
         if audio is not None:
             return {"type": "input_audio", "input_audio": {"data": base64_data(block), "format": audio}}
         file: dict[str, str] = {"file_data": data_url(block)}
