@@ -294,17 +294,63 @@ async def test_abort_while_stalled_mid_stream(server: ScriptedServer, client: ht
     server.add(Reply(reads=[b"data: a\n\n"], end="stall"))
     abort = AbortSignal()
     got: list[SSEEvent] = []
+    delivered = anyio.Event()
     async with anyio.create_task_group() as tg, open_sse_stream(client, post(client), abort=abort) as events:
+        tg.start_soon(fire_on, delivered, abort)  # runs once the next read waits on the stalled server
         async for event in events:
             got.append(event)
-            tg.start_soon(fire_later, abort)  # fires while the next read waits on the stalled server
+            delivered.set()
     assert events.aborted
     assert got == [SSEEvent("a")]
     assert server.wait_idle()  # the response was closed, the connection dropped
 
 
-async def fire_later(abort: AbortSignal) -> None:
-    await anyio.sleep(0.05)
+class Tap(httpx.AsyncBaseTransport):
+    """The real HTTP transport, with two events telling a test how far the client got: ``sent``
+    (a request went out) and ``reading`` (the client started reading a response body, so it
+    holds the status and headers). Tests fire an abort or a cancellation on these events, never
+    after a fixed wait."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.sent = anyio.Event()
+        self.reading = anyio.Event()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.sent.set()
+        response = await self.inner.handle_async_request(request)
+        body = _TappedBody(response.stream, self.reading)  # type: ignore[arg-type]
+        return httpx.Response(
+            response.status_code, headers=response.headers, stream=body, extensions=response.extensions
+        )
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class _TappedBody(httpx.AsyncByteStream):
+    def __init__(self, inner: httpx.AsyncByteStream, reading: anyio.Event) -> None:
+        self.inner = inner
+        self.reading = reading
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        self.reading.set()
+        async for chunk in self.inner:
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+@pytest.fixture
+async def tap(server: ScriptedServer) -> AsyncIterator[tuple[Tap, httpx.AsyncClient]]:
+    transport = Tap()
+    async with make_client(base_url=server.url, read_timeout=30.0, transport=transport) as c:
+        yield transport, c
+
+
+async def fire_on(event: anyio.Event, abort: AbortSignal) -> None:
+    await event.wait()
     abort.fire()
 
 
@@ -318,11 +364,12 @@ async def test_abort_between_reads(server: ScriptedServer, client: httpx.AsyncCl
     assert server.wait_idle()
 
 
-async def test_abort_while_waiting_for_headers(server: ScriptedServer, client: httpx.AsyncClient) -> None:
-    server.add(Reply(head_delay=30, reads=[b"data: a\n\n"]))
+async def test_abort_while_waiting_for_headers(server: ScriptedServer, tap: tuple[Tap, httpx.AsyncClient]) -> None:
+    transport, client = tap
+    server.add(Reply(head_delay=300, reads=[b"data: a\n\n"]))  # the head never comes: stop() ends the wait
     abort = AbortSignal()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(fire_later, abort)
+        tg.start_soon(fire_on, transport.sent, abort)
         async with open_sse_stream(client, post(client), abort=abort) as events:
             assert events.aborted
             assert events.response is None
@@ -330,12 +377,13 @@ async def test_abort_while_waiting_for_headers(server: ScriptedServer, client: h
 
 @pytest.mark.parametrize("status", [200, 500])
 async def test_abort_while_reading_an_error_or_non_sse_body(
-    status: int, server: ScriptedServer, client: httpx.AsyncClient
+    status: int, server: ScriptedServer, tap: tuple[Tap, httpx.AsyncClient]
 ) -> None:
+    transport, client = tap
     server.add(Reply(status=status, headers={"content-type": "application/json"}, reads=[b"{"], end="stall"))
     abort = AbortSignal()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(fire_later, abort)
+        tg.start_soon(fire_on, transport.reading, abort)  # the status is known; the body never ends
         async with open_sse_stream(client, post(client), abort=abort) as events:
             assert events.aborted
             assert events.status_code == status
@@ -407,10 +455,20 @@ async def test_many_streams_leave_no_connection_checked_out(server: ScriptedServ
     assert server.wait_idle()
 
 
-async def test_cancellation_while_reading_an_error_body(server: ScriptedServer, client: httpx.AsyncClient) -> None:
+async def test_cancellation_while_reading_an_error_body(
+    server: ScriptedServer, tap: tuple[Tap, httpx.AsyncClient]
+) -> None:
+    transport, client = tap
     server.add(Reply(status=500, reads=[b"{"], end="stall"))
-    with anyio.move_on_after(0.1) as scope:
-        await collect(client)
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as tg:
+
+            async def cancel_once_reading() -> None:
+                await transport.reading.wait()  # the status is known; the body never ends
+                scope.cancel()
+
+            tg.start_soon(cancel_once_reading)
+            await collect(client)
     assert scope.cancelled_caught
     assert server.wait_idle()
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 
 import anyio
 import pytest
@@ -10,7 +10,7 @@ import pytest
 from harness_core.abort import AbortSignal
 from harness_core.errors import LlmError
 from harness_core.testing.check import check_stream
-from harness_core.testing.fake import Delay, FakeAdapter, Raise, Stall, text_reply, tool_call_reply
+from harness_core.testing.fake import Delay, FakeAdapter, Raise, Stall, Step, text_reply, tool_call_reply
 from harness_core.types import (
     BlockEnd,
     BlockStart,
@@ -141,17 +141,24 @@ async def test_abort_before_a_step_and_during_a_delay() -> None:
     assert chunks == [Finish(FinishReason(kind="aborted", failure=chunks[0].reason.failure))]  # type: ignore[union-attr]
 
     abort = AbortSignal()
-    adapter = FakeAdapter([Delay(60), *text_reply("late")])
+    delaying = anyio.Event()
+
+    def script(options: GenerateOptions) -> Iterator[Step]:
+        delaying.set()  # the waiter below runs once the adapter waits in the delay
+        yield Delay(60)
+        yield from text_reply("late")
+
+    adapter = FakeAdapter(script)  # type: ignore[arg-type]  # steps are iterated once, lazily: a generator works
     async with anyio.create_task_group() as tg:
-        tg.start_soon(fire_soon, abort)
+        tg.start_soon(fire_on, delaying, abort)
         chunks = await run(adapter, GenerateOptions(abort=abort))
     assert check_stream(chunks) == chunks
     assert isinstance(chunks[-1], Finish)
     assert chunks[-1].reason.kind == "aborted"
 
 
-async def fire_soon(abort: AbortSignal) -> None:
-    await anyio.sleep(0.01)
+async def fire_on(event: anyio.Event, abort: AbortSignal) -> None:
+    await event.wait()
     abort.fire()
 
 
@@ -160,7 +167,7 @@ async def test_abort_after_finish_changes_nothing() -> None:
     script = [*text_reply("a"), Delay(0.001), Stall()]
     adapter = FakeAdapter(script)
     got: list[StreamChunk] = []
-    with anyio.move_on_after(1.0):  # ends the endless stall; far above a loaded machine's delays
+    with anyio.fail_after(30):  # a hang guard: the fired signal ends the stall, the stream ends by itself
         async for chunk in adapter.stream(GenerateOptions(abort=abort)):
             got.append(chunk)
             if isinstance(chunk, Finish):

@@ -9,7 +9,7 @@ import anyio.lowlevel
 import pytest
 
 from harness_core import AbortSignal
-from harness_core.abort import ABORTED, Aborted, race
+from harness_core.abort import ABORTED, Aborted, _threadsafe_scheduler, race
 
 pytestmark = pytest.mark.anyio
 
@@ -48,6 +48,7 @@ async def test_race_cancels_the_operation_when_fired() -> None:
     cancelled = anyio.Event()
 
     async def stalled() -> int:
+        threading.Thread(target=signal.fire).start()  # another thread fires while the operation runs
         try:
             await anyio.sleep_forever()
         finally:
@@ -56,7 +57,6 @@ async def test_race_cancels_the_operation_when_fired() -> None:
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(signal.wait)
-        threading.Timer(0.01, signal.fire).start()
         assert await race(signal, stalled) is ABORTED
     assert cancelled.is_set()
 
@@ -127,7 +127,10 @@ async def test_a_signal_firing_as_the_operation_completes_keeps_the_result() -> 
         return "done"
 
     assert await race(signal, finishes_while_firing) == "done"
-    await anyio.sleep(0.01)  # let the scheduled wake-up run: it must not cancel this task
+    woken = anyio.Event()
+    _threadsafe_scheduler()(woken.set)  # queued after the signal's wake-up: callbacks run in order
+    await woken.wait()  # so the wake-up has run now: it must not have cancelled this task
+    await anyio.lowlevel.checkpoint()
     assert signal.fired
 
 

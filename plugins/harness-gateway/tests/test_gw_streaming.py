@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ import openai
 import pytest
 from gw_helpers import Clients, gateway_yaml, serve_gateway
 
-from harness_core.testing import Reply, ScriptedServer
+from harness_core.testing import RecordedRequest, Reply, ScriptedServer
 from harness_gateway.store import SQLiteStore
 
 HI = [{"role": "user", "content": "hi there"}]
@@ -135,7 +136,12 @@ def test_scripted_provider_corners(tmp_path: Path) -> None:
         {"id": "x", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
     )
     limited = Reply.json(429, {"error": {"message": "slow down", "type": "rate_limit_error"}})
-    slow_limited = Reply(status=429, headers={"content-type": "application/json"}, head_delay=0.5, reads=[b"{}"])
+    kept_alive = threading.Event()
+
+    def slow_limited(request: RecordedRequest) -> Reply:  # answers once the client has seen a keep-alive
+        assert kept_alive.wait(60), "no keep-alive reached the client"
+        return Reply(status=429, headers={"content-type": "application/json"}, reads=[b"{}"])
+
     provider = ScriptedServer(
         routes={("GET", "/v1/models"): Reply.json(500, {"error": {"message": "boom"}})},
     )
@@ -148,11 +154,17 @@ def test_scripted_provider_corners(tmp_path: Path) -> None:
             bad_tool = client.post("/v1/messages", json=body)
             assert bad_tool.status_code == 502
             assert "not a JSON object" in bad_tool.json()["error"]["message"]
-            late = client.post("/v1/chat/completions", json={"model": "up/m", "messages": HI, "stream": True})
-            assert late.status_code == 200  # headers went out with the first keep-alive
-            assert ": keep-alive" in late.text
-            assert '"error"' in late.text
-            assert late.text.rstrip().endswith("data: [DONE]")
+            late_body = {"model": "up/m", "messages": HI, "stream": True}
+            with client.stream("POST", "/v1/chat/completions", json=late_body) as late:
+                assert late.status_code == 200  # headers went out with the first keep-alive
+                text = ""
+                for piece in late.iter_text():
+                    text += piece
+                    if ": keep-alive" in text:
+                        kept_alive.set()
+            assert kept_alive.is_set()
+            assert '"error"' in text
+            assert text.rstrip().endswith("data: [DONE]")
             models = client.get("/v1/models").json()["data"]
             assert [m["id"] for m in models] == ["mock/echo"]  # the failing route is left out, logged
 

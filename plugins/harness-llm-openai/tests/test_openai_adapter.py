@@ -359,7 +359,8 @@ async def test_abort_before_request_sends_nothing() -> None:
 
 async def test_abort_while_waiting_for_headers() -> None:
     abort = AbortSignal()
-    with ScriptedServer(Reply(reads=[5.0, b"data: [DONE]\n\n"])) as server:
+    # the head never comes (the server's stop ends the wait): only the abort can end the stream
+    with ScriptedServer(Reply(head_delay=300, reads=[b"data: [DONE]\n\n"])) as server:
         adapter = adapter_for(server)
         try:
             async with anyio.create_task_group() as tg:

@@ -78,19 +78,26 @@ async def test_idle_timeout_closes_open_blocks_with_partial_content() -> None:
 
 
 async def test_total_deadline() -> None:
-    script = Script(
-        [
-            BlockStart(index=0, block_type="text"),
-            TextDelta(index=0, text="x"),
-            *[x for _ in range(50) for x in (0.05, TextDelta(index=0, text="x"))],
-        ]
-    )  # 2.5 s of deltas against a 0.5 s deadline: the verdict holds however slow the machine is
-    chunks = await collect(plugin(first_chunk=5, idle=5, total=0.5).llm_stream(options(), script))
+    """Deltas keep coming (the idle and first-chunk bounds never run out), endlessly: only the total
+    deadline can end the stream, however slow the machine is."""
+    closed = 0
+
+    async def endless(options: object) -> AsyncIterator[StreamChunk]:
+        nonlocal closed
+        try:
+            yield BlockStart(index=0, block_type="text")
+            while True:
+                await anyio.sleep(0.01)
+                yield TextDelta(index=0, text="x")
+        finally:
+            closed += 1
+
+    chunks = await collect(plugin(first_chunk=60, idle=60, total=0.2).llm_stream(options(), endless))
     code, message = failure_of(chunks[-1])
     assert code == "TIMEOUT"
     assert "total" in message
     assert isinstance(chunks[-2], BlockEnd)
-    assert script.closed == 1
+    assert closed == 1
 
 
 async def test_total_alone() -> None:

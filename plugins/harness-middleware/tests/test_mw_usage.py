@@ -24,7 +24,7 @@ from mw_helpers import (
 )
 
 from harness_core.errors import LlmError
-from harness_core.types import TokenUsage
+from harness_core.types import TextDelta, TokenUsage
 from harness_middleware.usage import UsagePlugin, default_usage_path
 
 pytestmark = pytest.mark.anyio
@@ -125,8 +125,12 @@ async def test_consumer_breaking_early_is_recorded(tmp_path: Path) -> None:
 async def test_cancelled_stream_is_recorded(tmp_path: Path) -> None:
     p = plugin(tmp_path)
     inner = Stall(*text_chunks("a")[:2])
-    with anyio.move_on_after(0.02) as scope:
-        await collect(p.llm_stream(options(), inner))
+    stream = p.llm_stream(options(), inner)
+    with anyio.CancelScope() as scope:
+        async for chunk in stream:
+            if isinstance(chunk, TextDelta):
+                scope.cancel()  # delivered while the inner stream stalls after its second chunk
+    await stream.aclose()  # type: ignore[attr-defined]
     assert scope.cancelled_caught
     [row] = rows(p)
     assert row["status"] == "aborted"
