@@ -253,12 +253,13 @@ class Redactor:
     :data:`MASK`; :meth:`stream` masks a block arriving in pieces.
     """
 
-    __slots__ = ("_encoded", "_pattern", "_prefixes", "_values")
+    __slots__ = ("_encoded", "_longest", "_pattern", "_prefixes", "_values")
 
     def __init__(self) -> None:
         self._values: set[str] = set()
         self._pattern: re.Pattern[str] | None = None
         self._prefixes: frozenset[str] = frozenset()
+        self._longest = 0  # the longest prefix: computed once here, never per streamed delta
         self._encoded = False  # whether a secret has base64 forms (long enough to have them)
 
     def add(self, value: str) -> None:
@@ -276,6 +277,7 @@ class Redactor:
             self._pattern = re.compile("|".join([*alternatives, *map(re.escape, ordered)]))
             self._encoded = bool(encoded)
             self._prefixes = frozenset(form[:k] for form in forms for k in range(1, len(form)))
+            self._longest = max(map(len, self._prefixes), default=0)
 
     def update(self, other: Redactor) -> None:
         """Add every secret ``other`` knows."""
@@ -308,8 +310,7 @@ class Redactor:
             return len(text)
         cut = len(text)
         prefixes = self._prefixes
-        longest = max(map(len, prefixes), default=0)
-        for k in range(min(longest, len(text)), 0, -1):
+        for k in range(min(self._longest, len(text)), 0, -1):
             if text[-k:] in prefixes:
                 cut -= k
                 break
