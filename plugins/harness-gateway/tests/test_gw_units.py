@@ -312,3 +312,30 @@ def test_a_ledger_row_that_cannot_be_settled_is_logged(
         assert reply.json()["choices"][0]["message"]["content"] == "hi"
         wait_until(lambda: "could not settle ledger row" in caplog.text)
     assert "the store went away" in caplog.text
+
+
+def test_admission_decides_the_budget_cases_without_a_race() -> None:
+    """The budget branches of ``decide``, each reached directly (no concurrent requests needed)."""
+    from harness_gateway.keys import KeyRecord
+    from harness_gateway.store import decide
+
+    def key(spent: float) -> KeyRecord:
+        return KeyRecord(
+            id="k", name="k", routes=None, budget=10.0, rpm=None, tpm=None,
+            expires_at=None, created_at=0.0, revoked_at=None, spent=spent,
+        )  # fmt: skip
+
+    quiet = (0, 0.0, 0, 0.0, 0, 0.0, None)  # nothing running, no request priced yet
+    assert decide(key(0.0), quiet, 100.0) == 0.0
+    spent = decide(key(10.0), quiet, 100.0)
+    assert isinstance(spent, GatewayError)
+    assert (spent.status, spent.retry_after) == (429, None)
+    assert "has spent its budget" in spent.message
+    running = (1, 0.0, 0, 0.0, 1, 0.0, None)  # one request running and nothing priced yet: wait for it
+    near = decide(key(0.0), running, 100.0)
+    assert isinstance(near, GatewayError)
+    assert (near.status, near.retry_after) == (429, 1.0)
+    assert "near its budget" in near.message
+    over_while_running = decide(key(10.0), running, 100.0)
+    assert isinstance(over_while_running, GatewayError)
+    assert over_while_running.retry_after == 1.0
