@@ -40,6 +40,7 @@ from harness_core.types import (
     ToolCallBlock,
     ToolResultBlock,
 )
+from harness_middleware._starts import MatchStarts
 from harness_middleware._stream import aclose
 
 __all__ = ["PRESETS", "PRESET_GROUPS", "Masker", "RedactPlugin", "StreamMasker"]
@@ -108,6 +109,8 @@ class Masker:
             self.names[f"_p{i}"] = name
             parts.append(f"(?P<_p{i}>{source})")
         self.pattern = regex.compile("|".join(parts)) if parts else None
+        self.starts = MatchStarts(list(patterns.values()), self.pattern) if self.pattern is not None else None
+        """Where the stream masker's scan reports its first match (:meth:`MatchStarts.first`)."""
         self.replacement = replacement
         self.max_match_length = max_match_length
 
@@ -153,27 +156,35 @@ class StreamMasker:
         return self._drain(final=True)
 
     def _drain(self, *, final: bool) -> str:
-        pattern = self._masker.pattern
+        masker = self._masker
+        pattern, starts = masker.pattern, masker.starts
         buf = self._context + self._pending
         start = len(self._context)
         end = len(buf)
+        # the scan reports nothing before ``first``: no text there is masked or held
+        first = end if starts is None else start if final else starts.first(buf, start)
+        limit = masker.max_match_length
+        if first == end or (not final and end - first <= limit):
+            # nothing matches or could start a match before ``first``; from there on, up to
+            # ``limit`` characters could still be a match that more text completes: held
+            out = self._pending[: first - start]
+            self._pending = buf[first:]
+            self._context = buf[max(0, first - _CONTEXT) : first]
+            self._out.append(out)
+            return out
+        assert pattern is not None  # ``first < end`` needs a pattern (``starts`` is built with it)
         pieces: list[str] = []
-        pos = cut = start
-        if pattern is None:
-            cut = end
-        else:
-            limit = self._masker.max_match_length
-            cut = end
-            for match in pattern.finditer(buf, start, partial=not final):
-                if match.start() == end:
-                    break  # an empty partial match at the very end: nothing to hold
-                if not final and end - match.start() <= limit:
-                    cut = match.start()  # could still grow or change with more text: hold it
-                    break
-                pieces.append(buf[pos : match.start()])
-                pieces.append(self._masker._replace(match))
-                pos = match.end()
-            cut = max(cut, pos)
+        pos, cut = start, end
+        for match in pattern.finditer(buf, first, partial=not final):
+            if match.start() == end:
+                break  # an empty partial match at the very end: nothing to hold
+            if not final and end - match.start() <= limit:
+                cut = match.start()  # could still grow or change with more text: hold it
+                break
+            pieces.append(buf[pos : match.start()])
+            pieces.append(masker._replace(match))
+            pos = match.end()
+        cut = max(cut, pos)
         pieces.append(buf[pos:cut])
         self._pending = buf[cut:]
         self._context = buf[max(0, cut - _CONTEXT) : cut]

@@ -1,0 +1,261 @@
+"""Where a match of a regular expression can still start at the end of a text, cheaply.
+
+The stream masker asks, for every delta, where the ``regex`` module's partial matching
+(``partial=True``, https://github.com/mrabarnett/mrab-regex#partial-matches) would report its
+first match: a complete match, or a *partial* one (the start of a match that more text may
+complete). Partial matching costs about ten times a plain search, so :class:`MatchStarts` gives a
+position at or before that first report from two facts about each alternative of the pattern,
+derived once from its syntax tree:
+
+- ``first``: the characters a match can start with (the first character a match consumes, or a
+  lookahead at its start reads);
+- ``alphabet``: every character a match can consume or look at.
+
+``regex`` reports a partial match at ``p`` only when matching from ``p`` read every character up
+to the end of the text, so the text from ``p`` on is made of the alphabet of some alternative and
+starts with one of its first characters; a complete match is found by a plain search. Assertions
+(``\\b``, ``^``, lookbehind) are ignored (they only narrow where a match starts), so the position
+given may be earlier than the real first report, never later: scanning with partial matching from
+there gives exactly the reports a scan from the start gives.
+
+The tree comes from CPython's own parser of ``re`` syntax (``re._parser``). ``regex`` syntax is a
+superset of it, so a pattern the parser rejects or may read differently from ``regex`` (a literal
+``{``: fuzzy-matching constraints ``{e<=1}``; ``[[``: POSIX classes and nested sets), one with a
+back-reference or a conditional, or a case-insensitive one, gets no character sets: every
+position may start a match, and the masker scans from the start as before. Character classes
+given by category (``\\w``, ``\\d``, ``\\s``, Unicode-wide), negated classes and ``.`` count as "any
+character" for the same reason.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import warnings
+from collections.abc import Iterable, Sequence
+from typing import Any, Final, TypeAlias
+
+import regex
+
+__all__ = ["MatchStarts"]
+
+_Chars: TypeAlias = frozenset[str] | None
+"""A set of characters; ``None`` is "any character"."""
+
+_parser: Any = importlib.import_module("re._parser")  # CPython's parser of ``re`` syntax (3.11+)
+
+_MAX_RANGE: Final = 4096  # characters of one class range written out; wider ranges count as "any"
+
+
+class _Unsupported(Exception):
+    """A construct whose characters cannot be bounded safely."""
+
+
+class MatchStarts:
+    """Where the partial-matching scan of a pattern reports its first match (see module doc).
+
+    Args:
+        sources: the alternatives of the pattern, in order.
+        pattern: ``sources`` compiled as one alternation (``regex`` module), each in a group.
+    """
+
+    __slots__ = ("_always", "_by_last", "_literals", "_pattern")
+
+    def __init__(self, sources: Sequence[str], pattern: regex.Pattern[str]) -> None:
+        self._pattern = pattern
+        checks = _checks(sources, pattern.pattern)
+        self._always: _Bucket | None = None
+        self._by_last: dict[str, _Bucket] = {}
+        self._literals: re.Pattern[str] | None = None
+        if checks is None:
+            return  # no sets: the scan itself is asked
+        if all(check[3] for check in checks):  # plain text search: ``re`` is enough, and faster
+            self._literals = re.compile("|".join(re.escape(check[3]) for check in checks))
+        self._always = _bucket([check for check in checks if check[0] is None])
+        by_last: dict[str, list[_Check]] = {}
+        for check in checks:
+            for char in check[0] or ():
+                by_last.setdefault(char, []).append(check)
+        self._by_last = {
+            char: _bucket([check for check in checks if check[0] is None or check in found])
+            for char, found in by_last.items()
+        }
+
+    def first(self, text: str, start: int) -> int:
+        """The position of the first match ``pattern.finditer(text, start, partial=True)``
+        reports, other than an empty partial match at the very end; ``len(text)`` when none.
+
+        ``regex`` reports a complete match when there is one from ``start`` on, and only
+        otherwise the first partial match (one that reaches the end of ``text``)."""
+        end = len(text)
+        always = self._always
+        if always is None:
+            found = self._pattern.search(text, start, partial=True)
+            return found.start() if found is not None else end
+        pending = text[start:]
+        literals = self._literals
+        if literals is None or literals.search(pending) is not None:
+            found = self._pattern.search(text, start)
+            if found is not None:
+                return found.start()
+        first = end
+        # the alternatives whose alphabet holds the last character (a partial match reaches it)
+        common, rare_chars, rare = self._by_last.get(pending[-1:], always)
+        for alphabet, chars, alternative, _ in common + rare if not rare_chars.isdisjoint(pending) else common:
+            # a partial match lies in the tail made of the alphabet, from one of its first characters
+            tail = start if alphabet is None else start + len(pending.rstrip(alphabet))
+            if tail < first and (chars is None or not chars.isdisjoint(text[tail:])):
+                partial = alternative.search(text, tail, partial=True)
+                if partial is not None and partial.start() < first:
+                    first = partial.start()
+        return first
+
+
+_RARE: Final = 16  # an alternative starting with at most this many characters is checked only
+# when one of them is in the text (a key's prefix: ``sk-``, ``AKIA``), as a group
+
+
+def _bucket(checks: list[_Check]) -> _Bucket:
+    """``checks`` as (always checked, the first characters of the rest, the rest)."""
+    rare = tuple(check for check in checks if check[1] is not None and len(check[1]) <= _RARE)
+    common = tuple(check for check in checks if check not in rare)
+    return common, frozenset().union(*(check[1] or () for check in rare)), rare
+
+
+_Check: TypeAlias = tuple[str | None, frozenset[str] | None, regex.Pattern[str], str]
+"""One alternative: its alphabet (an ``str.rstrip`` argument), first characters (``None``: any),
+the alternative compiled alone, and a text every complete match contains (``""``: none known)."""
+
+_Bucket: TypeAlias = tuple[tuple[_Check, ...], frozenset[str], tuple[_Check, ...]]
+
+
+def _checks(sources: Sequence[str], combined: str) -> list[_Check] | None:
+    """The :data:`_Check` of each of ``sources``, or ``None`` when one cannot be bounded."""
+    sets = [_sets(source) for source in sources]
+    if _sets(combined) is None:  # also when one of ``sources`` is, or has an inline global flag
+        return None
+    checks: list[_Check] = []
+    for source, bounded in zip(sources, sets, strict=True):
+        assert bounded is not None  # part of ``combined``, which is bounded
+        first, alphabet, literal = bounded
+        rstrip = None if alphabet is None else "".join(sorted(alphabet))
+        checks.append((rstrip, first, regex.compile(source), literal))
+    return checks
+
+
+def _sets(source: str) -> tuple[_Chars, _Chars, str] | None:
+    """``(first, alphabet, literal)`` of ``source`` (see module doc and :func:`_literal`),
+    ``None`` when it cannot be bounded."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # FutureWarning: ``[[`` that ``regex`` may read otherwise
+            tree = _parser.parse(source)
+    except (re.error, Warning, RecursionError, OverflowError, ValueError):
+        return None  # not plain ``re`` syntax (or read differently): no sets, scan everything
+    items = list(tree)
+    try:
+        if tree.state.flags & re.IGNORECASE:
+            raise _Unsupported("IGNORECASE")
+        return _first(items)[0], _alphabet(items), _literal(items)
+    except _Unsupported:
+        return None
+
+
+def _union(a: _Chars, b: _Chars) -> _Chars:
+    return None if a is None or b is None else a | b
+
+
+def _chars(op: str, av: Any) -> _Chars:
+    """The characters one character position (``LITERAL``, ``IN``, …) accepts."""
+    if op == "LITERAL":
+        if av == ord("{"):
+            raise _Unsupported("{")  # ``regex`` may read fuzzy-matching constraints here
+        return frozenset(chr(av))
+    if op != "IN":
+        return None  # NOT_LITERAL, ANY
+    chars: set[str] = set()
+    for kind, value in av:
+        kind = str(kind)
+        if kind == "LITERAL":
+            chars.add(chr(value))
+        elif kind == "RANGE" and value[1] - value[0] < _MAX_RANGE:
+            chars.update(chr(c) for c in range(value[0], value[1] + 1))
+        else:  # NEGATE, CATEGORY, wide ranges
+            return None
+    return frozenset(chars)
+
+
+_CHAR_OPS: Final = frozenset({"LITERAL", "NOT_LITERAL", "ANY", "IN"})
+_REPEATS: Final = frozenset({"MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"})
+_ASSERTS: Final = frozenset({"ASSERT", "ASSERT_NOT"})
+
+
+def _children(op: str, av: Any) -> Iterable[list[Any]]:
+    """The sub-sequences of a group-like node (repeats, groups, branches, lookarounds)."""
+    if op in _REPEATS:
+        return [list(av[2])]
+    if op == "SUBPATTERN":
+        if av[1] & re.IGNORECASE:  # (?i:…)
+            raise _Unsupported("IGNORECASE")
+        return [list(av[3])]
+    if op == "ATOMIC_GROUP":
+        return [list(av)]
+    if op == "BRANCH":
+        return [list(branch) for branch in av[1]]
+    if op in _ASSERTS:
+        return [list(av[1])]
+    raise _Unsupported(op)  # back-references, conditionals
+
+
+def _first(items: list[Any]) -> tuple[_Chars, bool]:
+    """The characters a match of the sequence ``items`` can start with, and whether it can be
+    empty (zero-width items are; a lookahead's first characters count: it reads them)."""
+    first: _Chars = frozenset()
+    for op, av in items:
+        name = str(op)
+        if name in _CHAR_OPS:
+            return _union(first, _chars(name, av)), False
+        if name == "AT" or (name in _ASSERTS and av[0] != 1):
+            continue  # zero-width; a lookbehind reads only characters before the match
+        results = [_first(child) for child in _children(name, av)]
+        for child_first, _ in results:
+            first = _union(first, child_first)
+        if name in _ASSERTS:
+            nullable = True
+        elif name == "BRANCH":
+            nullable = any(child_nullable for _, child_nullable in results)
+        elif name in _REPEATS:
+            nullable = av[0] == 0 or results[0][1]
+        else:
+            nullable = results[0][1]
+        if not nullable:
+            return first, False
+    return first, True
+
+
+def _alphabet(items: list[Any]) -> _Chars:
+    """Every character the sequence ``items`` can consume or look at."""
+    alphabet: _Chars = frozenset()
+    for op, av in items:
+        name = str(op)
+        if name in _CHAR_OPS:
+            alphabet = _union(alphabet, _chars(name, av))
+        elif name != "AT":
+            for child in _children(name, av):
+                alphabet = _union(alphabet, _alphabet(child))
+        if alphabet is None:
+            return None
+    return alphabet
+
+
+def _literal(items: list[Any]) -> str:
+    """The longest run of literal characters in the sequence ``items`` (outside any group):
+    every complete match contains it."""
+    longest = run = ""
+    for op, av in items:
+        if str(op) == "LITERAL":
+            run += chr(av)
+            longest = max(longest, run, key=len)
+        elif str(op) != "AT":  # a zero-width assertion does not break a run
+            run = ""
+    return longest

@@ -1,0 +1,217 @@
+"""redact's fast path: the stream masker, which skips partial matching where no match can start
+(``MatchStarts``), emits exactly what the plain scan (partial matching over every delta) emits,
+delta by delta, for every split of the text, with the presets and with custom patterns of every
+kind (lookarounds, classes by category, negations, case-insensitive ones, back-references)."""
+
+from __future__ import annotations
+
+import regex
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from harness_middleware._starts import MatchStarts
+from harness_middleware.redact import PRESETS, Masker, StreamMasker
+
+_CONTEXT = 64
+
+CUSTOM = {
+    "lookahead": r"tok(?=en_)[a-z_]{2,12}",
+    "lookbehind": r"(?<=id:)\d{3,6}",
+    "category": r"\bpin-\w{4}\b",
+    "negated": r"<[^>]{1,20}>",
+    "optional": r"(?:x-)?api-?k(?:ey)?=[0-9a-f]{8}",
+    "possessive": r"(?>zz)z*+q",
+    "lazy": r"#\d+?#",
+    "dot": r"~.{3}~",
+    "branches": r"(?:foo|fob|bar)\d",
+    "leading-lookahead": r"(?=\d)\d{3}-\d{4}",
+    "empty-group": r"(-?)\d{2,3}%",
+}
+"""Custom patterns with constructs the character sets bound."""
+
+UNBOUNDED = {
+    "ignore-case": r"(?i)secret-\d{3}",
+    "local-ignore-case": r"pass(?i:word)=\S+",
+    "backreference": r"(?P<q>['\"])[a-z]{3,9}(?P=q)",
+    "fuzzy": r"(?:hunter2){e<=1}",
+    "posix": r"[[:digit:]]{4}-[[:digit:]]{4}",
+    "unicode-property": r"\p{Lu}{3}\d{3}",
+}
+"""Patterns without character sets: the masker scans every delta with partial matching."""
+
+PATTERN_SETS = [
+    dict(PRESETS),
+    CUSTOM,
+    {**PRESETS, **CUSTOM},
+    UNBOUNDED,
+    {**PRESETS, **UNBOUNDED},
+    *({name: source} for name, source in {**CUSTOM, **UNBOUNDED}.items()),
+]
+
+
+class PlainStreamMasker(StreamMasker):
+    """The scan without ``MatchStarts``: partial matching over all pending text on every delta
+    (the masker before the fast path), the reference the fast path must equal."""
+
+    def _drain(self, *, final: bool) -> str:
+        masker = self._masker
+        pattern = masker.pattern
+        buf = self._context + self._pending
+        start = len(self._context)
+        end = len(buf)
+        pieces: list[str] = []
+        pos = start
+        cut = end
+        if pattern is not None:
+            for match in pattern.finditer(buf, start, partial=not final):
+                if match.start() == end:
+                    break
+                if not final and end - match.start() <= masker.max_match_length:
+                    cut = match.start()
+                    break
+                pieces.append(buf[pos : match.start()])
+                pieces.append(masker._replace(match))
+                pos = match.end()
+            cut = max(cut, pos)
+        pieces.append(buf[pos:cut])
+        self._pending = buf[cut:]
+        self._context = buf[max(0, cut - _CONTEXT) : cut]
+        out = "".join(pieces)
+        self._out.append(out)
+        return out
+
+
+MASKERS = [Masker(patterns, "[{name}]", 48) for patterns in PATTERN_SETS]
+
+WORDS = [
+    "sk-",
+    "sk-proj-",
+    "AKIA",
+    "ASIA",
+    "AIza",
+    "ghp_",
+    "xoxb-",
+    "Bearer ",
+    "bearer\t",
+    "@",
+    ".",
+    "-",
+    "_",
+    "bob",
+    "example",
+    "com",
+    "io",
+    "word",
+    " ",
+    "  ",
+    "\n",
+    "é",
+    "€",
+    "日本",
+    "0123",
+    "ABCD",
+    "abcdef",
+    "tok",
+    "en_",
+    "id:",
+    "pin-",
+    "<",
+    ">",
+    "x-",
+    "api",
+    "key=",
+    "ey",
+    "zz",
+    "q",
+    "#",
+    "~",
+    "foo",
+    "fob",
+    "bar",
+    "secret-",
+    "SECRET-",
+    "pass",
+    "WORD=",
+    "'",
+    '"',
+    "hunter",
+    "hunte2",
+    "2",
+    "XYZ",
+    "%",
+    "555",
+    "12",
+]
+
+texts = st.lists(st.sampled_from(WORDS), max_size=40).map("".join)
+
+
+def pieces(text: str, cuts: list[int]) -> list[str]:
+    bounds = sorted({min(c, len(text)) for c in cuts})
+    out, prev = [], 0
+    for b in bounds:
+        out.append(text[prev:b])
+        prev = b
+    out.append(text[prev:])
+    return out
+
+
+def run(masker_type: type[StreamMasker], masker: Masker, parts: list[str]) -> list[str]:
+    stream = masker_type(masker)
+    return [stream.feed(part) for part in parts] + [stream.flush()]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    index=st.integers(0, len(MASKERS) - 1),
+    text=texts,
+    cuts=st.lists(st.integers(0, 400), max_size=12),
+)
+@example(index=0, text="key sk-proj-" + "a" * 30 + " mail bob@example.com end", cuts=[5, 13, 40])
+@example(index=0, text="Bearer abcdefghijklmnopqrstuv= x", cuts=[3, 7, 8])
+def test_fast_path_equals_the_plain_scan(index: int, text: str, cuts: list[int]) -> None:
+    masker = MASKERS[index]
+    parts = pieces(text, cuts)
+    assert run(StreamMasker, masker, parts) == run(PlainStreamMasker, masker, parts)
+
+
+def test_every_split_and_character_delta_equals_the_plain_scan() -> None:
+    text = "x Bearer abcdefghijklmnopqrstuvwxyz ok é€ mail bob.smith@example.co.uk id:12345 sk-" + "b" * 24 + " end"
+    for masker in MASKERS:
+        for i in range(len(text) + 1):
+            parts = [text[:i], text[i:]]
+            assert run(StreamMasker, masker, parts) == run(PlainStreamMasker, masker, parts)
+        parts = list(text)
+        assert run(StreamMasker, masker, parts) == run(PlainStreamMasker, masker, parts)
+
+
+def test_first_report_is_the_partial_scan_s() -> None:
+    """``MatchStarts.first`` is the position of the scan's first report, for each text end."""
+    for patterns in PATTERN_SETS:
+        masker = Masker(patterns, "x", 48)
+        assert masker.pattern is not None
+        assert masker.starts is not None
+        text = "ab sk-pro AKIA12 bob@exa id:12 Bearer abc tok <ab pin-ab12 foo1 (SECRET-1 'abc' -12% 555-12"
+        for end in range(len(text) + 1):
+            for start in (0, end // 2, end):
+                found = masker.pattern.search(text[:end], start, partial=True)
+                expected = found.start() if found is not None else end
+                assert masker.starts.first(text[:end], start) == expected, (patterns, text[:end], start)
+
+
+def test_unbounded_patterns_have_no_character_sets() -> None:
+    for name, source in UNBOUNDED.items():
+        starts = MatchStarts([source], regex.compile(f"(?P<_p0>{source})"))
+        assert starts._always is None, name
+    # an alternative bounded alone, unbounded inside the alternation (a global flag there)
+    assert MatchStarts(["ab"], regex.compile("(?i)(?P<_p0>ab)"))._always is None
+
+
+def test_ordinary_text_is_decided_without_partial_matching() -> None:
+    """With the presets, a delta that cannot start a match is emitted whole at once."""
+    stream = Masker(PRESETS, "x", 256).stream()
+    assert stream.feed("word ") == "word "
+    assert stream.feed("more words, and. ") == "more words, and. "
+    assert stream.feed(" held") == " "  # may be the start of an e-mail address
+    assert stream.feed("@example.com ") == ""  # a match is held while it is within the hold-back
+    assert stream.flush() == "x "
