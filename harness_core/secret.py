@@ -414,6 +414,13 @@ class ChunkScrubber:
 
     def feed(self, chunk: StreamChunk) -> list[StreamChunk]:
         """The chunks to show for ``chunk`` (in order)."""
+        if type(chunk) is TextDelta and chunk.index not in self._plain:  # the common chunk, without a generator
+            block = self._blocks.get(chunk.index)
+            if block is not None:
+                text = block.stream.feed(chunk.text)
+                if text == chunk.text:
+                    return [chunk]  # nothing held or masked: the same (immutable) chunk
+                return [msgspec.structs.replace(chunk, text=text)] if text else []
         return list(self._feed(chunk))
 
     def _feed(self, chunk: StreamChunk) -> Iterator[StreamChunk]:

@@ -157,28 +157,34 @@ class StreamMasker:
 
     def _drain(self, *, final: bool) -> str:
         masker = self._masker
-        pattern, starts = masker.pattern, masker.starts
+        starts = masker.starts
         buf = self._context + self._pending
         start = len(self._context)
         end = len(buf)
         # the scan reports nothing before ``first``: no text there is masked or held
         first = end if starts is None else start if final else starts.first(buf, start)
-        limit = masker.max_match_length
-        if first == end or (not final and end - first <= limit):
+        if first == end or (not final and end - first <= masker.max_match_length):
             # nothing matches or could start a match before ``first``; from there on, up to
-            # ``limit`` characters could still be a match that more text completes: held
+            # ``max_match_length`` characters could still be a match that more text completes: held
             out = self._pending[: first - start]
             self._pending = buf[first:]
             self._context = buf[max(0, first - _CONTEXT) : first]
             self._out.append(out)
             return out
+        return self._scan(buf, start, first, final)
+
+    def _scan(self, buf: str, start: int, first: int, final: bool) -> str:
+        """Mask the matches the scan reports from ``first`` on; hold a match near the end."""
+        masker = self._masker
+        pattern = masker.pattern
         assert pattern is not None  # ``first < end`` needs a pattern (``starts`` is built with it)
+        end = len(buf)
         pieces: list[str] = []
         pos, cut = start, end
         for match in pattern.finditer(buf, first, partial=not final):
             if match.start() == end:
                 break  # an empty partial match at the very end: nothing to hold
-            if not final and end - match.start() <= limit:
+            if not final and end - match.start() <= masker.max_match_length:
                 cut = match.start()  # could still grow or change with more text: hold it
                 break
             pieces.append(buf[pos : match.start()])
@@ -273,13 +279,14 @@ class RedactPlugin:
         if self.config.requests:
             options = self.mask_request(options)
         stream = call_next(options)
-        scrubber = ChunkScrubber(self.masker, self._masks)
+        feed = ChunkScrubber(self.masker, self._masks).feed
         try:
-            async for chunk in stream:
-                if not self.config.responses:
+            if not self.config.responses:
+                async for chunk in stream:
                     yield chunk
-                    continue
-                for out in scrubber.feed(chunk):
+                return
+            async for chunk in stream:
+                for out in feed(chunk):
                     yield out
         finally:
             await aclose(stream)
