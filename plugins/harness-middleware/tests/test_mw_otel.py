@@ -12,7 +12,7 @@ import anyio
 import msgspec
 import pytest
 from mw_helpers import Script, Stall, collect, error_finish, finish, options, stop, text_chunks, tool_chunks, usage
-from opentelemetry import trace
+from opentelemetry import baggage, context, trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -140,6 +140,26 @@ async def test_span_is_current_only_while_reading(exporter: InMemorySpanExporter
         seen.append(trace.get_current_span().is_recording())
     assert seen[0] is True  # the inner stream runs inside the span (HTTP spans nest under it)
     assert not any(seen[1:])  # the consumer never runs inside it
+
+
+async def test_every_read_sees_the_span_in_the_caller_s_current_context(exporter: InMemorySpanExporter) -> None:
+    """The span is current at every read, over what the caller made current since the last one."""
+    seen: list[tuple[bool, object]] = []
+
+    def inside() -> None:
+        seen.append((trace.get_current_span().is_recording(), baggage.get_baggage("tenant")))
+
+    reply: list[Any] = [inside, *text_chunks("a"), inside, stop()]
+    stream = plugin(exporter).llm_stream(options(), Script(reply))
+    chunks = [await anext(stream)]
+    token = context.attach(baggage.set_baggage("tenant", "t-1"))
+    try:
+        chunks += [chunk async for chunk in stream]
+    finally:
+        context.detach(token)
+    assert seen == [(True, None), (True, "t-1")]
+    assert chunks == [*text_chunks("a"), stop()]
+    assert only_span(exporter).name == "chat m1"
 
 
 async def test_content_capture(exporter: InMemorySpanExporter) -> None:

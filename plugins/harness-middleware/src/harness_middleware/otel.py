@@ -129,7 +129,7 @@ class OtelPlugin:
     def __init__(self, config: Config | None = None, *, tracer_provider: TracerProvider | None = None) -> None:
         self.config = config if config is not None else self.Config()
         try:
-            from opentelemetry import trace
+            from opentelemetry import context, trace
         except ImportError as exc:
             raise LlmError(
                 "CONFIG", "the otel middleware needs OpenTelemetry: pip install 'harness-middleware[otel]'"
@@ -139,6 +139,7 @@ class OtelPlugin:
         except PackageNotFoundError:  # pragma: no cover - running from a source tree without metadata
             own_version = None
         self._trace = trace
+        self._context = context
         self._tracer = trace.get_tracer("harness_middleware.otel", own_version, tracer_provider=tracer_provider)
 
     @hookimpl
@@ -151,17 +152,28 @@ class OtelPlugin:
             name, kind=trace.SpanKind.CLIENT, attributes=_request_attributes(options, capture)
         )
         stream = call_next(options)
+        pull = stream.__anext__
+        # the span is made current around each read of the inner stream, never across a yield
+        # (``trace.use_span`` without its context manager): the context holding it is derived
+        # from the caller's again only when the caller's has changed since the last read
+        get_current, attach, detach = self._context.get_current, self._context.attach, self._context.detach
+        parent = get_current()
+        current = trace.set_span_in_context(span, parent)
         first = True
         output: list[dict[str, Any]] = []
         finish: Finish | None = None
         raised: BaseException | None = None
         try:
             while True:
-                with trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
-                    try:
-                        chunk = await anext(stream)
-                    except StopAsyncIteration:
-                        break
+                if (caller := get_current()) is not parent:
+                    parent, current = caller, trace.set_span_in_context(span, caller)
+                token = attach(current)
+                try:
+                    chunk = await pull()
+                except StopAsyncIteration:
+                    break
+                finally:
+                    detach(token)
                 if first:
                     span.add_event("gen_ai.first_chunk")
                     first = False
