@@ -81,6 +81,12 @@ class MatchStarts:
             for char, found in by_last.items()
         }
 
+    def may_match(self, text: str) -> bool:
+        """Whether ``text`` may hold a complete match; ``False`` when it holds none of the
+        texts that every match of an alternative contains (a search would find nothing)."""
+        literals = self._literals
+        return literals is None or literals.search(text) is not None
+
     def first(self, text: str, start: int) -> int:
         """The position of the first match ``pattern.finditer(text, start, partial=True)``
         reports, other than an empty partial match at the very end; ``len(text)`` when none.
@@ -93,8 +99,7 @@ class MatchStarts:
             found = self._pattern.search(text, start, partial=True)
             return found.start() if found is not None else end
         pending = text[start:]
-        literals = self._literals
-        if literals is None or literals.search(pending) is not None:
+        if self.may_match(pending):
             found = self._pattern.search(text, start)
             if found is not None:
                 return found.start()

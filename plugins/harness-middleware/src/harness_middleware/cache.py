@@ -27,7 +27,7 @@ import msgspec
 import platformdirs
 
 from harness_core.hookspecs import CallNext, hookimpl
-from harness_core.types import Finish, GenerateOptions, StreamChunk, canonical_json
+from harness_core.types import Finish, GenerateOptions, StreamChunk, TextDelta, canonical_json
 from harness_middleware import _sqlite
 from harness_middleware._stream import aclose
 from harness_middleware.notes import notes_of
@@ -182,15 +182,22 @@ class CachePlugin:
                 yield chunk
             return
         stream = call_next(options)
-        recorded: list[StreamChunk] | None = []
+        recorded: list[StreamChunk] = []
+        record = recorded.append
+        storing = True  # until a chunk kind we cannot store goes by
         try:
             async for chunk in stream:
-                if not isinstance(chunk, _KNOWN):
-                    recorded = None  # a chunk kind we cannot store: pass it on, do not cache
-                elif recorded is not None:
-                    recorded.append(chunk)
-                if recorded is not None and isinstance(chunk, Finish) and chunk.reason.kind in ("stop", "tool-calls"):
-                    await self._put(key, recorded)  # before the finish goes out: the caller may stop after it
+                if not storing:
+                    pass
+                elif type(chunk) is TextDelta:
+                    record(chunk)  # the most frequent chunk
+                elif not isinstance(chunk, _KNOWN):
+                    storing = False  # pass it on, do not cache
+                    recorded.clear()
+                else:
+                    record(chunk)
+                    if isinstance(chunk, Finish) and chunk.reason.kind in ("stop", "tool-calls"):
+                        await self._put(key, recorded)  # before the finish goes out: the caller may stop after it
                 yield chunk
         finally:
             await aclose(stream)

@@ -40,6 +40,7 @@ from harness_core.types import (
     ReasoningBlock,
     StreamChunk,
     TextBlock,
+    TextDelta,
     TokenUsage,
     ToolCallBlock,
     Usage,
@@ -174,15 +175,16 @@ class OtelPlugin:
                     break
                 finally:
                     detach(token)
-                if first:
-                    span.add_event("gen_ai.first_chunk")
-                    first = False
-                if isinstance(chunk, Usage):
-                    span.set_attributes(_usage_attributes(chunk.usage))
-                elif isinstance(chunk, Finish):
-                    finish = chunk
-                elif isinstance(chunk, BlockEnd) and capture:
-                    output.append(_part(chunk.block))
+                if type(chunk) is not TextDelta or first:  # a text delta: nothing to record
+                    if first:
+                        span.add_event("gen_ai.first_chunk")
+                        first = False
+                    if isinstance(chunk, Usage):
+                        span.set_attributes(_usage_attributes(chunk.usage))
+                    elif isinstance(chunk, Finish):
+                        finish = chunk
+                    elif isinstance(chunk, BlockEnd) and capture:
+                        output.append(_part(chunk.block))
                 yield chunk
         except BaseException as exc:
             raised = exc

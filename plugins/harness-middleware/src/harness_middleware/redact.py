@@ -121,7 +121,7 @@ class Masker:
 
     def mask(self, text: str) -> str:
         """``text`` with every match replaced."""
-        if self.pattern is None:
+        if self.pattern is None or self.starts is None or not self.starts.may_match(text):
             return text
         return self.pattern.sub(self._replace, text)
 

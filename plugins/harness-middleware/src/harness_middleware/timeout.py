@@ -43,6 +43,7 @@ class _Marker:
     """The type of the two outcomes of a read that are not chunks."""
 
 
+_NEVER: Final = math.inf  # the deadline between reads
 _END: Final = _Marker()
 _TIMED_OUT: Final = _Marker()
 
@@ -74,42 +75,42 @@ class _ReadTimer:
     :meth:`end` withdraws that cancellation again.
     """
 
-    __slots__ = ("_armed_for", "_deadline", "_fired", "_handle", "_loop", "_task")
+    __slots__ = ("_armed_for", "_deadline", "_fired", "_handle", "_loop", "_task", "_time")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
+        self._time = loop.time
         self._handle: asyncio.TimerHandle | None = None
         self._armed_for = math.inf
         self._deadline = math.inf
         self._fired = False
         self._task: asyncio.Task[object] | None = None
 
-    def task(self) -> asyncio.Task[object]:
-        """The task running this stream's read."""
+    def begin(self, seconds: float) -> int:
+        """The current task starts a read that may take ``seconds``; returns how many
+        cancellations of it are pending (``Task.cancelling``) before the read."""
         task = asyncio.current_task(self._loop)
         assert task is not None  # a coroutine on asyncio runs in a task
-        return task
-
-    def begin(self, task: asyncio.Task[object], seconds: float) -> None:
-        """``task`` starts a read that may take ``seconds``."""
-        deadline = self._loop.time() + seconds
-        self._deadline = deadline
         self._task = task
+        deadline = self._time() + seconds
+        self._deadline = deadline
         if deadline < self._armed_for:
             if self._handle is not None:
                 self._handle.cancel()
             self._handle = self._loop.call_at(deadline, self._expire)
             self._armed_for = deadline
+        return task.cancelling()
 
-    def end(self, task: asyncio.Task[object]) -> int | None:
+    def end(self) -> int | None:
         """The read ended. When the timer cancelled it, withdraw that cancellation and return how
-        many cancellations of ``task`` remain (``<=`` the count before the read: the timer's
-        alone); ``None`` when the timer did not fire."""
-        self._deadline = math.inf
+        many cancellations of the reading task remain (``<=`` the count :meth:`begin` returned:
+        the timer's alone); ``None`` when the timer did not fire."""
+        self._deadline = _NEVER
         if not self._fired:
             return None
         self._fired = False
-        return task.uncancel()
+        assert self._task is not None  # set by begin
+        return self._task.uncancel()
 
     def _expire(self) -> None:
         armed_for, deadline = self._armed_for, self._deadline
@@ -178,38 +179,41 @@ class TimeoutPlugin:
         first = True
         reads = _read_timer()
         idle = self.config.idle
+        pull = stream.__anext__
+        feed = blocks.feed
         try:
             while True:
-                limit, timer = self._limit(first, deadline) if first or deadline is not None else (idle, "idle")
+                if first or deadline is not None:
+                    limit, timer = self._limit(first, deadline)
+                else:
+                    limit, timer = idle, "idle"
                 if reads is None or limit is None:
                     item = await _next_within(stream, limit)
                 else:  # inline: no coroutine per read
-                    task = reads.task()
-                    cancelling = task.cancelling()
-                    reads.begin(task, limit)
+                    cancelling = reads.begin(limit)
                     try:
-                        item = await anext(stream)
+                        item = await pull()
                     except StopAsyncIteration:
                         item = _END
                     except asyncio.CancelledError:
-                        left = reads.end(task)
+                        left = reads.end()
                         if left is None or left > cancelling:
                             raise  # the caller's cancellation (with or without the timer's)
                         item = _TIMED_OUT
                     else:
-                        reads.end(task)  # had the read swallowed the timer's cancellation, its chunk is kept
-                if item is _END:
-                    return
+                        reads.end()  # had the read swallowed the timer's cancellation, its chunk is kept
                 if isinstance(item, _Marker):
+                    if item is _END:
+                        return
                     await aclose(stream)
                     message = f"the {timer} timeout of {getattr(self.config, timer)}s ran out"
                     for end in blocks.terminal(Failure(code="TIMEOUT", message=message, retryable=True)):
                         yield end
                     return
                 first = False
-                blocks.feed(item)
+                feed(item)
                 yield item
-                if isinstance(item, Finish):
+                if type(item) is Finish:
                     return  # nothing follows a finish: no timer may add a second one
         finally:
             if reads is not None:

@@ -36,7 +36,7 @@ import platformdirs
 from harness_core.errors import LlmError
 from harness_core.hookspecs import CallNext, hookimpl
 from harness_core.outfile import WriteFailureLog
-from harness_core.types import Finish, GenerateOptions, StreamChunk, TokenUsage, Usage
+from harness_core.types import Finish, GenerateOptions, StreamChunk, TextDelta, TokenUsage, Usage
 from harness_middleware import _sqlite
 from harness_middleware._stream import aclose
 from harness_middleware.notes import open_notes
@@ -275,12 +275,13 @@ class UsagePlugin:
         stream = call_next(options)
         try:
             async for chunk in stream:
-                if first_at is None:
-                    first_at = anyio.current_time()
-                if isinstance(chunk, Usage):
-                    usage = chunk.usage
-                elif isinstance(chunk, Finish):
-                    finish = chunk
+                if type(chunk) is not TextDelta or first_at is None:  # a text delta: nothing to record
+                    if first_at is None:
+                        first_at = anyio.current_time()
+                    if isinstance(chunk, Usage):
+                        usage = chunk.usage
+                    elif isinstance(chunk, Finish):
+                        finish = chunk
                 yield chunk
         except BaseException as exc:
             raised = exc
