@@ -173,6 +173,8 @@ def test_fast_path_equals_the_plain_scan(index: int, text: str, cuts: list[int])
     masker = MASKERS[index]
     parts = pieces(text, cuts)
     assert run(StreamMasker, masker, parts) == run(PlainStreamMasker, masker, parts)
+    assert masker.pattern is not None
+    assert masker.mask(text) == masker.pattern.sub(masker._replace, text)  # a text without literals is skipped
 
 
 def test_every_split_and_character_delta_equals_the_plain_scan() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
@@ -204,3 +205,25 @@ async def test_a_read_that_swallows_the_timeout_keeps_its_chunk() -> None:
 async def test_a_total_deadline_beyond_the_idle_timer_leaves_idle_in_charge() -> None:
     chunks = [*text_chunks("a", "b"), stop()]
     assert await collect(plugin(idle=30, total=3600).llm_stream(options(), Script(chunks))) == chunks
+
+
+def test_read_timer_reads_the_loop_s_own_clock() -> None:
+    """asyncio's clock is read as ``time.monotonic`` directly; a loop with its own clock (a
+    subclass, or a clock replaced on the instance) is read through ``loop.time``."""
+    import time
+
+    from harness_middleware.timeout import _clock
+
+    class Shifted(asyncio.SelectorEventLoop):
+        def time(self) -> float:
+            return 1000.0 + super().time()
+
+    plain, shifted, replaced = asyncio.SelectorEventLoop(), Shifted(), asyncio.SelectorEventLoop()
+    try:
+        replaced.time = lambda: 5.0  # type: ignore[method-assign]
+        assert _clock(plain) is time.monotonic
+        assert _clock(shifted)() >= 1000.0
+        assert _clock(replaced)() == 5.0
+    finally:
+        for loop in (plain, shifted, replaced):
+            loop.close()

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Final
 
 import anyio
@@ -79,7 +80,7 @@ class _ReadTimer:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._time = loop.time
+        self._time = _clock(loop)
         self._handle: asyncio.TimerHandle | None = None
         self._armed_for = math.inf
         self._deadline = math.inf
@@ -130,6 +131,13 @@ class _ReadTimer:
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None
+
+
+def _clock(loop: asyncio.AbstractEventLoop) -> Callable[[], float]:
+    """``loop.time``; ``time.monotonic`` itself when that is all it calls (asyncio's own loops
+    unless the clock was replaced, e.g. by a test): no Python frame per read."""
+    own = type(loop).time is asyncio.BaseEventLoop.time and "time" not in getattr(loop, "__dict__", {})
+    return time.monotonic if own else loop.time
 
 
 def _read_timer() -> _ReadTimer | None:
