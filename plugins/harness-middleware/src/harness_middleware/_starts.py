@@ -99,7 +99,8 @@ class MatchStarts:
             found = self._pattern.search(text, start, partial=True)
             return found.start() if found is not None else end
         pending = text[start:]
-        if self.may_match(pending):
+        literals = self._literals
+        if literals is None or literals.search(pending) is not None:  # :meth:`may_match`, inline
             found = self._pattern.search(text, start)
             if found is not None:
                 return found.start()

@@ -163,15 +163,24 @@ class StreamMasker:
         end = len(buf)
         # the scan reports nothing before ``first``: no text there is masked or held
         first = end if starts is None else start if final else starts.first(buf, start)
-        if first == end or (not final and end - first <= masker.max_match_length):
-            # nothing matches or could start a match before ``first``; from there on, up to
-            # ``max_match_length`` characters could still be a match that more text completes: held
-            out = self._pending[: first - start]
-            self._pending = buf[first:]
-            self._context = buf[max(0, first - _CONTEXT) : first]
+        if first == end:  # the common case: nothing matches or can start a match
+            out = self._pending
+            self._pending = ""
+            self._context = buf[-_CONTEXT:]
             self._out.append(out)
             return out
+        if not final and end - first <= masker.max_match_length:
+            # nothing matches or could start a match before ``first``; from there on, up to
+            # ``max_match_length`` characters could still be a match that more text completes: held
+            return self._emit(buf[start:first], buf, first)
         return self._scan(buf, start, first, final)
+
+    def _emit(self, out: str, buf: str, cut: int) -> str:
+        """Emit ``out`` (the masked text of ``buf`` up to ``cut``); hold ``buf`` from ``cut`` on."""
+        self._pending = buf[cut:]
+        self._context = buf[max(0, cut - _CONTEXT) : cut]
+        self._out.append(out)
+        return out
 
     def _scan(self, buf: str, start: int, first: int, final: bool) -> str:
         """Mask the matches the scan reports from ``first`` on; hold a match near the end."""
@@ -192,11 +201,7 @@ class StreamMasker:
             pos = match.end()
         cut = max(cut, pos)
         pieces.append(buf[pos:cut])
-        self._pending = buf[cut:]
-        self._context = buf[max(0, cut - _CONTEXT) : cut]
-        out = "".join(pieces)
-        self._out.append(out)
-        return out
+        return self._emit("".join(pieces), buf, cut)
 
 
 class RedactPlugin:
