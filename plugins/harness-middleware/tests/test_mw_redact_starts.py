@@ -12,8 +12,6 @@ from hypothesis import strategies as st
 from harness_middleware._starts import MatchStarts
 from harness_middleware.redact import PRESETS, Masker, StreamMasker
 
-_CONTEXT = 64
-
 CUSTOM = {
     "lookahead": r"tok(?=en_)[a-z_]{2,12}",
     "lookbehind": r"(?<=id:)\d{3,6}",
@@ -54,31 +52,8 @@ class PlainStreamMasker(StreamMasker):
     (the masker before the fast path), the reference the fast path must equal."""
 
     def _drain(self, *, final: bool) -> str:
-        masker = self._masker
-        pattern = masker.pattern
-        buf = self._context + self._pending
         start = len(self._context)
-        end = len(buf)
-        pieces: list[str] = []
-        pos = start
-        cut = end
-        if pattern is not None:
-            for match in pattern.finditer(buf, start, partial=not final):
-                if match.start() == end:
-                    break
-                if not final and end - match.start() <= masker.max_match_length:
-                    cut = match.start()
-                    break
-                pieces.append(buf[pos : match.start()])
-                pieces.append(masker._replace(match))
-                pos = match.end()
-            cut = max(cut, pos)
-        pieces.append(buf[pos:cut])
-        self._pending = buf[cut:]
-        self._context = buf[max(0, cut - _CONTEXT) : cut]
-        out = "".join(pieces)
-        self._out.append(out)
-        return out
+        return self._scan(self._context + self._pending, start, start, final)
 
 
 MASKERS = [Masker(patterns, "[{name}]", 48) for patterns in PATTERN_SETS]
