@@ -1,30 +1,31 @@
-"""Where a match of a regular expression can still start at the end of a text, cheaply.
+r"""Where the stream masker's partial-matching scan reports its first match, cheaply.
 
 The stream masker asks, for every delta, where the ``regex`` module's partial matching
-(``partial=True``, https://github.com/mrabarnett/mrab-regex#partial-matches) would report its
-first match: a complete match, or a *partial* one (the start of a match that more text may
-complete). Partial matching costs about ten times a plain search, so :class:`MatchStarts` gives a
-position at or before that first report from two facts about each alternative of the pattern,
-derived once from its syntax tree:
+(``partial=True``, https://github.com/mrabarnett/mrab-regex#partial-matches) reports its first
+match: the first complete match when there is one, otherwise the first *partial* match (text at
+the very end that more text may turn into a match). That costs about ten times a plain search, so
+:class:`MatchStarts` answers the same question from three facts about each alternative of the
+pattern, derived once from its syntax tree:
 
-- ``first``: the characters a match can start with (the first character a match consumes, or a
+- ``first``: the characters a match can start with (the first character it consumes, or that a
   lookahead at its start reads);
-- ``alphabet``: every character a match can consume or look at.
+- ``alphabet``: every character a match can consume or look at;
+- ``literal``: a run of literal characters every complete match contains (``sk-``, ``@``).
 
+A complete match needs some alternative's literal in the text: without one no search is made.
 ``regex`` reports a partial match at ``p`` only when matching from ``p`` read every character up
-to the end of the text, so the text from ``p`` on is made of the alphabet of some alternative and
-starts with one of its first characters; a complete match is found by a plain search. Assertions
-(``\\b``, ``^``, lookbehind) are ignored (they only narrow where a match starts), so the position
-given may be earlier than the real first report, never later: scanning with partial matching from
-there gives exactly the reports a scan from the start gives.
+to the end of the text, so the text from ``p`` on is made of the alphabet of that alternative and
+starts with one of its first characters: an alternative whose tail (the longest end of the text
+made of its alphabet) holds none of its first characters cannot match partially, and one that
+can is searched alone, from the start of that tail. Assertions (``\b``, ``^``, lookbehind) are
+ignored: they only narrow where a match starts. The answer is exactly the scan's.
 
 The tree comes from CPython's own parser of ``re`` syntax (``re._parser``). ``regex`` syntax is a
 superset of it, so a pattern the parser rejects or may read differently from ``regex`` (a literal
 ``{``: fuzzy-matching constraints ``{e<=1}``; ``[[``: POSIX classes and nested sets), one with a
-back-reference or a conditional, or a case-insensitive one, gets no character sets: every
-position may start a match, and the masker scans from the start as before. Character classes
-given by category (``\\w``, ``\\d``, ``\\s``, Unicode-wide), negated classes and ``.`` count as "any
-character" for the same reason.
+back-reference or a conditional, or a case-insensitive one, gets no sets: the scan itself answers,
+as before. Character classes given by category (``\w``, ``\d``, ``\s``: Unicode-wide), negated
+classes and ``.`` count as "any character".
 """
 
 from __future__ import annotations
@@ -71,15 +72,18 @@ class MatchStarts:
             return  # no sets: the scan itself is asked
         if all(check[3] for check in checks):  # plain text search: ``re`` is enough, and faster
             self._literals = re.compile("|".join(re.escape(check[3]) for check in checks))
-        self._always = _bucket([check for check in checks if check[0] is None])
-        by_last: dict[str, list[_Check]] = {}
-        for check in checks:
+        # the alternatives whose alphabet holds each character (those without one hold every one)
+        holding: dict[str, list[int]] = {}
+        for i, check in enumerate(checks):
             for char in check[0] or ():
-                by_last.setdefault(char, []).append(check)
-        self._by_last = {
-            char: _bucket([check for check in checks if check[0] is None or check in found])
-            for char, found in by_last.items()
-        }
+                holding.setdefault(char, []).append(i)
+        buckets: dict[tuple[int, ...], _Bucket] = {}
+        for char, found in holding.items():
+            key = tuple(i for i, check in enumerate(checks) if check[0] is None or i in found)
+            if key not in buckets:
+                buckets[key] = _bucket([checks[i] for i in key])
+            self._by_last[char] = buckets[key]
+        self._always = _bucket([check for check in checks if check[0] is None])
 
     def may_match(self, text: str) -> bool:
         """Whether ``text`` may hold a complete match; ``False`` when it holds none of the
@@ -163,7 +167,7 @@ def _sets(source: str) -> tuple[_Chars, _Chars, str] | None:
         if tree.state.flags & re.IGNORECASE:
             raise _Unsupported("IGNORECASE")
         return _first(items)[0], _alphabet(items), _literal(items)
-    except _Unsupported:
+    except (_Unsupported, RecursionError):  # RecursionError: nested deeper than the walk can go
         return None
 
 
