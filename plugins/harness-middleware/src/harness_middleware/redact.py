@@ -11,8 +11,8 @@ the pattern's name (default ``[REDACTED:openai-key]``).
   back until it is decided (partial matching of the ``regex`` module tells where a match could
   start; at most ``max_match_length`` characters are held per block) and flushed at the block's
   ``block-end``, whose block then holds exactly the concatenated masked deltas. Partial matching
-  runs only on text where a match can still start (:mod:`harness_middleware._starts`): most
-  deltas are decided by a plain search or none at all.
+  runs only on text where a match can still start (:mod:`harness_middleware._starts`): a delta
+  where none can is decided by a plain search, or with no search at all.
 - Reasoning that carries a provider signature (``BlockStart.signed``/``ReasoningBlock.signed``)
   is never altered: the provider rejects modified signed thinking (docs/hooks.md).
 - Tool-call arguments are JSON the tool needs: left alone unless ``tool_arguments: true``.
