@@ -24,6 +24,7 @@ CUSTOM = {
     "branches": r"(?:foo|fob|bar)\d",
     "leading-lookahead": r"(?=\d)\d{3}-\d{4}",
     "empty-group": r"(-?)\d{2,3}%",
+    "spaced": r"(?:token: |\d\d:)[a-f0-9]{6}",
 }
 """Custom patterns with constructs the character sets bound."""
 
@@ -116,6 +117,8 @@ WORDS = [
     "%",
     "555",
     "12",
+    "token: ",
+    "99:",
 ]
 
 texts = st.lists(st.sampled_from(WORDS), max_size=40).map("".join)
@@ -169,6 +172,7 @@ def test_first_report_is_the_partial_scan_s() -> None:
         assert masker.pattern is not None
         assert masker.starts is not None
         text = "ab sk-pro AKIA12 bob@exa id:12 Bearer abc tok <ab pin-ab12 foo1 (SECRET-1 'abc' -12% 555-12"
+        text += " token: ab 99:a"
         for end in range(len(text) + 1):
             for start in (0, end // 2, end):
                 found = masker.pattern.search(text[:end], start, partial=True)

@@ -10,9 +10,11 @@ pattern, derived once from its syntax tree:
 - ``first``: the characters a match can start with (the first character it consumes, or that a
   lookahead at its start reads);
 - ``alphabet``: every character a match can consume or look at;
-- ``literal``: a run of literal characters every complete match contains (``sk-``, ``@``).
+- ``literals``: texts one of which every complete match contains (``sk-``, ``@``, ``KIA`` or
+  ``SIA``), the rarest in prose of the runs of literal characters the pattern requires.
 
-A complete match needs some alternative's literal in the text: without one no search is made.
+A complete match needs one of some alternative's literals in the text: without any, no search is
+made.
 ``regex`` reports a partial match at ``p`` only when matching from ``p`` read every character up
 to the end of the text, so the text from ``p`` on is made of the alphabet of that alternative and
 starts with one of its first characters: an alternative whose tail (the longest end of the text
@@ -71,7 +73,8 @@ class MatchStarts:
         if checks is None:
             return  # no sets: the scan itself is asked
         if all(check[3] for check in checks):  # plain text search: ``re`` is enough, and faster
-            self._literals = re.compile("|".join(re.escape(check[3]) for check in checks))
+            texts = sorted(set().union(*(check[3] for check in checks)), key=lambda t: (-len(t), t))
+            self._literals = re.compile("|".join(map(re.escape, texts)))
         # the alternatives whose alphabet holds each character (those without one hold every one)
         holding: dict[str, list[int]] = {}
         for i, check in enumerate(checks):
@@ -132,9 +135,10 @@ def _bucket(checks: list[_Check]) -> _Bucket:
     return common, frozenset().union(*(check[1] or () for check in rare)), rare
 
 
-_Check: TypeAlias = tuple[str | None, frozenset[str] | None, regex.Pattern[str], str]
+_Check: TypeAlias = tuple[str | None, frozenset[str] | None, regex.Pattern[str], frozenset[str]]
 """One alternative: its alphabet (an ``str.rstrip`` argument), first characters (``None``: any),
-the alternative compiled alone, and a text every complete match contains (``""``: none known)."""
+the alternative compiled alone, and texts one of which every complete match contains (empty:
+none known)."""
 
 _Bucket: TypeAlias = tuple[tuple[_Check, ...], frozenset[str], tuple[_Check, ...]]
 
@@ -147,14 +151,14 @@ def _checks(sources: Sequence[str], combined: str) -> list[_Check] | None:
     checks: list[_Check] = []
     for source, bounded in zip(sources, sets, strict=True):
         assert bounded is not None  # part of ``combined``, which is bounded
-        first, alphabet, literal = bounded
+        first, alphabet, literals = bounded
         rstrip = None if alphabet is None else "".join(sorted(alphabet))
-        checks.append((rstrip, first, regex.compile(source), literal))
+        checks.append((rstrip, first, regex.compile(source), literals))
     return checks
 
 
-def _sets(source: str) -> tuple[_Chars, _Chars, str] | None:
-    """``(first, alphabet, literal)`` of ``source`` (see module doc and :func:`_literal`),
+def _sets(source: str) -> tuple[_Chars, _Chars, frozenset[str]] | None:
+    """``(first, alphabet, literals)`` of ``source`` (see module doc and :func:`_literals`),
     ``None`` when it cannot be bounded."""
     try:
         with warnings.catch_warnings():
@@ -166,7 +170,7 @@ def _sets(source: str) -> tuple[_Chars, _Chars, str] | None:
     try:
         if tree.state.flags & re.IGNORECASE:
             raise _Unsupported("IGNORECASE")
-        return _first(items)[0], _alphabet(items), _literal(items)
+        return _first(items)[0], _alphabet(items), min(_required(items), key=_frequency, default=frozenset())
     except (_Unsupported, RecursionError):  # RecursionError: nested deeper than the walk can go
         return None
 
@@ -258,14 +262,49 @@ def _alphabet(items: list[Any]) -> _Chars:
     return alphabet
 
 
-def _literal(items: list[Any]) -> str:
-    """The longest run of literal characters in the sequence ``items`` (outside any group):
-    every complete match contains it."""
-    longest = run = ""
+def _required(items: list[Any]) -> list[frozenset[str]]:
+    """Sets of texts such that every match of the sequence ``items`` contains one text of each:
+    its runs of literal characters (outside groups), and what its groups, repeats of at least one
+    and branches (one text of each branch) require."""
+    required: list[frozenset[str]] = []
+    run = ""
     for op, av in items:
-        if str(op) == "LITERAL":
+        name = str(op)
+        if name == "LITERAL":
             run += chr(av)
-            longest = max(longest, run, key=len)
-        elif str(op) != "AT":  # a zero-width assertion does not break a run
+            continue
+        if name == "AT":
+            continue  # a zero-width assertion does not break a run
+        if run:
+            required.append(frozenset({run}))
             run = ""
-    return longest
+        if name in ("SUBPATTERN", "ATOMIC_GROUP") or (name in _REPEATS and av[0] >= 1):
+            required += _required(next(iter(_children(name, av))))
+        elif name == "BRANCH":
+            children = list(_children(name, av))
+            branches = [min(found, key=_frequency) for found in map(_required, children) if found]
+            if len(branches) == len(children):  # each branch requires something
+                required.append(frozenset().union(*branches))
+    if run:
+        required.append(frozenset({run}))
+    return required
+
+
+def _frequency(texts: frozenset[str]) -> float:
+    """A rough frequency in prose of the most frequent of ``texts`` (per character: a lowercase
+    letter 1/25, a space 1/6, an uppercase letter, digit or common punctuation 1/100, any other
+    character 1/5,000)."""
+    most = 0.0
+    for text in texts:
+        frequency = 1.0
+        for char in text:
+            if char == " ":
+                frequency /= 6
+            elif char.islower():
+                frequency /= 25
+            elif char.isupper() or char.isdigit() or char in ".,;:'\"-!?()":
+                frequency /= 100
+            else:
+                frequency /= 5000
+        most = max(most, frequency)
+    return most
