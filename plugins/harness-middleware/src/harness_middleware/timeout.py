@@ -44,7 +44,7 @@ class _Marker:
     """The type of the two outcomes of a read that are not chunks."""
 
 
-_NEVER: Final = math.inf  # the deadline between reads
+_NEVER: Final = math.inf  # no deadline (between reads), no timer armed
 _END: Final = _Marker()
 _TIMED_OUT: Final = _Marker()
 
@@ -82,8 +82,8 @@ class _ReadTimer:
         self._loop = loop
         self._time = _clock(loop)
         self._handle: asyncio.TimerHandle | None = None
-        self._armed_for = math.inf
-        self._deadline = math.inf
+        self._armed_for = _NEVER
+        self._deadline = _NEVER
         self._fired = False
         self._task: asyncio.Task[object] | None = None
 
@@ -115,8 +115,8 @@ class _ReadTimer:
 
     def _expire(self) -> None:
         armed_for, deadline = self._armed_for, self._deadline
-        self._handle, self._armed_for = None, math.inf
-        if deadline == math.inf:
+        self._handle, self._armed_for = None, _NEVER
+        if deadline == _NEVER:
             return  # between reads: the next read arms the timer again
         if deadline > armed_for:
             self._handle = self._loop.call_at(deadline, self._expire)
