@@ -120,16 +120,14 @@ def _distributions(folder: str) -> list[tuple[Distribution, str]]:
     if os.path.isfile(folder):
         return _archive_distributions(folder)
     try:
-        names = sorted(os.listdir(folder))
+        names = sorted(entry for entry in os.listdir(folder) if entry.endswith(_SUFFIXES))
     except OSError:  # missing, not a folder, or unreadable: nothing installed there
         return []
     found = []
     for entry in names:
-        if not entry.endswith(_SUFFIXES):
-            continue
         path = os.path.join(folder, entry)
         try:
-            with open(os.path.join(path, "entry_points.txt"), encoding="utf-8") as file:
+            with open(path + os.sep + "entry_points.txt", encoding="utf-8") as file:
                 text = file.read()
         except OSError:  # no entry points (or an egg-info file, not a folder)
             text = ""

@@ -317,7 +317,10 @@ class _Loading:
                 entry.routes = [redact(route) for route in entry.routes]
 
     def document(self, installed: dict[str, EntryPoint]) -> None:
-        data, self.lines, problems = parse_yaml(self.text, source=self.loaded.source)
+        if self.loaded.path is None:  # the built-in default is data already: no YAML parser to import
+            data, self.lines, problems = _builtin_document()
+        else:
+            data, self.lines, problems = parse_yaml(self.text, source=self.loaded.source)
         self.loaded.lines = self.lines
         self.loaded.problems.extend(problems)
         if problems:
@@ -626,6 +629,15 @@ class _Loading:
                 routes=routes,
             )
         )
+
+
+def _builtin_document() -> tuple[dict[str, Any], dict[ConfigPath, int], list[ConfigProblem]]:
+    """:data:`BUILTIN_DEFAULT` as :func:`~harness_core.config.parse_yaml` reads it (data, line of
+    every path, no problem), built fresh for every call (the loader may change it)."""
+    data = {"plugins": {"mock": {}}, "defaults": {"provider": "mock", "model": "echo"}}
+    lines: dict[ConfigPath, int] = {(): 1, ("plugins",): 1, ("plugins", "mock"): 2, ("defaults",): 3}
+    lines.update({("defaults", "provider"): 4, ("defaults", "model"): 5})
+    return data, lines, []
 
 
 def _dist_of(ep: EntryPoint) -> tuple[str | None, str | None]:

@@ -69,7 +69,7 @@ class _HarnessGroup(click.Group):
         if position < len(args):
             first = args[position]
             group_option = first in ("-h", "--help", "--version")
-            if not group_option and first not in self.list_commands(ctx):
+            if not group_option and first not in self.commands and first not in self.list_commands(ctx):
                 args = [*args[:position], "run", *args[position:]]
         return super().parse_args(ctx, args)
 
