@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import stat
 import sys
 from typing import Any, NamedTuple
 
@@ -99,43 +100,57 @@ def entry_points(group: str) -> dict[str, EntryPoint]:
     """The entry points of ``group`` by name, from every distribution on :data:`sys.path`.
 
     Nothing is imported; only ``entry_points.txt`` files are read (metadata files on first use
-    of :attr:`Distribution.name` / :attr:`Distribution.version`). The first distribution of a name
-    on ``sys.path`` wins, then the first entry point of a name.
+    of :attr:`Distribution.name` / :attr:`Distribution.version`), once per folder of ``sys.path``
+    while the folder's listing and modification time stay the same. The first distribution of
+    a name on ``sys.path`` wins, then the first entry point of a name.
     """
     found: dict[str, EntryPoint] = {}
     seen: set[str] = set()
     for folder in sys.path:
-        for dist, text in _distributions(folder or "."):
+        for dist, groups in _distributions(folder or "."):
             if dist.key in seen:
                 continue
             seen.add(dist.key)
-            for name, value in _parse(text, group):
+            for name, value in groups.get(group, ()):
                 found.setdefault(name, EntryPoint(name, value, group, dist))
     return found
 
 
-def _distributions(folder: str) -> list[tuple[Distribution, str]]:
-    """``(distribution, entry_points.txt text)`` of every distribution in ``folder``, sorted by
-    folder name (an unreadable ``entry_points.txt`` reads as empty)."""
-    if os.path.isfile(folder):
-        return _archive_distributions(folder)
+_Groups = dict[str, list[tuple[str, str]]]
+"""The entry points of one distribution: group -> ``(name, value)`` pairs, in file order."""
+
+_SCANNED: dict[str, tuple[tuple[int, list[str]], list[tuple[Distribution, _Groups]]]] = {}
+"""Folder -> ((modification time in ns, metadata folder names), what :func:`_distributions` found).
+Installing or removing a distribution changes both, so a scan is reused only while neither changed."""
+
+
+def _distributions(folder: str) -> list[tuple[Distribution, _Groups]]:
+    """``(distribution, its entry points by group)`` of every distribution in ``folder``, sorted
+    by metadata folder name (an unreadable ``entry_points.txt`` reads as empty)."""
     try:
-        names = sorted(entry for entry in os.listdir(folder) if entry.endswith(_SUFFIXES))
-    except OSError:  # missing, not a folder, or unreadable: nothing installed there
+        info = os.stat(folder)
+        if stat.S_ISREG(info.st_mode):
+            return _archive_distributions(folder)
+        stamp = (info.st_mtime_ns, sorted(entry for entry in os.listdir(folder) if entry.endswith(_SUFFIXES)))
+    except OSError:  # missing, or unreadable: nothing installed there
         return []
+    cached = _SCANNED.get(folder)
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
     found = []
-    for entry in names:
+    for entry in stamp[1]:
         path = os.path.join(folder, entry)
         try:
             with open(path + os.sep + "entry_points.txt", encoding="utf-8") as file:
                 text = file.read()
         except OSError:  # no entry points (or an egg-info file, not a folder)
             text = ""
-        found.append((Distribution(path, _normalise(entry.rsplit(".", 1)[0].split("-", 1)[0])), text))
+        found.append((Distribution(path, _normalise(entry.rsplit(".", 1)[0].split("-", 1)[0])), _parse(text)))
+    _SCANNED[folder] = (stamp, found)
     return found
 
 
-def _archive_distributions(archive: str) -> list[tuple[Distribution, str]]:
+def _archive_distributions(archive: str) -> list[tuple[Distribution, _Groups]]:
     """The distributions of a zip archive on ``sys.path``, through :mod:`importlib.metadata`."""
     import importlib.metadata
 
@@ -143,9 +158,8 @@ def _archive_distributions(archive: str) -> list[tuple[Distribution, str]]:
     for dist in importlib.metadata.distributions(path=[archive]):
         name = dist.metadata["Name"] or ""
         headers = {"name": name, "version": dist.version}
-        found.append(
-            (Distribution(archive, _normalise(name), headers=headers), dist.read_text("entry_points.txt") or "")
-        )
+        groups = _parse(dist.read_text("entry_points.txt") or "")
+        found.append((Distribution(archive, _normalise(name), headers=headers), groups))
     return found
 
 
@@ -154,20 +168,20 @@ def _normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _parse(text: str, group: str) -> list[tuple[str, str]]:
-    """The ``name = value`` pairs of section ``[group]`` in an ``entry_points.txt``."""
+def _parse(text: str) -> _Groups:
+    """The ``name = value`` pairs of every ``[group]`` section of an ``entry_points.txt``."""
+    groups: _Groups = {}
     pairs: list[tuple[str, str]] = []
-    section = None
     for raw in text.splitlines():
         line = raw.strip()
         if not line or line[0] in "#;":
             continue
         if line.startswith("[") and line.endswith("]"):
-            section = line[1:-1].strip()
-        elif section == group and "=" in line:
+            pairs = groups.setdefault(line[1:-1].strip(), [])
+        elif "=" in line:  # a pair before any section belongs to none: dropped with ``pairs``
             name, _, value = line.partition("=")
             pairs.append((name.strip(), value.strip()))
-    return pairs
+    return groups
 
 
 def _read_headers(path: str) -> dict[str, str]:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from harness_core import entrypoints
 from harness_core.entrypoints import Distribution, EntryPoint, entry_points
 
 FAKE_PLUGINS = Path(__file__).parent / "fakeplugins"
@@ -116,3 +117,24 @@ def test_reading_entry_points_imports_neither_importlib_metadata_nor_the_plugins
     env = {"PYTHONPATH": str(FAKE_PLUGINS), "PATH": ""}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert result.stdout == "[]\n"
+
+
+def test_a_folder_is_read_again_only_when_its_distributions_change(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    opened: list[str] = []
+    real_open = open
+
+    def counting_open(path: str, *args: object, **kwargs: object) -> object:
+        opened.append(str(path))
+        return real_open(path, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(entrypoints, "open", counting_open, raising=False)
+    dist_info(tmp_path, "one-1.0", "stray = before:any_section\n[g]\na = m:a\nno pair here\n")
+    monkeypatch.setattr(sys, "path", [str(tmp_path)])
+    assert {name: ep.value for name, ep in entry_points("g").items()} == {"a": "m:a"}
+    assert {name: ep.value for name, ep in entry_points("other").items()} == {}
+    assert len(opened) == 1  # one scan served both groups
+    dist_info(tmp_path, "two-1.0", "[g]\nb = m:b\n")  # installed: the folder's listing changed
+    assert sorted(entry_points("g")) == ["a", "b"]
+    assert len(opened) == 3
