@@ -24,7 +24,6 @@ is scrubbed of secrets (:meth:`LoadedConfig.redact`).
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import re
 from collections.abc import Mapping
@@ -45,6 +44,7 @@ from harness_core.config import (
     parse_yaml,
     substitute_env,
 )
+from harness_core.entrypoints import EntryPoint, entry_points
 from harness_core.plugininfo import Defaults, LoadedPlugin, PluginFailure
 from harness_core.secret import Secret, secret_problem
 
@@ -190,15 +190,12 @@ def find_config(
     return None
 
 
-def installed_plugins() -> dict[str, importlib.metadata.EntryPoint]:
+def installed_plugins() -> dict[str, EntryPoint]:
     """Entry points of the group ``harness.plugins`` by name (first on ``sys.path`` wins).
 
-    Reads distribution metadata only; nothing is imported.
+    Reads distribution metadata only (:mod:`harness_core.entrypoints`); nothing is imported.
     """
-    found: dict[str, importlib.metadata.EntryPoint] = {}
-    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        found.setdefault(ep.name, ep)
-    return found
+    return entry_points(ENTRY_POINT_GROUP)
 
 
 def load_config(
@@ -319,8 +316,11 @@ class _Loading:
             if entry.routes is not None:
                 entry.routes = [redact(route) for route in entry.routes]
 
-    def document(self, installed: dict[str, importlib.metadata.EntryPoint]) -> None:
-        data, self.lines, problems = parse_yaml(self.text, source=self.loaded.source)
+    def document(self, installed: dict[str, EntryPoint]) -> None:
+        if self.loaded.path is None:  # the built-in default is data already: no YAML parser to import
+            data, self.lines, problems = _builtin_document()
+        else:
+            data, self.lines, problems = parse_yaml(self.text, source=self.loaded.source)
         self.loaded.lines = self.lines
         self.loaded.problems.extend(problems)
         if problems:
@@ -424,7 +424,7 @@ class _Loading:
             candidates.append(candidate)
         return candidates
 
-    def resolve(self, candidate: _Candidate, installed: dict[str, importlib.metadata.EntryPoint]) -> None:
+    def resolve(self, candidate: _Candidate, installed: dict[str, EntryPoint]) -> None:
         entry = candidate.entry
         ep = installed.get(candidate.name)
         if ep is None:
@@ -631,11 +631,17 @@ class _Loading:
         )
 
 
-def _dist_of(ep: importlib.metadata.EntryPoint) -> tuple[str | None, str | None]:
-    dist = ep.dist
-    if dist is None:  # pragma: no cover - entry points from importlib.metadata.entry_points() always have one
-        return None, None
-    return dist.metadata["Name"], dist.version
+def _builtin_document() -> tuple[dict[str, Any], dict[ConfigPath, int], list[ConfigProblem]]:
+    """:data:`BUILTIN_DEFAULT` as :func:`~harness_core.config.parse_yaml` reads it (data, line of
+    every path, no problem), built fresh for every call (the loader may change it)."""
+    data = {"plugins": {"mock": {}}, "defaults": {"provider": "mock", "model": "echo"}}
+    lines: dict[ConfigPath, int] = {(): 1, ("plugins",): 1, ("plugins", "mock"): 2, ("defaults",): 3}
+    lines.update({("defaults", "provider"): 4, ("defaults", "model"): 5})
+    return data, lines, []
+
+
+def _dist_of(ep: EntryPoint) -> tuple[str | None, str | None]:
+    return ep.dist.name, ep.dist.version
 
 
 def _effective(field: msgspec.structs.FieldInfo | None, raw: Mapping[str, Any]) -> Any:

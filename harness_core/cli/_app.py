@@ -11,17 +11,19 @@ aborted, nothing more is printed).
 
 from __future__ import annotations
 
-import importlib
 import re
 from typing import Any
 
 import click
 
-from harness_core.cli._entrypoints import command_entry_points
+from harness_core.entrypoints import entry_points
 
 __all__ = ["cli"]
 
 _VERBOSE = re.compile(r"-v+")
+
+COMMAND_GROUP = "harness.commands"
+"""Entry-point group of plugin subcommands: ``usage = "harness_usage.cli:usage"`` (a click command)."""
 
 _CONFIG_HELP = (
     "plugins.yaml to use (default: $HARNESS_CONFIG, ./plugins.yaml, ./config/plugins.yaml, "
@@ -67,39 +69,35 @@ class _HarnessGroup(click.Group):
         if position < len(args):
             first = args[position]
             group_option = first in ("-h", "--help", "--version")
-            if not group_option and first not in self.list_commands(ctx):
+            if not group_option and first not in self.commands and first not in self.list_commands(ctx):
                 args = [*args[:position], "run", *args[position:]]
         return super().parse_args(ctx, args)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*self.commands, *command_entry_points()})
+        return sorted({*self.commands, *entry_points(COMMAND_GROUP)})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         command = self.commands.get(cmd_name)
         if command is not None:
             return command
-        entry = command_entry_points().get(cmd_name)
+        entry = entry_points(COMMAND_GROUP).get(cmd_name)
         if entry is None:
             return None
-        module_name, _, attr = entry.value.partition(":")
+        where = f"the {cmd_name!r} subcommand of {entry.dist.key} ({entry.value})"
         try:
-            target: Any = importlib.import_module(module_name.strip())
-            for part in attr.strip().split(".") if attr.strip() else ():
-                target = getattr(target, part)
+            target = entry.load()
         except Exception as exc:
-            raise click.UsageError(
-                f"cannot load the {cmd_name!r} subcommand of {entry.dist} ({entry.value}): {type(exc).__name__}: {exc}"
-            ) from exc
+            raise click.UsageError(f"cannot load {where}: {type(exc).__name__}: {exc}") from exc
         if not isinstance(target, click.Command):
-            raise click.UsageError(f"the {cmd_name!r} subcommand of {entry.dist} ({entry.value}) is no click command")
+            raise click.UsageError(f"{where} is no click command")
         return target
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         limit = formatter.width - 6 - max(len(name) for name in self.list_commands(ctx))
         rows = [(name, command.get_short_help_str(limit)) for name, command in sorted(self.commands.items())]
         rows += [
-            (name, f"(from plugin {entry.dist})")
-            for name, entry in sorted(command_entry_points().items())
+            (name, f"(from plugin {entry.dist.key})")
+            for name, entry in sorted(entry_points(COMMAND_GROUP).items())
             if name not in self.commands
         ]
         with formatter.section("Commands"):

@@ -28,10 +28,15 @@ tokens) use the tier selected by the total input tokens, as the table defines.
 Lookup order for ``(route, model)``:
 
 1. ``overrides`` keyed ``"route/model"``, then ``"route/*"``, then ``"*/model"`` (source ``config``);
-2. the table, unless the route is mapped to ``None`` in ``providers``: the route is looked up as
-   the table's provider id (``providers`` maps a route to another id, e.g. ``{work: openai}``);
-   a route that is no provider of the table (``local``, ``mock``) matches the model id alone;
+2. the table, unless the route is mapped to ``None`` in ``providers`` or is one of
+   :data:`UNPRICED_ROUTES` (the built-in mock) that ``providers`` does not map: the route is looked
+   up as the table's provider id (``providers`` maps a route to another id, e.g. ``{work:
+   openai}``); a route that is no provider of the table (``local``) matches the model id alone;
 3. otherwise ``None``: the cost is unknown, and the caller must say so (never a guessed zero).
+
+The table (genai-prices, with pydantic) costs ~70 ms of CPU to import, so it is imported on the
+first lookup that needs it, never at module import and never for an override or an unpriced route:
+``harness run`` on the mock does not load it.
 
 A usage without ``input_tokens`` or ``output_tokens`` has an unknown cost (``None``) too.
 """
@@ -42,17 +47,23 @@ import logging
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 import msgspec
 
 from harness_core.types import TokenUsage
 
-__all__ = ["Cost", "CostLine", "Price", "PriceBook", "PricingConfig", "TokenKind", "table_version"]
+__all__ = ["UNPRICED_ROUTES", "Cost", "CostLine", "Price", "PriceBook", "PricingConfig", "TokenKind", "table_version"]
 
 logger = logging.getLogger(__name__)
 
 _MILLION = Decimal(1_000_000)
+
+UNPRICED_ROUTES: Final = frozenset({"mock"})
+"""Routes kept out of the price table unless ``providers`` maps them: ``mock``, the route of the
+built-in mock provider (``harness-llm-mock``), whose token counts are estimates nobody bills and
+whose only model (``echo``) the table has no row for. Its cost is ``None`` as before, without
+importing the table."""
 
 TokenKind = Literal["input", "cache_read", "cache_write", "output", "reasoning", "other"]
 """A line of a cost breakdown: plain input (input minus cache reads and writes), cache reads,
@@ -183,7 +194,7 @@ class PriceBook:
             if override is not None:
                 key, price = override
                 return _price_override(usage, price, key)
-            mapped = self.providers.get(route or "", route)
+            mapped = self.providers.get(route or "", None if route in UNPRICED_ROUTES else route)
             if not self.use_table or mapped is None:
                 return None
             return _price_from_table(usage, mapped, model, named=route in self.providers, at=at)
