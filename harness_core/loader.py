@@ -15,7 +15,7 @@ entry-point group ``harness.plugins`` (importing only those) → validate every 
 (``${{ env.NAME }}`` substitution, :class:`~harness_core.config.EnvFallback`, ``msgspec.convert``
 with unknown fields rejected and YAML strings turned into :class:`~harness_core.Secret` for
 ``Secret`` fields) → when no problem was found anywhere, build the plugins (``Plugin(config)``).
-Problems of every plugin are collected (the first per plugin) and raised together as one
+Problems of every plugin are collected (every problem of each, field by field) and raised together as one
 :class:`~harness_core.config.ConfigError`. A plugin that fails to import or to build is recorded
 as a :class:`~harness_core.plugininfo.PluginFailure` instead (docs/loader.md failure policy); a plugin
 that cannot even be imported counts as a middleware (fail closed). Every message produced here
@@ -240,7 +240,7 @@ def load_config(
 
     Raises:
         ConfigError: every problem found (unreadable file, YAML syntax, duplicate keys, unknown
-            top-level key, unknown plugin, invalid config …), the first per plugin, each with
+            top-level key, unknown plugin, invalid config …), every one of each plugin, each with
             plugin, field path and YAML line. Nothing is built when it is raised.
 
     Import and build failures do not raise: they are in :attr:`LoadedConfig.failures`.
