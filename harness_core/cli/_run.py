@@ -213,7 +213,7 @@ def _prepare(
     """``options`` completed from the command line's habits: a model alias resolved, ``-o``
     options keyed by the route's plugin, the prompt log attached, a logged conversation's
     history prepended. ``None`` (after an ``error:`` line) for a usage error."""
-    from harness_core.cli._promptlog import CONVERSATION_KEY, attach_prompt_log
+    from harness_core.cli._promptlog import CONVERSATION_KEY, attach_prompt_log, why_no_prompt_log
 
     logger = attach_prompt_log(loaded, enabled=log)
     metadata: dict[str, object] = {}
@@ -222,7 +222,7 @@ def _prepare(
     provider, model = options.provider, options.model
     if continue_last or cid is not None:
         if logger is None:
-            err.write("error: --continue/--cid need the prompt log (pip install harness-middleware; not --no-log)\n")
+            err.write(f"error: --continue/--cid need the prompt log: {why_no_prompt_log(loaded, enabled=log)}\n")
             return None
         found = logger.continuation(cid)
         if found is None:

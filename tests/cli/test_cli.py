@@ -607,10 +607,21 @@ def test_prompt_log_on_by_default_and_continue(harness: Harness, config: Config)
     missing = harness("run", "--cid", "nope", "x")
     assert missing.returncode == 2
     assert "no logged conversation 'nope'" in missing.stderr
-    config("plugins:\n  mock: {}\n  ~prompt-log: {}\ndefaults: {provider: mock, model: echo}\n")
+    path = config("plugins:\n  mock: {}\n  ~prompt-log: {}\ndefaults: {provider: mock, model: echo}\n")
     disabled = harness("run", "-C", "x")
     assert disabled.returncode == 2
-    assert "need the prompt log" in disabled.stderr
+    assert disabled.stderr == f"error: --continue/--cid need the prompt log: `~prompt-log:` at {path}:3 disables it\n"
+    unlogged = harness("run", "--no-log", "--cid", "x", "y")
+    assert unlogged.stderr == "error: --continue/--cid need the prompt log: --no-log was given\n"
+
+
+def test_without_harness_middleware_continuing_says_what_to_install() -> None:
+    from harness_core.cli._promptlog import why_no_prompt_log
+    from harness_core.loader import LoadedConfig
+
+    assert why_no_prompt_log(LoadedConfig(path=None), enabled=True) == (
+        "it comes with harness-middleware: pip install harness-middleware"
+    )
 
 
 def test_models_lists_every_route(harness: Harness, config: Config) -> None:
