@@ -100,7 +100,8 @@ def substitute_env(
     secrets (``Secret``-typed config fields). There a key is one whole value: ``${{ env.X }}``
     mixed with other text is refused, and so are ``$NAME`` and ``{{ env.NAME }}`` (a shell or
     template habit that would otherwise be sent as the literal key). Messages about those fields
-    quote only what looks like a variable name, never the value.
+    quote only what looks like a variable name, never the value; a value refused without being
+    quoted is added to ``redactor`` (it may be a key written wrong).
 
     Returns the new data and the :class:`EnvProblem` s, in document order. Every substituted
     value is added to ``redactor``: it is secret from then on. Keys are not substituted.
@@ -114,12 +115,18 @@ def substitute_env(
             return [walk(v, (*here, i), secret) for i, v in enumerate(value)]
         if not isinstance(value, str):
             return value
-        if secret:
-            mistake = _secret_mistake(value)
-            if mistake is not None:
-                problems.append(EnvProblem(here, mistake))
-                return value
-        return _expand(value, here, environ, redactor, problems, secret)
+        if not secret:
+            return _expand(value, here, environ, redactor, problems, secret)
+        before = len(problems)
+        mistake = _secret_mistake(value)
+        if mistake is not None:
+            problems.append(EnvProblem(here, mistake))
+            expanded = value
+        else:
+            expanded = _expand(value, here, environ, redactor, problems, secret)
+        if any(not p.unset and value not in p.message for p in problems[before:]):
+            redactor.add(value)  # perhaps a key written wrong: masked wherever else it shows up
+        return expanded
 
     return walk(data, path, False), problems
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness_core.config import ConfigError
+from harness_core.config import MASK, ConfigError
 from harness_core.loader import inspect_config, load_config
 
 Write = Callable[..., Path]
@@ -57,6 +57,7 @@ def test_a_dollar_before_a_literal_key_never_shows_the_key(
     assert (field, line) == ("token", 4)
     assert written[1:].strip("{}") not in message
     assert "${{ env.NAME }}" in message
+    assert inspect_config(path, environ={}).redact(f"x {written} y") == f"x {MASK} y"  # masked wherever it shows
 
 
 def test_a_shell_style_variable_name_is_quoted_with_the_fix(fake_plugins: Path, write_config: Write) -> None:
