@@ -247,7 +247,8 @@ def run(ctx: click.Context, /, prompt: str | None, as_json: bool, **options: Any
     the finish reason go to stderr at the end. With `--tool NAME` (repeatable) the model may call
     those registered tools: each call is executed, its result shown and sent back, until the
     model answers (at most `--max-steps` generations). `-a PATH|URL` attaches images, documents or
-    audio (what the route's wire takes; a URL is passed on, never downloaded). `--schema` asks for
+    audio (what the route's wire takes; a URL is passed on, never downloaded); `--at PATH TYPE`
+    gives the media type (of the same `-a` file, else it attaches the file). `--schema` asks for
     JSON matching a schema and checks that the reply is JSON. Ctrl-C aborts cleanly, keeping the
     partial output (exit 130); SIGTERM and SIGHUP do the same (exit 143 and 129). Text from the
     model is shown with control characters made visible on a terminal (`--json` and pipes keep it
