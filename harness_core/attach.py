@@ -1,7 +1,7 @@
 """Files and URLs as :class:`~harness_core.types.FileBlock` s: ``load_attachment("photo.jpg")``.
 
-What the CLI's ``-a/--attach``, ``--attach-type`` and chat ``/attach`` use, public for Python
-callers.
+What the CLI's ``-a/--attach``, ``--at/--attach-type`` (:func:`load_attachments`) and chat
+``/attach`` use, public for Python callers.
 
 A local file is read whole; its media type is detected from its content by magic numbers
 (:mod:`puremagic`, https://github.com/cdgriffith/puremagic), then from its file name extension,
@@ -14,14 +14,16 @@ Detected names are normalised to the IANA spelling (``audio/wave`` → ``audio/w
 from __future__ import annotations
 
 import mimetypes
+import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 from urllib.parse import urlsplit
 
 from harness_core.types import FileBlock
 
-__all__ = ["MAX_FILE_BYTES", "AttachError", "detect_media_type", "load_attachment"]
+__all__ = ["MAX_FILE_BYTES", "AttachError", "detect_media_type", "load_attachment", "load_attachments"]
 
 _URL: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _ALIASES: Final = {
@@ -115,6 +117,39 @@ def load_attachment(spec: str, media_type: str | None = None) -> FileBlock:
     if kind is None:
         raise AttachError(f"{spec}: unknown media type; give it with --attach-type PATH TYPE")
     return _block(spec, _normalise(kind), data=data, filename=path.name)
+
+
+def load_attachments(specs: Sequence[str], typed: Sequence[tuple[str, str]] = ()) -> list[FileBlock]:
+    """The attachments of one prompt, as ``llm``'s ``-a`` and ``--at/--attachment-type`` give
+    them (https://llm.datasette.io/en/stable/usage.html#attachments): ``specs`` detect their media
+    type, ``typed`` ``(PATH or URL, TYPE)`` pairs force one.
+
+    A typed spec naming the same file as one of ``specs`` (the same text, or a path resolving to
+    the same file) sets that attachment's type, at its place: ``-a scan.bin --at scan.bin
+    image/png`` is one attachment, an image. The other typed specs are attachments of their own,
+    after ``specs``. Order is kept; a file given twice in ``specs`` is attached twice.
+
+    Raises:
+        AttachError: as :func:`load_attachment`, or one file given two different types.
+    """
+    forced: dict[str, tuple[str, str]] = {}
+    for spec, media_type in typed:
+        key = _identity(spec)
+        if key in forced and forced[key][1] != media_type:
+            raise AttachError(f"{spec}: given two media types ({forced[key][1]} and {media_type}); give one")
+        forced.setdefault(key, (spec, media_type))
+    blocks = []
+    for spec in specs:
+        found = forced.get(_identity(spec))
+        blocks.append(load_attachment(spec, found[1] if found is not None else None))
+    detected = {_identity(spec) for spec in specs}
+    blocks += [load_attachment(spec, kind) for key, (spec, kind) in forced.items() if key not in detected]
+    return blocks
+
+
+def _identity(spec: str) -> str:
+    """What two specs naming one attachment share: a URL as written, a path resolved."""
+    return spec if _URL.match(spec) else os.path.realpath(Path(spec).expanduser())
 
 
 def _block(

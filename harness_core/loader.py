@@ -15,7 +15,7 @@ entry-point group ``harness.plugins`` (importing only those) → validate every 
 (``${{ env.NAME }}`` substitution, :class:`~harness_core.config.EnvFallback`, ``msgspec.convert``
 with unknown fields rejected and YAML strings turned into :class:`~harness_core.Secret` for
 ``Secret`` fields) → when no problem was found anywhere, build the plugins (``Plugin(config)``).
-Problems of every plugin are collected (the first per plugin) and raised together as one
+Problems of every plugin are collected (every problem of each, field by field) and raised together as one
 :class:`~harness_core.config.ConfigError`. A plugin that fails to import or to build is recorded
 as a :class:`~harness_core.plugininfo.PluginFailure` instead (docs/loader.md failure policy); a plugin
 that cannot even be imported counts as a middleware (fail closed). Every message produced here
@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+import typing
+from collections.abc import Collection, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Final, Literal
 
 import msgspec
@@ -52,12 +54,14 @@ __all__ = [
     "BUILTIN_DEFAULT",
     "CONFIG_ENV",
     "ENTRY_POINT_GROUP",
+    "FIRST_PARTY_PLUGINS",
     "LoadedConfig",
     "PluginEntry",
     "find_config",
     "inspect_config",
     "installed_plugins",
     "load_config",
+    "unknown_plugin_message",
 ]
 
 ENTRY_POINT_GROUP: Final = "harness.plugins"
@@ -76,6 +80,29 @@ defaults:
 """The configuration used when no ``plugins.yaml`` is found: the mock provider."""
 
 BUILTIN_SOURCE: Final = "<built-in default>"
+
+FIRST_PARTY_PLUGINS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "anthropic": "harness-llm-anthropic",
+        "anyllm": "harness-llm-anyllm",
+        "cache": "harness-middleware",
+        "deepseek": "harness-llm-deepseek",
+        "fallback": "harness-middleware",
+        "gateway": "harness-gateway",
+        "gemini": "harness-llm-gemini",
+        "mock": "harness-llm-mock",
+        "openai": "harness-llm-openai",
+        "otel": "harness-middleware",
+        "prompt-log": "harness-middleware",
+        "redact": "harness-middleware",
+        "retry": "harness-middleware",
+        "timeout": "harness-middleware",
+        "trace": "harness-trace",
+        "usage": "harness-middleware",
+    }
+)
+"""Plugin name -> the distribution of this project that provides it: an unknown plugin name
+that is exactly one of these is answered with ``pip install <distribution>``."""
 
 _KEY = re.compile(r"(?P<disabled>~)?(?P<name>[A-Za-z0-9_.-]+)(?::(?P<ident>[A-Za-z0-9_.-]+))?")
 _MSGSPEC_PATH = re.compile(r"^(?P<message>.*?)(?: - at `\$(?P<path>.*)`)?$", re.DOTALL)
@@ -209,7 +236,7 @@ def load_config(
 
     Raises:
         ConfigError: every problem found (unreadable file, YAML syntax, duplicate keys, unknown
-            top-level key, unknown plugin, invalid config …), the first per plugin, each with
+            top-level key, unknown plugin, invalid config …), every one of each plugin, each with
             plugin, field path and YAML line. Nothing is built when it is raised.
 
     Import and build failures do not raise: they are in :attr:`LoadedConfig.failures`.
@@ -371,8 +398,8 @@ class _Loading:
             self.problem("`defaults` must be a mapping with `provider` and/or `model`", ("defaults",))
             return
         raw, env_problems = substitute_env(raw, self.environ, self.loaded.redactor, ("defaults",))
-        for where, message in env_problems:
-            self.problem(message, where, field=format_path(where))
+        for env_problem in env_problems:
+            self.problem(env_problem.message, env_problem.path, field=format_path(env_problem.path))
         values: dict[str, str | None] = {}
         for key, value in raw.items():
             field = format_path(("defaults", key))
@@ -380,7 +407,7 @@ class _Loading:
                 self.problem(f"unknown key {key!r}; expected `provider` or `model`", ("defaults", key), field=field)
             elif value is not None and not isinstance(value, str):
                 self.problem(f"expected a string, got {type(value).__name__}", ("defaults", key), field=field)
-            elif not any(where == ("defaults", key) for where, _ in env_problems):
+            elif not any(env_problem.path == ("defaults", key) for env_problem in env_problems):
                 values[key] = value
         self.loaded.defaults = Defaults(**values)
 
@@ -428,19 +455,8 @@ class _Loading:
         entry = candidate.entry
         ep = installed.get(candidate.name)
         if ep is None:
-            names = ", ".join(sorted(installed)) or "none"
-            lower = candidate.name.lower()
-            hint = (
-                f"Plugin names are case-sensitive: did you mean {lower!r}?"
-                if lower != candidate.name and lower in installed
-                else f"If it is a provider adapter, try: pip install harness-llm-{lower}"
-                + (" (plugin names are case-sensitive)" if lower != candidate.name else "")
-            )
             self.problem(
-                f"unknown plugin {candidate.name!r}: no installed distribution has an entry point {candidate.name!r} "
-                f"in group {ENTRY_POINT_GROUP!r} (installed: {names}). {hint}",
-                ("plugins", candidate.key),
-                plugin=candidate.key,
+                unknown_plugin_message(candidate.name, installed), ("plugins", candidate.key), plugin=candidate.key
             )
             entry.state = "invalid"
             return
@@ -478,46 +494,94 @@ class _Loading:
                     candidate.entry.state = "invalid"
 
     def validate(self, candidate: _Candidate) -> None:
+        """Validate one plugin's config, reporting every problem in it (not only msgspec's first).
+
+        Mistakes in the file (a malformed ``${{ … }}``, a wrong type, an unknown field) make the
+        config invalid; a missing or unusable secret only (:meth:`secret_problem`) makes a
+        provider fail alone. When both kinds are found, all are reported as config problems."""
         if candidate.config_type is None:
             if candidate.raw:
                 first = next(iter(candidate.raw))
                 self.config_problem(candidate, f"plugin {candidate.name!r} takes no configuration", (first,))
             return
-        self.refused_secret = False
-        raw, env_problems = substitute_env(candidate.raw, self.environ, self.loaded.redactor)
-        if env_problems:
-            where, message = env_problems[0]
-            if message.startswith("environment variable "):  # not set: a provider fails when used
-                self.secret_problem(candidate, message, where, raw)
-            else:  # a malformed expression is a mistake in the file: everything stops
-                self.config_problem(candidate, message, where)
-            return
-        missing = self.apply_env_fallbacks(candidate.config_type, raw)
-        try:
-            config = msgspec.convert(raw, candidate.config_type, dec_hook=self.dec_hook)
-        except msgspec.ValidationError as exc:
-            message, where = _split_msgspec_error(str(exc))
-            if self.refused_secret:
-                self.secret_problem(candidate, message, where, raw)
-                return
-            if "unknown field" in message:
-                known = ", ".join(f.encode_name for f in msgspec.structs.fields(candidate.config_type))
-                message += f" (known fields: {known or 'none'})"
-            self.config_problem(candidate, message, where)
-            return
-        if missing:
-            field, variables = missing[0]
+        config_type = candidate.config_type
+        raw, env_problems = substitute_env(
+            candidate.raw, self.environ, self.loaded.redactor, secret_fields=_secret_fields(config_type)
+        )
+        mistakes: list[tuple[str, ConfigPath]] = [(p.message, p.path) for p in env_problems if not p.unset]
+        secrets: list[tuple[str, ConfigPath]] = [(p.message, p.path) for p in env_problems if p.unset]
+        skipped = {p.path[0] for p in env_problems if p.path}
+        missing = self.apply_env_fallbacks(config_type, raw)
+        config = None
+        if not env_problems:
+            config, found = self.convert(config_type, raw)
+        else:  # fields with an environment problem are checked no further (their value is unknown)
+            found = self.convert_fields(config_type, raw, skipped)
+        for message, where, refused in found:
+            (secrets if refused else mistakes).append((message, where))
+        for field, variables in missing:
             which = f"variable {variables[0]}" if len(variables) == 1 else "variables " + " or ".join(variables)
             message = (
                 f"no API key: set the environment {which} or `{field}:` in the config of plugin "
                 f"{candidate.key!r} (or write `{field}: null` to send none)"
             )
-            self.secret_problem(candidate, message, (field,), raw)
+            secrets.append((message, (field,)))
+        if mistakes:
+            for message, where in sorted([*mistakes, *secrets], key=lambda item: self.position(candidate, item[1])):
+                self.config_problem(candidate, message, where)
             return
+        if secrets:
+            self.secret_problem(candidate, secrets, raw)
+            return
+        assert config is not None  # no problem: the whole config converted
         candidate.config = config
         routes = getattr(config, "routes", None)
         if isinstance(routes, list) and all(isinstance(r, str) for r in routes):
             candidate.entry.routes = [MASK if r in self.loaded.redactor else r for r in routes]
+
+    def position(self, candidate: _Candidate, where: ConfigPath) -> int:
+        """Sort key of a problem: its YAML line (problems of one plugin are reported in file order)."""
+        return line_for(self.lines, ("plugins", candidate.key, *where)) or 0
+
+    def convert(
+        self, config_type: type[msgspec.Struct], raw: dict[str, Any]
+    ) -> tuple[msgspec.Struct | None, list[tuple[str, ConfigPath, bool]]]:
+        """The config built from ``raw``, or ``None`` and every problem (see :meth:`convert_fields`)."""
+        self.refused_secret = False
+        try:
+            return msgspec.convert(raw, config_type, dec_hook=self.dec_hook), []
+        except msgspec.ValidationError as exc:
+            first = (*_split_msgspec_error(str(exc)), self.refused_secret)
+        # msgspec stops at the first error: look at every field on its own to report them all
+        return None, self.convert_fields(config_type, raw, set()) or [first]  # else a cross-field check
+
+    def convert_fields(
+        self, config_type: type[msgspec.Struct], raw: dict[str, Any], skipped: set[str | int]
+    ) -> list[tuple[str, ConfigPath, bool]]:
+        """Every problem of ``raw`` field by field, in field order: ``(message, path, refused)``,
+        ``refused`` for a secret that cannot be sent. Fields in ``skipped`` are not looked at."""
+        fields = msgspec.structs.fields(config_type)
+        known = {f.encode_name for f in fields}
+        found: list[tuple[str, ConfigPath, bool]] = []
+        if config_type.__struct_config__.forbid_unknown_fields:
+            names = ", ".join(f.encode_name for f in fields) or "none"
+            for key in raw:
+                if key not in known:
+                    found.append((f"Object contains unknown field `{key}` (known fields: {names})", (key,), False))
+        for field in fields:
+            if field.encode_name in skipped:
+                continue
+            if field.encode_name not in raw:
+                if field.required:
+                    found.append((f"Object missing required field `{field.encode_name}`", (), False))
+                continue
+            self.refused_secret = False
+            try:
+                msgspec.convert(raw[field.encode_name], field.type, dec_hook=self.dec_hook)
+            except msgspec.ValidationError as exc:
+                message, where = _split_msgspec_error(str(exc))
+                found.append((message, (field.encode_name, *where), self.refused_secret))
+        return found
 
     def dec_hook(self, type_: type, obj: Any) -> Any:
         """``msgspec.convert`` hook: YAML strings become :class:`Secret` for ``Secret`` fields, and
@@ -540,21 +604,27 @@ class _Loading:
         candidate.entry.state = "invalid"
         candidate.entry.message = self.loaded.redact(message)
 
-    def secret_problem(self, candidate: _Candidate, message: str, where: ConfigPath, raw: dict[str, Any]) -> None:
-        """A missing or unusable secret: a middleware's config is invalid (fail closed, everything
-        stops); a provider plugin only fails, so its routes say why when used and the rest works."""
+    def secret_problem(
+        self, candidate: _Candidate, problems: list[tuple[str, ConfigPath]], raw: dict[str, Any]
+    ) -> None:
+        """Missing or unusable secrets (``(message, field path)`` each): a middleware's config is
+        invalid (fail closed, everything stops); a provider plugin only fails, so its routes say
+        why when used and the rest works."""
         if candidate.entry.is_middleware is not False:
-            self.config_problem(candidate, message, where)
+            for message, where in problems:
+                self.config_problem(candidate, message, where)
             return
-        line = line_for(self.lines, ("plugins", candidate.key, *where))
-        place = f"{self.loaded.source}:{line}" if line is not None else self.loaded.source
-        place += f", field {format_path(where)!r}"  # a secret is always a field of the config
+        reasons = []
+        for message, where in problems:
+            line = line_for(self.lines, ("plugins", candidate.key, *where))
+            place = f"{self.loaded.source}:{line}" if line is not None else self.loaded.source
+            reasons.append(f"{message} ({place}, field {format_path(where)!r})")  # a secret is a field
         assert candidate.config_type is not None  # only configs have secrets
         fields = {f.name: f for f in msgspec.structs.fields(candidate.config_type)}
         routes = _effective(fields.get("routes"), raw)
         known = [r for r in routes if isinstance(r, str)] if isinstance(routes, list) else None
         candidate.entry.routes = known
-        self.fail(candidate, "config", f"cannot be used: {message} ({place})", routes=known)
+        self.fail(candidate, "config", f"cannot be used: {'; '.join(reasons)}", routes=known)
 
     def apply_env_fallbacks(
         self, config_type: type[msgspec.Struct], raw: dict[str, Any]
@@ -631,6 +701,29 @@ class _Loading:
         )
 
 
+def unknown_plugin_message(name: str, installed: Collection[str]) -> str:
+    """Why ``name`` names no plugin, and what to do: the closest installed names first
+    (:func:`difflib.get_close_matches`); ``pip install`` only for a name that is exactly one of
+    :data:`FIRST_PARTY_PLUGINS` (never a guessed distribution name: that would invite installing
+    a typosquat); otherwise how to list the installed plugins."""
+    import difflib  # only on this error path: kept off the start-up of every command
+
+    lower = name.lower()
+    close = [lower] if lower != name and lower in installed else []
+    close += [match for match in difflib.get_close_matches(name, sorted(installed), n=3) if match not in close]
+    names = ", ".join(sorted(installed)) or "none"
+    message = f"unknown plugin {name!r}: no installed plugin is named {name!r} (installed: {names})."
+    case = " (plugin names are case-sensitive)" if lower != name else ""
+    if close:
+        message += f" Did you mean {' or '.join(repr(match) for match in close)}?{case}"
+    first_party = FIRST_PARTY_PLUGINS.get(name) or FIRST_PARTY_PLUGINS.get(lower)
+    if first_party is not None and lower not in installed:
+        message += f" {lower!r} is a plugin of the distribution {first_party}: pip install {first_party}{case}"
+    elif not close:
+        message += " `harness plugins` lists the installed plugins and their names."
+    return message
+
+
 def _builtin_document() -> tuple[dict[str, Any], dict[ConfigPath, int], list[ConfigProblem]]:
     """:data:`BUILTIN_DEFAULT` as :func:`~harness_core.config.parse_yaml` reads it (data, line of
     every path, no problem), built fresh for every call (the loader may change it)."""
@@ -653,6 +746,15 @@ def _effective(field: msgspec.structs.FieldInfo | None, raw: Mapping[str, Any]) 
     if field.default_factory is not msgspec.NODEFAULT:
         return field.default_factory()
     return field.default
+
+
+def _secret_fields(config_type: type[msgspec.Struct]) -> set[str]:
+    """The (encoded) names of the fields of ``config_type`` whose type holds :class:`Secret`."""
+    return {f.encode_name for f in msgspec.structs.fields(config_type) if _holds_secret(f.type)}
+
+
+def _holds_secret(annotation: Any) -> bool:
+    return annotation is Secret or any(_holds_secret(arg) for arg in typing.get_args(annotation))
 
 
 def _split_msgspec_error(text: str) -> tuple[str, ConfigPath]:

@@ -11,8 +11,10 @@ aborted, nothing more is printed).
 
 from __future__ import annotations
 
+import functools
 import re
-from typing import Any
+import sys
+from typing import IO, Any
 
 import click
 
@@ -45,12 +47,40 @@ def _config_option(func: Any) -> Any:
     )(func)
 
 
+def show_error(exc: click.ClickException, file: IO[Any] | None = None) -> None:
+    """Write ``exc`` as every harness error is written: on stderr, one ``error: …`` line (the
+    usage line and the help hint before it for a usage error, as click shows them)."""
+    out = file if file is not None else sys.stderr
+    ctx = exc.ctx if isinstance(exc, click.UsageError) else None
+    if ctx is not None:
+        hint = f"Try '{ctx.command_path} {max(ctx.help_option_names, key=len)}' for help.\n"
+        click.echo(f"{ctx.get_usage()}\n{hint}", file=out, color=ctx.color)
+    click.echo(f"error: {exc.format_message()}", file=out)
+
+
 class _HarnessGroup(click.Group):
     """A group that also offers the subcommands plugins declare in ``harness.commands``.
 
     Plugin subcommands are listed from entry-point metadata and imported only when run; a
-    built-in command of the same name wins.
+    built-in command of the same name wins. Every :class:`click.ClickException` (a usage error,
+    a plugin subcommand's own) is shown by :func:`show_error`, so every command's errors read
+    ``error: …`` on stderr (click's own style is ``Error: …``); exit codes stay click's (2 for
+    a usage error).
     """
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.ClickException as exc:
+            raise _restyled(exc) from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as exc:
+            raise _restyled(exc) from None
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         """``harness "prompt" …`` (or ``harness -m fast "prompt"``) is short for ``harness run …``:
@@ -102,6 +132,12 @@ class _HarnessGroup(click.Group):
         ]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+
+def _restyled(exc: click.ClickException) -> click.ClickException:
+    """``exc`` shown by :func:`show_error` when click reports it."""
+    exc.show = functools.partial(show_error, exc)  # type: ignore[method-assign]  # this one instance only
+    return exc
 
 
 def _verbosity(ctx: click.Context) -> int:
@@ -172,18 +208,22 @@ def cli(verbose: int, config: str | None) -> None:
 @click.option(
     "-a",
     "--attach",
+    "--attachment",
     "attach",
     metavar="PATH|URL",
     multiple=True,
     help="attach a file (media type from its content) or a URL the provider fetches (repeatable)",
 )
 @click.option(
+    "--at",
     "--attach-type",
+    "--attachment-type",
     "attach_type",
     nargs=2,
     metavar="PATH|URL TYPE",
     multiple=True,
-    help="attach a file or URL with this media type, e.g. `--attach-type scan.bin image/png` (repeatable)",
+    help="attach a file or URL with this media type, or set the type of the same `-a` file, "
+    "e.g. `--at scan.bin image/png` (repeatable)",
 )
 @click.option(
     "--schema",
@@ -205,7 +245,8 @@ def run(ctx: click.Context, /, prompt: str | None, as_json: bool, **options: Any
     the finish reason go to stderr at the end. With `--tool NAME` (repeatable) the model may call
     those registered tools: each call is executed, its result shown and sent back, until the
     model answers (at most `--max-steps` generations). `-a PATH|URL` attaches images, documents or
-    audio (what the route's wire takes; a URL is passed on, never downloaded). `--schema` asks for
+    audio (what the route's wire takes; a URL is passed on, never downloaded); `--at PATH TYPE`
+    gives the media type (of the same `-a` file, else it attaches the file). `--schema` asks for
     JSON matching a schema and checks that the reply is JSON. Ctrl-C aborts cleanly, keeping the
     partial output (exit 130); SIGTERM and SIGHUP do the same (exit 143 and 129). Text from the
     model is shown with control characters made visible on a terminal (`--json` and pipes keep it

@@ -18,7 +18,7 @@ from harness_core.loader import LoadedConfig, installed_plugins
 from harness_core.plugininfo import LoadedPlugin
 from harness_core.types import GenerateOptions, Message
 
-__all__ = ["CONVERSATION_KEY", "PROMPT_LOG", "Continuation", "PromptLogger", "attach_prompt_log"]
+__all__ = ["CONVERSATION_KEY", "PROMPT_LOG", "Continuation", "PromptLogger", "attach_prompt_log", "why_no_prompt_log"]
 
 PROMPT_LOG = "prompt-log"
 """The entry-point name of the prompt log middleware."""
@@ -65,3 +65,14 @@ def attach_prompt_log(loaded: LoadedConfig, *, enabled: bool) -> PromptLogger | 
     instance.redact_with(loaded.redact)
     logger: PromptLogger = instance
     return logger
+
+
+def why_no_prompt_log(loaded: LoadedConfig, *, enabled: bool) -> str:
+    """Why :func:`attach_prompt_log` found no prompt log: ``--no-log`` (``enabled`` false), the
+    ``~prompt-log:`` entry of plugins.yaml (file and line), else harness-middleware is missing."""
+    if not enabled:
+        return "--no-log was given"
+    for entry in loaded.entries:
+        if entry.name == PROMPT_LOG and entry.state == "disabled":
+            return f"`~{PROMPT_LOG}:` at {loaded.source}:{entry.line} disables it"
+    return "it comes with harness-middleware: pip install harness-middleware"

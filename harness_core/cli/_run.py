@@ -34,7 +34,7 @@ import anyio.abc
 import msgspec
 
 from harness_core.abort import AbortSignal
-from harness_core.attach import AttachError, load_attachment
+from harness_core.attach import AttachError, load_attachments
 from harness_core.cli._common import (
     ABORT_SIGNALS,
     EXIT_ABORTED,
@@ -123,7 +123,9 @@ def run_prompt(
     prompt log, ``continue_last``/``cid`` continue a logged conversation
     (:mod:`harness_core.cli._promptlog`).
     ``attach`` (paths or URLs, media type detected) and ``attach_type`` (``(path or URL, media
-    type)`` pairs) become :class:`~harness_core.types.FileBlock` s after the prompt; ``schema``
+    type)`` pairs, overriding the type of the same file in ``attach``:
+    :func:`~harness_core.attach.load_attachments`) become :class:`~harness_core.types.FileBlock` s
+    after the prompt; ``schema``
     (``--schema``) sets ``response_format`` and a reply that is not JSON fails with
     ``INVALID_OUTPUT`` (exit 1). A file that cannot be attached or a bad schema is exit 2.
     """
@@ -141,8 +143,7 @@ def run_prompt(
             err.write("error: empty prompt (nothing to send: pass PROMPT or pipe text on stdin)\n")
             return EXIT_USAGE
         try:
-            files = [load_attachment(spec) for spec in attach]
-            files += [load_attachment(spec, kind) for spec, kind in attach_type]
+            files = load_attachments(attach, attach_type)
             response_format = parse_schema(schema) if schema is not None else None
         except (AttachError, SchemaError) as exc:
             option = "--schema" if isinstance(exc, SchemaError) else "--attach"
@@ -212,7 +213,7 @@ def _prepare(
     """``options`` completed from the command line's habits: a model alias resolved, ``-o``
     options keyed by the route's plugin, the prompt log attached, a logged conversation's
     history prepended. ``None`` (after an ``error:`` line) for a usage error."""
-    from harness_core.cli._promptlog import CONVERSATION_KEY, attach_prompt_log
+    from harness_core.cli._promptlog import CONVERSATION_KEY, attach_prompt_log, why_no_prompt_log
 
     logger = attach_prompt_log(loaded, enabled=log)
     metadata: dict[str, object] = {}
@@ -221,7 +222,7 @@ def _prepare(
     provider, model = options.provider, options.model
     if continue_last or cid is not None:
         if logger is None:
-            err.write("error: --continue/--cid need the prompt log (pip install harness-middleware; not --no-log)\n")
+            err.write(f"error: --continue/--cid need the prompt log: {why_no_prompt_log(loaded, enabled=log)}\n")
             return None
         found = logger.continuation(cid)
         if found is None:
@@ -533,7 +534,12 @@ class Renderer:
                 self.note("error: unknown failure")
                 return EXIT_ERROR
             error = LlmError.from_failure(failure)
-            self.note(f"error: {describe_error(error, route=self.route, source=self.source)}")
+            described = describe_error(error, route=self.route, source=self.source)
+            cause = self.hints.cause(error) if self.hints is not None else None
+            if cause is not None:  # what to do first, then what the provider said
+                self.note(f"error: {cause}; the provider's answer: {described}")
+                return EXIT_USAGE
+            self.note(f"error: {described}")
             hint = self.hints.for_error(error) if self.hints is not None else None
             if hint is not None:
                 self.note(f"  {hint}")
@@ -571,14 +577,19 @@ class _Hints:
         default_applies = defaults.provider is None or provider in (None, defaults.provider)
         self.no_model = model is None and (defaults.model is None or not default_applies)
 
-    def for_error(self, error: LlmError) -> str | None:
-        """One hint line for ``error``, or ``None``.
+    def cause(self, error: LlmError) -> str | None:
+        """The command line's mistake that explains ``error``, shown before the provider's
+        answer (exit 2: a usage error), or ``None``: ``BAD_REQUEST`` (a provider's HTTP 400, or
+        the adapter refusing to send) when no model was given and ``defaults.model`` does not
+        apply."""
+        if error.code == "BAD_REQUEST" and self.no_model:
+            return "no model was given: pass -m MODEL or set defaults.model in plugins.yaml"
+        return None
 
-        - ``NO_ADAPTER`` without a config file: the built-in default is in use; names the
-          installed plugins it does not enable and how to enable them;
-        - ``BAD_REQUEST`` when no model was given and ``defaults.model`` does not apply: the
-          adapter needs one (exit 2: a usage error).
-        """
+    def for_error(self, error: LlmError) -> str | None:
+        """One hint line shown after ``error``, or ``None``: ``NO_ADAPTER`` without a config
+        file (the built-in default is in use; names the installed plugins it does not enable
+        and how to enable them; exit 2)."""
         loaded = self.loaded
         if error.code == "NO_ADAPTER" and loaded.path is None:
             idle = sorted(entry.key for entry in loaded.entries if entry.state == "installed")
@@ -588,6 +599,4 @@ class _Hints:
                 f"installed plugins not enabled: {names} (list them in plugins.yaml or pass -c FILE; "
                 "see `harness config check`)"
             )
-        if error.code == "BAD_REQUEST" and self.no_model:
-            return "no model was given: pass -m MODEL or set defaults.model in plugins.yaml"
         return None

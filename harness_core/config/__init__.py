@@ -4,7 +4,8 @@
   problem is (:data:`ConfigPath`, :func:`format_path`, :func:`line_for`);
 - :mod:`~harness_core.config.marked_yaml`: :func:`parse_yaml` (safe loader, every value's line,
   bounded aliases);
-- :mod:`~harness_core.config.env`: :class:`EnvFallback` and :func:`substitute_env`.
+- :mod:`~harness_core.config.env`: :class:`EnvFallback`, :func:`substitute_env` and its
+  :class:`EnvProblem`.
 
 Secret masking (:class:`Redactor`, :class:`RedactFilter`, :func:`redacted_logging`, :data:`MASK`)
 lives in :mod:`harness_core.secret` and is re-exported here. The loader
@@ -13,7 +14,7 @@ lives in :mod:`harness_core.secret` and is re-exported here. The loader
 
 from __future__ import annotations
 
-from harness_core.config.env import EnvFallback, substitute_env
+from harness_core.config.env import EnvFallback, EnvProblem, substitute_env
 from harness_core.config.marked_yaml import MAX_ALIAS_NODES, parse_yaml
 from harness_core.config.problems import ConfigError, ConfigPath, ConfigProblem, format_path, line_for
 from harness_core.secret import MASK, RedactFilter, Redactor, redacted_logging
@@ -25,6 +26,7 @@ __all__ = [
     "ConfigPath",
     "ConfigProblem",
     "EnvFallback",
+    "EnvProblem",
     "RedactFilter",
     "Redactor",
     "format_path",

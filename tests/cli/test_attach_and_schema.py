@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness_core import attach
-from harness_core.attach import AttachError, detect_media_type, load_attachment
+from harness_core.attach import AttachError, detect_media_type, load_attachment, load_attachments
 from harness_core.cli._schema import SchemaError, concise_schema, parse_schema
 from harness_core.types import FileBlock, JsonSchemaFormat
 
@@ -63,6 +63,27 @@ def test_a_url_is_kept_as_a_url_never_downloaded() -> None:
     assert load_attachment("https://example.com/photo", "image/webp").media_type == "image/webp"
     with pytest.raises(AttachError, match="cannot tell the media type of a URL without downloading it"):
         load_attachment("https://example.com/photo")
+
+
+def test_a_typed_spec_sets_the_type_of_the_same_attached_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "scan.bin").write_bytes(b"\x00\x01\x02")
+    (tmp_path / "photo.png").write_bytes(PNG)
+    (tmp_path / "notes.dat").write_bytes(b"\x00\x09")
+    blocks = load_attachments(
+        ["photo.png", "scan.bin", "https://example.com/a.jpg"],
+        [("./scan.bin", "image/png"), ("notes.dat", "application/pdf"), ("https://example.com/a.jpg", "image/webp")],
+    )
+    assert [(b.filename or b.url, b.media_type) for b in blocks] == [
+        ("photo.png", "image/png"),
+        ("scan.bin", "image/png"),  # -a scan.bin --at ./scan.bin image/png: one attachment, typed, in its place
+        ("https://example.com/a.jpg", "image/webp"),
+        ("notes.dat", "application/pdf"),  # --at alone attaches, as in llm
+    ]
+    twice = load_attachments(["photo.png", "photo.png"], [("photo.png", "image/png"), ("photo.png", "image/png")])
+    assert len(twice) == 2  # given twice with -a: attached twice; the same type twice is no conflict
+    with pytest.raises(AttachError, match=r"scan.bin: given two media types \(image/png and image/gif\); give one"):
+        load_attachments(["scan.bin"], [("scan.bin", "image/png"), ("scan.bin", "image/gif")])
 
 
 def test_concise_schemas() -> None:

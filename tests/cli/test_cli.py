@@ -373,6 +373,50 @@ def test_config_check_reports_every_problem(harness: Harness, config: Config, cl
     assert SECRET not in result.stdout + result.stderr
 
 
+def test_config_check_refuses_malformed_keys_and_lists_every_problem_of_a_plugin(
+    harness: Harness, config: Config, cli_env: dict[str, str]
+) -> None:
+    cli_env["OPENAI_API_KEY"] = SECRET
+    literal = "$" + SECRET  # a key pasted after a stray `$`
+    path = config(
+        "plugins:\n"
+        "  openai:\n"
+        "    api_key: ${ env.OPENAI_API_KEY }\n"  # 3
+        "    timeout: soon\n"  # 4
+        "  openai:b:\n"
+        f"    api_key: '{literal}'\n"  # 6
+        "    routes: [b]\n"
+        "  openai:c:\n"
+        "    api_key: ${{ env.OPENAI_API_KEY }}-2\n"  # 9
+        "    routes: [c]\n"
+    )
+    result = harness("config", "check")
+    assert result.returncode == 2
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"{path}: 4 problems"
+    assert lines[1] == (
+        f"  - {path}:3, plugin 'openai', field 'api_key': '${{ env.OPENAI_API_KEY }}' is not expanded: harness reads "
+        "the environment only as ${{ env.NAME }} (double braces): write ${{ env.OPENAI_API_KEY }} "
+        "(write $${ for a literal ${)"
+    )
+    assert lines[2].startswith(f"  - {path}:4, plugin 'openai', field 'timeout': Expected ")
+    assert lines[3].startswith(f"  - {path}:6, plugin 'openai:b', field 'api_key': the value starts with `$`")
+    assert lines[4].startswith(f"  - {path}:9, plugin 'openai:c', field 'api_key': a secret is one whole value")
+    assert SECRET not in result.stdout + result.stderr
+
+
+def test_usage_errors_read_like_every_other_error(harness: Harness) -> None:
+    result = harness("run", "--bogus", "hi")
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.endswith("\nerror: No such option '--bogus'.\n")
+    assert "Error" not in result.stderr
+    result = harness("config", "nosuch")
+    assert (result.returncode, result.stderr.splitlines()[-1]) == (2, "error: No such command 'nosuch'.")
+    result = harness("-c")  # the group's own option
+    assert (result.returncode, result.stderr.splitlines()[-1]) == (2, "error: Option '-c' requires an argument.")
+
+
 def test_config_check_reports_failures_without_secrets(
     harness: Harness, config: Config, cli_env: dict[str, str]
 ) -> None:
@@ -563,10 +607,21 @@ def test_prompt_log_on_by_default_and_continue(harness: Harness, config: Config)
     missing = harness("run", "--cid", "nope", "x")
     assert missing.returncode == 2
     assert "no logged conversation 'nope'" in missing.stderr
-    config("plugins:\n  mock: {}\n  ~prompt-log: {}\ndefaults: {provider: mock, model: echo}\n")
+    path = config("plugins:\n  mock: {}\n  ~prompt-log: {}\ndefaults: {provider: mock, model: echo}\n")
     disabled = harness("run", "-C", "x")
     assert disabled.returncode == 2
-    assert "need the prompt log" in disabled.stderr
+    assert disabled.stderr == f"error: --continue/--cid need the prompt log: `~prompt-log:` at {path}:3 disables it\n"
+    unlogged = harness("run", "--no-log", "--cid", "x", "y")
+    assert unlogged.stderr == "error: --continue/--cid need the prompt log: --no-log was given\n"
+
+
+def test_without_harness_middleware_continuing_says_what_to_install() -> None:
+    from harness_core.cli._promptlog import why_no_prompt_log
+    from harness_core.loader import LoadedConfig
+
+    assert why_no_prompt_log(LoadedConfig(path=None), enabled=True) == (
+        "it comes with harness-middleware: pip install harness-middleware"
+    )
 
 
 def test_models_lists_every_route(harness: Harness, config: Config) -> None:

@@ -261,8 +261,11 @@ def test_a_provider_without_a_model_says_pass_m(harness: Harness, config: Config
     config("plugins:\n  openai: {api_key: k, base_url: 'http://127.0.0.1:9/v1'}\n  mock: {}\n")
     result = harness("run", "-p", "openai", "hi")
     assert result.returncode == 2
-    assert "error: BAD_REQUEST from route 'openai' (openai): " in result.stderr
-    assert result.stderr.endswith("\n  no model was given: pass -m MODEL or set defaults.model in plugins.yaml\n")
+    assert result.stderr.startswith(
+        "error: no model was given: pass -m MODEL or set defaults.model in plugins.yaml; "
+        "the provider's answer: BAD_REQUEST from route 'openai' (openai): "
+    )
+    assert len(result.stderr.splitlines()) == 1
 
 
 def test_a_default_model_for_another_route_still_needs_m(harness: Harness, config: Config) -> None:

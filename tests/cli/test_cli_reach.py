@@ -131,6 +131,9 @@ def test_mock_acknowledges_attachments_and_attach_type_forces_the_type(tmp_path:
     result = run(tmp_path, MOCK, "-p", "mock", "--attach-type", "scan.bin", "image/png", "look")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "look [image/png 'scan.bin' (3 bytes)]"
+    both = run(tmp_path, MOCK, "-p", "mock", "-a", "scan.bin", "--at", "scan.bin", "image/png", "look")
+    assert both.returncode == 0, both.stderr
+    assert both.stdout.strip() == "look [image/png 'scan.bin' (3 bytes)]"  # one attachment: -a's, typed
 
 
 @pytest.mark.parametrize(

@@ -199,8 +199,8 @@ def test_substitute_env_reports_missing_variables_and_expressions() -> None:
     data = {"a": "${{ env.MISSING }}", "b": ["${{ 1 + 1 }}"], "c": "plain"}
     out, problems = substitute_env(data, {}, Redactor(), ("plugins", "x"))
     assert problems == [
-        (("plugins", "x", "a"), "environment variable MISSING is not set"),
-        (("plugins", "x", "b", 0), "unsupported expression '${{ 1 + 1 }}': only ${{ env.NAME }} is allowed"),
+        (("plugins", "x", "a"), "environment variable MISSING is not set", True),
+        (("plugins", "x", "b", 0), "unsupported expression '${{ 1 + 1 }}': only ${{ env.NAME }} is allowed", False),
     ]
     assert out["c"] == "plain"
 

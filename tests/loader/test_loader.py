@@ -135,24 +135,65 @@ def test_invalid_and_repeated_keys(fake_plugins: Path, write_config: Write) -> N
     ]
 
 
-def test_unknown_plugin_lists_installed_and_hints_pip(fake_plugins: Path, write_config: Write) -> None:
-    ((plugin, _, line, message),) = problems_of(write_config("plugins:\n  mock: {}\n  nosuchplugin: {}\n"))
-    assert (plugin, line) == ("nosuchplugin", 3)
-    assert "unknown plugin 'nosuchplugin'" in message
-    assert "installed: " in message
+def test_an_unknown_plugin_lists_the_installed_ones_and_never_guesses_a_distribution(
+    fake_plugins: Path, write_config: Write
+) -> None:
+    ((plugin, _, line, message),) = problems_of(write_config("plugins:\n  mock: {}\n  zzzqqq: {}\n"))
+    assert (plugin, line) == ("zzzqqq", 3)
+    assert message.startswith("unknown plugin 'zzzqqq': no installed plugin is named 'zzzqqq' (installed: ")
     assert "mock" in message
     assert "strict" in message
-    assert "pip install harness-llm-nosuchplugin" in message
-    assert "case-sensitive" not in message
+    assert "pip install" not in message  # harness-llm-zzzqqq could be anyone's
+    assert message.endswith("`harness plugins` lists the installed plugins and their names.")
 
 
-def test_unknown_plugin_hints_are_lowercase_and_case_sensitive(fake_plugins: Path, write_config: Write) -> None:
-    problems = problems_of(write_config("plugins:\n  Mock: {}\n  Nosuch:x: {}\n"))
-    assert [(plugin, line) for plugin, _, line, _ in problems] == [("Mock", 2), ("Nosuch:x", 3)]
-    mock, nosuch = (message for *_, message in problems)
-    assert mock.endswith("Plugin names are case-sensitive: did you mean 'mock'?")
-    assert "pip install" not in mock
-    assert nosuch.endswith("try: pip install harness-llm-nosuch (plugin names are case-sensitive)")
+def test_a_typo_suggests_the_closest_installed_plugins(fake_plugins: Path, write_config: Write) -> None:
+    problems = problems_of(write_config("plugins:\n  stirct: {}\n  Mock: {}\n  Nosuch:x: {}\n  opnai: {}\n"))
+    assert [(plugin, line) for plugin, _, line, _ in problems] == [
+        ("stirct", 2),
+        ("Mock", 3),
+        ("Nosuch:x", 4),
+        ("opnai", 5),
+    ]
+    stirct, mock, nosuch, opnai = (message for *_, message in problems)
+    assert stirct.endswith(". Did you mean 'strict'?")
+    assert mock.endswith(". Did you mean 'mock'? (plugin names are case-sensitive)")
+    assert "pip install" not in mock + nosuch + stirct
+    assert nosuch.endswith("`harness plugins` lists the installed plugins and their names.")
+    assert "Did you mean 'openai'?" in opnai
+    assert "pip install" not in opnai  # never a pip line for a typo
+
+
+def test_an_exact_first_party_name_that_is_not_installed_gets_its_pip_line(
+    fake_plugins: Path, write_config: Write, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import harness_core.loader as loader
+
+    installed = {name: ep for name, ep in loader.installed_plugins().items() if name not in ("gemini", "trace")}
+    monkeypatch.setattr(loader, "installed_plugins", lambda: installed)
+    problems = problems_of(write_config("plugins:\n  gemini: {}\n  Trace: {}\n  gemni: {}\n"))
+    gemini, trace, gemni = (message for *_, message in problems)
+    assert gemini.endswith(
+        " 'gemini' is a plugin of the distribution harness-llm-gemini: pip install harness-llm-gemini"
+    )
+    assert trace.endswith(
+        " 'trace' is a plugin of the distribution harness-trace: pip install harness-trace "
+        "(plugin names are case-sensitive)"
+    )
+    assert "pip install" not in gemni
+
+
+def test_the_first_party_table_matches_the_plugins_of_this_repository() -> None:
+    import tomllib
+
+    from harness_core.loader import ENTRY_POINT_GROUP, FIRST_PARTY_PLUGINS
+
+    declared: dict[str, str] = {}
+    for pyproject in (Path(__file__).parents[2] / "plugins").glob("*/pyproject.toml"):
+        project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
+        for name in project.get("entry-points", {}).get(ENTRY_POINT_GROUP, {}):
+            declared[name] = project["name"]
+    assert dict(FIRST_PARTY_PLUGINS) == declared
 
 
 # ------------------------------------------------------------------ validation
@@ -181,6 +222,7 @@ def test_every_plugin_is_validated_and_reported_together(fake_plugins: Path, wri
     problems = problems_of(path)
     assert problems == [
         ("strict", "tags[1]", 4, "Expected `str`, got `int`"),
+        ("strict", "count", 5, "Expected `int`, got `str`"),  # every problem of a plugin, not only its first
         (
             "strict:two",
             "colour",
@@ -199,7 +241,7 @@ def test_every_plugin_is_validated_and_reported_together(fake_plugins: Path, wri
     with pytest.raises(ConfigError) as info:
         load_config(path, environ={})
     assert info.value.code == "CONFIG"
-    assert len(info.value.problems) == 5
+    assert len(info.value.problems) == 6
     assert f"{path}:14, plugin 'strict:four', field 'inner.level'" in info.value.message
 
 

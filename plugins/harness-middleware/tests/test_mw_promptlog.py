@@ -265,6 +265,36 @@ def test_logs_command_errors(tmp_path: Path) -> None:
     assert "cannot read the prompt log" in broken.output
 
 
+def test_logs_says_where_plugins_yaml_disables_the_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("harness_middleware.cli.default_log_path", lambda: tmp_path / "default.sqlite")
+    config = tmp_path / "plugins.yaml"
+    config.write_text("plugins:\n  mock: {}\n  ~prompt-log:\n")
+    off = CliRunner().invoke(harness_cli, ["logs", "-c", str(config)])
+    assert off.exit_code == 2
+    assert off.stdout == ""
+    assert off.stderr == (
+        f"error: the prompt log is disabled by `~prompt-log:` at {config}:3: harness run writes no log "
+        "(remove the `~` to turn it on)\n"
+    )
+    PromptLog(tmp_path / "default.sqlite").entries()  # created before the log was turned off
+    older = CliRunner().invoke(harness_cli, ["logs", "-c", str(config)])
+    assert older.exit_code == 0
+    assert older.stdout == "no entries\n"
+    assert (
+        older.stderr
+        == f"note: the prompt log is disabled by `~prompt-log:` at {config}:3: these entries were written before\n"
+    )
+
+
+def test_click_errors_use_the_error_prefix_of_every_harness_command(tmp_path: Path) -> None:
+    for args in (["logs", "--since", "soon"], ["usage", "--bogus"], ["cache", "stats", "--db", str(tmp_path / "x")]):
+        result = CliRunner().invoke(harness_cli, args)
+        assert result.exit_code == 2, args
+        assert result.stdout == ""
+        assert "\nerror: " in f"\n{result.stderr}", result.stderr
+        assert "Error:" not in result.stderr
+
+
 def test_logs_path_from_plugins_yaml_or_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from harness_middleware import cli
 

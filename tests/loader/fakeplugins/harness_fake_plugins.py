@@ -163,3 +163,18 @@ class RaisingMiddlewarePlugin:
         async for chunk in call_next(options):
             yield chunk
         raise FileNotFoundError(2, "No such file or directory", "/proc/x")
+
+
+class LenientPlugin:
+    """An adapter plugin whose config ignores unknown fields (msgspec's default)."""
+
+    class Config(msgspec.Struct, kw_only=True):
+        count: int = 1
+        size: int = 1
+
+    def __init__(self, config: Any) -> None:
+        self.config = config
+
+    @hookimpl
+    def register_adapter(self, register: RegisterAdapter) -> None:  # pragma: no cover - never started
+        raise AssertionError

@@ -13,7 +13,7 @@ import sqlite3
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 import msgspec
@@ -22,9 +22,14 @@ from harness_middleware.cache import CachePlugin, CacheStore, default_cache_path
 from harness_middleware.promptlog import LogEntry, PromptLog, PromptLogPlugin, default_log_path
 from harness_middleware.usage import UsageLedger, UsagePlugin, default_usage_path
 
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from harness_core.loader import LoadedConfig
+
 __all__ = ["cache_command", "logs_command", "parse_since", "usage_command"]
 
 P = TypeVar("P")
+
+PROMPT_LOG = "prompt-log"  # the entry-point name of the prompt log middleware
 
 _SPAN = re.compile(r"^(\d+)([dhm])$")
 _SPAN_SECONDS = {"d": 86400, "h": 3600, "m": 60}
@@ -52,18 +57,24 @@ def parse_since(text: str, now: float | None = None) -> float:
     return moment.timestamp()
 
 
-def _plugin_from_config(config: str | None, plugin_type: type[P]) -> P | None:
-    """The first plugin instance of ``plugin_type`` built from plugins.yaml, or ``None``.
-
-    Raises :class:`click.ClickException` (exit 2) when the config is invalid.
-    """
+def _load(config: str | None) -> LoadedConfig:
+    """plugins.yaml loaded; raises :class:`click.ClickException` (exit 2) when it is invalid."""
     from harness_core.config import ConfigError
     from harness_core.loader import load_config
 
     try:
-        loaded = load_config(config)
+        return load_config(config)
     except ConfigError as exc:
         raise _ConfigProblem(str(exc)) from exc
+
+
+def _plugin_from_config(config: str | None, plugin_type: type[P], loaded: LoadedConfig | None = None) -> P | None:
+    """The first plugin instance of ``plugin_type`` built from plugins.yaml (``loaded``, else
+    the config found from ``config``), or ``None``.
+
+    Raises :class:`click.ClickException` (exit 2) when the config is invalid.
+    """
+    loaded = loaded if loaded is not None else _load(config)
     for plugin in loaded.plugins:
         if isinstance(plugin.instance, plugin_type):
             return plugin.instance
@@ -91,10 +102,25 @@ def _store(config: str | None, db: str | None) -> CacheStore:
 def prompt_log(config: str | None, db: str | None) -> PromptLog:
     """The prompt log of ``--db``, else of the ``prompt-log`` plugin of plugins.yaml, else the
     default path. Raises :class:`click.ClickException` (exit 2) for an invalid config."""
+    return _prompt_log(config, db)[0]
+
+
+def _prompt_log(config: str | None, db: str | None) -> tuple[PromptLog, str | None]:
+    """:func:`prompt_log` and, when plugins.yaml disables the log (``~prompt-log:``), where:
+    ``"FILE:LINE"``."""
     if db is not None:
-        return PromptLog(Path(db))
-    plugin = _plugin_from_config(config, PromptLogPlugin)
-    return plugin.log if plugin is not None else PromptLog(default_log_path())
+        return PromptLog(Path(db)), None
+    loaded = _load(config)
+    disabled = next(
+        (
+            f"{loaded.source}:{entry.line}"
+            for entry in loaded.entries
+            if entry.key == PROMPT_LOG and entry.state == "disabled"
+        ),
+        None,
+    )
+    plugin = _plugin_from_config(config, PromptLogPlugin, loaded)
+    return (plugin.log if plugin is not None else PromptLog(default_log_path())), disabled
 
 
 def _fmt(value: Any) -> str:
@@ -275,9 +301,14 @@ def logs_command(
     `harness run --continue` (the newest) or `harness run --cid ID`.
     """
     start = parse_since(since) if since is not None else None
-    log = prompt_log(config, db)
+    log, disabled = _prompt_log(config, db)
+    off = f"the prompt log is disabled by `~{PROMPT_LOG}:` at {disabled}" if disabled is not None else None
     if not log.path.exists():
+        if off is not None:
+            raise _ConfigProblem(f"{off}: harness run writes no log (remove the `~` to turn it on)")
         raise _ConfigProblem(f"no prompt log at {log.path} (harness run writes it unless --no-log)")
+    if off is not None:
+        click.echo(f"note: {off}: these entries were written before", err=True)
     try:
         entries = log.entries(limit=count or None, query=query, since=start, conversation_id=cid)
     except sqlite3.Error as exc:
