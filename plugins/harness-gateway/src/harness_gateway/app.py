@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 import anyio
+import anyio.lowlevel
 import msgspec
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -57,12 +58,16 @@ from harness_gateway.sse import KEEPALIVE
 from harness_gateway.store import SqlStore, Status
 from harness_middleware.notes import open_notes
 
-__all__ = ["ABORT_GRACE", "Gateway", "build_app"]
+__all__ = ["ABORT_GRACE", "RELAY_BUFFER", "Gateway", "build_app"]
 
 logger = logging.getLogger("harness_gateway")
 
 ABORT_GRACE: Final = 2.0
 """Seconds an aborted stream may take to end (and report its partial usage) before it is cancelled."""
+
+RELAY_BUFFER: Final = 16
+"""Events a stream's producer queues for its sender before it waits (and other streams run):
+the events of one upstream read go out in writes of at most this many."""
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _STREAM_HEADERS: Final = {"cache-control": "no-cache", "x-accel-buffering": "no"}
@@ -407,8 +412,8 @@ class _Run:
             encoder = ChatStreamEncoder(self.public_id, self.parsed.model, self.parsed.include_usage)
         else:
             encoder = MessagesStreamEncoder(self.public_id, self.parsed.model)
-        out, pending = anyio.create_memory_object_stream[bytes | GatewayError](64)
-        state: dict[str, bool] = {"started": False}
+        out, pending = anyio.create_memory_object_stream[bytes | GatewayError](RELAY_BUFFER)
+        state: dict[str, bool] = {"started": False, "flushed": False}
 
         async def produce() -> None:
             async with out:
@@ -431,6 +436,9 @@ class _Run:
                         await _put(out, data)
                     if isinstance(chunk, Finish):
                         await _put(out, _LAST)
+                    elif not state["flushed"] and isinstance(chunk, _CONTENT):
+                        state["flushed"] = True  # the first token goes out now, not with the next batch
+                        await anyio.lowlevel.checkpoint()
 
                 await self.chunks(feed)
 
