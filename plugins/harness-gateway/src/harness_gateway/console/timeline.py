@@ -8,7 +8,8 @@ JSON-able ``detail``:
   (index, block type, tool name), ``block-end``, ``usage`` (token counts), ``finish`` (kind and
   error); at most :data:`MAX_EVENTS` (``events_cut`` counts the rest);
 * ``rates``: deltas and characters per second of the stream, by block type;
-* ``first_chunk_ms``: time to the first chunk of any kind; ``tool_calls``: name, id, arguments;
+* ``first_chunk_ms``: time to the first chunk before the finish (none when the stream failed
+  before any); ``tool_calls``: name, id, arguments;
 * ``messages``: the request (system prompt, messages) and the reply, every text masked (API-key
   patterns and the configuration's secrets) and cut to :data:`TEXT_LIMIT` characters; files are
   described (media type, name, size), never stored.
@@ -24,6 +25,7 @@ from harness_core.types import (
     BlockEnd,
     BlockStart,
     FileBlock,
+    Finish,
     GenerateOptions,
     ReasoningBlock,
     ReasoningDelta,
@@ -81,7 +83,7 @@ class Timeline:
     def feed(self, chunk: StreamChunk) -> None:
         """Record one chunk."""
         t = self._ms()
-        if self.first_chunk_ms is None:
+        if self.first_chunk_ms is None and not isinstance(chunk, Finish):  # failed before any chunk: none
             self.first_chunk_ms = t
         if isinstance(chunk, TextDelta | ReasoningDelta | ToolCallDelta):
             kind, size = _delta(chunk)
