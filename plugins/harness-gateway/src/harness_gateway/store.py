@@ -456,8 +456,9 @@ class SQLiteStore(SqlStore):
     A transaction runs whole (``BEGIN`` … ``COMMIT``, a few microseconds without ``fsync``)
     on the event loop's thread when it can start at once, and in a worker thread, waiting up to
     ``timeout`` seconds, when another process holds the write lock (``SQLITE_BUSY``): the common
-    case costs no thread hop and no event-loop turn, and the event loop never waits on another
-    process. One transaction at a time per process. Admissions take the write lock first
+    case costs no thread hop and no event-loop turn (not even for a lock: nothing else runs on
+    the loop while it does), and the event loop never waits on another process; the worker
+    threads' connection serves one transaction at a time. Admissions take the write lock first
     (``BEGIN IMMEDIATE``), which serialises them across processes too. A request cancelled
     while its transaction waited in a worker thread commits nothing.
 
@@ -518,21 +519,24 @@ class SQLiteStore(SqlStore):
         return self._whole(self._connect(True), work, write, threaded=True)
 
     async def transaction(self, work: Callable[[Tx], Awaitable[T]], *, write: bool = True) -> T:
-        async with self._lock:
-            try:
-                if False not in self._conns:  # opening the file touches the disk: off the event loop
-                    await anyio.to_thread.run_sync(self._connect, False)
-                try:
-                    result = self._whole(self._conns[False], work, write)
-                except sqlite3.OperationalError as exc:
-                    if exc.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-                        raise
+        try:
+            conn = self._conns.get(False)
+            if conn is None:  # opening the file touches the disk: off the event loop
+                async with self._lock:
+                    conn = await anyio.to_thread.run_sync(self._connect, False)
+            try:  # no await until it has committed or rolled back: no other task can interleave
+                result = self._whole(conn, work, write)
+            except sqlite3.OperationalError as exc:
+                if exc.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                    raise
+                async with self._lock:  # the worker threads' connection: one transaction at a time
                     result = await anyio.to_thread.run_sync(self._waiting, work, write)
-            except (sqlite3.Error, OSError) as exc:
-                raise unavailable(self.description, exc) from exc
-            if write:
-                self._writes += 1
-                if self._writes % self.checkpoint_every == 0:
+        except (sqlite3.Error, OSError) as exc:
+            raise unavailable(self.description, exc) from exc
+        if write:
+            self._writes += 1
+            if self._writes % self.checkpoint_every == 0:
+                async with self._lock:
                     await anyio.to_thread.run_sync(self._checkpoint)
         return result
 

@@ -64,7 +64,7 @@ class _Watch:
     def chunk(self, chunk: StreamChunk) -> None:
         live = self.live
         live.timeline.feed(chunk)
-        if isinstance(chunk, TextDelta | ReasoningDelta | ToolCallDelta):
+        if isinstance(chunk, (TextDelta, ReasoningDelta, ToolCallDelta)):
             live.deltas += 1
             self.observer.changed()
         elif isinstance(chunk, Usage):
