@@ -386,7 +386,9 @@ def profile(python: str, upstream: str, out: Path, clients: int, streams: int, s
 def main(argv: list[str] | None = None) -> None:
     """``python -m bench.gateway load URL MODEL CLIENTS STREAMS``: one load run, JSON on stdout;
     ``python -m bench.gateway measure [--only LABEL …] [--litellm-python PY]``: the gateway
-    section alone (its own upstream), JSON on stdout, progress on stderr."""
+    section alone (its own upstream), ``results.json``-shaped JSON on stdout (``python -m
+    bench.report FILE`` renders it), progress on stderr; ``python -m bench.gateway profile OUT``:
+    :func:`profile`."""
     parser = argparse.ArgumentParser(prog="python -m bench.gateway")
     tasks = parser.add_subparsers(dest="task", required=True)
     one = tasks.add_parser("load")
@@ -417,12 +419,14 @@ def main(argv: list[str] | None = None) -> None:
         def log(message: str) -> None:
             print(message, file=sys.stderr, flush=True)
 
+        from bench.__main__ import machine
+
+        result = {"machine": machine(), "rounds": 1, "load_before": os.getloadavg()}
         with loopback_server(sys.executable) as base:
-            load_before = os.getloadavg()
-            result = measure(
+            result["gateway"] = measure(
                 sys.executable, base, log, litellm_python=args.litellm_python, quick=args.quick, only=tuple(args.only)
             )
-            result["load"] = {"before": load_before, "after": os.getloadavg()}
+        result["load_after"] = os.getloadavg()
     json.dump(result, sys.stdout)
     sys.stdout.write("\n")
 

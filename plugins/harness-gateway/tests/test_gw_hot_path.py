@@ -60,8 +60,12 @@ def _hold_write_lock(path: Path) -> sqlite3.Connection:
     return other
 
 
-def _entered(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> threading.Event:
-    """Set when a transaction falls back to the worker thread (it found the lock taken)."""
+async def _locked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[SQLiteStore, threading.Event, sqlite3.Connection]:
+    """A store, an event set when one of its transactions falls back to the worker thread (it
+    found the write lock taken), and the other connection that holds that lock."""
+    store = await _store(tmp_path)
     entered = threading.Event()
     waiting = store._waiting
 
@@ -70,15 +74,13 @@ def _entered(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> threading.E
         return waiting(*args)
 
     monkeypatch.setattr(store, "_waiting", spy)
-    return entered
+    return store, entered, _hold_write_lock(store.path)
 
 
 async def test_a_transaction_waits_in_a_thread_while_another_process_writes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = await _store(tmp_path)
-    entered = _entered(store, monkeypatch)
-    other = _hold_write_lock(store.path)
+    store, entered, other = await _locked(tmp_path, monkeypatch)
     tickets: list[str] = []
 
     async def admit() -> None:
@@ -98,9 +100,7 @@ async def test_a_transaction_waits_in_a_thread_while_another_process_writes(
 async def test_a_request_cancelled_while_its_transaction_waits_commits_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = await _store(tmp_path)
-    entered = _entered(store, monkeypatch)
-    other = _hold_write_lock(store.path)
+    store, entered, other = await _locked(tmp_path, monkeypatch)
     with anyio.CancelScope() as scope:
         async with anyio.create_task_group() as group:
             group.start_soon(store.admit, None, "mock", "echo")
