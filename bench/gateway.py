@@ -117,7 +117,7 @@ async def load(url: str, model: str, clients: int, streams: int) -> dict[str, An
             if ttft is not None:
                 ttfts.append(ttft)
 
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     await asyncio.gather(*(client() for _ in range(clients)))
     elapsed = time.perf_counter() - t0
     ttfts.sort()
@@ -126,6 +126,7 @@ async def load(url: str, model: str, clients: int, streams: int) -> dict[str, An
         "streams": len(counts),
         "seconds": elapsed,
         "streams_per_s": len(counts) / elapsed,
+        "client_cpu_s": time.process_time() - cpu0,  # the load generator's own share of the cores
         "deltas": sum(counts),
         "short_streams": sum(1 for c in counts if c < 200),
         "ttft_p50_ms": statistics.median(ttfts) * 1000 if ttfts else None,
