@@ -209,7 +209,13 @@ def _create_key(url: str, master: str) -> str:
 
 @contextlib.contextmanager
 def _harness(
-    python: str, upstream: str, tmp: Path, workers: int, server: str = "", wrap: tuple[str, ...] = ()
+    python: str,
+    upstream: str,
+    tmp: Path,
+    workers: int,
+    server: str = "",
+    wrap: tuple[str, ...] = (),
+    provider: str = "",
 ) -> Iterator[tuple[str, str, int, str]]:
     port = _free_port()
     name = f"harness-{workers}{server.replace(' ', '').replace(',', '-').replace(':', '')}"
@@ -218,7 +224,8 @@ def _harness(
         "plugins:\n"
         f"  gateway: {{port: {port}, database: '{tmp}/{name}.sqlite', master_key: \"${{{{ env.BENCH_MASTER_KEY }}}}\""
         f"{', ' + server if server else ''}}}\n"
-        f"  openai: {{base_url: '{upstream}/v1', api_key: \"${{{{ env.BENCH_UPSTREAM_KEY }}}}\", routes: [bench]}}\n"
+        f"  openai: {{base_url: '{upstream}/v1', api_key: \"${{{{ env.BENCH_UPSTREAM_KEY }}}}\", routes: [bench]"
+        f"{', ' + provider if provider else ''}}}\n"
     )
     master = _new_key()
     env = {**os.environ, "BENCH_MASTER_KEY": master, "BENCH_UPSTREAM_KEY": _new_key()}
