@@ -129,6 +129,9 @@ def _gateway_targets(res: dict[str, Any]) -> list[Target]:
         )
     cpu = med_of([row.get("cpu_us_per_chunk") for row in h.values()])
     rows.append(("gateway CPU per chunk relayed", "≤ 60 µs", _f(cpu, "{:.1f} µs"), _le(cpu, 60)))
+    theirs_cpu = med_of([row.get("cpu_us_per_chunk") for row in lite.values()]) if "error" not in lite else None
+    if cpu and theirs_cpu:  # the streams/s ratio of two CPU-bound gateways, whatever else runs on the machine
+        rows.append(("(LiteLLM's CPU per chunk ÷ the gateway's)", "(≥ 25×)", _x(theirs_cpu / cpu), None))
     one, base = h.get("1", {}).get("ttft_p50_ms"), direct.get("1", {}).get("ttft_p50_ms")
     added = one - base if one is not None and base is not None else None
     rows.append(("added time to first token, p50, 1 client", "≤ 1 ms", _f(added, "{:.2f} ms"), _le(added, 1.0)))
