@@ -443,24 +443,29 @@ class _Run:
                 await self.chunks(feed)
 
         keepalive = self.runtime.config.keepalive
-        async with anyio.create_task_group() as group, pending:
-            group.start_soon(produce)
-            first = await _receive(pending, keepalive)
-            if isinstance(first, GatewayError):
-                await error_response(first, self.generation.dialect)({"type": "http"}, _no_receive, send)
-                return
-            headers = [(b"content-type", b"text/event-stream; charset=utf-8")]
-            headers += [(k.encode(), v.encode()) for k, v in _STREAM_HEADERS.items()]
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
-            item: bytes | GatewayError | None = first
-            while item is not _LAST:
-                if isinstance(item, GatewayError):  # failed before any output, after a keep-alive went out
-                    await send({"type": "http.response.body", "body": encoder.error(item), "more_body": True})
-                    break  # the error is the terminal event
-                body, following = (KEEPALIVE, None) if item is None else _ready(pending, item)
-                await send({"type": "http.response.body", "body": body, "more_body": True})
-                item = following if following is not None else await _receive(pending, keepalive)
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+        async def deliver() -> None:  # the sender: its own task, so the upstream request starts at once
+            async with pending:
+                first = await _receive(pending, keepalive)
+                if isinstance(first, GatewayError):
+                    await error_response(first, self.generation.dialect)({"type": "http"}, _no_receive, send)
+                    return
+                headers = [(b"content-type", b"text/event-stream; charset=utf-8")]
+                headers += [(k.encode(), v.encode()) for k, v in _STREAM_HEADERS.items()]
+                await send({"type": "http.response.start", "status": 200, "headers": headers})
+                item: bytes | GatewayError | None = first
+                while item is not _LAST:
+                    if isinstance(item, GatewayError):  # failed before any output, after a keep-alive went out
+                        await send({"type": "http.response.body", "body": encoder.error(item), "more_body": True})
+                        break  # the error is the terminal event
+                    body, following = (KEEPALIVE, None) if item is None else _ready(pending, item)
+                    await send({"type": "http.response.body", "body": body, "more_body": True})
+                    item = following if following is not None else await _receive(pending, keepalive)
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(deliver)
+            await produce()
 
 
 _LAST: Final = GatewayError(500, "the terminal event was sent")
