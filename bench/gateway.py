@@ -14,9 +14,9 @@ Gateways:
 
 - ``direct``: the client talks to the upstream itself (the baseline of TTFT);
 - ``harness``: ``harness serve`` (one worker; ``harness-2w``: two) with harness-llm-openai
-  pointing at the upstream, no middleware, uvicorn's defaults (uvloop and httptools when
-  installed); ``harness-h11``: the same on asyncio's loop and h11 (the configuration before
-  issue 17's round two);
+  pointing at the upstream, no middleware, the gateway's default server settings (asyncio's
+  loop; httptools when installed, else h11); ``harness-uvloop`` and ``harness-h11``: the same
+  with uvloop, or with h11 (measured where uvloop and httptools are installed);
 - ``litellm``: ``litellm --config …`` (one worker, no database, ``disable_spend_logs``), when
   installed in ``bench/.venv-litellm`` (``--litellm-python``).
 
@@ -313,7 +313,8 @@ def _short(row: dict[str, Any]) -> str:
 
 HARNESS_VARIANTS: dict[str, tuple[int, str]] = {
     "harness": (1, ""),
-    "harness-h11": (1, "loop: asyncio, http: h11"),
+    "harness-uvloop": (1, "loop: uvloop"),
+    "harness-h11": (1, "http: h11"),
     "harness-2w": (2, ""),
 }
 """Label → (workers, extra gateway settings)."""
