@@ -392,12 +392,39 @@ def profile(python: str, upstream: str, out: Path, clients: int, streams: int, s
     return out
 
 
+def combine(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several ``measure`` results (``results.json``-shaped) as one: every figure the median over
+    the runs that have it, ``rounds`` their number, every run kept under ``runs``."""
+    labels = dict.fromkeys(label for run in runs for label in run["gateway"])
+    table: dict[str, Any] = {}
+    for label in labels:
+        rows = [run["gateway"][label] for run in runs if "error" not in run["gateway"].get(label, {"error": 1})]
+        if not rows:
+            table[label] = {"error": "no run succeeded"}
+            continue
+        table[label] = {}
+        for clients in dict.fromkeys(c for row in rows for c in row):
+            cells = [row[clients] for row in rows if clients in row and "error" not in row[clients]]
+            numbers = {k for cell in cells for k, v in cell.items() if isinstance(v, int | float)}
+            merged = {k: statistics.median(cell[k] for cell in cells if cell.get(k) is not None) for k in numbers}
+            table[label][clients] = merged if cells else {"error": "no run succeeded"}
+    first, last = runs[0], runs[-1]
+    return {
+        "machine": first["machine"],
+        "rounds": len(runs),
+        "load_before": first["load_before"],
+        "load_after": last["load_after"],
+        "gateway": table,
+        "runs": runs,
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     """``python -m bench.gateway load URL MODEL CLIENTS STREAMS``: one load run, JSON on stdout;
     ``python -m bench.gateway measure [--only LABEL …] [--litellm-python PY]``: the gateway
     section alone (its own upstream), ``results.json``-shaped JSON on stdout (``python -m
-    bench.report FILE`` renders it), progress on stderr; ``python -m bench.gateway profile OUT``:
-    :func:`profile`."""
+    bench.report FILE`` renders it), progress on stderr; ``python -m bench.gateway combine A.json
+    B.json …``: :func:`combine`; ``python -m bench.gateway profile OUT``: :func:`profile`."""
     parser = argparse.ArgumentParser(prog="python -m bench.gateway")
     tasks = parser.add_subparsers(dest="task", required=True)
     one = tasks.add_parser("load")
@@ -414,8 +441,12 @@ def main(argv: list[str] | None = None) -> None:
     prof.add_argument("--clients", type=int, default=16)
     prof.add_argument("--streams", type=int, default=8)
     prof.add_argument("--server", default="", help="extra gateway settings, e.g. 'loop: asyncio, http: h11'")
+    merge = tasks.add_parser("combine")
+    merge.add_argument("files", nargs="+", type=Path)
     args = parser.parse_args(argv)
-    if args.task == "load":
+    if args.task == "combine":
+        result = combine([json.loads(path.read_text()) for path in args.files])
+    elif args.task == "load":
         result = asyncio.run(load(args.url, args.model, args.clients, args.streams))
     elif args.task == "profile":
         from bench.__main__ import loopback_server
