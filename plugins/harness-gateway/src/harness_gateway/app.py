@@ -65,7 +65,7 @@ logger = logging.getLogger("harness_gateway")
 ABORT_GRACE: Final = 2.0
 """Seconds an aborted stream may take to end (and report its partial usage) before it is cancelled."""
 
-RELAY_BUFFER: Final = 16
+RELAY_BUFFER: Final = 64
 """Events a stream's producer queues for its sender before it waits (and other streams run):
 the events of one upstream read go out in writes of at most this many."""
 
