@@ -14,9 +14,17 @@ Gateways:
 
 - ``direct``: the client talks to the upstream itself (the baseline of TTFT);
 - ``harness``: ``harness serve`` (one worker; ``harness-2w``: two) with harness-llm-openai
-  pointing at the upstream, no middleware;
+  pointing at the upstream, no middleware, the gateway's default server settings (asyncio's
+  loop; httptools when installed, else h11); ``harness-uvloop`` and ``harness-h11``: the same
+  with uvloop, or with h11 (measured where uvloop and httptools are installed);
 - ``litellm``: ``litellm --config …`` (one worker, no database, ``disable_spend_logs``), when
   installed in ``bench/.venv-litellm`` (``--litellm-python``).
+
+Keys are as long as real ones and built at run time (the secret redactor's cost grows with
+them): the gateways' master keys, harness's virtual key (created through ``/admin/keys``, the
+key every harness load request carries: looked up, admitted and settled like a customer's) and
+the upstream key. LiteLLM's proxy has no virtual keys without a database: its clients carry the
+master key.
 """
 
 from __future__ import annotations
@@ -27,6 +35,8 @@ import contextlib
 import json
 import os
 import re
+import secrets
+import signal
 import socket
 import statistics
 import subprocess
@@ -40,22 +50,28 @@ from typing import Any
 __all__ = ["CLIENTS", "load", "measure"]
 
 CLIENTS = (1, 16, 128)
+MANY = 512
+"""Concurrent streams of the memory row (harness and direct only: LiteLLM would take minutes)."""
 SCENARIO = "text-200"
 _CONTENT = re.compile(rb'"content":\s?"[^"]')
 _ROOT = Path(__file__).resolve().parent.parent
-BENCH_KEY = "sk-bench-" + "5f0c" * 12
-"""The key every load request carries: LiteLLM's master key (its proxy refuses to start without a
-strong one); harness serve on loopback accepts any key."""
+_KEY_ENV = "BENCH_GATEWAY_KEY"
+"""The load generator's key (an environment variable, not an argument: ``ps`` shows arguments)."""
+
+
+def _new_key(prefix: str = "sk-") -> str:
+    """A key-shaped secret of 59 characters, random per run."""
+    return prefix + secrets.token_urlsafe(42)
 
 
 # ----------------------------------------------------------------------------- load generator
 
 
-async def _one(host: str, port: int, path: str, body: bytes) -> tuple[float | None, int, bool]:
+async def _one(host: str, port: int, path: str, body: bytes, key: str) -> tuple[float | None, int, bool]:
     """One streamed request: (TTFT seconds, content deltas seen, ``[DONE]`` seen)."""
     head = (
         f"POST {path} HTTP/1.1\r\nhost: {host}:{port}\r\ncontent-type: application/json\r\n"
-        f"authorization: Bearer {BENCH_KEY}\r\nconnection: close\r\ncontent-length: {len(body)}\r\n\r\n"
+        f"authorization: Bearer {key}\r\nconnection: close\r\ncontent-length: {len(body)}\r\n\r\n"
     ).encode()
     start = time.perf_counter()
     reader, writer = await asyncio.open_connection(host, port)
@@ -88,11 +104,12 @@ async def load(url: str, model: str, clients: int, streams: int) -> dict[str, An
     ttfts: list[float] = []
     counts: list[int] = []
     errors: list[str] = []
+    key = os.environ.get(_KEY_ENV) or _new_key()
 
     async def client() -> None:
         for _ in range(streams):
             try:
-                ttft, deltas, _done = await _one(host, port, "/v1/chat/completions", body)
+                ttft, deltas, _done = await _one(host, port, "/v1/chat/completions", body, key)
             except OSError as exc:
                 errors.append(repr(exc))
                 continue
@@ -100,7 +117,7 @@ async def load(url: str, model: str, clients: int, streams: int) -> dict[str, An
             if ttft is not None:
                 ttfts.append(ttft)
 
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     await asyncio.gather(*(client() for _ in range(clients)))
     elapsed = time.perf_counter() - t0
     ttfts.sort()
@@ -109,6 +126,7 @@ async def load(url: str, model: str, clients: int, streams: int) -> dict[str, An
         "streams": len(counts),
         "seconds": elapsed,
         "streams_per_s": len(counts) / elapsed,
+        "client_cpu_s": time.process_time() - cpu0,  # the load generator's own share of the cores
         "deltas": sum(counts),
         "short_streams": sum(1 for c in counts if c < 200),
         "ttft_p50_ms": statistics.median(ttfts) * 1000 if ttfts else None,
@@ -174,66 +192,105 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes], seconds: float = 120.0)
     raise RuntimeError(f"{url}: not ready after {seconds:.0f} s")
 
 
+def _create_key(url: str, master: str) -> str:
+    """A virtual key without limits, created through ``POST /admin/keys`` with the master key."""
+    import urllib.request
+
+    request = urllib.request.Request(
+        f"{url}/admin/keys",
+        data=json.dumps({"name": f"bench-{secrets.token_hex(4)}"}).encode(),
+        headers={"authorization": f"Bearer {master}", "content-type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        created: str = json.loads(answer.read())["key"]
+    return created
+
+
 @contextlib.contextmanager
-def _harness(python: str, upstream: str, tmp: Path, workers: int) -> Iterator[tuple[str, str, int]]:
+def _harness(
+    python: str,
+    upstream: str,
+    tmp: Path,
+    workers: int,
+    server: str = "",
+    wrap: tuple[str, ...] = (),
+    provider: str = "",
+) -> Iterator[tuple[str, str, int, str]]:
     port = _free_port()
-    config = tmp / f"harness-{workers}.yaml"
+    name = f"harness-{workers}{server.replace(' ', '').replace(',', '-').replace(':', '')}"
+    config = tmp / f"{name}.yaml"
     config.write_text(
         "plugins:\n"
-        f"  gateway: {{port: {port}, database: '{tmp}/gateway-{workers}.sqlite'}}\n"
-        f"  openai: {{base_url: '{upstream}/v1', api_key: null, routes: [bench], max_connections: 1024}}\n"
+        f"  gateway: {{port: {port}, database: '{tmp}/{name}.sqlite', master_key: \"${{{{ env.BENCH_MASTER_KEY }}}}\""
+        f"{', ' + server if server else ''}}}\n"
+        f"  openai: {{base_url: '{upstream}/v1', api_key: \"${{{{ env.BENCH_UPSTREAM_KEY }}}}\", routes: [bench]"
+        f"{', ' + provider if provider else ''}}}\n"
     )
+    master = _new_key()
+    env = {**os.environ, "BENCH_MASTER_KEY": master, "BENCH_UPSTREAM_KEY": _new_key()}
     harness = str(Path(python).parent / "harness")
-    argv = [harness, "serve", "-c", str(config), "--port", str(port), "--workers", str(workers)]
-    proc = subprocess.Popen(argv, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    argv = [*wrap, harness, "serve", "-c", str(config), "--port", str(port), "--workers", str(workers)]
+    logs = None if os.environ.get("BENCH_GATEWAY_STDERR") else subprocess.DEVNULL  # set it to see the gateway's log
+    proc = subprocess.Popen(argv, cwd=tmp, env=env, stdout=subprocess.DEVNULL, stderr=logs)
     try:
-        _wait_ready(f"http://127.0.0.1:{port}/healthz", proc)
-        yield f"http://127.0.0.1:{port}", f"bench/{SCENARIO}", proc.pid
+        url = f"http://127.0.0.1:{port}"
+        _wait_ready(f"{url}/healthz", proc)
+        yield url, f"bench/{SCENARIO}", proc.pid, _create_key(url, master)
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        # uvicorn re-raises SIGTERM after its shutdown (the process dies before a profiler writes);
+        # SIGINT ends in KeyboardInterrupt, which lets cProfile save its statistics
+        proc.send_signal(signal.SIGINT if wrap else signal.SIGTERM)
+        proc.wait(timeout=60)
 
 
 @contextlib.contextmanager
-def _litellm(litellm_python: str, upstream: str, tmp: Path) -> Iterator[tuple[str, str, int]]:
+def _litellm(litellm_python: str, upstream: str, tmp: Path) -> Iterator[tuple[str, str, int, str]]:
     port = _free_port()
     config = tmp / "litellm.yaml"
     config.write_text(
         "model_list:\n"
         "  - model_name: bench\n"
-        f"    litellm_params: {{model: openai/{SCENARIO}, api_base: '{upstream}/v1', api_key: sk-bench}}\n"
+        f"    litellm_params: {{model: openai/{SCENARIO}, api_base: '{upstream}/v1',"
+        " api_key: os.environ/BENCH_UPSTREAM_KEY}\n"
         "general_settings:\n"
         "  disable_spend_logs: true\n"
-        f"  master_key: {BENCH_KEY}\n"
+        "  master_key: os.environ/BENCH_MASTER_KEY\n"
     )
+    master = _new_key()
     litellm = str(Path(litellm_python).parent / "litellm")
     argv = [litellm, "--config", str(config), "--port", str(port), "--num_workers", "1"]
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    env.update(BENCH_MASTER_KEY=master, BENCH_UPSTREAM_KEY=_new_key())
     proc = subprocess.Popen(argv, cwd=tmp, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_ready(f"http://127.0.0.1:{port}/health/liveliness", proc, seconds=300)
-        yield f"http://127.0.0.1:{port}", "bench", proc.pid
+        yield f"http://127.0.0.1:{port}", "bench", proc.pid, master
     finally:
         proc.terminate()
         proc.wait(timeout=30)
 
 
-def _load(python: str, url: str, model: str, clients: int, streams: int) -> dict[str, Any]:
+def _load(python: str, url: str, model: str, clients: int, streams: int, key: str) -> dict[str, Any]:
     argv = [python, "-m", "bench.gateway", "load", url, model, str(clients), str(streams)]
-    done = subprocess.run(argv, capture_output=True, text=True, cwd=_ROOT, check=False)
+    env = {**os.environ, _KEY_ENV: key}
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=_ROOT, env=env, check=False)
     if done.returncode != 0:
         return {"error": (done.stderr.strip().splitlines() or ["?"])[-1][:300]}
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
 
-def _run(python: str, url: str, model: str, pid: int | None, streams_for: dict[int, int], log: Any) -> dict[str, Any]:
+def _run(
+    python: str, url: str, model: str, pid: int | None, streams_for: dict[int, int], log: Any, key: str = ""
+) -> dict[str, Any]:
     rows: dict[str, Any] = {}
-    _load(python, url, model, 4, 2)  # warm-up: connections, imports, first-request paths
-    for clients in CLIENTS:
+    key = key or _new_key()
+    _load(python, url, model, 4, 2, key)  # warm-up: connections, imports, first-request paths
+    for clients, streams in streams_for.items():
         pids = _tree(pid) if pid is not None else []
         c0 = _cpu_s(pids)
-        row = _load(python, url, model, clients, streams_for[clients])
+        row = _load(python, url, model, clients, streams, key)
         if pids and "error" not in row:
             row["cpu_s"] = _cpu_s(pids) - c0
             row["cpu_us_per_chunk"] = row["cpu_s"] / max(1, row["deltas"]) * 1e6
@@ -247,36 +304,63 @@ def _short(row: dict[str, Any]) -> str:
     if "error" in row:
         return f"ERROR {row['error']}"
     cpu = f" cpu={row['cpu_us_per_chunk']:.1f}µs/chunk" if "cpu_us_per_chunk" in row else ""
+    rss = f" rss={row['peak_rss_mib']:.0f}MiB" if "peak_rss_mib" in row else ""
     return (
-        f"{row['streams_per_s']:.1f} streams/s ttft p50={row['ttft_p50_ms']:.1f}ms p99={row['ttft_p99_ms']:.1f}ms{cpu}"
+        f"{row['streams_per_s']:.1f} streams/s ttft p50={row['ttft_p50_ms']:.1f}ms p99={row['ttft_p99_ms']:.1f}ms"
+        f"{cpu}{rss}"
     )
 
 
+HARNESS_VARIANTS: dict[str, tuple[int, str]] = {
+    "harness": (1, ""),
+    "harness-uvloop": (1, "loop: uvloop"),
+    "harness-h11": (1, "http: h11"),
+    "harness-2w": (2, ""),
+}
+"""Label → (workers, extra gateway settings)."""
+
+
 def measure(
-    python: str, upstream: str, log: Any, *, litellm_python: str | None = None, quick: bool = False
+    python: str,
+    upstream: str,
+    log: Any,
+    *,
+    litellm_python: str | None = None,
+    quick: bool = False,
+    only: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """Every gateway, one at a time, at :data:`CLIENTS` concurrent clients."""
+    """Every gateway (or those in ``only``), one at a time, at :data:`CLIENTS` concurrent clients
+    (and :data:`MANY` for direct and one-worker harness)."""
     scale = 1 if quick else 2
     fast = {1: 40 * scale, 16: 8 * scale, 128: 2 * scale}  # streams per client
     slow = {1: 8, 16: 1, 128: 1}  # LiteLLM relays a few streams/s
+    many = {**fast, MANY: 1}
+
+    def wanted(label: str) -> bool:
+        return not only or label in only
+
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="harness-bench-gateway-") as name:
         tmp = Path(name)
-        log("  direct")
-        out["direct"] = _run(python, upstream, SCENARIO, None, fast, log)
-        for workers in (1, 2):
-            label = "harness" if workers == 1 else "harness-2w"
+        if wanted("direct"):
+            log("  direct")
+            out["direct"] = _run(python, upstream, SCENARIO, None, many, log)
+        for label, (workers, server) in HARNESS_VARIANTS.items():
+            if not wanted(label):
+                continue
             log(f"  {label}")
             try:
-                with _harness(python, upstream, tmp, workers) as (url, model, pid):
-                    out[label] = _run(python, url, model, pid, fast, log)
-            except RuntimeError as exc:
+                with _harness(python, upstream, tmp, workers, server) as (url, model, pid, key):
+                    out[label] = _run(python, url, model, pid, many if label == "harness" else fast, log, key)
+            except (RuntimeError, OSError) as exc:
                 out[label] = {"error": str(exc)}
+        if not wanted("litellm"):
+            return out
         if litellm_python and Path(litellm_python).exists():
             log("  litellm")
             try:
-                with _litellm(litellm_python, upstream, tmp) as (url, model, pid):
-                    out["litellm"] = _run(python, url, model, pid, slow, log)
+                with _litellm(litellm_python, upstream, tmp) as (url, model, pid, key):
+                    out["litellm"] = _run(python, url, model, pid, slow, log, key)
             except RuntimeError as exc:
                 out["litellm"] = {"error": str(exc)}
         else:
@@ -284,16 +368,106 @@ def measure(
     return out
 
 
+def profile(python: str, upstream: str, out: Path, clients: int, streams: int, server: str = "") -> Path:
+    """cProfile of a one-worker ``harness serve`` relaying ``clients`` × ``streams`` streams (after
+    a warm-up); the statistics sorted by own time and by cumulative time go to ``out`` (text),
+    the raw profile next to it (``.prof``)."""
+    import pstats
+
+    with tempfile.TemporaryDirectory(prefix="harness-bench-gateway-") as name:
+        tmp = Path(name)
+        raw = out.resolve().with_suffix(".prof")  # kept for pstats / snakeviz
+        wrap = (python, "-m", "cProfile", "-o", str(raw))
+        with _harness(python, upstream, tmp, 1, server, wrap) as (url, model, _pid, key):
+            _load(python, url, model, 4, 2, key)
+            row = _load(python, url, model, clients, streams, key)
+        with out.open("w") as sink:
+            sink.write(
+                f"# harness serve under cProfile ({server or 'defaults'}), {clients} clients x {streams} streams "
+                f"of {SCENARIO} after a warm-up: {_short(row)} (cProfile's own overhead included)\n"
+            )
+            stats = pstats.Stats(str(raw), stream=sink)
+            stats.sort_stats("tottime").print_stats(45)
+            stats.sort_stats("cumulative").print_stats(60)
+    return out
+
+
+def combine(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several ``measure`` results (``results.json``-shaped) as one: every figure the median over
+    the runs that have it, ``rounds`` their number, every run kept under ``runs``."""
+    labels = dict.fromkeys(label for run in runs for label in run["gateway"])
+    table: dict[str, Any] = {}
+    for label in labels:
+        rows = [run["gateway"][label] for run in runs if "error" not in run["gateway"].get(label, {"error": 1})]
+        if not rows:
+            table[label] = {"error": "no run succeeded"}
+            continue
+        table[label] = {}
+        for clients in dict.fromkeys(c for row in rows for c in row):
+            cells = [row[clients] for row in rows if clients in row and "error" not in row[clients]]
+            numbers = {k for cell in cells for k, v in cell.items() if isinstance(v, int | float)}
+            merged = {k: statistics.median(cell[k] for cell in cells if cell.get(k) is not None) for k in numbers}
+            table[label][clients] = merged if cells else {"error": "no run succeeded"}
+    first, last = runs[0], runs[-1]
+    return {
+        "machine": first["machine"],
+        "rounds": len(runs),
+        "load_before": first["load_before"],
+        "load_after": last["load_after"],
+        "gateway": table,
+        "runs": runs,
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
-    """``python -m bench.gateway load URL MODEL CLIENTS STREAMS``: one load run, JSON on stdout."""
+    """``python -m bench.gateway load URL MODEL CLIENTS STREAMS``: one load run, JSON on stdout;
+    ``python -m bench.gateway measure [--only LABEL …] [--litellm-python PY]``: the gateway
+    section alone (its own upstream), ``results.json``-shaped JSON on stdout (``python -m
+    bench.report FILE`` renders it), progress on stderr; ``python -m bench.gateway combine A.json
+    B.json …``: :func:`combine`; ``python -m bench.gateway profile OUT``: :func:`profile`."""
     parser = argparse.ArgumentParser(prog="python -m bench.gateway")
-    parser.add_argument("task", choices=["load"])
-    parser.add_argument("url")
-    parser.add_argument("model")
-    parser.add_argument("clients", type=int)
-    parser.add_argument("streams", type=int)
+    tasks = parser.add_subparsers(dest="task", required=True)
+    one = tasks.add_parser("load")
+    one.add_argument("url")
+    one.add_argument("model")
+    one.add_argument("clients", type=int)
+    one.add_argument("streams", type=int)
+    every = tasks.add_parser("measure")
+    every.add_argument("--only", nargs="*", default=[])
+    every.add_argument("--litellm-python", default=str(_ROOT / "bench" / ".venv-litellm" / "bin" / "python"))
+    every.add_argument("--quick", action="store_true")
+    prof = tasks.add_parser("profile")
+    prof.add_argument("out", type=Path)
+    prof.add_argument("--clients", type=int, default=16)
+    prof.add_argument("--streams", type=int, default=8)
+    prof.add_argument("--server", default="", help="extra gateway settings, e.g. 'loop: asyncio, http: h11'")
+    merge = tasks.add_parser("combine")
+    merge.add_argument("files", nargs="+", type=Path)
     args = parser.parse_args(argv)
-    json.dump(asyncio.run(load(args.url, args.model, args.clients, args.streams)), sys.stdout)
+    if args.task == "combine":
+        result = combine([json.loads(path.read_text()) for path in args.files])
+    elif args.task == "load":
+        result = asyncio.run(load(args.url, args.model, args.clients, args.streams))
+    elif args.task == "profile":
+        from bench.__main__ import loopback_server
+
+        with loopback_server(sys.executable) as base:
+            result = {"profile": str(profile(sys.executable, base, args.out, args.clients, args.streams, args.server))}
+    else:
+        from bench.__main__ import loopback_server
+
+        def log(message: str) -> None:
+            print(message, file=sys.stderr, flush=True)
+
+        from bench.__main__ import machine
+
+        result = {"machine": machine(), "rounds": 1, "load_before": os.getloadavg()}
+        with loopback_server(sys.executable) as base:
+            result["gateway"] = measure(
+                sys.executable, base, log, litellm_python=args.litellm_python, quick=args.quick, only=tuple(args.only)
+            )
+        result["load_after"] = os.getloadavg()
+    json.dump(result, sys.stdout)
     sys.stdout.write("\n")
 
 

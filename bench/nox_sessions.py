@@ -25,7 +25,7 @@ def bench(session: Any, install_project: Callable[[Any], None]) -> None:
     """
     session.chdir(ROOT)
     install_project(session)
-    session.install("openai", "httpx2", "pyinstrument")
+    session.install("openai", "httpx2", "pyinstrument", "uvloop", "httptools")  # the gateway's server variants
     litellm_venv = ROOT / "bench" / ".venv-litellm"
     if not (litellm_venv / "bin" / "litellm").exists():
         session.run("python", "-m", "venv", str(litellm_venv))

@@ -176,6 +176,7 @@ async def test_queries_limits_and_conversations(tmp_path: Path) -> None:
 async def test_turn_without_reply_continues_with_its_messages(tmp_path: Path) -> None:
     p = plugin(tmp_path)
     await collect(p.llm_stream(options("first"), Script([error_finish("SERVER")])))
+    assert p.log.entries()[0].first_chunk_ms is None  # failed before any chunk
     continued = p.continuation(None)
     assert continued is not None
     assert [m.text for m in continued.history] == ["first"]

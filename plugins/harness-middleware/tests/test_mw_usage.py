@@ -79,6 +79,7 @@ async def test_error_and_aborted_finish(tmp_path: Path, final: Any, status: str,
     await collect(p.llm_stream(options(), Script([final])))
     [row] = rows(p)
     assert (row["status"], row["error_code"], row["finish_reason"]) == (status, code, reason)
+    assert row["first_chunk_ms"] is None  # it ended before any chunk: no time to a first one
 
 
 async def test_error_finish_without_failure(tmp_path: Path) -> None:

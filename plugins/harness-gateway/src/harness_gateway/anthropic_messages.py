@@ -259,6 +259,18 @@ def _signatures(replay_state: Any) -> dict[int, str]:
     return found
 
 
+_DELTA_HEAD: Final = b'event: content_block_delta\ndata: {"type":"content_block_delta","index":'
+_TEXT: Final = b',"delta":{"type":"text_delta","text":'
+_THINKING: Final = b',"delta":{"type":"thinking_delta","thinking":'
+_JSON: Final = b',"delta":{"type":"input_json_delta","partial_json":'
+
+
+def _delta_event(index: int, kind: bytes, text: str) -> bytes:
+    """A ``content_block_delta`` event of one string field, written without a dict per delta
+    (the same bytes as encoding ``{"type": …, "index": …, "delta": {"type": …, field: text}}``)."""
+    return b"".join((_DELTA_HEAD, str(index).encode(), kind, _encode(text), b"}}\n\n"))
+
+
 class MessagesStreamEncoder:
     """Turns harness stream chunks into the Anthropic streaming event sequence."""
 
@@ -292,11 +304,11 @@ class MessagesStreamEncoder:
     def feed(self, chunk: StreamChunk) -> bytes:
         """The SSE bytes for ``chunk`` (``b""`` when it adds nothing on this wire)."""
         if isinstance(chunk, TextDelta):
-            return self._delta(chunk.index, {"type": "text_delta", "text": chunk.text})
+            return _delta_event(chunk.index, _TEXT, chunk.text)
         if isinstance(chunk, ReasoningDelta):
-            return self._delta(chunk.index, {"type": "thinking_delta", "thinking": chunk.text})
+            return _delta_event(chunk.index, _THINKING, chunk.text)
         if isinstance(chunk, ToolCallDelta):
-            return self._delta(chunk.index, {"type": "input_json_delta", "partial_json": chunk.arguments_delta})
+            return _delta_event(chunk.index, _JSON, chunk.arguments_delta)
         if isinstance(chunk, BlockStart):
             block: dict[str, Any]
             if chunk.block_type == "text":

@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 import anyio
+import anyio.lowlevel
 import msgspec
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -57,12 +58,16 @@ from harness_gateway.sse import KEEPALIVE
 from harness_gateway.store import SqlStore, Status
 from harness_middleware.notes import open_notes
 
-__all__ = ["ABORT_GRACE", "Gateway", "build_app"]
+__all__ = ["ABORT_GRACE", "RELAY_BUFFER", "Gateway", "build_app"]
 
 logger = logging.getLogger("harness_gateway")
 
 ABORT_GRACE: Final = 2.0
 """Seconds an aborted stream may take to end (and report its partial usage) before it is cancelled."""
+
+RELAY_BUFFER: Final = 64
+"""Events a stream's producer queues for its sender before it waits (and other streams run):
+the events of one upstream read go out in writes of at most this many."""
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _STREAM_HEADERS: Final = {"cache-control": "no-cache", "x-accel-buffering": "no"}
@@ -407,8 +412,8 @@ class _Run:
             encoder = ChatStreamEncoder(self.public_id, self.parsed.model, self.parsed.include_usage)
         else:
             encoder = MessagesStreamEncoder(self.public_id, self.parsed.model)
-        out, pending = anyio.create_memory_object_stream[bytes | GatewayError](64)
-        state: dict[str, bool] = {"started": False}
+        out, pending = anyio.create_memory_object_stream[bytes | GatewayError](RELAY_BUFFER)
+        state: dict[str, bool] = {"started": False, "flushed": False}
 
         async def produce() -> None:
             async with out:
@@ -431,28 +436,36 @@ class _Run:
                         await _put(out, data)
                     if isinstance(chunk, Finish):
                         await _put(out, _LAST)
+                    elif not state["flushed"] and isinstance(chunk, _CONTENT):
+                        state["flushed"] = True  # the first token goes out now, not with the next batch
+                        await anyio.lowlevel.checkpoint()
 
                 await self.chunks(feed)
 
         keepalive = self.runtime.config.keepalive
-        async with anyio.create_task_group() as group, pending:
-            group.start_soon(produce)
-            first = await _receive(pending, keepalive)
-            if isinstance(first, GatewayError):
-                await error_response(first, self.generation.dialect)({"type": "http"}, _no_receive, send)
-                return
-            headers = [(b"content-type", b"text/event-stream; charset=utf-8")]
-            headers += [(k.encode(), v.encode()) for k, v in _STREAM_HEADERS.items()]
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
-            item: bytes | GatewayError | None = first
-            while item is not _LAST:
-                if isinstance(item, GatewayError):  # failed before any output, after a keep-alive went out
-                    await send({"type": "http.response.body", "body": encoder.error(item), "more_body": True})
-                    break  # the error is the terminal event
-                body, following = (KEEPALIVE, None) if item is None else _ready(pending, item)
-                await send({"type": "http.response.body", "body": body, "more_body": True})
-                item = following if following is not None else await _receive(pending, keepalive)
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+        async def deliver() -> None:  # the sender: its own task, so the upstream request starts at once
+            async with pending:
+                first = await _receive(pending, keepalive)
+                if isinstance(first, GatewayError):
+                    await error_response(first, self.generation.dialect)({"type": "http"}, _no_receive, send)
+                    return
+                headers = [(b"content-type", b"text/event-stream; charset=utf-8")]
+                headers += [(k.encode(), v.encode()) for k, v in _STREAM_HEADERS.items()]
+                await send({"type": "http.response.start", "status": 200, "headers": headers})
+                item: bytes | GatewayError | None = first
+                while item is not _LAST:
+                    if isinstance(item, GatewayError):  # failed before any output, after a keep-alive went out
+                        await send({"type": "http.response.body", "body": encoder.error(item), "more_body": True})
+                        break  # the error is the terminal event
+                    body, following = (KEEPALIVE, None) if item is None else _ready(pending, item)
+                    await send({"type": "http.response.body", "body": body, "more_body": True})
+                    item = following if following is not None else await _receive(pending, keepalive)
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(deliver)
+            await produce()
 
 
 _LAST: Final = GatewayError(500, "the terminal event was sent")

@@ -91,6 +91,8 @@ def serve_command(
         watch=watch,
         drain_timeout=settings.drain_timeout,
         log_level=log_level,
+        loop=settings.loop,
+        http=settings.http,
     )
 
 

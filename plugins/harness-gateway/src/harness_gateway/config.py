@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import msgspec
 import platformdirs
@@ -57,6 +57,12 @@ class GatewayConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         drain_timeout: seconds in-flight streams may take to finish on SIGTERM (or reload) before
             they are aborted.
         db_timeout: seconds one state-store operation may take before the request fails with 503.
+        loop / http: uvicorn's event loop (``asyncio``, ``uvloop``, or ``auto``: uvloop when
+            installed) and HTTP/1.1 parser (``h11``, ``httptools``, or ``auto``: httptools when
+            installed). Measured in BENCHMARKS.md ("Gateway"): the same CPU per chunk relayed
+            within the noise for all four pairs (the relay writes the events of one upstream
+            read together), and a lower time to first token under saturation on asyncio's loop,
+            hence ``loop: asyncio`` by default.
     """
 
     host: str = "127.0.0.1"
@@ -72,6 +78,8 @@ class GatewayConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     keepalive: Annotated[float, msgspec.Meta(gt=0)] = 15.0
     drain_timeout: Annotated[float, msgspec.Meta(ge=0)] = 30.0
     db_timeout: Annotated[float, msgspec.Meta(gt=0)] = 5.0
+    loop: Literal["auto", "asyncio", "uvloop"] = "asyncio"
+    http: Literal["auto", "h11", "httptools"] = "auto"
 
     def __post_init__(self) -> None:
         for alias, target in self.aliases.items():

@@ -304,6 +304,16 @@ class ChatStreamEncoder:
         self.usage: TokenUsage | None = None
         self.tool_index: dict[int, int] = {}
         self.failure: GatewayError | None = None
+        self._text = self._template("content")
+        self._reasoning = self._template("reasoning_content")
+
+    def _template(self, field: str) -> tuple[bytes, bytes]:
+        """The bytes around the string of a one-field delta event (``{field: text}``): the
+        event of a text delta is ``head + JSON string + tail``, the same bytes as
+        :meth:`_chunk` makes, without building and encoding the whole chunk per delta."""
+        marker = "\x00harness\x00"  # encoded as an escape: cannot occur in the rest of the event
+        head, tail = self._chunk({field: marker}).split(_encode(marker))
+        return head, tail
 
     def _chunk(self, delta: dict[str, Any] | None, finish: str | None = None, usage: Any = None) -> bytes:
         body: dict[str, Any] = {
@@ -326,9 +336,11 @@ class ChatStreamEncoder:
     def feed(self, chunk: StreamChunk) -> bytes:
         """The SSE bytes for ``chunk`` (``b""`` when it adds nothing on this wire)."""
         if isinstance(chunk, TextDelta):
-            return self._chunk({"content": chunk.text})
+            head, tail = self._text
+            return head + _encode(chunk.text) + tail
         if isinstance(chunk, ReasoningDelta):
-            return self._chunk({"reasoning_content": chunk.text})
+            head, tail = self._reasoning
+            return head + _encode(chunk.text) + tail
         if isinstance(chunk, BlockStart) and chunk.block_type == "tool-call":
             position = self.tool_index.setdefault(chunk.index, len(self.tool_index))
             call = {

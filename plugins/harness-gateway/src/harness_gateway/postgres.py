@@ -97,6 +97,7 @@ class PostgresStore(SqlStore):
     migration_lock = f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})"
 
     def __init__(self, dsn: str, *, timeout: float = 5.0, pool_size: int = 10) -> None:
+        super().__init__()
         self._dsn = dsn
         self.timeout = timeout
         self.pool_size = pool_size

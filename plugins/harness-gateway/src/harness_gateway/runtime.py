@@ -14,18 +14,26 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import Final
 
 import anyio
+import msgspec
 
 from harness_core.errors import LlmError
+from harness_core.kit import HttpProviderConfig
 from harness_core.loader import LoadedConfig, find_config, load_config
 from harness_core.runtime import Harness
 from harness_gateway.config import GatewayConfig, GatewayPlugin
 from harness_gateway.errors import GatewayError
 
-__all__ = ["GatewayRuntime", "RuntimeHolder", "load_runtime"]
+__all__ = ["POOL_SIZE", "GatewayRuntime", "RuntimeHolder", "load_runtime"]
 
 logger = logging.getLogger(__name__)
+
+POOL_SIZE: Final = 1000
+"""The connection pool of every HTTP provider in the gateway whose plugins.yaml entry does not
+set ``max_connections``: the adapters' default (20) suits one CLI process, while a gateway with
+more streams in flight to one provider would queue them in the pool (BENCHMARKS.md, "Gateway")."""
 
 
 class GatewayRuntime:
@@ -90,12 +98,22 @@ async def load_runtime(path: str | Path | None) -> GatewayRuntime:
     broken = [f.message for f in loaded.failures if f.is_middleware]
     if broken:  # dropping a middleware (say, redaction) silently would change what every stream does
         raise LlmError("CONFIG", "middleware plugins failed to load: " + "; ".join(broken))
+    size_pools(loaded)
     harness = Harness(loaded.plugins, defaults=loaded.defaults, failures=loaded.failures, redact=loaded.redact)
     gateway = next((p.instance for p in harness.plugins if isinstance(p.instance, GatewayPlugin)), None)
     config = gateway.config if gateway is not None else GatewayConfig()
     runtime = GatewayRuntime(harness, config, loaded.source, loaded.redact, merged_aliases(loaded, config))
     await runtime._stack.enter_async_context(harness)
     return runtime
+
+
+def size_pools(loaded: LoadedConfig, size: int = POOL_SIZE) -> None:
+    """Give every HTTP provider whose entry does not set ``max_connections`` a pool of ``size``
+    connections (before its adapter is built, when the harness starts)."""
+    for plugin in loaded.plugins:
+        config = getattr(plugin.instance, "config", None)
+        if isinstance(config, HttpProviderConfig) and ("plugins", plugin.key, "max_connections") not in loaded.lines:
+            plugin.instance.config = msgspec.structs.replace(config, max_connections=size)  # type: ignore[attr-defined]
 
 
 def merged_aliases(loaded: LoadedConfig, config: GatewayConfig) -> dict[str, str]:

@@ -184,11 +184,22 @@ def worker_app() -> GatewayServer:
 
 
 def serve(
-    config: str | None, host: str, port: int, workers: int, *, watch: bool, drain_timeout: float, log_level: str
+    config: str | None,
+    host: str,
+    port: int,
+    workers: int,
+    *,
+    watch: bool,
+    drain_timeout: float,
+    log_level: str,
+    loop: str = "auto",
+    http: str = "auto",
 ) -> None:
     """Run uvicorn until SIGINT / SIGTERM (then drain up to ``drain_timeout`` seconds).
 
-    Providers with ``transport: auto`` use aiohttp in the serving process(es)."""
+    ``loop`` / ``http`` are uvicorn's settings of the same names (``auto``: uvloop and httptools
+    when installed, else asyncio and h11). Providers with ``transport: auto`` use aiohttp in the
+    serving process(es)."""
     import uvicorn
 
     _long_lived_process()
@@ -201,6 +212,8 @@ def serve(
         "timeout_graceful_shutdown": drain_timeout,
         "access_log": False,  # the gateway logs one line per request, with its id
         "server_header": False,
+        "loop": loop,
+        "http": http,
     }
     if workers > 1:
         os.environ[ENV_CONFIG] = config or ""

@@ -10,6 +10,7 @@ reasoning tokens a subset of output tokens, each priced at its own rate.
 from __future__ import annotations
 
 import logging
+import weakref
 
 from harness_core.types import TokenUsage
 from harness_middleware.pricing import PriceBook
@@ -18,7 +19,10 @@ __all__ = ["request_cost"]
 
 logger = logging.getLogger(__name__)
 
-_UNPRICED: set[tuple[str, str]] = set()
+_PROBE = TokenUsage(input_tokens=1, output_tokens=1)
+_UNPRICED: weakref.WeakKeyDictionary[PriceBook, set[tuple[str, str]]] = weakref.WeakKeyDictionary()
+"""Per price book (one per configuration read), the ``(route, model)`` pairs no price matches:
+not looked up again (a miss searches the whole table, ~1 ms)."""
 
 
 def request_cost(book: PriceBook, route: str, model: str, usage: TokenUsage | None) -> float:
@@ -28,12 +32,18 @@ def request_cost(book: PriceBook, route: str, model: str, usage: TokenUsage | No
     per model when no price is known; every time a stream reported no usage), so the gap is
     visible rather than silent.
     """
-    cost = book.cost(route, model, usage)
-    if cost is None:
-        if usage is None:
-            logger.warning("charging 0 USD for a %s/%s request: no usage was reported", route, model)
-        elif (route, model) not in _UNPRICED:  # once per model: every request of it would repeat it
-            _UNPRICED.add((route, model))
-            logger.warning("charging 0 USD for %s/%s requests: no price is known (add one to `prices`)", route, model)
+    unpriced = _UNPRICED.setdefault(book, set())
+    if usage is None:
+        logger.warning("charging 0 USD for a request to %s/%s: no usage was reported", route, model)
         return 0.0
-    return float(cost.total)
+    if (route, model) in unpriced:
+        return 0.0
+    cost = book.cost(route, model, usage)
+    if cost is not None:
+        return float(cost.total)
+    if book.cost(route, model, _PROBE) is None:  # no price at all (not a usage it cannot price)
+        unpriced.add((route, model))
+        logger.warning("charging 0 USD for %s/%s requests: no price is known (add one to `prices`)", route, model)
+    else:
+        logger.warning("charging 0 USD for a request to %s/%s: its usage cannot be priced (%s)", route, model, usage)
+    return 0.0

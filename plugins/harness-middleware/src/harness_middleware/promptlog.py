@@ -39,7 +39,7 @@ import platformdirs
 from harness_core.assembler import BlockAssembler
 from harness_core.hookspecs import CallNext, hookimpl
 from harness_core.outfile import WriteFailureLog
-from harness_core.types import GenerateOptions, Message, StreamChunk
+from harness_core.types import Finish, GenerateOptions, Message, StreamChunk
 from harness_middleware import _sqlite
 from harness_middleware._stream import aclose
 from harness_middleware.notes import StreamNotes, open_notes
@@ -300,7 +300,7 @@ class PromptLogPlugin:
         stream = call_next(options)
         try:
             async for chunk in stream:
-                if first_at is None:
+                if first_at is None and not isinstance(chunk, Finish):  # a lone finish is no first chunk
                     first_at = anyio.current_time()
                 assembler.feed(chunk)
                 yield chunk

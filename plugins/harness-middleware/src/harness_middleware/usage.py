@@ -66,7 +66,7 @@ CREATE TABLE IF NOT EXISTS usage (
     error_code TEXT,
     finish_reason TEXT,              -- finish.kind, NULL when the stream had no finish
     latency_ms REAL NOT NULL,
-    first_chunk_ms REAL,             -- NULL when no chunk arrived
+    first_chunk_ms REAL,             -- NULL when no chunk but the finish arrived
     cost REAL,                       -- USD; NULL when unknown (no price, or no usage)
     price_source TEXT,               -- 'genai-prices <version>', 'config' or 'cache'; NULL when unpriced
     price_id TEXT,                   -- the matched table row 'provider/model' or override key
@@ -276,7 +276,7 @@ class UsagePlugin:
         try:
             async for chunk in stream:
                 if type(chunk) is not TextDelta or first_at is None:  # a text delta: nothing to record
-                    if first_at is None:
+                    if first_at is None and not isinstance(chunk, Finish):  # a lone finish is no first chunk
                         first_at = anyio.current_time()
                     if isinstance(chunk, Usage):
                         usage = chunk.usage

@@ -64,7 +64,7 @@ class _Watch:
     def chunk(self, chunk: StreamChunk) -> None:
         live = self.live
         live.timeline.feed(chunk)
-        if isinstance(chunk, TextDelta | ReasoningDelta | ToolCallDelta):
+        if isinstance(chunk, (TextDelta, ReasoningDelta, ToolCallDelta)):
             live.deltas += 1
             self.observer.changed()
         elif isinstance(chunk, Usage):
@@ -89,6 +89,7 @@ class ConsoleObserver:
         self.redact = redact
         self.streams: dict[str, LiveStream] = {}
         self._changed = anyio.Event()
+        self._waiting = 0
 
     def started(self, info: RunInfo) -> _Watch:
         """Track the generation ``info`` until it ends."""
@@ -98,13 +99,19 @@ class ConsoleObserver:
         return _Watch(self, live)
 
     def changed(self) -> None:
-        """Wake every waiter of :meth:`wait_change`."""
-        self._changed.set()
-        self._changed = anyio.Event()
+        """Wake every waiter of :meth:`wait_change` (called for every delta relayed: without a
+        waiter, that is, with no Live page open, it does nothing)."""
+        if self._waiting:
+            self._changed.set()
+            self._changed = anyio.Event()
 
     async def wait_change(self) -> None:
         """Return at the next change of the streams in flight."""
-        await self._changed.wait()
+        self._waiting += 1
+        try:
+            await self._changed.wait()
+        finally:
+            self._waiting -= 1
 
     def snapshot(self) -> list[dict[str, Any]]:
         """The streams in flight, oldest first (see :meth:`LiveStream.snapshot`)."""

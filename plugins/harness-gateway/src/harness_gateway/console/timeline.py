@@ -8,7 +8,8 @@ JSON-able ``detail``:
   (index, block type, tool name), ``block-end``, ``usage`` (token counts), ``finish`` (kind and
   error); at most :data:`MAX_EVENTS` (``events_cut`` counts the rest);
 * ``rates``: deltas and characters per second of the stream, by block type;
-* ``first_chunk_ms``: time to the first chunk of any kind; ``tool_calls``: name, id, arguments;
+* ``first_chunk_ms``: time to the first chunk before the finish (none when the stream failed
+  before any); ``tool_calls``: name, id, arguments;
 * ``messages``: the request (system prompt, messages) and the reply, every text masked (API-key
   patterns and the configuration's secrets) and cut to :data:`TEXT_LIMIT` characters; files are
   described (media type, name, size), never stored.
@@ -24,6 +25,7 @@ from harness_core.types import (
     BlockEnd,
     BlockStart,
     FileBlock,
+    Finish,
     GenerateOptions,
     ReasoningBlock,
     ReasoningDelta,
@@ -43,6 +45,7 @@ __all__ = ["MAX_EVENTS", "TEXT_LIMIT", "Timeline", "mask_text", "usage_counts"]
 MAX_EVENTS: Final = 2000
 TEXT_LIMIT: Final = 16 * 1024
 _MAX_SECONDS: Final = 3600  # rate buckets kept (one per second of the stream)
+_DELTA_KINDS: Final[dict[type, str]] = {TextDelta: "text", ReasoningDelta: "reasoning", ToolCallDelta: "tool-call"}
 
 _MASKER: Final = Masker({name: PRESETS[name] for name in PRESET_GROUPS["api-keys"]}, "[REDACTED:{name}]", 256)
 
@@ -69,9 +72,6 @@ class Timeline:
         self.tool_calls: list[ToolCallBlock] = []
         self.reply: list[TextBlock | ReasoningBlock | ToolCallBlock] = []
 
-    def _ms(self) -> float:
-        return round((self.clock() - self.start) * 1000, 3)
-
     def _event(self, event: dict[str, Any]) -> None:
         if len(self.events) < MAX_EVENTS:
             self.events.append(event)
@@ -79,18 +79,23 @@ class Timeline:
             self.events_cut += 1
 
     def feed(self, chunk: StreamChunk) -> None:
-        """Record one chunk."""
-        t = self._ms()
-        if self.first_chunk_ms is None:
-            self.first_chunk_ms = t
-        if isinstance(chunk, TextDelta | ReasoningDelta | ToolCallDelta):
-            kind, size = _delta(chunk)
-            second = int(t // 1000)
+        """Record one chunk (a delta only counts towards its second's rates: the common case is cheap)."""
+        elapsed = self.clock() - self.start
+        if self.first_chunk_ms is None and not isinstance(chunk, Finish):  # failed before any chunk: none
+            self.first_chunk_ms = round(elapsed * 1000, 3)
+        if isinstance(chunk, (TextDelta, ReasoningDelta, ToolCallDelta)):
+            second = int(elapsed)
             if second < _MAX_SECONDS:
-                bucket = self.rates.setdefault(second, {})
+                bucket = self.rates.get(second)
+                if bucket is None:
+                    bucket = self.rates[second] = {}
+                kind = _DELTA_KINDS[type(chunk)]
                 bucket[kind] = bucket.get(kind, 0) + 1
+                size = len(chunk.arguments_delta if isinstance(chunk, ToolCallDelta) else chunk.text)
                 bucket["chars"] = bucket.get("chars", 0) + size
-        elif isinstance(chunk, BlockStart):
+            return
+        t = round(elapsed * 1000, 3)
+        if isinstance(chunk, BlockStart):
             start = {"t": t, "event": "block-start", "index": chunk.index, "block": chunk.block_type}
             self._event({**start, "name": chunk.name} if chunk.name else start)
         elif isinstance(chunk, BlockEnd):
@@ -127,12 +132,6 @@ class Timeline:
             ],
             "tools": [t.name for t in options.tools],
         }
-
-
-def _delta(chunk: TextDelta | ReasoningDelta | ToolCallDelta) -> tuple[str, int]:
-    if isinstance(chunk, ToolCallDelta):
-        return "tool-call", len(chunk.arguments_delta)
-    return ("text" if isinstance(chunk, TextDelta) else "reasoning"), len(chunk.text)
 
 
 def usage_counts(usage: TokenUsage | None) -> dict[str, int | None]:

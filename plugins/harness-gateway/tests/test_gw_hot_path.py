@@ -1,0 +1,332 @@
+"""The gateway's per-request and per-chunk paths: SQLite transactions on the event loop and their
+fallback to a worker thread, the key-record cache, the price-miss cache, the delta templates, the
+provider pool size, the console's live wake-ups and uvicorn's loop and parser settings."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import msgspec
+import pytest
+from anyio.abc import TaskStatus
+
+from harness_core.loader import load_config
+from harness_core.types import (
+    BlockStart,
+    Failure,
+    Finish,
+    FinishReason,
+    ReasoningDelta,
+    TextDelta,
+    TokenUsage,
+    ToolCallDelta,
+)
+from harness_gateway import server as server_module
+from harness_gateway import spend as spend_module
+from harness_gateway import store as store_module
+from harness_gateway.anthropic_messages import MessagesStreamEncoder
+from harness_gateway.config import GatewayConfig
+from harness_gateway.console.live import ConsoleObserver
+from harness_gateway.console.timeline import Timeline
+from harness_gateway.errors import GatewayError
+from harness_gateway.keys import KeySpec
+from harness_gateway.openai_chat import ChatStreamEncoder
+from harness_gateway.runtime import POOL_SIZE, size_pools
+from harness_gateway.spend import request_cost
+from harness_gateway.store import SQLiteStore, Tx
+from harness_middleware.pricing import Price, PriceBook
+
+pytestmark = pytest.mark.anyio
+
+# ---------------------------------------------------------------------------------- SQLite
+
+
+async def _store(tmp_path: Path) -> SQLiteStore:
+    store = SQLiteStore(tmp_path / "gw.sqlite", timeout=30)
+    await store.migrate()
+    return store
+
+
+def _hold_write_lock(path: Path) -> sqlite3.Connection:
+    """Another process's connection holding the write lock (as a second worker admitting)."""
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    return other
+
+
+async def _locked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[SQLiteStore, threading.Event, sqlite3.Connection]:
+    """A store, an event set when one of its transactions falls back to the worker thread (it
+    found the write lock taken), and the other connection that holds that lock."""
+    store = await _store(tmp_path)
+    entered = threading.Event()
+    waiting = store._waiting
+
+    def spy(*args: Any) -> Any:
+        entered.set()
+        return waiting(*args)
+
+    monkeypatch.setattr(store, "_waiting", spy)
+    return store, entered, _hold_write_lock(store.path)
+
+
+async def test_a_transaction_waits_in_a_thread_while_another_process_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, entered, other = await _locked(tmp_path, monkeypatch)
+    tickets: list[str] = []
+
+    async def admit() -> None:
+        tickets.append(await store.admit(None, "mock", "echo"))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(admit)
+        await anyio.to_thread.run_sync(entered.wait)  # the event loop's attempt was refused at once
+        assert not tickets
+        other.execute("COMMIT")
+    [row] = await store.ledger()
+    assert (row["id"], row["status"]) == (tickets[0], "running")
+    other.close()
+    await store.aclose()
+
+
+async def test_a_request_cancelled_while_its_transaction_waits_commits_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, entered, other = await _locked(tmp_path, monkeypatch)
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as group:
+            group.start_soon(store.admit, None, "mock", "echo")
+            await anyio.to_thread.run_sync(entered.wait)
+            scope.cancel()  # delivered when the thread returns: after the lock, before COMMIT
+            other.execute("COMMIT")
+    assert scope.cancelled_caught
+    assert await store.ledger() == []
+    other.close()
+    await store.aclose()
+
+
+async def test_a_transaction_may_only_await_its_statements(tmp_path: Path) -> None:
+    store = await _store(tmp_path)
+
+    async def suspends(tx: Tx) -> None:
+        await tx.run("INSERT INTO gateway_ledger (id, route, model, started_at, status, reserved)"
+                     " VALUES ('x', 'r', 'm', 0, 'running', 0)")  # fmt: skip
+        await anyio.lowlevel.checkpoint()
+
+    with pytest.raises(RuntimeError, match="may only await its own statements"):
+        await store.transaction(suspends)
+    assert await store.ledger() == []  # rolled back
+    with pytest.raises(GatewayError) as caught:  # any other SQLite fault is a 503
+        await store.transaction(lambda tx: tx.one("SELECT * FROM no_such_table"))
+    assert caught.value.status == 503
+    await store.aclose()
+    await store.aclose()  # closing twice is harmless
+
+
+async def test_checkpoints_run_off_the_event_loop_and_their_faults_are_logged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = await _store(tmp_path)
+    store.checkpoint_every = 2
+    threads: list[str] = []
+    checkpoint = store._checkpoint
+
+    def spy() -> None:
+        threads.append(threading.current_thread().name)
+        checkpoint()
+
+    monkeypatch.setattr(store, "_checkpoint", spy)
+    await store.admit(None, "mock", "echo")  # the migration was write 1: this is write 2
+    assert len(threads) == 1
+    assert threads[0] != threading.main_thread().name
+    checkpoint()  # again, on the connection the first one opened
+
+    def broken(wait: bool) -> sqlite3.Connection:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(store, "_connect", broken)
+    with caplog.at_level(logging.WARNING, logger="harness_gateway.store"):
+        checkpoint()
+    assert "WAL checkpoint failed: disk I/O error" in caplog.text
+    await store.aclose()
+
+
+# ---------------------------------------------------------------------------------- keys
+
+
+async def test_key_records_are_reused_for_a_short_while(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = await _store(tmp_path)
+    plain, record = await store.create_key(KeySpec(name="team"))
+    reads: list[int] = []
+    transaction = store.transaction
+
+    async def counted(work: Any, *, write: bool = True) -> Any:
+        reads.append(1)
+        return await transaction(work, write=write)
+
+    monkeypatch.setattr(store, "transaction", counted)
+    assert (await store.authenticate(plain)) == record
+    assert (await store.authenticate(plain)) == record
+    assert len(reads) == 1  # the second came from the cache
+    assert await store.authenticate(plain + "x") is None
+    assert await store.authenticate(plain + "x") is None
+    assert len(reads) == 3  # an unknown key is never cached: a key created elsewhere works at once
+    for digest, (_, cached) in list(store._key_cache.items()):
+        store._key_cache[digest] = (0.0, cached)  # expired
+    assert (await store.authenticate(plain)) == record
+    assert len(reads) == 4
+    await store.revoke("team")
+    assert store._key_cache == {}  # a revocation here is seen here at once
+    revoked = await store.authenticate(plain)
+    assert revoked is not None
+    assert revoked.revoked_at is not None
+    monkeypatch.setattr(store_module, "_KEY_CACHE_MAX", 1)
+    second, _ = await store.create_key(KeySpec(name="other"))
+    await store.authenticate(second)
+    assert len(store._key_cache) == 1  # full: emptied before the new record went in
+    await store.aclose()
+
+
+async def test_a_cached_key_revoked_elsewhere_is_refused_at_admission(tmp_path: Path) -> None:
+    store = await _store(tmp_path)
+    plain, _ = await store.create_key(KeySpec(name="team"))
+    key = await store.authenticate(plain)
+    assert key is not None
+    elsewhere = SQLiteStore(store.path)  # another worker revokes it
+    await elsewhere.revoke("team")
+    await elsewhere.aclose()
+    cached = await store.authenticate(plain)
+    assert cached is not None
+    assert cached.revoked_at is None  # this process has not looked again yet
+    with pytest.raises(GatewayError) as caught:
+        await store.admit(cached, "mock", "echo")
+    assert (caught.value.status, caught.value.code) == (401, "invalid_api_key")
+    await store.aclose()
+
+
+# ---------------------------------------------------------------------------------- spend
+
+
+def test_an_unpriced_model_is_looked_up_once(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    book = PriceBook({"local/known": Price(input=1.0, output=2.0)}, {"local": None})
+    looked: list[str | None] = []
+    cost = book.cost
+
+    def counted(route: str | None, model: str | None, usage: TokenUsage | None, **kw: Any) -> Any:
+        looked.append(model)
+        return cost(route, model, usage, **kw)
+
+    monkeypatch.setattr(book, "cost", counted)
+    used = TokenUsage(input_tokens=1_000_000, output_tokens=1_000_000)
+    with caplog.at_level(logging.WARNING, logger="harness_gateway.spend"):
+        assert request_cost(book, "local", "known", used) == pytest.approx(3.0)
+        assert request_cost(book, "local", "unknown", used) == 0.0
+        assert request_cost(book, "local", "unknown", used) == 0.0
+        assert request_cost(book, "local", "known", None) == 0.0
+        assert request_cost(book, "local", "known", TokenUsage(input_tokens=1, output_tokens=None)) == 0.0
+    assert looked == ["known", "unknown", "unknown", "known", "known"]  # the miss: one lookup + one probe
+    assert spend_module._UNPRICED[book] == {("local", "unknown")}
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages[:2] == [
+        "charging 0 USD for local/unknown requests: no price is known (add one to `prices`)",
+        "charging 0 USD for a request to local/known: no usage was reported",
+    ]
+    assert messages[2].startswith("charging 0 USD for a request to local/known: its usage cannot be priced (")
+    assert len(messages) == 3
+
+
+# ---------------------------------------------------------------------------------- encoders
+
+
+TEXTS = ["hi", "", 'quote " backslash \\ newline \n nul \x00harness\x00 é 🎉']
+
+
+@pytest.mark.parametrize("include_usage", [True, False])
+def test_openai_delta_events_are_the_bytes_of_the_whole_chunk(include_usage: bool) -> None:
+    encoder = ChatStreamEncoder("chatcmpl-1", "mock/echo", include_usage)
+    for text in TEXTS:
+        assert encoder.feed(TextDelta(index=0, text=text)) == encoder._chunk({"content": text})
+        assert encoder.feed(ReasoningDelta(index=0, text=text)) == encoder._chunk({"reasoning_content": text})
+
+
+def test_anthropic_delta_events_are_the_bytes_of_the_whole_event() -> None:
+    encoder = MessagesStreamEncoder("msg_1", "mock/echo")
+    for text in TEXTS:
+        for index in (0, 7, 12):
+            assert encoder.feed(TextDelta(index=index, text=text)) == encoder._delta(
+                index, {"type": "text_delta", "text": text}
+            )
+            assert encoder.feed(ReasoningDelta(index=index, text=text)) == encoder._delta(
+                index, {"type": "thinking_delta", "thinking": text}
+            )
+            assert encoder.feed(ToolCallDelta(index=index, id="c", arguments_delta=text)) == encoder._delta(
+                index, {"type": "input_json_delta", "partial_json": text}
+            )
+
+
+# ---------------------------------------------------------------------------------- pools, console, server
+
+
+def test_providers_get_a_gateway_sized_pool_unless_configured(tmp_path: Path) -> None:
+    config = tmp_path / "plugins.yaml"
+    config.write_text(
+        "plugins:\n"
+        "  openai: {base_url: 'http://127.0.0.1:9/v1', api_key: null, routes: [a]}\n"
+        "  openai:small: {base_url: 'http://127.0.0.1:9/v1', api_key: null, routes: [b], max_connections: 5}\n"
+        "  mock: {}\n"
+    )
+    loaded = load_config(config)
+    size_pools(loaded)
+    sizes = {p.key: getattr(getattr(p.instance, "config", None), "max_connections", None) for p in loaded.plugins}
+    assert sizes == {"openai": POOL_SIZE, "openai:small": 5, "mock": None}
+
+
+async def test_the_live_page_is_woken_only_while_someone_watches() -> None:
+    observer = ConsoleObserver(records=None, redact=lambda: str)  # type: ignore[arg-type]
+    idle = observer._changed
+    observer.changed()
+    assert observer._changed is idle  # nobody waits: nothing is allocated per delta
+    woken = anyio.Event()
+
+    async def watch(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()  # the starter resumes once this task waits (no checkpoint before)
+        await observer.wait_change()
+        woken.set()
+
+    async with anyio.create_task_group() as group:
+        await group.start(watch)
+        assert observer._waiting == 1
+        observer.changed()
+        await woken.wait()
+    assert observer._waiting == 0
+    assert observer._changed is not idle
+
+
+def test_a_stream_that_failed_first_has_no_first_chunk_time() -> None:
+    failed = Timeline()
+    failure = Failure(code="SERVER", message="boom")
+    failed.feed(Finish(reason=FinishReason(kind="error", failure=failure)))
+    assert failed.first_chunk_ms is None
+    streamed = Timeline()
+    streamed.feed(BlockStart(index=0, block_type="text"))
+    assert streamed.first_chunk_ms is not None
+
+
+def test_uvicorn_gets_the_loop_and_parser_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setattr("uvicorn.run", lambda app, **kw: calls.append(kw))
+    monkeypatch.setattr(server_module, "_long_lived_process", lambda: None)
+    server_module.serve(None, "127.0.0.1", 0, 1, watch=False, drain_timeout=1, log_level="info")
+    server_module.serve(
+        None, "127.0.0.1", 0, 1, watch=False, drain_timeout=1, log_level="info", loop="asyncio", http="h11"
+    )
+    assert [(c["loop"], c["http"]) for c in calls] == [("auto", "auto"), ("asyncio", "h11")]
+    assert msgspec.convert({"loop": "uvloop", "http": "httptools"}, GatewayConfig).loop == "uvloop"
