@@ -192,6 +192,7 @@ def _write_profile(profiler: Any, kind: str, path: str) -> None:
         buffer = io.StringIO()
         stats = pstats.Stats(profiler, stream=buffer)
         stats.sort_stats("tottime").print_stats(45)
+        stats.print_callers(20)  # who calls the 20 costliest functions (the hops per chunk)
         text = buffer.getvalue()
     if path:
         with open(path, "w") as f:

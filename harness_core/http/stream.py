@@ -5,10 +5,12 @@ path). The event format is :mod:`harness_core.sse`'s (WHATWG ``text/event-stream
 
 from __future__ import annotations
 
+import contextlib
+import socket
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from types import TracebackType
-from typing import Final, cast
+from typing import Any, Final, cast
 
 import anyio
 import httpx
@@ -132,6 +134,8 @@ class SSEStream:
         "_provider",
         "_raw",
         "_request",
+        "_socket",
+        "_unwatch",
         "aborted",
         "response",
     )
@@ -157,6 +161,8 @@ class SSEStream:
         self._raw: AsyncIterator[bytes] | None = None
         self._inflate: Inflater | None = None
         self._events: deque[SSEEvent] = deque()
+        self._socket: Any = None  # the connection's socket, shut down when the abort signal fires
+        self._unwatch: Callable[[], None] | None = None
         self._done = False
         self._closed = False
         self.aborted = False
@@ -218,6 +224,8 @@ class SSEStream:
                     )
             else:
                 self._inflate = Inflater.for_encoding(response.headers.get("content-encoding", ""))
+                if self._abort is not None:
+                    self._watch(self._abort, response)
         except LlmError as exc:
             if exc.provider is None:
                 exc.provider = self._provider
@@ -236,20 +244,57 @@ class SSEStream:
     def __aiter__(self) -> SSEStream:
         return self
 
+    def _watch(self, abort: AbortSignal, response: httpx.Response) -> None:
+        """Make the abort signal end pending reads by shutting the connection's socket down,
+        instead of racing every read against it (a task and a subscription per read). Without
+        a socket to reach (a transport that exposes none) every read is raced instead."""
+        network = response.extensions.get("network_stream")
+        sock = network.get_extra_info("socket") if network is not None else None
+        if not callable(getattr(sock, "shutdown", None)):  # a socket.socket, or trio's socket
+            return
+        unwatch = abort._subscribe(self._shut_down)
+        if unwatch is None:  # fired since the request was sent
+            self._abort_now()
+            return
+        self._socket = sock
+        self._unwatch = unwatch
+
+    def _shut_down(self) -> None:
+        """The abort signal fired (run on the event loop): wake a pending read with end of file.
+        The connection is not reused: httpcore sees the body cut short and closes it."""
+        if not self._done and self._socket is not None:
+            with contextlib.suppress(OSError):  # already closed by the peer or by us
+                self._socket.shutdown(socket.SHUT_RDWR)
+
     async def __anext__(self) -> SSEEvent:
         events = self._events
+        abort = self._abort
         while not events:
             if self._done or self._raw is None:
                 raise StopAsyncIteration
+            watched = self._socket is not None
+            if watched and abort is not None and abort.fired:  # fired between two reads
+                self._abort_now()
+                raise StopAsyncIteration
             try:
-                chunk = await race(self._abort, self._raw.__anext__)
+                chunk: bytes | Aborted
+                if abort is None or watched:  # no race to run: one coroutine less per read
+                    chunk = await self._raw.__anext__()
+                else:
+                    chunk = await race(abort, self._raw.__anext__)
             except StopAsyncIteration:
+                if watched and abort is not None and abort.fired:  # the shut-down socket's end of file
+                    self._abort_now()
+                    raise
                 self._done = True
                 self._decode(b"", final=True)
                 if not events:
                     raise
                 break
             except httpx.HTTPError as exc:
+                if watched and abort is not None and abort.fired:  # the body cut short by the abort
+                    self._abort_now()
+                    raise StopAsyncIteration from None
                 self._done = True
                 raise error_from_exception(exc, provider=self._provider) from exc
             if isinstance(chunk, Aborted):
@@ -313,6 +358,9 @@ class SSEStream:
             return
         self._closed = True
         self._done = True
+        if self._unwatch is not None:
+            self._unwatch()
+            self._unwatch = None
         with anyio.move_on_after(self._close_timeout, shield=True):
             if self._raw is not None:
                 await finish_generator(cast("AsyncGenerator[bytes, None]", self._raw))
