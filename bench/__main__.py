@@ -295,7 +295,13 @@ def httpx2(python: str, httpx2_python: str | None, base: str, rounds: int, log: 
 def profile(python: str, base: str, out_dir: Path, log: Any) -> dict[str, str]:
     """pyinstrument and cProfile of harness → harness-llm-openai (3 pass-throughs), 20,000 chunks."""
     files: dict[str, str] = {}
-    for consumer in ("harness-openai-3mw", "harness-openai-3mw-aiohttp", "harness-anthropic", "chain-full"):
+    for consumer in (
+        "harness-openai-3mw",
+        "harness-openai-3mw-aiohttp",
+        "harness-anthropic",
+        "harness-gemini",
+        "chain-full",
+    ):
         for kind in ("pyinstrument", "cprofile"):
             if kind == "pyinstrument" and not available("pyinstrument"):
                 continue

@@ -235,13 +235,16 @@ class FloorAnthropic(_Httpx):
         return Read(deltas, chars, ttfc)
 
 
+def _text_only(self: Consumer, scenario: str) -> bool:
+    """``supports`` of the Gemini consumers: Gemini sends a tool call's arguments whole."""
+    return not scenario.startswith("tool")
+
+
 class FloorGemini(_Httpx):
     """httpx ``aiter_lines`` + ``json.loads`` over the Gemini-format stream (text scenarios)."""
 
     fmt = "gemini"
-
-    def supports(self, scenario: str) -> bool:
-        return not scenario.startswith("tool")
+    supports = _text_only
 
     async def read(self, scenario: str) -> Read:
         loads = json.loads
@@ -389,6 +392,19 @@ class _Harness(Consumer):
     def adapter_plugin(self) -> tuple[str, object]:
         raise NotImplementedError
 
+    def http_plugin(self, key: str, config_type: Any, plugin_type: Any, base_url: str) -> tuple[str, object]:
+        """``(key, plugin)`` of an HTTP provider plugin configured for the bench server."""
+        from harness_core import Secret
+
+        config = config_type(
+            base_url=base_url,
+            api_key=Secret(BENCH_KEY),
+            routes=[self.route],
+            max_connections=self.max_connections,
+            transport=self.transport,
+        )
+        return (key, plugin_type(config))
+
     async def start(self) -> None:
         from harness_core import Harness
 
@@ -411,17 +427,9 @@ class HarnessOpenAI(_Harness):
     """harness → harness-llm-openai (``Harness([...])`` with plugin objects)."""
 
     def adapter_plugin(self) -> tuple[str, object]:
-        from harness_core import Secret
         from harness_llm_openai import Config, OpenAIPlugin
 
-        config = Config(
-            base_url=f"{self.base}/v1",
-            api_key=Secret(BENCH_KEY),
-            routes=[self.route],
-            max_connections=self.max_connections,
-            transport=self.transport,
-        )
-        return ("openai", OpenAIPlugin(config))
+        return self.http_plugin("openai", Config, OpenAIPlugin, f"{self.base}/v1")
 
 
 class HarnessOpenAI3(HarnessOpenAI):
@@ -456,18 +464,10 @@ class HarnessAnthropic(_Harness):
     fmt = "anthropic"
 
     def adapter_plugin(self) -> tuple[str, object]:
-        from harness_core import Secret
         from harness_llm_anthropic import AnthropicPlugin
         from harness_llm_anthropic.config import AnthropicConfig
 
-        config = AnthropicConfig(
-            base_url=self.base,
-            api_key=Secret(BENCH_KEY),
-            routes=[self.route],
-            max_connections=self.max_connections,
-            transport=self.transport,
-        )
-        return ("anthropic", AnthropicPlugin(config))
+        return self.http_plugin("anthropic", AnthropicConfig, AnthropicPlugin, self.base)
 
 
 class HarnessAnthropic3(HarnessAnthropic):
@@ -484,22 +484,12 @@ class HarnessGemini(_Harness):
     """harness → harness-llm-gemini (text scenarios: Gemini sends tool arguments whole)."""
 
     fmt = "gemini"
-
-    def supports(self, scenario: str) -> bool:
-        return not scenario.startswith("tool")
+    supports = _text_only
 
     def adapter_plugin(self) -> tuple[str, object]:
-        from harness_core import Secret
         from harness_llm_gemini import GeminiConfig, GeminiPlugin
 
-        config = GeminiConfig(
-            base_url=f"{self.base}/v1beta",
-            api_key=Secret(BENCH_KEY),
-            routes=[self.route],
-            max_connections=self.max_connections,
-            transport=self.transport,
-        )
-        return ("gemini", GeminiPlugin(config))
+        return self.http_plugin("gemini", GeminiConfig, GeminiPlugin, f"{self.base}/v1beta")
 
 
 class HarnessGemini3(HarnessGemini):

@@ -12,6 +12,7 @@ import string
 from collections.abc import Callable
 from urllib.parse import quote, quote_plus
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -161,6 +162,18 @@ def test_a_text_that_only_looks_like_a_lead_is_released_by_the_next_delta() -> N
 
 def test_a_delta_of_a_block_never_started_is_held_back_and_masked_too() -> None:
     scrubber = ChunkScrubber(REDACTOR)
+    assert scrubber.feed(TextDelta(2, KEY[:9])) == []  # the start of the key: all of it waits
+    assert scrubber.feed(TextDelta(2, KEY[9:] + "!")) == [TextDelta(2, MASK + "!")]
     assert scrubber.feed(TextDelta(3, "key: " + KEY[:9])) == [TextDelta(3, "key: ")]
     assert scrubber.feed(TextDelta(3, KEY[9:20])) == []  # still only the start of the key
     assert scrubber.feed(TextDelta(3, KEY[20:] + ".")) == [TextDelta(3, MASK + ".")]
+
+
+def test_an_unknown_chunk_kind_naming_a_masked_block_passes_unchanged() -> None:
+    class Marker(msgspec.Struct, frozen=True):
+        index: int
+
+    scrubber = ChunkScrubber(REDACTOR)
+    scrubber.feed(BlockStart(0, "text"))
+    marker = Marker(0)
+    assert scrubber.feed(marker) == [marker]  # type: ignore[arg-type]
