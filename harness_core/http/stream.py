@@ -199,7 +199,10 @@ class SSEStream:
             return self
         self.response = response = result
         try:
-            self._raw = response.aiter_raw()
+            # the transport's byte stream itself: ``aiter_raw`` adds a generator, a chunker list
+            # and byte counting per read, none of which this stream uses (it decodes and closes)
+            # (an async client's response always has an async byte stream)
+            self._raw = cast("httpx.AsyncByteStream", response.stream).__aiter__()
             if not 200 <= response.status_code <= 299:
                 body = await self._read_some(MAX_ERROR_BODY)
                 if not self.aborted:
