@@ -1,6 +1,6 @@
-"""An abortable server-sent-events response: :func:`open_sse_stream` / :class:`SSEStream` (every
-read raced against the abort signal, the response closed shielded and bounded on every exit
-path). The event format is :mod:`harness_core.sse`'s (WHATWG ``text/event-stream``).
+"""An abortable server-sent-events response: :func:`open_sse_stream` / :class:`SSEStream` (a
+pending read ends when the abort signal fires, the response closed shielded and bounded on every
+exit path). The event format is :mod:`harness_core.sse`'s (WHATWG ``text/event-stream``).
 """
 
 from __future__ import annotations
@@ -66,8 +66,11 @@ def open_sse_stream(
       naming the content type;
     - httpx exceptions raise :func:`error_from_exception` (``TIMEOUT`` / ``NETWORK``).
 
-    Iteration yields :class:`~harness_core.sse.SSEEvent`; each read races ``abort`` and
-    iteration simply ends (``events.aborted`` set) when it fires. A read failure raises
+    Iteration yields :class:`~harness_core.sse.SSEEvent`; when ``abort`` fires, a pending read
+    ends and iteration simply ends (``events.aborted`` set). Over HTTP/1.1 the signal shuts the
+    connection's socket down (one subscription per stream, nothing per read; the connection is
+    not reused); where the transport exposes no socket every read is raced against it
+    (:func:`~harness_core.abort.race`). A read failure raises
     ``TIMEOUT`` / ``NETWORK`` / ``PROTOCOL`` (oversize event). An event cut by EOF is yielded
     last with ``incomplete=True``. On exit the response is closed, shielded from cancellation and
     bounded by ``close_timeout`` seconds, whatever the exit path.
