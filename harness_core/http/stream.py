@@ -293,7 +293,7 @@ class SSEStream:
                     self._abort_now()
                     raise
                 self._done = True
-                self._decode(b"", final=True)
+                events.extend(self._decode(b"", final=True))
                 if not events:
                     raise
                 break
@@ -306,19 +306,23 @@ class SSEStream:
             if isinstance(chunk, Aborted):
                 self._abort_now()
                 raise StopAsyncIteration
-            self._decode(chunk, final=False)
+            decoded = self._decode(chunk, final=False)
+            if len(decoded) == 1:  # the usual read: one whole event, no queue needed
+                return decoded[0]
+            events.extend(decoded)
         return events.popleft()
 
-    def _decode(self, data: bytes, *, final: bool) -> None:
+    def _decode(self, data: bytes, *, final: bool) -> list[SSEEvent]:
+        """The events ``data`` completes (and at the end, the one the end cut short)."""
         try:
             if self._inflate is not None:
                 data = self._inflate.decode(data, final=final)
-            if data:
-                self._events.extend(self._decoder.feed(data))
+            decoded = self._decoder.feed(data) if data else []
             if final:
                 last = self._decoder.close()
                 if last is not None:
-                    self._events.append(last)
+                    decoded.append(last)
+            return decoded
         except LlmError as exc:  # oversize event or corrupt compressed body
             self._done = True
             exc.provider = self._provider
