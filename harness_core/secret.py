@@ -244,13 +244,17 @@ def _base64_forms(value: str) -> list[_Base64Form]:
             continue
         # a character carries bits of the value when its 6 bits end after the bytes before it
         # (lead) or start before the value's end (trail); the other bytes of the group vary
+        # (only the low 4 bits of the byte before, and the high 4 bits of the byte after, reach
+        # a character that carries bits of the value: 16 values of each cover every case)
         lead = _group_chars(
-            (bytes([0] * (offset - 1) + [before]) + raw[: 3 - offset] for before in range(256)) if offset else (),
+            (bytes([0] * (offset - 1) + [before]) + raw[: 3 - offset] for before in range(16)) if offset else (),
             range(next(p for p in range(4) if 6 * p + 6 > 8 * offset), 4) if offset else range(0),
         )
         rest = len(padded) % 3
         trail = _group_chars(
-            (raw[len(raw) - rest :] + bytes([after]) + b"\0" * (2 - rest) for after in range(256)) if rest else (),
+            (raw[len(raw) - rest :] + bytes([after]) + b"\0" * (2 - rest) for after in range(0, 256, 16))
+            if rest
+            else (),
             range(next(p for p in range(4) if 6 * p >= 8 * rest)) if rest else range(0),
         )
         form = _Base64Form(lead, fragment, trail)
@@ -269,11 +273,15 @@ def representations(value: str) -> set[str]:
     """
     if len(value) < MIN_SECRET:
         return set()
+    return _text_forms(value) | _base64_fragments(value)
+
+
+def _text_forms(value: str) -> set[str]:
+    """:func:`representations` without the base64 forms."""
     forms = {value, value.strip()}  # an empty strip is dropped with the other short forms
     for _ in range(2):  # one escape, and an escape of an escape (repr of a JSON body)
         for form in list(forms):
             forms |= _escapes(form)
-    forms |= _base64_fragments(value)
     return {form for form in forms if len(form) >= MIN_SECRET}
 
 
@@ -316,10 +324,12 @@ class Redactor:
     :data:`MASK`; :meth:`stream` masks a block arriving in pieces.
     """
 
-    __slots__ = ("_longest", "_pattern", "_prefixes", "_triples", "_values")
+    __slots__ = ("_built", "_forms", "_longest", "_pattern", "_prefixes", "_triples", "_values")
 
     def __init__(self) -> None:
         self._values: set[str] = set()
+        self._forms: dict[str, tuple[set[str], list[_Base64Form]]] = {}  # per value, computed once
+        self._built = True  # whether the fields below reflect every value
         self._pattern: re.Pattern[str] | None = None
         self._prefixes: frozenset[str] = frozenset()
         self._longest = 0  # the longest prefix: computed once here, never per streamed delta
@@ -328,26 +338,36 @@ class Redactor:
     def add(self, value: str) -> None:
         """Treat ``value`` (and its representations) as a secret from now on.
 
-        Builds the masking expression and the set of texts an occurrence can start with (every
-        proper prefix of a plain or escaped form, and of each base64 form from any character of
-        its leading partial group on): the work is done here, once, not per streamed delta.
+        Cheap: the masking expression and the texts a form can start with are built once, when
+        the redactor is next used (so adding many secrets builds them once, not once each).
         """
         if len(value) >= MIN_SECRET and value not in self._values:
             self._values.add(value)
-            forms: set[str] = set()
-            encoded: list[_Base64Form] = []
-            for known in self._values:
-                forms |= representations(known)
-                encoded += _base64_forms(known)
-            fragments = {form.fragment for form in encoded}
-            ordered = sorted(forms - fragments, key=len, reverse=True)  # longest first: a form inside another
-            # base64 forms first, with their edges: the match then starts at the first masked character
-            alternatives = [f.pattern() for f in sorted(encoded, key=lambda f: len(f.fragment), reverse=True)]
-            self._pattern = re.compile("|".join([*alternatives, *map(re.escape, ordered)]))
-            starts = forms.union(*(form.starts() for form in encoded))
-            self._prefixes = frozenset(start[:k] for start in starts for k in range(1, len(start)))
-            self._longest = max(map(len, self._prefixes), default=0)
-            self._triples = frozenset(start[i : i + 3] for start in starts for i in range(len(start) - 2))
+            self._built = False
+
+    def _build(self) -> None:
+        """Build the masking expression and the set of texts an occurrence can start with (every
+        proper prefix of a plain or escaped form, and of each base64 form from any character of
+        its leading partial group on), and the set of 3-character runs of those texts."""
+        forms: set[str] = set()
+        encoded: list[_Base64Form] = []
+        values = list(self._values)  # a snapshot: a logging thread may mask while a value is added
+        for value in values:
+            known = self._forms.get(value)
+            if known is None:
+                known = self._forms[value] = (_text_forms(value), _base64_forms(value))
+            forms |= known[0]
+            encoded += known[1]
+        fragments = {form.fragment for form in encoded}
+        ordered = sorted(forms - fragments, key=len, reverse=True)  # longest first: a form inside another
+        # base64 forms first, with their edges: the match then starts at the first masked character
+        alternatives = [f.pattern() for f in sorted(encoded, key=lambda f: len(f.fragment), reverse=True)]
+        self._pattern = re.compile("|".join([*alternatives, *map(re.escape, ordered)]))  # add() gave it a value
+        starts = forms.union(fragments, *(form.starts() for form in encoded))
+        self._prefixes = frozenset(start[:k] for start in starts for k in range(1, len(start)))
+        self._longest = max(map(len, self._prefixes), default=0)
+        self._triples = frozenset(start[i : i + 3] for start in starts for i in range(len(start) - 2))
+        self._built = len(values) == len(self._values)  # values only grow: one added meanwhile waits
 
     def update(self, other: Redactor) -> None:
         """Add every secret ``other`` knows."""
@@ -362,6 +382,8 @@ class Redactor:
 
     def __call__(self, text: str) -> str:
         """``text`` with every known secret, in every representation, replaced by :data:`MASK`."""
+        if not self._built:
+            self._build()
         if self._pattern is None:
             return text
         return self._pattern.sub(MASK, text)
@@ -382,6 +404,8 @@ class Redactor:
 
     def _cut(self, text: str) -> tuple[int, bool]:
         """:meth:`safe_end` and whether ``text`` holds an occurrence (if not, nothing to mask)."""
+        if not self._built:
+            self._build()
         pattern = self._pattern
         if pattern is None:
             return len(text), False

@@ -177,3 +177,12 @@ def test_an_unknown_chunk_kind_naming_a_masked_block_passes_unchanged() -> None:
     scrubber.feed(BlockStart(0, "text"))
     marker = Marker(0)
     assert scrubber.feed(marker) == [marker]  # type: ignore[arg-type, comparison-overlap]
+
+
+def test_a_secret_added_after_use_is_masked_and_the_earlier_ones_still_are() -> None:
+    redactor = _redactor(KEY)
+    assert redactor(f"a {KEY}") == f"a {MASK}"  # built here, on first use
+    other = "sk-" + "other-" + "9876543210" * 5
+    redactor.add(other)  # built again on the next use, the first key's forms reused
+    assert redactor(f"{KEY} {other}") == f"{MASK} {MASK}"
+    assert redactor.safe_end("x " + other[:10]) == 2
