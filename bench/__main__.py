@@ -33,7 +33,8 @@ from bench.report import markdown
 SECTIONS = ("throughput", "chain", "startup", "concurrency", "ttfc", "httpx2", "gateway", "profile")
 OPENAI_SCENARIOS = "text-2000:3,text-20000:1,tool-2000:3,paced-500:1"
 DISTRIBUTIONS = (
-    *("harness-core", "harness-llm-openai", "harness-llm-anthropic", "harness-llm-mock", "harness-middleware"),
+    *("harness-core", "harness-llm-openai", "harness-llm-anthropic", "harness-llm-gemini", "harness-llm-mock"),
+    "harness-middleware",
     *("httpx", "httpcore", "h11", "httpx2", "httpcore2", "msgspec", "anyio", "pluggy", "click", "pyyaml"),
     *("openai", "litellm", "llm", "pyinstrument"),
 )
@@ -101,16 +102,18 @@ def throughput(python: str, base: str, rounds: int, peers: bool, log: Any) -> di
     if peers:
         openai_consumers += [name for name in ("litellm", "llm") if available(name)]
     anthropic_consumers = ["floor-anthropic", "harness-anthropic", "harness-anthropic-3mw"]
+    gemini_consumers = ["floor-gemini", "harness-gemini", "harness-gemini-3mw"]
     if available("httpx_aiohttp"):
         anthropic_consumers.append("harness-anthropic-aiohttp")
-    everyone = openai_consumers + anthropic_consumers
+        gemini_consumers.append("harness-gemini-aiohttp")
+    everyone = openai_consumers + anthropic_consumers + gemini_consumers
     raw: dict[str, list[dict[str, Any]]] = {name: [] for name in everyone}
     for r in range(rounds):
         for name in rotate(everyone, r):
             result = worker(python, name, base, "--scenarios", OPENAI_SCENARIOS)
             raw[name].append(result)
             log(f"  round {r + 1}/{rounds} {name}: {_short(result)}")
-    return _aggregate(raw, openai_consumers, anthropic_consumers)
+    return _aggregate(raw, openai_consumers, anthropic_consumers, gemini_consumers)
 
 
 def _short(result: dict[str, Any]) -> str:
@@ -120,11 +123,14 @@ def _short(result: dict[str, Any]) -> str:
     return " ".join(parts) + f" rss={result.get('peak_rss_mib', 0):.0f}MiB"
 
 
-def _aggregate(raw: dict[str, list[dict[str, Any]]], openai_c: list[str], anthropic_c: list[str]) -> dict[str, Any]:
+def _aggregate(
+    raw: dict[str, list[dict[str, Any]]], openai_c: list[str], anthropic_c: list[str], gemini_c: list[str]
+) -> dict[str, Any]:
     scenarios = [s.split(":")[0] for s in OPENAI_SCENARIOS.split(",")]
     table: dict[str, Any] = {}
     for name, runs in raw.items():
-        floors = raw["floor-anthropic"] if name in anthropic_c else raw["floor"]
+        own = "floor-anthropic" if name in anthropic_c else "floor-gemini" if name in gemini_c else "floor"
+        floors = raw[own]
         row: dict[str, Any] = {"errors": [run["error"] for run in runs if "error" in run]}
         row["peak_rss_mib"] = med([run["peak_rss_mib"] for run in runs if "error" not in run])
         for scenario in scenarios:
@@ -145,7 +151,13 @@ def _aggregate(raw: dict[str, list[dict[str, Any]]], openai_c: list[str], anthro
                     cell["ratio_oai"].append(m["us_per_chunk"] / oai[scenario]["us_per_chunk"])
             row[scenario] = {k: med(v) for k, v in cell.items()}
         table[name] = row
-    return {"consumers": table, "openai": openai_c, "anthropic": anthropic_c, "scenarios": scenarios}
+    return {
+        "consumers": table,
+        "openai": openai_c,
+        "anthropic": anthropic_c,
+        "gemini": gemini_c,
+        "scenarios": scenarios,
+    }
 
 
 def chain(python: str, rounds: int, log: Any) -> dict[str, Any]:
@@ -283,7 +295,13 @@ def httpx2(python: str, httpx2_python: str | None, base: str, rounds: int, log: 
 def profile(python: str, base: str, out_dir: Path, log: Any) -> dict[str, str]:
     """pyinstrument and cProfile of harness → harness-llm-openai (3 pass-throughs), 20,000 chunks."""
     files: dict[str, str] = {}
-    for consumer in ("harness-openai-3mw", "harness-openai-3mw-aiohttp", "harness-anthropic", "chain-full"):
+    for consumer in (
+        "harness-openai-3mw",
+        "harness-openai-3mw-aiohttp",
+        "harness-anthropic",
+        "harness-gemini",
+        "chain-full",
+    ):
         for kind in ("pyinstrument", "cprofile"):
             if kind == "pyinstrument" and not available("pyinstrument"):
                 continue

@@ -15,6 +15,8 @@ Consumers (``NAME`` for ``python -m bench.worker --consumer NAME``):
 ``harness-openai``     harness → harness-llm-openai, 0 middlewares (``-3mw``: 3 pass-throughs;
                        ``-3mw-abort``: and an AbortSignal in the options, as ``harness run``)
 ``harness-anthropic``  harness → harness-llm-anthropic (``-3mw`` likewise)
+``floor-gemini``       the floor over the Gemini-format stream (text scenarios only)
+``harness-gemini``     harness → harness-llm-gemini (``-3mw`` likewise; text scenarios only)
 ``openai-sdk``         the openai SDK's ``AsyncOpenAI(...).chat.completions.create(stream=True)``
 ``litellm``, ``llm``   peers, measured with ``--peers`` when installed
 ``chain-N``            harness → the mock adapter with N pass-through middlewares (no HTTP)
@@ -25,6 +27,7 @@ Consumers (``NAME`` for ``python -m bench.worker --consumer NAME``):
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -33,9 +36,14 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["CONSUMERS", "Consumer", "Read", "make"]
+__all__ = ["BENCH_KEY", "CONSUMERS", "Consumer", "Read", "make"]
 
 _PROMPT = [{"role": "user", "content": "Say something."}]
+
+BENCH_KEY = "-".join(("sk", "bench", secrets.token_urlsafe(36)))
+"""The API key every consumer sends: 57 characters like a real provider key (``sk-proj-…`` keys
+are longer still), built at run time so no key-shaped literal is committed. Its length matters:
+the harness masks configured keys in streamed text, and a short key once hid a 10× cost there."""
 
 
 @dataclass
@@ -52,6 +60,11 @@ class Consumer:
 
     fmt = "openai"
     uses_server = True
+    extra_deltas = 0
+    """How many deltas more than the scenario's this consumer may report (its characters must
+    match exactly): harness holds back a tail of a delta that could begin a configured key
+    (:data:`BENCH_KEY`) until the next one, and the last such tail of a block ends it as a delta
+    of its own."""
 
     def __init__(self, base: str, max_connections: int) -> None:
         self.base = base
@@ -96,7 +109,7 @@ class _Httpx(Consumer):
             backend = AiohttpTransport(limits=limits)
         self.client = httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(120.0), transport=backend)
         self.url = f"{self.base}/v1/chat/completions" if self.fmt == "openai" else f"{self.base}/v1/messages"
-        self.headers = {"authorization": "Bearer sk-bench"}
+        self.headers = {"authorization": f"Bearer {BENCH_KEY}"}
 
     def body(self, scenario: str) -> dict[str, Any]:
         return {"model": scenario, "messages": _PROMPT, "stream": True, "max_tokens": 100_000}
@@ -222,6 +235,39 @@ class FloorAnthropic(_Httpx):
         return Read(deltas, chars, ttfc)
 
 
+def _text_only(self: Consumer, scenario: str) -> bool:
+    """``supports`` of the Gemini consumers: Gemini sends a tool call's arguments whole."""
+    return not scenario.startswith("tool")
+
+
+class FloorGemini(_Httpx):
+    """httpx ``aiter_lines`` + ``json.loads`` over the Gemini-format stream (text scenarios)."""
+
+    fmt = "gemini"
+    supports = _text_only
+
+    async def read(self, scenario: str) -> Read:
+        loads = json.loads
+        deltas = chars = 0
+        ttfc = None
+        url = f"{self.base}/v1beta/models/{scenario}:streamGenerateContent?alt=sse"
+        body = {"contents": [{"role": "user", "parts": [{"text": "Say something."}]}]}
+        start = time.perf_counter()
+        async with self.client.stream("POST", url, json=body, headers={"x-goog-api-key": BENCH_KEY}) as response:
+            response.raise_for_status()
+            async for line in response.aiter_lines():
+                if not line.startswith("data: "):
+                    continue
+                for part in loads(line[6:])["candidates"][0]["content"]["parts"]:
+                    piece = part.get("text")
+                    if piece:
+                        if ttfc is None:
+                            ttfc = time.perf_counter() - start
+                        deltas += 1
+                        chars += len(piece)
+        return Read(deltas, chars, ttfc)
+
+
 class RawBytes(_Httpx):
     """httpx ``aiter_bytes``, no parsing at all: a lower bound (counts are taken as expected)."""
 
@@ -339,11 +385,25 @@ async def _read_harness(harness: Any, options: Any) -> Read:
 
 class _Harness(Consumer):
     middlewares = 0
+    extra_deltas = 1
     transport = "httpcore"
     route = "bench"
 
     def adapter_plugin(self) -> tuple[str, object]:
         raise NotImplementedError
+
+    def http_plugin(self, key: str, config_type: Any, plugin_type: Any, base_url: str) -> tuple[str, object]:
+        """``(key, plugin)`` of an HTTP provider plugin configured for the bench server."""
+        from harness_core import Secret
+
+        config = config_type(
+            base_url=base_url,
+            api_key=Secret(BENCH_KEY),
+            routes=[self.route],
+            max_connections=self.max_connections,
+            transport=self.transport,
+        )
+        return (key, plugin_type(config))
 
     async def start(self) -> None:
         from harness_core import Harness
@@ -367,17 +427,9 @@ class HarnessOpenAI(_Harness):
     """harness → harness-llm-openai (``Harness([...])`` with plugin objects)."""
 
     def adapter_plugin(self) -> tuple[str, object]:
-        from harness_core import Secret
         from harness_llm_openai import Config, OpenAIPlugin
 
-        config = Config(
-            base_url=f"{self.base}/v1",
-            api_key=Secret("sk-bench"),
-            routes=[self.route],
-            max_connections=self.max_connections,
-            transport=self.transport,
-        )
-        return ("openai", OpenAIPlugin(config))
+        return self.http_plugin("openai", Config, OpenAIPlugin, f"{self.base}/v1")
 
 
 class HarnessOpenAI3(HarnessOpenAI):
@@ -412,18 +464,10 @@ class HarnessAnthropic(_Harness):
     fmt = "anthropic"
 
     def adapter_plugin(self) -> tuple[str, object]:
-        from harness_core import Secret
         from harness_llm_anthropic import AnthropicPlugin
         from harness_llm_anthropic.config import AnthropicConfig
 
-        config = AnthropicConfig(
-            base_url=self.base,
-            api_key=Secret("sk-bench"),
-            routes=[self.route],
-            max_connections=self.max_connections,
-            transport=self.transport,
-        )
-        return ("anthropic", AnthropicPlugin(config))
+        return self.http_plugin("anthropic", AnthropicConfig, AnthropicPlugin, self.base)
 
 
 class HarnessAnthropic3(HarnessAnthropic):
@@ -432,6 +476,28 @@ class HarnessAnthropic3(HarnessAnthropic):
 
 class HarnessAnthropicAiohttp(HarnessAnthropic):
     """``harness-anthropic`` with ``transport: aiohttp``."""
+
+    transport = "aiohttp"
+
+
+class HarnessGemini(_Harness):
+    """harness → harness-llm-gemini (text scenarios: Gemini sends tool arguments whole)."""
+
+    fmt = "gemini"
+    supports = _text_only
+
+    def adapter_plugin(self) -> tuple[str, object]:
+        from harness_llm_gemini import GeminiConfig, GeminiPlugin
+
+        return self.http_plugin("gemini", GeminiConfig, GeminiPlugin, f"{self.base}/v1beta")
+
+
+class HarnessGemini3(HarnessGemini):
+    middlewares = 3
+
+
+class HarnessGeminiAiohttp(HarnessGemini):
+    """``harness-gemini`` with ``transport: aiohttp``."""
 
     transport = "aiohttp"
 
@@ -528,7 +594,7 @@ class OpenAISDK(Consumer):
 
         self.client = openai.AsyncOpenAI(
             base_url=f"{self.base}/v1",
-            api_key="sk-bench",
+            api_key=BENCH_KEY,
             max_retries=0,
             http_client=None,
         )
@@ -538,7 +604,7 @@ class OpenAISDK(Consumer):
             limits = httpx2.Limits(max_connections=self.max_connections, max_keepalive_connections=self.max_connections)
             self.client = openai.AsyncOpenAI(
                 base_url=f"{self.base}/v1",
-                api_key="sk-bench",
+                api_key=BENCH_KEY,
                 max_retries=0,
                 http_client=openai.DefaultAsyncHttpxClient(limits=limits),
             )
@@ -586,7 +652,7 @@ class LiteLLM(Consumer):
         stream = await self.litellm.acompletion(
             model=f"openai/{scenario}",
             api_base=f"{self.base}/v1",
-            api_key="sk-bench",
+            api_key=BENCH_KEY,
             messages=_PROMPT,
             stream=True,
         )
@@ -616,16 +682,16 @@ class Llm(Consumer):
         from llm.default_plugins.openai_models import AsyncChat
 
         self.make = lambda scenario: AsyncChat(
-            model_id=f"bench-{scenario}", model_name=scenario, api_base=f"{self.base}/v1", key="sk-bench"
+            model_id=f"bench-{scenario}", model_name=scenario, api_base=f"{self.base}/v1", key=BENCH_KEY
         )
 
     async def read(self, scenario: str) -> Read:
         model = self.make(scenario)
-        model.key = "sk-bench"
+        model.key = BENCH_KEY
         deltas = chars = 0
         ttfc = None
         start = time.perf_counter()
-        response = model.prompt("Say something.", stream=True, key="sk-bench")
+        response = model.prompt("Say something.", stream=True, key=BENCH_KEY)
         async for piece in response:
             if piece:
                 if ttfc is None:
@@ -638,6 +704,7 @@ class Llm(Consumer):
 CONSUMERS: dict[str, type[Consumer]] = {
     "floor": Floor,
     "floor-anthropic": FloorAnthropic,
+    "floor-gemini": FloorGemini,
     "bytes": RawBytes,
     "msgspec": Msgspec,
     "harness-openai": HarnessOpenAI,
@@ -645,11 +712,14 @@ CONSUMERS: dict[str, type[Consumer]] = {
     "harness-openai-3mw-abort": HarnessOpenAI3Abort,
     "harness-anthropic": HarnessAnthropic,
     "harness-anthropic-3mw": HarnessAnthropic3,
+    "harness-gemini": HarnessGemini,
+    "harness-gemini-3mw": HarnessGemini3,
     "floor-aiohttp": FloorAiohttp,
     "raw-sockets": RawSockets,
     "harness-openai-aiohttp": HarnessOpenAIAiohttp,
     "harness-openai-3mw-aiohttp": HarnessOpenAI3Aiohttp,
     "harness-anthropic-aiohttp": HarnessAnthropicAiohttp,
+    "harness-gemini-aiohttp": HarnessGeminiAiohttp,
     "openai-sdk": OpenAISDK,
     "litellm": LiteLLM,
     "llm": Llm,

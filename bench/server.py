@@ -45,7 +45,8 @@ def _framed(fmt: str, name: str) -> list[bytes]:
 
 def _first_delta_position(fmt: str) -> int:
     """How many events precede and include the first text delta of a stream."""
-    return 2 if fmt == "openai" else 4  # openai: role, delta; anthropic: start, block, ping, delta
+    return {"openai": 2, "anthropic": 4}.get(fmt, 1)  # openai: role, delta; anthropic: start, block,
+    # ping, delta; gemini: the first event holds the first delta
 
 
 def _simple(status: str, body: bytes) -> bytes:
@@ -67,6 +68,20 @@ async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> b
     return await reader.readexactly(int(headers.get("content-length", "0")))
 
 
+def _route(method: str, path: str, body: bytes) -> tuple[str, str]:
+    """(format, scenario name) of a request: OpenAI and Anthropic name the scenario in the body's
+    ``model``, Gemini in the path (``/v1beta/models/{name}:streamGenerateContent?alt=sse``)."""
+    if method != "POST":
+        return "", ""
+    if ":streamGenerateContent" in path:
+        return "gemini", path.rpartition("/models/")[2].partition(":")[0]
+    fmt = "openai" if path.endswith("/chat/completions") else "anthropic" if path.endswith("/messages") else ""
+    try:
+        return fmt, json.loads(body)["model"] if fmt else ""
+    except (ValueError, KeyError, TypeError):
+        return fmt, ""
+
+
 async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     try:
         while True:
@@ -82,15 +97,14 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
                     name, _, value = line.partition(":")
                     headers[name.strip().lower()] = value.strip()
             body = await _read_body(reader, headers)
-            fmt = "openai" if path.endswith("/chat/completions") else "anthropic" if path.endswith("/messages") else ""
+            fmt, name = _route(method, path, body)
             try:
-                name = json.loads(body)["model"] if method == "POST" and fmt else ""
                 scenario = parse_scenario(name)
+                framed = _framed(fmt, name)
             except (ValueError, KeyError, TypeError):
                 writer.write(_simple("404 Not Found", b'{"error": {"message": "no such scenario or route"}}'))
                 await writer.drain()
                 continue
-            framed = _framed(fmt, name)
             if scenario.kind == "paced":
                 writer.write(_HEAD)
                 for frame in framed:

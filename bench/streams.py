@@ -9,8 +9,12 @@ SDK, harness adapters) selects it without special headers:
 - ``stall-N``  the first text delta at once, then a 200 ms stall, then the other N-1.
 
 Formats: ``openai`` (Chat Completions chunks as OpenAI sends them, ``data: [DONE]`` last;
-https://platform.openai.com/docs/api-reference/chat-streaming) and ``anthropic`` (Messages API
-events with ``event:`` lines, https://docs.anthropic.com/en/api/messages-streaming).
+https://platform.openai.com/docs/api-reference/chat-streaming), ``anthropic`` (Messages API
+events with ``event:`` lines, https://docs.anthropic.com/en/api/messages-streaming) and
+``gemini`` (``GenerateContentResponse`` objects of ``streamGenerateContent?alt=sse``, CRLF
+framed, ``usageMetadata`` on every event as Gemini sends it, the body ending after the event
+with ``finishReason``; https://ai.google.dev/api/generate-content#method:-models.streamgeneratecontent).
+Gemini sends a function call's arguments whole, so ``tool-N`` has no Gemini form.
 
 The token pieces are short words like a real tokenizer's output, a few of them non-ASCII, so the
 consumers decode UTF-8 like they would in production.
@@ -126,12 +130,33 @@ def _anthropic(scenario: Scenario, model: str) -> list[bytes]:
     return out
 
 
+def _gemini(scenario: Scenario, model: str) -> list[bytes]:
+    if scenario.kind == "tool":
+        raise ValueError("Gemini streams no tool-call arguments in pieces: no tool scenario")
+    parts = pieces(scenario)
+    meta = {"modelVersion": model, "responseId": "bench-response"}
+
+    def event(text: str, done: int, finish: str | None = None) -> bytes:
+        candidate: dict[str, object] = {"content": {"parts": [{"text": text}], "role": "model"}, "index": 0}
+        if finish is not None:
+            candidate["finishReason"] = finish
+        usage = {"promptTokenCount": 12, "candidatesTokenCount": done, "totalTokenCount": 12 + done}
+        return f"data: {_dump({'candidates': [candidate], 'usageMetadata': usage, **meta})}\r\n\r\n".encode()
+
+    out = [event(p, i + 1) for i, p in enumerate(parts[:-1])]
+    out.append(event(parts[-1], len(parts), "STOP"))
+    return out
+
+
 def events(fmt: str, name: str) -> list[bytes]:
     """The SSE events (each a complete ``bytes`` frame) of scenario ``name`` in format ``fmt``
-    (``"openai"`` or ``"anthropic"``). Raises ``ValueError`` for an unknown format or name."""
+    (``"openai"``, ``"anthropic"`` or ``"gemini"``). Raises ``ValueError`` for an unknown
+    format or name, and for a tool scenario in Gemini's format."""
     scenario = parse_scenario(name)
     if fmt == "openai":
         return _openai(scenario, name)
     if fmt == "anthropic":
         return _anthropic(scenario, name)
+    if fmt == "gemini":
+        return _gemini(scenario, name)
     raise ValueError(f"unknown format {fmt!r}")

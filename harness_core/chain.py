@@ -367,8 +367,7 @@ class AdapterBoundary:
 
     def __call__(self, options: GenerateOptions, run: ChainRun) -> AsyncGenerator[StreamChunk, None]:
         """The boundary's generator for one stream (scrubbed when there are secrets)."""
-        served = self._serve(options, run)
-        return _scrubbed(served, self._secrets) if self._secrets else served
+        return self._serve(options, run, ChunkScrubber(self._secrets) if self._secrets else None)
 
     def no_adapter(self, route: str | None) -> LlmError:
         """The ``NO_ADAPTER`` error for ``route``: known routes, and the adapter plugins that failed."""
@@ -387,11 +386,16 @@ class AdapterBoundary:
             text += f". Adapter plugins that failed to start (one may own this route): {causes}"
         return LlmError("NO_ADAPTER", text)
 
-    async def _serve(self, options: GenerateOptions, run: ChainRun) -> AsyncGenerator[StreamChunk, None]:
+    async def _serve(
+        self, options: GenerateOptions, run: ChainRun, scrubber: ChunkScrubber | None
+    ) -> AsyncGenerator[StreamChunk, None]:
+        """The adapter's chunks, scrubbed in this same generator (no extra hop per chunk)."""
         route = options.provider
         registration = self._registry.get(route) if route is not None else None
         if route is None or registration is None:
-            yield Finish(FinishReason(kind="error", failure=self.no_adapter(route).to_failure()))
+            finish = Finish(FinishReason(kind="error", failure=self.no_adapter(route).to_failure()))
+            for shown in scrubber.feed(finish) if scrubber is not None else (finish,):
+                yield shown
             return
         run.route = route
         run.source = registration.owner
@@ -420,25 +424,19 @@ class AdapterBoundary:
                         failure = _as_failure(exc, route)
                         break
                     keep(chunk)
-                    yield chunk
+                    if scrubber is None:
+                        yield chunk
+                    else:
+                        for shown in scrubber.feed(chunk):
+                            yield shown
                     if type(chunk) is Finish:
                         return
             for chunk in _terminal(tracker, failure, options):
-                yield chunk
+                for shown in scrubber.feed(chunk) if scrubber is not None else (chunk,):
+                    yield shown
         finally:
             if stream is not None:
                 await aclose_all([stream], DEFAULT_CLOSE_BOUND, f"adapter stream of route {route!r}")
-
-
-async def _scrubbed(source: AsyncGenerator[StreamChunk, None], secrets: Redactor) -> AsyncGenerator[StreamChunk, None]:
-    """``source`` with ``secrets`` masked (:class:`~harness_core.secret.ChunkScrubber`); closes ``source``."""
-    scrubber = ChunkScrubber(secrets)
-    try:
-        async for chunk in source:
-            for shown in scrubber.feed(chunk):
-                yield shown
-    finally:
-        await close_stream(source)
 
 
 def _as_failure(exc: Exception, route: str) -> LlmError:

@@ -24,12 +24,13 @@ middleware's regular-expression masking (any object with ``mask(text)`` and ``st
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import logging
 import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, Final, NoReturn, Protocol, runtime_checkable
+from typing import Any, Final, NamedTuple, NoReturn, Protocol, runtime_checkable
 from urllib.parse import quote, quote_plus
 
 import msgspec
@@ -172,30 +173,96 @@ def _escapes(text: str) -> set[str]:
 def _base64_fragments(value: str) -> set[str]:
     """The base64 characters that depend on ``value`` alone, at each of the three byte alignments
     (so ``Basic base64(user:key)`` is caught whatever the user name), standard and URL-safe."""
+    return {form.fragment for form in _base64_forms(value)}
+
+
+_URL_SAFE: Final = str.maketrans("+/", "-_")  # RFC 4648 §5: base64url
+
+
+class _Base64Form(NamedTuple):
+    """One base64 encoding of a secret at one byte alignment (RFC 4648 §4/§5,
+    https://www.rfc-editor.org/rfc/rfc4648#section-4): ``lead`` and ``trail`` are the characters of
+    the partial 4-character groups at its edges that carry bits of the secret mixed with bits of
+    the bytes around it (each position: the set of characters it can be, whatever those bytes
+    are), ``fragment`` the characters in between, which depend on the secret alone."""
+
+    lead: tuple[frozenset[str], ...]
+    fragment: str
+    trail: tuple[frozenset[str], ...]
+
+    def translate(self, table: dict[int, int]) -> _Base64Form:
+        """The same form in another alphabet (``table``: a ``str.translate`` table)."""
+        return _Base64Form(
+            tuple(frozenset(c.translate(table) for c in s) for s in self.lead),
+            self.fragment.translate(table),
+            tuple(frozenset(c.translate(table) for c in s) for s in self.trail),
+        )
+
+    def pattern(self) -> str:
+        """A regular expression for the fragment with as much of each edge as is present: the
+        lead's characters nearest the fragment first, the trail's likewise, then ``=`` padding."""
+        lead = ""
+        for chars in self.lead:
+            lead = f"(?:{lead}{_char_class(chars)})?"
+        trail = ""
+        for chars in reversed(self.trail):
+            trail = f"(?:{_char_class(chars)}{trail})?"
+        return f"{lead}{re.escape(self.fragment)}{trail}={{0,2}}"
+
+    def starts(self) -> Iterator[str]:
+        """Every text an occurrence can start with up to the end of its fragment: each suffix of
+        each possible lead (the empty one included) followed by the fragment."""
+        for first in range(len(self.lead) + 1):
+            for lead in itertools.product(*self.lead[first:]):
+                yield "".join(lead) + self.fragment
+
+
+def _char_class(chars: frozenset[str]) -> str:
+    if len(chars) == 1:
+        return re.escape(next(iter(chars)))
+    return "[" + "".join(re.escape(c) for c in sorted(chars)) + "]"
+
+
+def _group_chars(groups: Iterable[bytes], positions: range) -> tuple[frozenset[str], ...]:
+    """For each of ``positions`` (0-3) in the one 4-character base64 group that encodes each of
+    ``groups`` (3 bytes), the set of characters found there."""
+    encoded = [base64.b64encode(group).decode() for group in groups]
+    return tuple(frozenset(chars[p] for chars in encoded) for p in positions)
+
+
+def _base64_forms(value: str) -> list[_Base64Form]:
+    """The base64 forms of ``value`` worth masking (fragment of at least 8 characters), at each of
+    the three byte alignments, standard and URL-safe alphabets."""
     raw = value.encode("utf-8")
-    fragments: set[str] = set()
+    forms: list[_Base64Form] = []
     for offset in range(3):
         padded = b"\0" * offset + raw
         encoded = base64.b64encode(padded).decode()
         start = 4 if offset else 0  # the first group mixes in bytes before the value
         fragment = encoded[start : (len(padded) // 3) * 4]  # the last partial group mixes in what follows
-        if len(fragment) >= _MIN_FRAGMENT:
-            fragments.add(fragment)
-            fragments.add(fragment.replace("+", "-").replace("/", "_"))
-    return fragments
-
-
-_B64_CHAR: Final = "[A-Za-z0-9+/_-]"  # standard and URL-safe alphabets
-_B64_EDGE: Final = 3  # base64 characters of a partial group that may mix key bits with others'
-_B64_EDGE_CHARS: Final = re.compile(_B64_CHAR)
-
-
-def _base64_pattern(fragment: str) -> str:
-    """A regular expression for ``fragment`` (a base64 form of a secret, see
-    :func:`_base64_fragments`) with the partial 4-character groups at its edges: up to three
-    characters before it and three after it (plus ``=`` padding) may hold bits of the secret's
-    first or last bytes mixed with the bytes around it, so they are masked with it."""
-    return f"{_B64_CHAR}{{0,{_B64_EDGE}}}{re.escape(fragment)}{_B64_CHAR}{{0,{_B64_EDGE}}}={{0,2}}"
+        if len(fragment) < _MIN_FRAGMENT:
+            continue
+        # a character carries bits of the value when its 6 bits end after the bytes before it
+        # (lead) or start before the value's end (trail); the other bytes of the group vary
+        # (only the low 4 bits of the byte before, and the high 4 bits of the byte after, reach
+        # a character that carries bits of the value: 16 values of each cover every case)
+        lead = _group_chars(
+            (bytes([0] * (offset - 1) + [before]) + raw[: 3 - offset] for before in range(16)) if offset else (),
+            range(next(p for p in range(4) if 6 * p + 6 > 8 * offset), 4) if offset else range(0),
+        )
+        rest = len(padded) % 3
+        trail = _group_chars(
+            (raw[len(raw) - rest :] + bytes([after]) + b"\0" * (2 - rest) for after in range(0, 256, 16))
+            if rest
+            else (),
+            range(next(p for p in range(4) if 6 * p >= 8 * rest)) if rest else range(0),
+        )
+        form = _Base64Form(lead, fragment, trail)
+        forms.append(form)
+        url_safe = form.translate(_URL_SAFE)
+        if url_safe != form:
+            forms.append(url_safe)
+    return forms
 
 
 def representations(value: str) -> set[str]:
@@ -206,11 +273,15 @@ def representations(value: str) -> set[str]:
     """
     if len(value) < MIN_SECRET:
         return set()
+    return _text_forms(value) | _base64_fragments(value)
+
+
+def _text_forms(value: str) -> set[str]:
+    """:func:`representations` without the base64 forms."""
     forms = {value, value.strip()}  # an empty strip is dropped with the other short forms
     for _ in range(2):  # one escape, and an escape of an escape (repr of a JSON body)
         for form in list(forms):
             forms |= _escapes(form)
-    forms |= _base64_fragments(value)
     return {form for form in forms if len(form) >= MIN_SECRET}
 
 
@@ -253,31 +324,50 @@ class Redactor:
     :data:`MASK`; :meth:`stream` masks a block arriving in pieces.
     """
 
-    __slots__ = ("_encoded", "_longest", "_pattern", "_prefixes", "_values")
+    __slots__ = ("_built", "_forms", "_longest", "_pattern", "_prefixes", "_triples", "_values")
 
     def __init__(self) -> None:
         self._values: set[str] = set()
+        self._forms: dict[str, tuple[set[str], list[_Base64Form]]] = {}  # per value, computed once
+        self._built = True  # whether the fields below reflect every value
         self._pattern: re.Pattern[str] | None = None
         self._prefixes: frozenset[str] = frozenset()
         self._longest = 0  # the longest prefix: computed once here, never per streamed delta
-        self._encoded = False  # whether a secret has base64 forms (long enough to have them)
+        self._triples: frozenset[str] = frozenset()  # every 3 characters in a row of a form
 
     def add(self, value: str) -> None:
-        """Treat ``value`` (and its representations) as a secret from now on."""
+        """Treat ``value`` (and its representations) as a secret from now on.
+
+        Cheap: the masking expression and the texts a form can start with are built once, when
+        the redactor is next used (so adding many secrets builds them once, not once each).
+        """
         if len(value) >= MIN_SECRET and value not in self._values:
             self._values.add(value)
-            forms: set[str] = set()
-            encoded: set[str] = set()
-            for known in self._values:
-                forms |= representations(known)
-                encoded |= _base64_fragments(known)
-            ordered = sorted(forms - encoded, key=len, reverse=True)  # longest first: a form inside another
-            # base64 forms first, with their edges: the match then starts at the first masked character
-            alternatives = [_base64_pattern(f) for f in sorted(encoded, key=len, reverse=True)]
-            self._pattern = re.compile("|".join([*alternatives, *map(re.escape, ordered)]))
-            self._encoded = bool(encoded)
-            self._prefixes = frozenset(form[:k] for form in forms for k in range(1, len(form)))
-            self._longest = max(map(len, self._prefixes), default=0)
+            self._built = False
+
+    def _build(self) -> None:
+        """Build the masking expression and the set of texts an occurrence can start with (every
+        proper prefix of a plain or escaped form, and of each base64 form from any character of
+        its leading partial group on), and the set of 3-character runs of those texts."""
+        forms: set[str] = set()
+        encoded: list[_Base64Form] = []
+        values = list(self._values)  # a snapshot: a logging thread may mask while a value is added
+        for value in values:
+            known = self._forms.get(value)
+            if known is None:
+                known = self._forms[value] = (_text_forms(value), _base64_forms(value))
+            forms |= known[0]
+            encoded += known[1]
+        fragments = {form.fragment for form in encoded}
+        ordered = sorted(forms - fragments, key=len, reverse=True)  # longest first: a form inside another
+        # base64 forms first, with their edges: the match then starts at the first masked character
+        alternatives = [f.pattern() for f in sorted(encoded, key=lambda f: len(f.fragment), reverse=True)]
+        self._pattern = re.compile("|".join([*alternatives, *map(re.escape, ordered)]))  # add() gave it a value
+        starts = forms.union(fragments, *(form.starts() for form in encoded))
+        self._prefixes = frozenset(start[:k] for start in starts for k in range(1, len(start)))
+        self._longest = max(map(len, self._prefixes), default=0)
+        self._triples = frozenset(start[i : i + 3] for start in starts for i in range(len(start) - 2))
+        self._built = len(values) == len(self._values)  # values only grow: one added meanwhile waits
 
     def update(self, other: Redactor) -> None:
         """Add every secret ``other`` knows."""
@@ -292,6 +382,8 @@ class Redactor:
 
     def __call__(self, text: str) -> str:
         """``text`` with every known secret, in every representation, replaced by :data:`MASK`."""
+        if not self._built:
+            self._build()
         if self._pattern is None:
             return text
         return self._pattern.sub(MASK, text)
@@ -301,45 +393,58 @@ class Redactor:
     def safe_end(self, text: str) -> int:
         """How much of ``text`` (a prefix length) can be shown now when more text may follow.
 
-        The rest could be the start of a secret that the next piece completes, or is part of a
-        secret occurrence that the cut would split: it must wait. ``len(text)`` when nothing
-        needs to wait.
+        The rest is held back: its longest tail that is the start of some masked form of a
+        secret (the plain value, an escaped or percent-encoded form, a base64 form from any
+        character of its leading partial group that carries bits of the secret), and any
+        occurrence of a secret that the cut would split or that ends ``text`` (it may grow: a
+        base64 form's trailing partial group). ``len(text)`` when nothing needs to wait, which
+        is the case for ordinary text.
         """
+        return self._cut(text)[0]
+
+    def _cut(self, text: str) -> tuple[int, bool]:
+        """:meth:`safe_end` and whether ``text`` holds an occurrence (if not, nothing to mask)."""
+        if not self._built:
+            self._build()
         pattern = self._pattern
         if pattern is None:
-            return len(text)
+            return len(text), False
         cut = len(text)
+        longest = min(self._longest, cut)
+        if longest > 2 and text[-3:] not in self._triples:  # no longer tail can start a form
+            longest = 2
         prefixes = self._prefixes
-        for k in range(min(self._longest, len(text)), 0, -1):
+        for k in range(longest, 0, -1):
             if text[-k:] in prefixes:
                 cut -= k
                 break
-        if self._encoded:  # the last base64 characters may be the partial group before a base64 form
-            for _ in range(_B64_EDGE):
-                if cut == 0 or not _B64_EDGE_CHARS.fullmatch(text[cut - 1]):
-                    break
-                cut -= 1
+        if pattern.search(text) is None:  # the common case: no occurrence at all
+            return cut, False
         for match in pattern.finditer(text):  # never cut through an occurrence of a secret,
             if match.start() < cut < match.end() or match.end() == len(text):  # nor one that may grow
                 cut = min(cut, match.start())
-        return cut
+        return cut, True
 
     def stream(self) -> TextStream:
         """A masker for one block of streamed text (hold-back by :meth:`safe_end`)."""
-        return _HoldBack(self.mask, self.safe_end)
+        return _HoldBack(self.mask, self._cut)
 
     def __repr__(self) -> str:
         return f"Redactor({len(self._values)} secrets)"
 
 
 class _HoldBack:
-    """A :class:`TextStream` over a literal masker: shows the prefix ``safe_end`` allows."""
+    """A :class:`TextStream` over a literal masker: shows the prefix ``cut`` allows.
 
-    __slots__ = ("_mask", "_out", "_pending", "_safe_end", "fed")
+    ``cut(text)`` is ``(safe end, whether text may hold something to mask)``: a shown part
+    without any occurrence is passed as it is, without running the masker over it again.
+    """
 
-    def __init__(self, mask: Callable[[str], str], safe_end: Callable[[str], int]) -> None:
+    __slots__ = ("_cut", "_mask", "_out", "_pending", "fed")
+
+    def __init__(self, mask: Callable[[str], str], cut: Callable[[str], tuple[int, bool]]) -> None:
         self._mask = mask
-        self._safe_end = safe_end
+        self._cut = cut
         self._pending = ""
         self._out: list[str] = []
         self.fed = False
@@ -351,9 +456,11 @@ class _HoldBack:
     def feed(self, text: str) -> str:
         self.fed = True
         buffer = self._pending + text
-        cut = self._safe_end(buffer)
+        cut, found = self._cut(buffer)
         self._pending = buffer[cut:]
-        return self._emit(buffer[:cut])
+        shown = self._mask(buffer[:cut]) if found else buffer[:cut]  # a full slice is the same str
+        self._out.append(shown)
+        return shown
 
     def flush(self) -> str:
         rest, self._pending = self._pending, ""
@@ -372,7 +479,11 @@ class _PieceWise:
         self.mask = mask
 
     def stream(self) -> TextStream:
-        return _HoldBack(self.mask, len)
+        return _HoldBack(self.mask, _whole)
+
+
+def _whole(text: str) -> tuple[int, bool]:
+    return len(text), True
 
 
 class _Block:
@@ -414,12 +525,14 @@ class ChunkScrubber:
 
     def feed(self, chunk: StreamChunk) -> list[StreamChunk]:
         """The chunks to show for ``chunk`` (in order)."""
-        if type(chunk) is TextDelta and chunk.index not in self._plain:  # the common chunk, without a generator
-            block = self._blocks.get(chunk.index)
+        kind = type(chunk)
+        if kind is TextDelta or kind is ReasoningDelta:  # the hot path: a delta of a masked block
+            block = self._blocks.get(chunk.index)  # type: ignore[union-attr]
             if block is not None:
-                text = block.stream.feed(chunk.text)
-                if text == chunk.text:
-                    return [chunk]  # nothing held or masked: the same (immutable) chunk
+                given: str = chunk.text  # type: ignore[union-attr]
+                text = block.stream.feed(given)
+                if text is given:  # nothing held back or masked: the chunk itself
+                    return [chunk]
                 return [msgspec.structs.replace(chunk, text=text)] if text else []
         return list(self._feed(chunk))
 

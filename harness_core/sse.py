@@ -96,6 +96,7 @@ class SSEDecoder:
         "_max",
         "_on_comment",
         "_pending_cr",
+        "_ready",
         "_retry",
         "_size",
         "_tail",
@@ -117,6 +118,7 @@ class SSEDecoder:
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._bom_checked = False
         self._pending_cr = False
+        self._ready = False  # between events, nothing pending: the next read may take the fast path
         self._closed = False
         self._tail: list[str] = []  # fragments of the line being received (no line end yet)
         self._tail_size = 0
@@ -136,10 +138,54 @@ class SSEDecoder:
         """
         if self._closed:
             raise RuntimeError("SSEDecoder.feed() called after close()")
+        if self._ready:
+            events = self._feed_whole(data)
+            if events is not None:
+                return events
         text = self._decoder.decode(data)
-        if not text:
+        events = self._feed_text(text) if text else []
+        # a read that ended a line leaves no partial character in the UTF-8 decoder
+        self._ready = (
+            data[-1:] == b"\n"
+            and not self._tail
+            and not self._data
+            and not self._extra
+            and not self._event_type
+            and self._retry is None
+            and self._bom_checked
+        )
+        return events
+
+    def _feed_whole(self, data: bytes) -> list[SSEEvent] | None:
+        """The fast path for the read nearly every provider sends: exactly one whole event of
+        ``event:`` / ``data:`` lines and its blank line (LF or CRLF line ends), arriving between
+        events with nothing pending. ``None`` (nothing consumed) for anything else."""
+        if data[-2:] != b"\n\n":
+            if data[-4:] != b"\r\n\r\n" or data.count(b"\r") != data.count(b"\r\n"):
+                return None
+            data = data.replace(b"\r\n", b"\n")
+        elif b"\r" in data:
+            return None
+        if len(data) > self._max:  # the slow path raises the size error
+            return None
+        text = data.decode("utf-8", "replace")
+        end = len(text) - 2
+        if text.find("\n\n") != end:  # more than one event, or an empty line first
+            return None
+        if text.startswith("data: ") and text.find("\n") == end:  # one data line: the usual event
+            return [SSEEvent(text[6:end], "message", self.last_event_id)]
+        data_lines: list[str] = []
+        event_type = ""
+        for line in text[:end].split("\n"):
+            if line.startswith("data: "):
+                data_lines.append(line[6:])
+            elif line.startswith("event: "):
+                event_type = line[7:]
+            else:  # comments, ids, retry, unknown fields: the general path
+                return None
+        if not data_lines:
             return []
-        return self._feed_text(text)
+        return [SSEEvent("\n".join(data_lines), event_type or "message", self.last_event_id)]
 
     def close(self) -> SSEEvent | None:
         """Finish the stream at EOF and return the event it cut short, if any.

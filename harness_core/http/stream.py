@@ -1,14 +1,16 @@
-"""An abortable server-sent-events response: :func:`open_sse_stream` / :class:`SSEStream` (every
-read raced against the abort signal, the response closed shielded and bounded on every exit
-path). The event format is :mod:`harness_core.sse`'s (WHATWG ``text/event-stream``).
+"""An abortable server-sent-events response: :func:`open_sse_stream` / :class:`SSEStream` (a
+pending read ends when the abort signal fires, the response closed shielded and bounded on every
+exit path). The event format is :mod:`harness_core.sse`'s (WHATWG ``text/event-stream``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import socket
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from types import TracebackType
-from typing import Final, cast
+from typing import Any, Final, cast
 
 import anyio
 import httpx
@@ -64,8 +66,11 @@ def open_sse_stream(
       naming the content type;
     - httpx exceptions raise :func:`error_from_exception` (``TIMEOUT`` / ``NETWORK``).
 
-    Iteration yields :class:`~harness_core.sse.SSEEvent`; each read races ``abort`` and
-    iteration simply ends (``events.aborted`` set) when it fires. A read failure raises
+    Iteration yields :class:`~harness_core.sse.SSEEvent`; when ``abort`` fires, a pending read
+    ends and iteration simply ends (``events.aborted`` set). Over HTTP/1.1 the signal shuts the
+    connection's socket down (one subscription per stream, nothing per read; the connection is
+    not reused); where the transport exposes no socket every read is raced against it
+    (:func:`~harness_core.abort.race`). A read failure raises
     ``TIMEOUT`` / ``NETWORK`` / ``PROTOCOL`` (oversize event). An event cut by EOF is yielded
     last with ``incomplete=True``. On exit the response is closed, shielded from cancellation and
     bounded by ``close_timeout`` seconds, whatever the exit path.
@@ -132,6 +137,8 @@ class SSEStream:
         "_provider",
         "_raw",
         "_request",
+        "_socket",
+        "_unwatch",
         "aborted",
         "response",
     )
@@ -157,6 +164,8 @@ class SSEStream:
         self._raw: AsyncIterator[bytes] | None = None
         self._inflate: Inflater | None = None
         self._events: deque[SSEEvent] = deque()
+        self._socket: Any = None  # the connection's socket, shut down when the abort signal fires
+        self._unwatch: Callable[[], None] | None = None
         self._done = False
         self._closed = False
         self.aborted = False
@@ -193,7 +202,10 @@ class SSEStream:
             return self
         self.response = response = result
         try:
-            self._raw = response.aiter_raw()
+            # the transport's byte stream itself: ``aiter_raw`` adds a generator, a chunker list
+            # and byte counting per read, none of which this stream uses (it decodes and closes)
+            # (an async client's response always has an async byte stream)
+            self._raw = cast("httpx.AsyncByteStream", response.stream).__aiter__()
             if not 200 <= response.status_code <= 299:
                 body = await self._read_some(MAX_ERROR_BODY)
                 if not self.aborted:
@@ -218,6 +230,8 @@ class SSEStream:
                     )
             else:
                 self._inflate = Inflater.for_encoding(response.headers.get("content-encoding", ""))
+                if self._abort is not None:
+                    self._watch(self._abort, response)
         except LlmError as exc:
             if exc.provider is None:
                 exc.provider = self._provider
@@ -236,38 +250,79 @@ class SSEStream:
     def __aiter__(self) -> SSEStream:
         return self
 
+    def _watch(self, abort: AbortSignal, response: httpx.Response) -> None:
+        """Make the abort signal end pending reads by shutting the connection's socket down,
+        instead of racing every read against it (a task and a subscription per read). Without
+        a socket to reach (a transport that exposes none) every read is raced instead."""
+        network = response.extensions.get("network_stream")
+        sock = network.get_extra_info("socket") if network is not None else None
+        if not callable(getattr(sock, "shutdown", None)):  # a socket.socket, or trio's socket
+            return
+        unwatch = abort._subscribe(self._shut_down)
+        if unwatch is None:  # fired since the request was sent
+            self._abort_now()
+            return
+        self._socket = sock
+        self._unwatch = unwatch
+
+    def _shut_down(self) -> None:
+        """The abort signal fired (run on the event loop): wake a pending read with end of file.
+        The connection is not reused: httpcore sees the body cut short and closes it."""
+        if not self._done and self._socket is not None:
+            with contextlib.suppress(OSError):  # already closed by the peer or by us
+                self._socket.shutdown(socket.SHUT_RDWR)
+
     async def __anext__(self) -> SSEEvent:
         events = self._events
+        abort = self._abort
         while not events:
             if self._done or self._raw is None:
                 raise StopAsyncIteration
+            watched = self._socket is not None
+            if watched and abort is not None and abort.fired:  # fired between two reads
+                self._abort_now()
+                raise StopAsyncIteration
             try:
-                chunk = await race(self._abort, self._raw.__anext__)
+                chunk: bytes | Aborted
+                if abort is None or watched:  # no race to run: one coroutine less per read
+                    chunk = await self._raw.__anext__()
+                else:
+                    chunk = await race(abort, self._raw.__anext__)
             except StopAsyncIteration:
+                if watched and abort is not None and abort.fired:  # the shut-down socket's end of file
+                    self._abort_now()
+                    raise
                 self._done = True
-                self._decode(b"", final=True)
+                events.extend(self._decode(b"", final=True))
                 if not events:
                     raise
                 break
             except httpx.HTTPError as exc:
+                if watched and abort is not None and abort.fired:  # the body cut short by the abort
+                    self._abort_now()
+                    raise StopAsyncIteration from None
                 self._done = True
                 raise error_from_exception(exc, provider=self._provider) from exc
             if isinstance(chunk, Aborted):
                 self._abort_now()
                 raise StopAsyncIteration
-            self._decode(chunk, final=False)
+            decoded = self._decode(chunk, final=False)
+            if len(decoded) == 1:  # the usual read: one whole event, no queue needed
+                return decoded[0]
+            events.extend(decoded)
         return events.popleft()
 
-    def _decode(self, data: bytes, *, final: bool) -> None:
+    def _decode(self, data: bytes, *, final: bool) -> list[SSEEvent]:
+        """The events ``data`` completes (and at the end, the one the end cut short)."""
         try:
             if self._inflate is not None:
                 data = self._inflate.decode(data, final=final)
-            if data:
-                self._events.extend(self._decoder.feed(data))
+            decoded = self._decoder.feed(data) if data else []
             if final:
                 last = self._decoder.close()
                 if last is not None:
-                    self._events.append(last)
+                    decoded.append(last)
+            return decoded
         except LlmError as exc:  # oversize event or corrupt compressed body
             self._done = True
             exc.provider = self._provider
@@ -313,6 +368,9 @@ class SSEStream:
             return
         self._closed = True
         self._done = True
+        if self._unwatch is not None:
+            self._unwatch()
+            self._unwatch = None
         with anyio.move_on_after(self._close_timeout, shield=True):
             if self._raw is not None:
                 await finish_generator(cast("AsyncGenerator[bytes, None]", self._raw))

@@ -1,8 +1,8 @@
 """The SSE-over-HTTP stream loop every HTTP adapter shares: one request, one translator.
 
 :func:`stream_sse` sends the request through :func:`harness_core.http.open_sse_stream` (HTTP
-error mapping with the adapter's classifier, ``Retry-After``, request id, every read raced
-against the abort signal, the response closed shielded and bounded on every exit path) and
+error mapping with the adapter's classifier, ``Retry-After``, request id, a pending read ended
+by the abort signal, the response closed shielded and bounded on every exit path) and
 drives a :class:`~harness_core.kit.translator.StreamTranslator` over the events. The
 stream obligations it keeps are described in ``docs/stream-obligations.md``.
 """

@@ -505,3 +505,80 @@ async def test_the_in_memory_body_is_a_plain_async_iterator() -> None:
     iterator = aiter(_BodyBytes(b"body"))
     assert aiter(iterator) is iterator
     assert [chunk async for chunk in iterator] == [b"body"]
+
+
+class _FiringRead:
+    """A response body whose read is ended by the abort signal, as a shut-down socket ends it:
+    the signal fires during the read, which then ends (``StopAsyncIteration``, a body without
+    framing) or fails (``httpx.ReadError``, a body cut short)."""
+
+    def __init__(self, abort: AbortSignal, ending: BaseException) -> None:
+        self.abort = abort
+        self.ending = ending
+
+    def __aiter__(self) -> _FiringRead:
+        return self
+
+    async def __anext__(self) -> bytes:
+        self.abort.fire()
+        raise self.ending
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+
+class _Socket:
+    def __init__(self) -> None:
+        self.shut: list[int] = []
+
+    def shutdown(self, how: int) -> None:
+        self.shut.append(how)
+
+
+@pytest.mark.parametrize("ending", [StopAsyncIteration(), httpx.ReadError("connection shut down")])
+async def test_a_read_ended_by_the_abort_ends_the_stream_as_aborted(
+    ending: BaseException, client: httpx.AsyncClient
+) -> None:
+    abort = AbortSignal()
+    events = open_sse_stream(client, post(client), abort=abort)
+    events._raw = _FiringRead(abort, ending)
+    events._socket = _Socket()
+    with pytest.raises(StopAsyncIteration):
+        await events.__anext__()
+    assert events.aborted
+    await events.aclose()
+
+
+async def test_an_abort_fired_before_the_body_is_watched_ends_the_stream_at_once(client: httpx.AsyncClient) -> None:
+    abort = AbortSignal()
+    abort.fire()
+    sock = _Socket()
+
+    class Network:
+        def get_extra_info(self, info: str) -> object:
+            return sock if info == "socket" else None
+
+    events = open_sse_stream(client, post(client), abort=abort)
+    events._watch(abort, httpx.Response(200, extensions={"network_stream": Network()}))
+    assert events.aborted
+    assert events._socket is None  # nothing to shut down later
+    events._shut_down()  # a late callback does nothing
+    assert sock.shut == []
+
+
+async def test_the_abort_shuts_the_socket_down_once_and_never_after_the_stream_ended(
+    server: ScriptedServer, client: httpx.AsyncClient
+) -> None:
+    server.add(Reply(reads=[b"data: a\n\n"], end="stall"))
+    abort = AbortSignal()
+    async with open_sse_stream(client, post(client), abort=abort) as events:
+        assert events._socket is not None  # a real connection: aborted by shutting its socket down
+        assert [event async for event in _first(events)] == [SSEEvent("a")]
+    events._shut_down()  # the stream is over: a late abort leaves the (released) socket alone
+    assert not abort.fired
+
+
+async def _first(events: AsyncIterator[SSEEvent]) -> AsyncIterator[SSEEvent]:
+    async for event in events:
+        yield event
+        return

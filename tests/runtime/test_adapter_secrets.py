@@ -139,3 +139,27 @@ async def test_secrets_of_a_given_redactor_are_masked_too_and_clean_errors_stay_
             harness.resolve_model("plain", "m")
     assert caught.value.message == MASK
     assert resolved.value.message == "nothing secret"
+
+
+async def test_an_ordinary_delta_reaches_the_caller_before_the_next_is_read() -> None:
+    """With a realistic key configured, a delta is not held back until the next one: the server
+    sends one delta and then stalls (sends nothing more, holds the connection); the caller sees
+    the whole delta while the adapter's next read is still waiting."""
+    from harness_core import Message
+    from harness_core.testing.server import Reply, ScriptedServer
+    from harness_llm_openai import Config, OpenAIPlugin
+
+    key = "sk-" + "proj-" + "0123456789abcdef" * 3  # 56 characters, built at run time
+    event = {"id": "c", "object": "chat.completion.chunk", "model": "m", "choices": []}
+    first = {**event, "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hello"}}]}
+    with ScriptedServer(
+        Reply(reads=[f"data: {msgspec.json.encode(first).decode()}\n\n".encode()], end="stall")
+    ) as server:
+        config = Config(base_url=f"{server.url}/v1", api_key=Secret(key), routes=["echo"])
+        options = GenerateOptions(messages=[Message.user("hi")], provider="echo", model="m")
+        async with Harness([("openai", OpenAIPlugin(config))]) as harness, harness.stream(options) as chunks:
+            async for chunk in chunks:  # the stall never ends: only a delta shown at once ends this loop
+                if isinstance(chunk, TextDelta):
+                    assert chunk.text == "Hello"
+                    break
+        assert server.requests[0].headers["authorization"] == f"Bearer {key}"

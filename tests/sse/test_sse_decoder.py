@@ -224,3 +224,37 @@ def test_arbitrary_bytes_never_crash_and_split_invariant(body: bytes, cuts: list
     offsets = sorted({c for c in cuts if c <= len(body)})
     pieces = [body[a:b] for a, b in zip([0, *offsets], [*offsets, len(body)], strict=True)]
     assert decode(pieces) == whole
+
+
+_EOL = st.sampled_from([b"\n", b"\r\n"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(blocks=st.lists(st.tuples(st.lists(st.tuples(_LINES, _EOL), max_size=4), _EOL), max_size=10))
+def test_one_event_per_read_gives_the_events_of_byte_by_byte_reads(
+    blocks: list[tuple[list[tuple[bytes, bytes]], bytes]],
+) -> None:
+    """The reads providers send, one whole event each (the decoder's fast path between events),
+    decode exactly as the same bytes read one at a time (its general path)."""
+    reads = [b"data: first\n\n"]  # after a first event the decoder is between events
+    reads += [b"".join(line + end for line, end in lines) + blank for lines, blank in blocks]
+    body = b"".join(reads)
+    assert decode(reads) == decode(split_every(body, 1))
+
+
+def test_the_fast_path_serves_whole_events_and_leaves_everything_else_to_the_general_path() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b"\xef\xbb\xbfdata: a\n\n") == [ev("a")]  # the first read: BOM check
+    assert decoder.feed(b"data: b\r\n\r\n") == [ev("b")]
+    assert decoder.feed(b"event: delta\ndata: c\ndata: d\n\n") == [ev("c\nd", event="delta")]
+    assert decoder.feed(b"event: ping\n\n") == []
+    assert decoder.feed(b"data: e\rdata: f\r\n\r\n") == [ev("e\nf")]  # a lone CR: general path
+    assert decoder.feed(b"data: g\n\ndata: h\n\n") == [ev("g"), ev("h")]  # two events in one read
+    assert decoder.feed(b"id: 7\ndata: i\n\n") == [ev("i", id="7")]  # an id line: general path
+    assert decoder.feed(b"data: j\n\n") == [ev("j", id="7")]  # the fast path keeps the sticky id
+    assert decoder.feed(b"data: k") == []  # a read ending inside a line: nothing pending may be skipped
+    assert decoder.feed(b"\n\n") == [ev("k", id="7")]
+    small = SSEDecoder(max_event_size=8)
+    assert small.feed(b"data: a\n\n") == [ev("a")]
+    with pytest.raises(LlmError):
+        small.feed(b"data: 0123456789\n\n")  # too large: the general path raises
