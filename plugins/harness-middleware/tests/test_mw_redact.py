@@ -54,9 +54,10 @@ def delta_text(chunks: list[StreamChunk]) -> str:
     return "".join(c.text for c in chunks if isinstance(c, TextDelta))
 
 
-def test_presets_fit_the_default_hold_back() -> None:
-    assert RedactPlugin.Config().max_match_length >= 256
+def test_presets_are_bounded() -> None:
+    assert RedactPlugin.Config().max_match_length is None  # no bound asked for
     assert set(PRESETS) >= {"openai-key", "aws-access-key", "bearer", "email"}
+    plugin(max_match_length=212)  # the longest preset match
 
 
 def test_whole_text_masking() -> None:
@@ -85,24 +86,25 @@ async def test_non_secret_text_is_not_held_back() -> None:
     assert stream.feed("hello, ") == "hello, "  # nothing here can start a match
     assert stream.feed("bob") == ""  # could be the start of an e-mail address: held
     assert stream.feed("@example.com") == ""  # still growing at the end
-    assert stream.feed(" hi") == ""  # a complete match is held until max_match_length chars follow
-    assert stream.feed("x" * 300) == "[REDACTED:email] hi" + "x" * 300
+    assert stream.feed(" hi") == "[REDACTED:email] "  # decided: released at once; "hi" may start one
+    assert stream.feed("x" * 300) == "hi" + "x" * 300  # a local part is at most 64 characters
     assert stream.feed("  carol") == "  "
     assert stream.flush() == "carol"
     assert stream.emitted == "hello, [REDACTED:email] hi" + "x" * 300 + "  carol"
 
 
-def test_match_longer_than_the_hold_back_is_masked_anyway() -> None:
-    masker = Masker({"p": r"ab+c", "q": r"xy{2,}"}, "<{name}>", max_match_length=3)
+def test_a_long_match_is_masked_whole() -> None:
+    masker = Masker({"p": r"ab+c", "q": r"xy{2,}"}, "<{name}>")
     stream = masker.stream()
-    assert stream.feed("zz abbbbb") == "zz <secret>"  # undecided partial longer than 3: masked whole
-    assert stream.feed("bc xyyyyyy") == "bc <q>"  # decided: longer than the hold-back
-    assert stream.feed("y") == "y"  # the pieces of an over-long match are masked piecemeal
+    assert stream.feed("zz abbbbb") == "zz "  # undecided: held however long
+    assert stream.feed("bc xyyyyyy") == "<p> "
+    assert stream.feed("y") == ""
+    assert stream.feed("z") == "<q>z"
     assert stream.flush() == ""
 
 
 def test_no_patterns() -> None:
-    masker = Masker({}, "<{name}>", max_match_length=3)
+    masker = Masker({}, "<{name}>")
     assert masker.mask("sk-anything") == "sk-anything"
     stream = masker.stream()
     assert stream.feed("abc") == "abc"

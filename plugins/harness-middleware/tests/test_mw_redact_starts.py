@@ -1,7 +1,8 @@
 """redact's fast path: the stream masker, which skips partial matching where no match can start
-(``MatchStarts``), emits exactly what the plain scan (partial matching over every delta) emits,
-delta by delta, for every split of the text, with the presets and with custom patterns of every
-kind (lookarounds, classes by category, negations, case-insensitive ones, back-references)."""
+(``MatchStarts``), emits exactly what masking the whole text emits, for every split of the text,
+with the presets and with custom patterns of every kind (lookarounds, classes by category,
+negations, case-insensitive ones, back-references); ``MatchStarts.first`` equals a
+position-by-position reference."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import regex
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from harness_middleware._starts import MatchStarts
-from harness_middleware.redact import PRESETS, Masker, StreamMasker
+from harness_middleware._starts import MatchStarts, earliest, longest, may_be_empty
+from harness_middleware.redact import PRESETS, Masker
 
 CUSTOM = {
     "lookahead": r"tok(?=en_)[a-z_]{2,12}",
@@ -48,16 +49,7 @@ PATTERN_SETS = [
 ]
 
 
-class PlainStreamMasker(StreamMasker):
-    """The scan without ``MatchStarts``: partial matching over all pending text on every delta
-    (the masker before the fast path), the reference the fast path must equal."""
-
-    def _drain(self, *, final: bool) -> str:
-        start = len(self._context)
-        return self._scan(self._context + self._pending, start, start, final)
-
-
-MASKERS = [Masker(patterns, "[{name}]", 48) for patterns in PATTERN_SETS]
+MASKERS = [Masker(patterns, "[{name}]") for patterns in PATTERN_SETS]
 
 WORDS = [
     "sk-",
@@ -134,9 +126,17 @@ def pieces(text: str, cuts: list[int]) -> list[str]:
     return out
 
 
-def run(masker_type: type[StreamMasker], masker: Masker, parts: list[str]) -> list[str]:
-    stream = masker_type(masker)
-    return [stream.feed(part) for part in parts] + [stream.flush()]
+def run(masker: Masker, parts: list[str]) -> str:
+    stream = masker.stream()
+    return "".join([stream.feed(part) for part in parts] + [stream.flush()])
+
+
+def first_reference(pattern: regex.Pattern[str], text: str, start: int) -> int:
+    """Position by position: the first where a match starts or a match attempt reads to the end."""
+    for position in range(start, len(text)):
+        if pattern.match(text, position) or pattern.fullmatch(text, position, partial=True):
+            return position
+    return len(text)
 
 
 @settings(max_examples=300, deadline=None)
@@ -147,36 +147,33 @@ def run(masker_type: type[StreamMasker], masker: Masker, parts: list[str]) -> li
 )
 @example(index=0, text="key sk-proj-" + "a" * 30 + " mail bob@example.com end", cuts=[5, 13, 40])
 @example(index=0, text="Bearer abcdefghijklmnopqrstuv= x", cuts=[3, 7, 8])
-def test_fast_path_equals_the_plain_scan(index: int, text: str, cuts: list[int]) -> None:
+def test_stream_equals_the_whole_text(index: int, text: str, cuts: list[int]) -> None:
     masker = MASKERS[index]
-    parts = pieces(text, cuts)
-    assert run(StreamMasker, masker, parts) == run(PlainStreamMasker, masker, parts)
+    assert run(masker, pieces(text, cuts)) == masker.mask(text)
     assert masker.pattern is not None
     assert masker.mask(text) == masker.pattern.sub(masker._replace, text)  # a text without literals is skipped
 
 
-def test_every_split_and_character_delta_equals_the_plain_scan() -> None:
+def test_every_split_and_character_delta_equals_the_whole_text() -> None:
     text = "x Bearer abcdefghijklmnopqrstuvwxyz ok é€ mail bob.smith@example.co.uk id:12345 sk-" + "b" * 24 + " end"
     for masker in MASKERS:
+        expected = masker.mask(text)
         for i in range(len(text) + 1):
-            parts = [text[:i], text[i:]]
-            assert run(StreamMasker, masker, parts) == run(PlainStreamMasker, masker, parts)
-        parts = list(text)
-        assert run(StreamMasker, masker, parts) == run(PlainStreamMasker, masker, parts)
+            assert run(masker, [text[:i], text[i:]]) == expected
+        assert run(masker, list(text)) == expected
 
 
-def test_first_report_is_the_partial_scan_s() -> None:
-    """``MatchStarts.first`` is the position of the scan's first report, for each text end."""
+def test_first_is_where_a_match_may_start() -> None:
+    """``MatchStarts.first``: the first position with a complete or a partial match, for each text end."""
     for patterns in PATTERN_SETS:
-        masker = Masker(patterns, "x", 48)
+        masker = Masker(patterns, "x")
         assert masker.pattern is not None
         assert masker.starts is not None
         text = "ab sk-pro AKIA12 bob@exa id:12 Bearer abc tok <ab pin-ab12 foo1 (SECRET-1 'abc' -12% 555-12"
         text += " token: ab 99:a"
         for end in range(len(text) + 1):
             for start in (0, end // 2, end):
-                found = masker.pattern.search(text[:end], start, partial=True)
-                expected = found.start() if found is not None else end
+                expected = first_reference(masker.pattern, text[:end], start)
                 assert masker.starts.first(text[:end], start) == expected, (patterns, text[:end], start)
 
 
@@ -190,9 +187,33 @@ def test_unbounded_patterns_have_no_character_sets() -> None:
 
 def test_ordinary_text_is_decided_without_partial_matching() -> None:
     """With the presets, a delta that cannot start a match is emitted whole at once."""
-    stream = Masker(PRESETS, "x", 256).stream()
+    stream = Masker(PRESETS, "x").stream()
     assert stream.feed("word ") == "word "
     assert stream.feed("more words, and. ") == "more words, and. "
     assert stream.feed(" held") == " "  # may be the start of an e-mail address
-    assert stream.feed("@example.com ") == ""  # a match is held while it is within the hold-back
-    assert stream.flush() == "x "
+    assert stream.feed("@example.com") == ""  # more text may extend the match
+    assert stream.feed(" ") == "x "  # decided
+    assert stream.flush() == ""
+
+
+def test_earliest_finds_a_partial_match_before_a_complete_one() -> None:
+    """``regex``'s partial search reports the later complete match; ``earliest`` the partial one."""
+    pattern = regex.compile(r"sk-[\w-]{20,}|xoxb-\w{5,}")
+    text = "ok sk-xoxb-abcdefg"
+    assert pattern.search(text, 0, partial=True).start() == 6  # type: ignore[union-attr]
+    assert earliest(pattern, text, 0, len(text), frozenset("sx")) == 3
+    assert earliest(pattern, text, 0, len(text), None) == 3
+    assert earliest(pattern, text, 0, 2, None) == 2  # nothing before the limit
+    assert earliest(pattern, "sk-ab xoxb-abcdefg", 0, 18, frozenset("sx")) == 6  # the complete one
+    assert earliest(pattern, "sk-ab", 0, 5, None) == 0  # only a partial match
+    assert earliest(pattern, "no key", 0, 6, None) == 6  # only the empty partial match at the end
+
+
+def test_pattern_lengths() -> None:
+    assert longest(PRESETS["bearer"]) == 212
+    assert longest("a+b") is None
+    assert longest(r"\p{L}{3}") is None  # syntax the tree does not know
+    assert may_be_empty(r"(?<=a)b?")
+    assert not may_be_empty("ab?")
+    assert may_be_empty(r"\p{L}*")
+    assert not may_be_empty(r"\p{L}+")

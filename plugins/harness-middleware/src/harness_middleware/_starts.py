@@ -1,11 +1,12 @@
-r"""Where the stream masker's partial-matching scan reports its first match, cheaply.
+r"""Where a match of a pattern may start in streamed text, cheaply; facts about a pattern's length.
 
-The stream masker asks, for every delta, where the ``regex`` module's partial matching
-(``partial=True``, https://github.com/mrabarnett/mrab-regex#partial-matches) reports its first
-match: the first complete match when there is one, otherwise the first *partial* match (text at
-the very end that more text may turn into a match). That costs about ten times a plain search, so
-:class:`MatchStarts` answers the same question from three facts about each alternative of the
-pattern, derived once from its syntax tree:
+The stream masker asks, for every delta, for the first position where a match starts or may
+start once more text follows: a complete match, or a *partial* match of the ``regex`` module
+(``partial=True``, https://github.com/mrabarnett/mrab-regex#partial-matches: a match attempt
+that reads up to the end of the text). ``regex``'s own partial search does not answer that: it
+reports a complete match whenever there is one, even when a partial match starts earlier (an
+``sk-`` key still too short, a Slack token inside it already complete). :class:`MatchStarts`
+answers from three facts about each alternative of the pattern, derived once from its syntax tree:
 
 - ``first``: the characters a match can start with (the first character it consumes, or that a
   lookahead at its start reads);
@@ -19,15 +20,18 @@ made.
 to the end of the text, so the text from ``p`` on is made of the alphabet of that alternative and
 starts with one of its first characters: an alternative whose tail (the longest end of the text
 made of its alphabet) holds none of its first characters cannot match partially, and one that
-can is searched alone, from the start of that tail. Assertions (``\b``, ``^``, lookbehind) are
-ignored: they only narrow where a match starts. The answer is exactly the scan's.
+can is searched alone, from the start of that tail (:func:`earliest`). Assertions (``\b``,
+``^``, lookbehind) are ignored: they only narrow where a match starts. The answer is exact.
 
 The tree comes from CPython's own parser of ``re`` syntax (``re._parser``). ``regex`` syntax is a
 superset of it, so a pattern the parser rejects or may read differently from ``regex`` (a literal
 ``{``: fuzzy-matching constraints ``{e<=1}``; ``[[``: POSIX classes and nested sets), one with a
-back-reference or a conditional, or a case-insensitive one, gets no sets: the scan itself answers,
-as before. Character classes given by category (``\w``, ``\d``, ``\s``: Unicode-wide), negated
-classes and ``.`` count as "any character".
+back-reference or a conditional, or a case-insensitive one, gets no sets: :func:`earliest` over
+the whole pattern answers. Character classes given by category (``\w``, ``\d``, ``\s``:
+Unicode-wide), negated classes and ``.`` count as "any character".
+
+:func:`longest` and :func:`may_be_empty` read the same tree: the longest match a pattern can
+span (``None``: unbounded or unknown), and whether a pattern can match the empty string.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from typing import Any, Final, TypeAlias
 
 import regex
 
-__all__ = ["MatchStarts"]
+__all__ = ["MatchStarts", "earliest", "longest", "may_be_empty"]
 
 _Chars: TypeAlias = frozenset[str] | None
 """A set of characters; ``None`` is "any character"."""
@@ -95,33 +99,71 @@ class MatchStarts:
         return literals is None or literals.search(text) is not None
 
     def first(self, text: str, start: int) -> int:
-        """The position of the first match ``pattern.finditer(text, start, partial=True)``
-        reports, other than an empty partial match at the very end; ``len(text)`` when none.
+        """The first position from ``start`` on where a match starts in ``text`` or may start
+        once more text follows: the earliest of the first complete match and of every partial
+        match (a match attempt that reads up to the end of ``text``); ``len(text)`` when none.
 
-        ``regex`` reports a complete match when there is one from ``start`` on, and only
-        otherwise the first partial match (one that reaches the end of ``text``)."""
+        Before that position no match can start, whatever text follows."""
         end = len(text)
         always = self._always
         if always is None:
-            found = self._pattern.search(text, start, partial=True)
-            return found.start() if found is not None else end
+            return earliest(self._pattern, text, start, end, None)
         pending = text[start:]
+        first = end
         literals = self._literals
         if literals is None or literals.search(pending) is not None:  # :meth:`may_match`, inline
             found = self._pattern.search(text, start)
             if found is not None:
-                return found.start()
-        first = end
+                first = found.start()
         # the alternatives whose alphabet holds the last character (a partial match reaches it)
         common, rare_chars, rare = self._by_last.get(pending[-1:], always)
         for alphabet, chars, alternative, _ in common + rare if not rare_chars.isdisjoint(pending) else common:
             # a partial match lies in the tail made of the alphabet, from one of its first characters
             tail = start if alphabet is None else start + len(pending.rstrip(alphabet))
-            if tail < first and (chars is None or not chars.isdisjoint(text[tail:])):
-                partial = alternative.search(text, tail, partial=True)
-                if partial is not None and partial.start() < first:
-                    first = partial.start()
+            if tail < first and (chars is None or not chars.isdisjoint(text[tail:first])):
+                first = earliest(alternative, text, tail, first, chars)
         return first
+
+
+def earliest(pattern: regex.Pattern[str], text: str, start: int, limit: int, chars: _Chars) -> int:
+    """The first position in ``start .. limit - 1`` where ``pattern`` matches ``text`` or
+    matches it partially (a match attempt from there reads up to the end of ``text``); ``limit``
+    when there is none. ``chars``: the characters a match can start with (``None``: any).
+
+    ``regex``'s partial search reports a complete match when there is one, even when a partial
+    match starts earlier: then the positions before it are tried one by one."""
+    found = pattern.search(text, start, partial=True)
+    stop = limit if found is None else min(found.start(), limit)
+    if found is None or found.partial:  # no complete match: the first partial one (or an empty one at the end)
+        return stop
+    for position in range(start, stop):
+        if (chars is None or text[position] in chars) and pattern.fullmatch(text, position, partial=True):
+            return position
+    return stop
+
+
+def longest(source: str) -> int | None:
+    """The most characters a match of ``source`` can span; ``None`` when unbounded (``a+``) or
+    not known (syntax only the ``regex`` module reads)."""
+    width = _widths(source)
+    return None if width is None or width[1] >= _parser.MAXWIDTH else width[1]
+
+
+def may_be_empty(source: str) -> bool:
+    """Whether ``source`` can match the empty string somewhere (``\\b``, ``x*``, ``(?=x)``);
+    when its syntax tree is not known, whether it matches the empty text."""
+    width = _widths(source)
+    return regex.fullmatch(source, "") is not None if width is None else width[0] == 0
+
+
+def _widths(source: str) -> tuple[int, int] | None:
+    """``(shortest, longest)`` match of ``source``, ``None`` when its tree is not known (the
+    patterns :class:`MatchStarts` has no sets for: ``regex`` may read them differently)."""
+    tree = _parse(source)
+    if tree is None or _sets(source) is None:
+        return None
+    low, high = tree.getwidth()
+    return int(low), int(high)
 
 
 _RARE: Final = 16  # an alternative starting with at most this many characters is checked only
@@ -160,11 +202,8 @@ def _checks(sources: Sequence[str], combined: str) -> list[_Check] | None:
 def _sets(source: str) -> tuple[_Chars, _Chars, frozenset[str]] | None:
     """``(first, alphabet, literals)`` of ``source`` (see module doc and :func:`_literals`),
     ``None`` when it cannot be bounded."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")  # FutureWarning: ``[[`` that ``regex`` may read otherwise
-            tree = _parser.parse(source)
-    except (re.error, Warning, RecursionError, OverflowError, ValueError):
+    tree = _parse(source)
+    if tree is None:
         return None  # not plain ``re`` syntax (or read differently): no sets, scan everything
     items = list(tree)
     try:
@@ -172,6 +211,17 @@ def _sets(source: str) -> tuple[_Chars, _Chars, frozenset[str]] | None:
             raise _Unsupported("IGNORECASE")
         return _first(items)[0], _alphabet(items), min(_required(items), key=_frequency, default=frozenset())
     except (_Unsupported, RecursionError):  # RecursionError: nested deeper than the walk can go
+        return None
+
+
+def _parse(source: str) -> Any:
+    """The syntax tree of ``source``; ``None`` when it is not plain ``re`` syntax (or may be
+    read differently by ``regex``: ``[[``, see module doc)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # FutureWarning: ``[[`` that ``regex`` may read otherwise
+            return _parser.parse(source)
+    except (re.error, Warning, RecursionError, OverflowError, ValueError):
         return None
 
 

@@ -42,10 +42,10 @@ from harness_core.types import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from harness_middleware._starts import MatchStarts
+from harness_middleware._starts import MatchStarts, longest, may_be_empty
 from harness_middleware._stream import aclose
 
-__all__ = ["PRESETS", "PRESET_GROUPS", "Masker", "RedactPlugin", "StreamMasker"]
+__all__ = ["PRESETS", "PRESET_GROUPS", "Masker", "RedactPlugin", "StreamMasker", "match_length_problem"]
 
 PRESETS: Final[dict[str, str]] = {
     # OpenAI (sk-, sk-proj-), Anthropic (sk-ant-api03-) and other sk- keys.
@@ -83,6 +83,30 @@ PresetName = Literal[
     "email",
 ]
 
+
+def match_length_problem(patterns: dict[str, str], max_match_length: int | None) -> str | None:
+    """Why ``max_match_length`` does not bound the matches of ``patterns`` (name -> regular
+    expression), naming the field, the pattern and the least value that would; ``None`` when it
+    does (or is ``None``: no bound asked for)."""
+    if max_match_length is None:
+        return None
+    for name, source in patterns.items():
+        length = longest(source)
+        if length is None:
+            return (
+                f"max_match_length {max_match_length}: pattern {name!r} has no longest match"
+                " (an unbounded repeat such as + or *, or syntax only the regex module reads);"
+                " bound its repeats ({1,200}) or remove max_match_length"
+            )
+        if length > max_match_length:
+            least = max(filter(None, map(longest, patterns.values())))
+            return (
+                f"max_match_length {max_match_length} is below the longest match of pattern {name!r}"
+                f" ({length} characters); it must be at least {least}"
+            )
+    return None
+
+
 _CONTEXT: Final = 64  # characters of already emitted text kept for look-behind (\b …)
 
 
@@ -92,27 +116,35 @@ class Masker:
     Args:
         patterns: name -> regular expression (``regex`` module syntax, compatible with ``re``).
         replacement: a ``str.format`` template with ``{name}``.
-        max_match_length: the longest match a streaming masker must be able to hold back.
+        max_match_length: ``None``, or the most characters a match of any pattern may span (so
+            the most text a stream masker holds back from where a match may start).
 
-    Raises :class:`~harness_core.errors.LlmError` ``CONFIG`` for an invalid pattern or one that
-    matches the empty string.
+    Raises :class:`~harness_core.errors.LlmError` ``CONFIG`` for an invalid pattern, one that
+    can match the empty string, or one whose matches may be longer than ``max_match_length``
+    (see :func:`match_length_problem`).
+
+    Where several patterns match, the whole-text scan takes the leftmost match, and among the
+    matches starting there the first pattern's (in the order given).
     """
 
-    def __init__(self, patterns: dict[str, str], replacement: str, max_match_length: int) -> None:
+    def __init__(self, patterns: dict[str, str], replacement: str, max_match_length: int | None = None) -> None:
         self.names: dict[str, str] = {}
         parts: list[str] = []
         for i, (name, source) in enumerate(patterns.items()):
             try:
-                compiled = regex.compile(source)
+                regex.compile(source)
             except regex.error as exc:
                 raise LlmError("CONFIG", f"redact: pattern {name!r} is not a valid regular expression: {exc}") from exc
-            if compiled.fullmatch("") is not None:
+            if may_be_empty(source):
                 raise LlmError("CONFIG", f"redact: pattern {name!r} matches the empty string")
             self.names[f"_p{i}"] = name
             parts.append(f"(?P<_p{i}>{source})")
+        problem = match_length_problem(patterns, max_match_length)
+        if problem is not None:
+            raise LlmError("CONFIG", f"redact: {problem}")
         self.pattern = regex.compile("|".join(parts)) if parts else None
         self.starts = MatchStarts(list(patterns.values()), self.pattern) if self.pattern is not None else None
-        """Where the stream masker's scan reports its first match (:meth:`MatchStarts.first`)."""
+        """Where the stream masker's next match may start (:meth:`MatchStarts.first`)."""
         self.replacement = replacement
         self.max_match_length = max_match_length
 
@@ -160,22 +192,37 @@ class StreamMasker:
     def _drain(self, *, final: bool) -> str:
         masker = self._masker
         starts = masker.starts
-        buf = self._context + self._pending
+        pattern = masker.pattern
+        pending = self._pending
+        buf = self._context + pending
         start = len(self._context)
         end = len(buf)
-        # the scan reports nothing before ``first``: no text there is masked or held
-        first = end if starts is None else start if final else starts.first(buf, start)
+        if starts is None or pattern is None:  # no patterns
+            return self._emit(pending, buf, end)
+        if final:  # the text is complete: mask it as a whole
+            pieces: list[str] = []
+            pos = start
+            for match in pattern.finditer(buf, start):
+                pieces += (buf[pos : match.start()], masker._replace(match))
+                pos = match.end()
+            pieces.append(buf[pos:])
+            return self._emit("".join(pieces), buf, end)
+        first = starts.first(buf, start)
         if first == end:  # the common case: nothing matches or can start a match
-            out = self._pending
-            self._pending = ""
-            self._context = buf[-_CONTEXT:]
-            self._out.append(out)
-            return out
-        if not final and end - first <= masker.max_match_length:
-            # nothing matches or could start a match before ``first``; from there on, up to
-            # ``max_match_length`` characters could still be a match that more text completes: held
-            return self._emit(buf[start:first], buf, first)
-        return self._scan(buf, start, first, final)
+            return self._emit(pending, buf, end)
+        pieces = []
+        pos = start
+        while first < end:
+            # the whole-text scan's next match starts at ``first`` if anywhere: commit it only when
+            # no attempt from there reads up to the end (more text could change or extend it)
+            match = pattern.match(buf, first)
+            if match is None or match.end() == first or pattern.fullmatch(buf, first, partial=True) is not None:
+                break  # held from ``first``
+            pieces += (buf[pos:first], masker._replace(match))
+            pos = match.end()
+            first = starts.first(buf, pos)
+        pieces.append(buf[pos:first])
+        return self._emit("".join(pieces), buf, first)
 
     def _emit(self, out: str, buf: str, cut: int) -> str:
         """Emit ``out`` (the masked text of ``buf`` up to ``cut``); hold ``buf`` from ``cut`` on."""
@@ -183,27 +230,6 @@ class StreamMasker:
         self._context = buf[max(0, cut - _CONTEXT) : cut]
         self._out.append(out)
         return out
-
-    def _scan(self, buf: str, start: int, first: int, final: bool) -> str:
-        """Mask the matches the scan reports from ``first`` on; hold a match near the end."""
-        masker = self._masker
-        pattern = masker.pattern
-        assert pattern is not None  # ``first < end`` needs a pattern (``starts`` is built with it)
-        end = len(buf)
-        pieces: list[str] = []
-        pos, cut = start, end
-        for match in pattern.finditer(buf, first, partial=not final):
-            if match.start() == end:
-                break  # an empty partial match at the very end: nothing to hold
-            if not final and end - match.start() <= masker.max_match_length:
-                cut = match.start()  # could still grow or change with more text: hold it
-                break
-            pieces.append(buf[pos : match.start()])
-            pieces.append(masker._replace(match))
-            pos = match.end()
-        cut = max(cut, pos)
-        pieces.append(buf[pos:cut])
-        return self._emit("".join(pieces), buf, cut)
 
 
 class RedactPlugin:
@@ -216,7 +242,8 @@ class RedactPlugin:
             presets: built-in patterns or groups (``api-keys``, ``emails``, or single names).
             patterns: custom patterns, name -> regular expression.
             replacement: what a match becomes; ``{name}`` is the pattern's name.
-            max_match_length: the longest match the stream masker holds back (characters).
+            max_match_length: ``null``, or a bound on the characters a match spans, checked
+                against every pattern (so the stream masker never holds back more text).
             requests: mask the outgoing messages and system prompt.
             responses: mask the streamed reply.
             reasoning: also mask reasoning text (never reasoning signed by the provider).
@@ -226,19 +253,30 @@ class RedactPlugin:
         presets: list[PresetName] = msgspec.field(default_factory=lambda: ["api-keys", "emails"])
         patterns: dict[str, str] = msgspec.field(default_factory=dict)
         replacement: str = "[REDACTED:{name}]"
-        max_match_length: Annotated[int, msgspec.Meta(ge=1)] = 256
+        max_match_length: Annotated[int, msgspec.Meta(ge=1)] | None = None
         requests: bool = True
         responses: bool = True
         reasoning: bool = True
         tool_arguments: bool = False
 
+        def patterns_by_name(self) -> dict[str, str]:
+            """The presets (groups expanded) and the custom patterns, name -> regular expression."""
+            patterns: dict[str, str] = {}
+            for preset in self.presets:
+                for name in PRESET_GROUPS.get(preset, [preset]):
+                    patterns[name] = PRESETS[name]
+            patterns.update(self.patterns)
+            return patterns
+
+        def __post_init__(self) -> None:
+            """Check ``max_match_length`` against the patterns, so ``config check`` reports it (``ValueError``)."""
+            problem = match_length_problem(self.patterns_by_name(), self.max_match_length)
+            if problem is not None:
+                raise ValueError(problem)
+
     def __init__(self, config: Config | None = None) -> None:
         self.config = config if config is not None else self.Config()
-        patterns: dict[str, str] = {}
-        for preset in self.config.presets:
-            for name in PRESET_GROUPS.get(preset, [preset]):
-                patterns[name] = PRESETS[name]
-        patterns.update(self.config.patterns)
+        patterns = self.config.patterns_by_name()
         try:
             self.config.replacement.format(name="x")
         except (KeyError, IndexError, ValueError) as exc:
