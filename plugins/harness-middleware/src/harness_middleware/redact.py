@@ -200,17 +200,11 @@ class StreamMasker:
         if starts is None or pattern is None:  # no patterns
             return self._emit(pending, buf, end)
         if final:  # the text is complete: mask it as a whole
-            pieces: list[str] = []
-            pos = start
-            for match in pattern.finditer(buf, start):
-                pieces += (buf[pos : match.start()], masker._replace(match))
-                pos = match.end()
-            pieces.append(buf[pos:])
-            return self._emit("".join(pieces), buf, end)
+            return self._emit(self._mask_rest(pattern, buf, start), buf, end)
         first = starts.first(buf, start)
         if first == end:  # the common case: nothing matches or can start a match
             return self._emit(pending, buf, end)
-        pieces = []
+        pieces: list[str] = []
         pos = start
         while first < end:
             # the whole-text scan's next match starts at ``first`` if anywhere: commit it only when
@@ -223,6 +217,16 @@ class StreamMasker:
             first = starts.first(buf, pos)
         pieces.append(buf[pos:first])
         return self._emit("".join(pieces), buf, first)
+
+    def _mask_rest(self, pattern: regex.Pattern[str], buf: str, start: int) -> str:
+        """``buf`` from ``start`` on with every match replaced (``buf`` before ``start``: context)."""
+        pieces: list[str] = []
+        pos = start
+        for match in pattern.finditer(buf, start):
+            pieces += (buf[pos : match.start()], self._masker._replace(match))
+            pos = match.end()
+        pieces.append(buf[pos:])
+        return "".join(pieces)
 
     def _emit(self, out: str, buf: str, cut: int) -> str:
         """Emit ``out`` (the masked text of ``buf`` up to ``cut``); hold ``buf`` from ``cut`` on."""
