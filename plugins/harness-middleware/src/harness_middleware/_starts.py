@@ -115,6 +115,8 @@ class MatchStarts:
             found = self._pattern.search(text, start)
             if found is not None:
                 first = found.start()
+                if first == start:  # no partial match can start before it
+                    return first
         # the alternatives whose alphabet holds the last character (a partial match reaches it)
         common, rare_chars, rare = self._by_last.get(pending[-1:], always)
         for alphabet, chars, alternative, _ in common + rare if not rare_chars.isdisjoint(pending) else common:

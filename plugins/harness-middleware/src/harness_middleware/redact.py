@@ -203,7 +203,10 @@ class StreamMasker:
             return self._emit(self._mask_rest(pattern, buf, start), buf, end)
         first = starts.first(buf, start)
         if first == end:  # the common case: nothing matches or can start a match
-            return self._emit(pending, buf, end)
+            self._pending = ""
+            self._context = buf[-_CONTEXT:]
+            self._out.append(pending)
+            return pending
         pieces: list[str] = []
         pos = start
         while first < end:
