@@ -6,19 +6,23 @@ the pattern's name (default ``[REDACTED:openai-key]``).
 
 - **Requests**: text blocks, tool results, unsigned reasoning and the system prompt of the
   outgoing ``options`` are masked before ``call_next``.
-- **Replies**: text deltas (and unsigned reasoning deltas) are masked as they stream. A secret
-  split across deltas is still masked: text that could still be the start of a match is held
-  back until it is decided (partial matching of the ``regex`` module tells where a match could
-  start; at most ``max_match_length`` characters are held per block) and flushed at the block's
-  ``block-end``, whose block then holds exactly the concatenated masked deltas. Partial matching
-  runs only on text where a match can still start (:mod:`harness_middleware._starts`): a delta
-  where none can is decided by a plain search, or with no search at all.
+- **Replies**: text deltas (and unsigned reasoning deltas) are masked as they stream, exactly as
+  the whole text would be (``Masker.mask``), for every split into deltas. Text is passed on up
+  to the first position where a match starts or may start once more text follows
+  (:meth:`MatchStarts.first <harness_middleware._starts.MatchStarts.first>`: complete and
+  partial matches of the ``regex`` module); from there it is held. A match there is released
+  once no match attempt from its start reads to the end of the text received (more text can
+  neither extend nor change it); everything held is masked and released at the block's
+  ``block-end``, whose block then holds exactly the concatenated masked deltas. A delta where
+  no match can start is passed on without partial matching (:mod:`harness_middleware._starts`).
 - Reasoning that carries a provider signature (``BlockStart.signed``/``ReasoningBlock.signed``)
   is never altered: the provider rejects modified signed thinking (docs/hooks.md).
 - Tool-call arguments are JSON the tool needs: left alone unless ``tool_arguments: true``.
 
-Masking is exact (equal to masking the whole text at once) for every pattern whose matches are
-at most ``max_match_length`` characters long; all presets are.
+Where patterns overlap, the leftmost match wins, then the pattern listed first. Look-behind in
+a stream sees at most the 64 characters before a match. ``max_match_length`` (optional) is a
+bound on every pattern's match length checked at config time (:func:`match_length_problem`):
+what is held never exceeds about the longest match.
 """
 
 from __future__ import annotations
