@@ -10,7 +10,7 @@ import regex
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from harness_middleware._starts import MatchStarts, earliest, longest, may_be_empty
+from harness_middleware._starts import MatchStarts, behind, earliest, longest, may_be_empty
 from harness_middleware.redact import PRESETS, Masker
 
 CUSTOM = {
@@ -217,3 +217,12 @@ def test_pattern_lengths() -> None:
     assert not may_be_empty("ab?")
     assert may_be_empty(r"\p{L}*")
     assert not may_be_empty(r"\p{L}+")
+
+
+def test_look_behind_reach() -> None:
+    assert behind(PRESETS["email"]) == 1  # ``\b``
+    assert behind(r"\bab(?<=x.{3})(?<!y)\B") == 4
+    assert behind(r"(?<=a(?<=bc))d") == 3
+    assert behind(r"(?=x(?<=.{90}))x") == 90
+    assert behind("a(?<=a+)") is None  # unbounded
+    assert behind(r"\p{L}") is None  # not known

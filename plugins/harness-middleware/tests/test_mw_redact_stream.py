@@ -170,3 +170,15 @@ def test_max_match_length_at_the_longest_match_is_accepted() -> None:
 def test_a_pattern_that_can_match_nothing_is_refused(source: str) -> None:
     with pytest.raises(LlmError, match="matches the empty string"):
         Masker({"p": source}, "x")
+
+
+def test_a_long_look_behind_sees_far_enough_back() -> None:
+    """The context kept for look-behind is what the pattern reads before a match (80 here)."""
+    masker = Masker({"pin": r"(?<=PIN: .{75})\d{4}"}, "<{name}>")
+    assert masker.context == 80
+    text = "PIN: " + "x" * 75 + "1234 and " + "y" * 100 + " 5678"
+    assert masker.mask(text) == "PIN: " + "x" * 75 + "<pin> and " + "y" * 100 + " 5678"
+    for cut in range(1, len(text)):
+        assert streamed(masker, text, [cut]) == masker.mask(text)
+    assert streamed(masker, text, list(range(len(text)))) == masker.mask(text)
+    assert Masker({"p": r"\p{L}\d"}, "x").context == 64  # not known: the default

@@ -30,8 +30,9 @@ back-reference or a conditional, or a case-insensitive one, gets no sets: :func:
 the whole pattern answers. Character classes given by category (``\w``, ``\d``, ``\s``:
 Unicode-wide), negated classes and ``.`` count as "any character".
 
-:func:`longest` and :func:`may_be_empty` read the same tree: the longest match a pattern can
-span (``None``: unbounded or unknown), and whether a pattern can match the empty string.
+:func:`longest`, :func:`behind` and :func:`may_be_empty` read the same tree: the longest match a
+pattern can span and how far before a match it looks (``None``: unbounded or unknown), and
+whether a pattern can match the empty string.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from typing import Any, Final, TypeAlias
 
 import regex
 
-__all__ = ["MatchStarts", "earliest", "longest", "may_be_empty"]
+__all__ = ["MatchStarts", "behind", "earliest", "longest", "may_be_empty"]
 
 _Chars: TypeAlias = frozenset[str] | None
 """A set of characters; ``None`` is "any character"."""
@@ -156,6 +157,31 @@ def may_be_empty(source: str) -> bool:
     when its syntax tree is not known, whether it matches the empty text."""
     width = _widths(source)
     return regex.fullmatch(source, "") is not None if width is None else width[0] == 0
+
+
+def behind(source: str) -> int | None:
+    """The most characters before the start of a match that ``source`` reads (look-behind,
+    ``\\b``, ``\\B``); ``None`` when unbounded or not known."""
+    tree = _parse(source)
+    if tree is None or _sets(source) is None:
+        return None
+    reach = _behind(list(tree))
+    return None if reach >= _parser.MAXWIDTH else reach
+
+
+def _behind(items: list[Any]) -> int:
+    """:func:`behind` of the sequence ``items`` (a look-behind inside a match reads back at most
+    its own width from where it stands, which is not before the match's start)."""
+    reach = 0
+    for op, av in items:
+        name = str(op)
+        if name == "AT":
+            reach = max(reach, 1 if str(av) in ("AT_BOUNDARY", "AT_NON_BOUNDARY") else 0)
+        elif name in _ASSERTS and av[0] == -1:
+            reach = max(reach, av[1].getwidth()[1] + _behind(list(av[1])))
+        elif name not in _CHAR_OPS:
+            reach = max([reach, *(_behind(child) for child in _children(name, av))])
+    return reach
 
 
 def _widths(source: str) -> tuple[int, int] | None:

@@ -20,7 +20,8 @@ the pattern's name (default ``[REDACTED:openai-key]``).
 - Tool-call arguments are JSON the tool needs: left alone unless ``tool_arguments: true``.
 
 Where patterns overlap, the leftmost match wins, then the pattern listed first. Look-behind in
-a stream sees at most the 64 characters before a match. ``max_match_length`` (optional) is a
+a stream sees as far back as the pattern can read (:func:`~harness_middleware._starts.behind`),
+and at least 64 characters when that is not known (syntax only ``regex`` reads). ``max_match_length`` (optional) is a
 bound on every pattern's match length checked at config time (:func:`match_length_problem`):
 what is held never exceeds about the longest match.
 """
@@ -46,7 +47,7 @@ from harness_core.types import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from harness_middleware._starts import MatchStarts, longest, may_be_empty
+from harness_middleware._starts import MatchStarts, behind, longest, may_be_empty
 from harness_middleware._stream import aclose
 
 __all__ = ["PRESETS", "PRESET_GROUPS", "Masker", "RedactPlugin", "StreamMasker", "match_length_problem"]
@@ -111,7 +112,7 @@ def match_length_problem(patterns: dict[str, str], max_match_length: int | None)
     return None
 
 
-_CONTEXT: Final = 64  # characters of already emitted text kept for look-behind (\b …)
+_CONTEXT: Final = 64  # characters of already emitted text kept for look-behind (\b …), at least
 
 
 class Masker:
@@ -151,6 +152,9 @@ class Masker:
         """Where the stream masker's next match may start (:meth:`MatchStarts.first`)."""
         self.replacement = replacement
         self.max_match_length = max_match_length
+        self.context = max([_CONTEXT, *filter(None, map(behind, patterns.values()))])
+        """Characters of emitted text a stream masker keeps for look-behind: what the patterns
+        read before a match (64 when that is less or not known)."""
 
     def _replace(self, match: regex.Match[str]) -> str:
         group = match.lastgroup
@@ -208,7 +212,7 @@ class StreamMasker:
         first = starts.first(buf, start)
         if first == end:  # the common case: nothing matches or can start a match
             self._pending = ""
-            self._context = buf[-_CONTEXT:]
+            self._context = buf[-masker.context :]
             self._out.append(pending)
             return pending
         pieces: list[str] = []
@@ -238,7 +242,7 @@ class StreamMasker:
     def _emit(self, out: str, buf: str, cut: int) -> str:
         """Emit ``out`` (the masked text of ``buf`` up to ``cut``); hold ``buf`` from ``cut`` on."""
         self._pending = buf[cut:]
-        self._context = buf[max(0, cut - _CONTEXT) : cut]
+        self._context = buf[max(0, cut - self._masker.context) : cut]
         self._out.append(out)
         return out
 
