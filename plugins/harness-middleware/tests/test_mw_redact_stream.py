@@ -146,8 +146,13 @@ def test_an_unbounded_match_is_held_until_decided() -> None:
 @pytest.mark.parametrize(
     ("patterns", "limit", "message"),
     [
-        ({}, 40, "max_match_length 40 is below the longest match of pattern 'openai-key'"),
+        (
+            {},
+            40,
+            "max_match_length 40 is below the longest match of pattern 'bearer' .212 characters.: it must",
+        ),
         ({}, 211, "it must be at least 212"),
+        ({"long": "x{300}"}, 256, "pattern 'long' .300 characters.: it must be at least 300"),
         ({"ab": "a+b"}, 300, "pattern 'ab' has no longest match"),
         ({"fuzzy": "(?:hunter2){e<=1}"}, 300, "pattern 'fuzzy' has no longest match"),
     ],

@@ -95,20 +95,20 @@ def match_length_problem(patterns: dict[str, str], max_match_length: int | None)
     does (or is ``None``: no bound asked for)."""
     if max_match_length is None:
         return None
-    for name, source in patterns.items():
-        length = longest(source)
+    lengths = {name: longest(source) for name, source in patterns.items()}
+    for name, length in lengths.items():
         if length is None:
             return (
                 f"max_match_length {max_match_length}: pattern {name!r} has no longest match"
                 " (an unbounded repeat such as + or *, or syntax only the regex module reads);"
                 " bound its repeats ({1,200}) or remove max_match_length"
             )
-        if length > max_match_length:
-            least = max(filter(None, map(longest, patterns.values())))
-            return (
-                f"max_match_length {max_match_length} is below the longest match of pattern {name!r}"
-                f" ({length} characters); it must be at least {least}"
-            )
+    name, length = max(lengths.items(), key=lambda item: item[1] or 0, default=("", 0))
+    if length is not None and length > max_match_length:
+        return (
+            f"max_match_length {max_match_length} is below the longest match of pattern {name!r}"
+            f" ({length} characters): it must be at least {length}"
+        )
     return None
 
 
