@@ -37,6 +37,7 @@ whether a pattern can match the empty string.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 import warnings
@@ -227,6 +228,7 @@ def _checks(sources: Sequence[str], combined: str) -> list[_Check] | None:
     return checks
 
 
+@functools.lru_cache(maxsize=256)  # a masker asks for each pattern more than once
 def _sets(source: str) -> tuple[_Chars, _Chars, frozenset[str]] | None:
     """``(first, alphabet, literals)`` of ``source`` (see module doc and :func:`_literals`),
     ``None`` when it cannot be bounded."""
@@ -242,6 +244,7 @@ def _sets(source: str) -> tuple[_Chars, _Chars, frozenset[str]] | None:
         return None
 
 
+@functools.lru_cache(maxsize=256)
 def _parse(source: str) -> Any:
     """The syntax tree of ``source``; ``None`` when it is not plain ``re`` syntax (or may be
     read differently by ``regex``: ``[[``, see module doc)."""
