@@ -21,9 +21,9 @@ the pattern's name (default ``[REDACTED:openai-key]``).
 
 Where patterns overlap, the leftmost match wins, then the pattern listed first. Look-behind in
 a stream sees as far back as the pattern can read (:func:`~harness_middleware._starts.behind`),
-and at least 64 characters when that is not known (syntax only ``regex`` reads). ``max_match_length`` (optional) is a
-bound on every pattern's match length checked at config time (:func:`match_length_problem`):
-what is held never exceeds about the longest match.
+and at least 64 characters when that is not known (syntax only ``regex`` reads).
+``max_match_length`` (optional) is a bound on every pattern's match length checked at config
+time (:func:`match_length_problem`); what is held never exceeds about the longest match.
 """
 
 from __future__ import annotations
