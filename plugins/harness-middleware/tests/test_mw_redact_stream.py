@@ -187,3 +187,27 @@ def test_a_long_look_behind_sees_far_enough_back() -> None:
         assert streamed(masker, text, [cut]) == masker.mask(text)
     assert streamed(masker, text, list(range(len(text)))) == masker.mask(text)
     assert Masker({"p": r"\p{L}\d"}, "x").context == 64  # not known: the default
+
+
+@settings(max_examples=EXAMPLES // 2, deadline=None)
+@given(
+    presets=st.booleans(),
+    custom=st.lists(st.sampled_from(CUSTOM), max_size=4, unique=True),
+    text=texts,
+    start=st.integers(0, 600),
+)
+def test_first_is_the_first_complete_or_partial_match(presets: bool, custom: list[str], text: str, start: int) -> None:
+    """``MatchStarts.first`` against trying every position: a match, or an attempt reading to the end."""
+    masker = masker_for(presets, custom)
+    assert masker.pattern is not None
+    assert masker.starts is not None
+    start = min(start, len(text))
+    expected = next(
+        (
+            position
+            for position in range(start, len(text))
+            if masker.pattern.match(text, position) or masker.pattern.fullmatch(text, position, partial=True)
+        ),
+        len(text),
+    )
+    assert masker.starts.first(text, start) == expected
