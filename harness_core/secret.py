@@ -30,11 +30,12 @@ import logging
 import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, Final, NamedTuple, NoReturn, Protocol, runtime_checkable
+from typing import Any, Final, NamedTuple, NoReturn, Protocol, overload, runtime_checkable
 from urllib.parse import quote, quote_plus
 
 import msgspec
 
+from harness_core.hookspecs import hookimpl
 from harness_core.types import (
     BlockEnd,
     BlockStart,
@@ -55,7 +56,9 @@ __all__ = [
     "Redaction",
     "Redactor",
     "Secret",
+    "SecretMasking",
     "TextStream",
+    "mask_strings",
     "redacted_logging",
     "representations",
     "secret_problem",
@@ -599,6 +602,55 @@ class ChunkScrubber:
             yield delta_type(index=chunk.index, text=tail)
         masked = block.stream.emitted if block.stream.fed else mask(content.text)
         yield BlockEnd(index=chunk.index, block=msgspec.structs.replace(content, text=masked))
+
+
+def mask_strings(value: Any, redact: Callable[[str], str]) -> Any:
+    """``value`` (JSON-like builtins: ``str``, ``dict``, ``list``, ``tuple``, numbers, ``None``)
+    with every string, mapping keys included, passed through ``redact``; tuples become lists,
+    other values are returned as they are. Mask before encoding: what a sink stores or exports
+    (a ledger row, a trace line, a span attribute) then never holds a secret, whatever the
+    encoding."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {mask_strings(key, redact): mask_strings(item, redact) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [mask_strings(item, redact) for item in value]
+    return value
+
+
+class SecretMasking:
+    """Mixin for a plugin that stores or exports data (a ledger, a log, a trace file, telemetry):
+    it implements the ``use_redactor`` hook, keeping the masker the harness hands over when it
+    starts, and offers :meth:`redact`, :meth:`mask_text` and :meth:`mask_data` to mask every
+    string before it leaves the process (docs/hooks.md). Until the hook is called (a plugin used
+    without a :class:`~harness_core.Harness`) nothing is masked.
+    """
+
+    _redact: Callable[[str], str] | None = None
+
+    @hookimpl
+    def use_redactor(self, redact: Callable[[str], str]) -> None:
+        """Mask what ``redact`` masks (the configuration's secrets) in everything stored or exported."""
+        self._redact = redact
+
+    def redact(self, text: str) -> str:
+        """``text`` with the configuration's secrets masked (unchanged before :meth:`use_redactor`)."""
+        return text if self._redact is None else self._redact(text)
+
+    @overload
+    def mask_text(self, text: str) -> str: ...
+
+    @overload
+    def mask_text(self, text: None) -> None: ...
+
+    def mask_text(self, text: str | None) -> str | None:
+        """``text`` masked; ``None`` stays ``None``."""
+        return None if text is None else self.redact(text)
+
+    def mask_data(self, value: Any) -> Any:
+        """``value`` (JSON-like builtins) with every string masked (:func:`mask_strings`)."""
+        return value if self._redact is None else mask_strings(value, self._redact)
 
 
 def secrets_of(value: Any, redactor: Redactor | None = None) -> Redactor:
