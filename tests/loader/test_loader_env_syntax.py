@@ -101,10 +101,20 @@ def test_other_string_fields_are_strict_too_with_an_escape(fake_plugins: Path, w
     assert (
         problem.message == "`${` starts no expression here: the syntax is ${{ env.NAME }} (write $${ for a literal ${)"
     )
-    path = write_config("plugins:\n  strict:\n    name: 'costs $5 and $${{ kept }} and $${HOME}'\n    token: $${x}\n")
+    path = write_config("plugins:\n  strict:\n    name: 'costs $5 and $${{ kept }} and $${HOME}'\n")
     config = load_config(path, environ={}).plugins[0].instance.config  # type: ignore[attr-defined]
     assert config.name == "costs $5 and ${{ kept }} and ${HOME}"
-    assert config.token.get_secret_value() == "${x}"  # escaped on purpose: taken as written
+
+
+@pytest.mark.parametrize("token", ["$${{ env.MY_TOKEN }}", "$${x}", "sk-$${abc", "$${{ env.K }}${{ env.K }}"])
+def test_the_literal_escape_is_refused_in_a_secret_field(fake_plugins: Path, write_config: Write, token: str) -> None:
+    path = write_config(f"plugins:\n  strict:\n    name: 'a $${{ literal'\n    token: '{token}'\n")
+    loaded = inspect_config(path, environ={"MY_TOKEN": KEY, "K": KEY})
+    [problem] = loaded.problems
+    assert (problem.plugin, problem.field, problem.line) == ("strict", "token", 4)
+    assert problem.message.startswith("`$${` (the escape for a literal `${`) is not allowed in a secret")
+    assert token not in problem.message and KEY not in problem.message
+    assert loaded.redact(f"sent {token}") == f"sent {MASK}"  # a value refused unquoted is masked elsewhere
 
 
 def test_a_secret_field_nested_in_a_list_or_a_mapping_is_checked_too(fake_plugins: Path, write_config: Write) -> None:
