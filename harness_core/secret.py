@@ -28,6 +28,7 @@ import itertools
 import json
 import logging
 import re
+import string
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, Final, NamedTuple, NoReturn, Protocol, overload, runtime_checkable
@@ -161,12 +162,19 @@ def _py_inner(text: str, *, as_bytes: bool) -> set[str]:
     return forms
 
 
-def _escapes(text: str) -> set[str]:
+def _quoted(text: str) -> set[str]:
+    """The inside of ``text`` as Python (``repr``, ``ascii``, bytes) and JSON string literals."""
     forms = _py_inner(text, as_bytes=False) | _py_inner(text, as_bytes=True)
     forms.add(ascii(text)[1:-1])
     forms.add(json.dumps(text)[1:-1])
     forms.add(json.dumps(text, ensure_ascii=False)[1:-1])
     forms.add(msgspec.json.encode(text).decode()[1:-1])
+    return forms
+
+
+def _escapes(text: str) -> set[str]:
+    """``text`` as string literals (:func:`_quoted`) and percent-encoded as encoders do by default."""
+    forms = _quoted(text)
     for encoded in (quote(text, safe=""), quote(text), quote_plus(text)):
         forms.add(encoded)
         forms.add(re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), encoded))
@@ -279,12 +287,49 @@ def representations(value: str) -> set[str]:
     return _text_forms(value) | _base64_fragments(value)
 
 
+_UNRESERVED: Final = frozenset(string.ascii_letters + string.digits + "-._~")
+"""The characters RFC 3986 §2.3 lets a URL carry unencoded (https://www.rfc-editor.org/rfc/rfc3986#section-2.3)."""
+
+
+def _percent(text: str, keep: Callable[[str], bool], hex_format: str) -> str:
+    """``text`` percent-encoded (UTF-8 bytes, RFC 3986 §2.1) except the characters ``keep`` allows."""
+    return "".join(c if keep(c) else "".join(hex_format % b for b in c.encode("utf-8")) for c in text)
+
+
+def _json_unicode(text: str, hex_format: str) -> str:
+    """``text`` with every character written as a JSON ``\\uXXXX`` escape (UTF-16 code units,
+    surrogate pairs beyond U+FFFF; RFC 8259 §7, https://www.rfc-editor.org/rfc/rfc8259#section-7)."""
+    units = text.encode("utf-16-be")
+    return "".join("\\u" + hex_format % int.from_bytes(units[i : i + 2]) for i in range(0, len(units), 2))
+
+
+def _encodings(text: str) -> set[str]:
+    """The encodings of every character of ``text`` (upper- and lower-case hex): each character
+    percent-encoded, each character but letters and digits percent-encoded (an unreserved ``-``
+    written ``%2D``), and each character a JSON ``\\uXXXX`` escape. :func:`_escapes` covers what
+    encoders produce by default (only the characters that need it)."""
+    forms: set[str] = set()
+    for two, four in (("%%%02X", "%04X"), ("%%%02x", "%04x")):
+        forms.add(_percent(text, lambda c: False, two))
+        forms.add(_percent(text, lambda c: c.isascii() and c.isalnum(), two))
+        forms.add(_json_unicode(text, four))
+    return forms
+
+
 def _text_forms(value: str) -> set[str]:
     """:func:`representations` without the base64 forms."""
-    forms = {value, value.strip()}  # an empty strip is dropped with the other short forms
-    for _ in range(2):  # one escape, and an escape of an escape (repr of a JSON body)
-        for form in list(forms):
-            forms |= _escapes(form)
+    # as written and without surrounding whitespace (an empty strip is dropped with the other
+    # short forms); lower-cased as well (a host name in a URL is: ``http://sk-abc….invalid``)
+    bases = {value, value.strip()}
+    cased = bases | {base.lower() for base in bases}
+    forms = set(cased)
+    for base in cased:
+        forms |= _escapes(base)
+    for form in list(forms):  # an escape of an escape (repr of a JSON body)
+        forms |= _escapes(form)
+    for base in bases:  # each character encoded, and that in a string literal (JSON of JSON)
+        for encoded in _encodings(base):
+            forms |= {encoded} | _quoted(encoded)
     return {form for form in forms if len(form) >= MIN_SECRET}
 
 
