@@ -9,9 +9,10 @@ A :class:`Redactor` knows every secret value of a configuration and masks it in 
 the value as written, but every representation output paths produce from it (see
 :func:`representations`): Python ``repr``/``ascii`` and bytes-``repr`` escaping (an exception
 message quoting a header), JSON escaping (``--json`` lines, trace files, cache rows), URL
-percent-encoding (a query string), base64 (``Authorization: Basic`` of ``user:key``, at any
-alignment), the value without surrounding whitespace, and each of those escaped once more
-(``repr`` of a JSON text). Mask text *before* encoding it; a redactor also catches what was
+percent-encoding (a query string: as encoders do, every character, or every character but
+letters and digits), every character a JSON ``\\uXXXX`` escape, base64 (``Authorization:
+Basic`` of ``user:key``, at any alignment), the value without surrounding whitespace and
+lower-cased (a host name), and each of those escaped once more (``repr`` of a JSON text). Mask text *before* encoding it; a redactor also catches what was
 encoded first, but only in the encodings listed here.
 
 Text that arrives in pieces (a streamed reply echoing a key across two deltas) is masked by
