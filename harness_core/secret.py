@@ -12,8 +12,9 @@ message quoting a header), JSON escaping (``--json`` lines, trace files, cache r
 percent-encoding (a query string: as encoders do, every character, or every character but
 letters and digits), every character a JSON ``\\uXXXX`` escape, base64 (``Authorization:
 Basic`` of ``user:key``, at any alignment), the value without surrounding whitespace and
-lower-cased (a host name), and each of those escaped once more (``repr`` of a JSON text). Mask text *before* encoding it; a redactor also catches what was
-encoded first, but only in the encodings listed here.
+lower-cased (a host name), and each of those escaped once more (``repr`` of a JSON text). Mask
+text *before* encoding it; a redactor also catches what was encoded first, but only in the
+encodings listed here.
 
 Text that arrives in pieces (a streamed reply echoing a key across two deltas) is masked by
 :class:`ChunkScrubber`: per content block it holds back the tail that could still begin a secret
