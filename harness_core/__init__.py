@@ -22,7 +22,15 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.hookspecs import hookimpl
     from harness_core.outfile import WriteFailureLog, check_output_file, write_in_thread
     from harness_core.runtime import GenerateResult, Harness, StreamContext
-    from harness_core.secret import ChunkScrubber, RedactFilter, Redactor, Secret, redacted_logging
+    from harness_core.secret import (
+        ChunkScrubber,
+        RedactFilter,
+        Redactor,
+        Secret,
+        SecretMasking,
+        mask_strings,
+        redacted_logging,
+    )
     from harness_core.structured import decode_output, response_format_for
     from harness_core.sync import SyncHarness
     from harness_core.tools import Tool, ToolRegistry, tool
@@ -90,6 +98,7 @@ __all__ = [
     "Reply",
     "ResponseFormat",
     "Secret",
+    "SecretMasking",
     "StreamChunk",
     "StreamContext",
     "SyncHarness",
@@ -110,6 +119,7 @@ __all__ = [
     "detect_media_type",
     "hookimpl",
     "load_attachment",
+    "mask_strings",
     "redacted_logging",
     "response_format_for",
     "tool",
@@ -161,7 +171,9 @@ _LAZY = {
     "RedactFilter": "harness_core.secret",
     "Redactor": "harness_core.secret",
     "Secret": "harness_core.secret",
+    "SecretMasking": "harness_core.secret",
     "redacted_logging": "harness_core.secret",
+    "mask_strings": "harness_core.secret",
     "StreamChunk": "harness_core.types",
     "SyncHarness": "harness_core.sync",
     "TextBlock": "harness_core.types",

@@ -81,3 +81,16 @@ class HarnessSpec:
     @hookspec
     def register_tools(self, register: RegisterTool) -> None:
         """Offer Python callables as tools to conversations (see :mod:`harness_core.tools`)."""
+
+    @hookspec
+    def use_redactor(self, redact: Callable[[str], str]) -> None:
+        """Receive the harness's secret masker, once, when the harness starts (before any stream).
+
+        ``redact(text) -> text`` replaces every secret of the configuration (every value taken from
+        the environment, every ``Secret`` field, in every representation the
+        :class:`~harness_core.secret.Redactor` knows) by ``**********``. A plugin that stores or
+        exports data (a ledger, a log, a trace file, telemetry spans) masks every string with it
+        before the data leaves the process: route and model names, error text, request and
+        response content. An implementation that raises is a plugin failure (a middleware's
+        failure stops the start, as a missing masker would leak data). See docs/hooks.md.
+        """

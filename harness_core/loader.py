@@ -40,6 +40,7 @@ from harness_core.config import (
     ConfigPath,
     ConfigProblem,
     EnvFallback,
+    EnvProblem,
     Redactor,
     format_path,
     line_for,
@@ -374,14 +375,25 @@ class _Loading:
 
     def aliases(self, raw: Any) -> None:
         """``aliases: {fast: groq/llama-3.1-8b-instant, smart: gpt-4o}``: name -> ``route/model``
-        or a model id of the default route (see :meth:`LoadedConfig.resolve_alias`)."""
+        or a model id of the default route (see :meth:`LoadedConfig.resolve_alias`). Targets are
+        sent, so they take ``${{ env.NAME }}`` as plugin fields do (the value becomes a secret);
+        names are only looked up, never expanded: an expression in a name is refused."""
         if raw is None:
             return
         if not isinstance(raw, dict):
             self.problem("`aliases` must be a mapping of name: route/model", ("aliases",))
             return
+        raw, env_problems = self.substitute(raw, ("aliases",))
         for name, target in raw.items():
-            if not isinstance(name, str) or not isinstance(target, str) or not target.strip("/"):
+            if any(env_problem.path == ("aliases", name) for env_problem in env_problems):
+                continue
+            if isinstance(name, str) and "${" in name:
+                self.problem(
+                    f"alias name {name!r} holds `${{`: names are not expanded (only targets take ${{{{ env.NAME }}}})",
+                    ("aliases", name),
+                    field=format_path(("aliases", name)),
+                )
+            elif not isinstance(name, str) or not isinstance(target, str) or not target.strip("/"):
                 field = format_path(("aliases", name))
                 self.problem(
                     f"alias {name!r} must name a 'route/model' or a model id, got {target!r}",
@@ -391,15 +403,21 @@ class _Loading:
             else:
                 self.loaded.aliases[name] = target
 
+    def substitute(self, raw: dict[Any, Any], path: ConfigPath) -> tuple[dict[Any, Any], list[EnvProblem]]:
+        """``raw`` (the mapping at ``path``, outside plugin configs) with ``${{ env.NAME }}``
+        substituted; each problem is recorded, located, and returned."""
+        substituted, env_problems = substitute_env(raw, self.environ, self.loaded.redactor, path)
+        for env_problem in env_problems:
+            self.problem(env_problem.message, env_problem.path, field=format_path(env_problem.path))
+        return substituted, env_problems
+
     def defaults(self, raw: Any) -> None:
         if raw is None:
             return
         if not isinstance(raw, dict):
             self.problem("`defaults` must be a mapping with `provider` and/or `model`", ("defaults",))
             return
-        raw, env_problems = substitute_env(raw, self.environ, self.loaded.redactor, ("defaults",))
-        for env_problem in env_problems:
-            self.problem(env_problem.message, env_problem.path, field=format_path(env_problem.path))
+        raw, env_problems = self.substitute(raw, ("defaults",))
         values: dict[str, str | None] = {}
         for key, value in raw.items():
             field = format_path(("defaults", key))

@@ -9,8 +9,10 @@
         result = await harness.generate(options)
 
 On enter the runtime registers the plugins with a pluggy ``PluginManager`` (project ``harness``),
-calls each plugin's ``register_adapter`` and then ``register_tools`` on its own with a
-``register`` bound to that plugin's plugins.yaml key (tools land in :attr:`Harness.tools`), and
+hands each plugin that implements ``use_redactor`` the harness's secret masker (plugins that
+store or export data mask every string with it), calls each plugin's ``register_adapter`` and
+then ``register_tools`` on its own with a ``register`` bound to that plugin's plugins.yaml key
+(tools land in :attr:`Harness.tools`), and
 composes the ``llm_stream`` chain once (:mod:`harness_core.chain`). On exit it
 closes every adapter and every plugin that has an ``aclose`` coroutine.
 """
@@ -289,11 +291,13 @@ class Harness:
                 broken.append(self._fail(plugin, error, True))
             else:
                 registered.append(plugin)
+        redactor_impls = {impl.plugin_name: impl for impl in pm.hook.use_redactor.get_hookimpls()}
         adapter_impls = {impl.plugin_name: impl for impl in pm.hook.register_adapter.get_hookimpls()}
         tool_impls = {impl.plugin_name: impl for impl in pm.hook.register_tools.get_hookimpls()}
         middleware_keys = {impl.plugin_name for impl in pm.hook.llm_stream.get_hookimpls()}
         for plugin in registered:
             hooks: tuple[tuple[str, dict[str, pluggy.HookImpl], Callable[[str], object]], ...] = (
+                ("use_redactor", redactor_impls, self._masker),
                 ("register_adapter", adapter_impls, self._registry.bind),
                 ("register_tools", tool_impls, self._tools.bind),
             )
@@ -316,6 +320,17 @@ class Harness:
             raise LlmError("CONFIG", f"middleware plugins failed to start: {_failure_lines(failed_middleware)}")
         middleware = order_middleware(pm.hook.llm_stream.get_hookimpls(), [p.key for p in self._plugins])
         self._chain = Chain(middleware, self._boundary)
+
+    def _masker(self, key: str) -> Callable[[str], str]:
+        """What ``use_redactor`` receives (the same masker for every plugin)."""
+        return self._redact
+
+    @property
+    def redact(self) -> Callable[[str], str]:
+        """The harness's secret masker, ``str -> str``: the ``redact`` given to the constructor
+        combined with every :class:`~harness_core.secret.Secret` of the plugins' configs (what
+        plugins receive through the ``use_redactor`` hook)."""
+        return self._redact
 
     def _fail(self, plugin: LoadedPlugin, exc: Exception, is_middleware: bool) -> PluginFailure:
         message = self._redact(str(exc) if isinstance(exc, LlmError) else f"{type(exc).__name__}: {exc}")

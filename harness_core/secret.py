@@ -9,10 +9,12 @@ A :class:`Redactor` knows every secret value of a configuration and masks it in 
 the value as written, but every representation output paths produce from it (see
 :func:`representations`): Python ``repr``/``ascii`` and bytes-``repr`` escaping (an exception
 message quoting a header), JSON escaping (``--json`` lines, trace files, cache rows), URL
-percent-encoding (a query string), base64 (``Authorization: Basic`` of ``user:key``, at any
-alignment), the value without surrounding whitespace, and each of those escaped once more
-(``repr`` of a JSON text). Mask text *before* encoding it; a redactor also catches what was
-encoded first, but only in the encodings listed here.
+percent-encoding (a query string: as encoders do, every character, or every character but
+letters and digits), every character a JSON ``\\uXXXX`` escape, base64 (``Authorization:
+Basic`` of ``user:key``, at any alignment), the value without surrounding whitespace and
+lower-cased (a host name), and each of those escaped once more (``repr`` of a JSON text). Mask
+text *before* encoding it; a redactor also catches what was encoded first, but only in the
+encodings listed here.
 
 Text that arrives in pieces (a streamed reply echoing a key across two deltas) is masked by
 :class:`ChunkScrubber`: per content block it holds back the tail that could still begin a secret
@@ -28,13 +30,15 @@ import itertools
 import json
 import logging
 import re
+import string
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, Final, NamedTuple, NoReturn, Protocol, runtime_checkable
+from typing import Any, Final, NamedTuple, NoReturn, Protocol, overload, runtime_checkable
 from urllib.parse import quote, quote_plus
 
 import msgspec
 
+from harness_core.hookspecs import hookimpl
 from harness_core.types import (
     BlockEnd,
     BlockStart,
@@ -55,7 +59,9 @@ __all__ = [
     "Redaction",
     "Redactor",
     "Secret",
+    "SecretMasking",
     "TextStream",
+    "mask_strings",
     "redacted_logging",
     "representations",
     "secret_problem",
@@ -158,12 +164,19 @@ def _py_inner(text: str, *, as_bytes: bool) -> set[str]:
     return forms
 
 
-def _escapes(text: str) -> set[str]:
+def _quoted(text: str) -> set[str]:
+    """The inside of ``text`` as Python (``repr``, ``ascii``, bytes) and JSON string literals."""
     forms = _py_inner(text, as_bytes=False) | _py_inner(text, as_bytes=True)
     forms.add(ascii(text)[1:-1])
     forms.add(json.dumps(text)[1:-1])
     forms.add(json.dumps(text, ensure_ascii=False)[1:-1])
     forms.add(msgspec.json.encode(text).decode()[1:-1])
+    return forms
+
+
+def _escapes(text: str) -> set[str]:
+    """``text`` as string literals (:func:`_quoted`) and percent-encoded as encoders do by default."""
+    forms = _quoted(text)
     for encoded in (quote(text, safe=""), quote(text), quote_plus(text)):
         forms.add(encoded)
         forms.add(re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), encoded))
@@ -276,12 +289,49 @@ def representations(value: str) -> set[str]:
     return _text_forms(value) | _base64_fragments(value)
 
 
+_UNRESERVED: Final = frozenset(string.ascii_letters + string.digits + "-._~")
+"""The characters RFC 3986 §2.3 lets a URL carry unencoded (https://www.rfc-editor.org/rfc/rfc3986#section-2.3)."""
+
+
+def _percent(text: str, keep: Callable[[str], bool], hex_format: str) -> str:
+    """``text`` percent-encoded (UTF-8 bytes, RFC 3986 §2.1) except the characters ``keep`` allows."""
+    return "".join(c if keep(c) else "".join(hex_format % b for b in c.encode("utf-8")) for c in text)
+
+
+def _json_unicode(text: str, hex_format: str) -> str:
+    """``text`` with every character written as a JSON ``\\uXXXX`` escape (UTF-16 code units,
+    surrogate pairs beyond U+FFFF; RFC 8259 §7, https://www.rfc-editor.org/rfc/rfc8259#section-7)."""
+    units = text.encode("utf-16-be")
+    return "".join("\\u" + hex_format % int.from_bytes(units[i : i + 2]) for i in range(0, len(units), 2))
+
+
+def _encodings(text: str) -> set[str]:
+    """The encodings of every character of ``text`` (upper- and lower-case hex): each character
+    percent-encoded, each character but letters and digits percent-encoded (an unreserved ``-``
+    written ``%2D``), and each character a JSON ``\\uXXXX`` escape. :func:`_escapes` covers what
+    encoders produce by default (only the characters that need it)."""
+    forms: set[str] = set()
+    for two, four in (("%%%02X", "%04X"), ("%%%02x", "%04x")):
+        forms.add(_percent(text, lambda c: False, two))
+        forms.add(_percent(text, lambda c: c.isascii() and c.isalnum(), two))
+        forms.add(_json_unicode(text, four))
+    return forms
+
+
 def _text_forms(value: str) -> set[str]:
     """:func:`representations` without the base64 forms."""
-    forms = {value, value.strip()}  # an empty strip is dropped with the other short forms
-    for _ in range(2):  # one escape, and an escape of an escape (repr of a JSON body)
-        for form in list(forms):
-            forms |= _escapes(form)
+    # as written and without surrounding whitespace (an empty strip is dropped with the other
+    # short forms); lower-cased as well (a host name in a URL is: ``http://sk-abc….invalid``)
+    bases = {value, value.strip()}
+    cased = bases | {base.lower() for base in bases}
+    forms = set(cased)
+    for base in cased:
+        forms |= _escapes(base)
+    for form in list(forms):  # an escape of an escape (repr of a JSON body)
+        forms |= _escapes(form)
+    for base in bases:  # each character encoded, and that in a string literal (JSON of JSON)
+        for encoded in _encodings(base):
+            forms |= {encoded} | _quoted(encoded)
     return {form for form in forms if len(form) >= MIN_SECRET}
 
 
@@ -599,6 +649,55 @@ class ChunkScrubber:
             yield delta_type(index=chunk.index, text=tail)
         masked = block.stream.emitted if block.stream.fed else mask(content.text)
         yield BlockEnd(index=chunk.index, block=msgspec.structs.replace(content, text=masked))
+
+
+def mask_strings(value: Any, redact: Callable[[str], str]) -> Any:
+    """``value`` (JSON-like builtins: ``str``, ``dict``, ``list``, ``tuple``, numbers, ``None``)
+    with every string, mapping keys included, passed through ``redact``; tuples become lists,
+    other values are returned as they are. Mask before encoding: what a sink stores or exports
+    (a ledger row, a trace line, a span attribute) then never holds a secret, whatever the
+    encoding."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {mask_strings(key, redact): mask_strings(item, redact) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [mask_strings(item, redact) for item in value]
+    return value
+
+
+class SecretMasking:
+    """Mixin for a plugin that stores or exports data (a ledger, a log, a trace file, telemetry):
+    it implements the ``use_redactor`` hook, keeping the masker the harness hands over when it
+    starts, and offers :meth:`redact`, :meth:`mask_text` and :meth:`mask_data` to mask every
+    string before it leaves the process (docs/hooks.md). Until the hook is called (a plugin used
+    without a :class:`~harness_core.Harness`) nothing is masked.
+    """
+
+    _redact: Callable[[str], str] | None = None
+
+    @hookimpl
+    def use_redactor(self, redact: Callable[[str], str]) -> None:
+        """Mask what ``redact`` masks (the configuration's secrets) in everything stored or exported."""
+        self._redact = redact
+
+    def redact(self, text: str) -> str:
+        """``text`` with the configuration's secrets masked (unchanged before :meth:`use_redactor`)."""
+        return text if self._redact is None else self._redact(text)
+
+    @overload
+    def mask_text(self, text: str) -> str: ...
+
+    @overload
+    def mask_text(self, text: None) -> None: ...
+
+    def mask_text(self, text: str | None) -> str | None:
+        """``text`` masked; ``None`` stays ``None``."""
+        return None if text is None else self.redact(text)
+
+    def mask_data(self, value: Any) -> Any:
+        """``value`` (JSON-like builtins) with every string masked (:func:`mask_strings`)."""
+        return value if self._redact is None else mask_strings(value, self._redact)
 
 
 def secrets_of(value: Any, redactor: Redactor | None = None) -> Redactor:

@@ -98,8 +98,8 @@ def substitute_env(
 
     ``secret_fields`` names the keys of the top-level mapping of ``data`` whose values are
     secrets (``Secret``-typed config fields). There a key is one whole value: ``${{ env.X }}``
-    mixed with other text is refused, and so are ``$NAME`` and ``{{ env.NAME }}`` (a shell or
-    template habit that would otherwise be sent as the literal key). Messages about those fields
+    mixed with other text is refused, and so are ``$NAME``, ``{{ env.NAME }}`` (a shell or
+    template habit that would otherwise be sent as the literal key) and the ``$${`` escape. Messages about those fields
     quote only what looks like a variable name, never the value; a value refused without being
     quoted is added to ``redactor`` (it may be a key written wrong).
 
@@ -213,15 +213,22 @@ def _single_brace(rest: str, secret: bool) -> str:
 def _secret_mistake(value: str) -> str | None:
     """Why the value of a secret field is an environment reference written wrong, or ``None``.
 
-    Never quotes the value: only a variable name it holds (see :func:`_variable`)."""
-    unescaped = value.replace(_ESCAPE, "")
-    expression = _WHOLE_EXPRESSION.search(unescaped)
+    Never quotes the value: only a variable name it holds (see :func:`_variable`). The ``$${``
+    escape is refused too: no key holds ``${``, so it is an expression escaped by mistake (it
+    would send ``${{ env.NAME }}`` itself as the key)."""
+    if _ESCAPE in value:
+        return (
+            "`$${` (the escape for a literal `${`) is not allowed in a secret: no key holds `${`; "
+            f"{_SYNTAX} (the value is not shown)"
+        )
+
+    expression = _WHOLE_EXPRESSION.search(value)
     if expression is not None and expression.group(0) != value:
         return (
             "a secret is one whole value: ${{ env.NAME }} cannot be combined with other text "
             "(put the whole value in one environment variable)"
         )
-    if value.startswith("$") and not value.startswith(("${", _ESCAPE)):
+    if value.startswith("$") and not value.startswith("${"):
         bare = _BARE_VARIABLE.fullmatch(value)
         name = _variable(bare, True) if bare is not None else None
         if name is not None:

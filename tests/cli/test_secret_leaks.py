@@ -206,3 +206,56 @@ def test_a_key_that_cannot_be_sent_is_a_located_config_error(tmp_path: Path, sha
         assert "NETWORK" not in result.stderr
     everything = "\n".join([check.stdout, check.stderr, *(r.stdout + r.stderr for r in runs)]) + _stored(tmp_path)
     assert not {form for form in _forbidden(key, core) if form in everything}
+
+
+def _env_config(tmp_path: Path, url: str) -> Path:
+    """Every sink on, the key of $HOSTILE_KEY used as a model name and as a mock route name."""
+    path = tmp_path / "plugins.yaml"
+    path.write_text(
+        "plugins:\n"
+        f"  prompt-log: {{path: {tmp_path / 'logs.sqlite'}}}\n"
+        f"  trace: {{path: {tmp_path / 'trace.jsonl'}, include_content: true}}\n"
+        f"  usage: {{path: {tmp_path / 'usage.sqlite'}}}\n"
+        "  mock:\n"
+        '    routes: ["${{ env.HOSTILE_KEY }}"]\n'
+        "  openai:\n"
+        f"    base_url: {url}/v1\n"
+        "    api_key: not-the-secret\n"
+        'defaults: {provider: openai, model: "${{ env.HOSTILE_KEY }}"}\n',
+        encoding="utf-8",
+    )
+    return path
+
+
+def test_a_value_from_the_environment_used_as_a_model_or_route_is_stored_and_shown_masked(tmp_path: Path) -> None:
+    key, core = _key("model-{core}")  # no api-key pattern matches it: only the masker does
+    with ScriptedServer(routes={("POST", "/v1/chat/completions"): hostile}) as server:
+        config = _env_config(tmp_path, server.url)
+        runs = [
+            _run(tmp_path, config, key, "run", f"scenario-echo {key}"),  # default route: the model is the key
+            _run(tmp_path, config, key, "run", "-p", key, "-m", "echo", "hi"),  # the mock route named by the key
+            _run(tmp_path, config, key, "run", "--json", "scenario-500"),  # a failure, logged with its error
+        ]
+        sent = [json.loads(r.body)["model"] for r in server.requests]
+    assert sent == [key, key]  # the provider gets the model asked for
+    assert [r.returncode for r in runs[:2]] == [0, 0], [r.stderr for r in runs]
+    assert runs[2].returncode != 0
+    shown = [
+        _run(tmp_path, config, key, *command)
+        for command in (("usage",), ("usage", "--json"), ("usage", "--by", "route"), ("logs",), ("logs", "--json"))
+    ]
+    assert all(result.returncode == 0 for result in shown), [r.stderr for r in shown]
+    rows = json.loads(shown[4].stdout)
+    assert [(row["requested_model"], row["route"]) for row in rows] == [
+        ("**********", "openai"),
+        ("echo", "**********"),
+        ("**********", "openai"),
+    ]
+    assert "**********" in shown[0].stdout
+    trace = [json.loads(line) for line in (tmp_path / "trace.jsonl").read_text().splitlines()]
+    assert {(line["route"], line["model"]) for line in trace} == {
+        ("openai", "**********"),
+        ("**********", "echo"),
+    }
+    everything = "\n".join(r.stdout + r.stderr for r in [*runs, *shown]) + _stored(tmp_path)
+    assert not {form for form in _forbidden(key, core) if form in everything}

@@ -101,10 +101,21 @@ def test_other_string_fields_are_strict_too_with_an_escape(fake_plugins: Path, w
     assert (
         problem.message == "`${` starts no expression here: the syntax is ${{ env.NAME }} (write $${ for a literal ${)"
     )
-    path = write_config("plugins:\n  strict:\n    name: 'costs $5 and $${{ kept }} and $${HOME}'\n    token: $${x}\n")
+    path = write_config("plugins:\n  strict:\n    name: 'costs $5 and $${{ kept }} and $${HOME}'\n")
     config = load_config(path, environ={}).plugins[0].instance.config  # type: ignore[attr-defined]
     assert config.name == "costs $5 and ${{ kept }} and ${HOME}"
-    assert config.token.get_secret_value() == "${x}"  # escaped on purpose: taken as written
+
+
+@pytest.mark.parametrize("token", ["$${{ env.MY_TOKEN }}", "$${x}", "sk-$${abc", "$${{ env.K }}${{ env.K }}"])
+def test_the_literal_escape_is_refused_in_a_secret_field(fake_plugins: Path, write_config: Write, token: str) -> None:
+    path = write_config(f"plugins:\n  strict:\n    name: 'a $${{ literal'\n    token: '{token}'\n")
+    loaded = inspect_config(path, environ={"MY_TOKEN": KEY, "K": KEY})
+    [problem] = loaded.problems
+    assert (problem.plugin, problem.field, problem.line) == ("strict", "token", 4)
+    assert problem.message.startswith("`$${` (the escape for a literal `${`) is not allowed in a secret")
+    assert token not in problem.message
+    assert KEY not in problem.message
+    assert loaded.redact(f"sent {token}") == f"sent {MASK}"  # a value refused unquoted is masked elsewhere
 
 
 def test_a_secret_field_nested_in_a_list_or_a_mapping_is_checked_too(fake_plugins: Path, write_config: Write) -> None:
@@ -188,3 +199,43 @@ def test_a_config_that_ignores_unknown_fields_reports_only_the_bad_values(
         ("count", 4, "Expected `int`, got `str`"),
         ("size", 5, "Expected `int`, got `str`"),
     ]
+
+
+# ------------------------------------------------------------------ aliases
+
+
+def test_alias_targets_take_env_expressions_and_the_value_is_a_secret(fake_plugins: Path, write_config: Write) -> None:
+    path = write_config(
+        "plugins:\n  mock: {}\naliases:\n  k: 'mock/${{ env.MODEL_NAME }}'\n  plain: 'mock/echo $${x}'\n"
+    )
+    loaded = load_config(path, environ={"MODEL_NAME": KEY})
+    assert loaded.resolve_alias(None, "k") == ("mock", KEY)
+    assert loaded.aliases["plain"] == "mock/echo ${x}"
+    assert loaded.redact(f"model {KEY}") == f"model {MASK}"
+
+
+@pytest.mark.parametrize(
+    ("written", "message"),
+    [
+        ("'mock/${{ env.MODEL_NAME }'", "unterminated expression"),
+        ("'mock/${MODEL_NAME}'", "write ${{ env.MODEL_NAME }}"),
+        ("'mock/${{ 1 + 1 }}'", "only ${{ env.NAME }} is allowed"),
+        ("'mock/${{ env.UNSET_NAME }}'", "environment variable UNSET_NAME is not set"),
+    ],
+)
+def test_a_malformed_or_unset_expression_in_an_alias_is_a_located_error(
+    fake_plugins: Path, write_config: Write, written: str, message: str
+) -> None:
+    path = write_config(f"plugins:\n  mock: {{}}\naliases:\n  fine: mock/echo\n  k: {written}\n")
+    loaded = inspect_config(path, environ={"MODEL_NAME": KEY})
+    [problem] = loaded.problems
+    assert (problem.field, problem.line) == ("aliases.k", 5)
+    assert message in problem.message
+    assert loaded.aliases == {"fine": "mock/echo"}
+
+
+def test_an_expression_in_an_alias_name_is_refused(fake_plugins: Path, write_config: Write) -> None:
+    path = write_config("plugins:\n  mock: {}\naliases:\n  '${{ env.MODEL_NAME }}': mock/echo\n")
+    [problem] = inspect_config(path, environ={"MODEL_NAME": KEY}).problems
+    assert (problem.field, problem.line) == ("aliases.${{ env.MODEL_NAME }}", 4)
+    assert "names are not expanded" in problem.message

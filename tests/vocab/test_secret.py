@@ -53,3 +53,27 @@ def test_secret_rejects_bad_values_and_pickling() -> None:
         Secret("")
     with pytest.raises(TypeError, match="cannot be pickled"):
         pickle.dumps(Secret(VALUE))
+
+
+def test_mask_strings_masks_every_string_and_key_and_keeps_other_values() -> None:
+    from harness_core import mask_strings
+
+    def redact(text: str) -> str:
+        return text.replace("k3y", "****")
+
+    data = {"k3y-name": ["a k3y", ("k3y", 3)], "n": None, "f": 1.5, "b": True}
+    assert mask_strings(data, redact) == {"****-name": ["a ****", ["****", 3]], "n": None, "f": 1.5, "b": True}
+
+
+def test_secret_masking_masks_nothing_until_the_harness_hands_its_masker_over() -> None:
+    from harness_core import SecretMasking
+
+    sink = SecretMasking()
+    data = {"route": "k3y"}
+    assert sink.mask_data(data) is data
+    assert sink.mask_text("k3y") == "k3y"
+    assert sink.mask_text(None) is None
+    sink.use_redactor(lambda text: text.replace("k3y", "****"))
+    assert sink.mask_data(data) == {"route": "****"}
+    assert sink.mask_text("a k3y") == "a ****"
+    assert sink.mask_text(None) is None

@@ -247,3 +247,27 @@ def test_a_secret_too_short_for_base64_forms_holds_back_nothing_extra() -> None:
     redactor.add("abcd")  # its base64 forms would be shorter than 8 characters: none are masked
     assert redactor.safe_end("plain") == 5
     assert redactor.safe_end("plain ab") == 6
+
+
+FRESH = "sk-" + "UcdsQhTrWxYzAbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGhIjKl"  # the fresh-user report's shape
+
+
+@pytest.mark.parametrize(
+    "shown",
+    [
+        "".join(f"%{b:02X}" for b in FRESH.encode()),  # every character percent-encoded
+        "".join(f"%{b:02x}" for b in FRESH.encode()),  # lower-case hex
+        FRESH.replace("-", "%2D"),  # only the unreserved `-` encoded
+        FRESH.replace("-", "%2d"),
+        "".join(f"\\u{ord(c):04x}" for c in FRESH),  # JSON \u escapes
+        "".join(f"\\u{ord(c):04X}" for c in FRESH),
+        json.dumps("".join(f"\\u{ord(c):04x}" for c in FRESH))[1:-1],  # and that inside JSON
+        FRESH.lower(),  # a host name: lower-cased by the URL parser
+    ],
+)
+def test_every_character_encoded_and_the_lower_cased_key_are_masked(shown: str) -> None:
+    redactor = Redactor()
+    redactor.add(FRESH)
+    text = f"error: cannot resolve http://{shown}.invalid/v1 (DNS)"
+    assert redactor(text) == f"error: cannot resolve http://{MASK}.invalid/v1 (DNS)"
+    assert shown in {form for form in representations(FRESH)}

@@ -40,6 +40,12 @@ def _b64(before: bytes, after: bytes, *, url: bool = False) -> Callable[[str], s
     return lambda key: encode(before + key.encode() + after).decode()
 
 
+def _unicode_escapes(key: str, case: str) -> str:
+    """``key`` with every character a JSON ``\\uXXXX`` escape (UTF-16 code units)."""
+    units = key.encode("utf-16-be")
+    return "".join(f"\\u{int.from_bytes(units[i : i + 2]):04{case}}" for i in range(0, len(units), 2))
+
+
 REPRESENTATIONS: dict[str, Callable[[str], str]] = {
     "plain": lambda key: key,
     "repr": repr,
@@ -51,6 +57,15 @@ REPRESENTATIONS: dict[str, Callable[[str], str]] = {
     "percent": lambda key: quote(key, safe=""),
     "percent-lower": lambda key: re.sub("%[0-9A-F]{2}", lambda m: m.group(0).lower(), quote(key, safe="")),
     "quote-plus": quote_plus,
+    "percent-every": lambda key: "".join(f"%{b:02X}" for b in key.encode()),
+    "percent-every-lower": lambda key: "".join(f"%{b:02x}" for b in key.encode()),
+    "percent-unreserved-too": lambda key: "".join(
+        c if c.isascii() and c.isalnum() else "".join(f"%{b:02X}" for b in c.encode()) for c in key
+    ),
+    "json-unicode": lambda key: _unicode_escapes(key, "X"),
+    "json-unicode-lower": lambda key: _unicode_escapes(key, "x"),
+    "json-of-json-unicode": lambda key: json.dumps(_unicode_escapes(key, "x")),
+    "host-lower": lambda key: f"http://{key.lower()}.invalid/v1",
     "basic-aligned": _b64(b"abc:", b""),  # the key starts a 3-byte group
     "basic-user": _b64(b"user:", b"\n"),  # one byte of the group before the key
     "basic-me": _b64(b"me:", b"!?"),  # two bytes of the group before the key
@@ -77,6 +92,8 @@ def _secret_parts(key: str, form: str, encoded: str) -> list[str]:
     base64 the characters that depend on the key alone (each alignment's fragment)."""
     if form.startswith(("basic", "urlsafe")):
         return [f.fragment for f in _base64_forms(key) if f.fragment in encoded]
+    if form == "host-lower":
+        return [key.lower()]
     return [REPRESENTATIONS[form](key)]
 
 

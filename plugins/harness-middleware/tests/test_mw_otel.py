@@ -244,3 +244,49 @@ def test_missing_opentelemetry_is_a_config_error(monkeypatch: pytest.MonkeyPatch
     with pytest.raises(LlmError, match=r"harness-middleware\[otel\]") as caught:
         OtelPlugin()
     assert caught.value.code == "CONFIG"
+
+
+KEY = "sk-otel-8c1f0e62d4a94b7e"
+
+
+def _exported(span: ReadableSpan) -> str:
+    """Everything the span exports, as one text (attributes, status, events)."""
+    events = [(event.name, dict(event.attributes or {})) for event in span.events]
+    return repr((span.name, dict(span.attributes or {}), span.status.description, events))
+
+
+async def test_a_key_in_the_prompt_route_or_model_is_masked_in_every_span_attribute(
+    exporter: InMemorySpanExporter,
+) -> None:
+    from harness_core import Harness, Redactor
+    from harness_llm_mock import MockConfig, MockPlugin
+
+    redactor = Redactor()
+    redactor.add(KEY)
+    otel = plugin(exporter, capture_content=True)
+    harness = Harness([("otel", otel), ("mock", MockPlugin(MockConfig(routes=[KEY])))], redact=redactor)
+    opts = GenerateOptions(provider=KEY, model="echo", system=f"key {KEY}", messages=[Message.user(f"say {KEY}")])
+    async with harness:
+        assert (await harness.generate(opts)).text == "say **********"
+    span = only_span(exporter)
+    attributes = dict(span.attributes or {})
+    assert attributes["gen_ai.provider.name"] == "**********"
+    assert json.loads(str(attributes["gen_ai.system_instructions"])) == [{"type": "text", "content": "key **********"}]
+    assert "say **********" in str(attributes["gen_ai.input.messages"])
+    assert "say **********" in str(attributes["gen_ai.output.messages"])
+    assert KEY not in _exported(span)
+
+
+async def test_failures_and_raised_errors_are_masked_on_the_span(exporter: InMemorySpanExporter) -> None:
+    p = plugin(exporter)
+    p.use_redactor(lambda text: text.replace(KEY, "**********"))
+    await collect(p.llm_stream(options(model=KEY), Script([error_finish("AUTH", message=f"bad key {KEY}")])))
+    with pytest.raises(LlmError):
+        await collect(p.llm_stream(options(), Script([LlmError("NETWORK", f"cannot reach {KEY}.invalid")])))
+    failed, raised = exporter.get_finished_spans()
+    assert failed.name == "chat **********"
+    assert failed.status.description == "bad key **********"
+    assert raised.status.description == "NETWORK: cannot reach **********.invalid"
+    [event] = raised.events
+    assert "cannot reach **********.invalid" in str(dict(event.attributes or {})["exception.stacktrace"])
+    assert KEY not in _exported(failed) + _exported(raised)

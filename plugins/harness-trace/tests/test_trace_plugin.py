@@ -176,3 +176,33 @@ async def test_a_failing_write_is_logged_once_and_the_stream_goes_on(
     assert len(errors) == 1
     assert errors[0].getMessage().startswith(f"trace: appending to {folder / 'trace.jsonl'} failed: FileExistsError")
     assert len(caplog.records) == count  # the other failed writes at DEBUG only
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("include_content", [False, True])
+async def test_a_secret_route_is_masked_in_every_line(tmp_path: Path, include_content: bool) -> None:
+    from harness_core import Redactor
+
+    key = "route-5d1e9c0b7a2f4e63"
+    redactor = Redactor()
+    redactor.add(key)
+    path = tmp_path / "trace.jsonl"
+    trace = TracePlugin(TraceConfig(path=str(path), include_content=include_content))
+    options = GenerateOptions(
+        provider=key,
+        model="echo",
+        messages=[
+            Message.user(f"echo {key}", FileBlock(media_type="image/png", url=f"https://example.com/{key}.png?sig=x"))
+        ],
+        tools=[ToolSpec(name="echo")],
+    )
+    harness = Harness([("trace", trace), ("mock", MockPlugin(MockConfig(routes=[key])))], redact=redactor)
+    async with harness, harness.stream(options) as chunks:
+        async for _ in chunks:
+            pass
+    text = path.read_text()
+    assert key not in text
+    rows = records(path)
+    assert {row["route"] for row in rows} == {"**********"}
+    assert rows[0]["files"] == [{"media_type": "image/png", "url": "https://example.com/**********.png?…"}]
+    assert ("echo **********" in text) is include_content  # the tool call's arguments, masked

@@ -10,7 +10,9 @@ raised exception. Cancellation and a consumer that stops early end the span with
 
 Content (``gen_ai.system_instructions``, ``gen_ai.input.messages``, ``gen_ai.output.messages``
 as JSON) is captured only with ``capture_content: true``: prompts and replies may hold personal
-data.
+data. Every string put on a span (the span name, route and model, captured content, the status
+description, a recorded exception's message and stack trace) is first masked with the harness's
+secret masker (the ``use_redactor`` hook): a key that shows up in a prompt is never exported.
 
 Conventions: https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-spans/ (development
 status). The span is current only while the inner stream is being read (so HTTP client spans
@@ -21,6 +23,7 @@ OpenTelemetry is imported when the plugin is built, not when this module is impo
 from __future__ import annotations
 
 import json
+import traceback
 from collections.abc import AsyncIterator
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
@@ -30,6 +33,7 @@ import msgspec
 
 from harness_core.errors import LlmError
 from harness_core.hookspecs import CallNext, hookimpl
+from harness_core.secret import SecretMasking
 from harness_core.types import (
     BlockEnd,
     ContentBlock,
@@ -80,11 +84,12 @@ def _part(block: ContentBlock) -> dict[str, Any]:
     return {"type": "tool_call_response", "id": block.tool_call_id, "response": block.content}
 
 
-def _messages(messages: list[Message]) -> str:
-    return json.dumps([{"role": m.role, "parts": [_part(b) for b in m.content]} for m in messages])
+def _messages(messages: list[Message]) -> list[dict[str, Any]]:
+    return [{"role": m.role, "parts": [_part(b) for b in m.content]} for m in messages]
 
 
 def _request_attributes(options: GenerateOptions, capture_content: bool) -> dict[str, Any]:
+    """The span's request attributes, unmasked (JSON content as builtins, encoded after masking)."""
     attributes: dict[str, Any] = {"gen_ai.operation.name": "chat"}
     optional = {
         "gen_ai.provider.name": options.provider,
@@ -96,7 +101,7 @@ def _request_attributes(options: GenerateOptions, capture_content: bool) -> dict
     attributes.update({k: v for k, v in optional.items() if v is not None})
     if capture_content:
         if options.system is not None:
-            attributes["gen_ai.system_instructions"] = json.dumps([{"type": "text", "content": options.system}])
+            attributes["gen_ai.system_instructions"] = [{"type": "text", "content": options.system}]
         attributes["gen_ai.input.messages"] = _messages(options.messages)
     return attributes
 
@@ -106,7 +111,7 @@ def _usage_attributes(usage: TokenUsage) -> dict[str, int]:
     return {k: v for k, v in values.items() if v is not None}
 
 
-class OtelPlugin:
+class OtelPlugin(SecretMasking):
     """Middleware tracing every stream as an OpenTelemetry span (see module doc).
 
     Args:
@@ -149,9 +154,8 @@ class OtelPlugin:
         trace = self._trace
         capture = self.config.capture_content
         name = f"chat {options.model}" if options.model else "chat"
-        span = self._tracer.start_span(
-            name, kind=trace.SpanKind.CLIENT, attributes=_request_attributes(options, capture)
-        )
+        attributes = self._attributes(_request_attributes(options, capture))
+        span = self._tracer.start_span(self.redact(name), kind=trace.SpanKind.CLIENT, attributes=attributes)
         stream = call_next(options)
         pull = stream.__anext__
         # the span is made current around each read of the inner stream, never across a yield
@@ -195,6 +199,11 @@ class OtelPlugin:
             finally:
                 self._end(span, finish, raised, output if capture else None)
 
+    def _attributes(self, attributes: dict[str, Any]) -> dict[str, Any]:
+        """``attributes`` with every string masked; lists and mappings (content) as JSON text."""
+        masked = self.mask_data(attributes)
+        return {k: json.dumps(v) if isinstance(v, list) else v for k, v in masked.items()}
+
     def _end(
         self, span: Span, finish: Finish | None, raised: BaseException | None, output: list[dict[str, Any]] | None
     ) -> None:
@@ -204,16 +213,19 @@ class OtelPlugin:
             failure = finish.reason.failure
             if finish.reason.kind == "error" and failure is not None:
                 span.set_attribute("error.type", failure.code)
-                span.set_status(status_code.ERROR, failure.message)
+                span.set_status(status_code.ERROR, self.redact(failure.message))
         if output is not None:
             reason = finish.reason.kind if finish is not None else None
-            span.set_attribute(
-                "gen_ai.output.messages",
-                json.dumps([{"role": "assistant", "parts": output, "finish_reason": reason}]),
-            )
+            messages = [{"role": "assistant", "parts": output, "finish_reason": reason}]
+            span.set_attributes(self._attributes({"gen_ai.output.messages": messages}))
         if raised is not None and not isinstance(raised, GeneratorExit | anyio.get_cancelled_exc_class()):
             error_type = raised.code if isinstance(raised, LlmError) else type(raised).__qualname__
             span.set_attribute("error.type", error_type)
-            span.record_exception(raised)
-            span.set_status(status_code.ERROR, str(raised))
+            stack = "".join(traceback.format_exception(raised))
+            # the SDK would record str(raised) and its traceback as they are: given masked instead
+            span.record_exception(
+                raised,
+                attributes={"exception.message": self.redact(str(raised)), "exception.stacktrace": self.redact(stack)},
+            )
+            span.set_status(status_code.ERROR, self.redact(str(raised)))
         span.end()

@@ -12,9 +12,10 @@ Rows of one conversation share a ``conversation_id`` so a later run can continue
 The CLI enables this middleware by default (outermost, unless plugins.yaml lists ``prompt-log``
 or disables it with ``~prompt-log:``, or ``--no-log`` is given); library users enable it by
 listing it in plugins.yaml. Secrets are masked before anything is stored: the api-key patterns
-of :mod:`~harness_middleware.redact` always, and the config's own secrets when the CLI hands
-them over (:meth:`PromptLogPlugin.redact_with`). Masking applies to every string, including
-``replay_state``: a continued conversation may then be refused by the provider, which is
+of :mod:`~harness_middleware.redact` always, and the config's own secrets, which the harness
+hands over when it starts (the ``use_redactor`` hook; :meth:`PromptLogPlugin.redact_with` sets
+them directly). Masking applies to every string, including the requested and served route and
+model, error messages and ``replay_state``: a continued conversation may then be refused by the provider, which is
 preferred over a stored key. Binary input (the bytes of a ``FileBlock``, any ``bytes`` value in
 ``provider_options``) is stored as its SHA-256 digest (``"sha256:<hex>"``), never the bytes; a
 continued conversation sends a short text in place of such a file (:func:`_without_lost_files`).
@@ -39,6 +40,7 @@ import platformdirs
 from harness_core.assembler import BlockAssembler
 from harness_core.hookspecs import CallNext, hookimpl
 from harness_core.outfile import WriteFailureLog
+from harness_core.secret import SecretMasking
 from harness_core.types import Finish, GenerateOptions, Message, StreamChunk
 from harness_middleware import _sqlite
 from harness_middleware._stream import aclose
@@ -228,13 +230,13 @@ def _entry(row: tuple[Any, ...]) -> LogEntry:
     return msgspec.convert(data, LogEntry)
 
 
-class PromptLogPlugin:
+class PromptLogPlugin(SecretMasking):
     """Middleware writing every stream to the prompt log (see module doc).
 
     Args:
         config: the validated :class:`PromptLogPlugin.Config`.
-        redact: masks the config's secrets in text (the CLI passes ``LoadedConfig.redact``);
-            :meth:`redact_with` sets it later.
+        redact: masks the config's secrets in text; the harness hands over its own when it
+            starts (``use_redactor``), :meth:`redact_with` sets it later.
     """
 
     class Config(PricingConfig, forbid_unknown_fields=True, kw_only=True):
@@ -273,14 +275,14 @@ class PromptLogPlugin:
         return self.log.continuation(conversation_id)
 
     def redact_with(self, redact: Callable[[str], str]) -> None:
-        """Also mask what ``redact`` masks (the config's secrets) in everything stored."""
-        self._redact = redact
+        """Also mask what ``redact`` masks (the config's secrets) in everything stored (the same as
+        the ``use_redactor`` hook)."""
+        self.use_redactor(redact)
 
     def _mask(self, value: Any) -> Any:
         """``value`` (builtins) with every string masked and ``bytes`` replaced by their digest."""
         if isinstance(value, str):
-            masked = self._masker.mask(value)
-            return self._redact(masked) if self._redact is not None else masked
+            return self.redact(self._masker.mask(value))
         if isinstance(value, bytes):
             return f"sha256:{hashlib.sha256(value).hexdigest()}"
         if isinstance(value, dict):
@@ -343,10 +345,10 @@ class PromptLogPlugin:
             id=uuid.uuid4().hex,
             conversation_id=conversation if isinstance(conversation, str) else uuid.uuid4().hex,
             ts=ts,
-            requested_route=options.provider,
-            requested_model=options.model,
-            route=route,
-            model=model,
+            requested_route=mask(options.provider) if options.provider is not None else None,
+            requested_model=mask(options.model) if options.model is not None else None,
+            route=mask(route) if route is not None else None,
+            model=mask(model) if model is not None else None,
             system=mask(options.system) if options.system is not None else None,
             prompt=mask(users[-1].text) if users else None,
             request=mask(request),

@@ -14,6 +14,9 @@ with ``cached = 1`` and cost 0: its token columns repeat the original generation
 :meth:`UsageLedger.summary` does not count as tokens spent. With ``fallback`` inside this layer,
 the row names the route and model that served the stream.
 
+Route and model names are stored masked by the harness's secret masker (the ``use_redactor``
+hook): a model name taken from the environment is a secret like every such value.
+
 Older ledgers (without the ``price_source``, ``price_id`` and ``cached`` columns) are migrated
 in place on first use.
 """
@@ -36,6 +39,7 @@ import platformdirs
 from harness_core.errors import LlmError
 from harness_core.hookspecs import CallNext, hookimpl
 from harness_core.outfile import WriteFailureLog
+from harness_core.secret import SecretMasking
 from harness_core.types import Finish, GenerateOptions, StreamChunk, TextDelta, TokenUsage, Usage
 from harness_middleware import _sqlite
 from harness_middleware._stream import aclose
@@ -236,8 +240,9 @@ def _outcome(finish: Finish | None, raised: BaseException | None) -> tuple[Statu
     return "error", "INTERNAL", None
 
 
-class UsagePlugin:
-    """Middleware recording every stream in the SQLite ledger (see module doc)."""
+class UsagePlugin(SecretMasking):
+    """Middleware recording every stream in the SQLite ledger (see module doc); route and model
+    are masked with the harness's secret masker (:class:`~harness_core.SecretMasking`)."""
 
     class Config(PricingConfig, forbid_unknown_fields=True, kw_only=True):
         """``usage:`` in plugins.yaml: the pricing fields of :class:`PricingConfig`, and
@@ -296,8 +301,8 @@ class UsagePlugin:
                 cost = await self._cost(route, model, usage, ts) if not notes.cached else None
                 record = UsageRecord(
                     ts=ts,
-                    route=route,
-                    model=model,
+                    route=self.mask_text(route),
+                    model=self.mask_text(model),
                     input_tokens=usage.input_tokens if usage else None,
                     output_tokens=usage.output_tokens if usage else None,
                     cache_read_tokens=usage.cache_read_tokens if usage else None,

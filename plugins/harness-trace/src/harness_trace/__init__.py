@@ -14,6 +14,11 @@ files (``FileBlock``), every line also has ``"files": [{"media_type", "size", "d
 The trace is written as it goes: each stream holds at most ``flush_every`` encoded lines and
 appends them to ``path`` (from a worker thread, so the event loop never blocks on the file) when
 that many have accumulated and when the stream ends (also on error, ``break`` or cancellation).
+Secrets never reach the file: the harness hands its secret masker over when it starts (the
+``use_redactor`` hook), and every string of a line (route, model, file URLs, failure messages,
+tool-call ids and names, and the content with ``include_content``) is masked before the line is
+encoded. A text or reasoning delta without ``include_content`` holds no string but its type.
+
 Memory stays bounded however long the stream, and a process that is killed keeps every line but
 at most the last ``flush_every - 1`` of each open stream (``flush_every: 1`` writes each chunk's
 line before the chunk is passed on). A ``path`` that cannot be written is refused when the config is
@@ -41,7 +46,7 @@ from typing import Annotated, Any, Final
 
 import msgspec
 
-from harness_core import FileBlock, GenerateOptions, StreamChunk, hookimpl
+from harness_core import FileBlock, GenerateOptions, ReasoningDelta, SecretMasking, StreamChunk, TextDelta, hookimpl
 from harness_core.hookspecs import CallNext
 from harness_core.outfile import WriteFailureLog, check_output_file, write_in_thread
 
@@ -68,7 +73,7 @@ class TraceConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         check_output_file(Path(self.path).expanduser(), "trace path", example="harness-trace.jsonl")
 
 
-class TracePlugin:
+class TracePlugin(SecretMasking):
     """The ``trace`` middleware (see the module docstring)."""
 
     Config = TraceConfig
@@ -87,13 +92,17 @@ class TracePlugin:
         files = [_file_record(block) for message in options.messages for block in message.files]
         if files:
             head["files"] = files
+        head = self.mask_data(head)
         lines: list[bytes] = []
         flush_every = self.config.flush_every
+        content = self.config.include_content
         try:
             async for chunk in call_next(options):
                 data: Any = msgspec.to_builtins(chunk)
-                if not self.config.include_content:
+                if not content:
                     data = _lengths(data)
+                if content or (type(chunk) is not TextDelta and type(chunk) is not ReasoningDelta):
+                    data = self.mask_data(data)  # a delta without its text holds no string but its type
                 record = {**head, "t_ms": round((time.perf_counter() - started) * 1000, 3), "chunk": data}
                 lines.append(msgspec.json.encode(record) + b"\n")
                 if len(lines) >= flush_every:
