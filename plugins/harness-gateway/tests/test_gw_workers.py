@@ -223,9 +223,9 @@ def test_every_scrape_reports_the_whole_gateway(tmp_path: Path, stale: Path) -> 
 
 
 def live_share(directory: Path, pid: int) -> float:
-    """Streams in flight in worker ``pid``, read from its own metric file."""
-    (path,) = directory.glob(f"gauge_livesum_{pid}.db")
-    for metric in MultiProcessCollector.merge([str(path)]):  # type: ignore[no-untyped-call]
+    """Streams in flight in worker ``pid``, read from its own metric file (none before its first stream)."""
+    files = [str(path) for path in directory.glob(f"gauge_livesum_{pid}.db")]
+    for metric in MultiProcessCollector.merge(files):  # type: ignore[no-untyped-call]
         for found in metric.samples:
             if found.name == "harness_gateway_streams_in_flight":
                 return float(found.value)
