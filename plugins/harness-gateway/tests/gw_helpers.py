@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import queue
+import re
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -110,3 +116,50 @@ def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "the condition never held"
         time.sleep(0.005)
+
+
+class Process:
+    """`harness serve -c config --port 0 *args` in a subprocess (environment: ours plus ``env``).
+
+    Its log lines arrive in a queue (read by a thread; :meth:`wait_for` takes them in order) and
+    are all kept in ``seen``.
+    """
+
+    def __init__(self, config: Path, *args: str, env: dict[str, str] | None = None) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "harness_core.cli", "serve", "-c", str(config), "--port", "0", *args],
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        self.url = self.wait_for(r"running on (http://\S+)").group(1)
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.seen.append(line)
+            self.lines.put(line)
+
+    def wait_for(self, pattern: str) -> re.Match[str]:
+        """The next log line matching ``pattern`` (fails after 60 s without one)."""
+        while True:
+            line = self.lines.get(timeout=60)
+            found = re.search(pattern, line)
+            if found:
+                return found
+
+    def logged(self, pattern: str) -> list[re.Match[str]]:
+        """Every log line so far matching ``pattern``, in order."""
+        return [found for line in list(self.seen) if (found := re.search(pattern, line))]
+
+    def stop(self) -> None:
+        """SIGTERM, then wait for the exit (uvicorn re-raises the signal after draining)."""
+        self.process.send_signal(signal.SIGTERM)
+        assert self.process.wait(60) in (0, -signal.SIGTERM)
+        self.reader.join(10)
+        assert self.process.stderr is not None
+        self.process.stderr.close()

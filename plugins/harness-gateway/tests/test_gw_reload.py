@@ -3,49 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
-import queue
-import re
 import signal
-import subprocess
-import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import httpx
 import pytest
-from gw_helpers import gateway_yaml, serve_gateway, wait_until
-
-
-class Process:
-    """`harness serve` in a subprocess; its log lines arrive in a queue (read by a thread)."""
-
-    def __init__(self, config: Path) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "harness_core.cli", "serve", "-c", str(config), "--port", "0"],
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-        self.url = self.wait_for(r"running on (http://\S+)").group(1)
-
-    def _read(self) -> None:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
-            self.lines.put(line)
-
-    def wait_for(self, pattern: str) -> re.Match[str]:
-        """The first log line matching ``pattern`` (fails after 60 s without one)."""
-        while True:
-            line = self.lines.get(timeout=60)
-            found = re.search(pattern, line)
-            if found:
-                return found
+from gw_helpers import Process, gateway_yaml, serve_gateway, wait_until
 
 
 @pytest.fixture
@@ -56,11 +21,7 @@ def served(tmp_path: Path) -> Iterator[tuple[Process, Path]]:
     try:
         yield process, config
     finally:
-        process.process.send_signal(signal.SIGTERM)
-        assert process.process.wait(60) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal after draining
-        process.reader.join(10)
-        assert process.process.stderr is not None
-        process.process.stderr.close()
+        process.stop()
 
 
 async def stream_text(client: httpx.AsyncClient, url: str, model: str, started: anyio.Event | None = None) -> str:

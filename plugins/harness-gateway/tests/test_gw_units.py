@@ -190,8 +190,8 @@ def test_watch_without_a_file(
 
 
 def test_worker_app_and_several_workers(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[tuple[Any, dict[str, Any]]] = []
-    monkeypatch.setattr("uvicorn.run", lambda app, **kw: calls.append((app, kw)))
+    calls: list[tuple[Any, int, dict[str, Any]]] = []
+    monkeypatch.setattr("harness_gateway.workers.run_workers", lambda app, n, kw: calls.append((app, n, kw)))
     for name in (
         server_module.ENV_CONFIG,
         server_module.ENV_HOST,
@@ -201,11 +201,13 @@ def test_worker_app_and_several_workers(monkeypatch: pytest.MonkeyPatch) -> None
         monkeypatch.setenv(name, "")  # restored after the test: serve() sets them for its workers
     monkeypatch.setattr(http_transport, "_preferred", ["httpcore"])  # serve() prefers aiohttp process-wide
     server_module.serve("cfg.yaml", "0.0.0.0", 9000, 3, watch=True, drain_timeout=4, log_level="debug")
-    app, options = calls[0]
-    assert app == "harness_gateway.server:worker_app"
-    assert (options["workers"], options["factory"], options["timeout_graceful_shutdown"]) == (3, True, 4)
+    app, workers, options = calls[0]
+    assert (app, workers) == ("harness_gateway.server:worker_app", 3)
+    assert (options["port"], options["timeout_graceful_shutdown"]) == (9000, 4)
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", "/run/metrics")  # what run_workers gives every worker
     worker = worker_app()
     assert (worker.config_path, worker.host, worker.watch, worker.log_level) == ("cfg.yaml", "0.0.0.0", True, "debug")
+    assert worker.metrics_dir == "/run/metrics"
     assert os.environ[server_module.ENV_CONFIG] == "cfg.yaml"
     assert preferred_transport() == "aiohttp"  # a serving process relays over aiohttp
 

@@ -83,14 +83,23 @@ class Gateway:
         store: keys, limits and ledger.
         keys_required: refuse requests without a valid key (401).
         master_key: the admin key, or ``None`` (then ``/admin`` always answers 401).
+        metrics: what ``/metrics`` serves (default: this process's own counts).
     """
 
-    def __init__(self, holder: RuntimeHolder, store: SqlStore, *, keys_required: bool, master_key: str | None) -> None:
+    def __init__(
+        self,
+        holder: RuntimeHolder,
+        store: SqlStore,
+        *,
+        keys_required: bool,
+        master_key: str | None,
+        metrics: GatewayMetrics | None = None,
+    ) -> None:
         self.holder = holder
         self.store = store
         self.keys_required = keys_required
         self.master_key = master_key
-        self.metrics = GatewayMetrics()
+        self.metrics = metrics if metrics is not None else GatewayMetrics()
         self.observers: list[Observer] = []
         """Told about every generation (:mod:`harness_gateway.observe`); the console registers here."""
         self._migrated = False

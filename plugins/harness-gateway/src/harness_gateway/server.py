@@ -5,7 +5,8 @@
 migrations; while running it reloads on SIGHUP (and, with ``watch``, when the file changes); on
 shutdown it drains streams in flight (uvicorn's graceful shutdown, bounded by ``drain_timeout``)
 and closes the runtime and the store. With several workers every worker process builds its own
-(:func:`worker_app`, configured through environment variables by :func:`serve`).
+(:func:`worker_app`, configured through environment variables by :func:`serve`), and ``/metrics``
+reports the counts of all of them (:mod:`harness_gateway.workers`).
 
 uvicorn: https://www.uvicorn.org/settings/ ; ASGI lifespan:
 https://asgi.readthedocs.io/en/latest/specs/lifespan.html
@@ -31,6 +32,7 @@ from harness_gateway.app import Gateway, build_app
 from harness_gateway.config import default_database_path
 from harness_gateway.database import store_from_spec
 from harness_gateway.errors import GatewayError
+from harness_gateway.metrics import MULTIPROC_DIR_ENV, GatewayMetrics
 from harness_gateway.runtime import RuntimeHolder, load_runtime
 from harness_gateway.store import SqlStore
 
@@ -48,10 +50,20 @@ _WATCH_INTERVAL: Final = 1.0  # seconds between two looks at the config file's m
 class GatewayServer:
     """The gateway ASGI app: ``config`` is the plugins.yaml path (``None``: the usual search),
     ``host`` the address served (it decides whether keys are required by default), ``watch``
-    reloads when the file changes."""
+    reloads when the file changes, ``metrics_dir`` is the metrics directory the workers of one
+    ``harness serve`` share (``None``: this process's own counts; see :class:`GatewayMetrics`)."""
 
-    def __init__(self, config: str | None, host: str, *, watch: bool = False, log_level: str | None = None) -> None:
+    def __init__(
+        self,
+        config: str | None,
+        host: str,
+        *,
+        watch: bool = False,
+        log_level: str | None = None,
+        metrics_dir: str | None = None,
+    ) -> None:
         self.config_path = config
+        self.metrics_dir = metrics_dir
         self.log_level = log_level
         self.host = host
         self.watch = watch
@@ -77,7 +89,11 @@ class GatewayServer:
         store: SqlStore = store_from_spec(database, default_database_path(), timeout=config.db_timeout)
         master = config.master_key.get_secret_value() if config.master_key is not None else None
         gateway = Gateway(
-            RuntimeHolder(runtime), store, keys_required=config.keys_required(self.host), master_key=master
+            RuntimeHolder(runtime),
+            store,
+            keys_required=config.keys_required(self.host),
+            master_key=master,
+            metrics=GatewayMetrics(self.metrics_dir),
         )
         try:
             await gateway.ensure_store()
@@ -148,7 +164,7 @@ def configure_logging(level: str, redact: Callable[[str], str]) -> None:
     """Send the gateway's log records (request lines, reloads, store faults) to stderr at ``level``,
     every record scrubbed of the configuration's secrets."""
     handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(process)d]: %(message)s"))
     handler.addFilter(RedactFilter(redact))
     root = logging.getLogger("harness_gateway")
     root.handlers = [handler]
@@ -180,6 +196,7 @@ def worker_app() -> GatewayServer:
         os.environ.get(ENV_HOST, "127.0.0.1"),
         watch=bool(os.environ.get(ENV_WATCH)),
         log_level=os.environ.get(ENV_LOG_LEVEL, "info"),
+        metrics_dir=os.environ.get(MULTIPROC_DIR_ENV) or None,
     )
 
 
@@ -199,8 +216,11 @@ def serve(
 
     ``loop`` / ``http`` are uvicorn's settings of the same names (``auto``: uvloop and httptools
     when installed, else asyncio and h11). Providers with ``transport: auto`` use aiohttp in the
-    serving process(es)."""
+    serving process(es). Several workers share one fresh metrics directory, removed at exit
+    (:func:`harness_gateway.workers.run_workers`)."""
     import uvicorn
+
+    from harness_gateway.workers import run_workers
 
     _long_lived_process()
 
@@ -220,6 +240,6 @@ def serve(
         os.environ[ENV_HOST] = host
         os.environ[ENV_WATCH] = "1" if watch else ""
         os.environ[ENV_LOG_LEVEL] = log_level
-        uvicorn.run("harness_gateway.server:worker_app", factory=True, workers=workers, **common)
+        run_workers("harness_gateway.server:worker_app", workers, common)
     else:
         uvicorn.run(GatewayServer(config, host, watch=watch, log_level=log_level), **common)
