@@ -17,11 +17,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any, Final
-
-import httpx
+from typing import TYPE_CHECKING, Any, Final
 
 from harness_core.errors import ErrorCode, LlmError
+
+if TYPE_CHECKING:  # pragma: no cover - typing only; httpx is imported where an exception is mapped
+    import httpx
 
 __all__ = [
     "MAX_ERROR_BODY",
@@ -400,6 +401,8 @@ def error_from_exception(exc: httpx.HTTPError, *, provider: str | None = None) -
     ``ReadTimeout: no progress for 600 s (read timeout) on POST https://api.openai.com/v1/chat/completions``.
     The query string is left out (some providers put keys there).
     """
+    import httpx  # already imported by whoever raised ``exc``: this module stays cheap to import
+
     detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     request = _request_of(exc)
     if isinstance(exc, httpx.TimeoutException) and request is not None:
