@@ -9,14 +9,12 @@ Wire references: RFC 9110 §10.2.3 (``Retry-After``: delay-seconds or HTTP-date)
 from __future__ import annotations
 
 import datetime
-import email.utils
 import json
 import math
 import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, Final
 
 from harness_core.errors import ErrorCode, LlmError
@@ -183,6 +181,8 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
     seconds = _non_negative_float(value)
     if seconds is not None:
         return seconds
+    import email.utils  # ~8 ms of import (calendar): only for the rare HTTP-date form
+
     try:
         when = email.utils.parsedate_to_datetime(value.strip())
     except (TypeError, ValueError):
@@ -308,6 +308,8 @@ def error_from_response(
     """
     obj, snippet = parse_error_body(body)
     generic, refined = _refine(status, obj, classifier)
+    from http import HTTPStatus  # imported on the first error, not with every HTTP adapter
+
     try:
         phrase = HTTPStatus(status).phrase
     except ValueError:
