@@ -160,25 +160,31 @@ class Floor(_Httpx):
     """httpx ``aiter_lines`` + ``json.loads``: the reference consumer (1.0×)."""
 
     async def read(self, scenario: str) -> Read:
-        loads = json.loads
-        deltas = chars = 0
-        ttfc = None
         start = FirstChunk()
         async with self.client.stream("POST", self.url, json=self.body(scenario), headers=self.headers) as response:
             response.raise_for_status()
-            async for line in response.aiter_lines():
-                if not line.startswith("data: "):
-                    continue
-                data = line[6:]
-                if data == "[DONE]":
-                    break
-                piece = openai_piece(loads(data))
-                if piece:
-                    if ttfc is None:
-                        ttfc = start.stop()
-                    deltas += 1
-                    chars += len(piece)
-        return Read(deltas, chars, ttfc)
+            return await openai_lines(response.aiter_lines(), start)
+
+
+async def openai_lines(lines: AsyncIterator[str], start: FirstChunk) -> Read:
+    """What a floor reads from the lines of an OpenAI stream: ``data:`` lines through
+    ``json.loads`` up to ``[DONE]`` (the floors' whole per-line work)."""
+    loads = json.loads
+    deltas = chars = 0
+    ttfc = None
+    async for line in lines:
+        if not line.startswith("data: "):
+            continue
+        data = line[6:]
+        if data == "[DONE]":
+            break
+        piece = openai_piece(loads(data))
+        if piece:
+            if ttfc is None:
+                ttfc = start.stop()
+            deltas += 1
+            chars += len(piece)
+    return Read(deltas, chars, ttfc)
 
 
 class FloorAiohttp(Floor):
@@ -200,26 +206,12 @@ class FloorRawAiohttp(Consumer):
         self.headers = {"authorization": f"Bearer {BENCH_KEY}"}
 
     async def read(self, scenario: str) -> Read:
-        loads = json.loads
-        deltas = chars = 0
-        ttfc = None
         body = {"model": scenario, "messages": _PROMPT, "stream": True, "max_tokens": 100_000}
         start = FirstChunk()
         async with self.session.post(self.url, json=body, headers=self.headers) as response:
             response.raise_for_status()
-            async for raw in response.content:  # one line per iteration
-                if not raw.startswith(b"data: "):
-                    continue
-                data = raw[6:].rstrip(b"\r\n")
-                if data == b"[DONE]":
-                    break
-                piece = openai_piece(loads(data))
-                if piece:
-                    if ttfc is None:
-                        ttfc = start.stop()
-                    deltas += 1
-                    chars += len(piece)
-        return Read(deltas, chars, ttfc)
+            lines = (raw.decode().rstrip("\r\n") async for raw in response.content)  # a line per item
+            return await openai_lines(lines, start)
 
     async def aclose(self) -> None:
         await self.session.close()

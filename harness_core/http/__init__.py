@@ -4,7 +4,7 @@
   ``Retry-After``, request ids and httpx exceptions → :class:`~harness_core.errors.LlmError`
   (providers refine the code through an :data:`ErrorClassifier`);
 - :mod:`~harness_core.http.headers`: header checks at build time (:func:`check_headers`, no httpx);
-- :mod:`~harness_core.http.client`: the ``httpx.AsyncClient`` factory;
+- :mod:`~harness_core.http.client`: the ``httpx.AsyncClient`` factory (:class:`AdapterClient`);
 - :mod:`~harness_core.http.transport`: its transport (httpcore or aiohttp, ``transport:``);
 - :mod:`~harness_core.http.stream`: :func:`open_sse_stream` / :class:`SSEStream`;
 - :mod:`~harness_core.http.decoding`: ``Content-Encoding`` of a streamed body;
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from harness_core._lazy import lazy_exports
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on first use
-    from harness_core.http.client import ACCEPT_ENCODING, make_client, split_base_url
+    from harness_core.http.client import ACCEPT_ENCODING, AdapterClient, make_client, split_base_url
     from harness_core.http.errors import (
         ErrorClassifier,
         ErrorDetails,
@@ -49,6 +49,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
 __all__ = [
     "ACCEPT_ENCODING",
     "DEFAULT_CLOSE_TIMEOUT",
+    "AdapterClient",
     "ErrorClassifier",
     "ErrorDetails",
     "SSEStream",
@@ -74,6 +75,7 @@ __all__ = [
 
 _LAZY = {
     "ACCEPT_ENCODING": "harness_core.http.client",
+    "AdapterClient": "harness_core.http.client",
     "DEFAULT_CLOSE_TIMEOUT": "harness_core.http.stream",
     "ErrorClassifier": "harness_core.http.errors",
     "ErrorDetails": "harness_core.http.errors",
