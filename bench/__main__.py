@@ -245,9 +245,21 @@ def _conc_rows(raw: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
 
 
 def ttfc(python: str, base: str, rounds: int, log: Any) -> dict[str, Any]:
-    """Request start → first text delta on a stream that stalls 200 ms after its first delta."""
-    names = ["floor", "harness-openai", "harness-openai-3mw", "floor-anthropic", "harness-anthropic"]
+    """Request start → first text delta on a stream that stalls 200 ms after its first delta:
+    wall and CPU (``process_time`` of the worker over the same stretch), medians of every sample."""
+    names = [
+        "floor",
+        "harness-openai",
+        "harness-openai-3mw",
+        "floor-anthropic",
+        "harness-anthropic",
+        "floor-aiohttp",
+        "floor-raw-aiohttp",
+        "harness-openai-aiohttp",
+        "harness-openai-3mw-aiohttp",
+    ]
     raw: dict[str, list[float]] = {n: [] for n in names}
+    cpu: dict[str, list[float]] = {n: [] for n in names}
     errors: dict[str, list[str]] = {n: [] for n in names}
     for r in range(rounds):
         for name in rotate(names, r):
@@ -256,8 +268,19 @@ def ttfc(python: str, base: str, rounds: int, log: Any) -> dict[str, Any]:
                 errors[name].append(result["error"])
             else:
                 raw[name].extend(result["samples"])
-            log(f"  round {r + 1}/{rounds} {name}: {result.get('ttfc_s', 0) * 1000:.2f} ms {result.get('error', '')}")
-    return {name: {"ttfc_ms": (med(v) or 0) * 1000 if v else None, "errors": errors[name]} for name, v in raw.items()}
+                cpu[name].extend(result["cpu_samples"])
+            log(
+                f"  round {r + 1}/{rounds} {name}: {result.get('ttfc_s', 0) * 1000:.2f} ms, "
+                f"CPU {result.get('ttfc_cpu_s', 0) * 1000:.2f} ms {result.get('error', '')}"
+            )
+    return {
+        name: {
+            "ttfc_ms": (med(v) or 0) * 1000 if v else None,
+            "ttfc_cpu_ms": (med(cpu[name]) or 0) * 1000 if cpu[name] else None,
+            "errors": errors[name],
+        }
+        for name, v in raw.items()
+    }
 
 
 def httpx2(python: str, httpx2_python: str | None, base: str, rounds: int, log: Any) -> dict[str, Any]:

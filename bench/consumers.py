@@ -32,7 +32,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import msgspec
 
@@ -53,6 +53,31 @@ class Read:
     deltas: int
     chars: int
     ttfc: float | None
+
+
+class FirstChunk:
+    """The clocks of one read from the request's start to its first delta: :meth:`stop` returns
+    the wall seconds and records the CPU seconds (``process_time``) in :attr:`cpu_samples`. With
+    :attr:`profiler` set (``bench.worker --task ttfc --profile cprofile``) only that stretch of
+    every read is profiled."""
+
+    cpu_samples: ClassVar[list[float]] = []
+    profiler: ClassVar[Any] = None
+
+    __slots__ = ("cpu", "wall")
+
+    def __init__(self) -> None:
+        if self.profiler is not None:
+            self.profiler.enable()
+        self.cpu = time.process_time()
+        self.wall = time.perf_counter()
+
+    def stop(self) -> float:
+        wall = time.perf_counter() - self.wall
+        self.cpu_samples.append(time.process_time() - self.cpu)
+        if self.profiler is not None:
+            self.profiler.disable()
+        return wall
 
 
 class Consumer:
@@ -135,31 +160,61 @@ class Floor(_Httpx):
     """httpx ``aiter_lines`` + ``json.loads``: the reference consumer (1.0×)."""
 
     async def read(self, scenario: str) -> Read:
-        loads = json.loads
-        deltas = chars = 0
-        ttfc = None
-        start = time.perf_counter()
+        start = FirstChunk()
         async with self.client.stream("POST", self.url, json=self.body(scenario), headers=self.headers) as response:
             response.raise_for_status()
-            async for line in response.aiter_lines():
-                if not line.startswith("data: "):
-                    continue
-                data = line[6:]
-                if data == "[DONE]":
-                    break
-                piece = openai_piece(loads(data))
-                if piece:
-                    if ttfc is None:
-                        ttfc = time.perf_counter() - start
-                    deltas += 1
-                    chars += len(piece)
-        return Read(deltas, chars, ttfc)
+            return await openai_lines(response.aiter_lines(), start)
+
+
+async def openai_lines(lines: AsyncIterator[str], start: FirstChunk) -> Read:
+    """What a floor reads from the lines of an OpenAI stream: ``data:`` lines through
+    ``json.loads`` up to ``[DONE]`` (the floors' whole per-line work)."""
+    loads = json.loads
+    deltas = chars = 0
+    ttfc = None
+    async for line in lines:
+        if not line.startswith("data: "):
+            continue
+        data = line[6:]
+        if data == "[DONE]":
+            break
+        piece = openai_piece(loads(data))
+        if piece:
+            if ttfc is None:
+                ttfc = start.stop()
+            deltas += 1
+            chars += len(piece)
+    return Read(deltas, chars, ttfc)
 
 
 class FloorAiohttp(Floor):
     """The floor's code over httpx-aiohttp's transport (httpx's API, aiohttp's HTTP parser)."""
 
     transport = "aiohttp"
+
+
+class FloorRawAiohttp(Consumer):
+    """aiohttp alone (no httpx): ``ClientSession.post``, lines of the body + ``json.loads``: the
+    floor of time to first chunk on aiohttp's transport."""
+
+    async def start(self) -> None:
+        import aiohttp
+
+        connector = aiohttp.TCPConnector(limit=self.max_connections)
+        self.session = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=120))
+        self.url = f"{self.base}/v1/chat/completions"
+        self.headers = {"authorization": f"Bearer {BENCH_KEY}"}
+
+    async def read(self, scenario: str) -> Read:
+        body = {"model": scenario, "messages": _PROMPT, "stream": True, "max_tokens": 100_000}
+        start = FirstChunk()
+        async with self.session.post(self.url, json=body, headers=self.headers) as response:
+            response.raise_for_status()
+            lines = (raw.decode().rstrip("\r\n") async for raw in response.content)  # a line per item
+            return await openai_lines(lines, start)
+
+    async def aclose(self) -> None:
+        await self.session.close()
 
 
 class RawSockets(Consumer):
@@ -179,7 +234,7 @@ class RawSockets(Consumer):
         loads = json.loads
         deltas = chars = 0
         ttfc = None
-        start = time.perf_counter()
+        start = FirstChunk()
         reader, writer = await asyncio.open_connection(host, int(port), limit=1 << 20)
         try:
             writer.write(head + body)
@@ -197,7 +252,7 @@ class RawSockets(Consumer):
                     piece = openai_piece(loads(line[6:]))
                     if piece:
                         if ttfc is None:
-                            ttfc = time.perf_counter() - start
+                            ttfc = start.stop()
                         deltas += 1
                         chars += len(piece)
         finally:
@@ -214,7 +269,7 @@ class FloorAnthropic(_Httpx):
         loads = json.loads
         deltas = chars = 0
         ttfc = None
-        start = time.perf_counter()
+        start = FirstChunk()
         async with self.client.stream("POST", self.url, json=self.body(scenario), headers=self.headers) as response:
             response.raise_for_status()
             async for line in response.aiter_lines():
@@ -227,7 +282,7 @@ class FloorAnthropic(_Httpx):
                     piece = delta.get("text") or delta.get("partial_json")
                     if piece:
                         if ttfc is None:
-                            ttfc = time.perf_counter() - start
+                            ttfc = start.stop()
                         deltas += 1
                         chars += len(piece)
                 elif kind == "message_stop":
@@ -252,7 +307,7 @@ class FloorGemini(_Httpx):
         ttfc = None
         url = f"{self.base}/v1beta/models/{scenario}:streamGenerateContent?alt=sse"
         body = {"contents": [{"role": "user", "parts": [{"text": "Say something."}]}]}
-        start = time.perf_counter()
+        start = FirstChunk()
         async with self.client.stream("POST", url, json=body, headers={"x-goog-api-key": BENCH_KEY}) as response:
             response.raise_for_status()
             async for line in response.aiter_lines():
@@ -262,7 +317,7 @@ class FloorGemini(_Httpx):
                     piece = part.get("text")
                     if piece:
                         if ttfc is None:
-                            ttfc = time.perf_counter() - start
+                            ttfc = start.stop()
                         deltas += 1
                         chars += len(piece)
         return Read(deltas, chars, ttfc)
@@ -275,12 +330,12 @@ class RawBytes(_Httpx):
         from bench.streams import expected
 
         ttfc = None
-        start = time.perf_counter()
+        start = FirstChunk()
         async with self.client.stream("POST", self.url, json=self.body(scenario), headers=self.headers) as response:
             response.raise_for_status()
             async for _ in response.aiter_bytes():
                 if ttfc is None:
-                    ttfc = time.perf_counter() - start
+                    ttfc = start.stop()
         deltas, chars = expected(scenario)
         return Read(deltas, chars, ttfc)
 
@@ -317,7 +372,7 @@ class Msgspec(_Httpx):
         decode = self.decode
         deltas = chars = 0
         ttfc = None
-        start = time.perf_counter()
+        start = FirstChunk()
         async with self.client.stream("POST", self.url, json=self.body(scenario), headers=self.headers) as response:
             response.raise_for_status()
             async for line in response.aiter_lines():
@@ -335,7 +390,7 @@ class Msgspec(_Httpx):
                     piece = delta.tool_calls[0].function.arguments
                 if piece:
                     if ttfc is None:
-                        ttfc = time.perf_counter() - start
+                        ttfc = start.stop()
                     deltas += 1
                     chars += len(piece)
         return Read(deltas, chars, ttfc)
@@ -363,7 +418,7 @@ async def _read_harness(harness: Any, options: Any) -> Read:
     deltas = chars = 0
     ttfc = None
     last = None
-    start = time.perf_counter()
+    start = FirstChunk()
     async with harness.stream(options) as chunks:
         async for chunk in chunks:
             kind = type(chunk)
@@ -375,7 +430,7 @@ async def _read_harness(harness: Any, options: Any) -> Read:
                 last = chunk
                 continue
             if ttfc is None:
-                ttfc = time.perf_counter() - start
+                ttfc = start.stop()
             deltas += 1
             chars += len(piece)
     if not isinstance(last, Finish) or last.reason.kind not in ("stop", "tool-calls"):
@@ -612,7 +667,7 @@ class OpenAISDK(Consumer):
     async def read(self, scenario: str) -> Read:
         deltas = chars = 0
         ttfc = None
-        start = time.perf_counter()
+        start = FirstChunk()
         stream = await self.client.chat.completions.create(
             model=scenario, messages=_PROMPT, stream=True, stream_options={"include_usage": True}
         )
@@ -625,7 +680,7 @@ class OpenAISDK(Consumer):
                 piece = delta.tool_calls[0].function.arguments
             if piece:
                 if ttfc is None:
-                    ttfc = time.perf_counter() - start
+                    ttfc = start.stop()
                 deltas += 1
                 chars += len(piece)
         return Read(deltas, chars, ttfc)
@@ -648,7 +703,7 @@ class LiteLLM(Consumer):
     async def read(self, scenario: str) -> Read:
         deltas = chars = 0
         ttfc = None
-        start = time.perf_counter()
+        start = FirstChunk()
         stream = await self.litellm.acompletion(
             model=f"openai/{scenario}",
             api_base=f"{self.base}/v1",
@@ -665,7 +720,7 @@ class LiteLLM(Consumer):
                 piece = delta.tool_calls[0].function.arguments
             if piece:
                 if ttfc is None:
-                    ttfc = time.perf_counter() - start
+                    ttfc = start.stop()
                 deltas += 1
                 chars += len(piece)
         return Read(deltas, chars, ttfc)
@@ -690,12 +745,12 @@ class Llm(Consumer):
         model.key = BENCH_KEY
         deltas = chars = 0
         ttfc = None
-        start = time.perf_counter()
+        start = FirstChunk()
         response = model.prompt("Say something.", stream=True, key=BENCH_KEY)
         async for piece in response:
             if piece:
                 if ttfc is None:
-                    ttfc = time.perf_counter() - start
+                    ttfc = start.stop()
                 deltas += 1
                 chars += len(piece)
         return Read(deltas, chars, ttfc)
@@ -716,6 +771,7 @@ CONSUMERS: dict[str, type[Consumer]] = {
     "harness-gemini-3mw": HarnessGemini3,
     "floor-aiohttp": FloorAiohttp,
     "raw-sockets": RawSockets,
+    "floor-raw-aiohttp": FloorRawAiohttp,
     "harness-openai-aiohttp": HarnessOpenAIAiohttp,
     "harness-openai-3mw-aiohttp": HarnessOpenAI3Aiohttp,
     "harness-anthropic-aiohttp": HarnessAnthropicAiohttp,

@@ -338,7 +338,10 @@ def markdown(res: dict[str, Any]) -> str:
         lines += _concurrency(res["concurrency"])
     if res.get("ttfc"):
         lines += ["### Time to first chunk (first delta at once, then a 200 ms stall)", ""]
-        lines += _table(["consumer", "median ms"], [[k, _f(v["ttfc_ms"], "{:.2f}")] for k, v in res["ttfc"].items()])
+        lines += _table(
+            ["consumer", "median ms", "CPU ms"],
+            [[k, _f(v["ttfc_ms"], "{:.2f}"), _f(v.get("ttfc_cpu_ms"), "{:.2f}")] for k, v in res["ttfc"].items()],
+        )
     if res.get("httpx2"):
         lines += _httpx2(res["httpx2"])
     if res.get("gateway"):

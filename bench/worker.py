@@ -89,15 +89,30 @@ async def _throughput(consumer: Any, specs: list[tuple[str, int]], profile: str 
     return out
 
 
-async def _ttfc(consumer: Any, scenario: str, reps: int) -> dict[str, Any]:
+async def _ttfc(consumer: Any, scenario: str, reps: int, profile: str | None) -> dict[str, Any]:
+    from bench.consumers import FirstChunk
+
     _check(consumer, "text-100", await consumer.read("text-100"))
     samples = []
+    FirstChunk.cpu_samples.clear()
+    if profile == "cprofile":  # only start → first delta of each read (FirstChunk turns it on and off)
+        import cProfile
+
+        FirstChunk.profiler = cProfile.Profile()
     for _ in range(reps):
         gc.collect()
         read = await consumer.read(scenario)
         _check(consumer, scenario, read)
         samples.append(read.ttfc)
-    return {"ttfc_s": statistics.median(samples), "samples": samples}
+    out: dict[str, Any] = {
+        "ttfc_s": statistics.median(samples),
+        "samples": samples,
+        "ttfc_cpu_s": statistics.median(FirstChunk.cpu_samples),
+        "cpu_samples": list(FirstChunk.cpu_samples),
+    }
+    if FirstChunk.profiler is not None:
+        out["_profiler"] = FirstChunk.profiler
+    return out
 
 
 async def _concurrency(consumer: Any, scenario: str, streams: int) -> dict[str, Any]:
@@ -139,7 +154,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
                 specs.append((name, int(reps or 1)))
             result = await _throughput(consumer, specs, args.profile)
         elif args.task == "ttfc":
-            result = await _ttfc(consumer, args.scenario, args.reps)
+            result = await _ttfc(consumer, args.scenario, args.reps, args.profile)
         else:
             result = await _concurrency(consumer, args.scenario, args.streams)
     finally:

@@ -5,33 +5,21 @@ no redirects).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final
+from typing import TYPE_CHECKING, Any, Final
 
 import httpx
 
-from harness_core.errors import LlmError
+from harness_core.http.headers import check_headers
 from harness_core.http.transport import make_transport, resolve_transport
-from harness_core.secret import secret_problem
 
-__all__ = ["ACCEPT_ENCODING", "check_headers", "make_client", "split_base_url"]
+if TYPE_CHECKING:  # pragma: no cover - typing only (httpx's own alias of what a cookie store takes)
+    from httpx._types import CookieTypes
+
+__all__ = ["ACCEPT_ENCODING", "AdapterClient", "make_client", "split_base_url"]
 
 ACCEPT_ENCODING: Final = "gzip, deflate"
 """The ``Accept-Encoding`` every client sends: exactly the codings :class:`SSEStream` decodes
 (httpx would otherwise advertise ``br``/``zstd`` whenever brotli or zstandard is installed)."""
-
-
-def check_headers(headers: Mapping[str, str], *, provider: str | None = None) -> None:
-    """Refuse header values that cannot be sent, before any request.
-
-    A value with surrounding whitespace, a control character (``\\r``/``\\n`` of a CRLF
-    ``.env`` file) or a non-ASCII character would make httpx fail at send time with a
-    retryable-looking transport error quoting the value. Raises :class:`LlmError` ``CONFIG``
-    naming the header and the character; the value is never shown.
-    """
-    for name, value in headers.items():
-        problem = secret_problem(value, "its value")
-        if problem is not None:
-            raise LlmError("CONFIG", f"header {name!r}: {problem}", provider=provider)
 
 
 def split_base_url(base_url: str) -> tuple[str, str]:
@@ -44,6 +32,39 @@ def split_base_url(base_url: str) -> tuple[str, str]:
     base, _, query = base_url.partition("?")
     base = base.partition("#")[0]
     return base.rstrip("/"), query.partition("#")[0]
+
+
+class _Cookies(httpx.Cookies):
+    """httpx's cookie store, skipping a response that sets no cookie.
+
+    httpx hands every response to the cookie jar, wrapping it and its request in ``urllib``
+    objects first (the URL re-parsed, the headers copied into an ``email`` message): ~18 µs per
+    request, 4 % of the time to the first chunk, for the ``Set-Cookie`` a model API hardly ever
+    sends. A response with one is stored exactly as before.
+    """
+
+    def extract_cookies(self, response: httpx.Response) -> None:
+        """Store the cookies of ``response``'s ``Set-Cookie`` headers (none: nothing to do)."""
+        if "set-cookie" in response.headers:
+            super().extract_cookies(response)
+
+
+class AdapterClient(httpx.AsyncClient):
+    """The ``httpx.AsyncClient`` of :func:`make_client`: an ``AsyncClient`` whose cookie store
+    (``client.cookies``, public httpx API) skips responses without ``Set-Cookie``."""
+
+    def __init__(self, *, cookies: CookieTypes | None = None, **options: Any) -> None:
+        super().__init__(**options)
+        self._store = _Cookies(cookies)
+
+    @property
+    def cookies(self) -> httpx.Cookies:
+        """The cookies sent with requests (a response's ``Set-Cookie`` adds to them)."""
+        return self._store
+
+    @cookies.setter
+    def cookies(self, cookies: CookieTypes) -> None:
+        self._store = _Cookies(cookies)
 
 
 def make_client(
@@ -87,7 +108,7 @@ def make_client(
     limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_keepalive_connections)
     if transport is None:
         transport = make_transport(resolve_transport(backend, provider=provider), limits=limits)
-    return httpx.AsyncClient(
+    return AdapterClient(
         base_url=base,
         params=httpx.QueryParams(query) if query else None,
         headers=sent,

@@ -9,19 +9,18 @@ Wire references: RFC 9110 §10.2.3 (``Retry-After``: delay-seconds or HTTP-date)
 from __future__ import annotations
 
 import datetime
-import email.utils
 import json
 import math
 import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from http import HTTPStatus
-from typing import Any, Final
-
-import httpx
+from typing import TYPE_CHECKING, Any, Final
 
 from harness_core.errors import ErrorCode, LlmError
+
+if TYPE_CHECKING:  # pragma: no cover - typing only; httpx is imported where an exception is mapped
+    import httpx
 
 __all__ = [
     "MAX_ERROR_BODY",
@@ -182,6 +181,8 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
     seconds = _non_negative_float(value)
     if seconds is not None:
         return seconds
+    import email.utils  # ~8 ms of import (calendar): only for the rare HTTP-date form
+
     try:
         when = email.utils.parsedate_to_datetime(value.strip())
     except (TypeError, ValueError):
@@ -307,6 +308,8 @@ def error_from_response(
     """
     obj, snippet = parse_error_body(body)
     generic, refined = _refine(status, obj, classifier)
+    from http import HTTPStatus  # imported on the first error, not with every HTTP adapter
+
     try:
         phrase = HTTPStatus(status).phrase
     except ValueError:
@@ -400,6 +403,8 @@ def error_from_exception(exc: httpx.HTTPError, *, provider: str | None = None) -
     ``ReadTimeout: no progress for 600 s (read timeout) on POST https://api.openai.com/v1/chat/completions``.
     The query string is left out (some providers put keys there).
     """
+    import httpx  # already imported by whoever raised ``exc``: this module stays cheap to import
+
     detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     request = _request_of(exc)
     if isinstance(exc, httpx.TimeoutException) and request is not None:

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, TypeVar
 
-import httpx
-
 from harness_core.errors import LlmError
 from harness_core.http import error_from_exception, error_from_response
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    import httpx
+
     from harness_core.http import ErrorClassifier
 
 __all__ = ["request_json"]
@@ -51,6 +51,8 @@ async def request_json(
             status (with ``retry_after`` and ``request_id``), ``PROTOCOL`` naming ``path`` for
             a body ``decode`` rejects.
     """
+    import httpx  # the client's own module: importing this one stays cheap (no httpx)
+
     try:
         response = await client.request(method, path, params=params)
     except httpx.HTTPError as exc:

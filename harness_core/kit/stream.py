@@ -17,7 +17,6 @@ import anyio
 
 from harness_core.abort import abort_reason
 from harness_core.errors import LlmError
-from harness_core.http import open_sse_stream
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import httpx
@@ -71,6 +70,8 @@ async def stream_sse(
             when the body ended before the terminal event. Task cancellation propagates after
             the response is closed.
     """
+    from harness_core.http.stream import open_sse_stream  # httpx: imported when a stream first runs
+
     if callable(request):
         request = request()
     async with open_sse_stream(client, request, abort=abort, provider=provider, classifier=classifier) as events:

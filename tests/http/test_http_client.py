@@ -75,3 +75,46 @@ def test_a_redirect_says_where_it_pointed_and_that_it_was_not_followed() -> None
         "redirects are not followed (point base_url at the final address)"
     )
     assert "without a Location" in error_from_response(301, {}, b"moved").message
+
+
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("x team", "a header name holds ' ' at position 2"),
+        ("Authorization: Bearer sk-abc", "a header name holds ':' at position 14"),
+        ("", "a header name is empty"),
+        ("x-caf\u00e9", "a header name holds '\\xe9' at position 6"),
+    ],
+)
+def test_a_header_name_that_is_not_a_token_is_config_without_showing_it(name: str, reason: str) -> None:
+    with pytest.raises(LlmError) as caught:
+        check_headers({"accept": "text/event-stream", name: "v"}, provider="openai")
+    assert caught.value.code == "CONFIG"
+    assert caught.value.provider == "openai"
+    assert caught.value.message.startswith(reason)
+    assert "RFC 9110" in caught.value.message
+    assert "sk-" not in caught.value.message
+    check_headers({"X-Api-Key": "k", "anthropic-version": "2023-06-01", "x!#$%&'*+-.^_`|~1": "v"})
+
+
+async def test_cookies_a_response_sets_are_sent_back_and_responses_without_any_store_nothing() -> None:
+    replies = [
+        Reply(reads=[b"data: a\n\n"]),
+        Reply(headers=[("set-cookie", "session=s1; Path=/"), ("set-cookie", "lb=b2; Path=/")], reads=[b"data: b\n\n"]),
+        Reply(reads=[b"data: c\n\n"]),
+        Reply(reads=[b"data: d\n\n"]),
+    ]
+    with ScriptedServer(*replies) as server:
+        async with make_client(base_url=server.url) as client:
+            await client.post("/x", content=b"{}")
+            assert dict(client.cookies) == {}
+            await client.post("/x", content=b"{}")
+            assert dict(client.cookies) == {"session": "s1", "lb": "b2"}
+            await client.post("/x", content=b"{}")
+            client.cookies = {"only": "this"}  # replacing the store keeps it a skipping one
+            await client.post("/x", content=b"{}")
+    sent = [request.headers.get("cookie") for request in server.requests]
+    assert sent[:2] == [None, None]
+    assert sent[2] is not None
+    assert sorted(sent[2].split("; ")) == ["lb=b2", "session=s1"]
+    assert sent[3] == "only=this"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 
 import anyio
@@ -315,3 +317,41 @@ def test_the_vendor_key_falls_back_to_its_variable_only_for_the_vendor_host() ->
     [api_key] = [field for field in msgspec.structs.fields(ToyConfig) if field.name == "api_key"]
     [marker] = [meta for meta in api_key.type.__metadata__ if isinstance(meta, EnvFallback)]
     assert (marker.var, marker.only_when) == ("TOY_API_KEY", {"base_url": TOY_URL})
+
+
+class _PerModelPath(ToyAdapter):
+    """A path naming the model, as Gemini's does."""
+
+    def request_path(self, options: GenerateOptions) -> str:
+        return f"/models/{options.model}:stream?alt=sse"
+
+
+async def test_each_request_goes_to_its_own_path_whatever_the_url_cache_holds(
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import harness_core.kit.adapter
+
+    monkeypatch.setattr(harness_core.kit.adapter, "_MAX_URLS", 2)
+    toy = _PerModelPath(ToyConfig(base_url=server.url + "/v1/", api_key=Secret("sk-toy-0123456789")))
+    models = ["a", "b", "a", "c", "d", "a"]
+    try:
+        for model in models:
+            server.add(Reply(reads=BODY))
+            assert texts(await collect(toy, msgspec.structs.replace(OPTIONS, model=model))) == "Hello"
+            assert len(toy._urls) <= 2  # bounded: cleared when full
+    finally:
+        await toy.aclose()
+    assert [request.path for request in server.requests] == [f"/v1/models/{model}:stream?alt=sse" for model in models]
+
+
+def test_building_an_adapter_imports_no_http_library() -> None:
+    code = (
+        "import sys\n"
+        "from harness_core.kit.adapter import HttpAdapter\n"
+        "from harness_core.http import ErrorDetails, check_headers, code_for_status\n"
+        "import harness_core.kit.request, harness_core.kit.stream\n"
+        "check_headers({'authorization': 'Bearer k'})\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('httpx', 'httpcore', 'aiohttp')))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
