@@ -492,11 +492,14 @@ class SQLiteStore(SqlStore):
         conn = self._conns.get(wait)
         if conn is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            timeout = self.timeout if wait else 0.0
-            conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
+            # Opened on a worker thread either way: setting the file up waits for other processes
+            # (switching a new file to WAL takes its lock: two workers starting at once would
+            # otherwise see "database is locked"); only then does the event loop's connection
+            # stop waiting (busy_timeout 0: a busy transaction moves to a worker thread).
+            conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")  # no fsync per commit (see the class docs)
-            conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+            conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000) if wait else 0}")
             conn.execute("PRAGMA wal_autocheckpoint = 0")  # checkpoints run on a worker thread
             self._conns[wait] = conn
         return conn
