@@ -108,6 +108,7 @@ _KEY = re.compile(r"(?P<disabled>~)?(?P<name>[A-Za-z0-9_.-]+)(?::(?P<ident>[A-Za
 _MSGSPEC_PATH = re.compile(r"^(?P<message>.*?)(?: - at `\$(?P<path>.*)`)?$", re.DOTALL)
 _PATH_PART = re.compile(r"\.([^.\[]+)|\[(\d+)\]|(\[\.\.\.\])")  # msgspec hides mapping keys as [...]
 _UNKNOWN_FIELD = re.compile(r"unknown field `([^`]*)`")
+_NAMED_FIELD = re.compile(r"^field '([A-Za-z_][\w-]*)': ")  # a __post_init__ check naming its field
 
 State = Literal["enabled", "disabled", "failed", "invalid", "installed"]
 
@@ -758,7 +759,8 @@ def _holds_secret(annotation: Any) -> bool:
 
 
 def _split_msgspec_error(text: str) -> tuple[str, ConfigPath]:
-    """``"Expected `int`, got `str` - at `$.a[0]`"`` → ``("Expected `int`, got `str`", ("a", 0))``."""
+    """``"Expected `int`, got `str` - at `$.a[0]`"`` → ``("Expected `int`, got `str`", ("a", 0))``; a
+    message starting ``field 'name': `` (a config's ``__post_init__`` check) is located at that field."""
     match = _MSGSPEC_PATH.match(text)
     assert match is not None  # the pattern matches any text
     path: list[str | int] = []
@@ -766,6 +768,10 @@ def _split_msgspec_error(text: str) -> tuple[str, ConfigPath]:
         path.append(int(index) if index else "<key>" if hidden_key else name)
     message = match.group("message")
     unknown = _UNKNOWN_FIELD.search(message)
+    named = _NAMED_FIELD.match(message)
     if unknown is not None:
         path.append(unknown.group(1))
+    elif named is not None:  # "field 'base_url': …" raised by a config's __post_init__: that field's line
+        path.append(named.group(1))
+        message = message[named.end() :]
     return message, tuple(path)

@@ -18,6 +18,7 @@ from typing import IO, Any
 
 import click
 
+from harness_core.cli._config_option import CONFIG_HELP, config_option
 from harness_core.entrypoints import entry_points
 
 __all__ = ["cli"]
@@ -27,24 +28,9 @@ _VERBOSE = re.compile(r"-v+")
 COMMAND_GROUP = "harness.commands"
 """Entry-point group of plugin subcommands: ``usage = "harness_usage.cli:usage"`` (a click command)."""
 
-_CONFIG_HELP = (
-    "plugins.yaml to use (default: $HARNESS_CONFIG, ./plugins.yaml, ./config/plugins.yaml, "
-    "the user config dir, else the built-in mock setup)"
-)
-
-
-def _group_config(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """A subcommand's ``-c``, else the one given to the ``harness`` group (``harness -c x run``)."""
-    if value is not None:
-        return value
-    given: str | None = ctx.find_root().params.get("config")
-    return given
-
 
 def _config_option(func: Any) -> Any:
-    return click.option(
-        "-c", "--config", "config", type=click.Path(dir_okay=False), callback=_group_config, help=_CONFIG_HELP
-    )(func)
+    return config_option()(func)
 
 
 def show_error(exc: click.ClickException, file: IO[Any] | None = None) -> None:
@@ -166,7 +152,7 @@ def _tool_options(func: Any) -> Any:
 @click.group(cls=_HarnessGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="harness-core", prog_name="harness")
 @click.option("-v", "--verbose", count=True, help="more log output on stderr, with tracebacks (-vv: debug)")
-@click.option("-c", "--config", "config", type=click.Path(dir_okay=False), help=_CONFIG_HELP)
+@click.option("-c", "--config", "config", type=click.Path(dir_okay=False), help=CONFIG_HELP)
 def cli(verbose: int, config: str | None) -> None:
     """harness: one streaming protocol for every LLM provider, with middleware around every stream.
 

@@ -223,3 +223,25 @@ def test_an_unusable_database_path_fails_the_plugin_at_start(tmp_path: Path, plu
         kind.Config(path="/proc/nope/x.sqlite")  # os.access says yes to root here: the folder is probed
     kind(kind.Config(path=str(tmp_path / "new" / "db.sqlite")))  # a missing folder is created on first use
     assert not (tmp_path / "new").exists()
+
+
+def test_config_given_before_the_subcommand_reaches_it(tmp_path: Path, ledger: UsageLedger) -> None:
+    store = filled_cache(tmp_path / "cache.sqlite")
+    config = write_config(tmp_path, f"plugins:\n  usage: {{path: {ledger.path}}}\n  cache: {{path: {store.path}}}\n")
+    usage = run("-c", str(config), "usage", "--json")
+    assert usage.exit_code == 0, usage.output
+    assert json.loads(usage.output)["path"] == str(ledger.path)
+    stats = run("--config", str(config), "cache", "stats", "--json")
+    assert stats.exit_code == 0, stats.output
+    assert json.loads(stats.output)["entries"] == 2
+    cleared = run(f"--config={config}", "cache", "clear")
+    assert cleared.output.strip() == f"deleted 2 cache entries from {store.path}"
+
+
+def test_the_subcommands_own_config_wins_over_the_groups(tmp_path: Path, ledger: UsageLedger) -> None:
+    right = write_config(tmp_path, f"plugins:\n  usage: {{path: {ledger.path}}}\n")
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text("plugins:\n  usage: {nope: 1}\n", encoding="utf-8")
+    result = run("-c", str(wrong), "usage", "-c", str(right), "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["path"] == str(ledger.path)

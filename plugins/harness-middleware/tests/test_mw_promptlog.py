@@ -278,13 +278,14 @@ def test_logs_says_where_plugins_yaml_disables_the_log(tmp_path: Path, monkeypat
         "(remove the `~` to turn it on)\n"
     )
     PromptLog(tmp_path / "default.sqlite").entries()  # created before the log was turned off
-    older = CliRunner().invoke(harness_cli, ["logs", "-c", str(config)])
-    assert older.exit_code == 0
-    assert older.stdout == "no entries\n"
-    assert (
-        older.stderr
-        == f"note: the prompt log is disabled by `~prompt-log:` at {config}:3: these entries were written before\n"
-    )
+    for args in (["logs", "-c", str(config)], ["-c", str(config), "logs"]):  # -c before or after `logs`
+        older = CliRunner().invoke(harness_cli, args)
+        assert older.exit_code == 0
+        assert older.stdout == "no entries\n"
+        assert (
+            older.stderr
+            == f"note: the prompt log is disabled by `~prompt-log:` at {config}:3: these entries were written before\n"
+        )
 
 
 def test_click_errors_use_the_error_prefix_of_every_harness_command(tmp_path: Path) -> None:

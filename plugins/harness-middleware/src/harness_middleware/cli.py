@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 import msgspec
 
+from harness_core.cli import config_option
 from harness_middleware.cache import CachePlugin, CacheStore, default_cache_path
 from harness_middleware.promptlog import LogEntry, PromptLog, PromptLogPlugin, default_log_path
 from harness_middleware.usage import UsageLedger, UsagePlugin, default_usage_path
@@ -167,7 +168,7 @@ def _table(rows: list[dict[str, Any]], by: tuple[str, ...]) -> str:
 
 
 @click.command("usage")
-@click.option("-c", "--config", type=click.Path(dir_okay=False), help=_CONFIG_HELP)
+@config_option(help=_CONFIG_HELP)
 @click.option("--db", type=click.Path(dir_okay=False), help="the usage SQLite file (overrides the config)")
 @click.option("--since", help="only streams since YYYY-MM-DD (UTC), an ISO time, or a span back (7d, 12h, 30m)")
 @click.option(
@@ -211,7 +212,7 @@ def cache_command() -> None:
 
 
 @cache_command.command("stats")
-@click.option("-c", "--config", type=click.Path(dir_okay=False), help=_CONFIG_HELP)
+@config_option(help=_CONFIG_HELP)
 @click.option("--db", type=click.Path(dir_okay=False), help="the cache SQLite file (overrides the config)")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 def cache_stats(config: str | None, db: str | None, as_json: bool) -> None:
@@ -231,7 +232,7 @@ def cache_stats(config: str | None, db: str | None, as_json: bool) -> None:
 
 
 @cache_command.command("clear")
-@click.option("-c", "--config", type=click.Path(dir_okay=False), help=_CONFIG_HELP)
+@config_option(help=_CONFIG_HELP)
 @click.option("--db", type=click.Path(dir_okay=False), help="the cache SQLite file (overrides the config)")
 @click.option("--expired", is_flag=True, help="delete only entries older than the configured ttl")
 def cache_clear(config: str | None, db: str | None, expired: bool) -> None:
@@ -275,7 +276,7 @@ def _describe(entry: LogEntry) -> str:
 
 
 @click.command("logs")
-@click.option("-c", "--config", type=click.Path(dir_okay=False), help=_CONFIG_HELP)
+@config_option(help=_CONFIG_HELP)
 @click.option("--db", type=click.Path(dir_okay=False), help="the prompt-log SQLite file (overrides the config)")
 @click.option(
     "-n", "--count", type=click.IntRange(min=0), default=3, show_default=True, help="newest entries (0 = all)"
