@@ -47,6 +47,10 @@ def show_error(exc: click.ClickException, file: IO[Any] | None = None) -> None:
 class _HarnessGroup(click.Group):
     """A group that also offers the subcommands plugins declare in ``harness.commands``.
 
+    Output that cannot be written (``harness logs > /dev/full``, a reader that went away) ends
+    any subcommand as ``harness run`` ends: ``error: cannot write output: …`` (exit 1), or quietly
+    with 141 for a closed pipe, never a traceback.
+
     Plugin subcommands are listed from entry-point metadata and imported only when run; a
     built-in command of the same name wins. Every :class:`click.ClickException` (a usage error,
     a plugin subcommand's own) is shown by :func:`show_error`, so every command's errors read
@@ -61,12 +65,16 @@ class _HarnessGroup(click.Group):
             return super().make_context(info_name, args, parent, **extra)
         except click.ClickException as exc:
             raise _restyled(exc) from None
+        except OSError as exc:  # writing --help failed
+            raise _output_failed(exc) from None
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except click.ClickException as exc:
             raise _restyled(exc) from None
+        except OSError as exc:  # a subcommand's output could not be written (click.echo raises)
+            raise _output_failed(exc) from None
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         """``harness "prompt" …`` (or ``harness -m fast "prompt"``) is short for ``harness run …``:
@@ -118,6 +126,17 @@ class _HarnessGroup(click.Group):
         ]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+
+def _output_failed(exc: OSError) -> BaseException:
+    """What to raise for ``exc``: when it is standard output that failed (a full disk, a closed
+    pipe), :class:`click.exceptions.Exit` with the code of
+    :func:`~harness_core.cli._common.output_failure_code` (the ``error: cannot write output``
+    line written; quiet 141 for a closed pipe); any other ``OSError`` is ``exc`` itself."""
+    from harness_core.cli._common import stdout_failure
+
+    code = stdout_failure(exc)
+    return exc if code is None else click.exceptions.Exit(code)
 
 
 def _restyled(exc: click.ClickException) -> click.ClickException:

@@ -586,6 +586,18 @@ def test_provider_options_errors(harness: Harness, config: Config) -> None:
     result = harness("run", "-p", "nowhere", "-o", "a=1", "hi")
     assert result.returncode == 2
     assert "'nowhere' is none" in result.stderr
+    for pair, flag in [
+        ("model=echo-key", "use -m/--model"),
+        ("messages=[]", "use PROMPT"),
+        ("stream_options=null", "the adapter sets it"),
+        ("tools=[]", "use -t/--tool"),
+        (" tool_choice =none", "use --tool-choice"),
+    ]:
+        refused = harness("run", "-o", pair, "hi")
+        assert refused.returncode == 2
+        key = pair.partition("=")[0].strip()
+        assert f"error: -o {key}: the harness sets `{key}` itself; {flag}" in refused.stderr
+        assert refused.stdout == ""
 
 
 def test_prompt_log_on_by_default_and_continue(harness: Harness, config: Config) -> None:

@@ -4,6 +4,7 @@ failing plugins, exit codes, error lines and redaction of everything printed."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -87,6 +88,65 @@ def test_a_full_disk_is_one_error_line(tmp_path: Path, cli_env: dict[str, str], 
         _, err = process.communicate("a few words\nmore\n", timeout=120)
     assert process.returncode == 1
     assert err == "error: cannot write output: No space left on device\n"
+
+
+LEDGERS = (
+    "plugins:\n  usage: {path: u.sqlite}\n  cache: {path: c.sqlite}\n  mock: {}\n"
+    "defaults: {provider: mock, model: echo}\n"
+)
+EVERY_COMMAND = [
+    ["plugins"],
+    ["plugins", "--json"],
+    ["config", "check"],
+    ["models"],
+    ["chain"],
+    ["chain", "--json"],
+    ["--help"],
+    ["run", "--help"],
+    ["logs"],
+    ["logs", "--json"],
+    ["usage"],
+    ["usage", "--json"],
+    ["cache", "stats"],
+    ["cache", "stats", "--json"],
+]
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
+@pytest.mark.parametrize("command", EVERY_COMMAND)
+def test_every_command_reports_a_full_disk(
+    tmp_path: Path, cli_env: dict[str, str], harness: Harness, config: Config, command: list[str]
+) -> None:
+    config(LEDGERS)
+    assert harness("run", "fill the ledgers").returncode == 0
+    with open("/dev/full", "w") as full:
+        process = start(tmp_path, cli_env, *command, stdout=full)
+        _, err = process.communicate("", timeout=120)
+    assert (process.returncode, err) == (1, "error: cannot write output: No space left on device\n")
+
+
+@pytest.mark.parametrize("command", EVERY_COMMAND)
+def test_every_command_stops_quietly_on_a_closed_pipe(
+    tmp_path: Path, cli_env: dict[str, str], harness: Harness, config: Config, command: list[str]
+) -> None:
+    config(LEDGERS)
+    assert harness("run", "fill the ledgers").returncode == 0
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader went away before the first write: every write is EPIPE
+    try:
+        process = start(tmp_path, cli_env, *command, stdout=write_end)
+    finally:
+        os.close(write_end)
+    _, err = process.communicate("", timeout=120)
+    assert (process.returncode, err) == (141, "")
+
+
+def test_other_os_errors_are_not_output_failures() -> None:
+    from harness_core.cli._common import stdout_failure
+
+    assert stdout_failure(FileNotFoundError(2, "No such file", "x.db")) is None
+    assert stdout_failure(OSError(28, "No space left on device", "other.file")) is None
+    assert stdout_failure(PermissionError(13, "Permission denied")) is None
 
 
 @pytest.mark.parametrize("command", [["run", "hi"], ["chat"]])
