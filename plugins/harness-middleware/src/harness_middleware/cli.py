@@ -19,6 +19,7 @@ import click
 import msgspec
 
 from harness_core.cli import config_option
+from harness_middleware._sqlite import NotThisDatabase
 from harness_middleware.cache import CachePlugin, CacheStore, default_cache_path
 from harness_middleware.promptlog import LogEntry, PromptLog, PromptLogPlugin, default_log_path
 from harness_middleware.usage import UsageLedger, UsagePlugin, default_usage_path
@@ -312,6 +313,8 @@ def logs_command(
         click.echo(f"note: {off}: these entries were written before", err=True)
     try:
         entries = log.entries(limit=count or None, query=query, since=start, conversation_id=cid)
+    except NotThisDatabase as exc:
+        raise _ConfigProblem(str(exc)) from exc
     except sqlite3.Error as exc:
         raise _ConfigProblem(f"cannot read the prompt log {log.path}: {exc}") from exc
     if as_json:
