@@ -140,7 +140,10 @@ def _output_failed(exc: OSError) -> BaseException:
 
 
 def _restyled(exc: click.ClickException) -> click.ClickException:
-    """``exc`` shown by :func:`show_error` when click reports it."""
+    """``exc`` shown by :func:`show_error` when click reports it; a group run without its
+    subcommand (``harness config``) keeps click's own showing: the group's help, exit 2."""
+    if isinstance(exc, click.exceptions.NoArgsIsHelpError):
+        return exc
     exc.show = functools.partial(show_error, exc)  # type: ignore[method-assign]  # this one instance only
     return exc
 

@@ -328,3 +328,51 @@ def test_model_output_is_redacted_too(harness: Harness, config: Config, cli_env:
         assert result.returncode == 0
         assert KEY not in result.stdout + result.stderr
         assert "**********" in result.stdout
+
+
+def test_verbose_shows_the_traceback_of_an_error_finish(harness: Harness, provider: ScriptedServer) -> None:
+    provider.add(BAD_KEY)
+    quiet = harness("run", "hi")
+    assert quiet.returncode == 1
+    assert "Traceback" not in quiet.stderr
+    provider.add(BAD_KEY)
+    verbose = harness("-v", "run", "hi")
+    assert verbose.returncode == 1
+    assert "harness: INFO: route 'local' failed:\nTraceback (most recent call last)" in verbose.stderr
+    assert "LlmError: AUTH (HTTP 401)" in verbose.stderr
+    assert "Traceback (most recent call last)" in verbose.stderr
+    assert KEY not in verbose.stderr
+
+
+def test_verbose_shows_the_cause_chain_of_a_network_error(harness: Harness, config: Config) -> None:
+    pytest.importorskip("harness_llm_openai")
+    with ScriptedServer() as server:
+        url = server.url  # a port nothing listens on once the server is closed
+    config(
+        f"plugins:\n  openai:local:\n    base_url: {url}/v1\n    api_key: sk-test\n"
+        "    routes: [local]\ndefaults: {provider: local, model: m1}\n"
+    )
+    result = harness("-v", "run", "hi")
+    assert result.returncode == 1
+    assert "error: NETWORK from route 'local' (openai:local)" in result.stderr
+    assert "The above exception was the direct cause of the following exception" in result.stderr
+
+
+def test_a_plugin_start_failure_is_shown_once(harness: Harness, config: Config) -> None:
+    config("plugins:\n  startfail: {}\n  mock: {}\ndefaults: {provider: mock}\n")
+    for command in (["run", "hi"], ["config", "check"], ["plugins"], ["chain"]):
+        result = harness(*command)
+        shown = (result.stdout + result.stderr).count("cannot start")
+        assert shown == 1, (command, result.stdout, result.stderr)
+        assert "harness: ERROR" not in result.stderr
+    verbose = harness("-v", "run", "hi")
+    assert "Traceback (most recent call last)" in verbose.stderr
+
+
+@pytest.mark.parametrize("group", ["config", "cache"])
+def test_a_group_without_its_subcommand_prints_its_help(harness: Harness, group: str) -> None:
+    result = harness(group)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"Usage: harness {group} [OPTIONS] COMMAND [ARGS]...\n")
+    assert "Commands:" in result.stderr
+    assert "error:" not in result.stderr
