@@ -27,14 +27,14 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
 import anyio
 import anyio.abc
 import msgspec
 
 from harness_core.abort import AbortSignal
-from harness_core.attach import AttachError, load_attachments
+from harness_core.attach import STDIN, AttachError, load_attachments
 from harness_core.cli._common import (
     ABORT_SIGNALS,
     EXIT_ABORTED,
@@ -133,21 +133,25 @@ def run_prompt(
     try:
         if out.failure is not None:  # stdout is closed (`>&-`): nowhere to put a reply, send nothing
             return output_failure_code(out, err)
-        prompt, replaced = read_prompt(prompt, sys.stdin)
+        attaches_stdin = STDIN in attach or any(spec == STDIN for spec, _ in attach_type)
+        if attaches_stdin and prompt == STDIN:
+            err.write("error: stdin holds either the prompt (PROMPT -) or an attachment (-a -), not both\n")
+            return EXIT_USAGE
+        prompt, replaced = read_prompt(prompt, None if attaches_stdin else sys.stdin)
         provider, bad_provider = _clean_option(provider)
         model, bad_model = _clean_option(model)
         system, bad_system = _clean_option(system)
         if replaced or bad_provider or bad_model or bad_system:
             err.write(UNDECODABLE_WARNING + "\n")
-        if not prompt.strip():
-            err.write("error: empty prompt (nothing to send: pass PROMPT or pipe text on stdin)\n")
-            return EXIT_USAGE
         try:
-            files = load_attachments(attach, attach_type)
+            files = load_attachments(attach, attach_type, stdin=_binary(sys.stdin) if attaches_stdin else None)
             response_format = parse_schema(schema) if schema is not None else None
         except (AttachError, SchemaError) as exc:
             option = "--schema" if isinstance(exc, SchemaError) else "--attach"
             err.write(f"error: {option}: {exc}\n")
+            return EXIT_USAGE
+        if not prompt.strip():
+            err.write("error: empty prompt (nothing to send: pass PROMPT or pipe text on stdin)\n")
             return EXIT_USAGE
         loaded = load_for_start(config, err)
         if loaded is None:
@@ -275,6 +279,11 @@ def read_prompt(prompt: str | None, stdin: TextIO | None) -> tuple[str, bool]:
     prompt, replaced_argument = clean_argument(prompt)
     text = f"{piped} {prompt}" if piped else prompt
     return text, replaced or replaced_argument
+
+
+def _binary(stdin: TextIO | None) -> BinaryIO | None:
+    """The byte stream under ``stdin`` (``-a -`` reads bytes: an image is no text); ``None`` when closed."""
+    return stdin.buffer if stdin is not None else None
 
 
 def _clean_option(value: str | None) -> tuple[str | None, bool]:
