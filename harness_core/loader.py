@@ -48,7 +48,7 @@ from harness_core.config import (
 )
 from harness_core.entrypoints import EntryPoint, entry_points
 from harness_core.plugininfo import Defaults, LoadedPlugin, PluginFailure
-from harness_core.secret import Secret, secret_problem
+from harness_core.secret import ConnectionString, Secret, connection_secrets, secret_problem
 
 __all__ = [
     "BUILTIN_DEFAULT",
@@ -589,6 +589,10 @@ class _Loading:
         every such value (literal, from the environment or an env fallback) is secret from then on.
         A value that cannot be sent in a header (:func:`~harness_core.secret.secret_problem`) is
         refused with the reason (never the value)."""
+        if type_ is ConnectionString and isinstance(obj, str):  # only a URL's password is secret
+            for part in connection_secrets(obj):
+                self.loaded.redactor.add(part)
+            return ConnectionString(obj)
         if type_ is Secret and isinstance(obj, str):
             self.loaded.redactor.add(obj)
             problem = secret_problem(obj)
@@ -755,7 +759,7 @@ def _secret_fields(config_type: type[msgspec.Struct]) -> set[str]:
 
 
 def _holds_secret(annotation: Any) -> bool:
-    return annotation is Secret or any(_holds_secret(arg) for arg in typing.get_args(annotation))
+    return annotation in (Secret, ConnectionString) or any(_holds_secret(arg) for arg in typing.get_args(annotation))
 
 
 def _split_msgspec_error(text: str) -> tuple[str, ConfigPath]:

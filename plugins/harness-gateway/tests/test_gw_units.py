@@ -18,6 +18,8 @@ from harness_core.cli._app import cli
 from harness_core.errors import LlmError
 from harness_core.http import preferred_transport
 from harness_core.http import transport as http_transport
+from harness_core.loader import load_config
+from harness_core.secret import MASK
 from harness_core.types import Finish, FinishReason, Message, ReasoningBlock, ToolCallBlock
 from harness_gateway import server as server_module
 from harness_gateway.anthropic_messages import MessagesStreamEncoder, messages_response, parse_messages_request
@@ -164,6 +166,26 @@ def test_starts_without_its_database(tmp_path: Path, caplog: pytest.LogCaptureFi
         sent = anyio.run(lifespan, GatewayServer(str(config), "127.0.0.1"))
     assert sent[0]["type"] == "lifespan.startup.complete"
     assert "starting without the state store" in caplog.text
+
+
+def test_the_database_path_is_shown_and_only_a_urls_password_masked(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    database = tmp_path / "state.sqlite"
+    config = tmp_path / "plugins.yaml"
+    config.write_text(f"plugins:\n  gateway: {{database: '{database}'}}\n  mock: {{}}\n")
+    with caplog.at_level(logging.INFO, "harness_gateway"):
+        sent = anyio.run(lifespan, GatewayServer(str(config), "127.0.0.1"))
+    assert sent[0]["type"] == "lifespan.startup.complete"
+    assert f"SQLite state store {database}" in caplog.text
+    loaded = load_config(str(config))
+    assert loaded.redact(f"store {database}") == f"store {database}"
+    url = "postgresql://harness:pa%24%24word@db.example:5432/gw"
+    config.write_text(f"plugins:\n  gateway: {{database: '{url}'}}\n  mock: {{}}\n")
+    loaded = load_config(str(config))
+    assert loaded.redact(url) == f"postgresql://harness:{MASK}@db.example:5432/gw"
+    assert loaded.redact("pa$$word") == MASK
+    assert repr(loaded.plugins[0].instance.config.database) == f"Secret('{MASK}')"
 
 
 def test_reload_when_the_file_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

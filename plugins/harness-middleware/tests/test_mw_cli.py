@@ -93,6 +93,33 @@ def test_usage_by_model_with_cached_rows(ledger: UsageLedger) -> None:
     assert table.output.splitlines()[-1].split()[:2] == ["total", "4"]
 
 
+def test_usage_without_grouping_prints_one_total_row(ledger: UsageLedger) -> None:
+    table = run("usage", "--db", str(ledger.path), "--by", "")
+    assert table.exit_code == 0, table.output
+    lines = table.output.splitlines()
+    assert len(lines) == 3  # the path, the header, the one total row
+    assert lines[2].split()[:2] == ["3", "200"]
+    empty = UsageLedger(ledger.path.with_name("empty.sqlite"))
+    empty.insert(record(ts=0.0))
+    since = run("usage", "--db", str(empty.path), "--by", "", "--since", "1d")
+    assert since.output.splitlines()[2].split()[:2] == ["-", "-"]  # nothing since: one empty total row
+
+
+def test_cache_hits_alone_do_not_make_unpriced_rows_look_free(tmp_path: Path) -> None:
+    ledger = UsageLedger(tmp_path / "usage.sqlite")
+    ledger.insert(record(cost=None, price_source=None))
+    ledger.insert(record(cached=True, cost=0.0, price_source="cache"))
+    [row] = json.loads(run("usage", "--db", str(ledger.path), "--json", "--by", "model").output)["rows"]
+    assert (row["cost"], row["unpriced"], row["cached"]) == (None, 1, 1)
+    ledger.insert(record(cost=0.1))
+    [row] = json.loads(run("usage", "--db", str(ledger.path), "--json", "--by", "model").output)["rows"]
+    assert (row["cost"], row["unpriced"]) == (0.1, 1)
+    hits = UsageLedger(tmp_path / "hits.sqlite")
+    hits.insert(record(cached=True, cost=0.0, price_source="cache"))
+    [row] = json.loads(run("usage", "--db", str(hits.path), "--json", "--by", "model").output)["rows"]
+    assert (row["cost"], row["unpriced"]) == (0.0, 0)  # only cache hits: nothing was spent
+
+
 def test_usage_bad_grouping(ledger: UsageLedger) -> None:
     result = CliRunner().invoke(harness_cli, ["usage", "--db", str(ledger.path), "--by", "day,user"])
     assert result.exit_code == 2

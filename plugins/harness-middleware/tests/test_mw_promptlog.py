@@ -444,3 +444,15 @@ async def test_files_are_stored_by_digest_and_named_when_continued(tmp_path: Pat
         f"[file x.png (image/png, {digest}) was attached; the prompt log keeps no bytes]"
     )
     assert first.content[2] == FileBlock("image/png", url="https://example.com/y.png")
+
+
+def test_logs_name_a_route_without_a_model_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "plugins.yaml"
+    config.write_text("plugins:\n  prompt-log: {path: log.sqlite}\n  mock: {}\ndefaults: {provider: mock}\n")
+    ran = CliRunner().invoke(harness_cli, ["-c", str(config), "run", "hi"])
+    assert ran.exit_code == 0, ran.output
+    shown = CliRunner().invoke(harness_cli, ["-c", str(config), "logs"])
+    assert shown.exit_code == 0, shown.output
+    assert "\nroute: mock\n" in shown.stdout
+    assert "None" not in shown.stdout

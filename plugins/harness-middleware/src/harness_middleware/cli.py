@@ -204,7 +204,7 @@ def usage_command(config: str | None, db: str | None, since: str | None, by_text
         click.echo(json.dumps(document, indent=2))
         return
     click.echo(f"usage ledger: {ledger.path}")
-    click.echo(_table([*rows, _totals(rows, by)], by))
+    click.echo(_table(rows if not by and rows else [*rows, _totals(rows, by)], by))  # by '': the one row is the total
 
 
 @click.group("cache")
@@ -248,11 +248,16 @@ def cache_clear(config: str | None, db: str | None, expired: bool) -> None:
     click.echo(f"deleted {deleted} cache entr{'y' if deleted == 1 else 'ies'} from {store.path}")
 
 
+def _target(route: str | None, model: str | None) -> str:
+    """``route/model``, or the route alone when no model was given (the adapter's default)."""
+    return f"{route or '-'}/{model}" if model else route or "-"
+
+
 def _describe(entry: LogEntry) -> str:
     """A log entry as text: a header, the served (and requested) route, prompt, reply, numbers."""
     moment = datetime.fromtimestamp(entry.ts, tz=UTC).isoformat(timespec="seconds")
-    served = f"{entry.route}/{entry.model}"
-    requested = f"{entry.requested_route}/{entry.requested_model}"
+    served = _target(entry.route, entry.model)
+    requested = _target(entry.requested_route, entry.requested_model)
     lines = [f"# {moment}  id {entry.id}  conversation {entry.conversation_id}"]
     lines.append(f"route: {served}" + (f" (requested {requested})" if requested != served else ""))
     for attempt in entry.attempts or []:
@@ -260,7 +265,7 @@ def _describe(entry: LogEntry) -> str:
         outcome = "skipped (cooling down)" if attempt.get("skipped") else "served"
         if failure is not None:
             outcome = f"{failure['code']}: {failure['message']}"
-        lines.append(f"  attempt {attempt['route']}/{attempt['model']}: {outcome}")
+        lines.append(f"  attempt {_target(attempt['route'], attempt.get('model'))}: {outcome}")
     if entry.system:
         lines.append(f"system: {entry.system}")
     lines += [f"prompt: {entry.prompt}", f"response: {entry.response}"]
