@@ -24,7 +24,7 @@ from harness_core.types import Finish, FinishReason, Message, ReasoningBlock, To
 from harness_gateway import server as server_module
 from harness_gateway.anthropic_messages import MessagesStreamEncoder, messages_response, parse_messages_request
 from harness_gateway.app import RequestIdMiddleware
-from harness_gateway.config import GatewayConfig, is_loopback
+from harness_gateway.config import GatewayConfig, GatewayPlugin, is_loopback
 from harness_gateway.errors import GatewayError
 from harness_gateway.keys import KeySpec
 from harness_gateway.openai_chat import parse_chat_request
@@ -185,7 +185,9 @@ def test_the_database_path_is_shown_and_only_a_urls_password_masked(
     loaded = load_config(str(config))
     assert loaded.redact(url) == f"postgresql://harness:{MASK}@db.example:5432/gw"
     assert loaded.redact("pa$$word") == MASK
-    assert repr(loaded.plugins[0].instance.config.database) == f"Secret('{MASK}')"
+    gateway = loaded.plugins[0].instance
+    assert isinstance(gateway, GatewayPlugin)
+    assert repr(gateway.config.database) == f"Secret('{MASK}')"
 
 
 def test_reload_when_the_file_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
