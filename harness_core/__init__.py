@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.abort import AbortSignal
     from harness_core.adapter import LlmAdapter
     from harness_core.assembler import BlockAssembler
-    from harness_core.attach import AttachError, detect_media_type, load_attachment
+    from harness_core.attach import AttachError, detect_media_type, load_attachment, parse_media_type
     from harness_core.chain import ChainLink
     from harness_core.config import EnvFallback
     from harness_core.conversation import Conversation, ConversationState, MaxStepsExceeded, Reply
@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.hookspecs import hookimpl
     from harness_core.outfile import WriteFailureLog, check_output_file, write_in_thread
     from harness_core.runtime import GenerateResult, Harness, StreamContext
-    from harness_core.secret import ChunkScrubber, RedactFilter, Redactor, Secret, redacted_logging
+    from harness_core.secret import ChunkScrubber, ConnectionString, RedactFilter, Redactor, Secret, redacted_logging
     from harness_core.structured import decode_output, response_format_for
     from harness_core.sync import SyncHarness
     from harness_core.tools import Tool, ToolRegistry, tool
@@ -62,6 +62,7 @@ __all__ = [
     "BlockStart",
     "ChainLink",
     "ChunkScrubber",
+    "ConnectionString",
     "ContentBlock",
     "Conversation",
     "ConversationState",
@@ -110,6 +111,7 @@ __all__ = [
     "detect_media_type",
     "hookimpl",
     "load_attachment",
+    "parse_media_type",
     "redacted_logging",
     "response_format_for",
     "tool",
@@ -131,6 +133,7 @@ _LAZY = {
     "AttachError": "harness_core.attach",
     "detect_media_type": "harness_core.attach",
     "load_attachment": "harness_core.attach",
+    "parse_media_type": "harness_core.attach",
     "BlockAssembler": "harness_core.assembler",
     "BlockEnd": "harness_core.types",
     "BlockStart": "harness_core.types",
@@ -161,6 +164,7 @@ _LAZY = {
     "RedactFilter": "harness_core.secret",
     "Redactor": "harness_core.secret",
     "Secret": "harness_core.secret",
+    "ConnectionString": "harness_core.secret",
     "redacted_logging": "harness_core.secret",
     "StreamChunk": "harness_core.types",
     "SyncHarness": "harness_core.sync",

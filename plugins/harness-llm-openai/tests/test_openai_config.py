@@ -85,3 +85,42 @@ def test_unusable_http_settings_are_located_config_problems(
     assert problem.message.startswith(start)
     assert "99999" not in problem.message
     assert "X-Secret-Name" not in problem.message
+
+
+def test_config_check_lists_every_problem_of_nested_structs_in_file_order(tmp_path: Path) -> None:
+    path = tmp_path / "plugins.yaml"
+    path.write_text(
+        "plugins:\n  openai:\n    api_key: sk-test\n"
+        "    timeout: {connect: x, reed: 5, read: y}\n"
+        "    models:\n      m1:\n        context_window: big\n        bogus: 1\n"
+        "      m2:\n        max_output_tokens: x\n      m3: {context_window: 5}\n"
+        "    max_connections: -3\n",
+        encoding="utf-8",
+    )
+    problems = inspect_config(path, environ={}).problems
+    assert [(p.field, p.line) for p in problems] == [
+        ("timeout.connect", 4),
+        ("timeout.reed", 4),
+        ("timeout.read", 4),
+        ("models.m1.context_window", 7),
+        ("models.m1.bogus", 8),
+        ("models.m2.max_output_tokens", 10),
+        ("max_connections", 12),
+    ]
+    assert problems[1].message.startswith("Object contains unknown field `reed`")
+
+
+def test_a_nested_value_that_is_no_mapping_is_one_problem(tmp_path: Path) -> None:
+    path = tmp_path / "plugins.yaml"
+    path.write_text(
+        "plugins:\n  openai:\n    api_key: sk-test\n    models: {m1: 5}\n    timeout: 3\n", encoding="utf-8"
+    )
+    problems = inspect_config(path, environ={}).problems
+    assert [(p.field, p.line) for p in problems] == [("models.m1", 4), ("timeout", 5)]
+    path.write_text(
+        "plugins:\n  openai:\n    api_key: sk-test\n    models: {m1: {context_window: 5}}\n"
+        "    timeout: {connect: 1}\n    max_connections: 0\n",
+        encoding="utf-8",
+    )
+    [problem] = inspect_config(path, environ={}).problems  # the valid nested values add nothing
+    assert (problem.field, problem.line) == ("max_connections", 6)
