@@ -696,23 +696,14 @@ def test_chat_turns_are_one_logged_conversation(harness: Harness, config: Config
 
 def test_attach_dash_reads_the_attachment_from_stdin(tmp_path: Path, cli_env: dict[str, str]) -> None:
     png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
-    result = subprocess.run(
-        [sys.executable, "-m", "harness_core.cli", "run", "-p", "mock", "-a", "-", "what is it?"],
-        input=png,
-        capture_output=True,
-        env=cli_env,
-        cwd=tmp_path,
-        timeout=120,
-    )
+
+    def run_with_png_on_stdin(*args: str) -> subprocess.CompletedProcess[bytes]:
+        command = [sys.executable, "-m", "harness_core.cli", "run", "-p", "mock", "-a", "-", *args]
+        return subprocess.run(command, input=png, capture_output=True, env=cli_env, cwd=tmp_path, timeout=120)
+
+    result = run_with_png_on_stdin("what is it?")
     assert result.returncode == 0, result.stderr
     assert result.stdout.decode().strip() == "what is it? [image/png (16 bytes)]"  # stdin is no prompt text
-    both = subprocess.run(
-        [sys.executable, "-m", "harness_core.cli", "run", "-p", "mock", "-a", "-", "-"],
-        input=png,
-        capture_output=True,
-        env=cli_env,
-        cwd=tmp_path,
-        timeout=120,
-    )
+    both = run_with_png_on_stdin("-")
     assert both.returncode == 2
     assert both.stderr == b"error: stdin holds either the prompt (PROMPT -) or an attachment (-a -), not both\n"

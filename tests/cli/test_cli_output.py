@@ -112,13 +112,17 @@ EVERY_COMMAND = [
 ]
 
 
-@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
-@pytest.mark.parametrize("command", EVERY_COMMAND)
-def test_every_command_reports_a_full_disk(
-    tmp_path: Path, cli_env: dict[str, str], harness: Harness, config: Config, command: list[str]
-) -> None:
+@pytest.fixture
+def ledgers(harness: Harness, config: Config) -> None:
+    """A plugins.yaml with a usage ledger, a cache and a prompt log, each written once."""
     config(LEDGERS)
     assert harness("run", "fill the ledgers").returncode == 0
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
+@pytest.mark.parametrize("command", EVERY_COMMAND)
+@pytest.mark.usefixtures("ledgers")
+def test_every_command_reports_a_full_disk(tmp_path: Path, cli_env: dict[str, str], command: list[str]) -> None:
     with open("/dev/full", "w") as full:
         process = start(tmp_path, cli_env, *command, stdout=full)
         _, err = process.communicate("", timeout=120)
@@ -126,11 +130,10 @@ def test_every_command_reports_a_full_disk(
 
 
 @pytest.mark.parametrize("command", EVERY_COMMAND)
+@pytest.mark.usefixtures("ledgers")
 def test_every_command_stops_quietly_on_a_closed_pipe(
-    tmp_path: Path, cli_env: dict[str, str], harness: Harness, config: Config, command: list[str]
+    tmp_path: Path, cli_env: dict[str, str], command: list[str]
 ) -> None:
-    config(LEDGERS)
-    assert harness("run", "fill the ledgers").returncode == 0
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader went away before the first write: every write is EPIPE
     try:
