@@ -237,9 +237,10 @@ def test_worker_app_and_several_workers(monkeypatch: pytest.MonkeyPatch) -> None
 def test_cli_errors(tmp_path: Path) -> None:
     invalid = tmp_path / "invalid.yaml"
     invalid.write_text("plugins:\n  gateway: {workers: 0}\n")
-    result = CliRunner().invoke(cli, ["keys", "list", "-c", str(invalid)])
-    assert result.exit_code == 2
-    assert "field 'workers'" in result.output
+    for args in (["keys", "list", "-c", str(invalid)], ["-c", str(invalid), "keys", "list"]):  # -c before or after
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 2
+        assert "field 'workers'" in result.output
     no_gateway = tmp_path / "plain.yaml"
     no_gateway.write_text(f"plugins:\n  mock: {{}}\n  gateway: {{database: '{tmp_path}'}}\n")
     down = CliRunner().invoke(cli, ["keys", "list", "-c", str(no_gateway)])
