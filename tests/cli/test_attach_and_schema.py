@@ -100,6 +100,11 @@ def test_media_types_are_case_insensitive_and_checked(tmp_path: Path) -> None:
         load_attachments([], [(str(scan), "describe")])
 
 
+def test_a_block_the_vocabulary_refuses_is_an_attach_error() -> None:
+    with pytest.raises(AttachError, match=r"data://x\.png: FileBlock\.url must not be a data: URL"):
+        load_attachment("data://x.png", "image/png")
+
+
 def test_stdin_and_empty_specs(tmp_path: Path) -> None:
     [block] = load_attachments(["-"], stdin=io.BytesIO(PNG))
     assert (block.media_type, block.data, block.filename) == ("image/png", PNG, None)
