@@ -75,7 +75,7 @@ from harness_core.types import (
 if TYPE_CHECKING:
     from harness_core.runtime import Harness
 
-__all__ = ["Renderer", "run_prompt", "start_warnings"]
+__all__ = ["Renderer", "run_prompt", "warn_start_failures"]
 
 DIM = "\x1b[2m"
 CYAN = "\x1b[36m"
@@ -341,8 +341,7 @@ async def _generate(
         harness = Harness(loaded.plugins, defaults=loaded.defaults, failures=loaded.failures, redact=loaded.redactor)
         harness.strict = renderer.as_json  # readers of --json get a checked stream, errors name the layer
         async with harness, anyio.create_task_group() as group:
-            for line in start_warnings(loaded.failures, harness.failures):
-                renderer.note(line)
+            warn_start_failures(renderer.note, loaded.failures, harness.failures)
             await group.start(interrupts.watch, group.cancel_scope)
             try:  # caught here: raised through the task group it would become an ExceptionGroup
                 if tools:
@@ -376,15 +375,15 @@ async def _generate(
     return interrupts.exit_code if code == EXIT_ABORTED else code
 
 
-def start_warnings(known: Sequence[PluginFailure], failures: Sequence[PluginFailure]) -> list[str]:
-    """One ``warning:`` line per adapter plugin in ``failures`` (the started harness's) that is not
-    in ``known`` (reported before the start): its routes are unavailable, the others work. A
-    middleware that fails stops the start instead (an error)."""
-    return [
-        f"warning: plugin {failure.key!r} failed to start: {failure.message}; its routes are unavailable"
-        for failure in failures
-        if not failure.is_middleware and failure not in known
-    ]
+def warn_start_failures(
+    note: Callable[[str], None], known: Sequence[PluginFailure], failures: Sequence[PluginFailure]
+) -> None:
+    """Write (``note``) one ``warning:`` line per adapter plugin in ``failures`` (the started
+    harness's) that is not in ``known`` (reported before the start): its routes are unavailable,
+    the others work. A middleware that fails stops the start instead (an error)."""
+    for failure in failures:
+        if not failure.is_middleware and failure not in known:
+            note(f"warning: plugin {failure.key!r} failed to start: {failure.message}; its routes are unavailable")
 
 
 async def _stream(harness: Harness, options: GenerateOptions, renderer: Renderer) -> None:

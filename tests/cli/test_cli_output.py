@@ -382,12 +382,12 @@ def test_a_group_without_its_subcommand_prints_its_help(harness: Harness, group:
 
 
 def test_an_adapter_that_fails_at_start_is_one_warning_line() -> None:
-    from harness_core.cli._run import start_warnings
+    from harness_core.cli._run import warn_start_failures
     from harness_core.plugininfo import PluginFailure
 
     loaded = PluginFailure(key="old", name="x", message="no key", stage="config", is_middleware=False)
     started = PluginFailure(key="acme", name="x", message="RuntimeError: boom", stage="register", is_middleware=False)
     middleware = PluginFailure(key="mw", name="x", message="boom", stage="register", is_middleware=True)
-    assert start_warnings([loaded], [loaded, started, middleware]) == [
-        "warning: plugin 'acme' failed to start: RuntimeError: boom; its routes are unavailable"
-    ]
+    lines: list[str] = []
+    warn_start_failures(lines.append, [loaded], [loaded, started, middleware])
+    assert lines == ["warning: plugin 'acme' failed to start: RuntimeError: boom; its routes are unavailable"]
