@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.abort import AbortSignal
     from harness_core.adapter import LlmAdapter
     from harness_core.assembler import BlockAssembler
-    from harness_core.attach import AttachError, detect_media_type, load_attachment
+    from harness_core.attach import AttachError, detect_media_type, load_attachment, parse_media_type
     from harness_core.chain import ChainLink
     from harness_core.config import EnvFallback
     from harness_core.conversation import Conversation, ConversationState, MaxStepsExceeded, Reply
@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.runtime import GenerateResult, Harness, StreamContext
     from harness_core.secret import (
         ChunkScrubber,
+        ConnectionString,
         RedactFilter,
         Redactor,
         Secret,
@@ -70,6 +71,7 @@ __all__ = [
     "BlockStart",
     "ChainLink",
     "ChunkScrubber",
+    "ConnectionString",
     "ContentBlock",
     "Conversation",
     "ConversationState",
@@ -120,6 +122,7 @@ __all__ = [
     "hookimpl",
     "load_attachment",
     "mask_strings",
+    "parse_media_type",
     "redacted_logging",
     "response_format_for",
     "tool",
@@ -141,6 +144,7 @@ _LAZY = {
     "AttachError": "harness_core.attach",
     "detect_media_type": "harness_core.attach",
     "load_attachment": "harness_core.attach",
+    "parse_media_type": "harness_core.attach",
     "BlockAssembler": "harness_core.assembler",
     "BlockEnd": "harness_core.types",
     "BlockStart": "harness_core.types",
@@ -172,6 +176,7 @@ _LAZY = {
     "Redactor": "harness_core.secret",
     "Secret": "harness_core.secret",
     "SecretMasking": "harness_core.secret",
+    "ConnectionString": "harness_core.secret",
     "redacted_logging": "harness_core.secret",
     "mask_strings": "harness_core.secret",
     "StreamChunk": "harness_core.types",

@@ -18,12 +18,24 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Final
+from typing import BinaryIO, Final
 from urllib.parse import urlsplit
 
-from harness_core.types import FileBlock
+from harness_core.types import MEDIA_TYPE, FileBlock
 
-__all__ = ["MAX_FILE_BYTES", "AttachError", "detect_media_type", "load_attachment", "load_attachments"]
+__all__ = [
+    "MAX_FILE_BYTES",
+    "STDIN",
+    "AttachError",
+    "detect_media_type",
+    "load_attachment",
+    "load_attachments",
+    "parse_media_type",
+]
+
+STDIN: Final = "-"
+"""The spec that attaches what is piped on standard input (``cat photo.jpg | harness run -a - "what is it?"``,
+as ``llm`` does)."""
 
 _URL: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _ALIASES: Final = {
@@ -86,17 +98,41 @@ def detect_media_type(data: bytes, name: str = "") -> str | None:
     return _normalise(guess) if guess else None
 
 
-def load_attachment(spec: str, media_type: str | None = None) -> FileBlock:
-    """A :class:`FileBlock` for ``spec``: a local path (read whole) or a URL (kept as a URL).
-
-    Args:
-        spec: ``PATH`` or ``scheme://…``.
-        media_type: force this media type instead of detecting it.
+def parse_media_type(text: str) -> str:
+    """``text`` as a media type (``type/subtype``, RFC 6838 names,
+    https://www.rfc-editor.org/rfc/rfc6838#section-4.2): case-insensitive, returned in lower case
+    with parameters dropped and known aliases normalised (``IMAGE/JPG`` → ``image/jpeg``).
 
     Raises:
-        AttachError: the file cannot be read or is over :data:`MAX_FILE_BYTES`, or its media type
-            is unknown or malformed.
+        AttachError: ``text`` is no media type, naming it.
     """
+    kind = _normalise(text)
+    if not MEDIA_TYPE.fullmatch(kind):
+        raise AttachError(f"{text!r} is not a media type (type/subtype, e.g. image/png or application/pdf)")
+    return kind
+
+
+def load_attachment(spec: str, media_type: str | None = None, *, stdin: BinaryIO | None = None) -> FileBlock:
+    """A :class:`FileBlock` for ``spec``: a local path (read whole), a URL (kept as a URL), or
+    :data:`STDIN` (``-``: the bytes of ``stdin``, read whole).
+
+    Args:
+        spec: ``PATH``, ``scheme://…`` or ``-``.
+        media_type: force this media type (:func:`parse_media_type`) instead of detecting it.
+        stdin: the binary stream ``-`` reads; ``None`` refuses ``-``.
+
+    Raises:
+        AttachError: an empty spec, ``-`` without ``stdin``, a file that cannot be read or is over
+            :data:`MAX_FILE_BYTES`, or a media type that is unknown or malformed.
+    """
+    if media_type is not None:
+        media_type = parse_media_type(media_type)
+    if not spec:
+        raise AttachError("an empty path: give a file, a URL, or - for standard input")
+    if spec == STDIN:
+        if stdin is None:
+            raise AttachError("- (standard input) cannot be attached here")
+        return _loaded(spec, stdin.read(MAX_FILE_BYTES + 1), media_type, None)
     if _URL.match(spec):
         kind = media_type or mimetypes.guess_type(urlsplit(spec).path, strict=False)[0]
         if not kind:
@@ -111,15 +147,22 @@ def load_attachment(spec: str, media_type: str | None = None) -> FileBlock:
             data = file.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise AttachError(f"{spec}: cannot read: {exc.strerror or exc}") from None
+    return _loaded(spec, data, media_type, path.name)
+
+
+def _loaded(spec: str, data: bytes, media_type: str | None, filename: str | None) -> FileBlock:
+    """The block of ``data`` read for ``spec`` (its type detected unless given)."""
     if len(data) > MAX_FILE_BYTES:
         raise AttachError(f"{spec}: larger than {MAX_FILE_BYTES} bytes, more than any provider takes inline")
-    kind = media_type or detect_media_type(data, path.name)
+    kind = media_type or detect_media_type(data, filename or "")
     if kind is None:
         raise AttachError(f"{spec}: unknown media type; give it with --attach-type PATH TYPE")
-    return _block(spec, _normalise(kind), data=data, filename=path.name)
+    return _block(spec, _normalise(kind), data=data, filename=filename)
 
 
-def load_attachments(specs: Sequence[str], typed: Sequence[tuple[str, str]] = ()) -> list[FileBlock]:
+def load_attachments(
+    specs: Sequence[str], typed: Sequence[tuple[str, str]] = (), *, stdin: BinaryIO | None = None
+) -> list[FileBlock]:
     """The attachments of one prompt, as ``llm``'s ``-a`` and ``--at/--attachment-type`` give
     them (https://llm.datasette.io/en/stable/usage.html#attachments): ``specs`` detect their media
     type, ``typed`` ``(PATH or URL, TYPE)`` pairs force one.
@@ -127,13 +170,21 @@ def load_attachments(specs: Sequence[str], typed: Sequence[tuple[str, str]] = ()
     A typed spec naming the same file as one of ``specs`` (the same text, or a path resolving to
     the same file) sets that attachment's type, at its place: ``-a scan.bin --at scan.bin
     image/png`` is one attachment, an image. The other typed specs are attachments of their own,
-    after ``specs``. Order is kept; a file given twice in ``specs`` is attached twice.
+    after ``specs``. Order is kept; a file given twice in ``specs`` is attached twice. ``-``
+    (:data:`STDIN`) reads ``stdin``, once. Every type is checked before any file is read.
 
     Raises:
-        AttachError: as :func:`load_attachment`, or one file given two different types.
+        AttachError: as :func:`load_attachment`, a type that is no media type (naming it), one
+            file given two different types, or ``-`` given twice.
     """
     forced: dict[str, tuple[str, str]] = {}
-    for spec, media_type in typed:
+    if list(specs).count(STDIN) > 1:
+        raise AttachError("- (standard input) can be attached once")
+    for spec, given in typed:
+        try:
+            media_type = parse_media_type(given)
+        except AttachError as exc:
+            raise AttachError(f"{spec} {given}: {exc}") from None
         key = _identity(spec)
         if key in forced and forced[key][1] != media_type:
             raise AttachError(f"{spec}: given two media types ({forced[key][1]} and {media_type}); give one")
@@ -141,15 +192,15 @@ def load_attachments(specs: Sequence[str], typed: Sequence[tuple[str, str]] = ()
     blocks = []
     for spec in specs:
         found = forced.get(_identity(spec))
-        blocks.append(load_attachment(spec, found[1] if found is not None else None))
+        blocks.append(load_attachment(spec, found[1] if found is not None else None, stdin=stdin))
     detected = {_identity(spec) for spec in specs}
-    blocks += [load_attachment(spec, kind) for key, (spec, kind) in forced.items() if key not in detected]
+    blocks += [load_attachment(spec, kind, stdin=stdin) for key, (spec, kind) in forced.items() if key not in detected]
     return blocks
 
 
 def _identity(spec: str) -> str:
-    """What two specs naming one attachment share: a URL as written, a path resolved."""
-    return spec if _URL.match(spec) else os.path.realpath(Path(spec).expanduser())
+    """What two specs naming one attachment share: a URL or ``-`` as written, a path resolved."""
+    return spec if _URL.match(spec) or spec in ("", STDIN) else os.path.realpath(Path(spec).expanduser())
 
 
 def _block(

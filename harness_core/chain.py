@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import traceback
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
 from operator import itemgetter
 from typing import Any, Final, Literal
@@ -365,6 +366,14 @@ class AdapterBoundary:
             return error
         return LlmError.from_failure(msgspec.structs.replace(error.to_failure(), message=message))
 
+    def _trace(self, route: str, exc: Exception) -> None:
+        """Log the traceback and cause chain of an adapter's :class:`LlmError` (``NETWORK``,
+        ``AUTH`` …: the transport's own exception) at INFO level, secrets masked, so
+        ``harness -v`` shows where a failure came from; nothing is formatted when INFO is off."""
+        if isinstance(exc, LlmError) and logger.isEnabledFor(logging.INFO):
+            text = self._secrets("".join(traceback.format_exception(exc)).rstrip("\n"))
+            logger.info("route %r failed:\n%s", route, text)
+
     def __call__(self, options: GenerateOptions, run: ChainRun) -> AsyncGenerator[StreamChunk, None]:
         """The boundary's generator for one stream (scrubbed when there are secrets)."""
         return self._serve(options, run, ChunkScrubber(self._secrets) if self._secrets else None)
@@ -410,6 +419,7 @@ class AdapterBoundary:
                 stream = registration.adapter.stream(options)
                 pull = stream.__anext__
             except Exception as exc:
+                self._trace(route, exc)
                 failure = _as_failure(exc, route)
             else:
                 while True:
@@ -421,6 +431,7 @@ class AdapterBoundary:
                         )
                         break
                     except Exception as exc:
+                        self._trace(route, exc)
                         failure = _as_failure(exc, route)
                         break
                     keep(chunk)

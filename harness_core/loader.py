@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import re
+import types
 import typing
 from collections.abc import Collection, Mapping
 from pathlib import Path
@@ -49,7 +50,7 @@ from harness_core.config import (
 )
 from harness_core.entrypoints import EntryPoint, entry_points
 from harness_core.plugininfo import Defaults, LoadedPlugin, PluginFailure
-from harness_core.secret import Secret, secret_problem
+from harness_core.secret import ConnectionString, Secret, connection_secrets, secret_problem
 
 __all__ = [
     "BUILTIN_DEFAULT",
@@ -109,6 +110,7 @@ _KEY = re.compile(r"(?P<disabled>~)?(?P<name>[A-Za-z0-9_.-]+)(?::(?P<ident>[A-Za
 _MSGSPEC_PATH = re.compile(r"^(?P<message>.*?)(?: - at `\$(?P<path>.*)`)?$", re.DOTALL)
 _PATH_PART = re.compile(r"\.([^.\[]+)|\[(\d+)\]|(\[\.\.\.\])")  # msgspec hides mapping keys as [...]
 _UNKNOWN_FIELD = re.compile(r"unknown field `([^`]*)`")
+_NAMED_FIELD = re.compile(r"^field '([A-Za-z_][\w-]*)': ")  # a __post_init__ check naming its field
 
 State = Literal["enabled", "disabled", "failed", "invalid", "installed"]
 
@@ -576,7 +578,8 @@ class _Loading:
     def convert_fields(
         self, config_type: type[msgspec.Struct], raw: dict[str, Any], skipped: set[str | int]
     ) -> list[tuple[str, ConfigPath, bool]]:
-        """Every problem of ``raw`` field by field, in field order: ``(message, path, refused)``,
+        """Every problem of ``raw`` field by field, in the order of ``raw``'s keys (the file's):
+        ``(message, path, refused)``,
         ``refused`` for a secret that cannot be sent. Fields in ``skipped`` are not looked at."""
         fields = msgspec.structs.fields(config_type)
         known = {f.encode_name for f in fields}
@@ -593,19 +596,43 @@ class _Loading:
                 if field.required:
                     found.append((f"Object missing required field `{field.encode_name}`", (), False))
                 continue
-            self.refused_secret = False
-            try:
-                msgspec.convert(raw[field.encode_name], field.type, dec_hook=self.dec_hook)
-            except msgspec.ValidationError as exc:
-                message, where = _split_msgspec_error(str(exc))
-                found.append((message, (field.encode_name, *where), self.refused_secret))
-        return found
+            found += self.convert_value(field.type, raw[field.encode_name], (field.encode_name,))
+        order: dict[str | int, int] = {key: index for index, key in enumerate(raw)}
+        return sorted(found, key=lambda problem: order.get(problem[1][0], len(order)) if problem[1] else -1)
+
+    def convert_value(self, type_: Any, value: Any, path: ConfigPath) -> list[tuple[str, ConfigPath, bool]]:
+        """Every problem of ``value`` (at ``path``) as a ``type_``: a nested struct given as a
+        mapping, and each value of a ``dict[str, Struct]``, is looked at field by field (msgspec
+        stops at the first error), so every problem is reported at its own key's line."""
+        nested = _struct_of(type_)
+        if nested is not None and isinstance(value, dict):
+            found = [(m, (*path, *where), r) for m, where, r in self.convert_fields(nested, value, set())]
+            if found:
+                return found
+        items = _struct_values_of(type_)
+        if items is not None and isinstance(value, dict):
+            found = [
+                problem for key, item in value.items() for problem in self.convert_value(items, item, (*path, key))
+            ]
+            if found:
+                return found
+        self.refused_secret = False
+        try:
+            msgspec.convert(value, type_, dec_hook=self.dec_hook)
+        except msgspec.ValidationError as exc:
+            message, where = _split_msgspec_error(str(exc))
+            return [(message, (*path, *where), self.refused_secret)]
+        return []
 
     def dec_hook(self, type_: type, obj: Any) -> Any:
         """``msgspec.convert`` hook: YAML strings become :class:`Secret` for ``Secret`` fields, and
         every such value (literal, from the environment or an env fallback) is secret from then on.
         A value that cannot be sent in a header (:func:`~harness_core.secret.secret_problem`) is
         refused with the reason (never the value)."""
+        if type_ is ConnectionString and isinstance(obj, str):  # only a URL's password is secret
+            for part in connection_secrets(obj):
+                self.loaded.redactor.add(part)
+            return ConnectionString(obj)
         if type_ is Secret and isinstance(obj, str):
             self.loaded.redactor.add(obj)
             problem = secret_problem(obj)
@@ -771,12 +798,38 @@ def _secret_fields(config_type: type[msgspec.Struct]) -> set[str]:
     return {f.encode_name for f in msgspec.structs.fields(config_type) if _holds_secret(f.type)}
 
 
+def _unwrapped(annotation: Any) -> Any:
+    """``annotation`` without ``Annotated[…]`` and an optional ``| None``; ``None`` for another union."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        members = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+        return _unwrapped(members[0]) if len(members) == 1 else None
+    return annotation
+
+
+def _struct_of(annotation: Any) -> type[msgspec.Struct] | None:
+    """The msgspec Struct a field holds (``Struct``, ``Struct | None``, annotated), else ``None``."""
+    inner = _unwrapped(annotation)
+    return inner if isinstance(inner, type) and issubclass(inner, msgspec.Struct) else None
+
+
+def _struct_values_of(annotation: Any) -> Any:
+    """The value type of a ``dict[str, Struct]`` field (the Struct), else ``None``."""
+    inner = _unwrapped(annotation)
+    if typing.get_origin(inner) is dict:
+        value_type = typing.get_args(inner)[1]
+        return value_type if _struct_of(value_type) is not None else None
+    return None
+
+
 def _holds_secret(annotation: Any) -> bool:
-    return annotation is Secret or any(_holds_secret(arg) for arg in typing.get_args(annotation))
+    return annotation in (Secret, ConnectionString) or any(_holds_secret(arg) for arg in typing.get_args(annotation))
 
 
 def _split_msgspec_error(text: str) -> tuple[str, ConfigPath]:
-    """``"Expected `int`, got `str` - at `$.a[0]`"`` → ``("Expected `int`, got `str`", ("a", 0))``."""
+    """``"Expected `int`, got `str` - at `$.a[0]`"`` → ``("Expected `int`, got `str`", ("a", 0))``; a
+    message starting ``field 'name': `` (a config's ``__post_init__`` check) is located at that field."""
     match = _MSGSPEC_PATH.match(text)
     assert match is not None  # the pattern matches any text
     path: list[str | int] = []
@@ -784,6 +837,10 @@ def _split_msgspec_error(text: str) -> tuple[str, ConfigPath]:
         path.append(int(index) if index else "<key>" if hidden_key else name)
     message = match.group("message")
     unknown = _UNKNOWN_FIELD.search(message)
+    named = _NAMED_FIELD.match(message)
     if unknown is not None:
         path.append(unknown.group(1))
+    elif named is not None:  # "field 'base_url': …" raised by a config's __post_init__: that field's line
+        path.append(named.group(1))
+        message = message[named.end() :]
     return message, tuple(path)

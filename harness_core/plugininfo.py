@@ -6,7 +6,11 @@ from typing import Literal
 
 import msgspec
 
-__all__ = ["Defaults", "LoadedPlugin", "PluginFailure"]
+__all__ = ["REPORTED", "Defaults", "LoadedPlugin", "PluginFailure"]
+
+REPORTED = "harness_reported"
+"""Attribute set on a log record whose failure is also a :class:`PluginFailure` the caller shows
+(the CLI drops such records unless ``-v`` asks for the traceback, so each failure is shown once)."""
 
 
 class Defaults(msgspec.Struct, frozen=True, kw_only=True):

@@ -43,7 +43,7 @@ from harness_core.chain import (
 )
 from harness_core.errors import LlmError
 from harness_core.hookspecs import PROJECT_NAME, HarnessSpec
-from harness_core.plugininfo import Defaults, LoadedPlugin, PluginFailure
+from harness_core.plugininfo import REPORTED, Defaults, LoadedPlugin, PluginFailure
 from harness_core.registry import RouteRegistry
 from harness_core.secret import RedactFilter, Redactor, secrets_of
 from harness_core.structured import decode_output, response_format_for
@@ -334,7 +334,9 @@ class Harness:
 
     def _fail(self, plugin: LoadedPlugin, exc: Exception, is_middleware: bool) -> PluginFailure:
         message = self._redact(str(exc) if isinstance(exc, LlmError) else f"{type(exc).__name__}: {exc}")
-        logger.error("plugin %r failed to start: %s", plugin.key, message, exc_info=exc)
+        logger.error(  # the failure is also in self.failures, which callers show
+            "plugin %r failed to start: %s", plugin.key, message, exc_info=exc, extra={REPORTED: True}
+        )
         failure = PluginFailure(
             key=plugin.key, name=plugin.name, message=message, stage="register", is_middleware=is_middleware
         )

@@ -55,6 +55,7 @@ __all__ = [
     "HTTP_LOGGERS",
     "MASK",
     "ChunkScrubber",
+    "ConnectionString",
     "RedactFilter",
     "Redaction",
     "Redactor",
@@ -105,6 +106,10 @@ class Secret:
         """The plain secret, for the one place it is needed (e.g. an ``Authorization`` header)."""
         return self._value
 
+    def secret_parts(self) -> tuple[str, ...]:
+        """What of the value is masked wherever it appears (the whole value)."""
+        return (self._value,)
+
     def __repr__(self) -> str:
         return f"Secret('{MASK}')"
 
@@ -122,6 +127,32 @@ class Secret:
 
     def __reduce__(self) -> NoReturn:
         raise TypeError("a Secret cannot be pickled")
+
+
+class ConnectionString(Secret):
+    """A database setting: a file path, or a URL that may hold credentials
+    (``postgresql://user:password@host/db``, RFC 3986 userinfo,
+    https://www.rfc-editor.org/rfc/rfc3986#section-3.2.1). Only the URL's password is secret:
+    a path or a host is shown in messages, so an operator can tell which database is meant."""
+
+    __slots__ = ()
+
+    def secret_parts(self) -> tuple[str, ...]:
+        """The URL's password (as written and percent-decoded), or nothing for a path."""
+        return connection_secrets(self.get_secret_value())
+
+
+def connection_secrets(value: str) -> tuple[str, ...]:
+    """The password of ``value`` when it is a URL with one (as written and percent-decoded), else ``()``."""
+    from urllib.parse import unquote, urlsplit
+
+    if "://" not in value:
+        return ()
+    try:
+        password = urlsplit(value).password
+    except ValueError:  # not a URL after all (a bad port): keep all of it secret
+        return (value,)
+    return tuple(dict.fromkeys((password, unquote(password)))) if password else ()
 
 
 def secret_problem(value: str, what: str = "the secret") -> str | None:
@@ -719,7 +750,8 @@ def secrets_of(value: Any, redactor: Redactor | None = None) -> Redactor:
             return
         seen.add(id(item))
         if isinstance(item, Secret):
-            found.add(item.get_secret_value())
+            for part in item.secret_parts():
+                found.add(part)
         elif isinstance(item, msgspec.Struct):
             for field in item.__struct_fields__:
                 walk(getattr(item, field, None))

@@ -4,13 +4,18 @@ Subcommands: ``run``, ``chat``, ``plugins``, ``config check``, ``chain``, plus t
 entry-point group ``harness.commands``. ``harness --help`` and ``harness plugins`` stay fast:
 only :mod:`click` is imported up front; everything else loads inside the subcommand that needs
 it, and plugin subcommands are listed from entry-point metadata without importing them.
+
+A plugin's subcommand takes ``-c/--config`` with :func:`config_option`, so ``harness -c FILE sub``
+and ``harness sub -c FILE`` both reach it (:func:`group_config` reads the group's value).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["main"]
+from harness_core.cli._config_option import CONFIG_HELP, config_option, group_config
+
+__all__ = ["CONFIG_HELP", "config_option", "group_config", "main"]
 
 
 def main(argv: Sequence[str] | None = None) -> None:

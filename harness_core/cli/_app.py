@@ -18,6 +18,7 @@ from typing import IO, Any
 
 import click
 
+from harness_core.cli._config_option import CONFIG_HELP, config_option
 from harness_core.entrypoints import entry_points
 
 __all__ = ["cli"]
@@ -27,24 +28,9 @@ _VERBOSE = re.compile(r"-v+")
 COMMAND_GROUP = "harness.commands"
 """Entry-point group of plugin subcommands: ``usage = "harness_usage.cli:usage"`` (a click command)."""
 
-_CONFIG_HELP = (
-    "plugins.yaml to use (default: $HARNESS_CONFIG, ./plugins.yaml, ./config/plugins.yaml, "
-    "the user config dir, else the built-in mock setup)"
-)
-
-
-def _group_config(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """A subcommand's ``-c``, else the one given to the ``harness`` group (``harness -c x run``)."""
-    if value is not None:
-        return value
-    given: str | None = ctx.find_root().params.get("config")
-    return given
-
 
 def _config_option(func: Any) -> Any:
-    return click.option(
-        "-c", "--config", "config", type=click.Path(dir_okay=False), callback=_group_config, help=_CONFIG_HELP
-    )(func)
+    return config_option()(func)
 
 
 def show_error(exc: click.ClickException, file: IO[Any] | None = None) -> None:
@@ -61,6 +47,10 @@ def show_error(exc: click.ClickException, file: IO[Any] | None = None) -> None:
 class _HarnessGroup(click.Group):
     """A group that also offers the subcommands plugins declare in ``harness.commands``.
 
+    Output that cannot be written (``harness logs > /dev/full``, a reader that went away) ends
+    any subcommand as ``harness run`` ends: ``error: cannot write output: …`` (exit 1), or quietly
+    with 141 for a closed pipe, never a traceback.
+
     Plugin subcommands are listed from entry-point metadata and imported only when run; a
     built-in command of the same name wins. Every :class:`click.ClickException` (a usage error,
     a plugin subcommand's own) is shown by :func:`show_error`, so every command's errors read
@@ -75,12 +65,16 @@ class _HarnessGroup(click.Group):
             return super().make_context(info_name, args, parent, **extra)
         except click.ClickException as exc:
             raise _restyled(exc) from None
+        except OSError as exc:  # writing --help failed
+            raise _output_failed(exc) from None
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except click.ClickException as exc:
             raise _restyled(exc) from None
+        except OSError as exc:  # a subcommand's output could not be written (click.echo raises)
+            raise _output_failed(exc) from None
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         """``harness "prompt" …`` (or ``harness -m fast "prompt"``) is short for ``harness run …``:
@@ -134,8 +128,22 @@ class _HarnessGroup(click.Group):
             formatter.write_dl(rows)
 
 
+def _output_failed(exc: OSError) -> BaseException:
+    """What to raise for ``exc``: when it is standard output that failed (a full disk, a closed
+    pipe), :class:`click.exceptions.Exit` with the code of
+    :func:`~harness_core.cli._common.output_failure_code` (the ``error: cannot write output``
+    line written; quiet 141 for a closed pipe); any other ``OSError`` is ``exc`` itself."""
+    from harness_core.cli._common import stdout_failure
+
+    code = stdout_failure(exc)
+    return exc if code is None else click.exceptions.Exit(code)
+
+
 def _restyled(exc: click.ClickException) -> click.ClickException:
-    """``exc`` shown by :func:`show_error` when click reports it."""
+    """``exc`` shown by :func:`show_error` when click reports it; a group run without its
+    subcommand (``harness config``) keeps click's own showing: the group's help, exit 2."""
+    if isinstance(exc, click.exceptions.NoArgsIsHelpError):
+        return exc
     exc.show = functools.partial(show_error, exc)  # type: ignore[method-assign]  # this one instance only
     return exc
 
@@ -166,7 +174,7 @@ def _tool_options(func: Any) -> Any:
 @click.group(cls=_HarnessGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="harness-core", prog_name="harness")
 @click.option("-v", "--verbose", count=True, help="more log output on stderr, with tracebacks (-vv: debug)")
-@click.option("-c", "--config", "config", type=click.Path(dir_okay=False), help=_CONFIG_HELP)
+@click.option("-c", "--config", "config", type=click.Path(dir_okay=False), help=CONFIG_HELP)
 def cli(verbose: int, config: str | None) -> None:
     """harness: one streaming protocol for every LLM provider, with middleware around every stream.
 

@@ -22,6 +22,7 @@ exit 2 (or 1 for a failure that is no usage or config error).
 from __future__ import annotations
 
 import concurrent.futures
+import shlex
 import signal
 import sys
 import threading
@@ -51,7 +52,7 @@ from harness_core.cli._text import UNDECODABLE_WARNING, clean_argument
 from harness_core.conversation import Conversation, MaxStepsExceeded, Reply
 from harness_core.errors import LlmError
 from harness_core.runtime import Harness
-from harness_core.types import MEDIA_TYPE, FileBlock, GenerateOptions, Message
+from harness_core.types import FileBlock, GenerateOptions, Message
 
 __all__ = ["HELP", "Repl", "run_chat"]
 
@@ -463,14 +464,19 @@ class Repl:
             listed = ", ".join(block.describe() for block in self.attachments) or "none"
             self.note(f"attachments for the next message: {listed}")
             return
-        spec, media_type = argument, None
-        head, _, last = argument.rpartition(" ")
-        if head and MEDIA_TYPE.fullmatch(last) and not Path(argument).expanduser().exists():
-            spec, media_type = head.strip(), last
+        try:
+            words = [argument] if Path(argument).expanduser().exists() else shlex.split(argument)
+        except ValueError as exc:  # an unclosed quote
+            self.note(f'error: /attach: {exc} (quote a path holding spaces: /attach "my file.png")')
+            return
+        if len(words) > 2:
+            self.note('error: /attach takes PATH|URL [TYPE]; quote a path holding spaces: /attach "my file.png"')
+            return
+        spec, media_type = words[0], (words[1] if len(words) == 2 else None)
         try:
             block = load_attachment(spec, media_type)
         except AttachError as exc:
-            self.note(f"error: {exc}")
+            self.note(f"error: /attach: {exc}")
             return
         self.attachments.append(block)
         self.note(f"attached {block.describe()} to the next message")

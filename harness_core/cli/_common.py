@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import signal
+import sys
 import traceback
 from collections.abc import Callable
 from typing import Final, TextIO
@@ -29,6 +30,7 @@ __all__ = [
     "load_for_start",
     "output_failure_code",
     "report_error",
+    "stdout_failure",
 ]
 
 EXIT_OK: Final = 0
@@ -135,6 +137,29 @@ def output_failure_code(out: Sink, err: Sink) -> int:
     err.end_line()
     err.write(f"error: cannot write output: {failure.strerror or failure}\n")
     return EXIT_ERROR
+
+
+_WRITE_ERRNOS: Final = frozenset(
+    {errno.EPIPE, errno.ENOSPC, errno.EIO, errno.EFBIG, errno.EDQUOT, errno.EBADF, errno.ECONNRESET}
+)
+"""What writing to a full disk, a closed pipe or socket, or a closed descriptor raises."""
+
+
+def stdout_failure(exc: OSError) -> int | None:
+    """The exit code when ``exc`` is a failed write of standard output, else ``None``.
+
+    A write error (:data:`_WRITE_ERRNOS`) that names no file is taken as one: a subcommand opens
+    its other files by name, so their errors carry it. The rest of the output is then dropped
+    (the descriptor points at ``os.devnull``, so the interpreter's last flush cannot fail again)
+    and :func:`output_failure_code` reports it on stderr: exit 1, or 141 quietly for a closed pipe.
+    """
+    if exc.errno not in _WRITE_ERRNOS or exc.filename is not None:
+        return None
+    out = Sink(None, name="stdout")
+    out.failure = exc
+    if sys.stdout is not None:  # pragma: no branch - click writes nothing to a closed stdout
+        _silence(sys.stdout)
+    return output_failure_code(out, Sink(sys.stderr, name="stderr"))
 
 
 def exit_code_for(code: str) -> int:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import msgspec
 
-from harness_core.cli._common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, Sink, load_for_start
+from harness_core.cli._common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, Sink, load_for_start, output_failure_code
 from harness_core.config import ConfigProblem, redacted_logging
 from harness_core.errors import LlmError
 from harness_core.loader import LoadedConfig, PluginEntry, inspect_config
@@ -53,7 +53,7 @@ def show_plugins(config: str | None, *, as_json: bool) -> int:
             "problems": problems,
         }
         out.write(msgspec.json.encode(_redact_data(document, loaded.redact)).decode() + "\n")
-        return EXIT_OK
+        return _written(out, EXIT_OK)
     lines = [f"config: {loaded.source}"]
     rows = [("KEY", "STATE", "KIND", "DISTRIBUTION", "ROUTES")]
     rows += [_row(entry) for entry in loaded.entries]
@@ -69,7 +69,16 @@ def show_plugins(config: str | None, *, as_json: bool) -> int:
     ]
     lines += [f"! {line}" for line in [*notes, *problems]]
     out.write("".join(loaded.redact(line) + "\n" for line in lines))
-    return EXIT_OK
+    return _written(out, EXIT_OK)
+
+
+def _written(out: Sink, code: int) -> int:
+    """``code``, unless writing ``out`` (stdout) failed: then the code of
+    :func:`~harness_core.cli._common.output_failure_code` (1 after an ``error:`` line, 141 for
+    a closed pipe)."""
+    if out.failure is None:
+        return code
+    return output_failure_code(out, Sink(sys.stderr, name="stderr"))
 
 
 def _mark_failures(loaded: LoadedConfig, problems: list[str]) -> None:
@@ -124,13 +133,13 @@ def check_config(config: str | None) -> int:
         text = f"{loaded.source}: {len(lines)} problem{'s' if len(lines) != 1 else ''}\n"
         text += "".join(f"  - {line}\n" for line in lines)
         out.write(loaded.redact(text))
-        return EXIT_USAGE
+        return _written(out, EXIT_USAGE)
     keys = ", ".join(plugin.key for plugin in loaded.plugins) or "none"
     defaults = loaded.defaults
     provider, model = defaults.provider or "-", defaults.model or "-"
     text = f"{loaded.source}: ok; plugins: {keys}; defaults: provider={provider}, model={model}\n"
     out.write(loaded.redact(text))
-    return EXIT_OK
+    return _written(out, EXIT_OK)
 
 
 def _failure_line(failure: PluginFailure) -> str:
@@ -206,7 +215,7 @@ def show_chain(route: str | None, config: str | None, *, as_json: bool) -> int:
     if as_json:
         document = _redact_data({"route": target, "chain": links}, loaded.redact)
         out.write(msgspec.json.encode(document).decode() + "\n")
-        return EXIT_OK
+        return _written(out, EXIT_OK)
     if target is None:
         shown = "none given (pass ROUTE or set defaults.provider): middleware only"
     elif route is None and loaded.defaults.provider is None:
@@ -219,7 +228,7 @@ def show_chain(route: str | None, config: str | None, *, as_json: bool) -> int:
         for number, link in enumerate(links, 1)
     )
     out.write(loaded.redact(text))
-    return EXIT_OK
+    return _written(out, EXIT_OK)
 
 
 async def _chain(loaded: LoadedConfig, route: str | None) -> tuple[str | None, list[dict[str, str]]]:
@@ -283,7 +292,7 @@ def _print_models(
             for info in models
         ]
         out.write(loaded.redact("".join(f"{line}\n" for line in lines) or "no models\n"))
-    return EXIT_ERROR if problems else EXIT_OK
+    return _written(out, EXIT_ERROR if problems else EXIT_OK)
 
 
 async def _models(loaded: LoadedConfig, route: str | None) -> tuple[list[ModelInfo], list[str]]:

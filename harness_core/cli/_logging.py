@@ -11,6 +11,8 @@ import logging
 import sys
 from collections.abc import Callable
 
+from harness_core.plugininfo import REPORTED
+
 __all__ = ["configure_logging", "redact_logs"]
 
 
@@ -38,15 +40,25 @@ class _StderrHandler(logging.Handler):
             self.handleError(record)
 
 
+def _not_reported(record: logging.LogRecord) -> bool:
+    """Whether ``record`` is not a plugin failure the command reports itself (its ``error:`` line)."""
+    return not getattr(record, REPORTED, False)
+
+
 def configure_logging(verbose: int) -> None:
     """Send log records to stderr: warnings and errors by default, info with ``-v`` (and
-    tracebacks), debug with ``-vv``. Replaces any handler a previous call installed."""
+    tracebacks), debug with ``-vv``. Replaces any handler a previous call installed.
+
+    A plugin failure the command reports itself (a record marked
+    :data:`~harness_core.plugininfo.REPORTED`) is logged only with ``-v``, for its traceback."""
     root = logging.getLogger()
     for handler in [h for h in root.handlers if getattr(h, "_harness_cli", False)]:
         root.removeHandler(handler)
     handler = _StderrHandler()
     handler.setFormatter(_Formatter(tracebacks=verbose > 0))
     handler._harness_cli = True  # type: ignore[attr-defined]
+    if not verbose:
+        handler.addFilter(_not_reported)
     root.addHandler(handler)
     root.setLevel(logging.DEBUG if verbose > 1 else logging.INFO if verbose == 1 else logging.WARNING)
 

@@ -18,20 +18,51 @@ from typing import Any
 from harness_core.loader import LoadedConfig
 from harness_core.types import NamedToolChoice, ToolChoice
 
-__all__ = ["first_code_block", "owner_name", "parse_options", "parse_tool_choice"]
+__all__ = ["OWNED_OPTIONS", "first_code_block", "owner_name", "parse_options", "parse_tool_choice"]
+
+OWNED_OPTIONS: dict[str, str] = {
+    "model": "use -m/--model",
+    "messages": "use PROMPT (and -C/--continue or --cid for a logged conversation)",
+    "input": "use PROMPT",
+    "contents": "use PROMPT",
+    "prompt": "use PROMPT",
+    "system": "use --system",
+    "instructions": "use --system",
+    "system_instruction": "use --system",
+    "max_tokens": "use --max-tokens",
+    "max_completion_tokens": "use --max-tokens",
+    "max_output_tokens": "use --max-tokens",
+    "temperature": "use --temperature",
+    "top_p": "use --top-p",
+    "seed": "use --seed",
+    "stop": "use --stop",
+    "tools": "use -t/--tool",
+    "tool_choice": "use --tool-choice",
+    "reasoning_effort": "use --reasoning-effort",
+    "response_format": "use --schema",
+    "stream": "use --no-stream (the request itself always streams)",
+    "stream_options": "the adapter sets it (usage is always asked for)",
+    "n": "a stream carries one choice",
+}
+"""Request fields the harness sets from its own flags (or always), mapped to what to use instead:
+``-o`` refuses them, so the logged, priced and masked request is the one sent."""
 
 
 def parse_options(pairs: Sequence[str]) -> dict[str, Any]:
     """``["top_k=5", "user=me"]`` → ``{"top_k": 5, "user": "me"}``.
 
     Raises:
-        ValueError: a pair without ``=`` or with an empty key, naming it.
+        ValueError: a pair without ``=`` or with an empty key, or a key the harness sets itself
+            (:data:`OWNED_OPTIONS`: ``-o model=…``), naming it and the flag to use.
     """
     parsed: dict[str, Any] = {}
     for pair in pairs:
         key, equals, value = pair.partition("=")
         if not equals or not key.strip():
             raise ValueError(f"-o {pair!r} must be key=value")
+        instead = OWNED_OPTIONS.get(key.strip())
+        if instead is not None:
+            raise ValueError(f"-o {key.strip()}: the harness sets `{key.strip()}` itself; {instead}")
         try:
             parsed[key.strip()] = json.loads(value)
         except ValueError:

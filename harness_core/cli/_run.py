@@ -27,14 +27,14 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
 import anyio
 import anyio.abc
 import msgspec
 
 from harness_core.abort import AbortSignal
-from harness_core.attach import AttachError, load_attachments
+from harness_core.attach import STDIN, AttachError, load_attachments
 from harness_core.cli._common import (
     ABORT_SIGNALS,
     EXIT_ABORTED,
@@ -54,6 +54,7 @@ from harness_core.cli._schema import SchemaError, parse_schema
 from harness_core.cli._text import UNDECODABLE_WARNING, clean_argument, for_terminal, read_stdin
 from harness_core.errors import LlmError
 from harness_core.loader import LoadedConfig
+from harness_core.plugininfo import PluginFailure
 from harness_core.secret import ChunkScrubber
 from harness_core.types import (
     BlockEnd,
@@ -74,7 +75,7 @@ from harness_core.types import (
 if TYPE_CHECKING:
     from harness_core.runtime import Harness
 
-__all__ = ["Renderer", "run_prompt"]
+__all__ = ["Renderer", "run_prompt", "warn_start_failures"]
 
 DIM = "\x1b[2m"
 CYAN = "\x1b[36m"
@@ -133,21 +134,25 @@ def run_prompt(
     try:
         if out.failure is not None:  # stdout is closed (`>&-`): nowhere to put a reply, send nothing
             return output_failure_code(out, err)
-        prompt, replaced = read_prompt(prompt, sys.stdin)
+        attaches_stdin = STDIN in attach or any(spec == STDIN for spec, _ in attach_type)
+        if attaches_stdin and prompt == STDIN:
+            err.write("error: stdin holds either the prompt (PROMPT -) or an attachment (-a -), not both\n")
+            return EXIT_USAGE
+        prompt, replaced = read_prompt(prompt, None if attaches_stdin else sys.stdin)
         provider, bad_provider = _clean_option(provider)
         model, bad_model = _clean_option(model)
         system, bad_system = _clean_option(system)
         if replaced or bad_provider or bad_model or bad_system:
             err.write(UNDECODABLE_WARNING + "\n")
-        if not prompt.strip():
-            err.write("error: empty prompt (nothing to send: pass PROMPT or pipe text on stdin)\n")
-            return EXIT_USAGE
         try:
-            files = load_attachments(attach, attach_type)
+            files = load_attachments(attach, attach_type, stdin=_binary(sys.stdin) if attaches_stdin else None)
             response_format = parse_schema(schema) if schema is not None else None
         except (AttachError, SchemaError) as exc:
             option = "--schema" if isinstance(exc, SchemaError) else "--attach"
             err.write(f"error: {option}: {exc}\n")
+            return EXIT_USAGE
+        if not prompt.strip():
+            err.write("error: empty prompt (nothing to send: pass PROMPT or pipe text on stdin)\n")
             return EXIT_USAGE
         loaded = load_for_start(config, err)
         if loaded is None:
@@ -277,6 +282,11 @@ def read_prompt(prompt: str | None, stdin: TextIO | None) -> tuple[str, bool]:
     return text, replaced or replaced_argument
 
 
+def _binary(stdin: TextIO | None) -> BinaryIO | None:
+    """The byte stream under ``stdin`` (``-a -`` reads bytes: an image is no text); ``None`` when closed."""
+    return stdin.buffer if stdin is not None else None
+
+
 def _clean_option(value: str | None) -> tuple[str | None, bool]:
     """An optional text option from argv cleaned by :func:`clean_argument` (``None`` stays)."""
     return clean_argument(value) if value is not None else (None, False)
@@ -331,6 +341,7 @@ async def _generate(
         harness = Harness(loaded.plugins, defaults=loaded.defaults, failures=loaded.failures, redact=loaded.redactor)
         harness.strict = renderer.as_json  # readers of --json get a checked stream, errors name the layer
         async with harness, anyio.create_task_group() as group:
+            warn_start_failures(renderer.note, loaded.failures, harness.failures)
             await group.start(interrupts.watch, group.cancel_scope)
             try:  # caught here: raised through the task group it would become an ExceptionGroup
                 if tools:
@@ -362,6 +373,17 @@ async def _generate(
         return interrupts.exit_code
     code = renderer.end()
     return interrupts.exit_code if code == EXIT_ABORTED else code
+
+
+def warn_start_failures(
+    note: Callable[[str], None], known: Sequence[PluginFailure], failures: Sequence[PluginFailure]
+) -> None:
+    """Write (``note``) one ``warning:`` line per adapter plugin in ``failures`` (the started
+    harness's) that is not in ``known`` (reported before the start): its routes are unavailable,
+    the others work. A middleware that fails stops the start instead (an error)."""
+    for failure in failures:
+        if not failure.is_middleware and failure not in known:
+            note(f"warning: plugin {failure.key!r} failed to start: {failure.message}; its routes are unavailable")
 
 
 async def _stream(harness: Harness, options: GenerateOptions, renderer: Renderer) -> None:

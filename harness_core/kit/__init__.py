@@ -7,7 +7,8 @@
 - :func:`request_json`: one JSON request with the same error mapping (``list_models``).
 - :class:`HttpAdapter`: the adapter base (client, stream, ``list_models``, ``aclose``).
 - :class:`HttpProviderConfig`, :class:`HttpTimeouts`, :func:`vendor_api_key`,
-  :func:`client_options`: the shared plugin config.
+  :func:`client_options`: the shared plugin config; :func:`base_url_problem` and
+  :func:`header_name_problem`: its checks of ``base_url`` and header names.
 - :class:`HttpProviderPlugin`: the plugin class, written once.
 
 How to write an adapter with it: ``docs/writing-an-adapter.md``. Names load on first use, so
@@ -23,7 +24,14 @@ from harness_core._lazy import lazy_exports
 if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on first use
     from harness_core.abort import DEFAULT_ABORT_REASON, abort_reason
     from harness_core.kit.adapter import HttpAdapter
-    from harness_core.kit.config import HttpProviderConfig, HttpTimeouts, client_options, vendor_api_key
+    from harness_core.kit.config import (
+        HttpProviderConfig,
+        HttpTimeouts,
+        base_url_problem,
+        client_options,
+        header_name_problem,
+        vendor_api_key,
+    )
     from harness_core.kit.plugin import HttpProviderPlugin
     from harness_core.kit.request import request_json
     from harness_core.kit.stream import DEFAULT_DRAIN_TIMEOUT, stream_sse
@@ -38,7 +46,9 @@ __all__ = [
     "HttpTimeouts",
     "StreamTranslator",
     "abort_reason",
+    "base_url_problem",
     "client_options",
+    "header_name_problem",
     "request_json",
     "stream_sse",
     "vendor_api_key",
@@ -53,7 +63,9 @@ _LAZY = {
     "HttpTimeouts": "harness_core.kit.config",
     "StreamTranslator": "harness_core.kit.translator",
     "abort_reason": "harness_core.abort",
+    "base_url_problem": "harness_core.kit.config",
     "client_options": "harness_core.kit.config",
+    "header_name_problem": "harness_core.kit.config",
     "request_json": "harness_core.kit.request",
     "stream_sse": "harness_core.kit.stream",
     "vendor_api_key": "harness_core.kit.config",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -51,7 +52,7 @@ def test_a_local_file_is_read_whole_with_its_name(tmp_path: Path) -> None:
     assert load_attachment(str(blob), "application/octet-stream").media_type == "application/octet-stream"
     with pytest.raises(AttachError, match=r"missing\.png: cannot read: No such file or directory"):
         load_attachment(str(tmp_path / "missing.png"))
-    with pytest.raises(AttachError, match=r"blob: FileBlock\.media_type must be a lower-case IANA media type"):
+    with pytest.raises(AttachError, match=r"'not a type' is not a media type"):
         load_attachment(str(blob), "not a type")
 
 
@@ -84,6 +85,39 @@ def test_a_typed_spec_sets_the_type_of_the_same_attached_file(tmp_path: Path, mo
     assert len(twice) == 2  # given twice with -a: attached twice; the same type twice is no conflict
     with pytest.raises(AttachError, match=r"scan.bin: given two media types \(image/png and image/gif\); give one"):
         load_attachments(["scan.bin"], [("scan.bin", "image/png"), ("scan.bin", "image/gif")])
+
+
+def test_media_types_are_case_insensitive_and_checked(tmp_path: Path) -> None:
+    assert attach.parse_media_type("IMAGE/PNG") == "image/png"
+    assert attach.parse_media_type("Image/JPG; q=1") == "image/jpeg"
+    for bad in ("describe", "image/", "/png", "image png", ""):
+        with pytest.raises(AttachError, match="is not a media type"):
+            attach.parse_media_type(bad)
+    scan = tmp_path / "scan.bin"
+    scan.write_bytes(PNG)
+    assert load_attachment(str(scan), "Image/PNG").media_type == "image/png"
+    with pytest.raises(AttachError, match=r"scan\.bin describe: 'describe' is not a media type"):
+        load_attachments([], [(str(scan), "describe")])
+
+
+def test_a_block_the_vocabulary_refuses_is_an_attach_error() -> None:
+    with pytest.raises(AttachError, match=r"data://x\.png: FileBlock\.url must not be a data: URL"):
+        load_attachment("data://x.png", "image/png")
+
+
+def test_stdin_and_empty_specs(tmp_path: Path) -> None:
+    [block] = load_attachments(["-"], stdin=io.BytesIO(PNG))
+    assert (block.media_type, block.data, block.filename) == ("image/png", PNG, None)
+    [typed] = load_attachments(["-"], [("-", "TEXT/PLAIN")], stdin=io.BytesIO(b"words"))
+    assert typed.media_type == "text/plain"
+    with pytest.raises(AttachError, match="can be attached once"):
+        load_attachments(["-", "-"], stdin=io.BytesIO(PNG))
+    with pytest.raises(AttachError, match="cannot be attached here"):
+        load_attachment("-")
+    with pytest.raises(AttachError, match="an empty path"):
+        load_attachments([""])
+    with pytest.raises(AttachError, match=r"-: unknown media type; give it with --attach-type PATH TYPE"):
+        load_attachment("-", stdin=io.BytesIO(b"\x00\x01binary"))
 
 
 def test_concise_schemas() -> None:

@@ -364,8 +364,8 @@ def test_attach_sends_files_with_the_next_message_and_save_keeps_them(
     assert "attached image/png 'photo one.png' (16 bytes) to the next message" in errors
     assert "attached application/octet-stream 'blob' (2 bytes) to the next message" in errors
     assert "attached application/pdf (url https://example.com/doc.pdf)" in errors
-    assert "error: " + str(tmp_path / "missing.png") + ": cannot read" in errors
-    assert "error: https://example.com/noext: cannot tell the media type of a URL" in errors
+    assert "error: /attach: " + str(tmp_path / "missing.png") + ": cannot read" in errors
+    assert "error: /attach: https://example.com/noext: cannot tell the media type of a URL" in errors
     assert (
         "attachments for the next message: image/png 'photo one.png' (16 bytes),"
         " application/octet-stream 'blob' (2 bytes), application/pdf (url https://example.com/doc.pdf)"
@@ -379,6 +379,36 @@ def test_attach_sends_files_with_the_next_message_and_save_keeps_them(
     assert state["messages"][0]["content"][1]["data"] == base64.b64encode(photo.read_bytes()).decode()
     restored = Conversation.load(saved, conversation.harness)
     assert restored.messages[0].files == first.files
+
+
+def test_attach_parses_its_argument_like_a_shell(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    photo = tmp_path / "my img.png"
+    photo.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
+    lines = [
+        f'/attach "{photo}" IMAGE/PNG',
+        f"/attach '{photo}'",
+        f"/attach {photo} notatype",
+        f'/attach "{photo}',
+        "/attach a b c",
+        "/attach -",
+        "/attach ''",
+    ]
+    with session(monkeypatch, lines) as s:
+        assert s.run() == 0
+    assert s.err.getvalue().splitlines() == [
+        "attached image/png 'my img.png' (16 bytes) to the next message",
+        "attached image/png 'my img.png' (16 bytes) to the next message",
+        'error: /attach takes PATH|URL [TYPE]; quote a path holding spaces: /attach "my file.png"',
+        'error: /attach: No closing quotation (quote a path holding spaces: /attach "my file.png")',
+        'error: /attach takes PATH|URL [TYPE]; quote a path holding spaces: /attach "my file.png"',
+        "error: /attach: - (standard input) cannot be attached here",
+        "error: /attach: an empty path: give a file, a URL, or - for standard input",
+    ]
+    with session(monkeypatch, [f"/attach '{photo}' notatype"]) as s:
+        assert s.run() == 0
+    assert s.err.getvalue() == (
+        "error: /attach: 'notatype' is not a media type (type/subtype, e.g. image/png or application/pdf)\n"
+    )
 
 
 def test_clear_drops_pending_attachments(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

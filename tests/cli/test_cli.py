@@ -586,6 +586,18 @@ def test_provider_options_errors(harness: Harness, config: Config) -> None:
     result = harness("run", "-p", "nowhere", "-o", "a=1", "hi")
     assert result.returncode == 2
     assert "'nowhere' is none" in result.stderr
+    for pair, flag in [
+        ("model=echo-key", "use -m/--model"),
+        ("messages=[]", "use PROMPT"),
+        ("stream_options=null", "the adapter sets it"),
+        ("tools=[]", "use -t/--tool"),
+        (" tool_choice =none", "use --tool-choice"),
+    ]:
+        refused = harness("run", "-o", pair, "hi")
+        assert refused.returncode == 2
+        key = pair.partition("=")[0].strip()
+        assert f"error: -o {key}: the harness sets `{key}` itself; {flag}" in refused.stderr
+        assert refused.stdout == ""
 
 
 def test_prompt_log_on_by_default_and_continue(harness: Harness, config: Config) -> None:
@@ -680,3 +692,18 @@ def test_chat_turns_are_one_logged_conversation(harness: Harness, config: Config
     entries = json.loads(harness("logs", "--json").stdout)
     assert [e["prompt"] for e in entries] == ["one", "two"]
     assert entries[0]["conversation_id"] == entries[1]["conversation_id"]
+
+
+def test_attach_dash_reads_the_attachment_from_stdin(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
+
+    def run_with_png_on_stdin(*args: str) -> subprocess.CompletedProcess[bytes]:
+        command = [sys.executable, "-m", "harness_core.cli", "run", "-p", "mock", "-a", "-", *args]
+        return subprocess.run(command, input=png, capture_output=True, env=cli_env, cwd=tmp_path, timeout=120)
+
+    result = run_with_png_on_stdin("what is it?")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.decode().strip() == "what is it? [image/png (16 bytes)]"  # stdin is no prompt text
+    both = run_with_png_on_stdin("-")
+    assert both.returncode == 2
+    assert both.stderr == b"error: stdin holds either the prompt (PROMPT -) or an attachment (-a -), not both\n"

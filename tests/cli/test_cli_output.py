@@ -4,6 +4,7 @@ failing plugins, exit codes, error lines and redaction of everything printed."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -87,6 +88,68 @@ def test_a_full_disk_is_one_error_line(tmp_path: Path, cli_env: dict[str, str], 
         _, err = process.communicate("a few words\nmore\n", timeout=120)
     assert process.returncode == 1
     assert err == "error: cannot write output: No space left on device\n"
+
+
+LEDGERS = (
+    "plugins:\n  usage: {path: u.sqlite}\n  cache: {path: c.sqlite}\n  mock: {}\n"
+    "defaults: {provider: mock, model: echo}\n"
+)
+EVERY_COMMAND = [
+    ["plugins"],
+    ["plugins", "--json"],
+    ["config", "check"],
+    ["models"],
+    ["chain"],
+    ["chain", "--json"],
+    ["--help"],
+    ["run", "--help"],
+    ["logs"],
+    ["logs", "--json"],
+    ["usage"],
+    ["usage", "--json"],
+    ["cache", "stats"],
+    ["cache", "stats", "--json"],
+]
+
+
+@pytest.fixture
+def ledgers(harness: Harness, config: Config) -> None:
+    """A plugins.yaml with a usage ledger, a cache and a prompt log, each written once."""
+    config(LEDGERS)
+    assert harness("run", "fill the ledgers").returncode == 0
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
+@pytest.mark.parametrize("command", EVERY_COMMAND)
+@pytest.mark.usefixtures("ledgers")
+def test_every_command_reports_a_full_disk(tmp_path: Path, cli_env: dict[str, str], command: list[str]) -> None:
+    with open("/dev/full", "w") as full:
+        process = start(tmp_path, cli_env, *command, stdout=full)
+        _, err = process.communicate("", timeout=120)
+    assert (process.returncode, err) == (1, "error: cannot write output: No space left on device\n")
+
+
+@pytest.mark.parametrize("command", EVERY_COMMAND)
+@pytest.mark.usefixtures("ledgers")
+def test_every_command_stops_quietly_on_a_closed_pipe(
+    tmp_path: Path, cli_env: dict[str, str], command: list[str]
+) -> None:
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader went away before the first write: every write is EPIPE
+    try:
+        process = start(tmp_path, cli_env, *command, stdout=write_end)
+    finally:
+        os.close(write_end)
+    _, err = process.communicate("", timeout=120)
+    assert (process.returncode, err) == (141, "")
+
+
+def test_other_os_errors_are_not_output_failures() -> None:
+    from harness_core.cli._common import stdout_failure
+
+    assert stdout_failure(FileNotFoundError(2, "No such file", "x.db")) is None
+    assert stdout_failure(OSError(28, "No space left on device", "other.file")) is None
+    assert stdout_failure(PermissionError(13, "Permission denied")) is None
 
 
 @pytest.mark.parametrize("command", [["run", "hi"], ["chat"]])
@@ -268,3 +331,63 @@ def test_model_output_is_redacted_too(harness: Harness, config: Config, cli_env:
         assert result.returncode == 0
         assert KEY not in result.stdout + result.stderr
         assert "**********" in result.stdout
+
+
+def test_verbose_shows_the_traceback_of_an_error_finish(harness: Harness, provider: ScriptedServer) -> None:
+    provider.add(BAD_KEY)
+    quiet = harness("run", "hi")
+    assert quiet.returncode == 1
+    assert "Traceback" not in quiet.stderr
+    provider.add(BAD_KEY)
+    verbose = harness("-v", "run", "hi")
+    assert verbose.returncode == 1
+    assert "harness: INFO: route 'local' failed:\nTraceback (most recent call last)" in verbose.stderr
+    assert "LlmError: AUTH (HTTP 401)" in verbose.stderr
+    assert "Traceback (most recent call last)" in verbose.stderr
+    assert KEY not in verbose.stderr
+
+
+def test_verbose_shows_the_cause_chain_of_a_network_error(harness: Harness, config: Config) -> None:
+    pytest.importorskip("harness_llm_openai")
+    with ScriptedServer() as server:
+        url = server.url  # a port nothing listens on once the server is closed
+    config(
+        f"plugins:\n  openai:local:\n    base_url: {url}/v1\n    api_key: sk-test\n"
+        "    routes: [local]\ndefaults: {provider: local, model: m1}\n"
+    )
+    result = harness("-v", "run", "hi")
+    assert result.returncode == 1
+    assert "error: NETWORK from route 'local' (openai:local)" in result.stderr
+    assert "The above exception was the direct cause of the following exception" in result.stderr
+
+
+def test_a_plugin_start_failure_is_shown_once(harness: Harness, config: Config) -> None:
+    config("plugins:\n  startfail: {}\n  mock: {}\ndefaults: {provider: mock}\n")
+    for command in (["run", "hi"], ["config", "check"], ["plugins"], ["chain"]):
+        result = harness(*command)
+        shown = (result.stdout + result.stderr).count("cannot start")
+        assert shown == 1, (command, result.stdout, result.stderr)
+        assert "harness: ERROR" not in result.stderr
+    verbose = harness("-v", "run", "hi")
+    assert "Traceback (most recent call last)" in verbose.stderr
+
+
+@pytest.mark.parametrize("group", ["config", "cache"])
+def test_a_group_without_its_subcommand_prints_its_help(harness: Harness, group: str) -> None:
+    result = harness(group)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"Usage: harness {group} [OPTIONS] COMMAND [ARGS]...\n")
+    assert "Commands:" in result.stderr
+    assert "error:" not in result.stderr
+
+
+def test_an_adapter_that_fails_at_start_is_one_warning_line() -> None:
+    from harness_core.cli._run import warn_start_failures
+    from harness_core.plugininfo import PluginFailure
+
+    loaded = PluginFailure(key="old", name="x", message="no key", stage="config", is_middleware=False)
+    started = PluginFailure(key="acme", name="x", message="RuntimeError: boom", stage="register", is_middleware=False)
+    middleware = PluginFailure(key="mw", name="x", message="boom", stage="register", is_middleware=True)
+    lines: list[str] = []
+    warn_start_failures(lines.append, [loaded], [loaded, started, middleware])
+    assert lines == ["warning: plugin 'acme' failed to start: RuntimeError: boom; its routes are unavailable"]

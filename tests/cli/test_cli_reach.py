@@ -141,6 +141,9 @@ def test_mock_acknowledges_attachments_and_attach_type_forces_the_type(tmp_path:
     [
         (["-a", "missing.png"], "error: --attach: missing.png: cannot read"),
         (["-a", "https://example.com/x"], "error: --attach: https://example.com/x: cannot tell the media type"),
+        (["-a", ""], "error: --attach: an empty path: give a file, a URL, or - for standard input"),
+        (["--at", "x.png", "describe"], "error: --attach: x.png describe: 'describe' is not a media type"),
+        (["-a", "-", "-a", "-"], "error: --attach: - (standard input) can be attached once"),
         (["--schema", "{bad"], "error: --schema: not valid JSON: Expecting"),
         (["--schema", "age integr"], "error: --schema: field 'age' has unknown type 'integr'"),
     ],

@@ -530,3 +530,22 @@ def test_msgspec_hides_mapping_keys_and_the_path_says_so() -> None:
     message, path = _split_msgspec_error("Expected `float` >= 0.0 - at `$.prices[...].input`")
     assert (message, path) == ("Expected `float` >= 0.0", ("prices", "<key>", "input"))
     assert format_path(path) == "prices.<key>.input"
+
+
+def test_nested_struct_types_are_found_through_optional_and_annotated() -> None:
+    from typing import Annotated
+
+    import msgspec
+
+    from harness_core.loader import _struct_of, _struct_values_of
+
+    class Inner(msgspec.Struct):
+        a: int = 0
+
+    assert _struct_of(Inner) is Inner
+    assert _struct_of(Annotated[Inner | None, "x"]) is Inner
+    assert _struct_of(Inner | int) is None  # a real union: converted whole
+    assert _struct_of(int) is None
+    assert _struct_values_of(dict[str, Inner]) is Inner
+    assert _struct_values_of(dict[str, str]) is None
+    assert _struct_values_of(list[Inner]) is None

@@ -90,3 +90,15 @@ def test_a_literal_key_that_cannot_be_sent_is_located_and_never_shown(tmp_path: 
     assert "the secret holds the non-ASCII character U+00E9 at position 12" in failure.message
     assert ":4, field 'api_key')" in failure.message
     assert "sk-literal" not in failure.message
+
+
+def test_a_connection_string_hides_only_a_urls_password() -> None:
+    from harness_core.secret import ConnectionString, Secret, connection_secrets, secrets_of
+
+    assert connection_secrets("/var/lib/harness/gw.sqlite") == ()
+    assert connection_secrets("postgresql://u@h/db") == ()
+    assert connection_secrets("postgresql://u:p%40ss@h/db") == ("p%40ss", "p@ss")
+    assert connection_secrets("postgresql://u:pass@h:99999999/db") == ("pass",)
+    assert connection_secrets("postgresql://u:pass@[::1/db") == ("postgresql://u:pass@[::1/db",)
+    found = secrets_of([ConnectionString("/srv/gw.sqlite"), ConnectionString("pg://u:hunter22@h/db"), Secret("k-123")])
+    assert found("/srv/gw.sqlite pg://u:hunter22@h/db k-123") == "/srv/gw.sqlite pg://u:**********@h/db **********"

@@ -18,11 +18,13 @@ from harness_core.cli._app import cli
 from harness_core.errors import LlmError
 from harness_core.http import preferred_transport
 from harness_core.http import transport as http_transport
+from harness_core.loader import load_config
+from harness_core.secret import MASK
 from harness_core.types import Finish, FinishReason, Message, ReasoningBlock, ToolCallBlock
 from harness_gateway import server as server_module
 from harness_gateway.anthropic_messages import MessagesStreamEncoder, messages_response, parse_messages_request
 from harness_gateway.app import RequestIdMiddleware
-from harness_gateway.config import GatewayConfig, is_loopback
+from harness_gateway.config import GatewayConfig, GatewayPlugin, is_loopback
 from harness_gateway.errors import GatewayError
 from harness_gateway.keys import KeySpec
 from harness_gateway.openai_chat import parse_chat_request
@@ -166,6 +168,28 @@ def test_starts_without_its_database(tmp_path: Path, caplog: pytest.LogCaptureFi
     assert "starting without the state store" in caplog.text
 
 
+def test_the_database_path_is_shown_and_only_a_urls_password_masked(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    database = tmp_path / "state.sqlite"
+    config = tmp_path / "plugins.yaml"
+    config.write_text(f"plugins:\n  gateway: {{database: '{database}'}}\n  mock: {{}}\n")
+    with caplog.at_level(logging.INFO, "harness_gateway"):
+        sent = anyio.run(lifespan, GatewayServer(str(config), "127.0.0.1"))
+    assert sent[0]["type"] == "lifespan.startup.complete"
+    assert f"SQLite state store {database}" in caplog.text
+    loaded = load_config(str(config))
+    assert loaded.redact(f"store {database}") == f"store {database}"
+    url = "postgresql://harness:pa%24%24word@db.example:5432/gw"
+    config.write_text(f"plugins:\n  gateway: {{database: '{url}'}}\n  mock: {{}}\n")
+    loaded = load_config(str(config))
+    assert loaded.redact(url) == f"postgresql://harness:{MASK}@db.example:5432/gw"
+    assert loaded.redact("pa$$word") == MASK
+    gateway = loaded.plugins[0].instance
+    assert isinstance(gateway, GatewayPlugin)
+    assert repr(gateway.config.database) == f"Secret('{MASK}')"
+
+
 def test_reload_when_the_file_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(server_module, "_WATCH_INTERVAL", 0.01)
     with serve_gateway(tmp_path, gateway_yaml("", db=tmp_path / "gw.sqlite"), watch=True) as running:
@@ -215,9 +239,10 @@ def test_worker_app_and_several_workers(monkeypatch: pytest.MonkeyPatch) -> None
 def test_cli_errors(tmp_path: Path) -> None:
     invalid = tmp_path / "invalid.yaml"
     invalid.write_text("plugins:\n  gateway: {workers: 0}\n")
-    result = CliRunner().invoke(cli, ["keys", "list", "-c", str(invalid)])
-    assert result.exit_code == 2
-    assert "field 'workers'" in result.output
+    for args in (["keys", "list", "-c", str(invalid)], ["-c", str(invalid), "keys", "list"]):  # -c before or after
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 2
+        assert "field 'workers'" in result.output
     no_gateway = tmp_path / "plain.yaml"
     no_gateway.write_text(f"plugins:\n  mock: {{}}\n  gateway: {{database: '{tmp_path}'}}\n")
     down = CliRunner().invoke(cli, ["keys", "list", "-c", str(no_gateway)])

@@ -63,8 +63,8 @@ def test_another_providers_variable_is_not_used(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ("mistrall", "field 'provider': unknown any-llm provider 'mistrall'; known: anthropic, atlascloud"),
-        ("voyage", "field 'provider': any-llm cannot stream chat completions from 'voyage'"),
+        ("mistrall", "unknown any-llm provider 'mistrall'; known: anthropic, atlascloud"),
+        ("voyage", "any-llm cannot stream chat completions from 'voyage'"),
     ],
 )
 def test_a_bad_provider_names_plugin_field_and_line(tmp_path: Path, value: str, message: str) -> None:

@@ -8,7 +8,7 @@ import pytest
 from openai_fixtures import chunk, sse
 from openai_harness import options
 
-from harness_core.loader import load_config
+from harness_core.loader import inspect_config, load_config
 from harness_core.secret import Secret
 from harness_core.testing.server import Reply, ScriptedServer
 from harness_llm_openai import OpenAIPlugin
@@ -60,3 +60,67 @@ async def test_explicit_key_for_another_host(tmp_path: Path) -> None:
         finally:
             await adapter.aclose()
         assert server.requests[0].headers["authorization"] == "Bearer gsk-1"
+
+
+@pytest.mark.parametrize(
+    ("field_yaml", "field", "start"),
+    [
+        ("base_url: ${{ env.OPENAI_URL }}", "base_url", "base_url has an invalid port"),
+        ("base_url: ftp://127.0.0.1/v1", "base_url", "base_url must start with http:// or https://"),
+        ("headers:\n      ${{ env.HEADER }}: x", "headers", "header name '${{ env.HEADER }}'"),
+        ("headers:\n      X Bad: x", "headers", "header name 'X Bad' is not a valid HTTP field name"),
+        ("max_connections: -3", "max_connections", "Expected `int` >= 1"),
+        ("pool_timeout: -1", "pool_timeout", "Expected `float` >= 0.0"),
+        ("timeout: {connect: -1}", "timeout.connect", "Expected `float` >= 0.0"),
+    ],
+)
+def test_unusable_http_settings_are_located_config_problems(
+    tmp_path: Path, field_yaml: str, field: str, start: str
+) -> None:
+    path = tmp_path / "plugins.yaml"
+    path.write_text(f"plugins:\n  openai:\n    api_key: sk-test\n    {field_yaml}\n", encoding="utf-8")
+    loaded = inspect_config(path, environ={"OPENAI_URL": "http://127.0.0.1:99999/v1", "HEADER": "X-Secret-Name"})
+    [problem] = loaded.problems
+    assert (problem.plugin, problem.field, problem.line) == ("openai", field, 4)
+    assert problem.message.startswith(start)
+    assert "99999" not in problem.message
+    assert "X-Secret-Name" not in problem.message
+
+
+def test_config_check_lists_every_problem_of_nested_structs_in_file_order(tmp_path: Path) -> None:
+    path = tmp_path / "plugins.yaml"
+    path.write_text(
+        "plugins:\n  openai:\n    api_key: sk-test\n"
+        "    timeout: {connect: x, reed: 5, read: y}\n"
+        "    models:\n      m1:\n        context_window: big\n        bogus: 1\n"
+        "      m2:\n        max_output_tokens: x\n      m3: {context_window: 5}\n"
+        "    max_connections: -3\n",
+        encoding="utf-8",
+    )
+    problems = inspect_config(path, environ={}).problems
+    assert [(p.field, p.line) for p in problems] == [
+        ("timeout.connect", 4),
+        ("timeout.reed", 4),
+        ("timeout.read", 4),
+        ("models.m1.context_window", 7),
+        ("models.m1.bogus", 8),
+        ("models.m2.max_output_tokens", 10),
+        ("max_connections", 12),
+    ]
+    assert problems[1].message.startswith("Object contains unknown field `reed`")
+
+
+def test_a_nested_value_that_is_no_mapping_is_one_problem(tmp_path: Path) -> None:
+    path = tmp_path / "plugins.yaml"
+    path.write_text(
+        "plugins:\n  openai:\n    api_key: sk-test\n    models: {m1: 5}\n    timeout: 3\n", encoding="utf-8"
+    )
+    problems = inspect_config(path, environ={}).problems
+    assert [(p.field, p.line) for p in problems] == [("models.m1", 4), ("timeout", 5)]
+    path.write_text(
+        "plugins:\n  openai:\n    api_key: sk-test\n    models: {m1: {context_window: 5}}\n"
+        "    timeout: {connect: 1}\n    max_connections: 0\n",
+        encoding="utf-8",
+    )
+    [problem] = inspect_config(path, environ={}).problems  # the valid nested values add nothing
+    assert (problem.field, problem.line) == ("max_connections", 6)

@@ -93,6 +93,33 @@ def test_usage_by_model_with_cached_rows(ledger: UsageLedger) -> None:
     assert table.output.splitlines()[-1].split()[:2] == ["total", "4"]
 
 
+def test_usage_without_grouping_prints_one_total_row(ledger: UsageLedger) -> None:
+    table = run("usage", "--db", str(ledger.path), "--by", "")
+    assert table.exit_code == 0, table.output
+    lines = table.output.splitlines()
+    assert len(lines) == 3  # the path, the header, the one total row
+    assert lines[2].split()[:2] == ["3", "200"]
+    empty = UsageLedger(ledger.path.with_name("empty.sqlite"))
+    empty.insert(record(ts=0.0))
+    since = run("usage", "--db", str(empty.path), "--by", "", "--since", "1d")
+    assert since.output.splitlines()[2].split()[:2] == ["-", "-"]  # nothing since: one empty total row
+
+
+def test_cache_hits_alone_do_not_make_unpriced_rows_look_free(tmp_path: Path) -> None:
+    ledger = UsageLedger(tmp_path / "usage.sqlite")
+    ledger.insert(record(cost=None, price_source=None))
+    ledger.insert(record(cached=True, cost=0.0, price_source="cache"))
+    [row] = json.loads(run("usage", "--db", str(ledger.path), "--json", "--by", "model").output)["rows"]
+    assert (row["cost"], row["unpriced"], row["cached"]) == (None, 1, 1)
+    ledger.insert(record(cost=0.1))
+    [row] = json.loads(run("usage", "--db", str(ledger.path), "--json", "--by", "model").output)["rows"]
+    assert (row["cost"], row["unpriced"]) == (0.1, 1)
+    hits = UsageLedger(tmp_path / "hits.sqlite")
+    hits.insert(record(cached=True, cost=0.0, price_source="cache"))
+    [row] = json.loads(run("usage", "--db", str(hits.path), "--json", "--by", "model").output)["rows"]
+    assert (row["cost"], row["unpriced"]) == (0.0, 0)  # only cache hits: nothing was spent
+
+
 def test_usage_bad_grouping(ledger: UsageLedger) -> None:
     result = CliRunner().invoke(harness_cli, ["usage", "--db", str(ledger.path), "--by", "day,user"])
     assert result.exit_code == 2
@@ -223,3 +250,25 @@ def test_an_unusable_database_path_fails_the_plugin_at_start(tmp_path: Path, plu
         kind.Config(path="/proc/nope/x.sqlite")  # os.access says yes to root here: the folder is probed
     kind(kind.Config(path=str(tmp_path / "new" / "db.sqlite")))  # a missing folder is created on first use
     assert not (tmp_path / "new").exists()
+
+
+def test_config_given_before_the_subcommand_reaches_it(tmp_path: Path, ledger: UsageLedger) -> None:
+    store = filled_cache(tmp_path / "cache.sqlite")
+    config = write_config(tmp_path, f"plugins:\n  usage: {{path: {ledger.path}}}\n  cache: {{path: {store.path}}}\n")
+    usage = run("-c", str(config), "usage", "--json")
+    assert usage.exit_code == 0, usage.output
+    assert json.loads(usage.output)["path"] == str(ledger.path)
+    stats = run("--config", str(config), "cache", "stats", "--json")
+    assert stats.exit_code == 0, stats.output
+    assert json.loads(stats.output)["entries"] == 2
+    cleared = run(f"--config={config}", "cache", "clear")
+    assert cleared.output.strip() == f"deleted 2 cache entries from {store.path}"
+
+
+def test_the_subcommands_own_config_wins_over_the_groups(tmp_path: Path, ledger: UsageLedger) -> None:
+    right = write_config(tmp_path, f"plugins:\n  usage: {{path: {ledger.path}}}\n")
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text("plugins:\n  usage: {nope: 1}\n", encoding="utf-8")
+    result = run("-c", str(wrong), "usage", "-c", str(right), "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["path"] == str(ledger.path)

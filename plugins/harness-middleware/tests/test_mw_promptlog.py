@@ -6,24 +6,39 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
 from click.testing import CliRunner
-from mw_helpers import Script, collect, error_finish, finish, options, stop, text_chunks, tool_chunks, usage
+from mw_helpers import (
+    Script,
+    collect,
+    error_finish,
+    finish,
+    options,
+    stop,
+    text_chunks,
+    tool_chunks,
+    usage,
+    usage_record,
+)
 
 from harness_core.cli._app import cli as harness_cli
 from harness_core.cli._promptlog import CONVERSATION_KEY as CLI_KEY
 from harness_core.testing import Reply, ScriptedServer
 from harness_core.types import Message
+from harness_middleware import _sqlite, promptlog
 from harness_middleware.notes import notes_of
 from harness_middleware.pricing import PriceBook
 from harness_middleware.promptlog import CONVERSATION_KEY, PromptLog, PromptLogPlugin, default_log_path
+from harness_middleware.usage import UsageLedger
 
 pytestmark = pytest.mark.anyio
 
@@ -266,6 +281,26 @@ def test_logs_command_errors(tmp_path: Path) -> None:
     assert "cannot read the prompt log" in broken.output
 
 
+def test_logs_reads_another_database_read_only(tmp_path: Path) -> None:
+    ledger = UsageLedger(tmp_path / "usage.sqlite")
+    ledger.insert(usage_record())
+    before = ledger.path.read_bytes()
+    result = CliRunner().invoke(harness_cli, ["logs", "--db", str(ledger.path)])
+    assert result.exit_code == 2
+    assert result.stderr == f"error: {ledger.path} is not a prompt log (it has no `log` table)\n"
+    with closing(sqlite3.connect(ledger.path)) as conn:
+        tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert "log" not in tables
+    assert ledger.path.read_bytes() == before
+
+
+def test_reading_a_missing_log_creates_nothing(tmp_path: Path) -> None:
+    log = PromptLog(tmp_path / "sub" / "logs.sqlite")
+    assert log.entries() == []
+    assert log.continuation() is None
+    assert not (tmp_path / "sub").exists()
+
+
 def test_logs_says_where_plugins_yaml_disables_the_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("harness_middleware.cli.default_log_path", lambda: tmp_path / "default.sqlite")
     config = tmp_path / "plugins.yaml"
@@ -277,14 +312,15 @@ def test_logs_says_where_plugins_yaml_disables_the_log(tmp_path: Path, monkeypat
         f"error: the prompt log is disabled by `~prompt-log:` at {config}:3: harness run writes no log "
         "(remove the `~` to turn it on)\n"
     )
-    PromptLog(tmp_path / "default.sqlite").entries()  # created before the log was turned off
-    older = CliRunner().invoke(harness_cli, ["logs", "-c", str(config)])
-    assert older.exit_code == 0
-    assert older.stdout == "no entries\n"
-    assert (
-        older.stderr
-        == f"note: the prompt log is disabled by `~prompt-log:` at {config}:3: these entries were written before\n"
-    )
+    _sqlite.run(tmp_path / "default.sqlite", promptlog._SCHEMA, lambda conn: None)  # made before it was turned off
+    for args in (["logs", "-c", str(config)], ["-c", str(config), "logs"]):  # -c before or after `logs`
+        older = CliRunner().invoke(harness_cli, args)
+        assert older.exit_code == 0
+        assert older.stdout == "no entries\n"
+        assert (
+            older.stderr
+            == f"note: the prompt log is disabled by `~prompt-log:` at {config}:3: these entries were written before\n"
+        )
 
 
 def test_click_errors_use_the_error_prefix_of_every_harness_command(tmp_path: Path) -> None:
@@ -408,3 +444,15 @@ async def test_files_are_stored_by_digest_and_named_when_continued(tmp_path: Pat
         f"[file x.png (image/png, {digest}) was attached; the prompt log keeps no bytes]"
     )
     assert first.content[2] == FileBlock("image/png", url="https://example.com/y.png")
+
+
+def test_logs_name_a_route_without_a_model_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "plugins.yaml"
+    config.write_text("plugins:\n  prompt-log: {path: log.sqlite}\n  mock: {}\ndefaults: {provider: mock}\n")
+    ran = CliRunner().invoke(harness_cli, ["-c", str(config), "run", "hi"])
+    assert ran.exit_code == 0, ran.output
+    shown = CliRunner().invoke(harness_cli, ["-c", str(config), "logs"])
+    assert shown.exit_code == 0, shown.output
+    assert "\nroute: mock\n" in shown.stdout
+    assert "None" not in shown.stdout

@@ -16,6 +16,7 @@ import anyio
 import click
 import msgspec
 
+from harness_core.cli import config_option
 from harness_gateway.config import GatewayConfig, GatewayPlugin, default_database_path
 from harness_gateway.database import store_from_spec
 from harness_gateway.errors import GatewayError
@@ -70,7 +71,7 @@ def _with_store(config: str | None, work: Callable[[SqlStore], Awaitable[T]]) ->
 
 
 @click.command("serve")
-@click.option("-c", "--config", type=click.Path(dir_okay=False), help=_CONFIG_HELP)
+@config_option(help=_CONFIG_HELP)
 @click.option("--host", help="address to listen on (default: the config's, else 127.0.0.1)")
 @click.option("--port", type=click.IntRange(0, 65535), help="port (default: the config's, else 8000)")
 @click.option("--workers", type=click.IntRange(1, 256), help="worker processes (default: the config's, else 1)")
@@ -102,7 +103,7 @@ def keys_command() -> None:
 
 
 @keys_command.command("create")
-@click.option("-c", "--config", type=click.Path(dir_okay=False), help=_CONFIG_HELP)
+@config_option(help=_CONFIG_HELP)
 @click.option("--name", required=True, help="a label for the key")
 @click.option("--routes", help="comma-separated routes the key may use (default: all)")
 @click.option("--budget", type=click.FloatRange(min=0, min_open=True), help="USD the key may spend in total")
@@ -143,7 +144,7 @@ def _row(key: KeyRecord) -> list[str]:
 
 
 @keys_command.command("list")
-@click.option("-c", "--config", type=click.Path(dir_okay=False), help=_CONFIG_HELP)
+@config_option(help=_CONFIG_HELP)
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 def keys_list(config: str | None, as_json: bool) -> None:
     """Every key (never its value): id, name, state, routes, spend/budget, limits."""
@@ -159,7 +160,7 @@ def keys_list(config: str | None, as_json: bool) -> None:
 
 
 @keys_command.command("revoke")
-@click.option("-c", "--config", type=click.Path(dir_okay=False), help=_CONFIG_HELP)
+@config_option(help=_CONFIG_HELP)
 @click.argument("key")
 def keys_revoke(config: str | None, key: str) -> None:
     """Revoke the live key(s) with this id or name."""

@@ -26,7 +26,7 @@ from typing import Annotated, Literal
 import msgspec
 import platformdirs
 
-from harness_core.secret import Secret
+from harness_core.secret import ConnectionString, Secret
 from harness_middleware.pricing import Price, PriceBook
 
 __all__ = ["GatewayConfig", "GatewayPlugin", "default_database_path", "is_loopback"]
@@ -44,8 +44,9 @@ class GatewayConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         master_key: the admin key: manages keys over HTTP (``/admin/keys``) and may call every
             route without limits. A :class:`~harness_core.Secret`; never shown.
         database: the state store: ``None`` = SQLite at :func:`default_database_path`; a path =
-            that SQLite file; ``postgresql://…`` / ``postgres://…`` = PostgreSQL (asyncpg). A Secret:
-            a URL may hold a password.
+            that SQLite file; ``postgresql://…`` / ``postgres://…`` = PostgreSQL (asyncpg). A
+            :class:`~harness_core.secret.ConnectionString`: only a URL's password is masked, a
+            path is shown.
         aliases: model alias → ``route/model`` (``{"fast": "mock/echo"}``).
         prices: USD per million tokens (input, output, cache_read, cache_write, reasoning) keyed
             ``route/model``, ``route/*`` or ``*/model``: override or add to the genai-prices table
@@ -70,7 +71,7 @@ class GatewayConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     workers: Annotated[int, msgspec.Meta(ge=1, le=256)] = 1
     require_keys: bool | None = None
     master_key: Secret | None = None
-    database: Secret | None = None
+    database: ConnectionString | None = None
     aliases: dict[str, str] = msgspec.field(default_factory=dict)
     prices: dict[str, Price] = msgspec.field(default_factory=dict)
     price_providers: dict[str, str | None] = msgspec.field(default_factory=dict)

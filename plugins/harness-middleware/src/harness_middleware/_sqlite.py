@@ -1,4 +1,5 @@
-"""SQLite access for the usage ledger and the cache: one short-lived connection per operation.
+"""SQLite access for the usage ledger, the cache and the prompt log: one short-lived connection per
+operation; :func:`read` opens a database read-only for the commands that only show it.
 
 Every operation runs in a worker thread (``anyio.to_thread.run_sync``) when called from async
 code, so the event loop never blocks on disk. A connection per operation keeps threads apart
@@ -16,7 +17,7 @@ from typing import TypeVar
 
 from harness_core.outfile import WriteFailureLog, check_output_file, write_in_thread
 
-__all__ = ["check_database_path", "record", "run"]
+__all__ = ["NotThisDatabase", "check_database_path", "read", "record", "run"]
 
 T = TypeVar("T")
 
@@ -32,6 +33,26 @@ def run(path: Path, schema: str, operation: Callable[[sqlite3.Connection], T]) -
         conn.executescript(schema)
         with conn:
             return operation(conn)
+
+
+class NotThisDatabase(sqlite3.DatabaseError):
+    """The file is an SQLite database, but not the one asked for (it lacks the expected table)."""
+
+
+def read(path: Path, table: str, what: str, operation: Callable[[sqlite3.Connection], T]) -> T:
+    """Open ``path`` read-only (nothing is created or changed: no folder, no table, no journal
+    mode), check that it holds ``table``, and run ``operation``.
+
+    Raises:
+        NotThisDatabase: ``path`` has no ``table``: ``"<path> is not a <what> (…)"``.
+        sqlite3.Error: any other database fault (a missing file, a file that is not SQLite).
+    """
+    uri = f"{path.expanduser().resolve().as_uri()}?mode=ro"  # https://www.sqlite.org/uri.html
+    with closing(sqlite3.connect(uri, uri=True, timeout=_BUSY_TIMEOUT)) as conn:
+        found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone()
+        if found is None:
+            raise NotThisDatabase(f"{path} is not a {what} (it has no `{table}` table)")
+        return operation(conn)
 
 
 async def record(write: Callable[[], object], *, bound: float, failures: WriteFailureLog) -> None:

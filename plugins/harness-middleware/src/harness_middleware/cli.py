@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 import msgspec
 
+from harness_core.cli import config_option
+from harness_middleware._sqlite import NotThisDatabase
 from harness_middleware.cache import CachePlugin, CacheStore, default_cache_path
 from harness_middleware.promptlog import LogEntry, PromptLog, PromptLogPlugin, default_log_path
 from harness_middleware.usage import UsageLedger, UsagePlugin, default_usage_path
@@ -167,7 +169,7 @@ def _table(rows: list[dict[str, Any]], by: tuple[str, ...]) -> str:
 
 
 @click.command("usage")
-@click.option("-c", "--config", type=click.Path(dir_okay=False), help=_CONFIG_HELP)
+@config_option(help=_CONFIG_HELP)
 @click.option("--db", type=click.Path(dir_okay=False), help="the usage SQLite file (overrides the config)")
 @click.option("--since", help="only streams since YYYY-MM-DD (UTC), an ISO time, or a span back (7d, 12h, 30m)")
 @click.option(
@@ -202,7 +204,7 @@ def usage_command(config: str | None, db: str | None, since: str | None, by_text
         click.echo(json.dumps(document, indent=2))
         return
     click.echo(f"usage ledger: {ledger.path}")
-    click.echo(_table([*rows, _totals(rows, by)], by))
+    click.echo(_table(rows if not by and rows else [*rows, _totals(rows, by)], by))  # by '': the one row is the total
 
 
 @click.group("cache")
@@ -211,7 +213,7 @@ def cache_command() -> None:
 
 
 @cache_command.command("stats")
-@click.option("-c", "--config", type=click.Path(dir_okay=False), help=_CONFIG_HELP)
+@config_option(help=_CONFIG_HELP)
 @click.option("--db", type=click.Path(dir_okay=False), help="the cache SQLite file (overrides the config)")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 def cache_stats(config: str | None, db: str | None, as_json: bool) -> None:
@@ -231,7 +233,7 @@ def cache_stats(config: str | None, db: str | None, as_json: bool) -> None:
 
 
 @cache_command.command("clear")
-@click.option("-c", "--config", type=click.Path(dir_okay=False), help=_CONFIG_HELP)
+@config_option(help=_CONFIG_HELP)
 @click.option("--db", type=click.Path(dir_okay=False), help="the cache SQLite file (overrides the config)")
 @click.option("--expired", is_flag=True, help="delete only entries older than the configured ttl")
 def cache_clear(config: str | None, db: str | None, expired: bool) -> None:
@@ -246,11 +248,16 @@ def cache_clear(config: str | None, db: str | None, expired: bool) -> None:
     click.echo(f"deleted {deleted} cache entr{'y' if deleted == 1 else 'ies'} from {store.path}")
 
 
+def _target(route: str | None, model: str | None) -> str:
+    """``route/model``, or the route alone when no model was given (the adapter's default)."""
+    return f"{route or '-'}/{model}" if model else route or "-"
+
+
 def _describe(entry: LogEntry) -> str:
     """A log entry as text: a header, the served (and requested) route, prompt, reply, numbers."""
     moment = datetime.fromtimestamp(entry.ts, tz=UTC).isoformat(timespec="seconds")
-    served = f"{entry.route}/{entry.model}"
-    requested = f"{entry.requested_route}/{entry.requested_model}"
+    served = _target(entry.route, entry.model)
+    requested = _target(entry.requested_route, entry.requested_model)
     lines = [f"# {moment}  id {entry.id}  conversation {entry.conversation_id}"]
     lines.append(f"route: {served}" + (f" (requested {requested})" if requested != served else ""))
     for attempt in entry.attempts or []:
@@ -258,7 +265,7 @@ def _describe(entry: LogEntry) -> str:
         outcome = "skipped (cooling down)" if attempt.get("skipped") else "served"
         if failure is not None:
             outcome = f"{failure['code']}: {failure['message']}"
-        lines.append(f"  attempt {attempt['route']}/{attempt['model']}: {outcome}")
+        lines.append(f"  attempt {_target(attempt['route'], attempt.get('model'))}: {outcome}")
     if entry.system:
         lines.append(f"system: {entry.system}")
     lines += [f"prompt: {entry.prompt}", f"response: {entry.response}"]
@@ -275,7 +282,7 @@ def _describe(entry: LogEntry) -> str:
 
 
 @click.command("logs")
-@click.option("-c", "--config", type=click.Path(dir_okay=False), help=_CONFIG_HELP)
+@config_option(help=_CONFIG_HELP)
 @click.option("--db", type=click.Path(dir_okay=False), help="the prompt-log SQLite file (overrides the config)")
 @click.option(
     "-n", "--count", type=click.IntRange(min=0), default=3, show_default=True, help="newest entries (0 = all)"
@@ -311,6 +318,8 @@ def logs_command(
         click.echo(f"note: {off}: these entries were written before", err=True)
     try:
         entries = log.entries(limit=count or None, query=query, since=start, conversation_id=cid)
+    except NotThisDatabase as exc:
+        raise _ConfigProblem(str(exc)) from exc
     except sqlite3.Error as exc:
         raise _ConfigProblem(f"cannot read the prompt log {log.path}: {exc}") from exc
     if as_json:

@@ -142,7 +142,8 @@ _JSON_FIELDS = frozenset({"request", "message", "attempts"})
 class PromptLog:
     """The SQLite prompt log at ``path``. Methods block: call them from a worker thread.
 
-    Raises :class:`sqlite3.Error` on database faults (every method).
+    Raises :class:`sqlite3.Error` on database faults (every method); reading another SQLite
+    database raises its subclass :class:`~harness_middleware._sqlite.NotThisDatabase`.
     """
 
     def __init__(self, path: Path) -> None:
@@ -165,7 +166,8 @@ class PromptLog:
         since: float | None = None,
         conversation_id: str | None = None,
     ) -> list[LogEntry]:
-        """The newest ``limit`` rows (all when ``None``), returned oldest first.
+        """The newest ``limit`` rows (all when ``None``), returned oldest first; ``[]`` when the
+        file does not exist. The database is opened read-only: reading never creates or changes it.
 
         ``query`` keeps rows whose prompt, system prompt or response contains it (case-insensitive
         for ASCII, SQL ``LIKE``); ``since`` (unix seconds) and ``conversation_id`` filter further.
@@ -187,7 +189,9 @@ class PromptLog:
             rows = conn.execute(sql, params).fetchall()
             return [_entry(row) for row in reversed(rows)]
 
-        return _sqlite.run(self.path, _SCHEMA, read)
+        if not self.path.exists():  # nothing logged yet: reading creates nothing
+            return []
+        return _sqlite.read(self.path, "log", "prompt log", read)
 
     def continuation(self, conversation_id: str | None = None) -> Continuation | None:
         """What continuing ``conversation_id`` (the newest conversation when ``None``) needs: the

@@ -184,8 +184,9 @@ class UsageLedger:
         ``input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens``
         (sums of the known counts of streams that reached a provider: cache hits excluded),
         ``unknown_usage`` (such streams without usage), ``cached`` (cache hits), ``errors``,
-        ``aborted``, ``cost`` (USD, sum of the known costs, ``None`` when none is known) and
-        ``unpriced`` (rows without a cost).
+        ``aborted``, ``cost`` (USD, sum of the known costs, ``None`` when none is known; when some
+        rows are unpriced, the cache hits' zero costs do not count as known, so a group whose only
+        priced rows are cache hits shows no cost rather than 0) and ``unpriced`` (rows without a cost).
 
         Raises:
             ValueError: a ``by`` name that is not ``day``, ``route`` or ``model``.
@@ -209,7 +210,8 @@ class UsageLedger:
             SELECT {"".join(f"{_GROUPS[key]} AS {key}, " for key in keys)}COUNT(*) AS requests, {", ".join(spent)},
                    SUM(input_tokens IS NULL AND NOT cached) AS unknown_usage, SUM(cached) AS cached,
                    SUM(status = 'error') AS errors, SUM(status = 'aborted') AS aborted,
-                   SUM(cost) AS cost, SUM(cost IS NULL) AS unpriced
+                   CASE WHEN SUM(cost IS NULL) THEN SUM(CASE WHEN cached THEN NULL ELSE cost END)
+                        ELSE SUM(cost) END AS cost, SUM(cost IS NULL) AS unpriced
             FROM usage WHERE ts >= ? {group}
         """
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from harness_core.cli import config_option
 from harness_gateway.config import is_loopback
 from harness_gateway.console.local import local_app
 from harness_middleware.cli import prompt_log
@@ -24,7 +25,7 @@ TOKEN_ENV = "HARNESS_CONSOLE_TOKEN"
 
 
 @click.command("console")
-@click.option("-c", "--config", type=click.Path(dir_okay=False), help="plugins.yaml naming the prompt log's path")
+@config_option(help="plugins.yaml naming the prompt log's path")
 @click.option("--usage", "usage_path", type=click.Path(dir_okay=False), help="usage ledger (default: the usual one)")
 @click.option(
     "--log", "log_path", type=click.Path(dir_okay=False), help="prompt log (default: the config's, else the usual one)"
