@@ -72,12 +72,20 @@ def base_url_problem(url: str) -> str | None:
 def header_name_problem(name: str) -> str | None:
     """Why ``name`` cannot be an HTTP header name, or ``None`` when it can: a name is an RFC 9110
     token (letters, digits and ``!#$%&'*+-.^_`|~``). A ``${{ … }}`` expression is not expanded
-    in a name (only values are substituted), so one is refused with that reason."""
+    in a name (only values are substituted), so one is refused with that reason. The reason
+    never quotes the name (a pasted ``Name: value`` line may hold a key): it names the first
+    character that is not allowed and its position."""
     if "${{" in name:
-        return f"header name {name!r}: ${{{{ … }}}} is expanded in header values only; write the name literally"
-    if not _TOKEN.fullmatch(name):
         return (
-            f"header name {name!r} is not a valid HTTP field name (RFC 9110 token: letters, digits "
+            "a header name holds a ${{ … }} expression: expressions are expanded in header values "
+            "only; write the name literally"
+        )
+    if not _TOKEN.fullmatch(name):
+        # the name is not shown: a pasted "Name: value" line may hold a key
+        bad = next((f"{c!a} at position {at}" for at, c in enumerate(name, 1) if not _TOKEN.fullmatch(c)), None)
+        what = f"holds {bad}" if bad is not None else "is empty"
+        return (
+            f"a header name {what}: not a valid HTTP field name (RFC 9110 token: letters, digits "
             "and !#$%&'*+-.^_`|~, no space or colon)"
         )
     return None

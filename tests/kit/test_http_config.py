@@ -48,6 +48,7 @@ def test_header_names_must_be_tokens_written_literally() -> None:
         problem = header_name_problem(bad)
         assert problem is not None
         assert "not a valid HTTP field name" in problem
+        assert bad not in problem or not bad
     expression = header_name_problem("${{ env.HEADER }}")
     assert expression is not None
     assert "expanded in header values only" in expression
@@ -56,7 +57,7 @@ def test_header_names_must_be_tokens_written_literally() -> None:
 def test_the_config_refuses_them_when_built() -> None:
     with pytest.raises(msgspec.ValidationError, match="field 'base_url': base_url has no host"):
         msgspec.convert({"base_url": "https://"}, ToyConfig)
-    with pytest.raises(msgspec.ValidationError, match="field 'headers': header name 'X Bad'"):
+    with pytest.raises(msgspec.ValidationError, match="field 'headers': a header name holds ' ' at position 2"):
         msgspec.convert({"base_url": "http://h", "headers": {"X Bad": "1"}}, ToyConfig)
     for field, value, expected in [
         ("max_connections", 0, ">= 1"),

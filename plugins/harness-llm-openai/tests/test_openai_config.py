@@ -67,8 +67,8 @@ async def test_explicit_key_for_another_host(tmp_path: Path) -> None:
     [
         ("base_url: ${{ env.OPENAI_URL }}", "base_url", "base_url has an invalid port"),
         ("base_url: ftp://127.0.0.1/v1", "base_url", "base_url must start with http:// or https://"),
-        ("headers:\n      ${{ env.HEADER }}: x", "headers", "header name '${{ env.HEADER }}'"),
-        ("headers:\n      X Bad: x", "headers", "header name 'X Bad' is not a valid HTTP field name"),
+        ("headers:\n      ${{ env.HEADER }}: x", "headers", "a header name holds a ${{ … }} expression"),
+        ("headers:\n      X Bad: x", "headers", "a header name holds ' ' at position 2: not a valid HTTP field name"),
         ("max_connections: -3", "max_connections", "Expected `int` >= 1"),
         ("pool_timeout: -1", "pool_timeout", "Expected `float` >= 0.0"),
         ("timeout: {connect: -1}", "timeout.connect", "Expected `float` >= 0.0"),

@@ -450,6 +450,10 @@ def _run_now(work: Awaitable[T]) -> T:
     raise RuntimeError("a SQLite transaction may only await its own statements")
 
 
+SET_UP_RETRY: Final = 0.01
+"""Seconds between two attempts to set a SQLite file up while another process holds it."""
+
+
 class SQLiteStore(SqlStore):
     """The embedded store: one SQLite file in WAL mode, shared by the processes of one host.
 
@@ -497,12 +501,31 @@ class SQLiteStore(SqlStore):
             # otherwise see "database is locked"); only then does the event loop's connection
             # stop waiting (busy_timeout 0: a busy transaction moves to a worker thread).
             conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")  # no fsync per commit (see the class docs)
+            try:
+                self._set_up(conn)
+            except BaseException:
+                conn.close()
+                raise
             conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000) if wait else 0}")
-            conn.execute("PRAGMA wal_autocheckpoint = 0")  # checkpoints run on a worker thread
             self._conns[wait] = conn
         return conn
+
+    def _set_up(self, conn: sqlite3.Connection) -> None:
+        """WAL mode and its settings, retried for up to :attr:`timeout` seconds while another
+        process holds the file: switching to WAL promotes a read lock to an exclusive one, and
+        SQLite answers ``SQLITE_BUSY`` at once rather than wait when that could deadlock with
+        another process doing the same (https://www.sqlite.org/c3ref/busy_handler.html)."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")  # no fsync per commit (see the class docs)
+                conn.execute("PRAGMA wal_autocheckpoint = 0")  # checkpoints run on a worker thread
+                return
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc) or time.monotonic() >= deadline:
+                    raise
+            time.sleep(SET_UP_RETRY)  # on a worker thread, never the event loop
 
     def _whole(
         self, conn: sqlite3.Connection, work: Callable[[Tx], Awaitable[T]], write: bool, threaded: bool = False
@@ -530,7 +553,7 @@ class SQLiteStore(SqlStore):
             try:  # no await until it has committed or rolled back: no other task can interleave
                 result = self._whole(conn, work, write)
             except sqlite3.OperationalError as exc:
-                if exc.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                if not _busy(exc):
                     raise
                 async with self._lock:  # the worker threads' connection: one transaction at a time
                     result = await anyio.to_thread.run_sync(self._waiting, work, write)
@@ -553,6 +576,12 @@ class SQLiteStore(SqlStore):
         conns, self._conns = list(self._conns.values()), {}
         for conn in conns:
             await anyio.to_thread.run_sync(conn.close)
+
+
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    """Whether ``exc`` is SQLite's "another connection holds the lock" (``SQLITE_BUSY`` or
+    ``SQLITE_LOCKED``, any extended code), as opposed to a real fault."""
+    return exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 def unavailable(description: str, exc: BaseException) -> GatewayError:
