@@ -39,9 +39,6 @@ class Continuation(Protocol):
 class PromptLogger(Protocol):
     """The part of the ``prompt-log`` plugin the CLI uses."""
 
-    def redact_with(self, redact: Any) -> None:
-        """Also mask what ``redact`` masks in everything stored."""
-
     def continuation(self, conversation_id: str | None) -> Continuation | None:
         """The last turn of ``conversation_id`` (the newest conversation when ``None``)."""
 
@@ -49,7 +46,9 @@ class PromptLogger(Protocol):
 def attach_prompt_log(loaded: LoadedConfig, *, enabled: bool) -> PromptLogger | None:
     """The prompt log for this run: the plugins.yaml entry when listed, else (``enabled`` and
     installed, not disabled with ``~prompt-log:``) a default instance added as the outermost
-    middleware of ``loaded``. ``None`` when there is none. The config's secrets are masked.
+    middleware of ``loaded``. ``None`` when there is none. The config's secrets are masked by the
+    harness that starts it (the ``use_redactor`` hook: `harness run` and `harness chat` build theirs
+    with ``loaded.redactor``).
     """
     listed = [plugin for plugin in loaded.plugins if plugin.name == PROMPT_LOG]
     if listed:
@@ -62,7 +61,6 @@ def attach_prompt_log(loaded: LoadedConfig, *, enabled: bool) -> PromptLogger | 
             return None
         instance = entry_point.load()()
         loaded.plugins.insert(0, LoadedPlugin(key=PROMPT_LOG, name=PROMPT_LOG, instance=instance))
-    instance.redact_with(loaded.redact)
     logger: PromptLogger = instance
     return logger
 

@@ -93,7 +93,7 @@ def script_usage(input_tokens: int, output_tokens: int) -> Any:
 
 async def test_secrets_are_masked_everywhere(tmp_path: Path) -> None:
     p = plugin(tmp_path)
-    p.redact_with(lambda text: text.replace("hunter2", "**********"))
+    p.use_redactor(lambda text: text.replace("hunter2", "**********"))
     leaked = f"my key is {KEY} and password hunter2"
     request = msgspec.structs.replace(
         options(leaked), system=leaked, provider_options={"fake": {"blob": b"\x00\x01", "note": leaked}}

@@ -13,11 +13,11 @@ The CLI enables this middleware by default (outermost, unless plugins.yaml lists
 or disables it with ``~prompt-log:``, or ``--no-log`` is given); library users enable it by
 listing it in plugins.yaml. Secrets are masked before anything is stored: the api-key patterns
 of :mod:`~harness_middleware.redact` always, and the config's own secrets, which the harness
-hands over when it starts (the ``use_redactor`` hook; :meth:`PromptLogPlugin.redact_with` sets
-them directly). Masking applies to every string, including the requested and served route and
-model, error messages and ``replay_state``: a continued conversation may then be refused by the provider, which is
-preferred over a stored key. Binary input (the bytes of a ``FileBlock``, any ``bytes`` value in
-``provider_options``) is stored as its SHA-256 digest (``"sha256:<hex>"``), never the bytes; a
+hands over when it starts (the ``use_redactor`` hook). Masking applies to every string,
+including the requested and served route and model, error messages and ``replay_state``: a
+continued conversation may then be refused by the provider, which is preferred over a stored
+key. Binary input (the bytes of a ``FileBlock``, any ``bytes`` value in ``provider_options``) is
+stored as its SHA-256 digest (``"sha256:<hex>"``), never the bytes; a
 continued conversation sends a short text in place of such a file (:func:`_without_lost_files`).
 """
 
@@ -240,7 +240,7 @@ class PromptLogPlugin(SecretMasking):
     Args:
         config: the validated :class:`PromptLogPlugin.Config`.
         redact: masks the config's secrets in text; the harness hands over its own when it
-            starts (``use_redactor``), :meth:`redact_with` sets it later.
+            starts (``use_redactor``).
     """
 
     class Config(PricingConfig, forbid_unknown_fields=True, kw_only=True):
@@ -277,11 +277,6 @@ class PromptLogPlugin(SecretMasking):
         if not self.log.path.exists():
             return None
         return self.log.continuation(conversation_id)
-
-    def redact_with(self, redact: Callable[[str], str]) -> None:
-        """Also mask what ``redact`` masks (the config's secrets) in everything stored (the same as
-        the ``use_redactor`` hook)."""
-        self.use_redactor(redact)
 
     def _mask(self, value: Any) -> Any:
         """``value`` (builtins) with every string masked and ``bytes`` replaced by their digest."""
