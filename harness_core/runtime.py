@@ -25,7 +25,7 @@ import logging
 from collections.abc import AsyncGenerator, Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 import pluggy
@@ -49,6 +49,9 @@ from harness_core.secret import RedactFilter, Redactor, secrets_of
 from harness_core.structured import decode_output, response_format_for
 from harness_core.tools import ToolRegistry
 from harness_core.types import FinishReason, GenerateOptions, Message, ModelInfo, StreamChunk, TokenUsage
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from harness_core.loader import LoadedConfig
 
 __all__ = ["GenerateResult", "Harness", "StreamContext"]
 
@@ -240,7 +243,22 @@ class Harness:
         broken = [f for f in config.failures if f.is_middleware]
         if broken:
             raise LlmError("CONFIG", f"middleware plugins failed to load: {_failure_lines(broken)}")
-        return cls(config.plugins, defaults=config.defaults, failures=config.failures, redact=config.redactor)
+        return cls.from_loaded(config)
+
+    @classmethod
+    def from_loaded(cls, config: LoadedConfig, *, failures: Sequence[PluginFailure] | None = None) -> Harness:
+        """A harness over an already loaded configuration: its plugins in order, its defaults, its
+        load ``failures`` (or the ``failures`` given) and its secret masker
+        (:attr:`LoadedConfig.redactor`: every ``Secret`` field and every value taken from the
+        environment), which the adapter boundary applies and ``use_redactor`` hands to plugins.
+        Every harness built from a :class:`LoadedConfig` is built here, so none starts without it.
+        """
+        return cls(
+            config.plugins,
+            defaults=config.defaults,
+            failures=config.failures if failures is None else failures,
+            redact=config.redactor,
+        )
 
     @property
     def plugins(self) -> tuple[LoadedPlugin, ...]:
@@ -521,6 +539,10 @@ class Harness:
     async def list_models(self, route: str | None = None) -> list[ModelInfo]:
         """The models the adapter of ``route`` (default route when ``None``) can serve, ``route`` set.
 
+        Model ids come from the provider (a proxy may echo anything, a key included), so every
+        id passes the harness's secret masker (:attr:`redact`) before it reaches a caller (the
+        CLI's ``harness models``, the gateway's ``GET /v1/models``).
+
         Raises:
             LlmError: ``NO_ADAPTER`` for an unknown route; ``UNSUPPORTED`` when the adapter
                 cannot list models.
@@ -531,4 +553,5 @@ class Harness:
             models: list[ModelInfo] = await adapter.list_models()
         except LlmError as exc:
             raise self._boundary.scrub(exc) from None
-        return [msgspec.structs.replace(info, route=route) for info in models]
+        redact = self._redact
+        return [msgspec.structs.replace(info, route=route, model=redact(info.model)) for info in models]

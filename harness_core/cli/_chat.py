@@ -98,7 +98,7 @@ def run_chat(
         return EXIT_USAGE
     out.redact = loaded.redact
     logged = attach_prompt_log(loaded, enabled=True) is not None  # every turn in the prompt log
-    harness = Harness(loaded.plugins, defaults=loaded.defaults, failures=loaded.failures, redact=loaded.redactor)
+    harness = Harness.from_loaded(loaded)
     provider, model = loaded.resolve_alias(provider, model)
     template = GenerateOptions(
         provider=provider,

@@ -158,7 +158,7 @@ async def _start(loaded: LoadedConfig) -> list[str]:
     """
     from harness_core.runtime import Harness
 
-    harness = Harness(loaded.plugins, defaults=loaded.defaults, failures=())
+    harness = Harness.from_loaded(loaded, failures=())
     problems: list[str] = []
     try:
         async with harness:
@@ -238,7 +238,7 @@ async def _chain(loaded: LoadedConfig, route: str | None) -> tuple[str | None, l
     from harness_core.runtime import Harness
 
     instances = {plugin.key: plugin.instance for plugin in loaded.plugins}
-    async with Harness(loaded.plugins, defaults=loaded.defaults, failures=loaded.failures) as harness:
+    async with Harness.from_loaded(loaded) as harness:
         target = route if route is not None else harness.default_route()
         links: list[dict[str, str]] = []
         for link in harness.chain(target):
@@ -301,7 +301,7 @@ async def _models(loaded: LoadedConfig, route: str | None) -> tuple[list[ModelIn
 
     models: list[ModelInfo] = []
     problems: list[str] = []
-    async with Harness(loaded.plugins, defaults=loaded.defaults, failures=loaded.failures) as harness:
+    async with Harness.from_loaded(loaded) as harness:
         routes = [route] if route is not None else sorted(harness.routes())
         for name in routes:
             try:

@@ -338,7 +338,7 @@ async def _generate(
     interrupts = _Interrupts(abort, renderer)
     failures: list[Exception] = []
     try:
-        harness = Harness(loaded.plugins, defaults=loaded.defaults, failures=loaded.failures, redact=loaded.redactor)
+        harness = Harness.from_loaded(loaded)
         harness.strict = renderer.as_json  # readers of --json get a checked stream, errors name the layer
         async with harness, anyio.create_task_group() as group:
             warn_start_failures(renderer.note, loaded.failures, harness.failures)

@@ -163,3 +163,19 @@ async def test_an_ordinary_delta_reaches_the_caller_before_the_next_is_read() ->
                     assert chunk.text == "Hello"
                     break
         assert server.requests[0].headers["authorization"] == f"Bearer {key}"
+
+
+class ListingAdapter(EchoingAdapter):
+    """A proxy whose model list echoes the Authorization header as a model id."""
+
+    async def list_models(self) -> list[ModelInfo]:
+        return [ModelInfo(model="gpt-4o"), ModelInfo(model=f"Bearer {KEY}")]
+
+
+async def test_listed_model_ids_are_masked() -> None:
+    plugin = EchoPlugin()
+    plugin.adapter = ListingAdapter("inband")
+    async with Harness([("echo", plugin)]) as harness:
+        listed = await harness.list_models("echo")
+    assert [info.model for info in listed] == ["gpt-4o", f"Bearer {MASK}"]
+    assert {info.route for info in listed} == {"echo"}

@@ -78,3 +78,17 @@ async def test_a_failing_use_redactor_of_another_plugin_is_a_failure() -> None:
         assert failure.key == "refusing"
         assert not failure.is_middleware
         assert harness.routes() == {"mock": "mock"}
+
+
+async def test_a_harness_built_from_a_loaded_config_masks_what_the_environment_gave(tmp_path: Any) -> None:
+    from harness_core.loader import load_config
+    from harness_core.plugininfo import PluginFailure
+
+    path = tmp_path / "plugins.yaml"
+    path.write_text("plugins:\n  mock: {}\ndefaults:\n  provider: mock\n  model: ${{ env.HOOK_MODEL }}\n")
+    loaded = load_config(path, environ={"HOOK_MODEL": KEY})
+    harness = Harness.from_loaded(loaded)
+    assert harness.redact(f"model {KEY}") == "model **********"  # the value taken from the environment
+    assert harness.failures == tuple(loaded.failures)
+    failure = PluginFailure(key="x", name="x", stage="import", message="m", is_middleware=False)
+    assert Harness.from_loaded(loaded, failures=[failure]).failures == (failure,)

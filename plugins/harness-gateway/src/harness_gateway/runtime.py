@@ -99,7 +99,7 @@ async def load_runtime(path: str | Path | None) -> GatewayRuntime:
     if broken:  # dropping a middleware (say, redaction) silently would change what every stream does
         raise LlmError("CONFIG", "middleware plugins failed to load: " + "; ".join(broken))
     size_pools(loaded)
-    harness = Harness(loaded.plugins, defaults=loaded.defaults, failures=loaded.failures, redact=loaded.redactor)
+    harness = Harness.from_loaded(loaded)
     gateway = next((p.instance for p in harness.plugins if isinstance(p.instance, GatewayPlugin)), None)
     config = gateway.config if gateway is not None else GatewayConfig()
     runtime = GatewayRuntime(harness, config, loaded.source, loaded.redact, merged_aliases(loaded, config))
