@@ -12,6 +12,7 @@ aborted, nothing more is printed).
 from __future__ import annotations
 
 import functools
+import math
 import re
 import sys
 from typing import IO, Any
@@ -27,6 +28,20 @@ _VERBOSE = re.compile(r"-v+")
 
 COMMAND_GROUP = "harness.commands"
 """Entry-point group of plugin subcommands: ``usage = "harness_usage.cli:usage"`` (a click command)."""
+
+
+class FiniteRange(click.FloatRange):
+    """A :class:`click.FloatRange` that also refuses ``nan`` and ``inf`` (Python's ``float()``
+    accepts both, the range checks let ``nan`` through, and JSON has neither: a provider would
+    receive ``null``). A usage error (exit 2) naming the option."""
+
+    name = "finite float range"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
 
 
 def _config_option(func: Any) -> Any:
@@ -192,9 +207,9 @@ def cli(verbose: int, config: str | None) -> None:
 @click.option("-m", "--model", help="the provider's model id (default: `defaults.model`)")
 @click.option("--system", help="system prompt")
 @click.option("--max-tokens", type=click.IntRange(min=1), help="upper bound on output tokens (at least 1)")
-@click.option("--temperature", type=click.FloatRange(min=0), help="sampling temperature (at least 0)")
+@click.option("--temperature", type=FiniteRange(min=0), help="sampling temperature (at least 0)")
 @click.option("--reasoning-effort", help="reasoning effort id the model lists (e.g. off, low, high)")
-@click.option("--top-p", type=click.FloatRange(min=0, max=1), help="nucleus sampling: probability mass kept (0..1)")
+@click.option("--top-p", type=FiniteRange(min=0, max=1), help="nucleus sampling: probability mass kept (0..1)")
 @click.option("--seed", type=int, help="sampling seed, for providers that support it")
 @click.option("--stop", multiple=True, help="stop sequence (repeatable)")
 @click.option("--tool-choice", help="auto, none, required, or the name of the tool the model must call")
@@ -285,7 +300,7 @@ def run(ctx: click.Context, /, prompt: str | None, as_json: bool, **options: Any
 @click.option(
     "--max-tokens", type=click.IntRange(min=1), help="upper bound on output tokens per generation (at least 1)"
 )
-@click.option("--temperature", type=click.FloatRange(min=0), help="sampling temperature (at least 0)")
+@click.option("--temperature", type=FiniteRange(min=0), help="sampling temperature (at least 0)")
 @click.option("--reasoning-effort", help="reasoning effort id the model lists (e.g. off, low, high)")
 @_tool_options
 @_config_option

@@ -129,6 +129,15 @@ def test_run_options_reach_the_provider(harness: Harness) -> None:
     assert "[finish: length (max_tokens); tokens: 5 in, 2 out]" in result.stderr
 
 
+@pytest.mark.parametrize(("flag", "value"), [("--temperature", "nan"), ("--temperature", "inf"), ("--top-p", "nan")])
+def test_sampling_flags_refuse_numbers_json_cannot_carry(harness: Harness, flag: str, value: str) -> None:
+    result = harness("run", "hello", flag, value)
+    assert result.returncode == 2
+    assert f"{value!r} is not a finite number" in result.stderr
+    assert flag in result.stderr
+    assert result.stdout == ""
+
+
 def test_run_reasoning_goes_to_stderr_when_not_a_tty(harness: Harness, config: Config) -> None:
     config("plugins:\n  mock: {reasoning: thinking hard}\ndefaults: {provider: mock, model: echo}\n")
     result = harness("run", "answer", "--reasoning-effort", "low")
