@@ -20,6 +20,8 @@ import anthropic
 import openai
 import uvicorn
 
+from harness_gateway.config import ConnectionLimits
+from harness_gateway.limits import protocol_options
 from harness_gateway.server import GatewayServer
 
 
@@ -38,8 +40,16 @@ class Running:
 
 
 @contextlib.contextmanager
-def serve_gateway(tmp_path: Path, yaml_text: str, *, host: str = "127.0.0.1", watch: bool = False) -> Iterator[Running]:
-    """Run ``harness serve`` on ``yaml_text`` (written to ``tmp_path/plugins.yaml``) until the block exits.
+def serve_gateway(
+    tmp_path: Path,
+    yaml_text: str,
+    *,
+    host: str = "127.0.0.1",
+    watch: bool = False,
+    limits: ConnectionLimits | None = None,
+) -> Iterator[Running]:
+    """Run ``harness serve`` on ``yaml_text`` (written to ``tmp_path/plugins.yaml``) until the block exits;
+    ``limits``: uvicorn's protocol under these connection limits (as ``harness serve`` runs it).
 
     The listening socket is bound before the thread starts, so clients may connect at once (they
     wait in the backlog until uvicorn accepts).
@@ -52,7 +62,10 @@ def serve_gateway(tmp_path: Path, yaml_text: str, *, host: str = "127.0.0.1", wa
     sock.bind(("127.0.0.1", 0))
     sock.listen(1024)
     port = sock.getsockname()[1]
-    settings = uvicorn.Config(app, lifespan="on", log_level="warning", access_log=False, timeout_graceful_shutdown=5)
+    options = protocol_options(limits, "h11") if limits is not None else {}
+    settings = uvicorn.Config(
+        app, lifespan="on", log_level="warning", access_log=False, timeout_graceful_shutdown=5, **options
+    )
     server = uvicorn.Server(settings)
     failure: list[BaseException] = []
 

@@ -31,13 +31,14 @@ from harness_gateway import server as server_module
 from harness_gateway import spend as spend_module
 from harness_gateway import store as store_module
 from harness_gateway.anthropic_messages import MessagesStreamEncoder
-from harness_gateway.config import GatewayConfig
+from harness_gateway.config import ConnectionLimits, GatewayConfig
 from harness_gateway.console.live import ConsoleObserver
 from harness_gateway.console.timeline import Timeline
 from harness_gateway.errors import GatewayError
 from harness_gateway.keys import KeySpec
+from harness_gateway.limits import guarded_protocol
 from harness_gateway.openai_chat import ChatStreamEncoder
-from harness_gateway.runtime import POOL_SIZE, size_pools
+from harness_gateway.runtime import POOL_SIZE, provider_defaults
 from harness_gateway.spend import request_cost
 from harness_gateway.store import SQLiteStore, Tx
 from harness_middleware.pricing import Price, PriceBook
@@ -275,18 +276,26 @@ def test_anthropic_delta_events_are_the_bytes_of_the_whole_event() -> None:
 # ---------------------------------------------------------------------------------- pools, console, server
 
 
-def test_providers_get_a_gateway_sized_pool_unless_configured(tmp_path: Path) -> None:
+def test_providers_get_a_gateway_sized_pool_and_read_timeout_unless_configured(tmp_path: Path) -> None:
     config = tmp_path / "plugins.yaml"
     config.write_text(
         "plugins:\n"
         "  openai: {base_url: 'http://127.0.0.1:9/v1', api_key: null, routes: [a]}\n"
-        "  openai:small: {base_url: 'http://127.0.0.1:9/v1', api_key: null, routes: [b], max_connections: 5}\n"
+        "  openai:small: {base_url: 'http://127.0.0.1:9/v1', api_key: null, routes: [b], max_connections: 5,\n"
+        "                 timeout: {read: 7}}\n"
         "  mock: {}\n"
     )
     loaded = load_config(config)
-    size_pools(loaded)
-    sizes = {p.key: getattr(getattr(p.instance, "config", None), "max_connections", None) for p in loaded.plugins}
+    provider_defaults(loaded, GatewayConfig())
+    configs = {p.key: getattr(p.instance, "config", None) for p in loaded.plugins}
+    sizes = {key: getattr(c, "max_connections", None) for key, c in configs.items()}
     assert sizes == {"openai": POOL_SIZE, "openai:small": 5, "mock": None}
+    reads = {key: c.timeout.read for key, c in configs.items() if key != "mock"}
+    assert reads == {"openai": 120.0, "openai:small": 7}  # the gateway's default; the entry's own wins
+    fresh = load_config(config)  # another load (a reload, the CLI) has its own instances, untouched
+    provider_defaults(fresh, GatewayConfig(upstream_read_timeout=None))
+    assert fresh.plugins[0].instance.config.timeout.read == 600.0  # type: ignore[attr-defined]
+    assert fresh.plugins[0].instance is not loaded.plugins[0].instance
 
 
 async def test_the_live_page_is_woken_only_while_someone_watches() -> None:
@@ -328,5 +337,8 @@ def test_uvicorn_gets_the_loop_and_parser_settings(monkeypatch: pytest.MonkeyPat
     server_module.serve(
         None, "127.0.0.1", 0, 1, watch=False, drain_timeout=1, log_level="info", loop="asyncio", http="h11"
     )
-    assert [(c["loop"], c["http"]) for c in calls] == [("auto", "auto"), ("asyncio", "h11")]
+    assert [(c["loop"], c["http"].keywords["http"]) for c in calls] == [("auto", "auto"), ("asyncio", "h11")]
+    assert calls[0]["http"].func is guarded_protocol  # uvicorn's parser under the connection limits
+    assert calls[0]["http"].keywords["limits"] == ConnectionLimits()
+    assert calls[0]["timeout_keep_alive"] == ConnectionLimits().idle
     assert msgspec.convert({"loop": "uvloop", "http": "httptools"}, GatewayConfig).loop == "uvloop"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,29 @@ def test_client_disconnect_aborts_the_upstream_stream(tmp_path: Path) -> None:
             assert provider.wait_idle(10), "the upstream connection leaked"
         rows = ledger(tmp_path)
     assert [row["status"] for row in rows] == ["aborted"]
+
+
+def test_a_stalled_upstream_ends_the_stream_at_the_gateway_read_timeout(tmp_path: Path) -> None:
+    provider = ScriptedServer(Reply(reads=openai_sse("one "), end="stall"))
+    with provider:
+        extra = f"  openai:up: {{base_url: '{provider.url}/v1', api_key: dummy-key, routes: [up]}}"
+        settings = "    upstream_read_timeout: 0.3\n    keepalive: 0.05"  # keep-alives flow meanwhile
+        with serve_gateway(tmp_path, gateway_yaml(settings, extra, db=tmp_path / "gw.sqlite")) as running:
+            body = {"model": "up/m", "messages": HI, "stream": True}
+            deadline = time.monotonic() + 60  # the provider's own read timeout would be 600 s
+            lines: list[str] = []
+            with httpx.Client(timeout=30) as client:
+                with client.stream("POST", running.url + "/v1/chat/completions", json=body) as response:
+                    for line in response.iter_lines():
+                        assert time.monotonic() < deadline, "the stalled upstream held the client"
+                        lines.append(line)
+        rows = ledger(tmp_path)
+    text = "\n".join(lines)
+    assert "one" in text
+    assert ": keep-alive" in text
+    error = json.loads(next(line for line in lines if '"error"' in line).removeprefix("data: "))
+    assert error["error"]["code"] == "TIMEOUT"
+    assert [row["status"] for row in rows] == ["error"]
 
 
 def test_keepalive_comments_during_silence(tmp_path: Path) -> None:

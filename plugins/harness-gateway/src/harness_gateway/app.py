@@ -35,7 +35,7 @@ import anyio
 import anyio.lowlevel
 import msgspec
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -213,16 +213,28 @@ class Generation(Response):
 
 
 async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refusing more than ``limit`` bytes with a 413."""
+    """The request body, refusing more than ``limit`` bytes with a 413.
+
+    Raises:
+        GatewayError: 413 beyond ``limit``; 400 (``client_disconnected``) when the connection
+            closed before the whole body arrived (the client left, or ``body_timeout`` ran out:
+            :mod:`harness_gateway.limits`); nobody reads that answer, but it is counted and logged
+            as one line, not as a traceback.
+    """
     declared = request.headers.get("content-length", "")
     too_large = GatewayError(413, f"the request body is larger than {limit} bytes", code="request_too_large")
     if declared.isdigit() and int(declared) > limit:
         raise too_large
     body = bytearray()
-    async for piece in request.stream():
-        body += piece
-        if len(body) > limit:
-            raise too_large
+    try:
+        async for piece in request.stream():
+            body += piece
+            if len(body) > limit:
+                raise too_large
+    except ClientDisconnect:
+        raise GatewayError(
+            400, "the connection closed before the whole request body arrived", code="client_disconnected"
+        ) from None
     return bytes(body)
 
 

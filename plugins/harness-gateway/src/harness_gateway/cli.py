@@ -94,6 +94,7 @@ def serve_command(
         log_level=log_level,
         loop=settings.loop,
         http=settings.http,
+        limits=settings.connection_limits(),
     )
 
 

@@ -29,7 +29,23 @@ import platformdirs
 from harness_core.secret import ConnectionString, Secret
 from harness_middleware.pricing import Price, PriceBook
 
-__all__ = ["GatewayConfig", "GatewayPlugin", "default_database_path", "is_loopback"]
+__all__ = ["ConnectionLimits", "GatewayConfig", "GatewayPlugin", "default_database_path", "is_loopback"]
+
+
+class ConnectionLimits(msgspec.Struct, frozen=True, kw_only=True):
+    """Deadlines in seconds and the connection cap of one serving process (enforced by :mod:`harness_gateway.limits`).
+
+    Fields:
+        header: the whole request head must arrive within this many seconds of its first byte.
+        body: the whole request body must arrive within this many seconds of the head.
+        idle: a connection with no request in progress is closed after this many seconds.
+        max_connections: open connections of this process beyond which a new one is refused (503).
+    """
+
+    header: float = 10.0
+    body: float = 60.0
+    idle: float = 5.0
+    max_connections: int = 1000
 
 
 class GatewayConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -64,6 +80,20 @@ class GatewayConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
             within the noise for all four pairs (the relay writes the events of one upstream
             read together), and a lower time to first token under saturation on asyncio's loop,
             hence ``loop: asyncio`` by default.
+        header_timeout / body_timeout / idle_timeout / max_connections: the connection limits
+            (:class:`ConnectionLimits`, enforced before authentication):
+            seconds for a request's head to arrive after its first byte (408 and closed), for
+            its body to arrive after the head (408 and closed), seconds a connection with no
+            request in progress stays open, and the open connections of one worker beyond
+            which a new one gets 503 at once.
+        upstream_read_timeout: seconds of silence allowed between two reads of a provider's
+            stream (its ``timeout.read``) for every HTTP provider whose entry does not set
+            ``timeout.read`` itself; ``null`` keeps the providers' own default (600 s).
+        metrics_require_key: ``/metrics`` answers 401 without the master key or
+            ``metrics_token`` (``Authorization: Bearer``); ``None`` (default): exactly when keys
+            are required (the series name routes, models, spend).
+        metrics_token: a token that may read ``/metrics`` and nothing else (a
+            :class:`~harness_core.Secret`; never shown).
     """
 
     host: str = "127.0.0.1"
@@ -81,6 +111,13 @@ class GatewayConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     db_timeout: Annotated[float, msgspec.Meta(gt=0)] = 5.0
     loop: Literal["auto", "asyncio", "uvloop"] = "asyncio"
     http: Literal["auto", "h11", "httptools"] = "auto"
+    header_timeout: Annotated[float, msgspec.Meta(gt=0)] = 10.0
+    body_timeout: Annotated[float, msgspec.Meta(gt=0)] = 60.0
+    idle_timeout: Annotated[float, msgspec.Meta(gt=0)] = 5.0
+    max_connections: Annotated[int, msgspec.Meta(ge=1)] = 1000
+    upstream_read_timeout: Annotated[float, msgspec.Meta(gt=0)] | None = 120.0
+    metrics_require_key: bool | None = None
+    metrics_token: Secret | None = None
 
     def __post_init__(self) -> None:
         for alias, target in self.aliases.items():
@@ -93,6 +130,21 @@ class GatewayConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     def price_book(self) -> PriceBook:
         """The :class:`~harness_middleware.pricing.PriceBook` spend is charged from."""
         return PriceBook(self.prices, self.price_providers)
+
+    def connection_limits(self) -> ConnectionLimits:
+        """The :class:`ConnectionLimits` of these settings."""
+        return ConnectionLimits(
+            header=self.header_timeout,
+            body=self.body_timeout,
+            idle=self.idle_timeout,
+            max_connections=self.max_connections,
+        )
+
+    def metrics_protected(self, host: str | None = None) -> bool:
+        """Whether ``/metrics`` needs the master key or ``metrics_token`` when listening on ``host``."""
+        if self.metrics_require_key is not None:
+            return self.metrics_require_key
+        return self.keys_required(host)
 
     def keys_required(self, host: str | None = None) -> bool:
         """Whether requests need a key when listening on ``host`` (default: the configured host)."""

@@ -26,7 +26,7 @@ from harness_core.runtime import Harness
 from harness_gateway.config import GatewayConfig, GatewayPlugin
 from harness_gateway.errors import GatewayError
 
-__all__ = ["POOL_SIZE", "GatewayRuntime", "RuntimeHolder", "load_runtime"]
+__all__ = ["POOL_SIZE", "GatewayRuntime", "RuntimeHolder", "load_runtime", "provider_defaults"]
 
 logger = logging.getLogger(__name__)
 
@@ -98,22 +98,33 @@ async def load_runtime(path: str | Path | None) -> GatewayRuntime:
     broken = [f.message for f in loaded.failures if f.is_middleware]
     if broken:  # dropping a middleware (say, redaction) silently would change what every stream does
         raise LlmError("CONFIG", "middleware plugins failed to load: " + "; ".join(broken))
-    size_pools(loaded)
-    harness = Harness.from_loaded(loaded)
-    gateway = next((p.instance for p in harness.plugins if isinstance(p.instance, GatewayPlugin)), None)
+    gateway = next((p.instance for p in loaded.plugins if isinstance(p.instance, GatewayPlugin)), None)
     config = gateway.config if gateway is not None else GatewayConfig()
+    provider_defaults(loaded, config)
+    harness = Harness.from_loaded(loaded)
     runtime = GatewayRuntime(harness, config, loaded.source, loaded.redact, merged_aliases(loaded, config))
     await runtime._stack.enter_async_context(harness)
     return runtime
 
 
-def size_pools(loaded: LoadedConfig, size: int = POOL_SIZE) -> None:
-    """Give every HTTP provider whose entry does not set ``max_connections`` a pool of ``size``
-    connections (before its adapter is built, when the harness starts)."""
+def provider_defaults(loaded: LoadedConfig, config: GatewayConfig, size: int = POOL_SIZE) -> None:
+    """The gateway's defaults for every HTTP provider of ``loaded`` (set before its adapter is
+    built, on this load's own plugin instances, so nothing leaks into another runtime): a pool of
+    ``size`` connections unless its entry sets ``max_connections``, and ``timeout.read`` =
+    ``config.upstream_read_timeout`` unless its entry sets ``timeout.read`` (a stalled upstream
+    then ends the stream with a ``TIMEOUT`` error instead of holding the client for the
+    adapters' 600 s)."""
+    read = config.upstream_read_timeout
     for plugin in loaded.plugins:
-        config = getattr(plugin.instance, "config", None)
-        if isinstance(config, HttpProviderConfig) and ("plugins", plugin.key, "max_connections") not in loaded.lines:
-            plugin.instance.config = msgspec.structs.replace(config, max_connections=size)  # type: ignore[attr-defined]
+        settings = getattr(plugin.instance, "config", None)
+        if not isinstance(settings, HttpProviderConfig):
+            continue
+        lines = loaded.lines
+        if ("plugins", plugin.key, "max_connections") not in lines:
+            settings = msgspec.structs.replace(settings, max_connections=size)
+        if read is not None and ("plugins", plugin.key, "timeout", "read") not in lines:
+            settings = msgspec.structs.replace(settings, timeout=msgspec.structs.replace(settings.timeout, read=read))
+        plugin.instance.config = settings  # type: ignore[attr-defined]
 
 
 def merged_aliases(loaded: LoadedConfig, config: GatewayConfig) -> dict[str, str]:

@@ -20,7 +20,7 @@ import signal
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import anyio
 from anyio.abc import TaskStatus
@@ -29,7 +29,7 @@ from harness_core.config import RedactFilter
 from harness_core.http import prefer_transport
 from harness_core.loader import find_config
 from harness_gateway.app import Gateway, build_app
-from harness_gateway.config import default_database_path
+from harness_gateway.config import ConnectionLimits, default_database_path
 from harness_gateway.database import store_from_spec
 from harness_gateway.errors import GatewayError
 from harness_gateway.metrics import MULTIPROC_DIR_ENV, GatewayMetrics
@@ -210,16 +210,19 @@ def serve(
     drain_timeout: float,
     log_level: str,
     loop: str = "auto",
-    http: str = "auto",
+    http: Literal["auto", "h11", "httptools"] = "auto",
+    limits: ConnectionLimits | None = None,
 ) -> None:
     """Run uvicorn until SIGINT / SIGTERM (then drain up to ``drain_timeout`` seconds).
 
     ``loop`` / ``http`` are uvicorn's settings of the same names (``auto``: uvloop and httptools
-    when installed, else asyncio and h11). Providers with ``transport: auto`` use aiohttp in the
-    serving process(es). Several workers share one fresh metrics directory, removed at exit
-    (:func:`harness_gateway.workers.run_workers`)."""
+    when installed, else asyncio and h11); the HTTP protocol enforces ``limits`` (default: the
+    defaults of :class:`~harness_gateway.config.ConnectionLimits`; :mod:`harness_gateway.limits`).
+    Providers with ``transport: auto`` use aiohttp in the serving process(es). Several workers
+    share one fresh metrics directory, removed at exit (:func:`harness_gateway.workers.run_workers`)."""
     import uvicorn
 
+    from harness_gateway.limits import protocol_options
     from harness_gateway.workers import run_workers
 
     _long_lived_process()
@@ -233,7 +236,7 @@ def serve(
         "access_log": False,  # the gateway logs one line per request, with its id
         "server_header": False,
         "loop": loop,
-        "http": http,
+        **protocol_options(limits if limits is not None else ConnectionLimits(), http),
     }
     if workers > 1:
         os.environ[ENV_CONFIG] = config or ""
