@@ -69,11 +69,11 @@ def test_a_stalled_upstream_ends_the_stream_at_the_gateway_read_timeout(tmp_path
             body = {"model": "up/m", "messages": HI, "stream": True}
             deadline = time.monotonic() + 60  # the provider's own read timeout would be 600 s
             lines: list[str] = []
-            with httpx.Client(timeout=30) as client:
-                with client.stream("POST", running.url + "/v1/chat/completions", json=body) as response:
-                    for line in response.iter_lines():
-                        assert time.monotonic() < deadline, "the stalled upstream held the client"
-                        lines.append(line)
+            url = running.url + "/v1/chat/completions"
+            with httpx.Client(timeout=30) as client, client.stream("POST", url, json=body) as response:
+                for line in response.iter_lines():
+                    assert time.monotonic() < deadline, "the stalled upstream held the client"
+                    lines.append(line)
         rows = ledger(tmp_path)
     text = "\n".join(lines)
     assert "one" in text

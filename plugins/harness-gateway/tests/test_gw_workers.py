@@ -223,13 +223,17 @@ def test_every_scrape_reports_the_whole_gateway(tmp_path: Path, stale: Path) -> 
 
 
 def live_share(directory: Path, pid: int) -> float:
-    """Streams in flight in worker ``pid``, read from its own metric file (none before its first stream)."""
+    """Streams in flight in worker ``pid``, read from its own metric file (none before its first
+    stream), summed over its series (a stream starts as ``model="other"``, then moves to its model)."""
     files = [str(path) for path in directory.glob(f"gauge_livesum_{pid}.db")]
-    for metric in MultiProcessCollector.merge(files):  # type: ignore[no-untyped-call]
-        for found in metric.samples:
-            if found.name == "harness_gateway_streams_in_flight":
-                return float(found.value)
-    return 0.0
+    return float(
+        sum(
+            found.value
+            for metric in MultiProcessCollector.merge(files)  # type: ignore[no-untyped-call]
+            for found in metric.samples
+            if found.name == "harness_gateway_streams_in_flight"
+        )
+    )
 
 
 def test_a_killed_worker_stops_counting_its_streams(tmp_path: Path) -> None:

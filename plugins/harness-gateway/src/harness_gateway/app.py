@@ -84,6 +84,8 @@ class Gateway:
         keys_required: refuse requests without a valid key (401).
         master_key: the admin key, or ``None`` (then ``/admin`` always answers 401).
         metrics: what ``/metrics`` serves (default: this process's own counts).
+        metrics_protected: ``/metrics`` answers 401 without the master key or ``metrics_token``.
+        metrics_token: a bearer token that may read ``/metrics`` (and nothing else), or ``None``.
     """
 
     def __init__(
@@ -94,8 +96,12 @@ class Gateway:
         keys_required: bool,
         master_key: str | None,
         metrics: GatewayMetrics | None = None,
+        metrics_protected: bool = False,
+        metrics_token: str | None = None,
     ) -> None:
         self.holder = holder
+        self.metrics_protected = metrics_protected
+        self.metrics_token = metrics_token
         self.store = store
         self.keys_required = keys_required
         self.master_key = master_key
@@ -144,6 +150,17 @@ class Gateway:
                 401, "an API key is required (Authorization: Bearer <key> or x-api-key)", code="missing_api_key"
             )
         raise GatewayError(401, "invalid API key", code="invalid_api_key")
+
+    def may_scrape(self, request: Request) -> bool:
+        """Whether ``request`` may read ``/metrics``: always when unprotected, else with the master
+        key or the metrics token (compared in constant time; the state store is not asked, so a
+        scrape works while the database is down)."""
+        if not self.metrics_protected:
+            return True
+        presented = _presented_key(request)
+        return presented is not None and any(
+            secret is not None and _same(presented, secret) for secret in (self.master_key, self.metrics_token)
+        )
 
 
 def _presented_key(request: Request) -> str | None:
@@ -277,11 +294,14 @@ class _Run:
         self.finished = False
         """The stream's finish was seen: a disconnect after it aborts nothing."""
         self.public_id = ("chatcmpl-" if generation.dialect == "openai" else "msg_") + generation.request_id
+        self.labels = (route, self.gateway.metrics.model_label(route, model))
+        """The metric labels: ``model`` is ``other`` until the route streams content for a model
+        it never served before (:meth:`served`); every metric but the in-flight gauge is recorded
+        when the stream ends (:meth:`settle`)."""
 
     async def serve(self, receive: Receive, send: Send) -> None:
         metrics = self.gateway.metrics
-        labels = (self.route, self.model)
-        metrics.in_flight.labels(*labels).inc()
+        metrics.in_flight.labels(*self.labels).inc()
         try:
             async with anyio.create_task_group() as group:
                 group.start_soon(self.watch, receive, group.cancel_scope)
@@ -291,7 +311,7 @@ class _Run:
                     await self.collect(send)
                 group.cancel_scope.cancel()
         finally:
-            metrics.in_flight.labels(*labels).dec()
+            metrics.in_flight.labels(*self.labels).dec()
 
     async def watch(self, receive: Receive, scope: anyio.CancelScope) -> None:
         """Abort the upstream stream when the client disconnects; cancel it if it lingers."""
@@ -315,7 +335,7 @@ class _Run:
                         watch.chunk(chunk)
                     if self.first_token is None and isinstance(chunk, _CONTENT):
                         self.first_token = time.perf_counter() - self.started
-                        self.gateway.metrics.first_token.labels(self.route, self.model).observe(self.first_token)
+                        self.served()
                     if isinstance(chunk, Usage):
                         self.usage = chunk.usage
                     elif isinstance(chunk, Finish):
@@ -332,6 +352,17 @@ class _Run:
                 cost = await self.settle()
                 await self.watch_end(watches, cost, latency)
             self.done.set()
+
+    def served(self) -> None:
+        """The route streamed content for the model: it keeps its own ``model`` label from now on
+        (:meth:`GatewayMetrics.served`), and this stream moves to it in the in-flight gauge."""
+        metrics = self.gateway.metrics
+        metrics.served(self.route, self.model)
+        labels = (self.route, metrics.model_label(self.route, self.model))
+        if labels != self.labels:
+            metrics.in_flight.labels(*self.labels).dec()
+            metrics.in_flight.labels(*labels).inc()
+            self.labels = labels
 
     def watch_start(self) -> list[RunWatch]:
         """Tell the gateway's observers that this generation starts; their watches."""
@@ -379,13 +410,15 @@ class _Run:
         """Record metrics and settle the ledger row; the cost charged (USD)."""
         runtime, gateway = self.runtime, self.gateway
         cost = request_cost(runtime.prices, self.route, self.model, self.usage)
-        labels = (self.route, self.model)
+        labels = self.labels
         gateway.metrics.latency.labels(*labels).observe(time.perf_counter() - self.started)
+        if self.first_token is not None:  # observed with the final labels (the model may be served now)
+            gateway.metrics.first_token.labels(*labels).observe(self.first_token)
         gateway.metrics.cost.labels(*labels).inc(cost)
         if self.usage is not None:
             gateway.metrics.tokens.labels(*labels, "input").inc(self.usage.input_tokens or 0)
             gateway.metrics.tokens.labels(*labels, "output").inc(self.usage.output_tokens or 0)
-        self.generation.count(self.route, self.model, self.status)
+        self.generation.count(*labels, self.status)
         try:
             with anyio.fail_after(runtime.config.db_timeout * 2):
                 await gateway.store.settle(self.ticket, self.status, self.usage, cost)
@@ -570,6 +603,12 @@ def build_app(gateway: Gateway) -> Starlette:
         return JSONResponse({"status": "ok", "in_flight": gateway.holder.current.in_flight})
 
     async def metrics(request: Request) -> Response:
+        if not gateway.may_scrape(request):
+            error = GatewayError(
+                401, "/metrics requires the master key or the metrics token (Authorization: Bearer <token>)",
+                code="invalid_api_key",
+            )  # fmt: skip
+            return error_response(error, "openai")
         return Response(gateway.metrics.render(), media_type=CONTENT_TYPE)
 
     routes = [
@@ -581,8 +620,30 @@ def build_app(gateway: Gateway) -> Starlette:
         *admin_routes(gateway),
         *console_routes(gateway),
     ]
-    app = Starlette(routes=routes)
+    app = Starlette(routes=routes, exception_handlers={404: unknown_endpoint, 405: unknown_endpoint})
     return RequestIdMiddleware(app)  # type: ignore[return-value]
+
+
+_ENDPOINTS: Final = "POST /v1/chat/completions, POST /v1/messages, GET /v1/models"
+
+
+async def unknown_endpoint(request: Request, exc: Exception) -> Response:
+    """Starlette's 404 (no route) and 405 (a route, another method) as a JSON error in the dialect
+    the path implies: Anthropic's under ``/v1/messages`` (``/v1/messages/count_tokens`` is not
+    served), OpenAI's elsewhere; the 405 keeps its ``allow`` header."""
+    path = request.url.path
+    dialect: Dialect = "anthropic" if path == "/v1/messages" or path.startswith("/v1/messages/") else "openai"
+    what = f"{request.method} {path[:200]}"
+    headers = dict(getattr(exc, "headers", None) or {})
+    if getattr(exc, "status_code", 404) == 405:
+        error = GatewayError(
+            405, f"{what}: method not allowed (allowed: {headers.get('Allow', '')})", code="method_not_allowed"
+        )
+    else:
+        error = GatewayError(404, f"{what}: no such endpoint (served: {_ENDPOINTS})", code="unknown_endpoint")
+    response = error_response(error, dialect)
+    response.headers.update(headers)
+    return response
 
 
 async def _model_ids(runtime: GatewayRuntime, who: KeyRecord | bool | None) -> list[tuple[str, str]]:

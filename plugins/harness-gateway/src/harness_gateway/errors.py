@@ -52,6 +52,7 @@ _OPENAI_TYPE: Final[dict[int, str]] = {
     401: "authentication_error",
     403: "permission_error",
     404: "not_found_error",
+    405: "invalid_request_error",
     413: "invalid_request_error",
     429: "rate_limit_error",
 }
@@ -61,6 +62,7 @@ _ANTHROPIC_TYPE: Final[dict[int, str]] = {
     401: "authentication_error",
     403: "permission_error",
     404: "not_found_error",
+    405: "invalid_request_error",
     413: "request_too_large",
     429: "rate_limit_error",
     503: "overloaded_error",

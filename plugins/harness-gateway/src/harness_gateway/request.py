@@ -48,11 +48,19 @@ def bad_request(where: str, message: str) -> GatewayError:
 
 
 def decode_json(raw: bytes) -> Any:
-    """The JSON value of a request body; 400 naming the byte offset when it is not JSON."""
+    """The JSON value of a request body.
+
+    Raises:
+        GatewayError: 400 naming the byte offset when it is not JSON, or saying it nests too
+            deeply (msgspec's decoder stops near 1,000 levels, bounded by Python's recursion
+            limit: a request nests a few levels, a schema a few dozen).
+    """
     try:
         return msgspec.json.decode(raw)
     except msgspec.DecodeError as exc:
         raise bad_request("", f"the request body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise bad_request("", "the request body nests too deeply (arrays and objects within each other)") from None
 
 
 class Body:

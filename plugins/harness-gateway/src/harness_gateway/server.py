@@ -88,13 +88,20 @@ class GatewayServer:
         database = config.database.get_secret_value() if config.database is not None else None
         store: SqlStore = store_from_spec(database, default_database_path(), timeout=config.db_timeout)
         master = config.master_key.get_secret_value() if config.master_key is not None else None
+        token = config.metrics_token.get_secret_value() if config.metrics_token is not None else None
         gateway = Gateway(
             RuntimeHolder(runtime),
             store,
             keys_required=config.keys_required(self.host),
             master_key=master,
             metrics=GatewayMetrics(self.metrics_dir),
+            metrics_protected=config.metrics_protected(self.host),
+            metrics_token=token,
         )
+        if gateway.metrics_protected and master is None and token is None:
+            logger.warning(
+                "/metrics answers 401 to every scrape: set metrics_token (or master_key), or metrics_require_key: false"
+            )
         try:
             await gateway.ensure_store()
         except GatewayError as exc:  # serve anyway: requests get 503 until the database is back
