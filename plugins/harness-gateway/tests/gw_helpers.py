@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import queue
 import re
@@ -121,6 +122,25 @@ class Clients:
     def close(self) -> None:
         for client in self.opened:
             client.close()
+
+
+@contextlib.contextmanager
+def error_records(name: str = "uvicorn.error") -> Iterator[list[logging.LogRecord]]:
+    """The ERROR records of logger ``name`` while the block runs (uvicorn's logger is where an
+    exception in the app is logged with its traceback; it does not reach pytest's caplog)."""
+    records: list[logging.LogRecord] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    handler = Collect(logging.ERROR)
+    logger = logging.getLogger(name)
+    logger.addHandler(handler)
+    try:
+        yield records
+    finally:
+        logger.removeHandler(handler)
 
 
 def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> None:

@@ -290,7 +290,7 @@ def test_providers_get_a_gateway_sized_pool_and_read_timeout_unless_configured(t
     configs = {p.key: getattr(p.instance, "config", None) for p in loaded.plugins}
     sizes = {key: getattr(c, "max_connections", None) for key, c in configs.items()}
     assert sizes == {"openai": POOL_SIZE, "openai:small": 5, "mock": None}
-    reads = {key: c.timeout.read for key, c in configs.items() if key != "mock"}
+    reads = {p.key: p.instance.config.timeout.read for p in loaded.plugins if p.key != "mock"}  # type: ignore[attr-defined]
     assert reads == {"openai": 120.0, "openai:small": 7}  # the gateway's default; the entry's own wins
     fresh = load_config(config)  # another load (a reload, the CLI) has its own instances, untouched
     provider_defaults(fresh, GatewayConfig(upstream_read_timeout=None))

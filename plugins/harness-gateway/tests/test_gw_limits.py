@@ -18,7 +18,7 @@ import httpx
 import msgspec
 import pytest
 import uvicorn
-from gw_helpers import Process, gateway_yaml, serve_gateway, wait_until
+from gw_helpers import Process, error_records, gateway_yaml, serve_gateway, wait_until
 
 from harness_gateway.config import ConnectionLimits, GatewayConfig
 from harness_gateway.limits import protocol_options
@@ -106,25 +106,20 @@ def test_a_slow_or_trickled_head_gets_408_and_is_closed(tmp_path: Path, db: Path
 
 
 def test_a_slow_or_trickled_body_gets_408_and_is_closed(tmp_path: Path, db: Path) -> None:
-    errors: list[logging.LogRecord] = []
-    handler = logging.Handler(logging.ERROR)
-    handler.emit = errors.append  # type: ignore[method-assign]
-    uvicorn_errors = logging.getLogger("uvicorn.error")
-    uvicorn_errors.addHandler(handler)
     head = CHAT_HEAD + b"content-length: 1000\r\n\r\n"
-    try:
-        with serve_gateway(tmp_path, gateway_yaml(db=db), limits=_limits(body=0.3)) as running:
-            with _connect(running.url) as partial:
-                partial.sendall(head + b'{"model": "mock/echo", ')  # the body never ends
-                answer = closed_within(partial)
-            assert answer.startswith(b"HTTP/1.1 408 ")
-            assert b"request body did not arrive in time" in answer
-            with _connect(running.url) as trickling:
-                trickled_until_closed(trickling, itertools.chain([head, b"{"], itertools.repeat(b" ")))
-            # the app saw the disconnect as a 400 (counted), not as an exception
-            wait_until(lambda: 'status="400"' in running.gateway.metrics.render().decode())
-    finally:
-        uvicorn_errors.removeHandler(handler)
+    with (
+        error_records() as errors,
+        serve_gateway(tmp_path, gateway_yaml(db=db), limits=_limits(body=0.3)) as running,
+    ):
+        with _connect(running.url) as partial:
+            partial.sendall(head + b'{"model": "mock/echo", ')  # the body never ends
+            answer = closed_within(partial)
+        assert answer.startswith(b"HTTP/1.1 408 ")
+        assert b"request body did not arrive in time" in answer
+        with _connect(running.url) as trickling:
+            trickled_until_closed(trickling, itertools.chain([head, b"{"], itertools.repeat(b" ")))
+        # the app saw the disconnect as a 400 (counted), not as an exception
+        wait_until(lambda: 'status="400"' in running.gateway.metrics.render().decode())
     assert not errors, [r.getMessage() for r in errors]  # the app saw a disconnect: no traceback
 
 

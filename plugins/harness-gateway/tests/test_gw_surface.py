@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from gw_helpers import gateway_yaml, serve_gateway
+from gw_helpers import error_records, gateway_yaml, serve_gateway
 
 from harness_gateway import metrics as metrics_module
 from harness_gateway.metrics import OTHER_MODEL, GatewayMetrics
@@ -19,16 +19,8 @@ HI = [{"role": "user", "content": "hi"}]
 
 @pytest.fixture
 def uvicorn_errors() -> Iterator[list[logging.LogRecord]]:
-    """The ERROR records of uvicorn's logger (where an exception in the app is logged with its traceback)."""
-    records: list[logging.LogRecord] = []
-    handler = logging.Handler(logging.ERROR)
-    handler.emit = records.append  # type: ignore[method-assign]
-    logger = logging.getLogger("uvicorn.error")
-    logger.addHandler(handler)
-    try:
+    with error_records() as records:
         yield records
-    finally:
-        logger.removeHandler(handler)
 
 
 def test_deeply_nested_json_is_a_400_in_each_dialect(tmp_path: Path, uvicorn_errors: list[logging.LogRecord]) -> None:

@@ -5,7 +5,7 @@ Endpoints:
     ``POST /v1/messages``          Anthropic Messages (:mod:`harness_gateway.anthropic_messages`)
     ``GET  /v1/models``            every route's models as ``route/model``, plus the aliases
     ``GET  /healthz``              200 ``{"status": "ok"}``; 503 while the state store is unreachable
-    ``GET  /metrics``              Prometheus text
+    ``GET  /metrics``              Prometheus text (the master key or ``metrics_token`` when protected)
     ``/admin/keys``                ``GET`` list, ``POST`` create (body: a :class:`~harness_gateway.keys.KeySpec`),
                                    ``DELETE /admin/keys/{id or name}`` revoke; master key only
 
@@ -16,6 +16,10 @@ same middleware chain and adapters as ``harness run``. A request is authenticate
 ledger row; the row is settled with the stream's usage and cost however the stream ends —
 complete, failed, or aborted because the client went away (the upstream stream is aborted at
 once, then cancelled if it does not end within :data:`ABORT_GRACE` seconds).
+
+Any other path or method is a JSON 404 / 405 in the dialect the path implies
+(:func:`unknown_endpoint`). Connections are bounded before any of this runs
+(:mod:`harness_gateway.limits`).
 
 Every response carries ``x-request-id`` (the client's, when it sent a sane one); streams carry
 ``X-Accel-Buffering: no`` and ``cache-control: no-cache``, and an SSE comment after
