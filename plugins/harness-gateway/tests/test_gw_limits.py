@@ -82,7 +82,7 @@ def db(tmp_path: Path) -> Path:
 
 
 def test_an_idle_connection_is_closed_fresh_and_after_a_response(tmp_path: Path, db: Path) -> None:
-    with serve_gateway(tmp_path, gateway_yaml(db=db), limits=_limits(idle=0.3)) as running:
+    with serve_gateway(tmp_path, gateway_yaml(db=db), limits=_limits(idle=0.5)) as running:
         with _connect(running.url) as fresh:
             assert closed_within(fresh) == b""  # never sent a byte: closed without an answer
         with _connect(running.url) as kept:
@@ -189,7 +189,7 @@ def test_a_body_deadline_after_the_answer_started_closes_without_a_408() -> None
 
 def test_the_limits_come_from_the_gateway_entry_of_harness_serve(tmp_path: Path, db: Path) -> None:
     config = tmp_path / "plugins.yaml"
-    config.write_text(gateway_yaml("    idle_timeout: 0.3\n    header_timeout: 0.3", db=db), encoding="utf-8")
+    config.write_text(gateway_yaml("    idle_timeout: 1\n    header_timeout: 0.3", db=db), encoding="utf-8")
     settings = GatewayConfig(header_timeout=1, body_timeout=2, idle_timeout=3, max_connections=4)
     assert settings.connection_limits() == ConnectionLimits(header=1, body=2, idle=3, max_connections=4)
     served = Process(config)
