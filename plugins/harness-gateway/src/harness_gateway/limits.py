@@ -5,8 +5,8 @@ uvicorn offers a keep-alive timeout (``timeout_keep_alive``: the idle time after
 ``limit_concurrency`` (a 503 once a request head arrives beyond the limit). Neither bounds a
 connection that never sends a byte, trickles its head or its body, and ``limit_concurrency`` lets
 an idle flood keep every socket open. :func:`guarded_protocol` builds uvicorn's own HTTP/1.1
-protocol (h11 or httptools) with one timer per connection on top, re-armed
-at each change of what the connection waits for (:meth:`_Guard.waiting`):
+protocol (h11 or httptools) with one timer per connection on top, re-armed at each change of
+what the connection waits for (:meth:`_Guard.waiting`):
 
 * ``idle``: nothing of a request arrived since the connection opened or the last response ended:
   closed after ``idle`` seconds (uvicorn's keep-alive timeout is set to the same value);
@@ -52,8 +52,10 @@ _NOTHING: Final = object()  # no byte arrived after any cycle yet
 
 
 def _raw_response(status: str, message: str, code: str, extra: str = "") -> bytes:
-    """A complete HTTP/1.1 response closing the connection, with an OpenAI-shaped JSON error body."""
-    body = msgspec.json.encode({"error": {"message": message, "type": "server_error", "param": None, "code": code}})
+    """A complete HTTP/1.1 response closing the connection, with an OpenAI-shaped JSON error body
+    (``type``: ``server_error`` for a 5xx, else ``invalid_request_error``)."""
+    kind = "server_error" if status.startswith("5") else "invalid_request_error"
+    body = msgspec.json.encode({"error": {"message": message, "type": kind, "param": None, "code": code}})
     head = (
         f"HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
         f"{extra}connection: close\r\n\r\n"
