@@ -360,7 +360,8 @@ class SqlStore:
                 " FROM gateway_ledger WHERE key_id = ? AND ended_at > ?",
                 key_id, since,
             )  # fmt: skip
-        running: tuple[Any, ...] = (0, 0.0, None)
+        running: tuple[Any, ...] = (0, 0.0)
+        lease_ends: float | None = None
         if key.budget is not None:
             rows = await tx.all(
                 "SELECT id, reserved, coalesce(lease_until, started_at + ?), cost FROM gateway_ledger"
@@ -372,11 +373,11 @@ class SqlStore:
             if dead:  # their owner died: settled first, so the spend counts what they used
                 charged = (await self._lose(tx, key_id, dead, now))[1]
                 key = msgspec.structs.replace(key, spent=key.spent + charged)
-            ends = [end for _, end in live]
-            running = (len(live), sum(reserved for reserved, _ in live), min(ends) if ends else None)
+            running = (len(live), sum(reserved for reserved, _ in live))
+            lease_ends = min((end for _, end in live), default=None)
         assert requests is not None  # an aggregate query always returns one row
         assert tokens is not None
-        decision = decide(key, (*requests, *tokens, *running, row[10]), now)
+        decision = decide(key, (*requests, *tokens, *running, row[10], lease_ends), now)
         if isinstance(decision, GatewayError):
             raise decision
         return decision
