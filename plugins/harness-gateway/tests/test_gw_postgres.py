@@ -15,7 +15,7 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
-from gw_helpers import serve_gateway
+from gw_helpers import killed_mid_stream, serve_gateway
 from gw_postgres import Cluster
 
 from harness_gateway.errors import GatewayError
@@ -179,3 +179,9 @@ def test_store_hides_its_dsn_and_keeps_the_pool_on_sql_errors(cluster: Cluster) 
         await store.aclose()
 
     anyio.run(main)
+
+
+def test_a_killed_gateway_process_strands_no_budget_on_postgres(cluster: Cluster, tmp_path: Path) -> None:
+    """SIGKILL mid-stream; a gateway process started afterwards settles the row (and charges it)."""
+    settled = killed_mid_stream(tmp_path, cluster.dsn, lambda: PostgresStore(cluster.dsn), restart=True)
+    print(f"PostgreSQL: settled {settled:.2f} s after SIGKILL (lease 2 s, a restarted process)")

@@ -12,10 +12,13 @@ Endpoints:
 Every generation goes through :meth:`harness_core.Harness.stream` of the current runtime: the
 same middleware chain and adapters as ``harness run``. A request is authenticated (401), parsed
 (400), its model resolved (404), the key's routes checked (403), then admitted by the state store
-(429 with ``retry-after`` over a rate or a budget, 503 when the store is down), which opens its
-ledger row; the row is settled with the stream's usage and cost however the stream ends —
-complete, failed, or aborted because the client went away (the upstream stream is aborted at
-once, then cancelled if it does not end within :data:`ABORT_GRACE` seconds).
+(429 with ``retry-after`` over a rate or near a budget, a non-retryable quota answer for a spent
+budget, 503 when the store is down), which opens its ledger row; the stream's usage so far is
+recorded in it every :data:`RECORD_EVERY` seconds (what a reaper charges should this process
+die, docs/gateway.md#leases-a-killed-gateway-strands-no-budget); the row is settled with the
+stream's usage and cost however the stream ends — complete, failed, or aborted because the
+client went away (the upstream stream is aborted at once, then cancelled if it does not end
+within :data:`ABORT_GRACE` seconds).
 
 Every response carries ``x-request-id`` (the client's, when it sent a sane one); streams carry
 ``X-Accel-Buffering: no`` and ``cache-control: no-cache``, and an SSE comment after
