@@ -133,8 +133,12 @@ def test_a_spent_budget_is_not_retryable_in_either_dialect(gateway) -> None:  # 
     key = create_key(gateway, "--name", "spent", "--budget", "2")  # one request of 2 USD
     attempts: list[str] = []
     hooks = {"request": [lambda request: attempts.append(request.url.path)]}
-    with httpx.Client(event_hooks=hooks) as http:
-        client = openai.OpenAI(base_url=gateway.url + "/v1", api_key=key, max_retries=3, http_client=http)
+    # each SDK's own httpx client class (the OpenAI SDK ships its own httpx), counting every attempt
+    with (
+        openai.DefaultHttpxClient(event_hooks=hooks) as openai_http,
+        anthropic.DefaultHttpxClient(event_hooks=hooks) as http,
+    ):
+        client = openai.OpenAI(base_url=gateway.url + "/v1", api_key=key, max_retries=3, http_client=openai_http)
         client.chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]
         with pytest.raises(openai.RateLimitError) as caught:
             client.chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]
