@@ -196,11 +196,22 @@ def test_a_stream_records_its_usage_as_it_goes(
     monkeypatch.setattr(gateway_app, "RECORD_EVERY", 0.01)
     yaml_text = gateway_yaml("", "", db=tmp_path / "gw.sqlite").replace("  mock: {}", "  mock: {delay: 0.05}")
     body = {"model": "mock/echo", "messages": [{"role": "user", "content": "w " * 60}], "stream": True}
+    reader = SQLiteStore(tmp_path / "gw.sqlite")  # this thread's own connection, beside the server's
+
+    def ledger() -> list[dict[str, Any]]:
+        async def read() -> list[dict[str, Any]]:
+            try:
+                return await reader.ledger()
+            finally:
+                await reader.aclose()
+
+        return anyio.run(read)
+
     with serve_gateway(tmp_path, yaml_text) as running:
         store = running.gateway.store
 
         def recorded() -> bool:
-            rows = anyio.run(store.ledger)
+            rows = ledger()
             return bool(rows) and rows[0]["status"] == "running" and (rows[0]["output_tokens"] or 0) > 0
 
         with httpx.stream("POST", running.url + "/v1/chat/completions", json=body, timeout=60) as reply:
@@ -209,7 +220,7 @@ def test_a_stream_records_its_usage_as_it_goes(
             wait_until(recorded)
             for _ in lines:
                 pass
-        assert anyio.run(store.ledger)[0]["status"] == "complete"
+        wait_until(lambda: ledger()[0]["status"] == "complete")
 
         async def refuse(*args: Any, **kwargs: Any) -> bool:
             raise GatewayError(503, "the store went away")

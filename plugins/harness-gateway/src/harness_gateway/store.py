@@ -507,10 +507,11 @@ class SqlStore:
                 now, ticket, STALE_RUNNING, now,
             )  # fmt: skip
             if changed:
+                amount = cost or 0.0  # nothing recorded (it died within its first second): 0
                 settled += 1
-                charged += cost or 0.0
+                charged += amount
                 if key_id is not None:
-                    await self._charge(tx, key_id, cost or 0.0, cost or 0.0)
+                    await self._charge(tx, key_id, amount, amount)
         return settled, charged
 
     async def maintain(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -591,6 +592,7 @@ MIGRATIONS_SQLITE: Final = (
         """
         ALTER TABLE gateway_ledger ADD COLUMN owner TEXT;          -- host:pid:nonce of the admitting process
         ALTER TABLE gateway_ledger ADD COLUMN lease_until REAL;    -- unix seconds, renewed while it runs
+        -- status may now also be lost (its owner died: settled by another process, the recorded usage charged)
         CREATE INDEX gateway_ledger_running ON gateway_ledger (key_id, lease_until) WHERE status = 'running';
         """,
     ),
