@@ -237,7 +237,8 @@ def killed_mid_stream(tmp_path: Path, database: str, store: Callable[[], Any], *
 
         def stream() -> None:
             try:
-                with httpx.stream("POST", victim.url + "/v1/chat/completions", json=body, headers=auth) as reply:
+                url = victim.url + "/v1/chat/completions"
+                with httpx.stream("POST", url, json=body, headers=auth, timeout=120) as reply:  # it stalls
                     for line in reply.iter_lines():
                         if "on " in line:
                             streamed.set()
