@@ -196,3 +196,126 @@ class Process:
         self.reader.join(10)
         assert self.process.stderr is not None
         self.process.stderr.close()
+
+
+def openai_sse(*pieces: str, usage: dict[str, int] | None = None) -> list[bytes]:
+    """OpenAI chat-completion chunk events with ``pieces`` of content (then a finish, the usage
+    and ``[DONE]`` when ``usage`` is given)."""
+    import json
+
+    chunks: list[dict[str, Any]] = [{"id": "c1", "object": "chat.completion.chunk", "model": "m", "choices": [
+        {"index": 0, "delta": {"role": "assistant", "content": piece}, "finish_reason": None}
+    ]} for piece in pieces]  # fmt: skip
+    if usage is None:
+        return [f"data: {json.dumps(c)}\n\n".encode() for c in chunks]
+    chunks.append({"id": "c1", "object": "chat.completion.chunk", "model": "m", "choices": [
+        {"index": 0, "delta": {}, "finish_reason": "stop"}
+    ]})  # fmt: skip
+    chunks.append({"id": "c1", "object": "chat.completion.chunk", "model": "m", "choices": [], "usage": usage})
+    return [f"data: {json.dumps(c)}\n\n".encode() for c in chunks] + [b"data: [DONE]\n\n"]
+
+
+LEASE_YAML = """\
+plugins:
+  gateway:
+    require_keys: true
+    database: {database}
+    lease: {lease}
+    prices: {{slow/m: {{input: 100000, output: 100000}}}}   # 0.1 USD per token
+  openai:slow: {{base_url: '{upstream}/v1', api_key: provider-test-credential, routes: [slow]}}
+"""
+
+
+def killed_mid_stream(tmp_path: Path, database: str, store: Callable[[], Any], *, restart: bool) -> float:
+    """``kill -9`` a ``harness serve`` process while it streams (a scripted upstream on 127.0.0.1
+    that sends three pieces and then stalls), then let another process of the same store settle the
+    stranded row: one already running (``restart=False``) or one started after the kill.
+
+    Checks that before the kill the key's next request is a retryable 429 naming the lease's wait;
+    after it, that the row is settled as ``lost`` with the usage recorded while it streamed, the key
+    charged exactly that, and the key admitted again. ``store()`` opens a store on ``database``.
+    Returns the seconds from the kill to the settled row (waited for, with a deadline).
+    """
+    import anyio
+    import httpx
+
+    from harness_core.testing import Reply, ScriptedServer
+    from harness_gateway.keys import KeySpec
+
+    lease = 2.0
+    done = openai_sse("fine", usage={"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4})
+    upstream = ScriptedServer(Reply(reads=openai_sse("still ", "going ", "on "), end="stall"), Reply(reads=done))
+
+    async def in_store(work: Callable[[Any], Any]) -> Any:
+        opened = store()
+        try:
+            await opened.migrate()
+            return await work(opened)
+        finally:
+            await opened.aclose()
+
+    def read(work: Callable[[Any], Any]) -> Any:
+        return anyio.run(in_store, work)
+
+    with upstream:
+        config = tmp_path / "plugins.yaml"
+        config.write_text(LEASE_YAML.format(database=database, lease=lease, upstream=upstream.url), encoding="utf-8")
+        key, record = read(lambda s: s.create_key(KeySpec(name="five", budget=5.0)))
+        victim = Process(config)
+        other = None if restart else Process(config)
+        body = {"model": "slow/m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+        auth = {"authorization": f"Bearer {key}"}
+        streamed = threading.Event()
+        cut: list[BaseException] = []
+
+        def stream() -> None:
+            try:
+                url = victim.url + "/v1/chat/completions"
+                with httpx.stream("POST", url, json=body, headers=auth, timeout=120) as reply:  # it stalls
+                    for line in reply.iter_lines():
+                        if "on " in line:
+                            streamed.set()
+            except httpx.HTTPError as exc:  # the process died under the stream: expected
+                cut.append(exc)
+
+        def ledger() -> list[dict[str, Any]]:
+            rows: list[dict[str, Any]] = read(lambda s: s.ledger(record.id))
+            return rows
+
+        client = threading.Thread(target=stream, daemon=True)
+        client.start()
+        try:
+            assert streamed.wait(60), "the stream never started"
+            # its usage so far is recorded: "still going on " is 15 characters, 4 tokens at 4 per token
+            wait_until(lambda: ledger()[0]["output_tokens"] == 4, timeout=60)
+            partial = ledger()[0]
+            assert partial["status"] == "running"
+            assert partial["input_tokens"] > 0
+            assert partial["cost"] > 0
+            near = httpx.post((other or victim).url + "/v1/chat/completions", json=body, headers=auth, timeout=30)
+            assert near.status_code == 429, near.text  # one request runs and none has settled yet
+            assert "near its budget" in near.json()["error"]["message"]
+            assert 1 <= int(near.headers["retry-after"]) <= lease  # the lease's wait, not a constant
+            victim.process.kill()  # SIGKILL: no drain, no settlement
+            killed = time.monotonic()
+            victim.process.wait(30)
+            if other is None:
+                other = Process(config)
+            wait_until(lambda: ledger()[0]["status"] == "lost", timeout=30)
+            settled = time.monotonic() - killed
+            lost = ledger()[0]
+            assert lost["cost"] >= partial["cost"] > 0  # the usage recorded while it streamed
+            spent = read(lambda s: s.list_keys())[0].spent
+            assert abs(spent - lost["cost"]) < 1e-9  # charged exactly that, once
+            again = httpx.post(other.url + "/v1/chat/completions", json=body, headers=auth, timeout=30)
+            assert again.status_code == 200, again.text  # the key is admitted again
+            client.join(30)
+            assert cut or not client.is_alive()
+        finally:
+            for process in (victim, other):
+                if process is not None and process.process.poll() is None:
+                    process.stop()
+            victim.reader.join(10)
+            assert victim.process.stderr is not None
+            victim.process.stderr.close()
+        return settled

@@ -122,9 +122,36 @@ def test_budget_admits_exactly_n_requests(gateway, clients) -> None:  # type: ig
         client.chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]
     with pytest.raises(openai.RateLimitError) as caught:
         client.chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]
-    assert caught.value.code == "budget_exceeded"
+    assert caught.value.code == "insufficient_quota"
     listing = CliRunner().invoke(cli, ["keys", "list", "-c", str(gateway.config), "--json"])
     assert '"spent": 6.0' in listing.stdout
+
+
+def test_a_spent_budget_is_not_retryable_in_either_dialect(gateway) -> None:  # type: ignore[no-untyped-def]
+    """No ``retry-after``; ``x-should-retry: false``, which both SDKs honour (one attempt although
+    they may retry three times); OpenAI's ``insufficient_quota`` 429, Anthropic's 402 ``billing_error``."""
+    key = create_key(gateway, "--name", "spent", "--budget", "2")  # one request of 2 USD
+    attempts: list[str] = []
+    hooks = {"request": [lambda request: attempts.append(request.url.path)]}
+    # each SDK's own httpx client class (the OpenAI SDK ships its own httpx), counting every attempt
+    with (
+        openai.DefaultHttpxClient(event_hooks=hooks) as openai_http,
+        anthropic.DefaultHttpxClient(event_hooks=hooks) as http,
+    ):
+        client = openai.OpenAI(base_url=gateway.url + "/v1", api_key=key, max_retries=3, http_client=openai_http)
+        client.chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]
+        with pytest.raises(openai.RateLimitError) as caught:
+            client.chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]
+        assert (caught.value.code, caught.value.type) == ("insufficient_quota", "insufficient_quota")
+        assert "retry-after" not in caught.value.response.headers
+        assert caught.value.response.headers["x-should-retry"] == "false"
+        messages = anthropic.Anthropic(base_url=gateway.url, api_key=key, max_retries=3, http_client=http)
+        with pytest.raises(anthropic.APIStatusError) as refused:
+            messages.messages.create(model="mock/echo", max_tokens=10, messages=HI)  # type: ignore[arg-type]
+        assert refused.value.status_code == 402
+        assert refused.value.body["error"]["type"] == "billing_error"  # type: ignore[index]
+        assert "has spent its budget" in refused.value.message
+    assert attempts == ["/v1/chat/completions"] * 2 + ["/v1/messages"]  # no retry of either refusal
 
 
 def test_admin_api_creates_lists_and_revokes(gateway, clients) -> None:  # type: ignore[no-untyped-def]

@@ -9,13 +9,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
 import pytest
-from gw_helpers import serve_gateway
+from gw_helpers import killed_mid_stream, serve_gateway
 from gw_postgres import Cluster
 
 from harness_gateway.errors import GatewayError
@@ -167,7 +169,7 @@ def test_store_hides_its_dsn_and_keeps_the_pool_on_sql_errors(cluster: Cluster) 
         store = PostgresStore(cluster.dsn)
         assert repr(store) == "PostgresStore(<dsn hidden>)"
         await store.aclose()  # never opened: nothing to close
-        assert await store.migrate() == 1
+        assert await store.migrate() == 2
         with pytest.raises(GatewayError) as caught:
             await store.transaction(lambda tx: tx.one("SELECT * FROM no_such_table"))
         assert caught.value.status == 503
@@ -177,5 +179,59 @@ def test_store_hides_its_dsn_and_keeps_the_pool_on_sql_errors(cluster: Cluster) 
         await store._reset_pool()
         await store._reset_pool()  # nothing left to reset
         await store.aclose()
+
+    anyio.run(main)
+
+
+def test_a_killed_gateway_process_strands_no_budget_on_postgres(cluster: Cluster, tmp_path: Path) -> None:
+    """SIGKILL mid-stream; a gateway process started afterwards settles the row (and charges it)."""
+    settled = killed_mid_stream(tmp_path, cluster.dsn, lambda: PostgresStore(cluster.dsn), restart=True)
+    print(f"PostgreSQL: settled {settled:.2f} s after SIGKILL (lease 2 s, a restarted process)")
+
+
+def test_reapers_admissions_and_settlements_run_together_without_deadlock(cluster: Cluster) -> None:
+    """Two stores (two pools: real concurrency) on one key: dead rows reaped by admissions and by a
+    reaper at once, while requests settle. Locks are taken key first, so no transaction fails and
+    every dead row is charged once."""
+
+    async def main() -> None:
+        first, second = PostgresStore(cluster.dsn), PostgresStore(cluster.dsn)
+        await first.migrate()
+        _, key = await first.create_key(KeySpec(name="busy", budget=100.0))
+        gone = time.time() - 60
+
+        async def strand(tx: Any) -> None:
+            await tx.run("UPDATE gateway_keys SET max_cost = 1 WHERE id = ?", key.id)  # reserve 1 USD each
+            for number in range(20):
+                await tx.run(
+                    "INSERT INTO gateway_ledger (id, key_id, route, model, started_at, status, reserved, owner,"
+                    " lease_until, cost) VALUES (?, ?, 'mock', 'echo', ?, 'running', 1, 'dead:1:x', ?, 0.25)",
+                    f"dead-{number}",
+                    key.id,
+                    gone,
+                    gone + 2,
+                )
+
+        await first.transaction(strand)
+        reaped: list[int] = []
+
+        async def request(store: PostgresStore) -> None:
+            ticket = await store.admit(key, "mock", "echo")
+            await store.settle(ticket, "complete", None, 1.0)
+
+        async def reaper() -> None:
+            for _ in range(5):
+                reaped.append(await second.reap())
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(reaper)
+            for number in range(20):
+                group.start_soon(request, first if number % 2 else second)
+        rows = await first.ledger(key.id)
+        assert sum(row["status"] == "lost" for row in rows) == 20
+        assert sum(row["status"] == "complete" for row in rows) == 20
+        assert abs((await first.list_keys())[0].spent - (20 * 0.25 + 20 * 1.0)) < 1e-9  # each dead row once
+        await first.aclose()
+        await second.aclose()
 
     anyio.run(main)

@@ -55,7 +55,7 @@ def test_store_revoked_meanwhile_unavailable_and_close(tmp_path: Path) -> None:
     async def main() -> None:
         store = SQLiteStore(tmp_path / "s.sqlite")
         await store.migrate()
-        assert await store.migrate() == 1  # idempotent
+        assert await store.migrate() == 2  # idempotent
         plain, _ = await store.create_key(KeySpec(name="k"))
         key = await store.authenticate(plain)
         assert key is not None
@@ -352,17 +352,19 @@ def test_admission_decides_the_budget_cases_without_a_race() -> None:
             expires_at=None, created_at=0.0, revoked_at=None, spent=spent,
         )  # fmt: skip
 
-    quiet = (0, 0.0, 0, 0.0, 0, 0.0, None)  # nothing running, no request priced yet
+    quiet = (0, 0.0, 0, 0.0, 0, 0.0, None, None)  # nothing running, no request priced yet
     assert decide(key(0.0), quiet, 100.0) == 0.0
     spent = decide(key(10.0), quiet, 100.0)
     assert isinstance(spent, GatewayError)
-    assert (spent.status, spent.retry_after) == (429, None)
+    assert (spent.status, spent.retry_after, spent.retryable) == (429, None, False)  # no retry cures it
+    assert spent.headers() == {"x-should-retry": "false"}
     assert "has spent its budget" in spent.message
-    running = (1, 0.0, 0, 0.0, 1, 0.0, None)  # one request running and nothing priced yet: wait for it
+    running = (1, 0.0, 0, 0.0, 1, 0.0, None, 103.5)  # one running (lease ends at 103.5), nothing priced yet
     near = decide(key(0.0), running, 100.0)
     assert isinstance(near, GatewayError)
-    assert (near.status, near.retry_after) == (429, 1.0)
+    assert (near.status, near.retry_after, near.retryable) == (429, 3.5, True)  # the real wait: its lease
+    assert near.headers() == {"retry-after": "4"}
     assert "near its budget" in near.message
     over_while_running = decide(key(10.0), running, 100.0)
     assert isinstance(over_while_running, GatewayError)
-    assert over_while_running.retry_after == 1.0
+    assert over_while_running.retry_after == 3.5

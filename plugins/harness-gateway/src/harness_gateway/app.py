@@ -12,10 +12,13 @@ Endpoints:
 Every generation goes through :meth:`harness_core.Harness.stream` of the current runtime: the
 same middleware chain and adapters as ``harness run``. A request is authenticated (401), parsed
 (400), its model resolved (404), the key's routes checked (403), then admitted by the state store
-(429 with ``retry-after`` over a rate or a budget, 503 when the store is down), which opens its
-ledger row; the row is settled with the stream's usage and cost however the stream ends —
-complete, failed, or aborted because the client went away (the upstream stream is aborted at
-once, then cancelled if it does not end within :data:`ABORT_GRACE` seconds).
+(429 with ``retry-after`` over a rate or near a budget, a non-retryable quota answer for a spent
+budget, 503 when the store is down), which opens its ledger row; the stream's usage so far is
+recorded in it every :data:`RECORD_EVERY` seconds (what a reaper charges should this process
+die, docs/gateway.md#leases-a-killed-gateway-strands-no-budget); the row is settled with the
+stream's usage and cost however the stream ends — complete, failed, or aborted because the
+client went away (the upstream stream is aborted at once, then cancelled if it does not end
+within :data:`ABORT_GRACE` seconds).
 
 Any other path or method is a JSON 404 / 405 in the dialect the path implies
 (:func:`unknown_endpoint`). Connections are bounded before any of this runs
@@ -57,17 +60,21 @@ from harness_gateway.observe import Observer, RunEnd, RunInfo, RunWatch
 from harness_gateway.openai_chat import ChatStreamEncoder, chat_response, parse_chat_request
 from harness_gateway.request import ParsedRequest, bad_request, decode_json
 from harness_gateway.runtime import GatewayRuntime, RuntimeHolder
-from harness_gateway.spend import request_cost
+from harness_gateway.spend import estimated_usage, request_cost
 from harness_gateway.sse import KEEPALIVE
 from harness_gateway.store import SqlStore, Status
 from harness_middleware.notes import open_notes
 
-__all__ = ["ABORT_GRACE", "RELAY_BUFFER", "Gateway", "build_app"]
+__all__ = ["ABORT_GRACE", "RECORD_EVERY", "RELAY_BUFFER", "Gateway", "build_app"]
 
 logger = logging.getLogger("harness_gateway")
 
 ABORT_GRACE: Final = 2.0
 """Seconds an aborted stream may take to end (and report its partial usage) before it is cancelled."""
+
+RECORD_EVERY: Final = 1.0
+"""Seconds between two records of a running stream's usage so far in its ledger row (only when it
+grew): what a reaper charges should this process die (:meth:`SqlStore.record`)."""
 
 RELAY_BUFFER: Final = 64
 """Events a stream's producer queues for its sender before it waits (and other streams run):
@@ -184,7 +191,7 @@ def _same(a: str, b: str) -> bool:
 
 def error_response(error: GatewayError, dialect: Dialect) -> JSONResponse:
     """The JSON error response of ``error`` in ``dialect``."""
-    return JSONResponse(error.body(dialect), status_code=error.status, headers=error.headers())
+    return JSONResponse(error.body(dialect), status_code=error.status_in(dialect), headers=error.headers())
 
 
 # ---------------------------------------------------------------------- generation
@@ -297,6 +304,8 @@ class _Run:
         self.done = anyio.Event()
         self.finished = False
         """The stream's finish was seen: a disconnect after it aborts nothing."""
+        self.output_chars = 0
+        """Characters of content streamed so far (for :func:`estimated_usage`)."""
         self.public_id = ("chatcmpl-" if generation.dialect == "openai" else "msg_") + generation.request_id
         self.labels = (route, self.gateway.metrics.model_label(route, model))
         """The metric labels: ``model`` is ``other`` until the route streams content for a model
@@ -309,6 +318,7 @@ class _Run:
         try:
             async with anyio.create_task_group() as group:
                 group.start_soon(self.watch, receive, group.cancel_scope)
+                group.start_soon(self.record_usage)
                 if self.parsed.stream:
                     await self.stream(send)
                 else:
@@ -337,9 +347,13 @@ class _Run:
                 async for chunk in stream:
                     for watch in watches:
                         watch.chunk(chunk)
-                    if self.first_token is None and isinstance(chunk, _CONTENT):
-                        self.first_token = time.perf_counter() - self.started
-                        self.served()
+                    if isinstance(chunk, _CONTENT):
+                        self.output_chars += len(
+                            chunk.arguments_delta if isinstance(chunk, ToolCallDelta) else chunk.text
+                        )
+                        if self.first_token is None:
+                            self.first_token = time.perf_counter() - self.started
+                            self.served()
                     if isinstance(chunk, Usage):
                         self.usage = chunk.usage
                     elif isinstance(chunk, Finish):
@@ -367,6 +381,23 @@ class _Run:
             metrics.in_flight.labels(*self.labels).dec()
             metrics.in_flight.labels(*labels).inc()
             self.labels = labels
+
+    async def record_usage(self) -> None:
+        """Every :data:`RECORD_EVERY` seconds while the request runs, record its usage so far in
+        its ledger row when it grew (the reported usage, else :func:`estimated_usage`), so a
+        process killed mid-stream is charged it; a store fault is logged and the stream goes on."""
+        store, prices = self.gateway.store, self.runtime.prices
+        seen: tuple[int, Any] = (0, None)
+        while True:
+            await anyio.sleep(RECORD_EVERY)
+            if (self.output_chars, self.usage) == seen:
+                continue
+            seen = (self.output_chars, self.usage)
+            usage = self.usage if self.usage is not None else estimated_usage(self.options, self.output_chars)
+            try:
+                await store.record(self.ticket, usage, request_cost(prices, self.route, self.model, usage))
+            except GatewayError as exc:
+                logger.warning("request %s: could not record its usage so far: %s", self.generation.request_id, exc)
 
     def watch_start(self) -> list[RunWatch]:
         """Tell the gateway's observers that this generation starts; their watches."""

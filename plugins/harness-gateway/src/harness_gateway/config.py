@@ -27,6 +27,7 @@ import msgspec
 import platformdirs
 
 from harness_core.secret import ConnectionString, Secret
+from harness_gateway.store import LEASE
 from harness_middleware.pricing import Price, PriceBook
 
 __all__ = ["ConnectionLimits", "GatewayConfig", "GatewayPlugin", "default_database_path", "is_loopback"]
@@ -74,6 +75,12 @@ class GatewayConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         drain_timeout: seconds in-flight streams may take to finish on SIGTERM (or reload) before
             they are aborted.
         db_timeout: seconds one state-store operation may take before the request fails with 503.
+        lease: seconds a running request's ledger row stays reserved without its process renewing
+            it (every ``lease / 5`` seconds while it runs): a killed process's rows are settled
+            by any other (or the restarted) process of the same store, charging the usage last
+            recorded, at most ``lease * 1.2`` seconds after the kill. Shorter settles sooner;
+            keep it above a few database round trips (a process stalled past it sees its rows
+            settled by another and then charges only the difference). Read at start.
         loop / http: uvicorn's event loop (``asyncio``, ``uvloop``, or ``auto``: uvloop when
             installed) and HTTP/1.1 parser (``h11``, ``httptools``, or ``auto``: httptools when
             installed). Measured in BENCHMARKS.md ("Gateway"): the same CPU per chunk relayed
@@ -109,6 +116,7 @@ class GatewayConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     keepalive: Annotated[float, msgspec.Meta(gt=0)] = 15.0
     drain_timeout: Annotated[float, msgspec.Meta(ge=0)] = 30.0
     db_timeout: Annotated[float, msgspec.Meta(gt=0)] = 5.0
+    lease: Annotated[float, msgspec.Meta(ge=0.5, le=3600)] = LEASE
     loop: Literal["auto", "asyncio", "uvloop"] = "asyncio"
     http: Literal["auto", "h11", "httptools"] = "auto"
     header_timeout: Annotated[float, msgspec.Meta(gt=0)] = 10.0

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness_gateway.store import SQLiteStore, SqlStore
+from harness_gateway.store import LEASE, SQLiteStore, SqlStore
 
 __all__ = ["store_from_spec"]
 
 
-def store_from_spec(spec: str | None, default: Path, *, timeout: float = 5.0) -> SqlStore:
+def store_from_spec(spec: str | None, default: Path, *, timeout: float = 5.0, lease: float = LEASE) -> SqlStore:
     """The store for a ``database`` setting: ``postgresql://`` / ``postgres://`` URLs → PostgreSQL,
-    anything else a SQLite path (``None`` → ``default``)."""
+    anything else a SQLite path (``None`` → ``default``); ``timeout`` and ``lease`` in seconds."""
     if spec is not None and spec.startswith(("postgresql://", "postgres://")):
         from harness_gateway.postgres import PostgresStore
 
-        return PostgresStore(spec, timeout=timeout)
-    return SQLiteStore(Path(spec).expanduser() if spec else default, timeout=timeout)
+        return PostgresStore(spec, timeout=timeout, lease=lease)
+    return SQLiteStore(Path(spec).expanduser() if spec else default, timeout=timeout, lease=lease)

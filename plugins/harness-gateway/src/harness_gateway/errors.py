@@ -10,6 +10,13 @@ Every failure the gateway answers with is a :class:`GatewayError`; a provider fa
 
 Provider authentication failures are 502, not 401: the client's key was fine, the gateway's
 provider credentials were not (a 401 would make SDKs tell the user their key is wrong).
+
+A failure that is not retryable (``retryable=False``: a key's spent budget) carries no
+``retry-after`` but ``x-should-retry: false``, which the OpenAI and Anthropic SDKs honour before
+their own status rules (their ``_should_retry``), and says so per dialect: OpenAI's quota answer
+(429, ``type`` and ``code`` ``insufficient_quota``,
+https://platform.openai.com/docs/guides/error-codes/api-errors) and Anthropic's
+``billing_error`` (402, https://docs.anthropic.com/en/api/errors).
 """
 
 from __future__ import annotations
@@ -78,6 +85,8 @@ class GatewayError(Exception):
         code: a short machine code (``invalid_api_key``, ``budget_exceeded``, ``RATE_LIMITED`` …).
         param: the request field at fault (``messages[1].content``), when there is one.
         retry_after: seconds the client should wait (sent as the ``retry-after`` header, rounded up).
+        retryable: ``False`` for a failure a retry cannot cure (see the module docstring); a
+            non-retryable 429 is OpenAI's ``insufficient_quota`` and Anthropic's 402 ``billing_error``.
     """
 
     def __init__(
@@ -88,6 +97,7 @@ class GatewayError(Exception):
         code: str | None = None,
         param: str | None = None,
         retry_after: float | None = None,
+        retryable: bool = True,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -95,19 +105,32 @@ class GatewayError(Exception):
         self.code = code
         self.param = param
         self.retry_after = retry_after
+        self.retryable = retryable
+
+    @property
+    def quota(self) -> bool:
+        """A 429 no retry cures (a spent budget): answered as a quota / billing failure."""
+        return self.status == 429 and not self.retryable
 
     def headers(self) -> dict[str, str]:
-        """``{"retry-after": "<whole seconds>"}`` when a wait is known, else ``{}``."""
+        """``{"retry-after": "<whole seconds>"}`` when a wait is known, ``{"x-should-retry":
+        "false"}`` when not retryable, else ``{}``."""
+        if not self.retryable:
+            return {"x-should-retry": "false"}
         if self.retry_after is None:
             return {}
         return {"retry-after": str(max(1, math.ceil(self.retry_after)))}
 
+    def status_in(self, dialect: Dialect) -> int:
+        """The HTTP status answered in ``dialect`` (a quota failure is Anthropic's 402)."""
+        return 402 if self.quota and dialect == "anthropic" else self.status
+
     def body(self, dialect: Dialect) -> dict[str, Any]:
         """The error body in the client's dialect (see the module docstring for both shapes)."""
         if dialect == "anthropic":
-            kind = _ANTHROPIC_TYPE.get(self.status, "api_error")
+            kind = "billing_error" if self.quota else _ANTHROPIC_TYPE.get(self.status, "api_error")
             return {"type": "error", "error": {"type": kind, "message": self.message}}
-        kind = _OPENAI_TYPE.get(self.status, "server_error")
+        kind = "insufficient_quota" if self.quota else _OPENAI_TYPE.get(self.status, "server_error")
         return {"error": {"message": self.message, "type": kind, "param": self.param, "code": self.code}}
 
 

@@ -16,7 +16,7 @@ from typing import Any, Final, TypeVar
 
 import anyio
 
-from harness_gateway.store import SqlStore, Tx, unavailable
+from harness_gateway.store import LEASE, SqlStore, Tx, unavailable
 
 __all__ = ["MIGRATIONS_POSTGRES", "PostgresStore"]
 
@@ -59,6 +59,14 @@ MIGRATIONS_POSTGRES: Final = (
         CREATE INDEX gateway_ledger_key_ended ON gateway_ledger (key_id, ended_at);
         """,
     ),
+    (
+        2,
+        """
+        ALTER TABLE gateway_ledger ADD COLUMN owner TEXT;
+        ALTER TABLE gateway_ledger ADD COLUMN lease_until DOUBLE PRECISION;
+        CREATE INDEX gateway_ledger_running ON gateway_ledger (key_id, lease_until) WHERE status = 'running';
+        """,
+    ),
 )
 """Versioned schema migrations for PostgreSQL (same versions as SQLite's)."""
 
@@ -96,8 +104,8 @@ class PostgresStore(SqlStore):
     time_type = "DOUBLE PRECISION"
     migration_lock = f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})"
 
-    def __init__(self, dsn: str, *, timeout: float = 5.0, pool_size: int = 10) -> None:
-        super().__init__()
+    def __init__(self, dsn: str, *, timeout: float = 5.0, pool_size: int = 10, lease: float = LEASE) -> None:
+        super().__init__(lease=lease)
         self._dsn = dsn
         self.timeout = timeout
         self.pool_size = pool_size

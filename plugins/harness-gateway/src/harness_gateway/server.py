@@ -86,7 +86,9 @@ class GatewayServer:
             configure_logging(self.log_level, runtime.redact)
         config = runtime.config
         database = config.database.get_secret_value() if config.database is not None else None
-        store: SqlStore = store_from_spec(database, default_database_path(), timeout=config.db_timeout)
+        store: SqlStore = store_from_spec(
+            database, default_database_path(), timeout=config.db_timeout, lease=config.lease
+        )
         master = config.master_key.get_secret_value() if config.master_key is not None else None
         token = config.metrics_token.get_secret_value() if config.metrics_token is not None else None
         gateway = Gateway(
@@ -131,6 +133,7 @@ class GatewayServer:
             await send({"type": "lifespan.startup.failed", "message": str(exc)})
             return
         async with anyio.create_task_group() as group:
+            await group.start(gateway.store.maintain)  # leases renewed, dead processes' rows settled
             if threading.current_thread() is threading.main_thread():  # signal handlers need the main thread
                 group.start_soon(self.reload_on_sighup, gateway)
             if self.watch:

@@ -10,12 +10,20 @@ reasoning tokens a subset of output tokens, each priced at its own rate.
 from __future__ import annotations
 
 import logging
+import math
 import weakref
+from typing import Final
 
-from harness_core.types import TokenUsage
+import msgspec
+
+from harness_core.types import FileBlock, GenerateOptions, TokenUsage
 from harness_middleware.pricing import PriceBook
 
-__all__ = ["request_cost"]
+__all__ = ["CHARS_PER_TOKEN", "estimated_usage", "request_cost"]
+
+CHARS_PER_TOKEN: Final = 4
+"""Characters per token of :func:`estimated_usage` (OpenAI's rule of thumb for English text,
+https://help.openai.com/en/articles/4936856-what-are-tokens-and-how-to-count-them)."""
 
 logger = logging.getLogger(__name__)
 
@@ -47,3 +55,18 @@ def request_cost(book: PriceBook, route: str, model: str, usage: TokenUsage | No
     else:
         logger.warning("charging 0 USD for a request to %s/%s: its usage cannot be priced (%s)", route, model, usage)
     return 0.0
+
+
+def estimated_usage(options: GenerateOptions, output_chars: int) -> TokenUsage:
+    """The usage of a stream still running, before its provider reports one (providers report
+    usage once, at the end): input tokens from the system prompt and every message block except
+    media (their JSON), output tokens from ``output_chars`` characters streamed so far, each at
+    :data:`CHARS_PER_TOKEN` characters per token, rounded up.
+
+    What the ledger records while a request streams (:meth:`~harness_gateway.store.SqlStore.record`),
+    so a process killed mid-stream is charged about what it used, not nothing.
+    """
+    chars = len(options.system or "")
+    for message in options.messages:
+        chars += sum(len(msgspec.json.encode(block)) for block in message.content if not isinstance(block, FileBlock))
+    return TokenUsage(math.ceil(chars / CHARS_PER_TOKEN), math.ceil(output_chars / CHARS_PER_TOKEN))

@@ -16,14 +16,29 @@ host — are decided one after the other:
   request settled yet) only one request runs at a time. Spend can therefore exceed the budget by
   at most one request's worth, and only when a request costs more than every earlier one.
 
-A running ledger row older than :data:`STALE_RUNNING` seconds (its process died) no longer
-reserves anything. Every failure of the database is a 503 :class:`GatewayError`.
+Leases: every running ledger row carries its **owner** (``host:pid:nonce`` of the gateway process
+that admitted it, :attr:`SqlStore.owner`) and a **lease** (``lease_until``, unix seconds) that the
+owner renews every :attr:`SqlStore.lease` / 5 seconds while it has rows running
+(:meth:`SqlStore.maintain`), and that :meth:`SqlStore.record` moves on whenever it records a
+stream's usage so far (at most once a second per stream). A row whose lease has passed belongs
+to a dead process (``kill -9``, OOM kill, host loss): it stops reserving at once, and the next
+admission of its key or the next :meth:`SqlStore.reap` of any process of the store (at start and
+every ``lease / 5`` seconds) settles it as ``lost``, charging the usage last recorded. A late
+settlement of the same row (its owner was only stalled) charges the difference, never twice.
+Rows without a lease (written by a gateway before schema version 2) expire
+:data:`STALE_RUNNING` seconds after they started.
+
+Lock order (PostgreSQL): a transaction that changes a key's spend locks the key row before its
+ledger rows, so admission, settlement and the reaper cannot deadlock. Every failure of the
+database is a 503 :class:`GatewayError`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import socket
 import sqlite3
 import time
 import uuid
@@ -33,6 +48,8 @@ from typing import Any, Final, Literal, Protocol, TypeVar
 
 import anyio
 import anyio.from_thread
+import msgspec
+from anyio.abc import TaskStatus
 
 from harness_core.types import TokenUsage
 from harness_gateway.errors import GatewayError
@@ -40,6 +57,7 @@ from harness_gateway.keys import KeyRecord, KeySpec, hash_key, new_key
 
 __all__ = [
     "KEY_TTL",
+    "LEASE",
     "MIGRATIONS_SQLITE",
     "STALE_RUNNING",
     "WINDOW",
@@ -60,7 +78,14 @@ WINDOW: Final = 60.0
 """Seconds of the rolling rate-limit window."""
 
 STALE_RUNNING: Final = 3600.0
-"""Seconds after which a ``running`` ledger row stops reserving budget (its process is gone)."""
+"""Seconds after which a ``running`` ledger row without a lease (written by a gateway before
+schema version 2) stops reserving budget and is settled as ``lost``."""
+
+LEASE: Final = 5.0
+"""Default seconds a running ledger row stays reserved without its owner renewing the lease (the
+gateway config's ``lease``)."""
+
+_REAP_BATCH: Final = 500  # rows one reaper transaction settles at most (the next tick takes the rest)
 
 KEY_TTL: Final = 2.0
 """Seconds :meth:`SqlStore.authenticate` reuses a key record it read (per process, by the key's
@@ -92,9 +117,16 @@ def decide(key: KeyRecord, window: Sequence[Any], now: float) -> GatewayError | 
     """The admission decision for ``key``: a 429 :class:`GatewayError`, or the budget to reserve.
 
     ``window`` is ``(requests in window, oldest start, tokens in window, oldest end, running
-    requests, reserved by them, most a request has cost)`` as :meth:`SqlStore.admit` reads it.
+    requests, reserved by them, most a request has cost, earliest lease end of the running
+    requests)`` as :meth:`SqlStore.admit` reads it (times in unix seconds).
+
+    Every 429 names the real wait in ``retry_after``: until the oldest request (rpm) or the oldest
+    tokens (tpm) leave the window, or, near the budget, until the earliest running reservation
+    expires (its lease: a live owner settles or renews it before then, a dead one's is settled
+    then). A spent budget is not retryable (``retryable=False``: no ``retry-after``, OpenAI's
+    ``insufficient_quota`` / Anthropic's ``billing_error``).
     """
-    requests, oldest_start, tokens, oldest_end, running, reserved, max_cost = window
+    requests, oldest_start, tokens, oldest_end, running, reserved, max_cost, lease_ends = window
     if key.rpm is not None and requests >= key.rpm:
         wait = oldest_start + WINDOW - now
         return GatewayError(
@@ -118,13 +150,17 @@ def decide(key: KeyRecord, window: Sequence[Any], now: float) -> GatewayError | 
     if over or (estimate <= 0 and running > 0):
         if over and running == 0:
             return GatewayError(
-                429, f"key {key.name!r} has spent its budget of ${key.budget:g}", code="budget_exceeded"
+                429,
+                f"key {key.name!r} has spent its budget of ${key.budget:g} (${key.spent:g} spent): "
+                "not retryable until the budget is raised",
+                code="insufficient_quota",
+                retryable=False,
             )
         return GatewayError(
             429,
             f"key {key.name!r} is near its budget of ${key.budget:g}: wait for its running requests to finish",
             code="budget_exceeded",
-            retry_after=1.0,
+            retry_after=lease_ends - now,
         )
     return estimate
 
@@ -142,8 +178,17 @@ class SqlStore:
 
     description = "state store"
 
-    def __init__(self) -> None:
+    def __init__(self, *, lease: float = LEASE) -> None:
         self._key_cache: dict[str, tuple[float, KeyRecord]] = {}
+        self.lease = lease
+        """Seconds a running row of this process stays reserved without a renewal (:meth:`maintain`)."""
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        """This process's name on its running ledger rows: host, process id and a nonce (a restarted
+        process, in a container often the same pid, is a new owner)."""
+        self.running: set[str] = set()
+        """Tickets this process admitted and has not settled yet (their leases are renewed)."""
+        self.schema = 0
+        """The schema version :meth:`migrate` found or made (0 before it ran: :meth:`maintain` waits)."""
 
     async def transaction(self, work: Callable[[Tx], Awaitable[T]], *, write: bool = True) -> T:
         """Run ``work`` in one transaction (locking for writes); raise a 503 on database faults."""
@@ -161,7 +206,8 @@ class SqlStore:
     async def migrate(self) -> int:
         """Apply missing schema migrations; the schema version now in place."""
 
-        return await self.apply_migrations("gateway_schema", self.migrations)
+        self.schema = await self.apply_migrations("gateway_schema", self.migrations)
+        return self.schema
 
     async def apply_migrations(self, table: str, migrations: Sequence[tuple[int, str]]) -> int:
         """Apply the ``(version, script)`` ``migrations`` newer than the version recorded in
@@ -283,12 +329,15 @@ class SqlStore:
             if key is not None:
                 reserve = await self._check(tx, key.id, moment)
             await tx.run(
-                "INSERT INTO gateway_ledger (id, key_id, route, model, started_at, status, reserved)"
-                " VALUES (?, ?, ?, ?, ?, 'running', ?)",
-                ticket, key.id if key is not None else None, route, model, moment, reserve,
+                "INSERT INTO gateway_ledger"
+                " (id, key_id, route, model, started_at, status, reserved, owner, lease_until)"
+                " VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?)",
+                ticket, key.id if key is not None else None, route, model, moment, reserve, self.owner,
+                moment + self.lease,
             )  # fmt: skip
 
         await self.transaction(work)
+        self.running.add(ticket)
         return ticket
 
     async def _check(self, tx: Tx, key_id: str, now: float) -> float:
@@ -311,17 +360,24 @@ class SqlStore:
                 " FROM gateway_ledger WHERE key_id = ? AND ended_at > ?",
                 key_id, since,
             )  # fmt: skip
-        running: tuple[Any, ...] | None = (0, 0.0)
+        running: tuple[Any, ...] = (0, 0.0)
+        lease_ends: float | None = None
         if key.budget is not None:
-            running = await tx.one(
-                "SELECT count(*), coalesce(sum(reserved), 0) FROM gateway_ledger"
-                " WHERE key_id = ? AND status = 'running' AND started_at > ?",
-                key_id, now - STALE_RUNNING,
+            rows = await tx.all(
+                "SELECT id, reserved, coalesce(lease_until, started_at + ?), cost FROM gateway_ledger"
+                " WHERE key_id = ? AND status = 'running'",
+                STALE_RUNNING, key_id,
             )  # fmt: skip
+            live = [(reserved, ends) for _, reserved, ends, _ in rows if ends > now]
+            dead = [(ticket, cost) for ticket, _, ends, cost in rows if ends <= now]
+            if dead:  # their owner died: settled first, so the spend counts what they used
+                charged = (await self._lose(tx, key_id, dead, now))[1]
+                key = msgspec.structs.replace(key, spent=key.spent + charged)
+            running = (len(live), sum(reserved for reserved, _ in live))
+            lease_ends = min((end for _, end in live), default=None)
         assert requests is not None  # an aggregate query always returns one row
         assert tokens is not None
-        assert running is not None
-        decision = decide(key, (*requests, *tokens, *running, row[10]), now)
+        decision = decide(key, (*requests, *tokens, *running, row[10], lease_ends), now)
         if isinstance(decision, GatewayError):
             raise decision
         return decision
@@ -332,26 +388,146 @@ class SqlStore:
     async def settle(
         self, ticket: str, status: Status, usage: TokenUsage | None, cost: float, *, now: float | None = None
     ) -> None:
-        """Close ledger row ``ticket``: its status, tokens and cost; the key's spend grows by ``cost``."""
+        """Close ledger row ``ticket``: its status, tokens and cost; the key's spend grows by ``cost``.
+
+        A row a reaper settled meanwhile as ``lost`` (this process was stalled past its lease) gets
+        its final values and the key only the difference to what the reaper charged.
+        """
         moment = time.time() if now is None else now
         input_tokens = usage.input_tokens if usage is not None else None
         output_tokens = usage.output_tokens if usage is not None else None
+        state = "SELECT key_id, status, coalesce(cost, 0) FROM gateway_ledger WHERE id = ?"
 
         async def work(tx: Tx) -> None:
-            row = await tx.one("SELECT key_id FROM gateway_ledger WHERE id = ?", ticket)
+            row = await tx.one(state, ticket)
+            if row is not None and row[0] is not None and self.lock_clause:
+                await tx.one(f"SELECT id FROM gateway_keys WHERE id = ?{self.lock_clause}", row[0])  # lock order
+                row = await tx.one(state, ticket)  # a reaper may have settled it while this waited
             await tx.run(
                 "UPDATE gateway_ledger SET status = ?, ended_at = ?, input_tokens = ?, output_tokens = ?, cost = ?,"
                 " reserved = 0 WHERE id = ?",
                 status, moment, input_tokens, output_tokens, cost, ticket,
             )  # fmt: skip
             if row is not None and row[0] is not None:
-                await tx.run(
-                    "UPDATE gateway_keys SET spent = spent + ?,"
-                    " max_cost = CASE WHEN max_cost < ? THEN ? ELSE max_cost END WHERE id = ?",
-                    cost, cost, cost, row[0],
-                )  # fmt: skip
+                charged = row[2] if row[1] != "running" else 0.0
+                await self._charge(tx, row[0], cost - charged, cost)
 
-        await self.transaction(work)
+        try:
+            await self.transaction(work)
+        finally:
+            self.running.discard(ticket)
+
+    async def _charge(self, tx: Tx, key_id: str, amount: float, cost: float) -> None:
+        """Add ``amount`` USD to the spend of ``key_id``; ``cost`` (one request's) may raise its ``max_cost``."""
+        await tx.run(
+            "UPDATE gateway_keys SET spent = spent + ?,"
+            " max_cost = CASE WHEN max_cost < ? THEN ? ELSE max_cost END WHERE id = ?",
+            amount, cost, cost, key_id,
+        )  # fmt: skip
+
+    async def record(self, ticket: str, usage: TokenUsage, cost: float, *, now: float | None = None) -> bool:
+        """Record the usage so far of running row ``ticket`` (what a reaper charges should its owner
+        die) and renew its lease; whether the row was still running.
+
+        Called at most once a second per stream (:mod:`harness_gateway.app`); charges nothing.
+        """
+        moment = time.time() if now is None else now
+        changed = await self.transaction(
+            lambda tx: tx.run(
+                "UPDATE gateway_ledger SET input_tokens = ?, output_tokens = ?, cost = ?, lease_until = ?"
+                " WHERE id = ? AND status = 'running'",
+                usage.input_tokens,
+                usage.output_tokens,
+                cost,
+                moment + self.lease,
+                ticket,
+            )
+        )
+        return changed > 0
+
+    async def renew(self, *, now: float | None = None) -> int:
+        """Move the lease of every running row of this process :attr:`lease` seconds on; how many
+        rows it renewed (no statement at all while none runs)."""
+        if not self.running:
+            return 0
+        moment = time.time() if now is None else now
+        return await self.transaction(
+            lambda tx: tx.run(
+                "UPDATE gateway_ledger SET lease_until = ? WHERE status = 'running' AND owner = ?",
+                moment + self.lease,
+                self.owner,
+            )
+        )
+
+    async def reap(self, *, now: float | None = None) -> int:
+        """Settle the running rows whose lease has passed (their owner died) as ``lost``, charging
+        each key the usage last recorded; how many rows it settled.
+
+        A read finds them first, so the common case (none) takes no write lock. At most
+        :data:`_REAP_BATCH` rows per call; keys are locked one by one in id order (lock order).
+        """
+        moment = time.time() if now is None else now
+        expired = (
+            "SELECT id, key_id, cost FROM gateway_ledger"
+            " WHERE status = 'running' AND coalesce(lease_until, started_at + ?) <= ?"
+        )
+        probe = expired + " LIMIT 1"
+        if not await self.transaction(lambda tx: tx.all(probe, STALE_RUNNING, moment), write=False):
+            return 0
+
+        async def work(tx: Tx) -> int:
+            rows = await tx.all(expired + f" ORDER BY key_id, id LIMIT {_REAP_BATCH}", STALE_RUNNING, moment)
+            by_key: dict[str | None, list[tuple[str, float | None]]] = {}
+            for ticket, key_id, cost in rows:
+                by_key.setdefault(key_id, []).append((ticket, cost))
+            settled = 0
+            for key_id, dead in by_key.items():
+                await tx.one(f"SELECT id FROM gateway_keys WHERE id = ?{self.lock_clause}", key_id)  # lock order
+                settled += (await self._lose(tx, key_id, dead, moment))[0]
+            return settled
+
+        reaped = await self.transaction(work)
+        logger.warning(
+            "%s: settled %d ledger row(s) of gateway processes that died (their lease passed) as lost",
+            self.description, reaped,
+        )  # fmt: skip
+        return reaped
+
+    async def _lose(
+        self, tx: Tx, key_id: str | None, dead: Sequence[tuple[str, float | None]], now: float
+    ) -> tuple[int, float]:
+        """Settle the ``(ticket, recorded cost)`` rows ``dead`` of ``key_id`` (locked by the caller)
+        as ``lost``, each only while it still runs with its lease passed, charging the recorded
+        cost; ``(rows settled, USD charged)``."""
+        settled, charged = 0, 0.0
+        for ticket, cost in dead:
+            changed = await tx.run(
+                "UPDATE gateway_ledger SET status = 'lost', ended_at = ?, reserved = 0"
+                " WHERE id = ? AND status = 'running' AND coalesce(lease_until, started_at + ?) <= ?",
+                now, ticket, STALE_RUNNING, now,
+            )  # fmt: skip
+            if changed:
+                amount = cost or 0.0  # nothing recorded (it died within its first second): 0
+                settled += 1
+                charged += amount
+                if key_id is not None:
+                    await self._charge(tx, key_id, amount, amount)
+        return settled, charged
+
+    async def maintain(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Forever: renew this process's leases and reap the rows of dead owners, at start and
+        then every :attr:`lease` / 5 seconds (started with ``TaskGroup.start`` by ``harness serve``).
+        Nothing is done before :meth:`migrate` succeeded; a database fault is logged (by
+        :func:`unavailable`) and retried at the next tick."""
+        task_status.started()
+        while True:
+            if self.schema:
+                try:
+                    await self.renew()
+                    await self.reap()
+                except GatewayError:
+                    pass  # already logged with its cause by unavailable(); the next tick retries
+            await anyio.sleep(self.lease / 5)
 
     async def ledger(self, key_id: str | None = None) -> list[dict[str, Any]]:
         """Ledger rows (of one key, or all), oldest first, as dicts."""
@@ -409,6 +585,15 @@ MIGRATIONS_SQLITE: Final = (
         );
         CREATE INDEX gateway_ledger_key_started ON gateway_ledger (key_id, started_at);
         CREATE INDEX gateway_ledger_key_ended ON gateway_ledger (key_id, ended_at);
+        """,
+    ),
+    (
+        2,
+        """
+        ALTER TABLE gateway_ledger ADD COLUMN owner TEXT;          -- host:pid:nonce of the admitting process
+        ALTER TABLE gateway_ledger ADD COLUMN lease_until REAL;    -- unix seconds, renewed while it runs
+        -- status may now also be lost (its owner died: settled by another process, the recorded usage charged)
+        CREATE INDEX gateway_ledger_running ON gateway_ledger (key_id, lease_until) WHERE status = 'running';
         """,
     ),
 )
@@ -481,8 +666,8 @@ class SQLiteStore(SqlStore):
     checkpoint_every = 1000
     """Write transactions of this process between two WAL checkpoints."""
 
-    def __init__(self, path: Path, *, timeout: float = 5.0) -> None:
-        super().__init__()
+    def __init__(self, path: Path, *, timeout: float = 5.0, lease: float = LEASE) -> None:
+        super().__init__(lease=lease)
         self.path = path
         self.timeout = timeout
         self.description = f"SQLite state store {path}"
