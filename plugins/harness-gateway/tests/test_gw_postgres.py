@@ -174,6 +174,8 @@ def test_store_hides_its_dsn_and_keeps_the_pool_on_sql_errors(cluster: Cluster) 
         pool = store._pool
         await store.ping()
         assert store._pool is pool  # a statement error is no connection fault: the pool stays
+        await store._reset_pool(object())  # a connection of an older pool failed late: this pool stays
+        assert store._pool is pool
         await store._reset_pool()
         await store._reset_pool()  # nothing left to reset
         await store.aclose()
