@@ -218,3 +218,19 @@ def test_a_revoked_key_is_refused_where_keys_are_optional(tmp_path: Path) -> Non
             assert "revoked" in caught.value.message
         finally:
             opened.close()
+
+
+@pytest.mark.parametrize("required", [False, True])
+def test_on_loopback_a_restricted_key_binds_only_a_client_that_sends_it(tmp_path: Path, required: bool) -> None:
+    """docs/gateway.md "Keys on loopback": with keys optional, sending no key runs without the key's
+    limits; ``require_keys: true`` closes that (no key → 401)."""
+    gateway = "    require_keys: true" if required else ""
+    with serve_gateway(tmp_path, gateway_yaml(gateway, db=tmp_path / "gw.sqlite")) as running:
+        key = create_key(running, "--name", "limited", "--rpm", "1")
+        url = running.url + "/v1/chat/completions"
+        body = {"model": "mock/echo", "messages": HI}
+        with httpx.Client(timeout=30) as client:
+            with_key = [client.post(url, json=body, headers={"authorization": f"Bearer {key}"}) for _ in range(2)]
+            assert [r.status_code for r in with_key] == [200, 429]
+            without = client.post(url, json=body)
+            assert without.status_code == (401 if required else 200)

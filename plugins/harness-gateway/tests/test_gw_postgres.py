@@ -176,6 +176,8 @@ def test_store_hides_its_dsn_and_keeps_the_pool_on_sql_errors(cluster: Cluster) 
         pool = store._pool
         await store.ping()
         assert store._pool is pool  # a statement error is no connection fault: the pool stays
+        await store._reset_pool(object())  # a connection of an older pool failed late: this pool stays
+        assert store._pool is pool
         await store._reset_pool()
         await store._reset_pool()  # nothing left to reset
         await store.aclose()
@@ -233,5 +235,33 @@ def test_reapers_admissions_and_settlements_run_together_without_deadlock(cluste
         assert abs((await first.list_keys())[0].spent - (20 * 0.25 + 20 * 1.0)) < 1e-9  # each dead row once
         await first.aclose()
         await second.aclose()
+def test_a_connection_broken_under_a_statement_is_503_and_resets_the_pool() -> None:
+    """asyncpg raises ``InternalClientError`` (no ``InterfaceError``) for a statement on a connection
+    whose pool another request's fault terminated meanwhile (docs/chaos.md): a 503, not a 500."""
+    import asyncpg  # type: ignore[import-untyped]
+
+    class BrokenPool:
+        terminated = False
+
+        def acquire(self) -> BrokenPool:
+            return self
+
+        async def __aenter__(self) -> None:
+            raise asyncpg.InternalClientError("cannot switch to state 15; another operation (2) is in progress")
+
+        async def __aexit__(self, *exc: object) -> None:
+            raise AssertionError("never entered")
+
+        def terminate(self) -> None:
+            self.terminated = True
+
+    async def main() -> None:
+        store = PostgresStore("postgresql://nobody@127.0.0.1:9/none")
+        broken = store._pool = BrokenPool()
+        with pytest.raises(GatewayError) as caught:
+            await store.ping()
+        assert caught.value.status == 503
+        assert broken.terminated
+        assert store._pool is None
 
     anyio.run(main)

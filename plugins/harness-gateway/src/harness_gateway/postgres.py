@@ -126,23 +126,44 @@ class PostgresStore(SqlStore):
                 )
             return self._pool
 
-    async def _reset_pool(self) -> None:
+    async def _reset_pool(self, broken: Any = None) -> None:
+        """Drop the pool (``broken``: only while it is still that pool, not one made since)."""
         async with self._pool_lock:
+            if broken is not None and self._pool is not broken:
+                return  # a connection of a pool already replaced failed: the new pool stays
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.terminate()  # drops the broken connections at once, without waiting on them
 
     async def transaction(self, work: Callable[[Tx], Awaitable[T]], *, write: bool = True) -> T:
+        """Run ``work`` in one transaction on a pooled connection.
+
+        Raises:
+            GatewayError: 503 for every database fault: unreachable, slower than twice ``timeout``,
+                an SQL error, or a connection broken under a statement (asyncpg's
+                ``InternalClientError`` when the pool was terminated while the statement ran:
+                another request's connection fault reset it). Connection faults reset the pool.
+        """
         import asyncpg
 
+        pool = None
         try:
             with anyio.fail_after(self.timeout * 2):
                 pool = await self._get_pool()
                 async with pool.acquire() as conn, conn.transaction():
                     return await work(_PgTx(conn))
-        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-            if not isinstance(exc, asyncpg.PostgresError) or isinstance(exc, asyncpg.PostgresConnectionError):
-                await self._reset_pool()
+        except (
+            OSError,
+            TimeoutError,
+            asyncpg.PostgresError,
+            asyncpg.InterfaceError,
+            asyncpg.InternalClientError,
+        ) as exc:
+            connection_fault = not isinstance(exc, asyncpg.PostgresError) or isinstance(
+                exc, asyncpg.PostgresConnectionError
+            )
+            if connection_fault and pool is not None:
+                await self._reset_pool(pool)
             raise unavailable(self.description, exc) from exc
 
     async def aclose(self) -> None:
