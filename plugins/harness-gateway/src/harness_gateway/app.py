@@ -184,7 +184,7 @@ class Generation(Response):
         async with self.gateway.holder.use() as runtime:
             try:
                 route, model, key, parsed = await self.prepare(runtime)
-                ticket = await self.gateway.store.admit(key, route, model)
+                ticket = await self.gateway.store.admit(key, route, runtime.redact(model))  # the ledger keeps no key
             except GatewayError as error:
                 self.count("-", "-", str(error.status))
                 await error_response(error, self.dialect)(scope, receive, send)

@@ -33,6 +33,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from harness_core.secret import Redactor, mask_strings
 from harness_gateway.console.auth import (
     LOGIN_COOKIE,
     SESSION_COOKIE,
@@ -47,7 +48,7 @@ from harness_gateway.console.live import ConsoleObserver
 from harness_gateway.console.records import Records, RecordStore
 from harness_gateway.console.stats import BUCKETS, GROUPS, TOKEN_KINDS, spend, traffic
 from harness_gateway.errors import GatewayError
-from harness_gateway.keys import KeySpec
+from harness_gateway.keys import KeySpec, mask_keys
 from harness_gateway.sse import sse_event
 from harness_gateway.store import SqlStore
 
@@ -106,6 +107,10 @@ class Console:
         records: where Spend, Traffic and the inspector read requests.
         store: the gateway's state store: the Keys page and the budgets on Spend (``None``: no Keys page).
         observer: the streams in flight: the Live page (``None``: no Live page).
+
+    What the request pages show passes :attr:`mask` (``master`` and the gateway's key format,
+    :func:`~harness_gateway.keys.mask_keys`) even when the records were stored masked already:
+    the local console shows a prompt log written by processes that knew neither.
     """
 
     def __init__(
@@ -118,6 +123,10 @@ class Console:
     ) -> None:
         self.master = master
         self.records = records
+        secrets = Redactor()
+        secrets.add(master)
+        self.mask: Callable[[str], str] = lambda text: mask_keys(secrets(text))
+        """Masks the sign-in secret and every gateway key in text the pages show from records."""
         self._store = store
         self._observer = observer
 
@@ -234,7 +243,8 @@ class Console:
             )  # fmt: skip
         now = time.time()
         since = now - (48 * 3600 if bucket == "hour" else 30 * 86400)
-        data = spend(await self.records.since(since), since=since, now=now, bucket=bucket, by=by)  # type: ignore[arg-type]
+        rows = mask_strings(await self.records.since(since), self.mask)
+        data = spend(rows, since=since, now=now, bucket=bucket, by=by)  # type: ignore[arg-type]
         keys = await self._store.list_keys() if self._store is not None else []
         budgets = [
             {"name": k.name, "budget": k.budget, "spent": k.spent, "percent": min(100.0, 100 * k.spent / k.budget)}
@@ -252,7 +262,7 @@ class Console:
             return self.render(request, "error.html", 400, title="Bad query", message="hours must be 1 to 720")
         now = time.time()
         since = now - int(raw) * 3600
-        data = traffic(await self.records.since(since), since=since, now=now)
+        data = traffic(mask_strings(await self.records.since(since), self.mask), since=since, now=now)
         return self.render(request, "traffic.html", title="Traffic", data=data, hours=int(raw))
 
     async def live_page(self, request: Request) -> Response:
@@ -294,7 +304,7 @@ class Console:
         if match.get("status", "complete") not in _STATUSES:
             message = f"status must be one of {', '.join(_STATUSES)}"
             return self.render(request, "error.html", 400, title="Bad query", message=message)
-        rows = await self.records.recent(200, **match)
+        rows = mask_strings(await self.records.recent(200, **match), self.mask)
         return self.render(request, "requests.html", title="Requests", rows=rows, match=match, statuses=_STATUSES)
 
     async def request_page(self, request: Request) -> Response:
@@ -303,7 +313,7 @@ class Console:
         if found is None:
             message = f"No request {ticket} is recorded (the console keeps the newest {self.records.keep})."
             return self.render(request, "error.html", 404, title="Not found", message=message)
-        row, detail = found
+        row, detail = mask_strings(found, self.mask)
         return self.render(request, "request.html", title=f"Request {row['request_id']}", row=row, detail=detail)
 
     async def keys_page(
