@@ -42,10 +42,12 @@ from harness_gateway.console.auth import (
     new_login_token,
     new_session,
     same,
+    session_digest,
     valid_session,
 )
 from harness_gateway.console.live import ConsoleObserver
 from harness_gateway.console.records import Records, RecordStore
+from harness_gateway.console.sessions import MemorySessions, Sessions, StoreSessions
 from harness_gateway.console.stats import BUCKETS, GROUPS, TOKEN_KINDS, spend, traffic
 from harness_gateway.errors import GatewayError
 from harness_gateway.keys import KeySpec, mask_keys
@@ -107,6 +109,8 @@ class Console:
         records: where Spend, Traffic and the inspector read requests.
         store: the gateway's state store: the Keys page and the budgets on Spend (``None``: no Keys page).
         observer: the streams in flight: the Live page (``None``: no Live page).
+        sessions: where sign-in sessions live, so signing out ends them (default: this process's
+            memory; the gateway passes its state store).
 
     What the request pages show passes :attr:`mask` (``master`` and the gateway's key format,
     :func:`~harness_gateway.keys.mask_keys`) even when the records were stored masked already:
@@ -120,8 +124,10 @@ class Console:
         *,
         store: SqlStore | None = None,
         observer: ConsoleObserver | None = None,
+        sessions: Sessions | None = None,
     ) -> None:
         self.master = master
+        self.sessions: Sessions = sessions if sessions is not None else MemorySessions()
         self.records = records
         secrets = Redactor()
         secrets.add(master)
@@ -144,18 +150,30 @@ class Console:
 
     # ------------------------------------------------------------------ access
 
-    def session_of(self, request: Request) -> str | None:
-        """The caller's session (cookie value, or the master key sent as a bearer token), or ``None``."""
+    async def session_of(self, request: Request) -> str | None:
+        """The caller's session (cookie value, or the master key sent as a bearer token), or
+        ``None``: a cookie counts when it is signed with the master key, not expired and still in
+        :attr:`sessions` (not signed out). Kept on ``request.state`` for :meth:`render`.
+
+        Raises:
+            GatewayError: 503 when the session store cannot be read.
+        """
         header = request.headers.get("authorization", "")
         scheme, _, value = header.partition(" ")
+        session: str | None = None
         if scheme.lower() == "bearer" and same(value.strip(), self.master):
-            return value.strip()
-        cookie = request.cookies.get(SESSION_COOKIE)
-        return cookie if valid_session(self.master, cookie) else None
+            session = value.strip()
+        else:
+            cookie = request.cookies.get(SESSION_COOKIE)
+            if cookie and valid_session(self.master, cookie) and await self.sessions.alive(session_digest(cookie)):
+                session = cookie
+        request.state.console_session = session
+        return session
 
     def render(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
-        """An HTML page, with the security headers and the session's CSRF token."""
-        session = self.session_of(request)
+        """An HTML page, with the security headers and the session's CSRF token (the session
+        :meth:`session_of` found for ``request``; none before it ran: the sign-in page)."""
+        session: str | None = getattr(request.state, "console_session", None)
         page = _ENV.get_template(template).render(
             request_path=request.url.path,
             csrf=csrf_token(self.master, session) if session else "",
@@ -171,7 +189,10 @@ class Console:
         for forms, the CSRF check; a store outage is a 503 page."""
 
         async def guarded(request: Request) -> Response:
-            session = self.session_of(request)
+            try:
+                session = await self.session_of(request)
+            except GatewayError as error:
+                return self.render(request, "error.html", error.status, title="Unavailable", message=error.message)
             if session is None:
                 if request.method == "GET":
                     target = quote(request.url.path, safe="/")
@@ -213,10 +234,15 @@ class Console:
             response = self.render(request, "login.html", 401, title="Sign in", token=fresh, next=target, failed=True)
             response.set_cookie(LOGIN_COOKIE, fresh, path="/console/login", httponly=True, samesite="strict")
             return response
+        session = new_session(self.master)
+        try:
+            await self.sessions.add(session_digest(session), time.time() + SESSION_SECONDS)
+        except GatewayError as error:
+            return self.render(request, "error.html", error.status, title="Unavailable", message=error.message)
         response = RedirectResponse(target, status_code=303, headers=_HEADERS)
         response.set_cookie(
             SESSION_COOKIE,
-            new_session(self.master),
+            session,
             max_age=SESSION_SECONDS,
             path="/console",
             httponly=True,
@@ -227,6 +253,9 @@ class Console:
         return response
 
     async def logout(self, request: Request) -> Response:
+        cookie = request.cookies.get(SESSION_COOKIE)
+        if cookie:  # a script signed in with the master key has no session to end
+            await self.sessions.remove(session_digest(cookie))
         response = RedirectResponse("/console/login", status_code=303, headers=_HEADERS)
         response.delete_cookie(SESSION_COOKIE, path="/console")
         return response
@@ -419,4 +448,5 @@ def console_routes(gateway: Any) -> list[BaseRoute]:
     records = RecordStore(gateway.store)
     observer = ConsoleObserver(records, lambda: gateway.holder.current.redact)
     gateway.observers.append(observer)
-    return Console(gateway.master_key, records, store=gateway.store, observer=observer).routes()
+    sessions = StoreSessions(records)
+    return Console(gateway.master_key, records, store=gateway.store, observer=observer, sessions=sessions).routes()
