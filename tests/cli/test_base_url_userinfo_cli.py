@@ -6,10 +6,13 @@ from __future__ import annotations
 import base64
 import json
 import secrets
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from harness_core.testing.server import Reply, ScriptedServer
-from tests.cli.conftest import Harness
+
+Harness = Callable[..., "subprocess.CompletedProcess[str]"]
 
 
 def test_verbose_run_masks_the_password(tmp_path: Path, harness: Harness) -> None:

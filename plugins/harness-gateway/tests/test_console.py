@@ -240,12 +240,11 @@ def test_a_session_store_outage_is_a_503_page(tmp_path: Path) -> None:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
-async def test_memory_sessions_expire_and_end(monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness_gateway.console import sessions
+async def test_memory_sessions_expire_and_end() -> None:
+    from harness_gateway.console.sessions import MemorySessions
 
-    live = sessions.MemorySessions()
     now = [1000.0]
-    monkeypatch.setattr(sessions.time, "time", lambda: now[0])
+    live = MemorySessions(clock=lambda: now[0])
     await live.add("a", 1010.0)
     await live.add("b", 2000.0)
     assert await live.alive("a")
@@ -260,15 +259,12 @@ async def test_memory_sessions_expire_and_end(monkeypatch: pytest.MonkeyPatch) -
     assert not await live.alive("a")
 
 
-def test_the_pages_mask_the_sign_in_secret_and_gateway_keys() -> None:
+def test_the_pages_mask_the_sign_in_secret_and_gateway_keys(tmp_path: Path) -> None:
+    from harness_gateway.console.local import LocalRecords
     from harness_gateway.keys import new_key
 
-    console = pages.Console("local-sign-in-token", _NoRecords())
+    console = pages.Console("local-sign-in-token", LocalRecords(tmp_path / "u.sqlite", tmp_path / "l.sqlite"))
     assert console.mask(f"{new_key()} and local-sign-in-token") == "********** and **********"
-
-
-class _NoRecords:
-    keep = 0
 
 
 def test_key_form_errors_name_the_field() -> None:

@@ -69,9 +69,9 @@ def test_keys_and_the_master_key_are_masked_in_records_pages_logs_and_files(tmp_
             pages = [listing, http.get("/console/traffic", headers=console).text]
             pages += [http.get("/console/spend?by=model", headers=console).text]
             for ticket in {t.split('"')[0] for t in tickets.split('href="/console/requests/')[1:]}:
-                page = http.get(f"/console/requests/{ticket}", headers=console)
-                assert page.status_code == 200
-                pages.append(page.text)
+                inspected = http.get(f"/console/requests/{ticket}", headers=console)
+                assert inspected.status_code == 200
+                pages.append(inspected.text)
             assert any(MASK in page for page in pages)  # the prompt is shown, masked
     finally:
         process.stop()

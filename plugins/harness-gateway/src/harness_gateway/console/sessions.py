@@ -9,6 +9,7 @@ store (:class:`StoreSessions`, table ``console_sessions``: every worker and host
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 from harness_gateway.console.records import RecordStore
@@ -31,20 +32,22 @@ class Sessions(Protocol):
 
 
 class MemorySessions:
-    """:class:`Sessions` in this process's memory (expired ones are dropped as new ones come)."""
+    """:class:`Sessions` in this process's memory (expired ones are dropped as new ones come);
+    ``clock`` gives the time in unix seconds."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._live: dict[str, float] = {}
+        self._clock = clock
 
     async def add(self, digest: str, expires_at: float) -> None:
         """Keep session ``digest`` until ``expires_at``."""
-        now = time.time()
+        now = self._clock()
         self._live = {d: until for d, until in self._live.items() if until > now}
         self._live[digest] = expires_at
 
     async def alive(self, digest: str) -> bool:
         """Whether session ``digest`` is live."""
-        return self._live.get(digest, 0.0) > time.time()
+        return self._live.get(digest, 0.0) > self._clock()
 
     async def remove(self, digest: str) -> None:
         """End session ``digest``."""
