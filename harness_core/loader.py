@@ -50,7 +50,7 @@ from harness_core.config import (
 )
 from harness_core.entrypoints import EntryPoint, entry_points
 from harness_core.plugininfo import Defaults, LoadedPlugin, PluginFailure
-from harness_core.secret import ConnectionString, Secret, connection_secrets, secret_problem
+from harness_core.secret import ConnectionString, Secret, connection_secrets, secret_problem, secrets_of
 
 __all__ = [
     "BUILTIN_DEFAULT",
@@ -569,9 +569,12 @@ class _Loading:
         """The config built from ``raw``, or ``None`` and every problem (see :meth:`convert_fields`)."""
         self.refused_secret = False
         try:
-            return msgspec.convert(raw, config_type, dec_hook=self.dec_hook), []
+            config = msgspec.convert(raw, config_type, dec_hook=self.dec_hook)
         except msgspec.ValidationError as exc:
             first = (*_split_msgspec_error(str(exc)), self.refused_secret)
+        else:
+            secrets_of(config, self.loaded.redactor)  # a secret inside a plain field (base_url's password)
+            return config, []
         # msgspec stops at the first error: look at every field on its own to report them all
         return None, self.convert_fields(config_type, raw, set()) or [first]  # else a cross-field check
 

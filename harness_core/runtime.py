@@ -171,6 +171,11 @@ class Harness:
             streamed text, failures, errors raised by :meth:`list_models` and
             :meth:`resolve_model` — before middleware or callers see it. Log records carry tracebacks
             too: attach :class:`harness_core.config.RedactFilter` to your log handlers.
+        mask: a further ``str -> str`` masker for secrets no list of values names (an
+            application's own credential format, e.g. the gateway's ``hk-…`` keys), applied after
+            the secrets in what :attr:`redact` returns: what ``use_redactor`` hands to plugins
+            (prompt log, ledgers, traces), plugin failure messages and the HTTP loggers' records.
+            Streamed output is not rewritten by it.
 
     A ``Harness`` is used once: ``async with harness:`` starts it (raises ``LlmError("CONFIG")``
     when a middleware plugin fails to start, or an ``llm_stream`` impl is a wrapper or not an
@@ -196,6 +201,7 @@ class Harness:
         defaults: Defaults | None = None,
         failures: Sequence[PluginFailure] = (),
         redact: Callable[[str], str] | None = None,
+        mask: Callable[[str], str] | None = None,
     ) -> None:
         loaded: list[LoadedPlugin] = []
         for entry in plugins:
@@ -215,6 +221,8 @@ class Harness:
         for plugin in loaded:
             secrets_of(plugin.instance, secrets)
         self._redact: Callable[[str], str] = secrets if redact is None or redact is secrets else _both(redact, secrets)
+        if mask is not None:
+            self._redact = _both(self._redact, mask)
         self._registry = RouteRegistry()
         self._tools = ToolRegistry()
         self._boundary = AdapterBoundary(self._registry, self._failures, secrets)
@@ -246,11 +254,18 @@ class Harness:
         return cls.from_loaded(config)
 
     @classmethod
-    def from_loaded(cls, config: LoadedConfig, *, failures: Sequence[PluginFailure] | None = None) -> Harness:
+    def from_loaded(
+        cls,
+        config: LoadedConfig,
+        *,
+        failures: Sequence[PluginFailure] | None = None,
+        mask: Callable[[str], str] | None = None,
+    ) -> Harness:
         """A harness over an already loaded configuration: its plugins in order, its defaults, its
         load ``failures`` (or the ``failures`` given) and its secret masker
         (:attr:`LoadedConfig.redactor`: every ``Secret`` field and every value taken from the
-        environment), which the adapter boundary applies and ``use_redactor`` hands to plugins.
+        environment), which the adapter boundary applies and ``use_redactor`` hands to plugins,
+        followed by ``mask`` when given (see the constructor).
         Every harness built from a :class:`LoadedConfig` is built here, so none starts without it.
         """
         return cls(
@@ -258,6 +273,7 @@ class Harness:
             defaults=config.defaults,
             failures=config.failures if failures is None else failures,
             redact=config.redactor,
+            mask=mask,
         )
 
     @property

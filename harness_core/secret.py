@@ -739,8 +739,10 @@ class SecretMasking:
 def secrets_of(value: Any, redactor: Redactor | None = None) -> Redactor:
     """A :class:`Redactor` holding every :class:`Secret` found in ``value``.
 
-    ``value`` is walked through msgspec Structs (their fields), a plugin's ``config`` attribute,
-    mappings, lists and tuples; ``redactor`` (when given) is filled and returned.
+    ``value`` is walked through msgspec Structs (their fields, and what a Struct's own
+    ``secret_parts()`` method returns: a secret inside a plain field, such as the password of a
+    ``base_url``), a plugin's ``config`` attribute, mappings, lists and tuples; ``redactor``
+    (when given) is filled and returned.
     """
     found = Redactor() if redactor is None else redactor
     seen: set[int] = set()
@@ -753,6 +755,10 @@ def secrets_of(value: Any, redactor: Redactor | None = None) -> Redactor:
             for part in item.secret_parts():
                 found.add(part)
         elif isinstance(item, msgspec.Struct):
+            parts = getattr(item, "secret_parts", None)  # a config that holds a secret inside a
+            if callable(parts):  # plain field (HttpProviderConfig: base_url's userinfo password)
+                for part in parts():
+                    found.add(part)
             for field in item.__struct_fields__:
                 walk(getattr(item, field, None))
         elif isinstance(item, dict):

@@ -4,18 +4,21 @@ no redirects).
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import unquote, urlsplit
 
 import httpx
 
+from harness_core.errors import LlmError
 from harness_core.http.headers import check_headers
 from harness_core.http.transport import make_transport, resolve_transport
 
 if TYPE_CHECKING:  # pragma: no cover - typing only (httpx's own alias of what a cookie store takes)
     from httpx._types import CookieTypes
 
-__all__ = ["ACCEPT_ENCODING", "AdapterClient", "make_client", "split_base_url"]
+__all__ = ["ACCEPT_ENCODING", "AdapterClient", "basic_auth_of", "make_client", "split_base_url"]
 
 ACCEPT_ENCODING: Final = "gzip, deflate"
 """The ``Accept-Encoding`` every client sends: exactly the codings :class:`SSEStream` decodes
@@ -32,6 +35,22 @@ def split_base_url(base_url: str) -> tuple[str, str]:
     base, _, query = base_url.partition("?")
     base = base.partition("#")[0]
     return base.rstrip("/"), query.partition("#")[0]
+
+
+def basic_auth_of(base_url: str) -> tuple[str, str | None]:
+    """``base_url`` without its userinfo, and the ``Authorization`` value that userinfo stands
+    for: ``"http://u:p@h/v1"`` → ``("http://h/v1", "Basic dTpw")`` (RFC 7617 Basic auth of the
+    percent-decoded user and password, UTF-8, https://www.rfc-editor.org/rfc/rfc7617#section-2);
+    ``None`` without userinfo. Sending it as a header, not in the URL, makes both transports
+    behave alike (aiohttp refuses a URL with credentials next to an ``Authorization`` header).
+    """
+    parts = urlsplit(base_url)
+    if "@" not in parts.netloc:
+        return base_url, None
+    userinfo, _, host = parts.netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    token = base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode("ascii")
+    return parts._replace(netloc=host).geturl(), f"Basic {token}"
 
 
 class _Cookies(httpx.Cookies):
@@ -90,7 +109,9 @@ def make_client(
     closes the client (``await client.aclose()``).
 
     ``base_url`` may carry a query (``http://h/v1?api-version=X``): request paths are joined
-    onto its path and the query is sent with every request (:func:`split_base_url`).
+    onto its path and the query is sent with every request (:func:`split_base_url`). A
+    ``user:password@`` in it is sent as an ``Authorization: Basic`` header on every request
+    (:func:`basic_auth_of`), never in the URL.
     ``Accept-Encoding`` is :data:`ACCEPT_ENCODING` unless ``headers`` set it.
 
     ``transport`` (tests, proxies) wins; otherwise ``backend`` picks the network transport:
@@ -98,9 +119,21 @@ def make_client(
 
     Raises:
         LlmError: ``CONFIG`` (naming ``provider``) for a header value that cannot be sent
-            (:func:`check_headers`), or a ``backend`` that cannot be used here.
+            (:func:`check_headers`), a ``backend`` that cannot be used here, or a ``base_url``
+            with a ``user:password@`` while ``headers`` set ``Authorization`` too (an ``api_key``:
+            a request carries one of them only).
     """
     sent = dict(headers or {})
+    base_url, basic = basic_auth_of(base_url)
+    if basic is not None:
+        if any(name.lower() == "authorization" for name in sent):
+            raise LlmError(
+                "CONFIG",
+                "base_url holds a user:password (sent as HTTP Basic auth) and the headers set Authorization "
+                "too (an api_key?): keep one of them",
+                provider=provider,
+            )
+        sent["authorization"] = basic
     if not any(name.lower() == "accept-encoding" for name in sent):
         sent["accept-encoding"] = ACCEPT_ENCODING
     check_headers(sent, provider=provider)

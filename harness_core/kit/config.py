@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 from harness_core.config import EnvFallback
-from harness_core.secret import Secret
+from harness_core.secret import Secret, connection_secrets
 
 __all__ = [
     "HttpProviderConfig",
@@ -111,7 +111,10 @@ class HttpProviderConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=Tru
 
     Fields:
         base_url: the API root the adapter's request paths are appended to: an ``http://`` or
-            ``https://`` URL with a host (:func:`base_url_problem`).
+            ``https://`` URL with a host (:func:`base_url_problem`). A ``user:password@`` in it
+            (RFC 3986 userinfo) is sent as HTTP Basic auth on either transport
+            (:func:`harness_core.http.make_client`) and its password is a secret
+            (:meth:`secret_parts`), masked like an ``api_key``.
         api_key: the credential (a :class:`~harness_core.secret.Secret`); ``None`` sends none
             (local servers). Subclasses bind it to an environment variable with
             :func:`vendor_api_key`.
@@ -149,6 +152,11 @@ class HttpProviderConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=Tru
             problem = header_name_problem(name)
             if problem is not None:
                 raise ValueError(f"field 'headers': {problem}")
+
+    def secret_parts(self) -> tuple[str, ...]:
+        """The password of ``base_url``'s userinfo (as written and percent-decoded), else ``()``:
+        :func:`harness_core.secret.secrets_of` and the loader mask it wherever it appears."""
+        return connection_secrets(self.base_url)
 
 
 def vendor_api_key(var: str, base_url: str) -> EnvFallback:

@@ -92,3 +92,16 @@ async def test_a_harness_built_from_a_loaded_config_masks_what_the_environment_g
     assert harness.failures == tuple(loaded.failures)
     failure = PluginFailure(key="x", name="x", stage="import", message="m", is_middleware=False)
     assert Harness.from_loaded(loaded, failures=[failure]).failures == (failure,)
+
+
+async def test_a_further_mask_reaches_use_redactor_after_the_secrets(tmp_path: Any) -> None:
+    from harness_core.loader import load_config
+
+    path = tmp_path / "plugins.yaml"
+    path.write_text("plugins:\n  mock: {}\ndefaults:\n  provider: mock\n  model: ${{ env.HOOK_MODEL }}\n")
+    loaded = load_config(path, environ={"HOOK_MODEL": KEY})
+    harness = Harness.from_loaded(loaded, mask=lambda text: text.replace("own-format", "[own]"))
+    recorder = Recorder()
+    harness = Harness([("recorder", recorder)], redact=loaded.redactor, mask=harness.redact)
+    async with harness:
+        assert recorder.redact(f"{KEY} own-format tok-7f3e5a9c1d") == "********** [own] **********"

@@ -11,6 +11,7 @@ import logging
 import re
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ from harness_gateway.console import auth, pages
 from harness_gateway.console.live import ConsoleObserver
 from harness_gateway.console.pages import FormError, key_spec
 from harness_gateway.console.records import DETAIL_LIMIT, RecordStore, bounded_detail
+from harness_gateway.console.sessions import StoreSessions
 from harness_gateway.console.stats import percentile, spend, traffic
 from harness_gateway.console.timeline import MAX_EVENTS, TEXT_LIMIT, Timeline, mask_text
 from harness_gateway.errors import GatewayError
@@ -128,7 +130,11 @@ def test_sessions_are_hmacs_of_the_master_key() -> None:
     assert not auth.valid_session("another-master-key", value, now=1001)
     assert not auth.valid_session(MASTER, None)
     assert not auth.valid_session(MASTER, "abc.def")
-    assert not auth.valid_session(MASTER, value.replace(".", ".0"), now=1001)
+    assert not auth.valid_session(MASTER, "1000..def")  # no nonce
+    assert not auth.valid_session(MASTER, value.replace(".", ".0", 1), now=1001)
+    assert auth.new_session(MASTER, now=1000) != value  # a fresh nonce each time
+    assert auth.session_digest(value) != value
+    assert len(auth.session_digest(value)) == 64
     assert auth.csrf_token(MASTER, value) != auth.csrf_token(MASTER, auth.new_session(MASTER, now=1001))
     assert len(auth.new_login_token()) >= 22
 
@@ -182,6 +188,83 @@ def test_a_store_outage_is_a_503_page(tmp_path: Path) -> None:
         page = http.get("/console/requests")
         assert page.status_code == 503
         assert "state store is unavailable" in page.text
+
+
+def _sign_in(http: httpx.Client) -> str:
+    login = http.get("/console/login")
+    token = re.search(r'name="csrf" value="([^"]+)"', login.text).group(1)  # type: ignore[union-attr]
+    assert http.post("/console/login", data={"csrf": token, "master_key": MASTER}).status_code == 303
+    return http.cookies[auth.SESSION_COOKIE]
+
+
+def test_signing_out_ends_a_copied_session_cookie(tmp_path: Path) -> None:
+    with serve_gateway(tmp_path, console_yaml(tmp_path)) as running:
+        with httpx.Client(base_url=running.url) as http, httpx.Client(base_url=running.url) as thief:
+            copied = _sign_in(http)
+            thief.cookies.set(auth.SESSION_COOKIE, copied, path="/console")
+            assert thief.get("/console/spend").status_code == 200  # a copy works while the session lives
+            with httpx.Client(base_url=running.url) as elsewhere:
+                other = _sign_in(elsewhere)  # a second session is not affected
+            csrf = csrf_of(http.get("/console/spend").text)
+            assert http.post("/console/logout", data={"csrf": csrf}).status_code == 303
+            refused = thief.get("/console/spend")
+            assert refused.status_code == 303
+            assert refused.headers["location"].startswith("/console/login")
+            with httpx.Client(base_url=running.url, cookies={auth.SESSION_COOKIE: other}) as second:
+                assert second.get("/console/spend").status_code == 200
+            stored = anyio.run(
+                running.gateway.store.transaction, lambda tx: tx.all("SELECT digest FROM console_sessions")
+            )
+            assert [row[0] for row in stored] == [auth.session_digest(other)]  # digests only, the signed-out one gone
+        with admin(running.url) as script:  # signed in with the master key itself: nothing to end
+            out = script.post("/console/logout", data={"csrf": auth.csrf_token(MASTER, MASTER)})
+            assert out.status_code == 303
+
+
+def test_a_session_store_outage_is_a_503_page(tmp_path: Path) -> None:
+    with serve_gateway(tmp_path, console_yaml(tmp_path)) as running, httpx.Client(base_url=running.url) as http:
+        _sign_in(http)
+        login = http.get("/console/login")
+        token = re.search(r'name="csrf" value="([^"]+)"', login.text).group(1)  # type: ignore[union-attr]
+
+        async def down(*args: Any, **kwargs: Any) -> Any:
+            raise GatewayError(503, "the gateway's SQLite state store is unavailable", code="store_unavailable")
+
+        running.gateway.store.transaction = down
+        page = http.get("/console/spend")
+        assert page.status_code == 503
+        assert "state store is unavailable" in page.text
+        signing_in = http.post("/console/login", data={"csrf": token, "master_key": MASTER})
+        assert signing_in.status_code == 503
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_memory_sessions_expire_and_end() -> None:
+    from harness_gateway.console.sessions import MemorySessions
+
+    now = [1000.0]
+    live = MemorySessions(clock=lambda: now[0])
+    await live.add("a", 1010.0)
+    await live.add("b", 2000.0)
+    assert await live.alive("a")
+    assert await live.alive("b")
+    await live.remove("b")
+    await live.remove("unknown")
+    assert not await live.alive("b")
+    now[0] = 1010.0
+    assert not await live.alive("a")  # expired
+    await live.add("c", 3000.0)  # drops the expired one
+    assert await live.alive("c")
+    assert not await live.alive("a")
+
+
+def test_the_pages_mask_the_sign_in_secret_and_gateway_keys(tmp_path: Path) -> None:
+    from harness_gateway.console.local import LocalRecords
+    from harness_gateway.keys import new_key
+
+    console = pages.Console("local-sign-in-token", LocalRecords(tmp_path / "u.sqlite", tmp_path / "l.sqlite"))
+    assert console.mask(f"{new_key()} and local-sign-in-token") == "********** and **********"
 
 
 def test_key_form_errors_name_the_field() -> None:
@@ -272,9 +355,9 @@ async def test_records_keep_the_newest_and_migrate_once(tmp_path: Path) -> None:
     store = _LockedStore(tmp_path / "gw.sqlite")
     try:
         records = RecordStore(store, keep=3)
-        assert await records.migrate() == 1
-        assert await records.migrate() == 1  # already in place
-        assert await RecordStore(store).migrate() == 1  # another process: the version table says so
+        assert await records.migrate() == 2
+        assert await records.migrate() == 2  # already in place
+        assert await RecordStore(store).migrate() == 2  # another process: the version table says so
         for i in range(5):
             await records.insert(_row(f"r{i}", 100.0 + i), {"timeline": []})
         assert [r["id"] for r in await records.recent(10)] == ["r4", "r3", "r2"]
@@ -444,8 +527,15 @@ def test_records_in_postgresql() -> None:
                 store = PostgresStore(cluster.dsn)
                 try:
                     records = RecordStore(store, keep=2)
-                    assert await records.migrate() == 1
-                    assert await RecordStore(store).migrate() == 1
+                    assert await records.migrate() == 2
+                    assert await RecordStore(store).migrate() == 2
+                    sessions = StoreSessions(records)
+                    await sessions.add("d1", time.time() + 60)
+                    await sessions.add("d2", time.time() - 1)  # already expired
+                    assert await sessions.alive("d1")
+                    assert not await sessions.alive("d2")
+                    await sessions.remove("d1")
+                    assert not await sessions.alive("d1")
                     for i in range(3):
                         await records.insert(_row(f"p{i}", 10.0 + i, attempts=["a/b: SERVER"]), {"timeline": [i]})
                     assert [r["id"] for r in await records.recent(5)] == ["p2", "p1"]

@@ -51,6 +51,7 @@ if not Path(CHROMIUM).exists():  # pragma: no cover - CI installs chromium (.ci/
     pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)", allow_module_level=True)
 
 
+LONG_MODEL = "mock/" + "x" * 160  # no break opportunity: the tables must wrap or scroll it
 FAKE_KEY = "sk-" + "abcdefghijklmnopqrstuvwx1234"  # built at run time: no key-shaped literal committed
 
 
@@ -77,12 +78,39 @@ def check_page(page: Any, name: str) -> None:
     A newly created key is masked in the screenshot: artefacts never hold a secret."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True, mask=[page.locator("#new-key")])
+    assert_tables_fit(page, name)
     page.add_script_tag(path=str(AXE))
     result = page.evaluate(
         "() => axe.run(document, {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21aa', 'best-practice']}})"
     )
     problems = [f"{v['id']}: {v['help']} at {[n['target'] for n in v['nodes']]}" for v in result["violations"]]
     assert not problems, f"{name}: accessibility violations:\n" + "\n".join(problems)
+
+
+_OVERFLOWING_TABLES = """() => {
+  const width = document.documentElement.clientWidth;
+  const out = [];
+  const page = document.documentElement.scrollWidth;
+  if (page > width) out.push(`the page scrolls sideways (${page} > ${width} px)`);
+  for (const table of document.querySelectorAll("table")) {
+    let box = table, up = table.parentElement;
+    for (; up; up = up.parentElement) {
+      const style = getComputedStyle(up).overflowX;
+      if (style === "auto" || style === "scroll") { box = up; break; }
+    }
+    const rect = box.getBoundingClientRect();
+    const what = table.id || table.caption?.textContent || "a table";
+    if (rect.left < 0 || rect.right > width) out.push(`${what}: ${rect.left | 0}..${rect.right | 0} px`);
+  }
+  return out;
+}"""
+
+
+def assert_tables_fit(page: Any, name: str) -> None:
+    """Every table fits the viewport or scrolls sideways inside a container that does (the page
+    itself never scrolls sideways)."""
+    overflowing = page.evaluate(_OVERFLOWING_TABLES)
+    assert not overflowing, f"{name} at {page.viewport_size['width']} px: " + "; ".join(overflowing)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -159,12 +187,14 @@ def walk(page: Any, url: str, clients: Clients, slow: ScriptedServer) -> None:
     )
     with pytest.raises(openai.APIStatusError):
         client.chat.completions.create(model="broken/echo", messages=[{"role": "user", "content": "fail"}])
+    with pytest.raises(openai.NotFoundError):  # a long unbroken model id in tables and error texts
+        client.chat.completions.create(model=LONG_MODEL, messages=[{"role": "user", "content": "x" * 300}])
 
     # ---------------------------------------------------------------- Spend
     page.goto(url + "/console/spend?bucket=hour&by=key")
     row = page.locator("#spend-table tbody tr", has_text="team-a")
     cells = row.locator("td").all_text_contents()
-    assert cells[0] == "6", cells  # requests
+    assert cells[0] == "7", cells  # requests
     assert cells[-1].startswith("$0.0"), cells  # priced from the config's prices
     assert "team-a" in page.text_content("#budgets-table")
     page.wait_for_function("document.querySelector('canvas[data-chart]').chart !== undefined")
@@ -242,6 +272,10 @@ def walk(page: Any, url: str, clients: Clients, slow: ScriptedServer) -> None:
     page.goto(url + "/console/requests")
     page.locator("#requests-table tbody tr", has_text="broken/echo").locator("a").click()
     assert "OVERLOADED" in page.text_content("#request-error")
+    page.goto(url + "/console/requests")
+    page.locator("#requests-table tbody tr", has_text=LONG_MODEL[:40]).locator("a").click()
+    assert "NOT_FOUND" in page.text_content("#request-error")
+    check_page(page, "10b-inspector-long-model")
 
     # ---------------------------------------------------------------- revoke the key
     page.click("text=Keys")

@@ -53,7 +53,7 @@ from harness_core.errors import LlmError
 from harness_core.types import Failure, Finish, ReasoningDelta, StreamChunk, TextDelta, ToolCallDelta, Usage
 from harness_gateway.anthropic_messages import MessagesStreamEncoder, messages_response, parse_messages_request
 from harness_gateway.console import console_routes
-from harness_gateway.errors import Dialect, GatewayError, from_failure
+from harness_gateway.errors import Dialect, GatewayError, from_failure, public_failure
 from harness_gateway.keys import KeyRecord, KeySpec
 from harness_gateway.metrics import CONTENT_TYPE, GatewayMetrics
 from harness_gateway.observe import Observer, RunEnd, RunInfo, RunWatch
@@ -212,7 +212,7 @@ class Generation(Response):
         async with self.gateway.holder.use() as runtime:
             try:
                 route, model, key, parsed = await self.prepare(runtime)
-                ticket = await self.gateway.store.admit(key, route, model)
+                ticket = await self.gateway.store.admit(key, route, runtime.redact(model))  # the ledger keeps no key
             except GatewayError as error:
                 self.count("-", "-", str(error.status))
                 await error_response(error, self.dialect)(scope, receive, send)
@@ -345,6 +345,8 @@ class _Run:
         try:
             async with self.runtime.harness.stream(self.options) as stream:
                 async for chunk in stream:
+                    if type(chunk) is Finish and chunk.reason.failure is not None:
+                        chunk = self.shown_finish(chunk, chunk.reason.failure)
                     for watch in watches:
                         watch.chunk(chunk)
                     if isinstance(chunk, _CONTENT):
@@ -398,6 +400,16 @@ class _Run:
                 await store.record(self.ticket, usage, request_cost(prices, self.route, self.model, usage))
             except GatewayError as exc:
                 logger.warning("request %s: could not record its usage so far: %s", self.generation.request_id, exc)
+
+    def shown_finish(self, chunk: Finish, failure: Failure) -> Finish:
+        """``chunk`` as clients, observers and the console see it: a transport failure's detail
+        (upstream URL, OS error) goes to the server log and a stable message replaces it
+        (:func:`~harness_gateway.errors.public_failure`)."""
+        shown = public_failure(failure, self.route, self.generation.request_id)
+        if shown is None:
+            return chunk
+        logger.warning("request %s: route %r: %s", self.generation.request_id, self.route, failure.message)
+        return msgspec.structs.replace(chunk, reason=msgspec.structs.replace(chunk.reason, failure=shown))
 
     def watch_start(self) -> list[RunWatch]:
         """Tell the gateway's observers that this generation starts; their watches."""

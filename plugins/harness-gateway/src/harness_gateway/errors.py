@@ -8,6 +8,11 @@ Every failure the gateway answers with is a :class:`GatewayError`; a provider fa
 * Anthropic (https://docs.anthropic.com/en/api/errors):
   ``{"type": "error", "error": {"type", "message"}}``.
 
+A transport failure (``NETWORK`` or ``TIMEOUT`` without an HTTP status: the upstream could not be
+reached or stopped answering) reaches clients and the console as a stable message naming the
+route and the kind of fault (:func:`public_failure`); its detail (the upstream URL, the errno
+text) is for the server log only.
+
 Provider authentication failures are 502, not 401: the client's key was fine, the gateway's
 provider credentials were not (a 401 would make SDKs tell the user their key is wrong).
 
@@ -22,12 +27,15 @@ https://platform.openai.com/docs/guides/error-codes/api-errors) and Anthropic's
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Final, Literal
+
+import msgspec
 
 from harness_core.errors import ErrorCode
 from harness_core.types import Failure
 
-__all__ = ["Dialect", "GatewayError", "from_failure"]
+__all__ = ["Dialect", "GatewayError", "from_failure", "public_failure"]
 
 Dialect = Literal["openai", "anthropic"]
 """Which API shape a request used, and so which error body it gets."""
@@ -141,3 +149,39 @@ def from_failure(failure: Failure) -> GatewayError:
     if failure.code in ("AUTH", "PERMISSION"):
         message = f"the provider rejected the gateway's credentials: {message}"
     return GatewayError(status, message, code=failure.code, retry_after=failure.retry_after)
+
+
+_TRANSPORT_KINDS: Final[dict[str, str]] = {
+    "ConnectError": "connect error",
+    "ConnectTimeout": "connect timeout",
+    "ReadTimeout": "read timeout",
+    "WriteTimeout": "write timeout",
+    "PoolTimeout": "no free connection",
+    "ReadError": "read error",
+    "WriteError": "write error",
+    "RemoteProtocolError": "connection dropped",
+    "UnsupportedProtocol": "unsupported protocol",
+}
+"""httpx exception names (what :func:`harness_core.http.error_from_exception` starts a message
+with, on either transport) → the words a client is shown."""
+
+_LEADING_NAME: Final = re.compile(r"([A-Za-z]+)\b")
+
+
+def public_failure(failure: Failure, route: str, request_id: str) -> Failure | None:
+    """The failure clients and the console are shown instead of ``failure``, or ``None`` when
+    ``failure`` can be shown as it is.
+
+    A ``NETWORK`` or ``TIMEOUT`` failure without an HTTP status (a transport fault: its message
+    quotes the upstream URL and the OS error) becomes ``route 'R' is unreachable (connect error);
+    details are in the gateway's log (request ID)`` — the kind from the exception name the
+    message starts with (:data:`_TRANSPORT_KINDS`), else ``network error`` / ``timeout``. The
+    code, ``retryable`` and ``retry_after`` are kept; the caller logs the original message.
+    """
+    if failure.code not in ("NETWORK", "TIMEOUT") or failure.status is not None:
+        return None
+    leading = _LEADING_NAME.match(failure.message)
+    default = "network error" if failure.code == "NETWORK" else "timeout"
+    kind = _TRANSPORT_KINDS.get(leading.group(1), default) if leading else default
+    message = f"route {route!r} is unreachable ({kind}); details are in the gateway's log (request {request_id})"
+    return msgspec.structs.replace(failure, message=message)

@@ -1,7 +1,9 @@
 """Gateway API keys: how they are made, stored (a hash only) and what they allow.
 
 A key is ``hk-`` followed by 43 URL-safe base64 characters (256 random bits from
-:func:`secrets.token_urlsafe`). It is shown once, when created; the store keeps only its SHA-256
+:func:`secrets.token_urlsafe`; :data:`KEY_PATTERN` matches exactly that format, and
+:func:`mask_keys` masks every key of it in text, so a key pasted into a prompt or echoed in a reply
+is stored nowhere). It is shown once, when created; the store keeps only its SHA-256
 digest (hex). A fast hash is the right one here: the key has full entropy, so no password
 stretching is needed to make guessing infeasible, and lookups stay O(1).
 """
@@ -9,20 +11,35 @@ stretching is needed to make guessing infeasible, and lookups stay O(1).
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 import time
 from typing import Final
 
 import msgspec
 
-__all__ = ["KEY_PREFIX", "KeyRecord", "KeySpec", "hash_key", "new_key"]
+from harness_core.secret import MASK
+
+__all__ = ["KEY_PATTERN", "KEY_PREFIX", "KeyRecord", "KeySpec", "hash_key", "mask_keys", "new_key"]
 
 KEY_PREFIX: Final = "hk-"
+_KEY_BYTES: Final = 32  # 256 random bits
+_KEY_CHARS: Final = -(-_KEY_BYTES * 4 // 3)  # unpadded base64 length: 43 characters
+
+KEY_PATTERN: Final = re.compile(re.escape(KEY_PREFIX) + f"[A-Za-z0-9_-]{{{_KEY_CHARS}}}")
+"""A gateway key as :func:`new_key` makes it: ``hk-`` and 43 characters of the URL-safe base64
+alphabet (RFC 4648 §5, https://www.rfc-editor.org/rfc/rfc4648#section-5). The alphabet needs no
+escaping in JSON, ``repr`` or a URL, so the plain form is every form a key takes in text."""
 
 
 def new_key() -> str:
-    """A fresh random key (``hk-`` + 256 random bits, URL-safe base64)."""
-    return KEY_PREFIX + secrets.token_urlsafe(32)
+    """A fresh random key (``hk-`` + 256 random bits, URL-safe base64; :data:`KEY_PATTERN`)."""
+    return KEY_PREFIX + secrets.token_urlsafe(_KEY_BYTES)
+
+
+def mask_keys(text: str) -> str:
+    """``text`` with every gateway key (:data:`KEY_PATTERN`) replaced by the secret mask."""
+    return KEY_PATTERN.sub(MASK, text) if KEY_PREFIX in text else text
 
 
 def hash_key(key: str) -> str:

@@ -25,6 +25,7 @@ from harness_core.loader import LoadedConfig, find_config, load_config
 from harness_core.runtime import Harness
 from harness_gateway.config import GatewayConfig, GatewayPlugin
 from harness_gateway.errors import GatewayError
+from harness_gateway.keys import mask_keys
 
 __all__ = ["POOL_SIZE", "GatewayRuntime", "RuntimeHolder", "load_runtime", "provider_defaults"]
 
@@ -51,7 +52,8 @@ class GatewayRuntime:
         self.aliases: dict[str, str] = dict(config.aliases) if aliases is None else aliases
         """Model alias → ``route/model``: plugins.yaml's ``aliases:`` and the gateway's own (which win)."""
         self.redact = redact
-        """Scrubs this configuration's secrets from text (for log handlers)."""
+        """Scrubs this configuration's secrets and the gateway's own keys from text (log handlers,
+        console records, the ledger)."""
         self.config = config
         self.source = source
         self.in_flight = 0
@@ -101,8 +103,8 @@ async def load_runtime(path: str | Path | None) -> GatewayRuntime:
     gateway = next((p.instance for p in loaded.plugins if isinstance(p.instance, GatewayPlugin)), None)
     config = gateway.config if gateway is not None else GatewayConfig()
     provider_defaults(loaded, config)
-    harness = Harness.from_loaded(loaded)
-    runtime = GatewayRuntime(harness, config, loaded.source, loaded.redact, merged_aliases(loaded, config))
+    harness = Harness.from_loaded(loaded, mask=mask_keys)  # the gateway's own keys are secrets too
+    runtime = GatewayRuntime(harness, config, loaded.source, harness.redact, merged_aliases(loaded, config))
     await runtime._stack.enter_async_context(harness)
     return runtime
 

@@ -1,10 +1,13 @@
-"""Console access: the master key, or a session cookie derived from it; CSRF tokens for forms.
+"""Console access: the master key, or a revocable session cookie derived from it; CSRF tokens for forms.
 
 * A person logs in with the master key; the console then sets ``harness_console`` =
-  ``<issued unix seconds>.<HMAC-SHA256(master key, "console-session:<issued>")>`` (HttpOnly,
-  SameSite=Strict, path ``/console``, Secure over HTTPS), valid :data:`SESSION_SECONDS`. Nothing
-  else is stored: changing the master key ends every session. The cookie reveals nothing about
-  the key (HMAC, RFC 2104).
+  ``<issued unix seconds>.<nonce>.<HMAC-SHA256(master key, "console-session:<issued>.<nonce>")>``
+  (HttpOnly, SameSite=Strict, path ``/console``, Secure over HTTPS), valid :data:`SESSION_SECONDS`.
+  The signature makes a forged or altered cookie fail without a lookup, and changing the master
+  key ends every session; the session is also stored server-side (its SHA-256 digest,
+  :func:`session_digest`, in a :class:`~harness_gateway.console.sessions.Sessions`), and signing
+  out deletes it there, so a copied cookie is refused from then on. The cookie reveals nothing
+  about the key (HMAC, RFC 2104).
 * Scripts may send the master key itself (``Authorization: Bearer …``) instead of a cookie.
 * Every form carries a CSRF token, HMAC(master key, "console-csrf:<session cookie>"), checked on
   POST (a synchronizer token bound to the session). The login form, before any session, uses a
@@ -27,6 +30,7 @@ __all__ = [
     "new_login_token",
     "new_session",
     "same",
+    "session_digest",
     "valid_session",
 ]
 
@@ -45,20 +49,29 @@ def same(a: str, b: str) -> bool:
 
 
 def new_session(master: str, now: float | None = None) -> str:
-    """A session cookie value issued at ``now`` (unix seconds)."""
+    """A session cookie value issued at ``now`` (unix seconds), with a random 128-bit nonce."""
     issued = int(time.time() if now is None else now)
-    return f"{issued}.{_mac(master, f'console-session:{issued}')}"
+    body = f"{issued}.{secrets.token_urlsafe(16)}"
+    return f"{body}.{_mac(master, f'console-session:{body}')}"
 
 
 def valid_session(master: str, value: str | None, now: float | None = None) -> bool:
-    """Whether ``value`` is a session cookie of ``master`` issued in the last :data:`SESSION_SECONDS`."""
+    """Whether ``value`` is a session cookie signed with ``master`` and issued in the last
+    :data:`SESSION_SECONDS` (whether it was signed out is the session store's to say)."""
     if not value:
         return False
-    issued, _, mac = value.partition(".")
-    if not issued.isdigit():
+    body, _, mac = value.rpartition(".")
+    issued, _, nonce = body.partition(".")
+    if not issued.isdigit() or not nonce:
         return False
     age = (time.time() if now is None else now) - int(issued)
-    return 0 <= age < SESSION_SECONDS and same(mac, _mac(master, f"console-session:{issued}"))
+    return 0 <= age < SESSION_SECONDS and same(mac, _mac(master, f"console-session:{body}"))
+
+
+def session_digest(value: str) -> str:
+    """What the session store keeps of a session cookie: its SHA-256 hex digest (a copy of the
+    store gives no cookie)."""
+    return hashlib.sha256(value.encode()).hexdigest()
 
 
 def csrf_token(master: str, session: str) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio
 
+from harness_core.secret import mask_strings
 from harness_core.types import ReasoningDelta, StreamChunk, TextDelta, ToolCallDelta, Usage
 from harness_gateway.console.records import RecordStore
 from harness_gateway.console.timeline import Timeline, mask_text, usage_counts
@@ -143,9 +144,9 @@ class ConsoleObserver:
             "key_id": info.key_id,
             "key_name": info.key_name,
             "route": info.route,
-            "model": info.model,
+            "model": redact(info.model),  # the client's text: a key pasted as a model id stays out too
             "served_route": end.served_route,
-            "served_model": end.served_model,
+            "served_model": mask_strings(end.served_model, redact),
             "started_at": info.started_at,
             "status": end.status,
             "first_token_ms": end.first_token_s * 1000 if end.first_token_s is not None else None,

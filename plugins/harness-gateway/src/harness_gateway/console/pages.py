@@ -33,6 +33,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from harness_core.secret import Redactor, mask_strings
 from harness_gateway.console.auth import (
     LOGIN_COOKIE,
     SESSION_COOKIE,
@@ -41,13 +42,15 @@ from harness_gateway.console.auth import (
     new_login_token,
     new_session,
     same,
+    session_digest,
     valid_session,
 )
 from harness_gateway.console.live import ConsoleObserver
 from harness_gateway.console.records import Records, RecordStore
+from harness_gateway.console.sessions import MemorySessions, Sessions, StoreSessions
 from harness_gateway.console.stats import BUCKETS, GROUPS, TOKEN_KINDS, spend, traffic
 from harness_gateway.errors import GatewayError
-from harness_gateway.keys import KeySpec
+from harness_gateway.keys import KeySpec, mask_keys
 from harness_gateway.sse import sse_event
 from harness_gateway.store import SqlStore
 
@@ -106,6 +109,12 @@ class Console:
         records: where Spend, Traffic and the inspector read requests.
         store: the gateway's state store: the Keys page and the budgets on Spend (``None``: no Keys page).
         observer: the streams in flight: the Live page (``None``: no Live page).
+        sessions: where sign-in sessions live, so signing out ends them (default: this process's
+            memory; the gateway passes its state store).
+
+    What the request pages show passes :attr:`mask` (``master`` and the gateway's key format,
+    :func:`~harness_gateway.keys.mask_keys`) even when the records were stored masked already:
+    the local console shows a prompt log written by processes that knew neither.
     """
 
     def __init__(
@@ -115,9 +124,15 @@ class Console:
         *,
         store: SqlStore | None = None,
         observer: ConsoleObserver | None = None,
+        sessions: Sessions | None = None,
     ) -> None:
         self.master = master
+        self.sessions: Sessions = sessions if sessions is not None else MemorySessions()
         self.records = records
+        secrets = Redactor()
+        secrets.add(master)
+        self.mask: Callable[[str], str] = lambda text: mask_keys(secrets(text))
+        """Masks the sign-in secret and every gateway key in text the pages show from records."""
         self._store = store
         self._observer = observer
 
@@ -135,18 +150,30 @@ class Console:
 
     # ------------------------------------------------------------------ access
 
-    def session_of(self, request: Request) -> str | None:
-        """The caller's session (cookie value, or the master key sent as a bearer token), or ``None``."""
+    async def session_of(self, request: Request) -> str | None:
+        """The caller's session (cookie value, or the master key sent as a bearer token), or
+        ``None``: a cookie counts when it is signed with the master key, not expired and still in
+        :attr:`sessions` (not signed out). Kept on ``request.state`` for :meth:`render`.
+
+        Raises:
+            GatewayError: 503 when the session store cannot be read.
+        """
         header = request.headers.get("authorization", "")
         scheme, _, value = header.partition(" ")
+        session: str | None = None
         if scheme.lower() == "bearer" and same(value.strip(), self.master):
-            return value.strip()
-        cookie = request.cookies.get(SESSION_COOKIE)
-        return cookie if valid_session(self.master, cookie) else None
+            session = value.strip()
+        else:
+            cookie = request.cookies.get(SESSION_COOKIE)
+            if cookie and valid_session(self.master, cookie) and await self.sessions.alive(session_digest(cookie)):
+                session = cookie
+        request.state.console_session = session
+        return session
 
     def render(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
-        """An HTML page, with the security headers and the session's CSRF token."""
-        session = self.session_of(request)
+        """An HTML page, with the security headers and the session's CSRF token (the session
+        :meth:`session_of` found for ``request``; none before it ran: the sign-in page)."""
+        session: str | None = getattr(request.state, "console_session", None)
         page = _ENV.get_template(template).render(
             request_path=request.url.path,
             csrf=csrf_token(self.master, session) if session else "",
@@ -162,7 +189,10 @@ class Console:
         for forms, the CSRF check; a store outage is a 503 page."""
 
         async def guarded(request: Request) -> Response:
-            session = self.session_of(request)
+            try:
+                session = await self.session_of(request)
+            except GatewayError as error:
+                return self.render(request, "error.html", error.status, title="Unavailable", message=error.message)
             if session is None:
                 if request.method == "GET":
                     target = quote(request.url.path, safe="/")
@@ -204,10 +234,15 @@ class Console:
             response = self.render(request, "login.html", 401, title="Sign in", token=fresh, next=target, failed=True)
             response.set_cookie(LOGIN_COOKIE, fresh, path="/console/login", httponly=True, samesite="strict")
             return response
+        session = new_session(self.master)
+        try:
+            await self.sessions.add(session_digest(session), time.time() + SESSION_SECONDS)
+        except GatewayError as error:
+            return self.render(request, "error.html", error.status, title="Unavailable", message=error.message)
         response = RedirectResponse(target, status_code=303, headers=_HEADERS)
         response.set_cookie(
             SESSION_COOKIE,
-            new_session(self.master),
+            session,
             max_age=SESSION_SECONDS,
             path="/console",
             httponly=True,
@@ -218,6 +253,9 @@ class Console:
         return response
 
     async def logout(self, request: Request) -> Response:
+        cookie = request.cookies.get(SESSION_COOKIE)
+        if cookie:  # a script signed in with the master key has no session to end
+            await self.sessions.remove(session_digest(cookie))
         response = RedirectResponse("/console/login", status_code=303, headers=_HEADERS)
         response.delete_cookie(SESSION_COOKIE, path="/console")
         return response
@@ -234,7 +272,8 @@ class Console:
             )  # fmt: skip
         now = time.time()
         since = now - (48 * 3600 if bucket == "hour" else 30 * 86400)
-        data = spend(await self.records.since(since), since=since, now=now, bucket=bucket, by=by)  # type: ignore[arg-type]
+        rows = mask_strings(await self.records.since(since), self.mask)
+        data = spend(rows, since=since, now=now, bucket=bucket, by=by)  # type: ignore[arg-type]
         keys = await self._store.list_keys() if self._store is not None else []
         budgets = [
             {"name": k.name, "budget": k.budget, "spent": k.spent, "percent": min(100.0, 100 * k.spent / k.budget)}
@@ -252,7 +291,7 @@ class Console:
             return self.render(request, "error.html", 400, title="Bad query", message="hours must be 1 to 720")
         now = time.time()
         since = now - int(raw) * 3600
-        data = traffic(await self.records.since(since), since=since, now=now)
+        data = traffic(mask_strings(await self.records.since(since), self.mask), since=since, now=now)
         return self.render(request, "traffic.html", title="Traffic", data=data, hours=int(raw))
 
     async def live_page(self, request: Request) -> Response:
@@ -294,7 +333,7 @@ class Console:
         if match.get("status", "complete") not in _STATUSES:
             message = f"status must be one of {', '.join(_STATUSES)}"
             return self.render(request, "error.html", 400, title="Bad query", message=message)
-        rows = await self.records.recent(200, **match)
+        rows = mask_strings(await self.records.recent(200, **match), self.mask)
         return self.render(request, "requests.html", title="Requests", rows=rows, match=match, statuses=_STATUSES)
 
     async def request_page(self, request: Request) -> Response:
@@ -303,7 +342,7 @@ class Console:
         if found is None:
             message = f"No request {ticket} is recorded (the console keeps the newest {self.records.keep})."
             return self.render(request, "error.html", 404, title="Not found", message=message)
-        row, detail = found
+        row, detail = mask_strings(found, self.mask)
         return self.render(request, "request.html", title=f"Request {row['request_id']}", row=row, detail=detail)
 
     async def keys_page(
@@ -409,4 +448,5 @@ def console_routes(gateway: Any) -> list[BaseRoute]:
     records = RecordStore(gateway.store)
     observer = ConsoleObserver(records, lambda: gateway.holder.current.redact)
     gateway.observers.append(observer)
-    return Console(gateway.master_key, records, store=gateway.store, observer=observer).routes()
+    sessions = StoreSessions(records)
+    return Console(gateway.master_key, records, store=gateway.store, observer=observer, sessions=sessions).routes()

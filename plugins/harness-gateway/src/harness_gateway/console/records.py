@@ -7,7 +7,8 @@ and the tool calls; see :mod:`harness_gateway.console.timeline`).
 
 Bounded: ``detail`` is at most :data:`DETAIL_LIMIT` characters (the timeline is then cut and said
 so), and only the newest ``keep`` rows are kept (older ones are deleted as new ones arrive). The
-tables are created by their own versioned migrations (``console_schema``), in SQLite and
+tables (and ``console_sessions``, :mod:`harness_gateway.console.sessions`) are created by their own
+versioned migrations (``console_schema``), in SQLite and
 PostgreSQL alike (the statements use types and SQL both accept).
 """
 
@@ -79,6 +80,15 @@ MIGRATIONS: Final = (
             detail TEXT NOT NULL            -- JSON: messages, timeline, tool calls (bounded)
         );
         CREATE INDEX console_requests_started ON console_requests (started_at)
+        """,
+    ),
+    (
+        2,
+        """
+        CREATE TABLE console_sessions (
+            digest TEXT PRIMARY KEY,        -- SHA-256 hex of a live session cookie
+            expires_at DOUBLE PRECISION NOT NULL  -- unix seconds
+        )
         """,
     ),
 )

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
+from harness_core.secret import mask_strings
 from harness_core.types import (
     BlockEnd,
     BlockStart,
@@ -123,14 +124,14 @@ class Timeline:
             messages.append(_message("assistant", self.reply, redact))
         return {
             "messages": messages,
-            "timeline": self.events,
+            "timeline": mask_strings(self.events, redact),  # a failure message may quote the request
             "events_cut": self.events_cut,
             "rates": [{"second": s, **self.rates[s]} for s in sorted(self.rates)],
             "first_chunk_ms": self.first_chunk_ms,
             "tool_calls": [
                 {"id": c.id, "name": c.name, "arguments": mask_text(c.arguments, redact)} for c in self.tool_calls
             ],
-            "tools": [t.name for t in options.tools],
+            "tools": [redact(t.name) for t in options.tools],
         }
 
 
