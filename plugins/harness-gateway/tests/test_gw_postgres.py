@@ -235,6 +235,8 @@ def test_reapers_admissions_and_settlements_run_together_without_deadlock(cluste
         assert abs((await first.list_keys())[0].spent - (20 * 0.25 + 20 * 1.0)) < 1e-9  # each dead row once
         await first.aclose()
         await second.aclose()
+
+
 def test_a_connection_broken_under_a_statement_is_503_and_resets_the_pool() -> None:
     """asyncpg raises ``InternalClientError`` (no ``InterfaceError``) for a statement on a connection
     whose pool another request's fault terminated meanwhile (docs/chaos.md): a 503, not a 500."""
