@@ -44,6 +44,7 @@ from harness_gateway.console.sessions import StoreSessions
 from harness_gateway.console.stats import percentile, spend, traffic
 from harness_gateway.console.timeline import MAX_EVENTS, TEXT_LIMIT, Timeline, mask_text
 from harness_gateway.errors import GatewayError
+from harness_gateway.keys import mask_keys, new_key
 from harness_gateway.observe import RunEnd, RunInfo
 from harness_gateway.store import SQLiteStore
 
@@ -460,12 +461,16 @@ def test_timeline_bounds_events_seconds_and_text() -> None:
 async def test_the_live_registry_aborts_and_forgets(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "gw.sqlite")
     try:
-        observer = ConsoleObserver(RecordStore(store), lambda: str)
+        observer = ConsoleObserver(RecordStore(store), lambda: mask_keys)
         signal = AbortSignal()
         info = RunInfo("t1", "r1", "anthropic", "k", "team", "mock", "echo", GenerateOptions(), signal, 1.0)
         watch = observer.started(info)
         watch.chunk(Usage(usage=TokenUsage(input_tokens=1, output_tokens=7)))
         assert observer.snapshot()[0]["output_tokens"] == 7
+        pasted = RunInfo("t0", "r0", "openai", None, None, "mock", new_key(), GenerateOptions(), AbortSignal(), 0.5)
+        observer.started(pasted)
+        assert observer.snapshot()[0]["model"] == "**********"  # a key sent as a model id is not shown live
+        del observer.streams["t0"]
         assert not observer.abort("unknown", "op")
         assert observer.abort("t1", "op")
         assert signal.fired

@@ -115,9 +115,12 @@ class ConsoleObserver:
             self._waiting -= 1
 
     def snapshot(self) -> list[dict[str, Any]]:
-        """The streams in flight, oldest first (see :meth:`LiveStream.snapshot`)."""
+        """The streams in flight, oldest first (see :meth:`LiveStream.snapshot`); the model id (the
+        client's text) masked like the stored records."""
         now = time.time()
-        return [live.snapshot(now) for live in sorted(self.streams.values(), key=lambda s: s.info.started_at)]
+        redact = self.redact()
+        streams = sorted(self.streams.values(), key=lambda s: s.info.started_at)
+        return [{**(shown := live.snapshot(now)), "model": redact(shown["model"])} for live in streams]
 
     def abort(self, ticket: str, operator: str) -> bool:
         """Abort stream ``ticket`` (the client gets the ``finish{aborted}`` its format uses);
