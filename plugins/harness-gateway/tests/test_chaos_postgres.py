@@ -27,13 +27,15 @@ HI = {"model": "mock/echo", "messages": [{"role": "user", "content": "hi"}]}
 COST = 2.0  # USD per request: one input and one output token at 1,000,000 USD per million
 
 
-def config_text(dsn: str) -> str:
+def config_text(dsn: str, db_timeout: float = 2) -> str:
+    """The gateway on ``dsn``; a short ``db_timeout`` makes an outage a quick 503 (the burst test
+    uses a long one: a loaded machine may be slow, and that test counts limits, not outages)."""
     return f"""\
 plugins:
   gateway:
     require_keys: true
     database: {dsn}
-    db_timeout: 2
+    db_timeout: {db_timeout}
     prices: {{mock/echo: {{input: 1000000, output: 1000000}}}}
   mock: {{}}
 """
@@ -176,7 +178,7 @@ def test_postgres_restart_under_load_is_503_then_recovers(cluster: Cluster, tmp_
 def two_hosts(cluster: Cluster, tmp_path: Path) -> Iterator[list[str]]:
     """Two `harness serve` processes on different ports sharing one PostgreSQL (two "hosts")."""
     config = tmp_path / "plugins.yaml"
-    config.write_text(config_text(cluster.dsn), encoding="utf-8")
+    config.write_text(config_text(cluster.dsn, db_timeout=60), encoding="utf-8")
     hosts: list[Process] = []
     try:
         for _ in range(2):
