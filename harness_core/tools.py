@@ -67,7 +67,10 @@ def _could_match(pattern: str, prefix: str | None) -> bool:
     the pattern's literal head and the prefix agree (conservative: ``True`` when unsure)."""
     if prefix is None:
         return True
-    head = pattern[: m.start()] if (m := _GLOB.search(pattern)) else pattern
+    glob = _GLOB.search(pattern)
+    if glob is None:
+        return pattern.startswith(prefix)
+    head = pattern[: glob.start()]
     return head.startswith(prefix) or prefix.startswith(head)
 
 

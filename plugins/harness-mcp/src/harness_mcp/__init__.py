@@ -179,7 +179,8 @@ class _Server:
             from mcp import StdioServerParameters
             from mcp.client.stdio import stdio_client
 
-            self.errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+            # the server's stderr, quoted in errors; closed by close_log once the server is gone
+            self.errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
             env = {key: value.get_secret_value() for key, value in config.env.items()}
             parameters = StdioServerParameters(
                 command=config.command[0], args=config.command[1:], env=env or None, cwd=config.cwd
@@ -288,7 +289,7 @@ class _Server:
         except BaseException:
             self.close()
             raise
-        return tools
+        return list(tools)
 
 
 async def _set_then_cancel(event: anyio.Event, scope: anyio.CancelScope) -> None:
