@@ -312,7 +312,7 @@ class ToolRegistry:
                     if isinstance(exc, LlmError)
                     else LlmError("CONFIG", f"plugin {owner!r} could not list its tools: {type(exc).__name__}: {exc}")
                 )
-                logger.warning("tool source %r failed: %s", owner, error)
+                logger.debug("tool source %r failed: %s", owner, error)  # reported by load()'s caller
                 self._source_failures[owner] = error
                 return
             for item in listed:
