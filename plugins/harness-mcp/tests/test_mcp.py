@@ -12,63 +12,14 @@ from typing import Any
 import anyio
 import pytest
 from mcp import types
+from mcp_kit import ERRORS, FAKE, TIME, text_reply, tool_call_reply, tool_messages, write_config, yaml_list
 
 from harness_core import Conversation, LlmError, ToolCallBlock
 from harness_core.config import ConfigError
 from harness_core.loader import load_config
 from harness_core.runtime import Harness
 from harness_core.testing.server import Reply, ScriptedServer
-from harness_mcp import McpConfig, McpPlugin, _result_text, tool_name
-
-FAKE = str(Path(__file__).with_name("fake_server.py"))
-TIME = [sys.executable, "-m", "mcp_server_time", "--local-timezone", "UTC"]
-
-
-def sse(*events: dict[str, Any]) -> bytes:
-    return "".join(f"data: {json.dumps(e)}\n\n" for e in [*events]).encode() + b"data: [DONE]\n\n"
-
-
-def tool_call_reply(name: str, arguments: str) -> Reply:
-    call = {"index": 0, "id": "call_1", "type": "function", "function": {"name": name, "arguments": arguments}}
-    return Reply(
-        reads=[
-            sse(
-                {"id": "a", "choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [call]}}]},
-                {"id": "a", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
-            )
-        ]
-    )
-
-
-def text_reply(text: str) -> Reply:
-    return Reply(
-        reads=[
-            sse(
-                {"id": "b", "choices": [{"index": 0, "delta": {"role": "assistant", "content": text}}]},
-                {"id": "b", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
-            )
-        ]
-    )
-
-
-def yaml_list(items: list[str]) -> str:
-    return "[" + ", ".join(json.dumps(i) for i in items) + "]"
-
-
-def write_config(tmp_path: Path, provider_url: str, servers: str) -> Path:
-    path = tmp_path / "plugins.yaml"
-    path.write_text(
-        "plugins:\n"
-        f"  openai: {{base_url: {provider_url}, api_key: not-a-key, routes: [openai]}}\n"
-        f"{servers}"
-        "defaults: {provider: openai, model: gpt-test}\n",
-        encoding="utf-8",
-    )
-    return path
-
-
-def tool_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
-    return [m for m in body["messages"] if m["role"] == "tool"]
+from harness_mcp import McpConfig, McpPlugin, _result_text, list_all_tools, tool_name
 
 
 async def round_trip(config: Path, patterns: list[str], prompt: str = "what time is it") -> tuple[Any, Harness]:
@@ -119,12 +70,15 @@ def test_mcp_tool_error_is_a_tool_error_for_the_model(tmp_path: Path, http_serve
 
 def test_a_server_crashing_mid_call_is_a_tool_error_naming_the_instance(tmp_path: Path) -> None:
     async def main() -> None:
-        plugin = McpPlugin(McpConfig(command=[sys.executable, FAKE, "stdio"], call_timeout=30))
+        plugin = McpPlugin(McpConfig(command=[sys.executable, FAKE, "stdio"], call_timeout=300))
         try:
             tools = {t.name: t for t in await plugin.list_tools("mcp:fake")}
-            crashed = await tools["fake_crash"].run(ToolCallBlock("c1", "fake_crash", "{}"))
+            with anyio.fail_after(30):  # answered as soon as the pipe closes, never at call_timeout
+                crashed = await tools["fake_crash"].run(ToolCallBlock("c1", "fake_crash", "{}"))
             assert crashed.is_error
-            assert "plugin 'mcp:fake'" in crashed.content
+            assert "plugin 'mcp:fake': tool 'crash' was not answered: the MCP server stopped" in crashed.content
+            assert "its stderr ends: " in crashed.content
+            assert crashed.content.endswith("fake server: crashing now")
             served = plugin._server.served if plugin._server is not None else None
             assert served is not None
             # the session's task ends once the pipe closes (bounded wait, in a worker thread)
@@ -146,6 +100,56 @@ def test_a_slow_tool_outlasting_call_timeout_is_a_tool_error(tmp_path: Path) -> 
         assert reply.text == "gave up"
         (result,) = tool_messages(api.requests[1].json())
     assert result["content"] == "plugin 'mcp:fake': tool 'slow' did not answer within 0.5 s"
+
+
+def test_an_aborted_call_is_cancelled_and_the_server_keeps_serving() -> None:
+    async def main() -> None:
+        plugin = McpPlugin(McpConfig(command=[sys.executable, FAKE, "stdio"]))
+        try:
+            tools = {t.name: t for t in await plugin.list_tools("mcp:fake")}
+            with anyio.CancelScope() as scope:
+                async with anyio.create_task_group() as group:
+                    group.start_soon(tools["fake_slow"].run, ToolCallBlock("c1", "fake_slow", '{"seconds": 300}'))
+                    await anyio.wait_all_tasks_blocked()  # the call waits in the portal: abort it
+                    scope.cancel()
+            assert scope.cancelled_caught
+            echoed = await tools["fake_echo"].run(ToolCallBlock("c2", "fake_echo", '{"text": "still here"}'))
+            assert echoed.content == "echo: still here"
+        finally:
+            await plugin.aclose()
+
+    anyio.run(main)
+
+
+def test_a_result_the_sdk_refuses_is_a_tool_error() -> None:
+    async def main() -> None:
+        plugin = McpPlugin(McpConfig(command=[sys.executable, ERRORS]))
+        try:
+            (broken,) = await plugin.list_tools("mcp:err")
+            result = await broken.run(ToolCallBlock("c1", broken.name, "{}"))
+        finally:
+            await plugin.aclose()
+        assert result.is_error
+        assert result.content.startswith(
+            "plugin 'mcp:err': tool 'broken' failed: RuntimeError: Invalid structured content returned by tool broken"
+        )
+
+    anyio.run(main)
+
+
+def test_every_page_of_tools_is_listed() -> None:
+    class Pages:
+        def __init__(self) -> None:
+            self.cursors: list[str | None] = []
+
+        async def list_tools(self, cursor: str | None = None) -> types.ListToolsResult:
+            self.cursors.append(cursor)
+            tool = types.Tool(name=f"t{len(self.cursors)}", inputSchema={"type": "object"})
+            return types.ListToolsResult(tools=[tool], nextCursor="p2" if cursor is None else None)
+
+    session = Pages()
+    assert [t.name for t in anyio.run(list_all_tools, session)] == ["t1", "t2"]
+    assert session.cursors == [None, "p2"]
 
 
 # ------------------------------------------------------------------ starting and failing

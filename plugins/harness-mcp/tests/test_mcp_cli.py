@@ -11,8 +11,9 @@ import sys
 import time
 from pathlib import Path
 
+from mcp_kit import TIME, text_reply, tool_call_reply, tool_messages, write_config, yaml_list
+
 from harness_core.testing.server import Reply, ScriptedServer
-from test_mcp import TIME, text_reply, tool_call_reply, tool_messages, write_config, yaml_list
 
 TIME_SERVER = f"  mcp:time: {{command: {yaml_list(TIME)}}}\n"
 

@@ -39,19 +39,18 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import functools
 import hashlib
 import logging
 import re
 import tempfile
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import timedelta
 from typing import IO, Annotated, Any, Final, TypeVar
 from urllib.parse import urlsplit
 
 import anyio
 import anyio.abc
 import anyio.from_thread
-import anyio.lowlevel
 import msgspec
 
 from harness_core import LlmError, Secret, SecretMasking, Tool, ToolError, hookimpl
@@ -147,6 +146,18 @@ def _result_text(result: Any) -> str:
     return "\n\n".join(parts)
 
 
+async def list_all_tools(session: Any) -> list[Any]:
+    """Every tool of ``session`` (an SDK ``ClientSession``), following ``nextCursor`` pages."""
+    tools: list[Any] = []
+    cursor: str | None = None
+    while True:
+        page = await session.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.nextCursor
+        if not cursor:
+            return tools
+
+
 class _Server:
     """One running server: its session, served by a task in a blocking portal's thread."""
 
@@ -157,7 +168,8 @@ class _Server:
         self.portal: anyio.from_thread.BlockingPortal | None = None
         self._portal_cm: Any = None
         self.session: Any = None
-        self.stop: anyio.Event | None = None
+        self.wake: anyio.Event | None = None  # made by serve(), in the portal's event loop
+        self.stopping = False
         self.served: concurrent.futures.Future[None] | None = None
         self.errlog: IO[str] | None = None
 
@@ -198,69 +210,50 @@ class _Server:
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[list[Any]]) -> None:
         """Open the transport and the session, list the tools, report them, and hold everything
-        open until :attr:`stop` is set (in the portal's thread). The server's messages pass
-        through a pump that sets :attr:`closed` at their end (the process died, the connection
-        dropped): calls in flight then fail at once and this raises ``ConnectionError``."""
+        open until :meth:`stop` (in the portal's thread). The server's messages pass through a
+        pump that wakes this task when they end (the process died, the connection dropped): the
+        SDK then fails the requests in flight (``Connection closed``) and this raises
+        ``ConnectionError``. (No cancel scope races here: CPython 3.11 stops tracing a frame
+        after it catches a cancellation, cpython#106749, which would hide lines from coverage.)"""
         from mcp import ClientSession
 
-        self.stop = anyio.Event()
-        self.closed = anyio.Event()
+        wake = self.wake = anyio.Event()
         async with contextlib.AsyncExitStack() as stack:
             read, write, *_ = await stack.enter_async_context(self.transport())
             pumped, received = anyio.create_memory_object_stream[Any](0)
             stack.enter_context(received)
             group = await stack.enter_async_context(anyio.create_task_group())
-            group.start_soon(self._pump, read, pumped)
+            group.start_soon(self._pump, read, pumped, wake)
             session = await stack.enter_async_context(ClientSession(received, write))
             with anyio.fail_after(self.config.start_timeout):  # scopes entered above are exited after it
-                await self.during(session.initialize())
-                tools: list[Any] = []
-                cursor: str | None = None
-                while True:
-                    page = await self.during(session.list_tools(cursor=cursor))
-                    tools.extend(page.tools)
-                    cursor = page.nextCursor
-                    if not cursor:
-                        break
+                await session.initialize()
+                tools = await list_all_tools(session)
             self.session = session
             task_status.started(tools)
-            async with anyio.create_task_group() as wait:
-                wait.start_soon(_set_then_cancel, self.stop, wait.cancel_scope)
-                wait.start_soon(_set_then_cancel, self.closed, wait.cancel_scope)
-            if not self.stop.is_set():
+            await wake.wait()
+            if not self.stopping:
                 raise ConnectionError("the server closed the connection (its process exited?)")
             group.cancel_scope.cancel()
 
-    async def _pump(self, read: Any, pumped: Any) -> None:
-        """Pass the server's messages on; set :attr:`closed` when they end."""
+    async def _pump(self, read: Any, pumped: Any, wake: anyio.Event) -> None:
+        """Pass the server's messages on; wake :meth:`serve` when they end."""
         try:
             async with pumped, read:
                 async for message in read:
                     await pumped.send(message)
         finally:
-            self.closed.set()
+            wake.set()
 
-    async def during(self, operation: Awaitable[T]) -> T:
-        """``operation``'s result, or ``ConnectionError`` as soon as the server is gone."""
-        outcome: list[T] = []
-
-        async def run() -> None:
-            outcome.append(await operation)
-            group.cancel_scope.cancel()
-
-        async with anyio.create_task_group() as group:
-            group.start_soon(run)
-            await self.closed.wait()
-            group.cancel_scope.cancel()
-        if not outcome:
-            raise ConnectionError("the server closed the connection (its process exited?)")
-        return outcome[0]
+    def stop(self) -> None:
+        """End :meth:`serve` (in the portal's thread): the session and transport close."""
+        self.stopping = True
+        assert self.wake is not None  # called only while serve() runs
+        self.wake.set()
 
     async def call(self, name: str, arguments: dict[str, Any]) -> Any:
-        """``tools/call`` in the portal's thread, bounded by ``call_timeout``."""
-        timeout = timedelta(seconds=self.config.call_timeout)
+        """``tools/call`` in the portal's thread, bounded by ``call_timeout`` (``TimeoutError``)."""
         with anyio.fail_after(self.config.call_timeout):
-            return await self.during(self.session.call_tool(name, arguments, read_timeout_seconds=timeout))
+            return await self.session.call_tool(name, arguments)
 
     def close(self) -> None:
         """Stop the session and the portal (blocking; run in a worker thread)."""
@@ -268,8 +261,8 @@ class _Server:
         if portal is None:
             return
         try:
-            if self.stop is not None and self.served is not None and not self.served.done():
-                portal.call(self.stop.set)
+            if self.served is not None and not self.served.done():
+                portal.call(self.stop)
                 with contextlib.suppress(Exception):  # how the session ended was reported when it did
                     self.served.result()
         finally:
@@ -290,11 +283,6 @@ class _Server:
             self.close()
             raise
         return list(tools)
-
-
-async def _set_then_cancel(event: anyio.Event, scope: anyio.CancelScope) -> None:
-    await event.wait()
-    scope.cancel()
 
 
 @contextlib.asynccontextmanager
@@ -391,16 +379,19 @@ class McpPlugin(SecretMasking):
         server = self._server
         if server is None or server.portal is None or self._dead is not None:
             raise ToolError(self.redact(f"plugin {self._owner!r}: {self._dead or 'the MCP server is not running'}"))
+        served = server.served
+        assert served is not None  # a server with a portal was started
         future = server.portal.start_task_soon(server.call, name, arguments)
         try:
-            result = await _wait(future)
+            result = await _wait(future, served)
+        except ConnectionError:
+            raise ToolError(self._explain(server, f"tool {name!r} was not answered: the MCP server stopped")) from None
         except Exception as exc:
             if isinstance(_leaf(exc), TimeoutError):
                 raise ToolError(
                     f"plugin {self._owner!r}: tool {name!r} did not answer within {self.config.call_timeout:g} s"
                 ) from None
-            dead = f" ({self._dead})" if self._dead is not None else ""
-            raise ToolError(self._explain(server, f"tool {name!r} failed: {_cause(exc)}{dead}")) from None
+            raise ToolError(self._explain(server, f"tool {name!r} failed: {_cause(exc)}")) from None
         text = self.redact(_result_text(result))
         if result.isError:
             raise ToolError(text or f"tool {name!r} reported an error")
@@ -414,23 +405,20 @@ class McpPlugin(SecretMasking):
             server.close_log()
 
 
-async def _wait(future: concurrent.futures.Future[T]) -> T:
-    """The result of ``future`` (from the portal's thread), awaited without blocking the loop;
-    cancelling the wait cancels the call in the portal."""
-    done = anyio.Event()
-    token = anyio.lowlevel.current_token()
-
-    def wake(_: object) -> None:
-        with contextlib.suppress(RuntimeError):  # the waiting loop has ended: nobody to wake
-            anyio.from_thread.run_sync(done.set, token=token)
-
-    future.add_done_callback(wake)  # runs at once, in this thread, when the call is done already
+async def _wait(future: concurrent.futures.Future[T], served: concurrent.futures.Future[None]) -> T:
+    """The result of ``future`` (a call in the portal's thread), awaited in a worker thread so
+    the loop never blocks; ``ConnectionError`` when ``served`` (the session's task) ends first:
+    the server is gone and the call would never be answered. Cancelling the wait cancels the
+    call in the portal."""
+    pending: list[concurrent.futures.Future[Any]] = [future, served]
+    both = functools.partial(concurrent.futures.wait, pending, return_when=concurrent.futures.FIRST_COMPLETED)
     try:
+        await anyio.to_thread.run_sync(both, abandon_on_cancel=True)
+    finally:
         if not future.done():
-            await done.wait()
-    except BaseException:
-        future.cancel()
-        raise
+            future.cancel()
+    if future.cancelled():
+        raise ConnectionError("the server closed the connection (its process exited?)")
     return future.result()
 
 
