@@ -13,6 +13,7 @@ import anyio
 import pytest
 from mcp import types
 from mcp_kit import ERRORS, FAKE, TIME, text_reply, tool_call_reply, tool_messages, write_config, yaml_list
+from pydantic import AnyUrl
 
 from harness_core import Conversation, LlmError, ToolCallBlock
 from harness_core.config import ConfigError
@@ -270,6 +271,7 @@ def test_env_and_header_values_are_secrets(tmp_path: Path) -> None:
     )
     loaded = load_config(path)
     (plugin,) = [p.instance for p in loaded.plugins]
+    assert isinstance(plugin, McpPlugin)
     assert token not in repr(plugin.config)
     assert loaded.redact(f"echo {token}") == "echo **********"
 
@@ -282,10 +284,12 @@ def test_result_content_maps_to_text() -> None:
     image = types.ImageContent(type="image", data="AAAA", mimeType="image/png")
     audio = types.AudioContent(type="audio", data="AAAA", mimeType="audio/wav")
     embedded = types.EmbeddedResource(
-        type="resource", resource=types.TextResourceContents(uri="file:///a", text="inside")
+        type="resource", resource=types.TextResourceContents(uri=AnyUrl("file:///a"), text="inside")
     )
-    blob = types.EmbeddedResource(type="resource", resource=types.BlobResourceContents(uri="file:///b", blob="AA=="))
-    link = types.ResourceLink(type="resource_link", uri="file:///c", name="c")
+    blob = types.EmbeddedResource(
+        type="resource", resource=types.BlobResourceContents(uri=AnyUrl("file:///b"), blob="AA==")
+    )
+    link = types.ResourceLink(type="resource_link", uri=AnyUrl("file:///c"), name="c")
     assert _result_text(result(text, image, audio)) == (
         "one\n\n[image image/png, 3 bytes: not passed on as text]\n\n[audio audio/wav, 3 bytes: not passed on as text]"
     )
