@@ -341,8 +341,21 @@ def show_tools(config: str | None, *, as_json: bool) -> int:
         with redacted_logging(loaded.redact):
             rows, problems = anyio.run(_tools, loaded)
     except LlmError as exc:
-        err.write(loaded.redact(f"error: {exc}") + "\n")
-        return EXIT_USAGE
+        return _start_failed(loaded, err, exc)
+    return _print_tools(loaded, rows, problems, err, as_json=as_json)
+
+
+def _start_failed(loaded: LoadedConfig, err: Sink, exc: LlmError) -> int:
+    """Report that the harness could not start; exit 2. (A function of its own: on CPython 3.11
+    the lines after an event loop that cancelled tasks may go untraced, cpython#106749.)"""
+    err.write(loaded.redact(f"error: {exc}") + "\n")
+    return EXIT_USAGE
+
+
+def _print_tools(
+    loaded: LoadedConfig, rows: list[dict[str, Any]], problems: list[str], err: Sink, *, as_json: bool
+) -> int:
+    """Write the tool ``rows`` (a table or JSON lines) and ``problems``; the exit code of ``harness tools``."""
     for problem in problems:
         err.write(loaded.redact(f"error: {problem}") + "\n")
     out = Sink(sys.stdout, redact=loaded.redact)

@@ -76,3 +76,10 @@ def test_terminal_approval_asks_and_reads_one_line(answer: str, allowed: bool) -
     approve = terminal_approval(Terminal(answer), Sink(err))
     assert anyio.run(approve, ToolCallBlock("c1", "time_now", '{"tz": "UTC\\u001b"}')) is allowed
     assert err.getvalue() == 'approve tool call time_now({"tz": "UTC\\u001b"})? [y/N] '
+
+
+def test_tools_when_a_middleware_fails_to_start_exits_2(harness: Harness, config: Config) -> None:
+    config("plugins:\n  startfail: {}\n  mock: {}\n")
+    result = harness("tools")
+    assert result.returncode == 2
+    assert "middleware plugins failed to start" in result.stderr
