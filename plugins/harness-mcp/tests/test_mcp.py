@@ -313,3 +313,20 @@ def test_an_image_result_reaches_the_model_as_a_note(http_server: str) -> None:
             await plugin.aclose()
 
     anyio.run(main)
+
+
+def test_a_secret_the_server_prints_is_masked_in_the_error(tmp_path: Path) -> None:
+    token = "sk-" + "x7" * 12
+    code = "import os, sys; sys.stderr.write('token is ' + os.environ['TOKEN']); sys.exit(1)"
+    servers = f"  mcp:leaky: {{command: {yaml_list([sys.executable, '-c', code])}, env: {{TOKEN: {token}}}}}\n"
+    config = write_config(tmp_path, "http://127.0.0.1:9", servers)
+
+    async def main() -> str:
+        async with Harness.from_loaded(load_config(config)) as harness:
+            with pytest.raises(LlmError) as caught:
+                await harness.select_tools(["leaky_*"])
+        return str(caught.value)
+
+    message = anyio.run(main)
+    assert token not in message
+    assert "its stderr ends: token is **********" in message
