@@ -19,7 +19,7 @@ hex digits of its SHA-256 (also when two tools would get the same name), so
 
 The server starts lazily, when its tools are listed (``harness tools``, ``--tool`` naming a
 tool with its prefix or a glob that could match it), never for a run without tools. Its session
-runs in a thread of its own (an anyio blocking portal), so it outlives the task that started it
+runs in a daemon thread of its own (an anyio blocking portal), so it outlives the task that started it
 and is closed from any task: :meth:`McpPlugin.aclose` (the harness's exit, also after Ctrl-C or
 SIGTERM) closes the session; a stdio child then gets end of input, SIGTERM after 2 s, SIGKILL
 after 2 more (the SDK's shutdown), so no process is left behind. A server that cannot start,
@@ -42,8 +42,10 @@ import contextlib
 import functools
 import hashlib
 import logging
+import queue
 import re
 import tempfile
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import IO, Annotated, Any, Final, TypeVar
 from urllib.parse import urlsplit
@@ -69,6 +71,7 @@ Seconds = Annotated[float, msgspec.Meta(gt=0)]
 MAX_NAME: Final = 64
 _UNSAFE: Final = re.compile(r"[^a-zA-Z0-9_-]")
 _STDERR_TAIL: Final = 2000  # characters of the server's stderr quoted in an error
+_CLOSE_WAIT: Final = 8.0  # seconds closing waits for the session (the SDK's stdio shutdown takes up to ~4)
 
 
 class McpConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -166,7 +169,7 @@ class _Server:
         self.where = where
         self.redact = redact
         self.portal: anyio.from_thread.BlockingPortal | None = None
-        self._portal_cm: Any = None
+        self.thread: threading.Thread | None = None
         self.session: Any = None
         self.wake: anyio.Event | None = None  # made by serve(), in the portal's event loop
         self.stopping = False
@@ -255,18 +258,28 @@ class _Server:
         with anyio.fail_after(self.config.call_timeout):
             return await self.session.call_tool(name, arguments)
 
+    async def _host(self, ready: queue.SimpleQueue[anyio.from_thread.BlockingPortal]) -> None:
+        """The portal's event loop (in a daemon thread: a harness never closed cannot hold the
+        interpreter's exit; the stdio child then sees end of input)."""
+        async with anyio.from_thread.BlockingPortal() as portal:
+            ready.put(portal)
+            await portal.sleep_until_stopped()
+
     def close(self) -> None:
-        """Stop the session and the portal (blocking; run in a worker thread)."""
+        """Stop the session and the portal (blocking; run in a worker thread), each wait bounded
+        by ``_CLOSE_WAIT`` seconds."""
         portal, self.portal = self.portal, None
         if portal is None:
             return
         try:
             if self.served is not None and not self.served.done():
                 portal.call(self.stop)
-                with contextlib.suppress(Exception):  # how the session ended was reported when it did
-                    self.served.result()
+                with contextlib.suppress(Exception):  # how it ended was reported when it did (or: too slow)
+                    self.served.result(timeout=_CLOSE_WAIT)
         finally:
-            self._portal_cm.__exit__(None, None, None)
+            portal.call(portal.stop, True)  # cancel whatever is left (an abandoned call)
+            assert self.thread is not None  # a portal runs in its thread
+            self.thread.join(_CLOSE_WAIT)
 
     def close_log(self) -> None:
         """Close the file holding the server's stderr (after its tail was quoted)."""
@@ -275,8 +288,10 @@ class _Server:
 
     def start(self) -> list[Any]:
         """Start the portal and the session (blocking; run in a worker thread); the tools listed."""
-        self._portal_cm = anyio.from_thread.start_blocking_portal()
-        self.portal = self._portal_cm.__enter__()
+        ready: queue.SimpleQueue[anyio.from_thread.BlockingPortal] = queue.SimpleQueue()
+        self.thread = threading.Thread(target=anyio.run, args=(self._host, ready), name=self.where, daemon=True)
+        self.thread.start()
+        self.portal = ready.get()
         try:
             self.served, tools = self.portal.start_task(self.serve)
         except BaseException:
@@ -401,7 +416,7 @@ class McpPlugin(SecretMasking):
         """Stop the server (no process left behind); called when the harness closes."""
         server, self._server = self._server, None
         if server is not None:
-            await anyio.to_thread.run_sync(server.close)
+            await anyio.to_thread.run_sync(server.close, abandon_on_cancel=True)  # the harness bounds the wait
             server.close_log()
 
 
