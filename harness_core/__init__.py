@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     )
     from harness_core.structured import decode_output, response_format_for
     from harness_core.sync import SyncHarness
-    from harness_core.tools import Tool, ToolRegistry, tool
+    from harness_core.tools import Tool, ToolError, ToolRegistry, ToolSource, tool
     from harness_core.types import (
         BlockEnd,
         BlockStart,
@@ -110,8 +110,10 @@ __all__ = [
     "Tool",
     "ToolCallBlock",
     "ToolCallDelta",
+    "ToolError",
     "ToolRegistry",
     "ToolResultBlock",
+    "ToolSource",
     "ToolSpec",
     "Usage",
     "WriteFailureLog",
@@ -138,6 +140,8 @@ _LAZY = {
     "ChainLink": "harness_core.chain",
     "StreamContext": "harness_core.runtime",
     "ToolRegistry": "harness_core.tools",
+    "ToolError": "harness_core.tools",
+    "ToolSource": "harness_core.tools",
     "ConversationState": "harness_core.conversation",
     "MaxStepsExceeded": "harness_core.conversation",
     "AbortSignal": "harness_core.abort",

@@ -44,12 +44,18 @@ from harness_core.types import (
 if TYPE_CHECKING:
     from harness_core.runtime import Harness
 
-__all__ = ["Conversation", "ConversationState", "MaxStepsExceeded", "Reply"]
+__all__ = ["ApproveCallback", "Conversation", "ConversationState", "MaxStepsExceeded", "Reply"]
+
+DECLINED = "the user declined this tool call; it was not executed"
+"""The result text of a call the ``approve`` callback refused."""
 
 ChunkCallback = Callable[[StreamChunk], Awaitable[None] | None]
 """Called with every chunk of every step, as it arrives (sync or async)."""
 ToolResultCallback = Callable[[ToolCallBlock, ToolResultBlock], Awaitable[None] | None]
 """Called with each tool call and its result, in call order, once a step's calls are done."""
+ApproveCallback = Callable[[ToolCallBlock], Awaitable[bool] | bool]
+"""Asked before each tool call runs (one at a time): ``True`` runs it, ``False`` answers the
+model with an ``is_error`` result saying the call was declined."""
 
 STATE_VERSION = 1
 """The ``version`` written by :meth:`Conversation.save`."""
@@ -145,6 +151,11 @@ class Conversation:
         options: a template for every other :class:`~harness_core.types.GenerateOptions` field
             (``max_tokens``, ``temperature``, ``tool_choice`` …); its ``messages``, ``tools`` and
             ``abort`` are replaced on every step.
+        approve: asked before each tool call runs, one call at a time (sync or async,
+            :data:`ApproveCallback`; ``harness run --approve`` asks on the terminal); a refused
+            call is answered with an ``is_error`` result (:data:`DECLINED`). ``None``: every
+            call of an offered tool runs. An exception it raises ends the send like a tool-loop
+            failure (the history is rolled back).
 
     Attributes:
         messages: the history, oldest first (``user``, ``assistant`` and ``tool`` messages).
@@ -163,6 +174,7 @@ class Conversation:
         tools: Sequence[Tool] = (),
         max_steps: int = 8,
         options: GenerateOptions | None = None,
+        approve: ApproveCallback | None = None,
     ) -> None:
         if max_steps < 1:
             raise ValueError(f"max_steps must be at least 1, not {max_steps}")
@@ -178,6 +190,7 @@ class Conversation:
             raise ValueError(f"tool names must be unique; offered more than once: {', '.join(duplicates)}")
         self.max_steps = max_steps
         self.options = template
+        self.approve = approve
         self.messages: list[Message] = []
 
     def clear(self) -> None:
@@ -284,6 +297,14 @@ class Conversation:
         """Run ``calls`` concurrently; record their results in call order. ``False`` when aborted."""
         by_name = {t.name: t for t in self.tools}
         results: list[ToolResultBlock | None] = [None] * len(calls)
+        asking = anyio.Lock()  # one question at a time (a terminal cannot ask two at once)
+
+        async def allowed(call: ToolCallBlock) -> bool:
+            if self.approve is None:
+                return True
+            async with asking:
+                answer = self.approve(call)
+                return bool(await answer) if inspect.isawaitable(answer) else bool(answer)
 
         async def run_one(position: int, call: ToolCallBlock) -> None:
             found = by_name.get(call.name)
@@ -292,6 +313,8 @@ class Conversation:
                 results[position] = ToolResultBlock(
                     call.id, f"unknown tool {call.name!r}; available tools: {known}", is_error=True
                 )
+            elif not await allowed(call):
+                results[position] = ToolResultBlock(call.id, DECLINED, is_error=True)
             else:
                 results[position] = await found.run(call)
 

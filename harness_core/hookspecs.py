@@ -26,9 +26,19 @@ import pluggy
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from harness_core.adapter import LlmAdapter
+    from harness_core.tools import ToolSource
     from harness_core.types import GenerateOptions, StreamChunk
 
-__all__ = ["PROJECT_NAME", "CallNext", "HarnessSpec", "RegisterAdapter", "RegisterTool", "hookimpl", "hookspec"]
+__all__ = [
+    "PROJECT_NAME",
+    "CallNext",
+    "HarnessSpec",
+    "RegisterAdapter",
+    "RegisterTool",
+    "RegisterToolSource",
+    "hookimpl",
+    "hookspec",
+]
 
 PROJECT_NAME = "harness"
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
@@ -52,6 +62,12 @@ class RegisterTool(Protocol):
     def __call__(
         self, func: Callable[..., Any], *, name: str | None = None, description: str | None = None
     ) -> None: ...
+
+
+class RegisterToolSource(Protocol):
+    """``register(source)``, bound by the runtime to the calling plugin (its plugins.yaml key)."""
+
+    def __call__(self, source: ToolSource) -> None: ...
 
 
 class HarnessSpec:
@@ -81,6 +97,13 @@ class HarnessSpec:
     @hookspec
     def register_tools(self, register: RegisterTool) -> None:
         """Offer Python callables as tools to conversations (see :mod:`harness_core.tools`)."""
+
+    @hookspec
+    def register_tool_source(self, register: RegisterToolSource) -> None:
+        """Offer tools found at run time: call ``register(source)`` with a
+        :class:`~harness_core.tools.ToolSource` (an MCP server, ``harness-mcp``). Nothing is
+        started here: the source is listed when tools are asked for
+        (:meth:`~harness_core.runtime.Harness.select_tools`, ``harness tools``)."""
 
     @hookspec
     def use_redactor(self, redact: Callable[[str], str]) -> None:

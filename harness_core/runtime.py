@@ -47,7 +47,7 @@ from harness_core.plugininfo import REPORTED, Defaults, LoadedPlugin, PluginFail
 from harness_core.registry import RouteRegistry
 from harness_core.secret import RedactFilter, Redactor, secrets_of
 from harness_core.structured import decode_output, response_format_for
-from harness_core.tools import ToolRegistry
+from harness_core.tools import Tool, ToolRegistry
 from harness_core.types import FinishReason, GenerateOptions, Message, ModelInfo, StreamChunk, TokenUsage
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -286,6 +286,33 @@ class Harness:
         """The tools plugins offered through ``register_tools`` (filled when the harness starts)."""
         return self._tools
 
+    async def select_tools(self, patterns: Sequence[str]) -> list[Tool]:
+        """The tools ``patterns`` name (exact names or globs such as ``time_*``), in pattern
+        order; the tool sources some pattern could match are listed first (an MCP server starts
+        here, not before). No pattern, no tool: nothing runs unless named.
+
+        Raises:
+            LlmError: ``CONFIG`` for a pattern matching no tool (listing the known ones), or the
+                error of a source that could have offered it (naming its plugin).
+            RuntimeError: the harness is not running.
+        """
+        self._started_chain()
+        if not patterns:
+            return []
+        await self._tools.load(patterns)
+        return self._tools.match(patterns)
+
+    async def list_tools(self) -> tuple[list[tuple[Tool, str]], dict[str, LlmError]]:
+        """Every tool the configuration offers, with its owner (plugins.yaml key), after listing
+        every tool source (starting each); and the sources that failed, by owner.
+
+        Raises:
+            RuntimeError: the harness is not running.
+        """
+        self._started_chain()
+        failures = await self._tools.load()
+        return [(item, self._tools.owner(item.name) or "") for item in self._tools], failures
+
     @property
     def failures(self) -> tuple[PluginFailure, ...]:
         """Plugins that failed to load (from the loader) or to register their adapters."""
@@ -328,12 +355,14 @@ class Harness:
         redactor_impls = {impl.plugin_name: impl for impl in pm.hook.use_redactor.get_hookimpls()}
         adapter_impls = {impl.plugin_name: impl for impl in pm.hook.register_adapter.get_hookimpls()}
         tool_impls = {impl.plugin_name: impl for impl in pm.hook.register_tools.get_hookimpls()}
+        source_impls = {impl.plugin_name: impl for impl in pm.hook.register_tool_source.get_hookimpls()}
         middleware_keys = {impl.plugin_name for impl in pm.hook.llm_stream.get_hookimpls()}
         for plugin in registered:
             hooks: tuple[tuple[str, dict[str, pluggy.HookImpl], Callable[[str], object]], ...] = (
                 ("use_redactor", redactor_impls, self._masker),
                 ("register_adapter", adapter_impls, self._registry.bind),
                 ("register_tools", tool_impls, self._tools.bind),
+                ("register_tool_source", source_impls, self._tools.bind_source),
             )
             for hook_name, impls, bind in hooks:
                 impl = impls.get(plugin.key)

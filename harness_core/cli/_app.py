@@ -176,13 +176,19 @@ def _tool_options(func: Any) -> Any:
         show_default=True,
         help="most generations per prompt (each tool round trip is one more)",
     )(func)
+    func = click.option(
+        "--approve",
+        is_flag=True,
+        help="ask on the terminal before each tool call runs (a declined call is reported to the model)",
+    )(func)
     return click.option(
         "-t",
         "--tool",
         "tools",
-        metavar="NAME",
+        metavar="NAME|GLOB",
         multiple=True,
-        help="offer this registered tool to the model (repeatable; an unknown name lists the registered ones)",
+        help="offer this tool to the model, or every tool matching a glob such as 'time_*' (repeatable; "
+        "see `harness tools`; a name matching none lists the registered ones)",
     )(func)
 
 
@@ -265,16 +271,17 @@ def run(ctx: click.Context, /, prompt: str | None, as_json: bool, **options: Any
     stdin only. Input must be UTF-8: undecodable bytes become U+FFFD, with one warning line.
 
     Reasoning is shown dimmed on a terminal (on stderr otherwise), tool calls are shown, usage and
-    the finish reason go to stderr at the end. With `--tool NAME` (repeatable) the model may call
-    those registered tools: each call is executed, its result shown and sent back, until the
-    model answers (at most `--max-steps` generations). `-a PATH|URL` attaches images, documents or
-    audio (what the route's wire takes; a URL is passed on, never downloaded); `--at PATH TYPE`
-    gives the media type (of the same `-a` file, else it attaches the file). `--schema` asks for
-    JSON matching a schema and checks that the reply is JSON. Ctrl-C aborts cleanly, keeping the
-    partial output (exit 130); SIGTERM and SIGHUP do the same (exit 143 and 129). Text from the
-    model is shown with control characters made visible on a terminal (`--json` and pipes keep it
-    exact). Errors are one `error: ...` line naming the route and plugin (`-v` adds the
-    traceback); secrets of the config are redacted from all output.
+    the finish reason go to stderr at the end. With `--tool NAME` (repeatable; a glob such as
+    `--tool 'time_*'` offers every matching tool of `harness tools`) the model may call those
+    tools: each call is executed (after a y/N question on the terminal with `--approve`), its
+    result shown and sent back, until the model answers (at most `--max-steps` generations). `-a
+    PATH|URL` attaches images, documents or audio (what the route's wire takes; a URL is passed on,
+    never downloaded); `--at PATH TYPE` gives the media type (of the same `-a` file, else it
+    attaches the file). `--schema` asks for JSON matching a schema and checks that the reply is
+    JSON. Ctrl-C aborts cleanly, keeping the partial output (exit 130); SIGTERM and SIGHUP do the
+    same (exit 143 and 129). Text from the model is shown with control characters made visible on a
+    terminal (`--json` and pipes keep it exact). Errors are one `error: ...` line naming the route
+    and plugin (`-v` adds the traceback); secrets of the config are redacted from all output.
 
     Every prompt and reply is written to the prompt log (`harness logs`) unless `--no-log` (or
     `~prompt-log:` in plugins.yaml). `-C/--continue` continues the newest logged conversation and
@@ -371,6 +378,24 @@ def check(ctx: click.Context, config: str | None) -> None:
     from harness_core.cli._inspect import check_config
 
     ctx.exit(check_config(config))
+
+
+@cli.command()
+@_config_option
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@click.pass_context
+def tools(ctx: click.Context, config: str | None, as_json: bool) -> None:
+    """List every tool the configuration offers: name, source plugin, description.
+
+    Plugins' Python tools and the tools of every tool source (MCP servers are started for this,
+    then stopped). Offer them with `harness run --tool NAME` or a glob (`--tool 'time_*'`).
+    `--json`: one object per tool (`name`, `plugin`, `description`, `parameters`).
+
+    Exit codes: 0 listed; 1 a tool source failed (the other tools are listed); 2 config error.
+    """
+    from harness_core.cli._inspect import show_tools
+
+    ctx.exit(show_tools(config, as_json=as_json))
 
 
 @cli.command()

@@ -36,6 +36,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from harness_core.abort import AbortSignal
 from harness_core.attach import AttachError, load_attachment
+from harness_core.cli._approve import terminal_approval
 from harness_core.cli._common import (
     ABORT_SIGNALS,
     EXIT_OK,
@@ -84,10 +85,13 @@ def run_chat(
     max_steps: int,
     config: str | None,
     verbose: int = 0,
+    approve: bool = False,
 ) -> int:
     """Run the ``harness chat`` REPL until end of input or ``/quit``; returns the exit code
     (0; 1 or 141 when stdout fails; 2 for a configuration problem or an unknown tool).
-    ``verbose`` shows tracebacks."""
+    ``verbose`` shows tracebacks. ``tools`` are names or globs (tool sources such as MCP
+    servers start when the REPL does); ``approve`` asks on the terminal before each call
+    (:mod:`harness_core.cli._approve`); each call is shown with its arguments as it arrives."""
     out, err = Sink(sys.stdout, name="stdout"), Sink(sys.stderr, name="stderr")
     if out.failure is not None:  # stdout is closed (`>&-`): nowhere to put a reply
         return output_failure_code(out, err)
@@ -113,7 +117,11 @@ def run_chat(
         try:
             with portal.wrap_async_context_manager(harness):
                 conversation = Conversation(
-                    harness, tools=harness.tools.select(tools), max_steps=max_steps, options=template
+                    harness,
+                    tools=portal.call(harness.select_tools, tuple(tools)),
+                    max_steps=max_steps,
+                    options=template,
+                    approve=terminal_approval(sys.stdin, err) if approve else None,
                 )
                 repl = Repl(
                     portal,
@@ -451,7 +459,12 @@ class Repl:
         current = self.conversation
         try:
             loaded = Conversation.load(
-                argument, current.harness, tools=current.tools, max_steps=current.max_steps, options=current.options
+                argument,
+                current.harness,
+                tools=current.tools,
+                max_steps=current.max_steps,
+                options=current.options,
+                approve=current.approve,
             )
         except LlmError as exc:
             self.note(f"error: {exc}")

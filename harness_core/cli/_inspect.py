@@ -324,3 +324,61 @@ async def _models(loaded: LoadedConfig, route: str | None) -> tuple[list[ModelIn
                 owned = ", ".join(repr(name) for name in failure.routes or [])
                 problems.append(f"route {owned}: {_failure_line(failure)}" if owned else _failure_line(failure))
     return models, problems
+
+
+def show_tools(config: str | None, *, as_json: bool) -> int:
+    """Print every tool the configuration offers (``harness tools``): name, owning plugin and
+    description, or with ``as_json`` one JSON object per line (``name``, ``plugin``,
+    ``description``, ``parameters``). Every tool source is listed (an MCP server started, then
+    stopped with the harness); one that fails is an ``error:`` line on stderr naming its plugin
+    (exit 1) and the other tools are still shown. Everything printed is redacted.
+    """
+    err = Sink(sys.stderr)
+    loaded = load_for_start(config, err)
+    if loaded is None:
+        return EXIT_USAGE
+    try:
+        with redacted_logging(loaded.redact):
+            rows, problems = anyio.run(_tools, loaded)
+    except LlmError as exc:
+        return _start_failed(loaded, err, exc)
+    return _print_tools(loaded, rows, problems, err, as_json=as_json)
+
+
+def _start_failed(loaded: LoadedConfig, err: Sink, exc: LlmError) -> int:
+    """Report that the harness could not start; exit 2. (A function of its own: on CPython 3.11
+    the lines after an event loop that cancelled tasks may go untraced, cpython#106749.)"""
+    err.write(loaded.redact(f"error: {exc}") + "\n")
+    return EXIT_USAGE
+
+
+def _print_tools(
+    loaded: LoadedConfig, rows: list[dict[str, Any]], problems: list[str], err: Sink, *, as_json: bool
+) -> int:
+    """Write the tool ``rows`` (a table or JSON lines) and ``problems``; the exit code of ``harness tools``."""
+    for problem in problems:
+        err.write(loaded.redact(f"error: {problem}") + "\n")
+    out = Sink(sys.stdout, redact=loaded.redact)
+    if as_json:
+        out.write("".join(msgspec.json.encode(_redact_data(row, loaded.redact)).decode() + "\n" for row in rows))
+    else:
+        width = max((len(row["name"]) for row in rows), default=0)
+        lines = [
+            f"{row['name']:<{width}}  [{row['plugin']}]  {(row['description'].splitlines() or [''])[0]}".rstrip()
+            for row in rows
+        ]
+        out.write("".join(f"{line}\n" for line in lines) or "no tools\n")
+    return _written(out, EXIT_ERROR if problems else EXIT_OK)
+
+
+async def _tools(loaded: LoadedConfig) -> tuple[list[dict[str, Any]], list[str]]:
+    """The tool rows of :func:`show_tools` and the failures of tool sources."""
+    from harness_core.runtime import Harness
+
+    async with Harness.from_loaded(loaded) as harness:
+        listed, failures = await harness.list_tools()
+    rows = [
+        {"name": item.name, "plugin": owner, "description": item.description, "parameters": item.parameters}
+        for item, owner in listed
+    ]
+    return rows, [str(error) for error in failures.values()]

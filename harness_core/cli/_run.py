@@ -35,6 +35,7 @@ import msgspec
 
 from harness_core.abort import AbortSignal
 from harness_core.attach import STDIN, AttachError, load_attachments
+from harness_core.cli._approve import terminal_approval
 from harness_core.cli._common import (
     ABORT_SIGNALS,
     EXIT_ABORTED,
@@ -73,6 +74,7 @@ from harness_core.types import (
 )
 
 if TYPE_CHECKING:
+    from harness_core.conversation import ApproveCallback
     from harness_core.runtime import Harness
 
 __all__ = ["Renderer", "run_prompt", "warn_start_failures"]
@@ -109,6 +111,7 @@ def run_prompt(
     attach: Sequence[str] = (),
     attach_type: Sequence[tuple[str, str]] = (),
     schema: str | None = None,
+    approve: bool = False,
 ) -> int:
     """Run one generation for ``harness run``; returns the exit code (0, 1, 2, 128 + a signal
     or 141: see the module docstring).
@@ -116,8 +119,10 @@ def run_prompt(
     The prompt is built by :func:`read_prompt` (stdin, then ``prompt``); ``prompt``, ``system``,
     ``model`` and ``provider`` are cleaned of undecodable bytes (:mod:`harness_core.cli._text`).
 
-    With ``tools`` (registered tool names) the tool round trip runs, at most ``max_steps``
-    generations; an unknown tool name is a usage error (exit 2). ``verbose`` shows tracebacks.
+    With ``tools`` (tool names or globs, :meth:`~harness_core.runtime.Harness.select_tools`)
+    the tool round trip runs, at most ``max_steps`` generations; a name matching no tool is a
+    usage error (exit 2); ``approve`` asks on the terminal before each call
+    (:mod:`harness_core.cli._approve`). ``verbose`` shows tracebacks.
     ``top_p``/``seed``/``stop``/``tool_choice`` are sampling options, ``provider_options``
     ``key=value`` texts (:mod:`harness_core.cli._options`); ``no_stream``/``extract`` print the
     reply (or its first fenced code block) once complete; ``no_log`` keeps the prompt out of the
@@ -197,7 +202,8 @@ def run_prompt(
         renderer.hold_text = no_stream or extract
         renderer.extract = extract
         renderer.hints = _Hints(loaded, provider=provider, model=model)
-        return anyio.run(_generate, loaded, options, abort, renderer, tuple(tools), max_steps, verbose)
+        asker = terminal_approval(sys.stdin, err) if approve else None
+        return anyio.run(_generate, loaded, options, abort, renderer, tuple(tools), max_steps, verbose, asker)
     except KeyboardInterrupt:  # Ctrl-C before the signal watcher was installed (e.g. reading stdin)
         out.end_line()
         err.end_line()
@@ -331,6 +337,7 @@ async def _generate(
     tools: tuple[str, ...] = (),
     max_steps: int = 8,
     verbose: int = 0,
+    approve: ApproveCallback | None = None,
 ) -> int:
     from harness_core.conversation import MaxStepsExceeded
     from harness_core.runtime import Harness
@@ -345,7 +352,7 @@ async def _generate(
             await group.start(interrupts.watch, group.cancel_scope)
             try:  # caught here: raised through the task group it would become an ExceptionGroup
                 if tools:
-                    await _converse(harness, options, abort, renderer, tools, max_steps)
+                    await _converse(harness, options, abort, renderer, tools, max_steps, approve)
                 else:
                     await _stream(harness, options, renderer)
             except Exception as exc:
@@ -407,19 +414,23 @@ async def _converse(
     renderer: Renderer,
     tools: tuple[str, ...],
     max_steps: int,
+    approve: ApproveCallback | None = None,
 ) -> None:
     """The tool round trip of ``run --tool``: the prompt (the last message of ``options``) sent
-    through a :class:`~harness_core.conversation.Conversation` offering ``tools``.
+    through a :class:`~harness_core.conversation.Conversation` offering the tools ``tools``
+    name (names or globs; tool sources such as MCP servers start here), ``approve`` asked
+    before each call.
 
-    Raises ``LlmError`` (``CONFIG`` for an unknown tool, else an error finish) and
+    Raises ``LlmError`` (``CONFIG`` for a name matching no tool or a tool source that failed,
+    else an error finish) and
     :class:`~harness_core.conversation.MaxStepsExceeded`.
     """
     from harness_core.conversation import Conversation
 
-    selected = harness.tools.select(tools)  # an unknown name is the command line's fault, not a route's
+    selected = await harness.select_tools(tools)  # an unknown name is the command line's fault, not a route's
     route = options.provider if options.provider is not None else harness.defaults.provider
     renderer.route, renderer.source = route, harness.routes().get(route) if route is not None else None
-    conversation = Conversation(harness, tools=selected, max_steps=max_steps, options=options)
+    conversation = Conversation(harness, tools=selected, max_steps=max_steps, options=options, approve=approve)
     reply = await conversation.send(
         options.messages[-1], abort=abort, on_chunk=renderer.feed, on_tool_result=renderer.tool_result
     )
