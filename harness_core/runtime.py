@@ -233,17 +233,14 @@ class Harness:
         default (the mock provider) is used.
 
         Raises:
-            LlmError: ``CONFIG`` when the configuration is invalid (from the loader) or when a
-                middleware plugin failed to load (docs/loader.md: dropping, say, a redaction layer
-                silently would leak data); the message lists every such plugin.
+            ConfigError: (an :class:`LlmError` with code ``CONFIG``) when the configuration is
+                invalid (from the loader) or when a plugin that fails closed failed to load
+                (:meth:`LoadedConfig.require_complete`: dropping, say, a redaction layer silently
+                would leak data); the message lists every such plugin, located.
         """
         from harness_core.loader import find_config, load_config
 
-        config = load_config(find_config(path))
-        broken = [f for f in config.failures if f.is_middleware]
-        if broken:
-            raise LlmError("CONFIG", f"middleware plugins failed to load: {_failure_lines(broken)}")
-        return cls.from_loaded(config)
+        return cls.from_loaded(load_config(find_config(path)).require_complete())
 
     @classmethod
     def from_loaded(cls, config: LoadedConfig, *, failures: Sequence[PluginFailure] | None = None) -> Harness:

@@ -60,12 +60,14 @@ def parse_since(text: str, now: float | None = None) -> float:
 
 
 def _load(config: str | None) -> LoadedConfig:
-    """plugins.yaml loaded; raises :class:`click.ClickException` (exit 2) when it is invalid."""
+    """plugins.yaml loaded; raises :class:`click.ClickException` (exit 2) when it is invalid or a
+    plugin that fails closed failed (:meth:`~harness_core.loader.LoadedConfig.require_complete`:
+    a failed ``usage`` or ``prompt-log`` plugin must not send the command to the default store)."""
     from harness_core.config import ConfigError
     from harness_core.loader import load_config
 
     try:
-        return load_config(config)
+        return load_config(config).require_complete()
     except ConfigError as exc:
         raise _ConfigProblem(str(exc)) from exc
 
