@@ -215,7 +215,7 @@ class LoadedConfig(msgspec.Struct, kw_only=True):
             problems.append(
                 ConfigProblem(
                     message=f"{text} (fail closed: a middleware or policy plugin that failed stops this command)",
-                    line=self.line("plugins", failure.key),
+                    line=self.lines.get(("plugins", failure.key)),  # none for a plugin the file does not list
                     source=self.source,
                 )
             )
@@ -523,6 +523,9 @@ class _Loading:
         try:
             target = ep.load()
         except Exception as exc:
+            # its config is never validated, but the error may quote a value it names (a library
+            # reading the variable): every ${{ env.X }} of the entry is secret all the same
+            substitute_env(candidate.raw, self.environ, self.loaded.redactor)
             self.fail(
                 candidate,
                 "import",

@@ -405,6 +405,9 @@ class Harness:
             provider = self.default_route()
         if model is None and (defaults.provider is None or provider == defaults.provider):
             model = defaults.model
+        registration = self._registry.get(provider) if model is None and provider is not None else None
+        if registration is not None:  # the adapter's own default (LlmAdapter.default_model)
+            model = registration.adapter.default_model
         if provider is options.provider and model is options.model:
             return options
         return msgspec.structs.replace(options, provider=provider, model=model)
@@ -412,7 +415,8 @@ class Harness:
     def stream(self, options: GenerateOptions) -> StreamContext:
         """Start a generation: ``async with harness.stream(options) as chunks: async for chunk in chunks``.
 
-        Defaults fill ``provider``/``model`` when ``None``; history messages whose ``source`` is
+        Defaults fill ``provider``/``model`` when ``None`` (then the route adapter's
+        :attr:`~harness_core.adapter.LlmAdapter.default_model`); history messages whose ``source`` is
         not the plugin owning the target route lose their ``replay_state`` before the chain sees
         them. Provider failures never raise here: they arrive as ``finish{error}``.
 
