@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -136,3 +137,20 @@ def test_a_reload_onto_an_unset_variable_keeps_the_running_config(
     [record] = [r for r in caplog.records if r.getMessage().startswith("reload refused")]
     for line in located(bad):
         assert line in record.getMessage()
+
+
+def test_console_reads_the_ledger_and_log_the_config_names(tmp_path: Path) -> None:
+    usage, log = tmp_path / "mine" / "usage.sqlite", tmp_path / "mine" / "log.sqlite"
+    path = write(tmp_path, f"plugins:\n  mock: {{}}\n  usage: {{path: '{usage}'}}\n  prompt-log: {{path: '{log}'}}\n")
+    command = [sys.executable, "-m", "harness_core.cli", "console", "-c", str(path), "--port", "0"]
+    env = {**isolated_env(tmp_path), "HARNESS_CONSOLE_TOKEN": "t" * 24}
+    process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    try:
+        assert process.stderr is not None
+        banner = process.stderr.readline()  # printed before the server starts
+        assert f"(ledger {usage}, log {log})" in banner  # never the default ledger beside the config's log
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(60)
+        assert process.stderr is not None
+        process.stderr.close()
