@@ -47,6 +47,19 @@ def test_an_import_error_quoting_a_secret_is_masked(harness: Harness, config: Co
         assert secret not in result.stdout + result.stderr
 
 
+def test_a_subcommand_import_error_quoting_a_secret_is_masked(
+    harness: Harness, config: Config, cli_env: dict[str, str]
+) -> None:
+    secret = "sk-" + "leaky" * 6
+    cli_env["FAKE_LEAKY_KEY"] = secret
+    config("plugins:\n  mock: {}\n  openai: {api_key: '${{ env.FAKE_LEAKY_KEY }}'}\n")
+    result = harness("leakycmd")
+    assert result.returncode == 2
+    assert "cannot load the 'leakycmd' subcommand of harness-fake-plugins" in result.stderr
+    assert f"the client refused the key '{MASK}'" in result.stderr
+    assert secret not in result.stderr
+
+
 def test_plugins_and_chain_show_the_default_prompt_log(harness: Harness, config: Config) -> None:
     config("plugins:\n  mock: {}\n")
     listed = harness("plugins")
