@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.conversation import Conversation, ConversationState, MaxStepsExceeded, Reply
     from harness_core.errors import ErrorCode, Failure, InvalidOutputError, LlmError
     from harness_core.hookspecs import hookimpl
-    from harness_core.outfile import WriteFailureLog, check_output_file, write_in_thread
+    from harness_core.outfile import WriteFailureLog, check_output_file, private_dir, private_file, write_in_thread
     from harness_core.runtime import GenerateResult, Harness, StreamContext
     from harness_core.secret import (
         ChunkScrubber,
@@ -125,6 +125,8 @@ __all__ = [
     "load_attachment",
     "mask_strings",
     "parse_media_type",
+    "private_dir",
+    "private_file",
     "redacted_logging",
     "response_format_for",
     "tool",
@@ -136,6 +138,8 @@ __version__ = "0.1.0"
 _LAZY = {
     "WriteFailureLog": "harness_core.outfile",
     "check_output_file": "harness_core.outfile",
+    "private_dir": "harness_core.outfile",
+    "private_file": "harness_core.outfile",
     "write_in_thread": "harness_core.outfile",
     "ChainLink": "harness_core.chain",
     "StreamContext": "harness_core.runtime",

@@ -25,8 +25,15 @@ class LlmAdapter(abc.ABC):
     with ``finish{error}`` (never both). When ``options.abort`` fires the adapter stops reading,
     closes its connection and finishes with ``finish{aborted}``; task cancellation propagates.
 
-    Optional overrides: :meth:`resolve_model`, :meth:`list_models`, :meth:`aclose`.
+    Optional overrides: :meth:`resolve_model`, :meth:`list_models`, :meth:`aclose`,
+    :attr:`default_model`.
     """
+
+    default_model: str | None = None
+    """The model id this adapter serves when a request names none and plugins.yaml's
+    ``defaults:`` give none for its route (the mock's ``echo``); ``None``: the request goes on
+    without a model (most providers then refuse it). The harness fills it in before the chain
+    runs, so middleware (the prompt log, ``usage``) record the model that served the reply."""
 
     @abc.abstractmethod
     def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:

@@ -187,6 +187,42 @@ class LoadedConfig(msgspec.Struct, kw_only=True):
         """The YAML line of ``path`` (or of its longest prefix that has one); ``None`` when unknown."""
         return line_for(self.lines, path)
 
+    def require_complete(self) -> LoadedConfig:
+        """``self`` when every plugin that enforces policy loaded; else raise :class:`ConfigError`.
+
+        The one owner of docs/loader.md's failure policy for the commands that serve, generate or
+        read and change state (``harness run``, ``chat``, ``models``, ``chain``, ``serve``, ``keys``,
+        ``usage``, ``logs``, ``cache``, ``console``, :meth:`Harness.from_config
+        <harness_core.runtime.Harness.from_config>`): a failure that fails closed
+        (:attr:`PluginFailure.is_middleware <harness_core.plugininfo.PluginFailure.is_middleware>`:
+        a middleware, the gateway's entry, a plugin that could not be imported) stops them, since
+        running without it would drop a policy (a redaction layer, the keys of ``harness serve``)
+        or use the wrong store. An adapter plugin's failure is not a problem here: only its routes
+        fail, naming why. ``harness plugins`` and ``harness config check`` do not call it: they show
+        every failure.
+
+        Raises:
+            ConfigError: one located problem per such failure (file, the plugin's YAML line, the
+                plugin; the message is redacted, as every failure message is).
+        """
+        problems = []
+        for failure in self.failures:
+            if not failure.is_middleware:
+                continue
+            named, text = f"plugin {failure.key!r}", failure.message
+            if not text.startswith(named):  # the runtime's messages do not name the plugin
+                text = f"{named} failed at {failure.stage}: {text}"
+            problems.append(
+                ConfigProblem(
+                    message=f"{text} (fail closed: a middleware or policy plugin that failed stops this command)",
+                    line=self.lines.get(("plugins", failure.key)),  # none for a plugin the file does not list
+                    source=self.source,
+                )
+            )
+        if problems:
+            raise ConfigError(problems)
+        return self
+
 
 def find_config(
     explicit: str | os.PathLike[str] | None = None,
@@ -294,6 +330,9 @@ class _Candidate:
         self.entry = PluginEntry(key=key, name=name, state="enabled", line=line)
         self.target: Any = None
         self.config_type: type[msgspec.Struct] | None = None
+        self.fails_closed = True
+        """Whether a failure of this plugin stops every command that enforces policy
+        (:meth:`LoadedConfig.require_complete`): false only for a plain adapter plugin."""
         self.config: msgspec.Struct | None = None
 
 
@@ -484,6 +523,9 @@ class _Loading:
         try:
             target = ep.load()
         except Exception as exc:
+            # its config is never validated, but the error may quote a value it names (a library
+            # reading the variable): every ${{ env.X }} of the entry is secret all the same
+            substitute_env(candidate.raw, self.environ, self.loaded.redactor)
             self.fail(
                 candidate,
                 "import",
@@ -494,6 +536,9 @@ class _Loading:
             return
         candidate.target = target
         entry.is_middleware = callable(getattr(target, "llm_stream", None))
+        # only a plugin that serves adapters and no middleware may fail alone: the gateway's entry
+        # (no hooks: it configures `harness serve`) or a plugin of unknown kind fails closed
+        candidate.fails_closed = entry.is_middleware or not callable(getattr(target, "register_adapter", None))
         config_type = getattr(target, "Config", None) if isinstance(target, type) else None
         if config_type is not None and not (isinstance(config_type, type) and issubclass(config_type, msgspec.Struct)):
             self.fail(candidate, "config", "its `Config` is not a msgspec.Struct (a bug in the plugin)")
@@ -655,10 +700,11 @@ class _Loading:
     def secret_problem(
         self, candidate: _Candidate, problems: list[tuple[str, ConfigPath]], raw: dict[str, Any]
     ) -> None:
-        """Missing or unusable secrets (``(message, field path)`` each): a middleware's config is
-        invalid (fail closed, everything stops); a provider plugin only fails, so its routes say
-        why when used and the rest works."""
-        if candidate.entry.is_middleware is not False:
+        """Missing or unusable secrets (``(message, field path)`` each): the config of a plugin that
+        fails closed (a middleware, the gateway's entry: see :attr:`_Candidate.fails_closed`) is
+        invalid (everything stops: ``harness serve`` never starts without its ``master_key``); a
+        provider plugin only fails, so its routes say why when used and the rest works."""
+        if candidate.fails_closed:
             for message, where in problems:
                 self.config_problem(candidate, message, where)
             return
@@ -732,9 +778,10 @@ class _Loading:
         routes: list[str] | None = None,
     ) -> None:
         entry = candidate.entry
-        middleware = bool(entry.is_middleware) if is_middleware is None else is_middleware
+        middleware = candidate.fails_closed if is_middleware is None else is_middleware
         text = self.loaded.redact(f"plugin {candidate.key!r} {message}")
-        entry.is_middleware = middleware
+        if is_middleware is not None:
+            entry.is_middleware = is_middleware
         entry.state = "failed"
         entry.message = text
         self.loaded.failures.append(

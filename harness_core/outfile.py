@@ -9,6 +9,10 @@ Two rules every writing middleware keeps (see docs/hooks.md, "Middleware that wr
 - **A write that fails at run time is logged, never raised into the caller's stream** (the disk
   filled up, the folder was removed): :class:`WriteFailureLog` logs the first failure once at
   ``ERROR`` with its reason, later ones at ``DEBUG``, and says when writing works again.
+
+And one for what they hold (prompts, replies, spend, keys' hashes): **a file or folder they
+create is private to the user**: :func:`private_file` (mode 0600) in folders made by
+:func:`private_dir` (mode 0700), for every SQLite database and log of the project.
 """
 
 from __future__ import annotations
@@ -19,7 +23,36 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["WriteFailureLog", "check_output_file", "write_in_thread"]
+__all__ = ["WriteFailureLog", "check_output_file", "private_dir", "private_file", "write_in_thread"]
+
+PRIVATE_FILE_MODE = 0o600
+PRIVATE_DIR_MODE = 0o700
+
+
+def private_dir(path: Path) -> Path:
+    """Create the folder ``path`` and each missing parent with mode 0700 (readable by the user
+    only; ``mkdir(parents=True)`` gives the parents the default mode) and return it. Folders that
+    exist are left as they are (their mode is the user's choice). Raises :class:`OSError` when a
+    folder cannot be created (a file in the way: :class:`FileExistsError`)."""
+    missing: list[Path] = []
+    folder = path
+    while not folder.is_dir():
+        missing.append(folder)
+        folder = folder.parent  # ends at the root, which is a folder
+    for created in reversed(missing):  # exist_ok: another process may make it meanwhile (a file still raises)
+        created.mkdir(mode=PRIVATE_DIR_MODE, exist_ok=True)
+    return path
+
+
+def private_file(path: Path) -> Path:
+    """Make sure the file ``path`` exists, creating it empty with mode 0600 (its missing folders
+    with :func:`private_dir`), and return it. An existing file (or folder) is left as it is: SQLite then
+    opens the empty file as a new database and creates its ``-wal`` / ``-shm`` files with the
+    database's mode. Raises :class:`OSError` when the file cannot be created."""
+    private_dir(path.parent)
+    if not path.exists():  # a folder in the way is left to the caller to report (SQLite names it)
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, PRIVATE_FILE_MODE))
+    return path
 
 
 def check_output_file(path: Path, what: str, *, example: str = "") -> Path:

@@ -38,8 +38,11 @@ class PluginFailure(msgspec.Struct, frozen=True, kw_only=True):
     """A plugin that could not be imported, built or started.
 
     ``stage`` says where it failed; ``is_middleware`` decides the failure policy of docs/loader.md:
-    a failed middleware stops ``harness run`` (exit 2), a failed adapter plugin only makes its
-    routes unavailable (``NO_ADAPTER`` naming this failure). ``message`` never holds a secret.
+    true, the plugin fails closed (a middleware, a plugin that serves no adapter such as the
+    gateway's entry, a plugin that cannot be imported) and every command that enforces policy
+    stops (exit 2, :meth:`LoadedConfig.require_complete <harness_core.loader.LoadedConfig.require_complete>`);
+    false, a failed adapter plugin only makes its routes unavailable (``NO_ADAPTER`` naming this
+    failure). ``message`` never holds a secret.
     ``routes`` are the routes the plugin's config says it would serve, when known.
     """
 

@@ -241,17 +241,14 @@ class Harness:
         default (the mock provider) is used.
 
         Raises:
-            LlmError: ``CONFIG`` when the configuration is invalid (from the loader) or when a
-                middleware plugin failed to load (docs/loader.md: dropping, say, a redaction layer
-                silently would leak data); the message lists every such plugin.
+            ConfigError: (an :class:`LlmError` with code ``CONFIG``) when the configuration is
+                invalid (from the loader) or when a plugin that fails closed failed to load
+                (:meth:`LoadedConfig.require_complete`: dropping, say, a redaction layer silently
+                would leak data); the message lists every such plugin, located.
         """
         from harness_core.loader import find_config, load_config
 
-        config = load_config(find_config(path))
-        broken = [f for f in config.failures if f.is_middleware]
-        if broken:
-            raise LlmError("CONFIG", f"middleware plugins failed to load: {_failure_lines(broken)}")
-        return cls.from_loaded(config)
+        return cls.from_loaded(load_config(find_config(path)).require_complete())
 
     @classmethod
     def from_loaded(
@@ -453,6 +450,9 @@ class Harness:
             provider = self.default_route()
         if model is None and (defaults.provider is None or provider == defaults.provider):
             model = defaults.model
+        registration = self._registry.get(provider) if model is None and provider is not None else None
+        if registration is not None:  # the adapter's own default (LlmAdapter.default_model)
+            model = registration.adapter.default_model
         if provider is options.provider and model is options.model:
             return options
         return msgspec.structs.replace(options, provider=provider, model=model)
@@ -460,7 +460,8 @@ class Harness:
     def stream(self, options: GenerateOptions) -> StreamContext:
         """Start a generation: ``async with harness.stream(options) as chunks: async for chunk in chunks``.
 
-        Defaults fill ``provider``/``model`` when ``None``; history messages whose ``source`` is
+        Defaults fill ``provider``/``model`` when ``None`` (then the route adapter's
+        :attr:`~harness_core.adapter.LlmAdapter.default_model`); history messages whose ``source`` is
         not the plugin owning the target route lose their ``replay_state`` before the chain sees
         them. Provider failures never raise here: they arrive as ``finish{error}``.
 

@@ -19,7 +19,7 @@ from typing import IO, Any
 
 import click
 
-from harness_core.cli._config_option import CONFIG_HELP, config_option
+from harness_core.cli._config_option import CONFIG_HELP, config_option, group_config
 from harness_core.entrypoints import entry_points
 
 __all__ = ["cli"]
@@ -126,7 +126,7 @@ class _HarnessGroup(click.Group):
         try:
             target = entry.load()
         except Exception as exc:
-            raise click.UsageError(f"cannot load {where}: {type(exc).__name__}: {exc}") from exc
+            raise click.UsageError(_masked(ctx, f"cannot load {where}: {type(exc).__name__}: {exc}")) from exc
         if not isinstance(target, click.Command):
             raise click.UsageError(f"{where} is no click command")
         return target
@@ -141,6 +141,15 @@ class _HarnessGroup(click.Group):
         ]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+
+def _masked(ctx: click.Context, text: str) -> str:
+    """``text`` (a plugin's import error, which may quote a value it read) through the masker of
+    the config the command would use (``-c`` given to the group, else the usual search): every
+    secret it names, from the file or the environment, is masked as in every other message."""
+    from harness_core.loader import inspect_config
+
+    return inspect_config(group_config(ctx), instantiate=False).redact(text)
 
 
 def _output_failed(exc: OSError) -> BaseException:

@@ -102,6 +102,11 @@ def run_chat(
         return EXIT_USAGE
     out.redact = loaded.redact
     logged = attach_prompt_log(loaded, enabled=True) is not None  # every turn in the prompt log
+    try:
+        loaded.require_complete()  # the default prompt log, built only now, may have failed to start
+    except LlmError as exc:
+        err.write(f"error: {exc}\n")
+        return EXIT_USAGE
     harness = Harness.from_loaded(loaded)
     provider, model = loaded.resolve_alias(provider, model)
     template = GenerateOptions(

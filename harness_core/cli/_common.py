@@ -228,13 +228,14 @@ def report_error(
 
 
 def load_for_start(config: str | None, err: Sink) -> LoadedConfig | None:
-    """Load ``config`` for a command that starts the harness (``run``, ``chat``, ``chain``).
+    """Load ``config`` for a command that starts the harness (``run``, ``chat``, ``chain``, ``models``).
 
     Reports problems and plugin failures on ``err`` (which redacts the config's secrets from
-    then on). Returns ``None`` (exit 2) on a config problem or when a middleware failed (docs/loader.md:
-    a failed middleware stops the run, silently dropping a redaction layer would leak data);
-    adapter plugins that failed are warned about, except those whose routes are known (a missing
-    key): using one of their routes is an error naming the cause, the other routes work quietly.
+    then on). Returns ``None`` (exit 2) on a config problem or when a plugin that fails closed
+    failed (:meth:`LoadedConfig.require_complete`, docs/loader.md: silently dropping a redaction
+    layer would leak data); adapter plugins that failed are warned about, except those whose
+    routes are known (a missing key): using one of their routes is an error naming the cause, the
+    other routes work quietly.
     """
     try:
         loaded = load_config(config)
@@ -243,11 +244,12 @@ def load_for_start(config: str | None, err: Sink) -> LoadedConfig | None:
         return None
     err.redact = loaded.redact
     redact_logs(loaded.redact)
-    stop = False
+    try:
+        loaded.require_complete()
+    except ConfigError as exc:
+        err.write(f"error: {exc}\n")
+        return None
     for failure in loaded.failures:
-        if failure.is_middleware:
-            err.write(f"error: {failure.message}\n  a middleware that fails stops harness (fail closed)\n")
-            stop = True
-        elif failure.routes is None:  # routes known: the error names it when one is used
+        if failure.routes is None:  # routes known: the error names it when one is used
             err.write(f"warning: {failure.message}; its routes are unavailable\n")
-    return None if stop else loaded
+    return loaded

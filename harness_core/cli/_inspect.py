@@ -38,9 +38,15 @@ def show_plugins(config: str | None, *, as_json: bool) -> int:
     :meth:`LoadedConfig.redact`. Each problem is printed once: the config problems, then the
     messages of plugins that failed to import, build or start.
     """
+    from harness_core.cli._promptlog import BY_DEFAULT, PROMPT_LOG, attach_default_prompt_log
+
     loaded = inspect_config(config)
     problems = [str(p) for p in loaded.problems]
     if not problems:
+        attach_default_prompt_log(loaded)  # the prompt log a run writes, though plugins.yaml does not list it
+        for entry in loaded.entries:
+            if entry.name == PROMPT_LOG and entry.state == "installed":  # so attached (or failed: marked below)
+                entry.state, entry.is_middleware, entry.message = "enabled", True, BY_DEFAULT
         with redacted_logging(loaded.redact):
             problems = anyio.run(_start, loaded)
         _mark_failures(loaded, problems)
@@ -67,6 +73,7 @@ def show_plugins(config: str | None, *, as_json: bool) -> int:
         for entry in loaded.entries
         if entry.message and entry.state == "failed" and entry.message not in problems
     ]
+    lines += [f"note: {entry.key}: {entry.message}" for entry in loaded.entries if entry.message == BY_DEFAULT]
     lines += [f"! {line}" for line in [*notes, *problems]]
     out.write("".join(loaded.redact(line) + "\n" for line in lines))
     return _written(out, EXIT_OK)
@@ -201,13 +208,21 @@ def show_chain(route: str | None, config: str | None, *, as_json: bool) -> int:
     The default route is ``defaults.provider``, else the only route served when exactly one is
     (the output says so). Everything printed, and every log record emitted while the harness runs, is redacted.
     """
+    from harness_core.cli._promptlog import BY_DEFAULT, PROMPT_LOG, attach_default_prompt_log
+
     err = Sink(sys.stderr)
     loaded = load_for_start(config, err)
     if loaded is None:
         return EXIT_USAGE
+    notes = {PROMPT_LOG: BY_DEFAULT} if attach_default_prompt_log(loaded) else {}
+    try:
+        loaded.require_complete()  # the default prompt log may have failed to start
+    except LlmError as exc:
+        err.write(f"error: {exc}\n")
+        return EXIT_USAGE
     try:
         with redacted_logging(loaded.redact):
-            target, links = anyio.run(_chain, loaded, route)
+            target, links = anyio.run(_chain, loaded, route, notes)
     except LlmError as exc:
         err.write(loaded.redact(f"error: {exc}") + "\n")
         return EXIT_USAGE
@@ -231,10 +246,12 @@ def show_chain(route: str | None, config: str | None, *, as_json: bool) -> int:
     return _written(out, EXIT_OK)
 
 
-async def _chain(loaded: LoadedConfig, route: str | None) -> tuple[str | None, list[dict[str, str]]]:
+async def _chain(
+    loaded: LoadedConfig, route: str | None, notes: dict[str, str]
+) -> tuple[str | None, list[dict[str, str]]]:
     """The route shown (``route``, else the harness's default route) and its links; a middleware
     with a ``describe_chain(route) -> str | None`` method adds its ``detail`` (``fallback`` lists
-    its targets)."""
+    its targets), else ``notes`` give it by plugin key (the prompt log on by default)."""
     from harness_core.runtime import Harness
 
     instances = {plugin.key: plugin.instance for plugin in loaded.plugins}
@@ -244,7 +261,7 @@ async def _chain(loaded: LoadedConfig, route: str | None) -> tuple[str | None, l
         for link in harness.chain(target):
             entry = {"key": link.key, "tier": link.tier}
             describe = getattr(instances.get(link.key), "describe_chain", None)
-            detail = describe(target) if callable(describe) else None
+            detail = describe(target) if callable(describe) else notes.get(link.key)
             if detail:
                 entry["detail"] = str(detail)
             links.append(entry)
@@ -266,22 +283,35 @@ def show_models(route: str | None, config: str | None, *, as_json: bool) -> int:
         return EXIT_USAGE
     try:
         with redacted_logging(loaded.redact):
-            models, problems = anyio.run(_models, loaded, route)
+            models, problems, unlisted = anyio.run(_models, loaded, route)
     except LlmError as exc:
         err.write(loaded.redact(f"error: {exc}") + "\n")
         return EXIT_USAGE
-    return _print_models(loaded, models, problems, err, as_json=as_json)
+    return _print_models(loaded, models, problems, unlisted, err, as_json=as_json)
+
+
+NO_LIST = "no model list (its adapter cannot list models and plugins.yaml names none): pass -m MODEL"
+"""What ``harness models`` says of a route it can list no model of."""
 
 
 def _print_models(
-    loaded: LoadedConfig, models: list[ModelInfo], problems: list[str], err: Sink, *, as_json: bool
+    loaded: LoadedConfig,
+    models: list[ModelInfo],
+    problems: list[str],
+    unlisted: list[str],
+    err: Sink,
+    *,
+    as_json: bool,
 ) -> int:
-    """Write ``models`` (a table or JSON) and ``problems``; the exit code of ``harness models``."""
+    """Write ``models`` (a table or JSON), a line per ``unlisted`` route (a ``note:`` on stderr
+    with ``--json``, whose rows are models) and ``problems``; the exit code of ``harness models``."""
     for problem in problems:
         err.write(loaded.redact(f"error: {problem}") + "\n")
     out = Sink(sys.stdout)
     rows = [msgspec.to_builtins(info) for info in models]
     if as_json:
+        for name in unlisted:
+            err.write(loaded.redact(f"note: route {name!r}: {NO_LIST}") + "\n")
         out.write(loaded.redact(msgspec.json.encode(_redact_data(rows, loaded.redact)).decode()) + "\n")
     else:
         lines = [
@@ -291,16 +321,19 @@ def _print_models(
             + (f"  efforts {','.join(info.reasoning_efforts)}" if info.reasoning_efforts else "")
             for info in models
         ]
+        lines += [f"{name}  {NO_LIST}" for name in unlisted]
         out.write(loaded.redact("".join(f"{line}\n" for line in lines) or "no models\n"))
     return _written(out, EXIT_ERROR if problems else EXIT_OK)
 
 
-async def _models(loaded: LoadedConfig, route: str | None) -> tuple[list[ModelInfo], list[str]]:
-    """The models of ``route`` (every route when ``None``) and the listing failures."""
+async def _models(loaded: LoadedConfig, route: str | None) -> tuple[list[ModelInfo], list[str], list[str]]:
+    """The models of ``route`` (every route when ``None``), the listing failures, and the routes
+    whose adapter cannot list models and for which plugins.yaml names none."""
     from harness_core.runtime import Harness
 
     models: list[ModelInfo] = []
     problems: list[str] = []
+    unlisted: list[str] = []
     async with Harness.from_loaded(loaded) as harness:
         routes = [route] if route is not None else sorted(harness.routes())
         for name in routes:
@@ -317,13 +350,15 @@ async def _models(loaded: LoadedConfig, route: str | None) -> tuple[list[ModelIn
                     target.partition("/")[2] for target in loaded.aliases.values() if target.startswith(f"{name}/")
                 ]
                 listed = [harness.resolve_model(name, model) for model in dict.fromkeys(m for m in configured if m)]
+                if not listed:
+                    unlisted.append(name)
             models.extend(listed)
         if route is None:  # the routes of adapters that failed to start are in no listing: say so
             # (a middleware that failed stops the start before this: fail closed)
             for failure in [f for f in harness.failures if not f.is_middleware]:
                 owned = ", ".join(repr(name) for name in failure.routes or [])
                 problems.append(f"route {owned}: {_failure_line(failure)}" if owned else _failure_line(failure))
-    return models, problems
+    return models, problems, unlisted
 
 
 def show_tools(config: str | None, *, as_json: bool) -> int:

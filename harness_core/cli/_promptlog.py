@@ -15,13 +15,28 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from harness_core.loader import LoadedConfig, installed_plugins
-from harness_core.plugininfo import LoadedPlugin
+from harness_core.plugininfo import LoadedPlugin, PluginFailure
 from harness_core.types import GenerateOptions, Message
 
-__all__ = ["CONVERSATION_KEY", "PROMPT_LOG", "Continuation", "PromptLogger", "attach_prompt_log", "why_no_prompt_log"]
+__all__ = [
+    "BY_DEFAULT",
+    "CONVERSATION_KEY",
+    "PROMPT_LOG",
+    "Continuation",
+    "PromptLogger",
+    "attach_default_prompt_log",
+    "attach_prompt_log",
+    "why_no_prompt_log",
+]
 
 PROMPT_LOG = "prompt-log"
 """The entry-point name of the prompt log middleware."""
+
+BY_DEFAULT = (
+    "on by default: `harness run` and `harness chat` log every prompt and reply "
+    f"(`~{PROMPT_LOG}:` in plugins.yaml or `--no-log` turns it off; `harness logs` shows it)"
+)
+"""How ``harness plugins`` and ``harness chain`` describe the prompt log they did not find in plugins.yaml."""
 
 CONVERSATION_KEY = "harness.conversation_id"
 """``options.metadata`` key naming the logged conversation a request continues (the middleware
@@ -49,6 +64,10 @@ def attach_prompt_log(loaded: LoadedConfig, *, enabled: bool) -> PromptLogger | 
     middleware of ``loaded``. ``None`` when there is none. The config's secrets are masked by the
     harness that starts it (the ``use_redactor`` hook: `harness run` and `harness chat` build theirs
     with ``loaded.redactor``).
+
+    A default instance that cannot be built (its folder cannot be made) is recorded in
+    ``loaded.failures`` as a failed middleware, and ``None`` returned: a command that logs calls
+    :meth:`LoadedConfig.require_complete` next, which then stops it (fail closed).
     """
     listed = [plugin for plugin in loaded.plugins if plugin.name == PROMPT_LOG]
     if listed:
@@ -59,10 +78,30 @@ def attach_prompt_log(loaded: LoadedConfig, *, enabled: bool) -> PromptLogger | 
         entry_point = installed_plugins().get(PROMPT_LOG)
         if entry_point is None:
             return None
-        instance = entry_point.load()()
+        try:
+            instance = entry_point.load()()
+        except Exception as exc:
+            message = (
+                f"plugin {PROMPT_LOG!r} (on by default; `--no-log` or `~{PROMPT_LOG}:` turns it off) "
+                f"failed to start: {type(exc).__name__}: {exc}"
+            )
+            failure = PluginFailure(
+                key=PROMPT_LOG, name=PROMPT_LOG, message=loaded.redact(message), stage="init", is_middleware=True
+            )
+            loaded.failures.append(failure)
+            return None
         loaded.plugins.insert(0, LoadedPlugin(key=PROMPT_LOG, name=PROMPT_LOG, instance=instance))
     logger: PromptLogger = instance
     return logger
+
+
+def attach_default_prompt_log(loaded: LoadedConfig) -> bool:
+    """Attach the prompt log as ``harness run`` does (:func:`attach_prompt_log`, logging on), so
+    ``harness plugins`` and ``harness chain`` show what a run goes through; whether it is the
+    default one (on although plugins.yaml does not list it). A default one that failed to start
+    is in ``loaded.failures``."""
+    listed = any(plugin.name == PROMPT_LOG for plugin in loaded.plugins)
+    return attach_prompt_log(loaded, enabled=True) is not None and not listed
 
 
 def why_no_prompt_log(loaded: LoadedConfig, *, enabled: bool) -> str:

@@ -227,6 +227,11 @@ def _prepare(
     from harness_core.cli._promptlog import CONVERSATION_KEY, attach_prompt_log, why_no_prompt_log
 
     logger = attach_prompt_log(loaded, enabled=log)
+    try:
+        loaded.require_complete()  # the default prompt log, built only now, may have failed to start
+    except LlmError as exc:
+        err.write(f"error: {exc}\n")
+        return None
     metadata: dict[str, object] = {}
     messages = options.messages
     system = options.system

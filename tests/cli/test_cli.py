@@ -188,7 +188,7 @@ def test_the_only_route_served_is_the_default(harness: Harness, config: Config) 
     assert (result.returncode, result.stdout) == (0, "hi\n")
     result = harness("chain")
     assert result.stdout.startswith("route: mock (the only route served; no defaults.provider) (outermost first)\n")
-    assert "1. mock (adapter)" in result.stdout
+    assert "2. mock (adapter)" in result.stdout  # after the prompt log, on by default
 
 
 def test_run_usage_errors_exit_2(harness: Harness) -> None:
@@ -457,7 +457,10 @@ def test_config_check_reports_start_errors_without_failures(harness: Harness, co
 
 
 def test_chain_shows_the_middleware_order(harness: Harness, config: Config) -> None:
-    config("plugins:\n  trace: {path: t.jsonl}\n  nofinish: {}\n  mock: {}\ndefaults: {provider: mock}\n")
+    config(
+        "plugins:\n  trace: {path: t.jsonl}\n  nofinish: {}\n  mock: {}\n  ~prompt-log: {}\n"
+        "defaults: {provider: mock}\n"
+    )
     result = harness("chain")
     assert result.returncode == 0
     assert result.stdout.splitlines() == [
@@ -478,7 +481,7 @@ def test_chain_shows_the_middleware_order(harness: Harness, config: Config) -> N
 
 
 def test_chain_without_route(harness: Harness, config: Config) -> None:
-    config("plugins:\n  trace: {path: t.jsonl}\n")
+    config("plugins:\n  trace: {path: t.jsonl}\n  ~prompt-log: {}\n")
     result = harness("chain")
     assert result.returncode == 0
     assert result.stdout.splitlines() == [
@@ -677,6 +680,8 @@ def test_models_from_config_and_listing_failures(harness: Harness, config: Confi
     assert "error: route 'down':" in result.stderr
     assert "NETWORK" in result.stderr
     config("plugins:\n  stubborn: {}\n")
+    assert harness("models").stdout.startswith("stubborn  no model list")  # named, never left out
+    config("plugins: {}\n")
     assert harness("models").stdout == "no models\n"
 
 

@@ -453,7 +453,7 @@ def test_import_and_init_failures_are_recorded_not_raised(fake_plugins: Path, wr
     failures = {f.key: f for f in loaded.failures}
     assert [(f.key, f.stage, f.is_middleware) for f in loaded.failures] == [
         ("broken", "import", True),
-        ("badconfig", "config", False),
+        ("badconfig", "config", True),  # serves no adapter: fails closed
         ("failinit", "init", False),
         ("failmw", "init", True),
     ]

@@ -96,3 +96,36 @@ async def test_write_in_thread_reports_errors_and_timeouts(caplog: pytest.LogCap
         gate.set()
     assert log.failures == 1
     assert "w failed: TimeoutError: the write took over 0.01s" in caplog.text
+
+
+def _mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+def test_private_files_and_their_new_folders_are_the_users_only(tmp_path: Path) -> None:
+    from harness_core import private_dir, private_file
+
+    previous = os.umask(0o022)  # the usual umask, which makes files world-readable
+    try:
+        path = private_file(tmp_path / "a" / "b" / "log.sqlite")
+        assert path.read_bytes() == b""
+        assert (_mode(tmp_path / "a"), _mode(tmp_path / "a" / "b"), _mode(path)) == (0o700, 0o700, 0o600)
+        path.write_bytes(b"kept")
+        path.chmod(0o640)  # an existing file (and folder) is left as the user set it
+        assert private_file(path).read_bytes() == b"kept"
+        assert _mode(path) == 0o640
+        (tmp_path / "open").mkdir(mode=0o755)
+        assert private_dir(tmp_path / "open") == tmp_path / "open"
+        assert _mode(tmp_path / "open") == 0o755
+    finally:
+        os.umask(previous)
+
+
+def test_a_private_folder_behind_a_file_is_an_error(tmp_path: Path) -> None:
+    from harness_core.outfile import private_dir
+
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(FileExistsError):
+        private_dir(tmp_path / "file")
+    with pytest.raises(FileExistsError, match="file"):
+        private_dir(tmp_path / "file" / "below")

@@ -62,7 +62,8 @@ async def test_a_library_harness_hands_its_masker_to_sink_middleware() -> None:
     async with harness:
         assert harness.redact(f"a {KEY}") == "a **********"
         await harness.generate(options)
-    assert recorder.stored == [{"route": "**********", "prompt": "********** **********"}, None]
+    # the model the mock served by default is recorded (LlmAdapter.default_model), not None
+    assert recorder.stored == [{"route": "**********", "prompt": "********** **********"}, "echo"]
 
 
 async def test_a_failing_use_redactor_of_a_middleware_stops_the_start() -> None:

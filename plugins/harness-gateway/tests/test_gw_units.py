@@ -90,7 +90,9 @@ def test_runtime_refuses_a_failed_middleware_and_drains_with_a_bound(
         # an unusable usage path is refused when the config is validated (a located CONFIG error)
         with pytest.raises(LlmError, match=r"bad\.yaml:2, plugin 'usage': usage path .* is a directory"):
             await load_runtime(bad)
-        with pytest.raises(LlmError, match=r"middleware plugins failed to load: .*usage path .* is not a folder"):
+        with pytest.raises(
+            LlmError, match=r"blocked\.yaml:2: plugin 'usage' failed to start: .*usage path .* is not a folder"
+        ):
             await load_runtime(blocked)
         runtime = await load_runtime(good)
         holder = RuntimeHolder(runtime)

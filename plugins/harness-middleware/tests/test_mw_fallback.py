@@ -341,6 +341,7 @@ def test_harness_chain_lists_the_targets(tmp_path: Path, capsys: pytest.CaptureF
     config = tmp_path / "plugins.yaml"
     config.write_text(
         "plugins:\n  fallback:\n    targets: {mock: [b/other]}\n    cooldown: 5\n  mock: {}\n  mock:b: {routes: [b]}\n"
+        "  ~prompt-log: {}\n"  # else the prompt log on by default is the first link
     )
     assert show_chain("mock", str(config), as_json=False) == 0
     assert capsys.readouterr().out.splitlines() == [

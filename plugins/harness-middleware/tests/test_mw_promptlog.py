@@ -446,7 +446,7 @@ async def test_files_are_stored_by_digest_and_named_when_continued(tmp_path: Pat
     assert first.content[2] == FileBlock("image/png", url="https://example.com/y.png")
 
 
-def test_logs_name_a_route_without_a_model_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_logs_name_the_model_served_when_none_was_asked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     config = tmp_path / "plugins.yaml"
     config.write_text("plugins:\n  prompt-log: {path: log.sqlite}\n  mock: {}\ndefaults: {provider: mock}\n")
@@ -454,5 +454,5 @@ def test_logs_name_a_route_without_a_model_alone(tmp_path: Path, monkeypatch: py
     assert ran.exit_code == 0, ran.output
     shown = CliRunner().invoke(harness_cli, ["-c", str(config), "logs"])
     assert shown.exit_code == 0, shown.output
-    assert "\nroute: mock\n" in shown.stdout
+    assert "\nroute: mock/echo\n" in shown.stdout  # the mock's default model, never "None"
     assert "None" not in shown.stdout

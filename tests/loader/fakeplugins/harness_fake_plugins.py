@@ -178,3 +178,20 @@ class LenientPlugin:
     @hookimpl
     def register_adapter(self, register: RegisterAdapter) -> None:  # pragma: no cover - never started
         raise AssertionError
+
+
+class PolicyConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    token: Secret | None = None
+    fail: bool = False
+
+
+class PolicyPlugin:
+    """A plugin with no hook, like the gateway's entry (its config is read by a command): it
+    serves no adapter, so it fails closed; ``fail: true`` makes its constructor fail."""
+
+    Config = PolicyConfig
+
+    def __init__(self, config: PolicyConfig) -> None:
+        if config.fail:
+            raise RuntimeError("policy store unreachable")
+        self.config = config

@@ -37,13 +37,16 @@ class _UsageProblem(click.ClickException):
 def gateway_config(config: str | None) -> GatewayConfig:
     """The validated ``gateway`` config of plugins.yaml (defaults when the entry is absent).
 
-    Raises :class:`click.ClickException` (exit 2) with every located problem when the file is invalid.
+    Raises :class:`click.ClickException` (exit 2) with every located problem when the file is
+    invalid (an unset ``${{ env.X }}`` in the ``gateway`` entry included) or a plugin that fails
+    closed failed (:meth:`~harness_core.loader.LoadedConfig.require_complete`): ``serve`` and
+    ``keys`` never run on defaults standing in for a config that could not be loaded.
     """
     from harness_core.config import ConfigError
     from harness_core.loader import load_config
 
     try:
-        loaded = load_config(config)
+        loaded = load_config(config).require_complete()
     except ConfigError as exc:
         raise _UsageProblem(str(exc)) from exc
     for plugin in loaded.plugins:

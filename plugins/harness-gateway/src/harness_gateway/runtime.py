@@ -93,13 +93,12 @@ async def load_runtime(path: str | Path | None) -> GatewayRuntime:
     """Read and validate ``path`` (the usual config search when ``None``) and start its harness.
 
     Raises:
-        LlmError: ``CONFIG`` with every located problem (file, plugin, field, line) when the file is
-            invalid or a middleware failed to load.
+        ConfigError: (an :class:`LlmError` with code ``CONFIG``) every located problem (file,
+            plugin, field, line) when the file is invalid (an unset ``${{ env.X }}`` in the
+            ``gateway`` entry among them) or a plugin that fails closed failed to load
+            (:meth:`~harness_core.loader.LoadedConfig.require_complete`).
     """
-    loaded = load_config(find_config(path))
-    broken = [f.message for f in loaded.failures if f.is_middleware]
-    if broken:  # dropping a middleware (say, redaction) silently would change what every stream does
-        raise LlmError("CONFIG", "middleware plugins failed to load: " + "; ".join(broken))
+    loaded = load_config(find_config(path)).require_complete()  # a policy plugin dropped: never serve
     gateway = next((p.instance for p in loaded.plugins if isinstance(p.instance, GatewayPlugin)), None)
     config = gateway.config if gateway is not None else GatewayConfig()
     provider_defaults(loaded, config)

@@ -51,6 +51,7 @@ import anyio.from_thread
 import msgspec
 from anyio.abc import TaskStatus
 
+from harness_core.outfile import private_file
 from harness_core.types import TokenUsage
 from harness_gateway.errors import GatewayError
 from harness_gateway.keys import KeyRecord, KeySpec, hash_key, new_key
@@ -680,7 +681,7 @@ class SQLiteStore(SqlStore):
     def _connect(self, wait: bool) -> sqlite3.Connection:
         conn = self._conns.get(wait)
         if conn is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_file(self.path)  # keys' hashes, spend and request records: the user's only (0600)
             # Opened on a worker thread either way: setting the file up waits for other processes
             # (switching a new file to WAL takes its lock: two workers starting at once would
             # otherwise see "database is locked"); only then does the event loop's connection

@@ -91,6 +91,8 @@ class MockConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 class MockAdapter(LlmAdapter):
     """The mock adapter: deterministic replies built from the request (module docstring)."""
 
+    default_model = MODEL  # a request without a model is served (and recorded) as `echo`
+
     def __init__(self, config: MockConfig) -> None:
         self.config = config
 

@@ -15,7 +15,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import TypeVar
 
-from harness_core.outfile import WriteFailureLog, check_output_file, write_in_thread
+from harness_core.outfile import WriteFailureLog, check_output_file, private_file, write_in_thread
 
 __all__ = ["NotThisDatabase", "check_database_path", "read", "record", "run"]
 
@@ -25,9 +25,10 @@ _BUSY_TIMEOUT = 10.0  # seconds sqlite waits for another writer's lock
 
 
 def run(path: Path, schema: str, operation: Callable[[sqlite3.Connection], T]) -> T:
-    """Open ``path`` (creating its folder and the ``schema`` when missing), run ``operation`` in
-    one transaction, commit, close. Raises :class:`sqlite3.Error` on database faults."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Open ``path`` (creating it private, 0600 in 0700 folders, and the ``schema`` when missing),
+    run ``operation`` in one transaction, commit, close. Raises :class:`sqlite3.Error` on
+    database faults, :class:`OSError` when the file cannot be created."""
+    private_file(path)
     with closing(sqlite3.connect(path, timeout=_BUSY_TIMEOUT)) as conn:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.executescript(schema)

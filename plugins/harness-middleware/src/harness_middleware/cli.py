@@ -27,7 +27,7 @@ from harness_middleware.usage import UsageLedger, UsagePlugin, default_usage_pat
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from harness_core.loader import LoadedConfig
 
-__all__ = ["cache_command", "logs_command", "parse_since", "usage_command"]
+__all__ = ["cache_command", "logs_command", "parse_since", "prompt_log", "usage_command", "usage_ledger"]
 
 P = TypeVar("P")
 
@@ -60,12 +60,14 @@ def parse_since(text: str, now: float | None = None) -> float:
 
 
 def _load(config: str | None) -> LoadedConfig:
-    """plugins.yaml loaded; raises :class:`click.ClickException` (exit 2) when it is invalid."""
+    """plugins.yaml loaded; raises :class:`click.ClickException` (exit 2) when it is invalid or a
+    plugin that fails closed failed (:meth:`~harness_core.loader.LoadedConfig.require_complete`:
+    a failed ``usage`` or ``prompt-log`` plugin must not send the command to the default store)."""
     from harness_core.config import ConfigError
     from harness_core.loader import load_config
 
     try:
-        return load_config(config)
+        return load_config(config).require_complete()
     except ConfigError as exc:
         raise _ConfigProblem(str(exc)) from exc
 
@@ -85,6 +87,12 @@ def _plugin_from_config(config: str | None, plugin_type: type[P], loaded: Loaded
 
 class _ConfigProblem(click.ClickException):
     exit_code = 2
+
+
+def usage_ledger(config: str | None, db: str | None) -> UsageLedger:
+    """The usage ledger of ``--db``, else of the ``usage`` plugin of plugins.yaml, else the
+    default path. Raises :class:`click.ClickException` (exit 2) for an invalid or incomplete config."""
+    return _ledger(config, db)
 
 
 def _ledger(config: str | None, db: str | None) -> UsageLedger:

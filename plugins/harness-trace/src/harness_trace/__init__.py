@@ -48,7 +48,7 @@ import msgspec
 
 from harness_core import FileBlock, GenerateOptions, ReasoningDelta, SecretMasking, StreamChunk, TextDelta, hookimpl
 from harness_core.hookspecs import CallNext
-from harness_core.outfile import WriteFailureLog, check_output_file, write_in_thread
+from harness_core.outfile import WriteFailureLog, check_output_file, private_file, write_in_thread
 
 __all__ = ["TraceConfig", "TracePlugin"]
 
@@ -122,8 +122,7 @@ class TracePlugin(SecretMasking):
             await write_in_thread(append, bound=_WRITE_TIMEOUT, failures=self._failures)
 
     def _append(self, lines: list[bytes]) -> None:
-        path = Path(self.config.path).expanduser()
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path = private_file(Path(self.config.path).expanduser())  # prompts and replies: the user's only
         with self._lock, path.open("ab") as file:
             file.write(b"".join(lines))
 

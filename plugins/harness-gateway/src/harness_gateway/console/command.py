@@ -16,8 +16,7 @@ import click
 from harness_core.cli import config_option
 from harness_gateway.config import is_loopback
 from harness_gateway.console.local import local_app
-from harness_middleware.cli import prompt_log
-from harness_middleware.usage import default_usage_path
+from harness_middleware.cli import prompt_log, usage_ledger
 
 __all__ = ["TOKEN_ENV", "console_command"]
 
@@ -25,8 +24,13 @@ TOKEN_ENV = "HARNESS_CONSOLE_TOKEN"
 
 
 @click.command("console")
-@config_option(help="plugins.yaml naming the prompt log's path")
-@click.option("--usage", "usage_path", type=click.Path(dir_okay=False), help="usage ledger (default: the usual one)")
+@config_option(help="plugins.yaml naming the usage ledger's and the prompt log's paths")
+@click.option(
+    "--usage",
+    "usage_path",
+    type=click.Path(dir_okay=False),
+    help="usage ledger (default: the config's, else the usual one)",
+)
 @click.option(
     "--log", "log_path", type=click.Path(dir_okay=False), help="prompt log (default: the config's, else the usual one)"
 )
@@ -41,7 +45,7 @@ def console_command(config: str | None, usage_path: str | None, log_path: str | 
     """
     import uvicorn
 
-    usage = Path(usage_path) if usage_path else default_usage_path()
+    usage = usage_ledger(config, usage_path).path  # the config's `usage` entry, as `harness usage` reads it
     log = Path(log_path) if log_path else prompt_log(config, None).path
     token = os.environ.get(TOKEN_ENV)
     if not token:

@@ -91,7 +91,7 @@ def _log_row(entry: LogEntry) -> dict[str, Any]:
                 for a in entry.attempts or [] if a.get("failure") or a.get("skipped")]  # fmt: skip
     return _row(
         id=entry.id, request_id=entry.id, route=entry.requested_route or "-", model=entry.requested_model or "-",
-        served_route=entry.route, served_model=entry.model, started_at=entry.ts, status=status,
+        served_route=entry.route or "-", served_model=entry.model or "-", started_at=entry.ts, status=status,
         first_token_ms=entry.first_chunk_ms, latency_ms=entry.duration_ms, input_tokens=entry.input_tokens,
         output_tokens=entry.output_tokens, cache_read_tokens=entry.cache_read_tokens,
         cache_write_tokens=entry.cache_write_tokens, reasoning_tokens=entry.reasoning_tokens,

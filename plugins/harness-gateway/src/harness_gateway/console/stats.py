@@ -36,7 +36,7 @@ def group_of(row: dict[str, Any], by: Group) -> str:
         return str(row["key_name"] or "(no key)")
     if by == "route":
         return str(row["route"])
-    return f"{row['route']}/{row['model']}"
+    return f"{row['route']}/{row['model'] or '-'}"
 
 
 def bucket_label(start: float, bucket: Bucket) -> str:
