@@ -92,6 +92,7 @@ FIRST_PARTY_PLUGINS: Final[Mapping[str, str]] = MappingProxyType(
         "fallback": "harness-middleware",
         "gateway": "harness-gateway",
         "gemini": "harness-llm-gemini",
+        "mcp": "harness-mcp",
         "mock": "harness-llm-mock",
         "openai": "harness-llm-openai",
         "otel": "harness-middleware",
