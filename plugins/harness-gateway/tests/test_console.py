@@ -428,7 +428,6 @@ def test_spend_and_traffic_buckets_and_groups() -> None:
     assert (other["errors"], other["ttft_p50"], other["fallbacks"]) == (1, None, 1)  # served by mock/echo
 
 
-@pytest.mark.xdist_group("postgresql")  # with test_gw_postgres.py: one cluster at a time
 def test_records_in_postgresql() -> None:
     """The console's statements run unchanged on PostgreSQL (numbered placeholders, its types)."""
     from gw_postgres import Cluster

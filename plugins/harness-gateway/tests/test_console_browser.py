@@ -45,10 +45,6 @@ ARTIFACTS = Path(os.environ.get("HARNESS_ARTIFACTS", Path(__file__).parents[3] /
 
 playwright_sync = pytest.importorskip("playwright.sync_api")
 
-# One worker under pytest-xdist (`nox -s tests` runs --dist loadgroup): the module's screenshots
-# folder is emptied once per module, and one chromium at a time is enough for a 2-core machine.
-pytestmark = pytest.mark.xdist_group("browser")
-
 if not Path(CHROMIUM).exists():  # pragma: no cover - CI installs chromium (.ci/run); it fails there instead
     if os.environ.get("CI"):
         raise RuntimeError(f"{CHROMIUM} is missing: .ci/run installs Debian's chromium package")

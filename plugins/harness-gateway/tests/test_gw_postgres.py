@@ -25,10 +25,6 @@ from harness_gateway.postgres import PostgresStore
 MASTER = "master-" + "p" * 24
 HI = {"model": "mock/echo", "messages": [{"role": "user", "content": "hi"}]}
 
-# One worker under pytest-xdist (`nox -s tests` runs --dist loadgroup) for every PostgreSQL test:
-# each starts a cluster (and most two gateway processes), so two at once would double the peak.
-pytestmark = pytest.mark.xdist_group("postgresql")
-
 
 @pytest.fixture
 def cluster() -> Iterator[Cluster]:
