@@ -2,18 +2,24 @@
 
 Sessions:
     lint      ruff check + ruff format --check over the whole tree
-    types     mypy --strict over harness_core and every plugin's src, then over the tests
+    types     one mypy run (tools/typecheck.py, cache in .mypy_cache): --strict over harness_core
+              and every plugin's src, the tests with the lighter flags
     build     every distribution (core and plugins) as a wheel in dist/
     wheels    the wheels installed (not editable) in a fresh venv: harness run and the
               conformance suites run from there
-    tests     the whole test suite under coverage (subprocess CLI runs included), then the
-              per-file gate: 100 % line+branch for harness_core and every plugin's src/
+    tests     the whole test suite under coverage (subprocess CLI runs included), in parallel
+              (pytest-xdist, one worker per core; `nox -s tests -- -n 0` runs it in one process),
+              then the per-file gate: 100 % line+branch for harness_core and every plugin's src/
+
+A session's virtualenv is reused and only reinstalled when what it installs changed (the DEV list
+or any pyproject.toml): see install_project.
     bench     benchmarks (never part of the test run)
     e2e_local a real local model (llama.cpp server + SmolLM2) through harness-llm-openai
 """
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from pathlib import Path
 
@@ -26,11 +32,6 @@ nox.options.reuse_existing_virtualenvs = True
 
 ROOT = Path(__file__).parent
 PLUGINS = sorted(p.parent for p in ROOT.glob("plugins/*/pyproject.toml"))
-TEST_FOLDERS = sorted(
-    p for p in [*ROOT.glob("tests/*"), *ROOT.glob("plugins/*/tests")] if p.is_dir() and any(p.glob("*.py"))
-)
-LIGHTER = ["--allow-untyped-defs", "--allow-incomplete-defs", "--allow-untyped-decorators", "--no-warn-unused-ignores"]
-"""mypy over the tests: strict, except that test functions, fixtures and decorators need no annotations."""
 DIST = ROOT / "dist"
 CONFORMANCE_TESTS = [
     "tests/kit/test_conformance.py",
@@ -43,6 +44,7 @@ CONFORMANCE_TESTS = [
 DEV = [
     "pytest>=8",
     "pytest-timeout>=2.3",
+    "pytest-xdist>=3.6",
     "hypothesis>=6.100",
     "trio>=0.25",
     "coverage[toml]>=7.10",
@@ -53,11 +55,29 @@ DEV = [
 
 
 def install_project(session: nox.Session) -> None:
-    """Core and every plugin, editable (entry points registered), with their test extras."""
+    """Core and every plugin, editable (entry points registered), with their test extras and DEV.
+
+    Skipped when the session's reused virtualenv already holds exactly this: the SHA-256 of the
+    requirements and of every pyproject.toml is kept in ``<venv>/harness-install.sha256`` after a
+    successful install (pip takes over a minute to find nothing to do for eleven editable projects;
+    an editable install needs no reinstall for a change of code, only of a pyproject.toml). A new
+    or changed pyproject.toml, a changed DEV list or a new venv (``nox -N``) installs again; under
+    ``nox --no-install``/``-R`` nox itself skips the install, and no stamp is written."""
     editables = ["-e", ".[test]"]
     for plugin in PLUGINS:
         editables += ["-e", f"{plugin.relative_to(ROOT)}[test]"]
-    session.install(*DEV, *editables)
+    requirements = [*DEV, *editables]
+    digest = hashlib.sha256("\0".join(requirements).encode())
+    for project in [ROOT, *PLUGINS]:
+        digest.update(b"\0" + (project / "pyproject.toml").read_bytes())
+    location = getattr(session.virtualenv, "location", None)
+    stamp = Path(location) / "harness-install.sha256" if location else None
+    if stamp is not None and stamp.is_file() and stamp.read_text() == digest.hexdigest():
+        session.log(f"install skipped: {stamp} matches the requirements and every pyproject.toml")
+        return
+    session.install(*requirements)
+    if stamp is not None and not {"--no-install", "-R"} & set(sys.argv):
+        stamp.write_text(digest.hexdigest())
 
 
 @nox.session
@@ -69,19 +89,27 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def types(session: nox.Session) -> None:
+    """One mypy run over the sources (strict) and every test folder (strict but for annotations on
+    tests and fixtures), with its cache in ``.mypy_cache``: ``tools/typecheck.py``; ``nox -s types
+    -- OPTION …`` passes mypy options (e.g. ``--no-incremental``)."""
     install_project(session)
-    session.run("mypy", "harness_core", *(str(p.relative_to(ROOT) / "src") for p in PLUGINS))
-    # The tests: strict too, one folder at a time (test folders are not packages, and several hold a
-    # conftest.py), and without requiring annotations on every test function and fixture.
-    for folder in TEST_FOLDERS:
-        session.run("mypy", *LIGHTER, str(folder.relative_to(ROOT)))
+    session.run("python", "tools/typecheck.py", *session.posargs)
 
 
 @nox.session
 def tests(session: nox.Session) -> None:
+    """The whole suite under coverage, one pytest-xdist worker per core, then the per-file gate.
+
+    ``--dist loadfile``: the tests of one file run in one worker, in order, so a module-scoped
+    fixture runs once (the browser tests' screenshots folder is emptied once, not while the other
+    worker writes into it) and one file's PostgreSQL clusters and gateway processes never overlap.
+    (``--dist loadgroup`` with ``xdist_group`` marks would be finer, but on pytest 9.2 it silently
+    groups nothing: pytest-xdist issue 1386.) Each worker's coverage data is saved by coverage's
+    own subprocess patch (pyproject ``[tool.coverage.run] patch``) and combined with the rest.
+    ``nox -s tests -- ARGS`` adds pytest arguments: a folder, ``-x``, ``-n 0`` (one process)."""
     install_project(session)
     session.run("coverage", "erase")
-    session.run("coverage", "run", "-m", "pytest", *session.posargs)
+    session.run("coverage", "run", "-m", "pytest", "-n", "auto", "--dist", "loadfile", *session.posargs)
     session.run("coverage", "combine", "--quiet")
     session.run("coverage", "json", "-q", "-o", "coverage.json")
     session.run("python", "tools/coverage_gate.py", "coverage.json")
