@@ -75,30 +75,41 @@ class ChainLink(msgspec.Struct, frozen=True):
 
 
 def order_middleware(
-    hookimpls: Sequence[pluggy.HookImpl], keys: Sequence[str]
-) -> list[tuple[ChainLink, MiddlewareFunction]]:
-    """Sort ``llm_stream`` impls outermost first: by (tier, position of the plugin key in ``keys``).
+    hookimpls: Sequence[pluggy.HookImpl], keys: Sequence[str], hook: str = "llm_stream"
+) -> list[tuple[ChainLink, Any]]:
+    """Sort the impls of a middleware hook outermost first: by (tier, position of the plugin key in ``keys``).
 
     ``keys`` lists the plugins.yaml keys in file order; each impl's ``plugin_name`` is its key.
+    ``hook`` is ``"llm_stream"`` (impls must be async generator functions) or ``"llm_tool_call"``
+    (coroutine functions).
 
     Raises:
         LlmError: ``CONFIG`` naming the plugin when an impl is a ``wrapper=``/``hookwrapper=``
-            impl or not an async generator function.
+            impl or not of the kind ``hook`` needs.
     """
+    stream = hook == "llm_stream"
     position = {key: i for i, key in enumerate(keys)}
-    ordered: list[tuple[int, int, ChainLink, MiddlewareFunction]] = []
+    ordered: list[tuple[int, int, ChainLink, Any]] = []
     for impl in hookimpls:
         key = impl.plugin_name
         if impl.wrapper or impl.hookwrapper:
             raise LlmError(
                 "CONFIG",
-                f"plugin {key!r}: llm_stream may not be a wrapper=/hookwrapper= hookimpl; "
-                "a middleware is a plain @hookimpl async generator that calls call_next",
+                f"plugin {key!r}: {hook} may not be a wrapper=/hookwrapper= hookimpl; "
+                "a middleware is a plain @hookimpl "
+                + ("async generator" if stream else "coroutine function")
+                + " that calls call_next",
             )
-        if not inspect.isasyncgenfunction(impl.function):
+        if stream and not inspect.isasyncgenfunction(impl.function):
             raise LlmError(
                 "CONFIG",
                 f"plugin {key!r}: llm_stream must be an async generator function (async def … yield), "
+                f"got {impl.function!r}",
+            )
+        if not stream and not inspect.iscoroutinefunction(impl.function):
+            raise LlmError(
+                "CONFIG",
+                f"plugin {key!r}: {hook} must be a coroutine function (async def … return result), "
                 f"got {impl.function!r}",
             )
         tier: Tier = "tryfirst" if impl.tryfirst else "trylast" if impl.trylast else "normal"

@@ -8,7 +8,9 @@ owns the target route). Every step goes through ``harness.stream``, so every mid
 
 With tools, :meth:`Conversation.send` executes the tool calls of a ``tool-calls`` finish
 (arguments parsed only now, by :meth:`harness_core.tools.Tool.run`), runs parallel calls
-concurrently with results kept in call order (one ``role="tool"`` message per result), sends the
+concurrently with results kept in call order (one ``role="tool"`` message per result; each
+execution goes through :meth:`Harness.run_tool <harness_core.runtime.Harness.run_tool>`, so every
+``llm_tool_call`` middleware sees it: ``otel``'s ``execute_tool`` spans), sends the
 results back, and continues until the model stops or ``max_steps`` generations were made.
 
 A conversation saves to JSON (:meth:`Conversation.save`, msgspec) and loads back
@@ -316,7 +318,7 @@ class Conversation:
             elif not await allowed(call):
                 results[position] = ToolResultBlock(call.id, DECLINED, is_error=True)
             else:
-                results[position] = await found.run(call)
+                results[position] = await self.harness.run_tool(found, call)
 
         async def run_all() -> None:
             async with anyio.create_task_group() as group:

@@ -19,15 +19,15 @@ See docs/hooks.md for the rules a middleware keeps.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pluggy
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from harness_core.adapter import LlmAdapter
-    from harness_core.tools import ToolSource
-    from harness_core.types import GenerateOptions, StreamChunk
+    from harness_core.tools import Tool, ToolSource
+    from harness_core.types import GenerateOptions, StreamChunk, ToolCallBlock, ToolResultBlock
 
 __all__ = [
     "PROJECT_NAME",
@@ -36,6 +36,7 @@ __all__ = [
     "RegisterAdapter",
     "RegisterTool",
     "RegisterToolSource",
+    "ToolCallNext",
     "hookimpl",
     "hookspec",
 ]
@@ -48,6 +49,10 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 
 CallNext = Callable[["GenerateOptions"], AsyncIterator["StreamChunk"]]
 """The rest of the chain below a middleware: call it with options, iterate the chunks."""
+
+ToolCallNext = Callable[["ToolCallBlock"], Awaitable["ToolResultBlock"]]
+"""The rest of the tool-call chain below an ``llm_tool_call`` impl: await it with the call, get
+the result (at the end of the chain, :meth:`harness_core.tools.Tool.run`)."""
 
 
 class RegisterAdapter(Protocol):
@@ -91,6 +96,19 @@ class HarnessSpec:
         long as what it yields keeps docs/stream-obligations.md. Order: ``tryfirst`` impls are outermost,
         ``trylast`` innermost; within a tier the plugin listed first in plugins.yaml is
         outermost. ``wrapper``/``hookwrapper`` impls are rejected.
+        """
+        raise NotImplementedError  # pragma: no cover - a spec has no body
+
+    @hookspec
+    async def llm_tool_call(self, call: ToolCallBlock, tool: Tool, call_next: ToolCallNext) -> ToolResultBlock:
+        """Middleware around every tool execution of the tool loop (``Conversation``): a coroutine
+        function that awaits ``call_next(call)`` (zero times, once, or more) and returns a
+        :class:`~harness_core.types.ToolResultBlock` for ``call.id``. ``tool`` is the
+        :class:`~harness_core.tools.Tool` about to run (name, description, ``spec``). Ordered as
+        ``llm_stream`` (``tryfirst`` outermost; then plugins.yaml order); ``wrapper``/``hookwrapper``
+        impls and plain ``def`` impls are rejected at start. An exception it raises ends the send
+        (the history is rolled back). Only calls that run are seen: an unknown tool, a call the
+        ``approve`` callback refused and a call over ``max_steps`` are answered without it.
         """
         raise NotImplementedError  # pragma: no cover - a spec has no body
 

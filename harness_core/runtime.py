@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -48,7 +48,16 @@ from harness_core.registry import RouteRegistry
 from harness_core.secret import RedactFilter, Redactor, secrets_of
 from harness_core.structured import decode_output, response_format_for
 from harness_core.tools import Tool, ToolRegistry
-from harness_core.types import FinishReason, GenerateOptions, Message, ModelInfo, StreamChunk, TokenUsage
+from harness_core.types import (
+    FinishReason,
+    GenerateOptions,
+    Message,
+    ModelInfo,
+    StreamChunk,
+    TokenUsage,
+    ToolCallBlock,
+    ToolResultBlock,
+)
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from harness_core.loader import LoadedConfig
@@ -227,6 +236,7 @@ class Harness:
         self._tools = ToolRegistry()
         self._boundary = AdapterBoundary(self._registry, self._failures, secrets)
         self._chain: Chain | None = None
+        self._tool_middleware: list[tuple[str, Any, tuple[str, ...]]] = []
         self._used = False
         self._log_filter = RedactFilter(self._redact)
 
@@ -336,7 +346,9 @@ class Harness:
         broken: list[PluginFailure] = []
         registered: list[LoadedPlugin] = []
         for plugin in self._plugins:
-            is_middleware = pm.parse_hookimpl_opts(plugin.instance, "llm_stream") is not None
+            is_middleware = any(
+                pm.parse_hookimpl_opts(plugin.instance, hook) is not None for hook in ("llm_stream", "llm_tool_call")
+            )
             try:
                 pm.register(plugin.instance, name=plugin.key)
             except Exception as exc:
@@ -353,7 +365,9 @@ class Harness:
         adapter_impls = {impl.plugin_name: impl for impl in pm.hook.register_adapter.get_hookimpls()}
         tool_impls = {impl.plugin_name: impl for impl in pm.hook.register_tools.get_hookimpls()}
         source_impls = {impl.plugin_name: impl for impl in pm.hook.register_tool_source.get_hookimpls()}
-        middleware_keys = {impl.plugin_name for impl in pm.hook.llm_stream.get_hookimpls()}
+        middleware_keys = {
+            impl.plugin_name for impl in [*pm.hook.llm_stream.get_hookimpls(), *pm.hook.llm_tool_call.get_hookimpls()]
+        }
         for plugin in registered:
             hooks: tuple[tuple[str, dict[str, pluggy.HookImpl], Callable[[str], object]], ...] = (
                 ("use_redactor", redactor_impls, self._masker),
@@ -378,7 +392,12 @@ class Harness:
         failed_middleware = [f for f in broken if f.is_middleware]
         if failed_middleware:
             raise LlmError("CONFIG", f"middleware plugins failed to start: {_failure_lines(failed_middleware)}")
-        middleware = order_middleware(pm.hook.llm_stream.get_hookimpls(), [p.key for p in self._plugins])
+        keys = [p.key for p in self._plugins]
+        middleware = order_middleware(pm.hook.llm_stream.get_hookimpls(), keys)
+        call_impls = pm.hook.llm_tool_call.get_hookimpls()
+        argnames = {impl.plugin_name: impl.argnames for impl in call_impls}  # an impl may take fewer arguments
+        tool_middleware = order_middleware(call_impls, keys, "llm_tool_call")
+        self._tool_middleware = [(link.key, function, argnames[link.key]) for link, function in tool_middleware]
         self._chain = Chain(middleware, self._boundary)
 
     def _masker(self, key: str) -> Callable[[str], str]:
@@ -477,6 +496,39 @@ class Harness:
         return StreamContext(
             chain, options, ChainRun(route, owner, options.model), self.close_timeout, strict=self.strict
         )
+
+    async def run_tool(self, tool: Tool, call: ToolCallBlock) -> ToolResultBlock:
+        """Execute ``call`` with ``tool`` through every ``llm_tool_call`` middleware (outermost
+        first; the innermost calls :meth:`Tool.run`): what the tool loop of
+        :class:`~harness_core.conversation.Conversation` does for each call it runs.
+
+        Raises:
+            RuntimeError: the harness is not running.
+            LlmError: ``PROTOCOL`` naming the plugin when a middleware returns something other
+                than a ``ToolResultBlock``; what a middleware raises propagates.
+        """
+        self._started_chain()
+        links = list(self._tool_middleware)
+
+        def below(depth: int) -> Callable[[ToolCallBlock], Awaitable[ToolResultBlock]]:
+            if depth == len(links):
+                return tool.run
+            key, function, names = links[depth]
+            inner = below(depth + 1)
+
+            async def call_next(current: ToolCallBlock) -> ToolResultBlock:
+                given = {"call": current, "tool": tool, "call_next": inner}
+                result = await function(**{name: given[name] for name in names})
+                if not isinstance(result, ToolResultBlock):
+                    raise LlmError(
+                        "PROTOCOL",
+                        f"plugin {key!r}: llm_tool_call returned {type(result).__name__}, not a ToolResultBlock",
+                    )
+                return result
+
+            return call_next
+
+        return await below(0)(call)
 
     async def generate(self, options: GenerateOptions) -> GenerateResult:
         """Run :meth:`stream` to the end and assemble the reply (the same code path).

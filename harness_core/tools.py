@@ -32,7 +32,7 @@ import msgspec
 
 from harness_core.errors import LlmError
 from harness_core.hookspecs import RegisterTool
-from harness_core.types import ToolCallBlock, ToolResultBlock, ToolSpec
+from harness_core.types import FileBlock, ToolCallBlock, ToolResultBlock, ToolSpec
 
 __all__ = ["Tool", "ToolError", "ToolRegistry", "ToolSource", "tool"]
 
@@ -80,6 +80,23 @@ def _first_paragraph(doc: str | None) -> str:
     return inspect.cleandoc(doc).split("\n\n", 1)[0].replace("\n", " ").strip()
 
 
+def _result_of(value: Any) -> tuple[str, tuple[FileBlock, ...]]:
+    """The text and files of a tool function's return value (see :class:`Tool`).
+
+    Raises:
+        TypeError: a list holding files also holds something that is not a ``str``.
+        msgspec.EncodeError: a value that cannot be encoded as JSON.
+    """
+    if isinstance(value, FileBlock):
+        return "", (value,)
+    if isinstance(value, list) and any(isinstance(item, FileBlock) for item in value):
+        texts = [item for item in value if not isinstance(item, FileBlock)]
+        if not all(isinstance(item, str) for item in texts):
+            raise TypeError("a result holding files may hold only str and FileBlock items")
+        return "\n\n".join(texts), tuple(item for item in value if isinstance(item, FileBlock))
+    return (value if isinstance(value, str) else msgspec.json.encode(value).decode()), ()
+
+
 def _schema_for(struct_type: type[msgspec.Struct]) -> dict[str, Any]:
     """The JSON Schema object of ``struct_type``, with nested definitions under ``$defs``."""
     (_root,), components = msgspec.json.schema_components([struct_type], ref_template="#/$defs/{name}")
@@ -109,7 +126,9 @@ class Tool:
             ``parameters``).
 
     The function's return value becomes the result text: a ``str`` as is, anything else as
-    JSON (msgspec); raising :class:`ToolError` answers with its message as an error. Sync
+    JSON (msgspec); a :class:`~harness_core.types.FileBlock`, or a list of ``str`` and
+    ``FileBlock`` items holding at least one file, becomes a result with ``files`` (the texts
+    joined by blank lines); raising :class:`ToolError` answers with its message as an error. Sync
     functions run in a worker thread so they never block the event loop;
     when the run is cancelled (an abort), an async tool is cancelled and a sync one is abandoned
     (its thread runs to completion in the background, its result discarded). A ``Tool`` stays
@@ -188,13 +207,13 @@ class Tool:
                 result = await call_sync()
             else:
                 result = await anyio.to_thread.run_sync(call_sync, abandon_on_cancel=True)
-            text = result if isinstance(result, str) else msgspec.json.encode(result).decode()
+            text, files = _result_of(result)
         except ToolError as exc:  # an expected failure, answered as the tool worded it
             return ToolResultBlock(call.id, str(exc), is_error=True)
         except Exception as exc:  # a failing tool (or an unencodable result) is reported to the model, and logged
             logger.warning("tool %r raised", self.name, exc_info=True)
             return ToolResultBlock(call.id, f"tool {self.name!r} failed: {type(exc).__name__}: {exc}", is_error=True)
-        return ToolResultBlock(call.id, text)
+        return ToolResultBlock(call.id, text, files=files)
 
     def __repr__(self) -> str:
         return f"Tool({self.name!r})"

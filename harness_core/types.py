@@ -90,11 +90,18 @@ class ToolCallBlock(msgspec.Struct, tag="tool-call", tag_field="type", frozen=Tr
 
 
 class ToolResultBlock(msgspec.Struct, tag="tool-result", tag_field="type", frozen=True, omit_defaults=True):
-    """The result of executing a tool call, sent back to the model (``role="tool"`` messages)."""
+    """The result of executing a tool call, sent back to the model (``role="tool"`` messages).
+
+    ``content`` is the result text; ``files`` the media the tool returned besides it (images,
+    audio: an MCP tool's image content), in order, sent where the wire takes them in a tool
+    result and refused with ``UNSUPPORTED`` naming the route and media type where it does not
+    (docs/vocabulary.md). Omitted from JSON when empty, so a text-only result is unchanged.
+    """
 
     tool_call_id: str
     content: str
     is_error: bool = False
+    files: tuple[FileBlock, ...] = ()
 
 
 MEDIA_TYPE: Final = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}")

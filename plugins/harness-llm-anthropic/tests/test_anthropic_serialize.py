@@ -10,6 +10,7 @@ from anthropic_wire_fixtures import MODEL, REDACTED, SIGNATURE
 
 from harness_core.errors import LlmError
 from harness_core.types import (
+    FileBlock,
     GenerateOptions,
     Message,
     NamedToolChoice,
@@ -303,3 +304,33 @@ def test_provider_options_are_merged_but_stream_stays_on() -> None:
     assert result["metadata"] == {"user_id": "u"}
     assert result["stream"] is True
     assert "n" not in result
+
+
+def _result_turn(*files: FileBlock, text: str = "") -> list[Message]:
+    call = Message(role="assistant", content=[ToolCallBlock("toolu_9", "draw", "{}")])
+    return [Message.user("draw"), call, Message(role="tool", content=[ToolResultBlock("toolu_9", text, files=files)])]
+
+
+def test_a_tool_result_with_files_sends_image_and_document_blocks() -> None:
+    png, pdf = FileBlock("image/png", data=b"\x89PNG"), FileBlock("application/pdf", data=b"%PDF")
+    sent = body(opts(*_result_turn(png, pdf, text="two files")))["messages"][2]["content"]
+    assert sent == [
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_9",
+            "content": [
+                {"type": "text", "text": "two files"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw=="}},
+                {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERg=="}},
+            ],
+        }
+    ]
+    only_image = body(opts(*_result_turn(png)))["messages"][2]["content"][0]["content"]
+    assert [part["type"] for part in only_image] == ["image"]
+
+
+def test_audio_in_a_tool_result_is_unsupported_naming_the_media_type() -> None:
+    with pytest.raises(LlmError) as caught:
+        body(opts(*_result_turn(FileBlock("audio/wav", data=b"RIFF"))))
+    assert caught.value.code == "UNSUPPORTED"
+    assert "audio/wav" in str(caught.value)

@@ -352,3 +352,30 @@ def test_unsigned_calls_get_the_placeholder_when_asked() -> None:
     assert signed[5]["parts"] == [{"functionCall": {"name": "get_time", "args": {}}, "thoughtSignature": "OWN"}]
     plain = json.loads(build_body(options, efforts={}))["contents"]
     assert all("thoughtSignature" not in part for part in plain[1]["parts"])
+
+
+def _result_turn(*files: FileBlock) -> list[Message]:
+    call = Message(role="assistant", content=[ToolCallBlock("c9", "draw", "{}")])
+    return [Message.user("draw"), call, Message(role="tool", content=[ToolResultBlock("c9", "drawn", files=files)])]
+
+
+def test_a_tool_result_with_files_puts_them_in_the_function_response_parts() -> None:
+    png = FileBlock("image/png", data=b"\x89PNG")
+    sent = body(GenerateOptions(model=MODEL, messages=_result_turn(png)))["contents"][-1]["parts"]
+    assert sent == [
+        {
+            "functionResponse": {
+                "name": "draw",
+                "response": {"output": "drawn"},
+                "parts": [{"inlineData": {"mimeType": "image/png", "data": "iVBORw=="}}],
+            }
+        }
+    ]
+
+
+def test_a_media_type_a_function_response_does_not_take_is_unsupported() -> None:
+    with pytest.raises(LlmError) as caught:
+        body(GenerateOptions(model=MODEL, messages=_result_turn(FileBlock("audio/wav", data=b"RIFF"))))
+    assert caught.value.code == "UNSUPPORTED"
+    assert "audio/wav" in str(caught.value)
+    assert "a functionResponse takes only" in str(caught.value)

@@ -9,6 +9,7 @@ import pytest
 from harness_core.errors import LlmError
 from harness_core.http import ErrorDetails
 from harness_core.types import (
+    FileBlock,
     GenerateOptions,
     Message,
     ModelInfo,
@@ -216,3 +217,14 @@ def test_classify_http_error() -> None:
     assert classify_http_error(429, mistral) == ErrorDetails(code="RATE_LIMITED")
     assert classify_http_error(500, None) is None
     assert classify_http_error(400, {"error": {"message": "bad", "type": "invalid_request_error"}}) is None
+
+
+def test_a_tool_result_with_files_is_unsupported_naming_the_route_and_media_type() -> None:
+    result = ToolResultBlock("c", "a picture", files=(FileBlock("image/png", data=b"\x89PNG"),))
+    call = Message(role="assistant", content=[ToolCallBlock("c", "draw", "{}")])
+    options = GenerateOptions(provider="gpt", model="m", messages=[call, Message(role="tool", content=[result])])
+    with pytest.raises(LlmError) as caught:
+        encode(options)
+    assert caught.value.code == "UNSUPPORTED"
+    assert "image/png" in str(caught.value)
+    assert "route 'gpt': a Chat Completions tool message takes text only" in str(caught.value)

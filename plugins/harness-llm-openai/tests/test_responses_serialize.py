@@ -328,3 +328,35 @@ def test_replay_entries_reads_only_its_own_state() -> None:
     assert replay_entries(mine, "openai", MODEL) == {"0": {"id": "rs_1"}}
     assert replay_entries(mine, "openai", "o3") == {}
     assert replay_entries(mine, "openai:work", MODEL) == {}
+
+
+def _result_turn(*files: FileBlock, text: str = "") -> list[Message]:
+    call = Message(role="assistant", content=[ToolCallBlock("c9", "draw", "{}")])
+    return [call, Message(role="tool", content=[ToolResultBlock("c9", text, files=files)])]
+
+
+def test_a_tool_result_with_files_sends_an_output_list() -> None:
+    png, pdf = FileBlock("image/png", data=PNG), FileBlock("application/pdf", data=b"%PDF", filename="a.pdf")
+    items = body(*_result_turn(png, pdf, text="two"), info=PLAIN)["input"]
+    assert items[-1] == {
+        "type": "function_call_output",
+        "call_id": "c9",
+        "output": [
+            {"type": "input_text", "text": "two"},
+            {
+                "type": "input_image",
+                "image_url": "data:image/png;base64," + base64.b64encode(PNG).decode(),
+                "detail": "auto",
+            },
+            {"type": "input_file", "filename": "a.pdf", "file_data": "data:application/pdf;base64,JVBERg=="},
+        ],
+    }
+    only = body(*_result_turn(png), info=PLAIN)["input"][-1]["output"]
+    assert [part["type"] for part in only] == ["input_image"]
+
+
+def test_audio_in_a_tool_result_is_unsupported() -> None:
+    failure = error(*_result_turn(FileBlock("audio/wav", data=b"RIFF")), info=PLAIN)
+    assert failure.code == "UNSUPPORTED"
+    assert "audio/wav" in str(failure)
+    assert "function_call_output takes no audio" in str(failure)

@@ -15,12 +15,12 @@ from mcp import types
 from mcp_kit import ERRORS, FAKE, TIME, text_reply, tool_call_reply, tool_messages, write_config, yaml_list
 from pydantic import AnyUrl
 
-from harness_core import Conversation, LlmError, ToolCallBlock
+from harness_core import Conversation, FileBlock, LlmError, ToolCallBlock
 from harness_core.config import ConfigError
 from harness_core.loader import load_config
 from harness_core.runtime import Harness
 from harness_core.testing.server import Reply, ScriptedServer
-from harness_mcp import McpConfig, McpPlugin, _result_text, list_all_tools, tool_name
+from harness_mcp import McpConfig, McpPlugin, _result_content, list_all_tools, tool_name
 
 
 async def round_trip(config: Path, patterns: list[str], prompt: str = "what time is it") -> tuple[Any, Harness]:
@@ -277,13 +277,15 @@ def test_env_and_header_values_are_secrets(tmp_path: Path) -> None:
     assert loaded.redact(f"echo {token}") == "echo **********"
 
 
-def test_result_content_maps_to_text() -> None:
+def test_result_content_maps_to_text_and_files() -> None:
     def result(*content: Any, structured: Any = None) -> types.CallToolResult:
         return types.CallToolResult(content=list(content), structuredContent=structured)
 
     text = types.TextContent(type="text", text="one")
-    image = types.ImageContent(type="image", data="AAAA", mimeType="image/png")
+    image = types.ImageContent(type="image", data="AAAA", mimeType="image/PNG")
     audio = types.AudioContent(type="audio", data="AAAA", mimeType="audio/wav")
+    broken = types.ImageContent(type="image", data="not base64!", mimeType="image/png")
+    nameless = types.ImageContent(type="image", data="AAAA", mimeType="png")
     embedded = types.EmbeddedResource(
         type="resource", resource=types.TextResourceContents(uri=AnyUrl("file:///a"), text="inside")
     )
@@ -291,24 +293,33 @@ def test_result_content_maps_to_text() -> None:
         type="resource", resource=types.BlobResourceContents(uri=AnyUrl("file:///b"), blob="AA==")
     )
     link = types.ResourceLink(type="resource_link", uri=AnyUrl("file:///c"), name="c")
-    assert _result_text(result(text, image, audio)) == (
-        "one\n\n[image image/png, 3 bytes: not passed on as text]\n\n[audio audio/wav, 3 bytes: not passed on as text]"
+    assert _result_content(result(text, image, audio)) == (
+        "one",
+        (FileBlock("image/png", data=b"\0\0\0"), FileBlock("audio/wav", data=b"\0\0\0")),
     )
-    assert (
-        _result_text(result(embedded, blob, link))
-        == "inside\n\n[resource file:///b (binary)]\n\n[resource link file:///c]"
+    shown, files = _result_content(result(broken, nameless))
+    assert files == ()
+    first, second = shown.split("\n\n")
+    assert first.startswith("[image image/png: not passed on: ")
+    assert second.startswith("[image png: not passed on: ")
+    assert "media type" in second
+    assert _result_content(result(embedded, blob, link)) == (
+        "inside\n\n[resource file:///b (binary)]\n\n[resource link file:///c]",
+        (),
     )
-    assert _result_text(result(structured={"a": 1})) == '{"a":1}'
-    assert _result_text(result()) == ""
+    assert _result_content(result(structured={"a": 1})) == ('{"a":1}', ())
+    assert _result_content(result(image, structured={"a": 1}))[0] == ""
+    assert _result_content(result()) == ("", ())
 
 
-def test_an_image_result_reaches_the_model_as_a_note(http_server: str) -> None:
+def test_an_image_result_reaches_the_tool_result_as_a_file(http_server: str) -> None:
     async def main() -> None:
         plugin = McpPlugin(McpConfig(url=http_server))
         try:
             tools = {t.name: t for t in await plugin.list_tools("mcp:fake")}
             shown = await tools["fake_picture_png"].run(ToolCallBlock("c", "fake_picture_png", "{}"))
-            assert shown.content.startswith("[image image/png, ")
+            assert shown.content == ""
+            assert shown.files == (FileBlock("image/png", data=b"\x89PNG\r\n\x1a\n" + b"\0" * 8),)
         finally:
             await plugin.aclose()
 

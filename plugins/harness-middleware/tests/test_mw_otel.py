@@ -290,3 +290,62 @@ async def test_failures_and_raised_errors_are_masked_on_the_span(exporter: InMem
     [event] = raised.events
     assert "cannot reach **********.invalid" in str(dict(event.attributes or {})["exception.stacktrace"])
     assert KEY not in _exported(failed) + _exported(raised)
+
+
+# ------------------------------------------------------------------ execute_tool spans
+
+
+def _picture() -> str:
+    """Draws."""
+    return "drawn"
+
+
+async def _answer(result: ToolResultBlock) -> Any:
+    async def call_next(call: ToolCallBlock) -> ToolResultBlock:
+        return result
+
+    return call_next
+
+
+async def test_a_tool_result_with_files_records_parts_without_bytes(exporter: InMemorySpanExporter) -> None:
+    from harness_core.tools import Tool
+
+    png = FileBlock("image/png", data=b"\x89PNG")
+    result = ToolResultBlock("c1", "a picture", files=(png,))
+    call = ToolCallBlock("c1", "picture", "{}")
+    assert (
+        await plugin(exporter, capture_content=True).llm_tool_call(call, Tool(_picture), await _answer(result))
+        is result
+    )
+    attributes = dict(only_span(exporter).attributes or {})
+    assert json.loads(str(attributes["gen_ai.tool.call.result"])) == [
+        {"type": "text", "content": "a picture"},
+        {"type": "blob", "mime_type": "image/png", "size": 4, "digest": png.digest},
+    ]
+
+
+async def test_an_error_result_with_content_capture_shows_its_masked_text(exporter: InMemorySpanExporter) -> None:
+    from harness_core.tools import Tool
+
+    p = plugin(exporter, capture_content=True)
+    p.use_redactor(lambda text: text.replace(KEY, "**********"))
+    failed = ToolResultBlock("c1", f"refused {KEY}", is_error=True)
+    await p.llm_tool_call(ToolCallBlock("c1", "picture", "{}"), Tool(_picture, description=""), await _answer(failed))
+    span = only_span(exporter)
+    assert span.status.description == "refused **********"
+    assert "gen_ai.tool.description" not in dict(span.attributes or {})
+    assert KEY not in _exported(span)
+
+
+async def test_a_raised_tool_middleware_error_is_recorded_and_re_raised(exporter: InMemorySpanExporter) -> None:
+    from harness_core.tools import Tool
+
+    async def call_next(call: ToolCallBlock) -> ToolResultBlock:
+        raise LlmError("PROTOCOL", "inner broke")
+
+    with pytest.raises(LlmError):
+        await plugin(exporter).llm_tool_call(ToolCallBlock("c1", "picture", "{}"), Tool(_picture), call_next)
+    span = only_span(exporter)
+    assert dict(span.attributes or {})["error.type"] == "PROTOCOL"
+    assert span.status.status_code == StatusCode.ERROR
+    assert [e.name for e in span.events] == ["exception"]

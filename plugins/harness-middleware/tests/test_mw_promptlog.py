@@ -446,6 +446,38 @@ async def test_files_are_stored_by_digest_and_named_when_continued(tmp_path: Pat
     assert first.content[2] == FileBlock("image/png", url="https://example.com/y.png")
 
 
+async def test_files_in_a_tool_result_are_stored_by_digest_and_named_when_continued(tmp_path: Path) -> None:
+    import hashlib
+
+    from harness_core.types import FileBlock, ToolCallBlock, ToolResultBlock
+
+    p = plugin(tmp_path)
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
+    linked = FileBlock("image/png", url="https://example.com/y.png")
+    results = [
+        ToolResultBlock("c1", "a chart", files=(FileBlock("image/png", data=png), linked)),
+        ToolResultBlock("c2", "", files=(FileBlock("image/png", data=png),)),
+        ToolResultBlock("c3", "only a link", files=(linked,)),
+        ToolResultBlock("c4", "text"),
+    ]
+    calls = Message(role="assistant", content=[ToolCallBlock(r.tool_call_id, "draw", "{}") for r in results])
+    history = [Message.user("draw"), calls, *(Message(role="tool", content=[r]) for r in results)]
+    await collect(
+        p.llm_stream(msgspec.structs.replace(options(), messages=history), Script([*text_chunks("ok"), stop()]))
+    )
+    assert png not in (tmp_path / "logs.sqlite").read_bytes()
+    digest = "sha256:" + hashlib.sha256(png).hexdigest()
+    continued = p.continuation(None)
+    assert continued is not None
+    note = f"[file (image/png, {digest}) was attached; the prompt log keeps no bytes]"
+    assert [m.content[0] for m in continued.history[2:6]] == [
+        ToolResultBlock("c1", f"a chart\n\n{note}", files=(linked,)),
+        ToolResultBlock("c2", note),
+        results[2],
+        results[3],
+    ]
+
+
 def test_logs_name_the_model_served_when_none_was_asked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     config = tmp_path / "plugins.yaml"

@@ -10,7 +10,9 @@ Mapping:
 - ``system`` (string): ``options.system`` and the text of every ``system`` message, joined with
   a blank line.
 - ``user`` and ``tool`` messages in a row form one ``user`` turn, its ``tool_result`` blocks
-  first (the API wants them before any text), then the text.
+  first (the API wants them before any text), then the text. A tool result with ``files``
+  sends ``content`` as a list: its text block, then each file as below (images, PDFs, text
+  documents; https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/implement-tool-use).
 - ``assistant`` messages: text; ``tool_use`` with ``input`` = the call's raw ``arguments`` JSON
   (validated as an object, sent byte-exact; empty → ``{}``; invalid → ``BAD_REQUEST``);
   reasoning blocks only where the message's ``replay_state`` (written by this adapter for the
@@ -186,8 +188,14 @@ def _source(block: FileBlock) -> dict[str, str]:
 
 
 def _tool_result(block: ToolResultBlock) -> dict[str, Any]:
+    """A ``tool_result`` block: ``content`` the text, or with ``files`` a list of a text block
+    and image / document blocks (:func:`file_block`; the Messages API takes text, image and
+    document blocks in a tool result). Raises ``UNSUPPORTED`` as :func:`file_block` does."""
     result: dict[str, Any] = {"type": "tool_result", "tool_use_id": block.tool_call_id}
-    if block.content:
+    if block.files:
+        text = [{"type": "text", "text": block.content}] if block.content else []
+        result["content"] = text + [file_block(f) for f in block.files]
+    elif block.content:
         result["content"] = block.content
     if block.is_error:
         result["is_error"] = True

@@ -13,6 +13,9 @@ Mapping:
 - ``contents``: ``user`` messages → role ``user`` text parts and files (below); ``tool`` messages → role ``user``
   ``functionResponse {name, response: {"output": …} | {"error": …}, id?}`` parts, the name looked
   up from the call with that id earlier in the history (an unknown id raises ``BAD_REQUEST``);
+  a tool result's ``files`` go in the response's ``parts`` as files below (multimodal function
+  responses, Gemini 3: ``image/png|jpeg|webp``, ``application/pdf``, ``text/plain``; another
+  media type raises ``UNSUPPORTED`` naming it);
   ``assistant`` messages → role ``model``: text parts, ``functionCall {name, args, id?}`` with
   ``args`` the call's ``arguments`` decoded (a JSON object; empty → ``{}``; anything else raises
   ``BAD_REQUEST``). Consecutive turns of one role are merged into one content.
@@ -199,8 +202,13 @@ def _file(block: FileBlock, max_inline_bytes: int) -> dict[str, Any]:
     return {"inlineData": {"mimeType": media_type, "data": base64_data(block)}}
 
 
+FUNCTION_RESPONSE_TYPES: Final = frozenset({"image/png", "image/jpeg", "image/webp", "application/pdf", "text/plain"})
+"""The media types a ``functionResponse`` takes in its ``parts`` (multimodal function responses,
+https://ai.google.dev/gemini-api/docs/function-calling#multimodal; Gemini 3 models)."""
+
+
 def _function_response(
-    block: ToolResultBlock, names: Mapping[str, str], native_ids: Mapping[str, bool]
+    block: ToolResultBlock, names: Mapping[str, str], native_ids: Mapping[str, bool], max_inline_bytes: int
 ) -> dict[str, Any]:
     name = names.get(block.tool_call_id)
     if name is None:
@@ -211,6 +219,12 @@ def _function_response(
     response: dict[str, Any] = {"name": name, "response": {"error" if block.is_error else "output": block.content}}
     if native_ids.get(block.tool_call_id):
         response["id"] = block.tool_call_id
+    if block.files:
+        for file in block.files:
+            if file.media_type not in FUNCTION_RESPONSE_TYPES:
+                why = f"a functionResponse takes only {', '.join(sorted(FUNCTION_RESPONSE_TYPES))}"
+                raise unsupported_file(PROVIDER, file, why)
+        response["parts"] = [_file(file, max_inline_bytes) for file in block.files]
     return {"functionResponse": response}
 
 
@@ -243,7 +257,7 @@ def _contents(options: GenerateOptions, model: str, max_inline_bytes: int) -> tu
         parts: list[dict[str, Any]] = []
         for block in message.content:
             if isinstance(block, ToolResultBlock):
-                parts.append(_function_response(block, names, native_ids))
+                parts.append(_function_response(block, names, native_ids, max_inline_bytes))
             elif isinstance(block, TextBlock):
                 if block.text:
                     parts.append({"text": block.text})

@@ -36,7 +36,9 @@ Mapping:
   ``{type: input_file, file_data: <data: URL>, filename}`` or ``{type: input_file, file_url}``;
   ``audio/wav|mpeg`` → ``{type: input_audio, input_audio: {data, format}}`` (bytes only); other
   types, a URL for audio or more than 20 MB raise ``UNSUPPORTED`` naming it. URLs are passed on,
-  never downloaded here.
+  never downloaded here. A tool result with ``files`` sends ``output`` as a list: an
+  ``input_text`` part, then each image or PDF as above (audio raises ``UNSUPPORTED``: the
+  output takes ``input_text`` / ``input_image`` / ``input_file`` only).
 - ``provider_options[<plugin name>]`` is merged into the body last, as given (``stream`` stays true).
 """
 
@@ -47,7 +49,7 @@ from typing import Any, Final
 import msgspec
 
 from harness_core.errors import LlmError
-from harness_core.media import base64_data, check_file, data_url
+from harness_core.media import base64_data, check_file, data_url, unsupported_file
 from harness_core.types import (
     FileBlock,
     GenerateOptions,
@@ -236,6 +238,25 @@ class ResponsesSerializer:
             return {"type": "input_file", "file_url": block.url}
         return {"type": "input_file", "filename": block.filename or "document.pdf", "file_data": data_url(block)}
 
+    def tool_output(self, block: ToolResultBlock) -> dict[str, Any]:
+        """The ``function_call_output`` item of a tool result: ``output`` the text, or with
+        ``files`` a list of an ``input_text`` part and ``input_image`` / ``input_file`` parts
+        (:meth:`file_part`).
+
+        Raises:
+            LlmError: ``UNSUPPORTED`` for audio (``function_call_output`` takes no audio part),
+                or as :meth:`file_part` does.
+        """
+        output: str | list[dict[str, Any]] = block.content
+        if block.files:
+            parts = [{"type": "input_text", "text": block.content}] if block.content else []
+            for file in block.files:
+                if file.media_type in AUDIO_FORMATS:
+                    raise unsupported_file(self.provider, file, "a function_call_output takes no audio")
+                parts.append(self.file_part(file))
+            output = parts
+        return {"type": "function_call_output", "call_id": block.tool_call_id, "output": output}
+
     # ------------------------------------------------------------------ items
 
     def input_items(self, options: GenerateOptions, model: str) -> list[dict[str, Any]]:
@@ -253,8 +274,7 @@ class ResponsesSerializer:
             parts: list[dict[str, Any]] = []
             for block in message.content:
                 if isinstance(block, ToolResultBlock):
-                    output = {"type": "function_call_output", "call_id": block.tool_call_id, "output": block.content}
-                    items.append(output)
+                    items.append(self.tool_output(block))
                 elif isinstance(block, TextBlock):
                     parts.append({"type": "input_text", "text": block.text})
                 elif isinstance(block, FileBlock):

@@ -21,6 +21,9 @@ https://platform.openai.com/docs/guides/pdf-files, https://platform.openai.com/d
 - anything else, a URL where bytes are needed, or more than ``max_file_bytes`` (20 MB) raises
   ``UNSUPPORTED`` naming the media type, the source kind or the size. URLs are passed to the
   provider as they are, never downloaded here.
+- a tool result with ``files`` raises ``UNSUPPORTED`` naming the route and the media type: a
+  ``tool`` message's ``content`` is a string or text parts only (API reference); no image is
+  moved into a made-up user turn behind the caller's back (the model would read it as the user's).
 
 Structured output (https://platform.openai.com/docs/guides/structured-outputs):
 ``JsonSchemaFormat`` → ``response_format: {"type": "json_schema", "json_schema": {name, schema,
@@ -39,7 +42,7 @@ from typing import Any, Final
 import msgspec
 
 from harness_core.errors import LlmError
-from harness_core.media import base64_data, check_file, data_url
+from harness_core.media import base64_data, check_file, data_url, unsupported_file
 from harness_core.types import (
     FileBlock,
     GenerateOptions,
@@ -215,6 +218,13 @@ class RequestSerializer:
             parts: list[dict[str, Any]] = []
             for block in message.content:
                 if isinstance(block, ToolResultBlock):
+                    if block.files:  # a tool message's content is text only (Chat Completions)
+                        raise unsupported_file(
+                            self.provider,
+                            block.files[0],
+                            f"route {options.provider!r}: a Chat Completions tool message takes text only, "
+                            "not media in a tool result (use a route on the Responses API, Anthropic or Gemini)",
+                        )
                     out.append({"role": "tool", "tool_call_id": block.tool_call_id, "content": block.content})
                 elif isinstance(block, TextBlock):
                     parts.append({"type": "text", "text": block.text})

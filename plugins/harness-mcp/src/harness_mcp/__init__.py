@@ -29,14 +29,18 @@ instance (with the last lines the server wrote on stderr); a call that outlasts
 errors the model reads, never a crash or a hang.
 
 Results: text content as is (several items joined by blank lines), ``structuredContent`` as
-JSON when there is no text, an embedded text resource as its text; images, audio and binary
-resources become a line naming their media type and size (harness tool results carry text).
+JSON when there is no text, an embedded text resource as its text; images and audio become
+the result's ``files`` (``FileBlock`` s: sent to the model where the route's wire takes media in
+a tool result, docs/vocabulary.md), an image whose data or media type is malformed a line saying
+why; binary resources and resource links become a line naming them.
 HTTP servers never follow a redirect to another origin (the SDK's transport refuses it; the
 client itself follows none).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import concurrent.futures
 import contextlib
 import functools
@@ -55,7 +59,7 @@ import anyio.abc
 import anyio.from_thread
 import msgspec
 
-from harness_core import LlmError, Secret, SecretMasking, Tool, ToolError, hookimpl
+from harness_core import FileBlock, LlmError, Secret, SecretMasking, Tool, ToolError, hookimpl
 from harness_core.hookspecs import RegisterToolSource
 
 __all__ = ["McpConfig", "McpPlugin", "tool_name"]
@@ -127,26 +131,31 @@ def tool_name(prefix: str, name: str, taken: set[str] | frozenset[str] = frozens
     return f"{safe[: MAX_NAME - 9]}_{digest}"
 
 
-def _result_text(result: Any) -> str:
-    """The text of an MCP ``CallToolResult`` (see the module docstring for each content type)."""
+def _result_content(result: Any) -> tuple[str, tuple[FileBlock, ...]]:
+    """The text and the files of an MCP ``CallToolResult`` (see the module docstring for each
+    content type)."""
     from mcp import types
 
     parts: list[str] = []
+    files: list[FileBlock] = []
     for item in result.content:
         if isinstance(item, types.TextContent):
             parts.append(item.text)
         elif isinstance(item, types.ImageContent | types.AudioContent):
             kind = "image" if isinstance(item, types.ImageContent) else "audio"
-            parts.append(f"[{kind} {item.mimeType}, {len(item.data) * 3 // 4} bytes: not passed on as text]")
+            try:
+                files.append(FileBlock(item.mimeType.lower(), data=base64.b64decode(item.data, validate=True)))
+            except (ValueError, binascii.Error) as exc:
+                parts.append(f"[{kind} {item.mimeType}: not passed on: {exc}]")
         elif isinstance(item, types.EmbeddedResource) and isinstance(item.resource, types.TextResourceContents):
             parts.append(item.resource.text)
         elif isinstance(item, types.EmbeddedResource):
             parts.append(f"[resource {item.resource.uri} ({item.resource.mimeType or 'binary'})]")
         else:  # a resource link
             parts.append(f"[resource link {item.uri}]")
-    if not parts and result.structuredContent is not None:
-        return msgspec.json.encode(result.structuredContent).decode()
-    return "\n\n".join(parts)
+    if not parts and not files and result.structuredContent is not None:
+        return msgspec.json.encode(result.structuredContent).decode(), ()
+    return "\n\n".join(parts), tuple(files)
 
 
 async def list_all_tools(session: Any) -> list[Any]:
@@ -378,14 +387,16 @@ class McpPlugin(SecretMasking):
         if exc is not None:
             logger.warning("%s", self.redact(f"plugin {self._owner!r}: {self._dead}"))
 
-    def _caller(self, name: str) -> Callable[[dict[str, Any]], Awaitable[str]]:
-        async def call(arguments: dict[str, Any]) -> str:
+    def _caller(self, name: str) -> Callable[[dict[str, Any]], Awaitable[str | list[str | FileBlock]]]:
+        async def call(arguments: dict[str, Any]) -> str | list[str | FileBlock]:
             return await self.call_tool(name, arguments)
 
         return call
 
-    async def call_tool(self, name: str, arguments: dict[str, Any]) -> str:
-        """Call tool ``name`` (the server's own name); its result text.
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> str | list[str | FileBlock]:
+        """Call tool ``name`` (the server's own name); its result text (masked), or with files
+        (images, audio) the list ``[text, *files]`` (:class:`~harness_core.tools.Tool` makes it a
+        result with ``files``).
 
         Raises:
             ToolError: the tool reported an error, the call outlasted ``call_timeout``, or the
@@ -407,10 +418,11 @@ class McpPlugin(SecretMasking):
                     f"plugin {self._owner!r}: tool {name!r} did not answer within {self.config.call_timeout:g} s"
                 ) from None
             raise ToolError(self._explain(server, f"tool {name!r} failed: {_cause(exc)}")) from None
-        text = self.redact(_result_text(result))
+        text, files = _result_content(result)
+        text = self.redact(text)
         if result.isError:
             raise ToolError(text or f"tool {name!r} reported an error")
-        return text
+        return [text, *files] if files else text
 
     async def aclose(self) -> None:
         """Stop the server (no process left behind); called when the harness closes."""

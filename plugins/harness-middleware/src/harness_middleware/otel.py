@@ -14,6 +14,16 @@ data. Every string put on a span (the span name, route and model, captured conte
 description, a recorded exception's message and stack trace) is first masked with the harness's
 secret masker (the ``use_redactor`` hook): a key that shows up in a prompt is never exported.
 
+Every tool call the tool loop runs (``llm_tool_call``: Python and MCP tools alike) is a span
+``execute_tool {tool name}`` (kind INTERNAL, current while the tool runs) with
+``gen_ai.operation.name = "execute_tool"``, ``gen_ai.tool.name``, ``gen_ai.tool.call.id``,
+``gen_ai.tool.description`` (when the tool has one), ``gen_ai.tool.type = "function"`` (a tool
+the harness executes), and with ``capture_content: true`` ``gen_ai.tool.call.arguments`` (the
+raw JSON text) and ``gen_ai.tool.call.result`` (the result text; with files, a JSON list of
+parts holding media type, size and digest, never the bytes), masked. An ``is_error`` result is
+status ERROR with ``error.type = "tool_error"`` (its text as the description only when content
+is captured: an error result may quote the tool's data); a raised exception as for ``chat``.
+
 Conventions: https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-spans/ (development
 status). The span is current only while the inner stream is being read (so HTTP client spans
 nest under it), never across a ``yield``. Needs ``pip install 'harness-middleware[otel]'``;
@@ -32,7 +42,7 @@ import anyio
 import msgspec
 
 from harness_core.errors import LlmError
-from harness_core.hookspecs import CallNext, hookimpl
+from harness_core.hookspecs import CallNext, ToolCallNext, hookimpl
 from harness_core.secret import SecretMasking
 from harness_core.types import (
     BlockEnd,
@@ -47,12 +57,15 @@ from harness_core.types import (
     TextDelta,
     TokenUsage,
     ToolCallBlock,
+    ToolResultBlock,
     Usage,
 )
 from harness_middleware._stream import aclose
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from opentelemetry.trace import Span, TracerProvider
+
+    from harness_core.tools import Tool
 
 __all__ = ["OtelPlugin"]
 
@@ -198,6 +211,45 @@ class OtelPlugin(SecretMasking):
                 await aclose(stream)
             finally:
                 self._end(span, finish, raised, output if capture else None)
+
+    @hookimpl
+    async def llm_tool_call(self, call: ToolCallBlock, tool: Tool, call_next: ToolCallNext) -> ToolResultBlock:
+        """Run ``call_next(call)`` inside an ``execute_tool`` span (see module doc)."""
+        trace = self._trace
+        capture = self.config.capture_content
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": call.name,
+            "gen_ai.tool.call.id": call.id,
+            "gen_ai.tool.type": "function",
+        }
+        if tool.description:
+            attributes["gen_ai.tool.description"] = tool.description
+        if capture:
+            attributes["gen_ai.tool.call.arguments"] = call.arguments
+        name = self.redact(f"execute_tool {call.name}")
+        span = self._tracer.start_span(name, kind=trace.SpanKind.INTERNAL, attributes=self._attributes(attributes))
+        raised: BaseException | None = None
+        try:
+            with trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
+                result = await call_next(call)
+        except BaseException as exc:
+            raised = exc
+            raise
+        finally:
+            if raised is not None:
+                self._end(span, None, raised, None)
+        if capture:
+            content: str | list[dict[str, Any]] = result.content
+            if result.files:
+                content = [{"type": "text", "content": result.content}, *(_part(f) for f in result.files)]
+            span.set_attributes(self._attributes({"gen_ai.tool.call.result": content}))
+        if result.is_error:
+            span.set_attribute("error.type", "tool_error")
+            description = self.redact(result.content) if capture else "the tool answered with an error"
+            span.set_status(trace.StatusCode.ERROR, description)
+        span.end()
+        return result
 
     def _attributes(self, attributes: dict[str, Any]) -> dict[str, Any]:
         """``attributes`` with every string masked; lists and mappings (content) as JSON text."""

@@ -18,7 +18,8 @@ including the requested and served route and model, error messages and ``replay_
 continued conversation may then be refused by the provider, which is preferred over a stored
 key. Binary input (the bytes of a ``FileBlock``, any ``bytes`` value in ``provider_options``) is
 stored as its SHA-256 digest (``"sha256:<hex>"``), never the bytes; a
-continued conversation sends a short text in place of such a file (:func:`_without_lost_files`).
+continued conversation sends a short text in place of such a file (:func:`_without_lost_files`;
+for a file a tool returned, a line added to the tool result's text).
 """
 
 from __future__ import annotations
@@ -213,12 +214,23 @@ def _without_lost_files(request: dict[str, Any]) -> dict[str, Any]:
     """``request`` with each file block whose bytes were replaced by their digest turned into a
     text block naming it (the log never keeps the bytes, so the file cannot be sent again)."""
 
-    def block(item: dict[str, Any]) -> dict[str, Any]:
+    def lost(item: dict[str, Any]) -> bool:
         data = item.get("data")
-        if item.get("type") == "file" and isinstance(data, str) and data.startswith("sha256:"):
-            name = f" {item['filename']}" if item.get("filename") else ""
-            note = f"[file{name} ({item.get('media_type')}, {data}) was attached; the prompt log keeps no bytes]"
-            return {"type": "text", "text": note}
+        return isinstance(data, str) and data.startswith("sha256:")
+
+    def note(item: dict[str, Any]) -> str:
+        name = f" {item['filename']}" if item.get("filename") else ""
+        return f"[file{name} ({item.get('media_type')}, {item['data']}) was attached; the prompt log keeps no bytes]"
+
+    def block(item: dict[str, Any]) -> dict[str, Any]:
+        if item.get("type") == "file" and lost(item):
+            return {"type": "text", "text": note(item)}
+        files = item.get("files")
+        if item.get("type") == "tool-result" and files and any(lost(f) for f in files):
+            # a tool result's files: the text says which were returned, those with a URL stay
+            texts = [item["content"]] if item["content"] else []
+            content = "\n\n".join(texts + [note(f) for f in files if lost(f)])
+            return {**item, "content": content, "files": [f for f in files if not lost(f)]}
         return item
 
     messages = [{**message, "content": [block(item) for item in message["content"]]} for message in request["messages"]]
