@@ -46,6 +46,7 @@ class ResponsesAdapter(OpenAIAdapter):
     """
 
     stream_path = "/responses"
+    wire = "openai-responses"
 
     def __init__(
         self, config: OpenAIConfig, *, provider: str | None = None, transport: httpx.AsyncBaseTransport | None = None
