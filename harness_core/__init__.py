@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.types import (
         BlockEnd,
         BlockStart,
+        CacheMark,
         ContentBlock,
         FileBlock,
         Finish,
@@ -60,6 +61,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
         ToolResultBlock,
         ToolSpec,
         Usage,
+        cache_breakpoint,
         canonical_json,
     )
 
@@ -69,6 +71,7 @@ __all__ = [
     "BlockAssembler",
     "BlockEnd",
     "BlockStart",
+    "CacheMark",
     "ChainLink",
     "ChunkScrubber",
     "ConnectionString",
@@ -117,6 +120,7 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "WriteFailureLog",
+    "cache_breakpoint",
     "canonical_json",
     "check_output_file",
     "decode_output",
@@ -156,6 +160,8 @@ _LAZY = {
     "BlockAssembler": "harness_core.assembler",
     "BlockEnd": "harness_core.types",
     "BlockStart": "harness_core.types",
+    "CacheMark": "harness_core.types",
+    "cache_breakpoint": "harness_core.types",
     "ContentBlock": "harness_core.types",
     "Conversation": "harness_core.conversation",
     "EnvFallback": "harness_core.config",

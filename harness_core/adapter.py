@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import AsyncIterator
+from typing import ClassVar
 
 from harness_core.errors import LlmError
 from harness_core.types import GenerateOptions, ModelInfo, StreamChunk
@@ -25,9 +26,16 @@ class LlmAdapter(abc.ABC):
     with ``finish{error}`` (never both). When ``options.abort`` fires the adapter stops reading,
     closes its connection and finishes with ``finish{aborted}``; task cancellation propagates.
 
-    Optional overrides: :meth:`resolve_model`, :meth:`list_models`, :meth:`aclose`,
-    :attr:`default_model`.
+    Optional overrides: :meth:`resolve_model`, :meth:`list_models`, :meth:`count_tokens`,
+    :meth:`aclose`, :attr:`default_model`.
+
+    Class attribute ``wire``: the request wire the adapter speaks (``"anthropic-messages"``,
+    ``"openai-chat"``, ``"openai-responses"``, ``"gemini"``; ``None`` for none in particular). A
+    gateway dialect of the same wire hands request fields the vocabulary lacks to such a route
+    unchanged, as ``provider_options`` (docs/gateway.md#no-field-is-dropped-in-silence).
     """
+
+    wire: ClassVar[str | None] = None
 
     default_model: str | None = None
     """The model id this adapter serves when a request names none and plugins.yaml's
@@ -47,6 +55,12 @@ class LlmAdapter(abc.ABC):
     async def list_models(self) -> list[ModelInfo]:
         """The models this adapter can serve. Raises ``LlmError("UNSUPPORTED")`` by default."""
         raise LlmError("UNSUPPORTED", f"{type(self).__name__} cannot list models")
+
+    async def count_tokens(self, options: GenerateOptions) -> int:
+        """The input tokens ``options`` would take (messages, system prompt, tools), counted by
+        the provider without generating; nothing is billed. Raises ``LlmError("UNSUPPORTED")``
+        by default (a wire without a counting endpoint)."""
+        raise LlmError("UNSUPPORTED", f"{type(self).__name__} cannot count tokens")
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook with a no-op default
         """Release clients and connections; called once when the runtime closes."""

@@ -634,6 +634,33 @@ class Harness:
             raise self._boundary.scrub(exc) from None
         return msgspec.structs.replace(info, route=options.provider)
 
+    def route_wire(self, route: str) -> str | None:
+        """The request wire the adapter of ``route`` speaks (:attr:`LlmAdapter.wire`; ``None``
+        for none in particular). Raises ``LlmError("NO_ADAPTER")`` for an unknown route."""
+        wire: str | None = self._adapter(route).wire
+        return wire
+
+    async def count_tokens(self, options: GenerateOptions) -> int:
+        """The input tokens ``options`` would take on its route, counted by the provider
+        (:meth:`LlmAdapter.count_tokens`); defaults fill ``provider``/``model`` and foreign
+        ``replay_state`` is dropped as for :meth:`stream`. No middleware runs: nothing is
+        generated, logged or billed.
+
+        Raises:
+            LlmError: ``NO_ADAPTER`` for an unknown route; ``UNSUPPORTED`` when the adapter cannot
+                count; whatever the adapter raises (``BAD_REQUEST``, HTTP errors …), scrubbed.
+            RuntimeError: the harness is not running.
+        """
+        options = self._apply_defaults(options)
+        adapter = self._adapter(options.provider)
+        registration = self._registry.get(options.provider) if options.provider is not None else None
+        options = strip_replay(options, registration.owner if registration is not None else None)
+        try:
+            counted: int = await adapter.count_tokens(options)
+        except LlmError as exc:
+            raise self._boundary.scrub(exc) from None
+        return counted
+
     async def list_models(self, route: str | None = None) -> list[ModelInfo]:
         """The models the adapter of ``route`` (default route when ``None``) can serve, ``route`` set.
 

@@ -13,19 +13,21 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Collection
 from typing import Any, Final, Literal, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 
 from harness_core.abort import AbortSignal
-from harness_core.errors import Failure
+from harness_core.errors import Failure, LlmError
 
 __all__ = [
     "MEDIA_TYPE",
     "BlockEnd",
     "BlockStart",
     "BlockType",
+    "CacheMark",
     "ContentBlock",
     "Failure",
     "FileBlock",
@@ -52,16 +54,43 @@ __all__ = [
     "ToolResultBlock",
     "ToolSpec",
     "Usage",
+    "cache_breakpoint",
+    "cache_marks",
     "canonical_json",
+    "check_cache_ttls",
 ]
+
+# --------------------------------------------------------------------------- prompt caching
+
+
+class CacheMark(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A prompt-cache breakpoint: the prompt up to and including the marked place may be cached.
+
+    Set as ``cache`` on a content block, a :class:`ToolSpec`, or ``GenerateOptions.system_cache``
+    (the end of the system prompt). ``ttl`` is the wished lifetime in **seconds** (``None``: the
+    provider's default; Anthropic takes 300 and 3600). Per wire (docs/vocabulary.md#prompt-caching):
+    Anthropic sends ``cache_control: {type: ephemeral, ttl}``; OpenAI, DeepSeek and Gemini cache
+    implicitly, so a mark without a TTL changes nothing there and a mark with one raises
+    ``UNSUPPORTED``. Raises ``ValueError`` on construction for a TTL that is not a positive int.
+    """
+
+    ttl: int | None = None
+
+    def __post_init__(self) -> None:
+        """Check ``ttl`` (see the class docstring)."""
+        if self.ttl is not None and (isinstance(self.ttl, bool) or not isinstance(self.ttl, int) or self.ttl <= 0):
+            raise ValueError(f"CacheMark.ttl must be a positive number of seconds or None, got {self.ttl!r}")
+
 
 # --------------------------------------------------------------------------- content blocks
 
 
-class TextBlock(msgspec.Struct, tag="text", tag_field="type", frozen=True):
-    """Plain text produced by the model or written by the user."""
+class TextBlock(msgspec.Struct, tag="text", tag_field="type", frozen=True, omit_defaults=True):
+    """Plain text produced by the model or written by the user; ``cache`` marks a prompt-cache
+    breakpoint after it (:class:`CacheMark`)."""
 
     text: str
+    cache: CacheMark | None = None
 
 
 class ReasoningBlock(msgspec.Struct, tag="reasoning", tag_field="type", frozen=True, omit_defaults=True):
@@ -76,17 +105,18 @@ class ReasoningBlock(msgspec.Struct, tag="reasoning", tag_field="type", frozen=T
     signed: bool = False
 
 
-class ToolCallBlock(msgspec.Struct, tag="tool-call", tag_field="type", frozen=True):
+class ToolCallBlock(msgspec.Struct, tag="tool-call", tag_field="type", frozen=True, omit_defaults=True):
     """A call of a tool requested by the model.
 
     ``arguments`` is the raw JSON text exactly as the model produced it; the harness never parses
     and re-serialises it. Whoever executes the tool parses it. A call without arguments has
-    ``arguments == "{}"``.
+    ``arguments == "{}"``. ``cache``: a prompt-cache breakpoint (:class:`CacheMark`).
     """
 
     id: str
     name: str
     arguments: str
+    cache: CacheMark | None = None
 
 
 class ToolResultBlock(msgspec.Struct, tag="tool-result", tag_field="type", frozen=True, omit_defaults=True):
@@ -96,12 +126,14 @@ class ToolResultBlock(msgspec.Struct, tag="tool-result", tag_field="type", froze
     audio: an MCP tool's image content), in order, sent where the wire takes them in a tool
     result and refused with ``UNSUPPORTED`` naming the route and media type where it does not
     (docs/vocabulary.md). Omitted from JSON when empty, so a text-only result is unchanged.
+    ``cache``: a prompt-cache breakpoint (:class:`CacheMark`).
     """
 
     tool_call_id: str
     content: str
     is_error: bool = False
     files: tuple[FileBlock, ...] = ()
+    cache: CacheMark | None = None
 
 
 MEDIA_TYPE: Final = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}")
@@ -127,6 +159,7 @@ class FileBlock(msgspec.Struct, tag="file", tag_field="type", frozen=True, omit_
             raise ``UNSUPPORTED`` naming the media type otherwise.
         data / url: the source (see above).
         filename: the original file name, passed on where the wire has a slot for it.
+        cache: a prompt-cache breakpoint after the file (:class:`CacheMark`).
 
     Raises ``ValueError`` on construction or decoding for a malformed media type, no source,
     both sources, or a URL that is not absolute. ``repr`` shows the size and SHA-256 digest,
@@ -137,6 +170,7 @@ class FileBlock(msgspec.Struct, tag="file", tag_field="type", frozen=True, omit_
     data: bytes | None = None
     url: str | None = None
     filename: str | None = None
+    cache: CacheMark | None = None
 
     def __post_init__(self) -> None:
         """Check the media type and that exactly one source is set (see the class docstring)."""
@@ -193,20 +227,31 @@ class FileBlock(msgspec.Struct, tag="file", tag_field="type", frozen=True, omit_
     def __repr__(self) -> str:
         source = f"size={self.size}, digest={self.digest!r}" if self.data is not None else f"url={self.display_url!r}"
         name = f", filename={self.filename!r}" if self.filename is not None else ""
-        return f"FileBlock(media_type={self.media_type!r}, {source}{name})"
+        cache = f", cache={self.cache!r}" if self.cache is not None else ""
+        return f"FileBlock(media_type={self.media_type!r}, {source}{name}{cache})"
 
     def __rich_repr__(self) -> list[tuple[str, Any]]:
         """What ``rich`` pretty-prints: the fields of :meth:`__repr__`, never the bytes."""
         source = (
             [("size", self.size), ("digest", self.digest)] if self.data is not None else [("url", self.display_url)]
         )
-        return [("media_type", self.media_type), *source, ("filename", self.filename)]
+        cache = [("cache", self.cache)] if self.cache is not None else []
+        return [("media_type", self.media_type), *source, ("filename", self.filename), *cache]
 
 
 ContentBlock: TypeAlias = TextBlock | ReasoningBlock | ToolCallBlock | ToolResultBlock | FileBlock
 """Any content block of a :class:`Message`. :class:`FileBlock` belongs in user messages."""
 
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
+
+
+def cache_breakpoint(block: ContentBlock, ttl: int | None = None) -> ContentBlock:
+    """A copy of ``block`` marked as a prompt-cache breakpoint (``ttl`` in seconds, ``None``: the
+    provider's default); a :class:`ReasoningBlock` cannot carry one (no wire caches at thinking),
+    so it is returned unchanged. Raises ``ValueError`` for a bad ``ttl`` (:class:`CacheMark`)."""
+    if isinstance(block, ReasoningBlock):
+        return block
+    return msgspec.structs.replace(block, cache=CacheMark(ttl))
 
 
 class Message(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -231,6 +276,17 @@ class Message(msgspec.Struct, frozen=True, omit_defaults=True):
     def user(cls, text: str, *files: FileBlock) -> Message:
         """A user message holding one :class:`TextBlock`, then the given :class:`FileBlock` s."""
         return cls(role="user", content=[TextBlock(text), *files])
+
+    def cached(self, ttl: int | None = None) -> Message:
+        """A copy whose last block that can carry one holds a prompt-cache breakpoint
+        (:func:`cache_breakpoint`), other marks removed: what an agent loop puts on its latest
+        turn. A message without such a block is returned unchanged."""
+        content = [b if isinstance(b, ReasoningBlock) else msgspec.structs.replace(b, cache=None) for b in self.content]
+        for position in range(len(content) - 1, -1, -1):
+            if not isinstance(content[position], ReasoningBlock):
+                content[position] = cache_breakpoint(content[position], ttl)
+                return msgspec.structs.replace(self, content=content)
+        return self
 
     @property
     def files(self) -> list[FileBlock]:
@@ -355,11 +411,14 @@ StreamChunk: TypeAlias = BlockStart | TextDelta | ReasoningDelta | ToolCallDelta
 
 
 class ToolSpec(msgspec.Struct, frozen=True, omit_defaults=True):
-    """A tool the model may call: ``parameters`` is a JSON Schema object (draft 2020-12 subset)."""
+    """A tool the model may call: ``parameters`` is a JSON Schema object (draft 2020-12 subset);
+    ``cache`` marks a prompt-cache breakpoint after the tool definitions up to this one
+    (:class:`CacheMark`)."""
 
     name: str
     description: str = ""
     parameters: dict[str, Any] = msgspec.field(default_factory=lambda: {"type": "object", "properties": {}})
+    cache: CacheMark | None = None
 
 
 class NamedToolChoice(msgspec.Struct, frozen=True):
@@ -431,6 +490,8 @@ class GenerateOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
         model: the provider's model id; ``None`` = the configured default.
         messages: the conversation so far.
         system: the system prompt, kept apart from ``messages`` for providers that need that.
+        system_cache: a prompt-cache breakpoint at the end of ``system`` (:class:`CacheMark`);
+            blocks and tools carry their own ``cache``.
         tools / tool_choice: tools offered to the model and how it must use them.
         max_tokens: upper bound on output tokens. temperature / top_p / seed / stop: sampling.
         reasoning_effort: an effort id from ``ModelInfo.reasoning_efforts`` (e.g. ``"low"``,
@@ -449,6 +510,7 @@ class GenerateOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
     model: str | None = None
     messages: list[Message] = msgspec.field(default_factory=list)
     system: str | None = None
+    system_cache: CacheMark | None = None
     tools: list[ToolSpec] = msgspec.field(default_factory=list)
     tool_choice: ToolChoice | None = None
     max_tokens: int | None = None
@@ -502,6 +564,9 @@ class GenerateOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
             raise TypeError("GenerateOptions.provider_options must be a dict of dicts keyed by plugin name")
         if not isinstance(self.metadata, dict):
             raise TypeError(f"GenerateOptions.metadata must be a dict, got {type(self.metadata).__name__}")
+        if self.system_cache is not None and not isinstance(self.system_cache, CacheMark):
+            kind = type(self.system_cache).__name__
+            raise TypeError(f"GenerateOptions.system_cache must be a CacheMark or None, got {kind}")
         if self.abort is not None and not isinstance(self.abort, AbortSignal):
             raise TypeError(f"GenerateOptions.abort must be an AbortSignal or None, got {type(self.abort).__name__}")
 
@@ -553,6 +618,41 @@ def canonical_json(options: GenerateOptions) -> bytes:
                 block["digest"] = "sha256:" + hashlib.sha256(data).hexdigest()
                 block["size"] = len(data)
     return _canonical_encoder.encode(tree)
+
+
+def cache_marks(options: GenerateOptions) -> list[tuple[str, CacheMark]]:
+    """Every prompt-cache breakpoint of ``options`` with the place it stands (``system``,
+    ``tools[1]``, ``messages[2].content[0]``), in request order: what an adapter checks before
+    it serializes (:func:`check_cache_ttls`)."""
+    found: list[tuple[str, CacheMark]] = []
+    if options.system_cache is not None:
+        found.append(("system", options.system_cache))
+    found += [(f"tools[{i}]", tool.cache) for i, tool in enumerate(options.tools) if tool.cache is not None]
+    for m, message in enumerate(options.messages):
+        for b, block in enumerate(message.content):
+            mark = getattr(block, "cache", None)
+            if mark is not None:
+                found.append((f"messages[{m}].content[{b}]", mark))
+    return found
+
+
+def check_cache_ttls(provider: str, options: GenerateOptions, ttls: Collection[int] = ()) -> None:
+    """Refuse a cache breakpoint whose TTL the wire of ``provider`` cannot honour.
+
+    ``ttls`` are the lifetimes (seconds) the wire takes; ``()`` for a wire that caches
+    implicitly (OpenAI, Gemini): there a mark without a TTL is accepted and changes nothing.
+
+    Raises:
+        LlmError: ``UNSUPPORTED`` naming the place of the first mark with another TTL.
+    """
+    for where, mark in cache_marks(options):
+        if mark.ttl is not None and mark.ttl not in ttls:
+            takes = f"it takes {', '.join(f'{t} s' for t in sorted(ttls))}" if ttls else "it caches implicitly"
+            raise LlmError(
+                "UNSUPPORTED",
+                f"{where}: a prompt-cache TTL of {mark.ttl} s is not supported by {provider} ({takes})",
+                provider=provider,
+            )
 
 
 # --------------------------------------------------------------------------- capabilities

@@ -1,4 +1,5 @@
-"""One JSON request helper for the non-streaming calls of an HTTP adapter (``list_models``).
+"""One JSON request helper for the non-streaming calls of an HTTP adapter (``list_models``,
+``count_tokens``).
 
 Errors are mapped exactly as for streams (:mod:`harness_core.http`): network faults and
 timeouts by :func:`~harness_core.http.error_from_exception`, non-2xx statuses by
@@ -31,6 +32,7 @@ async def request_json(
     *,
     method: str = "GET",
     params: Mapping[str, str | int] | None = None,
+    content: bytes | None = None,
     provider: str | None = None,
     classifier: ErrorClassifier | None = None,
 ) -> T:
@@ -44,6 +46,7 @@ async def request_json(
             body of the wrong shape.
         method: the HTTP method.
         params: query parameters.
+        content: a JSON request body (sent with ``content-type: application/json``).
         provider / classifier: as for :func:`harness_core.kit.stream_sse`.
 
     Raises:
@@ -54,7 +57,8 @@ async def request_json(
     import httpx  # the client's own module: importing this one stays cheap (no httpx)
 
     try:
-        response = await client.request(method, path, params=params)
+        headers = None if content is None else {"content-type": "application/json"}
+        response = await client.request(method, path, params=params, content=content, headers=headers)
     except httpx.HTTPError as exc:
         raise error_from_exception(exc, provider=provider) from exc
     if not 200 <= response.status_code <= 299:

@@ -25,8 +25,8 @@ def uvicorn_errors() -> Iterator[list[logging.LogRecord]]:
 
 def test_deeply_nested_json_is_a_400_in_each_dialect(tmp_path: Path, uvicorn_errors: list[logging.LogRecord]) -> None:
     deep = "[" * 100_000 + "]" * 100_000
-    chat = '{"model": "mock/echo", "messages": [{"role": "user", "content": "hi"}], "x": ' + deep + "}"
-    messages = '{"model": "mock/echo", "max_tokens": 5, "messages": [], "x": ' + deep + "}"
+    chat = '{"model": "mock/echo", "messages": [{"role": "user", "content": "hi"}], "metadata": ' + deep + "}"
+    messages = '{"model": "mock/echo", "max_tokens": 5, "messages": [], "metadata": ' + deep + "}"
     headers = {"content-type": "application/json"}
     with (
         serve_gateway(tmp_path, gateway_yaml(db=tmp_path / "gw.sqlite")) as running,
@@ -51,7 +51,7 @@ def test_unknown_paths_and_methods_answer_json_in_the_dialect_of_the_path(tmp_pa
         serve_gateway(tmp_path, gateway_yaml(db=tmp_path / "gw.sqlite")) as running,
         httpx.Client(base_url=running.url, timeout=30) as client,
     ):
-        count = client.post("/v1/messages/count_tokens", json={"model": "mock/echo", "messages": HI})
+        count = client.post("/v1/messages/batches", json={"model": "mock/echo", "messages": HI})
         openai_404 = client.post("/v1/embeddings", json={})
         elsewhere = client.get("/nothing-here")
         wrong_method = client.get("/v1/chat/completions")
@@ -61,7 +61,7 @@ def test_unknown_paths_and_methods_answer_json_in_the_dialect_of_the_path(tmp_pa
         "type": "error",
         "error": {"type": "not_found_error", "message": count.json()["error"]["message"]},
     }
-    assert "POST /v1/messages/count_tokens: no such endpoint" in count.json()["error"]["message"]
+    assert "POST /v1/messages/batches: no such endpoint" in count.json()["error"]["message"]
     for response in (openai_404, elsewhere):
         assert response.status_code == 404
         assert response.headers["content-type"] == "application/json"

@@ -11,7 +11,17 @@ the tool call's raw JSON arguments), ``tool_result`` (text content) and ``thinki
 (``auto`` / ``any`` / ``tool`` / ``none``) and ``thinking`` (``disabled`` → effort ``off``;
 ``enabled`` → ``low`` up to 4,096 budget tokens, ``medium`` up to 16,384, else ``high``).
 ``image`` and ``document`` blocks (``source`` of type ``base64``, ``url`` or ``text``) become
-:class:`~harness_core.types.FileBlock` s (:mod:`harness_gateway.files`).
+:class:`~harness_core.types.FileBlock` s (:mod:`harness_gateway.files`). ``cache_control`` on a
+system block, a content block or a tool becomes a :class:`~harness_core.types.CacheMark`
+(``ttl`` kept); a system prompt holding one becomes a leading ``system`` message, one text block
+per system block, so every breakpoint keeps its place. ``output_config.format`` (and the beta's
+top-level ``output_format``) of type ``json_schema`` becomes a
+:class:`~harness_core.types.JsonSchemaFormat` named ``output``.
+
+Any other top-level field reaches a route speaking this wire (the Anthropic plugin) unchanged
+and is a 400 naming it elsewhere (:func:`harness_gateway.request.pass_through`); ignored on
+other wires: :data:`IGNORED`. ``parse_messages_request(..., counting=True)`` reads a
+``count_tokens`` body (no ``max_tokens``).
 
 Thinking signatures: harness carries them in ``finish.replay_state`` (known only when the stream
 ends), so each signed thinking block's ``signature_delta`` is sent after the last content block,
@@ -29,9 +39,11 @@ import msgspec
 from harness_core.types import (
     BlockEnd,
     BlockStart,
+    CacheMark,
     Finish,
     FinishReason,
     GenerateOptions,
+    JsonSchemaFormat,
     Message,
     NamedToolChoice,
     ReasoningBlock,
@@ -48,10 +60,32 @@ from harness_core.types import (
 )
 from harness_gateway.errors import GatewayError, from_failure
 from harness_gateway.files import file_block
-from harness_gateway.request import Body, ParsedRequest, bad_request
+from harness_gateway.request import Body, ParsedRequest, Target, bad_request, cache_mark, pass_through
 from harness_gateway.sse import sse_event
 
-__all__ = ["MessagesStreamEncoder", "messages_response", "parse_messages_request"]
+__all__ = ["IGNORED", "MAPPED", "MessagesStreamEncoder", "messages_response", "parse_messages_request"]
+
+WIRE: Final = "anthropic-messages"
+MAPPED: Final = frozenset(
+    {
+        "model",
+        "messages",
+        "system",
+        "tools",
+        "tool_choice",
+        "max_tokens",
+        "temperature",
+        "top_p",
+        "stop_sequences",
+        "thinking",
+        "stream",
+        "output_config",
+        "output_format",
+    }
+)
+"""Top-level fields read into the vocabulary."""
+IGNORED: Final = frozenset({"metadata"})
+"""Fields that change no output (``metadata.user_id``), dropped on a route of another wire."""
 
 _STOP: Final = {"tool-calls": "tool_use", "length": "max_tokens", "content-filter": "refusal"}
 _EFFORT_BUDGETS: Final = ((4096, "low"), (16384, "medium"))
@@ -59,12 +93,20 @@ _EFFORT_BUDGETS: Final = ((4096, "low"), (16384, "medium"))
 _encode = msgspec.json.Encoder().encode
 
 
-def parse_messages_request(raw: Any, owner: str | None = None, upstream_model: str | None = None) -> ParsedRequest:
+def parse_messages_request(
+    raw: Any,
+    owner: str | None = None,
+    upstream_model: str | None = None,
+    *,
+    target: Target | None = None,
+    counting: bool = False,
+) -> ParsedRequest:
     """Read a Messages body into a :class:`~harness_gateway.request.ParsedRequest`.
 
     ``owner`` is the plugins.yaml key serving the requested model and ``upstream_model`` the
     provider's model id; signed thinking blocks become ``replay_state`` for that plugin.
-    Raises a 400 :class:`GatewayError` naming
+    ``target`` is the route (for the field rule, module docstring); ``counting`` reads a
+    ``count_tokens`` body (``max_tokens`` optional). Raises a 400 :class:`GatewayError` naming
     the field at fault.
     """
     body = Body(raw)
@@ -73,16 +115,21 @@ def parse_messages_request(raw: Any, owner: str | None = None, upstream_model: s
         _read_message(Body(item, where), upstream_model or model, owner)
         for where, item in body.items("messages", required=True)
     ]
+    system, system_blocks = _system(body)
+    fmt, output_extra = _output(body, target)
+    extra = pass_through(body, MAPPED, IGNORED, wire=WIRE, target=target) | output_extra
     options: dict[str, Any] = {
-        "messages": messages,
-        "system": _system(body),
+        "messages": [Message(role="system", content=list(system_blocks)), *messages] if system_blocks else messages,
+        "system": system,
         "tools": [_read_tool(Body(item, where)) for where, item in body.items("tools")],
         "tool_choice": _tool_choice(body),
-        "max_tokens": body.get("max_tokens", int, required=True),
+        "max_tokens": body.get("max_tokens", int, required=not counting),
         "temperature": body.get("temperature", float),
         "top_p": body.get("top_p", float),
         "stop": [_string(where, item) for where, item in body.items("stop_sequences")] or None,
         "reasoning_effort": _effort(body),
+        "response_format": fmt,
+        "provider_options": {target.options_key: extra} if extra and target is not None else None,
     }
     try:
         generate = GenerateOptions(**{k: v for k, v in options.items() if v is not None})
@@ -111,8 +158,38 @@ def _texts(body: Body, key: str, what: str) -> list[str]:
     return texts
 
 
-def _system(body: Body) -> str | None:
-    return "\n\n".join(_texts(body, "system", "system")) or None
+def _system(body: Body) -> tuple[str | None, list[TextBlock]]:
+    """``(system, [])`` for a system prompt without cache marks, else ``(None, its blocks)``."""
+    value = body.get("system", (str, list))
+    if not isinstance(value, list):
+        return value or None, []
+    blocks: list[TextBlock] = []
+    for where, item in body.items("system"):
+        block = Body(item, where)
+        if block.get("type", str, required=True) != "text":
+            raise bad_request(block.path("type"), "system may hold text blocks only")
+        blocks.append(TextBlock(block.get("text", str, required=True), cache=cache_mark(block)))
+    if any(block.cache is not None for block in blocks):
+        return None, blocks
+    return "\n\n".join(block.text for block in blocks) or None, []
+
+
+def _output(body: Body, target: Target | None) -> tuple[JsonSchemaFormat | None, dict[str, Any]]:
+    """``output_config.format`` / ``output_format`` as a schema format, and ``output_config``
+    itself to pass through when it holds more than ``format`` (a route of this wire only)."""
+    config = body.obj("output_config")
+    passed: dict[str, Any] = {}
+    form = body.obj("output_format")
+    if config is not None:
+        if pass_through(config, ("format",), (), wire=WIRE, target=target):
+            passed = {"output_config": config.value}
+        form = config.obj("format") or form
+    if form is None:
+        return None, passed
+    kind = form.get("type", str, required=True)
+    if kind != "json_schema":
+        raise bad_request(form.path("type"), f"expected json_schema, got {kind!r}")
+    return JsonSchemaFormat(name="output", schema=form.get("schema", dict, required=True)), passed
 
 
 def _read_message(message: Body, model: str, source: str | None) -> Message:
@@ -128,8 +205,9 @@ def _read_message(message: Body, model: str, source: str | None) -> Message:
     for where, item in message.items("content"):
         block = Body(item, where)
         kind = block.get("type", str, required=True)
+        mark = cache_mark(block)
         if kind == "text":
-            blocks.append(TextBlock(block.get("text", str, required=True)))
+            blocks.append(TextBlock(block.get("text", str, required=True), cache=mark))
         elif kind == "thinking":
             signature = block.get("signature", str)
             if signature:
@@ -145,16 +223,18 @@ def _read_message(message: Body, model: str, source: str | None) -> Message:
                     id=block.get("id", str, required=True),
                     name=block.get("name", str, required=True),
                     arguments=arguments,
+                    cache=mark,
                 )
             )
         elif kind in ("image", "document"):
-            blocks.append(_media(block))
+            blocks.append(_cached(_media(block), mark))
         elif kind == "tool_result":
             results.append(
                 ToolResultBlock(
                     tool_call_id=block.get("tool_use_id", str, required=True),
                     content=_result_text(block),
                     is_error=block.get("is_error", bool, False),
+                    cache=mark,
                 )
             )
         else:
@@ -169,6 +249,10 @@ def _read_message(message: Body, model: str, source: str | None) -> Message:
     if signatures and role == "assistant":
         replay = {"v": 1, "provider": "anthropic", "model": model, "blocks": signatures}
     return Message(role=role, content=blocks, replay_state=replay, source=source if replay else None)
+
+
+def _cached(block: Any, mark: CacheMark | None) -> Any:
+    return block if mark is None else msgspec.structs.replace(block, cache=mark)
 
 
 def _media(block: Body) -> Any:
@@ -196,7 +280,10 @@ def _result_text(block: Body) -> str:
 def _read_tool(tool: Body) -> ToolSpec:
     schema = tool.get("input_schema", dict) or {"type": "object", "properties": {}}
     return ToolSpec(
-        name=tool.get("name", str, required=True), description=tool.get("description", str, ""), parameters=schema
+        name=tool.get("name", str, required=True),
+        description=tool.get("description", str, ""),
+        parameters=schema,
+        cache=cache_mark(tool),
     )
 
 

@@ -3,6 +3,9 @@
 Endpoints:
     ``POST /v1/chat/completions``  OpenAI Chat Completions (:mod:`harness_gateway.openai_chat`)
     ``POST /v1/messages``          Anthropic Messages (:mod:`harness_gateway.anthropic_messages`)
+    ``POST /v1/messages/count_tokens``  the input tokens of a Messages body, counted by the route's
+                                   adapter (:func:`count_tokens`; keys and route permissions apply,
+                                   nothing is admitted or billed)
     ``GET  /v1/models``            every route's models as ``route/model``, plus the aliases
     ``GET  /healthz``              200 ``{"status": "ok"}``; 503 while the state store is unreachable
     ``GET  /metrics``              Prometheus text (the master key or ``metrics_token`` when protected)
@@ -58,7 +61,7 @@ from harness_gateway.keys import KeyRecord, KeySpec
 from harness_gateway.metrics import CONTENT_TYPE, GatewayMetrics
 from harness_gateway.observe import Observer, RunEnd, RunInfo, RunWatch
 from harness_gateway.openai_chat import ChatStreamEncoder, chat_response, parse_chat_request
-from harness_gateway.request import ParsedRequest, bad_request, decode_json
+from harness_gateway.request import ParsedRequest, Target, bad_request, decode_json
 from harness_gateway.runtime import GatewayRuntime, RuntimeHolder
 from harness_gateway.spend import estimated_usage, request_cost
 from harness_gateway.sse import KEEPALIVE
@@ -222,22 +225,74 @@ class Generation(Response):
 
     async def prepare(self, runtime: GatewayRuntime) -> tuple[str, str, KeyRecord | None, ParsedRequest]:
         """Authenticate, read and resolve the request (the checks before admission)."""
-        who = await self.gateway.authenticate(self.request)
-        raw = decode_json(await read_body(self.request, runtime.config.max_body_bytes))
-        requested = raw.get("model") if isinstance(raw, dict) else None
-        if not isinstance(requested, str):
-            raise bad_request("model", "this field is required and must be a string")
-        route, model, owner = runtime.resolve(requested)
-        parsed = parse_chat_request(raw) if self.dialect == "openai" else parse_messages_request(raw, owner, model)
-        key = who if isinstance(who, KeyRecord) else None
-        if key is not None and not key.allows(route):
-            raise GatewayError(
-                403, f"key {key.name!r} may not use route {route!r}", code="route_not_allowed", param="model"
-            )
-        return route, model, key, parsed
+        who, raw, (route, model, owner) = await read_request(self.gateway, runtime, self.request)
+        target = route_target(runtime, route, owner)
+        if self.dialect == "openai":
+            parsed = parse_chat_request(raw, target=target)
+        else:
+            parsed = parse_messages_request(raw, owner, model, target=target)
+        return route, model, allowed(who, route), parsed
 
     def count(self, route: str, model: str, status: str) -> None:
         self.gateway.metrics.requests.labels(self.dialect, route, model, status).inc()
+
+
+async def read_request(
+    gateway: Gateway, runtime: GatewayRuntime, request: Request
+) -> tuple[KeyRecord | bool | None, Any, tuple[str, str, str]]:
+    """Authenticate ``request`` (401), read its JSON body (413, 400) and resolve its ``model``
+    (400 without one, 404 for one not served): ``(who, body, (route, model, owner))``."""
+    who = await gateway.authenticate(request)
+    raw = decode_json(await read_body(request, runtime.config.max_body_bytes))
+    requested = raw.get("model") if isinstance(raw, dict) else None
+    if not isinstance(requested, str):
+        raise bad_request("model", "this field is required and must be a string")
+    return who, raw, runtime.resolve(requested)
+
+
+def route_target(runtime: GatewayRuntime, route: str, owner: str) -> Target:
+    """The :class:`~harness_gateway.request.Target` of ``route`` served by plugins.yaml key ``owner``
+    (``openai:work`` → options key ``openai``, the entry-point name)."""
+    return Target(route, runtime.harness.route_wire(route), owner.partition(":")[0])
+
+
+def allowed(who: KeyRecord | bool | None, route: str) -> KeyRecord | None:
+    """The key record of ``who`` (``None`` without keys).
+
+    Raises:
+        GatewayError: 403 when the key may not use ``route``.
+    """
+    key = who if isinstance(who, KeyRecord) else None
+    if key is not None and not key.allows(route):
+        raise GatewayError(
+            403, f"key {key.name!r} may not use route {route!r}", code="route_not_allowed", param="model"
+        )
+    return key
+
+
+async def count_tokens(gateway: Gateway, request: Request) -> Response:
+    """``POST /v1/messages/count_tokens``: ``{"input_tokens": n}`` for a Messages body (without
+    ``max_tokens``), counted by the adapter of the requested route
+    (:meth:`harness_core.Harness.count_tokens`). Authenticated (401), parsed (400), resolved
+    (404) and checked against the key's routes (403) like a generation; not admitted, recorded
+    or billed. An adapter that cannot count answers its ``UNSUPPORTED`` error; a provider error
+    maps as for a generation."""
+    async with gateway.holder.use() as runtime:
+        try:
+            who, raw, (route, model, owner) = await read_request(gateway, runtime, request)
+            parsed = parse_messages_request(
+                raw, owner, model, target=route_target(runtime, route, owner), counting=True
+            )
+            allowed(who, route)
+            options = msgspec.structs.replace(parsed.options, provider=route, model=model)
+            try:
+                counted = await runtime.harness.count_tokens(options)
+            except LlmError as exc:
+                failure = exc.to_failure()
+                raise from_failure(public_failure(failure, route, "count_tokens") or failure) from None
+        except GatewayError as error:
+            return error_response(error, "anthropic")
+    return JSONResponse({"input_tokens": counted})
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -631,6 +686,9 @@ def build_app(gateway: Gateway) -> Starlette:
     async def messages(request: Request) -> Response:
         return Generation(gateway, request, "anthropic")
 
+    async def counting(request: Request) -> Response:
+        return await count_tokens(gateway, request)
+
     async def models(request: Request) -> Response:
         dialect: Dialect = "anthropic" if "anthropic-version" in request.headers else "openai"
         try:
@@ -661,6 +719,7 @@ def build_app(gateway: Gateway) -> Starlette:
     routes = [
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/v1/messages", messages, methods=["POST"]),
+        Route("/v1/messages/count_tokens", counting, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
@@ -671,13 +730,13 @@ def build_app(gateway: Gateway) -> Starlette:
     return RequestIdMiddleware(app)  # type: ignore[return-value]
 
 
-_ENDPOINTS: Final = "POST /v1/chat/completions, POST /v1/messages, GET /v1/models"
+_ENDPOINTS: Final = "POST /v1/chat/completions, POST /v1/messages, POST /v1/messages/count_tokens, GET /v1/models"
 
 
 async def unknown_endpoint(request: Request, exc: Exception) -> Response:
     """Starlette's 404 (no route) and 405 (a route, another method) as a JSON error in the dialect
-    the path implies: Anthropic's under ``/v1/messages`` (``/v1/messages/count_tokens`` is not
-    served), OpenAI's elsewhere; the 405 keeps its ``allow`` header."""
+    the path implies: Anthropic's under ``/v1/messages``, OpenAI's elsewhere; the 405 keeps its
+    ``allow`` header."""
     path = request.url.path
     dialect: Dialect = "anthropic" if path == "/v1/messages" or path.startswith("/v1/messages/") else "openai"
     what = f"{request.method} {path[:200]}"

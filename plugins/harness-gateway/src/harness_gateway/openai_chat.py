@@ -12,8 +12,16 @@ Request: ``system`` / ``developer`` messages become ``options.system`` (joined b
 ``temperature``, ``top_p``, ``seed``, ``stop``, ``reasoning_effort``, ``tools``, ``tool_choice``
 and ``response_format`` (``json_object`` / ``json_schema``) map to
 :class:`~harness_core.GenerateOptions`. ``n`` > 1 and uploaded ``file_id`` s are refused with a
-400 naming the field. Unknown top-level fields are ignored, as OpenAI's
-clients send many (``user``, ``metadata`` …).
+400 naming the field. ``cache_control`` on a content part (the convention LiteLLM and
+OpenRouter accept: ``{"type": "ephemeral", "ttl": "1h"}``) becomes a
+:class:`~harness_core.types.CacheMark` on its block (text parts of a system, assistant or tool
+message are joined: the mark goes on the joined block); a system prompt holding one becomes a
+leading ``system`` message, one text block per part.
+
+Any other top-level field (``logprobs``, ``frequency_penalty``, ``parallel_tool_calls``,
+``prompt_cache_key``, ``service_tier`` …) reaches a route speaking this wire (the OpenAI Chat
+Completions and DeepSeek plugins) unchanged and is a 400 naming it elsewhere
+(:func:`harness_gateway.request.pass_through`); ignored on other wires: :data:`IGNORED`.
 
 Stream: a first chunk with ``delta.role``, then ``delta.content`` / ``delta.reasoning_content``
 (the DeepSeek-style field OpenAI-compatible clients read) / ``delta.tool_calls`` pieces, a chunk
@@ -31,6 +39,7 @@ import msgspec
 
 from harness_core.types import (
     BlockStart,
+    CacheMark,
     Finish,
     FinishReason,
     GenerateOptions,
@@ -52,10 +61,35 @@ from harness_core.types import (
 )
 from harness_gateway.errors import GatewayError, from_failure
 from harness_gateway.files import file_block
-from harness_gateway.request import Body, ParsedRequest, bad_request
+from harness_gateway.request import Body, ParsedRequest, Target, bad_request, cache_mark, pass_through
 from harness_gateway.sse import sse_data
 
-__all__ = ["ChatStreamEncoder", "chat_response", "parse_chat_request"]
+__all__ = ["IGNORED", "MAPPED", "ChatStreamEncoder", "chat_response", "parse_chat_request"]
+
+WIRE: Final = "openai-chat"
+MAPPED: Final = frozenset(
+    {
+        "model",
+        "messages",
+        "n",
+        "tools",
+        "tool_choice",
+        "max_completion_tokens",
+        "max_tokens",
+        "temperature",
+        "top_p",
+        "seed",
+        "stop",
+        "reasoning_effort",
+        "response_format",
+        "stream",
+        "stream_options",
+    }
+)
+"""Top-level fields read into the vocabulary."""
+IGNORED: Final = frozenset({"user", "safety_identifier", "metadata", "store", "prompt_cache_key"})
+"""Fields that change no output (end-user ids, stored-completion tags, a cache routing hint),
+dropped on a route of another wire."""
 
 _FINISH: Final = {
     "stop": "stop",
@@ -68,23 +102,29 @@ _FINISH: Final = {
 _encode = msgspec.json.Encoder().encode
 
 
-def parse_chat_request(raw: Any) -> ParsedRequest:
+def parse_chat_request(raw: Any, *, target: Target | None = None) -> ParsedRequest:
     """Read a Chat Completions body into a :class:`~harness_gateway.request.ParsedRequest`.
 
-    Raises a 400 :class:`GatewayError` naming the field at fault.
+    ``target`` is the route (for the field rule, module docstring). Raises a 400
+    :class:`GatewayError` naming the field at fault.
     """
     body = Body(raw)
     model = body.get("model", str, required=True)
     if body.get("n", int, 1) != 1:
         raise bad_request("n", "only n=1 is supported")
-    system: list[str] = []
+    system: list[TextBlock] = []
     messages: list[Message] = []
     for where, item in body.items("messages", required=True):
         _read_message(Body(item, where), system, messages)
     tools = [_read_tool(Body(item, where)) for where, item in body.items("tools")]
+    extra = pass_through(body, MAPPED, IGNORED, wire=WIRE, target=target)
+    marked = any(block.cache is not None for block in system)
+    if marked:
+        messages.insert(0, Message(role="system", content=list(system)))
     options: dict[str, Any] = {
         "messages": messages,
-        "system": "\n\n".join(system) if system else None,
+        "system": "\n\n".join(block.text for block in system) if system and not marked else None,
+        "provider_options": {target.options_key: extra} if extra and target is not None else None,
         "tools": tools,
         "tool_choice": _tool_choice(body),
         "max_tokens": body.get("max_completion_tokens", int) or body.get("max_tokens", int),
@@ -108,10 +148,14 @@ def parse_chat_request(raw: Any) -> ParsedRequest:
     )
 
 
-def _read_message(message: Body, system: list[str], messages: list[Message]) -> None:
+def _read_message(message: Body, system: list[TextBlock], messages: list[Message]) -> None:
     role = message.get("role", str, required=True)
     if role in ("system", "developer"):
-        system.append(_text(message, "content", required=True))
+        parts = _parts(message)
+        if any(part.cache is not None for part in parts):
+            system += parts
+        else:  # unmarked: the parts joined, as one text
+            system.append(TextBlock("".join(part.text for part in parts)))
     elif role == "user":
         messages.append(Message(role="user", content=_user_content(message)))
     elif role == "assistant":
@@ -119,9 +163,9 @@ def _read_message(message: Body, system: list[str], messages: list[Message]) -> 
         reasoning = message.get("reasoning_content", str)
         if reasoning:
             content.append(ReasoningBlock(reasoning))
-        text = _text(message, "content")
+        text, mark = _marked_text(message, "content")
         if text:
-            content.append(TextBlock(text))
+            content.append(TextBlock(text, cache=mark))
         for where, item in message.items("tool_calls"):
             call = Body(item, where)
             function = call.obj("function", required=True)
@@ -135,9 +179,8 @@ def _read_message(message: Body, system: list[str], messages: list[Message]) -> 
             )
         messages.append(Message(role="assistant", content=content))
     elif role == "tool":
-        result = ToolResultBlock(
-            tool_call_id=message.get("tool_call_id", str, required=True), content=_text(message, "content")
-        )
+        text, mark = _marked_text(message, "content")
+        result = ToolResultBlock(tool_call_id=message.get("tool_call_id", str, required=True), content=text, cache=mark)
         messages.append(Message(role="tool", content=[result]))
     else:
         raise bad_request(
@@ -145,12 +188,13 @@ def _read_message(message: Body, system: list[str], messages: list[Message]) -> 
         )
 
 
-def _text(message: Body, key: str, *, required: bool = False) -> str:
-    """A ``content`` field: a string, or a list of ``{"type": "text"}`` parts joined."""
+def _parts(message: Body, key: str = "content", *, required: bool = True) -> list[TextBlock]:
+    """A ``content`` field of text only: a string, or ``{"type": "text"}`` parts (each with its
+    ``cache_control``)."""
     value = message.get(key, (str, list), required=required)
     if value is None or isinstance(value, str):
-        return value or ""
-    texts: list[str] = []
+        return [TextBlock(value)] if value else []
+    blocks: list[TextBlock] = []
     for where, item in message.items(key):
         part = Body(item, where)
         kind = part.get("type", str, required=True)
@@ -159,8 +203,15 @@ def _text(message: Body, key: str, *, required: bool = False) -> str:
                 part.path("type"),
                 f"only text parts are allowed in system, assistant and tool messages, got {kind!r}",
             )
-        texts.append(part.get("text", str, required=True))
-    return "".join(texts)
+        blocks.append(TextBlock(part.get("text", str, required=True), cache=cache_mark(part)))
+    return blocks
+
+
+def _marked_text(message: Body, key: str) -> tuple[str, CacheMark | None]:
+    """The parts of ``key`` joined, with the last cache mark among them."""
+    blocks = _parts(message, key, required=False)
+    marks = [block.cache for block in blocks if block.cache is not None]
+    return "".join(block.text for block in blocks), (marks[-1] if marks else None)
 
 
 _AUDIO: Final = {"wav": "audio/wav", "mp3": "audio/mpeg"}
@@ -175,8 +226,10 @@ def _user_content(message: Body) -> list[Any]:
     for where, item in message.items("content"):
         part = Body(item, where)
         kind = part.get("type", str, required=True)
+        mark = cache_mark(part)
         if kind in ("text", "input_text"):
-            blocks.append(TextBlock(part.get("text", str, required=True)))
+            blocks.append(TextBlock(part.get("text", str, required=True), cache=mark))
+            continue
         elif kind == "image_url":
             image = part.obj("image_url", required=True)
             assert image is not None
@@ -203,6 +256,8 @@ def _user_content(message: Body) -> list[Any]:
             blocks.append(file_block(file.path("file_data"), url=url, filename=file.get("filename", str)))
         else:
             raise bad_request(part.path("type"), f"unknown content part type {kind!r}")
+        if mark is not None:
+            blocks[-1] = msgspec.structs.replace(blocks[-1], cache=mark)
     return blocks
 
 
@@ -279,9 +334,18 @@ def usage_body(usage: TokenUsage | None) -> dict[str, Any] | None:
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
-        "prompt_tokens_details": {"cached_tokens": usage.cache_read_tokens or 0},
+        "prompt_tokens_details": _prompt_details(usage),
         "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens or 0},
     }
+
+
+def _prompt_details(usage: TokenUsage) -> dict[str, int]:
+    """``cached_tokens`` (cache reads), and ``cache_write_tokens`` when the provider reported
+    writes (the field LiteLLM and OpenRouter use; OpenAI has none)."""
+    details = {"cached_tokens": usage.cache_read_tokens or 0}
+    if usage.cache_write_tokens:
+        details["cache_write_tokens"] = usage.cache_write_tokens
+    return details
 
 
 def finish_reason(reason: FinishReason) -> str:

@@ -3,17 +3,27 @@
 Both API dialects parse their bodies with :class:`Body`, so a bad request is always a 400
 :class:`~harness_gateway.errors.GatewayError` whose message and ``param`` name the field at fault
 (``messages[2].content[0].type``).
+
+The rule for request fields, one owner for both dialects (:func:`pass_through`,
+docs/gateway.md#no-field-is-dropped-in-silence): a field either maps into the vocabulary, or
+reaches a route that speaks the dialect's own wire unchanged (as ``provider_options`` of the
+route's plugin), or is a 400 naming the field and the route that cannot take it. Only the
+dialect's short ignore list (fields that change no output: ``user``, ``metadata`` …) is dropped
+on a route of another wire. :func:`cache_mark` reads the ``cache_control`` convention both
+dialects share.
 """
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from collections.abc import Collection
+from typing import Any, Final, TypeVar
 
 import msgspec
 
+from harness_core.types import CacheMark
 from harness_gateway.errors import GatewayError
 
-__all__ = ["Body", "ParsedRequest", "bad_request", "decode_json"]
+__all__ = ["Body", "ParsedRequest", "Target", "bad_request", "cache_mark", "decode_json", "pass_through"]
 
 T = TypeVar("T")
 
@@ -39,6 +49,75 @@ class ParsedRequest(msgspec.Struct, kw_only=True, frozen=True):
     options: Any
     stream: bool = False
     include_usage: bool = False
+
+
+class Target(msgspec.Struct, frozen=True):
+    """The route a request goes to, as the field rule needs it: ``wire`` is what its adapter
+    speaks (:meth:`harness_core.Harness.route_wire`), ``options_key`` the entry-point name of
+    its plugin (the ``provider_options`` key, as for ``harness run -o``)."""
+
+    route: str
+    wire: str | None
+    options_key: str
+
+
+def pass_through(
+    body: Body, mapped: Collection[str], ignored: Collection[str], *, wire: str, target: Target | None
+) -> dict[str, Any]:
+    """The fields of ``body`` outside ``mapped`` that reach ``target`` unchanged.
+
+    Args:
+        body: the request object (or a nested one: its paths name the field).
+        mapped: the fields the dialect reads into the vocabulary.
+        ignored: the dialect's ignore list: fields that change no output, dropped on a route of
+            another wire (a route of ``wire`` receives them).
+        wire: the dialect's wire (``"openai-chat"``, ``"anthropic-messages"``).
+        target: the route; ``None`` when there is none (then nothing may pass).
+
+    Returns the fields to merge into the request body (``{}`` when none), for ``target`` of
+    ``wire`` only.
+
+    Raises:
+        GatewayError: 400 naming the first such field (in body order) and the route, when the
+            route speaks another wire and the field is not on the ignore list.
+    """
+    extra = {key: value for key, value in body.value.items() if key not in mapped}
+    if target is not None and target.wire == wire:
+        return extra
+    for key in extra:
+        if key not in ignored:
+            route = f"route {target.route!r}" if target is not None else "this request"
+            raise bad_request(
+                body.path(key),
+                f"{route} cannot take this field: it is not mapped into harness's vocabulary and only a route "
+                f"speaking the {wire} wire receives it unchanged (docs/gateway.md#no-field-is-dropped-in-silence)",
+            )
+    return {}
+
+
+_TTLS: Final = {"5m": 300, "1h": 3600}
+
+
+def cache_mark(block: Body) -> CacheMark | None:
+    """The ``cache_control`` of ``block`` (``{"type": "ephemeral", "ttl": "5m" | "1h"}``) as a
+    :class:`~harness_core.types.CacheMark`; ``None`` without one.
+
+    Raises:
+        GatewayError: 400 naming ``cache_control.type`` or ``cache_control.ttl`` for another
+            value.
+    """
+    control = block.obj("cache_control")
+    if control is None:
+        return None
+    kind = control.get("type", str, required=True)
+    if kind != "ephemeral":
+        raise bad_request(control.path("type"), f"expected ephemeral, got {kind!r}")
+    ttl = control.get("ttl", str)
+    if ttl is None:
+        return CacheMark()
+    if ttl not in _TTLS:
+        raise bad_request(control.path("ttl"), f"expected 5m or 1h, got {ttl!r}")
+    return CacheMark(_TTLS[ttl])
 
 
 def bad_request(where: str, message: str) -> GatewayError:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
+from harness_core.errors import LlmError
 from harness_core.kit.adapter import HttpAdapter
 from harness_core.kit.request import request_json
 from harness_core.types import GenerateOptions, ModelInfo
@@ -43,6 +44,16 @@ __all__ = ["AnthropicAdapter"]
 
 _MODELS_PAGE: Final = 1000
 _MODELS_PATH: Final = "/v1/models"
+_COUNT_PATH: Final = "/v1/messages/count_tokens"
+_COUNTED: Final = frozenset({"model", "messages", "system", "tools", "tool_choice", "thinking"})
+"""The body fields ``count_tokens`` takes (https://docs.anthropic.com/en/api/messages-count-tokens)."""
+
+
+class _Counted(msgspec.Struct):
+    input_tokens: int
+
+
+_COUNT_DECODER: Final = msgspec.json.Decoder(_Counted)
 
 
 class AnthropicAdapter(HttpAdapter[AnthropicConfig]):
@@ -56,6 +67,7 @@ class AnthropicAdapter(HttpAdapter[AnthropicConfig]):
 
     provider_name = PROVIDER
     stream_path = "/v1/messages"
+    wire = "anthropic-messages"
 
     def auth_headers(self) -> dict[str, str]:
         """``x-api-key`` (when configured) and ``anthropic-version``."""
@@ -75,6 +87,29 @@ class AnthropicAdapter(HttpAdapter[AnthropicConfig]):
             default_effort=config.default_effort_for(model),
             structured_outputs=config.structured_outputs_for(model),
         )
+
+    async def count_tokens(self, options: GenerateOptions) -> int:
+        """``POST /v1/messages/count_tokens`` with the fields of the Messages body it takes
+        (model, messages, system, tools, tool choice, thinking; cache marks included).
+
+        Raises:
+            LlmError: :meth:`encode_request`'s errors before any I/O; HTTP errors mapped like
+                :meth:`stream`'s; ``PROTOCOL`` for a body without an integer ``input_tokens``.
+        """
+        if not options.model:
+            raise LlmError("BAD_REQUEST", "options.model is required", provider=self.provider)
+        body = msgspec.json.decode(self.encode_request(options, self.resolve_model(options.model)))
+        content = msgspec.json.encode({k: v for k, v in body.items() if k in _COUNTED})
+        counted = await request_json(
+            self.client,
+            _COUNT_PATH,
+            _COUNT_DECODER.decode,
+            method="POST",
+            content=content,
+            provider=self.provider,
+            classifier=self.classify_error,
+        )
+        return counted.input_tokens
 
     def make_translator(self, options: GenerateOptions, request_id: str | None) -> Translator:
         """A fresh translator (tags ``replay_state`` with the requested model)."""

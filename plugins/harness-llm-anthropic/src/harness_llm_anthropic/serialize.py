@@ -37,6 +37,12 @@ Mapping:
   constrained decoding, so ``strict`` needs nothing more; the name has no slot); plain JSON mode
   (``JsonObjectFormat``), or a model configured with ``structured_outputs: false`` (models
   before Claude 4.5), raises ``UNSUPPORTED``.
+- prompt caching (https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching): a
+  ``cache`` mark on a text, file, tool-use or tool-result block, a tool, or ``system_cache`` →
+  ``cache_control: {type: ephemeral}`` on that block (``ttl`` 300 → ``"5m"``, 3600 → ``"1h"``;
+  another TTL raises ``UNSUPPORTED``). With any mark on the system prompt, ``system`` is sent as
+  text blocks (``options.system`` first, then each system message's text blocks) so a mark keeps
+  its place; without, it stays one string.
 - ``seed`` raises ``UNSUPPORTED`` (the API has no seed). ``provider_options["anthropic"]`` is
   merged into the body as given (``stream`` stays true).
 """
@@ -51,6 +57,7 @@ import msgspec
 from harness_core.errors import LlmError
 from harness_core.media import base64_data, check_file, unsupported_file
 from harness_core.types import (
+    CacheMark,
     FileBlock,
     GenerateOptions,
     JsonObjectFormat,
@@ -61,11 +68,24 @@ from harness_core.types import (
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
+    check_cache_ttls,
 )
 from harness_llm_anthropic.errors import PROVIDER
 from harness_llm_anthropic.translate import REPLAY_VERSION
 
-__all__ = ["IMAGE_TYPES", "MAX_DOCUMENT_BYTES", "MAX_IMAGE_BYTES", "build_body", "file_block", "replay_blocks"]
+__all__ = [
+    "CACHE_TTLS",
+    "IMAGE_TYPES",
+    "MAX_DOCUMENT_BYTES",
+    "MAX_IMAGE_BYTES",
+    "build_body",
+    "cache_control",
+    "file_block",
+    "replay_blocks",
+]
+
+CACHE_TTLS: Final = {300: "5m", 3600: "1h"}
+"""Prompt-cache lifetimes (seconds) the API takes → its ``ttl`` strings."""
 
 IMAGE_TYPES: Final = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 """Image media types the ``image`` block takes, inline or as a URL."""
@@ -83,6 +103,23 @@ _TOOL_CHOICE: Final[dict[str, dict[str, str]]] = {
     "required": {"type": "any"},
     "none": {"type": "none"},
 }
+
+
+def cache_control(mark: CacheMark | None) -> dict[str, str] | None:
+    """Anthropic's ``cache_control`` for ``mark`` (``None`` without one); the TTL was checked by
+    :func:`~harness_core.types.check_cache_ttls` before."""
+    if mark is None:
+        return None
+    if mark.ttl is None:
+        return {"type": "ephemeral"}
+    return {"type": "ephemeral", "ttl": CACHE_TTLS[mark.ttl]}
+
+
+def _marked(block: dict[str, Any], mark: CacheMark | None) -> dict[str, Any]:
+    control = cache_control(mark)
+    if control is not None:
+        block["cache_control"] = control
+    return block
 
 
 def _bad_request(message: str) -> LlmError:
@@ -127,9 +164,10 @@ def _assistant(message: Message, model: str) -> list[dict[str, Any]]:
     for position, block in enumerate(message.content):
         if isinstance(block, TextBlock):
             if block.text:
-                content.append({"type": "text", "text": block.text})
+                content.append(_marked({"type": "text", "text": block.text}, block.cache))
         elif isinstance(block, ToolCallBlock):
-            content.append({"type": "tool_use", "id": block.id, "name": block.name, "input": _tool_input(block)})
+            call = {"type": "tool_use", "id": block.id, "name": block.name, "input": _tool_input(block)}
+            content.append(_marked(call, block.cache))
         elif isinstance(block, ReasoningBlock):
             entry = replay.get(str(position))
             if not isinstance(entry, dict):
@@ -199,13 +237,13 @@ def _tool_result(block: ToolResultBlock) -> dict[str, Any]:
         result["content"] = block.content
     if block.is_error:
         result["is_error"] = True
-    return result
+    return _marked(result, block.cache)
 
 
-def _messages(options: GenerateOptions, model: str) -> tuple[list[dict[str, Any]], list[str]]:
-    """The ``messages`` array and the system texts found among the messages."""
+def _messages(options: GenerateOptions, model: str) -> tuple[list[dict[str, Any]], list[TextBlock]]:
+    """The ``messages`` array and the system text blocks found among the messages."""
     turns: list[dict[str, Any]] = []
-    system: list[str] = []
+    system: list[TextBlock] = []
     results: list[dict[str, Any]] = []  # tool_result blocks of the user turn being built
     rest: list[dict[str, Any]] = []  # its other blocks
 
@@ -226,18 +264,16 @@ def _messages(options: GenerateOptions, model: str) -> tuple[list[dict[str, Any]
         if role == "system":
             if message.files:
                 raise _bad_request("a system message cannot hold a file")
-            text = message.text
-            if text:
-                system.append(text)
+            system += [b for b in message.content if isinstance(b, TextBlock) and b.text]
             continue
         for block in message.content:
             if isinstance(block, ToolResultBlock):
                 results.append(_tool_result(block))
             elif isinstance(block, TextBlock):
                 if block.text:
-                    rest.append({"type": "text", "text": block.text})
+                    rest.append(_marked({"type": "text", "text": block.text}, block.cache))
             elif isinstance(block, FileBlock) and role == "user":
-                rest.append(file_block(block))
+                rest.append(_marked(file_block(block), block.cache))
             else:
                 raise _bad_request(f"a {role} message cannot hold a {block.__struct_config__.tag} block")
     flush_user()
@@ -308,7 +344,8 @@ def build_body(
     model = options.model
     if not model:
         raise _bad_request("no model given: set options.model or a default model for the route")
-    messages, system_texts = _messages(options, model)
+    check_cache_ttls(PROVIDER, options, CACHE_TTLS)
+    messages, system_blocks = _messages(options, model)
     budget = _thinking(options, model, budgets, default_effort)
     max_tokens = options.max_tokens
     if budget is not None:
@@ -323,14 +360,19 @@ def build_body(
         max_tokens = max_tokens_default
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": messages}
     if options.system:
-        system_texts.insert(0, options.system)
-    if system_texts:
-        body["system"] = "\n\n".join(system_texts)
+        system_blocks.insert(0, TextBlock(options.system, cache=options.system_cache))
+    if any(block.cache is not None for block in system_blocks):
+        body["system"] = [_marked({"type": "text", "text": block.text}, block.cache) for block in system_blocks]
+    elif system_blocks:
+        body["system"] = "\n\n".join(block.text for block in system_blocks)
     if options.tools:
         body["tools"] = [
-            {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
-            if tool.description
-            else {"name": tool.name, "input_schema": tool.parameters}
+            _marked(
+                {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
+                if tool.description
+                else {"name": tool.name, "input_schema": tool.parameters},
+                tool.cache,
+            )
             for tool in options.tools
         ]
     choice = options.tool_choice

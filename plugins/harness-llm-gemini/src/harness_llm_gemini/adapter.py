@@ -30,6 +30,7 @@ from urllib.parse import quote
 
 import msgspec
 
+from harness_core.errors import LlmError
 from harness_core.kit.adapter import HttpAdapter
 from harness_core.kit.request import request_json
 from harness_core.types import GenerateOptions, ModelInfo
@@ -45,6 +46,13 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 __all__ = ["GeminiAdapter", "model_path"]
 
 _MODELS_PAGE: Final = 1000
+
+
+class _Counted(msgspec.Struct, rename="camel"):
+    total_tokens: int
+
+
+_COUNT_DECODER: Final = msgspec.json.Decoder(_Counted)
 _GENERATE: Final = "generateContent"
 
 
@@ -61,6 +69,32 @@ class GeminiAdapter(HttpAdapter[GeminiConfig]):
 
     provider_name: ClassVar[str] = PROVIDER
     models_path: ClassVar[str | None] = "/models"
+    wire: ClassVar[str | None] = "gemini"
+
+    async def count_tokens(self, options: GenerateOptions) -> int:
+        """``POST /{model_path}:countTokens`` (https://ai.google.dev/api/tokens) with the whole
+        ``generateContent`` body as ``generateContentRequest`` (system instruction and tools
+        counted too); returns ``totalTokens``.
+
+        Raises:
+            LlmError: ``BAD_REQUEST`` without a model and the serializer's errors, before any I/O;
+                HTTP errors mapped like :meth:`stream`'s; ``PROTOCOL`` for a body without an
+                integer ``totalTokens``.
+        """
+        if not options.model:
+            raise LlmError("BAD_REQUEST", "options.model is required", provider=self.provider)
+        path = model_path(options.model)
+        body = msgspec.json.decode(self.encode_request(options, self.resolve_model(options.model)))
+        counted = await request_json(
+            self.client,
+            f"/{path}:countTokens",
+            _COUNT_DECODER.decode,
+            method="POST",
+            content=msgspec.json.encode({"generateContentRequest": {"model": path, **body}}),
+            provider=self.provider,
+            classifier=self.classify_error,
+        )
+        return counted.total_tokens
 
     def request_path(self, options: GenerateOptions) -> str:
         """``/{model_path}:streamGenerateContent?alt=sse`` (always SSE: without ``alt=sse`` the

@@ -66,6 +66,7 @@ from harness_core.types import (
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
+    check_cache_ttls,
 )
 from harness_llm_gemini.errors import PROVIDER
 from harness_llm_gemini.translate import REPLAY_VERSION
@@ -323,6 +324,7 @@ def build_body(
     model = options.model
     if not model:
         raise _bad_request("no model given: set options.model or a default model for the route")
+    check_cache_ttls(PROVIDER, options)  # Gemini caches implicitly: a mark changes nothing, a TTL is refused
     contents, system_texts = _contents(options, model, max_inline_bytes)
     if unsigned_call_signature is not None:
         _sign_foreign_calls(contents, unsigned_call_signature)

@@ -17,7 +17,8 @@ produced.
 Token estimate (documented, deterministic): input tokens = whitespace-separated words of the
 system prompt and of every message (text, tool arguments, tool results); output tokens = the
 number of deltas emitted (one word each), reasoning deltas included and also counted in
-``reasoning_tokens``. Usage is reported on every stream that does not raise.
+``reasoning_tokens``. Usage is reported on every stream that does not raise. ``count_tokens``
+returns that input estimate (``NOT_FOUND`` for another model). Cache marks change nothing.
 
 Config (``plugins.yaml``)::
 
@@ -111,6 +112,11 @@ class MockAdapter(LlmAdapter):
     async def list_models(self) -> list[ModelInfo]:
         """``[echo]``."""
         return [self.resolve_model(MODEL)]
+
+    async def count_tokens(self, options: GenerateOptions) -> int:
+        """The input tokens of the estimate (module docstring); ``NOT_FOUND`` for a model other than ``echo``."""
+        self.resolve_model(options.model or MODEL)
+        return _count_input(options)
 
     async def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
         """Stream the deterministic reply; raises ``NOT_FOUND`` (model), ``UNSUPPORTED``

@@ -47,6 +47,7 @@ class OpenAIAdapter(HttpAdapter[OpenAIConfig]):
 
     provider_name = "openai"
     stream_path = "/chat/completions"
+    wire = "openai-chat"
     models_path = "/models"
 
     def __init__(

@@ -17,6 +17,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+import msgspec
+
+from harness_core.errors import LlmError
+from harness_core.kit.request import request_json
 from harness_core.types import GenerateOptions, ModelInfo
 from harness_llm_openai.adapter import OpenAIAdapter
 from harness_llm_openai.config import OpenAIConfig
@@ -31,6 +35,15 @@ __all__ = ["DEFAULT_REASONING_EFFORTS", "ResponsesAdapter"]
 DEFAULT_REASONING_EFFORTS: Final = ["low", "medium", "high"]
 """Efforts a model matched by ``reasoning_models`` (and not described in ``models``) accepts:
 the ones every OpenAI reasoning model takes."""
+_COUNTED: Final = frozenset({"model", "input", "instructions", "tools", "tool_choice", "text", "reasoning"})
+"""The body fields ``POST /responses/input_tokens`` takes."""
+
+
+class _Counted(msgspec.Struct):
+    input_tokens: int
+
+
+_COUNT_DECODER: Final = msgspec.json.Decoder(_Counted)
 
 
 class ResponsesAdapter(OpenAIAdapter):
@@ -46,6 +59,7 @@ class ResponsesAdapter(OpenAIAdapter):
     """
 
     stream_path = "/responses"
+    wire = "openai-responses"
 
     def __init__(
         self, config: OpenAIConfig, *, provider: str | None = None, transport: httpx.AsyncBaseTransport | None = None
@@ -70,6 +84,31 @@ class ResponsesAdapter(OpenAIAdapter):
         """The Responses body (:meth:`ResponsesSerializer.encode`); a model with reasoning
         efforts is a reasoning model (summaries and encrypted reasoning are asked for)."""
         return self.responses_serializer.encode(options, info, reasoning=info.reasoning_efforts is not None)
+
+    async def count_tokens(self, options: GenerateOptions) -> int:
+        """``POST /responses/input_tokens``
+        (https://platform.openai.com/docs/api-reference/responses/input-tokens) with the fields
+        of the Responses body it takes (model, input, instructions, tools, tool choice, text
+        format, reasoning); returns ``input_tokens``.
+
+        Raises:
+            LlmError: ``BAD_REQUEST`` without a model and the serializer's errors, before any I/O;
+                HTTP errors mapped like :meth:`stream`'s; ``PROTOCOL`` for a body without an
+                integer ``input_tokens``.
+        """
+        if not options.model:
+            raise LlmError("BAD_REQUEST", "options.model is required", provider=self.provider)
+        body = msgspec.json.decode(self.encode_request(options, self.resolve_model(options.model)))
+        counted = await request_json(
+            self.client,
+            "/responses/input_tokens",
+            _COUNT_DECODER.decode,
+            method="POST",
+            content=msgspec.json.encode({k: v for k, v in body.items() if k in _COUNTED}),
+            provider=self.provider,
+            classifier=self.classify_error,
+        )
+        return counted.input_tokens
 
     def make_translator(self, options: GenerateOptions, request_id: str | None) -> ResponsesTranslator:
         """A fresh translator for one response, tagging ``replay_state`` with the model."""

@@ -62,6 +62,7 @@ from harness_core.types import (
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
+    check_cache_ttls,
 )
 from harness_llm_openai.responses_translate import REPLAY_API, REPLAY_VERSION
 from harness_llm_openai.serialize import AUDIO_FORMATS, IMAGE_TYPES, MAX_FILE_BYTES, MEDIA_TYPES, check_effort
@@ -157,7 +158,9 @@ class ResponsesSerializer:
 
     def body(self, options: GenerateOptions, info: ModelInfo, *, reasoning: bool = False) -> dict[str, Any]:
         """The request body as a dict (see :meth:`encode`). ``reasoning`` (or an effort) adds
-        ``reasoning.summary`` and, without ``store``, ``include`` of the encrypted reasoning."""
+        ``reasoning.summary`` and, without ``store``, ``include`` of the encrypted reasoning.
+        Cache marks change nothing (implicit caching); one with a TTL raises ``UNSUPPORTED``."""
+        check_cache_ttls(self.provider, options)
         extra = options.provider_options.get(self.provider, {})
         if "stream" in extra and extra["stream"] is not True:
             raise LlmError(

@@ -55,6 +55,7 @@ from harness_core.types import (
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
+    check_cache_ttls,
 )
 
 __all__ = ["AUDIO_FORMATS", "IMAGE_TYPES", "MAX_FILE_BYTES", "MEDIA_TYPES", "RequestSerializer", "check_effort"]
@@ -122,7 +123,10 @@ class RequestSerializer:
         return _encoder.encode(self.body(options, info))
 
     def body(self, options: GenerateOptions, info: ModelInfo) -> dict[str, Any]:
-        """The request body as a dict (see :meth:`encode`)."""
+        """The request body as a dict (see :meth:`encode`). Cache marks change nothing (the API
+        caches prompt prefixes implicitly; ``prompt_cache_key`` / ``prompt_cache_retention``
+        travel in provider options); a mark with a TTL raises ``UNSUPPORTED``."""
+        check_cache_ttls(self.provider, options)
         extra = options.provider_options.get(self.provider, {})
         self._check_extra(extra)
         body: dict[str, Any] = {"model": info.model, "messages": self.messages(options, info.model), "stream": True}
