@@ -318,14 +318,14 @@ async def test_waiting_past_the_bound_fails_rate_limited() -> None:
 async def test_memory_state_windows() -> None:
     state = MemoryState()
     limits = Limits(rpm=1)
-    assert await state.acquire("m", limits, 0.0) == ""
-    assert await state.acquire("m", limits, 30.0) == pytest.approx(30.0)
-    await state.release("m", "", 0, 31.0)
-    await state.cool("m", 100.0)
-    await state.cool("m", 50.0)  # never shortens
-    (load,) = await state.loads(["m"], 61.0)
-    assert (load.in_flight, load.requests, load.tokens, load.cooling_until) == (0, 0, 0, 100.0)
-    assert repr(load) == "MemberLoad(in_flight=0, requests=0, tokens=0, cooling_until=100.0)"
+    assert await state.acquire("m", limits, 1000.0) == ""
+    assert await state.acquire("m", limits, 1030.0) == pytest.approx(30.0)
+    await state.release("m", "", 0, 1031.0)
+    await state.cool("m", 1100.0)
+    await state.cool("m", 1050.0)  # never shortens
+    (load,) = await state.loads(["m"], 1061.0)
+    assert (load.in_flight, load.requests, load.tokens, load.cooling_until) == (0, 0, 0, 1100.0)
+    assert repr(load) == "MemberLoad(in_flight=0, requests=0, tokens=0, cooling_until=1100.0)"
     assert repr(MemberLoad()) == "MemberLoad(in_flight=0, requests=0, tokens=0, cooling_until=0.0)"
 
 
@@ -437,3 +437,32 @@ def test_headroom_is_the_smallest_fraction_left() -> None:
     free, capped = plugin.pools["pool"].members
     assert free.headroom(MemberLoad(in_flight=9, requests=9, tokens=9)) == 1.0
     assert capped.headroom(MemberLoad(in_flight=1, tokens=50)) == 0.5
+
+
+class Unreachable(MemoryState):
+    """A shared state whose database is gone: admission or release raises."""
+
+    def __init__(self, *, admit: bool) -> None:
+        super().__init__()
+        self.admit = admit
+
+    async def loads(self, members: Sequence[str], now: float) -> Sequence[MemberLoad]:
+        if not self.admit:
+            raise LlmError("OVERLOADED", "balance state unavailable")
+        return await super().loads(members, now)
+
+    async def release(self, member: str, ticket: str, tokens: int, now: float) -> None:
+        raise LlmError("OVERLOADED", "balance state unavailable")
+
+
+async def test_an_unreachable_state_fails_the_stream_and_a_failed_release_is_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    config = msgspec.convert({"pools": {"pool": [{"target": "a"}]}}, BalancePlugin.Config)
+    down = BalancePlugin(config, state=Unreachable(admit=False))
+    failure = failure_of(await collect(down.llm_stream(pool_options(), Routes(a=Script(REPLY)))))
+    assert failure.code == "OVERLOADED"
+    assert "balance state unavailable" in failure.message
+    late = BalancePlugin(config, state=Unreachable(admit=True))
+    assert await collect(late.llm_stream(pool_options(), Routes(a=Script(REPLY)))) == REPLY
+    assert "could not release member 'a'" in caplog.text

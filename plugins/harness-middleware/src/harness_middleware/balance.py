@@ -43,6 +43,7 @@ checked against them. Latency samples stay per process.
 from __future__ import annotations
 
 import collections
+import logging
 import math
 import random
 import time
@@ -68,9 +69,12 @@ __all__ = [
     "MemberLoad",
     "MemoryState",
     "PoolAdapter",
+    "admission_wait",
     "share_state",
     "shared_state",
 ]
+
+logger = logging.getLogger(__name__)
 
 Strategy = Literal["weighted", "least-busy", "latency", "usage"]
 
@@ -130,14 +134,36 @@ class BalanceState(Protocol):
         """The load of each of ``members``, in the same order."""
 
     async def acquire(self, member: str, limits: Limits, now: float) -> str | float:
-        """Start a stream on ``member`` if it is under every one of ``limits``: a ticket (text, to
-        pass to :meth:`release`); else the seconds until it may be under them (> 0)."""
+        """Start a stream on ``member`` if it is under every one of ``limits``
+        (:func:`admission_wait`): a ticket (text, to pass to :meth:`release`); else the seconds
+        until it may be under them (> 0).
+
+        Every method raises :class:`~harness_core.errors.LlmError` when the state is unreachable
+        (the stream then fails with it; a failed :meth:`release` is logged)."""
 
     async def release(self, member: str, ticket: str, tokens: int, now: float) -> None:
         """The stream of ``ticket`` ended having used ``tokens`` (input + output)."""
 
     async def cool(self, member: str, until: float) -> None:
         """Leave ``member`` out until ``until`` (unix seconds; extends, never shortens)."""
+
+
+def admission_wait(
+    limits: Limits, load: MemberLoad, oldest_start: float | None, oldest_end: float | None, now: float
+) -> float:
+    """The one admission rule of every :class:`BalanceState`: 0 when a stream may start on a
+    member with ``load`` (requests and tokens counted over the last :data:`WINDOW` seconds), else
+    the seconds until it may (> 0): the oldest start (``rpm``) or end (``tpm``) of the window
+    leaving it, or :data:`_POLL` for ``max_in_flight`` (a stream's end is not foreseeable).
+    ``oldest_start``/``oldest_end`` are unix seconds, ``None`` when the window holds none."""
+    wait = 0.0
+    if limits.rpm is not None and load.requests >= limits.rpm:
+        wait = max(wait, (oldest_start or now) + WINDOW - now)
+    if limits.tpm is not None and load.tokens >= limits.tpm:
+        wait = max(wait, (oldest_end or now) + WINDOW - now)
+    if limits.max_in_flight is not None and load.in_flight >= limits.max_in_flight:
+        wait = max(wait, _POLL)
+    return wait
 
 
 class _Window:
@@ -181,13 +207,8 @@ class MemoryState:
         """See :meth:`BalanceState.acquire` (the ticket is empty: the memory keeps no rows)."""
         window = self._window(member)
         load = window.prune(now)
-        wait = 0.0
-        if limits.rpm is not None and load.requests >= limits.rpm:
-            wait = max(wait, window.starts[0] + WINDOW - now)
-        if limits.tpm is not None and load.tokens >= limits.tpm:
-            wait = max(wait, window.ends[0][0] + WINDOW - now)
-        if limits.max_in_flight is not None and load.in_flight >= limits.max_in_flight:
-            wait = max(wait, _POLL)
+        oldest_end = window.ends[0][0] if window.ends else None
+        wait = admission_wait(limits, load, window.starts[0] if window.starts else None, oldest_end, now)
         if wait > 0:
             return wait
         window.starts.append(now)
@@ -423,7 +444,11 @@ class BalancePlugin:
         deadline = self.clock() + self.config.wait
         while left:
             now = self.clock()
-            found = await self._admit(pool, left, state, now)
+            try:
+                found = await self._admit(pool, left, state, now)
+            except LlmError as exc:  # the shared state is unreachable: the stream fails, saying so
+                last = exc.to_failure()
+                break
             if isinstance(found, float):
                 if now + found <= deadline or (now < deadline and found == _POLL):
                     await anyio.sleep(min(found, max(deadline - now, 0.0)))
@@ -466,7 +491,10 @@ class BalancePlugin:
                     await aclose(stream)
                 finally:
                     with anyio.CancelScope(shield=True):
-                        await state.release(member.label, ticket, tokens, self.clock())
+                        try:
+                            await state.release(member.label, ticket, tokens, self.clock())
+                        except LlmError as exc:  # the stream itself went well: say so, do not fail it
+                            logger.warning("balance: could not release member %r: %s", member.label, exc)
         assert last is not None, "no member left: the last failure is known"
         yield error_finish_naming(last, attempts, "balance")
 
