@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
 import re
 import shutil
@@ -54,15 +55,13 @@ plugins:
 """
 
 
-@pytest.fixture
-def two_gateways(cluster: Cluster, tmp_path: Path) -> Iterator[list[str]]:
-    """Two `harness serve` processes on different ports, one PostgreSQL."""
-    config = tmp_path / "plugins.yaml"
-    config.write_text(config_text(cluster.dsn), encoding="utf-8")
+@contextlib.contextmanager
+def gateways(config: Path, count: int) -> Iterator[list[str]]:
+    """``count`` `harness serve` processes on different ports serving ``config``."""
     processes: list[subprocess.Popen[str]] = []
     urls: list[str] = []
     try:
-        for _ in range(2):
+        for _ in range(count):
             process = subprocess.Popen(
                 [sys.executable, "-m", "harness_core.cli", "serve", "-c", str(config), "--port", "0"],
                 stderr=subprocess.PIPE,
@@ -85,6 +84,15 @@ def two_gateways(cluster: Cluster, tmp_path: Path) -> Iterator[list[str]]:
             process.wait(30)
             assert process.stderr is not None
             process.stderr.close()
+
+
+@pytest.fixture
+def two_gateways(cluster: Cluster, tmp_path: Path) -> Iterator[list[str]]:
+    """Two `harness serve` processes on different ports, one PostgreSQL."""
+    config = tmp_path / "plugins.yaml"
+    config.write_text(config_text(cluster.dsn), encoding="utf-8")
+    with gateways(config, 2) as urls:
+        yield urls
 
 
 def create(dsn: str, spec: KeySpec) -> str:
@@ -267,3 +275,45 @@ def test_a_connection_broken_under_a_statement_is_503_and_resets_the_pool() -> N
         assert store._pool is None
 
     anyio.run(main)
+
+
+def test_pool_member_rpm_holds_exactly_across_two_processes(cluster: Cluster, tmp_path: Path) -> None:
+    config = tmp_path / "plugins.yaml"
+    config.write_text(
+        f"""\
+plugins:
+  gateway:
+    database: {cluster.dsn}
+  balance:
+    wait: 0
+    pools:
+      pool:
+        - {{target: east/echo, rpm: 7}}
+        - {{target: west/echo, rpm: 5}}
+  mock:east: {{routes: [east]}}
+  mock:west: {{routes: [west]}}
+""",
+        encoding="utf-8",
+    )
+    body = {"model": "pool/echo", "messages": [{"role": "user", "content": "hi"}]}
+
+    def one(url: str) -> int:
+        with httpx.Client(timeout=30) as client:
+            return client.post(url + "/v1/chat/completions", json=body).status_code
+
+    with gateways(config, 2) as urls, concurrent.futures.ThreadPoolExecutor(16) as pool:
+        statuses = list(pool.map(lambda i: one(urls[i % 2]), range(40)))
+    assert statuses.count(200) == 12  # 7 + 5 per minute, not twice that with two processes
+    assert statuses.count(429) == 28
+
+    async def served() -> dict[str, int]:
+        store = PostgresStore(cluster.dsn)
+        try:
+            rows = await store.transaction(
+                lambda tx: tx.all("SELECT member, count(*) FROM balance_streams GROUP BY member"), write=False
+            )
+            return {member: int(count) for member, count in rows}
+        finally:
+            await store.aclose()
+
+    assert anyio.run(served) == {"east/echo": 7, "west/echo": 5}

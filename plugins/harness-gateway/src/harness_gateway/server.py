@@ -29,12 +29,14 @@ from harness_core.config import RedactFilter
 from harness_core.http import prefer_transport
 from harness_core.loader import find_config
 from harness_gateway.app import Gateway, build_app
+from harness_gateway.balance_state import StoreBalanceState
 from harness_gateway.config import ConnectionLimits, default_database_path
 from harness_gateway.database import store_from_spec
 from harness_gateway.errors import GatewayError
 from harness_gateway.metrics import MULTIPROC_DIR_ENV, GatewayMetrics
 from harness_gateway.runtime import RuntimeHolder, load_runtime
 from harness_gateway.store import SqlStore
+from harness_middleware.balance import share_state
 
 __all__ = ["ENV_CONFIG", "ENV_HOST", "ENV_LOG_LEVEL", "ENV_WATCH", "GatewayServer", "serve", "worker_app"]
 
@@ -69,6 +71,8 @@ class GatewayServer:
         self.watch = watch
         self.gateway: Gateway | None = None
         self.app: Any = None
+        self._unshare: Callable[[], None] | None = None
+        """Removes the store-backed balance state registered at start (:mod:`harness_gateway.balance_state`)."""
         self.ready = threading.Event()
         """Set once startup finished (for code that embeds the server in a thread)."""
 
@@ -109,6 +113,7 @@ class GatewayServer:
         except GatewayError as exc:  # serve anyway: requests get 503 until the database is back
             logger.error("starting without the state store: %s", exc)
         self.gateway = gateway
+        self._unshare = share_state(StoreBalanceState(store))  # pools' limits hold for every worker and host
         self.app = build_app(gateway)
         logger.info(
             "gateway ready: %d route(s), keys %s, %s",
@@ -122,6 +127,8 @@ class GatewayServer:
         if gateway is None:
             return
         await gateway.holder.retire(gateway.holder.current)
+        if self._unshare is not None:
+            self._unshare()
         await gateway.store.aclose()
 
     async def lifespan(self, receive: Any, send: Any) -> None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from typing import Annotated
 
 import msgspec
@@ -41,7 +41,17 @@ from harness_core.types import BlockEnd, Failure, Finish, GenerateOptions, Strea
 from harness_middleware._stream import aclose, error_finish, is_content
 from harness_middleware.notes import Attempt, open_notes
 
-__all__ = ["Cooldowns", "FallbackPlugin", "Target", "parse_target", "shared_cooldowns"]
+__all__ = [
+    "Cooldowns",
+    "Failed",
+    "FallbackPlugin",
+    "Target",
+    "committed",
+    "error_finish_naming",
+    "parse_target",
+    "shared_cooldowns",
+    "until_content",
+]
 
 Target = tuple[str, str | None]
 """``(route, model)``; ``model`` ``None`` = the requested model."""
@@ -102,8 +112,8 @@ def shared_cooldowns() -> Cooldowns:
     return _SHARED
 
 
-class _Failed(Exception):
-    """The current target failed before committing, with ``failure``."""
+class Failed(Exception):
+    """The current target failed before committing, with ``failure`` (raised by :func:`until_content`)."""
 
     def __init__(self, failure: Failure) -> None:
         super().__init__(failure.message)
@@ -186,87 +196,104 @@ class FallbackPlugin:
             stream = call_next(msgspec.structs.replace(options, provider=route, model=model))
             try:
                 try:
-                    held = await self._until_content(stream)
-                except _Failed as failed:
+                    held = await until_content(stream, self.moves_on)
+                except Failed as failed:
                     last = failed.failure
                     notes.attempts.append(Attempt(route, model, failure=last))
                     self._cool(route, model, last)
                     if options.abort is not None and options.abort.fired:
                         break
                     continue
-                committed = self._committed(stream, held, Attempt(route, model), notes.attempts, named=named)
-                async for chunk in committed:
-                    yield chunk
+                served = Attempt(route, model)
+                passing = committed(stream, held, served, notes.attempts, named=named, failed=self._failed)
+                try:
+                    async for chunk in passing:
+                        yield chunk
+                finally:
+                    await aclose(passing)
                 return
             finally:
                 await aclose(stream)
         assert last is not None, "every target failed: the last failure is known"
-        yield _error_finish(last, notes.attempts if named else None)
+        yield error_finish_naming(last, notes.attempts if named else None)
 
-    async def _until_content(self, stream: AsyncIterator[StreamChunk]) -> list[StreamChunk]:
-        """Read ``stream`` up to and including its first content chunk (or its end) and return
-        what was read. Raises :class:`_Failed` for a moving-on failure before that."""
-        held: list[StreamChunk] = []
-        try:
-            async for chunk in stream:
-                if isinstance(chunk, Finish) and chunk.reason.kind == "error":
-                    failure = chunk.reason.failure or Failure("INTERNAL", "error finish without a failure")
-                    if self.moves_on(failure):
-                        raise _Failed(failure)
-                held.append(chunk)
-                if is_content(chunk):
-                    break
-        except LlmError as exc:
-            if self.moves_on(exc.to_failure()):
-                raise _Failed(exc.to_failure()) from exc
-            raise
-        return held
-
-    async def _committed(
-        self,
-        stream: AsyncIterator[StreamChunk],
-        held: list[StreamChunk],
-        served: Attempt,
-        attempts: list[Attempt],
-        *,
-        named: bool,
-    ) -> AsyncIterator[StreamChunk]:
-        """Pass on ``held`` and the rest of the committed ``stream``; a failure now ends the stream
-        with a ``finish{error}`` naming every attempt when ``named`` (a route without fallback
-        targets passes its failure on unchanged); open blocks are closed first, nothing is
-        replayed. The attempt is marked ``after_content`` only when content was sent."""
-        tracker = BlockAssembler(keep_ended=False)  # only the blocks still open
-        attempts.append(served)
-        failure: Failure | None = None
-        sent_content = False
-        source = _chained(held, stream)
-        try:
-            async for chunk in source:
-                if isinstance(chunk, Finish):
-                    if chunk.reason.kind == "error" and chunk.reason.failure is not None:
-                        failure = chunk.reason.failure
-                        break
-                    yield chunk
-                    return
-                tracker.feed(chunk)
-                sent_content = sent_content or is_content(chunk)
-                yield chunk
-            else:
-                return  # ended without a finish: the runtime's guard reports it
-        except LlmError as exc:
-            failure = exc.to_failure()
-        finally:
-            await source.aclose()
-        assert failure is not None
-        for index, block in tracker.open_blocks():  # a legal inner stream closed them before its finish
-            yield BlockEnd(index, block)
-        attempts[-1] = msgspec.structs.replace(served, failure=failure, after_content=sent_content)
-        self._cool(served.route or "", served.model, failure)
-        yield _error_finish(failure, attempts if named else None)
+    async def _failed(self, attempt: Attempt, failure: Failure) -> None:
+        self._cool(attempt.route or "", attempt.model, failure)
 
     def _cool(self, route: str, model: str | None, failure: Failure) -> None:
         if self.config.cooldown > 0 and self.moves_on(failure):
             self.cooldowns.cool((route, model), self.config.cooldown)
+
+
+async def until_content(stream: AsyncIterator[StreamChunk], moves_on: Callable[[Failure], bool]) -> list[StreamChunk]:
+    """Read ``stream`` up to and including its first content chunk (or its end) and return what
+    was read (the chunks to pass on once the target commits).
+
+    Raises:
+        Failed: the stream failed before content (``finish{error}`` or :class:`LlmError`) with a
+            failure ``moves_on`` accepts; another failure is returned (or re-raised) as it is.
+    """
+    held: list[StreamChunk] = []
+    try:
+        async for chunk in stream:
+            if isinstance(chunk, Finish) and chunk.reason.kind == "error":
+                failure = chunk.reason.failure or Failure("INTERNAL", "error finish without a failure")
+                if moves_on(failure):
+                    raise Failed(failure)
+            held.append(chunk)
+            if is_content(chunk):
+                break
+    except LlmError as exc:
+        if moves_on(exc.to_failure()):
+            raise Failed(exc.to_failure()) from exc
+        raise
+    return held
+
+
+async def committed(
+    stream: AsyncIterator[StreamChunk],
+    held: list[StreamChunk],
+    served: Attempt,
+    attempts: list[Attempt],
+    *,
+    named: bool,
+    failed: Callable[[Attempt, Failure], Awaitable[None]],
+    what: str = "fallback",
+) -> AsyncIterator[StreamChunk]:
+    """Pass on ``held`` and the rest of the committed ``stream`` (the target ``served``, appended
+    to ``attempts``); a failure now ends the stream with a ``finish{error}`` naming every attempt
+    when ``named`` (``what`` attempts: …; a route without other targets passes its failure on
+    unchanged); open blocks are closed first, nothing is replayed, and ``failed(served, failure)``
+    is awaited before the error finish (the caller cools the target down). The last attempt then
+    carries the failure, marked ``after_content`` only when content was sent."""
+    tracker = BlockAssembler(keep_ended=False)  # only the blocks still open
+    attempts.append(served)
+    failure: Failure | None = None
+    sent_content = False
+    source = _chained(held, stream)
+    try:
+        async for chunk in source:
+            if isinstance(chunk, Finish):
+                if chunk.reason.kind == "error" and chunk.reason.failure is not None:
+                    failure = chunk.reason.failure
+                    break
+                yield chunk
+                return
+            tracker.feed(chunk)
+            sent_content = sent_content or is_content(chunk)
+            yield chunk
+        else:
+            return  # ended without a finish: the runtime's guard reports it
+    except LlmError as exc:
+        failure = exc.to_failure()
+    finally:
+        await source.aclose()
+    assert failure is not None
+    for index, block in tracker.open_blocks():  # a legal inner stream closed them before its finish
+        yield BlockEnd(index, block)
+    attempts[-1] = msgspec.structs.replace(served, failure=failure, after_content=sent_content)
+    await failed(served, failure)
+    yield error_finish_naming(failure, attempts if named else None, what)
 
 
 async def _chained(held: list[StreamChunk], stream: AsyncIterator[StreamChunk]) -> AsyncGenerator[StreamChunk, None]:
@@ -277,7 +304,7 @@ async def _chained(held: list[StreamChunk], stream: AsyncIterator[StreamChunk]) 
         yield chunk
 
 
-def _summary(attempts: Sequence[Attempt]) -> str:
+def _summary(attempts: Sequence[Attempt], what: str) -> str:
     """``"fallback attempts: a/m1: skipped (cooling down); b/m2: SERVER HTTP 503 'busy'"``
     (provider messages cut at 200 characters). Made when the stream failed: every target tried
     has a failure by then."""
@@ -291,13 +318,14 @@ def _summary(attempts: Sequence[Attempt]) -> str:
             status = f" HTTP {failure.status}" if failure.status is not None else ""
             when = "failed after content was sent: " if attempt.after_content else ""
             parts.append(f"{label}: {when}{failure.code}{status} {failure.message[:200]!r}")
-    return "fallback attempts: " + "; ".join(parts)
+    return f"{what} attempts: " + "; ".join(parts)
 
 
-def _error_finish(failure: Failure, attempts: Sequence[Attempt] | None) -> Finish:
+def error_finish_naming(failure: Failure, attempts: Sequence[Attempt] | None, what: str = "fallback") -> Finish:
     """``finish{error}`` (``aborted`` for ``ABORTED``) carrying ``failure`` with every attempt
-    named (``attempts`` ``None``: the route has no fallback targets, ``failure`` is kept as is)."""
+    named: ``"<message> (<what> attempts: a/m1: SERVER HTTP 503 'busy'; …)"`` (``attempts``
+    ``None``: the route has no other targets, ``failure`` is kept as is)."""
     if attempts is None:
         return error_finish(failure)
-    named = msgspec.structs.replace(failure, message=f"{failure.message} ({_summary(attempts)})")
+    named = msgspec.structs.replace(failure, message=f"{failure.message} ({_summary(attempts, what)})")
     return error_finish(named)
