@@ -100,7 +100,7 @@ def test_admission_settles_its_keys_dead_rows_first_and_names_the_real_wait(tmp_
         assert await alive.reap(now=T0 + 4.5) == 0  # nothing left for the reaper
         # a row that recorded nothing is settled at 0; a live row the admission saw is not touched
         lose = alive._lose
-        assert await alive.transaction(lambda tx: lose(tx, key.id, [(unrecorded, None)], T0 + 5)) == (0, 0.0)
+        assert await alive.transaction(lambda tx: lose(tx, key.id, [unrecorded], T0 + 5)) == 0
         assert await alive.reap(now=T0 + 8.5) == 1
         assert await spent(alive) == 0.6
         await dead.aclose()

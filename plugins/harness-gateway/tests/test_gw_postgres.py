@@ -177,7 +177,7 @@ def test_store_hides_its_dsn_and_keeps_the_pool_on_sql_errors(cluster: Cluster) 
         store = PostgresStore(cluster.dsn)
         assert repr(store) == "PostgresStore(<dsn hidden>)"
         await store.aclose()  # never opened: nothing to close
-        assert await store.migrate() == 2
+        assert await store.migrate() == 3
         with pytest.raises(GatewayError) as caught:
             await store.transaction(lambda tx: tx.one("SELECT * FROM no_such_table"))
         assert caught.value.status == 503
@@ -211,7 +211,8 @@ def test_reapers_admissions_and_settlements_run_together_without_deadlock(cluste
         gone = time.time() - 60
 
         async def strand(tx: Any) -> None:
-            await tx.run("UPDATE gateway_keys SET max_cost = 1 WHERE id = ?", key.id)  # reserve 1 USD each
+            # reserve 1 USD each; the counters as 20 admissions left them
+            await tx.run("UPDATE gateway_keys SET max_cost = 1, running = 20, reserved = 20 WHERE id = ?", key.id)
             for number in range(20):
                 await tx.run(
                     "INSERT INTO gateway_ledger (id, key_id, route, model, started_at, status, reserved, owner,"

@@ -525,8 +525,9 @@ class _Run:
             with anyio.fail_after(runtime.config.db_timeout * 2):
                 await gateway.store.settle(self.ticket, self.status, self.usage, cost)
         except (GatewayError, TimeoutError) as exc:
+            gateway.store.defer(self.ticket, self.status, self.usage, cost)  # retried once the store answers
             logger.error(
-                "request %s: could not settle ledger row %s (%s, %.6f USD): %s",
+                "request %s: could not settle ledger row %s (%s, %.6f USD), retried later: %s",
                 self.generation.request_id, self.ticket, self.status, cost, exc,
             )  # fmt: skip
         return cost

@@ -67,6 +67,28 @@ MIGRATIONS_POSTGRES: Final = (
         CREATE INDEX gateway_ledger_running ON gateway_ledger (key_id, lease_until) WHERE status = 'running';
         """,
     ),
+    (
+        3,
+        """
+        ALTER TABLE gateway_keys ADD COLUMN running INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE gateway_keys ADD COLUMN reserved DOUBLE PRECISION NOT NULL DEFAULT 0;
+        ALTER TABLE gateway_keys ADD COLUMN windows TEXT;
+        UPDATE gateway_keys SET
+            running = (SELECT count(*) FROM gateway_ledger WHERE key_id = gateway_keys.id AND status = 'running'),
+            reserved = (SELECT coalesce(sum(reserved), 0) FROM gateway_ledger
+                        WHERE key_id = gateway_keys.id AND status = 'running'),
+            windows = (SELECT json_agg(json_build_array(second, requests, tokens) ORDER BY second)::text FROM (
+                SELECT second, sum(requests) AS requests, sum(tokens) AS tokens FROM (
+                    SELECT floor(started_at)::bigint AS second, 1 AS requests, 0 AS tokens FROM gateway_ledger
+                    WHERE key_id = gateway_keys.id AND started_at > extract(epoch FROM now()) - 61
+                    UNION ALL
+                    SELECT floor(ended_at)::bigint, 0, coalesce(input_tokens, 0) + coalesce(output_tokens, 0)
+                    FROM gateway_ledger
+                    WHERE key_id = gateway_keys.id AND ended_at > extract(epoch FROM now()) - 61
+                ) AS events GROUP BY second
+            ) AS seconds)
+        """,
+    ),
 )
 """Versioned schema migrations for PostgreSQL (same versions as SQLite's)."""
 

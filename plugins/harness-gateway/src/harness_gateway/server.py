@@ -122,13 +122,14 @@ class GatewayServer:
         return gateway
 
     async def stop(self) -> None:
-        """Drain and close the runtime, then the store."""
+        """Drain and close the runtime, then settle what a store fault deferred and close the store."""
         gateway = self.gateway
         if gateway is None:
             return
         await gateway.holder.retire(gateway.holder.current)
         if self._unshare is not None:
             self._unshare()
+        await gateway.store.drain()  # settlements a store fault deferred: one last try
         await gateway.store.aclose()
 
     async def lifespan(self, receive: Any, send: Any) -> None:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import socket
 import sqlite3
@@ -57,6 +58,7 @@ from harness_gateway.errors import GatewayError
 from harness_gateway.keys import KeyRecord, KeySpec, hash_key, new_key
 
 __all__ = [
+    "DEFERRED_MAX",
     "KEY_TTL",
     "LEASE",
     "MIGRATIONS_SQLITE",
@@ -85,6 +87,9 @@ schema version 2) stops reserving budget and is settled as ``lost``."""
 LEASE: Final = 5.0
 """Default seconds a running ledger row stays reserved without its owner renewing the lease (the
 gateway config's ``lease``)."""
+
+DEFERRED_MAX: Final = 10_000
+"""Settlements a process keeps at most while the store fails them (:meth:`SqlStore.defer`)."""
 
 _REAP_BATCH: Final = 500  # rows one reaper transaction settles at most (the next tick takes the rest)
 
@@ -161,9 +166,42 @@ def decide(key: KeyRecord, window: Sequence[Any], now: float) -> GatewayError | 
             429,
             f"key {key.name!r} is near its budget of ${key.budget:g}: wait for its running requests to finish",
             code="budget_exceeded",
-            retry_after=lease_ends - now,
+            retry_after=None if lease_ends is None else lease_ends - now,  # None: not learnt yet (admission recounts)
         )
     return estimate
+
+
+def _slide(windows: str | None, now: float) -> list[list[int]]:
+    """The entries of a key's ``windows`` column (JSON ``[[second, requests, tokens], …]``, oldest
+    first) still inside the window at ``now``: seconds from ``floor(now) - 60`` on. A request is so
+    counted for 60 to 61 s (never less than the rolling minute: the limit is never exceeded)."""
+    if not windows:
+        return []
+    first = math.floor(now) - int(WINDOW)
+    return [entry for entry in msgspec.json.decode(windows, type=list[list[int]]) if entry[0] >= first]
+
+
+def _totals(entries: Sequence[Sequence[int]]) -> tuple[int, float | None, int, float | None]:
+    """``(requests, oldest start, tokens, oldest end)`` of the live ``entries`` as :func:`decide`
+    reads them: a second's entry leaves the window 61 s after that second began, so its
+    "oldest" time is that second + 1."""
+    requests = sum(entry[1] for entry in entries)
+    tokens = sum(entry[2] for entry in entries)
+    oldest_start = next((entry[0] + 1.0 for entry in entries if entry[1]), None)
+    oldest_end = next((entry[0] + 1.0 for entry in entries if entry[2]), None)
+    return requests, oldest_start, tokens, oldest_end
+
+
+def _add(entries: list[list[int]], now: float, requests: int, tokens: int) -> str:
+    """The ``windows`` column with ``requests`` and ``tokens`` added at ``now`` (to the newest
+    second when another host's clock ran ahead: counted longer, never shorter)."""
+    second = math.floor(now)
+    if entries and entries[-1][0] >= second:
+        entries[-1][1] += requests
+        entries[-1][2] += tokens
+    else:
+        entries.append([second, requests, tokens])
+    return msgspec.json.encode(entries).decode()
 
 
 def _record(row: Sequence[Any]) -> KeyRecord:
@@ -188,6 +226,13 @@ class SqlStore:
         process, in a container often the same pid, is a new owner)."""
         self.running: set[str] = set()
         """Tickets this process admitted and has not settled yet (their leases are renewed)."""
+        self._key_ids: dict[str, str] = {}
+        """The key id of each running ticket (``""``: anonymous), so settling needs no read first."""
+        self.deferred: dict[str, tuple[Status, TokenUsage | None, float, float]] = {}
+        """Settlements that failed with a store fault, by ticket: ``(status, usage, cost, ended at)``
+        (:meth:`defer`)."""
+        self._retry_at = 0.0  # monotonic time of the next retry of the deferred settlements
+        self._failures = 0  # retries of them that failed in a row
         self.schema = 0
         """The schema version :meth:`migrate` found or made (0 before it ran: :meth:`maintain` waits)."""
 
@@ -339,49 +384,53 @@ class SqlStore:
 
         await self.transaction(work)
         self.running.add(ticket)
+        self._key_ids[ticket] = key.id if key is not None else ""
         return ticket
 
     async def _check(self, tx: Tx, key_id: str, now: float) -> float:
-        row = await tx.one(f"SELECT {_KEY_COLUMNS}, max_cost FROM gateway_keys WHERE id = ?{self.lock_clause}", key_id)
-        if row is None or _record(row).revoked_at is not None:
+        """Decide an admission of ``key_id`` on its counters (one key-row read, one key-row write)."""
+        row = await tx.one(
+            f"SELECT {_KEY_COLUMNS}, max_cost, running, reserved, windows"
+            f" FROM gateway_keys WHERE id = ?{self.lock_clause}",
+            key_id,
+        )
+        if row is None or row[8] is not None:
             raise GatewayError(401, "this API key has been revoked", code="invalid_api_key")
-        key = _record(row)
-        since = now - WINDOW
-        # only the windows a limit of this key needs are read (decide() reads no other)
-        requests: tuple[Any, ...] | None = (0, None)
-        if key.rpm is not None:
-            requests = await tx.one(
-                "SELECT count(*), min(started_at) FROM gateway_ledger WHERE key_id = ? AND started_at > ?",
-                key_id, since,
-            )  # fmt: skip
-        tokens: tuple[Any, ...] | None = (0, None)
-        if key.tpm is not None:
-            tokens = await tx.one(
-                "SELECT coalesce(sum(coalesce(input_tokens, 0) + coalesce(output_tokens, 0)), 0), min(ended_at)"
-                " FROM gateway_ledger WHERE key_id = ? AND ended_at > ?",
-                key_id, since,
-            )  # fmt: skip
-        running: tuple[Any, ...] = (0, 0.0)
-        lease_ends: float | None = None
-        if key.budget is not None:
-            rows = await tx.all(
-                "SELECT id, reserved, coalesce(lease_until, started_at + ?), cost FROM gateway_ledger"
-                " WHERE key_id = ? AND status = 'running'",
-                STALE_RUNNING, key_id,
-            )  # fmt: skip
-            live = [(reserved, ends) for _, reserved, ends, _ in rows if ends > now]
-            dead = [(ticket, cost) for ticket, _, ends, cost in rows if ends <= now]
-            if dead:  # their owner died: settled first, so the spend counts what they used
-                charged = (await self._lose(tx, key_id, dead, now))[1]
-                key = msgspec.structs.replace(key, spent=key.spent + charged)
-            running = (len(live), sum(reserved for reserved, _ in live))
-            lease_ends = min((end for _, end in live), default=None)
-        assert requests is not None  # an aggregate query always returns one row
-        assert tokens is not None
-        decision = decide(key, (*requests, *tokens, *running, row[10], lease_ends), now)
+        key, max_cost, running, reserved, windows = _record(row), row[10], row[11], row[12], row[13]
+        entries = _slide(windows, now)
+        decision = decide(key, (*_totals(entries), running, reserved, max_cost, None), now)
+        if isinstance(decision, GatewayError) and decision.code == "budget_exceeded":
+            # near the budget (rare): a running reservation may be a dead process's; those are
+            # settled first, the counters recounted from the running rows, the real wait learnt
+            spent, windows, running, reserved, lease_ends = await self._recount(tx, key_id, now)
+            key = msgspec.structs.replace(key, spent=spent)
+            entries = _slide(windows, now)
+            decision = decide(key, (*_totals(entries), running, reserved, max_cost, lease_ends), now)
         if isinstance(decision, GatewayError):
             raise decision
+        await tx.run(
+            "UPDATE gateway_keys SET running = running + 1, reserved = reserved + ?, windows = ? WHERE id = ?",
+            decision, _add(entries, now, 1, 0) if key.rpm is not None else windows, key_id,
+        )  # fmt: skip
         return decision
+
+    async def _recount(self, tx: Tx, key_id: str, now: float) -> tuple[float, str | None, int, float, float | None]:
+        """Settle the dead running rows of ``key_id`` (locked by the caller) and reset its counters
+        from its live running rows; ``(spent, windows, running, reserved, earliest lease end)``."""
+        rows = await tx.all(
+            "SELECT id, reserved, coalesce(lease_until, started_at + ?) FROM gateway_ledger"
+            " WHERE key_id = ? AND status = 'running'",
+            STALE_RUNNING, key_id,
+        )  # fmt: skip
+        dead = [ticket for ticket, _, ends in rows if ends <= now]
+        live = [(reserved, ends) for _, reserved, ends in rows if ends > now]
+        if dead:  # their owner died: settled first, so the spend counts what they used
+            await self._lose(tx, key_id, dead, now)
+        running, reserved = len(live), sum(reserved for reserved, _ in live)
+        await tx.run("UPDATE gateway_keys SET running = ?, reserved = ? WHERE id = ?", running, reserved, key_id)
+        found = await tx.one("SELECT spent, windows FROM gateway_keys WHERE id = ?", key_id)
+        assert found is not None  # the caller read (and locked) this key
+        return found[0], found[1], running, reserved, min((end for _, end in live), default=None)
 
     lock_clause = ""
     """Appended to the key read of an admission (``" FOR UPDATE"`` on PostgreSQL)."""
@@ -389,7 +438,8 @@ class SqlStore:
     async def settle(
         self, ticket: str, status: Status, usage: TokenUsage | None, cost: float, *, now: float | None = None
     ) -> None:
-        """Close ledger row ``ticket``: its status, tokens and cost; the key's spend grows by ``cost``.
+        """Close ledger row ``ticket``: its status, tokens and cost; the key's spend grows by ``cost``,
+        its reservation is released and (with a ``tpm``) its tokens enter the window.
 
         A row a reaper settled meanwhile as ``lost`` (this process was stalled past its lease) gets
         its final values and the key only the difference to what the reaper charged.
@@ -397,33 +447,114 @@ class SqlStore:
         moment = time.time() if now is None else now
         input_tokens = usage.input_tokens if usage is not None else None
         output_tokens = usage.output_tokens if usage is not None else None
-        state = "SELECT key_id, status, coalesce(cost, 0) FROM gateway_ledger WHERE id = ?"
+        tokens = (input_tokens or 0) + (output_tokens or 0)
+        known = self._key_ids.get(ticket)
 
         async def work(tx: Tx) -> None:
-            row = await tx.one(state, ticket)
-            if row is not None and row[0] is not None and self.lock_clause:
-                await tx.one(f"SELECT id FROM gateway_keys WHERE id = ?{self.lock_clause}", row[0])  # lock order
-                row = await tx.one(state, ticket)  # a reaper may have settled it while this waited
+            key_id = known
+            if key_id is None:  # a row this process did not admit
+                found = await tx.one("SELECT coalesce(key_id, '') FROM gateway_ledger WHERE id = ?", ticket)
+                key_id = found[0] if found is not None else ""
+            key = None
+            if key_id:
+                key = await tx.one(f"SELECT tpm, windows FROM gateway_keys WHERE id = ?{self.lock_clause}", key_id)
+            old = await tx.one(
+                "SELECT status, coalesce(cost, 0), reserved, coalesce(input_tokens, 0) + coalesce(output_tokens, 0)"
+                " FROM gateway_ledger WHERE id = ?",
+                ticket,
+            )
             await tx.run(
-                "UPDATE gateway_ledger SET status = ?, ended_at = ?, input_tokens = ?, output_tokens = ?, cost = ?,"
-                " reserved = 0 WHERE id = ?",
+                "UPDATE gateway_ledger SET status = ?, ended_at = ?, input_tokens = ?, output_tokens = ?, cost = ?"
+                " WHERE id = ?",
                 status, moment, input_tokens, output_tokens, cost, ticket,
             )  # fmt: skip
-            if row is not None and row[0] is not None:
-                charged = row[2] if row[1] != "running" else 0.0
-                await self._charge(tx, row[0], cost - charged, cost)
+            if key is not None and old is not None:
+                if old[0] == "running":
+                    await self._charge(tx, key_id, key, cost, cost, old[2], tokens, moment)
+                else:  # a reaper charged what was recorded: only the difference now
+                    await self._charge(tx, key_id, key, cost - old[1], cost, None, tokens - old[3], moment)
 
         try:
             await self.transaction(work)
         finally:
             self.running.discard(ticket)
+            self._key_ids.pop(ticket, None)
 
-    async def _charge(self, tx: Tx, key_id: str, amount: float, cost: float) -> None:
-        """Add ``amount`` USD to the spend of ``key_id``; ``cost`` (one request's) may raise its ``max_cost``."""
+    def defer(
+        self, ticket: str, status: Status, usage: TokenUsage | None, cost: float, *, now: float | None = None
+    ) -> None:
+        """Keep the settlement of ``ticket`` that failed with a store fault, to be retried by
+        :meth:`settle_deferred` (every :meth:`maintain` tick, with backoff) and :meth:`drain`
+        (graceful shutdown). Its lease is no longer renewed (:meth:`settle` dropped it from
+        :attr:`running`): should this process die first, a reaper settles the row as ``lost``
+        after one lease, charging the usage recorded, and a later retry charges the difference.
+        At most :data:`DEFERRED_MAX` are kept: beyond, the oldest is dropped (logged as an error,
+        the reaper settles its row)."""
+        if len(self.deferred) >= DEFERRED_MAX:
+            dropped = next(iter(self.deferred))
+            del self.deferred[dropped]
+            logger.error(
+                "%s: %d settlements wait for the store: dropped ledger row %s's (the lease reaper settles it as lost)",
+                self.description, DEFERRED_MAX, dropped,
+            )  # fmt: skip
+        self.deferred[ticket] = (status, usage, cost, time.time() if now is None else now)
+
+    async def settle_deferred(self, *, force: bool = False) -> int:
+        """Retry the deferred settlements (:meth:`defer`), oldest first, until the first store fault;
+        how many were settled. After a fault the next retry waits 0.1 s, doubling up to
+        :attr:`lease` seconds (``force``: retry now, as :meth:`drain` does)."""
+        if not self.deferred or (not force and time.monotonic() < self._retry_at):
+            return 0
+        done = 0
+        for ticket, (status, usage, cost, moment) in list(self.deferred.items()):
+            try:
+                await self.settle(ticket, status, usage, cost, now=moment)
+            except GatewayError:  # logged with its cause by unavailable(); kept for the next retry
+                self._failures += 1
+                self._retry_at = time.monotonic() + min(self.lease, 0.1 * 2 ** (self._failures - 1))
+                break
+            del self.deferred[ticket]
+            done += 1
+        else:
+            self._failures = 0
+        if done:
+            logger.warning("%s: settled %d ledger row(s) deferred by a store fault", self.description, done)
+        return done
+
+    async def drain(self) -> None:
+        """On graceful shutdown: one last retry of the deferred settlements; those still failing are
+        logged (their rows are settled as ``lost`` by a reaper once their lease passes)."""
+        await self.settle_deferred(force=True)
+        for ticket in self.deferred:
+            logger.error(
+                "%s: ledger row %s could not be settled before shutdown (a reaper settles it as lost)",
+                self.description, ticket,
+            )  # fmt: skip
+
+    async def _charge(
+        self,
+        tx: Tx,
+        key_id: str,
+        key: Sequence[Any],
+        amount: float,
+        cost: float,
+        released: float | None,
+        tokens: int,
+        now: float,
+    ) -> None:
+        """Add ``amount`` USD to the spend of ``key_id`` (``key``: its ``(tpm, windows)`` as read
+        under its lock); ``cost`` (one request's) may raise its ``max_cost``; ``released``: the
+        reservation of a running row that ends (``None``: it had ended already); ``tokens`` enter
+        the tpm window at ``now`` when the key has a tpm."""
+        windows = key[1]
+        if key[0] is not None and tokens:
+            windows = _add(_slide(windows, now), now, 0, tokens)
+        ends = 0 if released is None else 1
         await tx.run(
-            "UPDATE gateway_keys SET spent = spent + ?,"
-            " max_cost = CASE WHEN max_cost < ? THEN ? ELSE max_cost END WHERE id = ?",
-            amount, cost, cost, key_id,
+            "UPDATE gateway_keys SET spent = spent + ?, max_cost = CASE WHEN max_cost < ? THEN ? ELSE max_cost END,"
+            " reserved = CASE WHEN running > ? THEN reserved - ? ELSE 0 END,"
+            " running = CASE WHEN running > ? THEN running - ? ELSE 0 END, windows = ? WHERE id = ?",
+            amount, cost, cost, ends, released or 0.0, ends, ends, windows, key_id,
         )  # fmt: skip
 
     async def record(self, ticket: str, usage: TokenUsage, cost: float, *, now: float | None = None) -> bool:
@@ -478,13 +609,12 @@ class SqlStore:
 
         async def work(tx: Tx) -> int:
             rows = await tx.all(expired + f" ORDER BY key_id, id LIMIT {_REAP_BATCH}", STALE_RUNNING, moment)
-            by_key: dict[str | None, list[tuple[str, float | None]]] = {}
-            for ticket, key_id, cost in rows:
-                by_key.setdefault(key_id, []).append((ticket, cost))
+            by_key: dict[str | None, list[str]] = {}
+            for ticket, key_id, _ in rows:
+                by_key.setdefault(key_id, []).append(ticket)
             settled = 0
-            for key_id, dead in by_key.items():
-                await tx.one(f"SELECT id FROM gateway_keys WHERE id = ?{self.lock_clause}", key_id)  # lock order
-                settled += (await self._lose(tx, key_id, dead, moment))[0]
+            for key_id, dead in by_key.items():  # keys one by one in id order (lock order)
+                settled += await self._lose(tx, key_id, dead, moment)
             return settled
 
         reaped = await self.transaction(work)
@@ -494,29 +624,30 @@ class SqlStore:
         )  # fmt: skip
         return reaped
 
-    async def _lose(
-        self, tx: Tx, key_id: str | None, dead: Sequence[tuple[str, float | None]], now: float
-    ) -> tuple[int, float]:
-        """Settle the ``(ticket, recorded cost)`` rows ``dead`` of ``key_id`` (locked by the caller)
-        as ``lost``, each only while it still runs with its lease passed, charging the recorded
-        cost; ``(rows settled, USD charged)``."""
-        settled, charged = 0, 0.0
-        for ticket, cost in dead:
-            changed = await tx.run(
-                "UPDATE gateway_ledger SET status = 'lost', ended_at = ?, reserved = 0"
-                " WHERE id = ? AND status = 'running' AND coalesce(lease_until, started_at + ?) <= ?",
+    async def _lose(self, tx: Tx, key_id: str | None, dead: Sequence[str], now: float) -> int:
+        """Settle the rows ``dead`` of ``key_id`` (its row locked first: lock order) as ``lost``, each
+        only while it still runs with its lease passed, charging the usage recorded; how many."""
+        key = None
+        if key_id is not None:
+            key = await tx.one(f"SELECT tpm, windows FROM gateway_keys WHERE id = ?{self.lock_clause}", key_id)
+        settled = 0
+        for ticket in dead:
+            changed = await tx.all(
+                "UPDATE gateway_ledger SET status = 'lost', ended_at = ?"
+                " WHERE id = ? AND status = 'running' AND coalesce(lease_until, started_at + ?) <= ?"
+                " RETURNING coalesce(cost, 0), reserved, coalesce(input_tokens, 0) + coalesce(output_tokens, 0)",
                 now, ticket, STALE_RUNNING, now,
             )  # fmt: skip
-            if changed:
-                amount = cost or 0.0  # nothing recorded (it died within its first second): 0
+            for amount, reserved, tokens in changed:  # nothing recorded (it died within its first second): 0
                 settled += 1
-                charged += amount
-                if key_id is not None:
-                    await self._charge(tx, key_id, amount, amount)
-        return settled, charged
+                if key is not None:  # a key's row (an anonymous row charges nobody)
+                    await self._charge(tx, str(key_id), key, amount, amount, reserved, tokens, now)
+                    key = await tx.one("SELECT tpm, windows FROM gateway_keys WHERE id = ?", key_id)
+        return settled
 
     async def maintain(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Forever: renew this process's leases and reap the rows of dead owners, at start and
+        """Forever: retry deferred settlements (:meth:`settle_deferred`), renew this process's leases
+        and reap the rows of dead owners, at start and
         then every :attr:`lease` / 5 seconds (started with ``TaskGroup.start`` by ``harness serve``).
         Nothing is done before :meth:`migrate` succeeded; a database fault is logged (by
         :func:`unavailable`) and retried at the next tick."""
@@ -524,6 +655,7 @@ class SqlStore:
         while True:
             if self.schema:
                 try:
+                    await self.settle_deferred()
                     await self.renew()
                     await self.reap()
                 except GatewayError:
@@ -595,6 +727,28 @@ MIGRATIONS_SQLITE: Final = (
         ALTER TABLE gateway_ledger ADD COLUMN lease_until REAL;    -- unix seconds, renewed while it runs
         -- status may now also be lost (its owner died: settled by another process, the recorded usage charged)
         CREATE INDEX gateway_ledger_running ON gateway_ledger (key_id, lease_until) WHERE status = 'running';
+        """,
+    ),
+    (
+        3,
+        """
+        ALTER TABLE gateway_keys ADD COLUMN running INTEGER NOT NULL DEFAULT 0;   -- running ledger rows
+        ALTER TABLE gateway_keys ADD COLUMN reserved REAL NOT NULL DEFAULT 0;     -- USD they reserve
+        ALTER TABLE gateway_keys ADD COLUMN windows TEXT;  -- JSON [[second, requests, tokens], ...] of the last minute
+        UPDATE gateway_keys SET
+            running = (SELECT count(*) FROM gateway_ledger WHERE key_id = gateway_keys.id AND status = 'running'),
+            reserved = (SELECT coalesce(sum(reserved), 0) FROM gateway_ledger
+                        WHERE key_id = gateway_keys.id AND status = 'running'),
+            windows = (SELECT json_group_array(json_array(second, requests, tokens)) FROM (
+                SELECT second, sum(requests) AS requests, sum(tokens) AS tokens FROM (
+                    SELECT CAST(started_at AS INTEGER) AS second, 1 AS requests, 0 AS tokens FROM gateway_ledger
+                    WHERE key_id = gateway_keys.id AND started_at > CAST(strftime('%s', 'now') AS REAL) - 61
+                    UNION ALL
+                    SELECT CAST(ended_at AS INTEGER), 0, coalesce(input_tokens, 0) + coalesce(output_tokens, 0)
+                    FROM gateway_ledger
+                    WHERE key_id = gateway_keys.id AND ended_at > CAST(strftime('%s', 'now') AS REAL) - 61
+                ) GROUP BY second ORDER BY second
+            ))
         """,
     ),
 )
