@@ -60,7 +60,9 @@ def test_a_dead_process_stream_stops_counting_after_the_lease(tmp_path: Path) ->
         state = sqlite_state(tmp_path)
         try:
             assert isinstance(await state.acquire("a", Limits(max_in_flight=1), NOW), str)  # never released
-            assert await state.acquire("a", Limits(max_in_flight=1), NOW + 1) > 0
+            wait = await state.acquire("a", Limits(max_in_flight=1), NOW + 1)
+            assert isinstance(wait, float)
+            assert wait > 0
             assert isinstance(await state.acquire("a", Limits(max_in_flight=1), NOW + FLIGHT_LEASE + 1), str)
         finally:
             await state.store.aclose()

@@ -18,7 +18,7 @@ from gw_helpers import Clients, gateway_yaml, serve_gateway
 from harness_core.testing import Reply, ScriptedServer
 
 MASTER = "master-" + "y" * 24  # built at run time: no key-shaped literal committed
-ONE_HOUR = {"type": "ephemeral", "ttl": "1h"}
+ONE_HOUR: Any = {"type": "ephemeral", "ttl": "1h"}
 FIVE_MINUTES = {"type": "ephemeral"}
 
 
@@ -257,7 +257,7 @@ def test_output_config_format_maps_to_native_structured_output(running, provider
         "required": ["a"],
         "additionalProperties": False,
     }
-    body = {
+    body: dict[str, Any] = {
         "max_tokens": 64,
         "messages": [{"role": "user", "content": "give a"}],
         "output_config": {"format": {"type": "json_schema", "schema": schema}},
