@@ -3,6 +3,7 @@
 Endpoints:
     ``POST /v1/chat/completions``  OpenAI Chat Completions (:mod:`harness_gateway.openai_chat`)
     ``POST /v1/messages``          Anthropic Messages (:mod:`harness_gateway.anthropic_messages`)
+    ``POST /v1/responses``         OpenAI Responses (:mod:`harness_gateway.openai_responses`)
     ``GET  /v1/models``            every route's models as ``route/model``, plus the aliases
     ``GET  /healthz``              200 ``{"status": "ok"}``; 503 while the state store is unreachable
     ``GET  /metrics``              Prometheus text (the master key or ``metrics_token`` when protected)
@@ -59,6 +60,7 @@ from harness_gateway.keys import KeyRecord, KeySpec
 from harness_gateway.metrics import CONTENT_TYPE, GatewayMetrics
 from harness_gateway.observe import Observer, RunEnd, RunInfo, RunWatch
 from harness_gateway.openai_chat import OPENAI_CHAT
+from harness_gateway.openai_responses import OPENAI_RESPONSES
 from harness_gateway.request import ParsedRequest, bad_request, decode_json
 from harness_gateway.runtime import GatewayRuntime, RuntimeHolder
 from harness_gateway.spend import estimated_usage, request_cost
@@ -657,7 +659,7 @@ def build_app(gateway: Gateway) -> Starlette:
     return RequestIdMiddleware(app)  # type: ignore[return-value]
 
 
-DIALECTS: Final[tuple[Dialect, ...]] = (OPENAI_CHAT, ANTHROPIC_MESSAGES)
+DIALECTS: Final[tuple[Dialect, ...]] = (OPENAI_CHAT, ANTHROPIC_MESSAGES, OPENAI_RESPONSES)
 """The dialects served, each at its ``POST`` endpoint (:mod:`harness_gateway.dialect`)."""
 
 _ENDPOINTS: Final = ", ".join([*(f"POST {dialect.path}" for dialect in DIALECTS), "GET /v1/models"])
