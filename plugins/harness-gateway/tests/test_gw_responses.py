@@ -11,8 +11,9 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from gw_helpers import Clients, gateway_yaml, serve_gateway
+from gw_helpers import Clients, gateway_yaml, openai_sse, serve_gateway
 
+from harness_core.testing import Reply, ScriptedServer
 from harness_core.types import (
     BlockEnd,
     BlockStart,
@@ -317,3 +318,58 @@ def test_the_first_replay_state_of_a_turn_wins_and_empty_assistant_text_adds_no_
     assert message.replay_state == {"n": 1}
     assert message.source == "a"
     assert message.content == [ReasoningBlock("", signed=True), ReasoningBlock("", signed=True)]
+
+
+def test_encrypted_reasoning_round_trips_to_a_scripted_anthropic_provider(tmp_path: Path) -> None:
+    from test_gw_cross import anthropic_events
+
+    provider = ScriptedServer(Reply(reads=anthropic_events()), Reply(reads=anthropic_events()))
+    extra = "  anthropic:claude: {{base_url: '{}', api_key: dummy-key, routes: [claude]}}"
+    with (
+        provider,
+        serve_gateway(tmp_path, gateway_yaml("", extra.format(provider.url), db=tmp_path / "gw.sqlite")) as running,
+    ):
+        clients = Clients(running.url)
+        try:
+            client = clients.openai()
+            include: Any = ["reasoning.encrypted_content"]
+            with client.responses.stream(model="claude/claude-x", input="hi", include=include, store=False) as stream:
+                kinds = [e.type for e in stream]
+                first = stream.get_final_response()
+            assert "response.reasoning_summary_text.delta" in kinds
+            reasoning, answer = first.output
+            assert answer.type == "message"
+            assert reasoning.type == "reasoning"
+            assert reasoning.summary[0].text == "hmm"
+            assert reasoning.encrypted_content is not None
+            assert first.output_text == "Hello"
+            assert first.usage is not None
+            assert first.usage.input_tokens == 5
+            history: list[Any] = [{"role": "user", "content": "hi"}]
+            history += [item.model_dump(exclude_none=True) for item in first.output]
+            history.append({"role": "user", "content": "again"})
+            client.responses.create(model="claude/claude-x", input=history, store=False)
+            sent = provider.requests[1].json()["messages"][1]["content"][0]
+            assert sent == {"type": "thinking", "thinking": "hmm", "signature": "SIG-1"}  # byte for byte
+        finally:
+            clients.close()
+
+
+def test_responses_over_a_scripted_openai_chat_provider(tmp_path: Path) -> None:
+    usage = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+    provider = ScriptedServer(Reply(reads=openai_sse("Hel", "lo", usage=usage)))
+    extra = "  openai:chat: {{base_url: '{}/v1', api_key: dummy-key, routes: [chat]}}"
+    with (
+        provider,
+        serve_gateway(tmp_path, gateway_yaml("", extra.format(provider.url), db=tmp_path / "gw.sqlite")) as running,
+    ):
+        clients = Clients(running.url)
+        try:
+            reply = clients.openai().responses.create(model="chat/gpt-x", instructions="terse", input="hi")
+        finally:
+            clients.close()
+    assert reply.output_text == "Hello"
+    assert reply.usage is not None
+    assert (reply.usage.input_tokens, reply.usage.output_tokens) == (3, 2)
+    sent = provider.requests[0].json()
+    assert sent["messages"][0] == {"role": "system", "content": "terse"}
