@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import openai
 import pytest
@@ -373,3 +374,28 @@ def test_responses_over_a_scripted_openai_chat_provider(tmp_path: Path) -> None:
     assert (reply.usage.input_tokens, reply.usage.output_tokens) == (3, 2)
     sent = provider.requests[0].json()
     assert sent["messages"][0] == {"role": "system", "content": "terse"}
+
+
+def test_an_agents_sdk_run_with_a_tool(gateway) -> None:  # type: ignore[no-untyped-def]
+    import agents
+
+    echoed: list[str] = []
+
+    @agents.function_tool
+    def echo(text: str) -> str:
+        """Echo the text back."""
+        echoed.append(text)
+        return "ECHOED"
+
+    async def run() -> Any:
+        async with openai.AsyncOpenAI(
+            base_url=gateway.url + "/v1", api_key="unused-on-loopback", max_retries=0
+        ) as client:
+            model = agents.OpenAIResponsesModel(model="mock/echo", openai_client=client)
+            agent = agents.Agent(name="echoer", instructions="use the tool", model=model, tools=[echo])
+            config = agents.RunConfig(tracing_disabled=True)
+            return await agents.Runner.run(agent, "please echo this", run_config=config)
+
+    result = anyio.run(run)
+    assert echoed == ["please echo this"]
+    assert result.final_output == "The echo tool returned: ECHOED"
