@@ -399,3 +399,40 @@ def test_an_agents_sdk_run_with_a_tool(gateway) -> None:  # type: ignore[no-unty
     result = anyio.run(run)
     assert echoed == ["please echo this"]
     assert result.final_output == "The echo tool returned: ECHOED"
+
+
+def gemini_sse(*parts: dict[str, Any], finish: str = "STOP") -> bytes:
+    """A Gemini ``alt=sse`` body of one candidate with ``parts`` (https://ai.google.dev/api/generate-content)."""
+    candidate = {"content": {"role": "model", "parts": list(parts)}, "index": 0, "finishReason": finish}
+    usage = {"promptTokenCount": 7, "candidatesTokenCount": 3, "thoughtsTokenCount": 2, "cachedContentTokenCount": 4}
+    body = {"candidates": [candidate], "usageMetadata": usage, "modelVersion": "gemini-x"}
+    return f"data: {json.dumps(body)}\r\n\r\n".encode()
+
+
+def test_a_tool_round_trip_to_a_scripted_gemini_provider_replays_its_thought_signature(tmp_path: Path) -> None:
+    signature = "CiIB" + "s" * 40 + "=="
+    call = {"functionCall": {"name": "echo", "args": {"text": "x"}}, "thoughtSignature": signature}
+    provider = ScriptedServer(Reply(reads=[gemini_sse(call)]), Reply(reads=[gemini_sse({"text": "done"})]))
+    extra = "  gemini:g: {{base_url: '{}/v1beta', api_key: dummy-key, routes: [g]}}"
+    with (
+        provider,
+        serve_gateway(tmp_path, gateway_yaml("", extra.format(provider.url), db=tmp_path / "gw.sqlite")) as running,
+    ):
+        clients = Clients(running.url)
+        try:
+            client = clients.openai()
+            include: Any = ["reasoning.encrypted_content"]
+            first = client.responses.create(model="g/gemini-x", input="go", tools=TOOLS, include=include)
+            assert first.usage is not None
+            assert first.usage.input_tokens_details.cached_tokens == 4
+            assert first.usage.output_tokens_details.reasoning_tokens == 2
+            (function,) = [item for item in first.output if item.type == "function_call"]
+            history: list[Any] = [{"role": "user", "content": "go"}]
+            history += [item.model_dump(exclude_none=True) for item in first.output]
+            history.append({"type": "function_call_output", "call_id": function.call_id, "output": "ok"})
+            reply = client.responses.create(model="g/gemini-x", input=history, tools=TOOLS)
+        finally:
+            clients.close()
+    assert reply.output_text == "done"
+    replayed = provider.requests[1].json()["contents"][1]["parts"][0]
+    assert replayed["thoughtSignature"] == signature
