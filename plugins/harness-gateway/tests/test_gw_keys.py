@@ -234,3 +234,18 @@ def test_on_loopback_a_restricted_key_binds_only_a_client_that_sends_it(tmp_path
             assert [r.status_code for r in with_key] == [200, 429]
             without = client.post(url, json=body)
             assert without.status_code == (401 if required else 200)
+
+
+def test_responses_spend_a_keys_budget_like_the_other_endpoints(gateway, clients) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(openai.AuthenticationError):
+        clients.openai("hk-wrong").responses.create(model="mock/echo", input="hi")
+    key = create_key(gateway, "--name", "agent", "--budget", "2")  # one request of 2 USD
+    client = clients.openai(key)
+    assert client.responses.create(model="mock/echo", input="hi").output_text == "hi"
+    with pytest.raises(openai.RateLimitError) as caught:
+        client.responses.create(model="mock/echo", input="hi")
+    assert caught.value.code == "insufficient_quota"
+    listing = CliRunner().invoke(cli, ["keys", "list", "-c", str(gateway.config), "--json"])
+    assert '"spent": 2.0' in listing.stdout
+    scraped = httpx.get(gateway.url + "/metrics", headers={"authorization": f"Bearer {MASTER}"}).text
+    assert 'harness_gateway_requests_total{api="responses",model="echo",route="mock",status="complete"} 1.0' in scraped

@@ -399,4 +399,4 @@ def test_errors_and_json() -> None:
     assert auth.status == 502
     assert "gateway's credentials" in auth.message
     assert auth.headers() == {"retry-after": "3"}
-    assert GatewayError(418, "tea").body("openai")["error"]["type"] == "server_error"
+    assert GatewayError(418, "tea").openai_body()["error"]["type"] == "server_error"

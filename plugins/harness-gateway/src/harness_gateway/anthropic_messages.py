@@ -58,12 +58,21 @@ from harness_core.types import (
     ToolSpec,
     Usage,
 )
+from harness_gateway.dialect import Dialect, StreamEncoder
 from harness_gateway.errors import GatewayError, from_failure
 from harness_gateway.files import file_block
 from harness_gateway.request import Body, ParsedRequest, Target, bad_request, cache_mark, pass_through
 from harness_gateway.sse import sse_event
 
-__all__ = ["IGNORED", "MAPPED", "MessagesStreamEncoder", "messages_response", "parse_messages_request"]
+__all__ = [
+    "ANTHROPIC_MESSAGES",
+    "IGNORED",
+    "MAPPED",
+    "AnthropicMessages",
+    "MessagesStreamEncoder",
+    "messages_response",
+    "parse_messages_request",
+]
 
 WIRE: Final = "anthropic-messages"
 MAPPED: Final = frozenset(
@@ -434,7 +443,7 @@ class MessagesStreamEncoder:
 
     def error(self, error: GatewayError) -> bytes:
         """An ``event: error`` with the Anthropic error body."""
-        return sse_event("error", _encode(error.body("anthropic")))
+        return sse_event("error", _encode(error.anthropic_body()))
 
 
 def messages_response(
@@ -474,3 +483,38 @@ def messages_response(
         "stop_sequence": None,
         "usage": usage_body(usage),
     }
+
+
+class AnthropicMessages(Dialect):
+    """The Messages dialect (this module's functions behind :class:`~harness_gateway.dialect.Dialect`):
+    Anthropic's error body, and a quota failure is its 402 ``billing_error``."""
+
+    name = "anthropic"
+    path = "/v1/messages"
+    id_prefix = "msg_"
+
+    def parse(self, raw: Any, owner: str | None, upstream_model: str, *, target: Target | None = None) -> ParsedRequest:
+        """:func:`parse_messages_request` (signed thinking becomes ``owner``'s replay state)."""
+        return parse_messages_request(raw, owner, upstream_model, target=target)
+
+    def encoder(self, public_id: str, model: str, parsed: ParsedRequest) -> StreamEncoder:
+        """A :class:`MessagesStreamEncoder`."""
+        return MessagesStreamEncoder(public_id, model)
+
+    def response(
+        self, public_id: str, parsed: ParsedRequest, message: Message, usage: TokenUsage | None, finish: Finish
+    ) -> dict[str, Any]:
+        """:func:`messages_response`."""
+        return messages_response(public_id, parsed.model, message, usage, finish)
+
+    def error_body(self, error: GatewayError) -> dict[str, Any]:
+        """:meth:`GatewayError.anthropic_body`."""
+        return error.anthropic_body()
+
+    def error_status(self, error: GatewayError) -> int:
+        """The error's status, but 402 for a quota failure (Anthropic's ``billing_error``)."""
+        return 402 if error.quota else error.status
+
+
+ANTHROPIC_MESSAGES: Final = AnthropicMessages()
+"""The Messages dialect."""

@@ -6,6 +6,7 @@ Endpoints:
     ``POST /v1/messages/count_tokens``  the input tokens of a Messages body, counted by the route's
                                    adapter (:func:`count_tokens`; keys and route permissions apply,
                                    nothing is admitted or billed)
+    ``POST /v1/responses``         OpenAI Responses (:mod:`harness_gateway.openai_responses`)
     ``GET  /v1/models``            every route's models as ``route/model``, plus the aliases
     ``GET  /healthz``              200 ``{"status": "ok"}``; 503 while the state store is unreachable
     ``GET  /metrics``              Prometheus text (the master key or ``metrics_token`` when protected)
@@ -54,13 +55,15 @@ from harness_core.abort import AbortSignal
 from harness_core.assembler import BlockAssembler
 from harness_core.errors import LlmError
 from harness_core.types import Failure, Finish, ReasoningDelta, StreamChunk, TextDelta, ToolCallDelta, Usage
-from harness_gateway.anthropic_messages import MessagesStreamEncoder, messages_response, parse_messages_request
+from harness_gateway.anthropic_messages import ANTHROPIC_MESSAGES, parse_messages_request
 from harness_gateway.console import console_routes
-from harness_gateway.errors import Dialect, GatewayError, from_failure, public_failure
+from harness_gateway.dialect import Dialect
+from harness_gateway.errors import GatewayError, from_failure, public_failure
 from harness_gateway.keys import KeyRecord, KeySpec
 from harness_gateway.metrics import CONTENT_TYPE, GatewayMetrics
 from harness_gateway.observe import Observer, RunEnd, RunInfo, RunWatch
-from harness_gateway.openai_chat import ChatStreamEncoder, chat_response, parse_chat_request
+from harness_gateway.openai_chat import OPENAI_CHAT
+from harness_gateway.openai_responses import OPENAI_RESPONSES
 from harness_gateway.request import ParsedRequest, Target, bad_request, decode_json
 from harness_gateway.runtime import GatewayRuntime, RuntimeHolder
 from harness_gateway.spend import estimated_usage, request_cost
@@ -68,7 +71,7 @@ from harness_gateway.sse import KEEPALIVE
 from harness_gateway.store import SqlStore, Status
 from harness_middleware.notes import open_notes
 
-__all__ = ["ABORT_GRACE", "RECORD_EVERY", "RELAY_BUFFER", "Gateway", "build_app"]
+__all__ = ["ABORT_GRACE", "DIALECTS", "RECORD_EVERY", "RELAY_BUFFER", "Gateway", "build_app"]
 
 logger = logging.getLogger("harness_gateway")
 
@@ -192,16 +195,11 @@ def _same(a: str, b: str) -> bool:
     return hmac.compare_digest(a.encode(), b.encode())
 
 
-def error_response(error: GatewayError, dialect: Dialect) -> JSONResponse:
-    """The JSON error response of ``error`` in ``dialect``."""
-    return JSONResponse(error.body(dialect), status_code=error.status_in(dialect), headers=error.headers())
-
-
 # ---------------------------------------------------------------------- generation
 
 
 class Generation(Response):
-    """One generation request, run as its own ASGI response (streaming or not)."""
+    """One generation request in ``dialect``, run as its own ASGI response (streaming or not)."""
 
     def __init__(self, gateway: Gateway, request: Request, dialect: Dialect) -> None:
         super().__init__()
@@ -218,7 +216,7 @@ class Generation(Response):
                 ticket = await self.gateway.store.admit(key, route, runtime.redact(model))  # the ledger keeps no key
             except GatewayError as error:
                 self.count("-", "-", str(error.status))
-                await error_response(error, self.dialect)(scope, receive, send)
+                await self.dialect.error_response(error)(scope, receive, send)
                 return
             run = _Run(self, runtime, route, model, ticket, parsed, key)
             await run.serve(receive, send)
@@ -226,15 +224,11 @@ class Generation(Response):
     async def prepare(self, runtime: GatewayRuntime) -> tuple[str, str, KeyRecord | None, ParsedRequest]:
         """Authenticate, read and resolve the request (the checks before admission)."""
         who, raw, (route, model, owner) = await read_request(self.gateway, runtime, self.request)
-        target = route_target(runtime, route, owner)
-        if self.dialect == "openai":
-            parsed = parse_chat_request(raw, target=target)
-        else:
-            parsed = parse_messages_request(raw, owner, model, target=target)
+        parsed = self.dialect.parse(raw, owner, model, target=route_target(runtime, route, owner))
         return route, model, allowed(who, route), parsed
 
     def count(self, route: str, model: str, status: str) -> None:
-        self.gateway.metrics.requests.labels(self.dialect, route, model, status).inc()
+        self.gateway.metrics.requests.labels(self.dialect.name, route, model, status).inc()
 
 
 async def read_request(
@@ -291,7 +285,7 @@ async def count_tokens(gateway: Gateway, request: Request) -> Response:
                 failure = exc.to_failure()
                 raise from_failure(public_failure(failure, route, "count_tokens") or failure) from None
         except GatewayError as error:
-            return error_response(error, "anthropic")
+            return ANTHROPIC_MESSAGES.error_response(error)
     return JSONResponse({"input_tokens": counted})
 
 
@@ -361,7 +355,7 @@ class _Run:
         """The stream's finish was seen: a disconnect after it aborts nothing."""
         self.output_chars = 0
         """Characters of content streamed so far (for :func:`estimated_usage`)."""
-        self.public_id = ("chatcmpl-" if generation.dialect == "openai" else "msg_") + generation.request_id
+        self.public_id = generation.dialect.id_prefix + generation.request_id
         self.labels = (route, self.gateway.metrics.model_label(route, model))
         """The metric labels: ``model`` is ``other`` until the route streams content for a model
         it never served before (:meth:`served`); every metric but the in-flight gauge is recorded
@@ -472,7 +466,7 @@ class _Run:
         info = RunInfo(
             ticket=self.ticket,
             request_id=generation.request_id,
-            dialect=generation.dialect,
+            dialect=generation.dialect.name,
             key_id=key.id if key is not None else None,
             key_name=key.name if key is not None else None,
             route=self.route,
@@ -543,32 +537,23 @@ class _Run:
         await self.chunks(feed)
         finish = assembler.finish
         assert finish is not None, "the runtime ends every stream with one finish"
+        dialect = self.generation.dialect
         response: Response
         if finish.kind == "error" and finish.failure is not None:
-            response = error_response(from_failure(finish.failure), self.generation.dialect)
+            response = dialect.error_response(from_failure(finish.failure))
         else:
             message = assembler.message(route=self.route)
-            public_model = self.parsed.model
             try:
-                if self.generation.dialect == "openai":
-                    body = chat_response(self.public_id, public_model, message, assembler.usage, finish)
-                else:
-                    body = messages_response(
-                        self.public_id, public_model, message, assembler.usage, _finish_of(assembler)
-                    )
+                body = dialect.response(self.public_id, self.parsed, message, assembler.usage, _finish_of(assembler))
                 response = JSONResponse(body)
             except GatewayError as error:
-                response = error_response(error, self.generation.dialect)
+                response = dialect.error_response(error)
         await response({"type": "http"}, _no_receive, send)
 
     # ------------------------------------------------------------------ streaming
 
     async def stream(self, send: Send) -> None:
-        encoder: ChatStreamEncoder | MessagesStreamEncoder
-        if self.generation.dialect == "openai":
-            encoder = ChatStreamEncoder(self.public_id, self.parsed.model, self.parsed.include_usage)
-        else:
-            encoder = MessagesStreamEncoder(self.public_id, self.parsed.model)
+        encoder = self.generation.dialect.encoder(self.public_id, self.parsed.model, self.parsed)
         out, pending = anyio.create_memory_object_stream[bytes | GatewayError](RELAY_BUFFER)
         state: dict[str, bool] = {"started": False, "flushed": False}
 
@@ -605,7 +590,7 @@ class _Run:
             async with pending:
                 first = await _receive(pending, keepalive)
                 if isinstance(first, GatewayError):
-                    await error_response(first, self.generation.dialect)({"type": "http"}, _no_receive, send)
+                    await self.generation.dialect.error_response(first)({"type": "http"}, _no_receive, send)
                     return
                 headers = [(b"content-type", b"text/event-stream; charset=utf-8")]
                 headers += [(k.encode(), v.encode()) for k, v in _STREAM_HEADERS.items()]
@@ -681,21 +666,21 @@ async def _no_receive() -> Message:  # pragma: no cover - plain responses never 
 def build_app(gateway: Gateway) -> Starlette:
     """The Starlette application of ``gateway`` (wrapped in the request-id layer)."""
 
-    async def chat(request: Request) -> Response:
-        return Generation(gateway, request, "openai")
+    def generation(dialect: Dialect) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            return Generation(gateway, request, dialect)
 
-    async def messages(request: Request) -> Response:
-        return Generation(gateway, request, "anthropic")
+        return endpoint
 
     async def counting(request: Request) -> Response:
         return await count_tokens(gateway, request)
 
     async def models(request: Request) -> Response:
-        dialect: Dialect = "anthropic" if "anthropic-version" in request.headers else "openai"
+        dialect = ANTHROPIC_MESSAGES if "anthropic-version" in request.headers else OPENAI_CHAT
         try:
             who = await gateway.authenticate(request)
         except GatewayError as error:
-            return error_response(error, dialect)
+            return dialect.error_response(error)
         async with gateway.holder.use() as runtime:
             ids = await _model_ids(runtime, who)
         data = [{"id": name, "object": "model", "created": 0, "owned_by": owner} for name, owner in ids]
@@ -705,7 +690,7 @@ def build_app(gateway: Gateway) -> Starlette:
         try:
             await gateway.store.ping()
         except GatewayError as error:
-            return error_response(error, "openai")
+            return OPENAI_CHAT.error_response(error)
         return JSONResponse({"status": "ok", "in_flight": gateway.holder.current.in_flight})
 
     async def metrics(request: Request) -> Response:
@@ -714,12 +699,11 @@ def build_app(gateway: Gateway) -> Starlette:
                 401, "/metrics requires the master key or the metrics token (Authorization: Bearer <token>)",
                 code="invalid_api_key",
             )  # fmt: skip
-            return error_response(error, "openai")
+            return OPENAI_CHAT.error_response(error)
         return Response(gateway.metrics.render(), media_type=CONTENT_TYPE)
 
     routes = [
-        Route("/v1/chat/completions", chat, methods=["POST"]),
-        Route("/v1/messages", messages, methods=["POST"]),
+        *(Route(dialect.path, generation(dialect), methods=["POST"]) for dialect in DIALECTS),
         Route("/v1/messages/count_tokens", counting, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
@@ -731,7 +715,12 @@ def build_app(gateway: Gateway) -> Starlette:
     return RequestIdMiddleware(app)  # type: ignore[return-value]
 
 
-_ENDPOINTS: Final = "POST /v1/chat/completions, POST /v1/messages, POST /v1/messages/count_tokens, GET /v1/models"
+DIALECTS: Final[tuple[Dialect, ...]] = (OPENAI_CHAT, ANTHROPIC_MESSAGES, OPENAI_RESPONSES)
+"""The dialects served, each at its ``POST`` endpoint (:mod:`harness_gateway.dialect`)."""
+
+_ENDPOINTS: Final = ", ".join(
+    [*(f"POST {dialect.path}" for dialect in DIALECTS), "POST /v1/messages/count_tokens", "GET /v1/models"]
+)
 
 
 async def unknown_endpoint(request: Request, exc: Exception) -> Response:
@@ -739,7 +728,7 @@ async def unknown_endpoint(request: Request, exc: Exception) -> Response:
     the path implies: Anthropic's under ``/v1/messages``, OpenAI's elsewhere; the 405 keeps its
     ``allow`` header."""
     path = request.url.path
-    dialect: Dialect = "anthropic" if path == "/v1/messages" or path.startswith("/v1/messages/") else "openai"
+    dialect = next((d for d in DIALECTS if d.owns(path)), OPENAI_CHAT)
     what = f"{request.method} {path[:200]}"
     headers = dict(getattr(exc, "headers", None) or {})
     if getattr(exc, "status_code", 404) == 405:
@@ -748,7 +737,7 @@ async def unknown_endpoint(request: Request, exc: Exception) -> Response:
         )
     else:
         error = GatewayError(404, f"{what}: no such endpoint (served: {_ENDPOINTS})", code="unknown_endpoint")
-    response = error_response(error, dialect)
+    response = dialect.error_response(error)
     response.headers.update(headers)
     return response
 
@@ -796,7 +785,7 @@ def admin_routes(gateway: Gateway) -> list[Route]:
             plain, record = await gateway.store.create_key(spec)
             return JSONResponse({"key": plain, **msgspec.to_builtins(record)}, status_code=201)
         except GatewayError as error:
-            return error_response(error, "openai")
+            return OPENAI_CHAT.error_response(error)
 
     return [
         Route("/admin/keys", admin, methods=["GET", "POST"]),

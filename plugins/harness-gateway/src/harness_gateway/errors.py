@@ -28,17 +28,14 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import msgspec
 
 from harness_core.errors import ErrorCode
 from harness_core.types import Failure
 
-__all__ = ["Dialect", "GatewayError", "from_failure", "public_failure"]
-
-Dialect = Literal["openai", "anthropic"]
-"""Which API shape a request used, and so which error body it gets."""
+__all__ = ["GatewayError", "from_failure", "public_failure"]
 
 _STATUS: Final[dict[ErrorCode, int]] = {
     "NO_ADAPTER": 404,
@@ -129,17 +126,15 @@ class GatewayError(Exception):
             return {}
         return {"retry-after": str(max(1, math.ceil(self.retry_after)))}
 
-    def status_in(self, dialect: Dialect) -> int:
-        """The HTTP status answered in ``dialect`` (a quota failure is Anthropic's 402)."""
-        return 402 if self.quota and dialect == "anthropic" else self.status
-
-    def body(self, dialect: Dialect) -> dict[str, Any]:
-        """The error body in the client's dialect (see the module docstring for both shapes)."""
-        if dialect == "anthropic":
-            kind = "billing_error" if self.quota else _ANTHROPIC_TYPE.get(self.status, "api_error")
-            return {"type": "error", "error": {"type": kind, "message": self.message}}
+    def openai_body(self) -> dict[str, Any]:
+        """OpenAI's error object (the Chat Completions and Responses dialects; module docstring)."""
         kind = "insufficient_quota" if self.quota else _OPENAI_TYPE.get(self.status, "server_error")
         return {"error": {"message": self.message, "type": kind, "param": self.param, "code": self.code}}
+
+    def anthropic_body(self) -> dict[str, Any]:
+        """Anthropic's error body (the Messages dialect, answered with a 402 for a quota failure)."""
+        kind = "billing_error" if self.quota else _ANTHROPIC_TYPE.get(self.status, "api_error")
+        return {"type": "error", "error": {"type": kind, "message": self.message}}
 
 
 def from_failure(failure: Failure) -> GatewayError:

@@ -24,7 +24,7 @@ class RunInfo:
 
     Fields:
         ticket: the ledger row id. request_id: the ``x-request-id`` echoed to the client.
-        dialect: ``"openai"`` or ``"anthropic"`` (the client's wire format).
+        dialect: ``"openai"``, ``"anthropic"`` or ``"responses"`` (the client's wire format: :attr:`Dialect.name`).
         key_id / key_name: the caller's key (``None`` for the master key or anonymous callers).
         route / model: what was requested (after alias resolution).
         options: the request as the runtime receives it (messages, tools, sampling).

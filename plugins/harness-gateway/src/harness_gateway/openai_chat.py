@@ -59,12 +59,21 @@ from harness_core.types import (
     ToolSpec,
     Usage,
 )
+from harness_gateway.dialect import Dialect
 from harness_gateway.errors import GatewayError, from_failure
 from harness_gateway.files import file_block
 from harness_gateway.request import Body, ParsedRequest, Target, bad_request, cache_mark, pass_through
 from harness_gateway.sse import sse_data
 
-__all__ = ["IGNORED", "MAPPED", "ChatStreamEncoder", "chat_response", "parse_chat_request"]
+__all__ = [
+    "IGNORED",
+    "MAPPED",
+    "OPENAI_CHAT",
+    "ChatStreamEncoder",
+    "OpenAIChat",
+    "chat_response",
+    "parse_chat_request",
+]
 
 WIRE: Final = "openai-chat"
 MAPPED: Final = frozenset(
@@ -436,7 +445,7 @@ class ChatStreamEncoder:
 
     def error(self, error: GatewayError) -> bytes:
         """An in-stream error chunk (``data: {"error": …}``) followed by ``[DONE]``."""
-        return sse_data(_encode(error.body("openai"))) + sse_data(b"[DONE]")
+        return sse_data(_encode(error.openai_body())) + sse_data(b"[DONE]")
 
 
 def chat_response(
@@ -460,3 +469,29 @@ def chat_response(
         "choices": [{"index": 0, "message": reply, "finish_reason": finish_reason(reason), "logprobs": None}],
         "usage": usage_body(usage),
     }
+
+
+class OpenAIChat(Dialect):
+    """The Chat Completions dialect (this module's functions behind :class:`~harness_gateway.dialect.Dialect`)."""
+
+    name = "openai"
+    path = "/v1/chat/completions"
+    id_prefix = "chatcmpl-"
+
+    def parse(self, raw: Any, owner: str | None, upstream_model: str, *, target: Target | None = None) -> ParsedRequest:
+        """:func:`parse_chat_request` (the route's plugin and model play no part here)."""
+        return parse_chat_request(raw, target=target)
+
+    def encoder(self, public_id: str, model: str, parsed: ParsedRequest) -> ChatStreamEncoder:
+        """A :class:`ChatStreamEncoder` (a usage chunk with ``stream_options.include_usage``)."""
+        return ChatStreamEncoder(public_id, model, parsed.include_usage)
+
+    def response(
+        self, public_id: str, parsed: ParsedRequest, message: Message, usage: TokenUsage | None, finish: Finish
+    ) -> dict[str, Any]:
+        """:func:`chat_response`."""
+        return chat_response(public_id, parsed.model, message, usage, finish.reason)
+
+
+OPENAI_CHAT: Final = OpenAIChat()
+"""The Chat Completions dialect."""

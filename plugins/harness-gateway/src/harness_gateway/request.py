@@ -42,13 +42,15 @@ class ParsedRequest(msgspec.Struct, kw_only=True, frozen=True):
 
     ``model`` is the model as the client wrote it (``route/model`` or an alias); ``options`` has
     ``provider`` and ``model`` unset (the gateway resolves them). ``include_usage`` is OpenAI's
-    ``stream_options.include_usage``.
+    ``stream_options.include_usage``. ``extras`` is what a dialect keeps for its own encoder and
+    response builder (the Responses dialect's ``include``, ``store`` and echoed fields), else ``None``.
     """
 
     model: str
     options: Any
     stream: bool = False
     include_usage: bool = False
+    extras: Any = None
 
 
 class Target(msgspec.Struct, frozen=True):

@@ -1,0 +1,101 @@
+"""The API dialects the gateway speaks: one :class:`Dialect` object per client wire format.
+
+A dialect is request parsing plus event encoding: it reads a client's JSON body into a
+:class:`~harness_gateway.request.ParsedRequest` (the harness :class:`~harness_core.GenerateOptions`
+and the dialect's own extras), makes the stream encoder that turns harness chunks into the
+dialect's Server-Sent Events, builds the non-streaming response object, and shapes every error
+(body and HTTP status). The relay (:class:`harness_gateway.app._Run`) is written once and serves
+every dialect; it never asks which one it is serving.
+
+Implementations: :data:`harness_gateway.openai_chat.OPENAI_CHAT` (``POST /v1/chat/completions``),
+:data:`harness_gateway.anthropic_messages.ANTHROPIC_MESSAGES` (``POST /v1/messages``) and
+:data:`harness_gateway.openai_responses.OPENAI_RESPONSES` (``POST /v1/responses``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from starlette.responses import JSONResponse
+
+from harness_core.types import Finish, Message, StreamChunk, TokenUsage
+from harness_gateway.errors import GatewayError
+from harness_gateway.request import ParsedRequest, Target
+
+__all__ = ["Dialect", "StreamEncoder"]
+
+
+class StreamEncoder(Protocol):
+    """Turns one generation's harness chunks into a dialect's SSE bytes (one encoder per stream)."""
+
+    def start(self) -> bytes:
+        """The events sent before the first chunk's (sent once the stream produced anything)."""
+        ...  # pragma: no cover - a protocol method
+
+    def feed(self, chunk: StreamChunk) -> bytes:
+        """The bytes for ``chunk`` (``b""`` when it adds nothing on this wire); a ``Finish``
+        yields the closing events (or the in-stream error when it failed)."""
+        ...  # pragma: no cover - a protocol method
+
+    def error(self, error: GatewayError) -> bytes:
+        """The in-stream error event(s) ending a stream that has already started."""
+        ...  # pragma: no cover - a protocol method
+
+
+class Dialect:
+    """One client wire format, as the relay uses it.
+
+    Subclasses set :attr:`name`, :attr:`path` and :attr:`id_prefix` and implement :meth:`parse`,
+    :meth:`encoder` and :meth:`response`; the error shape defaults to OpenAI's error object.
+    """
+
+    name: str = "openai"
+    """The dialect's label: ``dialect`` in metrics, observers and the console's records."""
+    path: str = ""
+    """The endpoint (``/v1/chat/completions``); an unknown path at or under it gets this dialect's error shape."""
+    id_prefix: str = ""
+    """Prepended to the request id to make the public id of a response (``chatcmpl-``, ``msg_``)."""
+
+    def parse(self, raw: Any, owner: str | None, upstream_model: str, *, target: Target | None = None) -> ParsedRequest:
+        """Read a decoded JSON body into a :class:`ParsedRequest`.
+
+        ``owner`` is the plugins.yaml key serving the resolved model and ``upstream_model`` the
+        provider's model id (what a dialect needs to hand replay state to the right adapter);
+        ``target`` the route's wire, for the fields the vocabulary lacks
+        (:func:`~harness_gateway.request.pass_through`: passed on to a route of the same wire,
+        else a 400 naming them).
+
+        Raises:
+            GatewayError: 400 naming the field at fault.
+        """
+        raise NotImplementedError  # pragma: no cover - every dialect implements it
+
+    def encoder(self, public_id: str, model: str, parsed: ParsedRequest) -> StreamEncoder:
+        """The stream encoder of one streaming request (``model`` as the client wrote it)."""
+        raise NotImplementedError  # pragma: no cover - every dialect implements it
+
+    def response(
+        self, public_id: str, parsed: ParsedRequest, message: Message, usage: TokenUsage | None, finish: Finish
+    ) -> dict[str, Any]:
+        """The non-streaming response body of a generation that did not fail (``parsed.model`` as the client wrote it).
+
+        Raises:
+            GatewayError: when the reply cannot be expressed in this dialect (a 502).
+        """
+        raise NotImplementedError  # pragma: no cover - every dialect implements it
+
+    def owns(self, path: str) -> bool:
+        """Whether an unknown ``path`` (404 / 405) is answered in this dialect: its endpoint or below."""
+        return path == self.path or path.startswith(self.path + "/")
+
+    def error_body(self, error: GatewayError) -> dict[str, Any]:
+        """The JSON error body of ``error`` (default: OpenAI's error object, :meth:`GatewayError.openai_body`)."""
+        return error.openai_body()
+
+    def error_status(self, error: GatewayError) -> int:
+        """The HTTP status of ``error`` in this dialect (default: its own)."""
+        return error.status
+
+    def error_response(self, error: GatewayError) -> JSONResponse:
+        """The JSON error response of ``error``: body, status and the retry headers."""
+        return JSONResponse(self.error_body(error), status_code=self.error_status(error), headers=error.headers())

@@ -1,0 +1,658 @@
+"""OpenAI Responses (``POST /v1/responses``) ⇄ the harness vocabulary.
+
+Wire format: https://platform.openai.com/docs/api-reference/responses (request and the
+``response`` object) and https://platform.openai.com/docs/api-reference/responses-streaming (the
+events; the reference order is in ``/work/shared/wire/PROTOCOLS.md`` §9).
+
+Request: ``input`` (a string, or items: ``message`` with ``input_text`` / ``output_text`` /
+``refusal`` / ``input_image`` / ``input_file`` parts, ``function_call``, ``function_call_output``
+and ``reasoning``), ``instructions`` and ``system`` / ``developer`` messages (joined into
+``options.system``), function ``tools`` (flat: ``{type: function, name, description,
+parameters}``; any other tool type, a built-in such as ``web_search``, is a 400 naming it),
+``tool_choice``, ``max_output_tokens``, ``temperature``, ``top_p``, ``reasoning.effort``,
+``text.format`` (``text`` / ``json_object`` / ``json_schema``). ``include``, ``store``,
+``metadata``, ``parallel_tool_calls`` and ``truncation`` (``auto`` / ``disabled``) are checked
+and echoed in the response object. Uploaded ``file_id`` s and ``item_reference`` s are 400s.
+
+Output: one output item per harness block, in block order: reasoning → a ``reasoning`` item
+(its text as one ``summary_text`` part), text → a ``message`` item (one ``output_text`` part),
+a tool call → a ``function_call`` item (``call_id`` is the harness tool call id). Finish
+``stop`` / ``tool-calls`` → ``completed``; ``length`` → ``incomplete`` (``max_output_tokens``);
+``content-filter`` → ``incomplete`` (``content_filter``). Usage: ``input_tokens`` (with
+``input_tokens_details.cached_tokens``), ``output_tokens`` (with
+``output_tokens_details.reasoning_tokens``), ``total_tokens``.
+
+Stream: ``response.created``, ``response.in_progress``; per block ``response.output_item.added``
+(+ ``response.content_part.added`` / ``response.reasoning_summary_part.added``), its deltas
+(``response.output_text.delta``, ``response.reasoning_summary_text.delta``,
+``response.function_call_arguments.delta``), its ``.done`` events and
+``response.output_item.done``; then one of ``response.completed`` / ``response.incomplete``
+carrying the whole response. Every event has ``event: <type>``, the same ``type`` inside and an
+increasing ``sequence_number`` from 0. A failure after the stream started is an ``error`` event
+(``code``, ``message``, ``param`` and the OpenAI error object under ``error``, which the ``openai``
+SDK raises as ``APIError``) followed by ``response.failed``.
+
+Reasoning replay (stateless): with ``include: ["reasoning.encrypted_content"]`` the route's
+``finish.replay_state`` is handed to the client as the ``encrypted_content`` of the first
+reasoning item (a reasoning item without summary is added when the reply has no reasoning block):
+:data:`STATE_PREFIX` + base64url of ``{"source": <plugins.yaml key>, "state": <replay_state>}``.
+A client sending the item back gets the state restored byte for byte on the rebuilt assistant
+message, with that ``source``: the runtime replays it only to the same plugin instance
+(docs/stream-obligations.md#9-replay-state). It is opaque, not encrypted: it holds what the
+provider returned (signatures, the provider's own encrypted reasoning), never a secret. The
+streamed ``response.output_item.done`` of a reasoning item comes before the route's finish, so
+the state appears only in the final response object (``response.completed``'s ``response``).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import time
+from typing import Any, Final
+
+import msgspec
+
+from harness_core.types import (
+    BlockEnd,
+    BlockStart,
+    Finish,
+    FinishReason,
+    GenerateOptions,
+    JsonObjectFormat,
+    JsonSchemaFormat,
+    Message,
+    NamedToolChoice,
+    ReasoningBlock,
+    ReasoningDelta,
+    StreamChunk,
+    TextBlock,
+    TextDelta,
+    TokenUsage,
+    ToolCallBlock,
+    ToolCallDelta,
+    ToolResultBlock,
+    ToolSpec,
+    Usage,
+)
+from harness_gateway.dialect import Dialect
+from harness_gateway.errors import GatewayError, from_failure
+from harness_gateway.files import file_block
+from harness_gateway.request import Body, ParsedRequest, Target, bad_request
+from harness_gateway.sse import sse_event
+
+__all__ = [
+    "ENCRYPTED_REASONING",
+    "OPENAI_RESPONSES",
+    "STATE_PREFIX",
+    "OpenAIResponses",
+    "ResponsesExtras",
+    "ResponsesStreamEncoder",
+    "parse_responses_request",
+    "responses_response",
+]
+
+ENCRYPTED_REASONING: Final = "reasoning.encrypted_content"
+"""The ``include`` value that makes reasoning items carry the route's replay state."""
+STATE_PREFIX: Final = "hgw1."
+"""How an ``encrypted_content`` this gateway wrote starts (then base64url JSON, module docstring)."""
+
+_TRUNCATION: Final = ("auto", "disabled")
+_encode = msgspec.json.Encoder().encode
+
+
+class ResponsesExtras(msgspec.Struct, kw_only=True, frozen=True):
+    """What the Responses dialect keeps from a request besides the options.
+
+    ``owner`` is the plugins.yaml key serving the route (the ``source`` of the replay state handed
+    out); ``include_state`` is ``include`` naming :data:`ENCRYPTED_REASONING`; ``echo`` holds the
+    request fields the response object repeats (``instructions``, ``tools``, ``metadata`` …).
+    """
+
+    owner: str | None = None
+    include_state: bool = False
+    store: bool = True
+    previous_response_id: str | None = None
+    echo: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+def parse_responses_request(raw: Any, owner: str | None = None) -> ParsedRequest:
+    """Read a Responses body into a :class:`ParsedRequest` (``extras``: :class:`ResponsesExtras`).
+
+    Raises a 400 :class:`GatewayError` naming the field at fault.
+    """
+    body = Body(raw)
+    model = body.get("model", str, required=True)
+    system: list[str] = []
+    instructions = body.get("instructions", str)
+    if instructions:
+        system.append(instructions)
+    messages = _read_input(body, system)
+    tools = [_read_tool(Body(item, where)) for where, item in body.items("tools")]
+    reasoning = body.obj("reasoning")
+    include = [_string(where, item) for where, item in body.items("include")]
+    truncation = body.get("truncation", str, "disabled")
+    if truncation not in _TRUNCATION:
+        raise bad_request("truncation", f"expected auto or disabled, got {truncation!r}")
+    metadata = body.get("metadata", dict)
+    options: dict[str, Any] = {
+        "messages": messages,
+        "system": "\n\n".join(system) if system else None,
+        "tools": tools,
+        "tool_choice": _tool_choice(body),
+        "max_tokens": body.get("max_output_tokens", int),
+        "temperature": body.get("temperature", float),
+        "top_p": body.get("top_p", float),
+        "reasoning_effort": reasoning.get("effort", str) if reasoning is not None else None,
+        "response_format": _text_format(body),
+    }
+    try:
+        generate = GenerateOptions(**{k: v for k, v in options.items() if v is not None})
+    except (TypeError, ValueError) as exc:
+        raise bad_request("", str(exc).removeprefix("GenerateOptions.")) from None
+    echo = {
+        "instructions": instructions,
+        "metadata": metadata or {},
+        "tools": body.get("tools", list, []),
+        "tool_choice": body.get("tool_choice", (str, dict), "auto"),
+        "temperature": body.get("temperature", float),
+        "top_p": body.get("top_p", float),
+        "max_output_tokens": body.get("max_output_tokens", int),
+        "parallel_tool_calls": body.get("parallel_tool_calls", bool, True),
+        "reasoning": reasoning.value if reasoning is not None else None,
+        "text": body.get("text", dict, {"format": {"type": "text"}}),
+        "truncation": truncation,
+    }
+    body.get("store", bool, True)  # checked; nothing is stored yet, so the response says store: false
+    previous = body.get("previous_response_id", str)
+    if previous is not None:
+        raise GatewayError(
+            404,
+            f"previous_response_id: no stored response {previous[:64]!r} (this gateway keeps no responses:"
+            " send the whole conversation as input items)",
+            code="previous_response_not_found",
+            param="previous_response_id",
+        )
+    extras = ResponsesExtras(owner=owner, include_state=ENCRYPTED_REASONING in include, store=False, echo=echo)
+    return ParsedRequest(model=model, options=generate, stream=body.get("stream", bool, False), extras=extras)
+
+
+def _string(where: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise bad_request(where, "expected a string")
+    return value
+
+
+class _History:
+    """The conversation being rebuilt from input items: consecutive assistant-side items
+    (assistant messages, function calls, reasoning) make one assistant message."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.blocks: list[Any] = []
+        self.replay: Any = None
+        self.source: str | None = None
+
+    def add(self, message: Message) -> None:
+        self.flush()
+        self.messages.append(message)
+
+    def flush(self) -> None:
+        if self.blocks or self.replay is not None:
+            self.messages.append(
+                Message(role="assistant", content=self.blocks, replay_state=self.replay, source=self.source)
+            )
+        self.blocks, self.replay, self.source = [], None, None
+
+
+def _read_input(body: Body, system: list[str]) -> list[Message]:
+    value = body.get("input", (str, list), required=True)
+    if isinstance(value, str):
+        return [Message(role="user", content=[TextBlock(value)])]
+    history = _History()
+    for where, raw in body.items("input"):
+        item = Body(raw, where)
+        kind = item.get("type", str, "message")
+        if kind == "message":
+            _read_message(item, system, history)
+        elif kind == "function_call":
+            history.blocks.append(
+                ToolCallBlock(
+                    id=item.get("call_id", str, required=True),
+                    name=item.get("name", str, required=True),
+                    arguments=item.get("arguments", str, "{}") or "{}",
+                )
+            )
+        elif kind == "function_call_output":
+            output = _parts_text(item, "output", required=True)
+            history.add(
+                Message(
+                    role="tool",
+                    content=[ToolResultBlock(tool_call_id=item.get("call_id", str, required=True), content=output)],
+                )
+            )
+        elif kind == "reasoning":
+            _read_reasoning(item, history)
+        elif kind == "item_reference":
+            raise bad_request(item.path("type"), "item references are not supported: send the items themselves")
+        else:
+            raise bad_request(item.path("type"), f"unknown input item type {kind!r}")
+    history.flush()
+    return history.messages
+
+
+def _read_message(item: Body, system: list[str], history: _History) -> None:
+    role = item.get("role", str, required=True)
+    if role in ("system", "developer"):
+        system.append(_parts_text(item, "content", required=True))
+    elif role == "user":
+        history.add(Message(role="user", content=_user_content(item)))
+    elif role == "assistant":
+        text = _parts_text(item, "content", required=True)
+        if text:
+            history.blocks.append(TextBlock(text))
+    else:
+        raise bad_request(item.path("role"), f"expected user, assistant, system or developer, got {role!r}")
+
+
+_TEXT_PARTS: Final = ("input_text", "output_text", "text", "refusal")
+
+
+def _parts_text(item: Body, key: str, *, required: bool = False) -> str:
+    """A string field, or a list of text parts (``input_text``, ``output_text``, ``refusal``) joined."""
+    value = item.get(key, (str, list), required=required)
+    if value is None or isinstance(value, str):
+        return value or ""
+    texts: list[str] = []
+    for where, raw in item.items(key):
+        part = Body(raw, where)
+        kind = part.get("type", str, required=True)
+        if kind not in _TEXT_PARTS:
+            raise bad_request(part.path("type"), f"only text parts are allowed here, got {kind!r}")
+        texts.append(part.get("refusal" if kind == "refusal" else "text", str, required=True))
+    return "".join(texts)
+
+
+def _user_content(item: Body) -> list[Any]:
+    """A user message's content: a string, or ``input_text`` / ``input_image`` / ``input_file`` parts."""
+    value = item.get("content", (str, list), required=True)
+    if isinstance(value, str):
+        return [TextBlock(value)]
+    blocks: list[Any] = []
+    for where, raw in item.items("content"):
+        part = Body(raw, where)
+        kind = part.get("type", str, required=True)
+        if kind in ("input_text", "text"):
+            blocks.append(TextBlock(part.get("text", str, required=True)))
+        elif kind == "input_image":
+            if part.get("file_id", str) is not None:
+                raise bad_request(part.path("file_id"), "uploaded file ids are not supported: send image_url")
+            blocks.append(file_block(part.path("image_url"), url=part.get("image_url", str, required=True)))
+        elif kind == "input_file":
+            if part.get("file_id", str) is not None:
+                raise bad_request(part.path("file_id"), "uploaded file ids are not supported: send file_data")
+            filename = part.get("filename", str)
+            url = part.get("file_url", str)
+            if url is not None:
+                blocks.append(file_block(part.path("file_url"), url=url, filename=filename))
+                continue
+            data = part.get("file_data", str, required=True)
+            if not data.startswith("data:"):
+                raise bad_request(part.path("file_data"), "expected a data: URL (data:<media type>;base64,<data>)")
+            blocks.append(file_block(part.path("file_data"), url=data, filename=filename))
+        else:
+            raise bad_request(part.path("type"), f"unknown content part type {kind!r}")
+    return blocks
+
+
+def _read_reasoning(item: Body, history: _History) -> None:
+    """A ``reasoning`` item: a reasoning block (its summary texts joined), and the route's replay
+    state when its ``encrypted_content`` is one this gateway handed out."""
+    texts = [Body(raw, where).get("text", str, required=True) for where, raw in item.items("summary")]
+    encrypted = item.get("encrypted_content", str)
+    carrier = False
+    if encrypted is not None:
+        state = _unpack_state(item.path("encrypted_content"), encrypted)
+        if history.replay is None:
+            history.replay, history.source = state.get("state"), state.get("source")
+        carrier = bool(state.get("carrier"))
+    if not carrier:
+        history.blocks.append(ReasoningBlock("".join(texts), signed=encrypted is not None))
+
+
+def pack_state(source: str | None, state: Any, *, carrier: bool = False) -> str:
+    """The ``encrypted_content`` carrying a route's replay ``state`` (module docstring)."""
+    payload: dict[str, Any] = {"source": source, "state": state}
+    if carrier:
+        payload["carrier"] = True
+    return STATE_PREFIX + base64.urlsafe_b64encode(_encode(payload)).decode()
+
+
+def _unpack_state(where: str, text: str) -> dict[str, Any]:
+    if not text.startswith(STATE_PREFIX):
+        raise bad_request(where, "this encrypted_content was not issued by this gateway")
+    try:
+        state = msgspec.json.decode(base64.urlsafe_b64decode(text[len(STATE_PREFIX) :].encode()))
+    except (binascii.Error, ValueError):
+        raise bad_request(where, "this encrypted_content is damaged") from None
+    if not isinstance(state, dict):
+        raise bad_request(where, "this encrypted_content is damaged")
+    return state
+
+
+def _read_tool(tool: Body) -> ToolSpec:
+    kind = tool.get("type", str, "function")
+    if kind != "function":
+        raise bad_request(
+            tool.path("type"), f"built-in tool {kind!r} is not supported by the gateway: only function tools are"
+        )
+    return ToolSpec(
+        name=tool.get("name", str, required=True),
+        description=tool.get("description", str, "") or "",
+        parameters=tool.get("parameters", dict) or {"type": "object", "properties": {}},
+    )
+
+
+def _tool_choice(body: Body) -> Any:
+    choice = body.get("tool_choice", (str, dict))
+    if choice is None:
+        return None
+    if isinstance(choice, str):
+        if choice not in ("auto", "none", "required"):
+            raise bad_request("tool_choice", f"expected auto, none, required or a function, got {choice!r}")
+        return choice
+    named = Body(choice, "tool_choice")
+    kind = named.get("type", str, required=True)
+    if kind != "function":
+        raise bad_request(named.path("type"), f"only function tool choices are supported, got {kind!r}")
+    return NamedToolChoice(named.get("name", str, required=True))
+
+
+def _text_format(body: Body) -> JsonObjectFormat | JsonSchemaFormat | None:
+    text = body.obj("text")
+    form = text.obj("format") if text is not None else None
+    if form is None:
+        return None
+    kind = form.get("type", str, required=True)
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return JsonObjectFormat()
+    if kind != "json_schema":
+        raise bad_request(form.path("type"), f"expected text, json_object or json_schema, got {kind!r}")
+    try:
+        return JsonSchemaFormat(
+            name=form.get("name", str, required=True),
+            schema=form.get("schema", dict, {"type": "object"}),
+            strict=form.get("strict", bool, False) or False,
+            description=form.get("description", str),
+        )
+    except ValueError as exc:
+        raise bad_request(form.path("name"), str(exc)) from None
+
+
+# ---------------------------------------------------------------------- output
+
+
+def usage_body(usage: TokenUsage | None) -> dict[str, Any]:
+    """The Responses ``usage`` object (cached input and reasoning output tokens in their details)."""
+    given = (usage.input_tokens if usage else 0) or 0
+    produced = (usage.output_tokens if usage else 0) or 0
+    return {
+        "input_tokens": given,
+        "input_tokens_details": {"cached_tokens": (usage.cache_read_tokens if usage else 0) or 0},
+        "output_tokens": produced,
+        "output_tokens_details": {"reasoning_tokens": (usage.reasoning_tokens if usage else 0) or 0},
+        "total_tokens": given + produced,
+    }
+
+
+def _status(reason: FinishReason) -> tuple[str, dict[str, str] | None]:
+    """``status`` and ``incomplete_details`` for a finish that did not fail."""
+    if reason.kind == "length":
+        return "incomplete", {"reason": "max_output_tokens"}
+    if reason.kind == "content-filter":
+        return "incomplete", {"reason": "content_filter"}
+    return "completed", None
+
+
+def _text_item(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
+    content = [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}]
+    return {"type": "message", "id": item_id, "status": status, "role": "assistant", "content": content}
+
+
+def _reasoning_item(item_id: str, text: str) -> dict[str, Any]:
+    summary = [{"type": "summary_text", "text": text}] if text else []
+    return {"type": "reasoning", "id": item_id, "summary": summary}
+
+
+def _call_item(item_id: str, call_id: str, name: str, arguments: str, status: str = "completed") -> dict[str, Any]:
+    return {
+        "type": "function_call",
+        "id": item_id,
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments,
+        "status": status,
+    }
+
+
+def _with_state(output: list[dict[str, Any]], public_id: str, extras: ResponsesExtras, state: Any) -> None:
+    """Hand the route's replay ``state`` to the client on the first reasoning item (added when none)."""
+    if state is None or not extras.include_state:
+        return
+    for item in output:
+        if item["type"] == "reasoning":
+            item["encrypted_content"] = pack_state(extras.owner, state)
+            return
+    carrier = _reasoning_item(f"rs_{public_id}_state", "")
+    carrier["encrypted_content"] = pack_state(extras.owner, state, carrier=True)
+    output.insert(0, carrier)
+
+
+def response_object(
+    public_id: str,
+    parsed: ParsedRequest,
+    created: int,
+    status: str,
+    output: list[dict[str, Any]],
+    usage: TokenUsage | None = None,
+    *,
+    error: dict[str, Any] | None = None,
+    incomplete: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """The ``response`` object: ``status`` ``in_progress`` / ``completed`` / ``incomplete`` /
+    ``failed``, the request's echoed fields, ``output`` and (once known) ``usage``."""
+    extras: ResponsesExtras = parsed.extras
+    return {
+        "id": public_id,
+        "object": "response",
+        "created_at": created,
+        "status": status,
+        "model": parsed.model,
+        "output": output,
+        "usage": usage_body(usage) if status != "in_progress" else None,
+        "error": error,
+        "incomplete_details": incomplete,
+        "previous_response_id": extras.previous_response_id,
+        "store": extras.store,
+        **extras.echo,
+    }
+
+
+def responses_response(
+    public_id: str, parsed: ParsedRequest, message: Message, usage: TokenUsage | None, finish: Finish
+) -> dict[str, Any]:
+    """The non-streaming ``response`` object of a generation that did not fail."""
+    output: list[dict[str, Any]] = []
+    for index, block in enumerate(message.content):
+        if isinstance(block, ReasoningBlock):
+            output.append(_reasoning_item(f"rs_{public_id}_{index}", block.text))
+        elif isinstance(block, TextBlock):
+            output.append(_text_item(f"msg_{public_id}_{index}", block.text))
+        else:
+            assert isinstance(block, ToolCallBlock), "an assistant reply holds text, reasoning and tool calls only"
+            output.append(_call_item(f"fc_{public_id}_{index}", block.id, block.name, block.arguments))
+    _with_state(output, public_id, parsed.extras, finish.replay_state)
+    status, incomplete = _status(finish.reason)
+    return response_object(public_id, parsed, int(time.time()), status, output, usage, incomplete=incomplete)
+
+
+class _Open:
+    """A block being streamed as an output item."""
+
+    def __init__(self, kind: str, item_id: str, position: int, call_id: str = "", name: str = "") -> None:
+        self.kind = kind
+        self.item_id = item_id
+        self.position = position
+        self.call_id = call_id
+        self.name = name
+        self.parts: list[str] = []
+
+
+class ResponsesStreamEncoder:
+    """Turns harness stream chunks into the Responses event sequence (module docstring)."""
+
+    def __init__(self, public_id: str, parsed: ParsedRequest) -> None:
+        self.id = public_id
+        self.parsed = parsed
+        self.created = int(time.time())
+        self.sequence = 0
+        self.usage: TokenUsage | None = None
+        self.output: list[dict[str, Any]] = []
+        self.open: dict[int, _Open] = {}
+        self.failure: GatewayError | None = None
+
+    def event(self, kind: str, body: dict[str, Any]) -> bytes:
+        """One event ``kind`` with ``type`` and the next ``sequence_number``."""
+        payload = {"type": kind, "sequence_number": self.sequence, **body}
+        self.sequence += 1
+        return sse_event(kind, _encode(payload))
+
+    def _response(self, status: str, **fields: Any) -> dict[str, Any]:
+        output = self.output if status != "in_progress" else []
+        usage = self.usage if status != "in_progress" else None
+        return {"response": response_object(self.id, self.parsed, self.created, status, output, usage, **fields)}
+
+    def start(self) -> bytes:
+        """``response.created`` and ``response.in_progress`` (status ``in_progress``, no output yet)."""
+        return self.event("response.created", self._response("in_progress")) + self.event(
+            "response.in_progress", self._response("in_progress")
+        )
+
+    def feed(self, chunk: StreamChunk) -> bytes:
+        """The SSE bytes for ``chunk`` (``b""`` when it adds nothing on this wire)."""
+        if isinstance(chunk, TextDelta):
+            return self._delta(chunk.index, chunk.text, "response.output_text.delta", content_index=0)
+        if isinstance(chunk, ReasoningDelta):
+            return self._delta(chunk.index, chunk.text, "response.reasoning_summary_text.delta", summary_index=0)
+        if isinstance(chunk, ToolCallDelta):
+            return self._delta(chunk.index, chunk.arguments_delta, "response.function_call_arguments.delta")
+        if isinstance(chunk, BlockStart):
+            return self._start(chunk)
+        if isinstance(chunk, BlockEnd):
+            return self._end(chunk.index)
+        if isinstance(chunk, Usage):
+            self.usage = chunk.usage
+            return b""
+        if isinstance(chunk, Finish):
+            return self.finish(chunk)
+        return b""
+
+    def _delta(self, index: int, text: str, kind: str, **where: int) -> bytes:
+        block = self.open[index]
+        block.parts.append(text)
+        return self.event(kind, {"item_id": block.item_id, "output_index": block.position, **where, "delta": text})
+
+    def _start(self, chunk: BlockStart) -> bytes:
+        position = len(self.output) + len(self.open)
+        if chunk.block_type == "text":
+            block = _Open("text", f"msg_{self.id}_{chunk.index}", position)
+            item = _text_item(block.item_id, "", "in_progress")
+            item["content"] = []
+            part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+            follow = ("response.content_part.added", {"content_index": 0, "part": part})
+        elif chunk.block_type == "reasoning":
+            block = _Open("reasoning", f"rs_{self.id}_{chunk.index}", position)
+            item = _reasoning_item(block.item_id, "")
+            follow = (
+                "response.reasoning_summary_part.added",
+                {"summary_index": 0, "part": {"type": "summary_text", "text": ""}},
+            )
+        else:
+            block = _Open("call", f"fc_{self.id}_{chunk.index}", position, chunk.id or "", chunk.name or "")
+            item = _call_item(block.item_id, block.call_id, block.name, "", "in_progress")
+            follow = None
+        self.open[chunk.index] = block
+        out = self.event("response.output_item.added", {"output_index": position, "item": item})
+        if follow is not None:
+            kind, body = follow
+            out += self.event(kind, {"item_id": block.item_id, "output_index": position, **body})
+        return out
+
+    def _end(self, index: int) -> bytes:
+        block = self.open.pop(index)
+        text = "".join(block.parts)
+        where = {"item_id": block.item_id, "output_index": block.position}
+        if block.kind == "text":
+            item = _text_item(block.item_id, text)
+            out = self.event("response.output_text.done", {**where, "content_index": 0, "text": text})
+            out += self.event("response.content_part.done", {**where, "content_index": 0, "part": item["content"][0]})
+        elif block.kind == "reasoning":
+            item = _reasoning_item(block.item_id, text)
+            out = self.event("response.reasoning_summary_text.done", {**where, "summary_index": 0, "text": text})
+            part = {"type": "summary_text", "text": text}
+            out += self.event("response.reasoning_summary_part.done", {**where, "summary_index": 0, "part": part})
+        else:
+            item = _call_item(block.item_id, block.call_id, block.name, text or "{}")
+            out = self.event("response.function_call_arguments.done", {**where, "arguments": text or "{}"})
+        self.output.append(item)
+        return out + self.event("response.output_item.done", {"output_index": block.position, "item": item})
+
+    def finish(self, finish: Finish) -> bytes:
+        """The terminal events: ``response.completed`` / ``response.incomplete`` with the whole
+        response (blocks still open are closed first), or the error and ``response.failed``."""
+        out = b"".join(self._end(index) for index in sorted(self.open))
+        reason = finish.reason
+        if reason.kind == "error" and reason.failure is not None:
+            self.failure = from_failure(reason.failure)
+            return out + self.error(self.failure)
+        _with_state(self.output, self.id, self.parsed.extras, finish.replay_state)
+        status, incomplete = _status(reason)
+        kind = "response.completed" if status == "completed" else "response.incomplete"
+        return out + self.event(kind, self._response(status, incomplete=incomplete))
+
+    def error(self, error: GatewayError) -> bytes:
+        """An ``error`` event (``code``, ``message``, ``param`` and the OpenAI error object) and ``response.failed``."""
+        body = error.openai_body()
+        detail = {"code": error.code, "message": error.message, "param": error.param}
+        failed = self._response("failed", error={"code": error.code or "server_error", "message": error.message})
+        return self.event("error", {**detail, **body}) + self.event("response.failed", failed)
+
+
+class OpenAIResponses(Dialect):
+    """The Responses dialect (this module's functions behind :class:`~harness_gateway.dialect.Dialect`)."""
+
+    name = "responses"
+    path = "/v1/responses"
+    id_prefix = "resp_"
+
+    def parse(self, raw: Any, owner: str | None, upstream_model: str, *, target: Target | None = None) -> ParsedRequest:
+        """:func:`parse_responses_request` (``owner`` becomes the ``source`` of handed-out replay
+        state; every field of the request is mapped, checked or refused by name, so ``target``
+        plays no part)."""
+        return parse_responses_request(raw, owner)
+
+    def encoder(self, public_id: str, model: str, parsed: ParsedRequest) -> ResponsesStreamEncoder:
+        """A :class:`ResponsesStreamEncoder`."""
+        return ResponsesStreamEncoder(public_id, parsed)
+
+    def response(
+        self, public_id: str, parsed: ParsedRequest, message: Message, usage: TokenUsage | None, finish: Finish
+    ) -> dict[str, Any]:
+        """:func:`responses_response`."""
+        return responses_response(public_id, parsed, message, usage, finish)
+
+
+OPENAI_RESPONSES: Final = OpenAIResponses()
+"""The Responses dialect."""
