@@ -2,6 +2,9 @@
 
 - :class:`StreamTranslator`: the translator stage's contract (provider events in, stream chunks
   out); :data:`DEFAULT_ABORT_REASON` and :func:`abort_reason` (from :mod:`harness_core.abort`).
+- :class:`BlockWriter` (with :class:`Block`): what every translator writes the same way (block
+  numbering, open/delta/close, held usage, ``finish`` with ``replay_state``, abort);
+  :func:`decode_event` and :func:`snippet`: decode one event or raise ``PROTOCOL`` quoting it.
 - :func:`stream_sse`: the SSE-over-HTTP stream loop driving a translator (abort racing,
   shielded close, HTTP error mapping with a per-adapter classifier, ``Retry-After``, request id).
 - :func:`request_json`: one JSON request with the same error mapping (``list_models``).
@@ -24,6 +27,7 @@ from harness_core._lazy import lazy_exports
 if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on first use
     from harness_core.abort import DEFAULT_ABORT_REASON, abort_reason
     from harness_core.kit.adapter import HttpAdapter
+    from harness_core.kit.blocks import SNIPPET_CHARS, Block, BlockWriter, decode_event, snippet
     from harness_core.kit.config import (
         HttpProviderConfig,
         HttpTimeouts,
@@ -40,6 +44,9 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
 __all__ = [
     "DEFAULT_ABORT_REASON",
     "DEFAULT_DRAIN_TIMEOUT",
+    "SNIPPET_CHARS",
+    "Block",
+    "BlockWriter",
     "HttpAdapter",
     "HttpProviderConfig",
     "HttpProviderPlugin",
@@ -48,8 +55,10 @@ __all__ = [
     "abort_reason",
     "base_url_problem",
     "client_options",
+    "decode_event",
     "header_name_problem",
     "request_json",
+    "snippet",
     "stream_sse",
     "vendor_api_key",
 ]
@@ -57,6 +66,9 @@ __all__ = [
 _LAZY = {
     "DEFAULT_ABORT_REASON": "harness_core.abort",
     "DEFAULT_DRAIN_TIMEOUT": "harness_core.kit.stream",
+    "SNIPPET_CHARS": "harness_core.kit.blocks",
+    "Block": "harness_core.kit.blocks",
+    "BlockWriter": "harness_core.kit.blocks",
     "HttpAdapter": "harness_core.kit.adapter",
     "HttpProviderConfig": "harness_core.kit.config",
     "HttpProviderPlugin": "harness_core.kit.plugin",
@@ -65,8 +77,10 @@ _LAZY = {
     "abort_reason": "harness_core.abort",
     "base_url_problem": "harness_core.kit.config",
     "client_options": "harness_core.kit.config",
+    "decode_event": "harness_core.kit.blocks",
     "header_name_problem": "harness_core.kit.config",
     "request_json": "harness_core.kit.request",
+    "snippet": "harness_core.kit.blocks",
     "stream_sse": "harness_core.kit.stream",
     "vendor_api_key": "harness_core.kit.config",
 }

@@ -48,27 +48,11 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal
 
-import msgspec
-
 from harness_core.abort import DEFAULT_ABORT_REASON
 from harness_core.errors import LlmError
+from harness_core.kit import Block, BlockWriter, decode_event
 from harness_core.sse import SSEEvent
-from harness_core.types import (
-    BlockEnd,
-    BlockStart,
-    Finish,
-    FinishKind,
-    FinishReason,
-    ReasoningBlock,
-    ReasoningDelta,
-    StreamChunk,
-    TextBlock,
-    TextDelta,
-    TokenUsage,
-    ToolCallBlock,
-    ToolCallDelta,
-    Usage,
-)
+from harness_core.types import FinishKind, FinishReason, StreamChunk, TokenUsage
 from harness_llm_anthropic.errors import PROVIDER, inband_error
 from harness_llm_anthropic.wire import EVENT_DECODER, WireBlock, WireEvent, WireUsage
 
@@ -89,24 +73,23 @@ STOP_REASONS: Final[dict[str, FinishKind]] = {
 """Anthropic ``stop_reason`` → our finish kind; anything else is ``other`` (raw kept)."""
 
 _NOTHING: Final[tuple[StreamChunk, ...]] = ()
-_SNIPPET = 200
 
 _Kind = Literal["text", "thinking", "redacted", "tool"]
 
 
-class _Block:
-    """One open block: our index, its kind and what it holds so far."""
+class _Wire:
+    """What a block holds beyond the kit's :class:`~harness_core.kit.Block` (its ``extra``)."""
 
-    __slots__ = ("id", "index", "kind", "name", "parts", "replay", "start_input")
+    __slots__ = ("kind", "replay", "start_input")
 
-    def __init__(self, index: int, kind: _Kind) -> None:
-        self.index = index
+    def __init__(self, kind: _Kind, replay: str | None = None, start_input: bytes = b"") -> None:
         self.kind: _Kind = kind
-        self.parts: list[str] = []
-        self.id = ""
-        self.name = ""
-        self.replay: str | None = None  # thinking signature or redacted data, byte-exact
-        self.start_input = b""
+        self.replay = replay  # thinking signature or redacted data, byte-exact
+        self.start_input = start_input  # a tool_use block's input on its start event
+
+
+_PENDING_TEXT: Final = Block(-1, "text", None, None, False, _Wire("text"))
+"""Stands for a text block that has no non-empty piece yet (so no index, no ``block-start``)."""
 
 
 class Translator:
@@ -132,29 +115,23 @@ class Translator:
         "_cache_read",
         "_cache_write",
         "_input",
-        "_next_index",
         "_output",
         "_replay",
         "_stop_reason",
-        "_tool_calls",
         "_usage_seen",
-        "done",
+        "_writer",
         "model",
-        "request_id",
         "response_id",
         "response_model",
     )
 
     def __init__(self, *, model: str | None = None) -> None:
         self.model = model
-        self.done = False
+        self._writer = BlockWriter(PROVIDER, replay_state=lambda: self.replay_state, on_close=self._on_close)
         self.response_id: str | None = None
         self.response_model: str | None = None
-        self.request_id: str | None = None
-        # provider index -> open block, or None for an ignored block type
-        self._blocks: dict[int, _Block | None] = {}
-        self._next_index = 0
-        self._tool_calls = False
+        # provider index -> open block (or _PENDING_TEXT), or None for an ignored block type
+        self._blocks: dict[int, Block | None] = {}
         self._stop_reason: str | None = None
         self._usage_seen = False
         self._input: int | None = None
@@ -162,6 +139,21 @@ class Translator:
         self._cache_read: int | None = None
         self._cache_write: int | None = None
         self._replay: dict[str, dict[str, str]] = {}
+
+    @property
+    def done(self) -> bool:
+        """True once a terminal event (``message_stop`` or ``error``) or :meth:`abort` produced
+        ``finish``."""
+        return self._writer.done
+
+    @property
+    def request_id(self) -> str | None:
+        """The provider request id, attached to in-band errors and the abort failure."""
+        return self._writer.request_id
+
+    @request_id.setter
+    def request_id(self, value: str | None) -> None:
+        self._writer.request_id = value
 
     # ------------------------------------------------------------------ entry points
 
@@ -188,16 +180,9 @@ class Translator:
         """
         if self.done:
             return _NOTHING
-        try:
-            event = EVENT_DECODER.decode(data)
-        except msgspec.DecodeError as exc:
-            snippet = data[:_SNIPPET] if isinstance(data, str) else data[:_SNIPPET].decode("utf-8", "replace")
-            raise LlmError(
-                "PROTOCOL",
-                f"malformed Anthropic event {event_name!r} ({exc}): {snippet!r}",
-                provider=PROVIDER,
-                request_id=self.request_id,
-            ) from exc
+        event = decode_event(
+            EVENT_DECODER, data, "Anthropic event", event=event_name, provider=PROVIDER, request_id=self.request_id
+        )
         if event.type == "content_block_delta":
             return self._delta(event)
         return self.handle(event, event_name)
@@ -231,8 +216,8 @@ class Translator:
         hold, then ``usage`` (when reported) and ``finish{aborted}``. Nothing when already done."""
         if self.done:
             return _NOTHING
-        failure = LlmError("ABORTED", reason, provider=PROVIDER, request_id=self.request_id).to_failure()
-        return self._end(FinishReason("aborted", None, failure))
+        self._writer.usage = self.usage
+        return tuple(self._writer.abort(reason))
 
     def end_of_input(self) -> tuple[StreamChunk, ...]:
         """The body ended: nothing more after ``message_stop`` (or ``error``).
@@ -293,8 +278,8 @@ class Translator:
         for provider_index, content in enumerate(message.content):
             chunks.extend(self._open(provider_index, content))
             block = self._blocks.pop(provider_index)
-            if block is not None:
-                chunks.extend(self._close(block))
+            if block is not None and block is not _PENDING_TEXT:  # an empty text block never opened
+                self._writer.close(block, chunks)
         return tuple(chunks)
 
     def _message_delta(self, event: WireEvent) -> None:
@@ -330,34 +315,27 @@ class Translator:
             return _NOTHING
         if block_type == "text":
             # opened by its first non-empty piece: an empty text block never opens (docs/stream-obligations.md#1-blocks)
-            block = _Block(-1, "text")
-            self._blocks[provider_index] = block
-            return self._text(block, content.text)
-        index = self._next_index
-        self._next_index += 1
+            self._blocks[provider_index] = _PENDING_TEXT
+            return self._text(provider_index, _PENDING_TEXT, content.text)
+        out: list[StreamChunk] = []
         if block_type == "tool_use":
             if not content.name:
                 raise self._protocol(f"tool_use block {provider_index} without a name")
-            block = _Block(index, "tool")
-            block.id = content.id or f"toolu_harness_{index}"
-            block.name = content.name
-            block.start_input = bytes(content.input)
-            self._blocks[provider_index] = block
-            self._tool_calls = True
-            return (BlockStart(index, "tool-call", id=block.id, name=block.name),)
+            call_id = content.id or f"toolu_harness_{self._writer.next_index}"
+            wire = _Wire("tool", start_input=bytes(content.input))
+            self._blocks[provider_index] = self._writer.open(
+                "tool-call", out, id=call_id, name=content.name, extra=wire
+            )
+            return tuple(out)
         if block_type == "thinking":
-            block = _Block(index, "thinking")
-            block.replay = content.signature or None
-            self._blocks[provider_index] = block
-            start = BlockStart(index, "reasoning", signed=True)
+            wire = _Wire("thinking", content.signature or None)
+            block = self._blocks[provider_index] = self._writer.open("reasoning", out, signed=True, extra=wire)
             if content.thinking:
-                block.parts.append(content.thinking)
-                return (start, ReasoningDelta(index, content.thinking))
-            return (start,)
-        block = _Block(index, "redacted")
-        block.replay = content.data or None
-        self._blocks[provider_index] = block
-        return (BlockStart(index, "reasoning", signed=True),)
+                out.append(self._writer.delta(block, content.thinking))
+            return tuple(out)
+        wire = _Wire("redacted", content.data or None)
+        self._blocks[provider_index] = self._writer.open("reasoning", out, signed=True, extra=wire)
+        return tuple(out)
 
     def _delta(self, event: WireEvent) -> tuple[StreamChunk, ...]:
         # the hot path: one call per token piece, so the checks are inlined
@@ -372,29 +350,28 @@ class Translator:
         kind = block.kind
         if delta_type == "text_delta":
             if kind != "text":
-                raise self._mismatch(delta_type, kind)
-            return self._text(block, delta.text)
+                raise self._mismatch(delta_type, block)
+            return self._text(event.index, block, delta.text)  # type: ignore[arg-type]
         if delta_type == "input_json_delta":
-            if kind != "tool":
-                raise self._mismatch(delta_type, kind)
+            if kind != "tool-call":
+                raise self._mismatch(delta_type, block)
             piece = delta.partial_json
             if not piece:
                 return _NOTHING
-            block.parts.append(piece)
-            return (ToolCallDelta(block.index, block.id, piece),)
+            return (self._writer.delta(block, piece),)
         if delta_type == "thinking_delta":
-            if kind != "thinking":
-                raise self._mismatch(delta_type, kind)
+            if block.extra.kind != "thinking":
+                raise self._mismatch(delta_type, block)
             piece = delta.thinking
             if not piece:
                 return _NOTHING
-            block.parts.append(piece)
-            return (ReasoningDelta(block.index, piece),)
+            return (self._writer.delta(block, piece),)
         if delta_type == "signature_delta":
-            if kind != "thinking":
-                raise self._mismatch(delta_type, kind)
+            wire = block.extra
+            if wire.kind != "thinking":
+                raise self._mismatch(delta_type, block)
             if delta.signature:
-                block.replay = (block.replay or "") + delta.signature
+                wire.replay = (wire.replay or "") + delta.signature
         return _NOTHING  # citations_delta and delta types added later
 
     def _stop(self, event: WireEvent) -> tuple[StreamChunk, ...]:
@@ -402,9 +379,11 @@ class Translator:
         if provider_index not in self._blocks:
             raise self._protocol(f"content_block_stop for index {provider_index}, which is not open")
         block = self._blocks.pop(provider_index)
-        if block is None:
+        if block is None or block is _PENDING_TEXT:
             return _NOTHING
-        return self._close(block)
+        out: list[StreamChunk] = []
+        self._writer.close(block, out)
+        return tuple(out)
 
     # ------------------------------------------------------------------ helpers
 
@@ -413,67 +392,50 @@ class Translator:
             raise self._protocol(f"{event.type or 'content block'} event without an index")
         return event.index
 
-    def _mismatch(self, delta_type: str, kind: _Kind) -> LlmError:
+    def _mismatch(self, delta_type: str, block: Block) -> LlmError:
+        kind: _Kind = block.extra.kind
         return self._protocol(f"{delta_type} inside a {kind} block")
 
-    def _text(self, block: _Block, piece: str | None) -> tuple[StreamChunk, ...]:
+    def _text(self, provider_index: int, block: Block, piece: str | None) -> tuple[StreamChunk, ...]:
         """A text piece: the delta, preceded by the block-start when it is the block's first."""
         if not piece:
             return _NOTHING
-        block.parts.append(piece)
-        index = block.index
-        if index >= 0:
-            return (TextDelta(index, piece),)
-        index = block.index = self._next_index
-        self._next_index += 1
-        return (BlockStart(index, "text"), TextDelta(index, piece))
+        if block is not _PENDING_TEXT:
+            return (self._writer.delta(block, piece),)
+        out: list[StreamChunk] = []
+        block = self._blocks[provider_index] = self._writer.open("text", out, extra=_PENDING_TEXT.extra)
+        out.append(self._writer.delta(block, piece))
+        return tuple(out)
 
-    def _close(self, block: _Block) -> tuple[StreamChunk, ...]:
-        index = block.index
-        kind = block.kind
-        if kind == "text":
-            return (BlockEnd(index, TextBlock("".join(block.parts))),) if index >= 0 else _NOTHING
-        if kind == "tool":
-            if block.parts:
-                return (BlockEnd(index, ToolCallBlock(block.id, block.name, "".join(block.parts))),)
-            # No input_json_delta: the input is the start event's (a proxy may send it whole there)
-            # or empty, which docs/stream-obligations.md#1-blocks spells "{}".
-            arguments = "{}"
-            if block.start_input.strip() not in (b"{}", b"", b"null"):
-                arguments = block.start_input.decode("utf-8")
-            return (
-                ToolCallDelta(index, block.id, arguments),
-                BlockEnd(index, ToolCallBlock(block.id, block.name, arguments)),
-            )
-        if kind == "thinking":
-            if block.replay is not None:
-                self._replay[str(index)] = {"signature": block.replay}
-            return (BlockEnd(index, ReasoningBlock("".join(block.parts), signed=True)),)
-        if block.replay is not None:
-            self._replay[str(index)] = {"redacted": block.replay}
-        return (BlockEnd(index, ReasoningBlock("", signed=True)),)
+    def _on_close(self, block: Block, out: list[StreamChunk]) -> None:
+        """The writer closes ``block``: a tool call without ``input_json_delta`` gets the start
+        event's input (a proxy may send it whole there) or ``"{}"`` as its one delta; a signed
+        thinking block's signature or a redacted block's data goes to ``replay_state``."""
+        wire: _Wire = block.extra
+        if wire.kind == "tool":
+            if not block.parts:
+                arguments = "{}"  # docs/stream-obligations.md#1-blocks
+                if wire.start_input.strip() not in (b"{}", b"", b"null"):
+                    arguments = wire.start_input.decode("utf-8")
+                out.append(self._writer.delta(block, arguments))
+        elif wire.replay is not None:
+            key = "signature" if wire.kind == "thinking" else "redacted"
+            self._replay[str(block.index)] = {key: wire.replay}
 
     def _finish_kind(self) -> tuple[FinishKind, str | None]:
         raw = self._stop_reason
         kind: FinishKind = STOP_REASONS.get(raw, "other") if raw is not None else "other"
-        if self._tool_calls and kind in ("stop", "other"):
+        tool_calls = self._writer.tool_calls > 0
+        if tool_calls and kind in ("stop", "other"):
             return "tool-calls", raw
-        if kind == "tool-calls" and not self._tool_calls:
+        if kind == "tool-calls" and not tool_calls:
             return "stop", raw
         return kind, raw
 
     def _end(self, reason: FinishReason) -> tuple[StreamChunk, ...]:
-        self.done = True
-        chunks: list[StreamChunk] = []
-        for block in self._blocks.values():
-            if block is not None:
-                chunks.extend(self._close(block))
         self._blocks.clear()
-        usage = self.usage
-        if usage is not None:
-            chunks.append(Usage(usage))
-        chunks.append(Finish(reason, self.replay_state))
-        return tuple(chunks)
+        self._writer.usage = self.usage
+        return tuple(self._writer.finish(reason))
 
     def _protocol(self, message: str) -> LlmError:
         return LlmError("PROTOCOL", f"Anthropic stream: {message}", provider=PROVIDER, request_id=self.request_id)

@@ -29,7 +29,7 @@ from typing import Any
 
 from harness_core.abort import DEFAULT_ABORT_REASON
 from harness_core.errors import LlmError
-from harness_core.types import BlockEnd, BlockStart, Finish, FinishReason, ReasoningBlock, StreamChunk, TokenUsage
+from harness_core.types import BlockEnd, BlockStart, FinishReason, ReasoningBlock, StreamChunk, TokenUsage
 from harness_llm_openai.translate import ChunkTranslator
 from harness_llm_openai.wire import ChatCompletionChunk, Choice, Delta, FunctionDelta, ToolCallFragment
 
@@ -80,7 +80,7 @@ class LibraryChunkTranslator(ChunkTranslator):
         once the stream ended: the library's iterator ends right after its last chunk)."""
         usage = usage_from_library(chunk.usage)
         if usage is not None:
-            self._usage = usage  # last wins; emitted once, after the blocks
+            self._writer.usage = usage  # last wins; emitted once, after the blocks
         choices = [self._choice(choice) for choice in chunk.choices or () if choice.index == 0][:1]
         out = self.feed_chunk(ChatCompletionChunk(choices=choices))
         return self._sign(out) if self.signed_reasoning else out
@@ -121,19 +121,13 @@ class LibraryChunkTranslator(ChunkTranslator):
         return out
 
     def _terminal(self) -> list[StreamChunk]:
-        out = self._sign(super()._terminal()) if self.signed_reasoning else super()._terminal()
-        final = out[-1]
-        state = self.replay_state()
-        if state is not None and type(final) is Finish and final.reason.kind != "error":
-            out[-1] = Finish(final.reason, replay_state=state)
-        return out
+        out = super()._terminal()
+        return self._sign(out) if self.signed_reasoning else out
 
     def fail(self, error: LlmError) -> list[StreamChunk]:
         """The provider reported ``error`` inside the stream (the library raised it while
         reading): close open blocks, emit usage when known, ``finish{error}`` carrying it."""
-        out = self._close_all()
-        out.append(Finish(FinishReason("error", raw=self._finish_raw, failure=error.to_failure())))
-        self.done = True
+        out = self._writer.finish(FinishReason("error", raw=self._finish_raw, failure=error.to_failure()))
         return self._sign(out) if self.signed_reasoning else out
 
     def abort(self, reason: str = DEFAULT_ABORT_REASON) -> list[StreamChunk]:

@@ -62,24 +62,11 @@ from typing import Any, Final, Literal
 
 import msgspec
 
+from harness_core.abort import DEFAULT_ABORT_REASON
 from harness_core.errors import ErrorCode, LlmError
+from harness_core.kit import Block, BlockWriter, decode_event
 from harness_core.sse import SSEEvent
-from harness_core.types import (
-    BlockEnd,
-    BlockStart,
-    Finish,
-    FinishKind,
-    FinishReason,
-    ReasoningBlock,
-    ReasoningDelta,
-    StreamChunk,
-    TextBlock,
-    TextDelta,
-    TokenUsage,
-    ToolCallBlock,
-    ToolCallDelta,
-    Usage,
-)
+from harness_core.types import FinishKind, FinishReason, StreamChunk, TokenUsage
 from harness_llm_gemini.errors import PROVIDER, classifier
 from harness_llm_gemini.partial_args import ArgumentsWriter
 from harness_llm_gemini.wire import (
@@ -120,32 +107,7 @@ _ERROR_REASONS: Final[dict[str, ErrorCode]] = {
     "TOO_MANY_TOOL_CALLS": "BAD_REQUEST",
 }
 _NOTHING: Final[tuple[StreamChunk, ...]] = ()
-_SNIPPET: Final = 200
 _SegmentKind = Literal["text", "reasoning"]
-
-
-class _Segment:
-    """The open text or reasoning block."""
-
-    __slots__ = ("index", "kind", "parts", "signature")
-
-    def __init__(self, index: int, kind: _SegmentKind) -> None:
-        self.index = index
-        self.kind: _SegmentKind = kind
-        self.parts: list[str] = []
-        self.signature: str | None = None
-
-
-class _Call:
-    """The open streamed function call (Vertex ``partialArgs``)."""
-
-    __slots__ = ("id", "index", "name", "writer")
-
-    def __init__(self, index: int, call_id: str, name: str) -> None:
-        self.index = index
-        self.id = call_id
-        self.name = name
-        self.writer = ArgumentsWriter()
 
 
 def _compact(args: Any) -> str:
@@ -174,35 +136,39 @@ class Translator:
     __slots__ = (
         "_call",
         "_finish_reason",
-        "_next_index",
         "_nonce",
         "_replay_blocks",
         "_replay_parts",
         "_segment",
-        "_tool_calls",
-        "_usage",
-        "done",
+        "_writer",
         "model",
         "model_version",
-        "request_id",
         "response_id",
     )
 
     def __init__(self, *, model: str | None = None, request_id: str | None = None) -> None:
         self.model = model
-        self.request_id = request_id
-        self.done = False
+        self._writer = BlockWriter(
+            PROVIDER, request_id=request_id, replay_state=lambda: self.replay_state, on_close=self._on_close
+        )
         self.response_id: str | None = None
         self.model_version: str | None = None
-        self._next_index = 0
-        self._segment: _Segment | None = None
-        self._call: _Call | None = None
-        self._tool_calls = 0
+        self._segment: Block | None = None  # the open text/reasoning block; extra: its signature
+        self._call: Block | None = None  # the open streamed call; extra: its ArgumentsWriter
         self._finish_reason: str | None = None
-        self._usage: TokenUsage | None = None
         self._replay_blocks: dict[str, dict[str, Any]] = {}
         self._replay_parts: list[dict[str, Any]] = []
         self._nonce: str | None = None
+
+    @property
+    def done(self) -> bool:
+        """True once ``finish`` was produced (no further event produces anything)."""
+        return self._writer.done
+
+    @property
+    def request_id(self) -> str | None:
+        """The provider request id, attached to errors."""
+        return self._writer.request_id
 
     # ------------------------------------------------------------------ entry points
 
@@ -216,16 +182,13 @@ class Translator:
         if self.done or not event.data:
             return _NOTHING
         try:
-            response = RESPONSE_DECODER.decode(event.data)
-        except msgspec.DecodeError as exc:
+            response = decode_event(
+                RESPONSE_DECODER, event.data, "Gemini stream event", provider=PROVIDER, request_id=self.request_id
+            )
+        except LlmError as exc:
             if event.incomplete:
                 raise self._eof_error("in the middle of an event") from exc
-            raise LlmError(
-                "PROTOCOL",
-                f"malformed Gemini stream event ({exc}): {event.data[:_SNIPPET]!r}",
-                provider=PROVIDER,
-                request_id=self.request_id,
-            ) from exc
+            raise
         return self.handle(response)
 
     def handle(self, response: WireResponse) -> Sequence[StreamChunk]:
@@ -274,7 +237,7 @@ class Translator:
         if raw is None:
             raise self._eof_error("before a finishReason")
         kind = FINISH_REASONS.get(raw, "other")
-        if kind == "stop" and self._tool_calls:
+        if kind == "stop" and self._writer.tool_calls:
             kind = "tool-calls"
         failure = None
         if kind == "error":
@@ -287,18 +250,16 @@ class Translator:
             ).to_failure()
         return self._end(FinishReason(kind, raw, failure))
 
-    def abort(self, reason: str = "aborted by the caller") -> Sequence[StreamChunk]:
+    def abort(self, reason: str = DEFAULT_ABORT_REASON) -> Sequence[StreamChunk]:
         """End the stream because the caller aborted: open blocks are closed with what they hold,
-        then ``usage`` (when reported) and ``finish{aborted}``. Nothing when already done."""
-        if self.done:
-            return _NOTHING
-        failure = LlmError("ABORTED", reason, provider=PROVIDER, request_id=self.request_id).to_failure()
-        return self._end(FinishReason("aborted", None, failure))
+        then ``usage`` (when reported) and ``finish{aborted}`` carrying ``reason`` and
+        :attr:`replay_state`. Nothing when already done."""
+        return self._writer.abort(reason)
 
     @property
     def usage(self) -> TokenUsage | None:
         """The last reported usage in our terms, or ``None`` when none was reported."""
-        return self._usage
+        return self._writer.usage
 
     @property
     def replay_state(self) -> dict[str, Any] | None:
@@ -338,18 +299,16 @@ class Translator:
         if signature is not None:
             raw["thoughtSignature"] = signature
         self._close_open(chunks)
-        self._replay_parts.append({"after": self._next_index - 1, "part": raw})
+        self._replay_parts.append({"after": self._writer.next_index - 1, "part": raw})
 
     def _text(self, kind: _SegmentKind, text: str, signature: str | None, chunks: list[StreamChunk]) -> None:
         segment = self._segment
-        if segment is None or segment.kind != kind or (signature is not None and segment.signature is not None):
+        if segment is None or segment.kind != kind or (signature is not None and segment.extra is not None):
             self._close_open(chunks)
-            segment = self._segment = _Segment(self._open_index(), kind)
-            chunks.append(BlockStart(segment.index, kind))
+            segment = self._segment = self._writer.open(kind, chunks)
         if signature is not None:
-            segment.signature = signature
-        segment.parts.append(text)
-        chunks.append(TextDelta(segment.index, text) if kind == "text" else ReasoningDelta(segment.index, text))
+            segment.extra = signature
+        chunks.append(self._writer.delta(segment, text))
 
     def _function_call(self, call: WireFunctionCall, signature: str | None, chunks: list[StreamChunk]) -> None:
         open_call = self._call
@@ -358,18 +317,17 @@ class Translator:
                 self._replay_blocks.setdefault(str(open_call.index), {}).setdefault("signature", signature)
             pieces = call.partialArgs or ()
             if pieces:
-                piece = open_call.writer.add(pieces)
+                piece = open_call.extra.add(pieces)
                 if piece:
-                    chunks.append(ToolCallDelta(open_call.index, open_call.id, piece))
+                    chunks.append(self._writer.delta(open_call, piece))
             if not call.willContinue and not any(p.willContinue for p in pieces):
                 self._close_call(chunks)
             return
         self._close_open(chunks)
         if call.name is None:
             return  # arguments of no open call: nothing to attach them to
-        index = self._open_index()
+        index = self._writer.next_index
         call_id = call.id or self._generated_id(index)
-        self._tool_calls += 1
         entry: dict[str, Any] = {}
         if signature is not None:
             entry["signature"] = signature
@@ -377,23 +335,17 @@ class Translator:
             entry["native_id"] = True
         if entry:
             self._replay_blocks[str(index)] = entry
-        chunks.append(BlockStart(index, "tool-call", id=call_id, name=call.name))
         if call.partialArgs is None and not call.willContinue:
-            arguments = _compact(call.args)
-            chunks.append(ToolCallDelta(index, call_id, arguments))
-            chunks.append(BlockEnd(index, ToolCallBlock(call_id, call.name, arguments)))
+            block = self._writer.open("tool-call", chunks, id=call_id, name=call.name)
+            chunks.append(self._writer.delta(block, _compact(call.args)))
+            self._writer.close(block, chunks)
             return
-        self._call = _Call(index, call_id, call.name)
+        self._call = self._writer.open("tool-call", chunks, id=call_id, name=call.name, extra=ArgumentsWriter())
         self._function_call(
             WireFunctionCall(partialArgs=call.partialArgs, willContinue=call.willContinue), None, chunks
         )
 
     # ------------------------------------------------------------------ helpers
-
-    def _open_index(self) -> int:
-        index = self._next_index
-        self._next_index += 1
-        return index
 
     def _generated_id(self, index: int) -> str:
         if self.response_id:
@@ -404,31 +356,32 @@ class Translator:
 
     def _close_call(self, chunks: list[StreamChunk]) -> None:
         call = self._call
-        if call is None:
-            return
-        self._call = None
-        closing = call.writer.close()
-        chunks.append(ToolCallDelta(call.index, call.id, closing))
-        chunks.append(BlockEnd(call.index, ToolCallBlock(call.id, call.name, call.writer.text)))
+        if call is not None:
+            self._call = None
+            self._writer.close(call, chunks)
 
     def _close_open(self, chunks: list[StreamChunk]) -> None:
         """End the open text/reasoning block and the open streamed call, if any."""
         self._close_call(chunks)
         segment = self._segment
-        if segment is None:
-            return
-        self._segment = None
-        text = "".join(segment.parts)
-        if segment.signature is not None:
-            self._replay_blocks[str(segment.index)] = {"signature": segment.signature}
-        block = TextBlock(text) if segment.kind == "text" else ReasoningBlock(text)
-        chunks.append(BlockEnd(segment.index, block))
+        if segment is not None:
+            self._segment = None
+            self._writer.close(segment, chunks)
+
+    def _on_close(self, block: Block, chunks: list[StreamChunk]) -> None:
+        """The writer closes ``block``: a streamed call gets the text completing its arguments
+        as its last delta; a text/reasoning block's signature goes to ``replay_state``."""
+        extra = block.extra
+        if isinstance(extra, ArgumentsWriter):
+            chunks.append(self._writer.delta(block, extra.close()))
+        elif extra is not None:
+            self._replay_blocks[str(block.index)] = {"signature": extra}
 
     def _take_usage(self, prompt: int | None, candidates: int | None, thoughts: int | None, cached: int | None) -> None:
         output = None if candidates is None and thoughts is None else (candidates or 0) + (thoughts or 0)
         if prompt is None and output is None:
             return  # metadata without counts (e.g. only trafficType): keep what we have
-        self._usage = TokenUsage(prompt, output, cache_read_tokens=cached, reasoning_tokens=thoughts)
+        self._writer.usage = TokenUsage(prompt, output, cache_read_tokens=cached, reasoning_tokens=thoughts)
 
     def _inband_error(self, response: WireResponse) -> Sequence[StreamChunk]:
         from harness_core.http import error_from_payload
@@ -442,13 +395,8 @@ class Translator:
         return self._end(FinishReason("error", error.status, failure))
 
     def _end(self, reason: FinishReason) -> list[StreamChunk]:
-        self.done = True
-        chunks: list[StreamChunk] = []
-        self._close_open(chunks)
-        if self._usage is not None:
-            chunks.append(Usage(self._usage))
-        chunks.append(Finish(reason, self.replay_state))
-        return chunks
+        self._segment = self._call = None
+        return self._writer.finish(reason)
 
     def _eof_error(self, where: str) -> LlmError:
         return LlmError(

@@ -44,27 +44,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final, Literal
 
+from harness_core.abort import DEFAULT_ABORT_REASON
 from harness_core.errors import ErrorCode, LlmError
+from harness_core.kit import Block, BlockWriter, snippet
 from harness_core.sse import SSEEvent
-from harness_core.types import (
-    BlockEnd,
-    BlockStart,
-    Finish,
-    FinishKind,
-    FinishReason,
-    ReasoningBlock,
-    ReasoningDelta,
-    StreamChunk,
-    TextBlock,
-    TextDelta,
-    TokenUsage,
-    ToolCallBlock,
-    ToolCallDelta,
-    Usage,
-)
+from harness_core.types import FinishKind, FinishReason, StreamChunk, TokenUsage
 from harness_llm_openai.errors import inband_code
 from harness_llm_openai.responses_wire import OutputItem, ResponseEvent, ResponseObject, ResponseUsage, decode_event
-from harness_llm_openai.wire import snippet
 
 __all__ = ["INCOMPLETE_REASONS", "REPLAY_API", "REPLAY_VERSION", "ResponsesTranslator", "usage_from_response"]
 
@@ -78,7 +64,6 @@ INCOMPLETE_REASONS: Final[dict[str, FinishKind]] = {
 }
 """``response.incomplete_details.reason`` → finish kind; anything else is ``other`` (raw kept)."""
 
-_BlockKind = Literal["text", "reasoning", "tool-call"]
 _NOTHING: Final[list[StreamChunk]] = []
 _SUMMARY_SEPARATOR: Final = "\n\n"
 
@@ -94,20 +79,6 @@ def usage_from_response(usage: ResponseUsage) -> TokenUsage:
         cache_read_tokens=cached.cached_tokens if cached is not None else None,
         reasoning_tokens=reasoning.reasoning_tokens if reasoning is not None else None,
     )
-
-
-class _Block:
-    """One block we opened: our index, kind and the text or arguments so far."""
-
-    __slots__ = ("id", "index", "kind", "name", "open", "parts")
-
-    def __init__(self, index: int, kind: _BlockKind, call_id: str = "", name: str = "") -> None:
-        self.index = index
-        self.kind: _BlockKind = kind
-        self.id = call_id
-        self.name = name
-        self.parts: list[str] = []
-        self.open = True
 
 
 class _Item:
@@ -134,12 +105,12 @@ class _Item:
         self.call_id: str | None = None
         self.name: str | None = None
         self.done = False
-        self.texts: dict[tuple[str, int], _Block] = {}  # (text | refusal, content_index) → block
-        self.reasoning: _Block | None = None
+        self.texts: dict[tuple[str, int], Block] = {}  # (text | refusal, content_index) → block
+        self.reasoning: Block | None = None
         self.reasoning_source: str | None = None  # summary | text: the first kind seen wins
         self.summary_index: int | None = None
         self.summary_lengths: list[int] = []
-        self.tool: _Block | None = None
+        self.tool: Block | None = None
         self.pending: list[str] = []  # argument deltas that arrived before the call's id
 
 
@@ -159,7 +130,8 @@ class ResponsesTranslator:
 
     A :class:`~harness_core.kit.StreamTranslator`: :meth:`feed` per SSE event, then
     :meth:`end_of_input` at the end of the body, or :meth:`abort`. :attr:`done` becomes true
-    once ``finish`` has been returned.
+    once ``finish`` has been returned. Blocks, held usage and the terminal step are the kit's
+    :class:`~harness_core.kit.BlockWriter`.
     """
 
     def __init__(
@@ -176,18 +148,23 @@ class ResponsesTranslator:
         self.model = model
         self.signed_reasoning = signed_reasoning
         self.stored = stored
-        self.request_id = request_id
+        self._writer = BlockWriter(provider, request_id=request_id, replay_state=lambda: self.replay_state)
         self._id_factory = id_factory
-        self._next_index = 0
-        self._blocks: list[_Block] = []
         self._items: list[_Item] = []
         self._by_id: dict[str, _Item] = {}
         self._by_output: dict[int, _Item] = {}
-        self._tool_calls = 0
-        self._usage: TokenUsage | None = None
         self._replay: dict[str, dict[str, Any]] = {}
         self.response_id: str | None = None
-        self.done = False
+
+    @property
+    def done(self) -> bool:
+        """True once ``finish`` was returned; stop reading then."""
+        return self._writer.done
+
+    @property
+    def request_id(self) -> str | None:
+        """The response's request id, copied onto in-band and abort failures."""
+        return self._writer.request_id
 
     # ------------------------------------------------------------------ entry points
 
@@ -244,12 +221,10 @@ class ResponsesTranslator:
             request_id=self.request_id,
         )
 
-    def abort(self, reason: str) -> list[StreamChunk]:
-        """The caller aborted: close open blocks, ``finish{aborted}`` carrying ``reason``."""
-        if self.done:
-            return _NOTHING
-        failure = LlmError("ABORTED", reason, provider=self.provider, request_id=self.request_id).to_failure()
-        return self._finish(FinishReason("aborted", failure=failure))
+    def abort(self, reason: str = DEFAULT_ABORT_REASON) -> list[StreamChunk]:
+        """The caller aborted: close open blocks, emit usage when known, ``finish{aborted}``
+        carrying ``reason`` and :attr:`replay_state`."""
+        return self._writer.abort(reason)
 
     @property
     def replay_state(self) -> dict[str, Any] | None:
@@ -440,7 +415,7 @@ class ResponsesTranslator:
             elif item.tool.open:
                 self._append(item.tool, event.arguments, out)
 
-    def _open_call(self, item: _Item, out: list[StreamChunk]) -> _Block:
+    def _open_call(self, item: _Item, out: list[StreamChunk]) -> Block:
         """The call's block, opened (with the arguments held so far) once its name is known.
 
         Raises:
@@ -455,10 +430,8 @@ class ResponsesTranslator:
                     provider=self.provider,
                     request_id=self.request_id,
                 )
-            index = self._next_index
-            call_id = item.call_id or self._id_factory(index)
-            block = item.tool = self._open("tool-call", out, call_id, item.name or "")
-            self._tool_calls += 1
+            call_id = item.call_id or self._id_factory(self._writer.next_index)
+            block = item.tool = self._writer.open("tool-call", out, id=call_id, name=item.name)
             pending, item.pending = item.pending, []
             for piece in pending:
                 self._append(block, piece, out)
@@ -466,54 +439,21 @@ class ResponsesTranslator:
 
     # ------------------------------------------------------------------ blocks
 
-    def _open(self, kind: _BlockKind, out: list[StreamChunk], call_id: str = "", name: str = "") -> _Block:
-        block = _Block(self._next_index, kind, call_id, name)
-        self._next_index += 1
-        self._blocks.append(block)
-        if kind == "tool-call":
-            out.append(BlockStart(block.index, kind, id=call_id, name=name or None))
-        else:
-            out.append(BlockStart(block.index, kind, signed=kind == "reasoning" and self.signed_reasoning))
-        return block
+    def _open(self, kind: Literal["text", "reasoning"], out: list[StreamChunk]) -> Block:
+        return self._writer.open(kind, out, signed=kind == "reasoning" and self.signed_reasoning)
 
-    @staticmethod
-    def _append(block: _Block, text: str, out: list[StreamChunk]) -> None:
-        block.parts.append(text)
-        if block.kind == "text":
-            out.append(TextDelta(block.index, text))
-        elif block.kind == "reasoning":
-            out.append(ReasoningDelta(block.index, text))
-        else:
-            out.append(ToolCallDelta(block.index, block.id, text))
+    def _append(self, block: Block, text: str, out: list[StreamChunk]) -> None:
+        out.append(self._writer.delta(block, text))
 
-    def _end(self, block: _Block, out: list[StreamChunk]) -> None:
-        if not block.open:
-            return
-        block.open = False
-        text = "".join(block.parts)
-        if block.kind == "text":
-            out.append(BlockEnd(block.index, TextBlock(text)))
-        elif block.kind == "reasoning":
-            out.append(BlockEnd(block.index, ReasoningBlock(text, signed=self.signed_reasoning)))
-        else:
-            out.append(BlockEnd(block.index, ToolCallBlock(block.id, block.name, text or "{}")))
+    def _end(self, block: Block, out: list[StreamChunk]) -> None:
+        self._writer.close(block, out)
 
     # ------------------------------------------------------------------ terminal events
-
-    def _finish(self, reason: FinishReason, out: list[StreamChunk] | None = None) -> list[StreamChunk]:
-        out = [] if out is None else out
-        for block in self._blocks:  # creation order is index order
-            self._end(block, out)
-        if self._usage is not None:
-            out.append(Usage(self._usage))
-        out.append(Finish(reason, self.replay_state))
-        self.done = True
-        return out
 
     def _take_response(self, response: ResponseObject | None) -> ResponseObject:
         response = response or ResponseObject()
         if response.usage is not None:
-            self._usage = usage_from_response(response.usage)
+            self._writer.usage = usage_from_response(response.usage)
         self.response_id = response.id or self.response_id
         return response
 
@@ -527,15 +467,15 @@ class ResponsesTranslator:
     def _completed(self, event: ResponseEvent, out: list[StreamChunk]) -> None:
         response = self._take_response(event.response)
         self._open_pending_calls(out)
-        kind: FinishKind = "tool-calls" if self._tool_calls else "stop"
-        self._finish(FinishReason(kind, raw=response.status or "completed"), out)
+        kind: FinishKind = "tool-calls" if self._writer.tool_calls else "stop"
+        self._writer.finish(FinishReason(kind, raw=response.status or "completed"), out)
 
     def _incomplete(self, event: ResponseEvent, out: list[StreamChunk]) -> None:
         response = self._take_response(event.response)
         self._open_pending_calls(out)
         details = response.incomplete_details
         raw = details.reason if details is not None and details.reason else "incomplete"
-        self._finish(FinishReason(INCOMPLETE_REASONS.get(raw, "other"), raw=raw), out)
+        self._writer.finish(FinishReason(INCOMPLETE_REASONS.get(raw, "other"), raw=raw), out)
 
     def _failed(self, event: ResponseEvent, out: list[StreamChunk]) -> None:
         response = self._take_response(event.response)
@@ -564,7 +504,7 @@ class ResponsesTranslator:
             provider_code=None if code is None else str(code),
             request_id=self.request_id,
         ).to_failure()
-        return self._finish(FinishReason("error", raw=raw, failure=failure))
+        return self._writer.finish(FinishReason("error", raw=raw, failure=failure))
 
 
 _Handler = Callable[[ResponsesTranslator, ResponseEvent, list[StreamChunk]], None]

@@ -18,8 +18,8 @@ from typing import Final
 
 import msgspec
 
-from harness_core.errors import LlmError
-from harness_llm_openai.wire import WireError, snippet
+from harness_core.kit import decode_event as kit_decode_event
+from harness_llm_openai.wire import WireError
 
 __all__ = [
     "IncompleteDetails",
@@ -152,14 +152,10 @@ _decoder: Final = msgspec.json.Decoder(type=ResponseEvent)
 
 
 def decode_event(data: str | bytes) -> ResponseEvent:
-    """Decode one ``data:`` payload.
+    """Decode one ``data:`` payload (:func:`harness_core.kit.decode_event`).
 
     Raises:
         LlmError: ``PROTOCOL`` when ``data`` is not JSON or not an event object; the message
             quotes at most 200 characters of it.
     """
-    try:
-        return _decoder.decode(data)
-    except msgspec.DecodeError as exc:
-        text = data if isinstance(data, str) else data.decode("utf-8", "replace")
-        raise LlmError("PROTOCOL", f"malformed Responses stream event ({exc}): {snippet(text)!r}") from None
+    return kit_decode_event(_decoder, data, "Responses stream event")

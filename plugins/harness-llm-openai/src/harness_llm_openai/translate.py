@@ -34,29 +34,15 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import msgspec
 
 from harness_core.abort import DEFAULT_ABORT_REASON
 from harness_core.errors import ErrorCode, LlmError
+from harness_core.kit import Block, BlockWriter, snippet
 from harness_core.sse import SSEEvent
-from harness_core.types import (
-    BlockEnd,
-    BlockStart,
-    Finish,
-    FinishKind,
-    FinishReason,
-    ReasoningBlock,
-    ReasoningDelta,
-    StreamChunk,
-    TextBlock,
-    TextDelta,
-    TokenUsage,
-    ToolCallBlock,
-    ToolCallDelta,
-    Usage,
-)
+from harness_core.types import FinishKind, FinishReason, StreamChunk, TokenUsage
 from harness_llm_openai.errors import inband_code
 from harness_llm_openai.wire import (
     ChatCompletionChunk,
@@ -65,7 +51,6 @@ from harness_llm_openai.wire import (
     WireError,
     WireUsage,
     decode_chunk,
-    snippet,
 )
 
 __all__ = ["DEFAULT_ERROR_FINISH_REASONS", "ChunkTranslator", "map_finish_reason"]
@@ -95,31 +80,6 @@ def map_finish_reason(raw: str | None, *, has_tool_calls: bool) -> FinishKind:
     return "other"
 
 
-class _Call:
-    """A tool call being assembled."""
-
-    __slots__ = ("id", "index", "name", "open", "parts", "wire_index")
-
-    def __init__(self, index: int, call_id: str, name: str | None, wire_index: int | None) -> None:
-        self.index = index
-        self.id = call_id
-        self.name = name
-        self.wire_index = wire_index
-        self.parts: list[str] = []
-        self.open = True
-
-
-class _Open:
-    """The open text/reasoning/refusal block."""
-
-    __slots__ = ("index", "kind", "parts")
-
-    def __init__(self, index: int, kind: _Segment) -> None:
-        self.index = index
-        self.kind = kind
-        self.parts: list[str] = []
-
-
 def _new_call_id() -> str:
     return f"call_{uuid.uuid4().hex[:24]}"
 
@@ -138,7 +98,8 @@ class ChunkTranslator:
     A :class:`~harness_core.kit.StreamTranslator`: use :meth:`feed` per SSE event (or
     :meth:`feed_chunk` per decoded chunk), then :meth:`end_of_input` at the end of the body, or
     :meth:`abort`. :attr:`done` becomes true once ``finish`` has been returned; stop reading then.
-    Subclasses refine :meth:`usage_from_wire`.
+    Blocks, held usage and the terminal step are the kit's :class:`~harness_core.kit.BlockWriter`.
+    Subclasses refine :meth:`usage_from_wire` and :meth:`replay_state`.
     """
 
     def __init__(
@@ -150,19 +111,26 @@ class ChunkTranslator:
         request_id: str | None = None,
     ) -> None:
         self.provider = provider
-        self.request_id = request_id
+        self._writer = BlockWriter(provider, request_id=request_id, replay_state=self.replay_state)
         self._id_factory = id_factory
         self._error_reasons = error_finish_reasons
-        self._next_index = 0
-        self._segment: _Open | None = None
-        self._calls: list[_Call] = []
-        self._open_calls: list[_Call] = []
-        self._by_id: dict[str, _Call] = {}
-        self._by_wire_index: dict[int, _Call] = {}
-        self._usage: TokenUsage | None = None
+        self._segment: Block | None = None
+        self._segment_kind: _Segment = "text"
+        self._open_calls: list[Block] = []  # open tool calls; extra: the wire index (or None)
+        self._by_id: dict[str, Block] = {}
+        self._by_wire_index: dict[int, Block] = {}
         self._finish_raw: str | None = None
         self._finish_error: WireError | None = None
-        self.done = False
+
+    @property
+    def done(self) -> bool:
+        """True once ``finish`` was returned; stop reading then."""
+        return self._writer.done
+
+    @property
+    def request_id(self) -> str | None:
+        """The response's request id, copied onto in-band and abort failures."""
+        return self._writer.request_id
 
     # ------------------------------------------------------------------ entry points
 
@@ -208,7 +176,7 @@ class ChunkTranslator:
         if usage is None and chunk.x_groq is not None:
             usage = chunk.x_groq.usage
         if usage is not None and (usage.prompt_tokens is not None or usage.completion_tokens is not None):
-            self._usage = self.usage_from_wire(usage)
+            self._writer.usage = self.usage_from_wire(usage)
         out: list[StreamChunk] = []
         for choice in chunk.choices or ():
             if choice.index != 0:
@@ -247,14 +215,9 @@ class ChunkTranslator:
         return self._terminal()
 
     def abort(self, reason: str = DEFAULT_ABORT_REASON) -> list[StreamChunk]:
-        """The caller aborted: close open blocks, emit usage when known, ``finish{aborted}``."""
-        if self.done:
-            return []
-        out = self._close_all()
-        failure = LlmError("ABORTED", reason, provider=self.provider, request_id=self.request_id).to_failure()
-        out.append(Finish(FinishReason("aborted", failure=failure)))
-        self.done = True
-        return out
+        """The caller aborted: close open blocks, emit usage when known, ``finish{aborted}``
+        carrying ``reason`` and :meth:`replay_state`."""
+        return self._writer.abort(reason)
 
     def usage_from_wire(self, usage: WireUsage) -> TokenUsage:
         """Convert a wire ``usage`` object (``prompt_tokens_details.cached_tokens`` →
@@ -268,6 +231,12 @@ class ChunkTranslator:
             cache_read_tokens=prompt.cached_tokens if prompt is not None else None,
             reasoning_tokens=completion.reasoning_tokens if completion is not None else None,
         )
+
+    def replay_state(self) -> dict[str, Any] | None:
+        """What ``finish.replay_state`` carries (docs/stream-obligations.md#9-replay-state),
+        asked once at the end, after every block closed: ``None`` here (Chat Completions has no
+        provider state to replay); subclasses return theirs, on every finish, aborted included."""
+        return None
 
     # ------------------------------------------------------------------ deltas
 
@@ -297,12 +266,11 @@ class ChunkTranslator:
 
     def _segment_text(self, kind: _Segment, text: str, out: list[StreamChunk]) -> None:
         segment = self._segment
-        if segment is None or segment.kind != kind:
+        if segment is None or self._segment_kind != kind:
             self._close_segment(out)
-            segment = self._segment = _Open(self._take_index(), kind)
-            out.append(BlockStart(segment.index, "reasoning" if kind == "reasoning" else "text"))
-        segment.parts.append(text)
-        out.append(ReasoningDelta(segment.index, text) if kind == "reasoning" else TextDelta(segment.index, text))
+            segment = self._segment = self._writer.open("reasoning" if kind == "reasoning" else "text", out)
+            self._segment_kind = kind
+        out.append(self._writer.delta(segment, text))
 
     def _tool_fragment(self, fragment: ToolCallFragment, out: list[StreamChunk]) -> None:
         function = fragment.function
@@ -315,10 +283,9 @@ class ChunkTranslator:
         elif name and call.name is None:
             call.name = new_name = name
         if arguments or new_name:
-            call.parts.append(arguments or "")
-            out.append(ToolCallDelta(call.index, call.id, arguments or "", name=new_name))
+            out.append(self._writer.delta(call, arguments or "", name=new_name))
 
-    def _find_call(self, fragment: ToolCallFragment, name: str | None) -> _Call | None:
+    def _find_call(self, fragment: ToolCallFragment, name: str | None) -> Block | None:
         """The open call a fragment continues, or ``None`` when it starts a new call."""
         if fragment.id:
             call = self._by_id.get(fragment.id)
@@ -334,70 +301,48 @@ class ChunkTranslator:
             if call is not None:
                 return call
         last = self._open_calls[-1] if self._open_calls else None
-        if last is None or last.wire_index is not None:
+        if last is None or last.extra is not None:
             return None
         if fragment.index is None and name and last.name:
             return None  # a second named call without id or index: a new call
         if fragment.index is not None:
-            last.wire_index = fragment.index
+            last.extra = fragment.index
             self._by_wire_index[fragment.index] = last
         return last
 
-    def _open_call(self, fragment: ToolCallFragment, name: str | None, out: list[StreamChunk]) -> _Call:
+    def _open_call(self, fragment: ToolCallFragment, name: str | None, out: list[StreamChunk]) -> Block:
         self._close_segment(out)
         for older in list(self._open_calls):
-            if older.wire_index is None or older.wire_index == fragment.index:
+            if older.extra is None or older.extra == fragment.index:
                 self._end_call(older, out)
-        call = _Call(self._take_index(), fragment.id or self._id_factory(), name or None, fragment.index)
-        self._calls.append(call)
+        call_id = fragment.id or self._id_factory()
+        call = self._writer.open("tool-call", out, id=call_id, name=name or None, extra=fragment.index)
         self._open_calls.append(call)
-        self._by_id[call.id] = call
+        self._by_id[call_id] = call
         if fragment.index is not None:
             self._by_wire_index[fragment.index] = call
-        out.append(BlockStart(call.index, "tool-call", id=call.id, name=call.name))
         return call
 
     # ------------------------------------------------------------------ closing
 
-    def _take_index(self) -> int:
-        index = self._next_index
-        self._next_index += 1
-        return index
-
     def _close_segment(self, out: list[StreamChunk]) -> None:
         segment = self._segment
-        if segment is None:
-            return
-        self._segment = None
-        text = "".join(segment.parts)
-        block = ReasoningBlock(text) if segment.kind == "reasoning" else TextBlock(text)
-        out.append(BlockEnd(segment.index, block))
+        if segment is not None:
+            self._segment = None
+            self._writer.close(segment, out)
 
-    def _end_call(self, call: _Call, out: list[StreamChunk]) -> None:
-        call.open = False
+    def _end_call(self, call: Block, out: list[StreamChunk]) -> None:
         self._open_calls.remove(call)
-        arguments = "".join(call.parts) or "{}"
-        out.append(BlockEnd(call.index, ToolCallBlock(call.id, call.name or "", arguments)))
-
-    def _close_all(self) -> list[StreamChunk]:
-        """End every open block in index order, then emit the held usage (if any)."""
-        out: list[StreamChunk] = []
-        for call in list(self._open_calls):  # creation order is index order
-            self._end_call(call, out)
-        self._close_segment(out)  # opened after every open call (a new call closes it): highest index
-        if self._usage is not None:
-            out.append(Usage(self._usage))
-        return out
+        self._writer.close(call, out)
 
     def _terminal(self) -> list[StreamChunk]:
         raw = self._finish_raw
         if raw is not None and (raw in self._error_reasons or self._finish_error is not None):
             error = self._finish_error or WireError(message=f"the provider ended the stream with finish_reason {raw!r}")
             return self._error_finish(error, raw=raw, default_code=self._error_reasons.get(raw))
-        out = self._close_all()
-        out.append(Finish(FinishReason(map_finish_reason(raw, has_tool_calls=bool(self._calls)), raw=raw)))
-        self.done = True
-        return out
+        return self._writer.finish(
+            FinishReason(map_finish_reason(raw, has_tool_calls=self._writer.tool_calls > 0), raw=raw)
+        )
 
     def _error_finish(
         self, error: WireError, *, raw: str | None, default_code: ErrorCode | None = None
@@ -413,10 +358,7 @@ class ChunkTranslator:
             provider_code=None if error.code is None else str(error.code),
             request_id=self.request_id,
         ).to_failure()
-        out = self._close_all()
-        out.append(Finish(FinishReason("error", raw=raw, failure=failure)))
-        self.done = True
-        return out
+        return self._writer.finish(FinishReason("error", raw=raw, failure=failure))
 
     @staticmethod
     def _legacy_error(text: str) -> WireError:

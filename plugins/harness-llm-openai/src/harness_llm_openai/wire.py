@@ -19,10 +19,9 @@ from typing import Any, Final
 
 import msgspec
 
-from harness_core.errors import LlmError
+from harness_core.kit import decode_event
 
 __all__ = [
-    "SNIPPET_CHARS",
     "ChatCompletionChunk",
     "Choice",
     "CompletionTokensDetails",
@@ -35,11 +34,7 @@ __all__ = [
     "WireUsage",
     "XGroq",
     "decode_chunk",
-    "snippet",
 ]
-
-SNIPPET_CHARS: Final = 200
-"""Longest excerpt of a malformed payload quoted in an error message."""
 
 
 class FunctionDelta(msgspec.Struct, gc=False):
@@ -160,20 +155,11 @@ class ChatCompletionChunk(msgspec.Struct, gc=False):
 _decoder: Final = msgspec.json.Decoder(type=ChatCompletionChunk)
 
 
-def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
-    """``text`` cut to at most ``limit`` characters (an ellipsis marks a cut)."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def decode_chunk(data: str | bytes) -> ChatCompletionChunk:
-    """Decode one ``data:`` payload.
+    """Decode one ``data:`` payload (:func:`harness_core.kit.decode_event`).
 
     Raises:
         LlmError: ``PROTOCOL`` when ``data`` is not JSON or not a chunk object; the message
             quotes at most 200 characters of it.
     """
-    try:
-        return _decoder.decode(data)
-    except msgspec.DecodeError as exc:
-        text = data if isinstance(data, str) else data.decode("utf-8", "replace")
-        raise LlmError("PROTOCOL", f"malformed stream chunk ({exc}): {snippet(text)!r}") from None
+    return decode_event(_decoder, data, "stream chunk")
