@@ -5,16 +5,24 @@ Two backends share every statement and every decision (:class:`SqlStore`): :clas
 :class:`~harness_gateway.postgres.PostgresStore` (several workers or hosts). Statements are
 written with ``?`` placeholders; the PostgreSQL backend numbers them.
 
-Admission is one transaction per request that first locks the key (SQLite ``BEGIN IMMEDIATE``,
-PostgreSQL ``SELECT … FOR UPDATE``), so concurrent requests of one key — from any process or
-host — are decided one after the other:
+Admission is one transaction per request that first locks the key row (SQLite ``BEGIN
+IMMEDIATE``, PostgreSQL ``SELECT … FOR UPDATE``), so concurrent requests of one key — from any
+process or host — are decided one after the other, on **counters kept on the key row** (no ledger
+scan, docs/gateway.md#admission-counters-not-scans): ``running`` and ``reserved`` (the running
+requests and what they reserve) and ``windows``, the key's requests and tokens per second of the
+last minute (at most 60 entries). One read and one write of that row decide:
 
-* **rpm**: requests started in the last 60 s (the ledger rows) must be fewer than ``rpm``.
+* **rpm**: requests started in the last 60 s must be fewer than ``rpm``.
 * **tpm**: input + output tokens of requests that ended in the last 60 s must be below ``tpm``.
 * **budget**: settled spend plus what running requests reserve must stay below ``budget``. A
   request reserves the most any request of this key has cost so far; while that is unknown (no
   request settled yet) only one request runs at a time. Spend can therefore exceed the budget by
-  at most one request's worth, and only when a request costs more than every earlier one.
+  at most one request's worth, and only when a request costs more than every earlier one. Near
+  the budget (rare) the running rows are recounted, a dead process's settled first.
+
+A settlement the database refuses (an outage) is kept in memory and retried with backoff, and
+once more on shutdown (:meth:`SqlStore.drain`); its row's lease is no longer renewed, so should
+this process die meanwhile, the reaper of another settles it.
 
 Leases: every running ledger row carries its **owner** (``host:pid:nonce`` of the gateway process
 that admitted it, :attr:`SqlStore.owner`) and a **lease** (``lease_until``, unix seconds) that the
