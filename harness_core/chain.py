@@ -75,31 +75,38 @@ class ChainLink(msgspec.Struct, frozen=True):
 
 
 def order_middleware(
-    hookimpls: Sequence[pluggy.HookImpl], keys: Sequence[str]
-) -> list[tuple[ChainLink, MiddlewareFunction]]:
-    """Sort ``llm_stream`` impls outermost first: by (tier, position of the plugin key in ``keys``).
+    hookimpls: Sequence[pluggy.HookImpl], keys: Sequence[str], hook: Literal["llm_stream", "llm_embed"] = "llm_stream"
+) -> list[tuple[ChainLink, Any]]:
+    """Sort ``llm_stream`` (or ``llm_embed``) impls outermost first: by (tier, position of the
+    plugin key in ``keys``).
 
     ``keys`` lists the plugins.yaml keys in file order; each impl's ``plugin_name`` is its key.
 
     Raises:
         LlmError: ``CONFIG`` naming the plugin when an impl is a ``wrapper=``/``hookwrapper=``
-            impl or not an async generator function.
+            impl, or not an async generator function (``llm_stream``) / not an ``async def``
+            (``llm_embed``).
     """
     position = {key: i for i, key in enumerate(keys)}
-    ordered: list[tuple[int, int, ChainLink, MiddlewareFunction]] = []
+    ordered: list[tuple[int, int, ChainLink, Any]] = []
     for impl in hookimpls:
         key = impl.plugin_name
         if impl.wrapper or impl.hookwrapper:
             raise LlmError(
                 "CONFIG",
-                f"plugin {key!r}: llm_stream may not be a wrapper=/hookwrapper= hookimpl; "
-                "a middleware is a plain @hookimpl async generator that calls call_next",
+                f"plugin {key!r}: {hook} may not be a wrapper=/hookwrapper= hookimpl; "
+                "a middleware is a plain @hookimpl that calls call_next",
             )
-        if not inspect.isasyncgenfunction(impl.function):
+        if hook == "llm_stream" and not inspect.isasyncgenfunction(impl.function):
             raise LlmError(
                 "CONFIG",
                 f"plugin {key!r}: llm_stream must be an async generator function (async def … yield), "
                 f"got {impl.function!r}",
+            )
+        if hook == "llm_embed" and not inspect.iscoroutinefunction(impl.function):
+            raise LlmError(
+                "CONFIG",
+                f"plugin {key!r}: llm_embed must be a coroutine function (async def … return), got {impl.function!r}",
             )
         tier: Tier = "tryfirst" if impl.tryfirst else "trylast" if impl.trylast else "normal"
         ordered.append((_TIER_RANK[tier], position.get(key, len(keys)), ChainLink(key, tier), impl.function))

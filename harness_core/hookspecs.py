@@ -26,6 +26,7 @@ import pluggy
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from harness_core.adapter import LlmAdapter
+    from harness_core.embedding import EmbedCallNext, EmbeddingAdapter, Embeddings, EmbedOptions
     from harness_core.tools import ToolSource
     from harness_core.types import GenerateOptions, StreamChunk
 
@@ -34,6 +35,7 @@ __all__ = [
     "CallNext",
     "HarnessSpec",
     "RegisterAdapter",
+    "RegisterEmbedder",
     "RegisterTool",
     "RegisterToolSource",
     "hookimpl",
@@ -54,6 +56,13 @@ class RegisterAdapter(Protocol):
     """``register(routes, adapter) -> unregister``, bound by the runtime to the calling plugin."""
 
     def __call__(self, routes: Sequence[str], adapter: LlmAdapter) -> Callable[[], None]: ...
+
+
+class RegisterEmbedder(Protocol):
+    """``register(routes, adapter) -> unregister`` for an
+    :class:`~harness_core.embedding.EmbeddingAdapter`, bound by the runtime to the calling plugin."""
+
+    def __call__(self, routes: Sequence[str], adapter: EmbeddingAdapter) -> Callable[[], None]: ...
 
 
 class RegisterTool(Protocol):
@@ -91,6 +100,22 @@ class HarnessSpec:
         long as what it yields keeps docs/stream-obligations.md. Order: ``tryfirst`` impls are outermost,
         ``trylast`` innermost; within a tier the plugin listed first in plugins.yaml is
         outermost. ``wrapper``/``hookwrapper`` impls are rejected.
+        """
+        raise NotImplementedError  # pragma: no cover - a spec has no body
+
+    @hookspec
+    def register_embedder(self, register: RegisterEmbedder) -> None:
+        """Register this plugin's embedding adapters: ``register(routes, adapter)`` once per adapter
+        (docs/embeddings.md). A route may be served by a stream adapter and an embedder (often the
+        same object); the rules of ``register_adapter`` apply (``DUPLICATE_ROUTE`` among embedders)."""
+
+    @hookspec
+    async def llm_embed(self, options: EmbedOptions, call_next: EmbedCallNext) -> Embeddings:
+        """Embedding middleware: a coroutine wrapping every embedding call (the second waterfall).
+
+        It may pass changed options to ``call_next``, await it zero times (cache hit), once or
+        again (retry), and return a changed result. Ordered as ``llm_stream``; wrappers and
+        non-``async def`` impls are rejected (``CONFIG``). See docs/embeddings.md.
         """
         raise NotImplementedError  # pragma: no cover - a spec has no body
 
