@@ -80,8 +80,8 @@ def order_middleware(
     """Sort the impls of a middleware hook outermost first: by (tier, position of the plugin key in ``keys``).
 
     ``keys`` lists the plugins.yaml keys in file order; each impl's ``plugin_name`` is its key.
-    ``hook`` is ``"llm_stream"`` (impls must be async generator functions) or ``"llm_tool_call"``
-    (coroutine functions).
+    ``hook`` is ``"llm_stream"`` (impls must be async generator functions), ``"llm_tool_call"`` or
+    ``"llm_embed"`` (coroutine functions).
 
     Raises:
         LlmError: ``CONFIG`` naming the plugin when an impl is a ``wrapper=``/``hookwrapper=``

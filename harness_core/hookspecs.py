@@ -26,6 +26,7 @@ import pluggy
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from harness_core.adapter import LlmAdapter
+    from harness_core.embedding import EmbedCallNext, EmbeddingAdapter, Embeddings, EmbedOptions
     from harness_core.tools import Tool, ToolSource
     from harness_core.types import GenerateOptions, StreamChunk, ToolCallBlock, ToolResultBlock
 
@@ -34,6 +35,7 @@ __all__ = [
     "CallNext",
     "HarnessSpec",
     "RegisterAdapter",
+    "RegisterEmbedder",
     "RegisterTool",
     "RegisterToolSource",
     "ToolCallNext",
@@ -59,6 +61,13 @@ class RegisterAdapter(Protocol):
     """``register(routes, adapter) -> unregister``, bound by the runtime to the calling plugin."""
 
     def __call__(self, routes: Sequence[str], adapter: LlmAdapter) -> Callable[[], None]: ...
+
+
+class RegisterEmbedder(Protocol):
+    """``register(routes, adapter) -> unregister`` for an
+    :class:`~harness_core.embedding.EmbeddingAdapter`, bound by the runtime to the calling plugin."""
+
+    def __call__(self, routes: Sequence[str], adapter: EmbeddingAdapter) -> Callable[[], None]: ...
 
 
 class RegisterTool(Protocol):
@@ -109,6 +118,22 @@ class HarnessSpec:
         impls and plain ``def`` impls are rejected at start. An exception it raises ends the send
         (the history is rolled back). Only calls that run are seen: an unknown tool, a call the
         ``approve`` callback refused and a call over ``max_steps`` are answered without it.
+        """
+        raise NotImplementedError  # pragma: no cover - a spec has no body
+
+    @hookspec
+    def register_embedder(self, register: RegisterEmbedder) -> None:
+        """Register this plugin's embedding adapters: ``register(routes, adapter)`` once per adapter
+        (docs/embeddings.md). A route may be served by a stream adapter and an embedder (often the
+        same object); the rules of ``register_adapter`` apply (``DUPLICATE_ROUTE`` among embedders)."""
+
+    @hookspec
+    async def llm_embed(self, options: EmbedOptions, call_next: EmbedCallNext) -> Embeddings:
+        """Embedding middleware: a coroutine wrapping every embedding call (the second waterfall).
+
+        It may pass changed options to ``call_next``, await it zero times (cache hit), once or
+        again (retry), and return a changed result. Ordered as ``llm_stream``; wrappers and
+        non-``async def`` impls are rejected (``CONFIG``). See docs/embeddings.md.
         """
         raise NotImplementedError  # pragma: no cover - a spec has no body
 

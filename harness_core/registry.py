@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from harness_core.adapter import LlmAdapter
 from harness_core.errors import LlmError
@@ -23,7 +24,7 @@ class Registration:
 
     __slots__ = ("adapter", "owner", "routes")
 
-    def __init__(self, owner: str, routes: tuple[str, ...], adapter: LlmAdapter) -> None:
+    def __init__(self, owner: str, routes: tuple[str, ...], adapter: Any) -> None:
         self.owner = owner
         self.routes = routes
         self.adapter = adapter
@@ -40,13 +41,14 @@ class RouteRegistry:
     Not thread-safe: the runtime registers on its event loop, before any stream starts.
     """
 
-    __slots__ = ("_adapters", "_routes")
+    __slots__ = ("_adapters", "_kind", "_routes")
 
-    def __init__(self) -> None:
+    def __init__(self, kind: type = LlmAdapter) -> None:
+        self._kind = kind  # the adapter base class registrations must be (LlmAdapter, EmbeddingAdapter)
         self._routes: dict[str, Registration] = {}
-        self._adapters: dict[int, LlmAdapter] = {}  # every adapter ever registered, by identity, in order
+        self._adapters: dict[int, Any] = {}  # every adapter ever registered, by identity, in order
 
-    def register(self, owner: str, routes: Sequence[str], adapter: LlmAdapter) -> Callable[[], None]:
+    def register(self, owner: str, routes: Sequence[str], adapter: Any) -> Callable[[], None]:
         """Serve ``routes`` with ``adapter`` on behalf of the plugin ``owner`` (its plugins.yaml key).
 
         Returns ``unregister()``, which removes exactly this registration (idempotent; it never
@@ -69,8 +71,8 @@ class RouteRegistry:
                 raise TypeError(f"plugin {owner!r}: route names must be strings, got {name!r}")
             if not name:
                 raise ValueError(f"plugin {owner!r}: a route name is empty")
-        if not isinstance(adapter, LlmAdapter):
-            raise TypeError(f"plugin {owner!r}: expected an LlmAdapter instance, got {adapter!r}")
+        if not isinstance(adapter, self._kind):
+            raise TypeError(f"plugin {owner!r}: expected an {self._kind.__name__} instance, got {adapter!r}")
         seen: set[str] = set()
         for name in names:
             taken = self._routes.get(name)
@@ -97,7 +99,7 @@ class RouteRegistry:
     def bind(self, owner: str) -> RegisterAdapter:
         """The ``register(routes, adapter) -> unregister`` function handed to plugin ``owner``'s hook."""
 
-        def register(routes: Sequence[str], adapter: LlmAdapter) -> Callable[[], None]:
+        def register(routes: Sequence[str], adapter: Any) -> Callable[[], None]:
             return self.register(owner, routes, adapter)
 
         return register
@@ -115,6 +117,6 @@ class RouteRegistry:
         for name in [name for name, registration in self._routes.items() if registration.owner == owner]:
             del self._routes[name]
 
-    def adapters(self) -> list[LlmAdapter]:
+    def adapters(self) -> list[Any]:
         """Every distinct adapter ever registered, in registration order (the runtime closes them)."""
         return list(self._adapters.values())

@@ -41,6 +41,7 @@ from harness_core.chain import (
     raise_collected,
     strip_replay,
 )
+from harness_core.embedding import EmbedBoundary, EmbedChain, EmbeddingAdapter, Embeddings, EmbedOptions
 from harness_core.errors import LlmError
 from harness_core.hookspecs import PROJECT_NAME, HarnessSpec
 from harness_core.plugininfo import REPORTED, Defaults, LoadedPlugin, PluginFailure
@@ -92,6 +93,8 @@ class GenerateResult(msgspec.Struct, frozen=True):
         """The concatenated text of the reply (reasoning excluded)."""
         return self.message.text
 
+
+_MIDDLEWARE_HOOKS = ("llm_stream", "llm_tool_call", "llm_embed")
 
 _KNOWN_HOOKS = frozenset(name for name in vars(HarnessSpec) if not name.startswith("_"))
 
@@ -233,8 +236,12 @@ class Harness:
         if mask is not None:
             self._redact = _both(self._redact, mask)
         self._registry = RouteRegistry()
+        self._embedders = RouteRegistry(EmbeddingAdapter)
+        self._embed_chain: EmbedChain | None = None
+        self._embed_links: tuple[ChainLink, ...] = ()
         self._tools = ToolRegistry()
         self._boundary = AdapterBoundary(self._registry, self._failures, secrets)
+        self._embed_boundary = EmbedBoundary(self._embedder, self._no_embedder, self._boundary.scrub)
         self._chain: Chain | None = None
         self._tool_middleware: list[tuple[str, Any, tuple[str, ...]]] = []
         self._used = False
@@ -346,9 +353,7 @@ class Harness:
         broken: list[PluginFailure] = []
         registered: list[LoadedPlugin] = []
         for plugin in self._plugins:
-            is_middleware = any(
-                pm.parse_hookimpl_opts(plugin.instance, hook) is not None for hook in ("llm_stream", "llm_tool_call")
-            )
+            is_middleware = any(pm.parse_hookimpl_opts(plugin.instance, hook) is not None for hook in _MIDDLEWARE_HOOKS)
             try:
                 pm.register(plugin.instance, name=plugin.key)
             except Exception as exc:
@@ -365,13 +370,15 @@ class Harness:
         adapter_impls = {impl.plugin_name: impl for impl in pm.hook.register_adapter.get_hookimpls()}
         tool_impls = {impl.plugin_name: impl for impl in pm.hook.register_tools.get_hookimpls()}
         source_impls = {impl.plugin_name: impl for impl in pm.hook.register_tool_source.get_hookimpls()}
+        embedder_impls = {impl.plugin_name: impl for impl in pm.hook.register_embedder.get_hookimpls()}
         middleware_keys = {
-            impl.plugin_name for impl in [*pm.hook.llm_stream.get_hookimpls(), *pm.hook.llm_tool_call.get_hookimpls()]
+            impl.plugin_name for hook in _MIDDLEWARE_HOOKS for impl in getattr(pm.hook, hook).get_hookimpls()
         }
         for plugin in registered:
             hooks: tuple[tuple[str, dict[str, pluggy.HookImpl], Callable[[str], object]], ...] = (
                 ("use_redactor", redactor_impls, self._masker),
                 ("register_adapter", adapter_impls, self._registry.bind),
+                ("register_embedder", embedder_impls, self._embedders.bind),
                 ("register_tools", tool_impls, self._tools.bind),
                 ("register_tool_source", source_impls, self._tools.bind_source),
             )
@@ -386,6 +393,7 @@ class Harness:
                         raise TypeError(f"{hook_name} must be a plain `def`, not `async def`")
                 except Exception as exc:  # the plugin is out: none of its routes or tools stay
                     self._registry.remove_owner(plugin.key)
+                    self._embedders.remove_owner(plugin.key)
                     self._tools.remove_owner(plugin.key)
                     broken.append(self._fail(plugin, exc, plugin.key in middleware_keys))
                     break
@@ -398,7 +406,10 @@ class Harness:
         argnames = {impl.plugin_name: impl.argnames for impl in call_impls}  # an impl may take fewer arguments
         tool_middleware = order_middleware(call_impls, keys, "llm_tool_call")
         self._tool_middleware = [(link.key, function, argnames[link.key]) for link, function in tool_middleware]
+        embed_middleware = order_middleware(pm.hook.llm_embed.get_hookimpls(), keys, "llm_embed")
         self._chain = Chain(middleware, self._boundary)
+        self._embed_links = tuple(link for link, _ in embed_middleware)
+        self._embed_chain = EmbedChain([function for _, function in embed_middleware], self._embed_boundary)
 
     def _masker(self, key: str) -> Callable[[str], str]:
         """What ``use_redactor`` receives (the same masker for every plugin)."""
@@ -434,8 +445,9 @@ class Harness:
         error is re-raised as is; several as an :class:`ExceptionGroup`.
         """
         self._chain = None
+        self._embed_chain = None
         closers: dict[int, Any] = {}
-        for adapter in self._registry.adapters():
+        for adapter in [*self._registry.adapters(), *self._embedders.adapters()]:
             closers.setdefault(id(adapter), adapter)
         for plugin in self._plugins:
             if inspect.iscoroutinefunction(getattr(plugin.instance, "aclose", None)):
@@ -680,3 +692,69 @@ class Harness:
             raise self._boundary.scrub(exc) from None
         redact = self._redact
         return [msgspec.structs.replace(info, route=route, model=redact(info.model)) for info in models]
+
+    # ------------------------------------------------------------------ embeddings
+
+    def embed_routes(self) -> dict[str, str]:
+        """Route → the plugins.yaml key of the plugin embedding for it, in registration order."""
+        return self._embedders.routes()
+
+    def embed_chain(self) -> list[ChainLink]:
+        """The ``llm_embed`` middleware an embedding call passes through, outermost first.
+
+        Raises:
+            RuntimeError: the harness is not running.
+        """
+        self._started_chain()
+        return list(self._embed_links)
+
+    def default_embed_route(self) -> str | None:
+        """The route an embedding request naming none uses: ``defaults.provider`` when it embeds,
+        else the only embedding route when exactly one is registered, else ``None``."""
+        routes = self._embedders.routes()
+        if self.defaults.provider is not None and self.defaults.provider in routes:
+            return self.defaults.provider
+        return next(iter(routes)) if len(routes) == 1 else None
+
+    def _embedder(self, route: str) -> tuple[EmbeddingAdapter, str] | None:
+        registration = self._embedders.get(route)
+        return None if registration is None else (registration.adapter, registration.owner)
+
+    def _no_embedder(self, route: str | None) -> LlmError:
+        """``UNSUPPORTED`` for a route that streams but does not embed, else ``NO_ADAPTER``."""
+        known = ", ".join(repr(r) for r in self._embedders.routes()) or "none"
+        if route is not None and self._registry.get(route) is not None:
+            return LlmError("UNSUPPORTED", f"route {route!r} does not serve embeddings; embedding routes: {known}")
+        if route is None:
+            return LlmError("NO_ADAPTER", f"no route given and no default embedding route; embedding routes: {known}")
+        error = self._boundary.no_adapter(route)
+        if error.code != "NO_ADAPTER":  # the plugin that would serve it failed: say why
+            return error
+        return LlmError("NO_ADAPTER", f"no embedder serves route {route!r}; embedding routes: {known}")
+
+    async def embed(self, options: EmbedOptions | Sequence[str], **fields: Any) -> Embeddings:
+        """Embed texts through the ``llm_embed`` chain and the route's embedder (docs/embeddings.md).
+
+        ``options`` is an :class:`~harness_core.embedding.EmbedOptions`, or the list of inputs
+        with the other fields as keywords (``provider=``, ``model=``, ``dimensions=``,
+        ``input_type=``). ``provider`` ``None`` uses :meth:`default_embed_route`. Inputs beyond
+        the adapter's batch limit are sent in several requests and joined.
+
+        Returns:
+            one float32 vector per input, with ``model``, ``usage``, ``route`` and ``source``.
+
+        Raises:
+            LlmError: ``NO_ADAPTER`` for an unknown route, ``UNSUPPORTED`` for a route that does
+                not embed, and whatever the provider answers (secrets masked).
+            RuntimeError: the harness is not running.
+        """
+        self._started_chain()
+        chain = self._embed_chain
+        assert chain is not None, "started with the stream chain"
+        if not isinstance(options, EmbedOptions):
+            options = EmbedOptions(inputs=list(options), **fields)
+        elif fields:
+            options = msgspec.structs.replace(options, **fields)
+        if options.provider is None:
+            options = msgspec.structs.replace(options, provider=self.default_embed_route())
+        return await chain(options)

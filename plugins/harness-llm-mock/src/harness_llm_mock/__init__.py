@@ -14,6 +14,12 @@ does). ``max_tokens`` is honoured (finish ``length``), ``stop`` strings cut the 
 ``stop_sequence``), ``options.abort`` ends the stream with ``finish{aborted}`` keeping what was
 produced.
 
+Embeddings (``register_embedder``, same routes): model ``hash``; each input's vector is the
+SHAKE-256 digest of the text, one byte per dimension mapped to ``[-1, 1]`` and scaled to unit
+length (deterministic, offline; equal texts give equal vectors). ``embedding_dimensions`` (default
+8) unless the request asks for ``dimensions``; usage counts whitespace-separated words;
+``embed_batch`` inputs per call (default 16); ``error`` raises there too.
+
 Token estimate (documented, deterministic): input tokens = whitespace-separated words of the
 system prompt and of every message (text, tool arguments, tool results); output tokens = the
 number of deltas emitted (one word each), reasoning deltas included and also counted in
@@ -28,11 +34,16 @@ Config (``plugins.yaml``)::
       reasoning: null       # a reasoning block emitted first (skipped with reasoning_effort "off")
       error: null           # an error code (e.g. RATE_LIMITED): raise LlmError(error) ...
       error_after: 0        # ... after this many deltas (at the end when the reply is shorter)
+      embedding_dimensions: 8
+      embed_batch: 16
 """
 
 from __future__ import annotations
 
+import hashlib
+import math
 import re
+from array import array
 from collections.abc import AsyncIterator
 from typing import Annotated, Final
 
@@ -62,8 +73,9 @@ from harness_core import (
     hookimpl,
 )
 from harness_core.abort import AbortSignal, race
+from harness_core.embedding import EmbeddingAdapter, Embeddings, EmbedOptions
 from harness_core.errors import ErrorCode
-from harness_core.hookspecs import RegisterAdapter, RegisterTool
+from harness_core.hookspecs import RegisterAdapter, RegisterEmbedder, RegisterTool
 from harness_core.types import BlockType
 
 __all__ = ["MockAdapter", "MockConfig", "MockPlugin", "echo"]
@@ -72,6 +84,7 @@ __version__ = "0.1.0"
 """The distribution's version (the single source: ``pyproject.toml`` reads it)."""
 
 MODEL: Final = "echo"
+EMBED_MODEL: Final = "hash"
 EFFORTS: Final = ("off", "low", "medium", "high")
 _PIECE = re.compile(r"\S+\s*|\s+")
 _WORD = re.compile(r"\S+")
@@ -87,15 +100,40 @@ class MockConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     reasoning: str | None = None
     error: ErrorCode | None = None
     error_after: Annotated[int, msgspec.Meta(ge=0)] = 0
+    embedding_dimensions: Annotated[int, msgspec.Meta(ge=1, le=4096)] = 8
+    embed_batch: Annotated[int, msgspec.Meta(ge=1)] = 16
 
 
-class MockAdapter(LlmAdapter):
-    """The mock adapter: deterministic replies built from the request (module docstring)."""
+class MockAdapter(LlmAdapter, EmbeddingAdapter):
+    """The mock adapter: deterministic replies and vectors built from the request (module docstring)."""
 
     default_model = MODEL  # a request without a model is served (and recorded) as `echo`
 
     def __init__(self, config: MockConfig) -> None:
         self.config = config
+        self.max_batch = config.embed_batch
+
+    async def embed(self, options: EmbedOptions) -> Embeddings:
+        """Hash vectors (module docstring); ``NOT_FOUND`` for a model other than ``hash``,
+        ``BAD_REQUEST`` for ``dimensions`` outside 1…4096, the scripted ``error``."""
+        model = options.model or EMBED_MODEL
+        if model != EMBED_MODEL:
+            raise LlmError(
+                "NOT_FOUND", f"the mock has no embedding model {model!r}; it serves {EMBED_MODEL!r}", provider="mock"
+            )
+        dimensions = options.dimensions or self.config.embedding_dimensions
+        if not 1 <= dimensions <= 4096:
+            raise LlmError("BAD_REQUEST", f"dimensions must be 1…4096, got {dimensions}", provider="mock")
+        self._maybe_fail(0, end=True)
+        data = array("f")
+        for text in options.inputs:
+            data.extend(_hash_vector(text, dimensions))
+        usage = TokenUsage(sum(len(_WORD.findall(text)) for text in options.inputs), None)
+        return Embeddings(data, dimensions, model=model, usage=usage)
+
+    async def list_embedding_models(self) -> list[ModelInfo]:
+        """``[hash]``."""
+        return [ModelInfo(model=EMBED_MODEL, route=self.config.routes[0] if self.config.routes else None)]
 
     def resolve_model(self, model: str) -> ModelInfo:
         """Only ``echo`` exists; any other id raises ``LlmError("NOT_FOUND")``."""
@@ -208,11 +246,17 @@ class MockPlugin:
 
     def __init__(self, config: MockConfig) -> None:
         self.config = config
+        self._adapter = MockAdapter(config)  # one object streams and embeds (closed once)
 
     @hookimpl
     def register_adapter(self, register: RegisterAdapter) -> None:
         """Register the mock adapter for the configured routes."""
-        register(self.config.routes, MockAdapter(self.config))
+        register(self.config.routes, self._adapter)
+
+    @hookimpl
+    def register_embedder(self, register: RegisterEmbedder) -> None:
+        """Embed for the same routes with the same adapter object."""
+        register(self.config.routes, self._adapter)
 
     @hookimpl
     def register_tools(self, register: RegisterTool) -> None:
@@ -223,6 +267,13 @@ class MockPlugin:
 def echo(text: Annotated[str, msgspec.Meta(description="The text to return")]) -> str:
     """Return the given text unchanged."""
     return text
+
+
+def _hash_vector(text: str, dimensions: int) -> list[float]:
+    """A unit vector from the SHAKE-256 digest of ``text`` (one byte per dimension)."""
+    raw = [(byte - 127.5) / 127.5 for byte in hashlib.shake_256(text.encode()).digest(dimensions)]
+    norm = math.sqrt(sum(x * x for x in raw))
+    return [x / norm for x in raw]
 
 
 def _wants_echo_tool(options: GenerateOptions, user_text: str) -> bool:
