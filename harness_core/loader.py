@@ -87,6 +87,7 @@ FIRST_PARTY_PLUGINS: Final[Mapping[str, str]] = MappingProxyType(
     {
         "anthropic": "harness-llm-anthropic",
         "anyllm": "harness-llm-anyllm",
+        "balance": "harness-middleware",
         "cache": "harness-middleware",
         "deepseek": "harness-llm-deepseek",
         "fallback": "harness-middleware",
