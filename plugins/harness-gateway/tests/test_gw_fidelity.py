@@ -84,7 +84,8 @@ def running(tmp_path: Path, providers: tuple[ScriptedServer, ScriptedServer], mo
     )
     extra = (
         f"  anthropic:claude: {{base_url: '{claude.url}', api_key: dummy-key, routes: [claude]}}\n"
-        f"  openai:gpt: {{base_url: '{gpt.url}', api_key: dummy-key, routes: [gpt]}}"
+        f"  openai:gpt: {{base_url: '{gpt.url}', api_key: dummy-key, routes: [gpt]}}\n"
+        f"  anthropic:down: {{base_url: 'http://127.0.0.1:9', api_key: dummy-key, routes: [down]}}"
     )
     with serve_gateway(tmp_path, gateway_yaml(settings, extra, db=tmp_path / "gw.sqlite")) as served:
         yield served
@@ -309,3 +310,6 @@ def test_count_tokens_through_the_anthropic_sdk(running, providers) -> None:  # 
     cannot = httpx.post(url, json={"model": "gpt/gpt-x", "messages": hi}, headers={"x-api-key": key})
     assert cannot.status_code == 400
     assert "cannot count tokens" in cannot.json()["error"]["message"]
+    down = httpx.post(url, json={"model": "down/claude-x", "messages": hi}, headers={"x-api-key": key}, timeout=30)
+    assert down.status_code >= 500
+    assert "route 'down' is unreachable" in down.json()["error"]["message"]  # the transport error stays in the log

@@ -1,0 +1,115 @@
+"""The field rule and the cache_control convention of both dialects, parsed without a server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from harness_core.types import CacheMark, FileBlock, JsonSchemaFormat, Message, TextBlock, ToolResultBlock
+from harness_gateway.anthropic_messages import parse_messages_request
+from harness_gateway.errors import GatewayError
+from harness_gateway.openai_chat import parse_chat_request, usage_body
+from harness_gateway.request import Body, Target, pass_through
+
+ANTHROPIC = Target("claude", "anthropic-messages", "anthropic")
+CHAT = Target("gpt", "openai-chat", "openai")
+HI = [{"role": "user", "content": "hi"}]
+HOUR = {"type": "ephemeral", "ttl": "1h"}
+PNG = "data:image/png;base64,iVBORw0KGgo="
+
+
+def bad(parse: Any, body: dict[str, Any], **kwargs: Any) -> GatewayError:
+    with pytest.raises(GatewayError) as caught:
+        parse(body, **kwargs)
+    assert caught.value.status == 400
+    return caught.value
+
+
+def test_pass_through_follows_the_one_rule() -> None:
+    body = Body({"model": "m", "top_k": 1, "metadata": {}})
+    assert pass_through(body, {"model"}, {"metadata"}, wire="anthropic-messages", target=ANTHROPIC) == {
+        "top_k": 1,
+        "metadata": {},
+    }
+    assert pass_through(Body({"model": "m", "metadata": {}}), {"model"}, {"metadata"}, wire="x", target=CHAT) == {}
+    error = bad(lambda b: pass_through(Body(b), {"model"}, (), wire="x", target=None), {"model": "m", "top_k": 1})
+    assert "top_k: this request cannot take this field" in error.message
+
+
+def test_messages_cache_control_everywhere_and_its_errors() -> None:
+    raw = {
+        "model": "claude/x",
+        "max_tokens": 5,
+        "system": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image", "source": {"type": "url", "url": "https://h/i.png"}, "cache_control": HOUR},
+                    {"type": "text", "text": "x"},
+                ],
+            }
+        ],
+    }
+    parsed = parse_messages_request(raw, target=ANTHROPIC)
+    assert parsed.options.system == "a\n\nb"  # unmarked blocks stay one system prompt
+    image = parsed.options.messages[0].content[0]
+    assert isinstance(image, FileBlock)
+    assert image.cache == CacheMark(3600)
+    assert parse_messages_request({**raw, "system": ""}).options.system is None
+    error = bad(parse_messages_request, {**raw, "system": [{"type": "image"}]})
+    assert error.param == "system[0].type"
+    for control, param in (({"type": "persistent"}, "type"), ({"type": "ephemeral", "ttl": "2h"}, "ttl")):
+        tool = {"name": "t", "cache_control": control}
+        assert bad(parse_messages_request, {**raw, "tools": [tool]}).param == f"tools[0].cache_control.{param}"
+
+
+def test_messages_output_formats() -> None:
+    raw: dict[str, Any] = {"model": "claude/x", "max_tokens": 5, "messages": HI}
+    schema = {"type": "object"}
+    legacy = parse_messages_request({**raw, "output_format": {"type": "json_schema", "schema": schema}})
+    assert legacy.options.response_format == JsonSchemaFormat(name="output", schema=schema)
+    assert bad(parse_messages_request, {**raw, "output_format": {"type": "text"}}).param == "output_format.type"
+    config = {"format": {"type": "json_schema", "schema": schema}, "effort": "low"}
+    passed = parse_messages_request({**raw, "output_config": config}, target=ANTHROPIC)
+    assert passed.options.provider_options == {"anthropic": {"output_config": config}}  # same wire: unchanged
+    only_effort = parse_messages_request({**raw, "output_config": {"effort": "low"}}, target=ANTHROPIC)
+    assert only_effort.options.response_format is None
+    counting = parse_messages_request({"model": "claude/x", "messages": HI}, counting=True)
+    assert counting.options.max_tokens is None
+
+
+def test_chat_cache_control_on_parts() -> None:
+    text = [{"type": "text", "text": "a", "cache_control": HOUR}, {"type": "text", "text": "b"}]
+    raw = {
+        "model": "gpt/x",
+        "messages": [
+            {"role": "system", "content": [{"type": "text", "text": "s1"}, {"type": "text", "text": "s2"}]},
+            {"role": "developer", "content": text},
+            {"role": "user", "content": [{"type": "image_url", "image_url": {"url": PNG}, "cache_control": HOUR}]},
+            {"role": "assistant", "content": text},
+            {"role": "tool", "tool_call_id": "c", "content": text},
+        ],
+    }
+    options = parse_chat_request(raw, target=CHAT).options
+    assert options.system is None
+    system, user, assistant, tool = options.messages
+    assert system == Message(
+        role="system", content=[TextBlock("s1s2"), TextBlock("a", CacheMark(3600)), TextBlock("b")]
+    )
+    assert isinstance(user.content[0], FileBlock)
+    assert user.content[0].cache == CacheMark(3600)
+    assert assistant.content == [TextBlock("ab", CacheMark(3600))]
+    assert tool.content == [ToolResultBlock("c", "ab", cache=CacheMark(3600))]
+    unmarked = parse_chat_request({**raw, "messages": raw["messages"][:1]}).options
+    assert unmarked.system == "s1s2"
+    passed = parse_chat_request({**raw, "logprobs": True, "user": "u"}, target=CHAT).options
+    assert passed.provider_options == {"openai": {"logprobs": True, "user": "u"}}
+    assert parse_chat_request({**raw, "user": "u"}, target=ANTHROPIC).options.provider_options == {}
+
+
+def test_chat_usage_reports_cache_writes_only_when_made() -> None:
+    from harness_core.types import TokenUsage
+
+    assert usage_body(TokenUsage(10, 1, cache_read_tokens=4))["prompt_tokens_details"] == {"cached_tokens": 4}
