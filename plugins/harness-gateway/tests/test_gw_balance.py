@@ -107,6 +107,7 @@ def pool_config(database: Path, rpm: int) -> str:
 plugins:
   gateway:
     database: {database}
+    prices: {{east/echo: {{input: 1000000, output: 1000000}}, west/echo: {{input: 2000000, output: 2000000}}}}
   balance:
     wait: 0
     pools:
@@ -133,6 +134,8 @@ def test_a_pool_through_the_gateway_shares_by_member_and_limits_exactly(tmp_path
         assert "pool/echo" in ids
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
             responses = list(pool.map(lambda _: chat(running.url), range(10)))
+        with httpx.Client(timeout=30) as client:
+            metrics = client.get(running.url + "/metrics").text
     assert shared_state() is before  # restored when the server stopped
     statuses = [r.status_code for r in responses]
     assert statuses.count(200) == 6  # 2 members x 3 rpm
@@ -141,3 +144,17 @@ def test_a_pool_through_the_gateway_shares_by_member_and_limits_exactly(tmp_path
     assert "every member of pool 'pool' is at its limits" in limited.json()["error"]["message"]
     assert int(limited.headers["retry-after"]) >= 1
     assert {msgspec.json.decode(r.content)["model"] for r in responses if r.status_code == 200} == {"pool/whatever"}
+    # /metrics by member: each served 3; the 429s name no member (none served them)
+    for member in ("east/echo", "west/echo"):
+        line = f'harness_gateway_member_requests_total{{member="{member}",route="pool",status="complete"}} 3.0'
+        assert line in metrics
+
+    async def ledger() -> list[dict[str, Any]]:
+        store = SQLiteStore(tmp_path / "gw.sqlite")
+        try:
+            return await store.ledger()
+        finally:
+            await store.aclose()
+
+    costs = sorted(row["cost"] for row in anyio.run(ledger) if row["status"] == "complete")
+    assert costs == [2.0] * 3 + [4.0] * 3  # priced by the member that served (1 + 1 tokens)

@@ -422,11 +422,18 @@ class _Run:
                 await self.watch_end(watches, cost, latency)
             self.done.set()
 
+    def member(self) -> tuple[str, str]:
+        """``(route, model)`` that serves the stream: a ``fallback`` target or ``balance`` member
+        noted by the middleware, else the requested ones. Spend is priced by it."""
+        notes = self.notes
+        return notes.served_route or self.route, notes.served_model or self.model
+
     def served(self) -> None:
         """The route streamed content for the model: it keeps its own ``model`` label from now on
         (:meth:`GatewayMetrics.served`), and this stream moves to it in the in-flight gauge."""
         metrics = self.gateway.metrics
         metrics.served(self.route, self.model)
+        metrics.served(*self.member())
         labels = (self.route, metrics.model_label(self.route, self.model))
         if labels != self.labels:
             metrics.in_flight.labels(*self.labels).dec()
@@ -446,7 +453,7 @@ class _Run:
             seen = (self.output_chars, self.usage)
             usage = self.usage if self.usage is not None else estimated_usage(self.options, self.output_chars)
             try:
-                await store.record(self.ticket, usage, request_cost(prices, self.route, self.model, usage))
+                await store.record(self.ticket, usage, request_cost(prices, *self.member(), usage))
             except GatewayError as exc:
                 logger.warning("request %s: could not record its usage so far: %s", self.generation.request_id, exc)
 
@@ -505,8 +512,11 @@ class _Run:
     async def settle(self) -> float:
         """Record metrics and settle the ledger row; the cost charged (USD)."""
         runtime, gateway = self.runtime, self.gateway
-        cost = request_cost(runtime.prices, self.route, self.model, self.usage)
+        cost = request_cost(runtime.prices, *self.member(), self.usage)
         labels = self.labels
+        served_route, served_model = self.member()
+        member = f"{served_route}/{gateway.metrics.model_label(served_route, served_model)}"
+        gateway.metrics.member_requests.labels(self.route, member, self.status).inc()
         gateway.metrics.latency.labels(*labels).observe(time.perf_counter() - self.started)
         if self.first_token is not None:  # observed with the final labels (the model may be served now)
             gateway.metrics.first_token.labels(*labels).observe(self.first_token)

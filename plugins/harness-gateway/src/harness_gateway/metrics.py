@@ -75,6 +75,12 @@ class GatewayMetrics:
             "harness_gateway_requests", "Generation requests by API, route, model and outcome",
             ("api", *labels, "status"), registry=self.registry,
         )  # fmt: skip
+        self.member_requests = Counter(
+            "harness_gateway_member_requests",
+            "Generation requests by requested route, the route/model that served them (a balance member or "
+            "fallback target) and outcome",
+            ("route", "member", "status"), registry=self.registry,
+        )  # fmt: skip
         self.in_flight = Gauge(
             "harness_gateway_streams_in_flight", "Generations running now", labels, registry=self.registry,
             multiprocess_mode="livesum",

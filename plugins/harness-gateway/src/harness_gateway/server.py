@@ -49,6 +49,10 @@ ENV_LOG_LEVEL: Final = "HARNESS_GATEWAY_LOG_LEVEL"
 _WATCH_INTERVAL: Final = 1.0  # seconds between two looks at the config file's modification time
 
 
+def _nothing() -> None:
+    """Nothing to undo (the server never started)."""
+
+
 class GatewayServer:
     """The gateway ASGI app: ``config`` is the plugins.yaml path (``None``: the usual search),
     ``host`` the address served (it decides whether keys are required by default), ``watch``
@@ -71,7 +75,7 @@ class GatewayServer:
         self.watch = watch
         self.gateway: Gateway | None = None
         self.app: Any = None
-        self._unshare: Callable[[], None] | None = None
+        self._unshare: Callable[[], None] = _nothing
         """Removes the store-backed balance state registered at start (:mod:`harness_gateway.balance_state`)."""
         self.ready = threading.Event()
         """Set once startup finished (for code that embeds the server in a thread)."""
@@ -127,8 +131,7 @@ class GatewayServer:
         if gateway is None:
             return
         await gateway.holder.retire(gateway.holder.current)
-        if self._unshare is not None:
-            self._unshare()
+        self._unshare()
         await gateway.store.drain()  # settlements a store fault deferred: one last try
         await gateway.store.aclose()
 
