@@ -30,7 +30,7 @@ from typing import Any
 
 from bench.report import markdown
 
-SECTIONS = ("throughput", "chain", "startup", "concurrency", "ttfc", "httpx2", "gateway", "profile")
+SECTIONS = ("throughput", "chain", "startup", "concurrency", "ttfc", "httpx2", "gateway", "hot_key", "profile")
 OPENAI_SCENARIOS = "text-2000:3,text-20000:1,tool-2000:3,paced-500:1"
 DISTRIBUTIONS = (
     *("harness-core", "harness-llm-openai", "harness-llm-anthropic", "harness-llm-gemini", "harness-llm-mock"),
@@ -412,6 +412,10 @@ def main(argv: list[str] | None = None) -> None:
                 from bench.gateway import measure as measure_gateways
 
                 res[section] = measure_gateways(python, base, log, litellm_python=args.litellm_python, quick=args.quick)
+            elif section == "hot_key":
+                from bench.gateway import hot_key
+
+                res[section] = hot_key(python, base, log, quick=args.quick)
             elif section == "profile":
                 res[section] = profile(python, base, out_dir, log)
             log(f"   ({time.perf_counter() - t0:.0f} s)")

@@ -47,7 +47,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CLIENTS", "load", "measure"]
+__all__ = ["CLIENTS", "hot_key", "load", "measure"]
 
 CLIENTS = (1, 16, 128)
 MANY = 512
@@ -216,13 +216,16 @@ def _harness(
     server: str = "",
     wrap: tuple[str, ...] = (),
     provider: str = "",
+    database: str = "",
+    scenario: str = SCENARIO,
 ) -> Iterator[tuple[str, str, int, str]]:
     port = _free_port()
     name = f"harness-{workers}{server.replace(' ', '').replace(',', '-').replace(':', '')}"
     config = tmp / f"{name}.yaml"
     config.write_text(
         "plugins:\n"
-        f"  gateway: {{port: {port}, database: '{tmp}/{name}.sqlite', master_key: \"${{{{ env.BENCH_MASTER_KEY }}}}\""
+        f"  gateway: {{port: {port}, database: '{database or f'{tmp}/{name}.sqlite'}',"
+        f' master_key: "${{{{ env.BENCH_MASTER_KEY }}}}"'
         f"{', ' + server if server else ''}}}\n"
         f"  openai: {{base_url: '{upstream}/v1', api_key: \"${{{{ env.BENCH_UPSTREAM_KEY }}}}\", routes: [bench]"
         f"{', ' + provider if provider else ''}}}\n"
@@ -236,7 +239,7 @@ def _harness(
     try:
         url = f"http://127.0.0.1:{port}"
         _wait_ready(f"{url}/healthz", proc)
-        yield url, f"bench/{SCENARIO}", proc.pid, _create_key(url, master)
+        yield url, f"bench/{scenario}", proc.pid, _create_key(url, master)
     finally:
         # uvicorn re-raises SIGTERM after its shutdown (the process dies before a profiler writes);
         # SIGINT ends in KeyboardInterrupt, which lets cProfile save its statistics
@@ -392,6 +395,72 @@ def profile(python: str, upstream: str, out: Path, clients: int, streams: int, s
     return out
 
 
+SHORT = "text-3"
+"""The short request of :func:`hot_key`: five events (three text deltas, the finish, the usage)."""
+
+
+@contextlib.contextmanager
+def _postgres(tmp: Path) -> Iterator[str]:
+    """A throwaway PostgreSQL (the gateway tests' :class:`Cluster`, Debian's binaries); its DSN."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gw_postgres", _ROOT / "plugins/harness-gateway/tests/gw_postgres.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    cluster = module.Cluster(tmp / "pg")
+    cluster.start()
+    try:
+        yield str(cluster.dsn)
+    finally:
+        cluster.stop()
+
+
+def hot_key(python: str, upstream: str, log: Any, *, quick: bool = False, rounds: int = 10) -> dict[str, Any]:
+    """Short requests (:data:`SHORT`) at 128 clients, ``rounds`` rounds one after the other: direct,
+    one-worker harness with its one virtual key on SQLite, and (when PostgreSQL is installed) on
+    PostgreSQL: every request of every client carries that one key (a hot key: admitted and
+    settled on the same key row). Rows: requests/s per round (flat over the rounds when admission
+    does not grow with the key's traffic)."""
+    clients, per_client = 128, 2 if quick else 4
+    out: dict[str, Any] = {}
+
+    def rounds_of(url: str, model: str, pid: int | None, key: str) -> list[dict[str, Any]]:
+        _load(python, url, model, 4, 2, key)  # warm-up
+        rows = []
+        for number in range(rounds):
+            pids = _tree(pid) if pid is not None else []
+            c0 = _cpu_s(pids)
+            row = _load(python, url, model, clients, per_client, key)
+            if pids and "error" not in row:
+                row["cpu_ms_per_request"] = (_cpu_s(pids) - c0) / max(1, row["streams"]) * 1000
+            rows.append(row)
+            log(
+                f"    round {number + 1}: "
+                + (f"{row['streams_per_s']:.0f} requests/s" if "error" not in row else row["error"])
+            )
+        return rows
+
+    with tempfile.TemporaryDirectory(prefix="harness-bench-hotkey-") as name:
+        tmp = Path(name)
+        log("  direct (short requests)")
+        out["direct"] = rounds_of(upstream, SHORT, None, _new_key())
+        log("  harness, key on SQLite")
+        with _harness(python, upstream, tmp, 1, scenario=SHORT) as (url, model, pid, key):
+            out["harness-sqlite"] = rounds_of(url, model, pid, key)
+        try:
+            with _postgres(tmp) as dsn:
+                log("  harness, key on PostgreSQL")
+                with _harness(python, upstream, tmp, 1, database=dsn, scenario=SHORT) as (url, model, pid, key):
+                    out["harness-postgres"] = rounds_of(url, model, pid, key)
+        except BaseException as exc:  # PostgreSQL absent (the test helper skips): said in the results
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            out["harness-postgres"] = [{"error": f"{type(exc).__name__}: {exc}"}]
+    return out
+
+
 def combine(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Several ``measure`` results (``results.json``-shaped) as one: every figure the median over
     the runs that have it, ``rounds`` their number, every run kept under ``runs``."""
@@ -441,6 +510,9 @@ def main(argv: list[str] | None = None) -> None:
     prof.add_argument("--clients", type=int, default=16)
     prof.add_argument("--streams", type=int, default=8)
     prof.add_argument("--server", default="", help="extra gateway settings, e.g. 'loop: asyncio, http: h11'")
+    hot = tasks.add_parser("hot-key")
+    hot.add_argument("--quick", action="store_true")
+    hot.add_argument("--rounds", type=int, default=10)
     merge = tasks.add_parser("combine")
     merge.add_argument("files", nargs="+", type=Path)
     args = parser.parse_args(argv)
@@ -448,6 +520,16 @@ def main(argv: list[str] | None = None) -> None:
         result = combine([json.loads(path.read_text()) for path in args.files])
     elif args.task == "load":
         result = asyncio.run(load(args.url, args.model, args.clients, args.streams))
+    elif args.task == "hot-key":
+        from bench.__main__ import loopback_server, machine
+
+        def say(message: str) -> None:
+            print(message, file=sys.stderr, flush=True)
+
+        result = {"machine": machine(), "load_before": os.getloadavg()}
+        with loopback_server(sys.executable) as base:
+            result["hot_key"] = hot_key(sys.executable, base, say, quick=args.quick, rounds=args.rounds)
+        result["load_after"] = os.getloadavg()
     elif args.task == "profile":
         from bench.__main__ import loopback_server
 

@@ -311,12 +311,38 @@ def _gateway(gw: dict[str, Any]) -> list[str]:
     return lines + _table(header, rows)
 
 
+def _hot_key(hk: dict[str, Any]) -> list[str]:
+    """Short requests per round: requests/s and the ratio to direct's median (the floor)."""
+    lines = ["### Short requests with one hot key (5 events, 128 clients; per round)", ""]
+    direct = med_of([row.get("streams_per_s") for row in hk.get("direct", [])])
+    rows = []
+    for name, rounds in hk.items():
+        if any("error" in row for row in rounds):
+            rows.append([name, f"error: {next(row['error'] for row in rounds if 'error' in row)}", "", "", ""])
+            continue
+        rates = [row["streams_per_s"] for row in rounds]
+        cpu = med_of([row.get("cpu_ms_per_request") for row in rounds])
+        rows.append(
+            [
+                name,
+                " ".join(f"{rate:.0f}" for rate in rates),
+                _x(med_of(rates) / direct if direct else None),
+                _x(rates[-1] / rates[0] if rates[0] else None),
+                _f(cpu, "{:.2f}"),
+            ]
+        )
+    return lines + _table(["gateway", "requests/s per round", "x direct", "last/first round", "CPU ms/request"], rows)
+
+
 def markdown(res: dict[str, Any]) -> str:
     """The results as markdown: machine, targets, then one table per section."""
     m = res["machine"]
     lines = [f"Run {m['date']}: {m['nproc']} CPUs ({m['cpu']}), Python {m['python']}, {m['platform']}.", ""]
     lines += ["Versions: " + ", ".join(f"{k} {v}" for k, v in m["versions"].items()) + ".", ""]
-    lines += [f"Rounds: {res['rounds']}; medians over rounds; ratios are per-round ratios to that round's floor.", ""]
+    lines += [
+        f"Rounds: {res.get('rounds', 1)}; medians over rounds; ratios are per-round ratios to that round's floor.",
+        "",
+    ]
     if "load_before" in res:
         before, after = res["load_before"], res.get("load_after", res["load_before"])
         lines += [
@@ -346,6 +372,8 @@ def markdown(res: dict[str, Any]) -> str:
         lines += _httpx2(res["httpx2"])
     if res.get("gateway"):
         lines += _gateway(res["gateway"])
+    if res.get("hot_key"):
+        lines += _hot_key(res["hot_key"])
     if res.get("profile"):
         lines += ["### Profiles", "", *(f"- {k}: `{v}`" for k, v in res["profile"].items()), ""]
     return "\n".join(lines)
