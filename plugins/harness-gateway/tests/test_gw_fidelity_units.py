@@ -112,4 +112,6 @@ def test_chat_cache_control_on_parts() -> None:
 def test_chat_usage_reports_cache_writes_only_when_made() -> None:
     from harness_core.types import TokenUsage
 
-    assert usage_body(TokenUsage(10, 1, cache_read_tokens=4))["prompt_tokens_details"] == {"cached_tokens": 4}
+    body = usage_body(TokenUsage(10, 1, cache_read_tokens=4))
+    assert body is not None
+    assert body["prompt_tokens_details"] == {"cached_tokens": 4}
