@@ -254,6 +254,8 @@ class Translator:
         """End the stream because the caller aborted: open blocks are closed with what they hold,
         then ``usage`` (when reported) and ``finish{aborted}`` carrying ``reason`` and
         :attr:`replay_state`. Nothing when already done."""
+        if self.done:
+            return _NOTHING
         return self._writer.abort(reason)
 
     @property
