@@ -141,3 +141,25 @@ def test_protected_metrics_without_any_secret_warn_and_refuse(tmp_path: Path, ca
         assert client.get("/metrics").status_code == 401
         assert client.get("/healthz").status_code == 200  # only /metrics is closed
     assert "/metrics answers 401 to every scrape" in caplog.text
+
+
+def test_an_empty_conversation_is_a_400_naming_its_field_in_each_dialect(tmp_path: Path) -> None:
+    """Found by a fresh-user trial: ``messages: []`` (``input: []``) was answered 200 with nothing."""
+    with (
+        serve_gateway(tmp_path, gateway_yaml(db=tmp_path / "gw.sqlite")) as running,
+        httpx.Client(base_url=running.url, timeout=30) as client,
+    ):
+        chat = client.post("/v1/chat/completions", json={"model": "mock/echo", "messages": []})
+        messages = client.post("/v1/messages", json={"model": "mock/echo", "max_tokens": 5, "messages": []})
+        counted = client.post("/v1/messages/count_tokens", json={"model": "mock/echo", "messages": []})
+        responses = client.post("/v1/responses", json={"model": "mock/echo", "input": []})
+        served = client.post("/v1/responses", json={"model": "mock/echo", "input": "hi"})
+    assert (chat.status_code, chat.json()["error"]["param"]) == (400, "messages")
+    assert "at least one message" in chat.json()["error"]["message"]
+    assert messages.status_code == 400
+    assert messages.json()["error"]["type"] == "invalid_request_error"
+    assert "messages" in messages.json()["error"]["message"]
+    assert counted.status_code == 400
+    assert "messages" in counted.json()["error"]["message"]
+    assert (responses.status_code, responses.json()["error"]["param"]) == (400, "input")
+    assert served.status_code == 200

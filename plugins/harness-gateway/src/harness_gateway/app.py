@@ -225,6 +225,7 @@ class Generation(Response):
         """Authenticate, read and resolve the request (the checks before admission)."""
         who, raw, (route, model, owner) = await read_request(self.gateway, runtime, self.request)
         parsed = self.dialect.parse(raw, owner, model, target=route_target(runtime, route, owner))
+        require_messages(parsed, self.dialect.messages_field)
         return route, model, allowed(who, route), parsed
 
     def count(self, route: str, model: str, status: str) -> None:
@@ -242,6 +243,17 @@ async def read_request(
     if not isinstance(requested, str):
         raise bad_request("model", "this field is required and must be a string")
     return who, raw, runtime.resolve(requested)
+
+
+def require_messages(parsed: ParsedRequest, field: str) -> None:
+    """Refuse a request without a message (providers answer an empty conversation with an error,
+    or with nothing at all).
+
+    Raises:
+        GatewayError: 400 naming ``field`` (``messages``, or ``input`` on Responses).
+    """
+    if not parsed.options.messages:
+        raise bad_request(field, "must hold at least one message")
 
 
 def route_target(runtime: GatewayRuntime, route: str, owner: str) -> Target:
@@ -277,6 +289,7 @@ async def count_tokens(gateway: Gateway, request: Request) -> Response:
             parsed = parse_messages_request(
                 raw, owner, model, target=route_target(runtime, route, owner), counting=True
             )
+            require_messages(parsed, "messages")
             allowed(who, route)
             options = msgspec.structs.replace(parsed.options, provider=route, model=model)
             try:

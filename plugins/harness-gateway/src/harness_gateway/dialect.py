@@ -54,6 +54,8 @@ class Dialect:
     path: str = ""
     """The endpoint (``/v1/chat/completions``); an unknown path at or under it gets this dialect's error shape."""
     id_prefix: str = ""
+    messages_field: str = "messages"
+    """The request field holding the conversation (``input`` on Responses): an empty one is a 400 naming it."""
     """Prepended to the request id to make the public id of a response (``chatcmpl-``, ``msg_``)."""
 
     def parse(self, raw: Any, owner: str | None, upstream_model: str, *, target: Target | None = None) -> ParsedRequest:

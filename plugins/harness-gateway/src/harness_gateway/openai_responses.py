@@ -636,6 +636,7 @@ class OpenAIResponses(Dialect):
     name = "responses"
     path = "/v1/responses"
     id_prefix = "resp_"
+    messages_field = "input"
 
     def parse(self, raw: Any, owner: str | None, upstream_model: str, *, target: Target | None = None) -> ParsedRequest:
         """:func:`parse_responses_request` (``owner`` becomes the ``source`` of handed-out replay
