@@ -6,7 +6,9 @@ core (runtime, testing kit) must work on asyncio and trio; plugin test folders m
 with their own ``anyio_backend`` fixture.
 """
 
+import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -41,3 +43,27 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         seconds = CPU_BOUND_OBLIGATIONS.get(getattr(item, "originalname", item.name))
         if seconds is not None and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(seconds))
+
+
+@pytest.fixture(autouse=True)
+def _no_harness_left_running(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail the test that leaves a :class:`~harness_core.Harness` running (entered, never closed).
+
+    A running harness keeps its :class:`~harness_core.secret.RedactFilter` on the HTTP loggers;
+    one left behind changes what every later test in the same xdist worker sees (CI once failed
+    that way, in a file far from the leak). The leaked filters are detached so later tests start
+    clean, and this test is reported, not the one that trips over it."""
+    from harness_core.secret import HTTP_LOGGERS, RedactFilter
+
+    def running() -> set[int]:
+        return {id(f) for name in HTTP_LOGGERS for f in logging.getLogger(name).filters if isinstance(f, RedactFilter)}
+
+    before = running()
+    yield
+    leaked = running() - before
+    if leaked:
+        for name in HTTP_LOGGERS:
+            named = logging.getLogger(name)
+            for item in [f for f in named.filters if id(f) in leaked]:
+                named.removeFilter(item)
+        pytest.fail(f"{request.node.nodeid} left a Harness running (its log filter is still attached)", pytrace=False)

@@ -107,7 +107,10 @@ def test_runtime_refuses_a_failed_middleware_and_drains_with_a_bound(
                 finally:
                     cancelled.set()
 
-        async def failing_close() -> None:
+        close = runtime.aclose
+
+        async def failing_close() -> None:  # closes the harness (nothing left running), then fails
+            await close()
             raise RuntimeError("close failed")
 
         async with anyio.create_task_group() as group:
