@@ -18,6 +18,9 @@ def lazy_exports(package: str, table: Mapping[str, str]) -> Callable[[str], Any]
     """A module ``__getattr__`` for ``package``: ``table`` maps an exported name to the module
     defining it. The value is cached in the package on first use.
 
+    The returned function carries a copy of ``table`` as its ``exports`` attribute (the layer
+    test checks it against the package's ``__all__``).
+
     Raises (from the returned function):
         AttributeError: for a name ``table`` does not list, naming the package.
     """
@@ -30,4 +33,5 @@ def lazy_exports(package: str, table: Mapping[str, str]) -> Callable[[str], Any]
         setattr(sys.modules[package], name, value)
         return value
 
+    __getattr__.exports = dict(table)  # type: ignore[attr-defined]  # read by tests/layers/test_faces.py
     return __getattr__

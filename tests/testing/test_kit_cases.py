@@ -30,8 +30,9 @@ from harness_core.types import (
     ToolCallDelta,
     Usage,
 )
+from pytest_harness import load_cases_or_skip
 
-CASES = {case.name: case for case in load_cases()}
+CASES = {case.name: case for case in load_cases_or_skip()}
 
 
 def case(prefix: str) -> Case:

@@ -7,15 +7,16 @@ import pytest
 from anthropic_wire_fixtures import make_config
 
 from harness_core.errors import LlmError
-from harness_core.testing.cases import Case, load_cases
+from harness_core.testing.cases import Case
 from harness_core.testing.server import ScriptedServer
 from harness_core.testing.splits import every_split
 from harness_core.types import GenerateOptions, Message, StreamChunk
 from harness_llm_anthropic.adapter import AnthropicAdapter
+from pytest_harness import load_cases_or_skip
 
 pytestmark = pytest.mark.anyio
 
-CASES = load_cases("anthropic-messages")
+CASES = load_cases_or_skip("anthropic-messages")
 OPTIONS = GenerateOptions(provider="anthropic", model="claude-x", messages=[Message.user("hi")], max_tokens=64)
 
 

@@ -16,14 +16,15 @@ from __future__ import annotations
 import pytest
 from anyllm_wire import make_adapter, run
 
-from harness_core.testing.cases import Case, load_cases
+from harness_core.testing.cases import Case
 from harness_core.testing.server import ScriptedServer
 from harness_core.types import BlockEnd, TextBlock
+from pytest_harness import load_cases_or_skip
 
 pytestmark = pytest.mark.anyio
 
-OPENAI_CASES = load_cases("openai-chat")
-ANTHROPIC_CASES = load_cases("anthropic-messages")
+OPENAI_CASES = load_cases_or_skip("openai-chat")
+ANTHROPIC_CASES = load_cases_or_skip("anthropic-messages")
 UNREADABLE = {"08-tool-call-missing-index"}
 MISTRAL_DROPS_REASONING = {"15-deepseek-reasoning-content"}
 

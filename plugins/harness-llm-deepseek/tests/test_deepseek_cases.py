@@ -6,14 +6,15 @@ from __future__ import annotations
 import pytest
 
 from harness_core.errors import LlmError
-from harness_core.testing.cases import Case, check_case, load_cases
+from harness_core.testing.cases import Case, check_case
 from harness_core.testing.server import ScriptedServer
 from harness_core.types import GenerateOptions, Message, StreamChunk
 from harness_llm_deepseek import DeepSeekAdapter, DeepSeekConfig
+from pytest_harness import load_cases_or_skip
 
 pytestmark = pytest.mark.anyio
 
-CASES = load_cases("openai-chat")
+CASES = load_cases_or_skip("openai-chat")
 
 
 def test_deepseek_case_present() -> None:

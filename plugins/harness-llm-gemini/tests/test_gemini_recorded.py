@@ -19,11 +19,12 @@ import pytest
 from gemini_fixtures import MODEL, make_config, translate
 
 from harness_core.errors import LlmError
-from harness_core.testing.cases import Case, cases_dir, check_case, load_cases
+from harness_core.testing.cases import Case, cases_dir, check_case
 from harness_core.testing.server import ScriptedServer
 from harness_core.testing.splits import every_split, split_every
 from harness_core.types import GenerateOptions, Message, StreamChunk
 from harness_llm_gemini.adapter import GeminiAdapter
+from pytest_harness import load_cases_or_skip
 
 pytestmark = pytest.mark.anyio
 
@@ -34,7 +35,7 @@ def recorded_dir() -> Path:
     return Path(env) if env else cases_dir().parent / "recorded" / "gemini"
 
 
-CASES = [*load_cases("gemini", directory=recorded_dir()), *load_cases("gemini")]
+CASES = [*load_cases_or_skip("gemini", directory=recorded_dir()), *load_cases_or_skip("gemini")]
 STREAMS = [case for case in CASES if not case.raw_response]
 
 CORRECTIONS: dict[str, dict[str, Any]] = {

@@ -12,14 +12,15 @@ from openai_fixtures import translate
 from openai_harness import adapter_for, options
 
 from harness_core.errors import LlmError
-from harness_core.testing.cases import Case, check_case, load_cases
+from harness_core.testing.cases import Case, check_case
 from harness_core.testing.server import Reply, ScriptedServer
 from harness_core.testing.splits import every_split, split_at
 from harness_core.types import StreamChunk
+from pytest_harness import load_cases_or_skip
 
 pytestmark = pytest.mark.anyio
 
-CASES = load_cases("openai-chat")
+CASES = load_cases_or_skip("openai-chat")
 STREAM_CASES = [case for case in CASES if not case.raw_response]
 
 

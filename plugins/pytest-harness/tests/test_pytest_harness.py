@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import inspect
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -168,3 +169,25 @@ def test_the_conformance_suite_is_exported_lazily() -> None:
     assert pytest_harness.load_recordings is conformance.load_recordings
     with pytest.raises(AttributeError, match="'pytest_harness' has no attribute 'nope'"):
         _ = pytest_harness.nope  # type: ignore[attr-defined]
+
+
+def test_load_cases_or_skip_loads_skips_off_ci_and_raises_on_ci(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    case = tmp_path / "01-one"
+    case.mkdir()
+    (case / "meta.json").write_text('{"provider_format": "openai-chat"}')
+    (case / "stream.sse").write_bytes(b"data: [DONE]\n\n")
+    monkeypatch.setenv("CI", "")
+    assert [c.name for c in pytest_harness.load_cases_or_skip("openai-chat", directory=tmp_path)] == ["01-one"]
+    missing = tmp_path / "missing"
+    for off in ("", "0", "false", "No"):
+        monkeypatch.setenv("CI", off)
+        with pytest.raises(pytest.skip.Exception, match=r"the fault cases folder .*missing' does not exist"):
+            pytest_harness.load_cases_or_skip(directory=missing)
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception):
+        pytest_harness.load_cases_or_skip(directory=missing)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(FileNotFoundError, match="set HARNESS_CASES_DIR"):
+        pytest_harness.load_cases_or_skip(directory=missing)

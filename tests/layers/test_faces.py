@@ -1,0 +1,103 @@
+"""The public faces hold together (issue 22): the lazy export tables match ``__all__``, plugins
+import no underscore module of the core, every first-party dependency is bounded above, and the
+pre-commit mypy hook checks every source folder CI checks."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import sys
+import tomllib
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import yaml
+from packaging.requirements import Requirement
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+from typecheck import checked_sources  # noqa: E402  (tools/ is not a package)
+
+LAZY_PACKAGES = ["harness_core", "harness_core.kit", "harness_core.http", "harness_core.testing"]
+FIRST_PARTY = {"harness-core", "pytest-harness"} | {
+    tomllib.loads(p.read_text())["project"]["name"] for p in ROOT.glob("plugins/*/pyproject.toml")
+}
+
+
+def lazy_table(package: ModuleType) -> dict[str, str]:
+    table: dict[str, str] = vars(package.__getattr__)["exports"]  # set by harness_core._lazy.lazy_exports
+    return table
+
+
+@pytest.mark.parametrize("name", LAZY_PACKAGES)
+def test_a_lazy_export_table_names_what_all_lists_and_each_name_resolves(name: str) -> None:
+    package = importlib.import_module(name)
+    table = lazy_table(package)
+    assert set(table) <= set(package.__all__), f"{name}: lazy names missing from __all__"
+    for export in package.__all__:
+        value = getattr(package, export)  # an __all__ name neither defined nor in the table raises
+        if export in table:
+            assert value is getattr(importlib.import_module(table[export]), export), f"{name}.{export}"
+    assert len(package.__all__) == len(set(package.__all__)), f"{name}: __all__ lists a name twice"
+
+
+def test_pytest_harness_lazy_exports_match_its_all() -> None:
+    import pytest_harness
+
+    assert set(pytest_harness._LAZY) == set(pytest_harness.__all__)
+    for export in pytest_harness.__all__:
+        getattr(pytest_harness, export)
+
+
+def private_imports(path: Path, root: Path = ROOT) -> list[str]:
+    """``file:line module`` for each import of a ``harness_core`` module with an underscore part."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            modules = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+        else:
+            continue
+        for module in modules:
+            parts = module.split(".")
+            if parts[0] == "harness_core" and any(part.startswith("_") for part in parts[1:]):
+                found.append(f"{path.relative_to(root)}:{node.lineno} {module}")
+                break
+    return found
+
+
+def test_no_plugin_source_imports_an_underscore_module_of_the_core() -> None:
+    found = [hit for path in sorted(ROOT.glob("plugins/*/src/**/*.py")) for hit in private_imports(path)]
+    assert found == []
+
+
+def test_the_private_import_check_finds_one(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import harness_core._lazy\nfrom harness_core.cli._app import cli\n"
+        "from harness_core.cli import main\nfrom . import _local\nimport _thread\n"
+    )
+    assert private_imports(probe, tmp_path) == ["probe.py:1 harness_core._lazy", "probe.py:2 harness_core.cli._app"]
+
+
+@pytest.mark.parametrize("pyproject", sorted(ROOT.glob("plugins/*/pyproject.toml")), ids=lambda p: p.parent.name)
+def test_every_first_party_dependency_is_bounded_above(pyproject: Path) -> None:
+    project = tomllib.loads(pyproject.read_text())["project"]
+    requirements = [Requirement(text) for text in project.get("dependencies", [])]
+    unbounded = [
+        str(req)
+        for req in requirements
+        if req.name in FIRST_PARTY and not any(spec.operator in ("<", "<=", "==", "~=") for spec in req.specifier)
+    ]
+    assert unbounded == [], f"{project['name']}: bound these above (`<0.2`)"
+
+
+def test_the_pre_commit_mypy_hook_checks_every_source_folder_ci_checks() -> None:
+    config = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text())
+    hooks = [hook for repo in config["repos"] for hook in repo["hooks"] if hook["id"] == "mypy"]
+    (mypy,) = hooks
+    targets = {arg for arg in mypy["args"] if not arg.startswith("-")}
+    wanted = {str(path.relative_to(ROOT)) for path in checked_sources(ROOT) if path.name != "tools"}
+    assert wanted - targets == set(), "add these folders to the pre-commit mypy hook's args"
