@@ -11,6 +11,7 @@ import pytest
 from gemini_fixtures import SIGNATURE, SIGNATURE_2, THINKING_TOOL_BODY, chunk, sse, translate, usage
 
 from harness_core.errors import LlmError
+from harness_core.kit import DEFAULT_ABORT_REASON
 from harness_core.sse import SSEEvent
 from harness_core.testing.cases import sequence_tokens
 from harness_core.testing.splits import every_split
@@ -409,3 +410,13 @@ def test_a_generated_image_is_kept_for_replay_only_with_its_signature() -> None:
     assert finish_of(chunks).replay_state["parts"] == [
         {"after": -1, "part": {"inlineData": image, "thoughtSignature": "IMG"}}
     ]
+
+
+def test_abort_without_a_reason_uses_the_kits_default() -> None:
+    """Regression (issue 22): Gemini once hard-coded an abort reason of its own."""
+    translator = Translator()
+    translator.feed(SSEEvent(data=json.dumps(chunk({"text": "partial"}))))
+    finish = finish_of(list(translator.abort()))
+    assert finish.reason.kind == "aborted"
+    assert finish.reason.failure is not None
+    assert finish.reason.failure.message == DEFAULT_ABORT_REASON

@@ -8,6 +8,7 @@ import pytest
 from openai_fixtures import chunk, ids, sse, tool, translate
 
 from harness_core.errors import LlmError
+from harness_core.kit import DEFAULT_ABORT_REASON
 from harness_core.sse import SSEEvent
 from harness_core.types import (
     BlockEnd,
@@ -505,3 +506,21 @@ def test_package_lazy_names() -> None:
     assert harness_llm_openai.OpenAIAdapter.__name__ == "OpenAIAdapter"
     with pytest.raises(AttributeError):
         _ = harness_llm_openai.Nope  # type: ignore[attr-defined]
+
+
+def test_abort_carries_the_replay_state_of_a_subclass() -> None:
+    """Regression (issue 22): the hand-written abort once dropped ``replay_state``; the kit's
+    block writer asks for it on every finish, aborted included."""
+
+    class WithState(ChunkTranslator):
+        def replay_state(self) -> dict[str, object] | None:
+            return {"response_id": "r1"}
+
+    translator = WithState(id_factory=ids())
+    translator.feed_chunk(decode_chunk(b'{"choices":[{"delta":{"content":"part"}}]}'))
+    out = translator.abort()
+    last = out[-1]
+    assert isinstance(last, Finish)
+    assert last.replay_state == {"response_id": "r1"}
+    assert last.reason.failure is not None
+    assert last.reason.failure.message == DEFAULT_ABORT_REASON
