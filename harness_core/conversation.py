@@ -33,6 +33,7 @@ from harness_core.assembler import BlockAssembler
 from harness_core.errors import LlmError
 from harness_core.tools import Tool
 from harness_core.types import (
+    CacheMark,
     Failure,
     FinishReason,
     GenerateOptions,
@@ -158,6 +159,15 @@ class Conversation:
             call is answered with an ``is_error`` result (:data:`DECLINED`). ``None``: every
             call of an offered tool runs. An exception it raises ends the send like a tool-loop
             failure (the history is rolled back).
+        cache: a rolling prompt-cache policy, what agent loops do (docs/vocabulary.md#prompt-caching):
+            every step marks the end of the system prompt (when there is one), the last tool spec
+            (when tools are offered) and the latest message with this :class:`CacheMark` (three
+            breakpoints, within Anthropic's four), so each turn reads the previous turn's prefix
+            from the cache. The marks go only on what is sent: :attr:`messages` stays unmarked,
+            and the breakpoint moves to the newest message every step. Marks already set on
+            earlier messages are kept. ``None``: no marks are added. A mark with a TTL is refused
+            ``UNSUPPORTED`` by wires that cache implicitly (OpenAI, Gemini): give ``CacheMark()``
+            there.
 
     Attributes:
         messages: the history, oldest first (``user``, ``assistant`` and ``tool`` messages).
@@ -177,6 +187,7 @@ class Conversation:
         max_steps: int = 8,
         options: GenerateOptions | None = None,
         approve: ApproveCallback | None = None,
+        cache: CacheMark | None = None,
     ) -> None:
         if max_steps < 1:
             raise ValueError(f"max_steps must be at least 1, not {max_steps}")
@@ -193,6 +204,9 @@ class Conversation:
         self.max_steps = max_steps
         self.options = template
         self.approve = approve
+        if cache is not None and not isinstance(cache, CacheMark):
+            raise TypeError(f"cache must be a CacheMark or None, got {type(cache).__name__}")
+        self.cache = cache
         self.messages: list[Message] = []
 
     def clear(self) -> None:
@@ -263,13 +277,23 @@ class Conversation:
 
     async def _step(self, step: int, abort: AbortSignal | None, on_chunk: ChunkCallback | None) -> Reply:
         """One generation through ``harness.stream``; appends the assistant message (if any)."""
+        messages = list(self.messages)
+        tools = [t.spec for t in self.tools]
+        system_cache = self.options.system_cache
+        if self.cache is not None:
+            messages[-1] = messages[-1].cached(self.cache.ttl)
+            if tools:
+                tools[-1] = msgspec.structs.replace(tools[-1], cache=self.cache)
+            if self.system:
+                system_cache = self.cache
         options = msgspec.structs.replace(
             self.options,
             provider=self.provider,
             model=self.model,
             system=self.system,
-            messages=list(self.messages),
-            tools=[t.spec for t in self.tools],
+            system_cache=system_cache,
+            messages=messages,
+            tools=tools,
             abort=abort,
         )
         assembler = BlockAssembler()
