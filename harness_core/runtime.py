@@ -474,7 +474,13 @@ class Harness:
         routes = self._registry.routes()
         return next(iter(routes)) if len(routes) == 1 else None
 
-    def _apply_defaults(self, options: GenerateOptions) -> GenerateOptions:
+    def apply_defaults(self, options: GenerateOptions) -> GenerateOptions:
+        """``options`` with the route and model a request would be served by: ``provider`` ``None``
+        becomes :meth:`default_route`; ``model`` ``None`` becomes ``defaults.model`` when the route
+        is the default one (or no default route is configured), else the route adapter's
+        :attr:`~harness_core.adapter.LlmAdapter.default_model`. The one owner of this rule:
+        :meth:`stream`, :meth:`resolve_model`, :meth:`count_tokens` and the CLI use it. Returns
+        ``options`` itself when nothing changes; never raises (an unknown route stays as given)."""
         provider, model = options.provider, options.model
         defaults = self.defaults
         if provider is None:
@@ -500,7 +506,7 @@ class Harness:
             RuntimeError: the harness is not running.
         """
         chain = self._started_chain()
-        options = self._apply_defaults(options)
+        options = self.apply_defaults(options)
         route = options.provider
         registration = self._registry.get(route) if route is not None else None
         owner = registration.owner if registration is not None else None
@@ -636,7 +642,7 @@ class Harness:
             LlmError: ``NO_ADAPTER`` for an unknown route; ``BAD_REQUEST`` when no model is given
                 and none is configured; whatever the adapter raises (``NOT_FOUND`` …).
         """
-        options = self._apply_defaults(GenerateOptions(provider=route, model=model))
+        options = self.apply_defaults(GenerateOptions(provider=route, model=model))
         adapter = self._adapter(options.provider)
         if options.model is None:
             raise LlmError("BAD_REQUEST", f"no model given for route {options.provider!r} and no default model")
@@ -663,7 +669,7 @@ class Harness:
                 count; whatever the adapter raises (``BAD_REQUEST``, HTTP errors …), scrubbed.
             RuntimeError: the harness is not running.
         """
-        options = self._apply_defaults(options)
+        options = self.apply_defaults(options)
         adapter = self._adapter(options.provider)
         registration = self._registry.get(options.provider) if options.provider is not None else None
         options = strip_replay(options, registration.owner if registration is not None else None)

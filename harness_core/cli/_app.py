@@ -268,6 +268,12 @@ def cli(verbose: int, config: str | None) -> None:
     metavar="JSON|FILE|SPEC",
     help="reply with JSON matching this schema: JSON text, a JSON file, or fields such as 'name, age int'",
 )
+@click.option(
+    "--count-tokens",
+    is_flag=True,
+    help="print the input tokens this request would take on its route, counted by the provider "
+    "(nothing is generated, logged or billed)",
+)
 @_tool_options
 @_config_option
 @click.option("--json", "as_json", is_flag=True, help="print every chunk as one JSON object per line")
@@ -296,6 +302,11 @@ def run(ctx: click.Context, /, prompt: str | None, as_json: bool, **options: Any
     `~prompt-log:` in plugins.yaml). `-C/--continue` continues the newest logged conversation and
     `--cid ID` a given one, with its history and replay state (`-c` stays `--config`). `-m` also
     takes an alias of plugins.yaml's `aliases:`. `harness "prompt"` is short for this command.
+
+    `--count-tokens` sends nothing to generate: it prints the input tokens the same request
+    (prompt, system, attachments, tools, history) would take, counted by the route's provider
+    (`{"input_tokens": N, "route": ..., "model": ...}` with `--json`); a route that cannot count
+    is exit 2 (UNSUPPORTED). No middleware runs and nothing is logged.
 
     Exit codes: 0 stop/tool-calls/length/content-filter; 1 error finish, step limit, a `--schema`
     reply that is not JSON (INVALID_OUTPUT) or output that cannot be written; 2 usage or config

@@ -112,6 +112,7 @@ def run_prompt(
     attach_type: Sequence[tuple[str, str]] = (),
     schema: str | None = None,
     approve: bool = False,
+    count_tokens: bool = False,
 ) -> int:
     """Run one generation for ``harness run``; returns the exit code (0, 1, 2, 128 + a signal
     or 141: see the module docstring).
@@ -134,6 +135,8 @@ def run_prompt(
     after the prompt; ``schema``
     (``--schema``) sets ``response_format`` and a reply that is not JSON fails with
     ``INVALID_OUTPUT`` (exit 1). A file that cannot be attached or a bad schema is exit 2.
+    ``count_tokens`` prints the input tokens of the same request instead of generating
+    (:meth:`~harness_core.runtime.Harness.count_tokens`; nothing is logged).
     """
     out, err = Sink(sys.stdout, name="stdout"), Sink(sys.stderr, name="stderr")
     try:
@@ -183,7 +186,7 @@ def run_prompt(
                 abort=abort,
             ),
             provider_options=provider_options,
-            log=not no_log,
+            log=not (no_log or count_tokens),
             continue_last=continue_last,
             cid=cid,
         )
@@ -203,6 +206,8 @@ def run_prompt(
         renderer.extract = extract
         renderer.hints = _Hints(loaded, provider=provider, model=model)
         asker = terminal_approval(sys.stdin, err) if approve else None
+        if count_tokens:
+            return anyio.run(_count, loaded, options, renderer, tuple(tools), verbose)
         return anyio.run(_generate, loaded, options, abort, renderer, tuple(tools), max_steps, verbose, asker)
     except KeyboardInterrupt:  # Ctrl-C before the signal watcher was installed (e.g. reading stdin)
         out.end_line()
@@ -385,6 +390,36 @@ async def _generate(
         return interrupts.exit_code
     code = renderer.end()
     return interrupts.exit_code if code == EXIT_ABORTED else code
+
+
+async def _count(
+    loaded: LoadedConfig, options: GenerateOptions, renderer: Renderer, tools: tuple[str, ...], verbose: int
+) -> int:
+    """``harness run --count-tokens``: the input tokens of ``options`` (with the specs of the
+    ``tools`` named) on its route, printed as a number (``--json``: an object with the route and
+    model); errors are reported as for a generation (``UNSUPPORTED``: exit 2)."""
+    from harness_core.runtime import Harness
+
+    harness = Harness.from_loaded(loaded)
+    try:
+        async with harness:
+            warn_start_failures(renderer.note, loaded.failures, harness.failures)
+            options = harness.apply_defaults(options)
+            route = options.provider
+            renderer.route, renderer.source = route, harness.routes().get(route) if route is not None else None
+            selected = await harness.select_tools(tools)
+            if selected:
+                options = msgspec.structs.replace(options, tools=[item.spec for item in selected])
+            counted = await harness.count_tokens(options)
+    except Exception as exc:  # groups are unwrapped when reported
+        return report_error(renderer.note, exc, route=renderer.route, source=renderer.source, verbose=verbose)
+    out = renderer.out
+    if renderer.as_json:
+        body = {"input_tokens": counted, "route": options.provider, "model": options.model}
+        out.write(renderer.redact(msgspec.json.encode(body).decode()) + "\n")
+    else:
+        out.write(f"{counted}\n")
+    return output_failure_code(out, renderer.err) if out.failure is not None else EXIT_OK
 
 
 def warn_start_failures(

@@ -81,7 +81,7 @@ def test_chat_stops_quietly_when_the_reader_closes_the_pipe(tmp_path: Path, cli_
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
-@pytest.mark.parametrize("command", [["run", "-"], ["run", "--json", "-"], ["chat"]])
+@pytest.mark.parametrize("command", [["run", "-"], ["run", "--json", "-"], ["run", "--count-tokens", "-"], ["chat"]])
 def test_a_full_disk_is_one_error_line(tmp_path: Path, cli_env: dict[str, str], command: list[str]) -> None:
     with open("/dev/full", "w") as full:
         process = start(tmp_path, cli_env, *command, stdout=full)

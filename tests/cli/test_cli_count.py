@@ -1,0 +1,55 @@
+"""``harness run --count-tokens``: the input tokens of the request that would be sent, counted by
+the route's provider; nothing generated, nothing logged (issue 23)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from conftest import Harness
+
+Config = Callable[[str], str]
+
+
+def test_count_prints_the_input_tokens_of_the_whole_request(harness: Harness) -> None:
+    result = harness("run", "--count-tokens", "one two three", "--system", "be brief")
+    assert (result.returncode, result.stdout, result.stderr) == (0, "5\n", "")
+    piped = harness("run", "--count-tokens", "-", input="from stdin here\n")
+    assert (piped.returncode, piped.stdout) == (0, "3\n")
+
+
+def test_count_json_names_the_route_and_model_the_defaults_chose(harness: Harness) -> None:
+    result = harness("run", "--count-tokens", "--json", "a b")
+    assert result.returncode == 0
+    assert json.loads(result.stdout) == {"input_tokens": 2, "route": "mock", "model": "echo"}
+
+
+def test_count_generates_and_logs_nothing(harness: Harness) -> None:
+    assert harness("run", "logged prompt").returncode == 0
+    assert harness("run", "--count-tokens", "counted prompt").returncode == 0
+    logs = harness("logs", "-n", "0")
+    assert "logged prompt" in logs.stdout
+    assert "counted prompt" not in logs.stdout
+
+
+def test_count_on_a_route_that_cannot_count_is_a_usage_error(harness: Harness, config: Config) -> None:
+    config(
+        "plugins:\n  openai: {base_url: 'http://127.0.0.1:9/v1', api_key: null}\n  mock: {}\n"
+        "defaults: {provider: openai, model: gpt-test}\n"
+    )
+    result = harness("run", "--count-tokens", "hi")
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert "error: UNSUPPORTED from route 'openai' (openai): OpenAIAdapter cannot count tokens" in result.stderr
+    unknown = harness("run", "--count-tokens", "-p", "nowhere", "hi")
+    assert unknown.returncode == 2
+    assert "NO_ADAPTER" in unknown.stderr
+
+
+def test_count_with_tools_selects_them_as_run_does(harness: Harness) -> None:
+    offered = harness("run", "--count-tokens", "--tool", "echo", "please echo")
+    assert (offered.returncode, offered.stdout) == (0, "2\n")  # the mock's count: words of the messages
+    missing = harness("run", "--count-tokens", "--tool", "no_such_tool", "hi")
+    assert missing.returncode == 2
+    assert "no_such_tool" in missing.stderr
+    assert missing.stdout == ""
