@@ -130,6 +130,7 @@ def _add_usage(total: TokenUsage | None, step: TokenUsage | None) -> TokenUsage 
         output_tokens=add(total.output_tokens, step.output_tokens),
         cache_read_tokens=add(total.cache_read_tokens, step.cache_read_tokens),
         cache_write_tokens=add(total.cache_write_tokens, step.cache_write_tokens),
+        cache_write_1h_tokens=add(total.cache_write_1h_tokens, step.cache_write_1h_tokens),
         reasoning_tokens=add(total.reasoning_tokens, step.reasoning_tokens),
     )
 

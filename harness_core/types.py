@@ -312,6 +312,9 @@ class TokenUsage(msgspec.Struct, frozen=True, omit_defaults=True):
 
     ``input_tokens`` counts every prompt token including cache reads and writes;
     ``output_tokens`` includes reasoning tokens; the optional counts are subsets of those.
+    ``cache_write_1h_tokens`` is the part of ``cache_write_tokens`` written with a one-hour TTL
+    (Anthropic's ``cache_creation.ephemeral_1h_input_tokens``; priced at its own rate), the rest
+    of the writes having the provider's default lifetime.
     ``None`` means the provider did not report that number (never a guessed zero).
     """
 
@@ -320,6 +323,7 @@ class TokenUsage(msgspec.Struct, frozen=True, omit_defaults=True):
     cache_read_tokens: int | None = None
     cache_write_tokens: int | None = None
     reasoning_tokens: int | None = None
+    cache_write_1h_tokens: int | None = None
 
 
 FinishKind: TypeAlias = Literal["stop", "tool-calls", "length", "content-filter", "other", "error", "aborted"]

@@ -4,10 +4,10 @@ the route's provider; nothing generated, nothing logged (issue 23)."""
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Callable
 
-from conftest import Harness
-
+Harness = Callable[..., "subprocess.CompletedProcess[str]"]
 Config = Callable[[str], str]
 
 

@@ -78,7 +78,7 @@ async def test_a_rolling_cache_breakpoint_reaches_the_anthropic_wire_on_every_st
         conversation = Conversation(harness, provider="fake", system="be brief", tools=[echo], cache=CacheMark(3600))
         await conversation.send("say hi")
         await conversation.send("thanks")
-    assert all(block.cache is None for message in conversation.messages for block in message.content)
+    assert all(getattr(block, "cache", None) is None for message in conversation.messages for block in message.content)
     bodies = [
         json.loads(
             serialize.build_body(msgspec.structs.replace(o, model="claude-test"), max_tokens_default=64, budgets={})

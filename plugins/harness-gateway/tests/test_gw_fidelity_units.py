@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from harness_core.types import CacheMark, FileBlock, JsonSchemaFormat, Message, TextBlock, ToolResultBlock
+from harness_core.types import CacheMark, FileBlock, JsonSchemaFormat, Message, TextBlock, TokenUsage, ToolResultBlock
 from harness_gateway.anthropic_messages import parse_messages_request
 from harness_gateway.errors import GatewayError
 from harness_gateway.openai_chat import parse_chat_request, usage_body
@@ -115,3 +115,18 @@ def test_chat_usage_reports_cache_writes_only_when_made() -> None:
     body = usage_body(TokenUsage(10, 1, cache_read_tokens=4))
     assert body is not None
     assert body["prompt_tokens_details"] == {"cached_tokens": 4}
+
+
+def test_anthropic_usage_splits_cache_writes_by_ttl_when_the_route_reported_it() -> None:
+    from harness_gateway.anthropic_messages import usage_body as messages_usage
+
+    plain = messages_usage(TokenUsage(100, 5, cache_read_tokens=10, cache_write_tokens=40))
+    assert plain == {
+        "input_tokens": 50,
+        "output_tokens": 5,
+        "cache_read_input_tokens": 10,
+        "cache_creation_input_tokens": 40,
+    }
+    hour = messages_usage(TokenUsage(100, 5, cache_write_tokens=40, cache_write_1h_tokens=30))
+    assert hour["cache_creation"] == {"ephemeral_5m_input_tokens": 10, "ephemeral_1h_input_tokens": 30}
+    assert hour["cache_creation_input_tokens"] == 40

@@ -322,6 +322,17 @@ def test_usage_replaces_never_adds_and_keeps_unreported_fields() -> None:
     assert finish_of(chunks).reason == FinishReason("stop", "end_turn")
 
 
+def test_cache_writes_by_ttl_report_the_one_hour_part() -> None:
+    """``usage.cache_creation`` splits the writes by TTL; the one-hour part is priced on its own."""
+    creation = {"ephemeral_5m_input_tokens": 30, "ephemeral_1h_input_tokens": 70}
+    start = message_start(5, 1, cache_creation_input_tokens=100)
+    start["message"]["usage"]["cache_creation"] = creation
+    delta = message_delta("end_turn", 4)
+    delta["usage"]["cache_creation"] = {"ephemeral_5m_input_tokens": 30}  # a missing count keeps the last
+    chunks, _ = translate([sse([start, delta, MESSAGE_STOP])])
+    assert chunks[-2] == Usage(TokenUsage(105, 4, cache_write_tokens=100, cache_write_1h_tokens=70))
+
+
 def test_usage_without_input_tokens_reports_none() -> None:
     body = sse([message_delta("end_turn", 3, cache_read_input_tokens=5), MESSAGE_STOP])
     chunks, _ = translate([body])

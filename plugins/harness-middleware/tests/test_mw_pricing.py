@@ -205,3 +205,57 @@ def test_cost_is_json_with_exact_decimals() -> None:
     data = msgspec.to_builtins(cost)
     assert Decimal(data["total"]) == Decimal("0.0000009")
     assert data["lines"][0] == {"kind": "input", "cost": "3E-7", "tokens": 3, "rate": "0.1"}  # exact, no float noise
+
+
+HOUR_USAGE = TokenUsage(input_tokens=10_000, output_tokens=100, cache_write_tokens=4_000, cache_write_1h_tokens=3_000)
+
+
+def test_one_hour_cache_writes_at_the_tables_one_hour_rate() -> None:
+    """Anthropic bills one-hour cache writes at 2x input, five-minute ones at 1.25x: the table's
+    ``cache_write_1h_mtok`` prices the one-hour part, and the total matches genai-prices' own."""
+    cost = PriceBook().cost("anthropic", "claude-sonnet-4-5", HOUR_USAGE)
+    assert cost is not None
+    assert [(line.kind, line.tokens) for line in cost.lines] == [
+        ("input", 6_000),
+        ("cache_write", 1_000),
+        ("cache_write_1h", 3_000),
+        ("output", 100),
+    ]
+    rates = {line.kind: line.rate for line in cost.lines}
+    assert rates["cache_write_1h"] == 2 * rates["input"]  # type: ignore[operator]  # Anthropic's 1h write: 2x
+    assert rates["cache_write"] == Decimal("1.25") * rates["input"]  # type: ignore[operator]  # 5m: 1.25x
+    table = genai_prices.calc_price(
+        genai_prices.Usage(
+            input_tokens=10_000, output_tokens=100, cache_write_tokens=4_000, cache_write_1h_tokens=3_000
+        ),
+        model_ref="claude-sonnet-4-5",
+        provider_id="anthropic",
+    )
+    assert cost.total == table.total_price
+    check_lines_add_up(cost)
+
+
+def test_one_hour_writes_in_overrides_default_to_the_write_rate_and_are_checked() -> None:
+    book = PriceBook(
+        {
+            "a/hour": Price(input=1, output=1, cache_write=2, cache_write_1h=4),
+            "a/plain": Price(input=1, output=1, cache_write=2),
+            "a/only-hour": Price(input=1, output=1, cache_write_1h=4),
+        }
+    )
+    hour = book.cost("a", "hour", HOUR_USAGE)
+    assert hour is not None
+    assert hour.total == (Decimal(6_000) * 1 + 1_000 * 2 + 3_000 * 4 + 100 * 1) / MILLION
+    plain = book.cost("a", "plain", HOUR_USAGE)  # no one-hour rate: every write at the write rate
+    assert plain is not None
+    assert [line.kind for line in plain.lines] == ["input", "cache_write", "output"]
+    assert plain.total == (Decimal(6_000) * 1 + 4_000 * 2 + 100 * 1) / MILLION
+    only = book.cost("a", "only-hour", HOUR_USAGE)  # writes without a rate are input; the hour part is not
+    assert only is not None
+    assert [(line.kind, line.tokens) for line in only.lines] == [
+        ("input", 7_000),
+        ("cache_write_1h", 3_000),
+        ("output", 100),
+    ]
+    bad = TokenUsage(input_tokens=10, output_tokens=1, cache_write_tokens=2, cache_write_1h_tokens=3)
+    assert book.cost("a", "hour", bad) is None  # logged as inconsistent

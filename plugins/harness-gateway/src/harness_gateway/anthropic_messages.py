@@ -329,18 +329,24 @@ def stop_reason(reason: FinishReason) -> str:
     return _STOP.get(reason.kind, "end_turn")
 
 
-def usage_body(usage: TokenUsage | None) -> dict[str, int]:
-    """Anthropic's ``usage`` (``input_tokens`` excludes cache reads and writes there)."""
+def usage_body(usage: TokenUsage | None) -> dict[str, Any]:
+    """Anthropic's ``usage`` (``input_tokens`` excludes cache reads and writes there), with
+    ``cache_creation`` splitting the writes by TTL when the route reported the one-hour part
+    (https://docs.anthropic.com/en/api/messages#response-usage)."""
     if usage is None:
         return {"input_tokens": 0, "output_tokens": 0}
     read = usage.cache_read_tokens or 0
     write = usage.cache_write_tokens or 0
-    return {
+    body: dict[str, Any] = {
         "input_tokens": max(0, (usage.input_tokens or 0) - read - write),
         "output_tokens": usage.output_tokens or 0,
         "cache_read_input_tokens": read,
         "cache_creation_input_tokens": write,
     }
+    hour = usage.cache_write_1h_tokens
+    if hour is not None:
+        body["cache_creation"] = {"ephemeral_5m_input_tokens": max(0, write - hour), "ephemeral_1h_input_tokens": hour}
+    return body
 
 
 def _signatures(replay_state: Any) -> dict[int, str]:

@@ -35,7 +35,8 @@ event cut by EOF that does not decode, and :meth:`Translator.end_of_input` befor
 ``message_stop`` → ``NETWORK``.
 
 Usage follows docs/vocabulary.md: ``input_tokens`` = Anthropic's ``input_tokens`` + cache reads + cache
-writes; cache reads/writes are also reported as ``cache_read_tokens`` / ``cache_write_tokens``;
+writes; cache reads/writes are also reported as ``cache_read_tokens`` / ``cache_write_tokens``
+(the one-hour writes of ``cache_creation.ephemeral_1h_input_tokens`` as ``cache_write_1h_tokens``);
 ``output_tokens`` is the last reported (cumulative) value.
 
 ``replay_state`` (docs/stream-obligations.md#9-replay-state):
@@ -114,6 +115,7 @@ class Translator:
         "_blocks",
         "_cache_read",
         "_cache_write",
+        "_cache_write_1h",
         "_input",
         "_output",
         "_replay",
@@ -138,6 +140,7 @@ class Translator:
         self._output: int | None = None
         self._cache_read: int | None = None
         self._cache_write: int | None = None
+        self._cache_write_1h: int | None = None
         self._replay: dict[str, dict[str, str]] = {}
 
     @property
@@ -250,6 +253,7 @@ class Translator:
             self._output,
             cache_read_tokens=self._cache_read,
             cache_write_tokens=self._cache_write,
+            cache_write_1h_tokens=self._cache_write_1h,
         )
 
     @property
@@ -299,6 +303,8 @@ class Translator:
             self._cache_read = usage.cache_read_input_tokens
         if usage.cache_creation_input_tokens is not None:
             self._cache_write = usage.cache_creation_input_tokens
+        if usage.cache_creation is not None and usage.cache_creation.ephemeral_1h_input_tokens is not None:
+            self._cache_write_1h = usage.cache_creation.ephemeral_1h_input_tokens
 
     def _start(self, event: WireEvent) -> tuple[StreamChunk, ...]:
         provider_index = self._index_of(event)

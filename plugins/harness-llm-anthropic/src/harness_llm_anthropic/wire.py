@@ -20,6 +20,7 @@ __all__ = [
     "EVENT_DECODER",
     "MODELS_DECODER",
     "WireBlock",
+    "WireCacheCreation",
     "WireDelta",
     "WireError",
     "WireErrorBody",
@@ -31,17 +32,26 @@ __all__ = [
 ]
 
 
+class WireCacheCreation(msgspec.Struct, gc=False):
+    """``usage.cache_creation``: the cache writes by TTL
+    (https://docs.anthropic.com/en/api/messages#response-usage-cache-creation)."""
+
+    ephemeral_5m_input_tokens: int | None = None
+    ephemeral_1h_input_tokens: int | None = None
+
+
 class WireUsage(msgspec.Struct, gc=False):
     """``usage`` of ``message_start.message`` (``Usage``) or ``message_delta`` (``MessageDeltaUsage``).
 
     Token counts; in ``message_delta`` they are cumulative (replace, never add). Anthropic's
-    ``input_tokens`` excludes cache reads and writes.
+    ``input_tokens`` excludes cache reads and writes; ``cache_creation`` splits the writes by TTL.
     """
 
     input_tokens: int | None = None
     output_tokens: int | None = None
     cache_creation_input_tokens: int | None = None
     cache_read_input_tokens: int | None = None
+    cache_creation: WireCacheCreation | None = None
 
 
 class WireBlock(msgspec.Struct, gc=False):

@@ -65,10 +65,12 @@ built-in mock provider (``harness-llm-mock``), whose token counts are estimates 
 whose only model (``echo``) the table has no row for. Its cost is ``None`` as before, without
 importing the table."""
 
-TokenKind = Literal["input", "cache_read", "cache_write", "output", "reasoning", "other"]
+TokenKind = Literal["input", "cache_read", "cache_write", "cache_write_1h", "output", "reasoning", "other"]
 """A line of a cost breakdown: plain input (input minus cache reads and writes), cache reads,
-cache writes, plain output (output minus reasoning), reasoning, and ``other`` (charges of the
-table that are not token rates, such as per-request fees)."""
+cache writes (those of the provider's default lifetime), cache writes with a one-hour TTL
+(``TokenUsage.cache_write_1h_tokens``, where the price has a rate of its own), plain output
+(output minus reasoning), reasoning, and ``other`` (charges of the table that are not token
+rates, such as per-request fees)."""
 
 _Rate = Annotated[float, msgspec.Meta(ge=0)]
 
@@ -78,7 +80,8 @@ class Price(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tru
 
     ``input`` applies to prompt tokens that are neither cache reads nor cache writes, ``output``
     to output tokens that are not reasoning tokens; ``cache_read`` / ``cache_write`` default to
-    ``input`` and ``reasoning`` to ``output`` when not given.
+    ``input``, ``cache_write_1h`` (writes with a one-hour TTL) to ``cache_write``, and
+    ``reasoning`` to ``output`` when not given.
     """
 
     input: _Rate
@@ -86,6 +89,7 @@ class Price(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=Tru
     cache_read: _Rate | None = None
     cache_write: _Rate | None = None
     reasoning: _Rate | None = None
+    cache_write_1h: _Rate | None = None
 
 
 class CostLine(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -221,6 +225,15 @@ def _split(usage: TokenUsage, separate: Mapping[TokenKind, bool]) -> dict[TokenK
         if tokens and separate[kind]:
             counts[kind] = tokens
             rest_in -= tokens
+    hour = usage.cache_write_1h_tokens
+    if hour and separate["cache_write_1h"]:  # a part of the writes; of plain input when they have no rate
+        counts["cache_write_1h"] = hour
+        if "cache_write" in counts:
+            counts["cache_write"] -= hour
+            if counts["cache_write"] < 0:
+                raise ValueError(f"one-hour cache writes exceed the cache writes: {usage}")
+        else:
+            rest_in -= hour
     if usage.reasoning_tokens and separate["reasoning"]:
         counts["reasoning"] = usage.reasoning_tokens
         rest_out -= usage.reasoning_tokens
@@ -231,7 +244,7 @@ def _split(usage: TokenUsage, separate: Mapping[TokenKind, bool]) -> dict[TokenK
     return counts
 
 
-_ORDER: tuple[TokenKind, ...] = ("input", "cache_read", "cache_write", "output", "reasoning")
+_ORDER: tuple[TokenKind, ...] = ("input", "cache_read", "cache_write", "cache_write_1h", "output", "reasoning")
 
 
 def _lines(counts: Mapping[TokenKind, int], rates: Mapping[TokenKind, Decimal]) -> list[CostLine]:
@@ -248,6 +261,7 @@ def _price_override(usage: TokenUsage, price: Price, key: str) -> Cost:
         "output": price.output,
         "cache_read": price.cache_read,
         "cache_write": price.cache_write,
+        "cache_write_1h": price.cache_write_1h,
         "reasoning": price.reasoning,
     }
     separate = {kind: rate is not None for kind, rate in given.items()}
@@ -261,6 +275,7 @@ _TABLE_KEYS: dict[TokenKind, str] = {
     "input": "input_mtok",
     "cache_read": "cache_read_mtok",
     "cache_write": "cache_write_mtok",
+    "cache_write_1h": "cache_write_1h_mtok",
     "output": "output_mtok",
     "reasoning": "output_reasoning_mtok",
 }
@@ -292,6 +307,7 @@ def _price_from_table(
         output_tokens=usage.output_tokens,
         cache_read_tokens=usage.cache_read_tokens,
         cache_write_tokens=usage.cache_write_tokens,
+        cache_write_1h_tokens=usage.cache_write_1h_tokens,
         output_reasoning_tokens=usage.reasoning_tokens,
     )
     calculation = info.calc_price(table_usage, provider, genai_request_timestamp=moment)
