@@ -130,3 +130,22 @@ def test_anthropic_usage_splits_cache_writes_by_ttl_when_the_route_reported_it()
     hour = messages_usage(TokenUsage(100, 5, cache_write_tokens=40, cache_write_1h_tokens=30))
     assert hour["cache_creation"] == {"ephemeral_5m_input_tokens": 10, "ephemeral_1h_input_tokens": 30}
     assert hour["cache_creation_input_tokens"] == 40
+
+
+def test_build_options_names_the_request_field_of_a_refused_value() -> None:
+    from harness_gateway.request import build_options
+
+    assert build_options({"max_tokens": 5, "temperature": None}).max_tokens == 5
+    with pytest.raises(GatewayError) as named:
+        build_options({"max_tokens": 0}, {"max_tokens": "max_output_tokens"})
+    assert (named.value.param, str(named.value)) == (
+        "max_output_tokens",
+        "max_output_tokens: must be at least 1, got 0",
+    )
+    with pytest.raises(GatewayError) as same:
+        build_options({"top_p": 2.0})
+    assert same.value.param == "top_p"
+    with pytest.raises(GatewayError) as unnamed:  # an error naming no options field names the whole body
+        build_options({"no_such_option": 1})
+    assert unnamed.value.param is None
+    assert "no_such_option" in str(unnamed.value)

@@ -219,7 +219,7 @@ def user_part(part: dict[str, Any]) -> dict[str, Any]:
         ({"text": {"format": {"type": "json_schema", "name": "bad name!"}}}, "text.format.name"),
         ({"include": [1]}, "include[0]"),
         ({"temperature": "hot"}, "temperature"),
-        ({"max_output_tokens": -1}, ""),
+        ({"max_output_tokens": -1}, "max_output_tokens"),
     ],
 )  # fmt: skip
 def test_bad_requests_name_the_field(fields: dict[str, Any], where: str) -> None:

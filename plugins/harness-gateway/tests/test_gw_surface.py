@@ -163,3 +163,39 @@ def test_an_empty_conversation_is_a_400_naming_its_field_in_each_dialect(tmp_pat
     assert "messages" in counted.json()["error"]["message"]
     assert (responses.status_code, responses.json()["error"]["param"]) == (400, "input")
     assert served.status_code == 200
+
+
+def test_a_body_that_is_not_a_json_object_or_not_json_typed_is_refused_by_name(tmp_path: Path) -> None:
+    """Found by a fresh-user trial: a JSON array answered "model is required", and a form body
+    was read as JSON; a refused option value named no field."""
+    with (
+        serve_gateway(tmp_path, gateway_yaml(db=tmp_path / "gw.sqlite")) as running,
+        httpx.Client(base_url=running.url, timeout=30) as client,
+    ):
+        array = client.post("/v1/messages", json=[{"model": "mock/echo"}])
+        form = client.post("/v1/chat/completions", content=b"model=mock/echo", headers={"content-type": "text/plain"})
+        typed = client.post(  # a +json type and parameters are JSON
+            "/v1/chat/completions",
+            content=b'{"model": "mock/echo", "messages": [{"role": "user", "content": "hi"}]}',
+            headers={"content-type": "application/vnd.api+json; charset=utf-8"},
+        )
+        negative = client.post("/v1/chat/completions", json={"model": "mock/echo", "messages": HI, "max_tokens": -1})
+        newer = client.post(
+            "/v1/chat/completions", json={"model": "mock/echo", "messages": HI, "max_completion_tokens": 0}
+        )
+        responses = client.post("/v1/responses", json={"model": "mock/echo", "input": "hi", "max_output_tokens": 0})
+        stops = client.post(
+            "/v1/messages", json={"model": "mock/echo", "max_tokens": 5, "messages": HI, "temperature": -2}
+        )
+    assert array.status_code == 400
+    assert array.json()["error"]["message"] == "expected an object, got a list"
+    assert form.status_code == 415
+    assert form.json()["error"]["param"] == "content-type"
+    assert "send content-type: application/json, not 'text/plain'" in form.json()["error"]["message"]
+    assert typed.status_code == 200
+    assert (negative.status_code, negative.json()["error"]["param"]) == (400, "max_tokens")
+    assert negative.json()["error"]["message"] == "max_tokens: must be at least 1, got -1"
+    assert newer.json()["error"]["param"] == "max_completion_tokens"
+    assert responses.json()["error"]["param"] == "max_output_tokens"
+    assert stops.status_code == 400
+    assert "temperature" in stops.json()["error"]["message"]

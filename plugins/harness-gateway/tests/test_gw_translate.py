@@ -80,7 +80,7 @@ def anth(**fields: Any) -> dict[str, Any]:
         (chat(stop=["a", 3]), "stop[1]"),
         (chat(temperature="hot"), "temperature"),
         (chat(stream="yes"), "stream"),
-        (chat(max_tokens=0), None),
+        (chat(max_tokens=0), "max_tokens"),
         (chat(response_format={"type": "xml"}), "response_format.type"),
         (
             chat(response_format={"type": "json_schema", "json_schema": {"name": "bad name!"}}),
@@ -221,7 +221,7 @@ def test_media_parts_become_file_blocks() -> None:
             ),
             "messages[0].content[0].content[0].type",
         ),
-        (anth(temperature=-1), None),
+        (anth(temperature=-1), "temperature"),
     ],
 )
 def test_messages_request_errors_name_the_field(body: Any, param: str | None) -> None:

@@ -42,7 +42,6 @@ from harness_core.types import (
     CacheMark,
     Finish,
     FinishReason,
-    GenerateOptions,
     JsonSchemaFormat,
     Message,
     NamedToolChoice,
@@ -61,7 +60,7 @@ from harness_core.types import (
 from harness_gateway.dialect import Dialect, StreamEncoder
 from harness_gateway.errors import GatewayError, from_failure
 from harness_gateway.files import file_block
-from harness_gateway.request import Body, ParsedRequest, Target, bad_request, cache_mark, pass_through
+from harness_gateway.request import Body, ParsedRequest, Target, bad_request, build_options, cache_mark, pass_through
 from harness_gateway.sse import sse_event
 
 __all__ = [
@@ -140,10 +139,7 @@ def parse_messages_request(
         "response_format": fmt,
         "provider_options": {target.options_key: extra} if extra and target is not None else None,
     }
-    try:
-        generate = GenerateOptions(**{k: v for k, v in options.items() if v is not None})
-    except (TypeError, ValueError) as exc:
-        raise bad_request("", str(exc).removeprefix("GenerateOptions.")) from None
+    generate = build_options(options, {"stop": "stop_sequences"})
     return ParsedRequest(model=model, options=generate, stream=body.get("stream", bool, False))
 
 

@@ -64,7 +64,7 @@ from harness_gateway.metrics import CONTENT_TYPE, GatewayMetrics
 from harness_gateway.observe import Observer, RunEnd, RunInfo, RunWatch
 from harness_gateway.openai_chat import OPENAI_CHAT
 from harness_gateway.openai_responses import OPENAI_RESPONSES
-from harness_gateway.request import ParsedRequest, Target, bad_request, decode_json
+from harness_gateway.request import Body, ParsedRequest, Target, bad_request, decode_json
 from harness_gateway.runtime import GatewayRuntime, RuntimeHolder
 from harness_gateway.spend import estimated_usage, request_cost
 from harness_gateway.sse import KEEPALIVE
@@ -238,8 +238,8 @@ async def read_request(
     """Authenticate ``request`` (401), read its JSON body (413, 400) and resolve its ``model``
     (400 without one, 404 for one not served): ``(who, body, (route, model, owner))``."""
     who = await gateway.authenticate(request)
-    raw = decode_json(await read_body(request, runtime.config.max_body_bytes))
-    requested = raw.get("model") if isinstance(raw, dict) else None
+    raw = Body(decode_json(await read_body(request, runtime.config.max_body_bytes))).value  # an object, or 400
+    requested = raw.get("model")
     if not isinstance(requested, str):
         raise bad_request("model", "this field is required and must be a string")
     return who, raw, runtime.resolve(requested)
@@ -303,14 +303,25 @@ async def count_tokens(gateway: Gateway, request: Request) -> Response:
 
 
 async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refusing more than ``limit`` bytes with a 413.
+    """The JSON request body, refusing more than ``limit`` bytes with a 413.
 
     Raises:
-        GatewayError: 413 beyond ``limit``; 400 (``client_disconnected``) when the connection
+        GatewayError: 415 naming the ``content-type`` of a body declared as something other than
+            JSON (``application/json`` or a ``+json`` type; a request without the header is read
+            as JSON, as the providers' APIs do); 413 beyond ``limit``; 400
+            (``client_disconnected``) when the connection
             closed before the whole body arrived (the client left, or ``body_timeout`` ran out:
             :mod:`harness_gateway.limits`); nobody reads that answer, but it is counted and logged
             as one line, not as a traceback.
     """
+    media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media and media != "application/json" and not media.endswith("+json"):
+        raise GatewayError(
+            415,
+            f"the request body must be JSON: send content-type: application/json, not {media[:80]!r}",
+            code="unsupported_media_type",
+            param="content-type",
+        )
     declared = request.headers.get("content-length", "")
     too_large = GatewayError(413, f"the request body is larger than {limit} bytes", code="request_too_large")
     if declared.isdigit() and int(declared) > limit:

@@ -66,6 +66,7 @@ _OPENAI_TYPE: Final[dict[int, str]] = {
     404: "not_found_error",
     405: "invalid_request_error",
     413: "invalid_request_error",
+    415: "invalid_request_error",
     429: "rate_limit_error",
 }
 
@@ -76,6 +77,7 @@ _ANTHROPIC_TYPE: Final[dict[int, str]] = {
     404: "not_found_error",
     405: "invalid_request_error",
     413: "request_too_large",
+    415: "invalid_request_error",
     429: "rate_limit_error",
     503: "overloaded_error",
 }

@@ -42,7 +42,6 @@ from harness_core.types import (
     CacheMark,
     Finish,
     FinishReason,
-    GenerateOptions,
     JsonObjectFormat,
     JsonSchemaFormat,
     Message,
@@ -62,7 +61,7 @@ from harness_core.types import (
 from harness_gateway.dialect import Dialect
 from harness_gateway.errors import GatewayError, from_failure
 from harness_gateway.files import file_block
-from harness_gateway.request import Body, ParsedRequest, Target, bad_request, cache_mark, pass_through
+from harness_gateway.request import Body, ParsedRequest, Target, bad_request, build_options, cache_mark, pass_through
 from harness_gateway.sse import sse_data
 
 __all__ = [
@@ -136,7 +135,7 @@ def parse_chat_request(raw: Any, *, target: Target | None = None) -> ParsedReque
         "provider_options": {target.options_key: extra} if extra and target is not None else None,
         "tools": tools,
         "tool_choice": _tool_choice(body),
-        "max_tokens": body.get("max_completion_tokens", int) or body.get("max_tokens", int),
+        "max_tokens": _max_tokens(body),
         "temperature": body.get("temperature", float),
         "top_p": body.get("top_p", float),
         "seed": body.get("seed", int),
@@ -145,16 +144,22 @@ def parse_chat_request(raw: Any, *, target: Target | None = None) -> ParsedReque
     }
     options["response_format"] = _response_format(body)
     stream_options = body.obj("stream_options")
-    try:
-        generate = GenerateOptions(**{k: v for k, v in options.items() if v is not None})
-    except (TypeError, ValueError) as exc:
-        raise bad_request("", str(exc).removeprefix("GenerateOptions.")) from None
+    generate = build_options(
+        options, {"max_tokens": "max_completion_tokens" if "max_completion_tokens" in body.value else "max_tokens"}
+    )
     return ParsedRequest(
         model=model,
         options=generate,
         stream=body.get("stream", bool, False),
         include_usage=bool(stream_options and stream_options.get("include_usage", bool, False)),
     )
+
+
+def _max_tokens(body: Body) -> int | None:
+    """``max_completion_tokens``, else the older ``max_tokens`` (a 0 is kept, and refused by name)."""
+    newer: int | None = body.get("max_completion_tokens", int)
+    older: int | None = body.get("max_tokens", int)
+    return newer if newer is not None else older
 
 
 def _read_message(message: Body, system: list[TextBlock], messages: list[Message]) -> None:

@@ -58,7 +58,6 @@ from harness_core.types import (
     BlockStart,
     Finish,
     FinishReason,
-    GenerateOptions,
     JsonObjectFormat,
     JsonSchemaFormat,
     Message,
@@ -78,7 +77,7 @@ from harness_core.types import (
 from harness_gateway.dialect import Dialect
 from harness_gateway.errors import GatewayError, from_failure
 from harness_gateway.files import file_block
-from harness_gateway.request import Body, ParsedRequest, Target, bad_request
+from harness_gateway.request import Body, ParsedRequest, Target, bad_request, build_options
 from harness_gateway.sse import sse_event
 
 __all__ = [
@@ -146,10 +145,7 @@ def parse_responses_request(raw: Any, owner: str | None = None) -> ParsedRequest
         "reasoning_effort": reasoning.get("effort", str) if reasoning is not None else None,
         "response_format": _text_format(body),
     }
-    try:
-        generate = GenerateOptions(**{k: v for k, v in options.items() if v is not None})
-    except (TypeError, ValueError) as exc:
-        raise bad_request("", str(exc).removeprefix("GenerateOptions.")) from None
+    generate = build_options(options, {"max_tokens": "max_output_tokens", "system": "instructions"})
     echo = {
         "instructions": instructions,
         "metadata": metadata or {},

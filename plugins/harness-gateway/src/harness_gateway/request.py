@@ -10,20 +10,31 @@ reaches a route that speaks the dialect's own wire unchanged (as ``provider_opti
 route's plugin), or is a 400 naming the field and the route that cannot take it. Only the
 dialect's short ignore list (fields that change no output: ``user``, ``metadata`` …) is dropped
 on a route of another wire. :func:`cache_mark` reads the ``cache_control`` convention both
-dialects share.
+dialects share; :func:`build_options` builds the vocabulary's options of every dialect, naming
+the request field a refused value came from.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import re
+from collections.abc import Collection, Mapping
 from typing import Any, Final, TypeVar
 
 import msgspec
 
-from harness_core.types import CacheMark
+from harness_core.types import CacheMark, GenerateOptions
 from harness_gateway.errors import GatewayError
 
-__all__ = ["Body", "ParsedRequest", "Target", "bad_request", "cache_mark", "decode_json", "pass_through"]
+__all__ = [
+    "Body",
+    "ParsedRequest",
+    "Target",
+    "bad_request",
+    "build_options",
+    "cache_mark",
+    "decode_json",
+    "pass_through",
+]
 
 T = TypeVar("T")
 
@@ -126,6 +137,29 @@ def bad_request(where: str, message: str) -> GatewayError:
     """A 400 naming the field ``where`` (``""`` for the whole body)."""
     text = f"{where}: {message}" if where else message
     return GatewayError(400, text, code="invalid_request", param=where or None)
+
+
+_OPTION_FIELD: Final = re.compile(r"GenerateOptions\.(\w+)")
+
+
+def build_options(fields: Mapping[str, Any], wire_names: Mapping[str, str] | None = None) -> GenerateOptions:
+    """The :class:`~harness_core.GenerateOptions` of a dialect's parsed ``fields`` (``None``
+    values left out), for every dialect.
+
+    ``wire_names`` maps an options field to the request field it came from where the names
+    differ (``max_tokens`` → ``max_output_tokens`` on Responses); the others keep their name.
+
+    Raises:
+        GatewayError: 400 naming the request field whose value the vocabulary refuses
+            (``max_tokens: -1`` → ``param: "max_tokens"``), or the whole body when none is named.
+    """
+    try:
+        return GenerateOptions(**{key: value for key, value in fields.items() if value is not None})
+    except (TypeError, ValueError) as exc:
+        message = str(exc)
+        found = _OPTION_FIELD.match(message)
+        where = "" if found is None else (wire_names or {}).get(found[1], found[1])
+        raise bad_request(where, message[found.end() :].lstrip() if found else message) from None
 
 
 def decode_json(raw: bytes) -> Any:
