@@ -1,6 +1,6 @@
 """The click command tree of ``harness``. Only :mod:`click` is imported here; the work of each
 subcommand lives in :mod:`harness_core.cli._run` / :mod:`harness_core.cli._chat` /
-:mod:`harness_core.cli._inspect`, imported when that subcommand runs.
+:mod:`harness_core.cli._inspect` / :mod:`harness_core.cli._embed`, imported when that subcommand runs.
 
 Exit codes: 0 success; 1 the generation ended with an error (or output could not be written);
 2 usage or configuration error, including error finishes with code ``CONFIG``, ``NO_ADAPTER`` or

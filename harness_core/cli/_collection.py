@@ -208,11 +208,6 @@ class Store:
         rows = self._conn.execute("SELECT id, content_hash FROM embeddings WHERE collection = ?", (name,))
         return dict(rows.fetchall())
 
-    def count(self, name: str) -> int:
-        """How many rows collection ``name`` holds."""
-        row = self._conn.execute("SELECT count(*) FROM embeddings WHERE collection = ?", (name,)).fetchone()
-        return int(row[0])
-
     def store(
         self,
         collection: Collection,

@@ -163,11 +163,12 @@ async def _running(loaded: LoadedConfig) -> AsyncIterator[Harness]:
 
 
 def _run(function: Callable[..., Awaitable[T]], *args: object) -> T:
-    """``anyio.run(function, *args)``; an exception other than :class:`_Failed` (the harness could
-    not start or stop: a middleware failed) is raised as one naming no route."""
+    """``anyio.run(function, *args)``; an exception other than :class:`_Failed` and
+    :class:`CollectionError` (the harness could not start or stop: a middleware failed) is raised
+    as a :class:`_Failed` naming no route."""
     try:
         return anyio.run(function, *args)
-    except _Failed:
+    except (_Failed, CollectionError):
         raise
     except Exception as exc:
         raise _Failed(exc, None, None) from exc
@@ -177,7 +178,7 @@ async def _embed(harness: Harness, request: _Request, inputs: list[str]) -> Embe
     """``inputs`` embedded as ``request`` asks; a failure raised as :class:`_Failed` naming the route."""
     route = request.provider if request.provider is not None else harness.default_embed_route()
     try:
-        return await harness.embed(
+        result = await harness.embed(
             inputs,
             provider=route,
             model=request.model,
@@ -186,6 +187,8 @@ async def _embed(harness: Harness, request: _Request, inputs: list[str]) -> Embe
         )
     except Exception as exc:
         raise _Failed(exc, route, harness.embed_routes().get(route) if route is not None else None) from exc
+    result.route = result.route or route  # a middleware's own result (a cache hit) may name none
+    return result
 
 
 # ------------------------------------------------------------------ reading rows
@@ -223,14 +226,7 @@ def _read_file(file: str, fmt: str | None) -> list[Row]:
             raise InputError(
                 f"{file}: cannot tell the format from the suffix {path.suffix!r}: pass --format csv|tsv|json|jsonl"
             )
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read {file}: {exc.strerror or exc}") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{file} is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    text = _read_text(path, "utf-8-sig")
     if fmt in ("csv", "tsv"):
         return _read_csv(file, text, "," if fmt == "csv" else "\t")
     if fmt == "json":
@@ -251,6 +247,20 @@ def _read_file(file: str, fmt: str | None) -> list[Row]:
             raise InputError(f"{file}:{number}: not JSON: {exc}") from None
         rows.append(_from_object(f"{file}:{number}", item))
     return rows
+
+
+def _read_text(path: Path, encoding: str) -> str:
+    """The text of ``path`` (``utf-8-sig`` drops a byte order mark).
+
+    Raises:
+        InputError: the file cannot be read, or is not UTF-8 (the byte named).
+    """
+    try:
+        return path.read_bytes().decode(encoding)
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
 
 
 def _read_csv(file: str, text: str, delimiter: str) -> list[Row]:
@@ -322,13 +332,7 @@ def _read_files(files: Sequence[tuple[str, str]]) -> list[Row]:
             raise InputError(f"--files: no file under {folder} matches {pattern!r}")
         for path in matched:
             name = path.relative_to(base).as_posix()
-            try:
-                content = path.read_bytes().decode("utf-8")
-            except OSError as exc:
-                raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-            except UnicodeDecodeError as exc:
-                raise InputError(f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-            rows.append(Row(name, content))
+            rows.append(Row(name, _read_text(path, "utf-8")))
     return rows
 
 
@@ -527,8 +531,8 @@ class _Job:
         found = self.collection
         new = found is None
         if found is None:
-            route = result.route if result.route is not None else str(self.request.provider)
-            found = Collection(self.name, route, result.model, result.dimensions, self.request.dimensions is not None)
+            requested = self.request.dimensions is not None
+            found = Collection(self.name, str(result.route), result.model, result.dimensions, requested)
         elif result.dimensions != found.dimensions:
             raise CollectionError(
                 f"route {found.route!r} returned vectors of {result.dimensions} dimensions, collection "
