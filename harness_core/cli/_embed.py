@@ -362,6 +362,9 @@ def embed_multi(
     from harness_core.cli._collection import default_database_path
 
     err = Sink(sys.stderr, name="stderr")
+    loaded = load_for_start(config, err)  # first: errors quoting the input are masked from then on
+    if loaded is None:
+        return EXIT_USAGE
     try:
         rows = read_rows(file, files, fmt)
     except InputError as exc:
@@ -374,9 +377,6 @@ def embed_multi(
         rows = [row for row in rows if row.content.strip()]
     if not rows:
         err.write("error: no rows to embed\n")
-        return EXIT_USAGE
-    loaded = load_for_start(config, err)
-    if loaded is None:
         return EXIT_USAGE
     provider, model = loaded.resolve_alias(provider, model)
     path = Path(database) if database is not None else default_database_path()

@@ -680,3 +680,13 @@ def test_models_marks_embedding_models(harness: Run, config: Callable[[str], Pat
     )
     mock = harness("models", "-p", "mock", "--json")
     assert [row.get("embeddings", False) for row in json.loads(mock.out)] == [False, True]
+
+
+def test_input_errors_mask_the_config_secrets(harness: Run, config: Callable[[str], Path], tmp_path: Path) -> None:
+    secret = "sk-" + "csv" * 8  # built at run time: no key-shaped literal
+    config("plugins:\n  mock: {}\n  openai: {api_key: " + secret + ", routes: [oai]}\n")
+    (tmp_path / "in.csv").write_text(f"{secret}\n")
+    result = harness("embed-multi", "docs", "in.csv", "-d", str(tmp_path / "db.sqlite"))
+    assert result.code == 2
+    assert "a header of at least two columns is needed" in result.err
+    assert secret not in result.err
