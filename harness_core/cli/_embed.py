@@ -400,7 +400,7 @@ def embed_multi(
             _run(job.run, loaded, pending)
         except KeyboardInterrupt:
             err.end_line()
-            err.write(f"interrupted: {job.summary(len(rows))}; run it again to resume\n")
+            err.write(f"interrupted: {job.summary(len(rows))}{job.resume}\n")
             return EXIT_ABORTED
         except CollectionError as exc:
             err.end_line()
@@ -408,7 +408,7 @@ def embed_multi(
             return EXIT_USAGE
         except _Failed as failed:
             err.end_line()
-            return failed.report(err, verbose, after=f"{job.summary(len(rows))}; run it again to resume")
+            return failed.report(err, verbose, after=f"{job.summary(len(rows))}{job.resume}")
         err.write(job.summary(len(rows)) + "\n")
     return EXIT_OK
 
@@ -486,6 +486,11 @@ class _Job:
         self.embedded = 0
         self.pending = 0
         self.tokens: int | None = 0
+
+    @property
+    def resume(self) -> str:
+        """``; run it again to resume`` while rows are left to embed, else nothing."""
+        return "; run it again to resume" if self.pending > self.embedded else ""
 
     def summary(self, total: int) -> str:
         """``collection 'docs': 3 embedded, 2 unchanged, 1 not embedded (route …)``."""
