@@ -327,7 +327,10 @@ def _read_files(files: Sequence[tuple[str, str]]) -> list[Row]:
         base = Path(folder)
         if not base.is_dir():
             raise InputError(f"--files: {folder} is not a directory")
-        matched = sorted(path for path in base.glob(pattern) if path.is_file())
+        try:
+            matched = sorted(path for path in base.glob(pattern) if path.is_file())
+        except (NotImplementedError, ValueError) as exc:  # an absolute or empty pattern
+            raise InputError(f"--files: cannot use the pattern {pattern!r}: {exc}") from None
         if not matched:
             raise InputError(f"--files: no file under {folder} matches {pattern!r}")
         for path in matched:

@@ -500,11 +500,20 @@ def test_embed_multi_bad_sources(harness: Run, tmp_path: Path) -> None:
         ((), "error: give one source: FILE (.csv, .tsv, .json, .jsonl) or --files DIR GLOB\n"),
         (("--files", "file", "*"), "error: --files: file is not a directory\n"),
         (("--files", "dir", "*.md"), "error: --files: no file under dir matches '*.md'\n"),
+        (
+            ("--files", "dir", "/abs/*"),
+            "error: --files: cannot use the pattern '/abs/*': Non-relative patterns are unsupported\n",
+        ),
+        (("--files", "dir", ""), "error: --files: cannot use the pattern '': Unacceptable pattern: ''\n"),
         (("--files", "dir", "*.txt"), "error: dir/bad.txt is not UTF-8 text (byte 0: invalid start byte)\n"),
     ]
     for args, message in cases:
         result = harness("embed-multi", "docs", *args)
         assert (result.code, result.err) == (2, message), args
+    for pattern in ("/abs/*", ""):  # pathlib refuses them (its wording varies by Python version)
+        result = harness("embed-multi", "docs", "--files", "dir", pattern)
+        assert result.code == 2
+        assert result.err.startswith(f"error: --files: cannot use the pattern {pattern!r}: ")
 
 
 def test_embed_multi_names_the_skipped_empty_rows(harness: Run, tmp_path: Path) -> None:
