@@ -55,6 +55,9 @@ FORMATS: Final = ("csv", "tsv", "json", "jsonl")
 
 T = TypeVar("T")
 
+_FIELD_LIMIT: Final = 2**31 - 1
+"""Longest CSV field read (characters): the csv module's default of 131,072 would refuse a long document."""
+
 _SUFFIXES: Final = {".csv": "csv", ".tsv": "tsv", ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 
 
@@ -264,6 +267,7 @@ def _read_text(path: Path, encoding: str) -> str:
 
 
 def _read_csv(file: str, text: str, delimiter: str) -> list[Row]:
+    csv.field_size_limit(_FIELD_LIMIT)  # a document is often longer than the module's 128 KiB default
     reader = csv.reader(text.splitlines(keepends=True), delimiter=delimiter, strict=True)
     try:
         header = next(reader, None)

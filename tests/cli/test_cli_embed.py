@@ -699,3 +699,12 @@ def test_input_errors_mask_the_config_secrets(harness: Run, config: Callable[[st
     assert result.code == 2
     assert "a header of at least two columns is needed" in result.err
     assert secret not in result.err
+
+
+def test_embed_multi_reads_long_csv_fields(harness: Run, tmp_path: Path) -> None:
+    long = "word " * 60_000  # 300,000 characters: over the csv module's default field limit
+    (tmp_path / "in.csv").write_text(f"id,content\nlong,{long}\n")
+    database = tmp_path / "db.sqlite"
+    result = harness("embed-multi", "docs", "in.csv", "--store", "-d", str(database))
+    assert result.code == 0, result.err
+    assert rows(database)["long"][2] == long
