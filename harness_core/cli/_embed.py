@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import io
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
@@ -241,7 +242,7 @@ def _read_file(file: str, fmt: str | None) -> list[Row]:
             raise InputError(f"{file}: expected a JSON array of objects, got {_kind(items)}")
         return [_from_object(f"{file}: item {number}", item) for number, item in enumerate(items, 1)]
     rows = []
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(text.split("\n"), 1):  # not splitlines: JSON text may hold U+2028
         if not line.strip():
             continue
         try:
@@ -268,7 +269,7 @@ def _read_text(path: Path, encoding: str) -> str:
 
 def _read_csv(file: str, text: str, delimiter: str) -> list[Row]:
     csv.field_size_limit(_FIELD_LIMIT)  # a document is often longer than the module's 128 KiB default
-    reader = csv.reader(text.splitlines(keepends=True), delimiter=delimiter, strict=True)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)  # as csv wants
     try:
         header = next(reader, None)
         if header is None:

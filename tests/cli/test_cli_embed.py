@@ -708,3 +708,14 @@ def test_embed_multi_reads_long_csv_fields(harness: Run, tmp_path: Path) -> None
     result = harness("embed-multi", "docs", "in.csv", "--store", "-d", str(database))
     assert result.code == 0, result.err
     assert rows(database)["long"][2] == long
+
+
+def test_embed_multi_keeps_unicode_line_separators_inside_rows(harness: Run, tmp_path: Path) -> None:
+    text = "one\u2028two\x0cthree"
+    (tmp_path / "in.csv").write_text(f"id,content\r\nc,{text}\r\n", newline="")
+    (tmp_path / "in.jsonl").write_text(json.dumps({"id": "j", "content": text}, ensure_ascii=False) + "\r\n")
+    database = tmp_path / "db.sqlite"
+    assert harness("embed-multi", "c", "in.csv", "--store", "-d", str(database)).code == 0
+    assert harness("embed-multi", "j", "in.jsonl", "--store", "-d", str(database)).code == 0
+    assert rows(database, "c")["c"][2] == text
+    assert rows(database, "j")["j"][2] == text
