@@ -49,10 +49,7 @@ from harness_core.loader import LoadedConfig
 if TYPE_CHECKING:
     from harness_core.runtime import Harness
 
-__all__ = ["FORMATS", "InputError", "Row", "embed_multi", "embed_text", "read_rows", "similar"]
-
-FORMATS: Final = ("csv", "tsv", "json", "jsonl")
-"""The input formats of ``embed-multi FILE`` (``--format``; else from the file's suffix)."""
+__all__ = ["InputError", "Row", "embed_multi", "embed_text", "read_rows", "similar"]
 
 T = TypeVar("T")
 
@@ -60,6 +57,7 @@ _FIELD_LIMIT: Final = 2**31 - 1
 """Longest CSV field read (characters): the csv module's default of 131,072 would refuse a long document."""
 
 _SUFFIXES: Final = {".csv": "csv", ".tsv": "tsv", ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+"""The format of ``embed-multi FILE`` by its suffix, without ``--format``."""
 
 
 class InputError(Exception):
