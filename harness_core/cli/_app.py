@@ -502,7 +502,8 @@ def embed_multi(ctx: click.Context, /, collection: str, file: str | None, **opti
 
     Exit codes: 0 done; 1 the provider failed (the batches before are kept); 2 bad input (a
     missing or malformed file, an id given twice), config error, NO_ADAPTER, UNSUPPORTED, or a
-    collection embedded with another route, model or dimensions; 130 interrupted.
+    collection embedded with another route, model or dimensions; 130 interrupted by Ctrl-C (143
+    SIGTERM, 129 SIGHUP): the batches stored are kept, a rerun resumes.
     """
     from harness_core.cli._embed import embed_multi as run_embed_multi
 

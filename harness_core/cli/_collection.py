@@ -217,8 +217,20 @@ class Store:
     ) -> None:
         """Write one batch of ``(id, content_hash, embedding blob, content or None)`` rows into
         ``collection`` (inserted, or replacing the row of the same id) and commit; with ``new``
-        the collection row is created in the same transaction."""
+        the collection row is created in the same transaction.
+
+        Raises:
+            CollectionError: the database refused the write (the batch is rolled back).
+        """
         now = time.time()
+        try:
+            self._write(collection, rows, new=new, now=now)
+        except sqlite3.Error as exc:  # a full disk, a locked or read-only database
+            raise CollectionError(f"cannot store collection {collection.name!r} in {self.path}: {exc}") from None
+
+    def _write(
+        self, collection: Collection, rows: Iterable[tuple[str, str, bytes, str | None]], *, new: bool, now: float
+    ) -> None:
         with self._conn:
             if new:
                 self._conn.execute(

@@ -11,8 +11,8 @@ config's secret masker. Exit codes: 0 done; 1 the provider failed (the rows embe
 kept) or output that cannot be written; 2 a usage or config error: bad input (a missing or
 malformed file, an empty text), an unknown route (``NO_ADAPTER``), a route that does not embed
 (``UNSUPPORTED``), an unknown collection or one embedded with another route, model or dimensions;
-130 interrupted (Ctrl-C: the batches stored so far are kept, a rerun resumes); 141 stdout closed
-by its reader.
+130 interrupted (Ctrl-C; 143 SIGTERM, 129 SIGHUP: the call in flight is cancelled, the batches
+stored so far are kept, a rerun resumes); 141 stdout closed by its reader.
 
 The collection database is :mod:`harness_core.cli._collection`.
 """
@@ -22,17 +22,21 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 import anyio
+import anyio.abc
+import anyio.lowlevel
 import click
 import msgspec
 
 from harness_core.cli._collection import Collection, CollectionError, Store, content_hash, to_blob
 from harness_core.cli._common import (
+    ABORT_SIGNALS,
     EXIT_ABORTED,
     EXIT_OK,
     EXIT_USAGE,
@@ -402,21 +406,7 @@ def embed_multi(
         pending = [(row, content_hash(row.content)) for row in rows]
         pending = [(row, digest) for row, digest in pending if stored.get(row.id) != digest]
         job = _Job(db, collection, existing, request, store, batch_size, err)
-        try:
-            _run(job.run, loaded, pending)
-        except KeyboardInterrupt:
-            err.end_line()
-            err.write(f"interrupted: {job.summary(len(rows))}{job.resume}\n")
-            return EXIT_ABORTED
-        except CollectionError as exc:
-            err.end_line()
-            err.write(f"error: {exc}; {job.summary(len(rows))}\n")
-            return EXIT_USAGE
-        except _Failed as failed:
-            err.end_line()
-            return failed.report(err, verbose, after=f"{job.summary(len(rows))}{job.resume}")
-        err.write(job.summary(len(rows)) + "\n")
-    return EXIT_OK
+        return job.outcome(_stopped_by(job, loaded, pending), len(rows), verbose)
 
 
 class _closing:
@@ -469,6 +459,16 @@ def _existing_request(existing: Collection, input_type: InputType) -> _Request:
     return _Request(existing.route, existing.model, existing.dimensions if existing.requested else None, input_type)
 
 
+def _stopped_by(job: _Job, loaded: LoadedConfig, pending: list[tuple[Row, str]]) -> BaseException | None:
+    """What stopped ``job`` early (``KeyboardInterrupt``, :class:`CollectionError`, :class:`_Failed`:
+    raised, or kept in :attr:`_Job.failure`), or ``None`` when it ran to its end (or a signal stopped it)."""
+    try:
+        _run(job.run, loaded, pending)
+    except (KeyboardInterrupt, CollectionError, _Failed) as exc:
+        return exc
+    return job.failure
+
+
 class _Job:
     """One ``embed-multi`` run: embeds the pending rows batch by batch and commits each batch."""
 
@@ -492,6 +492,30 @@ class _Job:
         self.embedded = 0
         self.pending = 0
         self.tokens: int | None = 0
+        self.signum: signal.Signals | None = None
+        self.failure: BaseException | None = None
+        """What stopped the batches (an embedding call, the store, Ctrl-C), else ``None``."""
+        """The signal that stopped the run (``None``: none did)."""
+
+    def outcome(self, stopped: BaseException | None, total: int, verbose: int) -> int:
+        """Report how the run of ``total`` rows ended (``stopped`` by a failure, else done or
+        stopped by a signal) and return the exit code. (A function of its own: on CPython 3.11
+        the lines after an event loop that cancelled tasks may go untraced, cpython#106749.)"""
+        err = self.err
+        err.end_line()
+        if isinstance(stopped, KeyboardInterrupt):
+            err.write(f"interrupted: {self.summary(total)}{self.resume}\n")
+            return EXIT_ABORTED
+        if isinstance(stopped, CollectionError):
+            err.write(f"error: {stopped}; {self.summary(total)}\n")
+            return EXIT_USAGE
+        if isinstance(stopped, _Failed):
+            return stopped.report(err, verbose, after=f"{self.summary(total)}{self.resume}")
+        if self.signum is not None:
+            err.write(f"{ABORT_SIGNALS[self.signum]}: {self.summary(total)}{self.resume}\n")
+            return 128 + self.signum
+        err.write(self.summary(total) + "\n")
+        return EXIT_OK
 
     @property
     def resume(self) -> str:
@@ -516,9 +540,12 @@ class _Job:
     async def run(self, loaded: LoadedConfig, pending: list[tuple[Row, str]]) -> None:
         """Embed ``pending`` (rows with their content hash) into the collection.
 
+        What stops it early is kept in :attr:`failure` (an embedding call failed: :class:`_Failed`;
+        vectors of another size or a database fault: :class:`CollectionError`; Ctrl-C), or in
+        :attr:`signum`; the batches before are stored.
+
         Raises:
-            _Failed: an embedding call failed (the batches before it are stored).
-            CollectionError: the vectors do not have the collection's dimensions.
+            _Failed: the harness could not start.
         """
         self.pending = len(pending)
         if not pending:
@@ -530,13 +557,42 @@ class _Job:
             show_pos=True,
             hidden=not self.err.isatty(),
         )
-        async with _running(loaded) as harness:
+        async with _running(loaded) as harness, anyio.create_task_group() as group:
+            await group.start(self._watch, group.cancel_scope)
+            self.failure = await self._batches(harness, pending, progress, group.cancel_scope)
+        # nothing more here: on CPython 3.11 the lines after a cancelled task group may go untraced
+
+    async def _batches(
+        self,
+        harness: Harness,
+        pending: list[tuple[Row, str]],
+        progress: Any,
+        scope: anyio.CancelScope,
+    ) -> BaseException | None:
+        """Embed and store ``pending`` batch by batch; then stop the signal watcher (``scope``).
+        Returns what stopped it (caught here: raised through the task group it would become an
+        ExceptionGroup; ``KeyboardInterrupt`` is Ctrl-C, as the watcher's signals are), else ``None``."""
+        try:
             with progress:
                 for start in range(0, len(pending), self.batch_size):
                     batch = pending[start : start + self.batch_size]
                     result = await _embed(harness, self.request, [row.content for row, _ in batch])
                     self._store(batch, result)
                     progress.update(len(batch))
+                    await anyio.lowlevel.checkpoint()  # a signal is seen between batches
+        except (_Failed, CollectionError, KeyboardInterrupt) as exc:
+            scope.cancel()
+            return exc
+        scope.cancel()
+        return None
+
+    async def _watch(self, scope: anyio.CancelScope, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """Wait for Ctrl-C, SIGTERM or SIGHUP (:data:`~harness_core.cli._common.ABORT_SIGNALS`) and
+        stop the run (``scope`` cancelled): the batches committed stay, :attr:`signum` says which."""
+        with anyio.open_signal_receiver(*ABORT_SIGNALS) as signals:
+            task_status.started()
+            self.signum = await anext(signals)
+            scope.cancel()
 
     def _store(self, batch: list[tuple[Row, str]], result: Embeddings) -> None:
         found = self.collection

@@ -206,12 +206,19 @@ def test_commands_report_config_problems(harness: Run, config: Callable[[str], P
         assert result.err.startswith("error: "), args
 
 
-def test_a_middleware_that_fails_to_start_is_reported(harness: Run, config: Callable[[str], Path]) -> None:
+def test_a_middleware_that_fails_to_start_is_reported(
+    harness: Run, config: Callable[[str], Path], tmp_path: Path
+) -> None:
     config("plugins:\n  startfail: {}\n  mock: {}\n")
     result = harness("embed", "text")
     assert result.code == 2
     assert "error: " in result.err
     assert "cannot start" in result.err
+    (tmp_path / "in.csv").write_text("id,content\na,one\n")
+    multi = harness("embed-multi", "docs", "in.csv", "-d", str(tmp_path / "db.sqlite"))
+    assert multi.code == 2
+    assert "cannot start" in multi.err
+    assert multi.err.endswith("collection 'docs': 0 embedded, 0 unchanged, 1 not embedded; run it again to resume\n")
 
 
 # ------------------------------------------------------------------ harness embed-multi
@@ -657,6 +664,8 @@ def test_collection_store_and_cosine(tmp_path: Path) -> None:
         assert from_blob(bytes(array("f", [3.0, 4.0]))).tolist() == [3.0, 4.0]
         with pytest.raises(CollectionError, match=r"no collection 'y' in .* \(collections: 'x'\)"):
             store.require("y")
+        with pytest.raises(CollectionError, match=r"cannot store collection 'x' in .*: UNIQUE constraint failed"):
+            store.store(found, [], new=True)  # the collection exists: the database refuses a second one
     finally:
         store.close()
     assert (tmp_path / "new").stat().st_mode & 0o777 == 0o700
@@ -719,3 +728,25 @@ def test_embed_multi_keeps_unicode_line_separators_inside_rows(harness: Run, tmp
     assert harness("embed-multi", "j", "in.jsonl", "--store", "-d", str(database)).code == 0
     assert rows(database, "c")["c"][2] == text
     assert rows(database, "j")["j"][2] == text
+
+
+@pytest.mark.parametrize(
+    ("name", "code", "reason"), [("SIGTERM", 143, "terminated by SIGTERM"), ("SIGINT", 130, "interrupted by Ctrl-C")]
+)
+def test_embed_multi_stopped_by_a_signal_keeps_the_batches_stored(
+    harness: Run, config: Callable[[str], Path], tmp_path: Path, name: str, code: int, reason: str
+) -> None:
+    log = tmp_path / "calls.jsonl"
+    (tmp_path / "in.csv").write_text("id,content\na,one\nb,two\nc,three\n")
+    database = str(tmp_path / "db.sqlite")
+    config(f"plugins:\n  embedcount: {{log: {log}, signal_on_call: 2, signal_name: {name}}}\n  mock: {{}}\n")
+    result = harness("embed-multi", "docs", "in.csv", "--batch-size", "1", "-d", database)
+    assert result.code == code
+    assert result.err == (
+        f"{reason}: collection 'docs': 1 embedded, 0 unchanged, 2 not embedded (route 'mock', model 'hash', "
+        "8 dimensions; 1 input tokens); run it again to resume\n"
+    )
+    assert sorted(rows(Path(database))) == ["a"]  # the call in flight was cancelled, nothing half-stored
+    config(f"plugins:\n  embedcount: {{log: {log}}}\n  mock: {{}}\n")
+    assert harness("embed-multi", "docs", "in.csv", "-d", database).code == 0
+    assert logged(log) == [["one"], ["two", "three"]]

@@ -3,7 +3,9 @@
 - ``embedcount``: an ``llm_embed`` middleware that appends every call's inputs to the JSON-lines
   file ``log`` (so a test counts what reached the embedder, across runs) and, on call number
   ``fail_on_call`` (1-based, per run), fails the call as a provider would (``SERVER``, HTTP 503)
-  or, on ``interrupt_on_call``, raises ``KeyboardInterrupt`` (Ctrl-C in the middle of a run).
+  or, on ``interrupt_on_call``, raises ``KeyboardInterrupt`` (Ctrl-C in the middle of a run), or on
+  ``signal_on_call`` sends this process ``signal_name`` (SIGTERM or SIGINT) and waits for ever (a
+  provider still answering when the signal comes).
 - ``vectors``: an embedder only (its routes do not stream): ``[len(text), 1.0]`` per input;
   ``model`` is the model it names (``len``; ``null``: none), ``lists`` whether it lists it, ``list_error``
   makes the listing fail.
@@ -12,8 +14,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 from array import array
 
+import anyio
 import msgspec
 
 from harness_core import LlmError, ModelInfo, hookimpl
@@ -25,6 +30,8 @@ class CountingConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     log: str
     fail_on_call: int | None = None
     interrupt_on_call: int | None = None
+    signal_on_call: int | None = None
+    signal_name: str = "SIGTERM"
 
 
 class CountingMiddleware:
@@ -39,6 +46,9 @@ class CountingMiddleware:
         self.calls += 1
         if self.calls == self.config.interrupt_on_call:
             raise KeyboardInterrupt
+        if self.calls == self.config.signal_on_call:  # a signal while the provider is still answering
+            os.kill(os.getpid(), signal.SIGTERM if self.config.signal_name == "SIGTERM" else signal.SIGINT)
+            await anyio.sleep_forever()
         if self.calls == self.config.fail_on_call:
             raise LlmError("SERVER", "the embedder is overloaded", status=503)
         result = await call_next(options)
