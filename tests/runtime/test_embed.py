@@ -330,5 +330,14 @@ async def test_list_embedding_models_names_the_route() -> None:
         assert caught.value.code == "NO_ADAPTER"
     async with Harness([("vec", EmbedOnly(Recording()))]) as harness:
         assert await harness.list_embedding_models("vec") == []  # the default: an embedder lists none
+
+    class Failing(Recording):
+        async def list_embedding_models(self) -> list[ModelInfo]:
+            raise LlmError("AUTH", f"key {secret} refused")
+
+    async with Harness([("vec", EmbedOnly(Failing()))], redact=redactor) as harness:
+        with pytest.raises(LlmError, match="refused") as caught:
+            await harness.list_embedding_models("vec")
+        assert secret not in str(caught.value)
     with pytest.raises(RuntimeError, match="not running"):
         await Harness().list_embedding_models()
