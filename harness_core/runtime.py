@@ -722,6 +722,29 @@ class Harness:
             return self.defaults.provider
         return next(iter(routes)) if len(routes) == 1 else None
 
+    async def list_embedding_models(self, route: str | None = None) -> list[ModelInfo]:
+        """The embedding models the embedder of ``route`` (:meth:`default_embed_route` when
+        ``None``) lists (:meth:`EmbeddingAdapter.list_embedding_models`; an embedder that lists
+        none gives ``[]``), each with ``route`` set and its id through the secret masker (as
+        :meth:`list_models`). ``harness models`` marks them.
+
+        Raises:
+            LlmError: ``NO_ADAPTER`` for a route nothing embeds, ``UNSUPPORTED`` naming a route
+                that streams but does not embed; whatever the embedder raises (scrubbed).
+            RuntimeError: the harness is not running.
+        """
+        self._started_chain()
+        route = route if route is not None else self.default_embed_route()
+        found = self._embedder(route) if route is not None else None
+        if found is None:
+            raise self._no_embedder(route)
+        try:
+            models = await found[0].list_embedding_models()
+        except LlmError as exc:
+            raise self._boundary.scrub(exc) from None
+        redact = self._redact
+        return [msgspec.structs.replace(info, route=route, model=redact(info.model)) for info in models]
+
     def _embedder(self, route: str) -> tuple[EmbeddingAdapter, str] | None:
         registration = self._embedders.get(route)
         return None if registration is None else (registration.adapter, registration.owner)

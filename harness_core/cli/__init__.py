@@ -1,6 +1,7 @@
 """The ``harness`` command line (console script ``harness = "harness_core.cli:main"``).
 
-Subcommands: ``run``, ``chat``, ``plugins``, ``config check``, ``chain``, plus those plugins declare in the
+Subcommands: ``run``, ``chat``, ``plugins``, ``config check``, ``chain``, ``models``, ``tools``, ``embed``,
+``embed-multi``, ``similar``, plus those plugins declare in the
 entry-point group ``harness.commands``. ``harness --help`` and ``harness plugins`` stay fast:
 only :mod:`click` is imported up front; everything else loads inside the subcommand that needs
 it, and plugin subcommands are listed from entry-point metadata without importing them.

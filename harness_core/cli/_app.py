@@ -1,6 +1,6 @@
 """The click command tree of ``harness``. Only :mod:`click` is imported here; the work of each
 subcommand lives in :mod:`harness_core.cli._run` / :mod:`harness_core.cli._chat` /
-:mod:`harness_core.cli._inspect`, imported when that subcommand runs.
+:mod:`harness_core.cli._inspect` / :mod:`harness_core.cli._embed`, imported when that subcommand runs.
 
 Exit codes: 0 success; 1 the generation ended with an error (or output could not be written);
 2 usage or configuration error, including error finishes with code ``CONFIG``, ``NO_ADAPTER`` or
@@ -431,3 +431,120 @@ def chain(ctx: click.Context, route: str | None, config: str | None, as_json: bo
     from harness_core.cli._inspect import show_chain
 
     ctx.exit(show_chain(route, config, as_json=as_json))
+
+
+@cli.command()
+@click.argument("text", required=False)
+@click.option(
+    "-p",
+    "--provider",
+    help="route to embed with (default: `defaults.provider` when it embeds, else the only embedding route)",
+)
+@click.option("-m", "--model", help="the embedding model id, or an alias of plugins.yaml (default: the embedder's)")
+@click.option("--dimensions", type=click.IntRange(min=1), help="ask a model that can shorten its vectors for this many")
+@click.option(
+    "--input-type",
+    type=click.Choice(["query", "document"]),
+    help="what the text is for, where the wire has such a notion (Gemini task types); ignored elsewhere",
+)
+@_config_option
+@click.option("--json", "as_json", is_flag=True, help='print {"model", "route", "usage", "embedding"}')
+@click.pass_context
+def embed(ctx: click.Context, /, text: str | None, as_json: bool, **options: Any) -> None:
+    """Embed TEXT (or standard input) and print its vector as a JSON array.
+
+    `--json` prints one object with the model and route that served, the usage and the vector.
+
+    Exit codes: 0 embedded; 1 the provider failed or output that cannot be written; 2 usage or
+    config error (empty text, an unknown route NO_ADAPTER, a route that does not embed
+    UNSUPPORTED, a failed middleware); 141 stdout closed by its reader.
+    """
+    from harness_core.cli._embed import embed_text
+
+    ctx.exit(embed_text(text, as_json=as_json, verbose=_verbosity(ctx), **options))
+
+
+@cli.command("embed-multi")
+@click.argument("collection")
+@click.argument("file", required=False, type=click.Path(dir_okay=False))
+@click.option(
+    "--files",
+    nargs=2,
+    multiple=True,
+    metavar="DIR GLOB",
+    help="embed every file under DIR matching GLOB (e.g. `--files docs '**/*.md'`): id the relative path, "
+    "content the text (repeatable)",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["csv", "tsv", "json", "jsonl"]),
+    help="the format of FILE (default: from its suffix)",
+)
+@click.option("-p", "--provider", help="route to embed with (an existing collection keeps its own)")
+@click.option("-m", "--model", help="the embedding model id, or an alias (an existing collection keeps its own)")
+@click.option("--dimensions", type=click.IntRange(min=1), help="ask a model that can shorten its vectors for this many")
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="rows per embedding call and per commit",
+)
+@click.option("--store", is_flag=True, help="store each row's content too (`harness similar` then shows it)")
+@click.option(
+    "-d",
+    "--database",
+    type=click.Path(dir_okay=False),
+    help="collection database (default: <user data dir>/harness/embeddings.sqlite)",
+)
+@_config_option
+@click.pass_context
+def embed_multi(ctx: click.Context, /, collection: str, file: str | None, **options: Any) -> None:
+    """Embed many rows into COLLECTION of an SQLite collection database.
+
+    Rows come from FILE (CSV or TSV with a header, a JSON array of objects, or JSON lines): the
+    `id` and `content` columns (keys), else the first column is the id and the others, joined by
+    a space, the content. Or from `--files DIR GLOB`: one row per file. A row whose content is
+    unchanged since it was stored (SHA-256) is not embedded again, and each batch is committed:
+    an interrupted run resumes where it stopped. A collection keeps the route, model and
+    dimensions it was embedded with; asking for others is an error. Progress is shown on a
+    terminal; a summary line goes to stderr.
+
+    Exit codes: 0 done; 1 the provider failed (the batches before are kept); 2 bad input (a
+    missing or malformed file, an id given twice), config error, NO_ADAPTER, UNSUPPORTED, or a
+    collection embedded with another route, model or dimensions; 130 interrupted by Ctrl-C (143
+    SIGTERM, 129 SIGHUP): the batches stored are kept, a rerun resumes.
+    """
+    from harness_core.cli._embed import embed_multi as run_embed_multi
+
+    ctx.exit(run_embed_multi(collection, file, verbose=_verbosity(ctx), **options))
+
+
+@cli.command()
+@click.argument("collection")
+@click.argument("text")
+@click.option(
+    "-n", "--number", "limit", type=click.IntRange(min=1), default=10, show_default=True, help="how many matches"
+)
+@click.option(
+    "-d",
+    "--database",
+    type=click.Path(dir_okay=False),
+    help="collection database (default: <user data dir>/harness/embeddings.sqlite)",
+)
+@_config_option
+@click.option("--json", "as_json", is_flag=True, help='one JSON object per line: {"id", "score", "content"}')
+@click.pass_context
+def similar(ctx: click.Context, /, collection: str, text: str, **options: Any) -> None:
+    """The rows of COLLECTION most similar to TEXT, best first (cosine similarity).
+
+    TEXT is embedded with the collection's route, model and dimensions. Each line is `SCORE  ID
+    CONTENT` (content when it was stored with `embed-multi --store`); `--json` prints one object
+    per line.
+
+    Exit codes: 0 listed; 1 the provider failed; 2 no such database or collection, config error.
+    """
+    from harness_core.cli._embed import similar as run_similar
+
+    ctx.exit(run_similar(collection, text, verbose=_verbosity(ctx), **options))

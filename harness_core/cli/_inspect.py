@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
 import msgspec
@@ -283,35 +283,48 @@ def show_models(route: str | None, config: str | None, *, as_json: bool) -> int:
         return EXIT_USAGE
     try:
         with redacted_logging(loaded.redact):
-            models, problems, unlisted = anyio.run(_models, loaded, route)
+            listing = anyio.run(_models, loaded, route)
     except LlmError as exc:
         err.write(loaded.redact(f"error: {exc}") + "\n")
         return EXIT_USAGE
-    return _print_models(loaded, models, problems, unlisted, err, as_json=as_json)
+    return _print_models(loaded, listing, err, as_json=as_json)
 
 
 NO_LIST = "no model list (its adapter cannot list models and plugins.yaml names none): pass -m MODEL"
 """What ``harness models`` says of a route it can list no model of."""
 
+NO_EMBED_LIST = "embeddings: no model list (its embedder lists none): pass -m MODEL to `harness embed`"
+"""What ``harness models`` says of an embedding route whose embedder lists no model."""
 
-def _print_models(
-    loaded: LoadedConfig,
-    models: list[ModelInfo],
-    problems: list[str],
-    unlisted: list[str],
-    err: Sink,
-    *,
-    as_json: bool,
-) -> int:
-    """Write ``models`` (a table or JSON), a line per ``unlisted`` route (a ``note:`` on stderr
-    with ``--json``, whose rows are models) and ``problems``; the exit code of ``harness models``."""
-    for problem in problems:
+EMBEDDINGS = "embeddings"
+"""The marker of an embedding model in ``harness models`` (a word after the model; ``"embeddings": true`` in JSON)."""
+
+
+class _Listing(NamedTuple):
+    """What ``harness models`` found: the generation models, the embedding models, the listing
+    failures, and the routes (generation, embedding) with nothing to list."""
+
+    models: list[ModelInfo]
+    embedding: list[ModelInfo]
+    problems: list[str]
+    unlisted: list[str]
+    unlisted_embedding: list[str]
+
+
+def _print_models(loaded: LoadedConfig, listing: _Listing, err: Sink, *, as_json: bool) -> int:
+    """Write the models of ``listing`` (a table or JSON), the embedding models after them marked
+    ``embeddings``, a line per unlisted route (a ``note:`` on stderr with ``--json``, whose rows
+    are models) and the problems; the exit code of ``harness models``."""
+    for problem in listing.problems:
         err.write(loaded.redact(f"error: {problem}") + "\n")
     out = Sink(sys.stdout)
-    rows = [msgspec.to_builtins(info) for info in models]
+    rows = [msgspec.to_builtins(info) for info in listing.models]
+    rows += [{**msgspec.to_builtins(info), EMBEDDINGS: True} for info in listing.embedding]
     if as_json:
-        for name in unlisted:
-            err.write(loaded.redact(f"note: route {name!r}: {NO_LIST}") + "\n")
+        notes = [f"route {name!r}: {NO_LIST}" for name in listing.unlisted]
+        notes += [f"route {name!r}: {NO_EMBED_LIST}" for name in listing.unlisted_embedding]
+        for note in notes:
+            err.write(loaded.redact(f"note: {note}") + "\n")
         out.write(loaded.redact(msgspec.json.encode(_redact_data(rows, loaded.redact)).decode()) + "\n")
     else:
         lines = [
@@ -319,23 +332,30 @@ def _print_models(
             + (f"  context {info.context_window}" if info.context_window is not None else "")
             + (f"  max output {info.max_output_tokens}" if info.max_output_tokens is not None else "")
             + (f"  efforts {','.join(info.reasoning_efforts)}" if info.reasoning_efforts else "")
-            for info in models
+            for info in listing.models
         ]
-        lines += [f"{name}  {NO_LIST}" for name in unlisted]
+        lines += [f"{name}  {NO_LIST}" for name in listing.unlisted]
+        lines += [f"{info.route}/{info.model}  {EMBEDDINGS}" for info in listing.embedding]
+        lines += [f"{name}  {NO_EMBED_LIST}" for name in listing.unlisted_embedding]
         out.write(loaded.redact("".join(f"{line}\n" for line in lines) or "no models\n"))
-    return _written(out, EXIT_ERROR if problems else EXIT_OK)
+    return _written(out, EXIT_ERROR if listing.problems else EXIT_OK)
 
 
-async def _models(loaded: LoadedConfig, route: str | None) -> tuple[list[ModelInfo], list[str], list[str]]:
-    """The models of ``route`` (every route when ``None``), the listing failures, and the routes
-    whose adapter cannot list models and for which plugins.yaml names none."""
+async def _models(loaded: LoadedConfig, route: str | None) -> _Listing:
+    """The models of ``route`` (every route when ``None``), its embedding models (those of every
+    embedding route), the listing failures, and the routes whose adapter cannot list models and
+    for which plugins.yaml names none (or whose embedder lists none)."""
     from harness_core.runtime import Harness
 
     models: list[ModelInfo] = []
+    embedding: list[ModelInfo] = []
     problems: list[str] = []
     unlisted: list[str] = []
+    unlisted_embedding: list[str] = []
     async with Harness.from_loaded(loaded) as harness:
-        routes = [route] if route is not None else sorted(harness.routes())
+        embedders = harness.embed_routes()
+        embeds_only = route is not None and route in embedders and route not in harness.routes()
+        routes = [] if embeds_only else [route] if route is not None else sorted(harness.routes())
         for name in routes:
             try:
                 listed = await harness.list_models(name)
@@ -358,7 +378,16 @@ async def _models(loaded: LoadedConfig, route: str | None) -> tuple[list[ModelIn
             for failure in [f for f in harness.failures if not f.is_middleware]:
                 owned = ", ".join(repr(name) for name in failure.routes or [])
                 problems.append(f"route {owned}: {_failure_line(failure)}" if owned else _failure_line(failure))
-    return models, problems, unlisted
+        for name in [route] if route in embedders else sorted(embedders) if route is None else []:
+            try:
+                listed = await harness.list_embedding_models(name)
+            except LlmError as exc:
+                problems.append(f"route {name!r} (embeddings): {exc}")
+                continue
+            embedding.extend(listed)
+            if not listed:
+                unlisted_embedding.append(name)
+    return _Listing(models, embedding, problems, unlisted, unlisted_embedding)
 
 
 def show_tools(config: str | None, *, as_json: bool) -> int:

@@ -655,6 +655,8 @@ def test_models_lists_every_route(harness: Harness, config: Config) -> None:
     assert result.stdout.splitlines() == [
         "b/echo  context 1000000  max output 100000  efforts off,low,medium,high",
         "mock/echo  context 1000000  max output 100000  efforts off,low,medium,high",
+        "b/hash  embeddings",  # the mock embeds on its routes too
+        "mock/hash  embeddings",
     ]
     data = json.loads(harness("models", "-p", "b", "--json").stdout)
     assert data == [
@@ -664,7 +666,8 @@ def test_models_lists_every_route(harness: Harness, config: Config) -> None:
             "context_window": 1000000,
             "max_output_tokens": 100000,
             "reasoning_efforts": ["off", "low", "medium", "high"],
-        }
+        },
+        {"model": "hash", "route": "b", "embeddings": True},
     ]
     assert harness("models", "-p", "nowhere").returncode == 2
 

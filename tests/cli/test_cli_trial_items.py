@@ -29,7 +29,11 @@ def test_models_names_a_route_it_cannot_list(harness: Harness, config: Config) -
     assert "mock/echo" in listed.stdout
     assert "stubborn  no model list (its adapter cannot list models and plugins.yaml names none)" in listed.stdout
     as_json = harness("models", "--json")
-    assert [row["route"] for row in json.loads(as_json.stdout)] == ["mock"]
+    rows = json.loads(as_json.stdout)
+    assert [(row["route"], row["model"], row.get("embeddings", False)) for row in rows] == [
+        ("mock", "echo", False),
+        ("mock", "hash", True),  # the mock embeds too; stubborn does not, so it is in no embedding row
+    ]
     assert "note: route 'stubborn': no model list" in as_json.stderr
 
 

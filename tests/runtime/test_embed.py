@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
-from harness_core import Harness, LlmError, Redactor, TokenUsage, hookimpl
+from harness_core import Harness, LlmError, ModelInfo, Redactor, TokenUsage, hookimpl
 from harness_core.embedding import EmbedCallNext, EmbeddingAdapter, Embeddings, EmbedOptions, float32_from_base64
 from harness_core.hookspecs import RegisterAdapter, RegisterEmbedder
 from harness_core.plugininfo import Defaults, PluginFailure
+from harness_core.secret import MASK
 from harness_llm_mock import MockAdapter, MockConfig, MockPlugin
 
 pytestmark = pytest.mark.anyio
@@ -306,3 +307,37 @@ async def test_bad_embedding_middleware_stops_the_start() -> None:
         with pytest.raises(LlmError, match=text):
             async with Harness([("bad", plugin)]):
                 pass  # pragma: no cover - the start fails
+
+
+async def test_list_embedding_models_names_the_route() -> None:
+    secret = "sk-" + "m" * 24  # built at run time: no key-shaped literal
+
+    class Listing(Recording):
+        async def list_embedding_models(self) -> list[ModelInfo]:
+            return [ModelInfo(model=f"proxy-{secret}")]
+
+    plugins: list[tuple[str, object]] = [("vec", EmbedOnly(Listing())), ("only", OnlyChat())]
+    redactor = Redactor()
+    redactor.add(secret)
+    async with Harness(plugins, redact=redactor) as harness:
+        assert await harness.list_embedding_models() == [ModelInfo(model=f"proxy-{MASK}", route="vec")]
+        assert await harness.list_embedding_models("vec") == await harness.list_embedding_models()
+        with pytest.raises(LlmError, match="route 'talk' does not serve embeddings") as caught:
+            await harness.list_embedding_models("talk")
+        assert caught.value.code == "UNSUPPORTED"
+        with pytest.raises(LlmError, match="no embedder serves route 'nowhere'") as caught:
+            await harness.list_embedding_models("nowhere")
+        assert caught.value.code == "NO_ADAPTER"
+    async with Harness([("vec", EmbedOnly(Recording()))]) as harness:
+        assert await harness.list_embedding_models("vec") == []  # the default: an embedder lists none
+
+    class Failing(Recording):
+        async def list_embedding_models(self) -> list[ModelInfo]:
+            raise LlmError("AUTH", f"key {secret} refused")
+
+    async with Harness([("vec", EmbedOnly(Failing()))], redact=redactor) as harness:
+        with pytest.raises(LlmError, match="refused") as caught:
+            await harness.list_embedding_models("vec")
+        assert secret not in str(caught.value)
+    with pytest.raises(RuntimeError, match="not running"):
+        await Harness().list_embedding_models()
