@@ -371,21 +371,25 @@ class Repl:
 
     # ------------------------------------------------------------------ commands
 
+    def _target(self) -> tuple[str | None, str | None]:
+        """The route and model the next message goes to, by the runtime's own rule
+        (:meth:`~harness_core.runtime.Harness.apply_defaults`)."""
+        conversation = self.conversation
+        options = GenerateOptions(provider=conversation.provider, model=conversation.model)
+        target = conversation.harness.apply_defaults(options)
+        return target.provider, target.model
+
     def where(self) -> str:
         """The route and model the next message goes to, e.g. ``route mock, model echo``."""
-        harness = self.conversation.harness
-        defaults = harness.defaults
-        route = self.conversation.provider or defaults.provider
-        model = self.conversation.model or (defaults.model if route == defaults.provider else None)
+        route, model = self._target()
         return f"route {route or '(none)'}, model {model or '(the route default)'}"
 
     def _place(self) -> tuple[str | None, str | None]:
         """The route the last message went to and the plugins.yaml key owning it (if any)."""
-        harness = self.conversation.harness
-        route = self.conversation.provider or harness.defaults.provider
+        route, _ = self._target()
         if route is None:
             return None, None
-        return route, self.portal.call(harness.routes).get(route)
+        return route, self.portal.call(self.conversation.harness.routes).get(route)
 
     def _provider(self, argument: str) -> None:
         if not argument:
@@ -410,8 +414,8 @@ class Repl:
         """The model to keep when ``/provider ROUTE`` names no model, and why (for the
         confirmation line): the model in use when ``route`` serves it, else ``defaults.model``
         when ``route`` serves that, else the route's own default (``None``)."""
-        harness = self.conversation.harness
-        defaults = harness.defaults
+        defaults = self.conversation.harness.defaults
+        # the model chosen or configured (not an adapter's own default, which is the route's business)
         current_route = self.conversation.provider or defaults.provider
         current = self.conversation.model or (defaults.model if current_route == defaults.provider else None)
         for candidate, why in ((current, "kept"), (defaults.model, "defaults.model")):

@@ -468,7 +468,7 @@ async def _converse(
     from harness_core.conversation import Conversation
 
     selected = await harness.select_tools(tools)  # an unknown name is the command line's fault, not a route's
-    route = options.provider if options.provider is not None else harness.defaults.provider
+    route = harness.apply_defaults(options).provider
     renderer.route, renderer.source = route, harness.routes().get(route) if route is not None else None
     conversation = Conversation(harness, tools=selected, max_steps=max_steps, options=options, approve=approve)
     reply = await conversation.send(

@@ -282,7 +282,8 @@ def test_provider_rejects_an_unknown_model(monkeypatch: pytest.MonkeyPatch) -> N
 def test_where_without_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     with session(monkeypatch, ["/provider"], defaults=None) as s:
         assert s.run() == 0
-    assert s.err.getvalue() == "route (none), model (the route default)\n"
+    # no defaults: the only route served is the default, with its adapter's default model
+    assert s.err.getvalue() == "route mock, model echo\n"
 
 
 def test_errors_are_shown_and_the_repl_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -472,5 +473,5 @@ def test_switching_route_says_when_no_model_fits(monkeypatch: pytest.MonkeyPatch
     assert s.err.getvalue().splitlines() == [
         "route fake, model (the route default)",
         "route fake, model model-a",
-        "route mock, model (the route default) (route mock does not serve model model-a: its default is used)",
+        "route mock, model echo (route mock does not serve model model-a: its default is used)",
     ]

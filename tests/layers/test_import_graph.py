@@ -97,3 +97,84 @@ def test_the_import_graph_has_no_cycle() -> None:
 def test_the_cycle_finder_finds_one() -> None:
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+LAYERS: dict[str, int] = {
+    **dict.fromkeys(
+        [
+            "harness_core",  # the package root: lazy names only
+            "harness_core._lazy",
+            "harness_core.errors",
+            "harness_core.abort",
+            "harness_core.types",
+            "harness_core.media",
+            "harness_core.structured",
+            "harness_core.attach",
+            "harness_core.contract",
+            "harness_core.assembler",
+            "harness_core.adapter",
+            "harness_core.embedding",
+            "harness_core.hookspecs",
+            "harness_core.tools",
+            "harness_core.secret",
+            "harness_core.plugininfo",
+            "harness_core.entrypoints",
+            "harness_core.outfile",
+        ],
+        0,
+    ),
+    **dict.fromkeys(["harness_core.sse", "harness_core.http", "harness_core.config"], 1),
+    **dict.fromkeys(
+        [
+            "harness_core.registry",
+            "harness_core.chain",
+            "harness_core.runtime",
+            "harness_core.conversation",
+            "harness_core.sync",
+            "harness_core.loader",
+        ],
+        2,
+    ),
+    **dict.fromkeys(["harness_core.kit", "harness_core.testing"], 3),
+    "harness_core.cli": 4,
+}
+"""The layer of each top-level part of the core, bottom up (CONTRIBUTING.md, the map of the house):
+0 the vocabulary (chunks, messages, errors, the hook specs, secrets), 1 codecs and transport (SSE,
+HTTP, config values), 2 the runtime and the loader, 3 the adapter kit and the testing kit, 4 the
+command line. A module imports only its own layer or those below."""
+
+LAYER_NAMES = ("vocabulary", "codecs and transport", "runtime and loader", "kits", "CLI")
+
+
+def part_of(module: str) -> str:
+    """``harness_core.kit.blocks`` → ``harness_core.kit``; ``harness_core`` stays itself."""
+    return ".".join(module.split(".")[:2])
+
+
+def upward_imports(edges: dict[str, set[str]]) -> list[str]:
+    """Each import of a core module from a lower layer than the importing one's part."""
+    found = []
+    for name, targets in sorted(edges.items()):
+        for target in sorted(targets):
+            if not (name.startswith("harness_core") and target.startswith("harness_core")):
+                continue
+            low, high = LAYERS[part_of(name)], LAYERS[part_of(target)]
+            if high > low:
+                found.append(f"{name} ({LAYER_NAMES[low]}) imports {target} ({LAYER_NAMES[high]})")
+    return found
+
+
+def test_every_part_of_the_core_has_a_layer() -> None:
+    parts = {part_of(name) for name in graph() if name.startswith("harness_core")}
+    assert parts - set(LAYERS) == set(), "place the new module in LAYERS (and CONTRIBUTING.md's map)"
+
+
+def test_no_module_imports_a_layer_above_its_own() -> None:
+    assert upward_imports(graph()) == []
+
+
+def test_the_layer_check_finds_an_upward_import() -> None:
+    edges = {"harness_core.types": {"harness_core.runtime"}, "harness_core.cli._app": {"harness_core.types", "x"}}
+    assert upward_imports(edges) == [
+        "harness_core.types (vocabulary) imports harness_core.runtime (runtime and loader)"
+    ]
