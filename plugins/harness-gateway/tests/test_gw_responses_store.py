@@ -343,3 +343,56 @@ def test_continued_restores_the_state_once_and_drops_the_clients_carrier() -> No
     assert rebuilt.extras.account == "key:k"
     assert rebuilt.options.system is None
     assert pack_state("a", {"sig": "S"}, carrier=True).startswith("hgw1.")
+
+
+RECORDED = Path(__file__).parents[2] / "harness-llm-openai" / "tests" / "recorded-responses" / "reasoning.sse"
+BLOB = "gAAAAABoZk9yZW5jcnlwdGVkLXJlYXNvbmluZy1i"  # how the recording's encrypted reasoning starts
+UPSTREAM = (
+    "  openai:resp: {{base_url: '{0}/v1', api_key: dummy-key, api: responses, routes: [resp]}}\n"
+    "  openai:other: {{base_url: '{0}/v1', api_key: dummy-key, api: responses, routes: [other]}}"
+)
+
+
+def upstream_reasoning(request: Any) -> list[dict[str, Any]]:
+    return [item for item in request.json()["input"] if item.get("type") == "reasoning"]
+
+
+def test_a_responses_upstreams_encrypted_reasoning_round_trips_byte_exact(tmp_path: Path) -> None:
+    recorded = RECORDED.read_bytes()
+    blob = next(
+        item["encrypted_content"]
+        for line in recorded.decode().splitlines()
+        if line.startswith("data: ") and '"response.output_item.done"' in line
+        for item in [msgspec.json.decode(line[6:])["item"]]
+        if item["type"] == "reasoning"
+    )
+    assert blob.startswith(BLOB)
+    provider = ScriptedServer(*(Reply(reads=[recorded]) for _ in range(5)))
+    with (
+        provider,
+        serve_gateway(tmp_path, gateway_yaml("", UPSTREAM.format(provider.url), db=tmp_path / "gw.sqlite")) as running,
+    ):
+        clients = Clients(running.url)
+        try:
+            client = clients.openai()
+            include: Any = ["reasoning.encrypted_content"]
+            # stateless: the client carries the state in encrypted_content and sends it back
+            first = client.responses.create(model="resp/o4-mini", input="hi", store=False, include=include)
+            carried = [item for item in first.output if item.type == "reasoning"]
+            assert carried
+            assert carried[0].encrypted_content is not None
+            history: list[Any] = [{"role": "user", "content": "hi"}]
+            history += [item.model_dump(exclude_none=True) for item in first.output]
+            history.append({"role": "user", "content": "again"})
+            client.responses.create(model="resp/o4-mini", input=history, store=False)
+            assert [item["encrypted_content"] for item in upstream_reasoning(provider.requests[1])] == [blob]
+            # stateful: the gateway kept the state; the client sends only the new turn
+            kept = client.responses.create(model="resp/o4-mini", input="hi")
+            client.responses.create(model="resp/o4-mini", input="again", previous_response_id=kept.id)
+            assert [item["encrypted_content"] for item in upstream_reasoning(provider.requests[3])] == [blob]
+            # another plugin instance never receives it (docs/stream-obligations.md#9-replay-state)
+            client.responses.create(model="other/o4-mini", input="again", previous_response_id=kept.id)
+            assert BLOB not in provider.requests[4].body.decode()
+            assert len(provider.requests[4].json()["input"]) >= 2  # the earlier turn itself is there
+        finally:
+            clients.close()
