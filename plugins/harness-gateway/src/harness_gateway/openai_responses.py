@@ -10,9 +10,15 @@ and ``reasoning``), ``instructions`` and ``system`` / ``developer`` messages (jo
 ``options.system``), function ``tools`` (flat: ``{type: function, name, description,
 parameters}``; any other tool type, a built-in such as ``web_search``, is a 400 naming it),
 ``tool_choice``, ``max_output_tokens``, ``temperature``, ``top_p``, ``reasoning.effort``,
-``text.format`` (``text`` / ``json_object`` / ``json_schema``). ``include``, ``store``,
-``metadata``, ``parallel_tool_calls`` and ``truncation`` (``auto`` / ``disabled``) are checked
-and echoed in the response object. Uploaded ``file_id`` s and ``item_reference`` s are 400s.
+``text.format`` (``text`` / ``json_object`` / ``json_schema``). ``include``, ``metadata``,
+``parallel_tool_calls`` and ``truncation`` (``auto`` / ``disabled``) are checked and echoed in
+the response object. Uploaded ``file_id`` s and ``item_reference`` s are 400s.
+
+State: ``store`` (default true) keeps the finished response (:meth:`OpenAIResponses.conclude`,
+rows in :mod:`harness_gateway.responses_store`); ``previous_response_id`` puts the stored chain
+before the new input with each route's replay state restored for that route's plugin instance
+only (:meth:`OpenAIResponses.resolve`, :func:`continued`); earlier ``instructions`` are not
+carried over, as in the API.
 
 Output: one output item per harness block, in block order: reasoning → a ``reasoning`` item
 (its text as one ``summary_text`` part), text → a ``message`` item (one ``output_text`` part),
