@@ -395,3 +395,37 @@ def test_a_responses_upstreams_encrypted_reasoning_round_trips_byte_exact(tmp_pa
             assert len(provider.requests[4].json()["input"]) >= 2  # the earlier turn itself is there
         finally:
             clients.close()
+
+
+def test_an_agents_sdk_run_chains_its_turns_by_previous_response_id(tmp_path: Path) -> None:
+    import agents
+
+    echoed: list[str] = []
+
+    @agents.function_tool
+    def echo(text: str) -> str:
+        """Echo the text back."""
+        echoed.append(text)
+        return "ECHOED"
+
+    with serve_gateway(tmp_path, gateway_yaml(db=tmp_path / "gw.sqlite")) as running:
+
+        async def run() -> Any:
+            async with openai.AsyncOpenAI(
+                base_url=running.url + "/v1", api_key="unused-on-loopback", max_retries=0
+            ) as client:
+                model = agents.OpenAIResponsesModel(model="mock/echo", openai_client=client)
+                agent = agents.Agent(name="echoer", instructions="use the tool", model=model, tools=[echo])
+                config = agents.RunConfig(tracing_disabled=True)
+                # the second turn sends only the tool's output; the gateway supplies the call before it
+                return await agents.Runner.run(
+                    agent, "please echo this", run_config=config, auto_previous_response_id=True
+                )
+
+        result = anyio.run(run)
+        assert echoed == ["please echo this"]
+        assert result.final_output == "The echo tool returned: ECHOED"
+        last = httpx.get(f"{running.url}/v1/responses/{result.last_response_id}").json()
+        assert last["previous_response_id"] is not None
+        items = httpx.get(f"{running.url}/v1/responses/{result.last_response_id}/input_items").json()["data"]
+        assert [item["type"] for item in items] == ["function_call_output"]
