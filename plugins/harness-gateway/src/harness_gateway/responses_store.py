@@ -161,7 +161,8 @@ async def chain(
     store: SqlStore, response_id: str, owner: str | None, *, now: float | None = None
 ) -> list[StoredResponse]:
     """The conversation ending with response ``response_id``: it and its ``previous_response_id``
-    s back to the first, oldest first, read in one transaction.
+    s back to the first, oldest first, read in one statement (a recursive query: one round trip
+    however long the conversation).
 
     Raises:
         GatewayError: 404 (:func:`not_found`, ``param`` ``previous_response_id``) when ``response_id``
@@ -169,19 +170,23 @@ async def chain(
             conversation there); 503 while the database is away.
     """
     moment = time.time() if now is None else now
-
-    async def work(tx: Tx) -> list[StoredResponse]:
-        found: list[StoredResponse] = []
-        wanted: str | None = response_id
-        while wanted is not None:  # no cycle: a response's previous one was stored before its id existed
-            row = await _read(tx, wanted, owner, moment)
-            if row is None:
-                raise not_found(wanted, "previous_response_id")
-            found.append(row)
-            wanted = row.previous_id
-        return found[::-1]
-
-    return await store.transaction(work, write=False)
+    mine = "" if owner is None else " AND owner = ?"
+    theirs = () if owner is None else (owner,)
+    sql = (
+        "WITH RECURSIVE conversation (link, next_link, depth) AS ("
+        f" SELECT id, previous_id, 0 FROM gateway_responses WHERE id = ? AND expires_at > ?{mine}"
+        " UNION ALL"
+        " SELECT r.id, r.previous_id, c.depth + 1 FROM gateway_responses r JOIN conversation c ON r.id = c.next_link"
+        f" WHERE r.expires_at > ?{mine.replace('owner', 'r.owner')}"
+        f") SELECT {_COLUMNS} FROM gateway_responses JOIN conversation ON id = link ORDER BY depth DESC"
+    )
+    rows = await store.transaction(lambda tx: tx.all(sql, response_id, moment, *theirs, moment, *theirs), write=False)
+    found = [_row(row) for row in rows]
+    if not found:
+        raise not_found(response_id, "previous_response_id")
+    if found[0].previous_id is not None:  # the chain stops at a response no longer live for this caller
+        raise not_found(found[0].previous_id, "previous_response_id")
+    return found
 
 
 async def delete(store: SqlStore, response_id: str, owner: str | None, *, now: float | None = None) -> bool:
