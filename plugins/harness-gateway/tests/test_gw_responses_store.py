@@ -4,6 +4,7 @@ the mock, ownership by key, retention with the clock driven by a parameter, and 
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,8 @@ from harness_gateway.responses_store import (
     input_items_page,
     owner_of,
     purge,
+    purge_expired,
+    purge_forever,
     put,
 )
 from harness_gateway.store import SQLiteStore
@@ -429,3 +432,45 @@ def test_an_agents_sdk_run_chains_its_turns_by_previous_response_id(tmp_path: Pa
         assert last["previous_response_id"] is not None
         items = httpx.get(f"{running.url}/v1/responses/{result.last_response_id}/input_items").json()["data"]
         assert [item["type"] for item in items] == ["function_call_output"]
+
+
+def test_expired_rows_are_purged_periodically_without_new_responses(tmp_path: Path) -> None:
+    async def rows(store: SQLiteStore) -> Any:
+        return await store.transaction(lambda tx: tx.one("SELECT count(*) FROM gateway_responses"), write=False)
+
+    async def main() -> None:
+        path = tmp_path / "gw.sqlite"
+        store = SQLiteStore(path, timeout=0.2)
+        assert await purge_expired(store, T0) == 0  # not migrated: nothing to purge (and no table to ask)
+        await store.migrate()
+        for name in ("resp_1", "resp_2", "resp_3"):
+            await put(store, record(name), now=T0)
+        await put(store, record("resp_live", at=T0 + 100), now=T0)
+        assert await purge_expired(store, T0 + 60, batch=2) == 3  # two batches: a full one, then the rest
+        assert await rows(store) == (1,)
+        await put(store, record("resp_4"), now=T0)
+        blocker = sqlite3.connect(path, isolation_level=None)
+        blocker.execute("BEGIN EXCLUSIVE")  # the store is away: logged, not raised; the next tick retries
+        try:
+            assert await purge_expired(store, T0 + 60) == 0
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        ticks: list[float] = []
+        ticked = anyio.Event()
+
+        def clock() -> float:
+            ticks.append(T0 + 60)
+            if len(ticks) == 2:
+                ticked.set()
+            return ticks[-1]
+
+        async with anyio.create_task_group() as group:
+            await group.start(functools.partial(purge_forever, store, 0.0, clock=clock))
+            with anyio.fail_after(10):
+                await ticked.wait()
+            group.cancel_scope.cancel()
+        assert await rows(store) == (1,)  # resp_4 purged by the periodic task
+        await store.aclose()
+
+    anyio.run(main)

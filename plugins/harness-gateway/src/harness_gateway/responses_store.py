@@ -17,8 +17,9 @@ own rows; the master key sees all. A row of another owner, an expired row and a 
 the same 404, so no caller learns that another's response exists.
 
 Expiry: an expired row is never answered; every store of a new response deletes up to
-:data:`PURGE_BATCH` expired rows in its transaction (:func:`purge`), so the table holds at most
-one retention's worth plus what the last writes left.
+:data:`PURGE_BATCH` expired rows in its transaction (:func:`purge`), and every process of
+``harness serve`` purges them every :data:`PURGE_EVERY` seconds (:func:`purge_forever`), so an
+expired row is gone within a minute even when no new response comes.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, Protocol
 
+import anyio
 import msgspec
+from anyio.abc import TaskStatus
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -38,6 +41,7 @@ from harness_gateway.store import SqlStore, Tx
 
 __all__ = [
     "PURGE_BATCH",
+    "PURGE_EVERY",
     "StoredResponse",
     "chain",
     "delete",
@@ -46,12 +50,17 @@ __all__ = [
     "not_found",
     "owner_of",
     "purge",
+    "purge_expired",
+    "purge_forever",
     "put",
     "responses_routes",
 ]
 
 PURGE_BATCH: Final = 500
 """Expired rows one store of a new response deletes at most (the next store takes the rest)."""
+
+PURGE_EVERY: Final = 60.0
+"""Seconds between two purges of expired rows by :func:`purge_forever`."""
 
 _COLUMNS: Final = (
     "id, owner, previous_id, route, model, source, replay_state, input_items, response, created_at, expires_at"
@@ -125,6 +134,39 @@ async def purge(tx: Tx, now: float, batch: int = PURGE_BATCH) -> int:
         now,
         batch,
     )
+
+
+async def purge_expired(store: SqlStore, now: float, batch: int = PURGE_BATCH) -> int:
+    """Delete every row expired at ``now`` (unix seconds), ``batch`` rows per transaction; how
+    many. Nothing before the store's schema holds the table (version 4: :meth:`SqlStore.migrate`
+    ran); a database fault is logged (by :func:`~harness_gateway.store.unavailable`) and ends the
+    purge (the next one retries), never raised."""
+    if store.schema < 4:
+        return 0
+    total = 0
+    try:
+        while True:
+            removed = await store.transaction(lambda tx: purge(tx, now, batch))
+            total += removed
+            if removed < batch:
+                return total
+    except GatewayError:
+        return total
+
+
+async def purge_forever(
+    store: SqlStore,
+    every: float = PURGE_EVERY,
+    *,
+    clock: Callable[[], float] = time.time,
+    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Forever: every ``every`` seconds, :func:`purge_expired` at ``clock()`` (started with
+    ``TaskGroup.start`` by ``harness serve``, in every process)."""
+    task_status.started()
+    while True:
+        await anyio.sleep(every)
+        await purge_expired(store, clock())
 
 
 async def put(store: SqlStore, record: StoredResponse, *, now: float | None = None) -> None:
