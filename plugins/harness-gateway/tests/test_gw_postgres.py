@@ -177,7 +177,7 @@ def test_store_hides_its_dsn_and_keeps_the_pool_on_sql_errors(cluster: Cluster) 
         store = PostgresStore(cluster.dsn)
         assert repr(store) == "PostgresStore(<dsn hidden>)"
         await store.aclose()  # never opened: nothing to close
-        assert await store.migrate() == 3
+        assert await store.migrate() == 4
         with pytest.raises(GatewayError) as caught:
             await store.transaction(lambda tx: tx.one("SELECT * FROM no_such_table"))
         assert caught.value.status == 503
@@ -318,3 +318,32 @@ plugins:
             await store.aclose()
 
     assert anyio.run(served) == {"east/echo": 7, "west/echo": 5}
+
+
+def test_previous_response_id_works_across_two_processes(cluster: Cluster, two_gateways: list[str]) -> None:
+    import openai
+
+    key = create(cluster.dsn, KeySpec(name="conversation"))
+    other = create(cluster.dsn, KeySpec(name="other"))
+    clients = [openai.OpenAI(base_url=url + "/v1", api_key=key, max_retries=0) for url in two_gateways]
+    stranger = openai.OpenAI(base_url=two_gateways[1] + "/v1", api_key=other, max_retries=0)
+    try:
+        first = clients[0].responses.create(model="mock/echo", input="one two three")
+        second = clients[1].responses.create(model="mock/echo", input="four", previous_response_id=first.id)
+        assert second.output_text == "four"
+        assert second.usage is not None
+        assert second.usage.input_tokens == 3 + 3 + 1  # the other process's turn came back from PostgreSQL
+        with clients[0].responses.stream(model="mock/echo", input="five", previous_response_id=second.id) as stream:
+            third = stream.get_final_response()
+        assert third.usage is not None
+        assert third.usage.input_tokens == 7 + 1 + 1
+        assert clients[1].responses.retrieve(third.id).output_text == "five"
+        with pytest.raises(openai.NotFoundError):
+            stranger.responses.retrieve(first.id)
+        clients[1].responses.delete(first.id)
+        with pytest.raises(openai.NotFoundError) as broken:
+            clients[0].responses.create(model="mock/echo", input="six", previous_response_id=third.id)
+        assert broken.value.param == "previous_response_id"
+    finally:
+        for client in [*clients, stranger]:
+            client.close()

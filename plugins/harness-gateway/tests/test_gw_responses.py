@@ -127,9 +127,12 @@ def test_errors_are_openai_shaped(gateway, clients) -> None:  # type: ignore[no-
     with pytest.raises(openai.NotFoundError) as unknown:
         client.responses.create(model="mock/echo", input="hi", previous_response_id="resp_unknown")
     assert unknown.value.code == "previous_response_not_found"
+    assert unknown.value.param == "previous_response_id"
+    assert unknown.value.type == "invalid_request_error"
     answer = httpx.get(gateway.url + "/v1/responses/resp_x")
     assert answer.status_code == 404
-    assert answer.json()["error"]["code"] == "unknown_endpoint"
+    assert answer.json()["error"]["code"] == "response_not_found"
+    assert httpx.get(gateway.url + "/v1/responses/resp_x/nothing").json()["error"]["code"] == "unknown_endpoint"
 
 
 # ---------------------------------------------------------------------- the translator

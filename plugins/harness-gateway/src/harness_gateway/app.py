@@ -7,6 +7,8 @@ Endpoints:
                                    adapter (:func:`count_tokens`; keys and route permissions apply,
                                    nothing is admitted or billed)
     ``POST /v1/responses``         OpenAI Responses (:mod:`harness_gateway.openai_responses`)
+    ``GET`` / ``DELETE /v1/responses/{id}``, ``GET /v1/responses/{id}/input_items``  stored
+                                   responses (:mod:`harness_gateway.responses_store`)
     ``GET  /v1/models``            every route's models as ``route/model``, plus the aliases
     ``GET  /healthz``              200 ``{"status": "ok"}``; 503 while the state store is unreachable
     ``GET  /metrics``              Prometheus text (the master key or ``metrics_token`` when protected)
@@ -57,7 +59,7 @@ from harness_core.errors import LlmError
 from harness_core.types import Failure, Finish, ReasoningDelta, StreamChunk, TextDelta, ToolCallDelta, Usage
 from harness_gateway.anthropic_messages import ANTHROPIC_MESSAGES, parse_messages_request
 from harness_gateway.console import console_routes
-from harness_gateway.dialect import Dialect
+from harness_gateway.dialect import Dialect, Ending
 from harness_gateway.errors import GatewayError, from_failure, public_failure
 from harness_gateway.keys import KeyRecord, KeySpec
 from harness_gateway.metrics import CONTENT_TYPE, GatewayMetrics
@@ -65,6 +67,7 @@ from harness_gateway.observe import Observer, RunEnd, RunInfo, RunWatch
 from harness_gateway.openai_chat import OPENAI_CHAT
 from harness_gateway.openai_responses import OPENAI_RESPONSES
 from harness_gateway.request import Body, ParsedRequest, Target, bad_request, decode_json
+from harness_gateway.responses_store import responses_routes
 from harness_gateway.runtime import GatewayRuntime, RuntimeHolder
 from harness_gateway.spend import estimated_usage, request_cost
 from harness_gateway.sse import KEEPALIVE
@@ -225,6 +228,7 @@ class Generation(Response):
         """Authenticate, read and resolve the request (the checks before admission)."""
         who, raw, (route, model, owner) = await read_request(self.gateway, runtime, self.request)
         parsed = self.dialect.parse(raw, owner, model, target=route_target(runtime, route, owner))
+        parsed = await self.dialect.resolve(self.gateway.store, who, parsed)
         require_messages(parsed, self.dialect.messages_field)
         return route, model, allowed(who, route), parsed
 
@@ -452,6 +456,16 @@ class _Run:
         notes = self.notes
         return notes.served_route or self.route, notes.served_model or self.model
 
+    def ending(self, finish: Finish) -> Ending:
+        """What :meth:`Dialect.conclude` is told about how this generation ended."""
+        route, model = self.member()
+        retention = self.runtime.config.responses.retention_seconds
+        source = self.runtime.harness.routes().get(route)
+        return Ending(
+            store=self.gateway.store, retention=retention, parsed=self.parsed, route=route, model=model,
+            source=source, finish=finish,
+        )  # fmt: skip
+
     def served(self) -> None:
         """The route streamed content for the model: it keeps its own ``model`` label from now on
         (:meth:`GatewayMetrics.served`), and this stream moves to it in the in-flight gauge."""
@@ -578,7 +592,9 @@ class _Run:
         else:
             message = assembler.message(route=self.route)
             try:
-                body = dialect.response(self.public_id, self.parsed, message, assembler.usage, _finish_of(assembler))
+                ended = _finish_of(assembler)
+                body = dialect.response(self.public_id, self.parsed, message, assembler.usage, ended)
+                await dialect.conclude(self.ending(ended), body)
                 response = JSONResponse(body)
             except GatewayError as error:
                 response = dialect.error_response(error)
@@ -607,6 +623,8 @@ class _Run:
                             return
                         state["started"] = True
                         await _put(out, encoder.start())
+                    if isinstance(chunk, Finish):
+                        await self.generation.dialect.conclude(self.ending(chunk), encoder)
                     data = encoder.feed(chunk)
                     if data:
                         await _put(out, data)
@@ -739,6 +757,7 @@ def build_app(gateway: Gateway) -> Starlette:
     routes = [
         *(Route(dialect.path, generation(dialect), methods=["POST"]) for dialect in DIALECTS),
         Route("/v1/messages/count_tokens", counting, methods=["POST"]),
+        *responses_routes(gateway),
         Route("/v1/models", models, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),

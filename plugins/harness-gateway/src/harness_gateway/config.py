@@ -20,8 +20,10 @@ The plugin itself adds nothing to the runtime (no hooks): ``harness serve`` read
 from __future__ import annotations
 
 import ipaddress
+import math
+import re
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 import msgspec
 import platformdirs
@@ -30,7 +32,58 @@ from harness_core.secret import ConnectionString, Secret
 from harness_gateway.store import LEASE
 from harness_middleware.pricing import Price, PriceBook
 
-__all__ = ["ConnectionLimits", "GatewayConfig", "GatewayPlugin", "default_database_path", "is_loopback"]
+__all__ = [
+    "ConnectionLimits",
+    "GatewayConfig",
+    "GatewayPlugin",
+    "ResponsesConfig",
+    "default_database_path",
+    "duration_seconds",
+    "is_loopback",
+]
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd]?)$")
+_DURATION_UNITS: Final = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration_seconds(value: str | float, where: str) -> float:
+    """Seconds of a duration setting: a number of seconds, or ``<number><unit>`` with unit ``s``,
+    ``m``, ``h`` or ``d`` (``30d``, ``12h``, ``90m``, ``45s``).
+
+    Raises:
+        ValueError: naming ``where`` for anything else, or a duration not above 0.
+    """
+    if isinstance(value, str):
+        found = _DURATION.match(value.strip())
+        if found is None:
+            raise ValueError(f"{where}: expected a duration such as 30d, 12h, 90m, 45s or seconds, got {value!r}")
+        seconds = float(found.group(1)) * _DURATION_UNITS[found.group(2)]
+    else:
+        seconds = float(value)
+    if not seconds > 0 or math.isinf(seconds):
+        raise ValueError(f"{where}: must be a finite duration above 0, got {value!r}")
+    return seconds
+
+
+class ResponsesConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The stored responses of ``POST /v1/responses`` (the ``responses`` field of the gateway config).
+
+    Fields:
+        retention: how long a stored response (``store: true``, the API's default) stays
+            retrievable and usable as ``previous_response_id``, from its creation: ``30d`` (the
+            default, as OpenAI keeps them), ``12h``, ``90m``, ``45s`` or a number of seconds.
+            Expired rows are never answered and are purged as new responses are stored.
+    """
+
+    retention: str | float = "30d"
+
+    def __post_init__(self) -> None:
+        duration_seconds(self.retention, "responses.retention")
+
+    @property
+    def retention_seconds(self) -> float:
+        """:attr:`retention` in seconds."""
+        return duration_seconds(self.retention, "responses.retention")
 
 
 class ConnectionLimits(msgspec.Struct, frozen=True, kw_only=True):
@@ -101,6 +154,7 @@ class GatewayConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
             are required (the series name routes, models, spend).
         metrics_token: a token that may read ``/metrics`` and nothing else (a
             :class:`~harness_core.Secret`; never shown).
+        responses: stored Responses (:class:`ResponsesConfig`: ``{retention: 30d}``).
     """
 
     host: str = "127.0.0.1"
@@ -126,6 +180,7 @@ class GatewayConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     upstream_read_timeout: Annotated[float, msgspec.Meta(gt=0)] | None = 120.0
     metrics_require_key: bool | None = None
     metrics_token: Secret | None = None
+    responses: ResponsesConfig = msgspec.field(default_factory=ResponsesConfig)
 
     def __post_init__(self) -> None:
         for alias, target in self.aliases.items():

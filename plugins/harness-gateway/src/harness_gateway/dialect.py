@@ -14,15 +14,18 @@ Implementations: :data:`harness_gateway.openai_chat.OPENAI_CHAT` (``POST /v1/cha
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from starlette.responses import JSONResponse
 
 from harness_core.types import Finish, Message, StreamChunk, TokenUsage
 from harness_gateway.errors import GatewayError
+from harness_gateway.keys import KeyRecord
 from harness_gateway.request import ParsedRequest, Target
+from harness_gateway.store import SqlStore
 
-__all__ = ["Dialect", "StreamEncoder"]
+__all__ = ["Dialect", "Ending", "StreamEncoder"]
 
 
 class StreamEncoder(Protocol):
@@ -40,6 +43,24 @@ class StreamEncoder(Protocol):
     def error(self, error: GatewayError) -> bytes:
         """The in-stream error event(s) ending a stream that has already started."""
         ...  # pragma: no cover - a protocol method
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ending:
+    """How a generation that did not fail ended, as :meth:`Dialect.conclude` sees it.
+
+    ``route`` / ``model`` served it (a ``fallback`` target or ``balance`` member when one did),
+    ``source`` is the plugins.yaml key owning that route (the instance its replay state belongs
+    to); ``retention`` is the gateway config's ``responses.retention`` in seconds.
+    """
+
+    store: SqlStore
+    retention: float
+    parsed: ParsedRequest
+    route: str
+    model: str
+    source: str | None
+    finish: Finish
 
 
 class Dialect:
@@ -85,6 +106,22 @@ class Dialect:
             GatewayError: when the reply cannot be expressed in this dialect (a 502).
         """
         raise NotImplementedError  # pragma: no cover - every dialect implements it
+
+    async def resolve(self, store: SqlStore, who: KeyRecord | bool | None, parsed: ParsedRequest) -> ParsedRequest:
+        """``parsed`` completed with what the state store holds for it, before admission (the
+        Responses dialect's ``previous_response_id``); ``who`` is the authenticated caller
+        (a key record, ``True`` for the master key, ``None`` when anonymous). Default: ``parsed``.
+
+        Raises:
+            GatewayError: when the request names state it may not have (a 404), or 503 while the
+                store is away.
+        """
+        return parsed
+
+    async def conclude(self, ending: Ending, result: dict[str, Any] | StreamEncoder) -> None:
+        """Called once per generation that reached its finish, before the client receives the
+        end of the answer: ``result`` is the non-streaming response body (which this may change)
+        or the stream's encoder, fed everything but the finish. Default: nothing."""
 
     def owns(self, path: str) -> bool:
         """Whether an unknown ``path`` (404 / 405) is answered in this dialect: its endpoint or below."""

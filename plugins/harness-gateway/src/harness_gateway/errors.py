@@ -94,6 +94,8 @@ class GatewayError(Exception):
         retry_after: seconds the client should wait (sent as the ``retry-after`` header, rounded up).
         retryable: ``False`` for a failure a retry cannot cure (see the module docstring); a
             non-retryable 429 is OpenAI's ``insufficient_quota`` and Anthropic's 402 ``billing_error``.
+        openai_type: the OpenAI error ``type`` when it is not the status's usual one (OpenAI answers
+            an unknown stored response with 404 ``invalid_request_error``).
     """
 
     def __init__(
@@ -105,8 +107,10 @@ class GatewayError(Exception):
         param: str | None = None,
         retry_after: float | None = None,
         retryable: bool = True,
+        openai_type: str | None = None,
     ) -> None:
         super().__init__(message)
+        self.openai_type = openai_type
         self.status = status
         self.message = message
         self.code = code
@@ -131,6 +135,7 @@ class GatewayError(Exception):
     def openai_body(self) -> dict[str, Any]:
         """OpenAI's error object (the Chat Completions and Responses dialects; module docstring)."""
         kind = "insufficient_quota" if self.quota else _OPENAI_TYPE.get(self.status, "server_error")
+        kind = self.openai_type or kind
         return {"error": {"message": self.message, "type": kind, "param": self.param, "code": self.code}}
 
     def anthropic_body(self) -> dict[str, Any]:

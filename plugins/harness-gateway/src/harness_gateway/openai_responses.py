@@ -10,9 +10,15 @@ and ``reasoning``), ``instructions`` and ``system`` / ``developer`` messages (jo
 ``options.system``), function ``tools`` (flat: ``{type: function, name, description,
 parameters}``; any other tool type, a built-in such as ``web_search``, is a 400 naming it),
 ``tool_choice``, ``max_output_tokens``, ``temperature``, ``top_p``, ``reasoning.effort``,
-``text.format`` (``text`` / ``json_object`` / ``json_schema``). ``include``, ``store``,
-``metadata``, ``parallel_tool_calls`` and ``truncation`` (``auto`` / ``disabled``) are checked
-and echoed in the response object. Uploaded ``file_id`` s and ``item_reference`` s are 400s.
+``text.format`` (``text`` / ``json_object`` / ``json_schema``). ``include``, ``metadata``,
+``parallel_tool_calls`` and ``truncation`` (``auto`` / ``disabled``) are checked and echoed in
+the response object. Uploaded ``file_id`` s and ``item_reference`` s are 400s.
+
+State: ``store`` (default true) keeps the finished response (:meth:`OpenAIResponses.conclude`,
+rows in :mod:`harness_gateway.responses_store`); ``previous_response_id`` puts the stored chain
+before the new input with each route's replay state restored for that route's plugin instance
+only (:meth:`OpenAIResponses.resolve`, :func:`continued`); earlier ``instructions`` are not
+carried over, as in the API.
 
 Output: one output item per harness block, in block order: reasoning → a ``reasoning`` item
 (its text as one ``summary_text`` part), text → a ``message`` item (one ``output_text`` part),
@@ -48,6 +54,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import logging
 import time
 from typing import Any, Final
 
@@ -74,11 +81,14 @@ from harness_core.types import (
     ToolSpec,
     Usage,
 )
-from harness_gateway.dialect import Dialect
+from harness_gateway.dialect import Dialect, Ending, StreamEncoder
 from harness_gateway.errors import GatewayError, from_failure
 from harness_gateway.files import file_block
+from harness_gateway.keys import KeyRecord
 from harness_gateway.request import Body, ParsedRequest, Target, bad_request, build_options
+from harness_gateway.responses_store import StoredResponse, chain, owner_of, put
 from harness_gateway.sse import sse_event
+from harness_gateway.store import SqlStore
 
 __all__ = [
     "ENCRYPTED_REASONING",
@@ -87,6 +97,7 @@ __all__ = [
     "OpenAIResponses",
     "ResponsesExtras",
     "ResponsesStreamEncoder",
+    "continued",
     "parse_responses_request",
     "responses_response",
 ]
@@ -95,6 +106,8 @@ ENCRYPTED_REASONING: Final = "reasoning.encrypted_content"
 """The ``include`` value that makes reasoning items carry the route's replay state."""
 STATE_PREFIX: Final = "hgw1."
 """How an ``encrypted_content`` this gateway wrote starts (then base64url JSON, module docstring)."""
+
+logger = logging.getLogger(__name__)
 
 _TRUNCATION: Final = ("auto", "disabled")
 _encode = msgspec.json.Encoder().encode
@@ -113,6 +126,10 @@ class ResponsesExtras(msgspec.Struct, kw_only=True, frozen=True):
     store: bool = True
     previous_response_id: str | None = None
     echo: dict[str, Any] = msgspec.field(default_factory=dict)
+    input_items: list[Any] = msgspec.field(default_factory=list)
+    """The request's ``input`` as items (a string is one user ``message`` item): what is stored."""
+    account: str = ""
+    """Who stores and reads the response (:func:`~harness_gateway.responses_store.owner_of`)."""
 
 
 def parse_responses_request(raw: Any, owner: str | None = None) -> ParsedRequest:
@@ -159,18 +176,47 @@ def parse_responses_request(raw: Any, owner: str | None = None) -> ParsedRequest
         "text": body.get("text", dict, {"format": {"type": "text"}}),
         "truncation": truncation,
     }
-    body.get("store", bool, True)  # checked; nothing is stored yet, so the response says store: false
-    previous = body.get("previous_response_id", str)
-    if previous is not None:
-        raise GatewayError(
-            404,
-            f"previous_response_id: no stored response {previous[:64]!r} (this gateway keeps no responses:"
-            " send the whole conversation as input items)",
-            code="previous_response_not_found",
-            param="previous_response_id",
-        )
-    extras = ResponsesExtras(owner=owner, include_state=ENCRYPTED_REASONING in include, store=False, echo=echo)
+    given = body.get("input", (str, list), required=True)
+    items = [_user_item(given)] if isinstance(given, str) else list(given)
+    extras = ResponsesExtras(
+        owner=owner,
+        include_state=ENCRYPTED_REASONING in include,
+        store=body.get("store", bool, True),
+        previous_response_id=body.get("previous_response_id", str),
+        echo=echo,
+        input_items=items,
+    )
     return ParsedRequest(model=model, options=generate, stream=body.get("stream", bool, False), extras=extras)
+
+
+def _user_item(text: str) -> dict[str, Any]:
+    """A string ``input`` as the one item it stands for."""
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+def continued(parsed: ParsedRequest, history: list[StoredResponse], account: str) -> ParsedRequest:
+    """``parsed`` (a request with ``previous_response_id``) with the conversation of ``history``
+    (the stored responses of the chain, oldest first) before its own input: each one's input items,
+    then its output items with the route's replay state restored on them (``source``: the plugins.yaml
+    key of the route that produced it, so the runtime replays it only to that instance,
+    docs/stream-obligations.md#9-replay-state). As the API does, earlier ``instructions`` are not
+    carried over; ``system`` / ``developer`` input items are."""
+    extras: ResponsesExtras = parsed.extras
+    items: list[Any] = []
+    for record in history:
+        carrier = f"rs_{record.id}_state"  # what _with_state added for a client that asked for the state
+        output = [
+            {key: value for key, value in item.items() if key != "encrypted_content"}
+            for item in record.response["output"]
+            if item.get("id") != carrier
+        ]
+        _with_state(output, record.id, ResponsesExtras(owner=record.source, include_state=True), record.replay_state)
+        items += [*record.input_items, *output]
+    items += extras.input_items
+    system: list[str] = [extras.echo["instructions"]] if extras.echo.get("instructions") else []
+    messages = _read_input(Body({"input": items}), system)
+    options = msgspec.structs.replace(parsed.options, messages=messages, system="\n\n".join(system) or None)
+    return msgspec.structs.replace(parsed, options=options, extras=msgspec.structs.replace(extras, account=account))
 
 
 def _string(where: str, value: Any) -> str:
@@ -518,6 +564,7 @@ class ResponsesStreamEncoder:
         self.output: list[dict[str, Any]] = []
         self.open: dict[int, _Open] = {}
         self.failure: GatewayError | None = None
+        self._final: dict[str, Any] | None = None
 
     def event(self, kind: str, body: dict[str, Any]) -> bytes:
         """One event ``kind`` with ``type`` and the next ``sequence_number``."""
@@ -613,10 +660,18 @@ class ResponsesStreamEncoder:
         if reason.kind == "error" and reason.failure is not None:
             self.failure = from_failure(reason.failure)
             return out + self.error(self.failure)
-        _with_state(self.output, self.id, self.parsed.extras, finish.replay_state)
-        status, incomplete = _status(reason)
-        kind = "response.completed" if status == "completed" else "response.incomplete"
-        return out + self.event(kind, self._response(status, incomplete=incomplete))
+        body = self.final(finish)
+        kind = "response.completed" if body["status"] == "completed" else "response.incomplete"
+        return out + self.event(kind, {"response": body})
+
+    def final(self, finish: Finish) -> dict[str, Any]:
+        """The ``response`` object the terminal event of ``finish`` (one that did not fail) carries:
+        built once, so what :meth:`OpenAIResponses.conclude` stores (and marks) is what is sent."""
+        if self._final is None:
+            _with_state(self.output, self.id, self.parsed.extras, finish.replay_state)
+            status, incomplete = _status(finish.reason)
+            self._final = self._response(status, incomplete=incomplete)["response"]
+        return self._final
 
     def error(self, error: GatewayError) -> bytes:
         """An ``error`` event (``code``, ``message``, ``param`` and the OpenAI error object) and ``response.failed``."""
@@ -649,6 +704,49 @@ class OpenAIResponses(Dialect):
     ) -> dict[str, Any]:
         """:func:`responses_response`."""
         return responses_response(public_id, parsed, message, usage, finish)
+
+    async def resolve(self, store: SqlStore, who: KeyRecord | bool | None, parsed: ParsedRequest) -> ParsedRequest:
+        """With ``previous_response_id``, the stored conversation before the new input
+        (:func:`continued`); every request learns who stores its response (``extras.account``).
+
+        Raises:
+            GatewayError: 404 ``previous_response_not_found`` (``param`` ``previous_response_id``)
+                when that response, or one before it, is not stored for this caller (never stored,
+                ``store: false``, deleted, expired, or another key's); 503 while the store is away.
+        """
+        extras: ResponsesExtras = parsed.extras
+        account = owner_of(who)
+        if extras.previous_response_id is None:
+            return msgspec.structs.replace(parsed, extras=msgspec.structs.replace(extras, account=account))
+        history = await chain(store, extras.previous_response_id, None if who is True else account)
+        return continued(parsed, history, account)
+
+    async def conclude(self, ending: Ending, result: dict[str, Any] | StreamEncoder) -> None:
+        """Store the response when the request said ``store: true`` and it completed or came out
+        incomplete (never a failed or aborted one): the Response object, the input items, the
+        serving route, model and ``source`` and the route's replay state, owned by the caller
+        (:mod:`harness_gateway.responses_store`). When the store refuses it (503), the response
+        still goes out, with ``store: false`` and the fault logged: its id cannot be used later."""
+        extras: ResponsesExtras = ending.parsed.extras
+        if not extras.store or ending.finish.reason.kind in ("error", "aborted"):
+            return
+        if isinstance(result, ResponsesStreamEncoder):
+            body = result.final(ending.finish)
+        else:
+            assert isinstance(result, dict), "the relay passes the response body or this dialect's encoder"
+            body = result
+        now = time.time()
+        record = StoredResponse(
+            id=body["id"], owner=extras.account, previous_id=extras.previous_response_id,
+            route=ending.route, model=ending.model, source=ending.source,
+            replay_state=ending.finish.replay_state, input_items=extras.input_items, response=body,
+            created_at=now, expires_at=now + ending.retention,
+        )  # fmt: skip
+        try:
+            await put(ending.store, record, now=now)
+        except GatewayError as error:
+            logger.error("response %s could not be stored (answered with store: false): %s", body["id"], error)
+            body["store"] = False
 
 
 OPENAI_RESPONSES: Final = OpenAIResponses()

@@ -89,6 +89,25 @@ MIGRATIONS_POSTGRES: Final = (
             ) AS seconds)
         """,
     ),
+    (
+        4,
+        """
+        CREATE TABLE gateway_responses (
+            id TEXT PRIMARY KEY,
+            owner TEXT NOT NULL,
+            previous_id TEXT,
+            route TEXT NOT NULL,
+            model TEXT NOT NULL,
+            source TEXT,
+            replay_state TEXT,
+            input_items TEXT NOT NULL,
+            response TEXT NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL,
+            expires_at DOUBLE PRECISION NOT NULL
+        );
+        CREATE INDEX gateway_responses_expires ON gateway_responses (expires_at)
+        """,
+    ),
 )
 """Versioned schema migrations for PostgreSQL (same versions as SQLite's)."""
 

@@ -34,6 +34,7 @@ from harness_gateway.config import ConnectionLimits, default_database_path
 from harness_gateway.database import store_from_spec
 from harness_gateway.errors import GatewayError
 from harness_gateway.metrics import MULTIPROC_DIR_ENV, GatewayMetrics
+from harness_gateway.responses_store import purge_forever
 from harness_gateway.runtime import RuntimeHolder, load_runtime
 from harness_gateway.store import SqlStore
 from harness_middleware.balance import share_state
@@ -145,6 +146,7 @@ class GatewayServer:
             return
         async with anyio.create_task_group() as group:
             await group.start(gateway.store.maintain)  # leases renewed, dead processes' rows settled
+            await group.start(purge_forever, gateway.store)  # expired stored responses deleted
             if threading.current_thread() is threading.main_thread():  # signal handlers need the main thread
                 group.start_soon(self.reload_on_sighup, gateway)
             if self.watch:

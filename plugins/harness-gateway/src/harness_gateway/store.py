@@ -759,6 +759,25 @@ MIGRATIONS_SQLITE: Final = (
             ))
         """,
     ),
+    (
+        4,
+        """
+        CREATE TABLE gateway_responses (
+            id TEXT PRIMARY KEY,                -- the public response id (resp_…)
+            owner TEXT NOT NULL,                -- key:<key id>, master, or '' (anonymous)
+            previous_id TEXT,                   -- its previous_response_id
+            route TEXT NOT NULL,                -- the route and model that served it
+            model TEXT NOT NULL,
+            source TEXT,                        -- its plugins.yaml key (the replay state goes back only there)
+            replay_state TEXT,                  -- JSON: the route's finish.replay_state, or NULL
+            input_items TEXT NOT NULL,          -- JSON list: the input items it was given
+            response TEXT NOT NULL,             -- JSON: the Response object as answered
+            created_at REAL NOT NULL,
+            expires_at REAL NOT NULL            -- unix seconds: created_at + the configured retention
+        );
+        CREATE INDEX gateway_responses_expires ON gateway_responses (expires_at)
+        """,
+    ),
 )
 """Versioned schema migrations for SQLite: ``(version, script)``, applied in order, once each."""
 
