@@ -149,3 +149,25 @@ def test_build_options_names_the_request_field_of_a_refused_value() -> None:
         build_options({"no_such_option": 1})
     assert unnamed.value.param is None
     assert "no_such_option" in str(unnamed.value)
+
+
+RESPONSES = Target("resp", "openai-responses", "openai")
+
+
+def test_responses_fields_follow_the_field_rule() -> None:
+    """Found after the Responses dialect landed: it dropped every field it did not read."""
+    from harness_gateway.openai_responses import parse_responses_request
+
+    fields = {"service_tier": "flex", "prompt_cache_retention": "24h", "max_tool_calls": 3, "user": "u1"}
+    body = {"model": "m", "input": "hi", **fields}
+    same_wire = parse_responses_request(body, "openai", RESPONSES)
+    assert same_wire.options.provider_options == {"openai": fields}
+    with pytest.raises(GatewayError) as refused:
+        parse_responses_request(body, "anthropic", ANTHROPIC)
+    assert refused.value.param == "service_tier"
+    assert "route 'claude' cannot take this field" in str(refused.value)
+    ignored = parse_responses_request({"model": "m", "input": "hi", "user": "u1", "stream_options": {}}, None, CHAT)
+    assert ignored.options.provider_options == {}
+    with pytest.raises(GatewayError) as nowhere:  # no route known: nothing may pass
+        parse_responses_request({"model": "m", "input": "hi", "background": True})
+    assert nowhere.value.param == "background"

@@ -12,7 +12,9 @@ parameters}``; any other tool type, a built-in such as ``web_search``, is a 400 
 ``tool_choice``, ``max_output_tokens``, ``temperature``, ``top_p``, ``reasoning.effort``,
 ``text.format`` (``text`` / ``json_object`` / ``json_schema``). ``include``, ``metadata``,
 ``parallel_tool_calls`` and ``truncation`` (``auto`` / ``disabled``) are checked and echoed in
-the response object. Uploaded ``file_id`` s and ``item_reference`` s are 400s.
+the response object. Uploaded ``file_id`` s and ``item_reference`` s are 400s. Any other field
+follows the field rule (:func:`~harness_gateway.request.pass_through`): unchanged to a route of
+the Responses wire, dropped on another only when it is on :data:`IGNORED`, else a 400 naming it.
 
 State: ``store`` (default true) keeps the finished response (:meth:`OpenAIResponses.conclude`,
 rows in :mod:`harness_gateway.responses_store`); ``previous_response_id`` puts the stored chain
@@ -85,15 +87,18 @@ from harness_gateway.dialect import Dialect, Ending, StreamEncoder
 from harness_gateway.errors import GatewayError, from_failure
 from harness_gateway.files import file_block
 from harness_gateway.keys import KeyRecord
-from harness_gateway.request import Body, ParsedRequest, Target, bad_request, build_options
+from harness_gateway.request import Body, ParsedRequest, Target, bad_request, build_options, pass_through
 from harness_gateway.responses_store import StoredResponse, chain, owner_of, put
 from harness_gateway.sse import sse_event
 from harness_gateway.store import SqlStore
 
 __all__ = [
     "ENCRYPTED_REASONING",
+    "IGNORED",
+    "MAPPED",
     "OPENAI_RESPONSES",
     "STATE_PREFIX",
+    "WIRE",
     "OpenAIResponses",
     "ResponsesExtras",
     "ResponsesStreamEncoder",
@@ -132,13 +137,50 @@ class ResponsesExtras(msgspec.Struct, kw_only=True, frozen=True):
     """Who stores and reads the response (:func:`~harness_gateway.responses_store.owner_of`)."""
 
 
-def parse_responses_request(raw: Any, owner: str | None = None) -> ParsedRequest:
+WIRE: Final = "openai-responses"
+"""The wire of this dialect (:attr:`harness_core.LlmAdapter.wire` of ``harness-llm-openai``'s
+``api: responses`` adapter): a route speaking it receives the unmapped fields unchanged."""
+
+MAPPED: Final = frozenset(
+    {
+        "model",
+        "input",
+        "instructions",
+        "tools",
+        "tool_choice",
+        "max_output_tokens",
+        "temperature",
+        "top_p",
+        "reasoning",
+        "text",
+        "include",
+        "truncation",
+        "metadata",
+        "parallel_tool_calls",
+        "store",
+        "previous_response_id",
+        "stream",
+    }
+)
+"""The request fields this dialect reads (mapped into the vocabulary, or kept for the response)."""
+
+IGNORED: Final = frozenset({"user", "safety_identifier", "prompt_cache_key", "stream_options"})
+"""Fields that change no output, dropped on a route of another wire (the field rule,
+docs/gateway.md#no-field-is-dropped-in-silence); a Responses route receives them."""
+
+
+def parse_responses_request(raw: Any, owner: str | None = None, target: Target | None = None) -> ParsedRequest:
     """Read a Responses body into a :class:`ParsedRequest` (``extras``: :class:`ResponsesExtras`).
+
+    A field outside :data:`MAPPED` reaches a ``target`` route of the Responses wire unchanged
+    (``provider_options``); on another wire it is a 400 naming it, except :data:`IGNORED`
+    (:func:`~harness_gateway.request.pass_through`).
 
     Raises a 400 :class:`GatewayError` naming the field at fault.
     """
     body = Body(raw)
     model = body.get("model", str, required=True)
+    extra = pass_through(body, MAPPED, IGNORED, wire=WIRE, target=target)
     system: list[str] = []
     instructions = body.get("instructions", str)
     if instructions:
@@ -161,6 +203,7 @@ def parse_responses_request(raw: Any, owner: str | None = None) -> ParsedRequest
         "top_p": body.get("top_p", float),
         "reasoning_effort": reasoning.get("effort", str) if reasoning is not None else None,
         "response_format": _text_format(body),
+        "provider_options": {target.options_key: extra} if extra and target is not None else None,
     }
     generate = build_options(options, {"max_tokens": "max_output_tokens", "system": "instructions"})
     echo = {
@@ -691,9 +734,8 @@ class OpenAIResponses(Dialect):
 
     def parse(self, raw: Any, owner: str | None, upstream_model: str, *, target: Target | None = None) -> ParsedRequest:
         """:func:`parse_responses_request` (``owner`` becomes the ``source`` of handed-out replay
-        state; every field of the request is mapped, checked or refused by name, so ``target``
-        plays no part)."""
-        return parse_responses_request(raw, owner)
+        state; ``target`` decides which unmapped fields pass on)."""
+        return parse_responses_request(raw, owner, target)
 
     def encoder(self, public_id: str, model: str, parsed: ParsedRequest) -> ResponsesStreamEncoder:
         """A :class:`ResponsesStreamEncoder`."""
