@@ -29,6 +29,7 @@ from harness_core.errors import LlmError
 from harness_core.hookspecs import RegisterEmbedder
 from harness_core.types import GenerateOptions, Message, TokenUsage
 from harness_llm_mock import MockConfig, MockPlugin
+from harness_middleware.balance import BalancePlugin, MemoryState
 from harness_middleware.cache import CachePlugin, embed_cache_key
 from harness_middleware.cli import usage_command
 from harness_middleware.fallback import Cooldowns, FallbackPlugin
@@ -601,15 +602,87 @@ async def test_embed_chain_lists_the_embedding_middleware(tmp_path: Path) -> Non
         ]
 
 
-async def test_a_balance_pool_is_no_embedding_route() -> None:
-    from harness_middleware.balance import BalancePlugin
+# ------------------------------------------------------------------ balance
 
-    balance = BalancePlugin(msgspec.convert({"pools": {"pool": [{"target": "openai"}]}}, BalancePlugin.Config))
-    adapter = Embedder()
-    async with Harness([("balance", balance), ("openai", EmbedderPlugin(adapter))]) as harness:
+
+def balance(pools: dict[str, Any], clock: Clock | None = None, **config: Any) -> tuple[str, BalancePlugin]:
+    config.setdefault("seed", 7)
+    plugin_config = msgspec.convert({"pools": pools, **config}, BalancePlugin.Config)
+    return "balance", BalancePlugin(plugin_config, state=MemoryState(), clock=clock or Clock())
+
+
+def members(**adapters: Embedder) -> list[tuple[str, object]]:
+    return [(f"openai:{route}", EmbedderPlugin(adapter, [route])) for route, adapter in adapters.items()]
+
+
+async def test_balance_serves_a_pool_from_its_members_and_counts_tokens(tmp_path: Path) -> None:
+    one, two = Embedder(), Embedder()
+    layer = balance({"pool": [{"target": "one/m1", "tpm": 1000}, {"target": "two/m2"}]}, strategy="least-busy")
+    ledger = usage(tmp_path)
+    async with Harness([ledger, layer, *members(one=one, two=two)]) as harness:
+        results = [await harness.embed(["a b c"], provider="pool") for _ in range(4)]
+        assert "balance" in [link.key for link in harness.embed_chain()]
+    assert {(r.route, r.model) for r in results} == {("one", "m1"), ("two", "m2")}
+    assert len(one.calls) + len(two.calls) == 4
+    assert all(c.provider == "one" and c.model == "m1" for c in one.calls)
+    state = layer[1].state
+    assert state is not None
+    [load_one, load_two] = await state.loads(["one/m1", "two/m2"], layer[1].clock())
+    assert (load_one.in_flight, load_two.in_flight) == (0, 0)  # every call released its member
+    assert load_one.tokens == 3 * len(one.calls)  # the input tokens count against tpm
+    assert [r["route"] for r in ledger[1].ledger.rows()] == [r.route for r in results]
+
+
+async def test_balance_moves_to_another_member_on_a_retryable_failure() -> None:
+    down, up = Embedder(error("OVERLOADED", "busy", status=529)), Embedder()
+    layer = balance({"pool": [{"target": "down", "weight": 1000}, {"target": "up", "weight": 0.001}]})
+    async with Harness([layer, *members(down=down, up=up)]) as harness:
+        result = await harness.embed(["x"], provider="pool", model="m")
+        again = await harness.embed(["x"], provider="pool", model="m")  # down cools: up at once
+    assert (result.route, again.route) == ("up", "up")
+    assert len(down.calls) == 1
+    assert len(up.calls) == 2
+
+
+async def test_balance_names_every_attempt_when_all_members_fail() -> None:
+    first = Embedder(error("SERVER", "first down", status=503))
+    second = Embedder(error("BAD_REQUEST", "bad input", status=400))
+    layer = balance({"pool": [{"target": "first", "weight": 1000}, {"target": "second", "weight": 0.001}]})
+    async with Harness([layer, *members(first=first, second=second)]) as harness:
+        with pytest.raises(LlmError) as stopped:  # first moves on, second's BAD_REQUEST does not
+            await harness.embed(["x"], provider="pool")
+    assert stopped.value.code == "BAD_REQUEST"
+    assert stopped.value.message == (
+        "bad input (balance attempts: first: SERVER HTTP 503 'first down'; second: BAD_REQUEST HTTP 400 'bad input')"
+    )
+    both_down = balance({"pool": [{"target": "first"}, {"target": "third"}]}, cooldown=0)
+    third = Embedder(error("SERVER", "third down", status=503))
+    async with Harness([both_down, *members(first=first, third=third)]) as harness:
         with pytest.raises(LlmError) as caught:
             await harness.embed(["x"], provider="pool")
-        assert "balance" not in [link.key for link in harness.embed_chain()]
-    assert caught.value.code == "UNSUPPORTED"
-    assert "route 'pool' does not serve embeddings" in caught.value.message
-    assert adapter.calls == []
+    assert caught.value.code == "SERVER"
+    assert caught.value.message == (
+        "third down (balance attempts: first: SERVER HTTP 503 'first down'; third: SERVER HTTP 503 'third down')"
+    )
+
+
+async def test_balance_fails_rate_limited_when_every_member_stays_at_its_limits() -> None:
+    clock = Clock()
+    clock.now = 1_000_000.0
+    adapter = Embedder()
+    layer = balance({"pool": [{"target": "a", "rpm": 1}]}, clock, wait=10)
+    async with Harness([layer, *members(a=adapter)]) as harness:
+        await harness.embed(["x"], provider="pool")
+        with pytest.raises(LlmError) as caught:  # the next start frees in 60 s > wait 10 s
+            await harness.embed(["x"], provider="pool")
+    assert caught.value.code == "RATE_LIMITED"
+    assert caught.value.retry_after == pytest.approx(60.0)
+    assert "every member of pool 'pool' is at its limits (a)" in caught.value.message
+    assert len(adapter.calls) == 1
+
+
+async def test_balance_leaves_other_routes_alone() -> None:
+    adapter = Embedder()
+    result = await embed([balance({"pool": [{"target": "elsewhere"}]})], adapter, "x")
+    assert result.route == "openai"
+    assert len(adapter.calls) == 1

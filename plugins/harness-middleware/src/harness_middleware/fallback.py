@@ -254,7 +254,7 @@ class FallbackPlugin:
                     if not self.moves_on(failure) or index == len(ready) - 1:
                         if not named:  # a route without other targets keeps its error as it is
                             raise
-                        raise error_naming(exc, notes.attempts) from exc
+                        raise error_naming(failure, notes.attempts) from exc
                 index += 1
 
     async def _failed(self, attempt: Attempt, failure: Failure) -> None:
@@ -361,19 +361,19 @@ def _summary(attempts: Sequence[Attempt], what: str) -> str:
     return f"{what} attempts: " + "; ".join(parts)
 
 
-def error_naming(error: LlmError, attempts: Sequence[Attempt], what: str = "fallback") -> LlmError:
-    """A copy of ``error`` (code, status, ``retry_after``, provider fields) whose message names
-    every attempt, as :func:`error_finish_naming` names them in a ``finish{error}``:
-    ``"<message> (<what> attempts: a/m1: SERVER HTTP 503 'busy'; …)"``."""
+def error_naming(failure: Failure, attempts: Sequence[Attempt], what: str = "fallback") -> LlmError:
+    """``failure`` as an :class:`LlmError` (code, status, ``retry_after``, provider fields) whose
+    message names every attempt, as :func:`error_finish_naming` names them in a
+    ``finish{error}``: ``"<message> (<what> attempts: a/m1: SERVER HTTP 503 'busy'; …)"``."""
     return LlmError(
-        error.code,
-        f"{error.message} ({_summary(attempts, what)})",
-        status=error.status,
-        retry_after=error.retry_after,
-        provider=error.provider,
-        provider_type=error.provider_type,
-        provider_code=error.provider_code,
-        request_id=error.request_id,
+        failure.code,
+        f"{failure.message} ({_summary(attempts, what)})",
+        status=failure.status,
+        retry_after=failure.retry_after,
+        provider=failure.provider,
+        provider_type=failure.provider_type,
+        provider_code=failure.provider_code,
+        request_id=failure.request_id,
     )
 
 
