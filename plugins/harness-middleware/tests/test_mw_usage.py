@@ -286,6 +286,7 @@ def test_old_ledger_is_migrated(tmp_path: Path) -> None:
     [row] = UsageLedger(path).rows()
     assert (row["route"], row["input_tokens"], row["cost"]) == ("r", 3, 0.5)
     assert (row["price_source"], row["price_id"], row["cached"]) == (None, None, 0)
+    assert row["operation"] == "chat"  # rows before embeddings were recorded are streams
     [again] = UsageLedger(path).rows()  # a second open finds the columns present
     assert again == row
 

@@ -31,6 +31,14 @@ and ``Message.route``/``.model`` (the runtime's boundary), and
 :class:`~harness_middleware.notes.StreamNotes` ``served_route``/``served_model``/``attempts`` for
 outer middleware (the ``usage`` ledger, the prompt log) and the gateway (console, ``/metrics``).
 
+Embedding calls (``llm_embed``, docs/embeddings.md) to a pool are served the same way: the same
+strategies, limits (``rpm`` counts calls, ``tpm`` their input tokens), cooldowns and fallback
+rule (a call that raises a matching :class:`~harness_core.errors.LlmError` moves to another
+member; the final error names every attempt, ``balance attempts: …``); ``latency`` measures the
+time to the answer. A pool name is a stream route only: :meth:`Harness.embed_routes` does not
+list it (registering it would take the default embedding route away from the one embedding
+route a config has), but ``Harness.embed(provider="pool")`` reaches this layer and is served.
+
 State: in-flight counts, limit windows and cooldowns live in a :class:`BalanceState`. The default
 is one :class:`MemoryState` per process (every ``balance`` instance shares it, exact in the
 process). A host that runs several processes (``harness serve`` with workers or hosts) shares
@@ -54,12 +62,20 @@ import anyio
 import msgspec
 
 from harness_core.adapter import LlmAdapter
+from harness_core.embedding import EmbedCallNext, Embeddings, EmbedOptions
 from harness_core.errors import ErrorCode, LlmError
 from harness_core.hookspecs import CallNext, RegisterAdapter, hookimpl
 from harness_core.types import Failure, GenerateOptions, ModelInfo, StreamChunk, Usage
 from harness_middleware._stream import aclose
-from harness_middleware.fallback import Failed, committed, error_finish_naming, parse_target, until_content
-from harness_middleware.notes import Attempt, open_notes
+from harness_middleware.fallback import (
+    Failed,
+    committed,
+    error_finish_naming,
+    error_naming,
+    parse_target,
+    until_content,
+)
+from harness_middleware.notes import Attempt, open_embed_notes, open_notes
 
 __all__ = [
     "WINDOW",
@@ -443,19 +459,11 @@ class BalancePlugin:
         last: Failure | None = None
         deadline = self.clock() + self.config.wait
         while left:
-            now = self.clock()
-            try:
-                found = await self._admit(pool, left, state, now)
-            except LlmError as exc:  # the shared state is unreachable: the stream fails, saying so
-                last = exc.to_failure()
+            chosen = await self._choose(pool, left, state, deadline)
+            if isinstance(chosen, Failure):
+                last = chosen
                 break
-            if isinstance(found, float):
-                if now + found <= deadline or (now < deadline and found == _POLL):
-                    await anyio.sleep(min(found, max(deadline - now, 0.0)))
-                    continue
-                last = self._limited(pool, left, found)
-                break
-            member, ticket = found
+            member, ticket, now = chosen
             left.remove(member)
             model = member.model if member.model is not None else options.model
             notes.served_route, notes.served_model = member.route, model
@@ -490,13 +498,82 @@ class BalancePlugin:
                 try:
                     await aclose(stream)
                 finally:
-                    with anyio.CancelScope(shield=True):
-                        try:
-                            await state.release(member.label, ticket, tokens, self.clock())
-                        except LlmError as exc:  # the stream itself went well: say so, do not fail it
-                            logger.warning("balance: could not release member %r: %s", member.label, exc)
+                    await self._release(state, member, ticket, tokens)
         assert last is not None, "no member left: the last failure is known"
         yield error_finish_naming(last, attempts, "balance")
+
+    @hookimpl
+    async def llm_embed(self, options: EmbedOptions, call_next: EmbedCallNext) -> Embeddings:
+        """Serve a pool's embedding call from its members (see the module doc); other routes
+        pass through untouched.
+
+        Raises:
+            LlmError: the member's error that does not move on, the last member's, or
+                ``RATE_LIMITED`` when every member stayed at its limits, naming every attempt.
+        """
+        pool = self.pools.get(options.provider or "")
+        if pool is None:
+            return await call_next(options)
+        state = self.state if self.state is not None else shared_state()
+        left = list(pool.members)
+        last: Failure | None = None
+        deadline = self.clock() + self.config.wait
+        with open_embed_notes() as notes:
+            while left:
+                chosen = await self._choose(pool, left, state, deadline)
+                if isinstance(chosen, Failure):
+                    last = chosen
+                    break
+                member, ticket, now = chosen
+                left.remove(member)
+                model = member.model if member.model is not None else options.model
+                notes.served_route, notes.served_model = member.route, model
+                tokens = 0
+                try:
+                    result = await call_next(msgspec.structs.replace(options, provider=member.route, model=model))
+                    self._measured(member, self.clock() - now)
+                    tokens = (result.usage.input_tokens or 0) if result.usage is not None else 0
+                    return result
+                except LlmError as exc:
+                    last = exc.to_failure()
+                    notes.attempts.append(Attempt(member.route, model, failure=last))
+                    await self._cool(state, member, last)
+                    if not self.moves_on(last):
+                        raise error_naming(last, notes.attempts, "balance") from exc
+                finally:
+                    await self._release(state, member, ticket, tokens)
+            assert last is not None, "no member left: the last failure is known"
+            raise error_naming(last, notes.attempts, "balance")
+
+    async def _choose(
+        self, pool: _Pool, left: list[_Member], state: BalanceState, deadline: float
+    ) -> tuple[_Member, str, float] | Failure:
+        """The member of ``left`` the state admits, its ticket and the clock when it was
+        admitted; while every candidate is at a limit, wait for the soonest to free up until
+        ``deadline`` (unix seconds). Otherwise the failure that ends the request: every member
+        stayed at its limits (``RATE_LIMITED``), or the state is unreachable."""
+        while True:
+            now = self.clock()
+            try:
+                found = await self._admit(pool, left, state, now)
+            except LlmError as exc:  # the shared state is unreachable: the request fails, saying so
+                return exc.to_failure()
+            if not isinstance(found, float):
+                return (*found, now)
+            if now + found <= deadline or (now < deadline and found == _POLL):
+                await anyio.sleep(min(found, max(deadline - now, 0.0)))
+                continue
+            return self._limited(pool, left, found)
+
+    async def _release(self, state: BalanceState, member: _Member, ticket: str, tokens: int) -> None:
+        """End the request of ``ticket`` on ``member`` (``tokens`` used), shielded from
+        cancellation; a state that cannot be reached is logged, never raised (the request went
+        well)."""
+        with anyio.CancelScope(shield=True):
+            try:
+                await state.release(member.label, ticket, tokens, self.clock())
+            except LlmError as exc:
+                logger.warning("balance: could not release member %r: %s", member.label, exc)
 
     async def _admit(
         self, pool: _Pool, left: list[_Member], state: BalanceState, now: float

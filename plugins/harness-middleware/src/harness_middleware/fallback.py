@@ -23,6 +23,15 @@ through :class:`~harness_middleware.notes.StreamNotes` (``served_route``, ``serv
 With ``retry``: list ``fallback`` first (outer) to retry each target before moving on, or
 ``retry`` first (outer) to retry the whole fallback sequence; both keep the rule above because
 each layer only restarts before it has yielded content.
+
+Embedding calls (``llm_embed``, docs/embeddings.md) follow the same rule with the same targets,
+``codes``, ``statuses`` and cooldowns: a target whose call raises a matching
+:class:`~harness_core.errors.LlmError` cools down and the call moves to the next target (an
+embedding call sends nothing before it returns, so any attempt may be left). Another error, or
+the last target's, is raised with every attempt named (``… (fallback attempts: a/m1: SERVER
+HTTP 503 'busy'; …)``) when the route has other targets, unchanged when it has none. The
+vectors name the route and model that served them (``Embeddings.route``/``.model``); outer
+middleware also find the attempts in :func:`~harness_middleware.notes.embed_notes_of`.
 """
 
 from __future__ import annotations
@@ -35,11 +44,12 @@ from typing import Annotated
 import msgspec
 
 from harness_core.assembler import BlockAssembler
+from harness_core.embedding import EmbedCallNext, Embeddings, EmbedOptions
 from harness_core.errors import ErrorCode, LlmError
 from harness_core.hookspecs import CallNext, hookimpl
 from harness_core.types import BlockEnd, Failure, Finish, GenerateOptions, StreamChunk
 from harness_middleware._stream import aclose, error_finish, is_content
-from harness_middleware.notes import Attempt, open_notes
+from harness_middleware.notes import Attempt, open_embed_notes, open_notes
 
 __all__ = [
     "Cooldowns",
@@ -48,6 +58,7 @@ __all__ = [
     "Target",
     "committed",
     "error_finish_naming",
+    "error_naming",
     "parse_target",
     "shared_cooldowns",
     "until_content",
@@ -217,6 +228,35 @@ class FallbackPlugin:
         assert last is not None, "every target failed: the last failure is known"
         yield error_finish_naming(last, notes.attempts if named else None)
 
+    @hookimpl
+    async def llm_embed(self, options: EmbedOptions, call_next: EmbedCallNext) -> Embeddings:
+        """Embed through the targets in order until one answers; see the module doc for the rules.
+
+        Raises:
+            LlmError: the error that did not move on, or the last target's, with every attempt
+                named when the route has other targets.
+        """
+        targets = self.targets_for(options.provider, options.model)
+        named = len(targets) > 1
+        ready = [target for target in targets if not self.cooldowns.cooling(target)] or targets
+        with open_embed_notes() as notes:
+            notes.attempts.extend(Attempt(*target, skipped=True) for target in targets if target not in ready)
+            index = 0
+            while True:  # the last target returns or raises
+                route, model = ready[index]
+                notes.served_route, notes.served_model = route, model
+                try:
+                    return await call_next(msgspec.structs.replace(options, provider=route, model=model))
+                except LlmError as exc:
+                    failure = exc.to_failure()
+                    notes.attempts.append(Attempt(route, model, failure=failure))
+                    self._cool(route, model, failure)
+                    if not self.moves_on(failure) or index == len(ready) - 1:
+                        if not named:  # a route without other targets keeps its error as it is
+                            raise
+                        raise error_naming(failure, notes.attempts) from exc
+                index += 1
+
     async def _failed(self, attempt: Attempt, failure: Failure) -> None:
         self._cool(attempt.route or "", attempt.model, failure)
 
@@ -319,6 +359,22 @@ def _summary(attempts: Sequence[Attempt], what: str) -> str:
             when = "failed after content was sent: " if attempt.after_content else ""
             parts.append(f"{label}: {when}{failure.code}{status} {failure.message[:200]!r}")
     return f"{what} attempts: " + "; ".join(parts)
+
+
+def error_naming(failure: Failure, attempts: Sequence[Attempt], what: str = "fallback") -> LlmError:
+    """``failure`` as an :class:`LlmError` (code, status, ``retry_after``, provider fields) whose
+    message names every attempt, as :func:`error_finish_naming` names them in a
+    ``finish{error}``: ``"<message> (<what> attempts: a/m1: SERVER HTTP 503 'busy'; …)"``."""
+    return LlmError(
+        failure.code,
+        f"{failure.message} ({_summary(attempts, what)})",
+        status=failure.status,
+        retry_after=failure.retry_after,
+        provider=failure.provider,
+        provider_type=failure.provider_type,
+        provider_code=failure.provider_code,
+        request_id=failure.request_id,
+    )
 
 
 def error_finish_naming(failure: Failure, attempts: Sequence[Attempt] | None, what: str = "fallback") -> Finish:

@@ -6,17 +6,25 @@ Chunks say what the model produced; they cannot say that a ``cache`` hit replaye
 it travels to the inner layers in ``options.metadata`` under :data:`NOTES_KEY` (metadata is not
 part of the cache key and not sent to providers), and inner layers write into it with
 :func:`notes_of`. The caller's own ``metadata`` dict is never modified: a copy carries the notes.
+
+An embedding call (``llm_embed``) has no ``metadata``: its notes travel in a context variable
+instead, opened by :func:`open_embed_notes` around ``await call_next(options)`` and read by inner
+layers with :func:`embed_notes_of` (the inner layers run in the same task, so they see it; the
+variable is reset when the outer layer's call returns).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import msgspec
 
 from harness_core.types import Failure, GenerateOptions
 
-__all__ = ["NOTES_KEY", "Attempt", "StreamNotes", "notes_of", "open_notes"]
+__all__ = ["NOTES_KEY", "Attempt", "StreamNotes", "embed_notes_of", "notes_of", "open_embed_notes", "open_notes"]
 
 NOTES_KEY = "harness.notes"
 """The ``options.metadata`` key holding the stream's :class:`StreamNotes`."""
@@ -75,3 +83,30 @@ def notes_of(options: GenerateOptions) -> StreamNotes | None:
     """The notes an outer layer opened for this stream, or ``None`` (nobody listens)."""
     notes = options.metadata.get(NOTES_KEY)
     return notes if isinstance(notes, StreamNotes) else None
+
+
+_EMBED_NOTES: ContextVar[StreamNotes | None] = ContextVar("harness_middleware.embed_notes", default=None)
+
+
+@contextmanager
+def open_embed_notes() -> Iterator[StreamNotes]:
+    """The notes of the embedding call in progress, for the ``with`` block around ``call_next``.
+
+    Reuses notes an outer layer opened; otherwise opens new ones, visible to the inner layers
+    through :func:`embed_notes_of` until the block ends.
+    """
+    existing = _EMBED_NOTES.get()
+    if existing is not None:
+        yield existing
+        return
+    notes = StreamNotes()
+    token = _EMBED_NOTES.set(notes)
+    try:
+        yield notes
+    finally:
+        _EMBED_NOTES.reset(token)
+
+
+def embed_notes_of() -> StreamNotes | None:
+    """The notes an outer layer opened for the embedding call in progress, or ``None``."""
+    return _EMBED_NOTES.get()

@@ -24,10 +24,21 @@ parts holding media type, size and digest, never the bytes), masked. An ``is_err
 status ERROR with ``error.type = "tool_error"`` (its text as the description only when content
 is captured: an error result may quote the tool's data); a raised exception as for ``chat``.
 
+Every embedding call (``llm_embed``, docs/embeddings.md) is a span ``embeddings {model}`` (kind
+CLIENT, current while the call runs, so HTTP client spans nest under it) with
+``gen_ai.operation.name = "embeddings"``, ``gen_ai.provider.name`` (the route requested),
+``gen_ai.request.model`` (when given), ``gen_ai.embeddings.dimension.count`` (the requested
+``dimensions``, else those of the vectors returned), ``gen_ai.response.model``, and
+``gen_ai.usage.input_tokens`` when reported; a raised error or exception is status ERROR with
+``error.type`` as for ``chat``. The inputs are not recorded, not even with ``capture_content``:
+the conventions define no attribute for embedding inputs (``gen_ai.input.messages`` holds chat
+messages), and the vectors are not either (large, and derived from the inputs).
+
 Conventions: https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-spans/ (development
-status). The span is current only while the inner stream is being read (so HTTP client spans
-nest under it), never across a ``yield``. Needs ``pip install 'harness-middleware[otel]'``;
-OpenTelemetry is imported when the plugin is built, not when this module is imported.
+status; embeddings: its ``Embeddings`` section). The span is current only while the inner
+stream is being read (so HTTP client spans nest under it), never across a ``yield``. Needs
+``pip install 'harness-middleware[otel]'``; OpenTelemetry is imported when the plugin is built,
+not when this module is imported.
 """
 
 from __future__ import annotations
@@ -41,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import msgspec
 
+from harness_core.embedding import EmbedCallNext, Embeddings, EmbedOptions
 from harness_core.errors import LlmError
 from harness_core.hookspecs import CallNext, ToolCallNext, hookimpl
 from harness_core.secret import SecretMasking
@@ -248,6 +260,35 @@ class OtelPlugin(SecretMasking):
             span.set_attribute("error.type", "tool_error")
             description = self.redact(result.content) if capture else "the tool answered with an error"
             span.set_status(trace.StatusCode.ERROR, description)
+        span.end()
+        return result
+
+    @hookimpl
+    async def llm_embed(self, options: EmbedOptions, call_next: EmbedCallNext) -> Embeddings:
+        """``await call_next(options)`` inside an ``embeddings`` span (see module doc); errors
+        and cancellation are re-raised."""
+        trace = self._trace
+        requested = {
+            "gen_ai.operation.name": "embeddings",
+            "gen_ai.provider.name": options.provider,
+            "gen_ai.request.model": options.model,
+            "gen_ai.embeddings.dimension.count": options.dimensions,
+        }
+        attributes = self._attributes({k: v for k, v in requested.items() if v is not None})
+        name = f"embeddings {options.model}" if options.model else "embeddings"
+        span = self._tracer.start_span(self.redact(name), kind=trace.SpanKind.CLIENT, attributes=attributes)
+        try:
+            with trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
+                result = await call_next(options)
+        except BaseException as exc:
+            self._end(span, None, exc, None)
+            raise
+        answered: dict[str, Any] = {"gen_ai.response.model": result.model}
+        if options.dimensions is None:
+            answered["gen_ai.embeddings.dimension.count"] = result.dimensions
+        if result.usage is not None:
+            answered["gen_ai.usage.input_tokens"] = result.usage.input_tokens
+        span.set_attributes(self._attributes({k: v for k, v in answered.items() if v is not None}))
         span.end()
         return result
 

@@ -18,6 +18,10 @@ the pattern's name (default ``[REDACTED:openai-key]``).
 - Reasoning that carries a provider signature (``BlockStart.signed``/``ReasoningBlock.signed``)
   is never altered: the provider rejects modified signed thinking (docs/hooks.md).
 - Tool-call arguments are JSON the tool needs: left alone unless ``tool_arguments: true``.
+- **Embedding inputs** (``llm_embed``, docs/embeddings.md) are text sent to a provider like a
+  prompt: with ``requests`` each input is masked the same way before ``call_next`` (so the vector
+  is that of the masked text, and a ``cache`` inside this layer keys on the masked inputs). The
+  vectors that come back hold no text: ``responses`` does not apply to them.
 
 Where patterns overlap, the leftmost match wins, then the pattern listed first. Look-behind in
 a stream sees as far back as the pattern can read (:func:`~harness_middleware._starts.behind`),
@@ -34,6 +38,7 @@ from typing import Annotated, Final, Literal
 import msgspec
 import regex
 
+from harness_core.embedding import EmbedCallNext, Embeddings, EmbedOptions
 from harness_core.errors import LlmError
 from harness_core.hookspecs import CallNext, hookimpl
 from harness_core.secret import ChunkScrubber
@@ -323,6 +328,13 @@ class RedactPlugin:
         ]
         system = self.masker.mask(options.system) if options.system is not None else None
         return msgspec.structs.replace(options, messages=messages, system=system)
+
+    @hookimpl
+    async def llm_embed(self, options: EmbedOptions, call_next: EmbedCallNext) -> Embeddings:
+        """Mask every input (with ``requests``), then ``await call_next``; the vectors pass unchanged."""
+        if self.config.requests:
+            options = msgspec.structs.replace(options, inputs=[self.masker.mask(text) for text in options.inputs])
+        return await call_next(options)
 
     # ------------------------------------------------------------------ replies
 

@@ -12,19 +12,27 @@ with full jitter (``tenacity.wait_random_exponential``, the "Full Jitter" algori
 https://aws.amazon.com/blogs/architecture/exponential-backoff-and-jitter/). Giving up passes on
 the last attempt's failure unchanged. ``options.abort`` interrupts a wait: the stream then ends
 with ``finish{aborted}``.
+
+Embedding calls (``llm_embed``, docs/embeddings.md) are retried by the same policy: a raised
+:class:`~harness_core.errors.LlmError` whose code is in ``codes`` starts a new attempt after the
+same waits (``retry_after`` or the backoff), within the same ``max_attempts`` and
+``max_elapsed``; giving up raises the last attempt's error unchanged. An embedding call yields
+nothing before it returns, so every attempt may be retried. Cancelling the caller's task
+cancels the wait.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Annotated, Literal
+from typing import Annotated, Literal, cast
 
 import anyio
 import msgspec
 import tenacity
 
 from harness_core.abort import ABORTED, AbortSignal, race
+from harness_core.embedding import EmbedCallNext, Embeddings, EmbedOptions
 from harness_core.errors import LlmError
 from harness_core.hookspecs import CallNext, hookimpl
 from harness_core.types import (
@@ -217,6 +225,25 @@ class RetryPlugin:
         finally:
             if stream is not None:
                 await aclose(stream)
+
+    @hookimpl
+    async def llm_embed(self, options: EmbedOptions, call_next: EmbedCallNext) -> Embeddings:
+        """Retry ``call_next(options)`` while it raises an :class:`LlmError` with a code in
+        ``codes``, waiting as for streams (see module doc); raises the last attempt's error."""
+
+        async def attempt() -> Embeddings:
+            try:
+                return await call_next(options)
+            except LlmError as exc:
+                if exc.code in self._codes:
+                    raise _RetryableFailure([], None, exc) from exc
+                raise
+
+        try:
+            return await self._retrying(None)(attempt)
+        except _RetryableFailure as gave_up:
+            # the last attempt's own error (set above), not the wrapper
+            raise cast(LlmError, gave_up.error) from None
 
 
 def _log_retry(retry_state: tenacity.RetryCallState) -> None:

@@ -17,6 +17,12 @@ never yields inside a cancel scope (docs/hooks.md), so the timers can never canc
 code. On asyncio one loop timer per stream bounds every read (:class:`_ReadTimer`: a read only
 moves a deadline, the timer is re-armed when it fires early, so a chunk costs no timer
 operation); on trio each read runs inside :func:`anyio.move_on_after`.
+
+An embedding call (``llm_embed``, docs/embeddings.md) is bounded by ``total``: when it runs out
+the call is cancelled and :class:`~harness_core.errors.LlmError` ``TIMEOUT`` (retryable, so an
+outer ``retry`` tries again) is raised naming the timer and the route. ``first_chunk`` and
+``idle`` do not apply: an embedding call has no chunks, and the boundary may send a long input
+list as several consecutive provider requests (each bounded by the adapter's HTTP timeouts).
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ import anyio
 import msgspec
 
 from harness_core.assembler import BlockAssembler
+from harness_core.embedding import EmbedCallNext, Embeddings, EmbedOptions
+from harness_core.errors import LlmError
 from harness_core.hookspecs import CallNext, hookimpl
 from harness_core.types import Failure, Finish, GenerateOptions, StreamChunk
 from harness_middleware._stream import aclose
@@ -176,6 +184,22 @@ class TimeoutPlugin:
             if limit is None or remaining <= limit:
                 return remaining, "total"
         return limit, name
+
+    @hookimpl
+    async def llm_embed(self, options: EmbedOptions, call_next: EmbedCallNext) -> Embeddings:
+        """``await call_next(options)`` within ``total`` seconds (no bound when it is ``null``).
+
+        Raises:
+            LlmError: ``TIMEOUT`` when ``total`` ran out (the inner call is cancelled).
+        """
+        total = self.config.total
+        if total is None:
+            return await call_next(options)
+        with anyio.move_on_after(total):
+            return await call_next(options)
+        raise LlmError(
+            "TIMEOUT", f"the total timeout of {total}s ran out for an embedding call to route {options.provider!r}"
+        )
 
     @hookimpl
     async def llm_stream(self, options: GenerateOptions, call_next: CallNext) -> AsyncIterator[StreamChunk]:

@@ -17,8 +17,17 @@ the row names the route and model that served the stream.
 Route and model names are stored masked by the harness's secret masker (the ``use_redactor``
 hook): a model name taken from the environment is a secret like every such value.
 
-Older ledgers (without the ``price_source``, ``price_id`` and ``cached`` columns) are migrated
-in place on first use.
+Embedding calls (``llm_embed``, docs/embeddings.md) are recorded too, one row per call with
+``operation = 'embeddings'`` (streams: ``'chat'``, the OpenTelemetry GenAI operation names): the
+input tokens the provider reported, ``output_tokens`` 0 (an embedding call produces none; both
+NULL when no usage was reported), the route and model that served it, cost priced by the same
+:class:`~harness_middleware.pricing.PriceBook` (the input tokens at the model's input rate, e.g.
+genai-prices' ``text-embedding-3-small``), status ``complete``/``error`` (the error code)/
+``aborted`` (cancelled), the latency, and ``cached = 1`` with cost 0 for a ``cache`` hit inside
+this layer. ``finish_reason`` and ``first_chunk_ms`` are NULL: an embedding call has no chunks.
+
+Older ledgers (without the ``price_source``, ``price_id``, ``cached`` and ``operation`` columns)
+are migrated in place on first use; their rows are streams (``operation = 'chat'``).
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ import anyio
 import msgspec
 import platformdirs
 
+from harness_core.embedding import EmbedCallNext, Embeddings, EmbedOptions
 from harness_core.errors import LlmError
 from harness_core.hookspecs import CallNext, hookimpl
 from harness_core.outfile import WriteFailureLog
@@ -43,7 +53,7 @@ from harness_core.secret import SecretMasking
 from harness_core.types import Finish, GenerateOptions, StreamChunk, TextDelta, TokenUsage, Usage
 from harness_middleware import _sqlite
 from harness_middleware._stream import aclose
-from harness_middleware.notes import open_notes
+from harness_middleware.notes import StreamNotes, open_embed_notes, open_notes
 from harness_middleware.pricing import Cost, PricingConfig
 
 __all__ = ["UsageLedger", "UsagePlugin", "UsageRecord", "default_usage_path"]
@@ -53,7 +63,10 @@ T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
 Status = Literal["complete", "aborted", "error"]
-_GROUPS: dict[str, str] = {"day": "date(ts, 'unixepoch')", "route": "route", "model": "model"}
+Operation = Literal["chat", "embeddings"]
+"""What a row records: a stream (``chat``) or an embedding call (``embeddings``), named as the
+OpenTelemetry GenAI ``gen_ai.operation.name`` values."""
+_GROUPS: dict[str, str] = {"day": "date(ts, 'unixepoch')", "route": "route", "model": "model", "operation": "operation"}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS usage (
@@ -74,7 +87,8 @@ CREATE TABLE IF NOT EXISTS usage (
     cost REAL,                       -- USD; NULL when unknown (no price, or no usage)
     price_source TEXT,               -- 'genai-prices <version>', 'config' or 'cache'; NULL when unpriced
     price_id TEXT,                   -- the matched table row 'provider/model' or override key
-    cached INTEGER NOT NULL DEFAULT 0 -- 1 = replayed by the cache middleware (nothing spent)
+    cached INTEGER NOT NULL DEFAULT 0, -- 1 = replayed by the cache middleware (nothing spent)
+    operation TEXT NOT NULL DEFAULT 'chat' -- chat (a stream) | embeddings (an embedding call)
 );
 CREATE INDEX IF NOT EXISTS usage_ts ON usage (ts);
 """
@@ -97,10 +111,16 @@ _COLUMNS = (
     "price_source",
     "price_id",
     "cached",
+    "operation",
 )
 
 # Columns added after the first release, with their declarations: added to older ledgers.
-_ADDED_COLUMNS = {"price_source": "TEXT", "price_id": "TEXT", "cached": "INTEGER NOT NULL DEFAULT 0"}
+_ADDED_COLUMNS = {
+    "price_source": "TEXT",
+    "price_id": "TEXT",
+    "cached": "INTEGER NOT NULL DEFAULT 0",
+    "operation": "TEXT NOT NULL DEFAULT 'chat'",
+}
 
 
 def default_usage_path() -> Path:
@@ -109,7 +129,8 @@ def default_usage_path() -> Path:
 
 
 class UsageRecord(msgspec.Struct, kw_only=True, frozen=True):
-    """One ledger row. Times: ``ts`` unix seconds; ``latency_ms`` / ``first_chunk_ms`` milliseconds."""
+    """One ledger row. Times: ``ts`` unix seconds; ``latency_ms`` / ``first_chunk_ms`` milliseconds;
+    ``cost`` USD; ``operation`` ``chat`` (a stream) or ``embeddings`` (an embedding call)."""
 
     ts: float
     route: str | None
@@ -128,6 +149,7 @@ class UsageRecord(msgspec.Struct, kw_only=True, frozen=True):
     price_source: str | None = None
     price_id: str | None = None
     cached: bool = False
+    operation: Operation = "chat"
 
 
 def _migrate(conn: sqlite3.Connection) -> None:
@@ -179,21 +201,22 @@ class UsageLedger:
     ) -> list[dict[str, Any]]:
         """Totals per group of rows with ``ts >= since`` (all when ``None``), sorted by group.
 
-        ``by`` picks the grouping columns among ``day`` (UTC date), ``route`` and ``model`` (in
-        that order; empty = one total row). Each dict holds the ``by`` keys and ``requests``,
-        ``input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens``
-        (sums of the known counts of streams that reached a provider: cache hits excluded),
+        ``by`` picks the grouping columns among ``day`` (UTC date), ``route``, ``model`` and
+        ``operation`` (``chat`` or ``embeddings``; in that order; empty = one total row). Each
+        dict holds the ``by`` keys and ``requests``, ``input_tokens, output_tokens,
+        cache_read_tokens, cache_write_tokens, reasoning_tokens`` (sums of the known counts of
+        streams and embedding calls that reached a provider: cache hits excluded),
         ``unknown_usage`` (such streams without usage), ``cached`` (cache hits), ``errors``,
         ``aborted``, ``cost`` (USD, sum of the known costs, ``None`` when none is known; when some
         rows are unpriced, the cache hits' zero costs do not count as known, so a group whose only
         priced rows are cache hits shows no cost rather than 0) and ``unpriced`` (rows without a cost).
 
         Raises:
-            ValueError: a ``by`` name that is not ``day``, ``route`` or ``model``.
+            ValueError: a ``by`` name that is not ``day``, ``route``, ``model`` or ``operation``.
         """
         unknown = [name for name in by if name not in _GROUPS]
         if unknown:
-            raise ValueError(f"cannot group usage by {unknown[0]!r}; choose among day, route, model")
+            raise ValueError(f"cannot group usage by {unknown[0]!r}; choose among {', '.join(_GROUPS)}")
         keys = [name for name in _GROUPS if name in by]
         spent = [
             f"SUM(CASE WHEN cached THEN NULL ELSE {column} END) AS {column}"
@@ -334,3 +357,64 @@ class UsagePlugin(SecretMasking):
         """Insert ``record`` in a worker thread, shielded and bounded (:func:`_sqlite.record`)."""
         write = functools.partial(self.ledger.insert, record)
         await _sqlite.record(write, bound=self.config.write_timeout, failures=self._failures)
+
+    @hookimpl
+    async def llm_embed(self, options: EmbedOptions, call_next: EmbedCallNext) -> Embeddings:
+        """Return ``await call_next(options)`` unchanged and record the call (an ``embeddings``
+        row, see module doc) however it ends; errors and cancellation are re-raised."""
+        ts = time.time()
+        started = anyio.current_time()
+        result: Embeddings | None = None
+        raised: BaseException | None = None
+        with open_embed_notes() as notes:
+            try:
+                result = await call_next(options)
+                return result
+            except BaseException as exc:
+                raised = exc
+                raise
+            finally:
+                await self._record_embedding(options, notes, result, raised, ts, anyio.current_time() - started)
+
+    async def _record_embedding(
+        self,
+        options: EmbedOptions,
+        notes: StreamNotes,
+        result: Embeddings | None,
+        raised: BaseException | None,
+        ts: float,
+        seconds: float,
+    ) -> None:
+        """Write the ledger row of one embedding call (``seconds``: its latency)."""
+        if result is not None:
+            status: Status = "complete"
+            code: str | None = None
+            route, model = result.route, result.model
+        else:
+            status, code, _ = _outcome(None, raised)
+            route = notes.served_route or options.provider
+            model = notes.served_model or options.model
+        tokens = result.usage.input_tokens if result is not None and result.usage is not None else None
+        usage = TokenUsage(input_tokens=tokens, output_tokens=0) if tokens is not None else None
+        cost = await self._cost(route, model, usage, ts) if not notes.cached else None
+        record = UsageRecord(
+            ts=ts,
+            route=self.mask_text(route),
+            model=self.mask_text(model),
+            input_tokens=tokens,
+            output_tokens=0 if tokens is not None else None,
+            cache_read_tokens=None,
+            cache_write_tokens=None,
+            reasoning_tokens=None,
+            status=status,
+            error_code=code,
+            finish_reason=None,
+            latency_ms=seconds * 1000,
+            first_chunk_ms=None,
+            cost=0.0 if notes.cached else float(cost.total) if cost is not None else None,
+            price_source="cache" if notes.cached else cost.source if cost is not None else None,
+            price_id=cost.price_id if cost is not None else None,
+            cached=notes.cached,
+            operation="embeddings",
+        )
+        await self._write(record)

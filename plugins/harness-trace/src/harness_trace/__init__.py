@@ -19,6 +19,18 @@ Secrets never reach the file: the harness hands its secret masker over when it s
 tool-call ids and names, and the content with ``include_content``) is masked before the line is
 encoded. A text or reasoning delta without ``include_content`` holds no string but its type.
 
+Every embedding call (``llm_embed``, docs/embeddings.md) is one line written when the call
+returns or fails::
+
+    {"stream": "9c1e…", "route": "mock", "model": "hash", "t_ms": 3.1,
+     "embed": {"inputs": [11, 4], "dimensions": 8, "vectors": 2, "model": "hash", "usage": {"input_tokens": 3}}}
+
+``inputs`` holds each input's length (the texts themselves with ``include_content``, masked);
+``dimensions`` the requested dimensions (``null``: the model's), ``vectors``/``model``/``usage``
+what came back (the vectors themselves are never written); a failed call has
+``"error": {"code": "SERVER", "message": "…"}`` instead (``code`` the exception's class name for
+an error that is no ``LlmError``, ``"cancelled"`` when the call was cancelled).
+
 Memory stays bounded however long the stream, and a process that is killed keeps every line but
 at most the last ``flush_every - 1`` of each open stream (``flush_every: 1`` writes each chunk's
 line before the chunk is passed on). A ``path`` that cannot be written is refused when the config is
@@ -44,9 +56,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any, Final
 
+import anyio
 import msgspec
 
 from harness_core import FileBlock, GenerateOptions, ReasoningDelta, SecretMasking, StreamChunk, TextDelta, hookimpl
+from harness_core.embedding import EmbedCallNext, Embeddings, EmbedOptions
+from harness_core.errors import LlmError
 from harness_core.hookspecs import CallNext
 from harness_core.outfile import WriteFailureLog, check_output_file, private_file, write_in_thread
 
@@ -111,6 +126,39 @@ class TracePlugin(SecretMasking):
                 yield chunk
         finally:
             await self._flush(lines)
+
+    @hookimpl
+    async def llm_embed(self, options: EmbedOptions, call_next: EmbedCallNext) -> Embeddings:
+        """Return ``await call_next(options)`` unchanged and append one line for the call (see
+        the module docstring), also when it fails or is cancelled."""
+        started = time.perf_counter()
+        inputs: list[str] | list[int] = (
+            list(options.inputs) if self.config.include_content else [len(text) for text in options.inputs]
+        )
+        call: dict[str, Any] = {"inputs": inputs, "dimensions": options.dimensions}
+        try:
+            result = await call_next(options)
+        except BaseException as exc:
+            if isinstance(exc, LlmError):
+                call["error"] = {"code": exc.code, "message": exc.message}
+            elif isinstance(exc, anyio.get_cancelled_exc_class()):
+                call["error"] = {"code": "cancelled"}
+            else:
+                call["error"] = {"code": type(exc).__qualname__, "message": str(exc)}
+            raise
+        else:
+            usage = msgspec.to_builtins(result.usage) if result.usage is not None else None
+            call.update(vectors=len(result), model=result.model, usage=usage)
+            return result
+        finally:
+            record = {
+                "stream": uuid.uuid4().hex[:12],
+                "route": options.provider,
+                "model": options.model,
+                "t_ms": round((time.perf_counter() - started) * 1000, 3),
+                "embed": call,
+            }
+            await self._flush([msgspec.json.encode(self.mask_data(record)) + b"\n"])
 
     async def _flush(self, lines: list[bytes]) -> None:
         """Append ``lines`` from a worker thread, shielded from cancellation and bounded by
