@@ -468,6 +468,8 @@ def test_chain_shows_the_middleware_order(harness: Harness, config: Config) -> N
         "1. trace (normal)",
         "2. nofinish (normal)",
         "3. mock (adapter)",
+        "embedding calls (outermost first):",  # harness-trace also wraps embedding calls
+        "1. trace (normal)",
     ]
     result = harness("chain", "--json", "mock")
     assert json.loads(result.stdout) == {
@@ -477,6 +479,7 @@ def test_chain_shows_the_middleware_order(harness: Harness, config: Config) -> N
             {"key": "nofinish", "tier": "normal"},
             {"key": "mock", "tier": "adapter"},
         ],
+        "embed_chain": [{"key": "trace", "tier": "normal"}],
     }
 
 
@@ -486,6 +489,8 @@ def test_chain_without_route(harness: Harness, config: Config) -> None:
     assert result.returncode == 0
     assert result.stdout.splitlines() == [
         "route: none given (pass ROUTE or set defaults.provider): middleware only (outermost first)",
+        "1. trace (normal)",
+        "embedding calls (outermost first):",
         "1. trace (normal)",
     ]
 

@@ -348,6 +348,8 @@ def test_harness_chain_lists_the_targets(tmp_path: Path, capsys: pytest.CaptureF
         "route: mock (outermost first)",
         "1. fallback (normal): targets mock -> b/other; cooldown 5s",
         "2. mock (adapter)",
+        "embedding calls (outermost first):",  # fallback also serves embedding calls
+        "1. fallback (normal)",
     ]
     assert show_chain("mock", str(config), as_json=True) == 0
     assert json.loads(capsys.readouterr().out)["chain"][0] == {
