@@ -11,14 +11,18 @@ never zero: a stream without usage is not free). Cost comes from :mod:`harness_m
 (the genai-prices table, or the ``prices`` overrides): USD, with the price source and the matched
 price id; an unknown model or usage has cost NULL. A ``cache`` hit inside this layer is recorded
 with ``cached = 1`` and cost 0: its token columns repeat the original generation's usage, which
-:meth:`UsageLedger.summary` does not count as tokens spent. With ``fallback`` inside this layer,
-the row names the route and model that served the stream.
+:meth:`UsageLedger.summary` does not count as tokens spent. With ``fallback`` or ``balance`` inside
+this layer, ``route``/``model`` are the ones that served the stream (the fallback target, the pool
+member: :class:`~harness_middleware.notes.StreamNotes`) and ``requested_route``/``requested_model``
+the ones the caller asked for (the pool's name), so spend can be broken down by member
+(:meth:`UsageLedger.summary` ``by=("requested", "member")``).
 
 Route and model names are stored masked by the harness's secret masker (the ``use_redactor``
 hook): a model name taken from the environment is a secret like every such value.
 
-Older ledgers (without the ``price_source``, ``price_id`` and ``cached`` columns) are migrated
-in place on first use.
+Older ledgers (without the ``price_source``, ``price_id``, ``cached``, ``requested_route`` and
+``requested_model`` columns) are migrated in place on first use; their rows have no requested route
+(NULL).
 """
 
 from __future__ import annotations
@@ -53,7 +57,15 @@ T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
 Status = Literal["complete", "aborted", "error"]
-_GROUPS: dict[str, str] = {"day": "date(ts, 'unixepoch')", "route": "route", "model": "model"}
+_GROUPS: dict[str, str] = {
+    "day": "date(ts, 'unixepoch')",
+    "requested": "requested_route",
+    "route": "route",
+    "model": "model",
+    "member": "coalesce(route, '-') || '/' || coalesce(model, '-')",
+}
+"""``summary``'s grouping names → SQL (in this order). ``member``: the ``route/model`` that served
+(a ``balance`` member, a ``fallback`` target, else the route asked for)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS usage (
@@ -74,7 +86,9 @@ CREATE TABLE IF NOT EXISTS usage (
     cost REAL,                       -- USD; NULL when unknown (no price, or no usage)
     price_source TEXT,               -- 'genai-prices <version>', 'config' or 'cache'; NULL when unpriced
     price_id TEXT,                   -- the matched table row 'provider/model' or override key
-    cached INTEGER NOT NULL DEFAULT 0 -- 1 = replayed by the cache middleware (nothing spent)
+    cached INTEGER NOT NULL DEFAULT 0, -- 1 = replayed by the cache middleware (nothing spent)
+    requested_route TEXT,            -- the route asked for (a balance pool); route is the one that served
+    requested_model TEXT
 );
 CREATE INDEX IF NOT EXISTS usage_ts ON usage (ts);
 """
@@ -97,10 +111,18 @@ _COLUMNS = (
     "price_source",
     "price_id",
     "cached",
+    "requested_route",
+    "requested_model",
 )
 
 # Columns added after the first release, with their declarations: added to older ledgers.
-_ADDED_COLUMNS = {"price_source": "TEXT", "price_id": "TEXT", "cached": "INTEGER NOT NULL DEFAULT 0"}
+_ADDED_COLUMNS = {
+    "price_source": "TEXT",
+    "price_id": "TEXT",
+    "cached": "INTEGER NOT NULL DEFAULT 0",
+    "requested_route": "TEXT",
+    "requested_model": "TEXT",
+}
 
 
 def default_usage_path() -> Path:
@@ -109,7 +131,11 @@ def default_usage_path() -> Path:
 
 
 class UsageRecord(msgspec.Struct, kw_only=True, frozen=True):
-    """One ledger row. Times: ``ts`` unix seconds; ``latency_ms`` / ``first_chunk_ms`` milliseconds."""
+    """One ledger row. Times: ``ts`` unix seconds; ``latency_ms`` / ``first_chunk_ms`` milliseconds.
+
+    ``route``/``model`` served the stream; ``requested_route``/``requested_model`` were asked for
+    (they differ when ``fallback`` or ``balance`` inside the ``usage`` layer chose another one).
+    """
 
     ts: float
     route: str | None
@@ -128,6 +154,8 @@ class UsageRecord(msgspec.Struct, kw_only=True, frozen=True):
     price_source: str | None = None
     price_id: str | None = None
     cached: bool = False
+    requested_route: str | None = None
+    requested_model: str | None = None
 
 
 def _migrate(conn: sqlite3.Connection) -> None:
@@ -179,8 +207,10 @@ class UsageLedger:
     ) -> list[dict[str, Any]]:
         """Totals per group of rows with ``ts >= since`` (all when ``None``), sorted by group.
 
-        ``by`` picks the grouping columns among ``day`` (UTC date), ``route`` and ``model`` (in
-        that order; empty = one total row). Each dict holds the ``by`` keys and ``requests``,
+        ``by`` picks the grouping columns among ``day`` (UTC date), ``requested`` (the route asked
+        for: a pool's name; ``None`` for rows of older ledgers), ``route`` and ``model`` (those that
+        served) and ``member`` (``route/model`` that served: the pool member or fallback target), in
+        that order; empty = one total row. Each dict holds the ``by`` keys and ``requests``,
         ``input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens``
         (sums of the known counts of streams that reached a provider: cache hits excluded),
         ``unknown_usage`` (such streams without usage), ``cached`` (cache hits), ``errors``,
@@ -189,11 +219,11 @@ class UsageLedger:
         priced rows are cache hits shows no cost rather than 0) and ``unpriced`` (rows without a cost).
 
         Raises:
-            ValueError: a ``by`` name that is not ``day``, ``route`` or ``model``.
+            ValueError: a ``by`` name that is not one of :data:`_GROUPS`.
         """
         unknown = [name for name in by if name not in _GROUPS]
         if unknown:
-            raise ValueError(f"cannot group usage by {unknown[0]!r}; choose among day, route, model")
+            raise ValueError(f"cannot group usage by {unknown[0]!r}; choose among {', '.join(_GROUPS)}")
         keys = [name for name in _GROUPS if name in by]
         spent = [
             f"SUM(CASE WHEN cached THEN NULL ELSE {column} END) AS {column}"
@@ -319,6 +349,8 @@ class UsagePlugin(SecretMasking):
                     price_source="cache" if notes.cached else cost.source if cost is not None else None,
                     price_id=cost.price_id if cost is not None else None,
                     cached=notes.cached,
+                    requested_route=self.mask_text(options.provider),
+                    requested_model=self.mask_text(options.model),
                 )
                 await self._write(record)
 
