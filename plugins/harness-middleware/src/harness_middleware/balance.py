@@ -490,13 +490,21 @@ class BalancePlugin:
                 try:
                     await aclose(stream)
                 finally:
-                    with anyio.CancelScope(shield=True):
-                        try:
-                            await state.release(member.label, ticket, tokens, self.clock())
-                        except LlmError as exc:  # the stream itself went well: say so, do not fail it
-                            logger.warning("balance: could not release member %r: %s", member.label, exc)
+                    await self._release(state, member, ticket, tokens)
         assert last is not None, "no member left: the last failure is known"
         yield error_finish_naming(last, attempts, "balance")
+
+    async def _release(self, state: BalanceState, member: _Member, ticket: str, tokens: int) -> None:
+        """End the stream of ``ticket`` in ``state``, shielded from cancellation (it runs in a
+        ``finally``); a failure is logged (the stream itself went well: it is not failed)."""
+        try:
+            if type(state) is MemoryState:  # never suspends: no cancellation can reach it, no scope needed
+                await state.release(member.label, ticket, tokens, self.clock())
+            else:
+                with anyio.CancelScope(shield=True):
+                    await state.release(member.label, ticket, tokens, self.clock())
+        except LlmError as exc:
+            logger.warning("balance: could not release member %r: %s", member.label, exc)
 
     async def _admit(
         self, pool: _Pool, left: list[_Member], state: BalanceState, now: float
