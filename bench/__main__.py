@@ -7,8 +7,9 @@ the floor **of the same round**, then their median is reported. Prints markdown 
 targets of issue 7 as met / not met, and writes them with the raw figures to ``--out``
 (default ``bench-results/``: ``results.md``, ``results.json``, profiles).
 
-Sections (``--only``): ``throughput``, ``chain``, ``startup``, ``concurrency``, ``ttfc``,
-``httpx2``, ``profile``. Nothing here asserts a time: targets are reported, never enforced.
+Sections (``--only``): ``throughput``, ``chain``, ``balance``, ``startup``, ``concurrency``,
+``ttfc``, ``httpx2``, ``gateway``, ``hot_key``, ``profile``. Nothing here asserts a time: targets
+are reported, never enforced.
 """
 
 from __future__ import annotations
@@ -30,7 +31,10 @@ from typing import Any
 
 from bench.report import markdown
 
-SECTIONS = ("throughput", "chain", "startup", "concurrency", "ttfc", "httpx2", "gateway", "hot_key", "profile")
+SECTIONS = (
+    *("throughput", "chain", "balance", "startup", "concurrency", "ttfc", "httpx2", "gateway", "hot_key"),
+    "profile",
+)
 OPENAI_SCENARIOS = "text-2000:3,text-20000:1,tool-2000:3,paced-500:1"
 DISTRIBUTIONS = (
     *("harness-core", "harness-llm-openai", "harness-llm-anthropic", "harness-llm-gemini", "harness-llm-mock"),
@@ -180,6 +184,45 @@ def chain(python: str, rounds: int, log: Any) -> dict[str, Any]:
             "us_20000": med([run["text-20000"]["us_per_chunk"] for run in ok]),
             "cpu_us_20000": med([run["text-20000"]["cpu_us_per_chunk"] for run in ok]),
             "peak_rss_mib": med([run["peak_rss_mib"] for run in ok]),
+        }
+    return out
+
+
+BALANCE = ("request-bare", "request-pass", "request-pool")
+"""The ``balance`` section's consumers: the bare mock route, it with one pass-through, a pool of two."""
+
+
+def balance(python: str, rounds: int, log: Any, reps: int = 2000) -> dict[str, Any]:
+    """What balancing adds per request in one process (issue 28: ≤ 2 µs): one-word requests over
+    the mock, ``request-pool`` (a pool of two mock members) against ``request-bare`` (the mock
+    route alone) and ``request-pass`` (with one pass-through middleware, the hop every middleware
+    pays), interleaved round by round; differences are taken within a round, then their median."""
+    raw: dict[str, list[dict[str, Any]]] = {n: [] for n in BALANCE}
+    for r in range(rounds):
+        for name in rotate(list(BALANCE), r):
+            result = worker(
+                python, name, "", "--task", "requests", "--scenario", "text-1", "--reps", str(reps), "--batches", "5"
+            )
+            raw[name].append(result)
+            shown = f"{result['cpu_us_per_request']:.2f} µs CPU/request" if "error" not in result else result["error"]
+            log(f"  round {r + 1}/{rounds} {name}: {shown}")
+    out: dict[str, Any] = {"requests_per_batch": reps, "consumers": {}, "raw": raw}
+    for name, runs in raw.items():
+        ok = [run for run in runs if "error" not in run]
+        out["consumers"][name] = {
+            "errors": [run["error"] for run in runs if "error" in run],
+            "us_per_request": med([run["us_per_request"] for run in ok]),
+            "cpu_us_per_request": med([run["cpu_us_per_request"] for run in ok]),
+        }
+    for label, base in (("pool_over_bare", "request-bare"), ("pool_over_pass", "request-pass")):
+        pairs = [
+            (pool, other)
+            for pool, other in zip(raw["request-pool"], raw[base], strict=True)
+            if "error" not in pool and "error" not in other
+        ]
+        out[label] = {
+            "us": med([pool["us_per_request"] - other["us_per_request"] for pool, other in pairs]),
+            "cpu_us": med([pool["cpu_us_per_request"] - other["cpu_us_per_request"] for pool, other in pairs]),
         }
     return out
 
@@ -396,6 +439,8 @@ def main(argv: list[str] | None = None) -> None:
                 res[section] = throughput(python, base, rounds, args.peers, log)
             elif section == "chain":
                 res[section] = chain(python, rounds, log)
+            elif section == "balance":
+                res[section] = balance(python, rounds, log)
             elif section == "startup":
                 from bench.startup import measure
 

@@ -21,6 +21,9 @@ Consumers (``NAME`` for ``python -m bench.worker --consumer NAME``):
 ``litellm``, ``llm``   peers, measured with ``--peers`` when installed
 ``chain-N``            harness → the mock adapter with N pass-through middlewares (no HTTP)
 ``chain-full``         harness → the mock with all six harness-middleware plugins enabled
+``request-bare``       harness → the mock, no middleware: the bare route, per request (``balance``)
+``request-pass``       the same with one pass-through middleware (the hop every middleware pays)
+``request-pool``       harness → a ``balance`` pool of two mock members (``a/echo``, ``b/echo``)
 =====================  ===========================================================================
 """
 
@@ -582,7 +585,7 @@ class Chain(_Harness):
     def options(self, scenario: str) -> Any:
         from harness_core import GenerateOptions, Message
 
-        return GenerateOptions(provider="mock", model="echo", messages=[Message.user(self._text(scenario))])
+        return GenerateOptions(provider=self.route, model="echo", messages=[Message.user(self._text(scenario))])
 
 
 def _chain(count: int) -> type[Chain]:
@@ -590,6 +593,27 @@ def _chain(count: int) -> type[Chain]:
 
 
 MIDDLEWARES = ("otel", "retry", "timeout", "usage", "redact", "cache")
+
+
+class RequestPool(Chain):
+    """harness → a ``balance`` pool (default strategy ``weighted``, in-memory state, no limits) of
+    two mock members, ``a/echo`` and ``b/echo``: what balancing costs per request in one process
+    against ``request-bare`` (the same mock route without it)."""
+
+    route = "pool"
+
+    async def start(self) -> None:
+        import msgspec
+
+        from harness_core import Harness
+        from harness_llm_mock import MockConfig, MockPlugin
+        from harness_middleware.balance import BalancePlugin
+
+        pools = {"pool": [{"target": "a/echo"}, {"target": "b/echo"}]}
+        balance = BalancePlugin(msgspec.convert({"pools": pools, "seed": 1}, BalancePlugin.Config))
+        members = [(f"mock:{name}", MockPlugin(MockConfig(routes=[name]))) for name in ("a", "b")]
+        self.harness = Harness([("balance", balance), *members])
+        await self.harness.__aenter__()
 
 
 class ChainFull(Chain):
@@ -784,6 +808,9 @@ CONSUMERS: dict[str, type[Consumer]] = {
     "chain-5": _chain(5),
     "chain-10": _chain(10),
     "chain-full": ChainFull,
+    "request-bare": _chain(0),
+    "request-pass": _chain(1),
+    "request-pool": RequestPool,
     **{f"chain-{name}": type(f"Chain_{name}", (ChainFull,), {"stack": (name,)}) for name in MIDDLEWARES},
 }
 

@@ -36,7 +36,21 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 def targets(res: dict[str, Any]) -> list[Target]:
     """(target, limit, measured, met) for every target of issue 17 that was measured."""
-    return [*_per_chunk_targets(res), *_startup_targets(res), *_concurrency_targets(res), *_gateway_targets(res)]
+    return [
+        *_per_chunk_targets(res),
+        *_balance_targets(res),
+        *_startup_targets(res),
+        *_concurrency_targets(res),
+        *_gateway_targets(res),
+    ]
+
+
+def _balance_targets(res: dict[str, Any]) -> list[Target]:
+    added = res.get("balance", {}).get("pool_over_bare", {}).get("cpu_us")
+    if added is None:
+        return []
+    return [("balancing (a pool of two mock members), CPU µs per request over the bare route", "≤ 2 µs",
+             _f(added, "{:.2f} µs"), _le(added, 2.0))]  # fmt: skip
 
 
 def _per_chunk_targets(res: dict[str, Any]) -> list[Target]:
@@ -204,6 +218,23 @@ def _chain(ch: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _balance(ba: dict[str, Any]) -> list[str]:
+    lines = [f"### Balancing per request (one-word requests over the mock, {ba['requests_per_batch']} per batch)", ""]
+    rows = []
+    for name, row in ba["consumers"].items():
+        err = f" (errors: {row['errors'][0]})" if row["errors"] else ""
+        rows.append([name + err, _f(row["us_per_request"], "{:.2f}"), _f(row["cpu_us_per_request"], "{:.2f}")])
+    for label, title in (("pool_over_bare", "pool − bare"), ("pool_over_pass", "pool − one pass-through")):
+        diff = ba.get(label, {})
+        rows.append([title, _f(diff.get("us"), "{:.2f}"), _f(diff.get("cpu_us"), "{:.2f}")])
+    lines += _table(["consumer", "µs/request", "CPU µs/request"], rows)
+    lines += [
+        "Differences are per round (the consumers of a round run back to back), then the median over rounds.",
+        "",
+    ]
+    return lines
+
+
 def _startup(st: dict[str, Any]) -> list[str]:
     lines = ["### Start-up (whole process, median)", ""]
     cpu, cpu_ratio = st.get("median_cpu_s", {}), st.get("cpu_ratio", {})
@@ -358,6 +389,8 @@ def markdown(res: dict[str, Any]) -> str:
         lines += _throughput(res["throughput"])
     if res.get("chain"):
         lines += _chain(res["chain"])
+    if res.get("balance"):
+        lines += _balance(res["balance"])
     if res.get("startup"):
         lines += _startup(res["startup"])
     if res.get("concurrency"):

@@ -7,6 +7,7 @@ peak RSS and garbage of one consumer never affect another::
         --task throughput --scenarios text-2000:5,text-20000:2
     python -m bench.worker --consumer harness-openai --base … --task ttfc --scenario stall-20 --reps 10
     python -m bench.worker --consumer floor --base … --task concurrency --streams 1000 --scenario text-200
+    python -m bench.worker --consumer request-pool --task requests --scenario text-1 --reps 2000 --batches 5
 
 Timings: wall = ``time.perf_counter`` around the reads; CPU = ``time.process_time`` (user + system
 of the whole process); peak RSS = ``ru_maxrss`` at the end (Linux: KiB). Each timed read is
@@ -140,6 +141,31 @@ async def _concurrency(consumer: Any, scenario: str, streams: int) -> dict[str, 
     }
 
 
+async def _requests(consumer: Any, scenario: str, reps: int, batches: int) -> dict[str, Any]:
+    """``batches`` batches of ``reps`` requests one after the other: the median per request (µs, wall
+    and CPU) over the batches, after ``reps`` untimed warm-up requests."""
+    for _ in range(reps):
+        _check(consumer, scenario, await consumer.read(scenario))
+    walls, cpus = [], []
+    for _ in range(batches):
+        gc.collect()
+        c0, t0 = time.process_time(), time.perf_counter()
+        for _ in range(reps):
+            read = await consumer.read(scenario)
+        t1, c1 = time.perf_counter(), time.process_time()
+        _check(consumer, scenario, read)
+        walls.append((t1 - t0) / reps * 1e6)
+        cpus.append((c1 - c0) / reps * 1e6)
+    return {
+        "requests": reps,
+        "batches": batches,
+        "us_per_request": statistics.median(walls),
+        "cpu_us_per_request": statistics.median(cpus),
+        "walls_us": walls,
+        "cpus_us": cpus,
+    }
+
+
 async def _run(args: argparse.Namespace) -> dict[str, Any]:
     from bench.consumers import make
 
@@ -155,6 +181,8 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
             result = await _throughput(consumer, specs, args.profile)
         elif args.task == "ttfc":
             result = await _ttfc(consumer, args.scenario, args.reps, args.profile)
+        elif args.task == "requests":
+            result = await _requests(consumer, args.scenario, args.reps, args.batches)
         else:
             result = await _concurrency(consumer, args.scenario, args.streams)
     finally:
@@ -169,11 +197,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="one benchmark measurement")
     parser.add_argument("--consumer", required=True)
     parser.add_argument("--base", default="")
-    parser.add_argument("--task", choices=["throughput", "ttfc", "concurrency"], default="throughput")
+    parser.add_argument("--task", choices=["throughput", "ttfc", "concurrency", "requests"], default="throughput")
     parser.add_argument("--scenarios", default="text-2000:3")
     parser.add_argument("--scenario", default="stall-20")
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--streams", type=int, default=100)
+    parser.add_argument("--batches", type=int, default=5, help="timed batches of --reps requests (task requests)")
     parser.add_argument("--max-connections", type=int, default=100)
     parser.add_argument("--httpx2", action="store_true")
     parser.add_argument("--profile", choices=["pyinstrument", "cprofile"])

@@ -151,7 +151,10 @@ def raise_collected(errors: Sequence[Exception], what: str) -> None:
 async def aclose_all(closables: Iterable[Any], bound: float, what: str) -> list[Exception]:
     """Await ``aclose()`` of each of ``closables`` in order, each shielded from cancellation and
     bounded by ``bound`` seconds, so a cancelled caller still runs every cleanup. An object
-    without ``aclose`` (a plain async iterator) has nothing to close and is skipped.
+    without ``aclose`` (a plain async iterator) has nothing to close and is skipped, and so is an
+    async generator that already ended (``ag_frame`` is ``None``: its ``aclose()`` does nothing,
+    https://peps.python.org/pep-0525/#asynchronous-generator-object), which spares the usual
+    stream, read to its end, the cancel scope and timer of a bounded close (~12 µs per close).
 
     Returns the exceptions the closes raised, each already logged (``what`` names the kind of
     object in the log lines), so the caller can re-raise them once everything is closed
@@ -160,7 +163,7 @@ async def aclose_all(closables: Iterable[Any], bound: float, what: str) -> list[
     errors: list[Exception] = []
     for closable in closables:
         close = getattr(closable, "aclose", None)
-        if close is None:
+        if close is None or getattr(closable, "ag_frame", closable) is None:
             continue
         with anyio.move_on_after(bound, shield=True) as scope:
             try:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+import types
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import anyio
@@ -222,3 +223,30 @@ async def test_close_stream_skips_plain_iterators_and_reraises_cleanup_errors() 
     await stream.__anext__()
     with pytest.raises(OSError, match="cleanup failed"):
         await close_stream(stream)
+
+
+async def test_aclose_all_skips_an_async_generator_that_already_ended() -> None:
+    """An ended async generator's ``aclose()`` does nothing (PEP 525), so it is not called: no
+    bounded, shielded close is paid for a stream read to its end; a live one is closed."""
+    from harness_core.chain import aclose_all
+
+    class Generatorish:
+        def __init__(self, frame: object) -> None:
+            self.ag_frame = frame
+            self.closed = 0
+
+        async def aclose(self) -> None:
+            self.closed += 1
+
+    ended, live = Generatorish(None), Generatorish(object())
+    assert await aclose_all([ended, live], 1.0, "stream") == []
+    assert (ended.closed, live.closed) == (0, 1)
+
+    async def one() -> AsyncGenerator[int, None]:
+        yield 1
+
+    stream = one()
+    assert isinstance(stream, types.AsyncGeneratorType)
+    assert [chunk async for chunk in stream] == [1]
+    assert stream.ag_frame is None  # what the rule relies on: an ended generator has no frame
+    assert await aclose_all([stream], 1.0, "stream") == []

@@ -516,6 +516,24 @@ def test_spend_and_traffic_buckets_and_groups() -> None:
     assert (other["errors"], other["ttft_p50"], other["fallbacks"]) == (1, None, 1)  # served by mock/echo
 
 
+def test_spend_by_member_groups_by_what_served() -> None:
+    rows = [
+        _row("a", 3600.0, route="pool", served_route="east", cost=1.0),
+        _row("b", 3601.0, route="pool", served_route="east", cost=1.0),
+        _row("c", 3602.0, route="pool", served_route="west", served_model="big", cost=3.0),
+        _row("d", 3603.0, served_route=None, served_model=None, model=None, cost=0.25),  # nothing else served it
+    ]
+    by_member = spend(rows, since=3600.0, now=3700.0, bucket="hour", by="member")
+    assert [(t["group"], t["requests"], t["cost"]) for t in by_member["table"]] == [
+        ("west/big", 1, 3.0),
+        ("east/echo", 2, 2.0),
+        ("mock/-", 1, 0.25),
+    ]
+    assert [s["name"] for s in by_member["cost"]] == ["west/big", "east/echo", "mock/-"]
+    by_route = spend(rows, since=3600.0, now=3700.0, bucket="hour", by="route")
+    assert {t["group"]: t["requests"] for t in by_route["table"]} == {"pool": 3, "mock": 1}  # the pool asked for
+
+
 def test_records_in_postgresql() -> None:
     """The console's statements run unchanged on PostgreSQL (numbered placeholders, its types)."""
     from gw_postgres import Cluster

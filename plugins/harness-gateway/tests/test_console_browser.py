@@ -332,3 +332,53 @@ def test_local_console_pages(tmp_path: Path, browser: Any) -> None:
         server.should_exit = True
         thread.join(30)
         sock.close()
+
+
+def test_spend_by_pool_member(tmp_path: Path, browser: Any) -> None:
+    """A balance pool of two mock deployments: Spend by route shows the pool, by member each
+    deployment that served, priced at its own rate."""
+    gateway = f"""\
+    master_key: {MASTER}
+    prices: {{east/echo: {{input: 1000000, output: 1000000}}, west/echo: {{input: 2000000, output: 2000000}}}}"""
+    extra = """\
+  balance:
+    seed: 5
+    pools:
+      pool: [{target: east/echo}, {target: west}]
+  mock:east: {routes: [east]}
+  mock:west: {routes: [west]}"""
+    with serve_gateway(tmp_path, gateway_yaml(gateway, extra, db=tmp_path / "gw.sqlite")) as running:
+        clients = Clients(running.url)
+        context = browser.new_context(bypass_csp=True, viewport={"width": 1280, "height": 900})  # axe is injected
+        try:
+            client = clients.openai()
+            replies = [
+                client.chat.completions.create(model="pool/echo", messages=[{"role": "user", "content": "hi"}])
+                for _ in range(12)
+            ]
+            assert {reply.model for reply in replies} == {"pool/echo"}  # the client sees the pool
+            page = context.new_page()
+            page.goto(running.url + "/console")
+            page.fill("#master_key", MASTER)
+            page.click("button[type=submit]")
+            page.wait_for_url(running.url + "/console/spend")
+            page.goto(running.url + "/console/spend?bucket=day&by=route")
+            cells = page.locator("#spend-table tbody tr", has_text="pool").locator("td").all_text_contents()
+            assert cells[0] == "12", cells
+            page.select_option("#by", "member")
+            page.click("form.filters button")
+            page.wait_for_url("**by=member")
+            found: dict[str, tuple[int, int, float]] = {}
+            for member in ("east/echo", "west/echo"):
+                row = page.locator("#spend-table tbody tr", has_text=member).locator("td").all_text_contents()
+                found[member] = (int(row[0]), int(row[1]) + int(row[2]), float(row[-1].lstrip("$")))
+            assert sum(requests for requests, _, _ in found.values()) == 12
+            assert all(requests > 0 for requests, _, _ in found.values()), found  # both members served
+            for member, rate in (("east/echo", 1.0), ("west/echo", 2.0)):
+                _, tokens, cost = found[member]
+                assert cost == tokens * rate, (member, found)  # priced by the member that served
+            assert "Totals by member" in page.text_content("main")
+            check_page(page, "30-spend-by-member")
+        finally:
+            clients.close()
+            context.close()

@@ -154,3 +154,39 @@ def test_serving_beyond_loopback_warns(tmp_path: Path, host: str) -> None:
         process.wait(30)
         assert process.stderr is not None
         process.stderr.close()
+
+
+def test_local_spend_by_member_of_a_pool(tmp_path: Path) -> None:
+    """The ledger records the pool asked for and the member that served: the local console's
+    records carry both, so Spend groups by route (the pool) or by member."""
+    import anyio
+
+    from harness_gateway.console.stats import spend
+
+    usage = tmp_path / "usage.sqlite"
+    config = tmp_path / "plugins.yaml"
+    config.write_text(
+        f"""\
+plugins:
+  usage: {{path: '{usage}', prices: {{east/echo: {{input: 1000000, output: 0}}, west/echo: {{input: 0, output: 0}}}}}}
+  balance:
+    seed: 1
+    pools: {{pool: [{{target: east/echo}}, {{target: west/echo}}]}}
+  mock:east: {{routes: [east]}}
+  mock:west: {{routes: [west]}}
+""",
+        encoding="utf-8",
+    )
+    with SyncHarness.from_config(config) as harness:
+        for _ in range(8):
+            harness.generate(GenerateOptions(provider="pool", model="echo", messages=[Message.user("hi")]))
+    rows = anyio.run(LocalRecords(usage, tmp_path / "none.sqlite").since, 0.0)
+    assert {(r["route"], r["model"]) for r in rows} == {("pool", "echo")}
+    assert {r["served_route"] for r in rows} == {"east", "west"}
+    now = time.time()
+    by_route = spend(rows, since=now - 3600, now=now, bucket="hour", by="route")["table"]
+    assert [(t["group"], t["requests"]) for t in by_route] == [("pool", 8)]
+    by_member = {t["group"]: t for t in spend(rows, since=now - 3600, now=now, bucket="hour", by="member")["table"]}
+    assert set(by_member) == {"east/echo", "west/echo"}
+    assert by_member["east/echo"]["cost"] == by_member["east/echo"]["input_tokens"]  # $1 per input token
+    assert by_member["west/echo"]["cost"] == 0

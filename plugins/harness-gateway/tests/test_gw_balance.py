@@ -158,3 +158,33 @@ def test_a_pool_through_the_gateway_shares_by_member_and_limits_exactly(tmp_path
 
     costs = sorted(row["cost"] for row in anyio.run(ledger) if row["status"] == "complete")
     assert costs == [2.0] * 3 + [4.0] * 3  # priced by the member that served (1 + 1 tokens)
+
+
+def test_a_failing_member_sheds_its_traffic_without_client_errors_in_every_dialect(tmp_path: Path) -> None:
+    """One member answers OVERLOADED before any content: OpenAI Chat, Responses and Anthropic
+    Messages clients all get 200 from the other member, and the pool's traffic is counted by it."""
+    config = f"""\
+plugins:
+  gateway:
+    database: {tmp_path / "gw.sqlite"}
+  balance:
+    seed: 1
+    pools:  # east is picked first (by weight), fails, cools down: west serves every request
+      pool: [{{target: east/echo, weight: 1000}}, {{target: west/echo}}]
+  mock:east: {{routes: [east], error: OVERLOADED}}
+  mock:west: {{routes: [west]}}
+"""
+    hi = [{"role": "user", "content": "hi"}]
+    calls = [
+        ("/v1/chat/completions", {"model": "pool/echo", "messages": hi}),
+        ("/v1/responses", {"model": "pool/echo", "input": "hi"}),
+        ("/v1/messages", {"model": "pool/echo", "max_tokens": 20, "messages": hi}),
+    ]
+    with serve_gateway(tmp_path, config) as running, httpx.Client(base_url=running.url, timeout=30) as client:
+        responses = [client.post(path, json=body) for _ in range(4) for path, body in calls]
+        metrics = client.get("/metrics").text
+    assert [r.status_code for r in responses] == [200] * 12, [r.text for r in responses if r.status_code != 200]
+    assert all("hi" in r.text for r in responses)  # the mock echoes the prompt: content, not an error
+    line = 'harness_gateway_member_requests_total{member="west/echo",route="pool",status="complete"} 12.0'
+    assert line in metrics
+    assert 'member="east/echo"' not in metrics  # it never served one

@@ -272,3 +272,23 @@ def test_the_subcommands_own_config_wins_over_the_groups(tmp_path: Path, ledger:
     result = run("-c", str(wrong), "usage", "-c", str(right), "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["path"] == str(ledger.path)
+
+
+def test_usage_by_member_breaks_a_pool_down(tmp_path: Path) -> None:
+    ledger = UsageLedger(tmp_path / "usage.sqlite")
+    ledger.insert(record(requested_route="pool", requested_model="gpt-x", route="east", cost=1.0))
+    ledger.insert(record(requested_route="pool", requested_model="gpt-x", route="east", cost=1.0))
+    ledger.insert(record(requested_route="pool", requested_model="gpt-x", route="west", cost=3.0))
+    ledger.insert(record(route="openai"))  # an older row: no requested route known
+    document = json.loads(run("usage", "--db", str(ledger.path), "--json", "--by", "member").output)
+    assert [(r["member"], r["requests"], r["cost"]) for r in document["rows"]] == [
+        ("east/gpt-x", 2, 2.0),
+        ("openai/gpt-x", 1, 0.25),
+        ("west/gpt-x", 1, 3.0),
+    ]
+    table = run("usage", "--db", str(ledger.path), "--by", "requested,member")
+    lines = table.output.splitlines()
+    assert lines[1].split()[:3] == ["requested", "member", "requests"]
+    assert ["pool", "east/gpt-x", "2"] in [line.split()[:3] for line in lines]
+    assert ["-", "openai/gpt-x", "1"] in [line.split()[:3] for line in lines]
+    assert lines[-1].split()[:2] == ["total", "4"]

@@ -252,6 +252,8 @@ async def test_usage_records_a_priced_embeddings_row(tmp_path: Path) -> None:
         "price_id": "openai/text-embedding-3-small",
         "cached": 0,
         "operation": "embeddings",
+        "requested_route": "openai",  # what the call asked for (a pool's name behind balance)
+        "requested_model": None,
     }
     assert row_["latency_ms"] >= 0
 
@@ -292,7 +294,7 @@ async def test_usage_masks_route_and_model(tmp_path: Path) -> None:
     async with Harness(plugins, redact=lambda text: text.replace(secret, "[secret]")) as harness:
         await harness.embed(["x"], provider="openai", model=secret)
     [row_] = layer[1].ledger.rows()
-    assert row_["model"] == "[secret]"
+    assert (row_["model"], row_["requested_model"]) == ("[secret]", "[secret]")
 
 
 async def test_harness_usage_splits_streams_and_embeddings(tmp_path: Path) -> None:
@@ -310,7 +312,7 @@ async def test_harness_usage_splits_streams_and_embeddings(tmp_path: Path) -> No
     assert "operation" in text.output.splitlines()[1]
     bad = CliRunner().invoke(usage_command, ["--db", db, "--by", "kind"])
     assert bad.exit_code == 2
-    assert "choose among day, route, model, operation" in bad.output
+    assert "choose among day, requested, route, model, member, operation" in bad.output
 
 
 # ------------------------------------------------------------------ cache

@@ -422,3 +422,28 @@ def test_cli_error_of_a_route_without_targets_has_no_fallback_note(tmp_path: Pat
     assert "BAD_REQUEST" in result.stderr
     assert "fallback attempts" not in result.stderr
     assert "after content" not in result.stderr
+
+
+async def test_committed_reads_its_stream_to_the_end_after_the_finish() -> None:
+    """After a good finish the committed stream is read to its end, so the inner generator ends by
+    itself (closing it costs nothing); what a broken stream sends after its finish is passed on
+    for the runtime's guard to drop and log, never swallowed here."""
+    from harness_middleware.fallback import committed, until_content
+
+    late = TextDelta(index=0, text="late")
+
+    async def inner() -> Any:
+        for chunk in [*text_chunks("hi"), stop(), late]:
+            yield chunk
+
+    stream = inner()
+    held = await until_content(stream, lambda failure: True)
+    attempts: list[Attempt] = []
+
+    async def failed(attempt: Attempt, failure: Any) -> None:
+        raise AssertionError("nothing failed")
+
+    passed = [chunk async for chunk in committed(stream, held, Attempt("a", "m"), attempts, named=True, failed=failed)]
+    assert passed == [*text_chunks("hi"), stop(), late]
+    assert stream.ag_frame is None  # ended: nothing left to close
+    assert attempts == [Attempt("a", "m")]

@@ -262,6 +262,7 @@ async def test_served_route_and_model_from_the_notes(tmp_path: Path) -> None:
     assert caller.metadata == {}  # the caller's metadata is not modified
     [row] = rows(p)
     assert (row["route"], row["model"]) == ("anthropic", "claude-sonnet-4-20250514")
+    assert (row["requested_route"], row["requested_model"]) == ("fake", "m1")  # what the caller asked for
     assert row["price_id"] == "anthropic/claude-sonnet-4-0"
 
 
@@ -287,6 +288,7 @@ def test_old_ledger_is_migrated(tmp_path: Path) -> None:
     assert (row["route"], row["input_tokens"], row["cost"]) == ("r", 3, 0.5)
     assert (row["price_source"], row["price_id"], row["cached"]) == (None, None, 0)
     assert row["operation"] == "chat"  # rows before embeddings were recorded are streams
+    assert (row["requested_route"], row["requested_model"]) == (None, None)  # unknown for older rows
     [again] = UsageLedger(path).rows()  # a second open finds the columns present
     assert again == row
 
@@ -308,7 +310,7 @@ def test_summary_groupings(tmp_path: Path) -> None:
     assert "route" not in by_model[0]
     assert [r["route"] for r in ledger.summary(by=["route", "day"])] == ["a", "b"]
     assert ledger.summary(by=["route", "day"])[0]["day"] == "1970-01-03"
-    with pytest.raises(ValueError, match="cannot group usage by 'user'"):
+    with pytest.raises(ValueError, match="cannot group usage by 'user'; choose among day, requested, route"):
         ledger.summary(by=["user"])
 
 
@@ -330,3 +332,43 @@ def test_notes_are_shared_by_nested_layers() -> None:
     assert inner is outer
     assert inner_options is outer_options
     assert notes_of(options()) is None
+
+
+async def test_a_pool_is_recorded_by_the_member_that_served_it(tmp_path: Path) -> None:
+    """``usage`` outside ``balance``: each row names the pool asked for and the member that served
+    (priced by the member), and the summary breaks the pool's spend down by member."""
+    from harness_core import Harness
+    from harness_core.types import GenerateOptions, Message
+    from harness_llm_mock import MockConfig, MockPlugin
+    from harness_middleware.balance import BalancePlugin, MemoryState
+
+    p = plugin(
+        tmp_path,
+        prices={"east/echo": {"input": 1e6, "output": 1e6}, "west/echo": {"input": 2e6, "output": 2e6}},
+    )
+    pools = {"pool": [{"target": "east/echo", "weight": 1}, {"target": "west", "weight": 1}]}
+    balance = BalancePlugin(msgspec.convert({"pools": pools, "seed": 3}, BalancePlugin.Config), state=MemoryState())
+    harness = Harness(
+        [
+            ("usage", p),
+            ("balance", balance),
+            ("mock:east", MockPlugin(MockConfig(routes=["east"]))),
+            ("mock:west", MockPlugin(MockConfig(routes=["west"]))),
+        ]
+    )
+    async with harness:
+        for _ in range(20):
+            await harness.generate(GenerateOptions(provider="pool", model="echo", messages=[Message.user("hi")]))
+    recorded = rows(p)
+    assert {(r["requested_route"], r["requested_model"]) for r in recorded} == {("pool", "echo")}
+    served = {(r["route"], r["model"]) for r in recorded}
+    assert served == {("east", "echo"), ("west", "echo")}  # a member without a model keeps the requested one
+    by_member = {(r["requested"], r["member"]): r for r in p.ledger.summary(by=("member", "requested"))}
+    assert set(by_member) == {("pool", "east/echo"), ("pool", "west/echo")}
+    assert sum(r["requests"] for r in by_member.values()) == 20
+    for member, rate in (("east/echo", 1.0), ("west/echo", 2.0)):
+        row = by_member["pool", member]
+        tokens = row["input_tokens"] + row["output_tokens"]
+        assert row["cost"] == pytest.approx(tokens * rate)  # priced by the member that served
+    [total] = p.ledger.summary(by=("requested",))
+    assert (total["requested"], total["requests"]) == ("pool", 20)

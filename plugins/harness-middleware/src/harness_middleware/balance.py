@@ -566,14 +566,16 @@ class BalancePlugin:
             return self._limited(pool, left, found)
 
     async def _release(self, state: BalanceState, member: _Member, ticket: str, tokens: int) -> None:
-        """End the request of ``ticket`` on ``member`` (``tokens`` used), shielded from
-        cancellation; a state that cannot be reached is logged, never raised (the request went
-        well)."""
-        with anyio.CancelScope(shield=True):
-            try:
+        """End the stream of ``ticket`` in ``state``, shielded from cancellation (it runs in a
+        ``finally``); a failure is logged (the stream itself went well: it is not failed)."""
+        try:
+            if type(state) is MemoryState:  # never suspends: no cancellation can reach it, no scope needed
                 await state.release(member.label, ticket, tokens, self.clock())
-            except LlmError as exc:
-                logger.warning("balance: could not release member %r: %s", member.label, exc)
+            else:
+                with anyio.CancelScope(shield=True):
+                    await state.release(member.label, ticket, tokens, self.clock())
+        except LlmError as exc:
+            logger.warning("balance: could not release member %r: %s", member.label, exc)
 
     async def _admit(
         self, pool: _Pool, left: list[_Member], state: BalanceState, now: float

@@ -141,7 +141,14 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-_KEYS = (("day", "day"), ("route", "route"), ("model", "model"), ("operation", "operation"))
+_KEYS = (
+    ("day", "day"),
+    ("requested", "requested"),
+    ("route", "route"),
+    ("model", "model"),
+    ("member", "member"),
+    ("operation", "operation"),
+)
 _TABLE = (
     ("requests", "requests"),
     ("input", "input_tokens"),
@@ -185,15 +192,20 @@ def _table(rows: list[dict[str, Any]], by: tuple[str, ...]) -> str:
     "by_text",
     default="day,route,model",
     show_default=True,
-    help="group by these comma-separated columns among day, route, model, operation ('' = one total)",
+    help="group by these comma-separated columns among day, requested, route, model, member, operation "
+    "('' = one total)",
 )
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 def usage_command(config: str | None, db: str | None, since: str | None, by_text: str, as_json: bool) -> None:
     """Token usage and cost (USD) by UTC day, route and model, from the usage middleware's ledger.
 
-    Streams and embedding calls are both rows (`--by operation` splits them: `chat`,
-    `embeddings`; an embedding call has input tokens only). Token sums count the streams that
-    reached a provider and reported usage; `no_usage` counts
+    `route`/`model` are those that served each call; `member` is that `route/model` (a balance
+    pool's member, a fallback target); `requested` the route asked for (a pool's name):
+    `--by requested,member` breaks a pool's spend down by member. Streams and embedding calls are
+    both rows (`--by operation` splits them: `chat`, `embeddings`; an embedding call has input
+    tokens only).
+
+    Token sums count the streams that reached a provider and reported usage; `no_usage` counts
     those that did not (unknown, not free) and `cached` the cache hits (nothing spent).
     `cost_usd` sums the known costs (the genai-prices table, or the usage config's `prices`);
     `unpriced` counts the rows whose cost is unknown (model not in the table, or no usage).

@@ -305,20 +305,30 @@ async def committed(
     when ``named`` (``what`` attempts: …; a route without other targets passes its failure on
     unchanged); open blocks are closed first, nothing is replayed, and ``failed(served, failure)``
     is awaited before the error finish (the caller cools the target down). The last attempt then
-    carries the failure, marked ``after_content`` only when content was sent."""
+    carries the failure, marked ``after_content`` only when content was sent.
+
+    After a successful ``finish`` the stream is read to its end like any pass-through layer does
+    (a legal stream ends there; whatever a broken one sends after it is passed on for the
+    runtime's guard to drop and log), so the inner generators end by themselves and closing them
+    costs nothing (:func:`harness_core.chain.aclose_all` skips ended generators)."""
     tracker = BlockAssembler(keep_ended=False)  # only the blocks still open
     attempts.append(served)
     failure: Failure | None = None
     sent_content = False
+    finished = False
     source = _chained(held, stream)
     try:
         async for chunk in source:
+            if finished:
+                yield chunk
+                continue
             if isinstance(chunk, Finish):
                 if chunk.reason.kind == "error" and chunk.reason.failure is not None:
                     failure = chunk.reason.failure
                     break
+                finished = True
                 yield chunk
-                return
+                continue
             tracker.feed(chunk)
             sent_content = sent_content or is_content(chunk)
             yield chunk

@@ -11,8 +11,11 @@ never zero: a stream without usage is not free). Cost comes from :mod:`harness_m
 (the genai-prices table, or the ``prices`` overrides): USD, with the price source and the matched
 price id; an unknown model or usage has cost NULL. A ``cache`` hit inside this layer is recorded
 with ``cached = 1`` and cost 0: its token columns repeat the original generation's usage, which
-:meth:`UsageLedger.summary` does not count as tokens spent. With ``fallback`` inside this layer,
-the row names the route and model that served the stream.
+:meth:`UsageLedger.summary` does not count as tokens spent. With ``fallback`` or ``balance`` inside
+this layer, ``route``/``model`` are the ones that served the stream (the fallback target, the pool
+member: :class:`~harness_middleware.notes.StreamNotes`) and ``requested_route``/``requested_model``
+the ones the caller asked for (the pool's name), so spend can be broken down by member
+(:meth:`UsageLedger.summary` ``by=("requested", "member")``).
 
 Route and model names are stored masked by the harness's secret masker (the ``use_redactor``
 hook): a model name taken from the environment is a secret like every such value.
@@ -26,8 +29,9 @@ genai-prices' ``text-embedding-3-small``), status ``complete``/``error`` (the er
 ``aborted`` (cancelled), the latency, and ``cached = 1`` with cost 0 for a ``cache`` hit inside
 this layer. ``finish_reason`` and ``first_chunk_ms`` are NULL: an embedding call has no chunks.
 
-Older ledgers (without the ``price_source``, ``price_id``, ``cached`` and ``operation`` columns)
-are migrated in place on first use; their rows are streams (``operation = 'chat'``).
+Older ledgers (without the ``price_source``, ``price_id``, ``cached``, ``operation``,
+``requested_route`` and ``requested_model`` columns) are migrated in place on first use; their
+rows are streams (``operation = 'chat'``) with no requested route (NULL).
 """
 
 from __future__ import annotations
@@ -66,7 +70,16 @@ Status = Literal["complete", "aborted", "error"]
 Operation = Literal["chat", "embeddings"]
 """What a row records: a stream (``chat``) or an embedding call (``embeddings``), named as the
 OpenTelemetry GenAI ``gen_ai.operation.name`` values."""
-_GROUPS: dict[str, str] = {"day": "date(ts, 'unixepoch')", "route": "route", "model": "model", "operation": "operation"}
+_GROUPS: dict[str, str] = {
+    "day": "date(ts, 'unixepoch')",
+    "requested": "requested_route",
+    "route": "route",
+    "model": "model",
+    "member": "coalesce(route, '-') || '/' || coalesce(model, '-')",
+    "operation": "operation",
+}
+"""``summary``'s grouping names → SQL (in this order). ``member``: the ``route/model`` that served
+(a ``balance`` member, a ``fallback`` target, else the route asked for)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS usage (
@@ -88,7 +101,9 @@ CREATE TABLE IF NOT EXISTS usage (
     price_source TEXT,               -- 'genai-prices <version>', 'config' or 'cache'; NULL when unpriced
     price_id TEXT,                   -- the matched table row 'provider/model' or override key
     cached INTEGER NOT NULL DEFAULT 0, -- 1 = replayed by the cache middleware (nothing spent)
-    operation TEXT NOT NULL DEFAULT 'chat' -- chat (a stream) | embeddings (an embedding call)
+    operation TEXT NOT NULL DEFAULT 'chat', -- chat (a stream) | embeddings (an embedding call)
+    requested_route TEXT,            -- the route asked for (a balance pool); route is the one that served
+    requested_model TEXT
 );
 CREATE INDEX IF NOT EXISTS usage_ts ON usage (ts);
 """
@@ -112,6 +127,8 @@ _COLUMNS = (
     "price_id",
     "cached",
     "operation",
+    "requested_route",
+    "requested_model",
 )
 
 # Columns added after the first release, with their declarations: added to older ledgers.
@@ -120,6 +137,8 @@ _ADDED_COLUMNS = {
     "price_id": "TEXT",
     "cached": "INTEGER NOT NULL DEFAULT 0",
     "operation": "TEXT NOT NULL DEFAULT 'chat'",
+    "requested_route": "TEXT",
+    "requested_model": "TEXT",
 }
 
 
@@ -130,7 +149,11 @@ def default_usage_path() -> Path:
 
 class UsageRecord(msgspec.Struct, kw_only=True, frozen=True):
     """One ledger row. Times: ``ts`` unix seconds; ``latency_ms`` / ``first_chunk_ms`` milliseconds;
-    ``cost`` USD; ``operation`` ``chat`` (a stream) or ``embeddings`` (an embedding call)."""
+    ``cost`` USD; ``operation`` ``chat`` (a stream) or ``embeddings`` (an embedding call).
+
+    ``route``/``model`` served the call; ``requested_route``/``requested_model`` were asked for
+    (they differ when ``fallback`` or ``balance`` inside the ``usage`` layer chose another one).
+    """
 
     ts: float
     route: str | None
@@ -150,6 +173,8 @@ class UsageRecord(msgspec.Struct, kw_only=True, frozen=True):
     price_id: str | None = None
     cached: bool = False
     operation: Operation = "chat"
+    requested_route: str | None = None
+    requested_model: str | None = None
 
 
 def _migrate(conn: sqlite3.Connection) -> None:
@@ -201,18 +226,20 @@ class UsageLedger:
     ) -> list[dict[str, Any]]:
         """Totals per group of rows with ``ts >= since`` (all when ``None``), sorted by group.
 
-        ``by`` picks the grouping columns among ``day`` (UTC date), ``route``, ``model`` and
-        ``operation`` (``chat`` or ``embeddings``; in that order; empty = one total row). Each
-        dict holds the ``by`` keys and ``requests``, ``input_tokens, output_tokens,
-        cache_read_tokens, cache_write_tokens, reasoning_tokens`` (sums of the known counts of
-        streams and embedding calls that reached a provider: cache hits excluded),
+        ``by`` picks the grouping columns among ``day`` (UTC date), ``requested`` (the route asked
+        for: a pool's name; ``None`` for rows of older ledgers), ``route`` and ``model`` (those that
+        served), ``member`` (``route/model`` that served: the pool member or fallback target) and
+        ``operation`` (``chat`` or ``embeddings``), in that order; empty = one total row. Each dict
+        holds the ``by`` keys and ``requests``, ``input_tokens, output_tokens, cache_read_tokens,
+        cache_write_tokens, reasoning_tokens`` (sums of the known counts of streams and embedding
+        calls that reached a provider: cache hits excluded),
         ``unknown_usage`` (such streams without usage), ``cached`` (cache hits), ``errors``,
         ``aborted``, ``cost`` (USD, sum of the known costs, ``None`` when none is known; when some
         rows are unpriced, the cache hits' zero costs do not count as known, so a group whose only
         priced rows are cache hits shows no cost rather than 0) and ``unpriced`` (rows without a cost).
 
         Raises:
-            ValueError: a ``by`` name that is not ``day``, ``route``, ``model`` or ``operation``.
+            ValueError: a ``by`` name that is not one of :data:`_GROUPS`.
         """
         unknown = [name for name in by if name not in _GROUPS]
         if unknown:
@@ -342,6 +369,8 @@ class UsagePlugin(SecretMasking):
                     price_source="cache" if notes.cached else cost.source if cost is not None else None,
                     price_id=cost.price_id if cost is not None else None,
                     cached=notes.cached,
+                    requested_route=self.mask_text(options.provider),
+                    requested_model=self.mask_text(options.model),
                 )
                 await self._write(record)
 
@@ -416,5 +445,7 @@ class UsagePlugin(SecretMasking):
             price_id=cost.price_id if cost is not None else None,
             cached=notes.cached,
             operation="embeddings",
+            requested_route=self.mask_text(options.provider),
+            requested_model=self.mask_text(options.model),
         )
         await self._write(record)

@@ -75,9 +75,12 @@ def _row(**values: Any) -> dict[str, Any]:
 
 
 def _ledger_row(index: int, row: dict[str, Any]) -> dict[str, Any]:
+    """A usage-ledger row as a console record: asked for the requested route and model (the served
+    ones in rows of older ledgers, which did not record them), served by the ledger's ``route``/``model``."""
+    route, model = row["route"] or "-", row["model"] or "-"
     return _row(
-        id=f"usage-{index}", request_id=f"usage-{index}", route=row["route"] or "-", model=row["model"] or "-",
-        served_route=row["route"] or "-", served_model=row["model"] or "-", started_at=row["ts"],
+        id=f"usage-{index}", request_id=f"usage-{index}", route=row["requested_route"] or route,
+        model=row["requested_model"] or model, served_route=route, served_model=model, started_at=row["ts"],
         status=row["status"], first_token_ms=row["first_chunk_ms"], latency_ms=row["latency_ms"],
         input_tokens=row["input_tokens"], output_tokens=row["output_tokens"],
         cache_read_tokens=row["cache_read_tokens"], cache_write_tokens=row["cache_write_tokens"],

@@ -2,7 +2,7 @@
 
 Pages (server-rendered, Jinja2; charts drawn by a vendored Chart.js from ``/console/static``):
 
-    ``GET  /console/spend``             cost and tokens per hour/day by key, route or model; budgets
+    ``GET  /console/spend``             cost and tokens per hour/day by key, route, model or member; budgets
     ``GET  /console/traffic``           requests, errors by code, latency and TTFT percentiles, fallbacks
     ``GET  /console/live``              streams in flight; ``GET /console/live/events`` is their SSE feed
     ``POST /console/live/{id}/abort``   abort one (operator)

@@ -16,9 +16,9 @@ from typing import Any, Final, Literal
 __all__ = ["BUCKETS", "GROUPS", "TOKEN_KINDS", "Bucket", "Group", "percentile", "spend", "traffic"]
 
 Bucket = Literal["hour", "day"]
-Group = Literal["key", "route", "model"]
+Group = Literal["key", "route", "model", "member"]
 BUCKETS: Final[dict[str, int]] = {"hour": 3600, "day": 86400}
-GROUPS: Final = ("key", "route", "model")
+GROUPS: Final = ("key", "route", "model", "member")
 TOKEN_KINDS: Final = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
 
 
@@ -31,11 +31,16 @@ def percentile(values: Sequence[float], p: float) -> float | None:
 
 
 def group_of(row: dict[str, Any], by: Group) -> str:
-    """The label of ``row`` in grouping ``by``: the key's name, the route, or ``route/model``."""
+    """The label of ``row`` in grouping ``by``: the key's name, the route asked for, ``route/model``
+    asked for, or the ``member``: the ``route/model`` that served (a ``balance`` pool's member or a
+    ``fallback`` target; the one asked for when nothing else served it). Spend is priced by the
+    member (:func:`harness_gateway.spend.request_cost` of the served route and model)."""
     if by == "key":
         return str(row["key_name"] or "(no key)")
     if by == "route":
         return str(row["route"])
+    if by == "member":
+        return f"{row['served_route'] or row['route']}/{row['served_model'] or row['model'] or '-'}"
     return f"{row['route']}/{row['model'] or '-'}"
 
 
