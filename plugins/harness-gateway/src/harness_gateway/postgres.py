@@ -1,8 +1,11 @@
 """The PostgreSQL state store (asyncpg): keys, spend, limits and ledger shared by many workers and hosts.
 
 Same statements and decisions as :class:`~harness_gateway.store.SQLiteStore`
-(:class:`~harness_gateway.store.SqlStore`); admissions lock the key row (``SELECT … FOR
-UPDATE``) inside their transaction, so limits hold across every process on the database. The
+(:class:`~harness_gateway.store.SqlStore`), but for the hot path: an admission and a settlement
+are each one statement (:data:`FUNCTIONS_POSTGRES`: ``gateway_admit``, ``gateway_settle``), one
+round trip that locks the key row (``SELECT … FOR UPDATE``) only inside the server, so limits
+hold across every process on the database and the lock is never held across a client round
+trip (docs/gateway.md#admission-counters-not-scans). The
 connection pool is created on first use and rebuilt after a failure, so the gateway answers 503
 while PostgreSQL is away and recovers by itself when it is back
 (https://magicstack.github.io/asyncpg/current/api/index.html).
@@ -271,6 +274,14 @@ class _PgTx:
         return int(tail) if tail.isdigit() else 0
 
 
+async def _keep_session(conn: Any) -> None:
+    """The pool's reset of a released connection: nothing. asyncpg's default runs one more round
+    trip per use (``pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL``) undoing session
+    state this store never makes (it takes transaction-scoped advisory locks only, no cursors,
+    ``LISTEN`` or ``SET``); an open transaction is still rolled back by asyncpg before this
+    (https://magicstack.github.io/asyncpg/current/api/index.html#asyncpg.pool.create_pool)."""
+
+
 class PostgresStore(SqlStore):
     """State in PostgreSQL at ``dsn`` (``postgresql://user:password@host:port/db``; a secret)."""
 
@@ -297,8 +308,9 @@ class PostgresStore(SqlStore):
                 import asyncpg  # type: ignore[import-untyped]  # asyncpg ships no type information
 
                 self._pool = await asyncpg.create_pool(
-                    self._dsn, min_size=0, max_size=self.pool_size, timeout=self.timeout, command_timeout=self.timeout
-                )
+                    self._dsn, min_size=0, max_size=self.pool_size, timeout=self.timeout,
+                    command_timeout=self.timeout, reset=_keep_session,
+                )  # fmt: skip
             return self._pool
 
     async def _reset_pool(self, broken: Any = None) -> None:

@@ -36,6 +36,11 @@ settlement of the same row (its owner was only stalled) charges the difference, 
 Rows without a lease (written by a gateway before schema version 2) expire
 :data:`STALE_RUNNING` seconds after they started.
 
+On PostgreSQL admission and settlement are each one statement: server-side functions doing what
+:meth:`SqlStore._open` and :meth:`SqlStore._close` do (:data:`harness_gateway.postgres.FUNCTIONS_POSTGRES`,
+decided by the same rule as :func:`decide`); near the budget the admission falls back to
+:meth:`SqlStore._open`.
+
 Lock order (PostgreSQL): a transaction that changes a key's spend locks the key row before its
 ledger rows, so admission, settlement and the reaper cannot deadlock. Every failure of the
 database is a 503 :class:`GatewayError`.
