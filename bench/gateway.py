@@ -36,6 +36,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import socket
 import statistics
@@ -400,7 +401,7 @@ SHORT = "text-3"
 
 
 @contextlib.contextmanager
-def _postgres(tmp: Path) -> Iterator[str]:
+def _postgres() -> Iterator[str]:
     """A throwaway PostgreSQL (the gateway tests' :class:`Cluster`, Debian's binaries); its DSN."""
     import importlib.util
 
@@ -409,12 +410,18 @@ def _postgres(tmp: Path) -> Iterator[str]:
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    cluster = module.Cluster(tmp / "pg")
-    cluster.start()
+    # a directory of its own under /tmp (the Cluster hands it to the postgres user, who cannot
+    # enter the root-only directory ``tmp``)
+    root = Path(tempfile.mkdtemp(prefix="harness-bench-pg-"))
     try:
-        yield str(cluster.dsn)
+        cluster = module.Cluster(root)
+        cluster.start()
+        try:
+            yield str(cluster.dsn)
+        finally:
+            cluster.stop()
     finally:
-        cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def hot_key(python: str, upstream: str, log: Any, *, quick: bool = False, rounds: int = 10) -> dict[str, Any]:
@@ -450,7 +457,7 @@ def hot_key(python: str, upstream: str, log: Any, *, quick: bool = False, rounds
         with _harness(python, upstream, tmp, 1, scenario=SHORT) as (url, model, pid, key):
             out["harness-sqlite"] = rounds_of(url, model, pid, key)
         try:
-            with _postgres(tmp) as dsn:
+            with _postgres() as dsn:
                 log("  harness, key on PostgreSQL")
                 with _harness(python, upstream, tmp, 1, database=dsn, scenario=SHORT) as (url, model, pid, key):
                     out["harness-postgres"] = rounds_of(url, model, pid, key)

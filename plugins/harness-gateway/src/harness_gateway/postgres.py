@@ -1,8 +1,11 @@
 """The PostgreSQL state store (asyncpg): keys, spend, limits and ledger shared by many workers and hosts.
 
 Same statements and decisions as :class:`~harness_gateway.store.SQLiteStore`
-(:class:`~harness_gateway.store.SqlStore`); admissions lock the key row (``SELECT … FOR
-UPDATE``) inside their transaction, so limits hold across every process on the database. The
+(:class:`~harness_gateway.store.SqlStore`), but for the hot path: an admission and a settlement
+are each one statement (:data:`FUNCTIONS_POSTGRES`: ``gateway_admit``, ``gateway_settle``), one
+round trip that locks the key row (``SELECT … FOR UPDATE``) only inside the server, so limits
+hold across every process on the database and the lock is never held across a client round
+trip (docs/gateway.md#admission-counters-not-scans). The
 connection pool is created on first use and rebuilt after a failure, so the gateway answers 503
 while PostgreSQL is away and recovers by itself when it is back
 (https://magicstack.github.io/asyncpg/current/api/index.html).
@@ -16,9 +19,10 @@ from typing import Any, Final, TypeVar
 
 import anyio
 
-from harness_gateway.store import LEASE, SqlStore, Tx, unavailable
+from harness_gateway.errors import GatewayError
+from harness_gateway.store import LEASE, SqlStore, Status, Tx, decide, key_record, revoked, unavailable
 
-__all__ = ["MIGRATIONS_POSTGRES", "PostgresStore"]
+__all__ = ["FUNCTIONS_POSTGRES", "MIGRATIONS_POSTGRES", "PostgresStore"]
 
 T = TypeVar("T")
 
@@ -111,6 +115,158 @@ MIGRATIONS_POSTGRES: Final = (
 )
 """Versioned schema migrations for PostgreSQL (same versions as SQLite's)."""
 
+FUNCTIONS_POSTGRES: Final = (
+    """
+    CREATE OR REPLACE FUNCTION gateway_slide(p_windows TEXT, p_now DOUBLE PRECISION) RETURNS JSONB
+    LANGUAGE sql IMMUTABLE AS $fn$
+        SELECT coalesce(jsonb_agg(entry ORDER BY position), '[]'::jsonb)
+        FROM jsonb_array_elements(coalesce(nullif(p_windows, ''), '[]')::jsonb) WITH ORDINALITY AS t(entry, position)
+        WHERE (entry->>0)::bigint >= floor(p_now)::bigint - 60
+    $fn$
+    """,
+    """
+    CREATE OR REPLACE FUNCTION gateway_window_add(
+        p_entries JSONB, p_now DOUBLE PRECISION, p_requests BIGINT, p_tokens BIGINT
+    ) RETURNS TEXT LANGUAGE plpgsql IMMUTABLE AS $fn$
+    DECLARE
+        v_entries JSONB := p_entries;
+        v_count INTEGER := jsonb_array_length(p_entries);
+        v_second BIGINT := floor(p_now)::bigint;
+        v_newest JSONB;
+    BEGIN
+        IF v_count > 0 AND (v_entries->(v_count - 1)->>0)::bigint >= v_second THEN
+            v_newest := v_entries->(v_count - 1);
+            v_entries := jsonb_set(v_entries, ARRAY[(v_count - 1)::text], jsonb_build_array(
+                v_newest->0, (v_newest->>1)::bigint + p_requests, (v_newest->>2)::bigint + p_tokens));
+        ELSE
+            v_entries := v_entries || jsonb_build_array(jsonb_build_array(v_second, p_requests, p_tokens));
+        END IF;
+        RETURN replace(v_entries::text, ' ', '');  -- integers only: the compact text SQLite's column holds
+    END
+    $fn$
+    """,
+    """
+    CREATE OR REPLACE FUNCTION gateway_admit(
+        p_ticket TEXT, p_key TEXT, p_route TEXT, p_model TEXT, p_now DOUBLE PRECISION, p_owner TEXT,
+        p_lease_until DOUBLE PRECISION
+    ) RETURNS TABLE (
+        o_outcome TEXT, o_reserve DOUBLE PRECISION, o_requests BIGINT, o_oldest_start DOUBLE PRECISION,
+        o_tokens BIGINT, o_oldest_end DOUBLE PRECISION, o_running INTEGER, o_reserved DOUBLE PRECISION,
+        o_max_cost DOUBLE PRECISION, o_id TEXT, o_name TEXT, o_routes TEXT, o_budget DOUBLE PRECISION,
+        o_rpm INTEGER, o_tpm INTEGER, o_expires_at DOUBLE PRECISION, o_created_at DOUBLE PRECISION,
+        o_revoked_at DOUBLE PRECISION, o_spent DOUBLE PRECISION
+    ) LANGUAGE plpgsql AS $fn$
+    DECLARE
+        v_windows TEXT;
+        v_live JSONB;
+        v_estimate DOUBLE PRECISION;
+    BEGIN
+        SELECT g.id, g.name, g.routes, g.budget, g.rpm, g.tpm, g.expires_at, g.created_at, g.revoked_at, g.spent,
+               g.max_cost, g.running, g.reserved, g.windows
+          INTO o_id, o_name, o_routes, o_budget, o_rpm, o_tpm, o_expires_at, o_created_at, o_revoked_at, o_spent,
+               o_max_cost, o_running, o_reserved, v_windows
+          FROM gateway_keys g WHERE g.id = p_key FOR UPDATE;
+        IF NOT FOUND OR o_revoked_at IS NOT NULL THEN
+            o_outcome := 'revoked';
+            RETURN NEXT;
+            RETURN;
+        END IF;
+        v_live := gateway_slide(v_windows, p_now);
+        SELECT coalesce(sum((entry->>1)::bigint), 0), coalesce(sum((entry->>2)::bigint), 0),
+               (array_agg((entry->>0)::double precision + 1 ORDER BY position)
+                   FILTER (WHERE (entry->>1)::bigint <> 0))[1],
+               (array_agg((entry->>0)::double precision + 1 ORDER BY position)
+                   FILTER (WHERE (entry->>2)::bigint <> 0))[1]
+          INTO o_requests, o_tokens, o_oldest_start, o_oldest_end
+          FROM jsonb_array_elements(v_live) WITH ORDINALITY AS t(entry, position);
+        o_outcome := 'admitted';
+        o_reserve := 0;
+        IF o_rpm IS NOT NULL AND o_requests >= o_rpm THEN
+            o_outcome := 'refused';
+        ELSIF o_tpm IS NOT NULL AND o_tokens >= o_tpm THEN
+            o_outcome := 'refused';
+        ELSIF o_budget IS NOT NULL THEN
+            v_estimate := coalesce(o_max_cost, 0);
+            IF o_spent + o_reserved >= o_budget - 1e-9::double precision OR (v_estimate <= 0 AND o_running > 0) THEN
+                o_outcome := 'refused';
+            ELSE
+                o_reserve := v_estimate;
+            END IF;
+        END IF;
+        IF o_outcome = 'admitted' THEN
+            UPDATE gateway_keys g SET running = g.running + 1, reserved = g.reserved + o_reserve,
+                windows = CASE WHEN o_rpm IS NOT NULL THEN gateway_window_add(v_live, p_now, 1, 0) ELSE v_windows END
+            WHERE g.id = p_key;
+            INSERT INTO gateway_ledger (id, key_id, route, model, started_at, status, reserved, owner, lease_until)
+            VALUES (p_ticket, p_key, p_route, p_model, p_now, 'running', o_reserve, p_owner, p_lease_until);
+        END IF;
+        RETURN NEXT;
+    END
+    $fn$
+    """,
+    """
+    CREATE OR REPLACE FUNCTION gateway_settle(
+        p_ticket TEXT, p_key TEXT, p_status TEXT, p_input BIGINT, p_output BIGINT, p_cost DOUBLE PRECISION,
+        p_now DOUBLE PRECISION
+    ) RETURNS INTEGER LANGUAGE plpgsql AS $fn$
+    DECLARE
+        v_key TEXT := p_key;
+        v_keyed BOOLEAN := FALSE;
+        v_tpm INTEGER;
+        v_windows TEXT;
+        v_old RECORD;
+        v_tokens BIGINT := coalesce(p_input, 0) + coalesce(p_output, 0);
+        v_amount DOUBLE PRECISION;
+        v_released DOUBLE PRECISION;
+        v_ends INTEGER;
+    BEGIN
+        IF v_key IS NULL THEN  -- a row this process did not admit
+            SELECT coalesce(l.key_id, '') INTO v_key FROM gateway_ledger l WHERE l.id = p_ticket;
+        END IF;
+        IF coalesce(v_key, '') <> '' THEN  -- the key row first (lock order)
+            SELECT g.tpm, g.windows INTO v_tpm, v_windows FROM gateway_keys g WHERE g.id = v_key FOR UPDATE;
+            v_keyed := FOUND;
+        END IF;
+        SELECT l.status, coalesce(l.cost, 0) AS cost, l.reserved,
+               coalesce(l.input_tokens, 0) + coalesce(l.output_tokens, 0) AS tokens
+          INTO v_old FROM gateway_ledger l WHERE l.id = p_ticket;
+        IF NOT FOUND THEN
+            RETURN 0;
+        END IF;
+        UPDATE gateway_ledger l SET status = p_status, ended_at = p_now, input_tokens = p_input,
+            output_tokens = p_output, cost = p_cost WHERE l.id = p_ticket;
+        IF NOT v_keyed THEN
+            RETURN 1;
+        END IF;
+        IF v_old.status = 'running' THEN
+            v_amount := p_cost; v_released := v_old.reserved; v_ends := 1;
+        ELSE  -- a reaper charged what was recorded: only the difference now
+            v_amount := p_cost - v_old.cost; v_released := 0; v_ends := 0; v_tokens := v_tokens - v_old.tokens;
+        END IF;
+        IF v_tpm IS NOT NULL AND v_tokens <> 0 THEN
+            v_windows := gateway_window_add(gateway_slide(v_windows, p_now), p_now, 0, v_tokens);
+        END IF;
+        UPDATE gateway_keys g SET spent = g.spent + v_amount,
+            max_cost = CASE WHEN g.max_cost < p_cost THEN p_cost ELSE g.max_cost END,
+            reserved = CASE WHEN g.running > v_ends THEN g.reserved - v_released ELSE 0 END,
+            running = CASE WHEN g.running > v_ends THEN g.running - v_ends ELSE 0 END,
+            windows = v_windows
+        WHERE g.id = v_key;
+        RETURN 1;
+    END
+    $fn$
+    """,
+)
+"""The server-side functions of the hot path, (re)installed by :meth:`PostgresStore.migrate` with
+``CREATE OR REPLACE`` (not a schema version: they hold no data). ``gateway_admit`` and
+``gateway_settle`` each do in one statement (one round trip, the key row locked only inside it)
+what :meth:`SqlStore._open` and :meth:`SqlStore._close` do in a transaction: ``gateway_admit``
+decides with :func:`~harness_gateway.store.decide`'s rule (the test
+``test_gw_pg_functions.py`` runs both over generated cases) and answers ``admitted``,
+``revoked`` or ``refused`` with what it decided on, from which :func:`decide` builds the 429;
+``gateway_slide`` and ``gateway_window_add`` are ``_slide`` and ``_add`` on the ``windows``
+column."""
+
 _MIGRATION_LOCK: Final = 0x68617231  # pg_advisory_xact_lock id: one migrating process at a time
 
 
@@ -135,6 +291,14 @@ class _PgTx:
         status: str = await self.conn.execute(numbered(sql), *args)
         tail = status.rsplit(" ", 1)[-1]
         return int(tail) if tail.isdigit() else 0
+
+
+async def _keep_session(conn: Any) -> None:
+    """The pool's reset of a released connection: nothing. asyncpg's default runs one more round
+    trip per use (``pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL``) undoing session
+    state this store never makes (it takes transaction-scoped advisory locks only, no cursors,
+    ``LISTEN`` or ``SET``); an open transaction is still rolled back by asyncpg before this
+    (https://magicstack.github.io/asyncpg/current/api/index.html#asyncpg.pool.create_pool)."""
 
 
 class PostgresStore(SqlStore):
@@ -163,8 +327,9 @@ class PostgresStore(SqlStore):
                 import asyncpg  # type: ignore[import-untyped]  # asyncpg ships no type information
 
                 self._pool = await asyncpg.create_pool(
-                    self._dsn, min_size=0, max_size=self.pool_size, timeout=self.timeout, command_timeout=self.timeout
-                )
+                    self._dsn, min_size=0, max_size=self.pool_size, timeout=self.timeout,
+                    command_timeout=self.timeout, reset=_keep_session,
+                )  # fmt: skip
             return self._pool
 
     async def _reset_pool(self, broken: Any = None) -> None:
@@ -180,6 +345,20 @@ class PostgresStore(SqlStore):
         """Run ``work`` in one transaction on a pooled connection.
 
         Raises:
+            GatewayError: 503 for every database fault (:meth:`_connected`).
+        """
+
+        async def inside(conn: Any) -> T:
+            async with conn.transaction():
+                return await work(_PgTx(conn))
+
+        return await self._connected(inside)
+
+    async def _connected(self, use: Callable[[Any], Awaitable[T]]) -> T:
+        """``use`` a pooled asyncpg connection (one statement outside a transaction is one round
+        trip, committed by itself).
+
+        Raises:
             GatewayError: 503 for every database fault: unreachable, slower than twice ``timeout``,
                 an SQL error, or a connection broken under a statement (asyncpg's
                 ``InternalClientError`` when the pool was terminated while the statement ran:
@@ -191,8 +370,8 @@ class PostgresStore(SqlStore):
         try:
             with anyio.fail_after(self.timeout * 2):
                 pool = await self._get_pool()
-                async with pool.acquire() as conn, conn.transaction():
-                    return await work(_PgTx(conn))
+                async with pool.acquire() as conn:
+                    return await use(conn)
         except (
             OSError,
             TimeoutError,
@@ -206,6 +385,97 @@ class PostgresStore(SqlStore):
             if connection_fault and pool is not None:
                 await self._reset_pool(pool)
             raise unavailable(self.description, exc) from exc
+
+    async def migrate(self) -> int:
+        """Apply missing schema migrations, then (re)install :data:`FUNCTIONS_POSTGRES` under the
+        migration lock (two processes starting at once do not race on them); the schema version.
+
+        Raises:
+            GatewayError: 503 when the database fails.
+        """
+        schema = await super().migrate()
+
+        async def install(tx: Tx) -> None:
+            await tx.one(self.migration_lock)
+            for statement in FUNCTIONS_POSTGRES:
+                await tx.run(statement)
+
+        await self.transaction(install)
+        return schema
+
+    async def _open(self, ticket: str, key_id: str | None, route: str, model: str, now: float) -> None:
+        """Admit in one statement (``gateway_admit``; an anonymous row: one ``INSERT``). Near the
+        budget (``budget_exceeded``: a dead process's reservation may be in the way) the admission
+        runs again as the recounting transaction of :meth:`SqlStore._open`.
+
+        Raises:
+            GatewayError: 429 (rate or budget, built by :func:`decide`), 401 (key revoked), 503.
+        """
+        lease_until = now + self.lease
+        if key_id is None:
+            await self._connected(
+                lambda conn: conn.execute(
+                    "INSERT INTO gateway_ledger"
+                    " (id, key_id, route, model, started_at, status, reserved, owner, lease_until)"
+                    " VALUES ($1, NULL, $2, $3, $4, 'running', 0, $5, $6)",
+                    ticket,
+                    route,
+                    model,
+                    now,
+                    self.owner,
+                    lease_until,
+                )
+            )
+            return
+        row = await self._connected(
+            lambda conn: conn.fetchrow(
+                "SELECT * FROM gateway_admit($1, $2, $3, $4, $5, $6, $7)",
+                ticket,
+                key_id,
+                route,
+                model,
+                now,
+                self.owner,
+                lease_until,
+            )
+        )
+        outcome = row[0]
+        if outcome == "admitted":
+            return
+        if outcome == "revoked":
+            raise revoked()
+        decision = decide(key_record(tuple(row)[9:]), (*tuple(row)[2:9], None), now)
+        if isinstance(decision, GatewayError) and decision.code != "budget_exceeded":
+            raise decision
+        await super()._open(ticket, key_id, route, model, now)  # near the budget: recount (rare)
+
+    async def _close(
+        self,
+        ticket: str,
+        known: str | None,
+        status: Status,
+        input_tokens: int | None,
+        output_tokens: int | None,
+        cost: float,
+        moment: float,
+    ) -> None:
+        """Settle in one statement (``gateway_settle``: the same writes as :meth:`SqlStore._close`).
+
+        Raises:
+            GatewayError: 503 when the database fails.
+        """
+        await self._connected(
+            lambda conn: conn.fetchval(
+                "SELECT gateway_settle($1, $2, $3, $4, $5, $6, $7)",
+                ticket,
+                known,
+                status,
+                input_tokens,
+                output_tokens,
+                cost,
+                moment,
+            )
+        )
 
     async def aclose(self) -> None:
         async with self._pool_lock:

@@ -36,6 +36,11 @@ settlement of the same row (its owner was only stalled) charges the difference, 
 Rows without a lease (written by a gateway before schema version 2) expire
 :data:`STALE_RUNNING` seconds after they started.
 
+On PostgreSQL admission and settlement are each one statement: server-side functions doing what
+:meth:`SqlStore._open` and :meth:`SqlStore._close` do (:data:`harness_gateway.postgres.FUNCTIONS_POSTGRES`,
+decided by the same rule as :func:`decide`); near the budget the admission falls back to
+:meth:`SqlStore._open`.
+
 Lock order (PostgreSQL): a transaction that changes a key's spend locks the key row before its
 ledger rows, so admission, settlement and the reaper cannot deadlock. Every failure of the
 database is a 503 :class:`GatewayError`.
@@ -77,6 +82,8 @@ __all__ = [
     "Status",
     "Tx",
     "decide",
+    "key_record",
+    "revoked",
     "unavailable",
 ]
 
@@ -212,7 +219,8 @@ def _add(entries: list[list[int]], now: float, requests: int, tokens: int) -> st
     return msgspec.json.encode(entries).decode()
 
 
-def _record(row: Sequence[Any]) -> KeyRecord:
+def key_record(row: Sequence[Any]) -> KeyRecord:
+    """The :class:`KeyRecord` of a ``gateway_keys`` row read as ``_KEY_COLUMNS`` (its first ten values)."""
     routes = json.loads(row[2]) if row[2] is not None else None
     return KeyRecord(
         id=row[0], name=row[1], routes=routes, budget=row[3], rpm=row[4], tpm=row[5],
@@ -327,7 +335,7 @@ class SqlStore:
         rows = await self.transaction(
             lambda tx: tx.all(f"SELECT {_KEY_COLUMNS} FROM gateway_keys ORDER BY created_at, id"), write=False
         )
-        return [_record(row) for row in rows]
+        return [key_record(row) for row in rows]
 
     async def revoke(self, id_or_name: str, *, now: float | None = None) -> int:
         """Revoke the live keys whose id or name is ``id_or_name``; how many were revoked."""
@@ -360,7 +368,7 @@ class SqlStore:
         )
         if row is None:
             return None
-        record = _record(row)
+        record = key_record(row)
         if len(self._key_cache) >= _KEY_CACHE_MAX:
             self._key_cache.clear()
         self._key_cache[digest] = (now + KEY_TTL, record)
@@ -377,23 +385,29 @@ class SqlStore:
         """
         ticket = uuid.uuid4().hex
         moment = time.time() if now is None else now
+        await self._open(ticket, key.id if key is not None else None, route, model, moment)
+        self.running.add(ticket)
+        self._key_ids[ticket] = key.id if key is not None else ""
+        return ticket
+
+    async def _open(self, ticket: str, key_id: str | None, route: str, model: str, now: float) -> None:
+        """Decide the admission of ``key_id`` (``None``: anonymous, no checks) and open its running
+        ledger row ``ticket``, in one transaction (:meth:`_check`); raises as :meth:`admit` does.
+        :class:`~harness_gateway.postgres.PostgresStore` does it in one statement instead, and
+        falls back to this near the budget."""
 
         async def work(tx: Tx) -> None:
             reserve = 0.0
-            if key is not None:
-                reserve = await self._check(tx, key.id, moment)
+            if key_id is not None:
+                reserve = await self._check(tx, key_id, now)
             await tx.run(
                 "INSERT INTO gateway_ledger"
                 " (id, key_id, route, model, started_at, status, reserved, owner, lease_until)"
                 " VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?)",
-                ticket, key.id if key is not None else None, route, model, moment, reserve, self.owner,
-                moment + self.lease,
+                ticket, key_id, route, model, now, reserve, self.owner, now + self.lease,
             )  # fmt: skip
 
         await self.transaction(work)
-        self.running.add(ticket)
-        self._key_ids[ticket] = key.id if key is not None else ""
-        return ticket
 
     async def _check(self, tx: Tx, key_id: str, now: float) -> float:
         """Decide an admission of ``key_id`` on its counters (one key-row read, one key-row write)."""
@@ -403,8 +417,8 @@ class SqlStore:
             key_id,
         )
         if row is None or row[8] is not None:
-            raise GatewayError(401, "this API key has been revoked", code="invalid_api_key")
-        key, max_cost, running, reserved, windows = _record(row), row[10], row[11], row[12], row[13]
+            raise revoked()
+        key, max_cost, running, reserved, windows = key_record(row), row[10], row[11], row[12], row[13]
         entries = _slide(windows, now)
         decision = decide(key, (*_totals(entries), running, reserved, max_cost, None), now)
         if isinstance(decision, GatewayError) and decision.code == "budget_exceeded":
@@ -455,8 +469,26 @@ class SqlStore:
         moment = time.time() if now is None else now
         input_tokens = usage.input_tokens if usage is not None else None
         output_tokens = usage.output_tokens if usage is not None else None
+        try:
+            await self._close(ticket, self._key_ids.get(ticket), status, input_tokens, output_tokens, cost, moment)
+        finally:
+            self.running.discard(ticket)
+            self._key_ids.pop(ticket, None)
+
+    async def _close(
+        self,
+        ticket: str,
+        known: str | None,
+        status: Status,
+        input_tokens: int | None,
+        output_tokens: int | None,
+        cost: float,
+        moment: float,
+    ) -> None:
+        """Settle ledger row ``ticket`` (``known``: its key id as admitted here, ``""`` anonymous,
+        ``None`` unknown: read from the row) in one transaction, as :meth:`settle` describes;
+        :class:`~harness_gateway.postgres.PostgresStore` does it in one statement."""
         tokens = (input_tokens or 0) + (output_tokens or 0)
-        known = self._key_ids.get(ticket)
 
         async def work(tx: Tx) -> None:
             key_id = known
@@ -482,11 +514,7 @@ class SqlStore:
                 else:  # a reaper charged what was recorded: only the difference now
                     await self._charge(tx, key_id, key, cost - old[1], cost, None, tokens - old[3], moment)
 
-        try:
-            await self.transaction(work)
-        finally:
-            self.running.discard(ticket)
-            self._key_ids.pop(ticket, None)
+        await self.transaction(work)
 
     def defer(
         self, ticket: str, status: Status, usage: TokenUsage | None, cost: float, *, now: float | None = None
@@ -949,6 +977,11 @@ def _busy(exc: sqlite3.OperationalError) -> bool:
     """Whether ``exc`` is SQLite's "another connection holds the lock" (``SQLITE_BUSY`` or
     ``SQLITE_LOCKED``, any extended code), as opposed to a real fault."""
     return exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
+def revoked() -> GatewayError:
+    """The 401 of an admission whose key was revoked (or deleted) since it authenticated."""
+    return GatewayError(401, "this API key has been revoked", code="invalid_api_key")
 
 
 def unavailable(description: str, exc: BaseException) -> GatewayError:

@@ -1,0 +1,238 @@
+"""PostgreSQL's one-statement admission and settlement (``gateway_admit``, ``gateway_settle``) against
+the Python owners of the rule: :func:`harness_gateway.store.decide` and SQLite's transactions.
+
+Hypothesis generates key rows (limits, counters, per-second windows around the clock) and ledger rows;
+each case runs on a real PostgreSQL (``gw_postgres.Cluster``) and its outcome, its 429 and every counter
+written must equal what the Python rule and the SQLite store do with the same rows.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from gw_postgres import Cluster
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from harness_core.types import TokenUsage
+from harness_gateway import store as store_module
+from harness_gateway.errors import GatewayError
+from harness_gateway.keys import KeySpec
+from harness_gateway.postgres import PostgresStore
+from harness_gateway.store import SQLiteStore, SqlStore, decide, key_record
+
+NOW = 1_000_000.25  # a quarter into second 1000000
+KEY_ROW = "budget = ?, rpm = ?, tpm = ?, spent = ?, max_cost = ?, running = ?, reserved = ?, windows = ?"
+COUNTERS = "SELECT spent, max_cost, running, reserved, windows FROM gateway_keys WHERE id = ?"
+
+
+@pytest.fixture(scope="module")
+def dsn() -> Iterator[str]:
+    # a directory of its own under /tmp: the postgres user cannot enter pytest's root-only tmp_path
+    root = Path(tempfile.mkdtemp(prefix="harness-pg-"))
+    try:
+        pg = Cluster(root)
+        pg.start()
+        try:
+            yield pg.dsn
+        finally:
+            pg.stop()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def windows_of(draw: Any) -> str | None:
+    """A ``windows`` column: ascending seconds from well before the window to a little after now."""
+    seconds = sorted(draw(st.sets(st.integers(999_930, 1_000_002), max_size=6)))
+    entries = [[second, draw(st.integers(0, 3)), draw(st.integers(-5, 40))] for second in seconds]
+    return draw(st.sampled_from([None, ""])) if not entries else str(entries).replace(" ", "")
+
+
+@st.composite
+def key_rows(draw: Any) -> tuple[Any, ...]:
+    """``(budget, rpm, tpm, spent, max_cost, running, reserved, windows)`` of a key."""
+    money = st.sampled_from([0.0, 0.1, 0.2, 0.3, 0.3 - 1e-10, 0.7, 1.0])
+    return (
+        draw(st.none() | st.sampled_from([0.0, 0.3, 1.0]) | st.floats(0, 2)),
+        draw(st.none() | st.integers(1, 6)),
+        draw(st.none() | st.integers(1, 60)),
+        draw(money | st.floats(0, 2)),
+        draw(st.sampled_from([0.0, 0.1, 0.25])),
+        draw(st.integers(0, 3)),
+        draw(money),
+        windows_of(draw),
+    )
+
+
+async def set_key(store: SqlStore, key_id: str, row: tuple[Any, ...]) -> None:
+    await store.transaction(lambda tx: tx.run(f"UPDATE gateway_keys SET {KEY_ROW} WHERE id = ?", *row, key_id))
+
+
+async def counters(store: SqlStore, key_id: str) -> tuple[Any, ...]:
+    found = await store.transaction(lambda tx: tx.one(COUNTERS, key_id), write=False)
+    assert found is not None
+    return found
+
+
+def test_gateway_admit_decides_as_decide_does_over_generated_keys(dsn: str) -> None:
+    async def start() -> str:
+        store = PostgresStore(dsn)
+        await store.migrate()
+        _, key = await store.create_key(KeySpec(name="k"), now=NOW - 100)
+        await store.aclose()
+        return key.id
+
+    key_id = anyio.run(start)
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(row=key_rows(), offset=st.floats(0, 1.7))
+    @example(row=(0.3, None, None, 0.3 - 1e-10, 0.1, 0, 0.0, None), offset=0.0)  # within epsilon: spent
+    @example(row=(1.0, 2, None, 0.0, 0.0, 1, 0.0, "[[1000000,1,0]]"), offset=0.0)  # cost unknown, one runs
+    def case(row: tuple[Any, ...], offset: float) -> None:
+        now = NOW + offset
+
+        async def main() -> None:
+            store = PostgresStore(dsn)  # a pool per event loop (one per example)
+            await set_key(store, key_id, row)
+            found = await store.transaction(
+                lambda tx: tx.one(f"SELECT {store_module._KEY_COLUMNS} FROM gateway_keys WHERE id = ?", key_id)
+            )
+            assert found is not None
+            key = key_record(found)
+            _, rpm, _, spent, max_cost, running, reserved, windows = row
+            entries = store_module._slide(windows, now)
+            expected = decide(key, (*store_module._totals(entries), running, reserved, max_cost, None), now)
+            ticket = uuid.uuid4().hex
+            answer = await store._connected(
+                lambda conn: conn.fetchrow(
+                    "SELECT * FROM gateway_admit($1, $2, 'mock', 'echo', $3, 'owner', $4)", ticket, key_id, now, now + 5
+                )
+            )
+            outcome, reserve = answer[0], answer[1]
+            after = await counters(store, key_id)
+            if isinstance(expected, GatewayError):
+                assert outcome == "refused"
+                again = decide(key_record(tuple(answer)[9:]), (*tuple(answer)[2:9], None), now)
+                assert isinstance(again, GatewayError)
+                assert vars(again) == vars(expected)  # the same 429: code, message, retry_after
+                assert after == (spent, max_cost, running, reserved, windows)  # nothing written
+            else:
+                assert outcome == "admitted"
+                assert reserve == expected
+                moved = store_module._add(entries, now, 1, 0) if rpm is not None else windows
+                assert after == (spent, max_cost, running + 1, reserved + expected, moved)
+                assert ticket in [entry["id"] for entry in await store.ledger(key_id)]
+            await store.aclose()
+
+        anyio.run(main)
+
+    case()
+
+
+@st.composite
+def settlements(draw: Any) -> tuple[Any, ...]:
+    """A key row, its ledger row (running, or lost: a reaper charged what it recorded) and a
+    settlement: ``(key row, (status, cost, reserved, input, output), (status, input, output, cost))``."""
+    key = draw(key_rows())
+    ledger = (
+        draw(st.sampled_from(["running", "lost"])),
+        draw(st.none() | st.sampled_from([0.0, 0.05, 0.3])),
+        draw(st.sampled_from([0.0, 0.1, 0.25])),
+        draw(st.none() | st.integers(0, 30)),
+        draw(st.none() | st.integers(0, 30)),
+    )
+    usage = draw(st.none() | st.tuples(st.integers(0, 40), st.integers(0, 40)))
+    return key, ledger, (draw(st.sampled_from(["complete", "aborted", "error"])), usage, draw(st.floats(0, 0.5)))
+
+
+def test_gateway_settle_writes_what_the_sqlite_transaction_writes(dsn: str, tmp_path: Path) -> None:
+    def stores() -> list[SqlStore]:  # a pool per event loop (one per example)
+        return [PostgresStore(dsn), SQLiteStore(tmp_path / "gw.sqlite")]
+
+    async def start() -> list[str]:
+        ids = []
+        for store in stores():
+            await store.migrate()
+            ids.append((await store.create_key(KeySpec(name="k"), now=NOW - 100))[1].id)
+            await store.aclose()
+        return ids
+
+    ids = anyio.run(start)
+
+    @settings(max_examples=200, deadline=None)
+    @given(case=settlements(), offset=st.floats(0, 1.7))
+    def case(case: tuple[Any, ...], offset: float) -> None:
+        key, ledger, (status, usage, cost) = case
+        now = NOW + offset
+
+        async def main() -> list[tuple[Any, ...]]:
+            results = []
+            ticket = uuid.uuid4().hex
+            for store, key_id in zip(stores(), ids, strict=True):
+                await set_key(store, key_id, key)
+                insert = (
+                    "INSERT INTO gateway_ledger (id, key_id, route, model, started_at, status, cost, reserved,"
+                    " input_tokens, output_tokens) VALUES (?, ?, 'mock', 'echo', ?, ?, ?, ?, ?, ?)"
+                )
+                args = (ticket, key_id, NOW - 1, *ledger)
+                await store.transaction(lambda tx: tx.run(insert, *args))  # noqa: B023  # awaited at once
+                await store.settle(ticket, status, TokenUsage(*usage) if usage else None, cost, now=now)
+                row = await store.transaction(
+                    lambda tx: tx.one(
+                        "SELECT status, ended_at, input_tokens, output_tokens, cost FROM gateway_ledger WHERE id = ?",
+                        ticket,
+                    )
+                )
+                results.append((await counters(store, key_id), row))
+                await store.aclose()
+            return results
+
+        postgres, sqlite = anyio.run(main)
+        assert postgres == sqlite
+
+    case()
+
+
+def test_one_statement_paths_anonymous_revoked_and_near_the_budget(dsn: str) -> None:
+    async def main() -> None:
+        store = PostgresStore(dsn)
+        await store.migrate()
+        await store.migrate()  # a second start reinstalls the functions in place
+        anonymous = await store.admit(None, "mock", "echo", now=NOW)
+        await store.settle(anonymous, "complete", TokenUsage(1, 1), 0.0, now=NOW + 1)
+        assert [row["status"] for row in await store.ledger() if row["id"] == anonymous] == ["complete"]
+        await store.settle("no-such-ticket", "complete", None, 0.0, now=NOW + 1)  # nothing to settle
+
+        _, key = await store.create_key(KeySpec(name="rpm", rpm=1), now=NOW)
+        await store.admit(key, "mock", "echo", now=NOW)
+        with pytest.raises(GatewayError) as over:
+            await store.admit(key, "mock", "echo", now=NOW + 1)
+        assert (over.value.status, over.value.code) == (429, "rate_limit_exceeded")
+        await store.revoke(key.id)
+        with pytest.raises(GatewayError) as gone:
+            await store.admit(key, "mock", "echo", now=NOW + 2)
+        assert (gone.value.status, gone.value.code) == (401, "invalid_api_key")
+
+        # near the budget: a dead process's reservation is settled by the recounting fallback
+        _, tight = await store.create_key(KeySpec(name="tight", budget=1.0), now=NOW)
+        first = await store.admit(tight, "mock", "echo", now=NOW)
+        await store.settle(first, "complete", TokenUsage(1, 1), 0.4, now=NOW + 1)
+        dead = await store.admit(tight, "mock", "echo", now=NOW + 2)  # reserves 0.4
+        store.running.discard(dead)  # its owner dies: the lease (5 s) runs out unrenewed
+        await store.admit(tight, "mock", "echo", now=NOW + 3)  # 0.4 + 0.4 + 0.4 >= 1.0 until the dead row goes
+        with pytest.raises(GatewayError) as near:
+            await store.admit(tight, "mock", "echo", now=NOW + 4)
+        assert near.value.code == "budget_exceeded"
+        assert near.value.retry_after == pytest.approx(3.0)  # the dead row's lease ends at NOW + 7
+        await store.admit(tight, "mock", "echo", now=NOW + 8)  # recounted: the dead row settled as lost
+        assert [row["status"] for row in await store.ledger(tight.id) if row["id"] == dead] == ["lost"]
+        await store.aclose()
+
+    anyio.run(main)
