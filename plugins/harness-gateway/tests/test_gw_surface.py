@@ -52,7 +52,7 @@ def test_unknown_paths_and_methods_answer_json_in_the_dialect_of_the_path(tmp_pa
         httpx.Client(base_url=running.url, timeout=30) as client,
     ):
         count = client.post("/v1/messages/batches", json={"model": "mock/echo", "messages": HI})
-        openai_404 = client.post("/v1/embeddings", json={})
+        openai_404 = client.post("/v1/audio/speech", json={})  # not served (/v1/embeddings is)
         elsewhere = client.get("/nothing-here")
         wrong_method = client.get("/v1/chat/completions")
         wrong_anthropic = client.get("/v1/messages")

@@ -9,6 +9,9 @@ Endpoints:
     ``POST /v1/responses``         OpenAI Responses (:mod:`harness_gateway.openai_responses`)
     ``GET`` / ``DELETE /v1/responses/{id}``, ``GET /v1/responses/{id}/input_items``  stored
                                    responses (:mod:`harness_gateway.responses_store`)
+    ``POST /v1/embeddings``        OpenAI Embeddings (:mod:`harness_gateway.openai_embeddings`,
+                                   :class:`Embedding`): keys, admission, ledger and metrics as
+                                   for a generation
     ``GET  /v1/models``            every route's models as ``route/model``, plus the aliases
     ``GET  /healthz``              200 ``{"status": "ok"}``; 503 while the state store is unreachable
     ``GET  /metrics``              Prometheus text (the master key or ``metrics_token`` when protected)
@@ -53,10 +56,21 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from harness_core.abort import AbortSignal
+from harness_core.abort import Aborted, AbortSignal, abort_reason, race
 from harness_core.assembler import BlockAssembler
 from harness_core.errors import LlmError
-from harness_core.types import Failure, Finish, ReasoningDelta, StreamChunk, TextDelta, ToolCallDelta, Usage
+from harness_core.types import (
+    Failure,
+    Finish,
+    FinishKind,
+    FinishReason,
+    ReasoningDelta,
+    StreamChunk,
+    TextDelta,
+    TokenUsage,
+    ToolCallDelta,
+    Usage,
+)
 from harness_gateway.anthropic_messages import ANTHROPIC_MESSAGES, parse_messages_request
 from harness_gateway.console import console_routes
 from harness_gateway.dialect import Dialect, Ending
@@ -65,16 +79,27 @@ from harness_gateway.keys import KeyRecord, KeySpec
 from harness_gateway.metrics import CONTENT_TYPE, GatewayMetrics
 from harness_gateway.observe import Observer, RunEnd, RunInfo, RunWatch
 from harness_gateway.openai_chat import OPENAI_CHAT
+from harness_gateway.openai_embeddings import PATH as EMBEDDINGS_PATH
+from harness_gateway.openai_embeddings import EmbeddingRequest, embeddings_body, parse_embeddings_request
 from harness_gateway.openai_responses import OPENAI_RESPONSES
 from harness_gateway.request import Body, ParsedRequest, Target, bad_request, decode_json
 from harness_gateway.responses_store import responses_routes
 from harness_gateway.runtime import GatewayRuntime, RuntimeHolder
-from harness_gateway.spend import estimated_usage, request_cost
+from harness_gateway.spend import embedding_usage, estimated_embedding_usage, estimated_usage, request_cost
 from harness_gateway.sse import KEEPALIVE
 from harness_gateway.store import SqlStore, Status
 from harness_middleware.notes import open_notes
 
-__all__ = ["ABORT_GRACE", "DIALECTS", "RECORD_EVERY", "RELAY_BUFFER", "Gateway", "build_app"]
+__all__ = [
+    "ABORT_GRACE",
+    "DIALECTS",
+    "EMBEDDINGS_API",
+    "RECORD_EVERY",
+    "RELAY_BUFFER",
+    "Embedding",
+    "Gateway",
+    "build_app",
+]
 
 logger = logging.getLogger("harness_gateway")
 
@@ -237,16 +262,17 @@ class Generation(Response):
 
 
 async def read_request(
-    gateway: Gateway, runtime: GatewayRuntime, request: Request
+    gateway: Gateway, runtime: GatewayRuntime, request: Request, *, embeddings: bool = False
 ) -> tuple[KeyRecord | bool | None, Any, tuple[str, str, str]]:
     """Authenticate ``request`` (401), read its JSON body (413, 400) and resolve its ``model``
-    (400 without one, 404 for one not served): ``(who, body, (route, model, owner))``."""
+    (400 without one, 404 for one not served; ``embeddings``: among the embedding routes too,
+    :meth:`GatewayRuntime.resolve`): ``(who, body, (route, model, owner))``."""
     who = await gateway.authenticate(request)
     raw = Body(decode_json(await read_body(request, runtime.config.max_body_bytes))).value  # an object, or 400
     requested = raw.get("model")
     if not isinstance(requested, str):
         raise bad_request("model", "this field is required and must be a string")
-    return who, raw, runtime.resolve(requested)
+    return who, raw, runtime.resolve(requested, embeddings=embeddings)
 
 
 def require_messages(parsed: ParsedRequest, field: str) -> None:
@@ -341,6 +367,29 @@ async def read_body(request: Request, limit: int) -> bytes:
             400, "the connection closed before the whole request body arrived", code="client_disconnected"
         ) from None
     return bytes(body)
+
+
+async def settle_row(
+    gateway: Gateway,
+    runtime: GatewayRuntime,
+    ticket: str,
+    status: Status,
+    usage: TokenUsage | None,
+    cost: float,
+    request_id: str,
+) -> None:
+    """Settle ledger row ``ticket`` (:meth:`SqlStore.settle`, bounded by twice ``db_timeout``);
+    when the store fails or is too slow, keep the settlement for a retry (:meth:`SqlStore.defer`)
+    and log it as an error naming the request, the row, its status and its cost (USD). Never raises."""
+    try:
+        with anyio.fail_after(runtime.config.db_timeout * 2):
+            await gateway.store.settle(ticket, status, usage, cost)
+    except (GatewayError, TimeoutError) as exc:
+        gateway.store.defer(ticket, status, usage, cost)  # retried once the store answers
+        logger.error(
+            "request %s: could not settle ledger row %s (%s, %.6f USD), retried later: %s",
+            request_id, ticket, status, cost, exc,
+        )  # fmt: skip
 
 
 class _Run:
@@ -551,27 +600,13 @@ class _Run:
         """Record metrics and settle the ledger row; the cost charged (USD)."""
         runtime, gateway = self.runtime, self.gateway
         cost = request_cost(runtime.prices, *self.member(), self.usage)
-        labels = self.labels
-        served_route, served_model = self.member()
-        member = f"{served_route}/{gateway.metrics.model_label(served_route, served_model)}"
-        gateway.metrics.member_requests.labels(self.route, member, self.status).inc()
-        gateway.metrics.latency.labels(*labels).observe(time.perf_counter() - self.started)
-        if self.first_token is not None:  # observed with the final labels (the model may be served now)
-            gateway.metrics.first_token.labels(*labels).observe(self.first_token)
-        gateway.metrics.cost.labels(*labels).inc(cost)
-        if self.usage is not None:
-            gateway.metrics.tokens.labels(*labels, "input").inc(self.usage.input_tokens or 0)
-            gateway.metrics.tokens.labels(*labels, "output").inc(self.usage.output_tokens or 0)
-        self.generation.count(*labels, self.status)
-        try:
-            with anyio.fail_after(runtime.config.db_timeout * 2):
-                await gateway.store.settle(self.ticket, self.status, self.usage, cost)
-        except (GatewayError, TimeoutError) as exc:
-            gateway.store.defer(self.ticket, self.status, self.usage, cost)  # retried once the store answers
-            logger.error(
-                "request %s: could not settle ledger row %s (%s, %.6f USD), retried later: %s",
-                self.generation.request_id, self.ticket, self.status, cost, exc,
-            )  # fmt: skip
+        gateway.metrics.ended(
+            self.generation.dialect.name, self.labels, self.member(), self.status,
+            latency=time.perf_counter() - self.started,
+            first_token=self.first_token,  # observed with the final labels (the model may be served now)
+            cost=cost, usage=self.usage,
+        )  # fmt: skip
+        await settle_row(gateway, runtime, self.ticket, self.status, self.usage, cost, self.generation.request_id)
         return cost
 
     # ------------------------------------------------------------------ non-streaming
@@ -712,6 +747,190 @@ async def _no_receive() -> Message:  # pragma: no cover - plain responses never 
     return {"type": "http.disconnect"}
 
 
+# ---------------------------------------------------------------------- embeddings
+
+
+EMBEDDINGS_API: Final = "embeddings"
+"""The ``api`` label of ``POST /v1/embeddings`` in metrics, and its ``dialect`` for observers and the console."""
+
+
+class Embedding(Response):
+    """One ``POST /v1/embeddings`` request (:mod:`harness_gateway.openai_embeddings`), run as its
+    own ASGI response: authenticated (401), read (413, 400), its model resolved as for chat (404),
+    its key's routes checked (403), admitted by the store (429, 503) and settled like a generation,
+    through the same owners; the vectors come from :meth:`harness_core.Harness.embed` (the
+    ``llm_embed`` middleware and the route's embedder). Errors are OpenAI error objects."""
+
+    def __init__(self, gateway: Gateway, request: Request) -> None:
+        super().__init__()
+        self.gateway = gateway
+        self.request = request
+        self.request_id: str = request.scope.get("state", {}).get("request_id", uuid.uuid4().hex)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        gateway = self.gateway
+        async with gateway.holder.use() as runtime:
+            try:
+                who, raw, (route, model, owner) = await read_request(gateway, runtime, self.request, embeddings=True)
+                parsed = parse_embeddings_request(raw, target=Target(route, None, owner.partition(":")[0]))
+                key = allowed(who, route)
+                ticket = await gateway.store.admit(key, route, runtime.redact(model))  # the ledger keeps no key
+            except GatewayError as error:
+                gateway.metrics.requests.labels(EMBEDDINGS_API, "-", "-", str(error.status)).inc()
+                await OPENAI_CHAT.error_response(error)(scope, receive, send)
+                return
+            run = _EmbedRun(self, runtime, route, model, ticket, parsed, key)
+            response = await run.serve(receive)
+            await response(scope, receive, send)
+
+
+class _EmbedRun:
+    """One admitted embedding call: runs it (aborted when the client leaves or an operator aborts
+    it from the console), records its estimated usage should it run past :data:`RECORD_EVERY`
+    seconds, settles its ledger row and tells the observers."""
+
+    def __init__(
+        self,
+        call: Embedding,
+        runtime: GatewayRuntime,
+        route: str,
+        model: str,
+        ticket: str,
+        parsed: EmbeddingRequest,
+        key: KeyRecord | None,
+    ) -> None:
+        self.call = call
+        self.gateway = call.gateway
+        self.runtime = runtime
+        self.route = route
+        self.model = model
+        self.ticket = ticket
+        self.parsed = parsed
+        self.key = key
+        self.options = msgspec.structs.replace(parsed.options, provider=route, model=model)
+        self.abort = AbortSignal()
+        self.status: Status = "error"
+        self.usage: TokenUsage | None = None
+        self.failure: Failure | None = None
+        self.disconnected = False
+        self.started = time.perf_counter()
+
+    async def serve(self, receive: Receive) -> Response:
+        """Embed, settle the ledger row (shielded) and build the client's response."""
+        metrics = self.gateway.metrics
+        labels = (self.route, metrics.model_label(self.route, self.model))
+        metrics.in_flight.labels(*labels).inc()
+        watches = self.watch_start()
+        response: Response | None = None
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(self.watch, receive)
+                group.start_soon(self.record_usage)
+                response = await self.embed()
+                group.cancel_scope.cancel()
+        finally:
+            metrics.in_flight.labels(*labels).dec()
+            # no response: cancelled (a drain timeout, the server stopping) after the client left or not
+            self.status = self.status if response is not None else "aborted" if self.disconnected else "error"
+            with anyio.CancelScope(shield=True):
+                latency = time.perf_counter() - self.started
+                cost = request_cost(self.runtime.prices, self.route, self.model, self.usage)
+                labels = (self.route, metrics.model_label(self.route, self.model))  # served by now, if it was
+                metrics.ended(
+                    EMBEDDINGS_API, labels, (self.route, self.model), self.status,
+                    latency=latency, first_token=None, cost=cost, usage=self.usage,
+                )  # fmt: skip
+                await settle_row(
+                    self.gateway, self.runtime, self.ticket, self.status, self.usage, cost, self.call.request_id
+                )
+                await self.watch_end(watches, cost, latency)
+        assert response is not None, "set unless the call was cancelled, and then the cancellation propagates"
+        return response
+
+    async def embed(self) -> Response:
+        """The call through :meth:`harness_core.Harness.embed`, raced against the abort signal."""
+        harness = self.runtime.harness
+        try:
+            outcome = await race(self.abort, lambda: harness.embed(self.options))
+        except LlmError as exc:
+            failure = exc.to_failure()
+            shown = public_failure(failure, self.route, self.call.request_id)
+            if shown is not None:
+                logger.warning("request %s: route %r: %s", self.call.request_id, self.route, failure.message)
+            self.failure = shown or failure
+            return OPENAI_CHAT.error_response(from_failure(self.failure))
+        if isinstance(outcome, Aborted):
+            self.status = "aborted"
+            self.failure = LlmError("ABORTED", abort_reason(self.abort)).to_failure()
+            return OPENAI_CHAT.error_response(from_failure(self.failure))
+        self.status = "complete"
+        self.usage = embedding_usage(outcome.usage)
+        self.gateway.metrics.served(self.route, self.model)
+        return Response(embeddings_body(self.parsed, outcome), media_type="application/json")
+
+    async def watch(self, receive: Receive) -> None:
+        """Abort the call when the client disconnects."""
+        await receive()  # the body was read: the only message left is http.disconnect (ASGI HTTP spec)
+        self.disconnected = True
+        logger.info("request %s: client disconnected, aborting the embedding call", self.call.request_id)
+        self.abort.fire("the client disconnected")
+
+    async def record_usage(self) -> None:
+        """After :data:`RECORD_EVERY` seconds still running, record the call's estimated usage
+        (:func:`estimated_embedding_usage`) in its ledger row, so a process killed meanwhile is
+        charged about what it asked for; a store fault is logged and the call goes on."""
+        await anyio.sleep(RECORD_EVERY)
+        usage = estimated_embedding_usage(self.options.inputs)
+        try:
+            await self.gateway.store.record(
+                self.ticket, usage, request_cost(self.runtime.prices, self.route, self.model, usage)
+            )
+        except GatewayError as exc:
+            logger.warning("request %s: could not record its usage so far: %s", self.call.request_id, exc)
+
+    def watch_start(self) -> list[RunWatch]:
+        """Tell the gateway's observers that this call starts; their watches."""
+        key = self.key
+        info = RunInfo(
+            ticket=self.ticket,
+            request_id=self.call.request_id,
+            dialect=EMBEDDINGS_API,
+            key_id=key.id if key is not None else None,
+            key_name=key.name if key is not None else None,
+            route=self.route,
+            model=self.model,
+            options=self.options,
+            abort=self.abort,
+            started_at=time.time(),
+        )
+        return [observer.started(info) for observer in self.gateway.observers]
+
+    async def watch_end(self, watches: list[RunWatch], cost: float, latency: float) -> None:
+        """Tell every watch how the call ended: a ``Usage`` chunk (when known) and a ``Finish``,
+        then the :class:`RunEnd` (an observer's fault is logged, never raised)."""
+        kind: FinishKind = "stop" if self.status == "complete" else "aborted" if self.status == "aborted" else "error"
+        chunks: list[StreamChunk] = [Usage(self.usage)] if self.usage is not None else []
+        chunks.append(Finish(reason=FinishReason(kind=kind, failure=self.failure)))
+        end = RunEnd(
+            status=self.status,
+            usage=self.usage,
+            cost=cost,
+            first_token_s=None,
+            latency_s=latency,
+            served_route=self.route,
+            served_model=self.model,
+            attempts=(),
+            failure=self.failure,
+        )
+        for watch in watches:
+            try:
+                for chunk in chunks:
+                    watch.chunk(chunk)
+                await watch.ended(end)
+            except Exception:
+                logger.exception("request %s: an observer failed at the end of an embedding call", self.call.request_id)
+
+
 # ---------------------------------------------------------------------- other endpoints
 
 
@@ -726,6 +945,9 @@ def build_app(gateway: Gateway) -> Starlette:
 
     async def counting(request: Request) -> Response:
         return await count_tokens(gateway, request)
+
+    async def embedding(request: Request) -> Response:
+        return Embedding(gateway, request)
 
     async def models(request: Request) -> Response:
         dialect = ANTHROPIC_MESSAGES if "anthropic-version" in request.headers else OPENAI_CHAT
@@ -758,6 +980,7 @@ def build_app(gateway: Gateway) -> Starlette:
         *(Route(dialect.path, generation(dialect), methods=["POST"]) for dialect in DIALECTS),
         Route("/v1/messages/count_tokens", counting, methods=["POST"]),
         *responses_routes(gateway),
+        Route(EMBEDDINGS_PATH, embedding, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
@@ -772,7 +995,12 @@ DIALECTS: Final[tuple[Dialect, ...]] = (OPENAI_CHAT, ANTHROPIC_MESSAGES, OPENAI_
 """The dialects served, each at its ``POST`` endpoint (:mod:`harness_gateway.dialect`)."""
 
 _ENDPOINTS: Final = ", ".join(
-    [*(f"POST {dialect.path}" for dialect in DIALECTS), "POST /v1/messages/count_tokens", "GET /v1/models"]
+    [
+        *(f"POST {dialect.path}" for dialect in DIALECTS),
+        "POST /v1/messages/count_tokens",
+        f"POST {EMBEDDINGS_PATH}",
+        "GET /v1/models",
+    ]
 )
 
 

@@ -28,6 +28,8 @@ from typing import Final
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, values
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from harness_core.types import TokenUsage
+
 __all__ = ["CONTENT_TYPE", "MAX_MODEL_LABELS", "MULTIPROC_DIR_ENV", "OTHER_MODEL", "GatewayMetrics"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -72,7 +74,8 @@ class GatewayMetrics:
         self.registry = CollectorRegistry()
         labels = ("route", "model")
         self.requests = Counter(
-            "harness_gateway_requests", "Generation requests by API, route, model and outcome",
+            "harness_gateway_requests",
+            "Requests by API (the endpoint: openai, anthropic, responses, embeddings), route, model and outcome",
             ("api", *labels, "status"), registry=self.registry,
         )  # fmt: skip
         self.member_requests = Counter(
@@ -107,6 +110,34 @@ class GatewayMetrics:
         than :data:`MAX_MODEL_LABELS` pairs have one)."""
         if len(self.known) < MAX_MODEL_LABELS:
             self.known.add((route, model))
+
+    def ended(
+        self,
+        api: str,
+        labels: tuple[str, str],
+        member: tuple[str, str],
+        status: str,
+        *,
+        latency: float,
+        first_token: float | None,
+        cost: float,
+        usage: TokenUsage | None,
+    ) -> None:
+        """Count one request that ended: ``api`` the endpoint's label (a dialect's name, or
+        ``embeddings``), ``labels`` its ``(route, model label)``, ``member`` the ``(route, model)``
+        that served it, ``status`` its ledger status; ``latency`` and ``first_token`` in seconds
+        from admission (``None``: no content was produced), ``cost`` in USD, ``usage`` its tokens."""
+        served_route, served_model = member
+        member_label = f"{served_route}/{self.model_label(served_route, served_model)}"
+        self.member_requests.labels(labels[0], member_label, status).inc()
+        self.latency.labels(*labels).observe(latency)
+        if first_token is not None:
+            self.first_token.labels(*labels).observe(first_token)
+        self.cost.labels(*labels).inc(cost)
+        if usage is not None:
+            self.tokens.labels(*labels, "input").inc(usage.input_tokens or 0)
+            self.tokens.labels(*labels, "output").inc(usage.output_tokens or 0)
+        self.requests.labels(api, *labels, status).inc()
 
     def render(self) -> bytes:
         """The exposition text of every metric (of every worker in multiprocess mode)."""

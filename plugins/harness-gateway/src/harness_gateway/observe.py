@@ -4,7 +4,9 @@ An observer is registered on :attr:`harness_gateway.Gateway.observers`. For ever
 request the gateway calls :meth:`Observer.started` with a :class:`RunInfo` before the first chunk,
 :meth:`RunWatch.chunk` with every chunk of the harness stream (synchronously, on the request's
 task: keep it cheap), and :meth:`RunWatch.ended` once with a :class:`RunEnd`, after the ledger
-row was settled, shielded from cancellation however the stream ended.
+row was settled, shielded from cancellation however the stream ended. An embedding call
+(``dialect`` ``"embeddings"``) has no stream: its watches see a ``Usage`` chunk (when the route
+reported usage) and a ``Finish`` when it ends (``stop``, ``error`` with the failure, or ``aborted``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from harness_core.abort import AbortSignal
+from harness_core.embedding import EmbedOptions
 from harness_core.types import Failure, GenerateOptions, StreamChunk, TokenUsage
 
 __all__ = ["Observer", "RunEnd", "RunInfo", "RunWatch"]
@@ -24,10 +27,12 @@ class RunInfo:
 
     Fields:
         ticket: the ledger row id. request_id: the ``x-request-id`` echoed to the client.
-        dialect: ``"openai"``, ``"anthropic"`` or ``"responses"`` (the client's wire format: :attr:`Dialect.name`).
+        dialect: ``"openai"``, ``"anthropic"`` or ``"responses"`` (the client's wire format: :attr:`Dialect.name`),
+            or ``"embeddings"`` for a ``POST /v1/embeddings`` call.
         key_id / key_name: the caller's key (``None`` for the master key or anonymous callers).
         route / model: what was requested (after alias resolution).
-        options: the request as the runtime receives it (messages, tools, sampling).
+        options: the request as the runtime receives it (messages, tools, sampling); for an
+            embedding call the :class:`~harness_core.embedding.EmbedOptions` (its inputs).
         abort: fires the upstream abort (the stream then ends with ``finish{aborted}``).
         started_at: unix seconds.
     """
@@ -39,7 +44,7 @@ class RunInfo:
     key_name: str | None
     route: str
     model: str
-    options: GenerateOptions
+    options: GenerateOptions | EmbedOptions
     abort: AbortSignal
     started_at: float
 

@@ -33,6 +33,7 @@ __all__ = [
     "build_options",
     "cache_mark",
     "decode_json",
+    "kind_of",
     "pass_through",
 ]
 
@@ -75,7 +76,7 @@ class Target(msgspec.Struct, frozen=True):
 
 
 def pass_through(
-    body: Body, mapped: Collection[str], ignored: Collection[str], *, wire: str, target: Target | None
+    body: Body, mapped: Collection[str], ignored: Collection[str], *, wire: str | None, target: Target | None
 ) -> dict[str, Any]:
     """The fields of ``body`` outside ``mapped`` that reach ``target`` unchanged.
 
@@ -84,7 +85,9 @@ def pass_through(
         mapped: the fields the dialect reads into the vocabulary.
         ignored: the dialect's ignore list: fields that change no output, dropped on a route of
             another wire (a route of ``wire`` receives them).
-        wire: the dialect's wire (``"openai-chat"``, ``"anthropic-messages"``).
+        wire: the dialect's wire (``"openai-chat"``, ``"anthropic-messages"``); ``None`` for an
+            endpoint that passes no field on unchanged (``/v1/embeddings``: the embedding
+            vocabulary has no provider options), where every field outside both lists is a 400.
         target: the route; ``None`` when there is none (then nothing may pass).
 
     Returns the fields to merge into the request body (``{}`` when none), for ``target`` of
@@ -95,15 +98,20 @@ def pass_through(
             route speaks another wire and the field is not on the ignore list.
     """
     extra = {key: value for key, value in body.value.items() if key not in mapped}
-    if target is not None and target.wire == wire:
+    if wire is not None and target is not None and target.wire == wire:
         return extra
     for key in extra:
         if key not in ignored:
             route = f"route {target.route!r}" if target is not None else "this request"
+            passed = (
+                f"only a route speaking the {wire} wire receives it unchanged"
+                if wire is not None
+                else "this endpoint passes no field on unchanged"
+            )
             raise bad_request(
                 body.path(key),
-                f"{route} cannot take this field: it is not mapped into harness's vocabulary and only a route "
-                f"speaking the {wire} wire receives it unchanged (docs/gateway.md#no-field-is-dropped-in-silence)",
+                f"{route} cannot take this field: it is not mapped into harness's vocabulary and {passed} "
+                "(docs/gateway.md#no-field-is-dropped-in-silence)",
             )
     return {}
 
@@ -183,7 +191,7 @@ class Body:
 
     def __init__(self, value: Any, where: str = "") -> None:
         if not isinstance(value, dict):
-            raise bad_request(where, f"expected an object, got {_kind(value)}")
+            raise bad_request(where, f"expected an object, got {kind_of(value)}")
         self.value: dict[str, Any] = value
         self.where = where
 
@@ -203,7 +211,7 @@ class Body:
             return value
         if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
             expected = " or ".join(_TYPE_NAMES.get(k, k.__name__) for k in kinds)
-            raise bad_request(self.path(key), f"expected {expected}, got {_kind(value)}")
+            raise bad_request(self.path(key), f"expected {expected}, got {kind_of(value)}")
         return value
 
     def obj(self, key: str, *, required: bool = False) -> Body | None:
@@ -217,7 +225,8 @@ class Body:
         return [(f"{self.path(key)}[{i}]", item) for i, item in enumerate(values)]
 
 
-def _kind(value: Any) -> str:
+def kind_of(value: Any) -> str:
+    """How an error message names the JSON type of ``value`` (``a string``, ``an object``, ``null`` …)."""
     if value is None:
         return "null"
     return _TYPE_NAMES.get(type(value), type(value).__name__)

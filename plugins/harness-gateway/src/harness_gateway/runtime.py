@@ -63,8 +63,12 @@ class GatewayRuntime:
         self.prices = config.price_book()
         self._stack = AsyncExitStack()
 
-    def resolve(self, requested: str) -> tuple[str, str, str]:
+    def resolve(self, requested: str, *, embeddings: bool = False) -> tuple[str, str, str]:
         """``(route, model, owner key)`` for a request's ``model`` (``route/model`` or an alias).
+
+        ``embeddings``: resolve for ``POST /v1/embeddings``: a route with an embedder is served (its
+        embedder's owner), and so is a route that only streams (the embedding boundary then answers
+        ``UNSUPPORTED`` naming it, a 400).
 
         Raises:
             GatewayError: 404 naming the model when it is neither an alias nor ``route/model`` of a
@@ -72,9 +76,12 @@ class GatewayRuntime:
         """
         target = self.aliases.get(requested, requested)
         route, slash, model = target.partition("/")
-        owner = self.harness.routes().get(route)
+        served = self.harness.routes()
+        if embeddings:
+            served = {**served, **self.harness.embed_routes()}
+        owner = served.get(route)
         if not slash or not model or owner is None:
-            routes = ", ".join(sorted(self.harness.routes())) or "none"
+            routes = ", ".join(sorted(served)) or "none"
             raise GatewayError(
                 404,
                 f"model {requested!r} is not served here: use `route/model` (routes: {routes}) or an alias "

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import math
 import weakref
+from collections.abc import Sequence
 from typing import Final
 
 import msgspec
@@ -19,7 +20,7 @@ import msgspec
 from harness_core.types import FileBlock, GenerateOptions, TokenUsage
 from harness_middleware.pricing import PriceBook
 
-__all__ = ["CHARS_PER_TOKEN", "estimated_usage", "request_cost"]
+__all__ = ["CHARS_PER_TOKEN", "embedding_usage", "estimated_embedding_usage", "estimated_usage", "request_cost"]
 
 CHARS_PER_TOKEN: Final = 4
 """Characters per token of :func:`estimated_usage` (OpenAI's rule of thumb for English text,
@@ -70,3 +71,20 @@ def estimated_usage(options: GenerateOptions, output_chars: int) -> TokenUsage:
     for message in options.messages:
         chars += sum(len(msgspec.json.encode(block)) for block in message.content if not isinstance(block, FileBlock))
     return TokenUsage(math.ceil(chars / CHARS_PER_TOKEN), math.ceil(output_chars / CHARS_PER_TOKEN))
+
+
+def embedding_usage(usage: TokenUsage | None) -> TokenUsage | None:
+    """What an embedding call is recorded and priced as: the input tokens the route reported and
+    no output tokens (an embedding produces none; the price book prices a usage only when both
+    counts are known); ``None`` when the route reported no usage (charged 0 and logged by
+    :func:`request_cost`)."""
+    if usage is None or usage.input_tokens is None:
+        return None
+    return TokenUsage(usage.input_tokens, 0)
+
+
+def estimated_embedding_usage(inputs: Sequence[str]) -> TokenUsage:
+    """The usage of an embedding call still running (what the ledger records for a reaper, as
+    :func:`estimated_usage` does for a stream): the inputs' characters at
+    :data:`CHARS_PER_TOKEN` per token, rounded up, and no output tokens."""
+    return TokenUsage(math.ceil(sum(len(text) for text in inputs) / CHARS_PER_TOKEN), 0)

@@ -12,7 +12,8 @@ JSON-able ``detail``:
   before any); ``tool_calls``: name, id, arguments;
 * ``messages``: the request (system prompt, messages) and the reply, every text masked (API-key
   patterns and the configuration's secrets) and cut to :data:`TEXT_LIMIT` characters; files are
-  described (media type, name, size), never stored.
+  described (media type, name, size), never stored. An embedding call's inputs are one message of
+  role ``input`` (one text block per input).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
+from harness_core.embedding import EmbedOptions
 from harness_core.secret import mask_strings
 from harness_core.types import (
     BlockEnd,
@@ -114,8 +116,13 @@ class Timeline:
                 finish["error"] = {"code": failure.code, "message": failure.message, "status": failure.status}
             self._event(finish)
 
-    def detail(self, options: GenerateOptions, redact: Callable[[str], str]) -> dict[str, Any]:
-        """The JSON-able ``detail`` of the request (see the module docs), masked with ``redact``."""
+    def detail(self, options: GenerateOptions | EmbedOptions, redact: Callable[[str], str]) -> dict[str, Any]:
+        """The JSON-able ``detail`` of the request (see the module docs), masked with ``redact``;
+        an embedding call's inputs are one ``input`` message of one text block per input."""
+        if isinstance(options, EmbedOptions):
+            texts = [{"type": "text", "text": mask_text(text, redact)} for text in options.inputs]
+            inputs = [{"role": "input", "content": texts}]
+            return {"messages": inputs, **self._events(redact), "tool_calls": [], "tools": []}
         messages = [_message(m.role, m.content, redact) for m in options.messages]
         if options.system:
             system = {"type": "text", "text": mask_text(options.system, redact)}
@@ -124,14 +131,19 @@ class Timeline:
             messages.append(_message("assistant", self.reply, redact))
         return {
             "messages": messages,
-            "timeline": mask_strings(self.events, redact),  # a failure message may quote the request
-            "events_cut": self.events_cut,
-            "rates": [{"second": s, **self.rates[s]} for s in sorted(self.rates)],
-            "first_chunk_ms": self.first_chunk_ms,
+            **self._events(redact),
             "tool_calls": [
                 {"id": c.id, "name": c.name, "arguments": mask_text(c.arguments, redact)} for c in self.tool_calls
             ],
             "tools": [redact(t.name) for t in options.tools],
+        }
+
+    def _events(self, redact: Callable[[str], str]) -> dict[str, Any]:
+        return {
+            "timeline": mask_strings(self.events, redact),  # a failure message may quote the request
+            "events_cut": self.events_cut,
+            "rates": [{"second": s, **self.rates[s]} for s in sorted(self.rates)],
+            "first_chunk_ms": self.first_chunk_ms,
         }
 
 
