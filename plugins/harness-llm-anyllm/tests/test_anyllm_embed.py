@@ -16,7 +16,7 @@ from harness_core.errors import LlmError
 from harness_core.runtime import Harness
 from harness_core.secret import Secret
 from harness_core.testing.server import RecordedRequest, Reply, ScriptedServer
-from harness_core.types import TokenUsage
+from harness_core.types import ModelInfo, TokenUsage
 from harness_llm_anyllm import AnyLLMPlugin
 from harness_llm_anyllm.config import AnyLLMConfig
 
@@ -57,6 +57,8 @@ async def test_embeds_in_order_with_usage_and_dimensions() -> None:
             await adapter.aclose()
     assert result.data.tobytes() == struct.pack("<6f", 1.0, 0.1, 1.0 / 3.0, 3.0, 0.1, 1.0 / 3.0)
     assert (result.model, result.usage) == ("text-embedding-3-small", TokenUsage(2, None))
+    assert await adapter.list_embedding_models() == [ModelInfo(model="text-embedding-3-small")]
+    assert await make_adapter("openai", server).list_embedding_models() == []
     body = server.requests[0].json()
     assert (body["model"], body["input"], body["dimensions"]) == ("text-embedding-3-small", ["a", "bbb"], 3)
 

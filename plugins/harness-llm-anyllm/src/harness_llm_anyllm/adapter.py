@@ -234,6 +234,12 @@ class AnyLLMAdapter(LlmAdapter, EmbeddingAdapter):
         )
         return self._embeddings(reply, len(options.inputs), model)
 
+    async def list_embedding_models(self) -> list[ModelInfo]:
+        """The configured ``embedding_model`` where any-llm embeds with the provider (any-llm
+        lists models without saying which embed), else none."""
+        model = self.config.embedding_model
+        return [ModelInfo(model=model)] if model is not None and self.facts.embeddings else []
+
     def _embeddings(self, reply: Any, count: int, model: str) -> Embeddings:
         """One float32 buffer from a ``CreateEmbeddingResponse`` (rows put in ``index`` order)."""
         items = sorted(reply.data, key=lambda item: item.index)
