@@ -97,6 +97,7 @@ def test_the_table_matches_the_installed_library() -> None:
         assert facts.reasoning == provider_class.SUPPORTS_COMPLETION_REASONING, name
         assert facts.images == provider_class.SUPPORTS_COMPLETION_IMAGE, name
         assert facts.pdf == provider_class.SUPPORTS_COMPLETION_PDF, name
+        assert facts.embeddings == provider_class.SUPPORTS_EMBEDDING, name
         assert facts.signed_reasoning == any(b.__name__ == "BaseAnthropicProvider" for b in provider_class.__mro__)
 
 

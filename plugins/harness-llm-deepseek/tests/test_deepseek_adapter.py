@@ -421,3 +421,32 @@ def test_translator_without_cache_counters() -> None:
 def test_case_text_delta_unicode() -> None:
     raw = body(data({"content": "é€😀你"}), data({}, finish="stop"))
     assert TextDelta(0, "é€😀你") in translate(raw)
+
+
+async def test_a_deepseek_route_does_not_embed() -> None:
+    """DeepSeek has no embeddings endpoint: the route answers UNSUPPORTED naming it, and nothing is sent."""
+    from harness_core.embedding import EmbedOptions
+    from harness_core.runtime import Harness
+
+    with ScriptedServer() as server:
+        plugin = DeepSeekPlugin(DeepSeekConfig(base_url=server.url, api_key=Secret("sk-" + "d" * 20)))
+        async with Harness([("deepseek", plugin)]) as harness:
+            assert harness.embed_routes() == {}
+            with pytest.raises(LlmError) as caught:
+                await harness.embed(["x"], provider="deepseek")
+        assert server.requests == []
+    assert caught.value.code == "UNSUPPORTED"
+    assert "route 'deepseek' does not serve embeddings" in caught.value.message
+    adapter = DeepSeekAdapter(DeepSeekConfig(api_key=None))
+    with pytest.raises(LlmError) as direct:
+        await adapter.embed(EmbedOptions(inputs=["x"]))
+    assert (direct.value.code, direct.value.provider) == ("UNSUPPORTED", "deepseek")
+    assert await adapter.list_embedding_models() == []
+
+
+@pytest.mark.parametrize("field", [{"embedding_model": "e5"}, {"embed_batch": 4}])
+def test_the_embedding_fields_are_refused_by_name(field: dict[str, Any]) -> None:
+    import msgspec
+
+    with pytest.raises(msgspec.ValidationError, match=f"field {next(iter(field))!r}: DeepSeek has no embeddings"):
+        msgspec.convert({"api_key": None, **field}, DeepSeekConfig)

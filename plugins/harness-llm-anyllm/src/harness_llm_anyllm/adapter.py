@@ -31,9 +31,10 @@ import msgspec
 from harness_core.abort import ABORTED, DEFAULT_ABORT_REASON, AbortSignal, race
 from harness_core.adapter import LlmAdapter
 from harness_core.chain import aclose_all
+from harness_core.embedding import EmbeddingAdapter, Embeddings, EmbedOptions
 from harness_core.errors import LlmError
 from harness_core.http import DEFAULT_CLOSE_TIMEOUT
-from harness_core.types import GenerateOptions, ModelInfo, StreamChunk
+from harness_core.types import GenerateOptions, ModelInfo, StreamChunk, TokenUsage
 from harness_llm_anyllm.config import AnyLLMConfig
 from harness_llm_anyllm.errors import error_from_library
 from harness_llm_anyllm.providers import PROVIDERS
@@ -104,8 +105,9 @@ def _reason(abort: AbortSignal | None) -> str:
     return (abort.reason if abort is not None else None) or DEFAULT_ABORT_REASON
 
 
-class AnyLLMAdapter(LlmAdapter):
-    """Adapter for one any-llm provider.
+class AnyLLMAdapter(LlmAdapter, EmbeddingAdapter):
+    """Adapter for one any-llm provider; it embeds (:meth:`embed`) where any-llm embeds with the
+    provider (the plugin registers it as an embedder only then).
 
     Args:
         config: the plugin's validated :class:`~harness_llm_anyllm.plugin.AnyLLMConfig`.
@@ -127,6 +129,7 @@ class AnyLLMAdapter(LlmAdapter):
         )
         self._key = self._resolve_key()
         self._library: Any = None
+        self.max_batch = config.embed_batch
 
     def _resolve_key(self) -> str | None:
         """The key to hand the library: the configured one; else the provider's variable while
@@ -197,6 +200,61 @@ class AnyLLMAdapter(LlmAdapter):
         except Exception as exc:
             raise self._error(exc) from None
         return [self.resolve_model(str(model.id)) for model in models]
+
+    async def embed(self, options: EmbedOptions) -> Embeddings:
+        """any-llm's ``aembedding(model, inputs, dimensions=…)``
+        (https://mozilla-ai.github.io/any-llm/api/embedding/) for at most :attr:`max_batch`
+        inputs; the reply is OpenAI's ``CreateEmbeddingResponse``, ordered by ``index`` into one
+        float32 buffer with ``usage.prompt_tokens``. ``input_type`` is not passed (any-llm has no
+        common field for it).
+
+        Raises:
+            LlmError: ``UNSUPPORTED`` when any-llm cannot embed with the provider, ``BAD_REQUEST``
+                without a model (none in the request, no ``embedding_model``) or with
+                ``dimensions`` below 1 (before any I/O); the mapped library error (key masked);
+                ``PROTOCOL`` for a reply whose indexes or lengths do not match the inputs.
+        """
+        if not self.facts.embeddings:
+            raise LlmError("UNSUPPORTED", f"any-llm cannot embed with {self.config.provider!r}", provider=self.provider)
+        model = options.model or self.config.embedding_model
+        if not model:
+            raise LlmError(
+                "BAD_REQUEST",
+                "an embedding model is required (the request's or embedding_model)",
+                provider=self.provider,
+            )
+        if options.dimensions is not None and options.dimensions < 1:
+            raise LlmError(
+                "BAD_REQUEST", f"dimensions must be at least 1, got {options.dimensions}", provider=self.provider
+            )
+        library = self.library()
+        arguments: dict[str, Any] = {} if options.dimensions is None else {"dimensions": options.dimensions}
+        reply = await self._call(
+            None, lambda: library.aembedding(model, list(options.inputs), **arguments), reading=False
+        )
+        return self._embeddings(reply, len(options.inputs), model)
+
+    async def list_embedding_models(self) -> list[ModelInfo]:
+        """The configured ``embedding_model`` where any-llm embeds with the provider (any-llm
+        lists models without saying which embed), else none."""
+        model = self.config.embedding_model
+        return [ModelInfo(model=model)] if model is not None and self.facts.embeddings else []
+
+    def _embeddings(self, reply: Any, count: int, model: str) -> Embeddings:
+        """One float32 buffer from a ``CreateEmbeddingResponse`` (rows put in ``index`` order)."""
+        items = sorted(reply.data, key=lambda item: item.index)
+        if [item.index for item in items] != list(range(count)):
+            raise LlmError(
+                "PROTOCOL",
+                f"the provider returned embeddings {[item.index for item in items]} for {count} inputs",
+                provider=self.provider,
+            )
+        rows = [item.embedding for item in items]
+        usage = getattr(reply, "usage", None)
+        tokens = getattr(usage, "prompt_tokens", None)
+        result = Embeddings.from_rows(rows, model=str(reply.model or model))
+        result.usage = TokenUsage(tokens, None) if isinstance(tokens, int) else None
+        return result
 
     async def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
         """Stream one completion (see the module docs for error paths).

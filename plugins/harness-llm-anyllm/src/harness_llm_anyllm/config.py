@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import msgspec
 
 from harness_core.config import EnvFallback
+from harness_core.embedding import DEFAULT_MAX_BATCH
 from harness_core.secret import Secret
 from harness_llm_anyllm.providers import PROVIDERS
 from harness_llm_openai.config import ModelConfig
@@ -44,6 +45,10 @@ class AnyLLMConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         timeout: seconds per request, handed to the provider SDK (``None``: the SDK default).
         max_retries: the provider SDK's own retry count; ``None`` sends 0 where the SDK takes
             one (harness's ``retry`` middleware retries instead) and leaves the rest alone.
+        embedding_model: the model of an embedding request that names none, for providers
+            any-llm embeds with (``None``: such a request must name its model).
+        embed_batch: most inputs per ``aembedding`` call (default 2,048, OpenAI's limit; set
+            the provider's own, e.g. 96 for Cohere).
     """
 
     provider: str
@@ -56,6 +61,8 @@ class AnyLLMConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     include_usage: bool = True
     timeout: float | None = None
     max_retries: int | None = None
+    embedding_model: str | None = None
+    embed_batch: Annotated[int, msgspec.Meta(ge=1)] = DEFAULT_MAX_BATCH
 
     def __post_init__(self) -> None:
         """Refuse a provider any-llm does not know or cannot stream from.
@@ -70,6 +77,8 @@ class AnyLLMConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
             raise ValueError(f"field 'provider': unknown any-llm provider {self.provider!r}; known: {known}")
         if not facts.streaming:
             raise ValueError(f"field 'provider': any-llm cannot stream chat completions from {self.provider!r}")
+        if self.embedding_model is not None and not facts.embeddings:
+            raise ValueError(f"field 'embedding_model': any-llm cannot embed with {self.provider!r}")
         if self.max_retries is not None and self.max_retries < 0:
             raise ValueError(f"field 'max_retries' must be at least 0, got {self.max_retries}")
         if self.routes is None:

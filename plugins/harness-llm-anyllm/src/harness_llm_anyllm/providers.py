@@ -27,6 +27,8 @@ class ProviderFacts(NamedTuple):
         pdf: any-llm accepts PDF input for it (``FileBlock`` PDFs).
         signed_reasoning: its reasoning is signed (Anthropic thinking): harness marks the
             blocks ``signed`` and keeps the signature as replay state.
+        embeddings: any-llm can embed with it (``aembedding``): the plugin registers its routes
+            as embedding routes too.
     """
 
     env_var: str | None
@@ -35,28 +37,29 @@ class ProviderFacts(NamedTuple):
     images: bool = False
     pdf: bool = False
     signed_reasoning: bool = False
+    embeddings: bool = False
 
 
 PROVIDERS: Final[dict[str, ProviderFacts]] = {
     "anthropic": ProviderFacts("ANTHROPIC_API_KEY", reasoning=True, images=True, signed_reasoning=True, pdf=True),
     "atlascloud": ProviderFacts("ATLASCLOUD_API_KEY", reasoning=True),
-    "azure": ProviderFacts("AZURE_API_KEY"),
+    "azure": ProviderFacts("AZURE_API_KEY", embeddings=True),
     "azureanthropic": ProviderFacts(
         "AZURE_ANTHROPIC_API_KEY", reasoning=True, images=True, signed_reasoning=True, pdf=True
     ),
-    "azureopenai": ProviderFacts("AZURE_OPENAI_API_KEY", images=True),
-    "bedrock": ProviderFacts("AWS_BEARER_TOKEN_BEDROCK", reasoning=True, images=True),
+    "azureopenai": ProviderFacts("AZURE_OPENAI_API_KEY", images=True, embeddings=True),
+    "bedrock": ProviderFacts("AWS_BEARER_TOKEN_BEDROCK", reasoning=True, images=True, embeddings=True),
     "cascadia": ProviderFacts("CASCADIA_API_KEY", reasoning=True),
     "cerebras": ProviderFacts("CEREBRAS_API_KEY", reasoning=True),
-    "cohere": ProviderFacts("COHERE_API_KEY", reasoning=True, images=True),
-    "dashscope": ProviderFacts("DASHSCOPE_API_KEY", images=True, pdf=True),
-    "databricks": ProviderFacts("DATABRICKS_TOKEN", reasoning=True),
-    "deepinfra": ProviderFacts("DEEPINFRA_API_KEY", reasoning=True, images=True),
+    "cohere": ProviderFacts("COHERE_API_KEY", reasoning=True, images=True, embeddings=True),
+    "dashscope": ProviderFacts("DASHSCOPE_API_KEY", images=True, pdf=True, embeddings=True),
+    "databricks": ProviderFacts("DATABRICKS_TOKEN", reasoning=True, embeddings=True),
+    "deepinfra": ProviderFacts("DEEPINFRA_API_KEY", reasoning=True, images=True, embeddings=True),
     "deepseek": ProviderFacts("DEEPSEEK_API_KEY", reasoning=True, images=True),
-    "edenai": ProviderFacts("EDENAI_API_KEY", images=True, pdf=True),
+    "edenai": ProviderFacts("EDENAI_API_KEY", images=True, pdf=True, embeddings=True),
     "fireworks": ProviderFacts("FIREWORKS_API_KEY", reasoning=True, images=True),
-    "gemini": ProviderFacts("GEMINI_API_KEY", reasoning=True, images=True, pdf=True),
-    "github": ProviderFacts("GITHUB_TOKEN"),
+    "gemini": ProviderFacts("GEMINI_API_KEY", reasoning=True, images=True, pdf=True, embeddings=True),
+    "github": ProviderFacts("GITHUB_TOKEN", embeddings=True),
     "gmi": ProviderFacts("GMI_API_KEY", reasoning=True),
     "groq": ProviderFacts("GROQ_API_KEY", reasoning=True),
     "huggingface": ProviderFacts("HF_TOKEN"),
@@ -64,34 +67,34 @@ PROVIDERS: Final[dict[str, ProviderFacts]] = {
     "kenari": ProviderFacts("KENARI_API_KEY", reasoning=True),
     "liner": ProviderFacts("LINER_API_KEY"),
     "llama": ProviderFacts("LLAMA_API_KEY"),
-    "llamacpp": ProviderFacts("LLAMACPP_API_KEY", reasoning=True, images=True),
+    "llamacpp": ProviderFacts("LLAMACPP_API_KEY", reasoning=True, images=True, embeddings=True),
     "llamafile": ProviderFacts(None, streaming=False, reasoning=True),
-    "lmstudio": ProviderFacts("LM_STUDIO_API_KEY", reasoning=True),
+    "lmstudio": ProviderFacts("LM_STUDIO_API_KEY", reasoning=True, embeddings=True),
     "meta": ProviderFacts("MODEL_API_KEY", images=True, pdf=True),
     "minimax": ProviderFacts("MINIMAX_API_KEY", reasoning=True),
-    "mistral": ProviderFacts("MISTRAL_API_KEY", reasoning=True),
+    "mistral": ProviderFacts("MISTRAL_API_KEY", reasoning=True, embeddings=True),
     "moonshot": ProviderFacts("MOONSHOT_API_KEY", reasoning=True),
-    "mzai": ProviderFacts("ANY_LLM_KEY", reasoning=True, images=True),
-    "nebius": ProviderFacts("NEBIUS_API_KEY", reasoning=True, images=True),
-    "neosantara": ProviderFacts("NEOSANTARA_API_KEY", reasoning=True, images=True, pdf=True),
-    "ollama": ProviderFacts(None, reasoning=True, images=True, pdf=True),
-    "openai": ProviderFacts("OPENAI_API_KEY", images=True, pdf=True),
-    "openrouter": ProviderFacts("OPENROUTER_API_KEY", reasoning=True, images=True, pdf=True),
-    "otari": ProviderFacts("OTARI_API_KEY", reasoning=True, images=True, pdf=True),
+    "mzai": ProviderFacts("ANY_LLM_KEY", reasoning=True, images=True, embeddings=True),
+    "nebius": ProviderFacts("NEBIUS_API_KEY", reasoning=True, images=True, embeddings=True),
+    "neosantara": ProviderFacts("NEOSANTARA_API_KEY", reasoning=True, images=True, pdf=True, embeddings=True),
+    "ollama": ProviderFacts(None, reasoning=True, images=True, pdf=True, embeddings=True),
+    "openai": ProviderFacts("OPENAI_API_KEY", images=True, pdf=True, embeddings=True),
+    "openrouter": ProviderFacts("OPENROUTER_API_KEY", reasoning=True, images=True, pdf=True, embeddings=True),
+    "otari": ProviderFacts("OTARI_API_KEY", reasoning=True, images=True, pdf=True, embeddings=True),
     "ovhcloud": ProviderFacts("OVHCLOUD_API_KEY"),
     "perplexity": ProviderFacts("PERPLEXITY_API_KEY", images=True),
     "portkey": ProviderFacts("PORTKEY_API_KEY", reasoning=True, images=True, pdf=True),
-    "qiniu": ProviderFacts("QINIU_API_KEY", reasoning=True, images=True),
-    "requesty": ProviderFacts("REQUESTY_API_KEY", reasoning=True, images=True, pdf=True),
-    "sagemaker": ProviderFacts(None, images=True, pdf=True),
-    "sambanova": ProviderFacts("SAMBANOVA_API_KEY", reasoning=True, images=True),
+    "qiniu": ProviderFacts("QINIU_API_KEY", reasoning=True, images=True, embeddings=True),
+    "requesty": ProviderFacts("REQUESTY_API_KEY", reasoning=True, images=True, pdf=True, embeddings=True),
+    "sagemaker": ProviderFacts(None, images=True, pdf=True, embeddings=True),
+    "sambanova": ProviderFacts("SAMBANOVA_API_KEY", reasoning=True, images=True, embeddings=True),
     "telnyx": ProviderFacts("TELNYX_API_KEY", reasoning=True, images=True),
-    "together": ProviderFacts("TOGETHER_API_KEY", reasoning=True, images=True),
+    "together": ProviderFacts("TOGETHER_API_KEY", reasoning=True, images=True, embeddings=True),
     "typesafe": ProviderFacts("TYPESAFE_API_KEY", streaming=False),
-    "vertexai": ProviderFacts(None, reasoning=True, images=True, pdf=True),
+    "vertexai": ProviderFacts(None, reasoning=True, images=True, pdf=True, embeddings=True),
     "vertexaianthropic": ProviderFacts(None, reasoning=True, images=True, signed_reasoning=True, pdf=True),
-    "vllm": ProviderFacts("VLLM_API_KEY", reasoning=True, images=True),
-    "voyage": ProviderFacts("VOYAGE_API_KEY", streaming=False),
+    "vllm": ProviderFacts("VLLM_API_KEY", reasoning=True, images=True, embeddings=True),
+    "voyage": ProviderFacts("VOYAGE_API_KEY", streaming=False, embeddings=True),
     "watsonx": ProviderFacts("WATSONX_API_KEY", images=True),
     "xai": ProviderFacts("XAI_API_KEY", reasoning=True),
     "zai": ProviderFacts("ZAI_API_KEY", reasoning=True),

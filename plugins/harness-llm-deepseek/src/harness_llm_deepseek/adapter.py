@@ -1,6 +1,8 @@
 """``DeepSeekAdapter``: the OpenAI adapter with DeepSeek's serializer and translator.
 
 ``POST {base_url}/chat/completions`` (https://api-docs.deepseek.com/api/create-chat-completion).
+DeepSeek has no embeddings endpoint: the plugin registers no embedder (an embedding request for
+its routes is ``UNSUPPORTED`` naming the route) and :meth:`DeepSeekAdapter.embed` refuses too.
 HTTP errors map as for OpenAI (402 insufficient balance → ``QUOTA``, 503 → ``OVERLOADED``,
 https://api-docs.deepseek.com/quick_start/error_codes); keep-alive comments sent while a request
 waits are ignored; an empty stream (closed after only keep-alives) raises ``NETWORK``.
@@ -8,7 +10,9 @@ waits are ignored; an empty stream (closed after only keep-alives) raises ``NETW
 
 from __future__ import annotations
 
-from harness_core.types import GenerateOptions
+from harness_core.embedding import Embeddings, EmbedOptions
+from harness_core.errors import LlmError
+from harness_core.types import GenerateOptions, ModelInfo
 from harness_llm_deepseek.config import DeepSeekConfig
 from harness_llm_deepseek.serialize import DeepSeekSerializer
 from harness_llm_deepseek.translate import DeepSeekTranslator
@@ -39,3 +43,15 @@ class DeepSeekAdapter(OpenAIAdapter):
     def make_translator(self, options: GenerateOptions, request_id: str | None) -> DeepSeekTranslator:
         """DeepSeek's translator (cache-hit usage, ``insufficient_system_resource``)."""
         return DeepSeekTranslator(request_id=request_id)
+
+    async def embed(self, options: EmbedOptions) -> Embeddings:
+        """DeepSeek serves no embeddings (https://api-docs.deepseek.com/api/deepseek-api).
+
+        Raises:
+            LlmError: ``UNSUPPORTED`` naming the provider, always, before any I/O.
+        """
+        raise LlmError("UNSUPPORTED", "DeepSeek has no embeddings endpoint", provider=self.provider)
+
+    async def list_embedding_models(self) -> list[ModelInfo]:
+        """None: DeepSeek serves no embeddings."""
+        return []

@@ -12,7 +12,7 @@ import msgspec
 
 from harness_core.kit.config import vendor_api_key
 from harness_core.secret import Secret
-from harness_llm_openai.config import ModelConfig, OpenAIConfig
+from harness_llm_openai.config import DEFAULT_EMBED_BATCH, DEFAULT_EMBEDDING_MODEL, ModelConfig, OpenAIConfig
 
 __all__ = ["DEEPSEEK_BASE_URL", "DeepSeekConfig", "DeepSeekModelConfig", "Thinking"]
 
@@ -43,7 +43,9 @@ class DeepSeekModelConfig(ModelConfig, frozen=True, forbid_unknown_fields=True, 
 class DeepSeekConfig(OpenAIConfig, forbid_unknown_fields=True, kw_only=True):
     """Config of one ``deepseek`` plugin instance: every field of the openai plugin's
     :class:`~harness_llm_openai.config.OpenAIConfig` (``organization`` is not used by DeepSeek),
-    with DeepSeek's defaults, plus:
+    with DeepSeek's defaults, except the embedding fields (DeepSeek has no embeddings endpoint:
+    ``embedding_model`` / ``embed_batch`` are refused, and an embedding request for a deepseek
+    route is ``UNSUPPORTED`` naming it), plus:
 
     Fields:
         thinking: default thinking mode for every model (``None`` sends no ``thinking`` field:
@@ -58,3 +60,18 @@ class DeepSeekConfig(OpenAIConfig, forbid_unknown_fields=True, kw_only=True):
     models: dict[str, DeepSeekModelConfig] = msgspec.field(default_factory=dict)  # type: ignore[assignment] # narrower per-model config
     thinking: Thinking | None = None
     replay_reasoning: bool = True
+
+    def __post_init__(self) -> None:
+        """The base checks, then refuse the embedding fields by name.
+
+        Raises:
+            ValueError: ``field 'embedding_model': …`` / ``field 'embed_batch': …`` when set
+                (DeepSeek serves no embeddings), and the base class's errors.
+        """
+        super().__post_init__()
+        for name, value, default in (
+            ("embedding_model", self.embedding_model, DEFAULT_EMBEDDING_MODEL),
+            ("embed_batch", self.embed_batch, DEFAULT_EMBED_BATCH),
+        ):
+            if value != default:
+                raise ValueError(f"field {name!r}: DeepSeek has no embeddings endpoint; remove it")

@@ -25,22 +25,27 @@ response is closed on every exit path.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 from urllib.parse import quote
 
 import msgspec
 
+from harness_core.embedding import EmbeddingAdapter, Embeddings, EmbedOptions
 from harness_core.errors import LlmError
 from harness_core.kit.adapter import HttpAdapter
 from harness_core.kit.request import request_json
 from harness_core.types import GenerateOptions, ModelInfo
 from harness_llm_gemini.config import GeminiConfig
+from harness_llm_gemini.embed import decode_embeddings, encode_embed_request
 from harness_llm_gemini.errors import PROVIDER, classifier
 from harness_llm_gemini.serialize import build_body
 from harness_llm_gemini.translate import Translator
-from harness_llm_gemini.wire import MODELS_DECODER, WireModelList
+from harness_llm_gemini.wire import MODELS_DECODER, WireModel, WireModelList
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    import httpx
+
     from harness_core.http import ErrorDetails
 
 __all__ = ["GeminiAdapter", "model_path"]
@@ -54,6 +59,7 @@ class _Counted(msgspec.Struct, rename="camel"):
 
 _COUNT_DECODER: Final = msgspec.json.Decoder(_Counted)
 _GENERATE: Final = "generateContent"
+_EMBED: Final = "embedContent"
 
 
 def model_path(model: str) -> str:
@@ -63,13 +69,65 @@ def model_path(model: str) -> str:
     return "/".join(quote(segment, safe="-._~@") for segment in name.split("/"))
 
 
-class GeminiAdapter(HttpAdapter[GeminiConfig]):
-    """Streams the Gemini API into :data:`~harness_core.types.StreamChunk` (see the module
-    docstring). ``GeminiAdapter(config, transport=…)`` as every kit adapter."""
+class GeminiAdapter(HttpAdapter[GeminiConfig], EmbeddingAdapter):
+    """Streams the Gemini API into :data:`~harness_core.types.StreamChunk` and embeds through
+    ``batchEmbedContents`` (see the module docstring and :meth:`embed`).
+    ``GeminiAdapter(config, transport=…)`` as every kit adapter."""
 
     provider_name: ClassVar[str] = PROVIDER
     models_path: ClassVar[str | None] = "/models"
     wire: ClassVar[str | None] = "gemini"
+
+    def __init__(
+        self, config: GeminiConfig, *, provider: str | None = None, transport: httpx.AsyncBaseTransport | None = None
+    ) -> None:
+        super().__init__(config, provider=provider, transport=transport)
+        self.max_batch = config.embed_batch
+
+    async def embed(self, options: EmbedOptions) -> Embeddings:
+        """``POST /{model_path}:batchEmbedContents``
+        (https://ai.google.dev/api/embeddings#method:-models.batchembedcontents) for
+        ``options.inputs`` (at most :attr:`max_batch`), with ``options.model`` or
+        ``config.embedding_model``, ``taskType`` from ``input_type`` and
+        ``outputDimensionality`` from ``dimensions``. Returns one float32 vector per input, in
+        order; Gemini reports no usage (``usage`` ``None``).
+
+        Raises:
+            LlmError: ``BAD_REQUEST`` naming ``dimensions`` below 1 (before any I/O); HTTP errors
+                classified like :meth:`stream`'s (a bad key ``AUTH``, 429 ``RATE_LIMITED`` with
+                ``retry_after``, 5xx ``SERVER`` / ``OVERLOADED``); ``TIMEOUT`` / ``NETWORK``;
+                ``PROTOCOL`` for a reply of another shape.
+        """
+        if options.dimensions is not None and options.dimensions < 1:
+            raise LlmError(
+                "BAD_REQUEST", f"dimensions must be at least 1, got {options.dimensions}", provider=self.provider
+            )
+        model = options.model or self.config.embedding_model
+        path = model_path(model)
+        result = await request_json(
+            self.client,
+            f"/{path}:batchEmbedContents",
+            partial(decode_embeddings, count=len(options.inputs), provider=self.provider),
+            method="POST",
+            content=encode_embed_request(options, path),
+            provider=self.provider,
+            classifier=self.classify_error,
+        )
+        result.model = model
+        return result
+
+    async def list_embedding_models(self) -> list[ModelInfo]:
+        """``GET {base_url}/models``, every page: the models that support ``embedContent``, by id
+        without the ``models/`` prefix.
+
+        Raises:
+            LlmError: as :meth:`list_models`.
+        """
+        return [
+            ModelInfo(model=entry.name.removeprefix("models/"))
+            for entry in await self._model_entries()
+            if _EMBED in entry.supportedGenerationMethods
+        ]
 
     async def count_tokens(self, options: GenerateOptions) -> int:
         """``POST /{model_path}:countTokens`` (https://ai.google.dev/api/tokens) with the whole
@@ -152,6 +210,24 @@ class GeminiAdapter(HttpAdapter[GeminiConfig]):
                 not a model list; ``TIMEOUT`` / ``NETWORK`` for transport faults.
         """
         models: list[ModelInfo] = []
+        for entry in await self._model_entries():
+            if _GENERATE not in entry.supportedGenerationMethods:
+                continue
+            info = self.resolve_model(entry.name.removeprefix("models/"))
+            models.append(
+                msgspec.structs.replace(
+                    info,
+                    context_window=info.context_window or entry.inputTokenLimit,
+                    max_output_tokens=info.max_output_tokens or entry.outputTokenLimit,
+                    reasoning_efforts=info.reasoning_efforts if entry.thinking else None,
+                    default_effort=info.default_effort if entry.thinking else None,
+                )
+            )
+        return models
+
+    async def _model_entries(self) -> list[WireModel]:
+        """Every entry of ``GET /models``, page after page."""
+        entries: list[WireModel] = []
         params: dict[str, str | int] = {"pageSize": _MODELS_PAGE}
         while True:
             page: WireModelList = await request_json(
@@ -162,19 +238,7 @@ class GeminiAdapter(HttpAdapter[GeminiConfig]):
                 provider=self.provider,
                 classifier=self.classify_error,
             )
-            for entry in page.models:
-                if _GENERATE not in entry.supportedGenerationMethods:
-                    continue
-                info = self.resolve_model(entry.name.removeprefix("models/"))
-                models.append(
-                    msgspec.structs.replace(
-                        info,
-                        context_window=info.context_window or entry.inputTokenLimit,
-                        max_output_tokens=info.max_output_tokens or entry.outputTokenLimit,
-                        reasoning_efforts=info.reasoning_efforts if entry.thinking else None,
-                        default_effort=info.default_effort if entry.thinking else None,
-                    )
-                )
+            entries.extend(page.models)
             if not page.nextPageToken:
-                return models
+                return entries
             params = {"pageSize": _MODELS_PAGE, "pageToken": page.nextPageToken}

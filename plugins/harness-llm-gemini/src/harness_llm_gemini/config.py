@@ -13,6 +13,7 @@ import msgspec
 
 from harness_core.kit.config import HttpProviderConfig, vendor_api_key
 from harness_core.secret import Secret
+from harness_llm_gemini.embed import DEFAULT_EMBEDDING_MODEL, MAX_EMBED_BATCH
 from harness_llm_gemini.serialize import DEFAULT_MAX_INLINE_BYTES
 
 __all__ = [
@@ -81,6 +82,10 @@ class GeminiConfig(HttpProviderConfig, forbid_unknown_fields=True, kw_only=True)
             Gemini 3 rejects such a turn with 400, and Google documents this placeholder to skip
             the check (https://ai.google.dev/gemini-api/docs/thought-signatures). ``null``: send
             the calls unsigned.
+        embedding_model: the model of an embedding request that names none (default
+            ``gemini-embedding-001``; ``batchEmbedContents``).
+        embed_batch: most inputs per ``batchEmbedContents`` request (1…100, Gemini's limit);
+            bigger requests are split and joined in order.
     """
 
     base_url: str = DEFAULT_BASE_URL
@@ -97,6 +102,8 @@ class GeminiConfig(HttpProviderConfig, forbid_unknown_fields=True, kw_only=True)
     models: dict[str, ModelConfig] = msgspec.field(default_factory=dict)
     max_inline_bytes: int = DEFAULT_MAX_INLINE_BYTES
     unsigned_call_signature: str | None = "skip_thought_signature_validator"
+    embedding_model: str = DEFAULT_EMBEDDING_MODEL
+    embed_batch: Annotated[int, msgspec.Meta(ge=1, le=MAX_EMBED_BATCH)] = MAX_EMBED_BATCH
 
     @staticmethod
     def is_gemini_3(model: str) -> bool:

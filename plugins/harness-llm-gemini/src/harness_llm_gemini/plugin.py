@@ -24,7 +24,9 @@ __all__ = ["GeminiPlugin"]
 
 class GeminiPlugin(HttpProviderPlugin[GeminiConfig]):
     """The ``gemini`` plugin: registers one :class:`~harness_llm_gemini.adapter.GeminiAdapter` for
-    ``config.routes``. The runtime closes the adapter (and its HTTP client) on exit."""
+    ``config.routes``, as their stream adapter and their embedder (``batchEmbedContents``). The
+    runtime closes the adapter (and its HTTP client) on exit."""
 
     Config = GeminiConfig
     adapter = "harness_llm_gemini.adapter:GeminiAdapter"
+    embeds = True

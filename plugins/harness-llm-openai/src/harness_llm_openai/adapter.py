@@ -1,4 +1,4 @@
-"""``OpenAIAdapter``: Chat Completions streaming on the adapter kit (stages only).
+"""``OpenAIAdapter``: Chat Completions streaming and embeddings on the adapter kit (stages only).
 
 ``POST {base_url}/chat/completions`` with ``stream: true``
 (https://platform.openai.com/docs/api-reference/chat/create); the body comes from
@@ -15,11 +15,16 @@ is closed.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from harness_core.embedding import EmbeddingAdapter, Embeddings, EmbedOptions
+from harness_core.errors import LlmError
 from harness_core.kit.adapter import HttpAdapter
+from harness_core.kit.request import request_json
 from harness_core.types import GenerateOptions, ModelInfo
 from harness_llm_openai.config import OPENAI_BASE_URL, OpenAIConfig
+from harness_llm_openai.embed import EMBEDDINGS_PATH, decode_embeddings, encode_embed_request
 from harness_llm_openai.errors import classify_http_error
 from harness_llm_openai.serialize import RequestSerializer
 from harness_llm_openai.translate import ChunkTranslator
@@ -33,8 +38,9 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 __all__ = ["OpenAIAdapter"]
 
 
-class OpenAIAdapter(HttpAdapter[OpenAIConfig]):
-    """Adapter for OpenAI and OpenAI-compatible Chat Completions servers.
+class OpenAIAdapter(HttpAdapter[OpenAIConfig], EmbeddingAdapter):
+    """Adapter for OpenAI and OpenAI-compatible Chat Completions servers, and their embeddings
+    (:meth:`embed`, at most ``config.embed_batch`` inputs a request).
 
     Args:
         config: the plugin's validated :class:`~harness_llm_openai.config.OpenAIConfig`.
@@ -55,6 +61,7 @@ class OpenAIAdapter(HttpAdapter[OpenAIConfig]):
     ) -> None:
         super().__init__(config, provider=provider, transport=transport)
         self.serializer = self.make_serializer()
+        self.max_batch = config.embed_batch
 
     def auth_headers(self) -> dict[str, str]:
         """``Authorization: Bearer …`` and ``OpenAI-Organization`` when configured."""
@@ -100,3 +107,51 @@ class OpenAIAdapter(HttpAdapter[OpenAIConfig]):
             reasoning_efforts=known.reasoning_efforts,
             default_effort=known.default_effort,
         )
+
+    # ------------------------------------------------------------------ EmbeddingAdapter
+
+    async def embed(self, options: EmbedOptions) -> Embeddings:
+        """``POST {base_url}/embeddings`` for ``options.inputs`` (at most :attr:`max_batch`).
+
+        Sends ``model`` (``options.model``, else ``config.embedding_model``), ``input``,
+        ``dimensions`` when asked and always ``encoding_format: "base64"``; ``input_type`` has
+        no OpenAI field and is not sent. Returns one float32 vector per input in input order
+        (by the reply's ``index``), the served ``model`` and ``usage.prompt_tokens``.
+
+        Raises:
+            LlmError: ``BAD_REQUEST`` naming ``dimensions`` below 1 (before any I/O); an HTTP
+                error classified like a stream's (401 ``AUTH``, 429 ``RATE_LIMITED`` / ``QUOTA``
+                with ``retry_after``, 5xx ``SERVER`` / ``OVERLOADED``, 400 ``BAD_REQUEST``);
+                ``TIMEOUT`` / ``NETWORK``; ``PROTOCOL`` for a reply of another shape
+                (:func:`~harness_llm_openai.embed.decode_embeddings`).
+        """
+        if options.dimensions is not None and options.dimensions < 1:
+            raise LlmError(
+                "BAD_REQUEST", f"dimensions must be at least 1, got {options.dimensions}", provider=self.provider
+            )
+        model = options.model or self.config.embedding_model
+        result = await request_json(
+            self.client,
+            EMBEDDINGS_PATH,
+            partial(decode_embeddings, count=len(options.inputs), provider=self.provider),
+            method="POST",
+            content=encode_embed_request(options, model),
+            provider=self.provider,
+            classifier=self.classify_error,
+        )
+        if result.model is None:
+            result.model = model
+        return result
+
+    async def list_embedding_models(self) -> list[ModelInfo]:
+        """``GET {base_url}/models`` filtered to the ids naming ``embed`` (OpenAI's
+        ``text-embedding-*``, Ollama's ``nomic-embed-text`` …), the configured
+        ``embedding_model`` first (the list does not say which models embed).
+
+        Raises:
+            LlmError: as :meth:`list_models`.
+        """
+        ids = [info.model for info in await self.list_models()]
+        default = self.config.embedding_model
+        found = [default, *(model for model in ids if "embed" in model.lower() and model != default)]
+        return [ModelInfo(model=model) for model in found]

@@ -11,13 +11,29 @@ from typing import Annotated, Final, Literal
 
 import msgspec
 
+from harness_core.embedding import DEFAULT_MAX_BATCH
 from harness_core.kit.config import HttpProviderConfig, HttpTimeouts, vendor_api_key
 from harness_core.secret import Secret
 
-__all__ = ["OPENAI_BASE_URL", "Config", "ModelConfig", "OpenAIConfig", "Timeout"]
+__all__ = [
+    "DEFAULT_EMBEDDING_MODEL",
+    "DEFAULT_EMBED_BATCH",
+    "OPENAI_BASE_URL",
+    "Config",
+    "ModelConfig",
+    "OpenAIConfig",
+    "Timeout",
+]
 
 OPENAI_BASE_URL: Final = "https://api.openai.com/v1"
 """OpenAI's own endpoint; the only base URL ``OPENAI_API_KEY`` is sent to by default."""
+
+DEFAULT_EMBEDDING_MODEL: Final = "text-embedding-3-small"
+"""The ``embedding_model`` default (https://platform.openai.com/docs/guides/embeddings)."""
+
+DEFAULT_EMBED_BATCH: Final = DEFAULT_MAX_BATCH
+"""The ``embed_batch`` default: OpenAI's most inputs per request, 2,048
+(https://platform.openai.com/docs/api-reference/embeddings/create#embeddings-create-input)."""
 
 Timeout = HttpTimeouts
 """Alias: the ``timeout`` field's type (connect / read / write seconds)."""
@@ -42,7 +58,8 @@ class OpenAIConfig(HttpProviderConfig, forbid_unknown_fields=True, kw_only=True)
     Fields:
         base_url: the API root including its version path, as the openai SDK takes it
             (``https://api.openai.com/v1``, ``http://localhost:11434/v1``); requests go to
-            ``{base_url}/chat/completions`` and ``{base_url}/models``.
+            ``{base_url}/chat/completions`` (or ``/responses``), ``{base_url}/embeddings`` and
+            ``{base_url}/models``.
         api_key: sent as ``Authorization: Bearer …``; filled from ``OPENAI_API_KEY`` only while
             ``base_url`` is OpenAI's (docs/loader.md), where a key is required (without one the
             plugin fails naming ``OPENAI_API_KEY``). Another ``base_url`` needs none: ``None``
@@ -68,6 +85,10 @@ class OpenAIConfig(HttpProviderConfig, forbid_unknown_fields=True, kw_only=True)
         reasoning_models: Responses only: model id prefixes treated as reasoning models when
             ``models`` does not describe the id (they get ``reasoning`` and ``include``, and
             accept the efforts ``low``, ``medium``, ``high``).
+        embedding_model: the model of an embedding request that names none
+            (``POST {base_url}/embeddings``, either ``api``); default ``text-embedding-3-small``.
+        embed_batch: most inputs per ``/embeddings`` request (OpenAI takes up to 2,048); bigger
+            requests are split and joined in order.
     """
 
     base_url: str = OPENAI_BASE_URL
@@ -82,6 +103,8 @@ class OpenAIConfig(HttpProviderConfig, forbid_unknown_fields=True, kw_only=True)
     reasoning_summary: Literal["auto", "concise", "detailed"] | None = "auto"
     encrypted_reasoning: bool = True
     reasoning_models: list[str] = msgspec.field(default_factory=lambda: ["o1", "o3", "o4", "gpt-5", "codex-"])
+    embedding_model: str = DEFAULT_EMBEDDING_MODEL
+    embed_batch: Annotated[int, msgspec.Meta(ge=1)] = DEFAULT_EMBED_BATCH
 
 
 Config = OpenAIConfig

@@ -32,11 +32,13 @@ __all__ = ["OPENAI_BASE_URL", "Config", "ModelConfig", "OpenAIConfig", "OpenAIPl
 class OpenAIPlugin(HttpProviderPlugin[OpenAIConfig]):
     """The ``openai`` plugin: registers one :class:`~harness_llm_openai.adapter.OpenAIAdapter`
     (``api: chat``) or :class:`~harness_llm_openai.responses_adapter.ResponsesAdapter`
-    (``api: responses``) for ``config.routes``. The runtime closes the adapter (and its HTTP
-    client) on exit."""
+    (``api: responses``) for ``config.routes``, as their stream adapter and their embedder
+    (``POST {base_url}/embeddings`` with either ``api``). The runtime closes the adapter (and
+    its HTTP client) on exit."""
 
     Config = OpenAIConfig
     adapter = "harness_llm_openai.adapter:OpenAIAdapter"
+    embeds = True
 
     def make_adapter(self) -> LlmAdapter:
         """The adapter of the configured ``api`` (its module, and httpx, imported only now)."""
