@@ -406,3 +406,32 @@ def test_a_slow_call_records_its_estimate_and_a_client_leaving_aborts_it(
             wait_until(lambda: len(ledger(running)) == 2 and ledger(running)[1]["status"] == "aborted")
     assert "could not record its usage so far: the store is down" in caplog.text
     assert "client disconnected, aborting the embedding call" in caplog.text
+
+
+def test_the_openai_plugin_embeds_through_the_gateway(tmp_path: Path) -> None:
+    """The whole path with the real ``harness-llm-openai`` embedder: the openai SDK → ``harness
+    serve`` → ``POST /embeddings`` on a scripted OpenAI server (base64 asked upstream, decoded into
+    the buffer, base64 again to the client), priced from the table and recorded in the ledger."""
+    vector = (0.25, -0.5, 1.0)
+    upstream = ScriptedServer(upstream_reply(vector, usage=3))
+    with upstream:
+        extra = "    price_providers: {gpt: openai}\n"
+        provider = (
+            f"  openai:gpt: {{base_url: '{upstream.url}/v1', api_key: provider-test-credential, routes: [gpt]}}\n"
+        )
+        yaml_text = gateway_yaml(settings(extra), provider, db=tmp_path / "gw.sqlite")
+        with serve_gateway(tmp_path, yaml_text) as running:
+            client = openai.OpenAI(base_url=running.url + "/v1", api_key=MASTER, max_retries=0)
+            try:
+                reply = client.embeddings.create(model="gpt/text-embedding-3-small", input="hello there")
+            finally:
+                client.close()
+            rows = ledger(running)
+    assert reply.data[0].embedding == list(vector)
+    assert reply.usage.prompt_tokens == 3
+    (sent,) = [request.json() for request in upstream.requests]
+    assert sent == {"model": "text-embedding-3-small", "input": ["hello there"], "encoding_format": "base64"}
+    assert upstream.requests[0].path == "/v1/embeddings"
+    (row,) = rows
+    assert (row["route"], row["input_tokens"], row["status"]) == ("gpt", 3, "complete")
+    assert row["cost"] == pytest.approx(3 * 0.02 / 1e6)
