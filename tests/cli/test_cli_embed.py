@@ -750,3 +750,61 @@ def test_embed_multi_stopped_by_a_signal_keeps_the_batches_stored(
     config(f"plugins:\n  embedcount: {{log: {log}}}\n  mock: {{}}\n")
     assert harness("embed-multi", "docs", "in.csv", "-d", database).code == 0
     assert logged(log) == [["one"], ["two", "three"]]
+
+
+# ------------------------------------------------------------------ real wires against scripted servers
+
+
+def _openai_embeddings(*vectors: tuple[float, ...]) -> bytes:
+    import base64
+    import struct
+
+    data = [
+        {"object": "embedding", "index": i, "embedding": base64.b64encode(struct.pack(f"<{len(v)}f", *v)).decode()}
+        for i, v in enumerate(vectors)
+    ]
+    return json.dumps({"object": "list", "data": data, "model": "m", "usage": {"prompt_tokens": 2}}).encode()
+
+
+def test_embed_multi_and_similar_on_the_openai_wire(
+    harness: Run, config: Callable[[str], Path], tmp_path: Path
+) -> None:
+    from harness_core.testing import Reply, ScriptedServer
+
+    json_headers = {"content-type": "application/json"}
+    replies = [
+        Reply(headers=json_headers, reads=[_openai_embeddings((1.0, 0.0), (0.0, 1.0))]),  # the two rows
+        Reply(headers=json_headers, reads=[_openai_embeddings((0.9, 0.1))]),  # the query
+        Reply(headers=json_headers, reads=[_openai_embeddings((0.5, 0.5))]),  # harness embed
+    ]
+    with ScriptedServer(*replies) as server:
+        config(f"plugins:\n  openai: {{base_url: '{server.url}/v1', api_key: provider-test-credential}}\n")
+        source = tmp_path / "rows.csv"
+        source.write_text("id,content\na,first text\nb,second text\n", encoding="utf-8")
+        database = tmp_path / "vectors.sqlite"
+        stored = harness("embed-multi", "docs", str(source), "-p", "openai", "-m", "text-embedding-3-small",
+                         "--database", str(database))  # fmt: skip
+        found = harness("similar", "docs", "first-like", "--database", str(database), "--json")
+        single = harness("embed", "-p", "openai", "-m", "text-embedding-3-small", "hello")
+        bodies = [request.json() for request in server.requests]
+    assert stored.code == 0, stored.err
+    assert found.code == 0, found.err
+    assert [json.loads(line)["id"] for line in found.out.splitlines()] == ["a", "b"]  # nearest first
+    assert (single.code, json.loads(single.out)) == (0, [0.5, 0.5])
+    assert [body["input"] for body in bodies] == [["first text", "second text"], ["first-like"], ["hello"]]
+    assert {body["encoding_format"] for body in bodies} == {"base64"}
+
+
+def test_embed_on_the_gemini_wire(harness: Run, config: Callable[[str], Path]) -> None:
+    from harness_core.testing import Reply, ScriptedServer
+
+    with ScriptedServer() as server:
+        path = "/v1beta/models/gemini-embedding-001:batchEmbedContents"
+        server.route("POST", path, lambda request: Reply.json(200, {"embeddings": [{"values": [0.75, -0.25]}]}))
+        config(f"plugins:\n  gemini: {{base_url: '{server.url}/v1beta', api_key: provider-test-credential}}\n")
+        result = harness("embed", "-p", "gemini", "--input-type", "query", "--json", "what is it?")
+        (request,) = server.requests
+    assert result.code == 0, result.err
+    shown = json.loads(result.out)
+    assert (shown["embedding"], shown["route"], shown["model"]) == ([0.75, -0.25], "gemini", "gemini-embedding-001")
+    assert request.json()["requests"][0]["taskType"] == "RETRIEVAL_QUERY"
