@@ -158,6 +158,22 @@ class _Terminated(Exception):
     """Raised by the signal handler when SIGTERM/SIGHUP arrives while no reply is streaming."""
 
 
+SIGNAL_POLL: Final = 0.1
+"""Seconds between the main thread's checks for pending signal handlers while a reply streams."""
+
+
+def wait_handling_signals(done: threading.Event, poll: float = SIGNAL_POLL) -> None:
+    """Wait in the main thread until ``done`` is set, waking every ``poll`` seconds.
+
+    A signal that arrives while the handler of the previous one runs (a second Ctrl-C sent as the
+    first one's abort lands) is only marked pending: CPython runs it at the next bytecode, and a
+    lock wait without a timeout would block until yet another signal came (seen as a hang).
+    Waking now and then runs it at once.
+    """
+    while not done.wait(poll):
+        pass
+
+
 class _Turn:
     """One reply being streamed: its abort signal and the future of its task.
 
@@ -335,7 +351,7 @@ class Repl:
         try:
             future = self.portal.start_task_soon(self._send, text, turn.abort, renderer, finished)
             turn.started(future)
-            finished.wait()  # also after a cancellation: the send has rolled its history back
+            wait_handling_signals(finished)  # also after a cancellation: the send has rolled its history back
             reply = future.result()
             self.attachments = []
         except concurrent.futures.CancelledError:

@@ -599,7 +599,9 @@ class _Job:
         new = found is None
         if found is None:
             requested = self.request.dimensions is not None
-            found = Collection(self.name, str(result.route), result.model, result.dimensions, requested)
+            # the route asked for (a balance pool stays the pool, so a rerun asking for it resumes)
+            route = self.request.provider or result.route
+            found = Collection(self.name, str(route), result.model, result.dimensions, requested)
         elif result.dimensions != found.dimensions:
             raise CollectionError(
                 f"route {found.route!r} returned vectors of {result.dimensions} dimensions, collection "

@@ -186,7 +186,7 @@ def run_prompt(
                 abort=abort,
             ),
             provider_options=provider_options,
-            log=not (no_log or count_tokens),
+            log=not no_log,  # --count-tokens writes nothing (no middleware runs), but -C/--cid read the log
             continue_last=continue_last,
             cid=cid,
         )

@@ -475,3 +475,21 @@ def test_switching_route_says_when_no_model_fits(monkeypatch: pytest.MonkeyPatch
         "route fake, model model-a",
         "route mock, model echo (route mock does not serve model model-a: its default is used)",
     ]
+
+
+def test_the_reply_wait_wakes_to_run_pending_signal_handlers() -> None:
+    """A second Ctrl-C arriving while the first one's handler ran once hung CI: the wait must
+    return now and then (with a timeout) until the reply is done."""
+    from harness_core.cli._chat import SIGNAL_POLL, wait_handling_signals
+
+    class SetOnThirdWait:
+        def __init__(self) -> None:
+            self.timeouts: list[float | None] = []
+
+        def wait(self, timeout: float | None = None) -> bool:
+            self.timeouts.append(timeout)
+            return len(self.timeouts) == 3
+
+    done = SetOnThirdWait()
+    wait_handling_signals(done)  # type: ignore[arg-type]
+    assert done.timeouts == [SIGNAL_POLL] * 3

@@ -30,6 +30,9 @@ def test_count_generates_and_logs_nothing(harness: Harness) -> None:
     logs = harness("logs", "-n", "0")
     assert "logged prompt" in logs.stdout
     assert "counted prompt" not in logs.stdout
+    continued = harness("run", "-C", "--count-tokens", "and now")  # the logged history is counted too
+    assert (continued.returncode, continued.stdout) == (0, "6\n"), continued.stderr  # logged prompt, its echo, and now
+    assert "and now" not in harness("logs", "-n", "0").stdout
 
 
 def test_count_on_a_route_that_cannot_count_is_a_usage_error(harness: Harness, config: Config) -> None:

@@ -808,3 +808,23 @@ def test_embed_on_the_gemini_wire(harness: Run, config: Callable[[str], Path]) -
     shown = json.loads(result.out)
     assert (shown["embedding"], shown["route"], shown["model"]) == ([0.75, -0.25], "gemini", "gemini-embedding-001")
     assert request.json()["requests"][0]["taskType"] == "RETRIEVAL_QUERY"
+
+
+def test_a_collection_embedded_through_a_balance_pool_keeps_the_pool(
+    harness: Run, config: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """Found by a fresh-user trial: the collection recorded the member, so a rerun naming the pool
+    was refused and `similar` went around the pool."""
+    config(
+        "plugins:\n  balance: {pools: {ep: [{target: mock}, {target: two}]}}\n  mock: {}\n  mock:two: {routes: [two]}\n"
+    )
+    source = tmp_path / "rows.csv"
+    source.write_text("id,content\na,first\n", encoding="utf-8")
+    database = str(tmp_path / "pool.sqlite")
+    first = harness("embed-multi", "pc", str(source), "-p", "ep", "--database", database)
+    source.write_text("id,content\na,first\nb,second\n", encoding="utf-8")
+    again = harness("embed-multi", "pc", str(source), "-p", "ep", "--database", database)
+    assert (first.code, again.code) == (0, 0), again.err
+    with sqlite3.connect(database) as conn:
+        assert conn.execute("SELECT route FROM collections WHERE name = 'pc'").fetchall() == [("ep",)]
+    conn.close()
