@@ -352,9 +352,10 @@ def _encodings(text: str) -> set[str]:
 def _text_forms(value: str) -> set[str]:
     """:func:`representations` without the base64 forms."""
     # as written and without surrounding whitespace (an empty strip is dropped with the other
-    # short forms); lower-cased as well (a host name in a URL is: ``http://sk-abc….invalid``)
+    # short forms); lower-cased as well (a host name in a URL is: ``http://sk-abc….invalid``),
+    # and upper-cased (a server that echoes what it got upper-cased: ``SK-ABC…``)
     bases = {value, value.strip()}
-    cased = bases | {base.lower() for base in bases}
+    cased = bases | {base.lower() for base in bases} | {base.upper() for base in bases}
     forms = set(cased)
     for base in cased:
         forms |= _escapes(base)

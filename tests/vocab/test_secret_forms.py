@@ -263,6 +263,7 @@ FRESH = "sk-" + "UcdsQhTrWxYzAbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGhIjKl"  # the fres
         "".join(f"\\u{ord(c):04X}" for c in FRESH),
         json.dumps("".join(f"\\u{ord(c):04x}" for c in FRESH))[1:-1],  # and that inside JSON
         FRESH.lower(),  # a host name: lower-cased by the URL parser
+        FRESH.upper(),  # a server echoing the key upper-cased (found by a fresh-user trial)
     ],
 )
 def test_every_character_encoded_and_the_lower_cased_key_are_masked(shown: str) -> None:
