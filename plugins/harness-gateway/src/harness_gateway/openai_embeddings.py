@@ -4,7 +4,7 @@ Wire format: https://platform.openai.com/docs/api-reference/embeddings/create (t
 and the ``list`` of ``embedding`` objects it answers with).
 
 Request: ``model`` (``route/model`` or an alias, resolved as for chat), ``input`` (one string or
-a list of strings, one vector each, in order), ``dimensions`` (an integer ≥ 1) and
+a list of strings, one vector each, in order), ``dimensions`` (an integer from 1 to 65,536) and
 ``encoding_format`` (``float``, the API's default, or ``base64``, which the official ``openai``
 SDKs ask for unless told otherwise) map to :class:`~harness_core.embedding.EmbedOptions`.
 ``user`` changes no output and is dropped (:data:`IGNORED`). Token-id inputs (a list of integers,
@@ -47,6 +47,10 @@ PATH: Final = "/v1/embeddings"
 """The endpoint."""
 
 MAPPED: Final = ("model", "input", "dimensions", "encoding_format")
+
+MAX_DIMENSIONS: Final = 65_536
+"""The largest ``dimensions`` accepted (models answer a few thousand at most); beyond, a 400
+naming the field instead of a number no adapter can send."""
 """The request fields read into :class:`~harness_core.embedding.EmbedOptions` (or the response's shape)."""
 
 IGNORED: Final = ("user",)
@@ -84,8 +88,8 @@ def parse_embeddings_request(raw: Any, *, target: Target | None = None) -> Embed
     model = body.get("model", str, required=True)
     inputs = _inputs(body.value.get("input"))
     dimensions = body.get("dimensions", int)
-    if dimensions is not None and dimensions < 1:
-        raise bad_request("dimensions", f"must be at least 1, got {dimensions}")
+    if dimensions is not None and not 1 <= dimensions <= MAX_DIMENSIONS:
+        raise bad_request("dimensions", f"must be between 1 and {MAX_DIMENSIONS}, got {dimensions}")
     encoding = body.get("encoding_format", str, "float")
     if encoding not in ENCODINGS:
         raise bad_request("encoding_format", f"expected float or base64, got {encoding!r}")
@@ -121,7 +125,7 @@ def _inputs(value: Any) -> list[str]:
             inputs.append(item)
         elif isinstance(item, int) and not isinstance(item, bool):
             raise bad_request("input", _TOKEN_IDS)  # the whole list is one input of token ids
-        elif isinstance(item, list):
+        elif isinstance(item, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in item):
             raise bad_request(where, _TOKEN_IDS)
         else:
             raise bad_request(where, f"expected a string, got {kind_of(item)}")
