@@ -392,6 +392,25 @@ async def settle_row(
         )  # fmt: skip
 
 
+def start_watches(run: _Run | _EmbedRun, request_id: str, dialect: str) -> list[RunWatch]:
+    """Tell the gateway's observers that ``run`` (a generation or an embedding call, of API
+    ``dialect``) starts; their watches, in observer order. The one place a :class:`RunInfo` is built."""
+    key = run.key
+    info = RunInfo(
+        ticket=run.ticket,
+        request_id=request_id,
+        dialect=dialect,
+        key_id=key.id if key is not None else None,
+        key_name=key.name if key is not None else None,
+        route=run.route,
+        model=run.model,
+        options=run.options,
+        abort=run.abort,
+        started_at=time.time(),
+    )
+    return [observer.started(info) for observer in run.gateway.observers]
+
+
 class _Run:
     """One admitted generation: streams or collects it, watches the client, settles the ledger row."""
 
@@ -556,20 +575,7 @@ class _Run:
 
     def watch_start(self) -> list[RunWatch]:
         """Tell the gateway's observers that this generation starts; their watches."""
-        generation, key = self.generation, self.key
-        info = RunInfo(
-            ticket=self.ticket,
-            request_id=generation.request_id,
-            dialect=generation.dialect.name,
-            key_id=key.id if key is not None else None,
-            key_name=key.name if key is not None else None,
-            route=self.route,
-            model=self.model,
-            options=self.options,
-            abort=self.abort,
-            started_at=time.time(),
-        )
-        return [observer.started(info) for observer in self.gateway.observers]
+        return start_watches(self, self.generation.request_id, self.generation.dialect.name)
 
     async def watch_end(self, watches: list[RunWatch], cost: float, latency: float) -> None:
         """Tell every watch how the generation ended (an observer's fault is logged, never raised)."""
@@ -890,20 +896,7 @@ class _EmbedRun:
 
     def watch_start(self) -> list[RunWatch]:
         """Tell the gateway's observers that this call starts; their watches."""
-        key = self.key
-        info = RunInfo(
-            ticket=self.ticket,
-            request_id=self.call.request_id,
-            dialect=EMBEDDINGS_API,
-            key_id=key.id if key is not None else None,
-            key_name=key.name if key is not None else None,
-            route=self.route,
-            model=self.model,
-            options=self.options,
-            abort=self.abort,
-            started_at=time.time(),
-        )
-        return [observer.started(info) for observer in self.gateway.observers]
+        return start_watches(self, self.call.request_id, EMBEDDINGS_API)
 
     async def watch_end(self, watches: list[RunWatch], cost: float, latency: float) -> None:
         """Tell every watch how the call ended: a ``Usage`` chunk (when known) and a ``Finish``,
