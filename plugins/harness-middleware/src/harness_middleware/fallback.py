@@ -375,16 +375,8 @@ def error_naming(failure: Failure, attempts: Sequence[Attempt], what: str = "fal
     """``failure`` as an :class:`LlmError` (code, status, ``retry_after``, provider fields) whose
     message names every attempt, as :func:`error_finish_naming` names them in a
     ``finish{error}``: ``"<message> (<what> attempts: a/m1: SERVER HTTP 503 'busy'; …)"``."""
-    return LlmError(
-        failure.code,
-        f"{failure.message} ({_summary(attempts, what)})",
-        status=failure.status,
-        retry_after=failure.retry_after,
-        provider=failure.provider,
-        provider_type=failure.provider_type,
-        provider_code=failure.provider_code,
-        request_id=failure.request_id,
-    )
+    named = msgspec.structs.replace(failure, message=f"{failure.message} ({_summary(attempts, what)})")
+    return LlmError.from_failure(named)
 
 
 def error_finish_naming(failure: Failure, attempts: Sequence[Attempt] | None, what: str = "fallback") -> Finish:
