@@ -20,14 +20,16 @@ See docs/hooks.md for the rules a middleware keeps.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import pluggy
+
+from harness_core.tools import RegisterTool, RegisterToolSource
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from harness_core.adapter import LlmAdapter
     from harness_core.embedding import EmbedCallNext, EmbeddingAdapter, Embeddings, EmbedOptions
-    from harness_core.tools import Tool, ToolSource
+    from harness_core.tools import Tool
     from harness_core.types import GenerateOptions, StreamChunk, ToolCallBlock, ToolResultBlock
 
 __all__ = [
@@ -68,20 +70,6 @@ class RegisterEmbedder(Protocol):
     :class:`~harness_core.embedding.EmbeddingAdapter`, bound by the runtime to the calling plugin."""
 
     def __call__(self, routes: Sequence[str], adapter: EmbeddingAdapter) -> Callable[[], None]: ...
-
-
-class RegisterTool(Protocol):
-    """``register(func, *, name=None, description=None)``, bound to the calling plugin."""
-
-    def __call__(
-        self, func: Callable[..., Any], *, name: str | None = None, description: str | None = None
-    ) -> None: ...
-
-
-class RegisterToolSource(Protocol):
-    """``register(source)``, bound by the runtime to the calling plugin (its plugins.yaml key)."""
-
-    def __call__(self, source: ToolSource) -> None: ...
 
 
 class HarnessSpec:

@@ -31,15 +31,28 @@ import anyio
 import msgspec
 
 from harness_core.errors import LlmError
-from harness_core.hookspecs import RegisterTool
 from harness_core.types import FileBlock, ToolCallBlock, ToolResultBlock, ToolSpec
 
-__all__ = ["Tool", "ToolError", "ToolRegistry", "ToolSource", "tool"]
+__all__ = ["RegisterTool", "RegisterToolSource", "Tool", "ToolError", "ToolRegistry", "ToolSource", "tool"]
 
 logger = logging.getLogger("harness.tools")
 
 
 _GLOB = re.compile(r"[*?[]")
+
+
+class RegisterTool(Protocol):
+    """``register(func, *, name=None, description=None)``, bound to the calling plugin."""
+
+    def __call__(
+        self, func: Callable[..., Any], *, name: str | None = None, description: str | None = None
+    ) -> None: ...
+
+
+class RegisterToolSource(Protocol):
+    """``register(source)``, bound by the runtime to the calling plugin (its plugins.yaml key)."""
+
+    def __call__(self, source: ToolSource) -> None: ...
 
 
 class ToolError(Exception):
