@@ -40,7 +40,8 @@ from harness_gateway.limits import guarded_protocol
 from harness_gateway.openai_chat import ChatStreamEncoder
 from harness_gateway.runtime import POOL_SIZE, provider_defaults
 from harness_gateway.spend import request_cost
-from harness_gateway.store import SQLiteStore, Tx
+from harness_gateway.sqlite import SQLiteStore
+from harness_gateway.store import Tx
 from harness_middleware.pricing import Price, PriceBook
 
 pytestmark = pytest.mark.anyio
@@ -154,7 +155,7 @@ async def test_checkpoints_run_off_the_event_loop_and_their_faults_are_logged(
         raise sqlite3.OperationalError("disk I/O error")
 
     monkeypatch.setattr(store, "_connect", broken)
-    with caplog.at_level(logging.WARNING, logger="harness_gateway.store"):
+    with caplog.at_level(logging.WARNING, logger="harness_gateway.sqlite"):
         checkpoint()
     assert "WAL checkpoint failed: disk I/O error" in caplog.text
     await store.aclose()

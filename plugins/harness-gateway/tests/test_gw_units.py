@@ -30,7 +30,7 @@ from harness_gateway.keys import KeySpec
 from harness_gateway.openai_chat import parse_chat_request
 from harness_gateway.runtime import RuntimeHolder, load_runtime
 from harness_gateway.server import GatewayServer, worker_app
-from harness_gateway.store import SQLiteStore
+from harness_gateway.sqlite import SQLiteStore
 
 
 def test_config_validation_and_loopback() -> None:

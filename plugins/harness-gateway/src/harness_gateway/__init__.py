@@ -12,7 +12,8 @@ from harness_gateway.keys import KeyRecord, KeySpec
 from harness_gateway.observe import Observer, RunEnd, RunInfo, RunWatch
 from harness_gateway.runtime import GatewayRuntime, RuntimeHolder, load_runtime
 from harness_gateway.server import GatewayServer
-from harness_gateway.store import SQLiteStore, SqlStore
+from harness_gateway.sqlite import SQLiteStore
+from harness_gateway.store import SqlStore
 
 __all__ = [
     "Console",
