@@ -17,7 +17,7 @@ import pytest
 from gw_helpers import gateway_yaml, killed_mid_stream, serve_gateway, wait_until
 
 from harness_core.types import FileBlock, GenerateOptions, Message, TextBlock, TokenUsage
-from harness_gateway import app as gateway_app
+from harness_gateway import accounting as gateway_app
 from harness_gateway.errors import GatewayError
 from harness_gateway.keys import KeySpec
 from harness_gateway.spend import estimated_usage

@@ -242,7 +242,7 @@ async def delete(store: SqlStore, response_id: str, owner: str | None, *, now: f
 
 
 class _Gateway(Protocol):
-    """What the endpoints need of :class:`harness_gateway.app.Gateway`."""
+    """What the endpoints need of :class:`harness_gateway.gateway.Gateway`."""
 
     store: SqlStore
 

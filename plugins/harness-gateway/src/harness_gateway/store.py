@@ -593,7 +593,8 @@ class SqlStore:
         """Record the usage so far of running row ``ticket`` (what a reaper charges should its owner
         die) and renew its lease; whether the row was still running.
 
-        Called at most once a second per stream (:mod:`harness_gateway.app`); charges nothing.
+        Called at most once a second per stream (:mod:`harness_gateway.relay`,
+        :mod:`harness_gateway.embedding`); charges nothing.
         """
         moment = time.time() if now is None else now
         changed = await self.transaction(
