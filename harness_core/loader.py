@@ -28,7 +28,7 @@ import os
 import re
 import types
 import typing
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final, Literal
@@ -57,6 +57,7 @@ __all__ = [
     "CONFIG_ENV",
     "ENTRY_POINT_GROUP",
     "FIRST_PARTY_PLUGINS",
+    "Configure",
     "LoadedConfig",
     "PluginEntry",
     "find_config",
@@ -266,23 +267,37 @@ def installed_plugins() -> dict[str, EntryPoint]:
     return entry_points(ENTRY_POINT_GROUP)
 
 
+Configure = Callable[[Mapping[str, msgspec.Struct], Mapping[ConfigPath, int]], Mapping[str, msgspec.Struct]]
+"""A caller's per-load config defaults (:func:`load_config` ``configure``): given every enabled
+plugin's validated config (by plugins.yaml key) and the document's YAML lines (``("plugins", key,
+field)`` present = the file sets that field), the configs to build with instead, by key (keys left
+out keep their own). Called once per load, after validation, before any plugin is built."""
+
+
 def load_config(
-    path: str | os.PathLike[str] | None = None, *, environ: Mapping[str, str] | None = None
+    path: str | os.PathLike[str] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    configure: Configure | None = None,
 ) -> LoadedConfig:
     """Load, validate and build the plugins of ``path``.
 
     ``path`` ``None`` searches with :func:`find_config`; when nothing is found the built-in
     default (:data:`BUILTIN_DEFAULT`, the mock provider) is used. ``environ`` replaces
-    ``os.environ`` for the search, ``${{ env.NAME }}`` and env fallbacks.
+    ``os.environ`` for the search, ``${{ env.NAME }}`` and env fallbacks. ``configure``
+    (:data:`Configure`) sets this load's own defaults before the plugins are built (the
+    gateway's connection pools): the instances of every other load are untouched.
 
     Raises:
         ConfigError: every problem found (unreadable file, YAML syntax, duplicate keys, unknown
             top-level key, unknown plugin, invalid config …), every one of each plugin, each with
             plugin, field path and YAML line. Nothing is built when it is raised.
+        TypeError: ``configure`` returned a key that is no enabled plugin with a config, or a
+            config of another type than the plugin's.
 
     Import and build failures do not raise: they are in :attr:`LoadedConfig.failures`.
     """
-    loaded = inspect_config(path, environ=environ)
+    loaded = inspect_config(path, environ=environ, configure=configure)
     if loaded.problems:
         raise ConfigError(loaded.problems)
     return loaded
@@ -293,11 +308,13 @@ def inspect_config(
     *,
     environ: Mapping[str, str] | None = None,
     instantiate: bool = True,
+    configure: Configure | None = None,
 ) -> LoadedConfig:
     """Like :func:`load_config` but never raises: problems are in :attr:`LoadedConfig.problems`.
 
     With ``instantiate=False`` plugins are imported and validated but not built (what
     ``harness plugins`` shows). Used by ``harness plugins`` and ``harness config check``.
+    ``configure``: as for :func:`load_config` (applied only when the document has no problem).
     """
     env = os.environ if environ is None else environ
     path = find_config(path, environ=env)
@@ -317,7 +334,9 @@ def inspect_config(
                 ConfigProblem(message=f"cannot read the config file: {type(exc).__name__}: {exc}", source=loaded.source)
             )
             return loaded
-    _Loading(loaded, text, env, instantiate).run()
+    loading = _Loading(loaded, text, env, instantiate)
+    loading.configure = configure
+    loading.run()
     return loaded
 
 
@@ -348,6 +367,7 @@ class _Loading:
         self.instantiate = instantiate
         self.lines: dict[ConfigPath, int] = {}
         self.refused_secret = False
+        self.configure: Configure | None = None
 
     def problem(self, message: str, path: ConfigPath, *, plugin: str | None = None, field: str | None = None) -> None:
         self.loaded.problems.append(
@@ -411,10 +431,30 @@ class _Loading:
         for candidate in candidates:
             if candidate.entry.state == "enabled":
                 self.validate(candidate)
+        if self.configure is not None and not self.loaded.problems:
+            self.reconfigure(self.configure, candidates)
         if self.instantiate and not self.loaded.problems:
             for candidate in candidates:
                 if candidate.entry.state == "enabled":
                     self.build(candidate)
+
+    def reconfigure(self, configure: Configure, candidates: list[_Candidate]) -> None:
+        """Replace the validated configs with what ``configure`` returns for them (before any build).
+
+        Raises:
+            TypeError: a returned key is no enabled plugin with a config, or a returned config is
+                not of that plugin's config type.
+        """
+        configured: dict[str, _Candidate] = {}
+        configs: dict[str, msgspec.Struct] = {}
+        for candidate in candidates:
+            if candidate.entry.state == "enabled" and candidate.config is not None:
+                configured[candidate.key], configs[candidate.key] = candidate, candidate.config
+        for key, config in configure(MappingProxyType(configs), MappingProxyType(self.lines)).items():
+            target = configured.get(key)
+            if target is None or type(config) is not target.config_type:
+                raise TypeError(f"configure returned {type(config).__name__} for {key!r}: not that plugin's config")
+            target.config = config
 
     def aliases(self, raw: Any) -> None:
         """``aliases: {fast: groq/llama-3.1-8b-instant, smart: gpt-4o}``: name -> ``route/model``

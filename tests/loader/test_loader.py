@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from harness_core import Secret
-from harness_core.config import MASK, ConfigError
+from harness_core.config import MASK, ConfigError, ConfigPath
 from harness_core.loader import (
     BUILTIN_DEFAULT,
     LoadedConfig,
@@ -262,6 +263,42 @@ def test_two_instances_of_one_plugin(fake_plugins: Path, write_config: Write) ->
     routes = {e.key: e.routes for e in loaded.entries if e.state == "enabled"}
     assert routes == {"strict": ["strict"], "strict:two": ["two"]}
     assert loaded.defaults == Defaults(provider="two")
+
+
+def test_configure_sets_this_loads_defaults_before_the_plugins_are_built(
+    fake_plugins: Path, write_config: Write
+) -> None:
+    path = write_config(
+        "plugins:\n  strict:\n    name: one\n  strict:two:\n    name: two\n  ~lenient: {}\n  noconfig:\n"
+    )
+    seen: list[tuple[dict[str, object], bool]] = []
+
+    def configure(configs: Mapping[str, msgspec.Struct], lines: Mapping[ConfigPath, int]) -> dict[str, msgspec.Struct]:
+        seen.append((dict(configs), ("plugins", "strict", "name") in lines))
+        with pytest.raises(TypeError):
+            configs["strict"] = configs["strict"]  # type: ignore[index]  # read-only: build with the return value
+        return {"strict:two": msgspec.structs.replace(configs["strict:two"], name="changed")}  # type: ignore[type-var]
+
+    loaded = load_config(path, environ={}, configure=configure)
+    assert [(key, c.name) for key, c in seen[0][0].items()] == [("strict", "one"), ("strict:two", "two")]  # type: ignore[attr-defined]
+    assert seen[0][1]  # the YAML lines tell what the file sets
+    names = [p.instance.config.name for p in loaded.plugins if p.key != "noconfig"]  # type: ignore[attr-defined]
+    assert names == ["one", "changed"]
+    plain = [p.instance.config.name for p in load_config(path, environ={}).plugins if p.key != "noconfig"]  # type: ignore[attr-defined]
+    assert plain == ["one", "two"]
+
+
+@pytest.mark.parametrize("returned", ["lenient", "strict"])
+def test_configure_may_only_return_a_plugins_own_config_type(
+    fake_plugins: Path, write_config: Write, returned: str
+) -> None:
+    path = write_config("plugins:\n  strict:\n    name: one\n  ~lenient: {}\n")
+
+    def configure(configs: Mapping[str, msgspec.Struct], lines: Mapping[ConfigPath, int]) -> dict[str, msgspec.Struct]:
+        return {returned: Defaults()}  # a disabled plugin, or a config of another type
+
+    with pytest.raises(TypeError, match=f"configure returned Defaults for '{returned}': not that plugin's config"):
+        load_config(path, environ={}, configure=configure)
 
 
 def test_secret_fields_env_substitution_and_fallbacks(fake_plugins: Path, write_config: Write) -> None:

@@ -29,7 +29,7 @@ import pytest
 from chaos_helpers import record_figures
 from gw_helpers import gateway_yaml, serve_gateway, wait_until
 
-from harness_gateway.store import SQLiteStore
+from harness_gateway.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.chaos
 

@@ -46,7 +46,7 @@ from harness_gateway.console.timeline import MAX_EVENTS, TEXT_LIMIT, Timeline, m
 from harness_gateway.errors import GatewayError
 from harness_gateway.keys import mask_keys, new_key
 from harness_gateway.observe import RunEnd, RunInfo
-from harness_gateway.store import SQLiteStore
+from harness_gateway.sqlite import SQLiteStore
 
 MASTER = "mk-console-unit-0123456789"
 HI = [{"role": "user", "content": "hi there"}]

@@ -20,7 +20,7 @@ from harness_core.types import TokenUsage
 from harness_gateway import store as store_module
 from harness_gateway.errors import GatewayError
 from harness_gateway.keys import KeySpec
-from harness_gateway.store import MIGRATIONS_SQLITE, SQLiteStore
+from harness_gateway.sqlite import MIGRATIONS_SQLITE, SQLiteStore
 
 T0 = 1_000_000.25  # a fixed clock, a quarter into a second
 

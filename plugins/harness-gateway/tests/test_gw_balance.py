@@ -16,7 +16,8 @@ from gw_helpers import serve_gateway
 from harness_core.errors import LlmError
 from harness_gateway.balance_state import FLIGHT_LEASE, StoreBalanceState
 from harness_gateway.errors import GatewayError
-from harness_gateway.store import SQLiteStore, SqlStore
+from harness_gateway.sqlite import SQLiteStore
+from harness_gateway.store import SqlStore
 from harness_middleware.balance import Limits, shared_state
 
 NOW = 1_000_000.0

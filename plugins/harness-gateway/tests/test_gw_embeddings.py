@@ -28,7 +28,7 @@ from harness_gateway.errors import GatewayError
 from harness_gateway.keys import KeySpec
 from harness_gateway.observe import RunEnd, RunInfo
 from harness_gateway.openai_embeddings import EmbeddingRequest, embeddings_body
-from harness_gateway.store import SQLiteStore
+from harness_gateway.sqlite import SQLiteStore
 from harness_llm_mock import MockAdapter, MockConfig
 
 MASTER = "master-" + "e" * 24  # built at run time: no key-shaped literal committed

@@ -38,9 +38,10 @@ from harness_gateway.errors import GatewayError
 from harness_gateway.keys import KeySpec
 from harness_gateway.limits import guarded_protocol
 from harness_gateway.openai_chat import ChatStreamEncoder
-from harness_gateway.runtime import POOL_SIZE, provider_defaults
+from harness_gateway.runtime import POOL_SIZE, load_runtime, provider_defaults
 from harness_gateway.spend import request_cost
-from harness_gateway.store import SQLiteStore, Tx
+from harness_gateway.sqlite import SQLiteStore
+from harness_gateway.store import Tx
 from harness_middleware.pricing import Price, PriceBook
 
 pytestmark = pytest.mark.anyio
@@ -154,7 +155,7 @@ async def test_checkpoints_run_off_the_event_loop_and_their_faults_are_logged(
         raise sqlite3.OperationalError("disk I/O error")
 
     monkeypatch.setattr(store, "_connect", broken)
-    with caplog.at_level(logging.WARNING, logger="harness_gateway.store"):
+    with caplog.at_level(logging.WARNING, logger="harness_gateway.sqlite"):
         checkpoint()
     assert "WAL checkpoint failed: disk I/O error" in caplog.text
     await store.aclose()
@@ -285,17 +286,43 @@ def test_providers_get_a_gateway_sized_pool_and_read_timeout_unless_configured(t
         "                 timeout: {read: 7}}\n"
         "  mock: {}\n"
     )
-    loaded = load_config(config)
-    provider_defaults(loaded, GatewayConfig())
+    loaded = load_config(config, configure=provider_defaults)
     configs = {p.key: getattr(p.instance, "config", None) for p in loaded.plugins}
     sizes = {key: getattr(c, "max_connections", None) for key, c in configs.items()}
     assert sizes == {"openai": POOL_SIZE, "openai:small": 5, "mock": None}
     reads = {p.key: p.instance.config.timeout.read for p in loaded.plugins if p.key != "mock"}  # type: ignore[attr-defined]
     assert reads == {"openai": 120.0, "openai:small": 7}  # the gateway's default; the entry's own wins
-    fresh = load_config(config)  # another load (a reload, the CLI) has its own instances, untouched
-    provider_defaults(fresh, GatewayConfig(upstream_read_timeout=None))
-    assert fresh.plugins[0].instance.config.timeout.read == 600.0  # type: ignore[attr-defined]
-    assert fresh.plugins[0].instance is not loaded.plugins[0].instance
+    plain = load_config(config)  # another load (the CLI) has its own instances, built with the adapters' defaults
+    assert plain.plugins[0].instance.config.timeout.read == 600.0  # type: ignore[attr-defined]
+    assert plain.plugins[0].instance.config.max_connections == 20  # type: ignore[attr-defined]
+    config.write_text(config.read_text() + "  gateway: {upstream_read_timeout: null}\n")
+    unbounded = load_config(config, configure=provider_defaults)
+    assert unbounded.plugins[0].instance.config.timeout.read == 600.0  # type: ignore[attr-defined]
+    assert unbounded.plugins[0].instance.config.max_connections == POOL_SIZE  # type: ignore[attr-defined]
+
+
+async def test_two_runtimes_of_one_process_do_not_see_each_others_settings(tmp_path: Path) -> None:
+    entry = "  openai: {base_url: 'http://127.0.0.1:9/v1', api_key: null, routes: [a]}\n"
+    first, second = tmp_path / "first.yaml", tmp_path / "second.yaml"
+    first.write_text("plugins:\n" + entry + "  gateway: {upstream_read_timeout: 30}\n")
+    second.write_text("plugins:\n" + entry.replace("routes: [a]", "routes: [a], max_connections: 3"))
+    one, two = await load_runtime(first), await load_runtime(second)
+    try:
+        settings = [
+            next(p.instance.config for p in runtime.harness.plugins if p.key == "openai")  # type: ignore[attr-defined]
+            for runtime in (one, two)
+        ]
+        assert [(s.max_connections, s.timeout.read) for s in settings] == [(POOL_SIZE, 30.0), (3, 120.0)]
+        again = await load_runtime(first)  # a reload of the first file: equal settings, its own instances
+        try:
+            plugin = next(p for p in again.harness.plugins if p.key == "openai")
+            assert plugin.instance.config == settings[0]  # type: ignore[attr-defined]
+            assert plugin.instance is not next(p for p in one.harness.plugins if p.key == "openai").instance
+        finally:
+            await again.aclose()
+    finally:
+        await one.aclose()
+        await two.aclose()
 
 
 async def test_the_live_page_is_woken_only_while_someone_watches() -> None:

@@ -15,7 +15,7 @@ from gw_helpers import Clients, gateway_yaml, serve_gateway
 
 from harness_core.cli._app import cli
 from harness_gateway.keys import KeySpec
-from harness_gateway.store import SQLiteStore
+from harness_gateway.sqlite import SQLiteStore
 
 MASTER = "master-" + "x" * 24  # built at run time: no key-shaped literal committed
 HI = [{"role": "user", "content": "hi"}]

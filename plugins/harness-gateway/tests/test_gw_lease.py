@@ -17,11 +17,12 @@ import pytest
 from gw_helpers import gateway_yaml, killed_mid_stream, serve_gateway, wait_until
 
 from harness_core.types import FileBlock, GenerateOptions, Message, TextBlock, TokenUsage
-from harness_gateway import app as gateway_app
+from harness_gateway import accounting as gateway_app
 from harness_gateway.errors import GatewayError
 from harness_gateway.keys import KeySpec
 from harness_gateway.spend import estimated_usage
-from harness_gateway.store import STALE_RUNNING, SQLiteStore
+from harness_gateway.sqlite import SQLiteStore
+from harness_gateway.store import STALE_RUNNING
 
 T0 = 1_000_000.0  # a fixed clock: every store call below passes now=
 

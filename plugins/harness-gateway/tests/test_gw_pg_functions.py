@@ -26,7 +26,8 @@ from harness_gateway import store as store_module
 from harness_gateway.errors import GatewayError
 from harness_gateway.keys import KeySpec
 from harness_gateway.postgres import PostgresStore
-from harness_gateway.store import SQLiteStore, SqlStore, decide, key_record
+from harness_gateway.sqlite import SQLiteStore
+from harness_gateway.store import SqlStore, decide, key_record
 
 NOW = 1_000_000.25  # a quarter into second 1000000
 KEY_ROW = "budget = ?, rpm = ?, tpm = ?, spent = ?, max_cost = ?, running = ?, reserved = ?, windows = ?"

@@ -9,7 +9,7 @@ from pathlib import Path
 import anyio
 
 from harness_gateway.keys import KeySpec
-from harness_gateway.store import SQLiteStore
+from harness_gateway.sqlite import SQLiteStore
 
 
 def test_the_sqlite_store_is_private(tmp_path: Path) -> None:

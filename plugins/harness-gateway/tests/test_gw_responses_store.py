@@ -43,7 +43,7 @@ from harness_gateway.responses_store import (
     purge_forever,
     put,
 )
-from harness_gateway.store import SQLiteStore
+from harness_gateway.sqlite import SQLiteStore
 
 CLAUDE = "  anthropic:claude: {{base_url: '{}', api_key: dummy-key, routes: [claude]}}"
 

@@ -13,9 +13,9 @@ from typing import Any
 import anyio
 import pytest
 
-import harness_gateway.store as store_module
+import harness_gateway.sqlite as store_module
 from harness_gateway.errors import GatewayError
-from harness_gateway.store import SQLiteStore
+from harness_gateway.sqlite import SQLiteStore
 
 PROCESSES = 4
 

@@ -17,7 +17,7 @@ import pytest
 from gw_helpers import Clients, gateway_yaml, serve_gateway
 
 from harness_core.testing import RecordedRequest, Reply, ScriptedServer
-from harness_gateway.store import SQLiteStore
+from harness_gateway.sqlite import SQLiteStore
 
 HI = [{"role": "user", "content": "hi there"}]
 

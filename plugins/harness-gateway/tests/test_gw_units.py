@@ -23,14 +23,14 @@ from harness_core.secret import MASK
 from harness_core.types import Finish, FinishReason, Message, ReasoningBlock, ToolCallBlock
 from harness_gateway import server as server_module
 from harness_gateway.anthropic_messages import MessagesStreamEncoder, messages_response, parse_messages_request
-from harness_gateway.app import RequestIdMiddleware
 from harness_gateway.config import GatewayConfig, GatewayPlugin, is_loopback
 from harness_gateway.errors import GatewayError
 from harness_gateway.keys import KeySpec
 from harness_gateway.openai_chat import parse_chat_request
+from harness_gateway.request_id import RequestIdMiddleware
 from harness_gateway.runtime import RuntimeHolder, load_runtime
 from harness_gateway.server import GatewayServer, worker_app
-from harness_gateway.store import SQLiteStore
+from harness_gateway.sqlite import SQLiteStore
 
 
 def test_config_validation_and_loopback() -> None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness_gateway.store import LEASE, SQLiteStore, SqlStore
+from harness_gateway.sqlite import SQLiteStore
+from harness_gateway.store import LEASE, SqlStore
 
 __all__ = ["store_from_spec"]
 

@@ -4,7 +4,7 @@ A dialect is request parsing plus event encoding: it reads a client's JSON body 
 :class:`~harness_gateway.request.ParsedRequest` (the harness :class:`~harness_core.GenerateOptions`
 and the dialect's own extras), makes the stream encoder that turns harness chunks into the
 dialect's Server-Sent Events, builds the non-streaming response object, and shapes every error
-(body and HTTP status). The relay (:class:`harness_gateway.app._Run`) is written once and serves
+(body and HTTP status). The relay (:class:`harness_gateway.relay.Relay`) is written once and serves
 every dialect; it never asks which one it is serving.
 
 Implementations: :data:`harness_gateway.openai_chat.OPENAI_CHAT` (``POST /v1/chat/completions``),

@@ -1,6 +1,6 @@
 """The PostgreSQL state store (asyncpg): keys, spend, limits and ledger shared by many workers and hosts.
 
-Same statements and decisions as :class:`~harness_gateway.store.SQLiteStore`
+Same statements and decisions as :class:`~harness_gateway.sqlite.SQLiteStore`
 (:class:`~harness_gateway.store.SqlStore`), but for the hot path: an admission and a settlement
 are each one statement (:data:`FUNCTIONS_POSTGRES`: ``gateway_admit``, ``gateway_settle``), one
 round trip that locks the key row (``SELECT … FOR UPDATE``) only inside the server, so limits

@@ -5,7 +5,7 @@ Wire: https://platform.openai.com/docs/api-reference/responses (``store``,
 ``GET /v1/responses/{id}/input_items``).
 
 A response created with ``store: true`` (the API's default) is one row of ``gateway_responses``
-(schema version 4, :data:`~harness_gateway.store.MIGRATIONS_SQLITE` and its PostgreSQL twin): its
+(schema version 4, :data:`~harness_gateway.sqlite.MIGRATIONS_SQLITE` and its PostgreSQL twin): its
 input items as given, the Response object as answered, its ``previous_response_id``, the route,
 model and plugins.yaml key (``source``) that served it, the route's replay state
 (``finish.replay_state``, kept whether or not the client asked for encrypted reasoning) and
@@ -242,7 +242,7 @@ async def delete(store: SqlStore, response_id: str, owner: str | None, *, now: f
 
 
 class _Gateway(Protocol):
-    """What the endpoints need of :class:`harness_gateway.app.Gateway`."""
+    """What the endpoints need of :class:`harness_gateway.gateway.Gateway`."""
 
     store: SqlStore
 

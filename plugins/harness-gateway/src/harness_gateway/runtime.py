@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Final
@@ -19,6 +19,7 @@ from typing import Final
 import anyio
 import msgspec
 
+from harness_core.config import ConfigPath
 from harness_core.errors import LlmError
 from harness_core.kit import HttpProviderConfig
 from harness_core.loader import LoadedConfig, find_config, load_config
@@ -97,7 +98,8 @@ class GatewayRuntime:
 
 
 async def load_runtime(path: str | Path | None) -> GatewayRuntime:
-    """Read and validate ``path`` (the usual config search when ``None``) and start its harness.
+    """Read and validate ``path`` (the usual config search when ``None``) and start its harness,
+    its HTTP providers built with the gateway's defaults (:func:`provider_defaults`).
 
     Raises:
         ConfigError: (an :class:`LlmError` with code ``CONFIG``) every located problem (file,
@@ -105,34 +107,41 @@ async def load_runtime(path: str | Path | None) -> GatewayRuntime:
             ``gateway`` entry among them) or a plugin that fails closed failed to load
             (:meth:`~harness_core.loader.LoadedConfig.require_complete`).
     """
-    loaded = load_config(find_config(path)).require_complete()  # a policy plugin dropped: never serve
+    loaded = load_config(
+        find_config(path), configure=provider_defaults
+    ).require_complete()  # a policy plugin dropped: never serve
     gateway = next((p.instance for p in loaded.plugins if isinstance(p.instance, GatewayPlugin)), None)
     config = gateway.config if gateway is not None else GatewayConfig()
-    provider_defaults(loaded, config)
     harness = Harness.from_loaded(loaded, mask=mask_keys)  # the gateway's own keys are secrets too
     runtime = GatewayRuntime(harness, config, loaded.source, harness.redact, merged_aliases(loaded, config))
     await runtime._stack.enter_async_context(harness)
     return runtime
 
 
-def provider_defaults(loaded: LoadedConfig, config: GatewayConfig, size: int = POOL_SIZE) -> None:
-    """The gateway's defaults for every HTTP provider of ``loaded`` (set before its adapter is
-    built, on this load's own plugin instances, so nothing leaks into another runtime): a pool of
-    ``size`` connections unless its entry sets ``max_connections``, and ``timeout.read`` =
-    ``config.upstream_read_timeout`` unless its entry sets ``timeout.read`` (a stalled upstream
-    then ends the stream with a ``TIMEOUT`` error instead of holding the client for the
-    adapters' 600 s)."""
-    read = config.upstream_read_timeout
-    for plugin in loaded.plugins:
-        settings = getattr(plugin.instance, "config", None)
+def provider_defaults(
+    configs: Mapping[str, msgspec.Struct], lines: Mapping[ConfigPath, int], size: int = POOL_SIZE
+) -> dict[str, msgspec.Struct]:
+    """The gateway's defaults for the HTTP providers of one load, as the loader's ``configure``
+    (:data:`harness_core.loader.Configure`: applied to the validated configs before any plugin is
+    built, so every load has its own and no built instance is changed): for every
+    :class:`~harness_core.kit.HttpProviderConfig` in ``configs`` (by plugins.yaml key), a pool of
+    ``size`` connections unless its entry sets ``max_connections``, and ``timeout.read`` = the
+    ``gateway`` entry's ``upstream_read_timeout`` (default config when there is none) unless its
+    entry sets ``timeout.read`` (a stalled upstream then ends the stream with a ``TIMEOUT`` error
+    instead of holding the client for the adapters' 600 s). ``lines`` (the YAML lines by document
+    path) tells what an entry sets. Returns the replaced configs only."""
+    gateway = next((c for c in configs.values() if isinstance(c, GatewayConfig)), GatewayConfig())
+    read = gateway.upstream_read_timeout
+    replaced: dict[str, msgspec.Struct] = {}
+    for key, settings in configs.items():
         if not isinstance(settings, HttpProviderConfig):
             continue
-        lines = loaded.lines
-        if ("plugins", plugin.key, "max_connections") not in lines:
+        if ("plugins", key, "max_connections") not in lines:
             settings = msgspec.structs.replace(settings, max_connections=size)
-        if read is not None and ("plugins", plugin.key, "timeout", "read") not in lines:
+        if read is not None and ("plugins", key, "timeout", "read") not in lines:
             settings = msgspec.structs.replace(settings, timeout=msgspec.structs.replace(settings.timeout, read=read))
-        plugin.instance.config = settings  # type: ignore[attr-defined]
+        replaced[key] = settings
+    return replaced
 
 
 def merged_aliases(loaded: LoadedConfig, config: GatewayConfig) -> dict[str, str]:

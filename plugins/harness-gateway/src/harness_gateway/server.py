@@ -28,11 +28,12 @@ from anyio.abc import TaskStatus
 from harness_core.config import RedactFilter
 from harness_core.http import prefer_transport
 from harness_core.loader import find_config
-from harness_gateway.app import Gateway, build_app
+from harness_gateway.app import build_app
 from harness_gateway.balance_state import StoreBalanceState
 from harness_gateway.config import ConnectionLimits, default_database_path
 from harness_gateway.database import store_from_spec
 from harness_gateway.errors import GatewayError
+from harness_gateway.gateway import Gateway
 from harness_gateway.metrics import MULTIPROC_DIR_ENV, GatewayMetrics
 from harness_gateway.responses_store import purge_forever
 from harness_gateway.runtime import RuntimeHolder, load_runtime

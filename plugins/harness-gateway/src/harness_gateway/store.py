@@ -1,7 +1,9 @@
-"""The gateway's state: keys, spend, rate-limit windows and the usage ledger, in SQL.
+"""The gateway's state policy: keys, spend, rate-limit windows and the usage ledger, in SQL.
 
-Two backends share every statement and every decision (:class:`SqlStore`): :class:`SQLiteStore`
-(WAL journal; one host, any number of processes) and
+This module owns the store's interface and its rules (:class:`SqlStore`, :func:`decide`, the
+rate-limit windows); the backends only run its transactions. Two backends share every statement
+and every decision: :class:`~harness_gateway.sqlite.SQLiteStore` (WAL journal; one host, any
+number of processes; :mod:`harness_gateway.sqlite`) and
 :class:`~harness_gateway.postgres.PostgresStore` (several workers or hosts). Statements are
 written with ``?`` placeholders; the PostgreSQL backend numbers them.
 
@@ -53,19 +55,15 @@ import logging
 import math
 import os
 import socket
-import sqlite3
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
 from typing import Any, Final, Literal, Protocol, TypeVar
 
 import anyio
-import anyio.from_thread
 import msgspec
 from anyio.abc import TaskStatus
 
-from harness_core.outfile import private_file
 from harness_core.types import TokenUsage
 from harness_gateway.errors import GatewayError
 from harness_gateway.keys import KeyRecord, KeySpec, hash_key, new_key
@@ -74,10 +72,8 @@ __all__ = [
     "DEFERRED_MAX",
     "KEY_TTL",
     "LEASE",
-    "MIGRATIONS_SQLITE",
     "STALE_RUNNING",
     "WINDOW",
-    "SQLiteStore",
     "SqlStore",
     "Status",
     "Tx",
@@ -597,7 +593,8 @@ class SqlStore:
         """Record the usage so far of running row ``ticket`` (what a reaper charges should its owner
         die) and renew its lease; whether the row was still running.
 
-        Called at most once a second per stream (:mod:`harness_gateway.app`); charges nothing.
+        Called at most once a second per stream (:mod:`harness_gateway.relay`,
+        :mod:`harness_gateway.embedding`); charges nothing.
         """
         moment = time.time() if now is None else now
         changed = await self.transaction(
@@ -721,264 +718,6 @@ class SqlStore:
         return [dict(zip(columns, row, strict=True)) for row in rows]
 
 
-MIGRATIONS_SQLITE: Final = (
-    (
-        1,
-        """
-        CREATE TABLE gateway_keys (
-            id TEXT PRIMARY KEY,
-            hash TEXT NOT NULL UNIQUE,          -- SHA-256 hex of the key (the key itself is never stored)
-            name TEXT NOT NULL,
-            routes TEXT,                        -- JSON list, NULL = every route
-            budget REAL,                        -- USD, NULL = unlimited
-            rpm INTEGER,
-            tpm INTEGER,
-            expires_at REAL,                    -- unix seconds
-            created_at REAL NOT NULL,
-            revoked_at REAL,
-            spent REAL NOT NULL,                -- USD settled so far
-            max_cost REAL NOT NULL              -- the most one request has cost (budget reservation)
-        );
-        CREATE TABLE gateway_ledger (
-            id TEXT PRIMARY KEY,
-            key_id TEXT,
-            route TEXT NOT NULL,
-            model TEXT NOT NULL,
-            started_at REAL NOT NULL,
-            ended_at REAL,
-            status TEXT NOT NULL,               -- running | complete | aborted | error
-            input_tokens INTEGER,
-            output_tokens INTEGER,
-            cost REAL,
-            reserved REAL NOT NULL
-        );
-        CREATE INDEX gateway_ledger_key_started ON gateway_ledger (key_id, started_at);
-        CREATE INDEX gateway_ledger_key_ended ON gateway_ledger (key_id, ended_at);
-        """,
-    ),
-    (
-        2,
-        """
-        ALTER TABLE gateway_ledger ADD COLUMN owner TEXT;          -- host:pid:nonce of the admitting process
-        ALTER TABLE gateway_ledger ADD COLUMN lease_until REAL;    -- unix seconds, renewed while it runs
-        -- status may now also be lost (its owner died: settled by another process, the recorded usage charged)
-        CREATE INDEX gateway_ledger_running ON gateway_ledger (key_id, lease_until) WHERE status = 'running';
-        """,
-    ),
-    (
-        3,
-        """
-        ALTER TABLE gateway_keys ADD COLUMN running INTEGER NOT NULL DEFAULT 0;   -- running ledger rows
-        ALTER TABLE gateway_keys ADD COLUMN reserved REAL NOT NULL DEFAULT 0;     -- USD they reserve
-        ALTER TABLE gateway_keys ADD COLUMN windows TEXT;  -- JSON [[second, requests, tokens], ...] of the last minute
-        UPDATE gateway_keys SET
-            running = (SELECT count(*) FROM gateway_ledger WHERE key_id = gateway_keys.id AND status = 'running'),
-            reserved = (SELECT coalesce(sum(reserved), 0) FROM gateway_ledger
-                        WHERE key_id = gateway_keys.id AND status = 'running'),
-            windows = (SELECT json_group_array(json_array(second, requests, tokens)) FROM (
-                SELECT second, sum(requests) AS requests, sum(tokens) AS tokens FROM (
-                    SELECT CAST(started_at AS INTEGER) AS second, 1 AS requests, 0 AS tokens FROM gateway_ledger
-                    WHERE key_id = gateway_keys.id AND started_at > CAST(strftime('%s', 'now') AS REAL) - 61
-                    UNION ALL
-                    SELECT CAST(ended_at AS INTEGER), 0, coalesce(input_tokens, 0) + coalesce(output_tokens, 0)
-                    FROM gateway_ledger
-                    WHERE key_id = gateway_keys.id AND ended_at > CAST(strftime('%s', 'now') AS REAL) - 61
-                ) GROUP BY second ORDER BY second
-            ))
-        """,
-    ),
-    (
-        4,
-        """
-        CREATE TABLE gateway_responses (
-            id TEXT PRIMARY KEY,                -- the public response id (resp_…)
-            owner TEXT NOT NULL,                -- key:<key id>, master, or '' (anonymous)
-            previous_id TEXT,                   -- its previous_response_id
-            route TEXT NOT NULL,                -- the route and model that served it
-            model TEXT NOT NULL,
-            source TEXT,                        -- its plugins.yaml key (the replay state goes back only there)
-            replay_state TEXT,                  -- JSON: the route's finish.replay_state, or NULL
-            input_items TEXT NOT NULL,          -- JSON list: the input items it was given
-            response TEXT NOT NULL,             -- JSON: the Response object as answered
-            created_at REAL NOT NULL,
-            expires_at REAL NOT NULL            -- unix seconds: created_at + the configured retention
-        );
-        CREATE INDEX gateway_responses_expires ON gateway_responses (expires_at)
-        """,
-    ),
-)
-"""Versioned schema migrations for SQLite: ``(version, script)``, applied in order, once each."""
-
-
-class _SQLiteTx:
-    """A transaction's statements, run at once on the calling (worker) thread: awaiting one
-    never suspends, so :func:`_run_now` can drive the whole transaction in that thread."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-
-    async def one(self, sql: str, *args: Any) -> tuple[Any, ...] | None:
-        row: tuple[Any, ...] | None = self.conn.execute(sql, args).fetchone()
-        return row
-
-    async def all(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
-        return self.conn.execute(sql, args).fetchall()
-
-    async def run(self, sql: str, *args: Any) -> int:
-        return self.conn.execute(sql, args).rowcount
-
-
-def _run_now(work: Awaitable[T]) -> T:
-    """The result of ``work``, driven to its end on this thread without an event loop.
-
-    Raises:
-        RuntimeError: ``work`` awaited something that suspends (only :class:`_SQLiteTx`
-            statements may be awaited in a SQLite transaction).
-    """
-    steps = work.__await__()
-    try:
-        steps.send(None)
-    except StopIteration as done:
-        result: T = done.value
-        return result
-    steps.close()
-    raise RuntimeError("a SQLite transaction may only await its own statements")
-
-
-SET_UP_RETRY: Final = 0.01
-"""Seconds between two attempts to set a SQLite file up while another process holds it."""
-
-
-class SQLiteStore(SqlStore):
-    """The embedded store: one SQLite file in WAL mode, shared by the processes of one host.
-
-    A transaction runs whole (``BEGIN`` … ``COMMIT``, a few microseconds without ``fsync``)
-    on the event loop's thread when it can start at once, and in a worker thread, waiting up to
-    ``timeout`` seconds, when another process holds the write lock (``SQLITE_BUSY``): the common
-    case costs no thread hop and no event-loop turn (not even for a lock: nothing else runs on
-    the loop while it does), and the event loop never waits on another process; the worker
-    threads' connection serves one transaction at a time. Admissions take the write lock first
-    (``BEGIN IMMEDIATE``), which serialises them across processes too. A request cancelled
-    while its transaction waited in a worker thread commits nothing.
-
-    Durability: ``synchronous=NORMAL``, SQLite's advice for WAL
-    (https://www.sqlite.org/pragma.html#pragma_synchronous): a commit does not wait for
-    ``fsync`` (measured here: 4.5 ms per commit with ``FULL``, three commits per request, under
-    one lock), the database stays consistent, and a crash of the gateway loses nothing; an
-    operating-system crash or power loss may lose the transactions since the last checkpoint
-    (the newest ledger rows and their spend). Use PostgreSQL where that matters. Checkpoints
-    (which do ``fsync``) run in a worker thread every :attr:`checkpoint_every` write
-    transactions, never on the event loop.
-    """
-
-    migrations = MIGRATIONS_SQLITE
-
-    checkpoint_every = 1000
-    """Write transactions of this process between two WAL checkpoints."""
-
-    def __init__(self, path: Path, *, timeout: float = 5.0, lease: float = LEASE) -> None:
-        super().__init__(lease=lease)
-        self.path = path
-        self.timeout = timeout
-        self.description = f"SQLite state store {path}"
-        self._conns: dict[bool, sqlite3.Connection] = {}
-        """``False``: the event loop's connection (never waits for a lock); ``True``: the
-        worker threads' (waits up to ``timeout`` seconds)."""
-        self._lock = anyio.Lock()
-        self._writes = 0
-
-    def _connect(self, wait: bool) -> sqlite3.Connection:
-        conn = self._conns.get(wait)
-        if conn is None:
-            private_file(self.path)  # keys' hashes, spend and request records: the user's only (0600)
-            # Opened on a worker thread either way: setting the file up waits for other processes
-            # (switching a new file to WAL takes its lock: two workers starting at once would
-            # otherwise see "database is locked"); only then does the event loop's connection
-            # stop waiting (busy_timeout 0: a busy transaction moves to a worker thread).
-            conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
-            try:
-                self._set_up(conn)
-            except BaseException:
-                conn.close()
-                raise
-            conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000) if wait else 0}")
-            self._conns[wait] = conn
-        return conn
-
-    def _set_up(self, conn: sqlite3.Connection) -> None:
-        """WAL mode and its settings, retried for up to :attr:`timeout` seconds while another
-        process holds the file: switching to WAL promotes a read lock to an exclusive one, and
-        SQLite answers ``SQLITE_BUSY`` at once rather than wait when that could deadlock with
-        another process doing the same (https://www.sqlite.org/c3ref/busy_handler.html)."""
-        deadline = time.monotonic() + self.timeout
-        while True:
-            try:
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=NORMAL")  # no fsync per commit (see the class docs)
-                conn.execute("PRAGMA wal_autocheckpoint = 0")  # checkpoints run on a worker thread
-                return
-            except sqlite3.OperationalError as exc:
-                if not _busy(exc) or time.monotonic() >= deadline:
-                    raise
-            time.sleep(SET_UP_RETRY)  # on a worker thread, never the event loop
-
-    def _whole(
-        self, conn: sqlite3.Connection, work: Callable[[Tx], Awaitable[T]], write: bool, threaded: bool = False
-    ) -> T:
-        conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-        try:
-            result = _run_now(work(_SQLiteTx(conn)))
-            if threaded:  # the request may have been cancelled while this thread waited for the lock
-                anyio.from_thread.check_cancelled()
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
-        return result
-
-    def _waiting(self, work: Callable[[Tx], Awaitable[T]], write: bool) -> T:  # on a worker thread
-        return self._whole(self._connect(True), work, write, threaded=True)
-
-    async def transaction(self, work: Callable[[Tx], Awaitable[T]], *, write: bool = True) -> T:
-        try:
-            conn = self._conns.get(False)
-            if conn is None:  # opening the file touches the disk: off the event loop
-                async with self._lock:
-                    conn = await anyio.to_thread.run_sync(self._connect, False)
-            try:  # no await until it has committed or rolled back: no other task can interleave
-                result = self._whole(conn, work, write)
-            except sqlite3.OperationalError as exc:
-                if not _busy(exc):
-                    raise
-                async with self._lock:  # the worker threads' connection: one transaction at a time
-                    result = await anyio.to_thread.run_sync(self._waiting, work, write)
-        except (sqlite3.Error, OSError) as exc:
-            raise unavailable(self.description, exc) from exc
-        if write:
-            self._writes += 1
-            if self._writes % self.checkpoint_every == 0:
-                async with self._lock:
-                    await anyio.to_thread.run_sync(self._checkpoint)
-        return result
-
-    def _checkpoint(self) -> None:  # on a worker thread
-        try:
-            self._connect(True).execute("PRAGMA wal_checkpoint(PASSIVE)")
-        except sqlite3.Error as exc:  # the next one retries; the WAL only grows meanwhile
-            logger.warning("%s: WAL checkpoint failed: %s", self.description, exc)
-
-    async def aclose(self) -> None:
-        conns, self._conns = list(self._conns.values()), {}
-        for conn in conns:
-            await anyio.to_thread.run_sync(conn.close)
-
-
-def _busy(exc: sqlite3.OperationalError) -> bool:
-    """Whether ``exc`` is SQLite's "another connection holds the lock" (``SQLITE_BUSY`` or
-    ``SQLITE_LOCKED``, any extended code), as opposed to a real fault."""
-    return exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-
-
 def revoked() -> GatewayError:
     """The 401 of an admission whose key was revoked (or deleted) since it authenticated."""
     return GatewayError(401, "this API key has been revoked", code="invalid_api_key")
@@ -994,3 +733,24 @@ def unavailable(description: str, exc: BaseException) -> GatewayError:
         code="store_unavailable",
         retry_after=1.0,
     )
+
+
+_MOVED: Final = {"SQLiteStore": "harness_gateway.sqlite", "MIGRATIONS_SQLITE": "harness_gateway.sqlite",
+                 "SET_UP_RETRY": "harness_gateway.sqlite"}  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    """The SQLite backend's names, moved to :mod:`harness_gateway.sqlite` (a ``DeprecationWarning``
+    naming the new place); ``AttributeError`` for any other unknown name."""
+    place = _MOVED.get(name)
+    if place is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+    import warnings
+
+    warnings.warn(
+        f"harness_gateway.store.{name} moved to {place}.{name}; import it from there",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module(place), name)

@@ -1,0 +1,50 @@
+"""``/admin/keys``: list, create and revoke virtual keys, with the master key only."""
+
+from __future__ import annotations
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from harness_gateway.auth import presented_key
+from harness_gateway.errors import GatewayError
+from harness_gateway.gateway import Gateway
+from harness_gateway.intake import read_body
+from harness_gateway.keys import KeySpec
+from harness_gateway.openai_chat import OPENAI_CHAT
+from harness_gateway.request import bad_request, decode_json
+
+__all__ = ["admin_routes"]
+
+
+def admin_routes(gateway: Gateway) -> list[Route]:
+    """``/admin/keys``: create, list and revoke keys with the master key."""
+
+    async def admin(request: Request) -> Response:
+        try:
+            who = await gateway.authenticate(request) if presented_key(request) else None
+            if who is not True:
+                raise GatewayError(401, "the master key is required for /admin", code="invalid_api_key")
+            if request.method == "GET":
+                keys = await gateway.store.list_keys()
+                return JSONResponse({"data": [msgspec.to_builtins(k) for k in keys]})
+            if request.method == "DELETE":
+                revoked = await gateway.store.revoke(request.path_params["key"])
+                if not revoked:
+                    raise GatewayError(404, f"no live key {request.path_params['key']!r}", code="key_not_found")
+                return JSONResponse({"revoked": revoked})
+            raw = decode_json(await read_body(request, 64 * 1024))
+            try:
+                spec = msgspec.convert(raw, KeySpec)
+            except (msgspec.ValidationError, ValueError) as exc:
+                raise bad_request("", f"invalid key spec: {exc}") from None
+            plain, record = await gateway.store.create_key(spec)
+            return JSONResponse({"key": plain, **msgspec.to_builtins(record)}, status_code=201)
+        except GatewayError as error:
+            return OPENAI_CHAT.error_response(error)
+
+    return [
+        Route("/admin/keys", admin, methods=["GET", "POST"]),
+        Route("/admin/keys/{key}", admin, methods=["DELETE"]),
+    ]

@@ -1,0 +1,444 @@
+"""The generation relay: one admitted generation streamed (SSE) or collected for the client in its
+dialect, the upstream aborted when the client leaves, the ledger row recorded and settled.
+
+:class:`Generation` is the ASGI response of one generation request (authenticated, parsed,
+resolved, checked and admitted first); :class:`Relay` runs it once admitted. The dialect object
+(:mod:`harness_gateway.dialect`) parses, encodes and shapes errors: this module is written once
+for every dialect.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+import anyio
+import anyio.lowlevel
+import msgspec
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import Message, Receive, Scope, Send
+
+import harness_gateway.accounting as accounting
+from harness_core.abort import AbortSignal
+from harness_core.assembler import BlockAssembler
+from harness_core.types import (
+    Failure,
+    Finish,
+    ReasoningDelta,
+    StreamChunk,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
+from harness_gateway.accounting import settle_row, start_watches
+from harness_gateway.auth import allowed
+from harness_gateway.dialect import Dialect, Ending
+from harness_gateway.errors import GatewayError, from_failure, public_failure
+from harness_gateway.gateway import Gateway
+from harness_gateway.intake import read_request, require_messages, route_target
+from harness_gateway.keys import KeyRecord
+from harness_gateway.observe import RunEnd, RunWatch
+from harness_gateway.request import ParsedRequest
+from harness_gateway.runtime import GatewayRuntime
+from harness_gateway.spend import estimated_usage, request_cost
+from harness_gateway.sse import KEEPALIVE
+from harness_gateway.store import Status
+from harness_middleware.notes import open_notes
+
+__all__ = ["ABORT_GRACE", "RELAY_BUFFER", "Generation", "Relay"]
+
+logger = logging.getLogger("harness_gateway")
+
+
+ABORT_GRACE: Final = 2.0
+"""Seconds an aborted stream may take to end (and report its partial usage) before it is cancelled."""
+
+
+RELAY_BUFFER: Final = 64
+"""Events a stream's producer queues for its sender before it waits (and other streams run):
+the events of one upstream read go out in writes of at most this many."""
+
+
+_STREAM_HEADERS: Final = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+_CONTENT: Final = (TextDelta, ReasoningDelta, ToolCallDelta)
+
+
+class Generation(Response):
+    """One generation request in ``dialect``, run as its own ASGI response (streaming or not)."""
+
+    def __init__(self, gateway: Gateway, request: Request, dialect: Dialect) -> None:
+        super().__init__()
+        self.gateway = gateway
+        self.request = request
+        self.dialect = dialect
+        self.request_id: str = request.scope.get("state", {}).get("request_id", uuid.uuid4().hex)
+        self.disconnected = False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async with self.gateway.holder.use() as runtime:
+            try:
+                route, model, key, parsed = await self.prepare(runtime)
+                ticket = await self.gateway.store.admit(key, route, runtime.redact(model))  # the ledger keeps no key
+            except GatewayError as error:
+                self.count("-", "-", str(error.status))
+                await self.dialect.error_response(error)(scope, receive, send)
+                return
+            run = Relay(self, runtime, route, model, ticket, parsed, key)
+            await run.serve(receive, send)
+
+    async def prepare(self, runtime: GatewayRuntime) -> tuple[str, str, KeyRecord | None, ParsedRequest]:
+        """Authenticate, read and resolve the request (the checks before admission)."""
+        who, raw, (route, model, owner) = await read_request(self.gateway, runtime, self.request)
+        parsed = self.dialect.parse(raw, owner, model, target=route_target(runtime, route, owner))
+        parsed = await self.dialect.resolve(self.gateway.store, who, parsed)
+        require_messages(parsed, self.dialect.messages_field)
+        return route, model, allowed(who, route), parsed
+
+    def count(self, route: str, model: str, status: str) -> None:
+        self.gateway.metrics.requests.labels(self.dialect.name, route, model, status).inc()
+
+
+class Relay:
+    """One admitted generation: streams or collects it, watches the client, settles the ledger row."""
+
+    def __init__(
+        self,
+        generation: Generation,
+        runtime: GatewayRuntime,
+        route: str,
+        model: str,
+        ticket: str,
+        parsed: ParsedRequest,
+        key: KeyRecord | None = None,
+    ) -> None:
+        self.generation = generation
+        self.gateway = generation.gateway
+        self.runtime = runtime
+        self.route = route
+        self.model = model
+        self.ticket = ticket
+        self.parsed = parsed
+        self.abort = AbortSignal()
+        self.options = msgspec.structs.replace(
+            parsed.options,
+            provider=route,
+            model=model,
+            abort=self.abort,
+            metadata={"request_id": generation.request_id, "gateway_ticket": ticket},
+        )
+        self.options, self.notes = open_notes(self.options)  # fallback reports its attempts here
+        self.key = key
+        self.failure: Failure | None = None
+        self.started = time.perf_counter()
+        self.first_token: float | None = None
+        self.usage: Any = None
+        self.status: Status = "error"
+        self.done = anyio.Event()
+        self.finished = False
+        """The stream's finish was seen: a disconnect after it aborts nothing."""
+        self.output_chars = 0
+        """Characters of content streamed so far (for :func:`estimated_usage`)."""
+        self.public_id = generation.dialect.id_prefix + generation.request_id
+        self.labels = (route, self.gateway.metrics.model_label(route, model))
+        """The metric labels: ``model`` is ``other`` until the route streams content for a model
+        it never served before (:meth:`served`); every metric but the in-flight gauge is recorded
+        when the stream ends (:meth:`settle`)."""
+
+    async def serve(self, receive: Receive, send: Send) -> None:
+        metrics = self.gateway.metrics
+        metrics.in_flight.labels(*self.labels).inc()
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(self.watch, receive, group.cancel_scope)
+                group.start_soon(self.record_usage)
+                if self.parsed.stream:
+                    await self.stream(send)
+                else:
+                    await self.collect(send)
+                group.cancel_scope.cancel()
+        finally:
+            metrics.in_flight.labels(*self.labels).dec()
+
+    async def watch(self, receive: Receive, scope: anyio.CancelScope) -> None:
+        """Abort the upstream stream when the client disconnects; cancel it if it lingers."""
+        await receive()  # the body was read: the only message left is http.disconnect (ASGI HTTP spec)
+        if self.finished:  # the client left after the whole answer: nothing to abort
+            return
+        self.generation.disconnected = True
+        logger.info("request %s: client disconnected, aborting the upstream stream", self.generation.request_id)
+        self.abort.fire("the client disconnected")
+        with anyio.move_on_after(ABORT_GRACE):
+            await self.done.wait()
+        scope.cancel()
+
+    async def chunks(self, on_chunk: Callable[[StreamChunk], Awaitable[None]]) -> None:
+        """Run the harness stream, passing every chunk on, then settle the ledger row (shielded)."""
+        watches = self.watch_start()
+        try:
+            async with self.runtime.harness.stream(self.options) as stream:
+                async for chunk in stream:
+                    if type(chunk) is Finish and chunk.reason.failure is not None:
+                        chunk = self.shown_finish(chunk, chunk.reason.failure)
+                    for watch in watches:
+                        watch.chunk(chunk)
+                    if isinstance(chunk, _CONTENT):
+                        self.output_chars += len(
+                            chunk.arguments_delta if isinstance(chunk, ToolCallDelta) else chunk.text
+                        )
+                        if self.first_token is None:
+                            self.first_token = time.perf_counter() - self.started
+                            self.served()
+                    if isinstance(chunk, Usage):
+                        self.usage = chunk.usage
+                    elif isinstance(chunk, Finish):
+                        self.finished = True
+                        kind = chunk.reason.kind
+                        self.failure = chunk.reason.failure
+                        self.status = "error" if kind == "error" else "aborted" if kind == "aborted" else "complete"
+                    await on_chunk(chunk)
+        finally:
+            # no finish: cancelled because the client went away (aborted) or by a bug (error)
+            self.status = self.status if self.finished else "aborted" if self.generation.disconnected else "error"
+            latency = time.perf_counter() - self.started
+            with anyio.CancelScope(shield=True):
+                cost = await self.settle()
+                await self.watch_end(watches, cost, latency)
+            self.done.set()
+
+    def member(self) -> tuple[str, str]:
+        """``(route, model)`` that serves the stream: a ``fallback`` target or ``balance`` member
+        noted by the middleware, else the requested ones. Spend is priced by it."""
+        notes = self.notes
+        return notes.served_route or self.route, notes.served_model or self.model
+
+    def ending(self, finish: Finish) -> Ending:
+        """What :meth:`Dialect.conclude` is told about how this generation ended."""
+        route, model = self.member()
+        retention = self.runtime.config.responses.retention_seconds
+        source = self.runtime.harness.routes().get(route)
+        return Ending(
+            store=self.gateway.store, retention=retention, parsed=self.parsed, route=route, model=model,
+            source=source, finish=finish,
+        )  # fmt: skip
+
+    def served(self) -> None:
+        """The route streamed content for the model: it keeps its own ``model`` label from now on
+        (:meth:`GatewayMetrics.served`), and this stream moves to it in the in-flight gauge."""
+        metrics = self.gateway.metrics
+        metrics.served(self.route, self.model)
+        metrics.served(*self.member())
+        labels = (self.route, metrics.model_label(self.route, self.model))
+        if labels != self.labels:
+            metrics.in_flight.labels(*self.labels).dec()
+            metrics.in_flight.labels(*labels).inc()
+            self.labels = labels
+
+    async def record_usage(self) -> None:
+        """Every :data:`RECORD_EVERY` seconds while the request runs, record its usage so far in
+        its ledger row when it grew (the reported usage, else :func:`estimated_usage`), so a
+        process killed mid-stream is charged it; a store fault is logged and the stream goes on."""
+        store, prices = self.gateway.store, self.runtime.prices
+        seen: tuple[int, Any] = (0, None)
+        while True:
+            await anyio.sleep(accounting.RECORD_EVERY)
+            if (self.output_chars, self.usage) == seen:
+                continue
+            seen = (self.output_chars, self.usage)
+            usage = self.usage if self.usage is not None else estimated_usage(self.options, self.output_chars)
+            try:
+                await store.record(self.ticket, usage, request_cost(prices, *self.member(), usage))
+            except GatewayError as exc:
+                logger.warning("request %s: could not record its usage so far: %s", self.generation.request_id, exc)
+
+    def shown_finish(self, chunk: Finish, failure: Failure) -> Finish:
+        """``chunk`` as clients, observers and the console see it: a transport failure's detail
+        (upstream URL, OS error) goes to the server log and a stable message replaces it
+        (:func:`~harness_gateway.errors.public_failure`)."""
+        shown = public_failure(failure, self.route, self.generation.request_id)
+        if shown is None:
+            return chunk
+        logger.warning("request %s: route %r: %s", self.generation.request_id, self.route, failure.message)
+        return msgspec.structs.replace(chunk, reason=msgspec.structs.replace(chunk.reason, failure=shown))
+
+    def watch_start(self) -> list[RunWatch]:
+        """Tell the gateway's observers that this generation starts; their watches."""
+        return start_watches(self, self.generation.request_id, self.generation.dialect.name)
+
+    async def watch_end(self, watches: list[RunWatch], cost: float, latency: float) -> None:
+        """Tell every watch how the generation ended (an observer's fault is logged, never raised)."""
+        notes = self.notes
+        attempts = tuple(
+            f"{a.route}/{a.model}: {a.failure.code if a.failure else 'skipped (cooling down)'}"
+            for a in notes.attempts
+            if a.failure is not None or a.skipped
+        )
+        end = RunEnd(
+            status=self.status,
+            usage=self.usage,
+            cost=cost,
+            first_token_s=self.first_token,
+            latency_s=latency,
+            served_route=notes.served_route or self.route,
+            served_model=notes.served_model or self.model,
+            attempts=attempts,
+            failure=self.failure,
+        )
+        for watch in watches:
+            try:
+                await watch.ended(end)
+            except Exception:
+                logger.exception("request %s: an observer failed at the end of the stream", self.generation.request_id)
+
+    async def settle(self) -> float:
+        """Record metrics and settle the ledger row; the cost charged (USD)."""
+        runtime, gateway = self.runtime, self.gateway
+        cost = request_cost(runtime.prices, *self.member(), self.usage)
+        gateway.metrics.ended(
+            self.generation.dialect.name, self.labels, self.member(), self.status,
+            latency=time.perf_counter() - self.started,
+            first_token=self.first_token,  # observed with the final labels (the model may be served now)
+            cost=cost, usage=self.usage,
+        )  # fmt: skip
+        await settle_row(gateway, runtime, self.ticket, self.status, self.usage, cost, self.generation.request_id)
+        return cost
+
+    # ------------------------------------------------------------------ non-streaming
+
+    async def collect(self, send: Send) -> None:
+        assembler = BlockAssembler()
+
+        async def feed(chunk: StreamChunk) -> None:
+            assembler.feed(chunk)
+
+        await self.chunks(feed)
+        finish = assembler.finish
+        assert finish is not None, "the runtime ends every stream with one finish"
+        dialect = self.generation.dialect
+        response: Response
+        if finish.kind == "error" and finish.failure is not None:
+            response = dialect.error_response(from_failure(finish.failure))
+        else:
+            message = assembler.message(route=self.route)
+            try:
+                ended = _finish_of(assembler)
+                body = dialect.response(self.public_id, self.parsed, message, assembler.usage, ended)
+                await dialect.conclude(self.ending(ended), body)
+                response = JSONResponse(body)
+            except GatewayError as error:
+                response = dialect.error_response(error)
+        await response({"type": "http"}, _no_receive, send)
+
+    # ------------------------------------------------------------------ streaming
+
+    async def stream(self, send: Send) -> None:
+        encoder = self.generation.dialect.encoder(self.public_id, self.parsed.model, self.parsed)
+        out, pending = anyio.create_memory_object_stream[bytes | GatewayError](RELAY_BUFFER)
+        state: dict[str, bool] = {"started": False, "flushed": False}
+
+        async def produce() -> None:
+            async with out:
+
+                async def feed(chunk: StreamChunk) -> None:
+                    if not state["started"]:
+                        if (
+                            isinstance(chunk, Finish)
+                            and chunk.reason.kind == "error"
+                            and chunk.reason.failure is not None
+                        ):
+                            await out.send(
+                                from_failure(chunk.reason.failure)
+                            )  # failed before any output: an HTTP error
+                            return
+                        state["started"] = True
+                        await _put(out, encoder.start())
+                    if isinstance(chunk, Finish):
+                        await self.generation.dialect.conclude(self.ending(chunk), encoder)
+                    data = encoder.feed(chunk)
+                    if data:
+                        await _put(out, data)
+                    if isinstance(chunk, Finish):
+                        await _put(out, _LAST)
+                    elif not state["flushed"] and isinstance(chunk, _CONTENT):
+                        state["flushed"] = True  # the first token goes out now, not with the next batch
+                        await anyio.lowlevel.checkpoint()
+
+                await self.chunks(feed)
+
+        keepalive = self.runtime.config.keepalive
+
+        async def deliver() -> None:  # the sender: its own task, so the upstream request starts at once
+            async with pending:
+                first = await _receive(pending, keepalive)
+                if isinstance(first, GatewayError):
+                    await self.generation.dialect.error_response(first)({"type": "http"}, _no_receive, send)
+                    return
+                headers = [(b"content-type", b"text/event-stream; charset=utf-8")]
+                headers += [(k.encode(), v.encode()) for k, v in _STREAM_HEADERS.items()]
+                await send({"type": "http.response.start", "status": 200, "headers": headers})
+                item: bytes | GatewayError | None = first
+                while item is not _LAST:
+                    if isinstance(item, GatewayError):  # failed before any output, after a keep-alive went out
+                        await send({"type": "http.response.body", "body": encoder.error(item), "more_body": True})
+                        break  # the error is the terminal event
+                    body, following = (KEEPALIVE, None) if item is None else _ready(pending, item)
+                    await send({"type": "http.response.body", "body": body, "more_body": True})
+                    item = following if following is not None else await _receive(pending, keepalive)
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(deliver)
+            await produce()
+
+
+_LAST: Final = GatewayError(500, "the terminal event was sent")
+"""Sent after the finish's events: the response ends there, no keep-alive may follow, and the
+ledger is settled after the client has its whole answer."""
+
+
+async def _receive(pending: Any, keepalive: float) -> bytes | GatewayError | None:
+    """The next item; ``None`` after ``keepalive`` seconds of silence.
+
+    The runtime ends every stream with one finish, after which :data:`_LAST` comes: the channel
+    never runs dry before it (``anyio.EndOfStream`` would mean a broken contract, and propagates).
+    """
+    with anyio.move_on_after(keepalive):
+        item: bytes | GatewayError = await pending.receive()
+        return item
+    return None
+
+
+async def _put(out: Any, item: bytes | GatewayError) -> None:
+    """Queue ``item`` for the sender without a checkpoint while the buffer has room, so the
+    events of one upstream read reach the sender together (:func:`_ready` joins them)."""
+    try:
+        out.send_nowait(item)
+    except anyio.WouldBlock:
+        await out.send(item)
+
+
+def _ready(pending: Any, body: bytes) -> tuple[bytes, bytes | GatewayError | None]:
+    """``body`` joined with the bytes already queued behind it (one write for the client instead
+    of one per event; nothing waits for more), and the first queued item that is not bytes
+    (``None`` when the queue ran empty)."""
+    parts = [body]
+    while True:
+        try:
+            item: bytes | GatewayError = pending.receive_nowait()
+        except anyio.WouldBlock:
+            return b"".join(parts), None
+        if not isinstance(item, bytes):
+            return b"".join(parts), item
+        parts.append(item)
+
+
+def _finish_of(assembler: BlockAssembler) -> Finish:
+    """The :class:`Finish` chunk (with ``replay_state``) the assembler saw."""
+    return Finish(reason=assembler.finish, replay_state=assembler.replay_state)  # type: ignore[arg-type]
+
+
+async def _no_receive() -> Message:  # pragma: no cover - plain responses never read the request
+    return {"type": "http.disconnect"}

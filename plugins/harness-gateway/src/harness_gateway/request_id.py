@@ -1,0 +1,51 @@
+"""The request-id layer: every HTTP request gets an id, echoed in ``x-request-id`` and logged in
+one access line.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = ["RequestIdMiddleware"]
+
+logger = logging.getLogger("harness_gateway")
+
+
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+
+class RequestIdMiddleware:
+    """Gives every HTTP request an id (the client's ``x-request-id`` when sane, else a new one),
+    echoes it in the ``x-request-id`` response header and logs one access line with it."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        incoming = dict(scope["headers"]).get(b"x-request-id", b"").decode("latin-1")
+        request_id = incoming if _REQUEST_ID.match(incoming) else uuid.uuid4().hex
+        scope.setdefault("state", {})["request_id"] = request_id
+        status = {"code": 0}
+        started = time.perf_counter()
+
+        async def tagged(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+                message = {**message, "headers": [*message.get("headers", []), (b"x-request-id", request_id.encode())]}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tagged)
+        finally:
+            logger.info(
+                "request %s %s %s -> %s in %.3fs",
+                request_id, scope["method"], scope["path"], status["code"], time.perf_counter() - started,
+            )  # fmt: skip
