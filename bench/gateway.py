@@ -333,15 +333,22 @@ def _load(
 
 
 def _run(
-    python: str, url: str, model: str, pid: int | None, streams_for: dict[int, int], log: Any, key: str = ""
+    python: str,
+    url: str,
+    model: str,
+    pid: int | None,
+    streams_for: dict[int, int],
+    log: Any,
+    key: str = "",
+    headers: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     rows: dict[str, Any] = {}
     key = key or _new_key()
-    _load(python, url, model, 4, 2, key)  # warm-up: connections, imports, first-request paths
+    _load(python, url, model, 4, 2, key, headers)  # warm-up: connections, imports, first-request paths
     for clients, streams in streams_for.items():
         pids = _tree(pid) if pid is not None else []
         c0 = _cpu_s(pids)
-        row = _load(python, url, model, clients, streams, key)
+        row = _load(python, url, model, clients, streams, key, headers)
         if pids and "error" not in row:
             row["cpu_s"] = _cpu_s(pids) - c0
             row["cpu_us_per_chunk"] = row["cpu_s"] / max(1, row["deltas"]) * 1e6
@@ -377,6 +384,7 @@ def measure(
     log: Any,
     *,
     litellm_python: str | None = None,
+    portkey: str | None = None,
     quick: bool = False,
     only: tuple[str, ...] = (),
 ) -> dict[str, Any]:
@@ -405,6 +413,14 @@ def measure(
                     out[label] = _run(python, url, model, pid, many if label == "harness" else fast, log, key)
             except (RuntimeError, OSError) as exc:
                 out[label] = {"error": str(exc)}
+        if portkey and wanted("portkey"):
+            log("  portkey")
+            try:
+                with _portkey(upstream, Path(portkey)) as (url, model, pid, key, headers):
+                    out["portkey"] = _run(python, url, model, pid, many, log, key, headers)
+            except RuntimeError as exc:
+                log(f"    skipped: {exc}")
+                out["portkey"] = {"error": str(exc)}
         if not wanted("litellm"):
             return out
         if litellm_python and Path(litellm_python).exists():
@@ -663,6 +679,11 @@ def main(argv: list[str] | None = None) -> None:
     every = tasks.add_parser("measure")
     every.add_argument("--only", nargs="*", default=[])
     every.add_argument("--litellm-python", default=str(_ROOT / "bench" / ".venv-litellm" / "bin" / "python"))
+    every.add_argument(
+        "--portkey",
+        default=str(PORTKEY),
+        help="Portkey's npm install (skipped with a line when absent; '' to leave out)",
+    )
     every.add_argument("--quick", action="store_true")
     prof = tasks.add_parser("profile")
     prof.add_argument("out", type=Path)
@@ -737,7 +758,13 @@ def main(argv: list[str] | None = None) -> None:
         result = {"machine": machine(), "rounds": 1, "load_before": os.getloadavg()}
         with loopback_server(sys.executable) as base:
             result["gateway"] = measure(
-                sys.executable, base, log, litellm_python=args.litellm_python, quick=args.quick, only=tuple(args.only)
+                sys.executable,
+                base,
+                log,
+                litellm_python=args.litellm_python,
+                portkey=args.portkey,
+                quick=args.quick,
+                only=tuple(args.only),
             )
         result["load_after"] = os.getloadavg()
     json.dump(result, sys.stdout)
