@@ -25,6 +25,21 @@ def _user_data_in_tmp(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyt
     monkeypatch.setenv("XDG_DATA_HOME", str(data))
 
 
+@pytest.fixture(autouse=True)
+def _auto_transport_is_httpcore() -> Iterator[None]:
+    """``transport: auto`` means httpcore in every test (as in the ``harness`` command line) unless
+    the test chooses otherwise: the library's default is aiohttp, but many tests prove a closed
+    connection with :meth:`ScriptedServer.wait_idle`, which blocks the event loop, and aiohttp
+    closes a socket on the loop's next turn. The conformance suite runs every obligation on
+    both transports explicitly; tests/http/test_http_transport.py checks the default itself."""
+    from harness_core.http.transport import prefer_transport, preferred_transport
+
+    before = preferred_transport()
+    prefer_transport("httpcore")
+    yield
+    prefer_transport(before)
+
+
 @pytest.fixture(params=["asyncio", "trio"])
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)

@@ -418,6 +418,11 @@ def main(argv: list[str] | None = None) -> None:
         default=str(_root() / "bench" / ".venv-litellm" / "bin" / "python"),
         help="python of the venv holding litellm[proxy] (the gateway section's peer)",
     )
+    parser.add_argument(
+        "--portkey",
+        default=str(_root() / "bench" / ".portkey"),
+        help="folder of Portkey's npm install (the gateway section's Node peer; skipped with a line when absent)",
+    )
     parser.add_argument("--out", default="bench-results", help="folder for results.md / results.json / profiles")
     parser.add_argument("--quick", action="store_true", help="2 rounds, fewer start-up runs: a smoke run")
     args = parser.parse_args(argv)
@@ -456,7 +461,9 @@ def main(argv: list[str] | None = None) -> None:
             elif section == "gateway":
                 from bench.gateway import measure as measure_gateways
 
-                res[section] = measure_gateways(python, base, log, litellm_python=args.litellm_python, quick=args.quick)
+                res[section] = measure_gateways(
+                    python, base, log, litellm_python=args.litellm_python, portkey=args.portkey, quick=args.quick
+                )
             elif section == "hot_key":
                 from bench.gateway import hot_key
 

@@ -48,7 +48,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CLIENTS", "hot_key", "load", "measure"]
+__all__ = ["CLIENTS", "compare", "hot_key", "load", "measure"]
 
 CLIENTS = (1, 16, 128)
 MANY = 512
@@ -58,6 +58,8 @@ _CONTENT = re.compile(rb'"content":\s?"[^"]')
 _ROOT = Path(__file__).resolve().parent.parent
 _KEY_ENV = "BENCH_GATEWAY_KEY"
 """The load generator's key (an environment variable, not an argument: ``ps`` shows arguments)."""
+_HEADERS_ENV = "BENCH_GATEWAY_HEADERS"
+"""Extra request headers of the load generator (JSON object; Portkey's provider and custom host)."""
 
 
 def _new_key(prefix: str = "sk-") -> str:
@@ -68,11 +70,14 @@ def _new_key(prefix: str = "sk-") -> str:
 # ----------------------------------------------------------------------------- load generator
 
 
-async def _one(host: str, port: int, path: str, body: bytes, key: str) -> tuple[float | None, int, bool]:
-    """One streamed request: (TTFT seconds, content deltas seen, ``[DONE]`` seen)."""
+async def _one(
+    host: str, port: int, path: str, body: bytes, key: str, extra: str = ""
+) -> tuple[float | None, int, bool]:
+    """One streamed request: (TTFT seconds, content deltas seen, ``[DONE]`` seen); ``extra``:
+    more header lines, each ending in CRLF."""
     head = (
         f"POST {path} HTTP/1.1\r\nhost: {host}:{port}\r\ncontent-type: application/json\r\n"
-        f"authorization: Bearer {key}\r\nconnection: close\r\ncontent-length: {len(body)}\r\n\r\n"
+        f"authorization: Bearer {key}\r\n{extra}connection: close\r\ncontent-length: {len(body)}\r\n\r\n"
     ).encode()
     start = time.perf_counter()
     reader, writer = await asyncio.open_connection(host, port)
@@ -106,11 +111,12 @@ async def load(url: str, model: str, clients: int, streams: int) -> dict[str, An
     counts: list[int] = []
     errors: list[str] = []
     key = os.environ.get(_KEY_ENV) or _new_key()
+    extra = "".join(f"{name}: {value}\r\n" for name, value in json.loads(os.environ.get(_HEADERS_ENV, "{}")).items())
 
     async def client() -> None:
         for _ in range(streams):
             try:
-                ttft, deltas, _done = await _one(host, port, "/v1/chat/completions", body, key)
+                ttft, deltas, _done = await _one(host, port, "/v1/chat/completions", body, key, extra)
             except OSError as exc:
                 errors.append(repr(exc))
                 continue
@@ -219,9 +225,12 @@ def _harness(
     provider: str = "",
     database: str = "",
     scenario: str = SCENARIO,
+    pythonpath: str = "",
+    virtual_key: bool = True,
+    label: str = "",
 ) -> Iterator[tuple[str, str, int, str]]:
     port = _free_port()
-    name = f"harness-{workers}{server.replace(' ', '').replace(',', '-').replace(':', '')}"
+    name = label or f"harness-{workers}{server.replace(' ', '').replace(',', '-').replace(':', '')}"
     config = tmp / f"{name}.yaml"
     config.write_text(
         "plugins:\n"
@@ -233,6 +242,8 @@ def _harness(
     )
     master = _new_key()
     env = {**os.environ, "BENCH_MASTER_KEY": master, "BENCH_UPSTREAM_KEY": _new_key()}
+    if pythonpath:  # another copy of the sources (the "before" of a comparison) ahead of the editable installs
+        env["PYTHONPATH"] = pythonpath
     harness = str(Path(python).parent / "harness")
     argv = [*wrap, harness, "serve", "-c", str(config), "--port", str(port), "--workers", str(workers)]
     logs = None if os.environ.get("BENCH_GATEWAY_STDERR") else subprocess.DEVNULL  # set it to see the gateway's log
@@ -240,7 +251,7 @@ def _harness(
     try:
         url = f"http://127.0.0.1:{port}"
         _wait_ready(f"{url}/healthz", proc)
-        yield url, f"bench/{scenario}", proc.pid, _create_key(url, master)
+        yield url, f"bench/{scenario}", proc.pid, _create_key(url, master) if virtual_key else master
     finally:
         # uvicorn re-raises SIGTERM after its shutdown (the process dies before a profiler writes);
         # SIGINT ends in KeyboardInterrupt, which lets cProfile save its statistics
@@ -275,9 +286,45 @@ def _litellm(litellm_python: str, upstream: str, tmp: Path) -> Iterator[tuple[st
         proc.wait(timeout=30)
 
 
-def _load(python: str, url: str, model: str, clients: int, streams: int, key: str) -> dict[str, Any]:
+PORTKEY = _ROOT / "bench" / ".portkey"
+"""Where ``npm install`` put Portkey's gateway (``bench/.portkey/package.json``: 1.15.2 with
+``@hono/node-server`` pinned to 1.14.1 through ``overrides``, since newer ones make every request
+a 500)."""
+
+
+@contextlib.contextmanager
+def _portkey(upstream: str, root: Path = PORTKEY) -> Iterator[tuple[str, str, int, str, dict[str, str]]]:
+    """Portkey's open-source gateway (Node) on a loopback port (``bench/portkey_loopback.mjs``
+    binds it to 127.0.0.1), its upstream our bench server (``x-portkey-provider: openai`` with
+    ``x-portkey-custom-host``, the upstream key as the bearer: Portkey has no keys of its own
+    without its hosted control plane). Yields (url, model, pid, key, extra headers).
+
+    Raises:
+        RuntimeError: not installed (``npm install`` in ``bench/.portkey``), or it did not start.
+    """
+    start = root / "node_modules" / "@portkey-ai" / "gateway" / "build" / "start-server.js"
+    node = shutil.which("node")
+    if node is None or not start.exists():
+        raise RuntimeError(f"Portkey's gateway is not installed ({root}: npm install)")
+    port = _free_port()
+    argv = [node, str(_ROOT / "bench" / "portkey_loopback.mjs"), str(start), f"--port={port}", "--headless"]
+    env = {**os.environ, "NODE_ENV": "production"}
+    proc = subprocess.Popen(argv, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        _wait_ready(f"{url}/", proc)
+        headers = {"x-portkey-provider": "openai", "x-portkey-custom-host": f"{upstream}/v1"}
+        yield url, SCENARIO, proc.pid, _new_key(), headers
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def _load(
+    python: str, url: str, model: str, clients: int, streams: int, key: str, headers: dict[str, str] | None = None
+) -> dict[str, Any]:
     argv = [python, "-m", "bench.gateway", "load", url, model, str(clients), str(streams)]
-    env = {**os.environ, _KEY_ENV: key}
+    env = {**os.environ, _KEY_ENV: key, _HEADERS_ENV: json.dumps(headers or {})}
     done = subprocess.run(argv, capture_output=True, text=True, cwd=_ROOT, env=env, check=False)
     if done.returncode != 0:
         return {"error": (done.stderr.strip().splitlines() or ["?"])[-1][:300]}
@@ -286,15 +333,22 @@ def _load(python: str, url: str, model: str, clients: int, streams: int, key: st
 
 
 def _run(
-    python: str, url: str, model: str, pid: int | None, streams_for: dict[int, int], log: Any, key: str = ""
+    python: str,
+    url: str,
+    model: str,
+    pid: int | None,
+    streams_for: dict[int, int],
+    log: Any,
+    key: str = "",
+    headers: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     rows: dict[str, Any] = {}
     key = key or _new_key()
-    _load(python, url, model, 4, 2, key)  # warm-up: connections, imports, first-request paths
+    _load(python, url, model, 4, 2, key, headers)  # warm-up: connections, imports, first-request paths
     for clients, streams in streams_for.items():
         pids = _tree(pid) if pid is not None else []
         c0 = _cpu_s(pids)
-        row = _load(python, url, model, clients, streams, key)
+        row = _load(python, url, model, clients, streams, key, headers)
         if pids and "error" not in row:
             row["cpu_s"] = _cpu_s(pids) - c0
             row["cpu_us_per_chunk"] = row["cpu_s"] / max(1, row["deltas"]) * 1e6
@@ -330,6 +384,7 @@ def measure(
     log: Any,
     *,
     litellm_python: str | None = None,
+    portkey: str | None = None,
     quick: bool = False,
     only: tuple[str, ...] = (),
 ) -> dict[str, Any]:
@@ -358,6 +413,14 @@ def measure(
                     out[label] = _run(python, url, model, pid, many if label == "harness" else fast, log, key)
             except (RuntimeError, OSError) as exc:
                 out[label] = {"error": str(exc)}
+        if portkey and wanted("portkey"):
+            log("  portkey")
+            try:
+                with _portkey(upstream, Path(portkey)) as (url, model, pid, key, headers):
+                    out["portkey"] = _run(python, url, model, pid, many, log, key, headers)
+            except RuntimeError as exc:
+                log(f"    skipped: {exc}")
+                out["portkey"] = {"error": str(exc)}
         if not wanted("litellm"):
             return out
         if litellm_python and Path(litellm_python).exists():
@@ -372,23 +435,26 @@ def measure(
     return out
 
 
-def profile(python: str, upstream: str, out: Path, clients: int, streams: int, server: str = "") -> Path:
-    """cProfile of a one-worker ``harness serve`` relaying ``clients`` × ``streams`` streams (after
-    a warm-up); the statistics sorted by own time and by cumulative time go to ``out`` (text),
-    the raw profile next to it (``.prof``)."""
+def profile(
+    python: str, upstream: str, out: Path, clients: int, streams: int, server: str = "", scenario: str = SCENARIO
+) -> Path:
+    """cProfile of a one-worker ``harness serve`` relaying ``clients`` × ``streams`` streams of
+    ``scenario`` (after a warm-up; :data:`SHORT` profiles short requests); the statistics sorted
+    by own time and by cumulative time go to ``out`` (text), the raw profile next to it
+    (``.prof``)."""
     import pstats
 
     with tempfile.TemporaryDirectory(prefix="harness-bench-gateway-") as name:
         tmp = Path(name)
         raw = out.resolve().with_suffix(".prof")  # kept for pstats / snakeviz
         wrap = (python, "-m", "cProfile", "-o", str(raw))
-        with _harness(python, upstream, tmp, 1, server, wrap) as (url, model, _pid, key):
+        with _harness(python, upstream, tmp, 1, server, wrap, scenario=scenario) as (url, model, _pid, key):
             _load(python, url, model, 4, 2, key)
             row = _load(python, url, model, clients, streams, key)
         with out.open("w") as sink:
             sink.write(
                 f"# harness serve under cProfile ({server or 'defaults'}), {clients} clients x {streams} streams "
-                f"of {SCENARIO} after a warm-up: {_short(row)} (cProfile's own overhead included)\n"
+                f"of {scenario} after a warm-up: {_short(row)} (cProfile's own overhead included)\n"
             )
             stats = pstats.Stats(str(raw), stream=sink)
             stats.sort_stats("tottime").print_stats(45)
@@ -468,6 +534,108 @@ def hot_key(python: str, upstream: str, log: Any, *, quick: bool = False, rounds
     return out
 
 
+def _source_copy(commit: str, into: Path) -> str:
+    """The ``harness_core`` and ``plugins`` trees of ``commit`` extracted under ``into`` (``git
+    archive``: no checkout); the ``PYTHONPATH`` that puts them ahead of the editable installs."""
+    into.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(
+        ["git", "-C", str(_ROOT), "archive", commit, "harness_core", "plugins"], capture_output=True, check=True
+    )
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return os.pathsep.join([str(into), *sorted(str(src) for src in into.glob("plugins/*/src"))])
+
+
+def compare(
+    python: str,
+    upstream: str,
+    log: Any,
+    *,
+    gateways: tuple[str, ...],
+    scenario: str,
+    clients: tuple[int, ...],
+    per_client: int,
+    rounds: int,
+    before: str = "",
+) -> dict[str, Any]:
+    """Every gateway of ``gateways`` started at once and loaded in turn, round after round (so that
+    the ratios come from the same minutes of a shared machine): ``direct``, ``harness`` (this
+    checkout, no middleware, the load carries the master key: no virtual key, no admission),
+    ``harness-vkey`` (a virtual key on SQLite), ``harness-before`` (the sources of commit
+    ``before``), ``harness-h11`` / ``harness-httptools`` (uvicorn's parser chosen), ``portkey``.
+    ``scenario``: :data:`SHORT` for short requests, :data:`SCENARIO` for 200-chunk streams.
+    Returns per gateway and client count the rounds' rows and their medians (requests/s, gateway
+    CPU per request in ms and per chunk in µs, TTFT), and each median's ratio to ``direct`` and to
+    ``portkey`` in the same run."""
+    out: dict[str, Any] = {"scenario": scenario, "rounds": rounds, "per_client": per_client, "gateways": {}}
+    with tempfile.TemporaryDirectory(prefix="harness-bench-compare-") as name, contextlib.ExitStack() as stack:
+        tmp = Path(name)
+        running: dict[str, tuple[str, str, int | None, str, dict[str, str]]] = {}
+        for label in gateways:
+            try:
+                if label == "direct":
+                    running[label] = (upstream, scenario, None, _new_key(), {})
+                elif label == "portkey":
+                    url, _model, pid, key, headers = stack.enter_context(_portkey(upstream))
+                    running[label] = (url, scenario, pid, key, headers)
+                elif label.startswith("harness"):
+                    server = {"harness-h11": "http: h11", "harness-httptools": "http: httptools"}.get(label, "")
+                    path = _source_copy(before, tmp / "before") if label == "harness-before" else ""
+                    url, model, pid, key = stack.enter_context(
+                        _harness(
+                            python,
+                            upstream,
+                            tmp,
+                            1,
+                            server,
+                            scenario=scenario,
+                            pythonpath=path,
+                            virtual_key=label == "harness-vkey",
+                            label=label,
+                        )
+                    )
+                    running[label] = (url, model, pid, key, {})
+                else:
+                    raise RuntimeError(f"unknown gateway {label!r}")
+            except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
+                log(f"  {label}: skipped: {exc}")
+                out["gateways"][label] = {"error": str(exc)}
+        for url, model, _pid, key, headers in running.values():
+            _load(python, url, model, 4, 2, key, headers)  # warm-up
+        table: dict[str, dict[str, list[dict[str, Any]]]] = {label: {} for label in running}
+        for number in range(rounds):
+            for count in clients:
+                for label, (url, model, pid, key, headers) in running.items():
+                    pids = _tree(pid) if pid is not None else []
+                    c0 = _cpu_s(pids)
+                    row = _load(python, url, model, count, per_client, key, headers)
+                    if pids and "error" not in row:
+                        row["cpu_s"] = _cpu_s(pids) - c0
+                        row["cpu_ms_per_request"] = row["cpu_s"] / max(1, row["streams"]) * 1000
+                        row["cpu_us_per_chunk"] = row["cpu_s"] / max(1, row["deltas"]) * 1e6
+                    table[label].setdefault(str(count), []).append(row)
+                    log(f"    round {number + 1}, {count} clients, {label}: {_short(row)}")
+    for label, by_clients in table.items():
+        out["gateways"][label] = {}
+        for count, rows in by_clients.items():
+            good = [row for row in rows if "error" not in row]
+            keys = ("streams_per_s", "cpu_ms_per_request", "cpu_us_per_chunk", "ttft_p50_ms", "ttft_p99_ms")
+            median = {
+                k: statistics.median(r[k] for r in good if r.get(k) is not None)
+                for k in keys
+                if any(r.get(k) is not None for r in good)
+            }
+            out["gateways"][label][count] = {"median": median, "rounds": rows}
+    for by_clients in out["gateways"].values():
+        for count, cell in by_clients.items() if "error" not in by_clients else ():
+            for anchor in ("direct", "portkey"):
+                other = out["gateways"].get(anchor, {}).get(count, {}).get("median", {})
+                if other.get("streams_per_s") and cell["median"].get("streams_per_s"):
+                    cell[f"x_{anchor}"] = cell["median"]["streams_per_s"] / other["streams_per_s"]
+                if anchor == "portkey" and other.get("cpu_ms_per_request") and cell["median"].get("cpu_ms_per_request"):
+                    cell["cpu_x_portkey"] = cell["median"]["cpu_ms_per_request"] / other["cpu_ms_per_request"]
+    return out
+
+
 def combine(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Several ``measure`` results (``results.json``-shaped) as one: every figure the median over
     the runs that have it, ``rounds`` their number, every run kept under ``runs``."""
@@ -511,15 +679,28 @@ def main(argv: list[str] | None = None) -> None:
     every = tasks.add_parser("measure")
     every.add_argument("--only", nargs="*", default=[])
     every.add_argument("--litellm-python", default=str(_ROOT / "bench" / ".venv-litellm" / "bin" / "python"))
+    every.add_argument(
+        "--portkey",
+        default=str(PORTKEY),
+        help="Portkey's npm install (skipped with a line when absent; '' to leave out)",
+    )
     every.add_argument("--quick", action="store_true")
     prof = tasks.add_parser("profile")
     prof.add_argument("out", type=Path)
     prof.add_argument("--clients", type=int, default=16)
     prof.add_argument("--streams", type=int, default=8)
     prof.add_argument("--server", default="", help="extra gateway settings, e.g. 'loop: asyncio, http: h11'")
+    prof.add_argument("--scenario", default=SCENARIO, help=f"the upstream's scenario ({SHORT}: short requests)")
     hot = tasks.add_parser("hot-key")
     hot.add_argument("--quick", action="store_true")
     hot.add_argument("--rounds", type=int, default=10)
+    both = tasks.add_parser("compare", help="gateways side by side, loaded in turn round after round")
+    both.add_argument("--gateways", nargs="+", default=["direct", "harness", "portkey"])
+    both.add_argument("--scenario", default=SHORT)
+    both.add_argument("--clients", nargs="+", type=int, default=[128])
+    both.add_argument("--per-client", type=int, default=4, help="requests per client per round")
+    both.add_argument("--rounds", type=int, default=5)
+    both.add_argument("--before", default="", help="commit for harness-before (git archive, on PYTHONPATH)")
     merge = tasks.add_parser("combine")
     merge.add_argument("files", nargs="+", type=Path)
     args = parser.parse_args(argv)
@@ -537,11 +718,35 @@ def main(argv: list[str] | None = None) -> None:
         with loopback_server(sys.executable) as base:
             result["hot_key"] = hot_key(sys.executable, base, say, quick=args.quick, rounds=args.rounds)
         result["load_after"] = os.getloadavg()
+    elif args.task == "compare":
+        from bench.__main__ import loopback_server, machine
+
+        def note(message: str) -> None:
+            print(message, file=sys.stderr, flush=True)
+
+        result = {"machine": machine(), "load_before": os.getloadavg()}
+        with loopback_server(sys.executable) as base:
+            result["compare"] = compare(
+                sys.executable,
+                base,
+                note,
+                gateways=tuple(args.gateways),
+                scenario=args.scenario,
+                clients=tuple(args.clients),
+                per_client=args.per_client,
+                rounds=args.rounds,
+                before=args.before,
+            )
+        result["load_after"] = os.getloadavg()
     elif args.task == "profile":
         from bench.__main__ import loopback_server
 
         with loopback_server(sys.executable) as base:
-            result = {"profile": str(profile(sys.executable, base, args.out, args.clients, args.streams, args.server))}
+            result = {
+                "profile": str(
+                    profile(sys.executable, base, args.out, args.clients, args.streams, args.server, args.scenario)
+                )
+            }
     else:
         from bench.__main__ import loopback_server
 
@@ -553,7 +758,13 @@ def main(argv: list[str] | None = None) -> None:
         result = {"machine": machine(), "rounds": 1, "load_before": os.getloadavg()}
         with loopback_server(sys.executable) as base:
             result["gateway"] = measure(
-                sys.executable, base, log, litellm_python=args.litellm_python, quick=args.quick, only=tuple(args.only)
+                sys.executable,
+                base,
+                log,
+                litellm_python=args.litellm_python,
+                portkey=args.portkey,
+                quick=args.quick,
+                only=tuple(args.only),
             )
         result["load_after"] = os.getloadavg()
     json.dump(result, sys.stdout)

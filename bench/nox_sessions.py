@@ -6,6 +6,7 @@ and every plugin editable.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,8 @@ def bench(session: Any, install_project: Callable[[Any], None]) -> None:
     httpx 0.28-vs-httpx2 section activates per worker through ``httpx2.alias_httpx()``) and
     pyinstrument; with ``--peers`` also LiteLLM and simonw's llm. The gateway section's LiteLLM
     proxy lives in its own virtual environment, ``bench/.venv-litellm`` (created here once; its
-    dependencies conflict with nothing of ours there). Writes bench-results/.
+    dependencies conflict with nothing of ours there); Portkey's gateway is ``npm install``ed into
+    ``bench/.portkey`` when npm is present (else its rows say it is absent). Writes bench-results/.
     """
     session.chdir(ROOT)
     install_project(session)
@@ -30,6 +32,9 @@ def bench(session: Any, install_project: Callable[[Any], None]) -> None:
     if not (litellm_venv / "bin" / "litellm").exists():
         session.run("python", "-m", "venv", str(litellm_venv))
         session.run(str(litellm_venv / "bin" / "pip"), "install", "-q", "litellm[proxy]", external=True)
+    portkey = ROOT / "bench" / ".portkey"  # Portkey's gateway (Node), pinned in its package.json
+    if shutil.which("npm") and not (portkey / "node_modules" / "@portkey-ai" / "gateway").exists():
+        session.run("npm", "install", "--no-audit", "--no-fund", "--prefix", str(portkey), external=True)
     if "--peers" in session.posargs:
         session.install(*PEERS)
     session.run("python", "-m", "bench", *session.posargs)

@@ -20,7 +20,13 @@ __all__ = ["CONFIG_HELP", "config_option", "group_config", "main"]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Run the ``harness`` command line with ``argv`` (default ``sys.argv[1:]``); exits the process."""
-    from harness_core.cli._app import cli
+    """Run the ``harness`` command line with ``argv`` (default ``sys.argv[1:]``); exits the process.
 
+    ``transport: auto`` means httpcore here (:func:`harness_core.http.prefer_transport`): a
+    one-shot command relays too few chunks to repay aiohttp's import; ``harness serve`` prefers
+    aiohttp again."""
+    from harness_core.cli._app import cli
+    from harness_core.http.transport import prefer_transport
+
+    prefer_transport("httpcore")
     cli.main(args=list(argv) if argv is not None else None, prog_name="harness")

@@ -3,17 +3,17 @@ aiohttp's (through `httpx-aiohttp <https://pypi.org/project/httpx-aiohttp/>`_, h
 aiohttp's C HTTP parser and connection pool; asyncio only).
 
 The choice is the ``transport:`` field of an HTTP provider's config (``auto``, ``httpcore`` or
-``aiohttp``). ``auto`` resolves to :func:`preferred_transport` (``httpcore`` unless a long-lived
-process such as ``harness serve`` chose ``aiohttp`` with :func:`prefer_transport`) and always to
-``httpcore`` under trio or when httpx-aiohttp is not installed. The measurements behind the
-default are in ``BENCHMARKS.md`` ("The transport").
+``aiohttp``). ``auto`` resolves to :func:`preferred_transport`: ``aiohttp`` by default (a
+library user's process, ``harness serve``: aiohttp's import is paid once, every chunk costs less),
+``httpcore`` where the ``harness`` command line chose it with :func:`prefer_transport` (a
+one-shot ``run`` relays a few hundred chunks: the import would cost more than it saves); and
+always ``httpcore`` under trio or when httpx-aiohttp is not installed. The measurements behind
+the default are in ``BENCHMARKS.md`` ("The transport").
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final, Literal, get_args
-
-from harness_core.errors import LlmError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import httpx
@@ -24,14 +24,15 @@ TransportName = Literal["auto", "httpcore", "aiohttp"]
 """The values of an HTTP provider's ``transport:`` field."""
 
 _NAMES: Final = get_args(TransportName)
-_preferred: list[Literal["httpcore", "aiohttp"]] = ["httpcore"]
+_preferred: list[Literal["httpcore", "aiohttp"]] = ["aiohttp"]
 
 
 def prefer_transport(name: Literal["httpcore", "aiohttp"]) -> None:
     """Make ``auto`` mean ``name`` in this process (clients created afterwards).
 
-    The gateway calls ``prefer_transport("aiohttp")`` before serving: a long-lived process pays
-    aiohttp's import once and gains on every chunk; the CLI's one-shot ``run`` keeps httpcore.
+    The ``harness`` command line calls ``prefer_transport("httpcore")`` (a one-shot ``run`` would
+    pay aiohttp's import for a few hundred chunks) and ``harness serve`` ``prefer_transport("aiohttp")``
+    again before serving; a library user's process keeps the default, ``aiohttp``.
 
     Raises:
         ValueError: ``name`` is neither ``"httpcore"`` nor ``"aiohttp"``.
@@ -42,7 +43,7 @@ def prefer_transport(name: Literal["httpcore", "aiohttp"]) -> None:
 
 
 def preferred_transport() -> Literal["httpcore", "aiohttp"]:
-    """What ``auto`` means in this process (see :func:`prefer_transport`); ``"httpcore"`` by default."""
+    """What ``auto`` means in this process (see :func:`prefer_transport`); ``"aiohttp"`` by default."""
     return _preferred[0]
 
 
@@ -76,6 +77,8 @@ def resolve_transport(name: str, *, provider: str | None = None) -> Literal["htt
             an event loop other than asyncio, or for ``aiohttp`` when httpx-aiohttp is not
             installed (``pip install 'harness-core[aiohttp]'``).
     """
+    from harness_core.errors import LlmError  # here: the command line imports this module before msgspec
+
     if name not in _NAMES:
         raise LlmError("CONFIG", f"transport: expected one of {', '.join(_NAMES)}, got {name!r}", provider=provider)
     library = _async_library()

@@ -4,6 +4,8 @@ the aiohttp transport's faults classified as httpcore's are."""
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import aiohttp
@@ -40,10 +42,27 @@ def no_httpx_aiohttp(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "httpx_aiohttp" else real(name))
 
 
-def test_auto_is_httpcore_unless_a_process_prefers_aiohttp() -> None:
-    assert preferred_transport() == "httpcore"
+def test_auto_is_httpcore_where_a_process_prefers_it() -> None:
+    assert preferred_transport() == "httpcore"  # the root conftest's choice, as the CLI's
     assert resolve_transport("auto") == "httpcore"
     assert resolve_transport("httpcore") == "httpcore"
+
+
+def test_auto_is_aiohttp_for_a_library_user_and_httpcore_in_the_command_line() -> None:
+    """A fresh process (a library user's) prefers aiohttp; ``harness_core.cli.main`` (the console
+    script) prefers httpcore before any subcommand runs."""
+    code = (
+        "import contextlib\n"
+        "from harness_core.http import preferred_transport\n"
+        "from harness_core.cli import main\n"
+        "print(preferred_transport())\n"
+        "with contextlib.suppress(SystemExit):\n"
+        "    main(['--help'])\n"
+        "print(preferred_transport())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    lines = done.stdout.strip().splitlines()
+    assert (lines[0], lines[-1]) == ("aiohttp", "httpcore")
 
 
 @pytest.mark.usefixtures("aiohttp_preferred")

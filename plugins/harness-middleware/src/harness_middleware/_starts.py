@@ -42,11 +42,12 @@ import importlib
 import re
 import warnings
 from collections.abc import Iterable, Sequence
-from typing import Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-import regex
+if TYPE_CHECKING:  # pragma: no cover - typing only; ``regex`` is imported where a pattern is compiled
+    import regex
 
-__all__ = ["MatchStarts", "behind", "earliest", "longest", "may_be_empty"]
+__all__ = ["MatchStarts", "behind", "earliest", "literal_filter", "longest", "may_be_empty", "plain"]
 
 _Chars: TypeAlias = frozenset[str] | None
 """A set of characters; ``None`` is "any character"."""
@@ -78,9 +79,7 @@ class MatchStarts:
         self._literals: re.Pattern[str] | None = None
         if checks is None:
             return  # no sets: the scan itself is asked
-        if all(check[3] for check in checks):  # plain text search: ``re`` is enough, and faster
-            texts = sorted(set().union(*(check[3] for check in checks)), key=lambda t: (-len(t), t))
-            self._literals = re.compile("|".join(map(re.escape, texts)))
+        self._literals = literal_filter(sources, pattern.pattern)
         # the alternatives whose alphabet holds each character (those without one hold every one)
         holding: dict[str, list[int]] = {}
         for i, check in enumerate(checks):
@@ -146,6 +145,26 @@ def earliest(pattern: regex.Pattern[str], text: str, start: int, limit: int, cha
     return stop
 
 
+def literal_filter(sources: Sequence[str], combined: str) -> re.Pattern[str] | None:
+    """A plain ``re`` search for texts one of which every match of each of ``sources`` contains
+    (``combined``: their alternation as compiled); ``None`` when that is not known for one of
+    them. No match can lie in a text it does not find, so a masker can pass such a text on
+    without compiling (or importing) ``regex``."""
+    if _sets(combined) is None:  # also when one of ``sources`` is, or has an inline global flag
+        return None
+    sets = [_sets(source) for source in sources]
+    if not all(bounded is not None and bounded[2] for bounded in sets):
+        return None  # plain text search only when every alternative has its texts
+    texts = sorted(set().union(*(bounded[2] for bounded in sets if bounded is not None)), key=lambda t: (-len(t), t))
+    return re.compile("|".join(map(re.escape, texts)))
+
+
+def plain(source: str) -> bool:
+    """Whether ``source`` is plain ``re`` syntax that ``regex`` reads the same way (CPython's
+    parser reads it; see module doc): then it needs no ``regex`` compile to be known valid."""
+    return _parse(source) is not None
+
+
 def longest(source: str) -> int | None:
     """The most characters a match of ``source`` can span; ``None`` when unbounded (``a+``) or
     not known (syntax only the ``regex`` module reads)."""
@@ -157,7 +176,11 @@ def may_be_empty(source: str) -> bool:
     """Whether ``source`` can match the empty string somewhere (``\\b``, ``x*``, ``(?=x)``);
     when its syntax tree is not known, whether it matches the empty text."""
     width = _widths(source)
-    return regex.fullmatch(source, "") is not None if width is None else width[0] == 0
+    if width is not None:
+        return width[0] == 0
+    import regex  # syntax only ``regex`` reads: ask it
+
+    return regex.fullmatch(source, "") is not None
 
 
 def behind(source: str) -> int | None:
@@ -206,7 +229,7 @@ def _bucket(checks: list[_Check]) -> _Bucket:
     return common, frozenset().union(*(check[1] or () for check in rare)), rare
 
 
-_Check: TypeAlias = tuple[str | None, frozenset[str] | None, regex.Pattern[str], frozenset[str]]
+_Check: TypeAlias = "tuple[str | None, frozenset[str] | None, regex.Pattern[str], frozenset[str]]"
 """One alternative: its alphabet (an ``str.rstrip`` argument), first characters (``None``: any),
 the alternative compiled alone, and texts one of which every complete match contains (empty:
 none known)."""
@@ -216,6 +239,8 @@ _Bucket: TypeAlias = tuple[tuple[_Check, ...], frozenset[str], tuple[_Check, ...
 
 def _checks(sources: Sequence[str], combined: str) -> list[_Check] | None:
     """The :data:`_Check` of each of ``sources``, or ``None`` when one cannot be bounded."""
+    import regex
+
     sets = [_sets(source) for source in sources]
     if _sets(combined) is None:  # also when one of ``sources`` is, or has an inline global flag
         return None

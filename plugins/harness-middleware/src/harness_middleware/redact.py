@@ -32,11 +32,11 @@ time (:func:`match_length_problem`); what is held never exceeds about the longes
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator
-from typing import Annotated, Final, Literal
+from typing import TYPE_CHECKING, Annotated, Final, Literal
 
 import msgspec
-import regex
 
 from harness_core.embedding import EmbedCallNext, Embeddings, EmbedOptions
 from harness_core.errors import LlmError
@@ -52,7 +52,10 @@ from harness_core.types import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from harness_middleware._starts import MatchStarts, behind, longest, may_be_empty
+from harness_middleware._starts import MatchStarts, behind, literal_filter, longest, may_be_empty, plain
+
+if TYPE_CHECKING:  # pragma: no cover - typing only; ``regex`` is imported where a pattern is compiled
+    import regex
 from harness_middleware._stream import aclose
 
 __all__ = ["PRESETS", "PRESET_GROUPS", "Masker", "RedactPlugin", "StreamMasker", "match_length_problem"]
@@ -137,14 +140,14 @@ class Masker:
     matches starting there the first pattern's (in the order given).
     """
 
-    def __init__(self, patterns: dict[str, str], replacement: str, max_match_length: int | None = None) -> None:
+    def __init__(
+        self, patterns: dict[str, str], replacement: str, max_match_length: int | None = None, *, lazy: bool = False
+    ) -> None:
         self.names: dict[str, str] = {}
         parts: list[str] = []
         for i, (name, source) in enumerate(patterns.items()):
-            try:
-                regex.compile(source)
-            except regex.error as exc:
-                raise LlmError("CONFIG", f"redact: pattern {name!r} is not a valid regular expression: {exc}") from exc
+            if not (lazy and plain(source)):  # plain ``re`` syntax is ``regex`` syntax read the same way
+                _compile(name, source)
             if may_be_empty(source):
                 raise LlmError("CONFIG", f"redact: pattern {name!r} matches the empty string")
             self.names[f"_p{i}"] = name
@@ -152,14 +155,33 @@ class Masker:
         problem = match_length_problem(patterns, max_match_length)
         if problem is not None:
             raise LlmError("CONFIG", f"redact: {problem}")
-        self.pattern = regex.compile("|".join(parts)) if parts else None
-        self.starts = MatchStarts(list(patterns.values()), self.pattern) if self.pattern is not None else None
-        """Where the stream masker's next match may start (:meth:`MatchStarts.first`)."""
+        self._sources = list(patterns.values())
+        self._combined = "|".join(parts)
+        self._filter = literal_filter(self._sources, self._combined) if parts else None
+        """Texts one of which every match contains (plain ``re``): a text without them is passed on
+        without the ``regex`` pattern, which ``lazy`` compiles on the first text that has them."""
         self.replacement = replacement
         self.max_match_length = max_match_length
         self.context = max([_CONTEXT, *filter(None, map(behind, patterns.values()))])
         """Characters of emitted text a stream masker keeps for look-behind: what the patterns
         read before a match (64 when that is less or not known)."""
+        if not lazy:
+            _ = self.starts  # compiled now: ``redact``'s own patterns, at config time
+
+    @functools.cached_property
+    def pattern(self) -> regex.Pattern[str] | None:
+        """Every pattern as one alternation (``regex`` module), each in a group ``_p<i>``;
+        ``None`` without patterns."""
+        if not self._combined:
+            return None
+        import regex
+
+        return regex.compile(self._combined)
+
+    @functools.cached_property
+    def starts(self) -> MatchStarts | None:
+        """Where the stream masker's next match may start (:meth:`MatchStarts.first`)."""
+        return MatchStarts(self._sources, self.pattern) if self.pattern is not None else None
 
     def _replace(self, match: regex.Match[str]) -> str:
         group = match.lastgroup
@@ -168,6 +190,8 @@ class Masker:
 
     def mask(self, text: str) -> str:
         """``text`` with every match replaced."""
+        if self._filter is not None and self._filter.search(text) is None:
+            return text  # no match can lie in it (and ``regex`` need not be compiled)
         if self.pattern is None or self.starts is None or not self.starts.may_match(text):
             return text
         return self.pattern.sub(self._replace, text)
@@ -175,6 +199,20 @@ class Masker:
     def stream(self) -> StreamMasker:
         """A masker for one block of streamed text."""
         return StreamMasker(self)
+
+
+def _compile(name: str, source: str) -> None:
+    """Check that ``source`` compiles (``regex`` module).
+
+    Raises:
+        LlmError: ``CONFIG`` naming pattern ``name`` and the compiler's message.
+    """
+    import regex
+
+    try:
+        regex.compile(source)
+    except regex.error as exc:
+        raise LlmError("CONFIG", f"redact: pattern {name!r} is not a valid regular expression: {exc}") from exc
 
 
 class StreamMasker:
