@@ -14,6 +14,7 @@ import anyio
 import httpx
 import pytest
 from gw_helpers import gateway_yaml, serve_gateway
+from gw_postgres import Cluster
 from gw_redis import RedisServer
 
 from harness_core.config import ConfigError
@@ -56,11 +57,11 @@ async def key_of(store: RedisAdmission, spec: KeySpec) -> KeyRecord:
     return (await store.create_key(spec, now=NOW - 100))[1]
 
 
-async def burst(stores: list[RedisSQLiteStore], key: KeyRecord, count: int, now: float) -> list[Any]:
+async def burst(stores: list[Any], key: KeyRecord, count: int, now: float) -> list[Any]:
     """``count`` admissions at once, alternating between the stores: tickets or errors."""
     results: list[Any] = []
 
-    async def one(store: RedisSQLiteStore) -> None:
+    async def one(store: RedisAdmission) -> None:
         try:
             results.append(await store.admit(key, "mock", "echo", now=now))
         except GatewayError as exc:
@@ -313,4 +314,39 @@ def test_gateway_answers_503_while_redis_is_down(tmp_path: Path) -> None:
             assert answer.status_code == 200, answer.text
     finally:
         server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_keys_on_postgres_with_admission_in_redis_hold_exactly_across_two_hosts(redis_url: str) -> None:
+    root = Path(tempfile.mkdtemp(prefix="harness-pg-"))  # the postgres user cannot enter pytest's tmp_path
+    try:
+        cluster = Cluster(root)
+        cluster.start()
+        try:
+
+            async def main() -> None:
+                stores = [store_from_spec(cluster.dsn, root, limits=redis_url, lease=2.0) for _ in range(2)]
+                assert all(isinstance(store, RedisPostgresStore) for store in stores)
+                await stores[0].migrate()
+                _, key = await stores[0].create_key(KeySpec(name="pg", rpm=50, budget=1.0), now=NOW - 100)
+                (ticket,) = [r for r in await burst(stores, key, 6, NOW) if isinstance(r, str)]  # cost unknown
+                await stores[1].settle(ticket, "complete", TokenUsage(1, 1), 0.25, now=NOW + 1)
+                tickets = [r for r in await burst(stores, key, 10, NOW + 2) if isinstance(r, str)]
+                assert len(tickets) == 3  # exactly what the budget holds
+                assert await stores[1].reap(now=NOW + 5) == 3  # their owner "died": lost, nothing recorded
+                assert len([r for r in await burst(stores, key, 10, NOW + 6) if isinstance(r, str)]) == 3
+                await stores[0].settle(tickets[0], "complete", TokenUsage(2, 2), 0.1, now=NOW + 7)  # late: lost
+                await stores[0].settle(tickets[0], "complete", TokenUsage(2, 2), 0.1, now=NOW + 7)  # again: +0
+                anonymous = await stores[0].admit(None, "mock", "echo", now=NOW + 7)
+                await stores[1].settle(anonymous, "complete", TokenUsage(1, 1), 0.0, now=NOW + 8)
+                await stores[1].settle("no-such-ticket", "complete", None, 0.0, now=NOW + 8)
+                (record,) = await stores[0].list_keys()
+                assert record.spent == pytest.approx(0.35)  # charged the difference once
+                for store in stores:
+                    await store.aclose()
+
+            anyio.run(main)
+        finally:
+            cluster.stop()
+    finally:
         shutil.rmtree(root, ignore_errors=True)

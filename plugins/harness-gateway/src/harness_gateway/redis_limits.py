@@ -1,6 +1,6 @@
 """Admission state in Redis or Valkey: a key's rpm/tpm windows, spend and running reservations
 (with their leases), for one hot key served by many workers and hosts (config ``limits:
-redis://…``; docs/gateway.md#admission-in-redis).
+redis://…``; docs/gateway.md#admission-in-redis-or-valkey).
 
 The split: **keys and the ledger stay in SQL** (SQLite or PostgreSQL, ``database``: what a key
 may do, who revoked it, what every request cost: the record an operator audits and the console
@@ -48,7 +48,7 @@ import msgspec
 
 from harness_gateway.errors import GatewayError
 from harness_gateway.keys import KeyRecord
-from harness_gateway.postgres import PostgresStore
+from harness_gateway.postgres import PostgresStore, numbered
 from harness_gateway.store import (
     _KEY_COLUMNS,
     STALE_RUNNING,
@@ -65,6 +65,7 @@ from harness_gateway.store import (
 __all__ = [
     "ADMIT_LUA",
     "SETTLE_LUA",
+    "SETTLE_SQL",
     "RedisAdmission",
     "RedisLimits",
     "RedisPostgresStore",
@@ -192,6 +193,27 @@ return 1
 """
 )
 """The settlement script (see the module docs); answers 1, or 0 when Redis holds no state for the key."""
+
+
+SETTLE_SQL: Final = """
+WITH old AS (
+    SELECT status, coalesce(cost, 0) AS cost, coalesce(input_tokens, 0) + coalesce(output_tokens, 0) AS tokens,
+           coalesce(key_id, '') AS key_id
+    FROM gateway_ledger WHERE id = ? FOR UPDATE
+), closed AS (
+    UPDATE gateway_ledger SET status = ?, ended_at = ?, input_tokens = ?, output_tokens = ?, cost = ?
+    WHERE id = $1 RETURNING cost
+), spend AS (
+    UPDATE gateway_keys g SET
+        spent = g.spent + CASE WHEN old.status = 'running' THEN $6 ELSE $6 - old.cost END,
+        max_cost = CASE WHEN g.max_cost < $6 THEN $6 ELSE g.max_cost END
+    FROM old WHERE g.id = old.key_id AND old.key_id <> '' RETURNING g.id
+)
+SELECT old.status, old.cost, old.tokens, old.key_id, EXISTS (SELECT 1 FROM spend) FROM old
+"""
+"""PostgreSQL's settlement of a ledger row in one statement (:class:`RedisPostgresStore`): what
+:meth:`RedisAdmission._ledger_settle` does in a transaction (the ledger row locked, then the key
+row). Parameters: ticket, status, ended at, input and output tokens, cost."""
 
 
 def _state_keys(key_id: str) -> list[str]:
@@ -333,9 +355,8 @@ class RedisAdmission(SqlStore):
         if key_id is None:
             await super()._open(ticket, key_id, route, model, now)
             return
-        row = await self.transaction(
-            lambda tx: tx.one(f"SELECT {_KEY_COLUMNS}, max_cost FROM gateway_keys WHERE id = ?", key_id), write=False
-        )
+        found = await self._statement(f"SELECT {_KEY_COLUMNS}, max_cost FROM gateway_keys WHERE id = ?", key_id)
+        row = found[0] if found else None
         if row is None or row[8] is not None:
             raise revoked()
         reserve = await self.limits.admit(key_record(row), row[10], ticket, now, now + self.lease)
@@ -345,7 +366,7 @@ class RedisAdmission(SqlStore):
         )
         args = (ticket, key_id, route, model, now, reserve, self.owner, now + self.lease)
         try:
-            await self.transaction(lambda tx: tx.run(insert, *args))
+            await self._statement(insert, *args)
         except GatewayError:
             # logged by unavailable() either way; should Redis fail too, the lease returns the reservation
             with contextlib.suppress(GatewayError):
@@ -371,32 +392,61 @@ class RedisAdmission(SqlStore):
             GatewayError: 503 on a SQL or Redis fault.
         """
         if ticket not in self.charges:
-            tokens = (input_tokens or 0) + (output_tokens or 0)
-
-            async def work(tx: Tx) -> tuple[str, float, float, int, float] | None:
-                old = await tx.one(
-                    "SELECT status, coalesce(cost, 0), coalesce(input_tokens, 0) + coalesce(output_tokens, 0),"
-                    " coalesce(key_id, '') FROM gateway_ledger WHERE id = ?",
-                    ticket,
-                )
-                if old is None:
-                    return None
-                await tx.run(
-                    "UPDATE gateway_ledger SET status = ?, ended_at = ?, input_tokens = ?, output_tokens = ?,"
-                    " cost = ? WHERE id = ?",
-                    status, moment, input_tokens, output_tokens, cost, ticket,
-                )  # fmt: skip
-                if old[0] == "running":
-                    charge = (old[3], cost, cost, tokens, moment)
-                else:  # a reaper charged what was recorded: only the difference now
-                    charge = (old[3], cost - old[1], cost, tokens - old[2], moment)
-                return charge if old[3] and await self._spend(tx, *charge[:3]) else None
-
-            charge = await self.transaction(work)
+            charge = await self._ledger_settle(ticket, status, input_tokens, output_tokens, cost, moment)
             if charge is None:
                 return
             self.charges[ticket] = charge
         await self._take(ticket)
+
+    async def _statement(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+        """The rows of one SQL statement (``?`` placeholders), in a transaction of its own
+        (:class:`RedisPostgresStore`: outside one, a single round trip).
+
+        Raises:
+            GatewayError: 503 on a database fault.
+        """
+        return await self.transaction(lambda tx: tx.all(sql, *args))
+
+    async def _ledger_settle(
+        self,
+        ticket: str,
+        status: Status,
+        input_tokens: int | None,
+        output_tokens: int | None,
+        cost: float,
+        moment: float,
+    ) -> tuple[str, float, float, int, float] | None:
+        """Close ledger row ``ticket`` and add what it is charged to its key's SQL ``spent``, in one
+        transaction: ``(key id, amount, cost, tokens, at)`` for Redis, ``None`` when nothing is
+        to be charged there (no such row, an anonymous one, a deleted key). All of ``cost`` for a
+        running row; for one a reaper settled as ``lost``, the difference to what it charged.
+        :class:`RedisPostgresStore` does it in one statement.
+
+        Raises:
+            GatewayError: 503 on a database fault.
+        """
+        tokens = (input_tokens or 0) + (output_tokens or 0)
+
+        async def work(tx: Tx) -> tuple[str, float, float, int, float] | None:
+            old = await tx.one(
+                "SELECT status, coalesce(cost, 0), coalesce(input_tokens, 0) + coalesce(output_tokens, 0),"
+                " coalesce(key_id, '') FROM gateway_ledger WHERE id = ?",
+                ticket,
+            )
+            if old is None:
+                return None
+            await tx.run(
+                "UPDATE gateway_ledger SET status = ?, ended_at = ?, input_tokens = ?, output_tokens = ?,"
+                " cost = ? WHERE id = ?",
+                status, moment, input_tokens, output_tokens, cost, ticket,
+            )  # fmt: skip
+            if old[0] == "running":
+                charge = (old[3], cost, cost, tokens, moment)
+            else:  # a reaper charged what was recorded: only the difference now
+                charge = (old[3], cost - old[1], cost, tokens - old[2], moment)
+            return charge if old[3] and await self._spend(tx, *charge[:3]) else None
+
+        return await self.transaction(work)
 
     async def _spend(self, tx: Tx, key_id: str, amount: float, cost: float) -> bool:
         """Add ``amount`` to the SQL ``spent`` of ``key_id`` (``cost`` may raise its ``max_cost``);
@@ -489,7 +539,30 @@ class RedisSQLiteStore(RedisAdmission, SQLiteStore):
 
 
 class RedisPostgresStore(RedisAdmission, PostgresStore):
-    """Keys and ledger in PostgreSQL, admission state in Redis."""
+    """Keys and ledger in PostgreSQL, admission state in Redis: each SQL step of a request is one
+    statement, one round trip (the key read, the ledger insert, the settlement: :data:`SETTLE_SQL`)."""
 
     def __repr__(self) -> str:
         return "RedisPostgresStore(<dsn hidden>)"
+
+    async def _statement(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+        rows = await self._connected(lambda conn: conn.fetch(numbered(sql), *args))
+        return [tuple(row) for row in rows]
+
+    async def _ledger_settle(
+        self,
+        ticket: str,
+        status: Status,
+        input_tokens: int | None,
+        output_tokens: int | None,
+        cost: float,
+        moment: float,
+    ) -> tuple[str, float, float, int, float] | None:
+        tokens = (input_tokens or 0) + (output_tokens or 0)
+        found = await self._statement(SETTLE_SQL, ticket, status, moment, input_tokens, output_tokens, cost)
+        if not found or not found[0][4]:  # no such row, an anonymous one, or a deleted key
+            return None
+        old_status, old_cost, old_tokens, key_id, _ = found[0]
+        if old_status == "running":
+            return (key_id, cost, cost, tokens, moment)
+        return (key_id, cost - old_cost, cost, tokens - old_tokens, moment)  # a reaper charged what was recorded
