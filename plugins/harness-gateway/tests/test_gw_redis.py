@@ -280,8 +280,7 @@ def test_the_limits_setting_is_located_when_wrong(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as wrong:
         load_config(path, environ={})
     text = str(wrong.value)
-    assert "plugin 'gateway'" in text
-    assert "limits: expected a Redis or Valkey URL" in text
+    assert f"{path}:2, plugin 'gateway': limits: expected a Redis or Valkey URL" in text
     assert "got postgresql://" in text
     assert "secretpw" not in text
     path.write_text("plugins:\n  gateway:\n    limits: localhost\n  mock: {}\n", encoding="utf-8")
@@ -307,7 +306,9 @@ def test_gateway_answers_503_while_redis_is_down(tmp_path: Path) -> None:
             assert answer.status_code == 503
             assert answer.json()["error"]["code"] == "store_unavailable"
             assert answer.headers["retry-after"] == "1"
+            assert httpx.get(f"{running.url}/healthz", timeout=30).status_code == 503
             server.start()  # Redis is back: served, no restart needed
+            assert httpx.get(f"{running.url}/healthz", timeout=30).status_code == 200
             answer = httpx.post(
                 f"{running.url}/v1/chat/completions", json=hi, headers={"authorization": f"Bearer {key}"}, timeout=30
             )
