@@ -351,3 +351,24 @@ def test_keys_on_postgres_with_admission_in_redis_hold_exactly_across_two_hosts(
             cluster.stop()
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_tpm_counts_settled_tokens_across_two_hosts(tmp_path: Path, redis_url: str) -> None:
+    async def main() -> None:
+        stores = two_hosts(tmp_path / "gw.sqlite", redis_url)
+        key = await key_of(stores[0], KeySpec(name="tpm", tpm=10))
+        first = await stores[0].admit(key, "mock", "echo", now=NOW)
+        await stores[1].settle(first, "complete", TokenUsage(3, 5), 0.0, now=NOW + 1)  # 8 tokens at second +1
+        second = await stores[1].admit(key, "mock", "echo", now=NOW + 2)  # 8 < 10
+        await stores[0].settle(second, "complete", TokenUsage(1, 1), 0.0, now=NOW + 3)  # 10 in the window
+        with pytest.raises(GatewayError) as over:
+            await stores[0].admit(key, "mock", "echo", now=NOW + 4)
+        assert (over.value.status, over.value.code) == (429, "rate_limit_exceeded")
+        assert "10 tokens per minute" in over.value.message
+        assert over.value.retry_after == pytest.approx(1_000_001 + 1 + 60 - (NOW + 4))  # the oldest tokens leave
+        later = await stores[1].admit(key, "mock", "echo", now=NOW + 62)  # the first 8 left the window: 2 remain
+        assert isinstance(later, str)
+        for store in stores:
+            await store.aclose()
+
+    anyio.run(main)
