@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import json
 import os
 import re
@@ -228,6 +229,7 @@ def _harness(
     pythonpath: str = "",
     virtual_key: bool = True,
     label: str = "",
+    limits: str = "",
 ) -> Iterator[tuple[str, str, int, str]]:
     port = _free_port()
     name = label or f"harness-{workers}{server.replace(' ', '').replace(',', '-').replace(':', '')}"
@@ -236,6 +238,7 @@ def _harness(
         "plugins:\n"
         f"  gateway: {{port: {port}, database: '{database or f'{tmp}/{name}.sqlite'}',"
         f' master_key: "${{{{ env.BENCH_MASTER_KEY }}}}"'
+        f"{f', limits: {limits!r}' if limits else ''}"
         f"{', ' + server if server else ''}}}\n"
         f"  openai: {{base_url: '{upstream}/v1', api_key: \"${{{{ env.BENCH_UPSTREAM_KEY }}}}\", routes: [bench]"
         f"{', ' + provider if provider else ''}}}\n"
@@ -466,16 +469,18 @@ SHORT = "text-3"
 """The short request of :func:`hot_key`: five events (three text deltas, the finish, the usage)."""
 
 
+def _test_helper(name: str) -> Any:
+    """A server helper of the gateway's tests (``gw_postgres``, ``gw_redis``), imported from their folder."""
+    tests = str(_ROOT / "plugins/harness-gateway/tests")
+    if tests not in sys.path:
+        sys.path.append(tests)  # the helpers import their shared part, gw_servers
+    return importlib.import_module(name)
+
+
 @contextlib.contextmanager
 def _postgres() -> Iterator[str]:
     """A throwaway PostgreSQL (the gateway tests' :class:`Cluster`, Debian's binaries); its DSN."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("gw_postgres", _ROOT / "plugins/harness-gateway/tests/gw_postgres.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _test_helper("gw_postgres")
     # a directory of its own under /tmp (the Cluster hands it to the postgres user, who cannot
     # enter the root-only directory ``tmp``)
     root = Path(tempfile.mkdtemp(prefix="harness-bench-pg-"))
@@ -490,10 +495,24 @@ def _postgres() -> Iterator[str]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def _redis() -> Iterator[str]:
+    """A throwaway Redis (the gateway tests' :class:`RedisServer`, Debian's ``redis-server``); its URL."""
+    module = _test_helper("gw_redis")
+    with tempfile.TemporaryDirectory(prefix="harness-bench-redis-") as root:
+        server = module.RedisServer(Path(root))
+        server.start()
+        try:
+            yield str(server.url)
+        finally:
+            server.stop()
+
+
 def hot_key(python: str, upstream: str, log: Any, *, quick: bool = False, rounds: int = 10) -> dict[str, Any]:
     """Short requests (:data:`SHORT`) at 128 clients, ``rounds`` rounds one after the other: direct,
     one-worker harness with its one virtual key on SQLite, and (when PostgreSQL is installed) on
-    PostgreSQL: every request of every client carries that one key (a hot key: admitted and
+    PostgreSQL, then (when redis-server is installed too) on PostgreSQL with admission in Redis
+    (``limits: redis://…``): every request of every client carries that one key (a hot key: admitted and
     settled on the same key row). Rows: requests/s per round (flat over the rounds when admission
     does not grow with the key's traffic)."""
     clients, per_client = 128, 2 if quick else 4
@@ -527,10 +546,20 @@ def hot_key(python: str, upstream: str, log: Any, *, quick: bool = False, rounds
                 log("  harness, key on PostgreSQL")
                 with _harness(python, upstream, tmp, 1, database=dsn, scenario=SHORT) as (url, model, pid, key):
                     out["harness-postgres"] = rounds_of(url, model, pid, key)
-        except BaseException as exc:  # PostgreSQL absent (the test helper skips): said in the results
+                with _redis() as limits:
+                    log("  harness, key on PostgreSQL, admission in Redis")
+                    with _harness(python, upstream, tmp, 1, database=dsn, limits=limits, scenario=SHORT) as (
+                        url,
+                        model,
+                        pid,
+                        key,
+                    ):
+                        out["harness-postgres-redis"] = rounds_of(url, model, pid, key)
+        except BaseException as exc:  # PostgreSQL or Redis absent (the test helpers skip): said in the results
             if isinstance(exc, KeyboardInterrupt):
                 raise
-            out["harness-postgres"] = [{"error": f"{type(exc).__name__}: {exc}"}]
+            out.setdefault("harness-postgres", [{"error": f"{type(exc).__name__}: {exc}"}])
+            out.setdefault("harness-postgres-redis", [{"error": f"{type(exc).__name__}: {exc}"}])
     return out
 
 

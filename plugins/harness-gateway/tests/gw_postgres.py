@@ -10,22 +10,15 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
 from pathlib import Path
 
-import pytest
+from gw_servers import free_port, missing
 
 
 def _bin_dir() -> Path | None:
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
     return Path(found[-1]).parent if found else None
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class Cluster:
@@ -34,14 +27,11 @@ class Cluster:
     def __init__(self, root: Path) -> None:
         bin_dir = _bin_dir()
         if bin_dir is None:
-            reason = "PostgreSQL is not installed (/usr/lib/postgresql/*/bin/initdb); apt-get install postgresql"
-            if os.environ.get("CI") == "true":
-                pytest.fail(reason + " — required under CI")
-            pytest.skip(reason)
+            missing("PostgreSQL is not installed (/usr/lib/postgresql/*/bin/initdb); apt-get install postgresql")
         self.bin = bin_dir
         self.root = root
         self.data = root / "data"
-        self.port = _free_port()
+        self.port = free_port()
         self.dsn = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
         self.as_user: list[str] = []
         if os.geteuid() == 0:

@@ -22,12 +22,13 @@ from harness_gateway.runtime import RuntimeHolder, load_runtime
 
 UNSET_KEY = "HARNESS_TEST_UNSET_MASTER_KEY"
 UNSET_DB = "HARNESS_TEST_UNSET_DATABASE"
+UNSET_LIMITS = "HARNESS_TEST_UNSET_LIMITS"
 
 
 def isolated_env(tmp_path: Path) -> dict[str, str]:
     """Our environment without the test variables and with the user data dir (the default
     SQLite store) in ``tmp_path/data``, so a command falling back to it would be seen."""
-    env = {k: v for k, v in os.environ.items() if k not in (UNSET_KEY, UNSET_DB, "HARNESS_CONFIG")}
+    env = {k: v for k, v in os.environ.items() if k not in (UNSET_KEY, UNSET_DB, UNSET_LIMITS, "HARNESS_CONFIG")}
     env["XDG_DATA_HOME"] = str(tmp_path / "data")
     return env
 
@@ -46,6 +47,7 @@ def unset_gateway(tmp_path: Path) -> Path:
         "    host: 127.0.0.1\n"
         f"    master_key: ${{{{ env.{UNSET_KEY} }}}}\n"
         f"    database: ${{{{ env.{UNSET_DB} }}}}\n"
+        f"    limits: ${{{{ env.{UNSET_LIMITS} }}}}\n"
         "  mock: {}\n",
     )
 
@@ -54,6 +56,7 @@ def located(path: Path) -> list[str]:
     return [
         f"{path}:4, plugin 'gateway', field 'master_key': environment variable {UNSET_KEY} is not set",
         f"{path}:5, plugin 'gateway', field 'database': environment variable {UNSET_DB} is not set",
+        f"{path}:6, plugin 'gateway', field 'limits': environment variable {UNSET_LIMITS} is not set",
     ]
 
 

@@ -1,5 +1,6 @@
-"""PostgreSQL's one-statement admission and settlement (``gateway_admit``, ``gateway_settle``) against
-the Python owners of the rule: :func:`harness_gateway.store.decide` and SQLite's transactions.
+"""PostgreSQL's one-statement admission and settlement (``gateway_admit``, ``gateway_settle``) and
+Redis's admission script (:data:`harness_gateway.redis_limits.ADMIT_LUA`) against the Python owners
+of the rule: :func:`harness_gateway.store.decide` and SQLite's transactions.
 
 Hypothesis generates key rows (limits, counters, per-second windows around the clock) and ledger rows;
 each case runs on a real PostgreSQL (``gw_postgres.Cluster``) and its outcome, its 429 and every counter
@@ -8,6 +9,7 @@ written must equal what the Python rule and the SQLite store do with the same ro
 
 from __future__ import annotations
 
+import math
 import shutil
 import tempfile
 import uuid
@@ -16,16 +18,19 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 from gw_postgres import Cluster
+from gw_redis import RedisServer
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from harness_core.types import TokenUsage
 from harness_gateway import store as store_module
 from harness_gateway.errors import GatewayError
-from harness_gateway.keys import KeySpec
+from harness_gateway.keys import KeyRecord, KeySpec
 from harness_gateway.postgres import PostgresStore
+from harness_gateway.redis_limits import RedisLimits
 from harness_gateway.sqlite import SQLiteStore
 from harness_gateway.store import SqlStore, decide, key_record
 
@@ -45,6 +50,20 @@ def dsn() -> Iterator[str]:
             yield pg.dsn
         finally:
             pg.stop()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> Iterator[str]:
+    root = Path(tempfile.mkdtemp(prefix="harness-redis-"))
+    try:
+        server = RedisServer(root)
+        server.start()
+        try:
+            yield server.url
+        finally:
+            server.stop()
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -237,3 +256,68 @@ def test_one_statement_paths_anonymous_revoked_and_near_the_budget(dsn: str) -> 
         await store.aclose()
 
     anyio.run(main)
+
+
+def live(entries: list[list[int]], now: float) -> dict[int, tuple[int, int]]:
+    """Window entries as what they count: ``{second: (requests, tokens)}`` inside the window at
+    ``now``, empty seconds left out (SQL keeps ``[s, 0, 0]`` entries, Redis has no such field)."""
+    first = math.floor(now) - 60
+    found: dict[int, tuple[int, int]] = {}
+    for second, requests, tokens in entries:
+        if second >= first and (requests, tokens) != (0, 0):
+            found[second] = (requests, tokens)
+    return found
+
+
+def test_the_redis_admission_script_decides_as_decide_does_over_generated_keys(redis_url: str) -> None:
+    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(row=key_rows(), offset=st.floats(0, 1.7))
+    @example(row=(0.3, None, None, 0.3 - 1e-10, 0.1, 0, 0.0, None), offset=0.0)  # within epsilon: spent
+    @example(row=(1.0, 2, None, 0.0, 0.0, 1, 0.0, "[[1000000,1,0]]"), offset=0.0)  # cost unknown, one runs
+    @example(row=(None, 3, None, 0.0, 0.0, 0, 0.0, "[[1000000,1,0],[1000002,1,0]]"), offset=0.0)  # clock ahead
+    @example(row=(1.0, None, None, 1.0 - 1e-9, 0.1, 0, 0.0, None), offset=0.0)  # at the epsilon exactly
+    def case(row: tuple[Any, ...], offset: float) -> None:
+        now = NOW + offset
+        budget, rpm, tpm, spent, max_cost, running, reserved, windows = row
+        key = KeyRecord(
+            id=uuid.uuid4().hex[:12], name="k", routes=None, budget=budget, rpm=rpm, tpm=tpm,
+            expires_at=None, created_at=NOW - 100, revoked_at=None, spent=spent,
+        )  # fmt: skip
+        entries = store_module._slide(windows, now)
+        expected = decide(key, (*store_module._totals(entries), running, reserved, max_cost, None), now)
+        tag = f"hg:{{{key.id}}}"
+
+        async def main() -> None:
+            limits = RedisLimits(redis_url)
+            client = limits._connect()
+            state0 = {"spent": repr(spent), "max_cost": repr(max_cost), "running": running, "reserved": repr(reserved)}
+            await client.hset(f"{tag}:s", mapping=state0)
+            for second, requests, tokens in msgspec.json.decode(windows or "[]", type=list[list[int]]):
+                await client.hset(f"{tag}:r", str(second), requests)
+                await client.hset(f"{tag}:t", str(second), tokens)
+            ticket = uuid.uuid4().hex
+            try:
+                reserve: float | GatewayError = await limits.admit(key, 99.0, ticket, now, now + 5)  # no seed: set
+            except GatewayError as exc:
+                reserve = exc
+            state = await client.hgetall(f"{tag}:s")
+            found_r = {int(s): int(c) for s, c in (await client.hgetall(f"{tag}:r")).items()}
+            found_t = {int(s): int(c) for s, c in (await client.hgetall(f"{tag}:t")).items()}
+            after = [[s, found_r.get(s, 0), found_t.get(s, 0)] for s in sorted({*found_r, *found_t})]
+            await client.delete(*(f"{tag}:{part}" for part in "srtlx"))
+            await limits.aclose()
+            if isinstance(expected, GatewayError):
+                assert isinstance(reserve, GatewayError)
+                assert vars(reserve) == vars(expected)  # the same 429: code, message, retry_after
+                assert (float(state["reserved"]), int(state["running"])) == (reserved, running)
+                assert live(after, now) == live(entries, now)
+            else:
+                assert reserve == expected
+                assert (float(state["reserved"]), int(state["running"])) == (reserved + expected, running + 1)
+                moved = store_module._add(entries, now, 1, 0) if rpm is not None else str(entries)
+                assert live(after, now) == live(msgspec.json.decode(moved, type=list[list[int]]), now)
+            assert (float(state["spent"]), float(state["max_cost"])) == (spent, max_cost)
+
+        anyio.run(main)
+
+    case()

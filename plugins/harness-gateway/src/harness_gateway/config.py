@@ -10,6 +10,7 @@ field and the YAML line, secrets never shown)::
         port: 8000
         master_key: ${{ env.HARNESS_MASTER_KEY }}
         database: ${{ env.HARNESS_DATABASE }}   # a SQLite path, or postgresql://… for several workers/hosts
+        limits: ${{ env.HARNESS_LIMITS }}       # optional: redis://… keeps admission state in Redis/Valkey
         aliases: {fast: mock/echo}
         prices: {mock/echo: {input: 1.0, output: 2.0}}   # USD per million tokens
       mock: {}
@@ -33,6 +34,7 @@ from harness_gateway.store import LEASE
 from harness_middleware.pricing import Price, PriceBook
 
 __all__ = [
+    "LIMITS_SCHEMES",
     "ConnectionLimits",
     "GatewayConfig",
     "GatewayPlugin",
@@ -41,6 +43,9 @@ __all__ = [
     "duration_seconds",
     "is_loopback",
 ]
+
+LIMITS_SCHEMES: Final = ("redis://", "rediss://", "unix://")
+"""URL schemes of the ``limits`` setting (redis-py's: TCP, TLS, a Unix socket; Valkey speaks the same)."""
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd]?)$")
 _DURATION_UNITS: Final = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -117,6 +122,11 @@ class GatewayConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
             that SQLite file; ``postgresql://…`` / ``postgres://…`` = PostgreSQL (asyncpg). A
             :class:`~harness_core.secret.ConnectionString`: only a URL's password is masked, a
             path is shown.
+        limits: admission state (rpm/tpm windows, spend, running reservations and their
+            leases) in Redis or Valkey at this URL (``redis://``, ``rediss://``, ``unix://``; a
+            :class:`~harness_core.secret.ConnectionString`), for one hot key across many workers
+            and hosts; keys and the ledger stay in ``database``. ``None``: all in ``database``
+            (:mod:`harness_gateway.redis_limits`; needs ``harness-gateway[redis]``).
         aliases: model alias → ``route/model`` (``{"fast": "mock/echo"}``).
         prices: USD per million tokens (input, output, cache_read, cache_write, reasoning) keyed
             ``route/model``, ``route/*`` or ``*/model``: override or add to the genai-prices table
@@ -163,6 +173,7 @@ class GatewayConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     require_keys: bool | None = None
     master_key: Secret | None = None
     database: ConnectionString | None = None
+    limits: ConnectionString | None = None
     aliases: dict[str, str] = msgspec.field(default_factory=dict)
     prices: dict[str, Price] = msgspec.field(default_factory=dict)
     price_providers: dict[str, str | None] = msgspec.field(default_factory=dict)
@@ -183,6 +194,9 @@ class GatewayConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     responses: ResponsesConfig = msgspec.field(default_factory=ResponsesConfig)
 
     def __post_init__(self) -> None:
+        if self.limits is not None and not (url := self.limits.get_secret_value()).startswith(LIMITS_SCHEMES):
+            scheme = url.split("://", 1)[0] + "://" if "://" in url else "a value without a scheme"
+            raise ValueError(f"limits: expected a Redis or Valkey URL ({', '.join(LIMITS_SCHEMES)}…), got {scheme}")
         for alias, target in self.aliases.items():
             if "/" not in target:
                 raise ValueError(f"aliases.{alias}: expected `route/model`, got {target!r}")

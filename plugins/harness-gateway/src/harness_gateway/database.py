@@ -15,11 +15,24 @@ from harness_gateway.store import LEASE, SqlStore
 __all__ = ["store_from_spec"]
 
 
-def store_from_spec(spec: str | None, default: Path, *, timeout: float = 5.0, lease: float = LEASE) -> SqlStore:
+def store_from_spec(
+    spec: str | None, default: Path, *, timeout: float = 5.0, lease: float = LEASE, limits: str | None = None
+) -> SqlStore:
     """The store for a ``database`` setting: ``postgresql://`` / ``postgres://`` URLs → PostgreSQL,
-    anything else a SQLite path (``None`` → ``default``); ``timeout`` and ``lease`` in seconds."""
-    if spec is not None and spec.startswith(("postgresql://", "postgres://")):
+    anything else a SQLite path (``None`` → ``default``); ``timeout`` and ``lease`` in seconds.
+    ``limits`` (a ``redis://…`` URL, the ``limits`` setting) keeps admission state in Redis
+    (:mod:`harness_gateway.redis_limits`), keys and ledger in that SQL store."""
+    postgres = spec if spec is not None and spec.startswith(("postgresql://", "postgres://")) else None
+    if limits is not None:
+        from harness_gateway.redis_limits import RedisLimits, RedisPostgresStore, RedisSQLiteStore
+
+        engine = RedisLimits(limits, timeout=timeout)
+        if postgres is not None:
+            return RedisPostgresStore(postgres, timeout=timeout, lease=lease, limits=engine)
+        path = Path(spec).expanduser() if spec else default
+        return RedisSQLiteStore(path, timeout=timeout, lease=lease, limits=engine)
+    if postgres is not None:
         from harness_gateway.postgres import PostgresStore
 
-        return PostgresStore(spec, timeout=timeout, lease=lease)
+        return PostgresStore(postgres, timeout=timeout, lease=lease)
     return SQLiteStore(Path(spec).expanduser() if spec else default, timeout=timeout, lease=lease)

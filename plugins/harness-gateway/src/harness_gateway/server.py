@@ -96,8 +96,9 @@ class GatewayServer:
             configure_logging(self.log_level, runtime.redact)
         config = runtime.config
         database = config.database.get_secret_value() if config.database is not None else None
+        limits = config.limits.get_secret_value() if config.limits is not None else None
         store: SqlStore = store_from_spec(
-            database, default_database_path(), timeout=config.db_timeout, lease=config.lease
+            database, default_database_path(), timeout=config.db_timeout, lease=config.lease, limits=limits
         )
         master = config.master_key.get_secret_value() if config.master_key is not None else None
         token = config.metrics_token.get_secret_value() if config.metrics_token is not None else None
