@@ -83,7 +83,11 @@ def test_route_not_allowed_is_403(gateway, clients) -> None:  # type: ignore[no-
     assert "route 'mock'" in caught.value.message
     ok = clients.openai(key).chat.completions.create(model="other/echo", messages=HI)  # type: ignore[arg-type]
     assert ok.choices[0].message.content == "hi"
-    assert [m.id for m in clients.openai(key).models.list()] == ["other/echo", "also"]
+    assert [m.id for m in clients.openai(key).models.list()] == [
+        "other/echo",
+        "other/hash",
+        "also",
+    ]  # its embedding model too
     unauthenticated = httpx.get(gateway.url + "/v1/models", headers={"anthropic-version": "2023-06-01"})
     assert unauthenticated.status_code == 401
     assert unauthenticated.json()["type"] == "error"

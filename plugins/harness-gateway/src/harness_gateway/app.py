@@ -12,7 +12,7 @@ Endpoints:
     ``POST /v1/embeddings``        OpenAI Embeddings (:mod:`harness_gateway.openai_embeddings`,
                                    :class:`Embedding`): keys, admission, ledger and metrics as
                                    for a generation
-    ``GET  /v1/models``            every route's models as ``route/model``, plus the aliases
+    ``GET  /v1/models``            every route's models (embedding models too) as ``route/model``, plus the aliases
     ``GET  /healthz``              200 ``{"status": "ok"}``; 503 while the state store is unreachable
     ``GET  /metrics``              Prometheus text (the master key or ``metrics_token`` when protected)
     ``/admin/keys``                ``GET`` list, ``POST`` create (body: a :class:`~harness_gateway.keys.KeySpec`),

@@ -69,7 +69,8 @@ async def list_models(gateway: Gateway, request: Request) -> Response:
 
 async def model_ids(runtime: GatewayRuntime, who: KeyRecord | bool | None) -> list[tuple[str, str]]:
     """``(id, owned_by)`` of every model ``who`` may use: each route's listed models as
-    ``route/model`` (a route that cannot list its models is logged and skipped), then the aliases."""
+    ``route/model``, then each embedding route's embedding models (those not listed already; a
+    route that cannot list its models is logged and skipped), then the aliases."""
     harness = runtime.harness
     ids: list[tuple[str, str]] = []
     for route, owner in harness.routes().items():
@@ -81,6 +82,16 @@ async def model_ids(runtime: GatewayRuntime, who: KeyRecord | bool | None) -> li
             logger.warning("GET /v1/models: route %r cannot list its models: %s", route, exc)
             continue
         ids += [(f"{route}/{info.model}", owner) for info in listed]
+    for route, owner in harness.embed_routes().items():  # as OpenAI's list holds its embedding models
+        if isinstance(who, KeyRecord) and not who.allows(route):
+            continue
+        try:
+            embedders = await harness.list_embedding_models(route)
+        except LlmError as exc:
+            logger.warning("GET /v1/models: route %r cannot list its embedding models: %s", route, exc)
+            continue
+        listed_ids = {name for name, _ in ids}
+        ids += [(f"{route}/{info.model}", owner) for info in embedders if f"{route}/{info.model}" not in listed_ids]
     for alias, target in runtime.aliases.items():
         route = target.partition("/")[0]
         if not isinstance(who, KeyRecord) or who.allows(route):
