@@ -6,6 +6,8 @@ Endpoints:
     ``POST /v1/messages/count_tokens``  the input tokens of a Messages body, counted by the route's
                                    adapter (:func:`count_tokens`; keys and route permissions apply,
                                    nothing is admitted or billed)
+    ``POST /v1/responses/input_tokens``  OpenAI's input-token count of a Responses body, counted
+                                   as count_tokens (:func:`~harness_gateway.endpoints.responses_input_tokens`)
     ``POST /v1/responses``         OpenAI Responses (:mod:`harness_gateway.openai_responses`)
     ``GET`` / ``DELETE /v1/responses/{id}``, ``GET /v1/responses/{id}/input_items``  stored
                                    responses (:mod:`harness_gateway.responses_store`)
