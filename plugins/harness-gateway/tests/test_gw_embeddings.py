@@ -149,6 +149,15 @@ def test_embeddings_body_encodes_from_the_buffer() -> None:
 # ---------------------------------------------------------------------- keys, budgets, the ledger
 
 
+def test_the_model_list_holds_the_embedding_models(gateway: Running, clients: Clients) -> None:
+    listed = [m.id for m in clients.openai(MASTER).models.list()]
+    assert {"mock/echo", "mock/hash", "free/echo", "free/hash", "limited/hash"} <= set(listed)
+    assert listed.count("mock/hash") == 1
+    assert not any(name.startswith("claude/") and name.endswith("hash") for name in listed)  # it does not embed
+    key, _ = new_key(gateway, KeySpec(name="free-only", routes=["free"]))
+    assert [m.id for m in clients.openai(key).models.list()] == ["free/echo", "free/hash"]
+
+
 def test_keys_are_required_and_route_permissions_apply(gateway: Running, clients: Clients) -> None:
     anonymous = post(gateway, {"model": "mock/hash", "input": "hi"}, key=None)
     assert anonymous.status_code == 401

@@ -7,6 +7,7 @@ SDKs (and raw httpx, for what the SDKs do not type) are the clients.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -93,7 +94,9 @@ def running(tmp_path: Path, providers: tuple[ScriptedServer, ScriptedServer], mo
 
 def new_key(url: str, **spec: Any) -> str:
     response = httpx.post(
-        url + "/admin/keys", json={"name": "agent", **spec}, headers={"authorization": "Bearer " + MASTER}
+        url + "/admin/keys",
+        json={"name": f"agent-{uuid.uuid4().hex[:8]}", **spec},  # names are unique among live keys
+        headers={"authorization": "Bearer " + MASTER},
     )
     assert response.status_code == 201, response.text
     key: str = response.json()["key"]
@@ -313,3 +316,31 @@ def test_count_tokens_through_the_anthropic_sdk(running, providers) -> None:  # 
     down = httpx.post(url, json={"model": "down/claude-x", "messages": hi}, headers={"x-api-key": key}, timeout=30)
     assert down.status_code >= 500
     assert "route 'down' is unreachable" in down.json()["error"]["message"]  # the transport error stays in the log
+
+
+def test_responses_input_tokens_through_the_openai_sdk(running, providers) -> None:  # type: ignore[no-untyped-def]
+    key = new_key(running.url)
+    only_claude = new_key(running.url, routes=["claude"])
+    clients = Clients(running.url)
+    try:
+        counted = clients.openai(key).responses.input_tokens.count(model="mock/echo", input="one two three")
+        items = clients.openai(key).responses.input_tokens.count(
+            model="mock/echo", instructions="be brief", input=[{"role": "user", "content": "four five"}]
+        )
+    finally:
+        clients.close()
+    assert (counted.object, counted.input_tokens) == ("response.input_tokens", 3)  # the mock counts words
+    assert items.input_tokens == 4  # the instructions count too
+    assert spent(running.url) == 0  # counting is not billed
+    url = running.url + "/v1/responses/input_tokens"
+    refused = httpx.post(
+        url, json={"model": "mock/echo", "input": "hi"}, headers={"authorization": f"Bearer {only_claude}"}
+    )
+    assert refused.status_code == 403
+    assert refused.json()["error"]["code"] == "route_not_allowed"  # OpenAI's error shape
+    assert httpx.post(url, json={"model": "mock/echo", "input": "hi"}).status_code == 401
+    empty = httpx.post(url, json={"model": "mock/echo", "input": ""}, headers={"authorization": f"Bearer {key}"})
+    assert (empty.status_code, empty.json()["error"]["param"]) == (400, "input")
+    cannot = httpx.post(url, json={"model": "gpt/gpt-x", "input": "hi"}, headers={"authorization": f"Bearer {key}"})
+    assert cannot.status_code == 400
+    assert "cannot count tokens" in cannot.json()["error"]["message"]

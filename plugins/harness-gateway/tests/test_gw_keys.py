@@ -83,7 +83,11 @@ def test_route_not_allowed_is_403(gateway, clients) -> None:  # type: ignore[no-
     assert "route 'mock'" in caught.value.message
     ok = clients.openai(key).chat.completions.create(model="other/echo", messages=HI)  # type: ignore[arg-type]
     assert ok.choices[0].message.content == "hi"
-    assert [m.id for m in clients.openai(key).models.list()] == ["other/echo", "also"]
+    assert [m.id for m in clients.openai(key).models.list()] == [
+        "other/echo",
+        "other/hash",
+        "also",
+    ]  # its embedding model too
     unauthenticated = httpx.get(gateway.url + "/v1/models", headers={"anthropic-version": "2023-06-01"})
     assert unauthenticated.status_code == 401
     assert unauthenticated.json()["type"] == "error"
@@ -183,6 +187,56 @@ def test_keys_revoke_on_the_cli(gateway, clients) -> None:  # type: ignore[no-un
     assert again.exit_code == 2
     with pytest.raises(openai.AuthenticationError):
         clients.openai(key).chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]
+
+
+def test_key_names_are_unique_and_a_revoke_takes_one_key(gateway, clients) -> None:  # type: ignore[no-untyped-def]
+    admin = {"authorization": f"Bearer {MASTER}"}
+    first = create_key(gateway, "--name", "team")
+    taken = CliRunner().invoke(cli, ["keys", "create", "-c", str(gateway.config), "--name", "team"])
+    assert taken.exit_code != 0
+    assert "a live key named 'team' exists" in taken.output
+    again = httpx.post(gateway.url + "/admin/keys", json={"name": "team"}, headers=admin)
+    assert (again.status_code, again.json()["error"]["code"]) == (409, "key_name_taken")
+    store = SQLiteStore(gateway.config.parent / "gw.sqlite")
+
+    async def duplicate() -> list[str]:  # a store written before names were unique may hold two
+        try:
+            await store.transaction(lambda tx: tx.run("UPDATE gateway_keys SET name = 'team-b' WHERE name = 'team'"))
+            await store.create_key(KeySpec(name="team"))
+            await store.transaction(lambda tx: tx.run("UPDATE gateway_keys SET name = 'team'"))
+            return [k.id for k in await store.list_keys()]
+        finally:
+            await store.aclose()
+
+    ids = anyio.run(duplicate)
+    ambiguous = CliRunner().invoke(cli, ["keys", "revoke", "-c", str(gateway.config), "team"])
+    assert ambiguous.exit_code != 0
+    assert f"2 live keys are named 'team' (ids {', '.join(sorted(ids))}): revoke one by its id" in ambiguous.output
+    refused = httpx.delete(gateway.url + "/admin/keys/team", headers=admin)
+    assert (refused.status_code, refused.json()["error"]["code"]) == (409, "key_name_ambiguous")
+    by_id = CliRunner().invoke(cli, ["keys", "revoke", "-c", str(gateway.config), ids[1]])
+    assert by_id.stdout.strip() == "revoked 1 key"
+    assert clients.openai(first).chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]
+    by_name = CliRunner().invoke(cli, ["keys", "revoke", "-c", str(gateway.config), "team"])  # the one left
+    assert by_name.stdout.strip() == "revoked 1 key"
+    with pytest.raises(openai.AuthenticationError):
+        clients.openai(first).chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]
+    assert create_key(gateway, "--name", "team").startswith("hk-")  # a revoked key's name is free again
+
+
+def test_a_key_may_only_name_served_routes(gateway) -> None:  # type: ignore[no-untyped-def]
+    refused = CliRunner().invoke(
+        cli, ["keys", "create", "-c", str(gateway.config), "--name", "n", "--routes", "mock,nope"]
+    )
+    assert refused.exit_code == 2
+    assert "--routes: 'nope' not served by this gateway (served: mock, other)" in refused.output
+    admin = {"authorization": f"Bearer {MASTER}"}
+    bad = httpx.post(gateway.url + "/admin/keys", json={"name": "n", "routes": ["nope", "gone"]}, headers=admin)
+    assert bad.status_code == 400
+    assert bad.json()["error"]["param"] == "routes"
+    assert "'nope', 'gone' not served" in bad.json()["error"]["message"]
+    listing = CliRunner().invoke(cli, ["keys", "list", "-c", str(gateway.config)])
+    assert " n " not in listing.stdout  # nothing was created
 
 
 def test_expired_key_is_401(gateway, clients) -> None:  # type: ignore[no-untyped-def]

@@ -105,7 +105,7 @@ def test_gateway_admit_decides_as_decide_does_over_generated_keys(dsn: str) -> N
     async def start() -> str:
         store = PostgresStore(dsn)
         await store.migrate()
-        _, key = await store.create_key(KeySpec(name="k"), now=NOW - 100)
+        _, key = await store.create_key(KeySpec(name=f"k-{uuid.uuid4().hex[:8]}"), now=NOW - 100)
         await store.aclose()
         return key.id
 
@@ -180,7 +180,7 @@ def test_gateway_settle_writes_what_the_sqlite_transaction_writes(dsn: str, tmp_
         ids = []
         for store in stores():
             await store.migrate()
-            ids.append((await store.create_key(KeySpec(name="k"), now=NOW - 100))[1].id)
+            ids.append((await store.create_key(KeySpec(name=f"k-{uuid.uuid4().hex[:8]}"), now=NOW - 100))[1].id)
             await store.aclose()
         return ids
 

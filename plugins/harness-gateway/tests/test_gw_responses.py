@@ -204,6 +204,7 @@ def user_part(part: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("fields", "where"),
     [
+        ({"input": ""}, "input"),  # OpenAI refuses an empty input too
         ({"input": [{"type": "item_reference", "id": "x"}]}, "input[0].type"),
         ({"input": [{"type": "computer_call"}]}, "input[0].type"),
         ({"input": [{"role": "tool", "content": "x"}]}, "input[0].role"),

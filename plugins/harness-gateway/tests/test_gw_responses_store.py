@@ -20,7 +20,7 @@ from test_gw_keys import MASTER, create_key
 
 from harness_core.testing import Reply, ScriptedServer
 from harness_core.types import Finish, FinishReason, TextBlock
-from harness_gateway.config import GatewayConfig, ResponsesConfig, duration_seconds
+from harness_gateway.config import RETENTION_MAX, GatewayConfig, ResponsesConfig, duration_seconds
 from harness_gateway.dialect import Ending
 from harness_gateway.errors import GatewayError
 from harness_gateway.keys import KeyRecord
@@ -36,6 +36,7 @@ from harness_gateway.responses_store import (
     chain,
     delete,
     fetch,
+    follow_retention,
     input_items_page,
     owner_of,
     purge,
@@ -432,6 +433,29 @@ def test_an_agents_sdk_run_chains_its_turns_by_previous_response_id(tmp_path: Pa
         assert last["previous_response_id"] is not None
         items = httpx.get(f"{running.url}/v1/responses/{result.last_response_id}/input_items").json()["data"]
         assert [item["type"] for item in items] == ["function_call_output"]
+
+
+def test_the_live_rows_follow_the_current_retention(tmp_path: Path) -> None:
+    async def main() -> None:
+        store = SQLiteStore(tmp_path / "gw.sqlite")
+        await store.migrate()
+        await put(store, record("resp_old"), now=T0)  # stored with 60 s
+        await put(store, record("resp_new", at=T0 + 40), now=T0 + 40)
+        assert await purge_expired(store, T0 + 50, retention=30.0) == 1  # lowered: resp_old expired at T0 + 30
+        assert await fetch(store, "resp_old", "", now=T0 + 50) is None
+        assert (await fetch(store, "resp_new", "", now=T0 + 50)).expires_at == T0 + 70  # type: ignore[union-attr]
+        assert await purge_expired(store, T0 + 60, retention=3600.0) == 0  # raised: the live row lives longer
+        assert (await fetch(store, "resp_new", "", now=T0 + 60)).expires_at == T0 + 3640  # type: ignore[union-attr]
+        assert await store.transaction(lambda tx: follow_retention(tx, 3600.0, T0 + 60)) == 0  # nothing to change
+        await store.aclose()
+
+    anyio.run(main)
+
+
+def test_an_absurd_retention_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"responses.retention: must be at most 3650d, got '99999d'"):
+        ResponsesConfig(retention="99999d")
+    assert ResponsesConfig(retention="3650d").retention_seconds == RETENTION_MAX
 
 
 def test_expired_rows_are_purged_periodically_without_new_responses(tmp_path: Path) -> None:

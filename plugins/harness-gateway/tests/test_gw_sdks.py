@@ -143,4 +143,4 @@ def test_anthropic_streaming_text(gateway, clients) -> None:  # type: ignore[no-
 
 def test_models_lists_routes_and_aliases(gateway, clients) -> None:  # type: ignore[no-untyped-def]
     ids = [m.id for m in clients.openai().models.list()]
-    assert ids == ["mock/echo", "fast"]
+    assert ids == ["mock/echo", "mock/hash", "fast"]  # the embedding model too, as OpenAI lists its own

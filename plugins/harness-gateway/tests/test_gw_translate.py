@@ -395,6 +395,12 @@ def test_errors_and_json() -> None:
     with pytest.raises(GatewayError) as caught:
         decode_json(b"{nope")
     assert "not valid JSON" in caught.value.message
+    for lone in (rb'{"a": "\ud800"}', rb'{"a": "x\uD83Dy"}'):  # msgspec itself says "truncated"
+        with pytest.raises(GatewayError) as caught:
+            decode_json(lone)
+        assert "is a lone UTF-16 surrogate escape, not a character" in caught.value.message
+        assert "truncated" not in caught.value.message
+    assert decode_json(rb'{"a": "\ud83d\ude00"}') == {"a": "\U0001f600"}  # a whole pair is one character
     auth = from_failure(Failure(code="AUTH", message="bad key", retry_after=2.5))
     assert auth.status == 502
     assert "gateway's credentials" in auth.message

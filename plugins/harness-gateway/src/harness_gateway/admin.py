@@ -39,6 +39,11 @@ def admin_routes(gateway: Gateway) -> list[Route]:
                 spec = msgspec.convert(raw, KeySpec)
             except (msgspec.ValidationError, ValueError) as exc:
                 raise bad_request("", f"invalid key spec: {exc}") from None
+            async with gateway.holder.use() as runtime:
+                served = {**runtime.harness.routes(), **runtime.harness.embed_routes()}
+            problem = spec.unserved(served)
+            if problem is not None:
+                raise bad_request("routes", problem)
             plain, record = await gateway.store.create_key(spec)
             return JSONResponse({"key": plain, **msgspec.to_builtins(record)}, status_code=201)
         except GatewayError as error:

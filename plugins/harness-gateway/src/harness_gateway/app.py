@@ -6,13 +6,15 @@ Endpoints:
     ``POST /v1/messages/count_tokens``  the input tokens of a Messages body, counted by the route's
                                    adapter (:func:`count_tokens`; keys and route permissions apply,
                                    nothing is admitted or billed)
+    ``POST /v1/responses/input_tokens``  OpenAI's input-token count of a Responses body, counted
+                                   as count_tokens (:func:`~harness_gateway.endpoints.responses_input_tokens`)
     ``POST /v1/responses``         OpenAI Responses (:mod:`harness_gateway.openai_responses`)
     ``GET`` / ``DELETE /v1/responses/{id}``, ``GET /v1/responses/{id}/input_items``  stored
                                    responses (:mod:`harness_gateway.responses_store`)
     ``POST /v1/embeddings``        OpenAI Embeddings (:mod:`harness_gateway.openai_embeddings`,
                                    :class:`Embedding`): keys, admission, ledger and metrics as
                                    for a generation
-    ``GET  /v1/models``            every route's models as ``route/model``, plus the aliases
+    ``GET  /v1/models``            every route's models (embedding models too) as ``route/model``, plus the aliases
     ``GET  /healthz``              200 ``{"status": "ok"}``; 503 while the state store is unreachable
     ``GET  /metrics``              Prometheus text (the master key or ``metrics_token`` when protected)
     ``/admin/keys``                ``GET`` list, ``POST`` create (body: a :class:`~harness_gateway.keys.KeySpec`),

@@ -55,6 +55,19 @@ def gateway_config(config: str | None) -> GatewayConfig:
     return GatewayConfig()
 
 
+def _served_routes(config: str | None) -> set[str]:
+    """The routes the gateway of ``config`` serves (generation and embedding routes), read from a
+    started harness of that config (no request is sent)."""
+    from harness_core.loader import load_config
+    from harness_core.runtime import Harness
+
+    async def main() -> set[str]:
+        async with Harness.from_loaded(load_config(config)) as harness:
+            return {*harness.routes(), *harness.embed_routes()}
+
+    return anyio.run(main)
+
+
 def _with_store(config: str | None, work: Callable[[SqlStore], Awaitable[T]]) -> T:
     settings = gateway_config(config)
     database = settings.database.get_secret_value() if settings.database is not None else None
@@ -129,6 +142,10 @@ def keys_create(
         spec = KeySpec(name=name, routes=route_list, budget=budget, rpm=rpm, tpm=tpm, expires_days=expires)
     except ValueError as exc:
         raise _UsageProblem(str(exc)) from exc
+    if route_list is not None:
+        problem = spec.unserved(_served_routes(config))
+        if problem is not None:
+            raise _UsageProblem(f"--{problem}")
     plain, record = _with_store(config, lambda store: store.create_key(spec))
     click.echo(plain)
     click.echo(f"created key {record.id} ({record.name}); store it now: it is not shown again", err=True)
@@ -167,7 +184,7 @@ def keys_list(config: str | None, as_json: bool) -> None:
 @config_option(help=_CONFIG_HELP)
 @click.argument("key")
 def keys_revoke(config: str | None, key: str) -> None:
-    """Revoke the live key(s) with this id or name."""
+    """Revoke the live key with this id (or this name: names are unique among live keys)."""
     count: Any = _with_store(config, lambda store: store.revoke(key))
     if not count:
         raise _UsageProblem(f"no live key with id or name {key!r}")

@@ -35,6 +35,7 @@ from harness_middleware.pricing import Price, PriceBook
 
 __all__ = [
     "LIMITS_SCHEMES",
+    "RETENTION_MAX",
     "ConnectionLimits",
     "GatewayConfig",
     "GatewayPlugin",
@@ -46,17 +47,20 @@ __all__ = [
 
 LIMITS_SCHEMES: Final = ("redis://", "rediss://", "unix://")
 """URL schemes of the ``limits`` setting (redis-py's: TCP, TLS, a Unix socket; Valkey speaks the same)."""
+RETENTION_MAX: Final = 3650 * 86400.0
+"""The longest ``responses.retention`` accepted: 10 years, in seconds (a longer one is a typo)."""
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd]?)$")
 _DURATION_UNITS: Final = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-def duration_seconds(value: str | float, where: str) -> float:
+def duration_seconds(value: str | float, where: str, *, most: float | None = None) -> float:
     """Seconds of a duration setting: a number of seconds, or ``<number><unit>`` with unit ``s``,
     ``m``, ``h`` or ``d`` (``30d``, ``12h``, ``90m``, ``45s``).
 
     Raises:
-        ValueError: naming ``where`` for anything else, or a duration not above 0.
+        ValueError: naming ``where`` for anything else, a duration not above 0, or one above
+            ``most`` seconds (when given).
     """
     if isinstance(value, str):
         found = _DURATION.match(value.strip())
@@ -67,6 +71,8 @@ def duration_seconds(value: str | float, where: str) -> float:
         seconds = float(value)
     if not seconds > 0 or math.isinf(seconds):
         raise ValueError(f"{where}: must be a finite duration above 0, got {value!r}")
+    if most is not None and seconds > most:
+        raise ValueError(f"{where}: must be at most {most / 86400:g}d, got {value!r}")
     return seconds
 
 
@@ -77,18 +83,21 @@ class ResponsesConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
         retention: how long a stored response (``store: true``, the API's default) stays
             retrievable and usable as ``previous_response_id``, from its creation: ``30d`` (the
             default, as OpenAI keeps them), ``12h``, ``90m``, ``45s`` or a number of seconds.
-            Expired rows are never answered and are purged as new responses are stored.
+            At most :data:`RETENTION_MAX` (10 years). Expired rows are never answered and are
+            purged as new responses are stored. The current retention applies to the rows
+            already stored too: lowering it shortens them (within :data:`~harness_gateway.responses_store.PURGE_EVERY`
+            seconds of the reload), raising it lengthens the ones not expired yet.
     """
 
     retention: str | float = "30d"
 
     def __post_init__(self) -> None:
-        duration_seconds(self.retention, "responses.retention")
+        duration_seconds(self.retention, "responses.retention", most=RETENTION_MAX)
 
     @property
     def retention_seconds(self) -> float:
         """:attr:`retention` in seconds."""
-        return duration_seconds(self.retention, "responses.retention")
+        return duration_seconds(self.retention, "responses.retention", most=RETENTION_MAX)
 
 
 class ConnectionLimits(msgspec.Struct, frozen=True, kw_only=True):

@@ -14,6 +14,7 @@ import hashlib
 import re
 import secrets
 import time
+from collections.abc import Collection
 from typing import Final
 
 import msgspec
@@ -51,7 +52,8 @@ class KeySpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=T
     """What a new key may do.
 
     Fields:
-        name: a label for people (unique among live keys is not enforced).
+        name: a label for people, unique among the gateway's live (unrevoked) keys
+            (:meth:`~harness_gateway.store.SqlStore.create_key` refuses a taken one with a 409).
         routes: the routes it may use (``None`` = every route).
         budget: USD it may spend in total (``None`` = unlimited).
         rpm / tpm: requests / tokens (input + output) per rolling 60 s (``None`` = unlimited).
@@ -76,6 +78,16 @@ class KeySpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=T
         ):
             if value is not None and (isinstance(value, bool) or value <= 0):
                 raise ValueError(f"{field} must be a positive number, got {value!r}")
+
+    def unserved(self, served: Collection[str]) -> str | None:
+        """Why :attr:`routes` does not fit the ``served`` routes (the gateway's generation and
+        embedding routes): a message naming every route not served, with the served ones; ``None``
+        when each is served (or the key may use every route)."""
+        unknown = [route for route in self.routes or () if route not in served]
+        if not unknown:
+            return None
+        names = ", ".join(repr(route) for route in unknown)
+        return f"routes: {names} not served by this gateway (served: {', '.join(sorted(served)) or 'none'})"
 
 
 class KeyRecord(msgspec.Struct, kw_only=True, frozen=True):

@@ -293,6 +293,8 @@ class _History:
 def _read_input(body: Body, system: list[str]) -> list[Message]:
     value = body.get("input", (str, list), required=True)
     if isinstance(value, str):
+        if not value:  # OpenAI refuses it too
+            raise bad_request("input", "must not be empty: a string with the prompt, or a list of input items")
         return [Message(role="user", content=[TextBlock(value)])]
     history = _History()
     for where, raw in body.items("input"):

@@ -170,17 +170,29 @@ def build_options(fields: Mapping[str, Any], wire_names: Mapping[str, str] | Non
         raise bad_request(where, message[found.end() :].lstrip() if found else message) from None
 
 
+_LONE_SURROGATE: Final = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})")
+"""A high-surrogate escape (``\\ud800``) not followed by a low one: no character (RFC 8259 §8.2)."""
+
+
 def decode_json(raw: bytes) -> Any:
     """The JSON value of a request body.
 
     Raises:
-        GatewayError: 400 naming the byte offset when it is not JSON, or saying it nests too
+        GatewayError: 400 naming the byte offset when it is not JSON (a lone surrogate escape is
+            named as such, with its offset), or saying it nests too
             deeply (msgspec's decoder stops near 1,000 levels, bounded by Python's recursion
             limit: a request nests a few levels, a schema a few dozen).
     """
     try:
         return msgspec.json.decode(raw)
     except msgspec.DecodeError as exc:
+        lone = _LONE_SURROGATE.search(raw)  # msgspec calls it "truncated"
+        if lone is not None:
+            raise bad_request(
+                "",
+                f"the request body is not valid JSON: {lone.group().decode()} at byte {lone.start()} is a lone "
+                "UTF-16 surrogate escape, not a character (escape both halves of a pair, or send UTF-8)",
+            ) from None
         raise bad_request("", f"the request body is not valid JSON: {exc}") from None
     except RecursionError:
         raise bad_request("", "the request body nests too deeply (arrays and objects within each other)") from None

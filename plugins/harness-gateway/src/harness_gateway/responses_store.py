@@ -9,7 +9,8 @@ A response created with ``store: true`` (the API's default) is one row of ``gate
 input items as given, the Response object as answered, its ``previous_response_id``, the route,
 model and plugins.yaml key (``source``) that served it, the route's replay state
 (``finish.replay_state``, kept whether or not the client asked for encrypted reasoning) and
-``created_at`` / ``expires_at`` (unix seconds, ``expires_at = created_at + responses.retention``).
+``created_at`` / ``expires_at`` (unix seconds, ``expires_at = created_at + responses.retention``;
+the current retention: a changed one is applied to the live rows every :data:`PURGE_EVERY` seconds).
 
 Ownership: a row belongs to the caller that made it (:func:`owner_of`: ``key:<key id>``,
 ``master``, or ``""`` for an anonymous caller where keys are optional). A caller sees only its
@@ -46,6 +47,7 @@ __all__ = [
     "chain",
     "delete",
     "fetch",
+    "follow_retention",
     "input_items_page",
     "not_found",
     "owner_of",
@@ -136,15 +138,33 @@ async def purge(tx: Tx, now: float, batch: int = PURGE_BATCH) -> int:
     )
 
 
-async def purge_expired(store: SqlStore, now: float, batch: int = PURGE_BATCH) -> int:
+async def follow_retention(tx: Tx, retention: float, now: float) -> int:
+    """Give every stored response not expired at ``now`` the expiry of the current ``retention``
+    (seconds): ``created_at + retention``, shorter or longer than the one it was stored with; how
+    many rows changed (in transaction ``tx``)."""
+    return await tx.run(
+        "UPDATE gateway_responses SET expires_at = created_at + ?"
+        " WHERE expires_at > ? AND expires_at <> created_at + ?",
+        retention,
+        now,
+        retention,
+    )
+
+
+async def purge_expired(
+    store: SqlStore, now: float, batch: int = PURGE_BATCH, *, retention: float | None = None
+) -> int:
     """Delete every row expired at ``now`` (unix seconds), ``batch`` rows per transaction; how
-    many. Nothing before the store's schema holds the table (version 4: :meth:`SqlStore.migrate`
-    ran); a database fault is logged (by :func:`~harness_gateway.store.unavailable`) and ends the
-    purge (the next one retries), never raised."""
+    many. With ``retention`` (seconds, the configuration's current one) the live rows' expiry
+    follows it first (:func:`follow_retention`). Nothing before the store's schema holds the table
+    (version 4: :meth:`SqlStore.migrate` ran); a database fault is logged (by
+    :func:`~harness_gateway.store.unavailable`) and ends the purge (the next one retries), never raised."""
     if store.schema < 4:
         return 0
     total = 0
     try:
+        if retention is not None:
+            await store.transaction(lambda tx: follow_retention(tx, retention, now))
         while True:
             removed = await store.transaction(lambda tx: purge(tx, now, batch))
             total += removed
@@ -159,14 +179,16 @@ async def purge_forever(
     every: float = PURGE_EVERY,
     *,
     clock: Callable[[], float] = time.time,
+    retention: Callable[[], float] | None = None,
     task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Forever: every ``every`` seconds, :func:`purge_expired` at ``clock()`` (started with
-    ``TaskGroup.start`` by ``harness serve``, in every process)."""
+    ``TaskGroup.start`` by ``harness serve``, in every process), the live rows' expiry following
+    ``retention()`` (the current runtime's ``responses.retention`` in seconds) when given."""
     task_status.started()
     while True:
         await anyio.sleep(every)
-        await purge_expired(store, clock())
+        await purge_expired(store, clock(), retention=retention() if retention is not None else None)
 
 
 async def put(store: SqlStore, record: StoredResponse, *, now: float | None = None) -> None:

@@ -16,7 +16,7 @@ from harness_gateway.anthropic_messages import ANTHROPIC_MESSAGES
 from harness_gateway.console import console_routes
 from harness_gateway.dialect import Dialect
 from harness_gateway.embedding import Embedding
-from harness_gateway.endpoints import count_tokens, healthz, list_models, metrics
+from harness_gateway.endpoints import count_tokens, healthz, list_models, metrics, responses_input_tokens
 from harness_gateway.errors import GatewayError
 from harness_gateway.gateway import Gateway
 from harness_gateway.openai_chat import OPENAI_CHAT
@@ -34,6 +34,7 @@ _ENDPOINTS: Final = ", ".join(
     [
         *(f"POST {dialect.path}" for dialect in DIALECTS),
         "POST /v1/messages/count_tokens",
+        "POST /v1/responses/input_tokens",
         f"POST {EMBEDDINGS_PATH}",
         "GET /v1/models",
     ]
@@ -62,6 +63,7 @@ def routes(gateway: Gateway) -> list[BaseRoute]:
     return [
         *(Route(dialect.path, generation(dialect), methods=["POST"]) for dialect in DIALECTS),
         Route("/v1/messages/count_tokens", bound(count_tokens), methods=["POST"]),
+        Route("/v1/responses/input_tokens", bound(responses_input_tokens), methods=["POST"]),  # before /{id}
         *responses_routes(gateway),
         Route(EMBEDDINGS_PATH, embedding, methods=["POST"]),
         Route("/v1/models", bound(list_models), methods=["GET"]),

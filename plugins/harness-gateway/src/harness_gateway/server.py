@@ -14,7 +14,9 @@ https://asgi.readthedocs.io/en/latest/specs/lifespan.html
 
 from __future__ import annotations
 
+import functools
 import logging
+import operator
 import os
 import signal
 import threading
@@ -148,7 +150,11 @@ class GatewayServer:
             return
         async with anyio.create_task_group() as group:
             await group.start(gateway.store.maintain)  # leases renewed, dead processes' rows settled
-            await group.start(purge_forever, gateway.store)  # expired stored responses deleted
+            current = operator.attrgetter("current.config.responses.retention_seconds")
+            retention = functools.partial(current, gateway.holder)  # the runtime of each tick (reloads)
+            await group.start(  # expired stored responses deleted, the live ones' expiry following the config
+                functools.partial(purge_forever, gateway.store, retention=retention)
+            )
             if threading.current_thread() is threading.main_thread():  # signal handlers need the main thread
                 group.start_soon(self.reload_on_sighup, gateway)
             if self.watch:

@@ -315,6 +315,15 @@ class SqlStore:
         routes = json.dumps(record.routes) if record.routes is not None else None
 
         async def insert(tx: Tx) -> None:
+            taken = await tx.one("SELECT id FROM gateway_keys WHERE name = ? AND revoked_at IS NULL", record.name)
+            if taken is not None:
+                raise GatewayError(
+                    409,
+                    f"a live key named {record.name!r} exists (id {taken[0]}): key names are unique per gateway; "
+                    "choose another name or revoke that key first",
+                    code="key_name_taken",
+                    param="name",
+                )
             await tx.run(
                 "INSERT INTO gateway_keys"
                 " (id, hash, name, routes, budget, rpm, tpm, expires_at, created_at, spent, max_cost)"
@@ -334,16 +343,33 @@ class SqlStore:
         return [key_record(row) for row in rows]
 
     async def revoke(self, id_or_name: str, *, now: float | None = None) -> int:
-        """Revoke the live keys whose id or name is ``id_or_name``; how many were revoked."""
+        """Revoke the live key whose id is ``id_or_name``, else the one live key of that name; how
+        many were revoked (0 or 1).
+
+        Raises:
+            GatewayError: 409 (``key_name_ambiguous``) when several live keys have that name (a
+                store written before names were unique): revoke them by id.
+        """
         moment = time.time() if now is None else now
-        revoked = await self.transaction(
-            lambda tx: tx.run(
-                "UPDATE gateway_keys SET revoked_at = ? WHERE (id = ? OR name = ?) AND revoked_at IS NULL",
-                moment,
-                id_or_name,
-                id_or_name,
-            )
-        )
+
+        async def revoke(tx: Tx) -> int:
+            live = " AND revoked_at IS NULL"
+            revoked = await tx.run(f"UPDATE gateway_keys SET revoked_at = ? WHERE id = ?{live}", moment, id_or_name)
+            if revoked:
+                return revoked
+            named = await tx.all(f"SELECT id FROM gateway_keys WHERE name = ?{live} ORDER BY id", id_or_name)
+            if len(named) > 1:
+                ids = ", ".join(row[0] for row in named)
+                raise GatewayError(
+                    409,
+                    f"{len(named)} live keys are named {id_or_name!r} (ids {ids}): revoke one by its id",
+                    code="key_name_ambiguous",
+                )
+            if not named:
+                return 0
+            return await tx.run(f"UPDATE gateway_keys SET revoked_at = ? WHERE id = ?{live}", moment, named[0][0])
+
+        revoked = await self.transaction(revoke)
         self._key_cache.clear()
         return revoked
 
