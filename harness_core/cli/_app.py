@@ -315,9 +315,11 @@ def run(ctx: click.Context, /, prompt: str | None, as_json: bool, **options: Any
     130 aborted (128 + the signal: 143 SIGTERM, 129 SIGHUP); 141 stdout closed by its reader
     (e.g. `| head`: the stream is aborted quietly).
     """
-    from harness_core.cli._run import run_prompt
+    from harness_core.cli._request import RunRequest
+    from harness_core.cli._run import execute
 
-    ctx.exit(run_prompt(prompt, as_json=as_json, verbose=_verbosity(ctx), **options))
+    route = options.pop("provider")
+    ctx.exit(execute(RunRequest(prompt=prompt, as_json=as_json, verbose=_verbosity(ctx), route=route, **options)))
 
 
 @cli.command()

@@ -48,7 +48,7 @@ from harness_core.cli._common import (
     report_error,
 )
 from harness_core.cli._promptlog import CONVERSATION_KEY, attach_prompt_log
-from harness_core.cli._run import Renderer
+from harness_core.cli._render import Renderer
 from harness_core.cli._text import UNDECODABLE_WARNING, clean_argument
 from harness_core.conversation import Conversation, MaxStepsExceeded, Reply
 from harness_core.errors import LlmError

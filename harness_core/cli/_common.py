@@ -7,13 +7,14 @@ import os
 import signal
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Final, TextIO
 
 from harness_core.cli._logging import redact_logs
 from harness_core.config import ConfigError
 from harness_core.errors import LlmError
 from harness_core.loader import LoadedConfig, load_config
+from harness_core.plugininfo import PluginFailure
 
 __all__ = [
     "ABORT_SIGNALS",
@@ -31,6 +32,7 @@ __all__ = [
     "output_failure_code",
     "report_error",
     "stdout_failure",
+    "warn_start_failures",
 ]
 
 EXIT_OK: Final = 0
@@ -253,3 +255,14 @@ def load_for_start(config: str | None, err: Sink) -> LoadedConfig | None:
         if failure.routes is None:  # routes known: the error names it when one is used
             err.write(f"warning: {failure.message}; its routes are unavailable\n")
     return loaded
+
+
+def warn_start_failures(
+    note: Callable[[str], None], known: Sequence[PluginFailure], failures: Sequence[PluginFailure]
+) -> None:
+    """Write (``note``) one ``warning:`` line per adapter plugin in ``failures`` (the started
+    harness's) that is not in ``known`` (reported before the start): its routes are unavailable,
+    the others work. A middleware that fails stops the start instead (an error)."""
+    for failure in failures:
+        if not failure.is_middleware and failure not in known:
+            note(f"warning: plugin {failure.key!r} failed to start: {failure.message}; its routes are unavailable")

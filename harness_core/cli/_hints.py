@@ -1,0 +1,50 @@
+"""What to do about an error that the command line or a missing config explains (``harness run``).
+
+One owner of these hints: the renderer shows them after an error finish, ``--count-tokens`` after a
+raised error (:mod:`harness_core.cli._count`).
+"""
+
+from __future__ import annotations
+
+from harness_core.errors import LlmError
+from harness_core.loader import LoadedConfig
+
+__all__ = ["Hints"]
+
+
+class Hints:
+    """What to do about an error finish that the command line or a missing config explains.
+
+    ``loaded`` is the configuration in use, ``provider``/``model`` what ``-p``/``-m`` gave.
+    """
+
+    def __init__(self, loaded: LoadedConfig, *, provider: str | None, model: str | None) -> None:
+        self.loaded = loaded
+        defaults = loaded.defaults
+        # the runtime applies defaults.model only to the default provider (or when none is set)
+        default_applies = defaults.provider is None or provider in (None, defaults.provider)
+        self.no_model = model is None and (defaults.model is None or not default_applies)
+
+    def cause(self, error: LlmError) -> str | None:
+        """The command line's mistake that explains ``error``, shown before the provider's
+        answer (exit 2: a usage error), or ``None``: ``BAD_REQUEST`` (a provider's HTTP 400, or
+        the adapter refusing to send) when no model was given and ``defaults.model`` does not
+        apply."""
+        if error.code == "BAD_REQUEST" and self.no_model:
+            return "no model was given: pass -m MODEL or set defaults.model in plugins.yaml"
+        return None
+
+    def for_error(self, error: LlmError) -> str | None:
+        """One hint line shown after ``error``, or ``None``: ``NO_ADAPTER`` without a config
+        file (the built-in default is in use; names the installed plugins it does not enable
+        and how to enable them; exit 2)."""
+        loaded = self.loaded
+        if error.code == "NO_ADAPTER" and loaded.path is None:
+            idle = sorted(entry.key for entry in loaded.entries if entry.state == "installed")
+            names = ", ".join(idle) if idle else "none"
+            return (
+                "no plugins.yaml was found, so the built-in default (the mock plugin) is in use; "
+                f"installed plugins not enabled: {names} (list them in plugins.yaml or pass -c FILE; "
+                "see `harness config check`)"
+            )
+        return None
