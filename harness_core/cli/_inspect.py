@@ -257,17 +257,24 @@ async def _chain(
     """The route shown (``route``, else the harness's default route), its links and the
     ``llm_embed`` links (``key``, ``tier``); a middleware
     with a ``describe_chain(route) -> str | None`` method adds its ``detail`` (``fallback`` lists
-    its targets), else ``notes`` give it by plugin key (the prompt log on by default)."""
+    its targets), else ``notes`` give it by plugin key (the prompt log on by default). A plugin
+    that is both a middleware and the route's adapter (a balance pool) is described at its first
+    link only; the later one says ``the same plugin as link N``."""
     from harness_core.runtime import Harness
 
     instances = {plugin.key: plugin.instance for plugin in loaded.plugins}
     async with Harness.from_loaded(loaded) as harness:
         target = route if route is not None else harness.default_route()
         links: list[dict[str, str]] = []
-        for link in harness.chain(target):
+        numbers: dict[str, int] = {}  # plugin key -> the number of its first link
+        for number, link in enumerate(harness.chain(target), 1):
             entry = {"key": link.key, "tier": link.tier}
             describe = getattr(instances.get(link.key), "describe_chain", None)
-            detail = describe(target) if callable(describe) else notes.get(link.key)
+            if link.key in numbers:  # a middleware serving the route too (balance): described once
+                detail: object = f"the same plugin as link {numbers[link.key]}"
+            else:
+                numbers[link.key] = number
+                detail = describe(target) if callable(describe) else notes.get(link.key)
             if detail:
                 entry["detail"] = str(detail)
             links.append(entry)

@@ -495,6 +495,21 @@ def test_chain_without_route(harness: Harness, config: Config) -> None:
     ]
 
 
+def test_chain_describes_a_balance_pool_once(harness: Harness, config: Config) -> None:
+    """Found by a fresh-user trial: the balance middleware and the pool's adapter (the same
+    plugin) printed the same detail twice."""
+    config(
+        "plugins:\n  balance: {pools: {ep: [{target: mock}, {target: two}]}}\n  mock: {}\n"
+        "  mock:two: {routes: [two]}\n  ~prompt-log: {}\n"
+    )
+    result = harness("chain", "ep")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[1].startswith("1. balance (normal): pool ep: ")
+    assert lines[2] == "2. balance (adapter): the same plugin as link 1"
+    assert result.stdout.count("pool ep:") == 1
+
+
 def test_chain_errors_exit_2(harness: Harness, config: Config) -> None:
     result = harness("chain", "nowhere")
     assert result.returncode == 2

@@ -55,6 +55,10 @@ def test_usage_table(ledger: UsageLedger) -> None:
     openai = next(line.split() for line in lines if "openai" in line)
     assert openai[3:5] == ["2", "100"]  # two requests, one with unknown usage
     assert lines[-1].split()[:3] == ["total", "3", "200"]
+    header = lines[1].split()
+    assert "unknown_usage" in header  # the name --json uses
+    assert "no_usage" not in header
+    assert openai[header.index("unknown_usage")] == "1"
 
 
 def test_usage_json_and_since(ledger: UsageLedger) -> None:

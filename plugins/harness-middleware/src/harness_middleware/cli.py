@@ -156,7 +156,7 @@ _TABLE = (
     ("cache_read", "cache_read_tokens"),
     ("cache_write", "cache_write_tokens"),
     ("reasoning", "reasoning_tokens"),
-    ("no_usage", "unknown_usage"),
+    ("unknown_usage", "unknown_usage"),
     ("errors", "errors"),
     ("aborted", "aborted"),
     ("cached", "cached"),
@@ -205,7 +205,7 @@ def usage_command(config: str | None, db: str | None, since: str | None, by_text
     both rows (`--by operation` splits them: `chat`, `embeddings`; an embedding call has input
     tokens only).
 
-    Token sums count the streams that reached a provider and reported usage; `no_usage` counts
+    Token sums count the streams that reached a provider and reported usage; `unknown_usage` counts
     those that did not (unknown, not free) and `cached` the cache hits (nothing spent).
     `cost_usd` sums the known costs (the genai-prices table, or the usage config's `prices`);
     `unpriced` counts the rows whose cost is unknown (model not in the table, or no usage).
