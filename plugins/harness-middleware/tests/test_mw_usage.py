@@ -246,12 +246,12 @@ async def test_cache_hit_is_recorded_as_cached_not_spent(tmp_path: Path) -> None
 
 
 async def test_served_route_and_model_from_the_notes(tmp_path: Path) -> None:
-    from harness_middleware.notes import notes_of
+    from harness_core.record import record_of
 
     p = plugin(tmp_path)
 
     async def fell_back(options: Any) -> Any:
-        notes = notes_of(options)
+        notes = record_of(options)
         assert notes is not None
         notes.served_route, notes.served_model = "anthropic", "claude-sonnet-4-20250514"
         for chunk in [usage(1000, 100), stop()]:
@@ -325,13 +325,13 @@ def test_config_rejects_unknown_fields() -> None:
 
 
 def test_notes_are_shared_by_nested_layers() -> None:
-    from harness_middleware.notes import notes_of, open_notes
+    from harness_core.record import open_record, record_of
 
-    outer_options, outer = open_notes(options())
-    inner_options, inner = open_notes(outer_options)
+    outer_options, outer = open_record(options())
+    inner_options, inner = open_record(outer_options)
     assert inner is outer
     assert inner_options is outer_options
-    assert notes_of(options()) is None
+    assert record_of(options()) is None
 
 
 async def test_a_pool_is_recorded_by_the_member_that_served_it(tmp_path: Path) -> None:

@@ -59,6 +59,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from harness_core.abort import Aborted, AbortSignal, abort_reason, race
 from harness_core.assembler import BlockAssembler
 from harness_core.errors import LlmError
+from harness_core.record import open_record
 from harness_core.types import (
     Failure,
     Finish,
@@ -88,7 +89,6 @@ from harness_gateway.runtime import GatewayRuntime, RuntimeHolder
 from harness_gateway.spend import embedding_usage, estimated_embedding_usage, estimated_usage, request_cost
 from harness_gateway.sse import KEEPALIVE
 from harness_gateway.store import SqlStore, Status
-from harness_middleware.notes import open_notes
 
 __all__ = [
     "ABORT_GRACE",
@@ -439,7 +439,7 @@ class _Run:
             abort=self.abort,
             metadata={"request_id": generation.request_id, "gateway_ticket": ticket},
         )
-        self.options, self.notes = open_notes(self.options)  # fallback reports its attempts here
+        self.options, self.record = open_record(self.options)  # the core fills it (fallback: attempts)
         self.key = key
         self.failure: Failure | None = None
         self.started = time.perf_counter()
@@ -521,8 +521,8 @@ class _Run:
     def member(self) -> tuple[str, str]:
         """``(route, model)`` that serves the stream: a ``fallback`` target or ``balance`` member
         noted by the middleware, else the requested ones. Spend is priced by it."""
-        notes = self.notes
-        return notes.served_route or self.route, notes.served_model or self.model
+        record = self.record
+        return record.served_route or self.route, record.served_model or self.model
 
     def ending(self, finish: Finish) -> Ending:
         """What :meth:`Dialect.conclude` is told about how this generation ended."""
@@ -579,10 +579,10 @@ class _Run:
 
     async def watch_end(self, watches: list[RunWatch], cost: float, latency: float) -> None:
         """Tell every watch how the generation ended (an observer's fault is logged, never raised)."""
-        notes = self.notes
+        record = self.record
         attempts = tuple(
             f"{a.route}/{a.model}: {a.failure.code if a.failure else 'skipped (cooling down)'}"
-            for a in notes.attempts
+            for a in record.attempts
             if a.failure is not None or a.skipped
         )
         end = RunEnd(
@@ -591,8 +591,8 @@ class _Run:
             cost=cost,
             first_token_s=self.first_token,
             latency_s=latency,
-            served_route=notes.served_route or self.route,
-            served_model=notes.served_model or self.model,
+            served_route=record.served_route or self.route,
+            served_model=record.served_model or self.model,
             attempts=attempts,
             failure=self.failure,
         )
