@@ -103,11 +103,11 @@ class Ends:
 
 
 STOP = Finish(FinishReason(kind="stop"))
-TEXT = [BlockStart(0, "text"), TextDelta(0, "a"), TextDelta(0, "b"), BlockEnd(0, TextBlock("ab"))]
+TEXT: list[StreamChunk] = [BlockStart(0, "text"), TextDelta(0, "a"), TextDelta(0, "b"), BlockEnd(0, TextBlock("ab"))]
 
 
 async def test_observe_passes_every_chunk_and_reports_finish_and_usage() -> None:
-    ends, closed = Ends(), []
+    ends, closed = Ends(), list[bool]()
     chunks = [*TEXT, Usage(TokenUsage(3, 2)), STOP]
     got = [chunk async for chunk in observe(source(chunks, closed), ends, ends.seen.append)]
     assert got == chunks == ends.seen
@@ -133,7 +133,7 @@ async def test_observe_a_stream_ending_without_finish() -> None:
 
 
 async def test_observe_an_exception_is_reported_then_reraised() -> None:
-    ends, closed = Ends(), []
+    ends, closed = Ends(), list[bool]()
     boom = LlmError("NETWORK", "reset")
     with pytest.raises(LlmError, match="reset"):
         async for _ in observe(source([TEXT[0], boom], closed), ends):
@@ -143,7 +143,7 @@ async def test_observe_an_exception_is_reported_then_reraised() -> None:
 
 
 async def test_observe_the_consumer_closing_early() -> None:
-    ends, closed = Ends(), []
+    ends, closed = Ends(), list[bool]()
     stream = observe(source([*TEXT, STOP], closed), ends)
     assert await stream.__anext__() == TEXT[0]
     await stream.aclose()
