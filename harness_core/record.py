@@ -6,7 +6,8 @@ opens a :class:`StreamRecord` for every stream (:meth:`harness_core.Harness.stre
 embedding call (:meth:`harness_core.Harness.embed`); the adapter boundary writes the route and
 model it called and the time of the adapter's first chunk, middleware write what they did
 (``fallback``/``balance``: attempts and the served target, ``cache``: ``cached``), and outer
-middleware and applications (usage ledger, prompt log, the gateway) read it (docs/hooks.md#the-stream-record-and-observe).
+middleware and applications (usage ledger, prompt log, the gateway) read it
+(docs/hooks.md#the-stream-record-and-observe).
 
 How it travels: a stream's record rides in ``options.metadata`` under :data:`RECORD_KEY`
 (metadata is not part of the cache key and not sent to providers): read it with

@@ -127,10 +127,10 @@ def retry(sleeps: Sleeps, **config: Any) -> tuple[str, RetryPlugin]:
     return "retry", RetryPlugin(msgspec.convert(config, RetryPlugin.Config), sleep=sleeps)
 
 
-# ------------------------------------------------------------------ notes
+# ------------------------------------------------------------------ the call record
 
 
-def test_embed_notes_are_shared_by_nested_layers_and_reset_after() -> None:
+def test_embed_record_is_shared_by_nested_layers_and_reset_after() -> None:
     assert embed_record() is None
     with open_embed_record() as outer:
         assert embed_record() is outer

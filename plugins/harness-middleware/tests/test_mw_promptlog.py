@@ -128,7 +128,7 @@ async def test_binary_provider_options_are_stored_by_digest(tmp_path: Path) -> N
     assert p._mask(("a", b"xyz")) == ["a", "sha256:" + hashlib.sha256(b"xyz").hexdigest()]
 
 
-async def test_fallback_attempts_and_cache_hits_come_from_the_notes(tmp_path: Path) -> None:
+async def test_fallback_attempts_and_cache_hits_come_from_the_record(tmp_path: Path) -> None:
     from harness_core.errors import LlmError
     from harness_core.record import Attempt
 

@@ -245,7 +245,7 @@ async def test_cache_hit_is_recorded_as_cached_not_spent(tmp_path: Path) -> None
     assert total["unknown_usage"] == 0
 
 
-async def test_served_route_and_model_from_the_notes(tmp_path: Path) -> None:
+async def test_served_route_and_model_from_the_record(tmp_path: Path) -> None:
     from harness_core.record import record_of
 
     p = plugin(tmp_path)
@@ -324,7 +324,7 @@ def test_config_rejects_unknown_fields() -> None:
         msgspec.convert({"pth": "x"}, UsagePlugin.Config)
 
 
-def test_notes_are_shared_by_nested_layers() -> None:
+def test_record_is_shared_by_nested_layers() -> None:
     from harness_core.record import open_record, record_of
 
     outer_options, outer = open_record(options())
