@@ -21,6 +21,16 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.errors import ErrorCode, Failure, InvalidOutputError, LlmError
     from harness_core.hookspecs import hookimpl
     from harness_core.outfile import WriteFailureLog, check_output_file, private_dir, private_file, write_in_thread
+    from harness_core.record import (
+        Attempt,
+        StreamEnd,
+        StreamRecord,
+        embed_record,
+        observe,
+        open_embed_record,
+        open_record,
+        record_of,
+    )
     from harness_core.runtime import GenerateResult, Harness, StreamContext
     from harness_core.secret import (
         ChunkScrubber,
@@ -68,6 +78,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
 __all__ = [
     "AbortSignal",
     "AttachError",
+    "Attempt",
     "BlockAssembler",
     "BlockEnd",
     "BlockStart",
@@ -106,6 +117,8 @@ __all__ = [
     "SecretMasking",
     "StreamChunk",
     "StreamContext",
+    "StreamEnd",
+    "StreamRecord",
     "SyncHarness",
     "TextBlock",
     "TextDelta",
@@ -125,12 +138,17 @@ __all__ = [
     "check_output_file",
     "decode_output",
     "detect_media_type",
+    "embed_record",
     "hookimpl",
     "load_attachment",
     "mask_strings",
+    "observe",
+    "open_embed_record",
+    "open_record",
     "parse_media_type",
     "private_dir",
     "private_file",
+    "record_of",
     "redacted_logging",
     "response_format_for",
     "tool",
@@ -140,6 +158,14 @@ __all__ = [
 __version__ = "0.1.0"
 """The distribution's version (the single source: ``pyproject.toml`` reads it)."""
 _LAZY = {
+    "Attempt": "harness_core.record",
+    "StreamEnd": "harness_core.record",
+    "StreamRecord": "harness_core.record",
+    "embed_record": "harness_core.record",
+    "observe": "harness_core.record",
+    "open_embed_record": "harness_core.record",
+    "open_record": "harness_core.record",
+    "record_of": "harness_core.record",
     "WriteFailureLog": "harness_core.outfile",
     "check_output_file": "harness_core.outfile",
     "private_dir": "harness_core.outfile",

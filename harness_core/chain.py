@@ -1,4 +1,4 @@
-"""The ``llm_stream`` middleware chain and the final adapter boundary (docs/runtime.md, docs/hooks.md).
+"""The ``llm_stream`` middleware chain (docs/runtime.md, docs/hooks.md).
 
 The runtime composes the chain once, from ``pm.hook.llm_stream.get_hookimpls()`` sorted
 explicitly by (tier, position in plugins.yaml): ``tryfirst`` outermost, ``trylast`` innermost, and
@@ -7,35 +7,34 @@ synchronous, so the hook is never called through ``pm.hook.llm_stream(...)``: ea
 ``call_next`` functions over the ordered impls (:meth:`Chain.open`) and records every async
 generator they create in a :class:`ChainRun`, which closes them all, outermost first.
 
-The innermost layer is the :class:`AdapterBoundary`: it looks the route up, turns adapter
-exceptions into a legal terminal (open blocks closed, then ``finish{error}`` / ``finish{aborted}``)
-and re-raises cancellation, so middleware always sees a legal stream.
+The innermost layer is the :class:`~harness_core.boundary.AdapterBoundary` (its own module);
+closing is :mod:`harness_core.closing`. Both used to live here: ``AdapterBoundary``,
+``aclose_all``, ``close_stream``, ``raise_collected`` and ``DEFAULT_CLOSE_BOUND`` stay
+importable from this module.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
-import traceback
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from operator import itemgetter
-from typing import Any, Final, Literal
+from typing import Any, Literal
 
-import anyio
 import msgspec
 import pluggy
 
-from harness_core.abort import DEFAULT_ABORT_REASON
 from harness_core.assembler import BlockAssembler
+from harness_core.boundary import AdapterBoundary, strip_replay, terminal
+from harness_core.closing import DEFAULT_CLOSE_BOUND, aclose_all, close_stream, raise_collected
 from harness_core.contract import StreamContract
-from harness_core.errors import ErrorCode, LlmError
+from harness_core.errors import LlmError
 from harness_core.hookspecs import CallNext
-from harness_core.plugininfo import PluginFailure
-from harness_core.registry import RouteRegistry
-from harness_core.secret import ChunkScrubber, Redactor
-from harness_core.types import Finish, FinishReason, GenerateOptions, Message, StreamChunk
+from harness_core.record import StreamRecord
+from harness_core.types import Finish, GenerateOptions, StreamChunk
 
 __all__ = [
+    "DEFAULT_CLOSE_BOUND",
     "AdapterBoundary",
     "Chain",
     "ChainLink",
@@ -47,6 +46,7 @@ __all__ = [
     "order_middleware",
     "raise_collected",
     "strip_replay",
+    "terminal",
 ]
 
 logger = logging.getLogger("harness")
@@ -58,9 +58,6 @@ MiddlewareFunction = Callable[[GenerateOptions, CallNext], AsyncGenerator[Stream
 """An ``llm_stream`` impl: ``(options, call_next)`` → async generator of chunks."""
 
 _TIER_RANK: dict[Tier, int] = {"tryfirst": 0, "normal": 1, "trylast": 2}
-
-DEFAULT_CLOSE_BOUND: Final = 5.0
-"""Seconds one close may take before it is abandoned (the runtime uses ``Harness.close_timeout``)."""
 
 
 class ChainLink(msgspec.Struct, frozen=True):
@@ -118,87 +115,34 @@ def order_middleware(
     return [(link, function) for _, _, link, function in ordered]
 
 
-def strip_replay(options: GenerateOptions, owner: str | None) -> GenerateOptions:
-    """``options`` without the ``replay_state`` of history messages not produced by ``owner``.
-
-    ``owner`` is the plugins.yaml key owning the target route (``None`` when no plugin owns it).
-    A message keeps its ``replay_state`` only when its ``source`` is that same key
-    (docs/stream-obligations.md#9-replay-state);
-    ``options`` is returned unchanged (same object) when nothing needs stripping.
-    """
-    messages = options.messages
-    if not any(m.replay_state is not None and (owner is None or m.source != owner) for m in messages):
-        return options
-    kept = [
-        m if m.replay_state is None or (owner is not None and m.source == owner) else _without_replay(m)
-        for m in messages
-    ]
-    return msgspec.structs.replace(options, messages=kept)
-
-
-def _without_replay(message: Message) -> Message:
-    return msgspec.structs.replace(message, replay_state=None)
-
-
-def raise_collected(errors: Sequence[Exception], what: str) -> None:
-    """Re-raise errors collected while closing: one as is, several as an :class:`ExceptionGroup`."""
-    if len(errors) == 1:
-        raise errors[0]
-    if errors:
-        raise ExceptionGroup(f"{what} failed", list(errors))
-
-
-async def aclose_all(closables: Iterable[Any], bound: float, what: str) -> list[Exception]:
-    """Await ``aclose()`` of each of ``closables`` in order, each shielded from cancellation and
-    bounded by ``bound`` seconds, so a cancelled caller still runs every cleanup. An object
-    without ``aclose`` (a plain async iterator) has nothing to close and is skipped, and so is an
-    async generator that already ended (``ag_frame`` is ``None``: its ``aclose()`` does nothing,
-    https://peps.python.org/pep-0525/#asynchronous-generator-object), which spares the usual
-    stream, read to its end, the cancel scope and timer of a bounded close (~12 µs per close).
-
-    Returns the exceptions the closes raised, each already logged (``what`` names the kind of
-    object in the log lines), so the caller can re-raise them once everything is closed
-    (:func:`raise_collected`). A close that takes longer than ``bound`` is abandoned with a warning.
-    """
-    errors: list[Exception] = []
-    for closable in closables:
-        close = getattr(closable, "aclose", None)
-        if close is None or getattr(closable, "ag_frame", closable) is None:
-            continue
-        with anyio.move_on_after(bound, shield=True) as scope:
-            try:
-                await close()
-            except Exception as exc:
-                logger.error("closing the %s failed (%r)", what, closable, exc_info=exc)
-                errors.append(exc)
-        if scope.cancelled_caught:
-            logger.warning("closing the %s %r took longer than %ss; abandoned", what, closable, bound)
-    return errors
-
-
-async def close_stream(stream: AsyncIterator[Any], bound: float = DEFAULT_CLOSE_BOUND) -> None:
-    """Close one stream (an inner stream a middleware opened) as :func:`aclose_all` does, then
-    re-raise what its cleanup raised. Safe in every ``finally``: closing an exhausted or closed
-    generator does nothing."""
-    raise_collected(await aclose_all([stream], bound, "stream"), "closing the stream")
-
-
 class ChainRun:
-    """The state of one stream through the chain: every generator it created, and the route served.
+    """The state of one stream through the chain: every generator it created, and its record.
 
-    ``route``/``source``/``model`` start as the requested route, its owner and model; the boundary
-    overwrites them with what it actually served (a middleware such as ``fallback`` may rewrite
+    ``record`` is the stream's :class:`~harness_core.record.StreamRecord` (a new one unless
+    given); the boundary writes the route and model it called into it and sets ``source``, the
+    plugins.yaml key owning that route (a middleware such as ``fallback`` may rewrite
     ``options.provider`` and ``options.model``; the last boundary call wins).
     """
 
-    __slots__ = ("generators", "model", "route", "source")
+    __slots__ = ("generators", "record", "source")
 
-    def __init__(self, route: str | None, source: str | None, model: str | None = None) -> None:
+    def __init__(
+        self, route: str | None, source: str | None, model: str | None = None, record: StreamRecord | None = None
+    ) -> None:
         self.generators: list[tuple[int, AsyncGenerator[StreamChunk, None]]] = []
         """``(depth, generator)`` in creation order; depth 0 is the outermost layer."""
-        self.route = route
+        self.record = record if record is not None else StreamRecord(requested_route=route, requested_model=model)
         self.source = source
-        self.model = model
+
+    @property
+    def route(self) -> str | None:
+        """The route served: the record's served route, else the requested one."""
+        return self.record.served()[0]
+
+    @property
+    def model(self) -> str | None:
+        """The model served: the record's served model, else the requested one."""
+        return self.record.served()[1]
 
     async def aclose(self, bound: float) -> list[Exception]:
         """Close every generator of this stream, outermost first (by depth, then creation order).
@@ -301,7 +245,7 @@ async def _guard(
             if problem is not None:
                 failure = LlmError("PROTOCOL", f"{culprit} broke the stream contract: {problem}")
                 logger.error("%s; the stream ends here", failure.message)
-                for end in _terminal(tracker, failure, options):
+                for end in terminal(tracker, failure, options):
                     yield end
                 return
             yield chunk
@@ -316,7 +260,7 @@ async def _guard(
             exc.add_note(f"raised by middleware plugin {key!r}")
         raise
     failure = LlmError("PROTOCOL", f"{culprit} ended the stream without a finish")
-    for chunk in _terminal(tracker, failure, options):
+    for chunk in terminal(tracker, failure, options):
         yield chunk
 
 
@@ -339,143 +283,3 @@ def _layer(
         return generator
 
     return call_next
-
-
-class AdapterBoundary:
-    """The innermost layer: route lookup, adapter faults → legal terminal chunks (docs/runtime.md).
-
-    - unknown route → exactly one ``finish{error, NO_ADAPTER}`` naming the route, the known
-      routes and any adapter plugin failure that may explain it (only the failure of the plugin
-      configured to serve it, when its routes are known: a missing key names its variable, with
-      code ``CONFIG`` when its configuration is what failed);
-    - the adapter raises :class:`~harness_core.errors.LlmError` → the blocks it left open end
-      with what they hold, then ``finish{error}`` carrying the failure;
-    - any other exception → the same, with code ``INTERNAL``, logged with its traceback on the
-      ``harness`` logger;
-    - the adapter's stream ends without a ``finish`` → ``finish{error, PROTOCOL}``;
-    - in each of these cases, ``finish{aborted}`` instead when ``options.abort`` has fired;
-    - cancellation propagates untouched; nothing after the adapter's ``finish`` is read.
-
-    The adapter's generator is closed (``aclose``) when the boundary's is.
-
-    With ``secrets`` (a :class:`~harness_core.secret.Redactor` of the plugins' keys) everything
-    the adapter produces is scrubbed here, before any middleware (cache, trace, telemetry) or
-    caller sees it: text and tool-call deltas with hold-back across splits, and every failure
-    message (a proxy echoing the ``Authorization`` header in its error body).
-    """
-
-    __slots__ = ("_failures", "_registry", "_secrets")
-
-    def __init__(
-        self, registry: RouteRegistry, failures: Sequence[PluginFailure], secrets: Redactor | None = None
-    ) -> None:
-        self._registry = registry
-        self._failures = failures
-        self._secrets = secrets if secrets is not None else Redactor()
-
-    def scrub(self, error: LlmError) -> LlmError:
-        """``error`` itself, or a copy whose message has the secrets masked."""
-        message = self._secrets(error.message)
-        if message == error.message:
-            return error
-        return LlmError.from_failure(msgspec.structs.replace(error.to_failure(), message=message))
-
-    def _trace(self, route: str, exc: Exception) -> None:
-        """Log the traceback and cause chain of an adapter's :class:`LlmError` (``NETWORK``,
-        ``AUTH`` …: the transport's own exception) at INFO level, secrets masked, so
-        ``harness -v`` shows where a failure came from; nothing is formatted when INFO is off."""
-        if isinstance(exc, LlmError) and logger.isEnabledFor(logging.INFO):
-            text = self._secrets("".join(traceback.format_exception(exc)).rstrip("\n"))
-            logger.info("route %r failed:\n%s", route, text)
-
-    def __call__(self, options: GenerateOptions, run: ChainRun) -> AsyncGenerator[StreamChunk, None]:
-        """The boundary's generator for one stream (scrubbed when there are secrets)."""
-        return self._serve(options, run, ChunkScrubber(self._secrets) if self._secrets else None)
-
-    def no_adapter(self, route: str | None) -> LlmError:
-        """The ``NO_ADAPTER`` error for ``route``: known routes, and the adapter plugins that failed."""
-        known = ", ".join(repr(r) for r in self._registry.routes()) or "none"
-        if route is None:
-            text = f"no route given (options.provider) and no default provider configured; known routes: {known}"
-        else:
-            text = f"no adapter serves route {route!r}; known routes: {known}"
-        failed = [f for f in self._failures if not f.is_middleware]
-        owners = [f for f in failed if route is not None and f.routes is not None and route in f.routes]
-        if owners:  # the plugin that would serve it is known: say only why it cannot
-            code: ErrorCode = "CONFIG" if owners[0].stage == "config" else "NO_ADAPTER"
-            return LlmError(code, f"route {route!r} is unavailable: {owners[0].message}")
-        if failed:
-            causes = "; ".join(f"plugin {f.key!r} failed at {f.stage}: {f.message}" for f in failed)
-            text += f". Adapter plugins that failed to start (one may own this route): {causes}"
-        return LlmError("NO_ADAPTER", text)
-
-    async def _serve(
-        self, options: GenerateOptions, run: ChainRun, scrubber: ChunkScrubber | None
-    ) -> AsyncGenerator[StreamChunk, None]:
-        """The adapter's chunks, scrubbed in this same generator (no extra hop per chunk)."""
-        route = options.provider
-        registration = self._registry.get(route) if route is not None else None
-        if route is None or registration is None:
-            finish = Finish(FinishReason(kind="error", failure=self.no_adapter(route).to_failure()))
-            for shown in scrubber.feed(finish) if scrubber is not None else (finish,):
-                yield shown
-            return
-        run.route = route
-        run.source = registration.owner
-        run.model = options.model
-        options = strip_replay(options, registration.owner)
-        tracker = BlockAssembler(keep_ended=False)  # holds only the blocks still open
-        keep = tracker.feed
-        stream: Any = None
-        failure: LlmError
-        try:
-            try:
-                stream = registration.adapter.stream(options)
-                pull = stream.__anext__
-            except Exception as exc:
-                self._trace(route, exc)
-                failure = _as_failure(exc, route)
-            else:
-                while True:
-                    try:
-                        chunk = await pull()
-                    except StopAsyncIteration:
-                        failure = LlmError(
-                            "PROTOCOL", f"the adapter of route {route!r} ended its stream without a finish"
-                        )
-                        break
-                    except Exception as exc:
-                        self._trace(route, exc)
-                        failure = _as_failure(exc, route)
-                        break
-                    keep(chunk)
-                    if scrubber is None:
-                        yield chunk
-                    else:
-                        for shown in scrubber.feed(chunk):
-                            yield shown
-                    if type(chunk) is Finish:
-                        return
-            for chunk in _terminal(tracker, failure, options):
-                for shown in scrubber.feed(chunk) if scrubber is not None else (chunk,):
-                    yield shown
-        finally:
-            if stream is not None:
-                await aclose_all([stream], DEFAULT_CLOSE_BOUND, f"adapter stream of route {route!r}")
-
-
-def _as_failure(exc: Exception, route: str) -> LlmError:
-    """``exc`` as the failure a ``finish{error}`` carries; unexpected exceptions are logged as INTERNAL."""
-    if isinstance(exc, LlmError):
-        return exc
-    logger.error("the adapter of route %r raised an unexpected exception", route, exc_info=exc)
-    return LlmError("INTERNAL", f"unexpected {type(exc).__name__} in the adapter of route {route!r}: {exc}")
-
-
-def _terminal(tracker: BlockAssembler, failure: LlmError, options: GenerateOptions) -> list[StreamChunk]:
-    """``block-end`` for every block left open (with what it holds), then the finish:
-    ``aborted`` when the abort signal fired, else ``error`` carrying ``failure``."""
-    abort = options.abort
-    if abort is not None and abort.fired:
-        failure = LlmError("ABORTED", abort.reason or DEFAULT_ABORT_REASON, provider=failure.provider)
-    return tracker.terminal(failure.to_failure())

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
+import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -31,20 +32,14 @@ import msgspec
 import pluggy
 
 from harness_core.assembler import BlockAssembler
-from harness_core.chain import (
-    AdapterBoundary,
-    Chain,
-    ChainLink,
-    ChainRun,
-    aclose_all,
-    order_middleware,
-    raise_collected,
-    strip_replay,
-)
+from harness_core.boundary import AdapterBoundary
+from harness_core.chain import Chain, ChainLink, ChainRun, order_middleware, strip_replay
+from harness_core.closing import aclose_all, raise_collected
 from harness_core.embedding import EmbedBoundary, EmbedChain, EmbeddingAdapter, Embeddings, EmbedOptions
 from harness_core.errors import LlmError
 from harness_core.hookspecs import PROJECT_NAME, HarnessSpec
 from harness_core.plugininfo import REPORTED, Defaults, LoadedPlugin, PluginFailure
+from harness_core.record import StreamRecord, open_embed_record, open_record
 from harness_core.registry import RouteRegistry
 from harness_core.secret import RedactFilter, Redactor, secrets_of
 from harness_core.structured import decode_output, response_format_for
@@ -153,13 +148,21 @@ class StreamContext:
         """The model served (the requested one until the boundary runs)."""
         return self._run.model
 
+    @property
+    def record(self) -> StreamRecord:
+        """The stream's :class:`~harness_core.record.StreamRecord` (what served it, attempts,
+        timings); complete once the ``async with`` block has ended."""
+        return self._run.record
+
     async def __aenter__(self) -> AsyncGenerator[StreamChunk, None]:
         return self._chain.open(self._options, self._run, strict=self._strict)
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        errors = await self._run.aclose(self._timeout)
+        run = self._run
+        errors = await run.aclose(self._timeout)
+        run.record.ended = time.monotonic()
         if exc is None:
             raise_collected(errors, "closing the stream")
 
@@ -510,9 +513,10 @@ class Harness:
         route = options.provider
         registration = self._registry.get(route) if route is not None else None
         owner = registration.owner if registration is not None else None
-        options = strip_replay(options, owner)
+        options, record = open_record(strip_replay(options, owner))
+        record.requested_route, record.requested_model = route, options.model  # after the defaults
         return StreamContext(
-            chain, options, ChainRun(route, owner, options.model), self.close_timeout, strict=self.strict
+            chain, options, ChainRun(route, owner, options.model, record), self.close_timeout, strict=self.strict
         )
 
     async def run_tool(self, tool: Tool, call: ToolCallBlock) -> ToolResultBlock:
@@ -786,4 +790,5 @@ class Harness:
             options = msgspec.structs.replace(options, **fields)
         if options.provider is None:
             options = msgspec.structs.replace(options, provider=self.default_embed_route())
-        return await chain(options)
+        with open_embed_record(options):  # the core opens the call's record, the middleware write it
+            return await chain(options)

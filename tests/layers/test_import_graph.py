@@ -127,7 +127,10 @@ LAYERS: dict[str, int] = {
     **dict.fromkeys(
         [
             "harness_core.registry",
+            "harness_core.closing",
+            "harness_core.record",
             "harness_core.chain",
+            "harness_core.boundary",
             "harness_core.runtime",
             "harness_core.conversation",
             "harness_core.sync",

@@ -143,7 +143,7 @@ async def test_close_errors_are_raised_after_everything_closed(caplog: pytest.Lo
             pass
     assert [str(e) for e in caught.value.exceptions] == ["a failed", "b failed"]
     assert log == ["aclose:a", "aclose:b"]
-    assert caplog.text.count("closing") == 3
+    assert caplog.text.count("closing the adapter or plugin failed") == 3
 
 
 async def test_hanging_close_is_bounded(caplog: pytest.LogCaptureFixture) -> None:

@@ -84,8 +84,11 @@ async def test_nothing_to_strip_passes_the_same_options() -> None:
     options = GenerateOptions(provider="work", model="m", messages=[Message.user("x")])
     async with Harness([("seen", seen), ("openai:work", AdapterPlugin(ScriptedAdapter(reply()), ["work"]))]) as h:
         await h.generate(options)
-    assert seen.options == [options]
-    assert seen.options[0] is options
+    [passed] = seen.options
+    assert passed.messages is options.messages  # not copied: nothing to strip
+    record = passed.metadata.pop("harness.record")  # the stream's record is all the core adds
+    assert passed == options
+    assert (record.requested_route, record.served_route) == ("work", "work")
 
 
 class Reroute:

@@ -19,6 +19,7 @@ from mw_helpers import Script, Stall, collect, error_finish, options, stop, text
 from harness_core import Harness
 from harness_core.abort import AbortSignal
 from harness_core.errors import LlmError
+from harness_core.record import open_record
 from harness_core.testing import Reply, ScriptedServer
 from harness_core.types import Finish, GenerateOptions, StreamChunk
 from harness_middleware.balance import (
@@ -30,7 +31,6 @@ from harness_middleware.balance import (
     share_state,
     shared_state,
 )
-from harness_middleware.notes import open_notes
 
 pytestmark = pytest.mark.anyio
 
@@ -96,7 +96,7 @@ async def test_a_route_that_is_not_a_pool_passes_through() -> None:
 
 async def test_served_member_is_noted_for_outer_layers() -> None:
     plugin = balance({"pool": [{"target": "a/x"}]})
-    opts, notes = open_notes(pool_options())
+    opts, notes = open_record(pool_options())
     await collect(plugin.llm_stream(opts, Routes(a=Script(REPLY))))
     assert (notes.served_route, notes.served_model) == ("a", "x")
     assert [(a.route, a.model, a.failure) for a in notes.attempts] == [("a", "x", None)]

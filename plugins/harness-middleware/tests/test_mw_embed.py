@@ -27,13 +27,13 @@ from harness_core import Harness, hookimpl
 from harness_core.embedding import EmbeddingAdapter, Embeddings, EmbedOptions
 from harness_core.errors import LlmError
 from harness_core.hookspecs import RegisterEmbedder
+from harness_core.record import embed_record, open_embed_record
 from harness_core.types import GenerateOptions, Message, TokenUsage
 from harness_llm_mock import MockConfig, MockPlugin
 from harness_middleware.balance import BalancePlugin, MemoryState
 from harness_middleware.cache import CachePlugin, embed_cache_key
 from harness_middleware.cli import usage_command
 from harness_middleware.fallback import Cooldowns, FallbackPlugin
-from harness_middleware.notes import embed_notes_of, open_embed_notes
 from harness_middleware.otel import OtelPlugin
 from harness_middleware.pricing import PriceBook
 from harness_middleware.redact import RedactPlugin
@@ -127,17 +127,17 @@ def retry(sleeps: Sleeps, **config: Any) -> tuple[str, RetryPlugin]:
     return "retry", RetryPlugin(msgspec.convert(config, RetryPlugin.Config), sleep=sleeps)
 
 
-# ------------------------------------------------------------------ notes
+# ------------------------------------------------------------------ the call record
 
 
-def test_embed_notes_are_shared_by_nested_layers_and_reset_after() -> None:
-    assert embed_notes_of() is None
-    with open_embed_notes() as outer:
-        assert embed_notes_of() is outer
-        with open_embed_notes() as inner:
+def test_embed_record_is_shared_by_nested_layers_and_reset_after() -> None:
+    assert embed_record() is None
+    with open_embed_record() as outer:
+        assert embed_record() is outer
+        with open_embed_record() as inner:
             assert inner is outer
-        assert embed_notes_of() is outer
-    assert embed_notes_of() is None
+        assert embed_record() is outer
+    assert embed_record() is None
 
 
 # ------------------------------------------------------------------ retry
@@ -343,6 +343,14 @@ async def test_cache_hit_calls_the_provider_once(tmp_path: Path) -> None:
         assert len(adapter.calls) == 6
     stats = layer[1].store.stats()
     assert (stats["entries"], stats["embeddings"], stats["hits"]) == (6, 6, 1)
+
+    async def never(options: EmbedOptions) -> Embeddings:  # pragma: no cover - a hit calls nothing
+        raise AssertionError("a hit calls nothing")
+
+    # called outside a harness (no call record open) a hit is still served
+    hit = await layer[1].llm_embed(EmbedOptions(inputs=["alpha beta"], provider="openai", dimensions=4), never)
+    assert embed_record() is None
+    assert hit.route == "openai"
     assert stats["bytes"] == 4 * (2 * 4 + 2 * 3 + 2 * 4 + 1 * 4 + 2 * 4 + 2 * 4)
     assert layer[1].store.clear() == 6
     assert layer[1].store.stats()["entries"] == 0

@@ -15,6 +15,7 @@ from mw_helpers import Script, collect, error_finish, options, stop, text_chunks
 from harness_core import Harness
 from harness_core.abort import AbortSignal
 from harness_core.errors import LlmError
+from harness_core.record import Attempt, open_record
 from harness_core.testing import CheckedStream, Reply, ScriptedServer, check_stream
 from harness_core.types import (
     BlockEnd,
@@ -27,7 +28,6 @@ from harness_core.types import (
     ToolCallBlock,
 )
 from harness_middleware.fallback import Cooldowns, FallbackPlugin, parse_target, shared_cooldowns
-from harness_middleware.notes import Attempt, open_notes
 from harness_middleware.retry import RetryPlugin
 
 pytestmark = pytest.mark.anyio
@@ -61,7 +61,7 @@ async def test_first_target_503_second_answers() -> None:
     reply = [*text_chunks("hi"), usage(), stop()]
     script = Script([error_finish("SERVER", message="HTTP 503 overloaded")], reply)
     plugin = fallback()
-    opts, notes = open_notes(options())
+    opts, notes = open_record(options())
     chunks = check_stream(await collect(plugin.llm_stream(opts, script)))
     assert chunks == reply
     assert served(script) == [("fake", "m1"), ("backup", "b1")]
@@ -119,7 +119,7 @@ async def test_a_route_without_targets_keeps_its_failure_unchanged() -> None:
     plugin = fallback(targets={"other": ["backup"]})  # "fake" has no fallback targets
     bad_request = error_finish("BAD_REQUEST", message="HTTP 400 no")
     for failure in (bad_request, error_finish("SERVER", message="HTTP 503 busy")):
-        opts, notes = open_notes(options())
+        opts, notes = open_record(options())
         assert await collect(plugin.llm_stream(opts, Script([failure]))) == [failure]
         assert [attempt.route for attempt in notes.attempts] == ["fake"]  # still recorded for the logs
     broken = [*text_chunks("a", "b")[:2], error_finish("NETWORK", message="reset")]
@@ -139,7 +139,7 @@ async def test_every_target_failing_ends_with_the_last_failure() -> None:
 async def test_statuses_and_codes_are_configurable() -> None:
     auth = LlmError("AUTH", "expired", status=401).to_failure()
     script = Script([Finish(FinishReason(kind="error", failure=auth))], [stop()])
-    opts, notes = open_notes(options())
+    opts, notes = open_record(options())
     chunks = await collect(fallback(statuses=[401], codes=[]).llm_stream(opts, script))
     assert chunks == [stop()]
     assert notes.attempts[0] == Attempt("fake", "m1", failure=auth)
@@ -155,7 +155,7 @@ async def test_cooldown_is_shared_and_expires() -> None:
     one, two = FallbackPlugin(config, cooldowns=cooldowns), FallbackPlugin(config, cooldowns=cooldowns)
     script = Script([error_finish("SERVER")], [stop()])
     await collect(one.llm_stream(options(), script))
-    opts, notes = open_notes(options())
+    opts, notes = open_record(options())
     second = Script([stop()])
     assert await collect(two.llm_stream(opts, second)) == [stop()]
     assert served(second) == [("backup", "b1")]  # fake/m1 is cooling down: skipped

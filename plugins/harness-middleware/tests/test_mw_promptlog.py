@@ -32,10 +32,10 @@ from mw_helpers import (
 
 from harness_core.cli._app import cli as harness_cli
 from harness_core.cli._promptlog import CONVERSATION_KEY as CLI_KEY
+from harness_core.record import record_of
 from harness_core.testing import Reply, ScriptedServer
 from harness_core.types import Message
 from harness_middleware import _sqlite, promptlog
-from harness_middleware.notes import notes_of
 from harness_middleware.pricing import PriceBook
 from harness_middleware.promptlog import CONVERSATION_KEY, PromptLog, PromptLogPlugin, default_log_path
 from harness_middleware.usage import UsageLedger
@@ -128,14 +128,14 @@ async def test_binary_provider_options_are_stored_by_digest(tmp_path: Path) -> N
     assert p._mask(("a", b"xyz")) == ["a", "sha256:" + hashlib.sha256(b"xyz").hexdigest()]
 
 
-async def test_fallback_attempts_and_cache_hits_come_from_the_notes(tmp_path: Path) -> None:
+async def test_fallback_attempts_and_cache_hits_come_from_the_record(tmp_path: Path) -> None:
     from harness_core.errors import LlmError
-    from harness_middleware.notes import Attempt
+    from harness_core.record import Attempt
 
     p = plugin(tmp_path)
 
     async def fell_back(opts: Any) -> Any:
-        notes = notes_of(opts)
+        notes = record_of(opts)
         assert notes is not None
         notes.attempts.append(Attempt("a", "m1", failure=LlmError("SERVER", "503", status=503).to_failure()))
         notes.attempts.append(Attempt("b", "m2"))
@@ -144,7 +144,7 @@ async def test_fallback_attempts_and_cache_hits_come_from_the_notes(tmp_path: Pa
             yield chunk
 
     async def cache_hit(opts: Any) -> Any:
-        notes = notes_of(opts)
+        notes = record_of(opts)
         assert notes is not None
         notes.cached = True
         for chunk in [*text_chunks("old"), usage(), stop()]:
@@ -235,10 +235,10 @@ async def filled(tmp_path: Path) -> PromptLog:
 async def test_logs_command_text_and_json(tmp_path: Path) -> None:
     log = await filled(tmp_path)
     from harness_core.errors import LlmError
-    from harness_middleware.notes import Attempt
+    from harness_core.record import Attempt
 
     async def fell_back(opts: Any) -> Any:
-        notes = notes_of(opts)
+        notes = record_of(opts)
         assert notes is not None
         notes.attempts += [
             Attempt("x", "m0", skipped=True),

@@ -245,13 +245,13 @@ async def test_cache_hit_is_recorded_as_cached_not_spent(tmp_path: Path) -> None
     assert total["unknown_usage"] == 0
 
 
-async def test_served_route_and_model_from_the_notes(tmp_path: Path) -> None:
-    from harness_middleware.notes import notes_of
+async def test_served_route_and_model_from_the_record(tmp_path: Path) -> None:
+    from harness_core.record import record_of
 
     p = plugin(tmp_path)
 
     async def fell_back(options: Any) -> Any:
-        notes = notes_of(options)
+        notes = record_of(options)
         assert notes is not None
         notes.served_route, notes.served_model = "anthropic", "claude-sonnet-4-20250514"
         for chunk in [usage(1000, 100), stop()]:
@@ -324,14 +324,14 @@ def test_config_rejects_unknown_fields() -> None:
         msgspec.convert({"pth": "x"}, UsagePlugin.Config)
 
 
-def test_notes_are_shared_by_nested_layers() -> None:
-    from harness_middleware.notes import notes_of, open_notes
+def test_record_is_shared_by_nested_layers() -> None:
+    from harness_core.record import open_record, record_of
 
-    outer_options, outer = open_notes(options())
-    inner_options, inner = open_notes(outer_options)
+    outer_options, outer = open_record(options())
+    inner_options, inner = open_record(outer_options)
     assert inner is outer
     assert inner_options is outer_options
-    assert notes_of(options()) is None
+    assert record_of(options()) is None
 
 
 async def test_a_pool_is_recorded_by_the_member_that_served_it(tmp_path: Path) -> None:

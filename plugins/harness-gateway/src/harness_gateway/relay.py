@@ -25,6 +25,7 @@ from starlette.types import Message, Receive, Scope, Send
 import harness_gateway.accounting as accounting
 from harness_core.abort import AbortSignal
 from harness_core.assembler import BlockAssembler
+from harness_core.record import open_record
 from harness_core.types import (
     Failure,
     Finish,
@@ -47,7 +48,6 @@ from harness_gateway.runtime import GatewayRuntime
 from harness_gateway.spend import estimated_usage, request_cost
 from harness_gateway.sse import KEEPALIVE
 from harness_gateway.store import Status
-from harness_middleware.notes import open_notes
 
 __all__ = ["ABORT_GRACE", "RELAY_BUFFER", "Generation", "Relay"]
 
@@ -130,7 +130,7 @@ class Relay:
             abort=self.abort,
             metadata={"request_id": generation.request_id, "gateway_ticket": ticket},
         )
-        self.options, self.notes = open_notes(self.options)  # fallback reports its attempts here
+        self.options, self.record = open_record(self.options)  # the core fills it (fallback: attempts)
         self.key = key
         self.failure: Failure | None = None
         self.started = time.perf_counter()
@@ -212,8 +212,8 @@ class Relay:
     def member(self) -> tuple[str, str]:
         """``(route, model)`` that serves the stream: a ``fallback`` target or ``balance`` member
         noted by the middleware, else the requested ones. Spend is priced by it."""
-        notes = self.notes
-        return notes.served_route or self.route, notes.served_model or self.model
+        record = self.record
+        return record.served_route or self.route, record.served_model or self.model
 
     def ending(self, finish: Finish) -> Ending:
         """What :meth:`Dialect.conclude` is told about how this generation ended."""
@@ -270,10 +270,10 @@ class Relay:
 
     async def watch_end(self, watches: list[RunWatch], cost: float, latency: float) -> None:
         """Tell every watch how the generation ended (an observer's fault is logged, never raised)."""
-        notes = self.notes
+        record = self.record
         attempts = tuple(
             f"{a.route}/{a.model}: {a.failure.code if a.failure else 'skipped (cooling down)'}"
-            for a in notes.attempts
+            for a in record.attempts
             if a.failure is not None or a.skipped
         )
         end = RunEnd(
@@ -282,8 +282,8 @@ class Relay:
             cost=cost,
             first_token_s=self.first_token,
             latency_s=latency,
-            served_route=notes.served_route or self.route,
-            served_model=notes.served_model or self.model,
+            served_route=record.served_route or self.route,
+            served_model=record.served_model or self.model,
             attempts=attempts,
             failure=self.failure,
         )

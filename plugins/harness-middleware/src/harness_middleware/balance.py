@@ -28,7 +28,7 @@ attempt (``balance attempts: a/m: SERVER HTTP 503 'busy'; …``).
 
 The member that served is reported where the served route is: ``StreamContext.route``/``.model``
 and ``Message.route``/``.model`` (the runtime's boundary), and
-:class:`~harness_middleware.notes.StreamNotes` ``served_route``/``served_model``/``attempts`` for
+:class:`~harness_core.record.StreamRecord` ``served_route``/``served_model``/``attempts`` for
 outer middleware (the ``usage`` ledger, the prompt log) and the gateway (console, ``/metrics``).
 
 Embedding calls (``llm_embed``, docs/embeddings.md) to a pool are served the same way: the same
@@ -65,6 +65,7 @@ from harness_core.adapter import LlmAdapter
 from harness_core.embedding import EmbedCallNext, Embeddings, EmbedOptions
 from harness_core.errors import ErrorCode, LlmError
 from harness_core.hookspecs import CallNext, RegisterAdapter, hookimpl
+from harness_core.record import Attempt, open_embed_record, open_record
 from harness_core.types import Failure, GenerateOptions, ModelInfo, StreamChunk, Usage
 from harness_middleware._stream import aclose
 from harness_middleware.fallback import (
@@ -75,7 +76,6 @@ from harness_middleware.fallback import (
     parse_target,
     until_content,
 )
-from harness_middleware.notes import Attempt, open_embed_notes, open_notes
 
 __all__ = [
     "WINDOW",
@@ -453,8 +453,8 @@ class BalancePlugin:
                 yield chunk
             return
         state = self.state if self.state is not None else shared_state()
-        options, notes = open_notes(options)
-        attempts = notes.attempts
+        options, record = open_record(options)
+        attempts = record.attempts
         left = list(pool.members)
         last: Failure | None = None
         deadline = self.clock() + self.config.wait
@@ -466,7 +466,7 @@ class BalancePlugin:
             member, ticket, now = chosen
             left.remove(member)
             model = member.model if member.model is not None else options.model
-            notes.served_route, notes.served_model = member.route, model
+            record.served_route, record.served_model = member.route, model
             tokens = 0
             stream = call_next(msgspec.structs.replace(options, provider=member.route, model=model))
             try:
@@ -518,7 +518,7 @@ class BalancePlugin:
         left = list(pool.members)
         last: Failure | None = None
         deadline = self.clock() + self.config.wait
-        with open_embed_notes() as notes:
+        with open_embed_record(options) as record:
             while left:
                 chosen = await self._choose(pool, left, state, deadline)
                 if isinstance(chosen, Failure):
@@ -527,7 +527,7 @@ class BalancePlugin:
                 member, ticket, now = chosen
                 left.remove(member)
                 model = member.model if member.model is not None else options.model
-                notes.served_route, notes.served_model = member.route, model
+                record.served_route, record.served_model = member.route, model
                 tokens = 0
                 try:
                     result = await call_next(msgspec.structs.replace(options, provider=member.route, model=model))
@@ -536,14 +536,14 @@ class BalancePlugin:
                     return result
                 except LlmError as exc:
                     last = exc.to_failure()
-                    notes.attempts.append(Attempt(member.route, model, failure=last))
+                    record.attempts.append(Attempt(member.route, model, failure=last))
                     await self._cool(state, member, last)
                     if not self.moves_on(last):
-                        raise error_naming(last, notes.attempts, "balance") from exc
+                        raise error_naming(last, record.attempts, "balance") from exc
                 finally:
                     await self._release(state, member, ticket, tokens)
             assert last is not None, "no member left: the last failure is known"
-            raise error_naming(last, notes.attempts, "balance")
+            raise error_naming(last, record.attempts, "balance")
 
     async def _choose(
         self, pool: _Pool, left: list[_Member], state: BalanceState, deadline: float

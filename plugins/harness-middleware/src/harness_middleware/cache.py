@@ -5,7 +5,7 @@ without ``abort`` and ``metadata``), so equal requests share an entry. A hit rep
 chunk list (msgspec JSON) and calls ``call_next`` zero times. Only complete streams are stored:
 those ending with ``finish`` of kind ``stop`` or ``tool-calls`` and made only of the seven
 known chunk kinds. Entries older than ``ttl`` seconds are misses (and deleted). A hit is reported
-to outer layers through the stream's :class:`~harness_middleware.notes.StreamNotes` (``cached``),
+to outer layers through the stream's :class:`~harness_core.record.StreamRecord` (``cached``),
 so ``usage`` records it as a hit rather than as tokens spent.
 
 Embedding calls (``llm_embed``, docs/embeddings.md) are cached in the same file (table
@@ -15,7 +15,7 @@ order, route, model, ``dimensions`` and ``input_type``, see :func:`embed_cache_k
 entry holds the float32 buffer as one blob (native byte order: the cache is a local file) with
 the dimensions, model, route, plugin key and reported input tokens. A hit returns the stored
 vectors without calling ``call_next`` and tells an outer ``usage`` layer so
-(:func:`~harness_middleware.notes.embed_notes_of`); errors are never stored.
+(:func:`~harness_core.record.embed_record`); errors are never stored.
 
 Every database operation runs in a worker thread. A database fault is logged and treated as a
 miss (or as not stored): a broken cache never breaks a generation.
@@ -38,10 +38,10 @@ import platformdirs
 
 from harness_core.embedding import EmbedCallNext, Embeddings, EmbedOptions
 from harness_core.hookspecs import CallNext, hookimpl
+from harness_core.record import embed_record, record_of
 from harness_core.types import Finish, GenerateOptions, StreamChunk, TextDelta, TokenUsage, canonical_json
 from harness_middleware import _sqlite
 from harness_middleware._stream import aclose
-from harness_middleware.notes import embed_notes_of, notes_of
 
 __all__ = ["CachePlugin", "CacheStore", "cache_key", "default_cache_path", "embed_cache_key"]
 
@@ -274,9 +274,9 @@ class CachePlugin:
             logger.exception("cache: embedding lookup in %s failed; treating it as a miss", self.store.path)
             cached = None
         if cached is not None:
-            notes = embed_notes_of()
-            if notes is not None:
-                notes.cached = True  # an outer usage layer records a hit, not tokens spent
+            call = embed_record()
+            if call is not None:
+                call.cached = True  # an outer usage layer records a hit, not tokens spent
             return cached
         result = await call_next(options)
         try:
@@ -291,9 +291,9 @@ class CachePlugin:
         key = cache_key(options)
         cached = await self._get(key)
         if cached is not None:
-            notes = notes_of(options)
-            if notes is not None:
-                notes.cached = True  # an outer usage/log layer records a hit, not tokens spent
+            seen = record_of(options)
+            if seen is not None:
+                seen.cached = True  # an outer usage/log layer records a hit, not tokens spent
             for chunk in cached:
                 yield chunk
             return

@@ -17,7 +17,7 @@ A target that failed with a matching failure (before or after committing) cools 
 ``fallback`` instance in the process) unless every target is cooling down, in which case all are
 tried in order. The route and model that served the stream reach the consumer through the
 runtime (``StreamContext.route``/``.model``, ``Message.route``/``.model``) and outer middleware
-through :class:`~harness_middleware.notes.StreamNotes` (``served_route``, ``served_model``,
+through :class:`~harness_core.record.StreamRecord` (``served_route``, ``served_model``,
 ``attempts``).
 
 With ``retry``: list ``fallback`` first (outer) to retry each target before moving on, or
@@ -31,7 +31,7 @@ embedding call sends nothing before it returns, so any attempt may be left). Ano
 the last target's, is raised with every attempt named (``… (fallback attempts: a/m1: SERVER
 HTTP 503 'busy'; …)``) when the route has other targets, unchanged when it has none. The
 vectors name the route and model that served them (``Embeddings.route``/``.model``); outer
-middleware also find the attempts in :func:`~harness_middleware.notes.embed_notes_of`.
+middleware also find the attempts in :func:`~harness_core.record.embed_record`.
 """
 
 from __future__ import annotations
@@ -47,9 +47,9 @@ from harness_core.assembler import BlockAssembler
 from harness_core.embedding import EmbedCallNext, Embeddings, EmbedOptions
 from harness_core.errors import ErrorCode, LlmError
 from harness_core.hookspecs import CallNext, hookimpl
+from harness_core.record import Attempt, open_embed_record, open_record
 from harness_core.types import BlockEnd, Failure, Finish, GenerateOptions, StreamChunk
 from harness_middleware._stream import aclose, error_finish, is_content
-from harness_middleware.notes import Attempt, open_embed_notes, open_notes
 
 __all__ = [
     "Cooldowns",
@@ -195,28 +195,28 @@ class FallbackPlugin:
     @hookimpl
     async def llm_stream(self, options: GenerateOptions, call_next: CallNext) -> AsyncIterator[StreamChunk]:
         """Try the targets in order until one commits; see the module doc for the rules."""
-        options, notes = open_notes(options)
+        options, record = open_record(options)
         targets = self.targets_for(options.provider, options.model)
         # a route without fallback targets keeps its errors as they are: no attempts note
         named = len(targets) > 1
         ready = [target for target in targets if not self.cooldowns.cooling(target)] or targets
-        notes.attempts.extend(Attempt(*target, skipped=True) for target in targets if target not in ready)
+        record.attempts.extend(Attempt(*target, skipped=True) for target in targets if target not in ready)
         last: Failure | None = None
         for route, model in ready:
-            notes.served_route, notes.served_model = route, model
+            record.served_route, record.served_model = route, model
             stream = call_next(msgspec.structs.replace(options, provider=route, model=model))
             try:
                 try:
                     held = await until_content(stream, self.moves_on)
                 except Failed as failed:
                     last = failed.failure
-                    notes.attempts.append(Attempt(route, model, failure=last))
+                    record.attempts.append(Attempt(route, model, failure=last))
                     self._cool(route, model, last)
                     if options.abort is not None and options.abort.fired:
                         break
                     continue
                 served = Attempt(route, model)
-                passing = committed(stream, held, served, notes.attempts, named=named, failed=self._failed)
+                passing = committed(stream, held, served, record.attempts, named=named, failed=self._failed)
                 try:
                     async for chunk in passing:
                         yield chunk
@@ -226,7 +226,7 @@ class FallbackPlugin:
             finally:
                 await aclose(stream)
         assert last is not None, "every target failed: the last failure is known"
-        yield error_finish_naming(last, notes.attempts if named else None)
+        yield error_finish_naming(last, record.attempts if named else None)
 
     @hookimpl
     async def llm_embed(self, options: EmbedOptions, call_next: EmbedCallNext) -> Embeddings:
@@ -239,22 +239,22 @@ class FallbackPlugin:
         targets = self.targets_for(options.provider, options.model)
         named = len(targets) > 1
         ready = [target for target in targets if not self.cooldowns.cooling(target)] or targets
-        with open_embed_notes() as notes:
-            notes.attempts.extend(Attempt(*target, skipped=True) for target in targets if target not in ready)
+        with open_embed_record(options) as record:
+            record.attempts.extend(Attempt(*target, skipped=True) for target in targets if target not in ready)
             index = 0
             while True:  # the last target returns or raises
                 route, model = ready[index]
-                notes.served_route, notes.served_model = route, model
+                record.served_route, record.served_model = route, model
                 try:
                     return await call_next(msgspec.structs.replace(options, provider=route, model=model))
                 except LlmError as exc:
                     failure = exc.to_failure()
-                    notes.attempts.append(Attempt(route, model, failure=failure))
+                    record.attempts.append(Attempt(route, model, failure=failure))
                     self._cool(route, model, failure)
                     if not self.moves_on(failure) or index == len(ready) - 1:
                         if not named:  # a route without other targets keeps its error as it is
                             raise
-                        raise error_naming(failure, notes.attempts) from exc
+                        raise error_naming(failure, record.attempts) from exc
                 index += 1
 
     async def _failed(self, attempt: Attempt, failure: Failure) -> None:

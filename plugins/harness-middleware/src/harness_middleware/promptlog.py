@@ -34,18 +34,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
-import anyio
 import msgspec
 import platformdirs
 
 from harness_core.assembler import BlockAssembler
 from harness_core.hookspecs import CallNext, hookimpl
 from harness_core.outfile import WriteFailureLog
+from harness_core.record import StreamEnd, StreamRecord, observe, open_record
 from harness_core.secret import SecretMasking
-from harness_core.types import Finish, GenerateOptions, Message, StreamChunk
+from harness_core.types import GenerateOptions, Message, StreamChunk
 from harness_middleware import _sqlite
 from harness_middleware._stream import aclose
-from harness_middleware.notes import StreamNotes, open_notes
 from harness_middleware.pricing import PricingConfig
 from harness_middleware.redact import PRESET_GROUPS, PRESETS, Masker
 
@@ -308,44 +307,40 @@ class PromptLogPlugin(SecretMasking):
     async def llm_stream(self, options: GenerateOptions, call_next: CallNext) -> AsyncIterator[StreamChunk]:
         """Pass the stream on unchanged and log it when it ends, however it ends."""
         ts = time.time()
-        started = anyio.current_time()
-        first_at: float | None = None
         assembler = BlockAssembler()
-        options, notes = open_notes(options)
-        stream = call_next(options)
+        options, record = open_record(options)
+
+        async def on_end(end: StreamEnd) -> None:
+            duration = end.ended - end.started
+            first_ms = (end.first_chunk - end.started) * 1000 if end.first_chunk is not None else None
+
+            def write() -> None:  # in a worker thread: pricing may load the price table
+                self.log.insert(self._entry(options, assembler, record, ts, duration * 1000, first_ms))
+
+            await _sqlite.record(write, bound=self.config.write_timeout, failures=self._failures)
+
+        stream = observe(call_next(options), on_end, assembler.feed)
         try:
             async for chunk in stream:
-                if first_at is None and not isinstance(chunk, Finish):  # a lone finish is no first chunk
-                    first_at = anyio.current_time()
-                assembler.feed(chunk)
                 yield chunk
         finally:
-            try:
-                await aclose(stream)
-            finally:
-                duration = anyio.current_time() - started
-                first_ms = (first_at - started) * 1000 if first_at is not None else None
-
-                def write() -> None:  # in a worker thread: pricing may load the price table
-                    self.log.insert(self._entry(options, assembler, notes, ts, duration * 1000, first_ms))
-
-                await _sqlite.record(write, bound=self.config.write_timeout, failures=self._failures)
+            await aclose(stream)
 
     def _entry(
         self,
         options: GenerateOptions,
         assembler: BlockAssembler,
-        notes: StreamNotes,
+        record: StreamRecord,
         ts: float,
         duration_ms: float,
         first_chunk_ms: float | None,
     ) -> LogEntry:
         """The row of one stream: ``options`` as the caller sent them, what ``assembler`` saw."""
-        route, model = notes.served(options)
+        route, model = record.served()
         usage = assembler.usage
         finish = assembler.finish
         cost = None
-        if not notes.cached:
+        if not record.cached:
             cost = self.prices.cost(route, model, usage, at=datetime.fromtimestamp(ts, tz=UTC))
         failure = finish.failure if finish is not None else None
         message = assembler.message(route=route, model=model)
@@ -372,13 +367,13 @@ class PromptLogPlugin(SecretMasking):
             cache_read_tokens=usage.cache_read_tokens if usage else None,
             cache_write_tokens=usage.cache_write_tokens if usage else None,
             reasoning_tokens=usage.reasoning_tokens if usage else None,
-            cost=0.0 if notes.cached else float(cost.total) if cost is not None else None,
-            price_source="cache" if notes.cached else cost.source if cost is not None else None,
+            cost=0.0 if record.cached else float(cost.total) if cost is not None else None,
+            price_source="cache" if record.cached else cost.source if cost is not None else None,
             finish_reason=finish.kind if finish is not None else None,
             error_code=failure.code if failure is not None else None,
             error_message=mask(failure.message) if failure is not None else None,
-            attempts=mask(msgspec.to_builtins(notes.attempts)) if notes.attempts else None,
-            cached=notes.cached,
+            attempts=mask(msgspec.to_builtins(record.attempts)) if record.attempts else None,
+            cached=record.cached,
             duration_ms=duration_ms,
             first_chunk_ms=first_chunk_ms,
         )

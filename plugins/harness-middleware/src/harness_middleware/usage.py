@@ -13,7 +13,7 @@ price id; an unknown model or usage has cost NULL. A ``cache`` hit inside this l
 with ``cached = 1`` and cost 0: its token columns repeat the original generation's usage, which
 :meth:`UsageLedger.summary` does not count as tokens spent. With ``fallback`` or ``balance`` inside
 this layer, ``route``/``model`` are the ones that served the stream (the fallback target, the pool
-member: :class:`~harness_middleware.notes.StreamNotes`) and ``requested_route``/``requested_model``
+member: :class:`~harness_core.record.StreamRecord`) and ``requested_route``/``requested_model``
 the ones the caller asked for (the pool's name), so spend can be broken down by member
 (:meth:`UsageLedger.summary` ``by=("requested", "member")``).
 
@@ -53,11 +53,11 @@ from harness_core.embedding import EmbedCallNext, Embeddings, EmbedOptions
 from harness_core.errors import LlmError
 from harness_core.hookspecs import CallNext, hookimpl
 from harness_core.outfile import WriteFailureLog
+from harness_core.record import StreamEnd, StreamRecord, observe, open_embed_record, open_record
 from harness_core.secret import SecretMasking
-from harness_core.types import Finish, GenerateOptions, StreamChunk, TextDelta, TokenUsage, Usage
+from harness_core.types import Finish, GenerateOptions, StreamChunk, TokenUsage
 from harness_middleware import _sqlite
 from harness_middleware._stream import aclose
-from harness_middleware.notes import StreamNotes, open_embed_notes, open_notes
 from harness_middleware.pricing import Cost, PricingConfig
 
 __all__ = ["UsageLedger", "UsagePlugin", "UsageRecord", "default_usage_path"]
@@ -323,56 +323,42 @@ class UsagePlugin(SecretMasking):
     async def llm_stream(self, options: GenerateOptions, call_next: CallNext) -> AsyncIterator[StreamChunk]:
         """Pass ``call_next(options)`` on unchanged and record the stream when it ends."""
         ts = time.time()
-        started = anyio.current_time()
-        first_at: float | None = None
-        usage: TokenUsage | None = None
-        finish: Finish | None = None
-        raised: BaseException | None = None
-        options, notes = open_notes(options)
-        stream = call_next(options)
+        options, record = open_record(options)
+
+        async def on_end(end: StreamEnd) -> None:
+            status, code, reason = _outcome(end.finish, end.raised)
+            route, model = record.served()
+            usage = end.usage
+            cost = await self._cost(route, model, usage, ts) if not record.cached else None
+            row = UsageRecord(
+                ts=ts,
+                route=self.mask_text(route),
+                model=self.mask_text(model),
+                input_tokens=usage.input_tokens if usage else None,
+                output_tokens=usage.output_tokens if usage else None,
+                cache_read_tokens=usage.cache_read_tokens if usage else None,
+                cache_write_tokens=usage.cache_write_tokens if usage else None,
+                reasoning_tokens=usage.reasoning_tokens if usage else None,
+                status=status,
+                error_code=code,
+                finish_reason=reason,
+                latency_ms=(end.ended - end.started) * 1000,
+                first_chunk_ms=(end.first_chunk - end.started) * 1000 if end.first_chunk is not None else None,
+                cost=0.0 if record.cached else float(cost.total) if cost is not None else None,
+                price_source="cache" if record.cached else cost.source if cost is not None else None,
+                price_id=cost.price_id if cost is not None else None,
+                cached=record.cached,
+                requested_route=self.mask_text(record.requested_route),
+                requested_model=self.mask_text(record.requested_model),
+            )
+            await self._write(row)
+
+        stream = observe(call_next(options), on_end)
         try:
             async for chunk in stream:
-                if type(chunk) is not TextDelta or first_at is None:  # a text delta: nothing to record
-                    if first_at is None and not isinstance(chunk, Finish):  # a lone finish is no first chunk
-                        first_at = anyio.current_time()
-                    if isinstance(chunk, Usage):
-                        usage = chunk.usage
-                    elif isinstance(chunk, Finish):
-                        finish = chunk
                 yield chunk
-        except BaseException as exc:
-            raised = exc
-            raise
         finally:
-            try:
-                await aclose(stream)
-            finally:
-                ended = anyio.current_time()
-                status, code, reason = _outcome(finish, raised)
-                route, model = notes.served(options)
-                cost = await self._cost(route, model, usage, ts) if not notes.cached else None
-                record = UsageRecord(
-                    ts=ts,
-                    route=self.mask_text(route),
-                    model=self.mask_text(model),
-                    input_tokens=usage.input_tokens if usage else None,
-                    output_tokens=usage.output_tokens if usage else None,
-                    cache_read_tokens=usage.cache_read_tokens if usage else None,
-                    cache_write_tokens=usage.cache_write_tokens if usage else None,
-                    reasoning_tokens=usage.reasoning_tokens if usage else None,
-                    status=status,
-                    error_code=code,
-                    finish_reason=reason,
-                    latency_ms=(ended - started) * 1000,
-                    first_chunk_ms=(first_at - started) * 1000 if first_at is not None else None,
-                    cost=0.0 if notes.cached else float(cost.total) if cost is not None else None,
-                    price_source="cache" if notes.cached else cost.source if cost is not None else None,
-                    price_id=cost.price_id if cost is not None else None,
-                    cached=notes.cached,
-                    requested_route=self.mask_text(options.provider),
-                    requested_model=self.mask_text(options.model),
-                )
-                await self._write(record)
+            await aclose(stream)
 
     async def _cost(self, route: str | None, model: str | None, usage: TokenUsage | None, ts: float) -> Cost | None:
         """The cost of the stream, priced in a worker thread (the first lookup loads the table)."""
@@ -395,7 +381,7 @@ class UsagePlugin(SecretMasking):
         started = anyio.current_time()
         result: Embeddings | None = None
         raised: BaseException | None = None
-        with open_embed_notes() as notes:
+        with open_embed_record(options) as record:
             try:
                 result = await call_next(options)
                 return result
@@ -403,12 +389,12 @@ class UsagePlugin(SecretMasking):
                 raised = exc
                 raise
             finally:
-                await self._record_embedding(options, notes, result, raised, ts, anyio.current_time() - started)
+                await self._record_embedding(options, record, result, raised, ts, anyio.current_time() - started)
 
     async def _record_embedding(
         self,
         options: EmbedOptions,
-        notes: StreamNotes,
+        record: StreamRecord,
         result: Embeddings | None,
         raised: BaseException | None,
         ts: float,
@@ -421,12 +407,12 @@ class UsagePlugin(SecretMasking):
             route, model = result.route, result.model
         else:
             status, code, _ = _outcome(None, raised)
-            route = notes.served_route or options.provider
-            model = notes.served_model or options.model
+            route = record.served_route or options.provider
+            model = record.served_model or options.model
         tokens = result.usage.input_tokens if result is not None and result.usage is not None else None
         usage = TokenUsage(input_tokens=tokens, output_tokens=0) if tokens is not None else None
-        cost = await self._cost(route, model, usage, ts) if not notes.cached else None
-        record = UsageRecord(
+        cost = await self._cost(route, model, usage, ts) if not record.cached else None
+        row = UsageRecord(
             ts=ts,
             route=self.mask_text(route),
             model=self.mask_text(model),
@@ -440,12 +426,12 @@ class UsagePlugin(SecretMasking):
             finish_reason=None,
             latency_ms=seconds * 1000,
             first_chunk_ms=None,
-            cost=0.0 if notes.cached else float(cost.total) if cost is not None else None,
-            price_source="cache" if notes.cached else cost.source if cost is not None else None,
+            cost=0.0 if record.cached else float(cost.total) if cost is not None else None,
+            price_source="cache" if record.cached else cost.source if cost is not None else None,
             price_id=cost.price_id if cost is not None else None,
-            cached=notes.cached,
+            cached=record.cached,
             operation="embeddings",
             requested_route=self.mask_text(options.provider),
             requested_model=self.mask_text(options.model),
         )
-        await self._write(record)
+        await self._write(row)

@@ -1,0 +1,205 @@
+"""The innermost layer of every ``llm_stream`` chain: route lookup, adapter faults → a legal stream (docs/runtime.md).
+
+Split out of :mod:`harness_core.chain` (issue 22 item 4); ``AdapterBoundary``, ``strip_replay``
+and ``terminal`` are still importable from :mod:`harness_core.chain`. :func:`strip_replay` is here
+because the boundary applies it to every call (the runtime applies it before the chain too).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from collections.abc import AsyncGenerator, Sequence
+from typing import Any, Protocol
+
+import msgspec
+
+from harness_core.abort import DEFAULT_ABORT_REASON
+from harness_core.assembler import BlockAssembler
+from harness_core.closing import DEFAULT_CLOSE_BOUND, aclose_all
+from harness_core.errors import ErrorCode, LlmError
+from harness_core.plugininfo import PluginFailure
+from harness_core.record import StreamRecord
+from harness_core.registry import RouteRegistry
+from harness_core.secret import ChunkScrubber, Redactor
+from harness_core.types import Finish, FinishReason, GenerateOptions, Message, StreamChunk
+
+__all__ = ["AdapterBoundary", "Served", "strip_replay", "terminal"]
+
+logger = logging.getLogger("harness")
+
+
+class Served(Protocol):
+    """Where the boundary writes what it served (a :class:`harness_core.chain.ChainRun`)."""
+
+    record: StreamRecord
+    """The stream's record: the boundary sets ``served_route``/``served_model``/``first_chunk``."""
+    source: str | None
+    """The plugins.yaml key owning the route served."""
+
+
+def strip_replay(options: GenerateOptions, owner: str | None) -> GenerateOptions:
+    """``options`` without the ``replay_state`` of history messages not produced by ``owner``.
+
+    ``owner`` is the plugins.yaml key owning the target route (``None`` when no plugin owns it).
+    A message keeps its ``replay_state`` only when its ``source`` is that same key
+    (docs/stream-obligations.md#9-replay-state);
+    ``options`` is returned unchanged (same object) when nothing needs stripping.
+    """
+    messages = options.messages
+    if not any(m.replay_state is not None and (owner is None or m.source != owner) for m in messages):
+        return options
+    kept = [
+        m if m.replay_state is None or (owner is not None and m.source == owner) else _without_replay(m)
+        for m in messages
+    ]
+    return msgspec.structs.replace(options, messages=kept)
+
+
+def _without_replay(message: Message) -> Message:
+    return msgspec.structs.replace(message, replay_state=None)
+
+
+class AdapterBoundary:
+    """The innermost layer: route lookup, adapter faults → legal terminal chunks (docs/runtime.md).
+
+    - unknown route → exactly one ``finish{error, NO_ADAPTER}`` naming the route, the known
+      routes and any adapter plugin failure that may explain it (only the failure of the plugin
+      configured to serve it, when its routes are known: a missing key names its variable, with
+      code ``CONFIG`` when its configuration is what failed);
+    - the adapter raises :class:`~harness_core.errors.LlmError` → the blocks it left open end
+      with what they hold, then ``finish{error}`` carrying the failure;
+    - any other exception → the same, with code ``INTERNAL``, logged with its traceback on the
+      ``harness`` logger;
+    - the adapter's stream ends without a ``finish`` → ``finish{error, PROTOCOL}``;
+    - in each of these cases, ``finish{aborted}`` instead when ``options.abort`` has fired;
+    - cancellation propagates untouched; nothing after the adapter's ``finish`` is read.
+
+    The adapter's generator is closed (``aclose``) when the boundary's is.
+
+    With ``secrets`` (a :class:`~harness_core.secret.Redactor` of the plugins' keys) everything
+    the adapter produces is scrubbed here, before any middleware (cache, trace, telemetry) or
+    caller sees it: text and tool-call deltas with hold-back across splits, and every failure
+    message (a proxy echoing the ``Authorization`` header in its error body).
+    """
+
+    __slots__ = ("_failures", "_registry", "_secrets")
+
+    def __init__(
+        self, registry: RouteRegistry, failures: Sequence[PluginFailure], secrets: Redactor | None = None
+    ) -> None:
+        self._registry = registry
+        self._failures = failures
+        self._secrets = secrets if secrets is not None else Redactor()
+
+    def scrub(self, error: LlmError) -> LlmError:
+        """``error`` itself, or a copy whose message has the secrets masked."""
+        message = self._secrets(error.message)
+        if message == error.message:
+            return error
+        return LlmError.from_failure(msgspec.structs.replace(error.to_failure(), message=message))
+
+    def _trace(self, route: str, exc: Exception) -> None:
+        """Log the traceback and cause chain of an adapter's :class:`LlmError` (``NETWORK``,
+        ``AUTH`` …: the transport's own exception) at INFO level, secrets masked, so
+        ``harness -v`` shows where a failure came from; nothing is formatted when INFO is off."""
+        if isinstance(exc, LlmError) and logger.isEnabledFor(logging.INFO):
+            text = self._secrets("".join(traceback.format_exception(exc)).rstrip("\n"))
+            logger.info("route %r failed:\n%s", route, text)
+
+    def __call__(self, options: GenerateOptions, run: Served) -> AsyncGenerator[StreamChunk, None]:
+        """The boundary's generator for one stream (scrubbed when there are secrets)."""
+        return self._serve(options, run, ChunkScrubber(self._secrets) if self._secrets else None)
+
+    def no_adapter(self, route: str | None) -> LlmError:
+        """The ``NO_ADAPTER`` error for ``route``: known routes, and the adapter plugins that failed."""
+        known = ", ".join(repr(r) for r in self._registry.routes()) or "none"
+        if route is None:
+            text = f"no route given (options.provider) and no default provider configured; known routes: {known}"
+        else:
+            text = f"no adapter serves route {route!r}; known routes: {known}"
+        failed = [f for f in self._failures if not f.is_middleware]
+        owners = [f for f in failed if route is not None and f.routes is not None and route in f.routes]
+        if owners:  # the plugin that would serve it is known: say only why it cannot
+            code: ErrorCode = "CONFIG" if owners[0].stage == "config" else "NO_ADAPTER"
+            return LlmError(code, f"route {route!r} is unavailable: {owners[0].message}")
+        if failed:
+            causes = "; ".join(f"plugin {f.key!r} failed at {f.stage}: {f.message}" for f in failed)
+            text += f". Adapter plugins that failed to start (one may own this route): {causes}"
+        return LlmError("NO_ADAPTER", text)
+
+    async def _serve(
+        self, options: GenerateOptions, run: Served, scrubber: ChunkScrubber | None
+    ) -> AsyncGenerator[StreamChunk, None]:
+        """The adapter's chunks, scrubbed in this same generator (no extra hop per chunk)."""
+        route = options.provider
+        registration = self._registry.get(route) if route is not None else None
+        if route is None or registration is None:
+            finish = Finish(FinishReason(kind="error", failure=self.no_adapter(route).to_failure()))
+            for shown in scrubber.feed(finish) if scrubber is not None else (finish,):
+                yield shown
+            return
+        record = run.record
+        record.served_route, record.served_model = route, options.model
+        run.source = registration.owner
+        options = strip_replay(options, registration.owner)
+        tracker = BlockAssembler(keep_ended=False)  # holds only the blocks still open
+        keep = tracker.feed
+        stream: Any = None
+        failure: LlmError
+        first = True
+        try:
+            try:
+                stream = registration.adapter.stream(options)
+                pull = stream.__anext__
+            except Exception as exc:
+                self._trace(route, exc)
+                failure = _as_failure(exc, route)
+            else:
+                while True:
+                    try:
+                        chunk = await pull()
+                    except StopAsyncIteration:
+                        failure = LlmError(
+                            "PROTOCOL", f"the adapter of route {route!r} ended its stream without a finish"
+                        )
+                        break
+                    except Exception as exc:
+                        self._trace(route, exc)
+                        failure = _as_failure(exc, route)
+                        break
+                    if first:
+                        first = False
+                        record.first_chunk = time.monotonic()
+                    keep(chunk)
+                    if scrubber is None:
+                        yield chunk
+                    else:
+                        for shown in scrubber.feed(chunk):
+                            yield shown
+                    if type(chunk) is Finish:
+                        return
+            for chunk in terminal(tracker, failure, options):
+                for shown in scrubber.feed(chunk) if scrubber is not None else (chunk,):
+                    yield shown
+        finally:
+            if stream is not None:
+                await aclose_all([stream], DEFAULT_CLOSE_BOUND, f"adapter stream of route {route!r}")
+
+
+def _as_failure(exc: Exception, route: str) -> LlmError:
+    """``exc`` as the failure a ``finish{error}`` carries; unexpected exceptions are logged as INTERNAL."""
+    if isinstance(exc, LlmError):
+        return exc
+    logger.error("the adapter of route %r raised an unexpected exception", route, exc_info=exc)
+    return LlmError("INTERNAL", f"unexpected {type(exc).__name__} in the adapter of route {route!r}: {exc}")
+
+
+def terminal(tracker: BlockAssembler, failure: LlmError, options: GenerateOptions) -> list[StreamChunk]:
+    """``block-end`` for every block left open (with what it holds), then the finish:
+    ``aborted`` when the abort signal fired, else ``error`` carrying ``failure``."""
+    abort = options.abort
+    if abort is not None and abort.fired:
+        failure = LlmError("ABORTED", abort.reason or DEFAULT_ABORT_REASON, provider=failure.provider)
+    return tracker.terminal(failure.to_failure())
