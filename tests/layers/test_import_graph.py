@@ -116,7 +116,7 @@ LAYERS: dict[str, int] = {
             "harness_core.embedding",
             "harness_core.hookspecs",
             "harness_core.tools",
-            "harness_core.secret",
+            "harness_core.secret",  # a package: _value, _forms, _redactor, _holdback, _scrubber, _masking, _logging
             "harness_core.plugininfo",
             "harness_core.entrypoints",
             "harness_core.outfile",
