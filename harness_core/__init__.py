@@ -16,13 +16,16 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.assembler import BlockAssembler
     from harness_core.attach import AttachError, detect_media_type, load_attachment, parse_media_type
     from harness_core.chain import ChainLink
-    from harness_core.config import EnvFallback
+    from harness_core.config import ConfigError, EnvFallback
     from harness_core.conversation import Conversation, ConversationState, MaxStepsExceeded, Reply
+    from harness_core.embedding import EmbeddingAdapter, Embeddings, EmbedOptions
     from harness_core.errors import ErrorCode, Failure, InvalidOutputError, LlmError
-    from harness_core.hookspecs import hookimpl
+    from harness_core.hookspecs import RegisterTool, RegisterToolSource, hookimpl
+    from harness_core.loader import LoadedConfig, find_config, load_config
     from harness_core.outfile import WriteFailureLog, check_output_file, private_dir, private_file, write_in_thread
     from harness_core.runtime import GenerateResult, Harness, StreamContext
     from harness_core.secret import (
+        MASK,
         ChunkScrubber,
         ConnectionString,
         RedactFilter,
@@ -38,10 +41,12 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.types import (
         BlockEnd,
         BlockStart,
+        BlockType,
         CacheMark,
         ContentBlock,
         FileBlock,
         Finish,
+        FinishKind,
         FinishReason,
         GenerateOptions,
         JsonObjectFormat,
@@ -66,23 +71,30 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     )
 
 __all__ = [
+    "MASK",
     "AbortSignal",
     "AttachError",
     "BlockAssembler",
     "BlockEnd",
     "BlockStart",
+    "BlockType",
     "CacheMark",
     "ChainLink",
     "ChunkScrubber",
+    "ConfigError",
     "ConnectionString",
     "ContentBlock",
     "Conversation",
     "ConversationState",
+    "EmbedOptions",
+    "EmbeddingAdapter",
+    "Embeddings",
     "EnvFallback",
     "ErrorCode",
     "Failure",
     "FileBlock",
     "Finish",
+    "FinishKind",
     "FinishReason",
     "GenerateOptions",
     "GenerateResult",
@@ -92,6 +104,7 @@ __all__ = [
     "JsonSchemaFormat",
     "LlmAdapter",
     "LlmError",
+    "LoadedConfig",
     "MaxStepsExceeded",
     "Message",
     "ModelInfo",
@@ -100,6 +113,8 @@ __all__ = [
     "ReasoningDelta",
     "RedactFilter",
     "Redactor",
+    "RegisterTool",
+    "RegisterToolSource",
     "Reply",
     "ResponseFormat",
     "Secret",
@@ -125,8 +140,10 @@ __all__ = [
     "check_output_file",
     "decode_output",
     "detect_media_type",
+    "find_config",
     "hookimpl",
     "load_attachment",
+    "load_config",
     "mask_strings",
     "parse_media_type",
     "private_dir",
@@ -209,6 +226,18 @@ _LAZY = {
     "response_format_for": "harness_core.structured",
     "hookimpl": "harness_core.hookspecs",
     "tool": "harness_core.tools",
+    "BlockType": "harness_core.types",
+    "FinishKind": "harness_core.types",
+    "MASK": "harness_core.secret",
+    "EmbedOptions": "harness_core.embedding",
+    "EmbeddingAdapter": "harness_core.embedding",
+    "Embeddings": "harness_core.embedding",
+    "ConfigError": "harness_core.config",
+    "LoadedConfig": "harness_core.loader",
+    "find_config": "harness_core.loader",
+    "load_config": "harness_core.loader",
+    "RegisterTool": "harness_core.hookspecs",
+    "RegisterToolSource": "harness_core.hookspecs",
 }
 
 

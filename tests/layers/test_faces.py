@@ -19,7 +19,20 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 from typecheck import checked_sources  # noqa: E402  (tools/ is not a package)
 
-LAZY_PACKAGES = ["harness_core", "harness_core.kit", "harness_core.http", "harness_core.testing"]
+LAZY_PACKAGES = [
+    "harness_core",
+    "harness_core.kit",
+    "harness_core.http",
+    "harness_core.middleware",
+    "harness_core.testing",
+]
+MOVED = {
+    "harness_core.types": {"Failure": "harness_core.errors"},
+    "harness_core.config": dict.fromkeys(
+        ["MASK", "RedactFilter", "Redactor", "redacted_logging"], "harness_core.secret"
+    ),
+}
+"""The old import paths that keep working with a ``DeprecationWarning`` (CHANGELOG.md, Unreleased)."""
 FIRST_PARTY = {"harness-core", "pytest-harness"} | {
     tomllib.loads(p.read_text())["project"]["name"] for p in ROOT.glob("plugins/*/pyproject.toml")
 }
@@ -40,6 +53,30 @@ def test_a_lazy_export_table_names_what_all_lists_and_each_name_resolves(name: s
         if export in table:
             assert value is getattr(importlib.import_module(table[export]), export), f"{name}.{export}"
     assert len(package.__all__) == len(set(package.__all__)), f"{name}: __all__ lists a name twice"
+
+
+@pytest.mark.parametrize(("old", "name"), [(old, name) for old, names in MOVED.items() for name in names])
+def test_a_moved_name_warns_naming_its_owner_and_is_the_owners_object(old: str, name: str) -> None:
+    owner = MOVED[old][name]
+    module = importlib.import_module(old)
+    assert vars(module.__getattr__)["moved"][name] == owner
+    assert name not in module.__all__
+    with pytest.warns(DeprecationWarning, match=rf"{old}\.{name} moved: import it from {owner}") as caught:
+        value = getattr(module, name)
+    assert value is getattr(importlib.import_module(owner), name)
+    assert caught[0].filename == __file__  # attributed to the line that reads the old name
+    with pytest.raises(AttributeError, match=f"module '{old}' has no attribute 'not_a_name'"):
+        module.not_a_name  # noqa: B018
+
+
+def test_the_faces_re_export_redactor_and_failure_from_their_one_owner() -> None:
+    import harness_core
+    from harness_core import errors, kit, middleware, secret
+
+    assert harness_core.Failure is middleware.Failure is errors.Failure
+    assert harness_core.Redactor is middleware.Redactor is secret.Redactor
+    assert secret.Redactor.__module__ == "harness_core.secret._redactor"
+    assert "Redactor" not in kit.__all__
 
 
 def test_pytest_harness_lazy_exports_match_its_all() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness_core import Secret
-from harness_core.config import MASK, ConfigError
+from harness_core.config import ConfigError
 from harness_core.loader import (
     BUILTIN_DEFAULT,
     LoadedConfig,
@@ -21,6 +21,7 @@ from harness_core.loader import (
     load_config,
 )
 from harness_core.plugininfo import Defaults
+from harness_core.secret import MASK
 
 FAKE_PLUGINS = Path(__file__).parent / "fakeplugins"
 

@@ -58,9 +58,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from harness_core.abort import Aborted, AbortSignal, abort_reason, race
 from harness_core.assembler import BlockAssembler
-from harness_core.errors import LlmError
+from harness_core.errors import Failure, LlmError
 from harness_core.types import (
-    Failure,
     Finish,
     FinishKind,
     FinishReason,

@@ -16,7 +16,8 @@ from typing import Protocol
 
 from harness_core.abort import AbortSignal
 from harness_core.embedding import EmbedOptions
-from harness_core.types import Failure, GenerateOptions, StreamChunk, TokenUsage
+from harness_core.errors import Failure
+from harness_core.types import GenerateOptions, StreamChunk, TokenUsage
 
 __all__ = ["Observer", "RunEnd", "RunInfo", "RunWatch"]
 

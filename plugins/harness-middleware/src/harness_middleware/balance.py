@@ -63,9 +63,9 @@ import msgspec
 
 from harness_core.adapter import LlmAdapter
 from harness_core.embedding import EmbedCallNext, Embeddings, EmbedOptions
-from harness_core.errors import ErrorCode, LlmError
+from harness_core.errors import ErrorCode, Failure, LlmError
 from harness_core.hookspecs import CallNext, RegisterAdapter, hookimpl
-from harness_core.types import Failure, GenerateOptions, ModelInfo, StreamChunk, Usage
+from harness_core.types import GenerateOptions, ModelInfo, StreamChunk, Usage
 from harness_middleware._stream import aclose
 from harness_middleware.fallback import (
     Failed,

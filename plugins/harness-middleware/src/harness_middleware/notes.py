@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from harness_core.types import Failure, GenerateOptions
+from harness_core.errors import Failure
+from harness_core.types import GenerateOptions
 
 __all__ = ["NOTES_KEY", "Attempt", "StreamNotes", "embed_notes_of", "notes_of", "open_embed_notes", "open_notes"]
 

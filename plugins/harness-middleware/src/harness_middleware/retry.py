@@ -33,14 +33,9 @@ import tenacity
 
 from harness_core.abort import ABORTED, AbortSignal, race
 from harness_core.embedding import EmbedCallNext, Embeddings, EmbedOptions
-from harness_core.errors import LlmError
+from harness_core.errors import Failure, LlmError
 from harness_core.hookspecs import CallNext, hookimpl
-from harness_core.types import (
-    Failure,
-    Finish,
-    GenerateOptions,
-    StreamChunk,
-)
+from harness_core.types import Finish, GenerateOptions, StreamChunk
 from harness_middleware._stream import aclose, error_finish, is_content
 
 __all__ = ["RetryPlugin"]

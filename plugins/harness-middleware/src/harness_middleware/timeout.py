@@ -38,9 +38,9 @@ import msgspec
 
 from harness_core.assembler import BlockAssembler
 from harness_core.embedding import EmbedCallNext, Embeddings, EmbedOptions
-from harness_core.errors import LlmError
+from harness_core.errors import Failure, LlmError
 from harness_core.hookspecs import CallNext, hookimpl
-from harness_core.types import Failure, Finish, GenerateOptions, StreamChunk
+from harness_core.types import Finish, GenerateOptions, StreamChunk
 from harness_middleware._stream import aclose
 
 __all__ = ["TimeoutPlugin"]
