@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from harness_core.errors import Failure
-from harness_core.types import GenerateOptions
+from harness_core.middleware import Failure, GenerateOptions
 
 __all__ = ["NOTES_KEY", "Attempt", "StreamNotes", "embed_notes_of", "notes_of", "open_embed_notes", "open_notes"]
 

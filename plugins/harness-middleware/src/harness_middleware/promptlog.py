@@ -38,11 +38,17 @@ import anyio
 import msgspec
 import platformdirs
 
-from harness_core.assembler import BlockAssembler
-from harness_core.hookspecs import CallNext, hookimpl
-from harness_core.outfile import WriteFailureLog
-from harness_core.secret import SecretMasking
-from harness_core.types import Finish, GenerateOptions, Message, StreamChunk
+from harness_core.middleware import (
+    BlockAssembler,
+    CallNext,
+    Finish,
+    GenerateOptions,
+    Message,
+    SecretMasking,
+    StreamChunk,
+    WriteFailureLog,
+    hookimpl,
+)
 from harness_middleware import _sqlite
 from harness_middleware._stream import aclose
 from harness_middleware.notes import StreamNotes, open_notes

@@ -49,12 +49,22 @@ import anyio
 import msgspec
 import platformdirs
 
-from harness_core.embedding import EmbedCallNext, Embeddings, EmbedOptions
-from harness_core.errors import LlmError
-from harness_core.hookspecs import CallNext, hookimpl
-from harness_core.outfile import WriteFailureLog
-from harness_core.secret import SecretMasking
-from harness_core.types import Finish, GenerateOptions, StreamChunk, TextDelta, TokenUsage, Usage
+from harness_core.middleware import (
+    CallNext,
+    EmbedCallNext,
+    Embeddings,
+    EmbedOptions,
+    Finish,
+    GenerateOptions,
+    LlmError,
+    SecretMasking,
+    StreamChunk,
+    TextDelta,
+    TokenUsage,
+    Usage,
+    WriteFailureLog,
+    hookimpl,
+)
 from harness_middleware import _sqlite
 from harness_middleware._stream import aclose
 from harness_middleware.notes import StreamNotes, open_embed_notes, open_notes
