@@ -56,13 +56,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from harness_core.abort import Aborted, AbortSignal, abort_reason, race
-from harness_core.assembler import BlockAssembler
-from harness_core.errors import Failure, LlmError
-from harness_core.types import (
+from harness_core import (
+    AbortSignal,
+    BlockAssembler,
+    Failure,
     Finish,
     FinishKind,
     FinishReason,
+    LlmError,
     ReasoningDelta,
     StreamChunk,
     TextDelta,
@@ -70,6 +71,8 @@ from harness_core.types import (
     ToolCallDelta,
     Usage,
 )
+from harness_core.kit import abort_reason
+from harness_core.middleware import Aborted, race
 from harness_gateway.anthropic_messages import ANTHROPIC_MESSAGES, parse_messages_request
 from harness_gateway.console import console_routes
 from harness_gateway.dialect import Dialect, Ending

@@ -42,8 +42,7 @@ def gateway_config(config: str | None) -> GatewayConfig:
     closed failed (:meth:`~harness_core.loader.LoadedConfig.require_complete`): ``serve`` and
     ``keys`` never run on defaults standing in for a config that could not be loaded.
     """
-    from harness_core.config import ConfigError
-    from harness_core.loader import load_config
+    from harness_core import ConfigError, load_config
 
     try:
         loaded = load_config(config).require_complete()

@@ -65,8 +65,7 @@ import anyio.from_thread
 import msgspec
 from anyio.abc import TaskStatus
 
-from harness_core.outfile import private_file
-from harness_core.types import TokenUsage
+from harness_core import TokenUsage, private_file
 from harness_gateway.errors import GatewayError
 from harness_gateway.keys import KeyRecord, KeySpec, hash_key, new_key
 
