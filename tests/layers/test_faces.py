@@ -119,6 +119,55 @@ def test_the_private_import_check_finds_one(tmp_path: Path) -> None:
     assert private_imports(probe, tmp_path) == ["probe.py:1 harness_core._lazy", "probe.py:2 harness_core.cli._app"]
 
 
+FACES = {"harness_core", "harness_core.kit", "harness_core.http", "harness_core.middleware", "harness_core.cli"}
+"""What a plugin's ``src`` may import from the core (CONTRIBUTING.md, the map of the house):
+the application face, the adapter kit and its HTTP transport, the middleware face and, for a
+plugin's commands, ``harness_core.cli``. pytest-harness (a pytest plugin over the testing kit)
+also ``harness_core.testing``. ``harness_core.hookspecs`` is not needed: the hook types are in
+the faces (``CallNext`` … in ``harness_core.middleware``, ``RegisterAdapter`` in the kit too)."""
+
+FACES_OF = {"pytest-harness": FACES | {"harness_core.testing"}}
+
+
+def non_face_imports(path: Path, faces: set[str], root: Path = ROOT) -> list[str]:
+    """``file:line module`` for each import of a ``harness_core`` module that is not one of ``faces``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            modules = [node.module]
+        else:
+            continue
+        for module in modules:
+            if module.split(".")[0] == "harness_core" and module not in faces:
+                found.append(f"{path.relative_to(root)}:{node.lineno} {module}")
+    return found
+
+
+@pytest.mark.parametrize("plugin", sorted(p.name for p in ROOT.glob("plugins/*") if (p / "src").is_dir()))
+def test_a_plugin_source_imports_only_the_faces_of_the_core(plugin: str) -> None:
+    faces = FACES_OF.get(plugin, FACES)
+    paths = sorted(ROOT.glob(f"plugins/{plugin}/src/**/*.py"))
+    found = [hit for path in paths for hit in non_face_imports(path, faces)]
+    assert found == [], "import these names from a face (CONTRIBUTING.md, the map of the house)"
+
+
+def test_the_face_check_finds_an_import_of_another_module(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import harness_core.types\nfrom harness_core import Harness\nfrom harness_core.kit import BlockWriter\n"
+        "from harness_core.errors import LlmError\nfrom harness_core.testing import ScriptedServer\n"
+        "def f():\n    from harness_core.secret import MASK\nfrom . import local\nimport harness_corex\n"
+    )
+    assert non_face_imports(probe, FACES, tmp_path) == [
+        "probe.py:1 harness_core.types",
+        "probe.py:4 harness_core.errors",
+        "probe.py:5 harness_core.testing",
+        "probe.py:7 harness_core.secret",
+    ]
+
+
 @pytest.mark.parametrize("pyproject", sorted(ROOT.glob("plugins/*/pyproject.toml")), ids=lambda p: p.parent.name)
 def test_every_first_party_dependency_is_bounded_above(pyproject: Path) -> None:
     project = tomllib.loads(pyproject.read_text())["project"]
