@@ -16,10 +16,12 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.assembler import BlockAssembler
     from harness_core.attach import AttachError, detect_media_type, load_attachment, parse_media_type
     from harness_core.chain import ChainLink
-    from harness_core.config import EnvFallback
+    from harness_core.config import ConfigError, ConfigPath, EnvFallback
     from harness_core.conversation import Conversation, ConversationState, MaxStepsExceeded, Reply
+    from harness_core.embedding import EmbeddingAdapter, Embeddings, EmbedOptions
     from harness_core.errors import ErrorCode, Failure, InvalidOutputError, LlmError
-    from harness_core.hookspecs import hookimpl
+    from harness_core.hookspecs import RegisterTool, RegisterToolSource, hookimpl
+    from harness_core.loader import LoadedConfig, find_config, load_config
     from harness_core.outfile import WriteFailureLog, check_output_file, private_dir, private_file, write_in_thread
     from harness_core.record import (
         Attempt,
@@ -33,6 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     )
     from harness_core.runtime import GenerateResult, Harness, StreamContext
     from harness_core.secret import (
+        MASK,
         ChunkScrubber,
         ConnectionString,
         RedactFilter,
@@ -48,10 +51,12 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.types import (
         BlockEnd,
         BlockStart,
+        BlockType,
         CacheMark,
         ContentBlock,
         FileBlock,
         Finish,
+        FinishKind,
         FinishReason,
         GenerateOptions,
         JsonObjectFormat,
@@ -76,24 +81,32 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     )
 
 __all__ = [
+    "MASK",
     "AbortSignal",
     "AttachError",
     "Attempt",
     "BlockAssembler",
     "BlockEnd",
     "BlockStart",
+    "BlockType",
     "CacheMark",
     "ChainLink",
     "ChunkScrubber",
+    "ConfigError",
+    "ConfigPath",
     "ConnectionString",
     "ContentBlock",
     "Conversation",
     "ConversationState",
+    "EmbedOptions",
+    "EmbeddingAdapter",
+    "Embeddings",
     "EnvFallback",
     "ErrorCode",
     "Failure",
     "FileBlock",
     "Finish",
+    "FinishKind",
     "FinishReason",
     "GenerateOptions",
     "GenerateResult",
@@ -103,6 +116,7 @@ __all__ = [
     "JsonSchemaFormat",
     "LlmAdapter",
     "LlmError",
+    "LoadedConfig",
     "MaxStepsExceeded",
     "Message",
     "ModelInfo",
@@ -111,6 +125,8 @@ __all__ = [
     "ReasoningDelta",
     "RedactFilter",
     "Redactor",
+    "RegisterTool",
+    "RegisterToolSource",
     "Reply",
     "ResponseFormat",
     "Secret",
@@ -139,8 +155,10 @@ __all__ = [
     "decode_output",
     "detect_media_type",
     "embed_record",
+    "find_config",
     "hookimpl",
     "load_attachment",
+    "load_config",
     "mask_strings",
     "observe",
     "open_embed_record",
@@ -235,6 +253,19 @@ _LAZY = {
     "response_format_for": "harness_core.structured",
     "hookimpl": "harness_core.hookspecs",
     "tool": "harness_core.tools",
+    "BlockType": "harness_core.types",
+    "FinishKind": "harness_core.types",
+    "MASK": "harness_core.secret",
+    "EmbedOptions": "harness_core.embedding",
+    "EmbeddingAdapter": "harness_core.embedding",
+    "Embeddings": "harness_core.embedding",
+    "ConfigError": "harness_core.config",
+    "ConfigPath": "harness_core.config",
+    "LoadedConfig": "harness_core.loader",
+    "find_config": "harness_core.loader",
+    "load_config": "harness_core.loader",
+    "RegisterTool": "harness_core.hookspecs",
+    "RegisterToolSource": "harness_core.hookspecs",
 }
 
 

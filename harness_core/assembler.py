@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from harness_core.errors import Failure
 from harness_core.types import (
     BlockEnd,
     BlockStart,
     BlockType,
-    Failure,
     Finish,
     FinishReason,
     Message,

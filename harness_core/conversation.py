@@ -30,11 +30,10 @@ import msgspec
 
 from harness_core.abort import ABORTED, AbortSignal, race
 from harness_core.assembler import BlockAssembler
-from harness_core.errors import LlmError
+from harness_core.errors import Failure, LlmError
 from harness_core.tools import Tool
 from harness_core.types import (
     CacheMark,
-    Failure,
     FinishReason,
     GenerateOptions,
     Message,

@@ -36,13 +36,11 @@ from typing import Any, Final, Literal
 import msgspec
 
 from harness_core.config import (
-    MASK,
     ConfigError,
     ConfigPath,
     ConfigProblem,
     EnvFallback,
     EnvProblem,
-    Redactor,
     format_path,
     line_for,
     parse_yaml,
@@ -50,7 +48,7 @@ from harness_core.config import (
 )
 from harness_core.entrypoints import EntryPoint, entry_points
 from harness_core.plugininfo import Defaults, LoadedPlugin, PluginFailure
-from harness_core.secret import ConnectionString, Secret, connection_secrets, secret_problem, secrets_of
+from harness_core.secret import MASK, ConnectionString, Redactor, Secret, connection_secrets, secret_problem, secrets_of
 
 __all__ = [
     "BUILTIN_DEFAULT",

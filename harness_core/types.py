@@ -19,8 +19,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 
+from harness_core._lazy import moved_names
 from harness_core.abort import AbortSignal
-from harness_core.errors import Failure, LlmError
+from harness_core.errors import Failure as _Failure  # owned by errors; the old path here warns (below)
+from harness_core.errors import LlmError
 
 __all__ = [
     "MEDIA_TYPE",
@@ -29,7 +31,6 @@ __all__ = [
     "BlockType",
     "CacheMark",
     "ContentBlock",
-    "Failure",
     "FileBlock",
     "Finish",
     "FinishKind",
@@ -339,7 +340,7 @@ class FinishReason(msgspec.Struct, frozen=True, omit_defaults=True):
 
     kind: FinishKind
     raw: str | None = None
-    failure: Failure | None = None
+    failure: _Failure | None = None
 
 
 # --------------------------------------------------------------------------- stream chunks
@@ -676,3 +677,7 @@ class ModelInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     max_output_tokens: int | None = None
     reasoning_efforts: list[str] | None = None
     default_effort: str | None = None
+
+
+__getattr__ = moved_names(__name__, {"Failure": "harness_core.errors"})
+"""``harness_core.types.Failure`` moved to :mod:`harness_core.errors` (its owner; the faces re-export it)."""

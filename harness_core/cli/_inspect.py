@@ -18,10 +18,11 @@ import anyio
 import msgspec
 
 from harness_core.cli._common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, Sink, load_for_start, output_failure_code
-from harness_core.config import ConfigProblem, redacted_logging
+from harness_core.config import ConfigProblem
 from harness_core.errors import LlmError
 from harness_core.loader import LoadedConfig, PluginEntry, inspect_config
 from harness_core.plugininfo import PluginFailure
+from harness_core.secret import redacted_logging
 from harness_core.types import ModelInfo
 
 if TYPE_CHECKING:  # pragma: no cover - typing only

@@ -26,14 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness_core.errors import LlmError
+from harness_core.errors import Failure, LlmError
 from harness_core.testing.check import StreamViolation, check_stream
 from harness_core.testing.server import Reply
 from harness_core.testing.splits import split_at, split_every
 from harness_core.types import (
     BlockEnd,
     BlockStart,
-    Failure,
     Finish,
     ReasoningDelta,
     StreamChunk,

@@ -21,11 +21,10 @@ import anyio
 from harness_core.abort import Aborted, abort_reason, race
 from harness_core.adapter import LlmAdapter
 from harness_core.assembler import BlockAssembler
-from harness_core.errors import LlmError
+from harness_core.errors import Failure, LlmError
 from harness_core.types import (
     BlockEnd,
     BlockStart,
-    Failure,
     Finish,
     FinishKind,
     FinishReason,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness_core.cli._inspect import check_config, show_chain, show_plugins
-from harness_core.config import MASK
+from harness_core.secret import MASK
 
 FAKE_PLUGINS = Path(__file__).parents[1] / "loader" / "fakeplugins"
 SECRET = "sk-SECRETVALUE-4242"

@@ -10,19 +10,16 @@ import pytest
 
 from harness_core import LlmError
 from harness_core.config import (
-    MASK,
     MAX_ALIAS_NODES,
     ConfigError,
     ConfigProblem,
     EnvFallback,
-    RedactFilter,
-    Redactor,
     format_path,
     line_for,
     parse_yaml,
-    redacted_logging,
     substitute_env,
 )
+from harness_core.secret import MASK, RedactFilter, Redactor, redacted_logging
 
 
 def test_parse_keeps_the_line_of_every_key_and_item() -> None:

@@ -19,7 +19,20 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 from typecheck import checked_sources  # noqa: E402  (tools/ is not a package)
 
-LAZY_PACKAGES = ["harness_core", "harness_core.kit", "harness_core.http", "harness_core.testing"]
+LAZY_PACKAGES = [
+    "harness_core",
+    "harness_core.kit",
+    "harness_core.http",
+    "harness_core.middleware",
+    "harness_core.testing",
+]
+MOVED = {
+    "harness_core.types": {"Failure": "harness_core.errors"},
+    "harness_core.config": dict.fromkeys(
+        ["MASK", "RedactFilter", "Redactor", "redacted_logging"], "harness_core.secret"
+    ),
+}
+"""The old import paths that keep working with a ``DeprecationWarning`` (CHANGELOG.md, Unreleased)."""
 FIRST_PARTY = {"harness-core", "pytest-harness"} | {
     tomllib.loads(p.read_text())["project"]["name"] for p in ROOT.glob("plugins/*/pyproject.toml")
 }
@@ -40,6 +53,30 @@ def test_a_lazy_export_table_names_what_all_lists_and_each_name_resolves(name: s
         if export in table:
             assert value is getattr(importlib.import_module(table[export]), export), f"{name}.{export}"
     assert len(package.__all__) == len(set(package.__all__)), f"{name}: __all__ lists a name twice"
+
+
+@pytest.mark.parametrize(("old", "name"), [(old, name) for old, names in MOVED.items() for name in names])
+def test_a_moved_name_warns_naming_its_owner_and_is_the_owners_object(old: str, name: str) -> None:
+    owner = MOVED[old][name]
+    module = importlib.import_module(old)
+    assert vars(module.__getattr__)["moved"][name] == owner
+    assert name not in module.__all__
+    with pytest.warns(DeprecationWarning, match=rf"{old}\.{name} moved: import it from {owner}") as caught:
+        value = getattr(module, name)
+    assert value is getattr(importlib.import_module(owner), name)
+    assert caught[0].filename == __file__  # attributed to the line that reads the old name
+    with pytest.raises(AttributeError, match=f"module '{old}' has no attribute 'not_a_name'"):
+        module.not_a_name  # noqa: B018
+
+
+def test_the_faces_re_export_redactor_and_failure_from_their_one_owner() -> None:
+    import harness_core
+    from harness_core import errors, kit, middleware, secret
+
+    assert harness_core.Failure is middleware.Failure is errors.Failure
+    assert harness_core.Redactor is middleware.Redactor is secret.Redactor
+    assert secret.Redactor.__module__ == "harness_core.secret._redactor"
+    assert "Redactor" not in kit.__all__
 
 
 def test_pytest_harness_lazy_exports_match_its_all() -> None:
@@ -80,6 +117,55 @@ def test_the_private_import_check_finds_one(tmp_path: Path) -> None:
         "from harness_core.cli import main\nfrom . import _local\nimport _thread\n"
     )
     assert private_imports(probe, tmp_path) == ["probe.py:1 harness_core._lazy", "probe.py:2 harness_core.cli._app"]
+
+
+FACES = {"harness_core", "harness_core.kit", "harness_core.http", "harness_core.middleware", "harness_core.cli"}
+"""What a plugin's ``src`` may import from the core (CONTRIBUTING.md, the map of the house):
+the application face, the adapter kit and its HTTP transport, the middleware face and, for a
+plugin's commands, ``harness_core.cli``. pytest-harness (a pytest plugin over the testing kit)
+also ``harness_core.testing``. ``harness_core.hookspecs`` is not needed: the hook types are in
+the faces (``CallNext`` … in ``harness_core.middleware``, ``RegisterAdapter`` in the kit too)."""
+
+FACES_OF = {"pytest-harness": FACES | {"harness_core.testing"}}
+
+
+def non_face_imports(path: Path, faces: set[str], root: Path = ROOT) -> list[str]:
+    """``file:line module`` for each import of a ``harness_core`` module that is not one of ``faces``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            modules = [node.module]
+        else:
+            continue
+        for module in modules:
+            if module.split(".")[0] == "harness_core" and module not in faces:
+                found.append(f"{path.relative_to(root)}:{node.lineno} {module}")
+    return found
+
+
+@pytest.mark.parametrize("plugin", sorted(p.name for p in ROOT.glob("plugins/*") if (p / "src").is_dir()))
+def test_a_plugin_source_imports_only_the_faces_of_the_core(plugin: str) -> None:
+    faces = FACES_OF.get(plugin, FACES)
+    paths = sorted(ROOT.glob(f"plugins/{plugin}/src/**/*.py"))
+    found = [hit for path in paths for hit in non_face_imports(path, faces)]
+    assert found == [], "import these names from a face (CONTRIBUTING.md, the map of the house)"
+
+
+def test_the_face_check_finds_an_import_of_another_module(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import harness_core.types\nfrom harness_core import Harness\nfrom harness_core.kit import BlockWriter\n"
+        "from harness_core.errors import LlmError\nfrom harness_core.testing import ScriptedServer\n"
+        "def f():\n    from harness_core.secret import MASK\nfrom . import local\nimport harness_corex\n"
+    )
+    assert non_face_imports(probe, FACES, tmp_path) == [
+        "probe.py:1 harness_core.types",
+        "probe.py:4 harness_core.errors",
+        "probe.py:5 harness_core.testing",
+        "probe.py:7 harness_core.secret",
+    ]
 
 
 @pytest.mark.parametrize("pyproject", sorted(ROOT.glob("plugins/*/pyproject.toml")), ids=lambda p: p.parent.name)

@@ -116,7 +116,7 @@ LAYERS: dict[str, int] = {
             "harness_core.embedding",
             "harness_core.hookspecs",
             "harness_core.tools",
-            "harness_core.secret",
+            "harness_core.secret",  # a package: _value, _forms, _redactor, _holdback, _scrubber, _masking, _logging
             "harness_core.plugininfo",
             "harness_core.entrypoints",
             "harness_core.outfile",
@@ -138,12 +138,12 @@ LAYERS: dict[str, int] = {
         ],
         2,
     ),
-    **dict.fromkeys(["harness_core.kit", "harness_core.testing"], 3),
+    **dict.fromkeys(["harness_core.kit", "harness_core.middleware", "harness_core.testing"], 3),
     "harness_core.cli": 4,
 }
 """The layer of each top-level part of the core, bottom up (CONTRIBUTING.md, the map of the house):
 0 the vocabulary (chunks, messages, errors, the hook specs, secrets), 1 codecs and transport (SSE,
-HTTP, config values), 2 the runtime and the loader, 3 the adapter kit and the testing kit, 4 the
+HTTP, config values), 2 the runtime and the loader, 3 the adapter kit, the middleware face and the testing kit, 4 the
 command line. A module imports only its own layer or those below."""
 
 LAYER_NAMES = ("vocabulary", "codecs and transport", "runtime and loader", "kits", "CLI")

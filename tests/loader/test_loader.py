@@ -12,7 +12,7 @@ import msgspec
 import pytest
 
 from harness_core import Secret
-from harness_core.config import MASK, ConfigError, ConfigPath
+from harness_core.config import ConfigError, ConfigPath
 from harness_core.loader import (
     BUILTIN_DEFAULT,
     LoadedConfig,
@@ -22,6 +22,7 @@ from harness_core.loader import (
     load_config,
 )
 from harness_core.plugininfo import Defaults
+from harness_core.secret import MASK
 
 FAKE_PLUGINS = Path(__file__).parent / "fakeplugins"
 

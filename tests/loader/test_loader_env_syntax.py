@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from harness_core.config import MASK, ConfigError
+from harness_core.config import ConfigError
 from harness_core.loader import inspect_config, load_config
+from harness_core.secret import MASK
 
 Write = Callable[..., Path]
 KEY = "sk-" + "q7Zr" * 6  # key-shaped, built at run time

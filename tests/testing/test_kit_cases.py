@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from harness_core.errors import LlmError
+from harness_core.errors import Failure, LlmError
 from harness_core.http import open_sse_stream
 from harness_core.testing.cases import Case, CaseMismatch, cases_dir, check_case, load_cases, sequence_tokens
 from harness_core.testing.fake import text_reply
@@ -17,7 +17,6 @@ from harness_core.testing.server import ScriptedServer
 from harness_core.types import (
     BlockEnd,
     BlockStart,
-    Failure,
     Finish,
     FinishReason,
     ReasoningBlock,

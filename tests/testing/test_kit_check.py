@@ -7,12 +7,11 @@ from typing import Any
 
 import pytest
 
-from harness_core.errors import LlmError
+from harness_core.errors import Failure, LlmError
 from harness_core.testing.check import CheckedStream, StreamChecker, StreamViolation, check_stream
 from harness_core.types import (
     BlockEnd,
     BlockStart,
-    Failure,
     Finish,
     FinishReason,
     ReasoningBlock,

@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness_core import BlockEnd, BlockStart, ChunkScrubber, Redactor, StreamChunk, TextBlock, TextDelta
-from harness_core.secret import MASK, _base64_forms
+from harness_core.secret import MASK
+from harness_core.secret._forms import _base64_forms
 
 # a realistic key (56 characters), built at run time (no key-shaped literal is committed) from a
 # fixed seed, so that which ordinary deltas may end like the start of one of its forms is fixed

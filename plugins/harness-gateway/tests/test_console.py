@@ -21,10 +21,10 @@ import pytest
 from gw_helpers import Clients, gateway_yaml, serve_gateway
 
 from harness_core.abort import AbortSignal
+from harness_core.errors import Failure
 from harness_core.types import (
     BlockEnd,
     BlockStart,
-    Failure,
     FileBlock,
     Finish,
     FinishReason,

@@ -16,17 +16,9 @@ import msgspec
 import pytest
 from anyio.abc import TaskStatus
 
+from harness_core.errors import Failure
 from harness_core.loader import load_config
-from harness_core.types import (
-    BlockStart,
-    Failure,
-    Finish,
-    FinishReason,
-    ReasoningDelta,
-    TextDelta,
-    TokenUsage,
-    ToolCallDelta,
-)
+from harness_core.types import BlockStart, Finish, FinishReason, ReasoningDelta, TextDelta, TokenUsage, ToolCallDelta
 from harness_gateway import server as server_module
 from harness_gateway import spend as spend_module
 from harness_gateway import store as store_module

@@ -14,11 +14,11 @@ import openai
 import pytest
 from gw_helpers import Clients, gateway_yaml, openai_sse, serve_gateway
 
+from harness_core.errors import Failure
 from harness_core.testing import Reply, ScriptedServer
 from harness_core.types import (
     BlockEnd,
     BlockStart,
-    Failure,
     FileBlock,
     Finish,
     FinishReason,

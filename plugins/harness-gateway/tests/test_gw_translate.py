@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from harness_core.errors import Failure
 from harness_core.types import (
     BlockEnd,
     BlockStart,
-    Failure,
     FileBlock,
     Finish,
     FinishReason,

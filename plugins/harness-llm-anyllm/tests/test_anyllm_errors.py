@@ -9,8 +9,8 @@ import logging
 import pytest
 from anyllm_wire import OPENAI_TEXT, key, make_adapter, options, run
 
-from harness_core.config import MASK
 from harness_core.errors import LlmError
+from harness_core.secret import MASK
 from harness_core.testing.server import Reply, ScriptedServer
 from harness_llm_anyllm.adapter import AnyLLMAdapter
 from harness_llm_anyllm.config import AnyLLMConfig

@@ -9,12 +9,11 @@ from typing import Any
 import anyio
 
 from harness_core import LlmAdapter, hookimpl
-from harness_core.errors import LlmError
+from harness_core.errors import Failure, LlmError
 from harness_core.testing import check_stream
 from harness_core.types import (
     BlockEnd,
     BlockStart,
-    Failure,
     Finish,
     FinishReason,
     GenerateOptions,

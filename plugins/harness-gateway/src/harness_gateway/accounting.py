@@ -13,9 +13,7 @@ from typing import TYPE_CHECKING, Final
 import anyio
 import anyio.lowlevel
 
-from harness_core.types import (
-    TokenUsage,
-)
+from harness_core import TokenUsage
 from harness_gateway.errors import GatewayError
 from harness_gateway.gateway import Gateway
 from harness_gateway.observe import RunInfo, RunWatch

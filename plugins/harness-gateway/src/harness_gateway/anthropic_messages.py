@@ -36,7 +36,7 @@ from typing import Any, Final
 
 import msgspec
 
-from harness_core.types import (
+from harness_core import (
     BlockEnd,
     BlockStart,
     CacheMark,

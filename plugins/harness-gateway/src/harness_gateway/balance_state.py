@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Final, TypeVar
 
-from harness_core.errors import LlmError
+from harness_core import LlmError
 from harness_gateway.errors import GatewayError
 from harness_gateway.store import SqlStore, Tx
 from harness_middleware.balance import WINDOW, Limits, MemberLoad, admission_wait

@@ -42,8 +42,7 @@ def gateway_config(config: str | None) -> GatewayConfig:
     closed failed (:meth:`~harness_core.loader.LoadedConfig.require_complete`): ``serve`` and
     ``keys`` never run on defaults standing in for a config that could not be loaded.
     """
-    from harness_core.config import ConfigError
-    from harness_core.loader import load_config
+    from harness_core import ConfigError, load_config
 
     try:
         loaded = load_config(config).require_complete()
@@ -58,8 +57,7 @@ def gateway_config(config: str | None) -> GatewayConfig:
 def _served_routes(config: str | None) -> set[str]:
     """The routes the gateway of ``config`` serves (generation and embedding routes), read from a
     started harness of that config (no request is sent)."""
-    from harness_core.loader import load_config
-    from harness_core.runtime import Harness
+    from harness_core import Harness, load_config
 
     async def main() -> set[str]:
         async with Harness.from_loaded(load_config(config)) as harness:

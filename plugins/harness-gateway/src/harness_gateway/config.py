@@ -29,7 +29,7 @@ from typing import Annotated, Final, Literal
 import msgspec
 import platformdirs
 
-from harness_core.secret import ConnectionString, Secret
+from harness_core import ConnectionString, Secret
 from harness_gateway.store import LEASE
 from harness_middleware.pricing import Price, PriceBook
 

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from starlette.responses import JSONResponse
 
-from harness_core.types import Finish, Message, StreamChunk, TokenUsage
+from harness_core import Finish, Message, StreamChunk, TokenUsage
 from harness_gateway.errors import GatewayError
 from harness_gateway.keys import KeyRecord
 from harness_gateway.request import ParsedRequest, Target

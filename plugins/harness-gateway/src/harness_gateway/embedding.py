@@ -18,17 +18,19 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 import harness_gateway.accounting as accounting
-from harness_core.abort import Aborted, AbortSignal, abort_reason, race
-from harness_core.errors import LlmError
-from harness_core.types import (
+from harness_core import (
+    AbortSignal,
     Failure,
     Finish,
     FinishKind,
     FinishReason,
+    LlmError,
     StreamChunk,
     TokenUsage,
     Usage,
 )
+from harness_core.kit import abort_reason
+from harness_core.middleware import Aborted, race
 from harness_gateway.accounting import settle_row, start_watches
 from harness_gateway.auth import allowed
 from harness_gateway.errors import GatewayError, from_failure, public_failure

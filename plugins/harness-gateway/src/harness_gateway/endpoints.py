@@ -11,7 +11,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from harness_core.errors import LlmError
+from harness_core import LlmError
 from harness_gateway.anthropic_messages import ANTHROPIC_MESSAGES, parse_messages_request
 from harness_gateway.auth import allowed
 from harness_gateway.errors import GatewayError, from_failure, public_failure

@@ -32,8 +32,7 @@ from typing import Any, Final
 
 import msgspec
 
-from harness_core.errors import ErrorCode
-from harness_core.types import Failure
+from harness_core import ErrorCode, Failure
 
 __all__ = ["GatewayError", "from_failure", "public_failure"]
 

@@ -20,7 +20,7 @@ import re
 from typing import Final
 from urllib.parse import urlsplit
 
-from harness_core.types import FileBlock
+from harness_core import FileBlock
 from harness_gateway.request import bad_request
 
 __all__ = ["file_block"]

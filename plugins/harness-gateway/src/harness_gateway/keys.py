@@ -19,7 +19,7 @@ from typing import Final
 
 import msgspec
 
-from harness_core.secret import MASK
+from harness_core import MASK
 
 __all__ = ["KEY_PATTERN", "KEY_PREFIX", "KeyRecord", "KeySpec", "hash_key", "mask_keys", "new_key"]
 

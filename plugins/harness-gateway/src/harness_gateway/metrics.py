@@ -28,7 +28,7 @@ from typing import Final
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, values
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from harness_core.types import TokenUsage
+from harness_core import TokenUsage
 
 __all__ = ["CONTENT_TYPE", "MAX_MODEL_LABELS", "MULTIPROC_DIR_ENV", "OTHER_MODEL", "GatewayMetrics"]
 

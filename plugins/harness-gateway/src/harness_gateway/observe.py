@@ -14,9 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from harness_core.abort import AbortSignal
-from harness_core.embedding import EmbedOptions
-from harness_core.types import Failure, GenerateOptions, StreamChunk, TokenUsage
+from harness_core import AbortSignal, EmbedOptions, Failure, GenerateOptions, StreamChunk, TokenUsage
 
 __all__ = ["Observer", "RunEnd", "RunInfo", "RunWatch"]
 

@@ -37,7 +37,7 @@ from typing import Any, Final
 
 import msgspec
 
-from harness_core.types import (
+from harness_core import (
     BlockStart,
     CacheMark,
     Finish,

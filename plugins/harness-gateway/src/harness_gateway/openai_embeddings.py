@@ -30,7 +30,7 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from harness_core.embedding import Embeddings, EmbedOptions
+from harness_core import Embeddings, EmbedOptions
 from harness_gateway.request import Body, Target, bad_request, kind_of, pass_through
 
 __all__ = [

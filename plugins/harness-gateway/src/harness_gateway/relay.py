@@ -23,10 +23,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 
 import harness_gateway.accounting as accounting
-from harness_core.abort import AbortSignal
-from harness_core.assembler import BlockAssembler
-from harness_core.record import open_record
-from harness_core.types import (
+from harness_core import (
+    AbortSignal,
+    BlockAssembler,
     Failure,
     Finish,
     ReasoningDelta,
@@ -34,6 +33,7 @@ from harness_core.types import (
     TextDelta,
     ToolCallDelta,
     Usage,
+    open_record,
 )
 from harness_gateway.accounting import settle_row, start_watches
 from harness_gateway.auth import allowed

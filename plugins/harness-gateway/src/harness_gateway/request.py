@@ -22,7 +22,7 @@ from typing import Any, Final, TypeVar
 
 import msgspec
 
-from harness_core.types import CacheMark, GenerateOptions
+from harness_core import CacheMark, GenerateOptions
 from harness_gateway.errors import GatewayError
 
 __all__ = [

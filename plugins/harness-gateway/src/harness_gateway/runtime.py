@@ -19,11 +19,8 @@ from typing import Final
 import anyio
 import msgspec
 
-from harness_core.config import ConfigPath
-from harness_core.errors import LlmError
+from harness_core import ConfigPath, Harness, LlmError, LoadedConfig, find_config, load_config
 from harness_core.kit import HttpProviderConfig
-from harness_core.loader import LoadedConfig, find_config, load_config
-from harness_core.runtime import Harness
 from harness_gateway.config import GatewayConfig, GatewayPlugin
 from harness_gateway.errors import GatewayError
 from harness_gateway.keys import mask_keys

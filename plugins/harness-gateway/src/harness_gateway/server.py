@@ -27,9 +27,8 @@ from typing import Any, Final, Literal
 import anyio
 from anyio.abc import TaskStatus
 
-from harness_core.config import RedactFilter
+from harness_core import RedactFilter, find_config
 from harness_core.http import prefer_transport
-from harness_core.loader import find_config
 from harness_gateway.app import build_app
 from harness_gateway.balance_state import StoreBalanceState
 from harness_gateway.config import ConnectionLimits, default_database_path

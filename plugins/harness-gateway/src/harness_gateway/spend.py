@@ -17,7 +17,7 @@ from typing import Final
 
 import msgspec
 
-from harness_core.types import FileBlock, GenerateOptions, TokenUsage
+from harness_core import FileBlock, GenerateOptions, TokenUsage
 from harness_middleware.pricing import PriceBook
 
 __all__ = ["CHARS_PER_TOKEN", "embedding_usage", "estimated_embedding_usage", "estimated_usage", "request_cost"]

@@ -19,7 +19,7 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 
-from harness_core.outfile import private_file
+from harness_core import private_file
 from harness_gateway.store import LEASE, SqlStore, Tx, unavailable
 
 __all__ = ["MIGRATIONS_SQLITE", "SET_UP_RETRY", "SQLiteStore"]

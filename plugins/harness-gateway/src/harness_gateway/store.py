@@ -64,7 +64,7 @@ import anyio
 import msgspec
 from anyio.abc import TaskStatus
 
-from harness_core.types import TokenUsage
+from harness_core import TokenUsage
 from harness_gateway.errors import GatewayError
 from harness_gateway.keys import KeyRecord, KeySpec, hash_key, new_key
 

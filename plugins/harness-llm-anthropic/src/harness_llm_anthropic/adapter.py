@@ -27,10 +27,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from harness_core.errors import LlmError
-from harness_core.kit.adapter import HttpAdapter
-from harness_core.kit.request import request_json
-from harness_core.types import GenerateOptions, ModelInfo
+from harness_core import GenerateOptions, LlmError, ModelInfo
+from harness_core.kit import HttpAdapter, request_json
 from harness_llm_anthropic.config import AnthropicConfig
 from harness_llm_anthropic.errors import PROVIDER, classifier
 from harness_llm_anthropic.serialize import build_body

@@ -11,8 +11,8 @@ from typing import Annotated, Final
 
 import msgspec
 
-from harness_core.kit.config import HttpProviderConfig, HttpTimeouts, vendor_api_key
-from harness_core.secret import Secret
+from harness_core import Secret
+from harness_core.kit import HttpProviderConfig, HttpTimeouts, vendor_api_key
 
 __all__ = ["DEFAULT_BASE_URL", "DEFAULT_THINKING_BUDGETS", "AnthropicConfig", "ModelConfig", "Timeout"]
 

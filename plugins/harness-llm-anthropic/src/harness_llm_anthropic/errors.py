@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from harness_core.errors import ErrorCode, LlmError
+from harness_core import ErrorCode, LlmError
 from harness_llm_anthropic.wire import WireError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only (harness_core.http imports httpx)

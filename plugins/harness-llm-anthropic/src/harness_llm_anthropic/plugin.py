@@ -15,7 +15,7 @@ plugins.yaml::
 
 from __future__ import annotations
 
-from harness_core.kit.plugin import HttpProviderPlugin
+from harness_core.kit import HttpProviderPlugin
 from harness_llm_anthropic.config import AnthropicConfig
 
 __all__ = ["AnthropicPlugin"]

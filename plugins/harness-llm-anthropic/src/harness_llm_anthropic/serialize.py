@@ -54,22 +54,21 @@ from typing import Any, Final
 
 import msgspec
 
-from harness_core.errors import LlmError
-from harness_core.media import base64_data, check_file, unsupported_file
-from harness_core.types import (
+from harness_core import (
     CacheMark,
     FileBlock,
     GenerateOptions,
     JsonObjectFormat,
     JsonSchemaFormat,
+    LlmError,
     Message,
     NamedToolChoice,
     ReasoningBlock,
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
-    check_cache_ttls,
 )
+from harness_core.kit import base64_data, check_cache_ttls, check_file, unsupported_file
 from harness_llm_anthropic.errors import PROVIDER
 from harness_llm_anthropic.translate import REPLAY_VERSION
 

@@ -49,11 +49,8 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal
 
-from harness_core.abort import DEFAULT_ABORT_REASON
-from harness_core.errors import LlmError
-from harness_core.kit import Block, BlockWriter, decode_event
-from harness_core.sse import SSEEvent
-from harness_core.types import FinishKind, FinishReason, StreamChunk, TokenUsage
+from harness_core import FinishKind, FinishReason, LlmError, StreamChunk, TokenUsage
+from harness_core.kit import DEFAULT_ABORT_REASON, Block, BlockWriter, SSEEvent, decode_event
 from harness_llm_anthropic.errors import PROVIDER, inband_error
 from harness_llm_anthropic.wire import EVENT_DECODER, WireBlock, WireEvent, WireUsage
 

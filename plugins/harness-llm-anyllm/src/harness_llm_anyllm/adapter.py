@@ -28,13 +28,20 @@ import anyio
 import anyio.lowlevel
 import msgspec
 
-from harness_core.abort import ABORTED, DEFAULT_ABORT_REASON, AbortSignal, race
-from harness_core.adapter import LlmAdapter
-from harness_core.chain import aclose_all
-from harness_core.embedding import EmbeddingAdapter, Embeddings, EmbedOptions
-from harness_core.errors import LlmError
+from harness_core import (
+    AbortSignal,
+    EmbeddingAdapter,
+    Embeddings,
+    EmbedOptions,
+    GenerateOptions,
+    LlmAdapter,
+    LlmError,
+    ModelInfo,
+    StreamChunk,
+    TokenUsage,
+)
 from harness_core.http import DEFAULT_CLOSE_TIMEOUT
-from harness_core.types import GenerateOptions, ModelInfo, StreamChunk, TokenUsage
+from harness_core.kit import ABORTED, DEFAULT_ABORT_REASON, aclose_all, race
 from harness_llm_anyllm.config import AnyLLMConfig
 from harness_llm_anyllm.errors import error_from_library
 from harness_llm_anyllm.providers import PROVIDERS

@@ -7,9 +7,8 @@ from typing import Annotated, Any
 
 import msgspec
 
-from harness_core.config import EnvFallback
-from harness_core.embedding import DEFAULT_MAX_BATCH
-from harness_core.secret import Secret
+from harness_core import EnvFallback, Secret
+from harness_core.kit import DEFAULT_MAX_BATCH
 from harness_llm_anyllm.providers import PROVIDERS
 from harness_llm_openai.config import ModelConfig
 

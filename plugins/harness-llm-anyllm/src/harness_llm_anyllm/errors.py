@@ -34,7 +34,7 @@ from typing import Final
 
 import httpx
 
-from harness_core.errors import ErrorCode, LlmError
+from harness_core import MASK, ErrorCode, LlmError, Redactor
 from harness_core.http import (
     ErrorDetails,
     code_for_provider_type,
@@ -45,7 +45,6 @@ from harness_core.http import (
     parse_retry_after,
     request_id_from,
 )
-from harness_core.secret import MASK, Redactor
 from harness_llm_openai.errors import refine_code
 
 __all__ = ["error_from_library", "scrub"]

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from harness_core.hookspecs import RegisterAdapter, RegisterEmbedder, hookimpl
+from harness_core import hookimpl
+from harness_core.kit import RegisterAdapter, RegisterEmbedder
 from harness_llm_anyllm.config import AnyLLMConfig, Config, ModelConfig
 from harness_llm_anyllm.providers import PROVIDERS
 

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from harness_core.errors import LlmError
-from harness_core.media import unsupported_file
-from harness_core.types import FileBlock, GenerateOptions, Message, ModelInfo, ReasoningBlock
+from harness_core import FileBlock, GenerateOptions, LlmError, Message, ModelInfo, ReasoningBlock
+from harness_core.kit import unsupported_file
 from harness_llm_openai.serialize import IMAGE_TYPES, RequestSerializer
 
 __all__ = ["ANYLLM_EFFORTS", "CompletionRequest", "RequestBuilder"]

@@ -27,9 +27,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness_core.abort import DEFAULT_ABORT_REASON
-from harness_core.errors import LlmError
-from harness_core.types import BlockEnd, BlockStart, FinishReason, ReasoningBlock, StreamChunk, TokenUsage
+from harness_core import BlockEnd, BlockStart, FinishReason, LlmError, ReasoningBlock, StreamChunk, TokenUsage
+from harness_core.kit import DEFAULT_ABORT_REASON
 from harness_llm_openai.translate import ChunkTranslator
 from harness_llm_openai.wire import ChatCompletionChunk, Choice, Delta, FunctionDelta, ToolCallFragment
 

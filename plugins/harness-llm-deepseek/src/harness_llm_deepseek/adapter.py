@@ -10,9 +10,7 @@ waits are ignored; an empty stream (closed after only keep-alives) raises ``NETW
 
 from __future__ import annotations
 
-from harness_core.embedding import Embeddings, EmbedOptions
-from harness_core.errors import LlmError
-from harness_core.types import GenerateOptions, ModelInfo
+from harness_core import Embeddings, EmbedOptions, GenerateOptions, LlmError, ModelInfo
 from harness_llm_deepseek.config import DeepSeekConfig
 from harness_llm_deepseek.serialize import DeepSeekSerializer
 from harness_llm_deepseek.translate import DeepSeekTranslator

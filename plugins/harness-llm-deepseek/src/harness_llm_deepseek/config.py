@@ -10,8 +10,8 @@ from typing import Annotated, Final, Literal
 
 import msgspec
 
-from harness_core.kit.config import vendor_api_key
-from harness_core.secret import Secret
+from harness_core import Secret
+from harness_core.kit import vendor_api_key
 from harness_llm_openai.config import DEFAULT_EMBED_BATCH, DEFAULT_EMBEDDING_MODEL, ModelConfig, OpenAIConfig
 
 __all__ = ["DEEPSEEK_BASE_URL", "DeepSeekConfig", "DeepSeekModelConfig", "Thinking"]

@@ -11,7 +11,7 @@ Importing this module is cheap (no httpx). plugins.yaml::
 
 from __future__ import annotations
 
-from harness_core.kit.plugin import HttpProviderPlugin
+from harness_core.kit import HttpProviderPlugin
 from harness_llm_deepseek.config import DEEPSEEK_BASE_URL, DeepSeekConfig, DeepSeekModelConfig, Thinking
 
 __all__ = ["DEEPSEEK_BASE_URL", "DeepSeekConfig", "DeepSeekModelConfig", "DeepSeekPlugin", "Thinking"]

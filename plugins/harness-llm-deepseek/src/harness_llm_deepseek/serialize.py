@@ -19,17 +19,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness_core.errors import LlmError
-from harness_core.media import unsupported_file
-from harness_core.types import (
+from harness_core import (
     FileBlock,
     JsonObjectFormat,
     JsonSchemaFormat,
+    LlmError,
     Message,
     ModelInfo,
     ReasoningBlock,
     ToolCallBlock,
 )
+from harness_core.kit import unsupported_file
 from harness_llm_deepseek.config import DeepSeekConfig
 from harness_llm_openai.serialize import RequestSerializer
 

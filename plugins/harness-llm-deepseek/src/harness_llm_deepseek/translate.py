@@ -13,8 +13,7 @@ from typing import Final
 
 import msgspec
 
-from harness_core.errors import ErrorCode
-from harness_core.types import TokenUsage
+from harness_core import ErrorCode, TokenUsage
 from harness_llm_openai.translate import DEFAULT_ERROR_FINISH_REASONS, ChunkTranslator
 from harness_llm_openai.wire import WireUsage
 

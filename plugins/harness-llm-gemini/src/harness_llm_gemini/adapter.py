@@ -31,11 +31,8 @@ from urllib.parse import quote
 
 import msgspec
 
-from harness_core.embedding import EmbeddingAdapter, Embeddings, EmbedOptions
-from harness_core.errors import LlmError
-from harness_core.kit.adapter import HttpAdapter
-from harness_core.kit.request import request_json
-from harness_core.types import GenerateOptions, ModelInfo
+from harness_core import EmbeddingAdapter, Embeddings, EmbedOptions, GenerateOptions, LlmError, ModelInfo
+from harness_core.kit import HttpAdapter, request_json
 from harness_llm_gemini.config import GeminiConfig
 from harness_llm_gemini.embed import decode_embeddings, encode_embed_request
 from harness_llm_gemini.errors import PROVIDER, classifier

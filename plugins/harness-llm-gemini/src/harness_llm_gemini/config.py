@@ -11,8 +11,8 @@ from typing import Annotated, Final
 
 import msgspec
 
-from harness_core.kit.config import HttpProviderConfig, vendor_api_key
-from harness_core.secret import Secret
+from harness_core import Secret
+from harness_core.kit import HttpProviderConfig, vendor_api_key
 from harness_llm_gemini.embed import DEFAULT_EMBEDDING_MODEL, MAX_EMBED_BATCH
 from harness_llm_gemini.serialize import DEFAULT_MAX_INLINE_BYTES
 

@@ -16,8 +16,7 @@ from typing import Any, Final
 
 import msgspec
 
-from harness_core.embedding import Embeddings, EmbedOptions
-from harness_core.errors import LlmError
+from harness_core import Embeddings, EmbedOptions, LlmError
 
 __all__ = ["DEFAULT_EMBEDDING_MODEL", "MAX_EMBED_BATCH", "TASK_TYPES", "decode_embeddings", "encode_embed_request"]
 

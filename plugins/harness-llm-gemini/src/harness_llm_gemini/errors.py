@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, Final
 
-from harness_core.errors import ErrorCode
+from harness_core import ErrorCode
 
 if TYPE_CHECKING:  # pragma: no cover - typing only (harness_core.http imports httpx)
     from harness_core.http import ErrorDetails

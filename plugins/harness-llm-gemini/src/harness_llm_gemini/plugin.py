@@ -16,7 +16,7 @@ plugins.yaml::
 
 from __future__ import annotations
 
-from harness_core.kit.plugin import HttpProviderPlugin
+from harness_core.kit import HttpProviderPlugin
 from harness_llm_gemini.config import GeminiConfig
 
 __all__ = ["GeminiPlugin"]

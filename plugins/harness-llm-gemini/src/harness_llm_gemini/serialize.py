@@ -54,20 +54,19 @@ from typing import Any, Final
 
 import msgspec
 
-from harness_core.errors import LlmError
-from harness_core.media import base64_data, unsupported_file
-from harness_core.types import (
+from harness_core import (
     FileBlock,
     GenerateOptions,
     JsonSchemaFormat,
+    LlmError,
     Message,
     NamedToolChoice,
     ReasoningBlock,
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
-    check_cache_ttls,
 )
+from harness_core.kit import base64_data, check_cache_ttls, unsupported_file
 from harness_llm_gemini.errors import PROVIDER
 from harness_llm_gemini.translate import REPLAY_VERSION
 

@@ -62,11 +62,8 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from harness_core.abort import DEFAULT_ABORT_REASON
-from harness_core.errors import ErrorCode, LlmError
-from harness_core.kit import Block, BlockWriter, decode_event
-from harness_core.sse import SSEEvent
-from harness_core.types import FinishKind, FinishReason, StreamChunk, TokenUsage
+from harness_core import ErrorCode, FinishKind, FinishReason, LlmError, StreamChunk, TokenUsage
+from harness_core.kit import DEFAULT_ABORT_REASON, Block, BlockWriter, SSEEvent, decode_event
 from harness_llm_gemini.errors import PROVIDER, classifier
 from harness_llm_gemini.partial_args import ArgumentsWriter
 from harness_llm_gemini.wire import (

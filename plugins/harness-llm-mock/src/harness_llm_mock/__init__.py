@@ -51,8 +51,14 @@ import anyio
 import msgspec
 
 from harness_core import (
+    AbortSignal,
     BlockEnd,
     BlockStart,
+    BlockType,
+    EmbeddingAdapter,
+    Embeddings,
+    EmbedOptions,
+    ErrorCode,
     Finish,
     FinishReason,
     GenerateOptions,
@@ -62,6 +68,7 @@ from harness_core import (
     ModelInfo,
     ReasoningBlock,
     ReasoningDelta,
+    RegisterTool,
     StreamChunk,
     TextBlock,
     TextDelta,
@@ -72,11 +79,7 @@ from harness_core import (
     Usage,
     hookimpl,
 )
-from harness_core.abort import AbortSignal, race
-from harness_core.embedding import EmbeddingAdapter, Embeddings, EmbedOptions
-from harness_core.errors import ErrorCode
-from harness_core.hookspecs import RegisterAdapter, RegisterEmbedder, RegisterTool
-from harness_core.types import BlockType
+from harness_core.kit import RegisterAdapter, RegisterEmbedder, race
 
 __all__ = ["MockAdapter", "MockConfig", "MockPlugin", "echo"]
 

@@ -18,11 +18,8 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from harness_core.embedding import EmbeddingAdapter, Embeddings, EmbedOptions
-from harness_core.errors import LlmError
-from harness_core.kit.adapter import HttpAdapter
-from harness_core.kit.request import request_json
-from harness_core.types import GenerateOptions, ModelInfo
+from harness_core import EmbeddingAdapter, Embeddings, EmbedOptions, GenerateOptions, LlmError, ModelInfo
+from harness_core.kit import HttpAdapter, request_json
 from harness_llm_openai.config import OPENAI_BASE_URL, OpenAIConfig
 from harness_llm_openai.embed import EMBEDDINGS_PATH, decode_embeddings, encode_embed_request
 from harness_llm_openai.errors import classify_http_error
@@ -33,7 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     import httpx
 
     from harness_core.http import ErrorDetails
-    from harness_core.kit.translator import StreamTranslator
+    from harness_core.kit import StreamTranslator
 
 __all__ = ["OpenAIAdapter"]
 

@@ -11,9 +11,8 @@ from typing import Annotated, Final, Literal
 
 import msgspec
 
-from harness_core.embedding import DEFAULT_MAX_BATCH
-from harness_core.kit.config import HttpProviderConfig, HttpTimeouts, vendor_api_key
-from harness_core.secret import Secret
+from harness_core import Secret
+from harness_core.kit import DEFAULT_MAX_BATCH, HttpProviderConfig, HttpTimeouts, vendor_api_key
 
 __all__ = [
     "DEFAULT_EMBEDDING_MODEL",

@@ -16,9 +16,8 @@ from typing import Final, cast
 
 import msgspec
 
-from harness_core.embedding import Embeddings, EmbedOptions, float32_from_base64
-from harness_core.errors import LlmError
-from harness_core.types import TokenUsage
+from harness_core import Embeddings, EmbedOptions, LlmError, TokenUsage
+from harness_core.kit import float32_from_base64
 
 __all__ = ["EMBEDDINGS_PATH", "decode_embeddings", "encode_embed_request"]
 

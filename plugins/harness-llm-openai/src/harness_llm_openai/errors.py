@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from harness_core.errors import ErrorCode
+from harness_core import ErrorCode
 from harness_core.http import ErrorDetails, code_for_provider_type, code_for_status, describe_error_body
 
 __all__ = ["classify_http_error", "inband_code", "refine_code"]

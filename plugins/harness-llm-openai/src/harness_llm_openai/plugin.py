@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from harness_core.kit.plugin import HttpProviderPlugin
+from harness_core.kit import HttpProviderPlugin
 from harness_llm_openai.config import OPENAI_BASE_URL, Config, ModelConfig, OpenAIConfig, Timeout
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from harness_core.adapter import LlmAdapter
+    from harness_core import LlmAdapter
 
 __all__ = ["OPENAI_BASE_URL", "Config", "ModelConfig", "OpenAIConfig", "OpenAIPlugin", "Timeout"]
 

@@ -19,9 +19,8 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from harness_core.errors import LlmError
-from harness_core.kit.request import request_json
-from harness_core.types import GenerateOptions, ModelInfo
+from harness_core import GenerateOptions, LlmError, ModelInfo
+from harness_core.kit import request_json
 from harness_llm_openai.adapter import OpenAIAdapter
 from harness_llm_openai.config import OpenAIConfig
 from harness_llm_openai.responses_serialize import ResponsesSerializer

@@ -44,11 +44,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final, Literal
 
-from harness_core.abort import DEFAULT_ABORT_REASON
-from harness_core.errors import ErrorCode, LlmError
-from harness_core.kit import Block, BlockWriter, snippet
-from harness_core.sse import SSEEvent
-from harness_core.types import FinishKind, FinishReason, StreamChunk, TokenUsage
+from harness_core import ErrorCode, FinishKind, FinishReason, LlmError, StreamChunk, TokenUsage
+from harness_core.kit import DEFAULT_ABORT_REASON, Block, BlockWriter, SSEEvent, snippet
 from harness_llm_openai.errors import inband_code
 from harness_llm_openai.responses_wire import OutputItem, ResponseEvent, ResponseObject, ResponseUsage, decode_event
 

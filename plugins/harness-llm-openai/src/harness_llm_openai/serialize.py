@@ -41,13 +41,12 @@ from typing import Any, Final
 
 import msgspec
 
-from harness_core.errors import LlmError
-from harness_core.media import base64_data, check_file, data_url, unsupported_file
-from harness_core.types import (
+from harness_core import (
     FileBlock,
     GenerateOptions,
     JsonObjectFormat,
     JsonSchemaFormat,
+    LlmError,
     Message,
     ModelInfo,
     NamedToolChoice,
@@ -55,8 +54,8 @@ from harness_core.types import (
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
-    check_cache_ttls,
 )
+from harness_core.kit import base64_data, check_cache_ttls, check_file, data_url, unsupported_file
 
 __all__ = ["AUDIO_FORMATS", "IMAGE_TYPES", "MAX_FILE_BYTES", "MEDIA_TYPES", "RequestSerializer", "check_effort"]
 

@@ -38,11 +38,8 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from harness_core.abort import DEFAULT_ABORT_REASON
-from harness_core.errors import ErrorCode, LlmError
-from harness_core.kit import Block, BlockWriter, snippet
-from harness_core.sse import SSEEvent
-from harness_core.types import FinishKind, FinishReason, StreamChunk, TokenUsage
+from harness_core import ErrorCode, FinishKind, FinishReason, LlmError, StreamChunk, TokenUsage
+from harness_core.kit import DEFAULT_ABORT_REASON, Block, BlockWriter, SSEEvent, snippet
 from harness_llm_openai.errors import inband_code
 from harness_llm_openai.wire import (
     ChatCompletionChunk,

@@ -59,8 +59,7 @@ import anyio.abc
 import anyio.from_thread
 import msgspec
 
-from harness_core import FileBlock, LlmError, Secret, SecretMasking, Tool, ToolError, hookimpl
-from harness_core.hookspecs import RegisterToolSource
+from harness_core import FileBlock, LlmError, RegisterToolSource, Secret, SecretMasking, Tool, ToolError, hookimpl
 
 __all__ = ["McpConfig", "McpPlugin", "tool_name"]
 

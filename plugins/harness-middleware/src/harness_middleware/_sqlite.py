@@ -15,7 +15,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import TypeVar
 
-from harness_core.outfile import WriteFailureLog, check_output_file, private_file, write_in_thread
+from harness_core.middleware import WriteFailureLog, check_output_file, private_file, write_in_thread
 
 __all__ = ["NotThisDatabase", "check_database_path", "read", "record", "run"]
 

@@ -6,9 +6,15 @@ runtime do both one way; open-block tracking is :class:`harness_core.assembler.B
 
 from __future__ import annotations
 
-from harness_core.assembler import failure_finish
-from harness_core.chain import close_stream
-from harness_core.types import BlockEnd, BlockStart, StreamChunk, ToolCallBlock, Usage
+from harness_core.middleware import (
+    BlockEnd,
+    BlockStart,
+    StreamChunk,
+    ToolCallBlock,
+    Usage,
+    close_stream,
+    failure_finish,
+)
 
 __all__ = ["aclose", "error_finish", "is_content"]
 

@@ -61,12 +61,23 @@ from typing import Annotated, Literal, Protocol
 import anyio
 import msgspec
 
-from harness_core.adapter import LlmAdapter
-from harness_core.embedding import EmbedCallNext, Embeddings, EmbedOptions
-from harness_core.errors import ErrorCode, LlmError
-from harness_core.hookspecs import CallNext, RegisterAdapter, hookimpl
-from harness_core.record import Attempt, open_embed_record, open_record
-from harness_core.types import Failure, GenerateOptions, ModelInfo, StreamChunk, Usage
+from harness_core import Attempt, open_embed_record, open_record
+from harness_core.middleware import (
+    CallNext,
+    EmbedCallNext,
+    Embeddings,
+    EmbedOptions,
+    ErrorCode,
+    Failure,
+    GenerateOptions,
+    LlmAdapter,
+    LlmError,
+    ModelInfo,
+    RegisterAdapter,
+    StreamChunk,
+    Usage,
+    hookimpl,
+)
 from harness_middleware._stream import aclose
 from harness_middleware.fallback import (
     Failed,

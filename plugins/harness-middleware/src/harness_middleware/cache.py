@@ -36,10 +36,20 @@ import anyio
 import msgspec
 import platformdirs
 
-from harness_core.embedding import EmbedCallNext, Embeddings, EmbedOptions
-from harness_core.hookspecs import CallNext, hookimpl
-from harness_core.record import embed_record, record_of
-from harness_core.types import Finish, GenerateOptions, StreamChunk, TextDelta, TokenUsage, canonical_json
+from harness_core import embed_record, record_of
+from harness_core.middleware import (
+    CallNext,
+    EmbedCallNext,
+    Embeddings,
+    EmbedOptions,
+    Finish,
+    GenerateOptions,
+    StreamChunk,
+    TextDelta,
+    TokenUsage,
+    canonical_json,
+    hookimpl,
+)
 from harness_middleware import _sqlite
 from harness_middleware._stream import aclose
 

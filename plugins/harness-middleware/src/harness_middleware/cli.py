@@ -25,7 +25,7 @@ from harness_middleware.promptlog import LogEntry, PromptLog, PromptLogPlugin, d
 from harness_middleware.usage import UsageLedger, UsagePlugin, default_usage_path
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from harness_core.loader import LoadedConfig
+    from harness_core import LoadedConfig
 
 __all__ = ["cache_command", "logs_command", "parse_since", "prompt_log", "usage_command", "usage_ledger"]
 
@@ -63,8 +63,7 @@ def _load(config: str | None) -> LoadedConfig:
     """plugins.yaml loaded; raises :class:`click.ClickException` (exit 2) when it is invalid or a
     plugin that fails closed failed (:meth:`~harness_core.loader.LoadedConfig.require_complete`:
     a failed ``usage`` or ``prompt-log`` plugin must not send the command to the default store)."""
-    from harness_core.config import ConfigError
-    from harness_core.loader import load_config
+    from harness_core import ConfigError, load_config
 
     try:
         return load_config(config).require_complete()

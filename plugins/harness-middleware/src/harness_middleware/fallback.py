@@ -43,12 +43,22 @@ from typing import Annotated
 
 import msgspec
 
-from harness_core.assembler import BlockAssembler
-from harness_core.embedding import EmbedCallNext, Embeddings, EmbedOptions
-from harness_core.errors import ErrorCode, LlmError
-from harness_core.hookspecs import CallNext, hookimpl
-from harness_core.record import Attempt, open_embed_record, open_record
-from harness_core.types import BlockEnd, Failure, Finish, GenerateOptions, StreamChunk
+from harness_core import Attempt, open_embed_record, open_record
+from harness_core.middleware import (
+    BlockAssembler,
+    BlockEnd,
+    CallNext,
+    EmbedCallNext,
+    Embeddings,
+    EmbedOptions,
+    ErrorCode,
+    Failure,
+    Finish,
+    GenerateOptions,
+    LlmError,
+    StreamChunk,
+    hookimpl,
+)
 from harness_middleware._stream import aclose, error_finish, is_content
 
 __all__ = [

@@ -52,32 +52,36 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import msgspec
 
-from harness_core.embedding import EmbedCallNext, Embeddings, EmbedOptions
-from harness_core.errors import LlmError
-from harness_core.hookspecs import CallNext, ToolCallNext, hookimpl
-from harness_core.secret import SecretMasking
-from harness_core.types import (
+from harness_core.middleware import (
     BlockEnd,
+    CallNext,
     ContentBlock,
+    EmbedCallNext,
+    Embeddings,
+    EmbedOptions,
     FileBlock,
     Finish,
     GenerateOptions,
+    LlmError,
     Message,
     ReasoningBlock,
+    SecretMasking,
     StreamChunk,
     TextBlock,
     TextDelta,
     TokenUsage,
     ToolCallBlock,
+    ToolCallNext,
     ToolResultBlock,
     Usage,
+    hookimpl,
 )
 from harness_middleware._stream import aclose
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from opentelemetry.trace import Span, TracerProvider
 
-    from harness_core.tools import Tool
+    from harness_core import Tool
 
 __all__ = ["OtelPlugin"]
 

@@ -51,7 +51,7 @@ from typing import Annotated, Any, Final, Literal
 
 import msgspec
 
-from harness_core.types import TokenUsage
+from harness_core.middleware import TokenUsage
 
 __all__ = ["UNPRICED_ROUTES", "Cost", "CostLine", "Price", "PriceBook", "PricingConfig", "TokenKind", "table_version"]
 

@@ -37,12 +37,17 @@ from typing import Annotated, Any
 import msgspec
 import platformdirs
 
-from harness_core.assembler import BlockAssembler
-from harness_core.hookspecs import CallNext, hookimpl
-from harness_core.outfile import WriteFailureLog
-from harness_core.record import StreamEnd, StreamRecord, observe, open_record
-from harness_core.secret import SecretMasking
-from harness_core.types import GenerateOptions, Message, StreamChunk
+from harness_core import StreamEnd, StreamRecord, observe, open_record
+from harness_core.middleware import (
+    BlockAssembler,
+    CallNext,
+    GenerateOptions,
+    Message,
+    SecretMasking,
+    StreamChunk,
+    WriteFailureLog,
+    hookimpl,
+)
 from harness_middleware import _sqlite
 from harness_middleware._stream import aclose
 from harness_middleware.pricing import PricingConfig

@@ -38,19 +38,22 @@ from typing import TYPE_CHECKING, Annotated, Final, Literal
 
 import msgspec
 
-from harness_core.embedding import EmbedCallNext, Embeddings, EmbedOptions
-from harness_core.errors import LlmError
-from harness_core.hookspecs import CallNext, hookimpl
-from harness_core.secret import ChunkScrubber
-from harness_core.types import (
+from harness_core.middleware import (
     BlockStart,
+    CallNext,
+    ChunkScrubber,
     ContentBlock,
+    EmbedCallNext,
+    Embeddings,
+    EmbedOptions,
     GenerateOptions,
+    LlmError,
     ReasoningBlock,
     StreamChunk,
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
+    hookimpl,
 )
 from harness_middleware._starts import MatchStarts, behind, literal_filter, longest, may_be_empty, plain
 

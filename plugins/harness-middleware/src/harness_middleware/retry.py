@@ -31,15 +31,20 @@ import anyio
 import msgspec
 import tenacity
 
-from harness_core.abort import ABORTED, AbortSignal, race
-from harness_core.embedding import EmbedCallNext, Embeddings, EmbedOptions
-from harness_core.errors import LlmError
-from harness_core.hookspecs import CallNext, hookimpl
-from harness_core.types import (
+from harness_core.middleware import (
+    ABORTED,
+    AbortSignal,
+    CallNext,
+    EmbedCallNext,
+    Embeddings,
+    EmbedOptions,
     Failure,
     Finish,
     GenerateOptions,
+    LlmError,
     StreamChunk,
+    hookimpl,
+    race,
 )
 from harness_middleware._stream import aclose, error_finish, is_content
 

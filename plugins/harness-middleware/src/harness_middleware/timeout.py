@@ -36,11 +36,19 @@ from typing import Annotated, Final
 import anyio
 import msgspec
 
-from harness_core.assembler import BlockAssembler
-from harness_core.embedding import EmbedCallNext, Embeddings, EmbedOptions
-from harness_core.errors import LlmError
-from harness_core.hookspecs import CallNext, hookimpl
-from harness_core.types import Failure, Finish, GenerateOptions, StreamChunk
+from harness_core.middleware import (
+    BlockAssembler,
+    CallNext,
+    EmbedCallNext,
+    Embeddings,
+    EmbedOptions,
+    Failure,
+    Finish,
+    GenerateOptions,
+    LlmError,
+    StreamChunk,
+    hookimpl,
+)
 from harness_middleware._stream import aclose
 
 __all__ = ["TimeoutPlugin"]

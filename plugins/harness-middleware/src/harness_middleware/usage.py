@@ -49,13 +49,21 @@ import anyio
 import msgspec
 import platformdirs
 
-from harness_core.embedding import EmbedCallNext, Embeddings, EmbedOptions
-from harness_core.errors import LlmError
-from harness_core.hookspecs import CallNext, hookimpl
-from harness_core.outfile import WriteFailureLog
-from harness_core.record import StreamEnd, StreamRecord, observe, open_embed_record, open_record
-from harness_core.secret import SecretMasking
-from harness_core.types import Finish, GenerateOptions, StreamChunk, TokenUsage
+from harness_core import StreamEnd, StreamRecord, observe, open_embed_record, open_record
+from harness_core.middleware import (
+    CallNext,
+    EmbedCallNext,
+    Embeddings,
+    EmbedOptions,
+    Finish,
+    GenerateOptions,
+    LlmError,
+    SecretMasking,
+    StreamChunk,
+    TokenUsage,
+    WriteFailureLog,
+    hookimpl,
+)
 from harness_middleware import _sqlite
 from harness_middleware._stream import aclose
 from harness_middleware.pricing import Cost, PricingConfig

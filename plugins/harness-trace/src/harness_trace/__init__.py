@@ -59,11 +59,24 @@ from typing import Annotated, Any, Final
 import anyio
 import msgspec
 
-from harness_core import FileBlock, GenerateOptions, ReasoningDelta, SecretMasking, StreamChunk, TextDelta, hookimpl
-from harness_core.embedding import EmbedCallNext, Embeddings, EmbedOptions
-from harness_core.errors import LlmError
-from harness_core.hookspecs import CallNext
-from harness_core.outfile import WriteFailureLog, check_output_file, private_file, write_in_thread
+from harness_core.middleware import (
+    CallNext,
+    EmbedCallNext,
+    Embeddings,
+    EmbedOptions,
+    FileBlock,
+    GenerateOptions,
+    LlmError,
+    ReasoningDelta,
+    SecretMasking,
+    StreamChunk,
+    TextDelta,
+    WriteFailureLog,
+    check_output_file,
+    hookimpl,
+    private_file,
+    write_in_thread,
+)
 
 __all__ = ["TraceConfig", "TracePlugin"]
 

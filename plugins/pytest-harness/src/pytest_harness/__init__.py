@@ -18,7 +18,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; the suite loads on first use
-    from harness_core.testing.conformance import AdapterConformance, ConformanceFailure, Recording, load_recordings
+    from harness_core.testing import AdapterConformance, ConformanceFailure, Recording, load_recordings
     from pytest_harness.cases import load_cases_or_skip
 
 __all__ = ["AdapterConformance", "ConformanceFailure", "Recording", "load_cases_or_skip", "load_recordings"]

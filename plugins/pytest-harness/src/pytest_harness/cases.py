@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from harness_core.testing.cases import Case
+    from harness_core.testing import Case
 
 __all__ = ["load_cases_or_skip"]
 
@@ -35,7 +35,7 @@ def load_cases_or_skip(provider_format: str | None = None, *, directory: Path | 
             skipped, with the loader's message as the reason).
         FileNotFoundError: the folder does not exist on CI (``CI`` is set).
     """
-    from harness_core.testing.cases import load_cases
+    from harness_core.testing import load_cases
 
     try:
         return load_cases(provider_format, directory=directory)

@@ -23,9 +23,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from harness_core.testing import FakeAdapter, Reply, ScriptedServer, StreamChecker
-    from harness_core.testing.fake import Script
-    from harness_core.types import ModelInfo
+    from harness_core import ModelInfo
+    from harness_core.testing import FakeAdapter, Reply, Script, ScriptedServer, StreamChecker
 
 __all__ = [
     "harness_cases",

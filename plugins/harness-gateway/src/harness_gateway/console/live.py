@@ -19,8 +19,7 @@ from typing import Any
 
 import anyio
 
-from harness_core.secret import mask_strings
-from harness_core.types import ReasoningDelta, StreamChunk, TextDelta, ToolCallDelta, Usage
+from harness_core import ReasoningDelta, StreamChunk, TextDelta, ToolCallDelta, Usage, mask_strings
 from harness_gateway.console.records import RecordStore
 from harness_gateway.console.timeline import Timeline, mask_text, usage_counts
 from harness_gateway.observe import RunEnd, RunInfo

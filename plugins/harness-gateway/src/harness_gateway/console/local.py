@@ -22,7 +22,7 @@ import anyio
 import msgspec
 from starlette.applications import Starlette
 
-from harness_core.types import GenerateOptions, Message, ReasoningBlock, TextBlock, ToolCallBlock
+from harness_core import GenerateOptions, Message, ReasoningBlock, TextBlock, ToolCallBlock
 from harness_gateway.console.pages import Console
 from harness_gateway.console.timeline import Timeline
 from harness_middleware.promptlog import LogEntry, PromptLog

@@ -33,7 +33,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from harness_core.secret import Redactor, mask_strings
+from harness_core import Redactor, mask_strings
 from harness_gateway.console.auth import (
     LOGIN_COOKIE,
     SESSION_COOKIE,

@@ -22,11 +22,10 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
-from harness_core.embedding import EmbedOptions
-from harness_core.secret import mask_strings
-from harness_core.types import (
+from harness_core import (
     BlockEnd,
     BlockStart,
+    EmbedOptions,
     FileBlock,
     Finish,
     GenerateOptions,
@@ -40,6 +39,7 @@ from harness_core.types import (
     ToolCallDelta,
     ToolResultBlock,
     Usage,
+    mask_strings,
 )
 from harness_middleware.redact import PRESET_GROUPS, PRESETS, Masker
 
