@@ -4,10 +4,13 @@ its files in a temp dir; ready once it answers ``PING``. Missing program: skip, 
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from gw_servers import free_port, missing
@@ -62,3 +65,19 @@ class RedisServer:
             self.proc.kill()
             self.proc.wait(timeout=30)
             self.proc = None
+
+
+@contextlib.contextmanager
+def running_redis() -> Iterator[str]:
+    """A throwaway ``redis-server`` in a directory of its own under /tmp for the ``with`` block:
+    yields its ``redis://127.0.0.1:PORT/0`` URL; stopped and its directory removed after."""
+    root = Path(tempfile.mkdtemp(prefix="harness-redis-"))
+    try:
+        server = RedisServer(root)
+        server.start()
+        try:
+            yield server.url
+        finally:
+            server.stop()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -21,7 +21,7 @@ import anyio
 import msgspec
 import pytest
 from gw_postgres import Cluster
-from gw_redis import RedisServer
+from gw_redis import running_redis
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -56,16 +56,8 @@ def dsn() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def redis_url() -> Iterator[str]:
-    root = Path(tempfile.mkdtemp(prefix="harness-redis-"))
-    try:
-        server = RedisServer(root)
-        server.start()
-        try:
-            yield server.url
-        finally:
-            server.stop()
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    with running_redis() as url:
+        yield url
 
 
 def windows_of(draw: Any) -> str | None:

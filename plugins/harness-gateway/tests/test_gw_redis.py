@@ -15,7 +15,7 @@ import httpx
 import pytest
 from gw_helpers import gateway_yaml, serve_gateway
 from gw_postgres import Cluster
-from gw_redis import RedisServer
+from gw_redis import RedisServer, running_redis
 
 from harness_core.config import ConfigError
 from harness_core.loader import load_config
@@ -30,16 +30,8 @@ NOW = 1_000_000.25
 
 @pytest.fixture(scope="module")
 def redis_url() -> Iterator[str]:
-    root = Path(tempfile.mkdtemp(prefix="harness-redis-"))
-    try:
-        server = RedisServer(root)
-        server.start()
-        try:
-            yield server.url
-        finally:
-            server.stop()
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    with running_redis() as url:
+        yield url
 
 
 def two_hosts(db: Path, url: str, lease: float = 5.0) -> list[RedisSQLiteStore]:
