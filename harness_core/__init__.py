@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.conversation import Conversation, ConversationState, MaxStepsExceeded, Reply
     from harness_core.embedding import EmbeddingAdapter, Embeddings, EmbedOptions
     from harness_core.errors import ErrorCode, Failure, InvalidOutputError, LlmError
+    from harness_core.fields import FieldTarget, RefusedField, pass_through
     from harness_core.hookspecs import RegisterTool, RegisterToolSource, hookimpl
     from harness_core.loader import LoadedConfig, find_config, load_config
     from harness_core.outfile import WriteFailureLog, check_output_file, private_dir, private_file, write_in_thread
@@ -104,6 +105,7 @@ __all__ = [
     "EnvFallback",
     "ErrorCode",
     "Failure",
+    "FieldTarget",
     "FileBlock",
     "Finish",
     "FinishKind",
@@ -125,6 +127,7 @@ __all__ = [
     "ReasoningDelta",
     "RedactFilter",
     "Redactor",
+    "RefusedField",
     "RegisterTool",
     "RegisterToolSource",
     "Reply",
@@ -164,6 +167,7 @@ __all__ = [
     "open_embed_record",
     "open_record",
     "parse_media_type",
+    "pass_through",
     "private_dir",
     "private_file",
     "record_of",
@@ -176,6 +180,9 @@ __all__ = [
 __version__ = "0.1.0"
 """The distribution's version (the single source: ``pyproject.toml`` reads it)."""
 _LAZY = {
+    "FieldTarget": "harness_core.fields",
+    "RefusedField": "harness_core.fields",
+    "pass_through": "harness_core.fields",
     "Attempt": "harness_core.record",
     "StreamEnd": "harness_core.record",
     "StreamRecord": "harness_core.record",

@@ -37,6 +37,11 @@ class LlmAdapter(abc.ABC):
 
     wire: ClassVar[str | None] = None
 
+    takes_provider_options: ClassVar[bool] = True
+    """Whether :meth:`stream` merges ``options.provider_options[<its plugin>]`` into its request
+    (every HTTP adapter does); ``False`` makes ``harness run -o`` on its routes a refusal naming
+    the option and the route (:mod:`harness_core.fields`), not an option dropped in silence."""
+
     default_model: str | None = None
     """The model id this adapter serves when a request names none and plugins.yaml's
     ``defaults:`` give none for its route (the mock's ``echo``); ``None``: the request goes on

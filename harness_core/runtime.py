@@ -37,10 +37,11 @@ from harness_core.chain import Chain, ChainLink, ChainRun, order_middleware, str
 from harness_core.closing import aclose_all, raise_collected
 from harness_core.embedding import EmbedBoundary, EmbedChain, EmbeddingAdapter, Embeddings, EmbedOptions
 from harness_core.errors import LlmError
+from harness_core.fields import FieldTarget
 from harness_core.hookspecs import PROJECT_NAME, HarnessSpec
 from harness_core.plugininfo import REPORTED, Defaults, LoadedPlugin, PluginFailure
 from harness_core.record import StreamRecord, open_embed_record, open_record
-from harness_core.registry import RouteRegistry
+from harness_core.registry import Registration, RouteRegistry
 from harness_core.secret import RedactFilter, Redactor, secrets_of
 from harness_core.structured import decode_output, response_format_for
 from harness_core.tools import Tool, ToolRegistry
@@ -633,11 +634,14 @@ class Harness:
         return links
 
     def _adapter(self, route: str | None) -> Any:
+        return self._registration(route).adapter
+
+    def _registration(self, route: str | None) -> Registration:
         self._started_chain()
         registration = self._registry.get(route) if route is not None else None
         if registration is None:
             raise self._boundary.no_adapter(route)
-        return registration.adapter
+        return registration
 
     def resolve_model(self, route: str | None = None, model: str | None = None) -> ModelInfo:
         """What the adapter of ``route`` knows about ``model`` (defaults fill ``None``), with ``route`` set.
@@ -661,6 +665,17 @@ class Harness:
         for none in particular). Raises ``LlmError("NO_ADAPTER")`` for an unknown route."""
         wire: str | None = self._adapter(route).wire
         return wire
+
+    def route_target(self, route: str | None) -> FieldTarget:
+        """``route`` as the field rule needs it (:mod:`harness_core.fields`): its adapter's wire,
+        whether the adapter takes provider options (:attr:`LlmAdapter.takes_provider_options`)
+        and the ``provider_options`` key (the entry-point name of its plugin: ``openai:work`` →
+        ``openai``). Raises ``LlmError("NO_ADAPTER")`` for an unknown route (or ``None``)."""
+        registration = self._registration(route)
+        adapter = registration.adapter
+        key = registration.owner.partition(":")[0]
+        served = str(route)  # not None: an unknown route raised
+        return FieldTarget(served, adapter.wire, key, bool(adapter.takes_provider_options))
 
     async def count_tokens(self, options: GenerateOptions) -> int:
         """The input tokens ``options`` would take on its route, counted by the provider

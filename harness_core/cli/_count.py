@@ -6,6 +6,7 @@ import msgspec
 
 from harness_core.cli._common import EXIT_OK, output_failure_code, report_error, warn_start_failures
 from harness_core.cli._render import Renderer
+from harness_core.cli._request import check_provider_options
 from harness_core.loader import LoadedConfig
 from harness_core.types import GenerateOptions
 
@@ -25,6 +26,7 @@ async def count(
         async with harness:
             warn_start_failures(renderer.note, loaded.failures, harness.failures)
             options = harness.apply_defaults(options)
+            check_provider_options(harness, options)
             route = options.provider
             renderer.route, renderer.source = route, harness.routes().get(route) if route is not None else None
             selected = await harness.select_tools(tools)

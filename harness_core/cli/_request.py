@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, BinaryIO, TextIO
+from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
 import msgspec
 
@@ -15,10 +15,14 @@ from harness_core.cli._common import Sink, isatty
 from harness_core.cli._options import owner_name, parse_options
 from harness_core.cli._text import clean_argument, read_stdin
 from harness_core.errors import LlmError
+from harness_core.fields import RefusedField, pass_through
 from harness_core.loader import LoadedConfig
 from harness_core.types import GenerateOptions
 
-__all__ = ["RunRequest", "binary_stdin", "clean_option", "prepare", "read_prompt"]
+if TYPE_CHECKING:  # pragma: no cover - typing only (the runtime loads when a command starts it)
+    from harness_core.runtime import Harness
+
+__all__ = ["RunRequest", "binary_stdin", "check_provider_options", "clean_option", "prepare", "read_prompt"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,6 +131,27 @@ def prepare(
         provider_options=extra,
         metadata=metadata,
     )
+
+
+def check_provider_options(harness: Harness, options: GenerateOptions) -> None:
+    """Apply the field rule (:mod:`harness_core.fields`, the gateway's too) to the ``-o`` options
+    of ``options``: they are addressed to the route's own plugin, so they reach its adapter
+    unchanged when it takes provider options and are refused otherwise (the mock's routes), never
+    dropped. The vocabulary's own fields were refused earlier, naming their flag
+    (:data:`~harness_core.cli._options.OWNED_OPTIONS`).
+
+    Raises:
+        LlmError: ``UNSUPPORTED`` (exit 2) naming the first option (``-o delay``) and the route
+            that cannot take it; ``NO_ADAPTER`` for an unknown route.
+    """
+    if not options.provider_options:
+        return
+    target = harness.route_target(harness.apply_defaults(options).provider)
+    for fields in options.provider_options.values():
+        try:
+            pass_through(fields, (), (), wire=None, target=target, path=lambda key: f"-o {key}")
+        except RefusedField as refused:
+            raise LlmError("UNSUPPORTED", str(refused)) from None
 
 
 def read_prompt(prompt: str | None, stdin: TextIO | None) -> tuple[str, bool]:

@@ -48,7 +48,14 @@ from harness_core.cli._hints import Hints
 from harness_core.cli._interrupts import Interrupts
 from harness_core.cli._options import parse_tool_choice
 from harness_core.cli._render import CYAN, DIM, RESET, Renderer
-from harness_core.cli._request import RunRequest, binary_stdin, clean_option, prepare, read_prompt
+from harness_core.cli._request import (
+    RunRequest,
+    binary_stdin,
+    check_provider_options,
+    clean_option,
+    prepare,
+    read_prompt,
+)
 from harness_core.cli._schema import SchemaError, parse_schema
 from harness_core.cli._text import UNDECODABLE_WARNING
 from harness_core.loader import LoadedConfig
@@ -201,6 +208,7 @@ async def _generate(
             warn_start_failures(renderer.note, loaded.failures, harness.failures)
             await group.start(interrupts.watch, group.cancel_scope)
             try:  # caught here: raised through the task group it would become an ExceptionGroup
+                check_provider_options(harness, options)
                 if tools:
                     await _converse(harness, options, abort, renderer, tools, max_steps, approve)
                 else:

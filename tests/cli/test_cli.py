@@ -577,7 +577,7 @@ def test_prompt_short_form_and_sampling_options(harness: Harness, config: Config
     assert (result.returncode, result.stdout) == (0, "Hello short form\n")
     result = harness("-v", "--top-p", "0.5", "--seed", "3", "--stop", "x", "--tool-choice", "auto", "hi")
     assert (result.returncode, result.stdout) == (0, "hi\n")
-    result = harness("--json", "--tool-choice", "lookup", "-o", "delay=0", "hi")
+    result = harness("--json", "--tool-choice", "lookup", "hi")
     assert result.returncode == 0, result.stderr
     assert harness("--help").returncode == 0
     assert "Commands" in harness("--help").stdout

@@ -72,7 +72,8 @@ class Embedding(Response):
         async with gateway.holder.use() as runtime:
             try:
                 who, raw, (route, model, owner) = await read_request(gateway, runtime, self.request, embeddings=True)
-                parsed = parse_embeddings_request(raw, target=Target(route, None, owner.partition(":")[0]))
+                target = Target(route, None, owner.partition(":")[0], takes_options=False)  # no embed options
+                parsed = parse_embeddings_request(raw, target=target)
                 key = allowed(who, route)
                 ticket = await gateway.store.admit(key, route, runtime.redact(model))  # the ledger keeps no key
             except GatewayError as error:

@@ -39,9 +39,7 @@ async def count_tokens(gateway: Gateway, request: Request) -> Response:
     async with gateway.holder.use() as runtime:
         try:
             who, raw, (route, model, owner) = await read_request(gateway, runtime, request)
-            parsed = parse_messages_request(
-                raw, owner, model, target=route_target(runtime, route, owner), counting=True
-            )
+            parsed = parse_messages_request(raw, owner, model, target=route_target(runtime, route), counting=True)
             require_messages(parsed, "messages")
             allowed(who, route)
             counted = await counted_tokens(runtime, parsed, route, model)
@@ -59,7 +57,7 @@ async def responses_input_tokens(gateway: Gateway, request: Request) -> Response
     async with gateway.holder.use() as runtime:
         try:
             who, raw, (route, model, owner) = await read_request(gateway, runtime, request)
-            parsed = OPENAI_RESPONSES.parse(raw, owner, model, target=route_target(runtime, route, owner))
+            parsed = OPENAI_RESPONSES.parse(raw, owner, model, target=route_target(runtime, route))
             parsed = await OPENAI_RESPONSES.resolve(gateway.store, who, parsed)
             require_messages(parsed, OPENAI_RESPONSES.messages_field)
             allowed(who, route)

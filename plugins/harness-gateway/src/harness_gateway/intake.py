@@ -42,10 +42,10 @@ def require_messages(parsed: ParsedRequest, field: str) -> None:
         raise bad_request(field, "must hold at least one message")
 
 
-def route_target(runtime: GatewayRuntime, route: str, owner: str) -> Target:
-    """The :class:`~harness_gateway.request.Target` of ``route`` served by plugins.yaml key ``owner``
-    (``openai:work`` → options key ``openai``, the entry-point name)."""
-    return Target(route, runtime.harness.route_wire(route), owner.partition(":")[0])
+def route_target(runtime: GatewayRuntime, route: str) -> Target:
+    """The :class:`~harness_gateway.request.Target` of ``route`` (:meth:`harness_core.Harness.route_target`:
+    its wire, whether it takes provider options, the options key ``openai`` of ``openai:work``)."""
+    return runtime.harness.route_target(route)
 
 
 async def read_body(request: Request, limit: int) -> bytes:

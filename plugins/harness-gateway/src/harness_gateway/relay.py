@@ -93,7 +93,7 @@ class Generation(Response):
     async def prepare(self, runtime: GatewayRuntime) -> tuple[str, str, KeyRecord | None, ParsedRequest]:
         """Authenticate, read and resolve the request (the checks before admission)."""
         who, raw, (route, model, owner) = await read_request(self.gateway, runtime, self.request)
-        parsed = self.dialect.parse(raw, owner, model, target=route_target(runtime, route, owner))
+        parsed = self.dialect.parse(raw, owner, model, target=route_target(runtime, route))
         parsed = await self.dialect.resolve(self.gateway.store, who, parsed)
         require_messages(parsed, self.dialect.messages_field)
         return route, model, allowed(who, route), parsed

@@ -4,8 +4,9 @@ Both API dialects parse their bodies with :class:`Body`, so a bad request is alw
 :class:`~harness_gateway.errors.GatewayError` whose message and ``param`` name the field at fault
 (``messages[2].content[0].type``).
 
-The rule for request fields, one owner for both dialects (:func:`pass_through`,
-docs/gateway.md#no-field-is-dropped-in-silence): a field either maps into the vocabulary, or
+The rule for request fields is the core's (:mod:`harness_core.fields`, shared with ``harness run
+-o``), applied to a body by :func:`pass_through` for every dialect
+(docs/gateway.md#no-field-is-dropped-in-silence): a field either maps into the vocabulary, or
 reaches a route that speaks the dialect's own wire unchanged (as ``provider_options`` of the
 route's plugin), or is a 400 naming the field and the route that cannot take it. Only the
 dialect's short ignore list (fields that change no output: ``user``, ``metadata`` …) is dropped
@@ -22,7 +23,8 @@ from typing import Any, Final, TypeVar
 
 import msgspec
 
-from harness_core import CacheMark, GenerateOptions
+from harness_core import CacheMark, FieldTarget, GenerateOptions, RefusedField
+from harness_core import pass_through as harness_pass_through
 from harness_gateway.errors import GatewayError
 
 __all__ = [
@@ -65,55 +67,38 @@ class ParsedRequest(msgspec.Struct, kw_only=True, frozen=True):
     extras: Any = None
 
 
-class Target(msgspec.Struct, frozen=True):
-    """The route a request goes to, as the field rule needs it: ``wire`` is what its adapter
-    speaks (:meth:`harness_core.Harness.route_wire`), ``options_key`` the entry-point name of
-    its plugin (the ``provider_options`` key, as for ``harness run -o``)."""
-
-    route: str
-    wire: str | None
-    options_key: str
+Target = FieldTarget
+"""The route a request goes to, as the field rule needs it (:class:`harness_core.FieldTarget`,
+built by :meth:`harness_core.Harness.route_target`)."""
 
 
 def pass_through(
     body: Body, mapped: Collection[str], ignored: Collection[str], *, wire: str | None, target: Target | None
 ) -> dict[str, Any]:
-    """The fields of ``body`` outside ``mapped`` that reach ``target`` unchanged.
+    """The fields of ``body`` outside ``mapped`` that reach ``target`` unchanged: the core's
+    rule (:func:`harness_core.pass_through`) applied to a request object.
 
     Args:
         body: the request object (or a nested one: its paths name the field).
         mapped: the fields the dialect reads into the vocabulary.
         ignored: the dialect's ignore list: fields that change no output, dropped on a route of
             another wire (a route of ``wire`` receives them).
-        wire: the dialect's wire (``"openai-chat"``, ``"anthropic-messages"``); ``None`` for an
-            endpoint that passes no field on unchanged (``/v1/embeddings``: the embedding
-            vocabulary has no provider options), where every field outside both lists is a 400.
+        wire: the dialect's wire (``"openai-chat"``, ``"anthropic-messages"``); ``None`` for
+            fields addressed to the route's own plugin (``/v1/embeddings`` passes a target that
+            takes no options: the embedding vocabulary has none, so every field outside both
+            lists is a 400).
         target: the route; ``None`` when there is none (then nothing may pass).
 
-    Returns the fields to merge into the request body (``{}`` when none), for ``target`` of
-    ``wire`` only.
+    Returns the fields to merge into the request body (``{}`` when none).
 
     Raises:
         GatewayError: 400 naming the first such field (in body order) and the route, when the
-            route speaks another wire and the field is not on the ignore list.
+            route cannot take it and it is not on the ignore list.
     """
-    extra = {key: value for key, value in body.value.items() if key not in mapped}
-    if wire is not None and target is not None and target.wire == wire:
-        return extra
-    for key in extra:
-        if key not in ignored:
-            route = f"route {target.route!r}" if target is not None else "this request"
-            passed = (
-                f"only a route speaking the {wire} wire receives it unchanged"
-                if wire is not None
-                else "this endpoint passes no field on unchanged"
-            )
-            raise bad_request(
-                body.path(key),
-                f"{route} cannot take this field: it is not mapped into harness's vocabulary and {passed} "
-                "(docs/gateway.md#no-field-is-dropped-in-silence)",
-            )
-    return {}
+    try:
+        return harness_pass_through(body.value, mapped, ignored, wire=wire, target=target, path=body.path)
+    except RefusedField as refused:
+        raise bad_request(refused.field, refused.reason) from None
 
 
 _TTLS: Final = {"5m": 300, "1h": 3600}

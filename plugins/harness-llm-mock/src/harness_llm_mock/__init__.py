@@ -111,6 +111,7 @@ class MockAdapter(LlmAdapter, EmbeddingAdapter):
     """The mock adapter: deterministic replies and vectors built from the request (module docstring)."""
 
     default_model = MODEL  # a request without a model is served (and recorded) as `echo`
+    takes_provider_options = False  # no wire to merge them into: `harness run -o` is refused, not dropped
 
     def __init__(self, config: MockConfig) -> None:
         self.config = config
