@@ -25,6 +25,7 @@ from typing import Final, Literal
 
 import msgspec
 
+from harness_core.callchain import CallChain
 from harness_core.errors import LlmError
 from harness_core.types import ModelInfo, TokenUsage
 
@@ -278,24 +279,8 @@ class EmbedBoundary:
         return result
 
 
-class EmbedChain:
-    """The ordered ``llm_embed`` middleware over the :class:`EmbedBoundary` (outermost first)."""
+class EmbedChain(CallChain[EmbedOptions, Embeddings]):
+    """The ordered ``llm_embed`` middleware over the :class:`EmbedBoundary` (outermost first;
+    :class:`~harness_core.callchain.CallChain`)."""
 
-    __slots__ = ("_call",)
-
-    def __init__(self, functions: Sequence[EmbedFunction], innermost: EmbedCallNext) -> None:
-        call: EmbedCallNext = innermost
-        for function in reversed(functions):
-            call = _bind(function, call)
-        self._call = call
-
-    async def __call__(self, options: EmbedOptions) -> Embeddings:
-        """Run one request through the chain."""
-        return await self._call(options)
-
-
-def _bind(function: EmbedFunction, inner: EmbedCallNext) -> EmbedCallNext:
-    async def call_next(options: EmbedOptions) -> Embeddings:
-        return await function(options, inner)
-
-    return call_next
+    __slots__ = ()

@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 __all__ = [
     "PROJECT_NAME",
     "CallNext",
+    "CountCallNext",
     "HarnessSpec",
     "RegisterAdapter",
     "RegisterEmbedder",
@@ -53,6 +54,10 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 
 CallNext = Callable[["GenerateOptions"], AsyncIterator["StreamChunk"]]
 """The rest of the chain below a middleware: call it with options, iterate the chunks."""
+
+CountCallNext = Callable[["GenerateOptions"], Awaitable[int]]
+"""The rest of the counting chain below an ``llm_count_tokens`` impl: ``await call_next(options)``
+gives the input tokens (at the end of the chain, the route's :meth:`LlmAdapter.count_tokens`)."""
 
 ToolCallNext = Callable[["ToolCallBlock"], Awaitable["ToolResultBlock"]]
 """The rest of the tool-call chain below an ``llm_tool_call`` impl: await it with the call, get
@@ -122,6 +127,18 @@ class HarnessSpec:
         It may pass changed options to ``call_next``, await it zero times (cache hit), once or
         again (retry), and return a changed result. Ordered as ``llm_stream``; wrappers and
         non-``async def`` impls are rejected (``CONFIG``). See docs/embeddings.md.
+        """
+        raise NotImplementedError  # pragma: no cover - a spec has no body
+
+    @hookspec
+    async def llm_count_tokens(self, options: GenerateOptions, call_next: CountCallNext) -> int:
+        """Counting middleware: a coroutine wrapping every :meth:`Harness.count_tokens` call, so a
+        counted request is the one the stream would send (``redact`` masks its text, ``balance``
+        and ``fallback`` pick the member or target). It may pass changed options to
+        ``call_next``, await it zero times, once or again (another target), and return the count
+        (input tokens). A middleware that changes nothing the provider sees implements no such
+        impl: counting passes it by. Ordered as ``llm_stream``; wrappers and non-``async def``
+        impls are rejected (``CONFIG``). Nothing is generated or billed (docs/hooks.md).
         """
         raise NotImplementedError  # pragma: no cover - a spec has no body
 

@@ -2,7 +2,8 @@
 needs, and nothing more. How to write one: ``docs/hooks.md``.
 
 - the hooks: :data:`hookimpl`; the ``call_next`` types :data:`CallNext` (``llm_stream``),
-  :data:`EmbedCallNext` (``llm_embed``), :data:`ToolCallNext` (``llm_tool_call``) and
+  :data:`EmbedCallNext` (``llm_embed``), :data:`CountCallNext` (``llm_count_tokens``),
+  :data:`ToolCallNext` (``llm_tool_call``) and
   :data:`RegisterAdapter` (``register_adapters``);
 - what a stream carries: :class:`GenerateOptions` in, :data:`StreamChunk` out (the chunk kinds
   :class:`BlockStart`, :class:`TextDelta`, :class:`ReasoningDelta`, :class:`ToolCallDelta`,
@@ -35,7 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.chain import close_stream
     from harness_core.embedding import EmbedCallNext, Embeddings, EmbedOptions
     from harness_core.errors import ErrorCode, Failure, LlmError
-    from harness_core.hookspecs import CallNext, RegisterAdapter, ToolCallNext, hookimpl
+    from harness_core.hookspecs import CallNext, CountCallNext, RegisterAdapter, ToolCallNext, hookimpl
     from harness_core.outfile import WriteFailureLog, check_output_file, private_file, write_in_thread
     from harness_core.record import (
         Attempt,
@@ -84,6 +85,7 @@ __all__ = [
     "CallNext",
     "ChunkScrubber",
     "ContentBlock",
+    "CountCallNext",
     "EmbedCallNext",
     "EmbedOptions",
     "Embeddings",
@@ -155,6 +157,7 @@ _LAZY = {
     "Failure": "harness_core.errors",
     "LlmError": "harness_core.errors",
     "CallNext": "harness_core.hookspecs",
+    "CountCallNext": "harness_core.hookspecs",
     "RegisterAdapter": "harness_core.hookspecs",
     "ToolCallNext": "harness_core.hookspecs",
     "hookimpl": "harness_core.hookspecs",

@@ -33,6 +33,7 @@ import pluggy
 
 from harness_core.assembler import BlockAssembler
 from harness_core.boundary import AdapterBoundary
+from harness_core.callchain import CallChain
 from harness_core.chain import Chain, ChainLink, ChainRun, order_middleware, strip_replay
 from harness_core.closing import aclose_all, raise_collected
 from harness_core.embedding import EmbedBoundary, EmbedChain, EmbeddingAdapter, Embeddings, EmbedOptions
@@ -90,7 +91,7 @@ class GenerateResult(msgspec.Struct, frozen=True):
         return self.message.text
 
 
-_MIDDLEWARE_HOOKS = ("llm_stream", "llm_tool_call", "llm_embed")
+_MIDDLEWARE_HOOKS = ("llm_stream", "llm_tool_call", "llm_embed", "llm_count_tokens")
 
 _KNOWN_HOOKS = frozenset(name for name in vars(HarnessSpec) if not name.startswith("_"))
 
@@ -243,6 +244,8 @@ class Harness:
         self._embedders = RouteRegistry(EmbeddingAdapter)
         self._embed_chain: EmbedChain | None = None
         self._embed_links: tuple[ChainLink, ...] = ()
+        self._count_chain: CallChain[GenerateOptions, int] | None = None
+        self._count_links: tuple[ChainLink, ...] = ()
         self._tools = ToolRegistry()
         self._boundary = AdapterBoundary(self._registry, self._failures, secrets)
         self._embed_boundary = EmbedBoundary(self._embedder, self._no_embedder, self._boundary.scrub)
@@ -414,6 +417,9 @@ class Harness:
         self._chain = Chain(middleware, self._boundary)
         self._embed_links = tuple(link for link, _ in embed_middleware)
         self._embed_chain = EmbedChain([function for _, function in embed_middleware], self._embed_boundary)
+        count_middleware = order_middleware(pm.hook.llm_count_tokens.get_hookimpls(), keys, "llm_count_tokens")
+        self._count_links = tuple(link for link, _ in count_middleware)
+        self._count_chain = CallChain([function for _, function in count_middleware], self._count_boundary)
 
     def _masker(self, key: str) -> Callable[[str], str]:
         """What ``use_redactor`` receives (the same masker for every plugin)."""
@@ -450,6 +456,7 @@ class Harness:
         """
         self._chain = None
         self._embed_chain = None
+        self._count_chain = None
         closers: dict[int, Any] = {}
         for adapter in [*self._registry.adapters(), *self._embedders.adapters()]:
             closers.setdefault(id(adapter), adapter)
@@ -679,24 +686,41 @@ class Harness:
 
     async def count_tokens(self, options: GenerateOptions) -> int:
         """The input tokens ``options`` would take on its route, counted by the provider
-        (:meth:`LlmAdapter.count_tokens`); defaults fill ``provider``/``model`` and foreign
-        ``replay_state`` is dropped as for :meth:`stream`. No middleware runs: nothing is
-        generated, logged or billed.
+        (:meth:`LlmAdapter.count_tokens`) through the ``llm_count_tokens`` middleware, so the
+        request counted is the one a stream would send (``redact`` masks it; ``balance`` and
+        ``fallback`` pick the member or target); defaults fill ``provider``/``model`` and foreign
+        ``replay_state`` is dropped for the route finally counted, as for :meth:`stream`. Nothing
+        is generated, logged or billed.
 
         Raises:
             LlmError: ``NO_ADAPTER`` for an unknown route; ``UNSUPPORTED`` when the adapter cannot
                 count; whatever the adapter raises (``BAD_REQUEST``, HTTP errors …), scrubbed.
             RuntimeError: the harness is not running.
         """
-        options = self.apply_defaults(options)
-        adapter = self._adapter(options.provider)
-        registration = self._registry.get(options.provider) if options.provider is not None else None
-        options = strip_replay(options, registration.owner if registration is not None else None)
+        self._started_chain()
+        chain = self._count_chain
+        assert chain is not None, "started with the stream chain"
+        return await chain(self.apply_defaults(options))
+
+    async def _count_boundary(self, options: GenerateOptions) -> int:
+        """The innermost counting layer: the route's adapter counts ``options`` (replay state of
+        other plugins dropped); its ``LlmError`` is scrubbed of secrets."""
+        registration = self._registration(options.provider)
+        options = strip_replay(options, registration.owner)
         try:
-            counted: int = await adapter.count_tokens(options)
+            counted: int = await registration.adapter.count_tokens(options)
         except LlmError as exc:
             raise self._boundary.scrub(exc) from None
         return counted
+
+    def count_chain(self) -> list[ChainLink]:
+        """The ``llm_count_tokens`` middleware a count passes through, outermost first.
+
+        Raises:
+            RuntimeError: the harness is not running.
+        """
+        self._started_chain()
+        return list(self._count_links)
 
     async def list_models(self, route: str | None = None) -> list[ModelInfo]:
         """The models the adapter of ``route`` (default route when ``None``) can serve, ``route`` set.

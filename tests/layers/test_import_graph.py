@@ -114,6 +114,8 @@ LAYERS: dict[str, int] = {
             "harness_core.assembler",
             "harness_core.adapter",
             "harness_core.embedding",
+            "harness_core.callchain",
+            "harness_core.fields",
             "harness_core.hookspecs",
             "harness_core.tools",
             "harness_core.secret",  # a package: _value, _forms, _redactor, _holdback, _scrubber, _masking, _logging

@@ -39,6 +39,11 @@ time to the answer. A pool name is a stream route only: :meth:`Harness.embed_rou
 list it (registering it would take the default embedding route away from the one embedding
 route a config has), but ``Harness.embed(provider="pool")`` reaches this layer and is served.
 
+Counted requests (``llm_count_tokens``, ``Harness.count_tokens``) to a pool go to the member the
+pool's strategy picks among those not cooling down, and move to another member on a matching
+:class:`~harness_core.errors.LlmError` (the final error names every attempt). Counting is not
+generating: it takes no slot, no rpm/tpm and cools no member down.
+
 State: in-flight counts, limit windows and cooldowns live in a :class:`BalanceState`. The default
 is one :class:`MemoryState` per process (every ``balance`` instance shares it, exact in the
 process). A host that runs several processes (``harness serve`` with workers or hosts) shares
@@ -64,6 +69,7 @@ import msgspec
 from harness_core import Attempt, open_embed_record, open_record
 from harness_core.middleware import (
     CallNext,
+    CountCallNext,
     EmbedCallNext,
     Embeddings,
     EmbedOptions,
@@ -555,6 +561,35 @@ class BalancePlugin:
                     await self._release(state, member, ticket, tokens)
             assert last is not None, "no member left: the last failure is known"
             raise error_naming(last, record.attempts, "balance")
+
+    @hookimpl
+    async def llm_count_tokens(self, options: GenerateOptions, call_next: CountCallNext) -> int:
+        """Count a pool's request on the member its strategy picks (module doc); other routes
+        pass through untouched.
+
+        Raises:
+            LlmError: the member's error that does not move on, or the last member's, naming
+                every attempt; the state's error when it is unreachable.
+        """
+        pool = self.pools.get(options.provider or "")
+        if pool is None:
+            return await call_next(options)
+        state = self.state if self.state is not None else shared_state()
+        left = list(pool.members)
+        attempts: list[Attempt] = []
+        while True:  # the last member returns or raises
+            now = self.clock()
+            loads = dict(zip([m.label for m in left], await state.loads([m.label for m in left], now), strict=True))
+            member = self.pick(pool, [m for m in left if loads[m.label].cooling_until <= now] or list(left), loads)
+            left.remove(member)
+            model = member.model if member.model is not None else options.model
+            try:
+                return await call_next(msgspec.structs.replace(options, provider=member.route, model=model))
+            except LlmError as exc:
+                failure = exc.to_failure()
+                attempts.append(Attempt(member.route, model, failure=failure))
+                if not self.moves_on(failure) or not left:
+                    raise error_naming(failure, attempts, "balance") from exc
 
     async def _choose(
         self, pool: _Pool, left: list[_Member], state: BalanceState, deadline: float

@@ -32,6 +32,11 @@ the last target's, is raised with every attempt named (``… (fallback attempts:
 HTTP 503 'busy'; …)``) when the route has other targets, unchanged when it has none. The
 vectors name the route and model that served them (``Embeddings.route``/``.model``); outer
 middleware also find the attempts in :func:`~harness_core.record.embed_record`.
+
+Counted requests (``llm_count_tokens``, ``Harness.count_tokens``) go to the target a stream would
+start with (the first not cooling down), and move to the next on a matching
+:class:`~harness_core.errors.LlmError`, as an embedding call does; counting is not generating, so
+a failed count cools no target down.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from harness_core.middleware import (
     BlockAssembler,
     BlockEnd,
     CallNext,
+    CountCallNext,
     EmbedCallNext,
     Embeddings,
     EmbedOptions,
@@ -266,6 +272,32 @@ class FallbackPlugin:
                             raise
                         raise error_naming(failure, record.attempts) from exc
                 index += 1
+
+    @hookimpl
+    async def llm_count_tokens(self, options: GenerateOptions, call_next: CountCallNext) -> int:
+        """Count on the target a stream would start with, moving on as an embedding call does
+        (module doc); no target is cooled down.
+
+        Raises:
+            LlmError: the error that did not move on, or the last target's, with every attempt
+                named when the route has other targets.
+        """
+        targets = self.targets_for(options.provider, options.model)
+        ready = [target for target in targets if not self.cooldowns.cooling(target)] or targets
+        attempts: list[Attempt] = []
+        index = 0
+        while True:  # the last target returns or raises
+            route, model = ready[index]
+            try:
+                return await call_next(msgspec.structs.replace(options, provider=route, model=model))
+            except LlmError as exc:
+                failure = exc.to_failure()
+                attempts.append(Attempt(route, model, failure=failure))
+                if not self.moves_on(failure) or index == len(ready) - 1:
+                    if len(targets) == 1:  # a route without other targets keeps its error as it is
+                        raise
+                    raise error_naming(failure, attempts) from exc
+            index += 1
 
     async def _failed(self, attempt: Attempt, failure: Failure) -> None:
         self._cool(attempt.route or "", attempt.model, failure)

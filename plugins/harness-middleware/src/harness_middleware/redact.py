@@ -22,6 +22,8 @@ the pattern's name (default ``[REDACTED:openai-key]``).
   prompt: with ``requests`` each input is masked the same way before ``call_next`` (so the vector
   is that of the masked text, and a ``cache`` inside this layer keys on the masked inputs). The
   vectors that come back hold no text: ``responses`` does not apply to them.
+- **Counted requests** (``llm_count_tokens``, ``Harness.count_tokens``) are masked as a stream's
+  request is (with ``requests``), so the count is that of the text the provider would receive.
 
 Where patterns overlap, the leftmost match wins, then the pattern listed first. Look-behind in
 a stream sees as far back as the pattern can read (:func:`~harness_middleware._starts.behind`),
@@ -43,6 +45,7 @@ from harness_core.middleware import (
     CallNext,
     ChunkScrubber,
     ContentBlock,
+    CountCallNext,
     EmbedCallNext,
     Embeddings,
     EmbedOptions,
@@ -375,6 +378,14 @@ class RedactPlugin:
         """Mask every input (with ``requests``), then ``await call_next``; the vectors pass unchanged."""
         if self.config.requests:
             options = msgspec.structs.replace(options, inputs=[self.masker.mask(text) for text in options.inputs])
+        return await call_next(options)
+
+    @hookimpl
+    async def llm_count_tokens(self, options: GenerateOptions, call_next: CountCallNext) -> int:
+        """Mask the request as a stream's (with ``requests``), then count it: the count is that
+        of the text the provider would receive."""
+        if self.config.requests:
+            options = self.mask_request(options)
         return await call_next(options)
 
     # ------------------------------------------------------------------ replies
