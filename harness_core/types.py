@@ -641,18 +641,22 @@ def cache_marks(options: GenerateOptions) -> list[tuple[str, CacheMark]]:
     return found
 
 
-def check_cache_ttls(provider: str, options: GenerateOptions, ttls: Collection[int] = ()) -> None:
+def check_cache_ttls(
+    provider: str, options: GenerateOptions, ttls: Collection[int] = (), *, why: str | None = None
+) -> None:
     """Refuse a cache breakpoint whose TTL the wire of ``provider`` cannot honour.
 
     ``ttls`` are the lifetimes (seconds) the wire takes; ``()`` for a wire that caches
     implicitly (OpenAI, Gemini): there a mark without a TTL is accepted and changes nothing.
+    ``why`` replaces the message's reason for such a wire (``"it caches implicitly"``), e.g. for
+    one that carries no breakpoint at all (Bedrock through any-llm).
 
     Raises:
         LlmError: ``UNSUPPORTED`` naming the place of the first mark with another TTL.
     """
     for where, mark in cache_marks(options):
         if mark.ttl is not None and mark.ttl not in ttls:
-            takes = f"it takes {', '.join(f'{t} s' for t in sorted(ttls))}" if ttls else "it caches implicitly"
+            takes = f"it takes {', '.join(f'{t} s' for t in sorted(ttls))}" if ttls else why or "it caches implicitly"
             raise LlmError(
                 "UNSUPPORTED",
                 f"{where}: a prompt-cache TTL of {mark.ttl} s is not supported by {provider} ({takes})",

@@ -15,14 +15,20 @@ from __future__ import annotations
 from typing import Any, Final
 
 from harness_core import FileBlock, GenerateOptions, LlmError, Message, ModelInfo, ReasoningBlock
-from harness_core.kit import unsupported_file
+from harness_core.kit import check_cache_ttls, unsupported_file
 from harness_llm_openai.serialize import IMAGE_TYPES, RequestSerializer
 
-__all__ = ["ANYLLM_EFFORTS", "CompletionRequest", "RequestBuilder"]
+__all__ = ["ANYLLM_EFFORTS", "NO_BREAKPOINTS", "CompletionRequest", "RequestBuilder"]
 
 ANYLLM_EFFORTS: Final = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
 """The effort ids any-llm maps onto each provider's own control (``"off"`` is its ``"none"``),
 in increasing order; leaving ``reasoning_effort`` unset keeps the provider's default."""
+
+NO_BREAKPOINTS: Final = frozenset({"bedrock", "anthropic", "azureanthropic", "vertexaianthropic"})
+"""any-llm providers whose caching needs explicit breakpoints that any-llm's completion API does
+not carry (any-llm-sdk 1.40: no Bedrock ``cachePoint`` anywhere; the Converse conversion keeps a
+text part's text only, the Anthropic one drops ``cache_control``): a cache mark changes nothing
+there, and one with a TTL is ``UNSUPPORTED``. The other providers cache implicitly, if at all."""
 
 _SIGNED_UNSUPPORTED: Final = ("seed",)
 """Options the Anthropic Messages API has no field for (any-llm would pass them on and fail)."""
@@ -86,6 +92,11 @@ class RequestBuilder(RequestSerializer):
                         f"option {name!r} is not supported by any-llm provider {self.library_provider!r}",
                         provider=self.provider,
                     )
+        if self.library_provider in NO_BREAKPOINTS:
+            why = f"any-llm carries no cache breakpoint to provider {self.library_provider!r}: no prompt caching"
+        else:
+            why = f"any-llm provider {self.library_provider!r} caches implicitly, if at all"
+        check_cache_ttls(self.provider, options, why=why)
         body = self.body(options, info)
         arguments = {**self.options, **body}
         model = arguments.pop("model")
