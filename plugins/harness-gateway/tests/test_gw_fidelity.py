@@ -189,6 +189,9 @@ def test_chat_completions_cache_control_parts_reach_anthropic(running, providers
     assert sent["messages"][0]["content"] == [{"type": "text", "text": "hi", "cache_control": ONE_HOUR}]
     assert "user" not in sent  # on the ignore list: changes nothing on another wire
     assert "prompt_cache_key" not in sent
+    assert claude.requests[1].json()["messages"][0]["content"] == sent["messages"][0]["content"]  # streamed too
+    # priced as through /v1/messages: 5 fresh at 1 USD, 100 reads at 0.1, 20 writes at 2, 3 output at 1; twice
+    assert spent(running.url) == pytest.approx(2 * (5 + 10 + 40 + 3))
 
 
 def test_an_unmapped_field_is_a_400_naming_it_and_the_route(running, providers) -> None:  # type: ignore[no-untyped-def]
@@ -279,6 +282,53 @@ def test_output_config_format_maps_to_native_structured_output(running, provider
         "type": "json_schema",
         "json_schema": {"name": "output", "schema": schema, "strict": False},
     }
+
+
+VERCEL_GENERATE_OBJECT: dict[str, Any] = {
+    "model": "claude/claude-sonnet-4-5",
+    "max_tokens": 64000,
+    "output_config": {
+        "format": {
+            "type": "json_schema",
+            "schema": {
+                "$schema": "http://json-schema.org/draft-07/schema#",
+                "type": "object",
+                "properties": {"city": {"type": "string"}, "population": {"type": "number"}},
+                "additionalProperties": False,
+                "required": ["city", "population"],
+            },
+        }
+    },
+    "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "The largest city of France and its population."}]}
+    ],
+}
+"""The body the Vercel AI SDK (``ai`` 6.0.326, ``@ai-sdk/anthropic`` 3.0.140, Node 20) sends for
+``generateObject({model: anthropic("claude/claude-sonnet-4-5"), schema: z.object({city: z.string(),
+population: z.number()}), prompt})``, recorded byte for byte from the SDK against a recording server
+(its default ``structuredOutputMode: "auto"`` picks ``output_config.format`` for this model); the
+same script's ``generateObject`` returned the object through ``harness serve``."""
+
+
+def test_the_vercel_ai_sdk_default_anthropic_structured_output(running, providers) -> None:  # type: ignore[no-untyped-def]
+    claude, _ = providers
+    answer = '{"city": "Paris", "population": 2102650}'
+    claude.add(anthropic_reply(answer))
+    headers = {
+        "x-api-key": new_key(running.url),
+        "anthropic-version": "2023-06-01",
+        "user-agent": "ai/6.0.326 ai-sdk/provider-utils/4.0.65 runtime/node.js/v20.20.2",
+    }
+    reply = httpx.post(running.url + "/v1/messages", json=VERCEL_GENERATE_OBJECT, headers=headers, timeout=30)
+    assert reply.status_code == 200, reply.text
+    message = reply.json()
+    assert (message["type"], message["role"], message["stop_reason"]) == ("message", "assistant", "end_turn")
+    assert message["content"] == [{"type": "text", "text": answer}]  # what generateObject parses
+    sent = claude.requests[0].json()
+    assert sent["output_config"] == VERCEL_GENERATE_OBJECT["output_config"]  # native structured output, unchanged
+    assert sent["model"] == "claude-sonnet-4-5"
+    assert sent["max_tokens"] == 64000
+    assert "tools" not in sent  # no json-tool emulation
 
 
 def test_count_tokens_through_the_anthropic_sdk(running, providers) -> None:  # type: ignore[no-untyped-def]
