@@ -248,6 +248,27 @@ def test_embed_multi_from_csv_stores_hashes_and_float32_vectors(harness: Run, tm
     assert again.err == "collection 'docs': 0 embedded, 3 unchanged (route 'mock', model 'hash', 8 dimensions)\n"
 
 
+def test_embed_multi_no_header_keeps_the_first_line_as_a_row(harness: Run, tmp_path: Path) -> None:
+    (tmp_path / "in.tsv").write_text("a\tthe cat sat\nb\tdogs bark\n")
+    database = tmp_path / "db.sqlite"
+    result = harness("embed-multi", "docs", "in.tsv", "--no-header", "-d", str(database))
+    assert result.code == 0, result.err
+    assert result.err.startswith("collection 'docs': 2 embedded, 0 unchanged")
+    assert sorted(rows(database)) == ["a", "b"]
+
+
+def test_embed_multi_warns_when_a_header_names_neither_id_nor_content(harness: Run, tmp_path: Path) -> None:
+    (tmp_path / "in.csv").write_text("a,the cat sat\nb,dogs bark\n")
+    database = tmp_path / "db.sqlite"
+    result = harness("embed-multi", "docs", "in.csv", "-d", str(database))
+    assert result.code == 0, result.err
+    assert result.err.startswith(
+        "warning: in.csv:1 is taken as the header (a, the cat sat): pass --no-header if it is a row\n"
+        "collection 'docs': 1 embedded"
+    )
+    assert sorted(rows(database)) == ["b"]
+
+
 def test_embed_multi_default_database_is_in_the_user_data_dir(harness: Run, tmp_path: Path) -> None:
     import platformdirs
 
@@ -414,6 +435,13 @@ def test_embed_multi_refuses_vectors_of_another_size(
             "error: in.csv:1: a header of at least two columns is needed (id, content), got ['only']\n",
         ),
         ("in.csv", "", (), "error: no rows to embed\n"),
+        (
+            "in.csv",
+            "only\n",
+            ("--no-header",),
+            "error: in.csv:1: a row of at least two columns is needed (id, content), got 1\n",
+        ),
+        ("in.csv", "a,b\nc,d,e\n", ("--no-header",), "error: in.csv:2: 3 columns, the first row has 2\n"),
         ("in.csv", "id,content\na,x\na,y\n", (), "error: id 'a' is given twice (rows 1 and 2)\n"),
         (
             "in.csv",
