@@ -56,3 +56,14 @@ def test_count_with_tools_selects_them_as_run_does(harness: Harness) -> None:
     assert missing.returncode == 2
     assert "no_such_tool" in missing.stderr
     assert missing.stdout == ""
+
+
+def test_count_reports_an_unknown_route_as_run_does_with_its_hint(harness: Harness) -> None:
+    counted = harness("run", "--count-tokens", "-p", "nowhere", "hi")
+    generated = harness("run", "-p", "nowhere", "hi")
+    assert counted.returncode == generated.returncode == 2
+    assert counted.stdout == ""
+    assert counted.stderr == generated.stderr  # the error line, then the no-plugins.yaml hint
+    first, hint = counted.stderr.splitlines()
+    assert first == "error: NO_ADAPTER: no adapter serves route 'nowhere'; known routes: 'mock'"
+    assert hint.startswith("  no plugins.yaml was found, so the built-in default (the mock plugin) is in use; ")
