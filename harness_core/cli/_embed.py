@@ -628,7 +628,7 @@ class _Job:
                 f"route {found.route!r} returned vectors of {result.dimensions} dimensions, collection "
                 f"{self.name!r} holds {found.dimensions}"
             )
-        self.db.store(
+        self.collection = self.db.store(
             found,
             [
                 (row.id, digest, to_blob(vector), row.content if self.store else None)
@@ -636,7 +636,6 @@ class _Job:
             ],
             new=new,
         )
-        self.collection = found
         self.embedded += len(batch)
         if self.tokens is not None:
             self.tokens = (

@@ -692,8 +692,24 @@ def test_collection_store_and_cosine(tmp_path: Path) -> None:
         assert from_blob(bytes(array("f", [3.0, 4.0]))).tolist() == [3.0, 4.0]
         with pytest.raises(CollectionError, match=r"no collection 'y' in .* \(collections: 'x'\)"):
             store.require("y")
-        with pytest.raises(CollectionError, match=r"cannot store collection 'x' in .*: UNIQUE constraint failed"):
-            store.store(found, [], new=True)  # the collection exists: the database refuses a second one
+        # another run created it meanwhile (both looked before either stored): the same route,
+        # model and dimensions join it, keeping its row; others are refused, nothing stored
+        other = Store(tmp_path / "new" / "db.sqlite", create=True)
+        try:
+            joined = other.store(found._replace(requested=True), [("b", "h", bytes(8), None)], new=True)
+            assert joined == found  # the stored row wins, its requested flag too
+            with pytest.raises(
+                CollectionError,
+                match=r"collection 'x' of .* was created meanwhile by another run with route 'r', model None, "
+                r"2 dimensions; this run embedded with route 'r', model None, 3 dimensions",
+            ):
+                other.store(found._replace(dimensions=3), [("c", "h", bytes(12), None)], new=True)
+            assert sorted(other.hashes("x")) == ["a", "b"]
+        finally:
+            other.close()
+        store._conn.execute("DROP TABLE embeddings")  # a database that refuses the write
+        with pytest.raises(CollectionError, match=r"cannot store collection 'x' in .*: no such table: embeddings"):
+            store.store(found, [("a", "h", bytes(8), None)], new=False)
     finally:
         store.close()
     assert (tmp_path / "new").stat().st_mode & 0o777 == 0o700
