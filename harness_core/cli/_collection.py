@@ -34,6 +34,7 @@ from typing import Final, NamedTuple
 
 import platformdirs
 
+from harness_core.cli._text import undecoded
 from harness_core.outfile import private_file
 
 __all__ = [
@@ -185,7 +186,15 @@ class Store:
         return [row[0] for row in self._conn.execute("SELECT name FROM collections ORDER BY name")]
 
     def collection(self, name: str) -> Collection | None:
-        """The collection ``name``, or ``None`` when the database has none of that name."""
+        """The collection ``name``, or ``None`` when the database has none of that name.
+
+        Raises:
+            CollectionError: ``name`` holds bytes that were not UTF-8 on the command line (PEP 383
+                surrogates: no SQLite text can hold them); the message shows them escaped.
+        """
+        shown = undecoded(name)
+        if shown is not None:
+            raise CollectionError(f"the collection name {shown} is not UTF-8 text")
         row = self._conn.execute(
             "SELECT name, route, model, dimensions, requested FROM collections WHERE name = ?", (name,)
         ).fetchone()

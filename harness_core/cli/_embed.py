@@ -47,7 +47,7 @@ from harness_core.cli._common import (
     output_failure_code,
     report_error,
 )
-from harness_core.cli._text import UNDECODABLE_WARNING, clean_argument, for_terminal, read_stdin
+from harness_core.cli._text import UNDECODABLE_WARNING, clean_argument, for_terminal, read_stdin, undecoded
 from harness_core.embedding import Embeddings, InputType
 from harness_core.loader import LoadedConfig
 
@@ -362,6 +362,9 @@ def _read_files(files: Sequence[tuple[str, str]]) -> list[Row]:
             raise InputError(f"--files: no file under {folder} matches {pattern!r}")
         for path in matched:
             name = path.relative_to(base).as_posix()
+            shown = undecoded(str(path))  # the id must be text SQLite and a provider can take
+            if shown is not None:
+                raise InputError(f"--files: the file name {shown} is not UTF-8: rename it (nothing was embedded)")
             rows.append(Row(name, _read_text(path, "utf-8")))
     return rows
 

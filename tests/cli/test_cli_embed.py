@@ -9,6 +9,7 @@ import io
 import json
 import logging
 import math
+import os
 import sqlite3
 import sys
 from array import array
@@ -872,3 +873,20 @@ def test_a_collection_embedded_through_a_balance_pool_keeps_the_pool(
     with sqlite3.connect(database) as conn:
         assert conn.execute("SELECT route FROM collections WHERE name = 'pc'").fetchall() == [("ep",)]
     conn.close()
+
+
+def test_names_that_are_not_utf8_are_refused_naming_the_bytes(harness: Run, tmp_path: Path) -> None:
+    (tmp_path / "in.csv").write_text("id,content\na,one\n")
+    database = str(tmp_path / "db.sqlite")
+    for args in (("embed-multi", "d\udcffx", "in.csv"), ("similar", "d\udcffx", "one")):
+        result = harness(*args, "-d", database)
+        assert (result.code, result.err) == (2, "error: the collection name d\\xffx is not UTF-8 text\n")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "fine.md").write_text("kept")
+    (tmp_path / os.fsdecode(b"notes/n\xffm.md")).write_text("named in Latin-1")
+    result = harness("embed-multi", "docs", "--files", "notes", "*.md", "-d", database)
+    assert result.code == 2
+    assert (
+        result.err == "error: --files: the file name notes/n\\xffm.md is not UTF-8: rename it (nothing was embedded)\n"
+    )
+    assert rows(Path(database)) == {}
