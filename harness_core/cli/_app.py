@@ -483,6 +483,12 @@ def embed(ctx: click.Context, /, text: str | None, as_json: bool, **options: Any
     type=click.Choice(["csv", "tsv", "json", "jsonl"]),
     help="the format of FILE (default: from its suffix)",
 )
+@click.option(
+    "--header/--no-header",
+    default=True,
+    show_default=True,
+    help="a CSV/TSV FILE starts with a header row (--no-header: its first line is a row)",
+)
 @click.option("-p", "--provider", help="route to embed with (an existing collection keeps its own)")
 @click.option("-m", "--model", help="the embedding model id, or an alias (an existing collection keeps its own)")
 @click.option("--dimensions", type=click.IntRange(min=1), help="ask a model that can shorten its vectors for this many")
@@ -505,13 +511,13 @@ def embed(ctx: click.Context, /, text: str | None, as_json: bool, **options: Any
 def embed_multi(ctx: click.Context, /, collection: str, file: str | None, **options: Any) -> None:
     """Embed many rows into COLLECTION of an SQLite collection database.
 
-    Rows come from FILE (CSV or TSV with a header, a JSON array of objects, or JSON lines): the
-    `id` and `content` columns (keys), else the first column is the id and the others, joined by
-    a space, the content. Or from `--files DIR GLOB`: one row per file. A row whose content is
-    unchanged since it was stored (SHA-256) is not embedded again, and each batch is committed:
-    an interrupted run resumes where it stopped. A collection keeps the route, model and
-    dimensions it was embedded with; asking for others is an error. Progress is shown on a
-    terminal; a summary line goes to stderr.
+    Rows come from FILE (CSV or TSV with a header, or without one given `--no-header`; a JSON
+    array of objects, or JSON lines): the `id` and `content` columns (keys), else the first
+    column is the id and the others, joined by a space, the content. Or from `--files DIR
+    GLOB`: one row per file. A row whose content is unchanged since it was stored (SHA-256) is
+    not embedded again, and each batch is committed: an interrupted run resumes where it
+    stopped. A collection keeps the route, model and dimensions it was embedded with; asking
+    for others is an error. Progress is shown on a terminal; a summary line goes to stderr.
 
     Exit codes: 0 done; 1 the provider failed (the batches before are kept); 2 bad input (a
     missing or malformed file, an id given twice), config error, NO_ADAPTER, UNSUPPORTED, or a

@@ -34,6 +34,7 @@ from typing import Final, NamedTuple
 
 import platformdirs
 
+from harness_core.cli._text import undecoded
 from harness_core.outfile import private_file
 
 __all__ = [
@@ -185,7 +186,15 @@ class Store:
         return [row[0] for row in self._conn.execute("SELECT name FROM collections ORDER BY name")]
 
     def collection(self, name: str) -> Collection | None:
-        """The collection ``name``, or ``None`` when the database has none of that name."""
+        """The collection ``name``, or ``None`` when the database has none of that name.
+
+        Raises:
+            CollectionError: ``name`` holds bytes that were not UTF-8 on the command line (PEP 383
+                surrogates: no SQLite text can hold them); the message shows them escaped.
+        """
+        shown = undecoded(name)
+        if shown is not None:
+            raise CollectionError(f"the collection name {shown} is not UTF-8 text")
         row = self._conn.execute(
             "SELECT name, route, model, dimensions, requested FROM collections WHERE name = ?", (name,)
         ).fetchone()
@@ -214,34 +223,50 @@ class Store:
         rows: Iterable[tuple[str, str, bytes, str | None]],
         *,
         new: bool,
-    ) -> None:
+    ) -> Collection:
         """Write one batch of ``(id, content_hash, embedding blob, content or None)`` rows into
         ``collection`` (inserted, or replacing the row of the same id) and commit; with ``new``
-        the collection row is created in the same transaction.
+        the collection row is created in the same transaction, unless another run created it
+        meanwhile with the same route, model and dimensions (then its row is kept: its
+        ``requested`` flag too). Returns the collection as stored.
 
         Raises:
-            CollectionError: the database refused the write (the batch is rolled back).
+            CollectionError: the database refused the write, or another run created the
+                collection meanwhile with another route, model or dimensions (both named); the
+                batch is rolled back.
         """
         now = time.time()
         try:
-            self._write(collection, rows, new=new, now=now)
+            return self._write(collection, rows, new=new, now=now)
         except sqlite3.Error as exc:  # a full disk, a locked or read-only database
             raise CollectionError(f"cannot store collection {collection.name!r} in {self.path}: {exc}") from None
 
     def _write(
         self, collection: Collection, rows: Iterable[tuple[str, str, bytes, str | None]], *, new: bool, now: float
-    ) -> None:
+    ) -> Collection:
         with self._conn:
-            if new:
+            if new:  # another run may have created it since this one looked (two embed-multi at once)
                 self._conn.execute(
-                    "INSERT INTO collections (name, route, model, dimensions, requested) VALUES (?, ?, ?, ?, ?)",
+                    "INSERT INTO collections (name, route, model, dimensions, requested) VALUES (?, ?, ?, ?, ?)"
+                    " ON CONFLICT (name) DO NOTHING",
                     (collection.name, collection.route, collection.model, collection.dimensions, collection.requested),
                 )
+                stored = self.collection(collection.name)
+                assert stored is not None  # inserted, or there already: in this transaction
+                if stored[1:4] != collection[1:4]:
+                    raise CollectionError(
+                        f"collection {collection.name!r} of {self.path} was created meanwhile by another run with "
+                        f"route {stored.route!r}, model {stored.model!r}, {stored.dimensions} dimensions; this run "
+                        f"embedded with route {collection.route!r}, model {collection.model!r}, "
+                        f"{collection.dimensions} dimensions (nothing of this run was stored: use another name)"
+                    )
+                collection = stored
             self._conn.executemany(
                 "INSERT OR REPLACE INTO embeddings (collection, id, content_hash, embedding, content, updated) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 [(collection.name, id_, digest, blob, content, now) for id_, digest, blob, content in rows],
             )
+        return collection
 
     def similar(self, collection: Collection, query: Sequence[float], limit: int) -> list[Match]:
         """The ``limit`` rows of ``collection`` most similar to ``query`` (cosine, best first; ties

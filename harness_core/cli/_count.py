@@ -7,6 +7,7 @@ import msgspec
 from harness_core.cli._common import EXIT_OK, output_failure_code, report_error, warn_start_failures
 from harness_core.cli._render import Renderer
 from harness_core.cli._request import check_provider_options
+from harness_core.errors import LlmError
 from harness_core.loader import LoadedConfig
 from harness_core.types import GenerateOptions
 
@@ -33,6 +34,8 @@ async def count(
             if selected:
                 options = msgspec.structs.replace(options, tools=[item.spec for item in selected])
             counted = await harness.count_tokens(options)
+    except LlmError as exc:  # the same report, cause and hint as a generation's error finish
+        return renderer.report(exc)
     except Exception as exc:  # groups are unwrapped when reported
         return report_error(renderer.note, exc, route=renderer.route, source=renderer.source, verbose=verbose)
     out = renderer.out

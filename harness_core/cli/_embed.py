@@ -22,9 +22,10 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import itertools
 import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
@@ -46,7 +47,7 @@ from harness_core.cli._common import (
     output_failure_code,
     report_error,
 )
-from harness_core.cli._text import UNDECODABLE_WARNING, clean_argument, for_terminal, read_stdin
+from harness_core.cli._text import UNDECODABLE_WARNING, clean_argument, for_terminal, read_stdin, undecoded
 from harness_core.embedding import Embeddings, InputType
 from harness_core.loader import LoadedConfig
 
@@ -200,14 +201,25 @@ async def _embed(harness: Harness, request: _Request, inputs: list[str]) -> Embe
 # ------------------------------------------------------------------ reading rows
 
 
-def read_rows(file: str | None, files: Sequence[tuple[str, str]], fmt: str | None) -> list[Row]:
+def read_rows(
+    file: str | None,
+    files: Sequence[tuple[str, str]],
+    fmt: str | None,
+    *,
+    header: bool = True,
+    warn: Callable[[str], None] | None = None,
+) -> list[Row]:
     """The rows of ``embed-multi``: from ``file`` (CSV/TSV with a header, a JSON array of objects,
     or JSON lines; ``fmt`` or the file's suffix says which) or from ``files`` (``(DIR, GLOB)``
     pairs: each matching file is a row, its id the path relative to DIR, its content the text).
 
     A CSV/TSV takes the columns ``id`` and ``content`` when the header names them; else the first
     column is the id and the other columns, joined by a space, the content (``llm embed-multi``'s
-    rule). A JSON object likewise, by its keys. Ids that are numbers become text.
+    rule). ``header=False``: the CSV/TSV has no header row, its first line is data (the first
+    column the id, the others the content); a header naming neither ``id`` nor ``content`` is
+    taken as one all the same, and ``warn`` (when given) is told so, for the user to pass
+    ``--no-header`` if it was data. A JSON object likewise, by its keys. Ids that are numbers
+    become text.
 
     Raises:
         InputError: no source or two of them, a file that cannot be read or is not UTF-8, a
@@ -215,7 +227,7 @@ def read_rows(file: str | None, files: Sequence[tuple[str, str]], fmt: str | Non
     """
     if (file is None) == (not files):
         raise InputError("give one source: FILE (.csv, .tsv, .json, .jsonl) or --files DIR GLOB")
-    rows = _read_file(file, fmt) if file is not None else _read_files(files)
+    rows = _read_file(file, fmt, header, warn) if file is not None else _read_files(files)
     seen: dict[str, int] = {}
     for number, row in enumerate(rows, 1):
         first = seen.setdefault(row.id, number)
@@ -224,7 +236,7 @@ def read_rows(file: str | None, files: Sequence[tuple[str, str]], fmt: str | Non
     return rows
 
 
-def _read_file(file: str, fmt: str | None) -> list[Row]:
+def _read_file(file: str, fmt: str | None, header: bool, warn: Callable[[str], None] | None) -> list[Row]:
     path = Path(file)
     if fmt is None:
         fmt = _SUFFIXES.get(path.suffix.lower())
@@ -234,7 +246,7 @@ def _read_file(file: str, fmt: str | None) -> list[Row]:
             )
     text = _read_text(path, "utf-8-sig")
     if fmt in ("csv", "tsv"):
-        return _read_csv(file, text, "," if fmt == "csv" else "\t")
+        return _read_csv(file, text, "," if fmt == "csv" else "\t", header, warn)
     if fmt == "json":
         try:
             items = msgspec.json.decode(text)
@@ -269,13 +281,18 @@ def _read_text(path: Path, encoding: str) -> str:
         raise InputError(f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
 
 
-def _read_csv(file: str, text: str, delimiter: str) -> list[Row]:
+def _read_csv(file: str, text: str, delimiter: str, has_header: bool, warn: Callable[[str], None] | None) -> list[Row]:
     csv.field_size_limit(_FIELD_LIMIT)  # a document is often longer than the module's 128 KiB default
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)  # as csv wants
     try:
         header = next(reader, None)
         if header is None:
             return []
+        lines: Iterable[list[str]] = reader
+        if not has_header:  # the first line is data: the id its first column, the content the others
+            lines, header = itertools.chain([header], reader), [""] * len(header)
+            if len(header) < 2:
+                raise InputError(f"{file}:1: a row of at least two columns is needed (id, content), got {len(header)}")
         if "id" in header and "content" in header:
             id_at, content_at = header.index("id"), [header.index("content")]
         elif len(header) < 2:
@@ -283,13 +300,16 @@ def _read_csv(file: str, text: str, delimiter: str) -> list[Row]:
         else:
             id_at = header.index("id") if "id" in header else 0
             content_at = [i for i in range(len(header)) if i != id_at]
+            if has_header and "id" not in header and "content" not in header and warn is not None:
+                warn(f"{file}:1 is taken as the header ({', '.join(header)}): pass --no-header if it is a row")
         rows = []
-        for values in reader:
+        for values in lines:
             line = reader.line_num
             if not values:
                 continue
             if len(values) != len(header):
-                raise InputError(f"{file}:{line}: {len(values)} columns, the header has {len(header)}")
+                first = "the header" if has_header else "the first row"
+                raise InputError(f"{file}:{line}: {len(values)} columns, {first} has {len(header)}")
             rows.append(Row(values[id_at], " ".join(values[i] for i in content_at)))
         return rows
     except csv.Error as exc:
@@ -342,6 +362,9 @@ def _read_files(files: Sequence[tuple[str, str]]) -> list[Row]:
             raise InputError(f"--files: no file under {folder} matches {pattern!r}")
         for path in matched:
             name = path.relative_to(base).as_posix()
+            shown = undecoded(str(path))  # the id must be text SQLite and a provider can take
+            if shown is not None:
+                raise InputError(f"--files: the file name {shown} is not UTF-8: rename it (nothing was embedded)")
             rows.append(Row(name, _read_text(path, "utf-8")))
     return rows
 
@@ -359,6 +382,7 @@ def embed_multi(
     model: str | None,
     dimensions: int | None,
     batch_size: int,
+    header: bool = True,
     store: bool,
     database: str | None,
     config: str | None,
@@ -376,7 +400,7 @@ def embed_multi(
     if loaded is None:
         return EXIT_USAGE
     try:
-        rows = read_rows(file, files, fmt)
+        rows = read_rows(file, files, fmt, header=header, warn=lambda text: err.write(f"warning: {text}\n"))
     except InputError as exc:
         err.write(f"error: {exc}\n")
         return EXIT_USAGE
@@ -607,7 +631,7 @@ class _Job:
                 f"route {found.route!r} returned vectors of {result.dimensions} dimensions, collection "
                 f"{self.name!r} holds {found.dimensions}"
             )
-        self.db.store(
+        self.collection = self.db.store(
             found,
             [
                 (row.id, digest, to_blob(vector), row.content if self.store else None)
@@ -615,7 +639,6 @@ class _Job:
             ],
             new=new,
         )
-        self.collection = found
         self.embedded += len(batch)
         if self.tokens is not None:
             self.tokens = (

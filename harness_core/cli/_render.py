@@ -158,6 +158,23 @@ class Renderer:
             self.out.write(first_code_block(text) if self.extract else text)
             self.out.end_line()
 
+    def report(self, error: LlmError) -> int:
+        """Report ``error`` on stderr as the command's failure and return the exit code: the
+        command line's mistake first when :attr:`hints` explains it (exit 2), else the error
+        described with its route, then a hint line when there is one (exit 2), else
+        :func:`exit_code_for` its code."""
+        described = describe_error(error, route=self.route, source=self.source)
+        cause = self.hints.cause(error) if self.hints is not None else None
+        if cause is not None:  # what to do first, then what the provider said
+            self.note(f"error: {cause}; the provider's answer: {described}")
+            return EXIT_USAGE
+        self.note(f"error: {described}")
+        hint = self.hints.for_error(error) if self.hints is not None else None
+        if hint is not None:
+            self.note(f"  {hint}")
+            return EXIT_USAGE
+        return exit_code_for(error.code)
+
     def end(self) -> int:
         """Print the held text, the summary, and return the exit code for the finish seen."""
         self.release_text()
@@ -170,18 +187,7 @@ class Renderer:
             if failure is None:
                 self.note("error: unknown failure")
                 return EXIT_ERROR
-            error = LlmError.from_failure(failure)
-            described = describe_error(error, route=self.route, source=self.source)
-            cause = self.hints.cause(error) if self.hints is not None else None
-            if cause is not None:  # what to do first, then what the provider said
-                self.note(f"error: {cause}; the provider's answer: {described}")
-                return EXIT_USAGE
-            self.note(f"error: {described}")
-            hint = self.hints.for_error(error) if self.hints is not None else None
-            if hint is not None:
-                self.note(f"  {hint}")
-                return EXIT_USAGE
-            return exit_code_for(error.code)
+            return self.report(LlmError.from_failure(failure))
         if finish.kind == "aborted":
             self.note(f"aborted: {failure.message if failure is not None else 'aborted'}")
             return EXIT_ABORTED

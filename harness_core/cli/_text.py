@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import BinaryIO, Final, TextIO
 
-__all__ = ["UNDECODABLE_WARNING", "clean_argument", "for_terminal", "read_stdin"]
+__all__ = ["UNDECODABLE_WARNING", "clean_argument", "for_terminal", "read_stdin", "undecoded"]
 
 UNDECODABLE_WARNING: Final = (
     "warning: the input is not valid UTF-8: each undecodable byte was replaced with U+FFFD (\N{REPLACEMENT CHARACTER})"
@@ -38,6 +38,16 @@ def clean_argument(text: str) -> tuple[str, bool]:
         return text, False
     raw = text.encode("utf-8", "surrogateescape")
     return raw.decode("utf-8", "replace"), True
+
+
+def undecoded(text: str) -> str | None:
+    """``text`` from ``sys.argv`` or a file name with each byte that was not UTF-8 (PEP 383
+    surrogates) shown as a ``\\xNN`` escape, when it holds any; else ``None`` (it is text every
+    encoder takes). For a name that must stay exact (a collection, a row id), where
+    :func:`clean_argument`'s U+FFFD would make another name."""
+    if not _SURROGATES.search(text):
+        return None
+    return text.encode("utf-8", "surrogateescape").decode("ascii", "backslashreplace")
 
 
 def _decode(raw: bytes) -> tuple[str, bool]:

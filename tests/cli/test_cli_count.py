@@ -3,9 +3,14 @@ the route's provider; nothing generated, nothing logged (issue 23)."""
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
+
+import pytest
 
 Harness = Callable[..., "subprocess.CompletedProcess[str]"]
 Config = Callable[[str], str]
@@ -56,3 +61,36 @@ def test_count_with_tools_selects_them_as_run_does(harness: Harness) -> None:
     assert missing.returncode == 2
     assert "no_such_tool" in missing.stderr
     assert missing.stdout == ""
+
+
+def test_count_reports_an_unknown_route_as_run_does_with_its_hint(harness: Harness) -> None:
+    counted = harness("run", "--count-tokens", "-p", "nowhere", "hi")
+    generated = harness("run", "-p", "nowhere", "hi")
+    assert counted.returncode == generated.returncode == 2
+    assert counted.stdout == ""
+    assert counted.stderr == generated.stderr  # the error line, then the no-plugins.yaml hint
+    first, hint = counted.stderr.splitlines()
+    assert first == "error: NO_ADAPTER: no adapter serves route 'nowhere'; known routes: 'mock'"
+    assert hint.startswith("  no plugins.yaml was found, so the built-in default (the mock plugin) is in use; ")
+
+
+def test_count_reports_a_fault_that_is_no_llm_error_as_a_plugin_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness_core.cli._app import cli
+    from harness_core.runtime import Harness as Runtime
+
+    async def broken(self: Runtime, options: object) -> int:
+        raise RuntimeError("counter broke")
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HARNESS_CONFIG", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setattr(Runtime, "count_tokens", broken)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))  # nothing piped
+    with pytest.raises(SystemExit) as exited:
+        cli.main(args=["run", "--count-tokens", "hi"], prog_name="harness")
+    assert exited.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == "error: RuntimeError: counter broke (a plugin failed; run with -v for the traceback)\n"

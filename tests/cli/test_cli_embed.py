@@ -9,6 +9,7 @@ import io
 import json
 import logging
 import math
+import os
 import sqlite3
 import sys
 from array import array
@@ -248,6 +249,27 @@ def test_embed_multi_from_csv_stores_hashes_and_float32_vectors(harness: Run, tm
     assert again.err == "collection 'docs': 0 embedded, 3 unchanged (route 'mock', model 'hash', 8 dimensions)\n"
 
 
+def test_embed_multi_no_header_keeps_the_first_line_as_a_row(harness: Run, tmp_path: Path) -> None:
+    (tmp_path / "in.tsv").write_text("a\tthe cat sat\nb\tdogs bark\n")
+    database = tmp_path / "db.sqlite"
+    result = harness("embed-multi", "docs", "in.tsv", "--no-header", "-d", str(database))
+    assert result.code == 0, result.err
+    assert result.err.startswith("collection 'docs': 2 embedded, 0 unchanged")
+    assert sorted(rows(database)) == ["a", "b"]
+
+
+def test_embed_multi_warns_when_a_header_names_neither_id_nor_content(harness: Run, tmp_path: Path) -> None:
+    (tmp_path / "in.csv").write_text("a,the cat sat\nb,dogs bark\n")
+    database = tmp_path / "db.sqlite"
+    result = harness("embed-multi", "docs", "in.csv", "-d", str(database))
+    assert result.code == 0, result.err
+    assert result.err.startswith(
+        "warning: in.csv:1 is taken as the header (a, the cat sat): pass --no-header if it is a row\n"
+        "collection 'docs': 1 embedded"
+    )
+    assert sorted(rows(database)) == ["b"]
+
+
 def test_embed_multi_default_database_is_in_the_user_data_dir(harness: Run, tmp_path: Path) -> None:
     import platformdirs
 
@@ -414,6 +436,13 @@ def test_embed_multi_refuses_vectors_of_another_size(
             "error: in.csv:1: a header of at least two columns is needed (id, content), got ['only']\n",
         ),
         ("in.csv", "", (), "error: no rows to embed\n"),
+        (
+            "in.csv",
+            "only\n",
+            ("--no-header",),
+            "error: in.csv:1: a row of at least two columns is needed (id, content), got 1\n",
+        ),
+        ("in.csv", "a,b\nc,d,e\n", ("--no-header",), "error: in.csv:2: 3 columns, the first row has 2\n"),
         ("in.csv", "id,content\na,x\na,y\n", (), "error: id 'a' is given twice (rows 1 and 2)\n"),
         (
             "in.csv",
@@ -664,8 +693,24 @@ def test_collection_store_and_cosine(tmp_path: Path) -> None:
         assert from_blob(bytes(array("f", [3.0, 4.0]))).tolist() == [3.0, 4.0]
         with pytest.raises(CollectionError, match=r"no collection 'y' in .* \(collections: 'x'\)"):
             store.require("y")
-        with pytest.raises(CollectionError, match=r"cannot store collection 'x' in .*: UNIQUE constraint failed"):
-            store.store(found, [], new=True)  # the collection exists: the database refuses a second one
+        # another run created it meanwhile (both looked before either stored): the same route,
+        # model and dimensions join it, keeping its row; others are refused, nothing stored
+        other = Store(tmp_path / "new" / "db.sqlite", create=True)
+        try:
+            joined = other.store(found._replace(requested=True), [("b", "h", bytes(8), None)], new=True)
+            assert joined == found  # the stored row wins, its requested flag too
+            with pytest.raises(
+                CollectionError,
+                match=r"collection 'x' of .* was created meanwhile by another run with route 'r', model None, "
+                r"2 dimensions; this run embedded with route 'r', model None, 3 dimensions",
+            ):
+                other.store(found._replace(dimensions=3), [("c", "h", bytes(12), None)], new=True)
+            assert sorted(other.hashes("x")) == ["a", "b"]
+        finally:
+            other.close()
+        store._conn.execute("DROP TABLE embeddings")  # a database that refuses the write
+        with pytest.raises(CollectionError, match=r"cannot store collection 'x' in .*: no such table: embeddings"):
+            store.store(found, [("a", "h", bytes(8), None)], new=False)
     finally:
         store.close()
     assert (tmp_path / "new").stat().st_mode & 0o777 == 0o700
@@ -828,3 +873,20 @@ def test_a_collection_embedded_through_a_balance_pool_keeps_the_pool(
     with sqlite3.connect(database) as conn:
         assert conn.execute("SELECT route FROM collections WHERE name = 'pc'").fetchall() == [("ep",)]
     conn.close()
+
+
+def test_names_that_are_not_utf8_are_refused_naming_the_bytes(harness: Run, tmp_path: Path) -> None:
+    (tmp_path / "in.csv").write_text("id,content\na,one\n")
+    database = str(tmp_path / "db.sqlite")
+    for args in (("embed-multi", "d\udcffx", "in.csv"), ("similar", "d\udcffx", "one")):
+        result = harness(*args, "-d", database)
+        assert (result.code, result.err) == (2, "error: the collection name d\\xffx is not UTF-8 text\n")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "fine.md").write_text("kept")
+    (tmp_path / os.fsdecode(b"notes/n\xffm.md")).write_text("named in Latin-1")
+    result = harness("embed-multi", "docs", "--files", "notes", "*.md", "-d", database)
+    assert result.code == 2
+    assert (
+        result.err == "error: --files: the file name notes/n\\xffm.md is not UTF-8: rename it (nothing was embedded)\n"
+    )
+    assert rows(Path(database)) == {}

@@ -15,7 +15,7 @@ import pytest
 
 from harness_core.cli._common import Sink
 from harness_core.cli._run import Renderer, read_prompt
-from harness_core.cli._text import UNDECODABLE_WARNING, clean_argument, for_terminal, read_stdin
+from harness_core.cli._text import UNDECODABLE_WARNING, clean_argument, for_terminal, read_stdin, undecoded
 from harness_core.types import BlockEnd, BlockStart, TextBlock, TextDelta, ToolCallBlock
 
 Harness = Callable[..., "subprocess.CompletedProcess[str]"]
@@ -185,6 +185,8 @@ def test_clean_argument_and_read_stdin_units() -> None:
             return "x\udcff"
 
     assert read_stdin(TextOnly()) == ("x\ufffd", True)  # type: ignore[arg-type]
+    assert undecoded("plain é") is None
+    assert undecoded(os.fsdecode(b"n\xffm\xfe")) == "n\\xffm\\xfe"
 
 
 # ------------------------------------------------------------------ terminal output
