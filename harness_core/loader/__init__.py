@@ -47,7 +47,7 @@ from harness_core.config import (
     substitute_env,
 )
 from harness_core.entrypoints import EntryPoint, entry_points
-from harness_core.plugininfo import Defaults, LoadedPlugin, PluginFailure
+from harness_core.plugininfo import Defaults, LoadedPlugin, PluginFailure, stopping_failures
 from harness_core.secret import MASK, ConnectionString, Redactor, Secret, connection_secrets, secret_problem, secrets_of
 
 __all__ = [
@@ -207,9 +207,7 @@ class LoadedConfig(msgspec.Struct, kw_only=True):
                 plugin; the message is redacted, as every failure message is).
         """
         problems = []
-        for failure in self.failures:
-            if not failure.is_middleware:
-                continue
+        for failure in stopping_failures(self.failures):
             named, text = f"plugin {failure.key!r}", failure.message
             if not text.startswith(named):  # the runtime's messages do not name the plugin
                 text = f"{named} failed at {failure.stage}: {text}"
