@@ -19,7 +19,7 @@ from harness_core.abort import DEFAULT_ABORT_REASON
 from harness_core.assembler import BlockAssembler
 from harness_core.closing import DEFAULT_CLOSE_BOUND, aclose_all
 from harness_core.errors import ErrorCode, LlmError
-from harness_core.plugininfo import PluginFailure
+from harness_core.plugininfo import PluginFailure, adapter_failures
 from harness_core.record import StreamRecord
 from harness_core.registry import RouteRegistry
 from harness_core.secret import ChunkScrubber, Redactor
@@ -119,7 +119,7 @@ class AdapterBoundary:
             text = f"no route given (options.provider) and no default provider configured; known routes: {known}"
         else:
             text = f"no adapter serves route {route!r}; known routes: {known}"
-        failed = [f for f in self._failures if not f.is_middleware]
+        failed = adapter_failures(self._failures)
         owners = [f for f in failed if route is not None and f.routes is not None and route in f.routes]
         if owners:  # the plugin that would serve it is known: say only why it cannot
             code: ErrorCode = "CONFIG" if owners[0].stage == "config" else "NO_ADAPTER"

@@ -1,12 +1,15 @@
-"""Plain records shared by the loader and the runtime: what was loaded, what failed, defaults."""
+"""Plain records shared by the loader and the runtime: what was loaded, what failed, defaults; and
+the start policy (docs/loader.md): which failures stop a start (:func:`stopping_failures`) and
+which only make their routes unavailable (:func:`adapter_failures`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Literal
 
 import msgspec
 
-__all__ = ["REPORTED", "Defaults", "LoadedPlugin", "PluginFailure"]
+__all__ = ["REPORTED", "Defaults", "LoadedPlugin", "PluginFailure", "adapter_failures", "stopping_failures"]
 
 REPORTED = "harness_reported"
 """Attribute set on a log record whose failure is also a :class:`PluginFailure` the caller shows
@@ -52,3 +55,23 @@ class PluginFailure(msgspec.Struct, frozen=True, kw_only=True):
     stage: Literal["import", "config", "init", "register"]
     is_middleware: bool
     routes: list[str] | None = None
+
+
+def stopping_failures(failures: Iterable[PluginFailure]) -> list[PluginFailure]:
+    """The failures in ``failures`` (in order) that stop a start: the one owner of "a failed
+    middleware stops the start" (docs/loader.md failure policy).
+
+    A failure stops when its plugin fails closed (:attr:`PluginFailure.is_middleware`: a
+    middleware, a plugin that serves no adapter such as the gateway's entry, a plugin that could
+    not be imported or implements an unknown hook): running without it would drop a policy. Applied
+    to a load by :meth:`LoadedConfig.require_complete <harness_core.loader.LoadedConfig.require_complete>`
+    (raises :class:`~harness_core.config.ConfigError`) and to a start by the runtime (``async with
+    Harness``: raises :class:`~harness_core.errors.LlmError` ``CONFIG``)."""
+    return [failure for failure in failures if failure.is_middleware]
+
+
+def adapter_failures(failures: Iterable[PluginFailure]) -> list[PluginFailure]:
+    """The failures in ``failures`` (in order) that do not stop a start (the complement of
+    :func:`stopping_failures`): adapter plugins, whose routes are unavailable (``NO_ADAPTER``
+    naming the failure) while the other routes work."""
+    return [failure for failure in failures if not failure.is_middleware]

@@ -40,7 +40,7 @@ from harness_core.embedding import EmbedBoundary, EmbedChain, EmbeddingAdapter, 
 from harness_core.errors import LlmError
 from harness_core.fields import FieldTarget
 from harness_core.hookspecs import PROJECT_NAME, HarnessSpec
-from harness_core.plugininfo import REPORTED, Defaults, LoadedPlugin, PluginFailure
+from harness_core.plugininfo import REPORTED, Defaults, LoadedPlugin, PluginFailure, stopping_failures
 from harness_core.record import StreamRecord, open_embed_record, open_record
 from harness_core.registry import Registration, RouteRegistry
 from harness_core.secret import RedactFilter, Redactor, secrets_of
@@ -404,9 +404,9 @@ class Harness:
                     self._tools.remove_owner(plugin.key)
                     broken.append(self._fail(plugin, exc, plugin.key in middleware_keys))
                     break
-        failed_middleware = [f for f in broken if f.is_middleware]
-        if failed_middleware:
-            raise LlmError("CONFIG", f"middleware plugins failed to start: {_failure_lines(failed_middleware)}")
+        stopping = stopping_failures(broken)  # the start policy's one owner (docs/loader.md)
+        if stopping:
+            raise LlmError("CONFIG", f"middleware plugins failed to start: {_failure_lines(stopping)}")
         keys = [p.key for p in self._plugins]
         middleware = order_middleware(pm.hook.llm_stream.get_hookimpls(), keys)
         call_impls = pm.hook.llm_tool_call.get_hookimpls()

@@ -14,7 +14,7 @@ from harness_core.cli._logging import redact_logs
 from harness_core.config import ConfigError
 from harness_core.errors import LlmError
 from harness_core.loader import LoadedConfig, load_config
-from harness_core.plugininfo import PluginFailure
+from harness_core.plugininfo import PluginFailure, adapter_failures
 
 __all__ = [
     "ABORT_SIGNALS",
@@ -263,6 +263,6 @@ def warn_start_failures(
     """Write (``note``) one ``warning:`` line per adapter plugin in ``failures`` (the started
     harness's) that is not in ``known`` (reported before the start): its routes are unavailable,
     the others work. A middleware that fails stops the start instead (an error)."""
-    for failure in failures:
-        if not failure.is_middleware and failure not in known:
+    for failure in adapter_failures(failures):
+        if failure not in known:
             note(f"warning: plugin {failure.key!r} failed to start: {failure.message}; its routes are unavailable")

@@ -21,7 +21,7 @@ from harness_core.cli._common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, Sink, load
 from harness_core.config import ConfigProblem
 from harness_core.errors import LlmError
 from harness_core.loader import LoadedConfig, PluginEntry, inspect_config
-from harness_core.plugininfo import PluginFailure
+from harness_core.plugininfo import PluginFailure, adapter_failures
 from harness_core.secret import redacted_logging
 from harness_core.types import ModelInfo
 
@@ -390,7 +390,7 @@ async def _models(loaded: LoadedConfig, route: str | None) -> _Listing:
             models.extend(listed)
         if route is None:  # the routes of adapters that failed to start are in no listing: say so
             # (a middleware that failed stops the start before this: fail closed)
-            for failure in [f for f in harness.failures if not f.is_middleware]:
+            for failure in adapter_failures(harness.failures):
                 owned = ", ".join(repr(name) for name in failure.routes or [])
                 problems.append(f"route {owned}: {_failure_line(failure)}" if owned else _failure_line(failure))
         for name in [route] if route in embedders else sorted(embedders) if route is None else []:

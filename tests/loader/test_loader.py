@@ -169,10 +169,11 @@ def test_a_typo_suggests_the_closest_installed_plugins(fake_plugins: Path, write
 def test_an_exact_first_party_name_that_is_not_installed_gets_its_pip_line(
     fake_plugins: Path, write_config: Write, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import harness_core.loader as loader
+    import harness_core.loader.load as load  # the step that lists the installed plugins for a load
+    from harness_core.loader import installed_plugins
 
-    installed = {name: ep for name, ep in loader.installed_plugins().items() if name not in ("gemini", "trace")}
-    monkeypatch.setattr(loader, "installed_plugins", lambda: installed)
+    installed = {name: ep for name, ep in installed_plugins().items() if name not in ("gemini", "trace")}
+    monkeypatch.setattr(load, "installed_plugins", lambda: installed)
     problems = problems_of(write_config("plugins:\n  gemini: {}\n  Trace: {}\n  gemni: {}\n"))
     gemini, trace, gemni = (message for *_, message in problems)
     assert gemini.endswith(
@@ -563,9 +564,9 @@ def test_disabled_plugins_are_never_imported(tmp_path: Path) -> None:
 
 def test_msgspec_hides_mapping_keys_and_the_path_says_so() -> None:
     from harness_core.config import format_path
-    from harness_core.loader import _split_msgspec_error
+    from harness_core.loader.convert import split_msgspec_error
 
-    message, path = _split_msgspec_error("Expected `float` >= 0.0 - at `$.prices[...].input`")
+    message, path = split_msgspec_error("Expected `float` >= 0.0 - at `$.prices[...].input`")
     assert (message, path) == ("Expected `float` >= 0.0", ("prices", "<key>", "input"))
     assert format_path(path) == "prices.<key>.input"
 
@@ -575,15 +576,15 @@ def test_nested_struct_types_are_found_through_optional_and_annotated() -> None:
 
     import msgspec
 
-    from harness_core.loader import _struct_of, _struct_values_of
+    from harness_core.loader.convert import struct_of, struct_values_of
 
     class Inner(msgspec.Struct):
         a: int = 0
 
-    assert _struct_of(Inner) is Inner
-    assert _struct_of(Annotated[Inner | None, "x"]) is Inner
-    assert _struct_of(Inner | int) is None  # a real union: converted whole
-    assert _struct_of(int) is None
-    assert _struct_values_of(dict[str, Inner]) is Inner
-    assert _struct_values_of(dict[str, str]) is None
-    assert _struct_values_of(list[Inner]) is None
+    assert struct_of(Inner) is Inner
+    assert struct_of(Annotated[Inner | None, "x"]) is Inner
+    assert struct_of(Inner | int) is None  # a real union: converted whole
+    assert struct_of(int) is None
+    assert struct_values_of(dict[str, Inner]) is Inner
+    assert struct_values_of(dict[str, str]) is None
+    assert struct_values_of(list[Inner]) is None

@@ -9,14 +9,15 @@ import sys
 from pathlib import Path
 
 from harness_core.config import parse_yaml
-from harness_core.loader import BUILTIN_DEFAULT, BUILTIN_SOURCE, _builtin_document
+from harness_core.loader import BUILTIN_DEFAULT, BUILTIN_SOURCE
+from harness_core.loader.find import builtin_document
 
 FAKE_PLUGINS = Path(__file__).parent / "fakeplugins"
 
 
 def test_the_builtin_document_is_what_parsing_the_builtin_default_gives() -> None:
-    assert _builtin_document() == parse_yaml(BUILTIN_DEFAULT, source=BUILTIN_SOURCE)
-    first, second = _builtin_document()[0], _builtin_document()[0]
+    assert builtin_document() == parse_yaml(BUILTIN_DEFAULT, source=BUILTIN_SOURCE)
+    first, second = builtin_document()[0], builtin_document()[0]
     first["plugins"]["mock"]["changed"] = True  # every call builds it anew
     assert second == {"plugins": {"mock": {}}, "defaults": {"provider": "mock", "model": "echo"}}
 
