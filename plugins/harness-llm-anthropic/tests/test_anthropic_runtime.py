@@ -4,12 +4,30 @@ docs/stream-obligations.md#9-replay-state; runtime: docs/runtime.md)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
-from anthropic_wire_fixtures import INBAND_ERROR_BODY, MODEL, SIGNATURE, THINKING_TOOL_BODY, make_config, text_body
+from anthropic_wire_fixtures import (
+    INBAND_ERROR_BODY,
+    MESSAGE_STOP,
+    MODEL,
+    REDACTED,
+    SIGNATURE,
+    THINKING_TOOL_BODY,
+    block_start,
+    block_stop,
+    delta,
+    make_config,
+    message_delta,
+    message_start,
+    sse,
+    text_body,
+    text_delta,
+)
 
+from harness_core.conversation import Conversation
 from harness_core.errors import LlmError
 from harness_core.runtime import Harness
 from harness_core.testing.server import Reply, ScriptedServer
@@ -81,3 +99,47 @@ async def test_inband_error_becomes_the_raised_error_of_generate(server: Scripte
         with pytest.raises(LlmError) as info:
             await harness.generate(GenerateOptions(provider="anthropic", model=MODEL, messages=[Message.user("x")]))
     assert info.value.code == "OVERLOADED"
+
+
+SIGNED_AND_REDACTED_BODY = sse(
+    [
+        message_start(),
+        block_start(0, {"type": "redacted_thinking", "data": REDACTED}),
+        block_stop(0),
+        block_start(1, {"type": "thinking", "thinking": "", "signature": ""}),
+        delta(1, {"type": "thinking_delta", "thinking": "Let me think."}),
+        delta(1, {"type": "signature_delta", "signature": SIGNATURE}),
+        block_stop(1),
+        block_start(2, {"type": "text", "text": ""}),
+        text_delta(2, "Hi."),
+        block_stop(2),
+        message_delta("end_turn"),
+        MESSAGE_STOP,
+    ]
+)
+
+
+async def test_a_conversation_sends_signed_and_redacted_thinking_back_unchanged_after_save_and_load(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    server.add(Reply(reads=[SIGNED_AND_REDACTED_BODY]), Reply(reads=[text_body("Again.")]))
+    async with Harness([("anthropic", AnthropicPlugin(make_config(server)))]) as harness:
+        chat = Conversation(harness, provider="anthropic", model=MODEL)
+        assert (await chat.send("hi")).text == "Hi."
+        assert chat.messages[1].content[:2] == [
+            ReasoningBlock("", signed=True, signature=ReasoningSignature("anthropic", MODEL, REDACTED, redacted=True)),
+            ReasoningBlock("Let me think.", signed=True, signature=ReasoningSignature("anthropic", MODEL, SIGNATURE)),
+        ]
+        chat.save(tmp_path / "chat.json")
+        loaded = Conversation.load(tmp_path / "chat.json", harness)
+        assert loaded.messages == chat.messages
+        assert (await loaded.send("more")).text == "Again."
+    raw = server.requests[1].body
+    assert isinstance(raw, bytes)
+    assert f'"signature":"{SIGNATURE}"'.encode() in raw  # byte-exact
+    assert f'"data":"{REDACTED}"'.encode() in raw
+    assert json.loads(raw)["messages"][1]["content"] == [
+        {"type": "redacted_thinking", "data": REDACTED},
+        {"type": "thinking", "thinking": "Let me think.", "signature": SIGNATURE},
+        {"type": "text", "text": "Hi."},
+    ]
