@@ -502,8 +502,9 @@ class Harness:
 
         Defaults fill ``provider``/``model`` when ``None`` (then the route adapter's
         :attr:`~harness_core.adapter.LlmAdapter.default_model`); history messages whose ``source`` is
-        not the plugin owning the target route lose their ``replay_state`` before the chain sees
-        them. Provider failures never raise here: they arrive as ``finish{error}``.
+        not the plugin owning the target route lose their ``replay_state``, and reasoning blocks a
+        signature made by another provider or model, before the chain sees them
+        (:func:`strip_replay`). Provider failures never raise here: they arrive as ``finish{error}``.
 
         Raises:
             RuntimeError: the harness is not running.
@@ -665,8 +666,8 @@ class Harness:
     async def count_tokens(self, options: GenerateOptions) -> int:
         """The input tokens ``options`` would take on its route, counted by the provider
         (:meth:`LlmAdapter.count_tokens`); defaults fill ``provider``/``model`` and foreign
-        ``replay_state`` is dropped as for :meth:`stream`. No middleware runs: nothing is
-        generated, logged or billed.
+        ``replay_state`` and signatures are dropped as for :meth:`stream`. No middleware runs:
+        nothing is generated, logged or billed.
 
         Raises:
             LlmError: ``NO_ADAPTER`` for an unknown route; ``UNSUPPORTED`` when the adapter cannot

@@ -320,9 +320,10 @@ class Message(msgspec.Struct, frozen=True, omit_defaults=True):
     Assistant messages produced by harness also record ``route`` and ``model`` (the route and
     model that produced them, after any fallback), ``source`` (the plugins.yaml key of the
     plugin instance owning that route, e.g. ``"openai:work"``) and ``replay_state``
-    (provider-native state such as thinking signatures, opaque JSON). The runtime hands
+    (provider-native state such as response ids, opaque JSON). The runtime hands
     ``replay_state`` back to an adapter only when the target route is owned by that same
-    ``source`` (docs/stream-obligations.md#9-replay-state).
+    ``source`` (docs/stream-obligations.md#9-replay-state); thinking signatures have their own
+    typed place on the blocks (:class:`ReasoningSignature`).
     """
 
     role: Role

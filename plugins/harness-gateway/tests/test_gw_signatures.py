@@ -20,7 +20,7 @@ CLAUDE = "  anthropic:claude: {{base_url: '{}', api_key: dummy-key, routes: [cla
 
 def signed_events() -> list[bytes]:
     """A reply of a redacted thinking block, a signed thinking block and a text block."""
-    message = {
+    message: dict[str, Any] = {
         "id": "msg_1",
         "type": "message",
         "role": "assistant",
