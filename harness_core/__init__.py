@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.hookspecs import RegisterTool, RegisterToolSource, hookimpl
     from harness_core.loader import LoadedConfig, find_config, load_config
     from harness_core.outfile import WriteFailureLog, check_output_file, private_dir, private_file, write_in_thread
+    from harness_core.plugininfo import plugin_name
     from harness_core.record import (
         Attempt,
         StreamEnd,
@@ -166,6 +167,7 @@ __all__ = [
     "open_embed_record",
     "open_record",
     "parse_media_type",
+    "plugin_name",
     "private_dir",
     "private_file",
     "record_of",
@@ -269,6 +271,7 @@ _LAZY = {
     "load_config": "harness_core.loader",
     "RegisterTool": "harness_core.hookspecs",
     "RegisterToolSource": "harness_core.hookspecs",
+    "plugin_name": "harness_core.plugininfo",
 }
 
 

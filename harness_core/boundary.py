@@ -19,7 +19,7 @@ from harness_core.abort import DEFAULT_ABORT_REASON
 from harness_core.assembler import BlockAssembler
 from harness_core.closing import DEFAULT_CLOSE_BOUND, aclose_all
 from harness_core.errors import ErrorCode, LlmError
-from harness_core.plugininfo import PluginFailure
+from harness_core.plugininfo import PluginFailure, plugin_name
 from harness_core.record import StreamRecord
 from harness_core.registry import RouteRegistry
 from harness_core.secret import ChunkScrubber, Redactor
@@ -55,7 +55,7 @@ def strip_replay(options: GenerateOptions, owner: str | None) -> GenerateOptions
 
     ``options`` is returned unchanged (same object) when nothing needs stripping.
     """
-    provider = owner.partition(":")[0] if owner is not None else None
+    provider = plugin_name(owner) if owner is not None else None
     model = options.model
     messages = options.messages
     if not any(_foreign(m, owner, provider, model) for m in messages):

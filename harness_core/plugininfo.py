@@ -6,11 +6,17 @@ from typing import Literal
 
 import msgspec
 
-__all__ = ["REPORTED", "Defaults", "LoadedPlugin", "PluginFailure"]
+__all__ = ["REPORTED", "Defaults", "LoadedPlugin", "PluginFailure", "plugin_name"]
 
 REPORTED = "harness_reported"
 """Attribute set on a log record whose failure is also a :class:`PluginFailure` the caller shows
 (the CLI drops such records unless ``-v`` asks for the traceback, so each failure is shown once)."""
+
+
+def plugin_name(key: str) -> str:
+    """The entry-point name of the plugins.yaml key ``key``: the part before ``:``
+    (``"openai:groq"`` → ``"openai"``, ``"mock"`` → ``"mock"``)."""
+    return key.partition(":")[0]
 
 
 class Defaults(msgspec.Struct, frozen=True, kw_only=True):

@@ -38,7 +38,7 @@ from harness_core.closing import aclose_all, raise_collected
 from harness_core.embedding import EmbedBoundary, EmbedChain, EmbeddingAdapter, Embeddings, EmbedOptions
 from harness_core.errors import LlmError
 from harness_core.hookspecs import PROJECT_NAME, HarnessSpec
-from harness_core.plugininfo import REPORTED, Defaults, LoadedPlugin, PluginFailure
+from harness_core.plugininfo import REPORTED, Defaults, LoadedPlugin, PluginFailure, plugin_name
 from harness_core.record import StreamRecord, open_embed_record, open_record
 from harness_core.registry import RouteRegistry
 from harness_core.secret import RedactFilter, Redactor, secrets_of
@@ -222,7 +222,7 @@ class Harness:
         for entry in plugins:
             if not isinstance(entry, LoadedPlugin):
                 key, instance = entry
-                entry = LoadedPlugin(key=key, name=key.partition(":")[0], instance=instance)
+                entry = LoadedPlugin(key=key, name=plugin_name(key), instance=instance)
             if any(p.key == entry.key for p in loaded):
                 raise ValueError(f"plugin key {entry.key!r} is listed twice")
             loaded.append(entry)

@@ -61,6 +61,7 @@ from harness_core import (
     ToolResultBlock,
     ToolSpec,
     Usage,
+    plugin_name,
 )
 from harness_gateway.dialect import Dialect, StreamEncoder
 from harness_gateway.errors import GatewayError, from_failure
@@ -125,7 +126,7 @@ def parse_messages_request(
     """
     body = Body(raw)
     model = body.get("model", str, required=True)
-    provider = target.options_key if target is not None else owner.partition(":")[0] if owner is not None else None
+    provider = target.options_key if target is not None else plugin_name(owner) if owner is not None else None
     messages = [
         _read_message(Body(item, where), provider, upstream_model or model)
         for where, item in body.items("messages", required=True)

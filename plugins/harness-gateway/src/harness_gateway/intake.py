@@ -8,6 +8,7 @@ from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
 
+from harness_core import plugin_name
 from harness_gateway.errors import GatewayError
 from harness_gateway.gateway import Gateway
 from harness_gateway.keys import KeyRecord
@@ -45,7 +46,7 @@ def require_messages(parsed: ParsedRequest, field: str) -> None:
 def route_target(runtime: GatewayRuntime, route: str, owner: str) -> Target:
     """The :class:`~harness_gateway.request.Target` of ``route`` served by plugins.yaml key ``owner``
     (``openai:work`` → options key ``openai``, the entry-point name)."""
-    return Target(route, runtime.harness.route_wire(route), owner.partition(":")[0])
+    return Target(route, runtime.harness.route_wire(route), plugin_name(owner))
 
 
 async def read_body(request: Request, limit: int) -> bytes:
