@@ -58,10 +58,15 @@ def strip_replay(options: GenerateOptions, owner: str | None) -> GenerateOptions
     provider = plugin_name(owner) if owner is not None else None
     model = options.model
     messages = options.messages
-    if not any(_foreign(m, owner, provider, model) for m in messages):
-        return options
-    kept = [_stripped(m, owner, provider, model) if _foreign(m, owner, provider, model) else m for m in messages]
-    return msgspec.structs.replace(options, messages=kept)
+    for position, message in enumerate(messages):  # a plain loop: this runs twice per request
+        if _foreign(message, owner, provider, model):
+            kept = messages[:position]
+            kept += [
+                _stripped(m, owner, provider, model) if _foreign(m, owner, provider, model) else m
+                for m in messages[position:]
+            ]
+            return msgspec.structs.replace(options, messages=kept)
+    return options
 
 
 def _foreign(message: Message, owner: str | None, provider: str | None, model: str | None) -> bool:
@@ -70,10 +75,12 @@ def _foreign(message: Message, owner: str | None, provider: str | None, model: s
         return True
     if message.role != "assistant":
         return False
-    return any(
-        isinstance(block, ReasoningBlock) and block.signature is not None and not block.signature.binds(provider, model)
-        for block in message.content
-    )
+    for block in message.content:
+        if type(block) is ReasoningBlock:
+            signature = block.signature
+            if signature is not None and not signature.binds(provider, model):
+                return True
+    return False
 
 
 def _stripped(message: Message, owner: str | None, provider: str | None, model: str | None) -> Message:
