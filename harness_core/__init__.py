@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.hookspecs import RegisterTool, RegisterToolSource, hookimpl
     from harness_core.loader import LoadedConfig, find_config, load_config
     from harness_core.outfile import WriteFailureLog, check_output_file, private_dir, private_file, write_in_thread
+    from harness_core.plugininfo import plugin_name
     from harness_core.record import (
         Attempt,
         StreamEnd,
@@ -67,6 +68,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
         NamedToolChoice,
         ReasoningBlock,
         ReasoningDelta,
+        ReasoningSignature,
         ResponseFormat,
         StreamChunk,
         TextBlock,
@@ -125,6 +127,7 @@ __all__ = [
     "NamedToolChoice",
     "ReasoningBlock",
     "ReasoningDelta",
+    "ReasoningSignature",
     "RedactFilter",
     "Redactor",
     "RefusedField",
@@ -168,6 +171,7 @@ __all__ = [
     "open_record",
     "parse_media_type",
     "pass_through",
+    "plugin_name",
     "private_dir",
     "private_file",
     "record_of",
@@ -235,6 +239,7 @@ _LAZY = {
     "NamedToolChoice": "harness_core.types",
     "ReasoningBlock": "harness_core.types",
     "ReasoningDelta": "harness_core.types",
+    "ReasoningSignature": "harness_core.types",
     "Reply": "harness_core.conversation",
     "ChunkScrubber": "harness_core.secret",
     "RedactFilter": "harness_core.secret",
@@ -273,6 +278,7 @@ _LAZY = {
     "load_config": "harness_core.loader",
     "RegisterTool": "harness_core.hookspecs",
     "RegisterToolSource": "harness_core.hookspecs",
+    "plugin_name": "harness_core.plugininfo",
 }
 
 

@@ -19,11 +19,11 @@ from harness_core.abort import DEFAULT_ABORT_REASON
 from harness_core.assembler import BlockAssembler
 from harness_core.closing import DEFAULT_CLOSE_BOUND, aclose_all
 from harness_core.errors import ErrorCode, LlmError
-from harness_core.plugininfo import PluginFailure, adapter_failures
+from harness_core.plugininfo import PluginFailure, adapter_failures, plugin_name
 from harness_core.record import StreamRecord
 from harness_core.registry import RouteRegistry
 from harness_core.secret import ChunkScrubber, Redactor
-from harness_core.types import Finish, FinishReason, GenerateOptions, Message, StreamChunk
+from harness_core.types import Finish, FinishReason, GenerateOptions, Message, ReasoningBlock, StreamChunk
 
 __all__ = ["AdapterBoundary", "Served", "strip_replay", "terminal"]
 
@@ -40,25 +40,61 @@ class Served(Protocol):
 
 
 def strip_replay(options: GenerateOptions, owner: str | None) -> GenerateOptions:
-    """``options`` without the ``replay_state`` of history messages not produced by ``owner``.
+    """``options`` without the provider state of history messages that the target cannot use.
 
     ``owner`` is the plugins.yaml key owning the target route (``None`` when no plugin owns it).
-    A message keeps its ``replay_state`` only when its ``source`` is that same key
-    (docs/stream-obligations.md#9-replay-state);
+    Two rules (docs/stream-obligations.md#9-replay-state):
+
+    - a message keeps its ``replay_state`` only when its ``source`` is that same key;
+    - a reasoning block keeps its :class:`~harness_core.types.ReasoningSignature` only when the
+      signature :meth:`binds <harness_core.types.ReasoningSignature.binds>` the target: the
+      owner's provider (its entry-point name, the key before ``:``) and ``options.model``. So a
+      signature survives a move to another instance or route of the same provider and model, and
+      is dropped for another model or provider (Anthropic rejects a foreign signature); the block
+      stays, ``signed`` but without signature.
+
     ``options`` is returned unchanged (same object) when nothing needs stripping.
     """
+    provider = plugin_name(owner) if owner is not None else None
+    model = options.model
     messages = options.messages
-    if not any(m.replay_state is not None and (owner is None or m.source != owner) for m in messages):
-        return options
-    kept = [
-        m if m.replay_state is None or (owner is not None and m.source == owner) else _without_replay(m)
-        for m in messages
+    for position, message in enumerate(messages):  # a plain loop: this runs twice per request
+        if _foreign(message, owner, provider, model):
+            kept = messages[:position]
+            kept += [
+                _stripped(m, owner, provider, model) if _foreign(m, owner, provider, model) else m
+                for m in messages[position:]
+            ]
+            return msgspec.structs.replace(options, messages=kept)
+    return options
+
+
+def _foreign(message: Message, owner: str | None, provider: str | None, model: str | None) -> bool:
+    """Whether ``message`` holds state the target (``owner``, ``provider``, ``model``) cannot use."""
+    if message.replay_state is not None and (owner is None or message.source != owner):
+        return True
+    if message.role != "assistant":
+        return False
+    for block in message.content:
+        if type(block) is ReasoningBlock:
+            signature = block.signature
+            if signature is not None and not signature.binds(provider, model):
+                return True
+    return False
+
+
+def _stripped(message: Message, owner: str | None, provider: str | None, model: str | None) -> Message:
+    """``message`` without what :func:`_foreign` found."""
+    replay = message.replay_state if owner is not None and message.source == owner else None
+    content = [
+        msgspec.structs.replace(block, signature=None)
+        if isinstance(block, ReasoningBlock)
+        and block.signature is not None
+        and not block.signature.binds(provider, model)
+        else block
+        for block in message.content
     ]
-    return msgspec.structs.replace(options, messages=kept)
-
-
-def _without_replay(message: Message) -> Message:
-    return msgspec.structs.replace(message, replay_state=None)
+    return msgspec.structs.replace(message, replay_state=replay, content=content)
 
 
 class AdapterBoundary:

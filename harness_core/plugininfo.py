@@ -9,11 +9,25 @@ from typing import Literal
 
 import msgspec
 
-__all__ = ["REPORTED", "Defaults", "LoadedPlugin", "PluginFailure", "adapter_failures", "stopping_failures"]
+__all__ = [
+    "REPORTED",
+    "Defaults",
+    "LoadedPlugin",
+    "PluginFailure",
+    "adapter_failures",
+    "plugin_name",
+    "stopping_failures",
+]
 
 REPORTED = "harness_reported"
 """Attribute set on a log record whose failure is also a :class:`PluginFailure` the caller shows
 (the CLI drops such records unless ``-v`` asks for the traceback, so each failure is shown once)."""
+
+
+def plugin_name(key: str) -> str:
+    """The entry-point name of the plugins.yaml key ``key``: the part before ``:``
+    (``"openai:groq"`` → ``"openai"``, ``"mock"`` → ``"mock"``)."""
+    return key.partition(":")[0]
 
 
 class Defaults(msgspec.Struct, frozen=True, kw_only=True):

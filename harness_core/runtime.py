@@ -40,7 +40,7 @@ from harness_core.embedding import EmbedBoundary, EmbedChain, EmbeddingAdapter, 
 from harness_core.errors import LlmError
 from harness_core.fields import FieldTarget
 from harness_core.hookspecs import PROJECT_NAME, HarnessSpec
-from harness_core.plugininfo import REPORTED, Defaults, LoadedPlugin, PluginFailure, stopping_failures
+from harness_core.plugininfo import REPORTED, Defaults, LoadedPlugin, PluginFailure, plugin_name, stopping_failures
 from harness_core.record import StreamRecord, open_embed_record, open_record
 from harness_core.registry import Registration, RouteRegistry
 from harness_core.secret import RedactFilter, Redactor, secrets_of
@@ -224,7 +224,7 @@ class Harness:
         for entry in plugins:
             if not isinstance(entry, LoadedPlugin):
                 key, instance = entry
-                entry = LoadedPlugin(key=key, name=key.partition(":")[0], instance=instance)
+                entry = LoadedPlugin(key=key, name=plugin_name(key), instance=instance)
             if any(p.key == entry.key for p in loaded):
                 raise ValueError(f"plugin key {entry.key!r} is listed twice")
             loaded.append(entry)
@@ -510,8 +510,9 @@ class Harness:
 
         Defaults fill ``provider``/``model`` when ``None`` (then the route adapter's
         :attr:`~harness_core.adapter.LlmAdapter.default_model`); history messages whose ``source`` is
-        not the plugin owning the target route lose their ``replay_state`` before the chain sees
-        them. Provider failures never raise here: they arrive as ``finish{error}``.
+        not the plugin owning the target route lose their ``replay_state``, and reasoning blocks a
+        signature made by another provider or model, before the chain sees them
+        (:func:`strip_replay`). Provider failures never raise here: they arrive as ``finish{error}``.
 
         Raises:
             RuntimeError: the harness is not running.
@@ -680,7 +681,7 @@ class Harness:
         ``openai``). Raises ``LlmError("NO_ADAPTER")`` for an unknown route (or ``None``)."""
         registration = self._registration(route)
         adapter = registration.adapter
-        key = registration.owner.partition(":")[0]
+        key = plugin_name(registration.owner)
         served = str(route)  # not None: an unknown route raised
         return FieldTarget(served, adapter.wire, key, bool(adapter.takes_provider_options))
 
@@ -689,7 +690,7 @@ class Harness:
         (:meth:`LlmAdapter.count_tokens`) through the ``llm_count_tokens`` middleware, so the
         request counted is the one a stream would send (``redact`` masks it; ``balance`` and
         ``fallback`` pick the member or target); defaults fill ``provider``/``model`` and foreign
-        ``replay_state`` is dropped for the route finally counted, as for :meth:`stream`. Nothing
+        ``replay_state`` and signatures are dropped for the route finally counted, as for :meth:`stream`. Nothing
         is generated, logged or billed.
 
         Raises:

@@ -43,6 +43,7 @@ __all__ = [
     "NamedToolChoice",
     "ReasoningBlock",
     "ReasoningDelta",
+    "ReasoningSignature",
     "ResponseFormat",
     "Role",
     "StreamChunk",
@@ -94,16 +95,74 @@ class TextBlock(msgspec.Struct, tag="text", tag_field="type", frozen=True, omit_
     cache: CacheMark | None = None
 
 
+class ReasoningSignature(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A thinking signature: opaque provider state bound to the provider and model that made it.
+
+    Fields:
+        provider: the entry-point name of the plugin whose adapter produced it (``"anthropic"``;
+            the part of a plugins.yaml key before ``:``, so ``anthropic:work`` and
+            ``anthropic:personal`` are the same provider).
+        model: the model id the request named (``None`` when the adapter did not know it).
+        value: the provider's bytes, byte-exact (Anthropic's ``signature``, or with ``redacted``
+            the ``data`` of a ``redacted_thinking`` block, i.e. the encrypted thinking itself).
+        redacted: the block's thinking was withheld by the provider; its text is then empty.
+
+    The runtime keeps it only for a request to the same provider and model
+    (:func:`harness_core.boundary.strip_replay`): Anthropic rejects a signature made by another
+    model, and no other wire can use it. Wire source: Anthropic extended thinking,
+    https://docs.anthropic.com/en/docs/build-with-claude/extended-thinking (``thinking.signature``,
+    ``signature_delta``, ``redacted_thinking.data``).
+
+    What does not fit here, and why: Gemini's ``thoughtSignature`` sits on a *part* (a function
+    call, a text part, an empty part carrying nothing else), never on the reasoning summary, which
+    Gemini does not sign; it stays in ``finish.replay_state`` with its place. OpenAI Responses'
+    ``encrypted_content`` belongs to a reasoning *item* with its own id, which may span several
+    summary blocks (or none), so it is not one block's state either; it stays in
+    ``finish.replay_state`` too (docs/stream-obligations.md#adapter-refinements).
+    """
+
+    provider: str
+    model: str | None
+    value: str
+    redacted: bool = False
+
+    def binds(self, provider: str | None, model: str | None) -> bool:
+        """Whether this signature may go with a request to ``provider`` (an entry-point name)
+        and ``model``: both equal to the ones that produced it."""
+        return provider == self.provider and model == self.model
+
+    def __repr__(self) -> str:
+        kind = "redacted, " if self.redacted else ""
+        return f"ReasoningSignature({self.provider!r}, {self.model!r}, {kind}{len(self.value)} chars)"
+
+
 class ReasoningBlock(msgspec.Struct, tag="reasoning", tag_field="type", frozen=True, omit_defaults=True):
     """The model's reasoning ("thinking") text, kept apart from the answer.
 
     ``signed`` is true when the provider signs this block (Anthropic thinking): its text must
-    then reach the provider again unchanged, so middleware never alters it (docs/hooks.md). The
-    signature itself travels in ``finish.replay_state``, not here.
+    then reach the provider again unchanged, so middleware never alters it (docs/hooks.md).
+    ``signature`` is the signature itself (:class:`ReasoningSignature`), known at ``block-end``
+    (the ``block`` of that chunk carries it) and kept on the assistant message; ``None`` when the
+    provider sent none or it was dropped for a request to another provider or model. A redacted
+    block (``signature.redacted``) has empty text.
+
+    Raises ``TypeError`` on construction for a ``signature`` that is not a
+    :class:`ReasoningSignature`, ``ValueError`` for one on a block that is not ``signed``.
     """
 
     text: str
     signed: bool = False
+    signature: ReasoningSignature | None = None
+
+    def __post_init__(self) -> None:
+        """Check ``signature`` (see the class docstring)."""
+        signature = self.signature
+        if signature is not None:
+            if not isinstance(signature, ReasoningSignature):
+                kind = type(signature).__name__
+                raise TypeError(f"ReasoningBlock.signature must be a ReasoningSignature or None, got {kind}")
+            if not self.signed:
+                raise ValueError("ReasoningBlock.signature is set on a block that is not signed (signed=False)")
 
 
 class ToolCallBlock(msgspec.Struct, tag="tool-call", tag_field="type", frozen=True, omit_defaults=True):
@@ -261,9 +320,10 @@ class Message(msgspec.Struct, frozen=True, omit_defaults=True):
     Assistant messages produced by harness also record ``route`` and ``model`` (the route and
     model that produced them, after any fallback), ``source`` (the plugins.yaml key of the
     plugin instance owning that route, e.g. ``"openai:work"``) and ``replay_state``
-    (provider-native state such as thinking signatures, opaque JSON). The runtime hands
+    (provider-native state such as response ids, opaque JSON). The runtime hands
     ``replay_state`` back to an adapter only when the target route is owned by that same
-    ``source`` (docs/stream-obligations.md#9-replay-state).
+    ``source`` (docs/stream-obligations.md#9-replay-state); thinking signatures have their own
+    typed place on the blocks (:class:`ReasoningSignature`).
     """
 
     role: Role

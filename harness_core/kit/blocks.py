@@ -30,6 +30,7 @@ from harness_core.types import (
     FinishReason,
     ReasoningBlock,
     ReasoningDelta,
+    ReasoningSignature,
     StreamChunk,
     TextBlock,
     TextDelta,
@@ -99,9 +100,12 @@ class Block:
         parts: the text (or argument) pieces so far; :attr:`text` joins them.
         open: false once its ``block-end`` was written.
         extra: the translator's own data for this block (a signature, an arguments writer …).
+        signature: a reasoning block's :class:`~harness_core.types.ReasoningSignature`, set by the
+            translator (in ``on_close`` at the latest) and carried by its ``block-end``; ``None``
+            by default.
     """
 
-    __slots__ = ("extra", "id", "index", "kind", "name", "open", "parts", "signed")
+    __slots__ = ("extra", "id", "index", "kind", "name", "open", "parts", "signature", "signed")
 
     def __init__(self, index: int, kind: BlockType, id: str | None, name: str | None, signed: bool, extra: Any) -> None:
         self.index = index
@@ -112,6 +116,7 @@ class Block:
         self.extra: Any = extra
         self.parts: list[str] = []
         self.open = True
+        self.signature: ReasoningSignature | None = None
 
     @property
     def text(self) -> str:
@@ -225,7 +230,7 @@ class BlockWriter:
         if kind == "text":
             out.append(BlockEnd(block.index, TextBlock(text)))
         elif kind == "reasoning":
-            out.append(BlockEnd(block.index, ReasoningBlock(text, signed=block.signed)))
+            out.append(BlockEnd(block.index, ReasoningBlock(text, signed=block.signed, signature=block.signature)))
         else:
             out.append(BlockEnd(block.index, ToolCallBlock(block.id or "", block.name or "", text or "{}")))
 

@@ -18,6 +18,7 @@ from harness_core.types import (
     FinishReason,
     ReasoningBlock,
     ReasoningDelta,
+    ReasoningSignature,
     StreamChunk,
     TextBlock,
     TextDelta,
@@ -95,6 +96,25 @@ def test_on_close_runs_before_block_end_and_replay_state_after_every_block_close
         BlockEnd(0, ToolCallBlock("c1", "f", '{"a":1}')),
         Finish(FinishReason("tool-calls", raw="tool_use"), {"0": "sig"}),
     ]
+
+
+def test_a_signature_set_before_the_end_rides_on_the_reasoning_block_end() -> None:
+    signature = ReasoningSignature("acme", "m", "SIG")
+
+    def on_close(block: Block, out: list[StreamChunk]) -> None:
+        block.signature = signature
+
+    writer = BlockWriter("acme", on_close=on_close)
+    out: list[StreamChunk] = []
+    block = writer.open("reasoning", out, signed=True)
+    assert block.signature is None
+    out.append(writer.delta(block, "hmm"))
+    out = writer.finish(FinishReason("stop"), out)
+    assert out[2] == BlockEnd(0, ReasoningBlock("hmm", signed=True, signature=signature))
+    assembler = BlockAssembler()
+    for chunk in out:
+        assembler.feed(chunk)
+    assert assembler.message().content == [ReasoningBlock("hmm", signed=True, signature=signature)]
 
 
 def test_abort_closes_blocks_keeps_usage_and_replay_state_and_carries_the_reason() -> None:

@@ -16,10 +16,13 @@ from harness_core import (
     GenerateOptions,
     Harness,
     Message,
+    ReasoningBlock,
+    ReasoningSignature,
     StreamChunk,
     TextBlock,
     hookimpl,
 )
+from harness_core.boundary import strip_replay
 
 pytestmark = pytest.mark.anyio
 
@@ -122,3 +125,64 @@ async def test_generated_message_carries_route_source_and_replay_for_the_next_tu
         messages = msgspec.json.decode(saved, type=list[Message])
         await harness.generate(GenerateOptions(provider="work", messages=messages))
     assert work.calls[1].messages[1].replay_state == {"response_id": "resp_1"}
+
+
+SIGNED = ReasoningSignature("openai", "m", "SIG")
+
+
+def signed_history() -> list[Message]:
+    thinking = ReasoningBlock("hmm", signed=True, signature=SIGNED)
+    return [
+        Message.user("hi"),
+        Message(
+            role="assistant",
+            content=[thinking, TextBlock("a")],
+            route="work",
+            source="openai:work",
+            replay_state={"id": 1},
+        ),
+        Message.user("again"),
+    ]
+
+
+def signatures(options: GenerateOptions) -> list[object]:
+    return [getattr(block, "signature", None) for m in options.messages for block in m.content]
+
+
+@pytest.mark.parametrize("round_trip", [False, True])
+async def test_a_typed_signature_is_kept_for_the_same_provider_and_model_only(round_trip: bool) -> None:
+    messages = signed_history()
+    if round_trip:  # a saved and reloaded conversation behaves the same
+        messages = msgspec.json.decode(msgspec.json.encode(messages), type=list[Message])
+        assert messages == signed_history()
+    work, home, acme = ScriptedAdapter(reply()), ScriptedAdapter(reply()), ScriptedAdapter(reply())
+    plugins = [
+        ("openai:work", AdapterPlugin(work, ["work"])),
+        ("openai:home", AdapterPlugin(home, ["home"])),
+        ("acme", AdapterPlugin(acme, ["acme"])),
+    ]
+    async with Harness(plugins) as harness:
+        await harness.generate(GenerateOptions(provider="work", model="m", messages=messages))  # same instance
+        await harness.generate(GenerateOptions(provider="work", model="other", messages=messages))  # another model
+        await harness.generate(GenerateOptions(provider="home", model="m", messages=messages))  # another instance
+        await harness.generate(GenerateOptions(provider="acme", model="m", messages=messages))  # another provider
+    kept, unsigned = [None, SIGNED, None, None], [None, None, None, None]
+    assert signatures(work.calls[0]) == kept
+    assert signatures(work.calls[1]) == unsigned
+    assert work.calls[1].messages[1].replay_state == {"id": 1}  # its own instance's state stays
+    assert work.calls[1].messages[1].content[0] == ReasoningBlock("hmm", signed=True)  # the block stays, signed
+    assert signatures(home.calls[0]) == kept
+    assert home.calls[0].messages[1].replay_state is None  # another instance: replay_state goes, the signature not
+    assert signatures(acme.calls[0]) == unsigned
+    assert acme.calls[0].messages[1].replay_state is None
+
+
+def test_strip_replay_without_an_owner_drops_every_signature_and_keeps_other_messages() -> None:
+    options = GenerateOptions(model="m", messages=signed_history())
+    stripped = strip_replay(options, None)
+    assert signatures(stripped) == [None, None, None, None]
+    assert stripped.messages[0] is options.messages[0]  # a user message is never copied
+    assert stripped.messages[1].replay_state is None
+    same = GenerateOptions(model="m", messages=[m for m in signed_history() if m.role == "assistant"])
+    same = msgspec.structs.replace(same, messages=[msgspec.structs.replace(same.messages[0], replay_state=None)])
+    assert strip_replay(same, "openai:elsewhere") is same  # same provider and model, no replay_state: untouched

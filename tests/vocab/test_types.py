@@ -18,6 +18,7 @@ from harness_core import (
     NamedToolChoice,
     ReasoningBlock,
     ReasoningDelta,
+    ReasoningSignature,
     StreamChunk,
     TextBlock,
     TextDelta,
@@ -33,7 +34,7 @@ from harness_core import (
 CHUNKS: list[StreamChunk] = [
     BlockStart(0, "reasoning", signed=True),
     ReasoningDelta(0, "think é😀"),
-    BlockEnd(0, ReasoningBlock("think é😀", signed=True)),
+    BlockEnd(0, ReasoningBlock("think é😀", signed=True, signature=ReasoningSignature("anthropic", "m", "c2ln"))),
     BlockStart(1, "text"),
     TextDelta(1, "hi"),
     BlockEnd(1, TextBlock("hi")),
@@ -180,3 +181,34 @@ def test_generate_options_accept_every_valid_shape() -> None:
         abort=AbortSignal(),
     )
     assert msgspec.structs.replace(options, tool_choice=NamedToolChoice("t")).tool_choice == NamedToolChoice("t")
+
+
+def test_a_reasoning_signature_binds_its_provider_and_model_and_hides_its_value_in_repr() -> None:
+    signature = ReasoningSignature("anthropic", "claude-x", "S" * 300)
+    assert signature.binds("anthropic", "claude-x")
+    assert not signature.binds("anthropic", "claude-y")
+    assert not signature.binds("openai", "claude-x")
+    assert not signature.binds(None, "claude-x")
+    assert repr(signature) == "ReasoningSignature('anthropic', 'claude-x', 300 chars)"
+    redacted = ReasoningSignature("anthropic", None, "DATA", redacted=True)
+    assert repr(redacted) == "ReasoningSignature('anthropic', None, redacted, 4 chars)"
+    assert redacted.binds("anthropic", None)
+    block = ReasoningBlock("", signed=True, signature=redacted)
+    encoded = msgspec.json.encode(block)
+    assert encoded == (
+        b'{"type":"reasoning","text":"","signed":true,'
+        b'"signature":{"provider":"anthropic","model":null,"value":"DATA","redacted":true}}'
+    )
+    assert msgspec.json.decode(encoded, type=ReasoningBlock) == block
+    assert msgspec.json.encode(ReasoningBlock("t")) == b'{"type":"reasoning","text":"t"}'  # unchanged without one
+
+
+def test_a_reasoning_block_refuses_a_bad_signature_naming_it() -> None:
+    with pytest.raises(TypeError, match=r"ReasoningBlock\.signature must be a ReasoningSignature or None, got str"):
+        ReasoningBlock("t", signed=True, signature="SIG")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="not signed"):
+        ReasoningBlock("t", signature=ReasoningSignature("anthropic", "m", "S"))
+    with pytest.raises(msgspec.ValidationError, match="not signed"):
+        msgspec.json.decode(
+            b'{"type":"reasoning","text":"t","signature":{"provider":"a","model":"m","value":"S"}}', type=ReasoningBlock
+        )

@@ -21,6 +21,7 @@ from harness_core.types import (
     NamedToolChoice,
     ReasoningBlock,
     ReasoningDelta,
+    ReasoningSignature,
     StreamChunk,
     TextBlock,
     TextDelta,
@@ -32,7 +33,7 @@ from harness_core.types import (
 from harness_gateway.anthropic_messages import MessagesStreamEncoder, messages_response, parse_messages_request
 from harness_gateway.errors import GatewayError, from_failure
 from harness_gateway.openai_chat import ChatStreamEncoder, chat_response, parse_chat_request
-from harness_gateway.request import decode_json
+from harness_gateway.request import Target, decode_json
 
 USER = [{"role": "user", "content": "hi"}]
 
@@ -264,17 +265,16 @@ def test_messages_request_maps_thinking_signatures_and_tools() -> None:
         ),
         "anthropic:work",
         "claude-x",
+        target=Target("work", "anthropic-messages", "anthropic"),
     )
     options = parsed.options
     assert options.system == "a\n\nb"
     assistant = options.messages[1]
-    assert assistant.source == "anthropic:work"
-    assert assistant.replay_state == {
-        "v": 1,
-        "provider": "anthropic",
-        "model": "claude-x",
-        "blocks": {"0": {"signature": "sig-1"}, "1": {"redacted": "opaque"}},
-    }
+    assert (assistant.source, assistant.replay_state) == (None, None)  # no adapter-private state is written
+    assert assistant.content[:2] == [
+        ReasoningBlock("hmm", signed=True, signature=ReasoningSignature("anthropic", "claude-x", "sig-1")),
+        ReasoningBlock("", signed=True, signature=ReasoningSignature("anthropic", "claude-x", "opaque", redacted=True)),
+    ]
     assert assistant.content[2] == ToolCallBlock("t1", "f", '{"x":1}')
     assert options.messages[2].role == "tool"
     assert options.messages[2].content[0].is_error  # type: ignore[union-attr]
@@ -288,6 +288,19 @@ def test_messages_request_maps_thinking_signatures_and_tools() -> None:
     assert parse_messages_request(
         anth(tool_choice={"type": "tool", "name": "f"})
     ).options.tool_choice == NamedToolChoice("f")
+
+
+def test_messages_request_binds_signatures_to_the_owner_without_a_target_and_keeps_none_without_either() -> None:
+    signed = {"role": "assistant", "content": [{"type": "thinking", "thinking": "hmm", "signature": "sig-1"}]}
+    (message,) = parse_messages_request(anth(messages=[signed]), "anthropic:work", "claude-x").options.messages
+    assert message.content == [
+        ReasoningBlock("hmm", signed=True, signature=ReasoningSignature("anthropic", "claude-x", "sig-1"))
+    ]
+    (message,) = parse_messages_request(anth(messages=[signed])).options.messages
+    assert message.content == [ReasoningBlock("hmm", signed=True)]  # no route could take it
+    unsigned = {"role": "assistant", "content": [{"type": "thinking", "thinking": "hmm"}]}
+    (message,) = parse_messages_request(anth(messages=[unsigned]), "anthropic:work", "claude-x").options.messages
+    assert message.content == [ReasoningBlock("hmm")]
 
 
 def events(raw: bytes) -> list[tuple[str | None, Any]]:
@@ -309,7 +322,7 @@ def events(raw: bytes) -> list[tuple[str | None, Any]]:
 STREAM: list[StreamChunk] = [
     BlockStart(index=0, block_type="reasoning", signed=True),
     ReasoningDelta(index=0, text="th"),
-    BlockEnd(index=0, block=ReasoningBlock("th", signed=True)),
+    BlockEnd(index=0, block=ReasoningBlock("th", signed=True, signature=ReasoningSignature("anthropic", "m", "S"))),
     BlockStart(index=1, block_type="text"),
     TextDelta(index=1, text="hi"),
     BlockEnd(index=1, block=TextBlock("hi")),
@@ -317,10 +330,7 @@ STREAM: list[StreamChunk] = [
     ToolCallDelta(index=2, id="t", arguments_delta="{}"),
     BlockEnd(index=2, block=ToolCallBlock("t", "f", "{}")),
     Usage(usage=TokenUsage(10, 5, cache_read_tokens=4, reasoning_tokens=1)),
-    Finish(
-        reason=FinishReason(kind="tool-calls", raw="tool_use"),
-        replay_state={"v": 1, "provider": "anthropic", "model": "m", "blocks": {"0": {"signature": "S"}, "x": {}}},
-    ),
+    Finish(reason=FinishReason(kind="tool-calls", raw="tool_use"), replay_state={"opaque": "not read here"}),
 ]
 
 
@@ -334,10 +344,11 @@ def test_anthropic_stream_events() -> None:
     deltas = [data["delta"] for name, data in seen if name == "content_block_delta"]
     assert deltas == [
         {"type": "thinking_delta", "thinking": "th"},
+        {"type": "signature_delta", "signature": "S"},  # just before its block's stop, as Anthropic sends it
         {"type": "text_delta", "text": "hi"},
         {"type": "input_json_delta", "partial_json": "{}"},
-        {"type": "signature_delta", "signature": "S"},
     ]
+    assert names[2:6] == ["content_block_start", "content_block_delta", "content_block_delta", "content_block_stop"]
     final = seen[-2][1]
     assert final["delta"]["stop_reason"] == "tool_use"
     assert final["usage"] == {
@@ -351,6 +362,57 @@ def test_anthropic_stream_events() -> None:
         events(encoder.feed(Finish(reason=FinishReason(kind="error", failure=failure))))[0][1]["error"]["type"]
         == "overloaded_error"
     )
+
+
+def test_anthropic_stream_of_redacted_signature_only_and_unsigned_thinking() -> None:
+    redacted = ReasoningSignature("anthropic", "m", "DATA", redacted=True)
+    chunks: list[StreamChunk] = [
+        BlockStart(index=0, block_type="reasoning", signed=True),
+        BlockEnd(index=0, block=ReasoningBlock("", signed=True, signature=redacted)),
+        BlockStart(index=1, block_type="reasoning", signed=True),
+        BlockEnd(index=1, block=ReasoningBlock("", signed=True, signature=ReasoningSignature("anthropic", "m", "S"))),
+        BlockStart(index=2, block_type="reasoning", signed=True),
+        BlockEnd(index=2, block=ReasoningBlock("", signed=True)),
+        BlockStart(index=3, block_type="reasoning"),
+        ReasoningDelta(index=3, text="plain"),
+        BlockEnd(index=3, block=ReasoningBlock("plain")),
+        Finish(reason=FinishReason(kind="stop")),
+    ]
+    encoder = MessagesStreamEncoder("msg_1", "route/m")
+    seen = [data for _, data in events(b"".join(encoder.feed(chunk) for chunk in chunks))]
+    assert seen[:10] == [
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "redacted_thinking", "data": "DATA"}},
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "content_block_start",
+            "index": 1,
+            "content_block": {"type": "thinking", "thinking": "", "signature": ""},
+        },
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "signature_delta", "signature": "S"}},
+        {"type": "content_block_stop", "index": 1},
+        {
+            "type": "content_block_start",
+            "index": 2,
+            "content_block": {"type": "thinking", "thinking": "", "signature": ""},
+        },
+        {"type": "content_block_stop", "index": 2},
+        {
+            "type": "content_block_start",
+            "index": 3,
+            "content_block": {"type": "thinking", "thinking": "", "signature": ""},
+        },
+        {"type": "content_block_delta", "index": 3, "delta": {"type": "thinking_delta", "thinking": "plain"}},
+        {"type": "content_block_stop", "index": 3},
+    ]
+    message = Message(
+        role="assistant",
+        content=[ReasoningBlock("", signed=True, signature=redacted), ReasoningBlock("plain")],
+    )
+    body = messages_response("msg_1", "m", message, None, Finish(reason=FinishReason(kind="stop")))
+    assert body["content"] == [
+        {"type": "redacted_thinking", "data": "DATA"},
+        {"type": "thinking", "thinking": "plain", "signature": ""},
+    ]
 
 
 def test_openai_stream_chunks() -> None:
@@ -368,8 +430,10 @@ def test_openai_stream_chunks() -> None:
 
 
 def test_non_streaming_responses() -> None:
+    signature = ReasoningSignature("anthropic", "m", "S")
     message = Message(
-        role="assistant", content=[ReasoningBlock("th", signed=True), TextBlock("hi"), ToolCallBlock("t", "f", "")]
+        role="assistant",
+        content=[ReasoningBlock("th", signed=True, signature=signature), TextBlock("hi"), ToolCallBlock("t", "f", "")],
     )
     finish = STREAM[-1]
     assert isinstance(finish, Finish)

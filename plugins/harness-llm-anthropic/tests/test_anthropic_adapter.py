@@ -6,11 +6,13 @@ import json
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 from anthropic_wire_fixtures import (
     API_KEY,
     INBAND_ERROR_BODY,
     MODEL,
+    REDACTED,
     REDACTED_BODY,
     SIGNATURE,
     SUCCESS_BODIES,
@@ -40,6 +42,7 @@ from harness_core.types import (
     Message,
     ModelInfo,
     ReasoningBlock,
+    ReasoningSignature,
     StreamChunk,
     TextBlock,
     TextDelta,
@@ -420,8 +423,23 @@ async def test_consumer_stopping_early_closes_the_response(server: ScriptedServe
 TOOLS = [ToolSpec("get_weather", "Weather", {"type": "object", "properties": {"city": {"type": "string"}}})]
 
 
+def legacy(message: Message, *, replay: bool = True) -> Message:
+    """``message`` as a conversation stored before the typed signature holds it: no signature on
+    its blocks, the signatures only in its ``replay_state`` (none with ``replay=False``)."""
+    content = [
+        msgspec.structs.replace(block, signature=None) if isinstance(block, ReasoningBlock) else block
+        for block in message.content
+    ]
+    return msgspec.structs.replace(message, content=content, replay_state=message.replay_state if replay else None)
+
+
 async def two_turns(
-    server: ScriptedServer, adapter: AnthropicAdapter, *, strip_replay: bool = False, model: str = MODEL
+    server: ScriptedServer,
+    adapter: AnthropicAdapter,
+    *,
+    strip_replay: bool = False,
+    old: bool = False,
+    model: str = MODEL,
 ) -> dict[str, Any]:
     server.add(Reply(reads=reads_of(THINKING_TOOL_BODY)), Reply(reads=[text_body("Sunny.")]))
     first = GenerateOptions(
@@ -431,8 +449,11 @@ async def two_turns(
     for chunk in await collect(adapter, first):
         assembler.feed(chunk)
     reply = assembler.message(route="anthropic", source="anthropic")
-    if strip_replay:
-        reply = Message(role="assistant", content=reply.content, route=reply.route, source="other")
+    assert reply.content[0] == ReasoningBlock(
+        "Let me think \u00e9 about it.", signed=True, signature=ReasoningSignature("anthropic", MODEL, SIGNATURE)
+    )
+    if strip_replay or old:
+        reply = legacy(reply, replay=not strip_replay)
     result = Message(role="tool", content=[ToolResultBlock("toolu_01", '{"temp": 21}')])
     second = GenerateOptions(
         model=model, messages=[*first.messages, reply, result], tools=TOOLS, reasoning_effort="low"
@@ -446,6 +467,20 @@ async def two_turns(
     return body
 
 
+TWO_TURNS = [
+    {"role": "user", "content": [{"type": "text", "text": "Weather in Paris?"}]},
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "thinking", "thinking": "Let me think \u00e9 about it.", "signature": SIGNATURE},
+            {"type": "text", "text": "I'll check."},
+            {"type": "tool_use", "id": "toolu_01", "name": "get_weather", "input": {"city": "Paris", "unit": "c"}},
+        ],
+    },
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01", "content": '{"temp": 21}'}]},
+]
+
+
 async def test_two_turns_replay_signature_tool_use_and_result(
     server: ScriptedServer, adapter: AnthropicAdapter
 ) -> None:
@@ -453,42 +488,47 @@ async def test_two_turns_replay_signature_tool_use_and_result(
     assert b'"signature":"' + SIGNATURE.encode() + b'"' in body["_raw"]  # byte-exact
     assert b'"input":{"city": "Paris", "unit":  "c"}' in body["_raw"]  # the raw arguments text
     assert body["thinking"] == {"type": "enabled", "budget_tokens": 1024}
-    assert body["messages"] == [
-        {"role": "user", "content": [{"type": "text", "text": "Weather in Paris?"}]},
-        {
-            "role": "assistant",
-            "content": [
-                {"type": "thinking", "thinking": "Let me think \u00e9 about it.", "signature": SIGNATURE},
-                {"type": "text", "text": "I'll check."},
-                {"type": "tool_use", "id": "toolu_01", "name": "get_weather", "input": {"city": "Paris", "unit": "c"}},
-            ],
-        },
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01", "content": '{"temp": 21}'}]},
-    ]
+    assert body["messages"] == TWO_TURNS
 
 
-async def test_two_turns_without_replay_state_drop_thinking(server: ScriptedServer, adapter: AnthropicAdapter) -> None:
+async def test_a_stored_conversation_without_typed_signatures_replays_its_replay_state(
+    server: ScriptedServer, adapter: AnthropicAdapter
+) -> None:
+    body = await two_turns(server, adapter, old=True)
+    assert b'"signature":"' + SIGNATURE.encode() + b'"' in body["_raw"]  # byte-exact
+    assert body["messages"] == TWO_TURNS
+
+
+async def test_two_turns_without_signature_or_replay_state_drop_thinking(
+    server: ScriptedServer, adapter: AnthropicAdapter
+) -> None:
     body = await two_turns(server, adapter, strip_replay=True)
     assert SIGNATURE.encode() not in body["_raw"]
     assert [block["type"] for block in body["messages"][1]["content"]] == ["text", "tool_use"]
 
 
-async def test_replay_state_of_another_model_is_dropped(server: ScriptedServer, adapter: AnthropicAdapter) -> None:
-    body = await two_turns(server, adapter, model="claude-other")
+async def test_legacy_replay_state_of_another_model_is_dropped(
+    server: ScriptedServer, adapter: AnthropicAdapter
+) -> None:
+    body = await two_turns(server, adapter, old=True, model="claude-other")
     assert [block["type"] for block in body["messages"][1]["content"]] == ["text", "tool_use"]
 
 
-async def test_redacted_thinking_round_trip(server: ScriptedServer, adapter: AnthropicAdapter) -> None:
+@pytest.mark.parametrize("old", [False, True], ids=["typed", "legacy"])
+async def test_redacted_thinking_round_trip(server: ScriptedServer, adapter: AnthropicAdapter, old: bool) -> None:
     server.add(Reply(reads=[REDACTED_BODY]), Reply(reads=[TEXT_BODY]))
     assembler = BlockAssembler()
     for chunk in await collect(adapter):
         assembler.feed(chunk)
     reply = assembler.message(route="anthropic", source="anthropic")
-    assert reply.content[0] == ReasoningBlock("", signed=True)
+    signature = ReasoningSignature("anthropic", MODEL, REDACTED, redacted=True)
+    assert reply.content[0] == ReasoningBlock("", signed=True, signature=signature)
+    assert reply.replay_state["blocks"] == {"0": {"redacted": REDACTED}}  # repeated for the finish-only consumers
+    if old:
+        reply = legacy(reply)
     await collect(adapter, GenerateOptions(model=MODEL, messages=[Message.user("hi"), reply, Message.user("more")]))
     content = server.requests[1].json()["messages"][1]["content"]
-    assert content[0]["type"] == "redacted_thinking"
-    assert content[0]["data"] == json.loads(REDACTED_BODY.split(b"data: ")[2].split(b"\n")[0])["content_block"]["data"]
+    assert content[0] == {"type": "redacted_thinking", "data": REDACTED}
 
 
 # ---------------------------------------------------------------------------- models

@@ -40,6 +40,7 @@ from harness_core.types import (
     FinishReason,
     ReasoningBlock,
     ReasoningDelta,
+    ReasoningSignature,
     StreamChunk,
     TextBlock,
     TextDelta,
@@ -62,6 +63,11 @@ def finish_of(chunks: list[StreamChunk]) -> Finish:
     return last
 
 
+def signed(value: str, *, redacted: bool = False) -> ReasoningSignature:
+    """The signature the translator puts on a block (tagged with the requested model)."""
+    return ReasoningSignature("anthropic", MODEL, value, redacted=redacted)
+
+
 def test_text_stream() -> None:
     chunks, translator = translate([TEXT_BODY])
     assert chunks[0] == BlockStart(0, "text")
@@ -80,7 +86,7 @@ def test_thinking_signature_and_tool_call() -> None:
         BlockStart(0, "reasoning", signed=True),
         ReasoningDelta(0, "Let me think \u00e9"),
         ReasoningDelta(0, " about it."),
-        BlockEnd(0, ReasoningBlock("Let me think \u00e9 about it.", signed=True)),
+        BlockEnd(0, ReasoningBlock("Let me think \u00e9 about it.", signed=True, signature=signed(SIGNATURE))),
         BlockStart(1, "text"),
         TextDelta(1, "I'll check."),
         BlockEnd(1, TextBlock("I'll check.")),
@@ -101,7 +107,11 @@ def test_thinking_signature_and_tool_call() -> None:
 
 def test_redacted_thinking_is_an_empty_signed_reasoning_block() -> None:
     chunks, _ = translate([REDACTED_BODY])
-    assert chunks[:2] == [BlockStart(0, "reasoning", signed=True), BlockEnd(0, ReasoningBlock("", signed=True))]
+    redacted = signed(REDACTED, redacted=True)
+    assert chunks[:2] == [
+        BlockStart(0, "reasoning", signed=True),
+        BlockEnd(0, ReasoningBlock("", signed=True, signature=redacted)),
+    ]
     assert finish_of(chunks).replay_state == {
         "v": 1,
         "provider": "anthropic",
@@ -123,7 +133,7 @@ def test_thinking_with_only_a_signature() -> None:
         ]
     )
     chunks, _ = translate([body])
-    assert chunks[1] == BlockEnd(0, ReasoningBlock("", signed=True))
+    assert chunks[1] == BlockEnd(0, ReasoningBlock("", signed=True, signature=signed("abcdef")))
     assert finish_of(chunks).replay_state["blocks"] == {"0": {"signature": "abcdef"}}
 
 
@@ -143,7 +153,7 @@ def test_thinking_text_and_signature_on_block_start() -> None:
     assert chunks[:6] == [
         BlockStart(0, "reasoning", signed=True),
         ReasoningDelta(0, "pre"),
-        BlockEnd(0, ReasoningBlock("pre", signed=True)),
+        BlockEnd(0, ReasoningBlock("pre", signed=True, signature=signed("sig0"))),
         BlockStart(1, "text"),
         TextDelta(1, "hello"),
         BlockEnd(1, TextBlock("hello")),
@@ -643,7 +653,7 @@ def test_message_start_blocks_then_streamed_blocks_take_the_next_indices() -> No
     assert chunks == [
         BlockStart(0, "reasoning", signed=True),
         ReasoningDelta(0, "hm"),
-        BlockEnd(0, ReasoningBlock("hm", signed=True)),
+        BlockEnd(0, ReasoningBlock("hm", signed=True, signature=signed(SIGNATURE))),
         BlockStart(1, "text"),
         TextDelta(1, "ok"),
         BlockEnd(1, TextBlock("ok")),

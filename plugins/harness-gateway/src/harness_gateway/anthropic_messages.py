@@ -23,10 +23,14 @@ and is a 400 naming it elsewhere (:func:`harness_gateway.request.pass_through`);
 other wires: :data:`IGNORED`. ``parse_messages_request(..., counting=True)`` reads a
 ``count_tokens`` body (no ``max_tokens``).
 
-Thinking signatures: harness carries them in ``finish.replay_state`` (known only when the stream
-ends), so each signed thinking block's ``signature_delta`` is sent after the last content block,
-just before ``message_delta`` (the SDKs' accumulators apply it by index). A signed ``thinking``
-block sent back by the client is handed to the Anthropic adapter as its ``replay_state``.
+Thinking signatures have a typed place, :class:`~harness_core.types.ReasoningSignature` on the
+:class:`~harness_core.types.ReasoningBlock` (docs/vocabulary.md). A ``thinking`` block's
+``signature`` and a ``redacted_thinking`` block's ``data`` sent by the client become one, bound to
+the target route's plugin and the provider's model id (the runtime drops it for another provider
+or model, :func:`harness_core.boundary.strip_replay`). Replies read it from the ``block-end``
+chunk: a signed block's ``content_block_start`` waits for its first delta or its end, so a
+redacted block goes out as ``redacted_thinking`` with its ``data``, and a thinking block's
+``signature_delta`` comes just before its ``content_block_stop``, as Anthropic sends it.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from harness_core import (
     NamedToolChoice,
     ReasoningBlock,
     ReasoningDelta,
+    ReasoningSignature,
     StreamChunk,
     TextBlock,
     TextDelta,
@@ -56,6 +61,7 @@ from harness_core import (
     ToolResultBlock,
     ToolSpec,
     Usage,
+    plugin_name,
 )
 from harness_gateway.dialect import Dialect, StreamEncoder
 from harness_gateway.errors import GatewayError, from_failure
@@ -112,15 +118,17 @@ def parse_messages_request(
     """Read a Messages body into a :class:`~harness_gateway.request.ParsedRequest`.
 
     ``owner`` is the plugins.yaml key serving the requested model and ``upstream_model`` the
-    provider's model id; signed thinking blocks become ``replay_state`` for that plugin.
-    ``target`` is the route (for the field rule, module docstring); ``counting`` reads a
+    provider's model id; thinking signatures are bound to that plugin (``target.options_key``,
+    else the key's entry-point name) and model. Without either no signature is kept (no route
+    could take it). ``target`` is the route (for the field rule, module docstring); ``counting`` reads a
     ``count_tokens`` body (``max_tokens`` optional). Raises a 400 :class:`GatewayError` naming
     the field at fault.
     """
     body = Body(raw)
     model = body.get("model", str, required=True)
+    provider = target.options_key if target is not None else plugin_name(owner) if owner is not None else None
     messages = [
-        _read_message(Body(item, where), upstream_model or model, owner)
+        _read_message(Body(item, where), provider, upstream_model or model)
         for where, item in body.items("messages", required=True)
     ]
     system, system_blocks = _system(body)
@@ -197,7 +205,16 @@ def _output(body: Body, target: Target | None) -> tuple[JsonSchemaFormat | None,
     return JsonSchemaFormat(name="output", schema=form.get("schema", dict, required=True)), passed
 
 
-def _read_message(message: Body, model: str, source: str | None) -> Message:
+def _signature(
+    provider: str | None, model: str, value: str | None, *, redacted: bool = False
+) -> ReasoningSignature | None:
+    """A client-sent signature bound to the target's ``provider`` and ``model`` (none without a provider)."""
+    if not value or provider is None:
+        return None
+    return ReasoningSignature(provider, model, value, redacted=redacted)
+
+
+def _read_message(message: Body, provider: str | None, model: str) -> Message:
     role = message.get("role", str, required=True)
     if role not in ("user", "assistant"):
         raise bad_request(message.path("role"), f"expected user or assistant, got {role!r}")
@@ -205,7 +222,6 @@ def _read_message(message: Body, model: str, source: str | None) -> Message:
     if isinstance(content, str):
         return Message(role=role, content=[TextBlock(content)])
     blocks: list[Any] = []
-    signatures: dict[str, dict[str, str]] = {}
     results: list[ToolResultBlock] = []
     for where, item in message.items("content"):
         block = Body(item, where)
@@ -214,13 +230,12 @@ def _read_message(message: Body, model: str, source: str | None) -> Message:
         if kind == "text":
             blocks.append(TextBlock(block.get("text", str, required=True), cache=mark))
         elif kind == "thinking":
-            signature = block.get("signature", str)
-            if signature:
-                signatures[str(len(blocks))] = {"signature": signature}
-            blocks.append(ReasoningBlock(block.get("thinking", str, required=True), signed=bool(signature)))
+            value = block.get("signature", str)
+            text = block.get("thinking", str, required=True)
+            blocks.append(ReasoningBlock(text, signed=bool(value), signature=_signature(provider, model, value)))
         elif kind == "redacted_thinking":
-            signatures[str(len(blocks))] = {"redacted": block.get("data", str, required=True)}
-            blocks.append(ReasoningBlock("", signed=True))
+            data = block.get("data", str, required=True)
+            blocks.append(ReasoningBlock("", signed=True, signature=_signature(provider, model, data, redacted=True)))
         elif kind == "tool_use":
             arguments = _encode(block.get("input", dict, {})).decode()
             blocks.append(
@@ -250,10 +265,7 @@ def _read_message(message: Body, model: str, source: str | None) -> Message:
                 message.path("content"), "tool_result blocks cannot be mixed with other blocks in one message"
             )
         return Message(role="tool", content=list(results))
-    replay = None
-    if signatures and role == "assistant":
-        replay = {"v": 1, "provider": "anthropic", "model": model, "blocks": signatures}
-    return Message(role=role, content=blocks, replay_state=replay, source=source if replay else None)
+    return Message(role=role, content=blocks)
 
 
 def _cached(block: Any, mark: CacheMark | None) -> Any:
@@ -345,22 +357,11 @@ def usage_body(usage: TokenUsage | None) -> dict[str, Any]:
     return body
 
 
-def _signatures(replay_state: Any) -> dict[int, str]:
-    """Index → thinking signature from the Anthropic adapter's ``replay_state`` (others: none)."""
-    if not isinstance(replay_state, dict) or replay_state.get("provider") != "anthropic":
-        return {}
-    blocks = replay_state.get("blocks")
-    found: dict[int, str] = {}
-    for index, entry in (blocks if isinstance(blocks, dict) else {}).items():
-        if isinstance(entry, dict) and isinstance(entry.get("signature"), str) and str(index).isdigit():
-            found[int(index)] = entry["signature"]
-    return found
-
-
 _DELTA_HEAD: Final = b'event: content_block_delta\ndata: {"type":"content_block_delta","index":'
 _TEXT: Final = b',"delta":{"type":"text_delta","text":'
 _THINKING: Final = b',"delta":{"type":"thinking_delta","thinking":'
 _JSON: Final = b',"delta":{"type":"input_json_delta","partial_json":'
+_THINKING_START: Final[dict[str, Any]] = {"type": "thinking", "thinking": "", "signature": ""}
 
 
 def _delta_event(index: int, kind: bytes, text: str) -> bytes:
@@ -370,13 +371,18 @@ def _delta_event(index: int, kind: bytes, text: str) -> bytes:
 
 
 class MessagesStreamEncoder:
-    """Turns harness stream chunks into the Anthropic streaming event sequence."""
+    """Turns harness stream chunks into the Anthropic streaming event sequence.
+
+    A signed reasoning block's ``content_block_start`` is held until its first delta or its
+    ``block-end`` (module docstring): only the end says whether it was redacted.
+    """
 
     def __init__(self, message_id: str, model: str) -> None:
         self.id = message_id
         self.model = model
         self.usage: TokenUsage | None = None
         self.failure: GatewayError | None = None
+        self._held: set[int] = set()  # signed reasoning blocks whose content_block_start waits
 
     def start(self) -> bytes:
         """``message_start`` (empty content, zero usage: the counts come in ``message_delta``) and a ``ping``."""
@@ -399,12 +405,21 @@ class MessagesStreamEncoder:
             "content_block_delta", _encode({"type": "content_block_delta", "index": index, "delta": delta})
         )
 
+    @staticmethod
+    def _block_start(index: int, block: dict[str, Any]) -> bytes:
+        event = {"type": "content_block_start", "index": index, "content_block": block}
+        return sse_event("content_block_start", _encode(event))
+
     def feed(self, chunk: StreamChunk) -> bytes:
         """The SSE bytes for ``chunk`` (``b""`` when it adds nothing on this wire)."""
         if isinstance(chunk, TextDelta):
             return _delta_event(chunk.index, _TEXT, chunk.text)
         if isinstance(chunk, ReasoningDelta):
-            return _delta_event(chunk.index, _THINKING, chunk.text)
+            event = _delta_event(chunk.index, _THINKING, chunk.text)
+            if self._held and chunk.index in self._held:
+                self._held.discard(chunk.index)
+                return self._block_start(chunk.index, _THINKING_START) + event
+            return event
         if isinstance(chunk, ToolCallDelta):
             return _delta_event(chunk.index, _JSON, chunk.arguments_delta)
         if isinstance(chunk, BlockStart):
@@ -412,13 +427,15 @@ class MessagesStreamEncoder:
             if chunk.block_type == "text":
                 block = {"type": "text", "text": ""}
             elif chunk.block_type == "reasoning":
-                block = {"type": "thinking", "thinking": "", "signature": ""}
+                if chunk.signed:
+                    self._held.add(chunk.index)
+                    return b""
+                block = _THINKING_START
             else:
                 block = {"type": "tool_use", "id": chunk.id, "name": chunk.name, "input": {}}
-            event = {"type": "content_block_start", "index": chunk.index, "content_block": block}
-            return sse_event("content_block_start", _encode(event))
+            return self._block_start(chunk.index, block)
         if isinstance(chunk, BlockEnd):
-            return sse_event("content_block_stop", _encode({"type": "content_block_stop", "index": chunk.index}))
+            return self._block_end(chunk)
         if isinstance(chunk, Usage):
             self.usage = chunk.usage
             return b""
@@ -426,26 +443,46 @@ class MessagesStreamEncoder:
             return self.finish(chunk)
         return b""
 
+    def _block_end(self, chunk: BlockEnd) -> bytes:
+        """``content_block_stop``, after a held block's start and a thinking block's ``signature_delta``."""
+        index, block = chunk.index, chunk.block
+        out = b""
+        signature = block.signature if isinstance(block, ReasoningBlock) else None
+        if index in self._held:
+            self._held.discard(index)
+            if signature is not None and signature.redacted:
+                out = self._block_start(index, {"type": "redacted_thinking", "data": signature.value})
+                signature = None
+            else:
+                out = self._block_start(index, _THINKING_START)
+        if signature is not None and not signature.redacted:
+            out += self._delta(index, {"type": "signature_delta", "signature": signature.value})
+        return out + sse_event("content_block_stop", _encode({"type": "content_block_stop", "index": index}))
+
     def finish(self, finish: Finish) -> bytes:
-        """Signatures, ``message_delta`` and ``message_stop`` (or ``event: error`` for a failure)."""
+        """``message_delta`` and ``message_stop`` (or ``event: error`` for a failure)."""
         reason = finish.reason
         if reason.kind == "error" and reason.failure is not None:
             self.failure = from_failure(reason.failure)
             return self.error(self.failure)
-        out = b"".join(
-            self._delta(index, {"type": "signature_delta", "signature": signature})
-            for index, signature in sorted(_signatures(finish.replay_state).items())
-        )
         delta = {
             "type": "message_delta",
             "delta": {"stop_reason": stop_reason(reason), "stop_sequence": None},
             "usage": usage_body(self.usage),
         }
-        return out + sse_event("message_delta", _encode(delta)) + sse_event("message_stop", b'{"type": "message_stop"}')
+        return sse_event("message_delta", _encode(delta)) + sse_event("message_stop", b'{"type": "message_stop"}')
 
     def error(self, error: GatewayError) -> bytes:
         """An ``event: error`` with the Anthropic error body."""
         return sse_event("error", _encode(error.anthropic_body()))
+
+
+def _reasoning_body(block: ReasoningBlock) -> dict[str, Any]:
+    """A reply's ``thinking`` block with its signature (``""`` without one), or ``redacted_thinking``."""
+    signature = block.signature
+    if signature is not None and signature.redacted:
+        return {"type": "redacted_thinking", "data": signature.value}
+    return {"type": "thinking", "thinking": block.text, "signature": signature.value if signature is not None else ""}
 
 
 def messages_response(
@@ -457,13 +494,12 @@ def messages_response(
         GatewayError: 502 when the model produced tool arguments that are not a JSON object
             (Anthropic's ``input`` must be one).
     """
-    signatures = _signatures(finish.replay_state)
     content: list[dict[str, Any]] = []
-    for index, block in enumerate(message.content):
+    for block in message.content:
         if isinstance(block, TextBlock):
             content.append({"type": "text", "text": block.text})
         elif isinstance(block, ReasoningBlock):
-            content.append({"type": "thinking", "thinking": block.text, "signature": signatures.get(index, "")})
+            content.append(_reasoning_body(block))
         else:
             assert isinstance(block, ToolCallBlock), "an assistant reply holds text, reasoning and tool calls only"
             try:

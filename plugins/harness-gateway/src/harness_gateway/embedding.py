@@ -28,6 +28,7 @@ from harness_core import (
     StreamChunk,
     TokenUsage,
     Usage,
+    plugin_name,
 )
 from harness_core.kit import abort_reason
 from harness_core.middleware import Aborted, race
@@ -72,7 +73,7 @@ class Embedding(Response):
         async with gateway.holder.use() as runtime:
             try:
                 who, raw, (route, model, owner) = await read_request(gateway, runtime, self.request, embeddings=True)
-                target = Target(route, None, owner.partition(":")[0], takes_options=False)  # no embed options
+                target = Target(route, None, plugin_name(owner), takes_options=False)  # no embed options
                 parsed = parse_embeddings_request(raw, target=target)
                 key = allowed(who, route)
                 ticket = await gateway.store.admit(key, route, runtime.redact(model))  # the ledger keeps no key

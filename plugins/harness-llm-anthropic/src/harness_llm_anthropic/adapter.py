@@ -110,8 +110,9 @@ class AnthropicAdapter(HttpAdapter[AnthropicConfig]):
         return counted.input_tokens
 
     def make_translator(self, options: GenerateOptions, request_id: str | None) -> Translator:
-        """A fresh translator (tags ``replay_state`` with the requested model)."""
-        translator = Translator(model=options.model)
+        """A fresh translator (tags ``replay_state`` and signatures with the requested model and
+        signatures with :attr:`provider`)."""
+        translator = Translator(model=options.model, provider=self.provider)
         translator.request_id = request_id
         return translator
 

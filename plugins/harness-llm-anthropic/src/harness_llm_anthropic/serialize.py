@@ -15,9 +15,12 @@ Mapping:
   documents; https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/implement-tool-use).
 - ``assistant`` messages: text; ``tool_use`` with ``input`` = the call's raw ``arguments`` JSON
   (validated as an object, sent byte-exact; empty → ``{}``; invalid → ``BAD_REQUEST``);
-  reasoning blocks only where the message's ``replay_state`` (written by this adapter for the
-  same model) holds their signature (→ ``thinking``) or redacted data (→ ``redacted_thinking``),
-  else dropped: the API rejects unsigned thinking, and signatures are bound to their model.
+  reasoning blocks only where they carry their signature: the block's own
+  :class:`~harness_core.types.ReasoningSignature` (→ ``thinking`` with ``signature``, or
+  ``redacted_thinking`` with ``data`` when redacted; the runtime has already dropped one made by
+  another provider or model, :func:`harness_core.boundary.strip_replay`), else the message's
+  legacy ``replay_state`` written by this adapter for the same model (:func:`replay_blocks`);
+  a block with neither is dropped: the API rejects unsigned thinking.
 - ``tools`` → ``input_schema``; ``tool_choice`` ``auto``/``required``/``none``/named →
   ``auto``/``any``/``none``/``tool``; ``stop`` → ``stop_sequences``; ``temperature``, ``top_p``.
 - ``reasoning_effort`` → ``thinking: {type: enabled, budget_tokens}`` from the configured
@@ -126,7 +129,10 @@ def _bad_request(message: str) -> LlmError:
 
 
 def replay_blocks(message: Message, model: str) -> Mapping[str, Any]:
-    """The per-block replay entries of an assistant ``message`` usable for a request to ``model``.
+    """The per-block replay entries of an assistant ``message`` usable for a request to ``model``:
+    the legacy place of thinking signatures, read for a block without its own
+    :class:`~harness_core.types.ReasoningSignature` (conversations stored before it, the
+    gateway's Responses dialect that carries only ``finish.replay_state``).
 
     Only state this adapter wrote (``provider == "anthropic"``, ``v == 1``) for the same model
     counts: thinking signatures are bound to the model that produced them. Anything else yields
@@ -168,6 +174,13 @@ def _assistant(message: Message, model: str) -> list[dict[str, Any]]:
             call = {"type": "tool_use", "id": block.id, "name": block.name, "input": _tool_input(block)}
             content.append(_marked(call, block.cache))
         elif isinstance(block, ReasoningBlock):
+            typed = block.signature
+            if typed is not None:
+                if typed.redacted:
+                    content.append({"type": "redacted_thinking", "data": typed.value})
+                else:
+                    content.append({"type": "thinking", "thinking": block.text, "signature": typed.value})
+                continue
             entry = replay.get(str(position))
             if not isinstance(entry, dict):
                 continue  # unsigned or foreign reasoning: the API would reject it

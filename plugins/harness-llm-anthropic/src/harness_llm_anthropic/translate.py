@@ -18,12 +18,14 @@ falling back to the SSE event name when a proxy dropped one of them):
   block types (server tools, their results, future types) are ignored with their deltas and
   consume no index.
 - ``content_block_delta``: ``text_delta`` / ``thinking_delta`` / ``input_json_delta`` become
-  deltas (empty pieces are dropped); ``signature_delta`` is kept for ``finish.replay_state``;
+  deltas (empty pieces are dropped); ``signature_delta`` is kept for the block's signature;
   other delta types are ignored.
 - ``content_block_stop``: ``block-end`` with the complete block. A tool call whose input stayed
   empty ends with ``arguments == "{}"`` (emitted as a last ``tool-call-delta`` so the deltas
-  concatenate to the block). Redacted thinking has no deltas: it ends as
-  ``ReasoningBlock(text="", signed=True)`` and its ``data`` goes into ``replay_state``.
+  concatenate to the block). A thinking block ends with its signature on the block
+  (:class:`~harness_core.types.ReasoningSignature`, tagged ``anthropic`` and the requested
+  model). Redacted thinking has no deltas: it ends as ``ReasoningBlock(text="", signed=True)``
+  whose signature holds the ``data`` (``redacted=True``).
 - ``message_delta``: stop reason; cumulative usage (replaces, never adds).
 - ``message_stop``: any block still open is closed, then ``usage`` (when reported) and
   ``finish``. ``ping`` and unknown event types produce nothing.
@@ -39,17 +41,19 @@ writes; cache reads/writes are also reported as ``cache_read_tokens`` / ``cache_
 (the one-hour writes of ``cache_creation.ephemeral_1h_input_tokens`` as ``cache_write_1h_tokens``);
 ``output_tokens`` is the last reported (cumulative) value.
 
-``replay_state`` (docs/stream-obligations.md#9-replay-state):
-``{"v": 1, "provider": "anthropic", "model": <requested model>,
-"blocks": {"<our index>": {"signature": ...} | {"redacted": ...}}}``, byte-exact signatures and
-redacted data, present only when the response had thinking blocks carrying them.
+``replay_state`` (docs/stream-obligations.md#9-replay-state) repeats those signatures for the
+consumers that carry only a stream's ``finish`` (the gateway's Responses dialect, conversations
+stored before the typed signature): ``{"v": 1, "provider": "anthropic", "model": <requested
+model>, "blocks": {"<our index>": {"signature": ...} | {"redacted": ...}}}``, byte-exact
+signatures and redacted data, present only when the response had thinking blocks carrying them.
+The serializer reads the block's signature first (:func:`harness_llm_anthropic.serialize.replay_blocks`).
 """
 
 from __future__ import annotations
 
 from typing import Any, Final, Literal
 
-from harness_core import FinishKind, FinishReason, LlmError, StreamChunk, TokenUsage
+from harness_core import FinishKind, FinishReason, LlmError, ReasoningSignature, StreamChunk, TokenUsage
 from harness_core.kit import DEFAULT_ABORT_REASON, Block, BlockWriter, SSEEvent, decode_event
 from harness_llm_anthropic.errors import PROVIDER, inband_error
 from harness_llm_anthropic.wire import EVENT_DECODER, WireBlock, WireEvent, WireUsage
@@ -94,8 +98,12 @@ class Translator:
     """Translates one response's events into chunks; create one per request.
 
     Args:
-        model: the model id the request named; it tags ``replay_state`` (signatures are bound to
-            the model, and the next request compares against the model it names).
+        model: the model id the request named; it tags ``replay_state`` and the blocks'
+            signatures (signatures are bound to the model, and the next request compares against
+            the model it names).
+        provider: the plugin name the signatures are bound to (the adapter's ``provider``;
+            default ``"anthropic"``), compared with the target route's plugin by
+            :func:`harness_core.boundary.strip_replay`.
 
     Attributes:
         done: true once a terminal event (``message_stop`` or ``error``) produced ``finish``.
@@ -120,12 +128,14 @@ class Translator:
         "_usage_seen",
         "_writer",
         "model",
+        "provider",
         "response_id",
         "response_model",
     )
 
-    def __init__(self, *, model: str | None = None) -> None:
+    def __init__(self, *, model: str | None = None, provider: str = PROVIDER) -> None:
         self.model = model
+        self.provider = provider
         self._writer = BlockWriter(PROVIDER, replay_state=lambda: self.replay_state, on_close=self._on_close)
         self.response_id: str | None = None
         self.response_model: str | None = None
@@ -413,7 +423,8 @@ class Translator:
     def _on_close(self, block: Block, out: list[StreamChunk]) -> None:
         """The writer closes ``block``: a tool call without ``input_json_delta`` gets the start
         event's input (a proxy may send it whole there) or ``"{}"`` as its one delta; a signed
-        thinking block's signature or a redacted block's data goes to ``replay_state``."""
+        thinking block's signature or a redacted block's data becomes the block's
+        :class:`~harness_core.types.ReasoningSignature` and goes to ``replay_state``."""
         wire: _Wire = block.extra
         if wire.kind == "tool":
             if not block.parts:
@@ -422,8 +433,9 @@ class Translator:
                     arguments = wire.start_input.decode("utf-8")
                 out.append(self._writer.delta(block, arguments))
         elif wire.replay is not None:
-            key = "signature" if wire.kind == "thinking" else "redacted"
-            self._replay[str(block.index)] = {key: wire.replay}
+            redacted = wire.kind == "redacted"
+            block.signature = ReasoningSignature(self.provider, self.model, wire.replay, redacted=redacted)
+            self._replay[str(block.index)] = {"redacted" if redacted else "signature": wire.replay}
 
     def _finish_kind(self) -> tuple[FinishKind, str | None]:
         raw = self._stop_reason
