@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.outfile import WriteFailureLog, check_output_file, private_dir, private_file, write_in_thread
     from harness_core.record import (
         Attempt,
+        ReadScope,
         StreamEnd,
         StreamRecord,
         embed_record,
@@ -121,6 +122,7 @@ __all__ = [
     "Message",
     "ModelInfo",
     "NamedToolChoice",
+    "ReadScope",
     "ReasoningBlock",
     "ReasoningDelta",
     "RedactFilter",
@@ -177,6 +179,7 @@ __version__ = "0.1.0"
 """The distribution's version (the single source: ``pyproject.toml`` reads it)."""
 _LAZY = {
     "Attempt": "harness_core.record",
+    "ReadScope": "harness_core.record",
     "StreamEnd": "harness_core.record",
     "StreamRecord": "harness_core.record",
     "embed_record": "harness_core.record",

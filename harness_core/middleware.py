@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.outfile import WriteFailureLog, check_output_file, private_file, write_in_thread
     from harness_core.record import (
         Attempt,
+        ReadScope,
         StreamEnd,
         StreamRecord,
         embed_record,
@@ -98,6 +99,7 @@ __all__ = [
     "LlmError",
     "Message",
     "ModelInfo",
+    "ReadScope",
     "ReasoningBlock",
     "ReasoningDelta",
     "Redactor",
@@ -141,6 +143,7 @@ _LAZY = {
     "failure_finish": "harness_core.assembler",
     "close_stream": "harness_core.chain",
     "Attempt": "harness_core.record",
+    "ReadScope": "harness_core.record",
     "StreamEnd": "harness_core.record",
     "StreamRecord": "harness_core.record",
     "embed_record": "harness_core.record",
