@@ -39,7 +39,7 @@ from typing import Any, Final, Literal
 import msgspec
 
 from harness_core import ErrorCode, FinishKind, FinishReason, LlmError, StreamChunk, TokenUsage
-from harness_core.kit import DEFAULT_ABORT_REASON, Block, BlockWriter, SSEEvent, snippet
+from harness_core.kit import DEFAULT_ABORT_REASON, Block, BlockWriter, SSEEvent
 from harness_llm_openai.errors import inband_code
 from harness_llm_openai.wire import (
     ChatCompletionChunk,
@@ -150,15 +150,11 @@ class ChunkTranslator:
             return []
         if data.startswith("[DONE]"):
             return self.feed_done()
-        if event.incomplete:
-            try:
-                chunk = decode_chunk(data)
-            except LlmError:
-                raise LlmError(
-                    "NETWORK", f"stream ended inside an event: {snippet(data)!r}", provider=self.provider
-                ) from None
-            return self.feed_chunk(chunk)
-        return self.feed_chunk(decode_chunk(data))
+        if event.incomplete:  # cut by EOF: a payload that does not decode is a truncated body
+            return self.feed_chunk(
+                decode_chunk(data, incomplete=True, provider=self.provider, request_id=self._writer.request_id)
+            )
+        return self.feed_chunk(decode_chunk(data, provider=self.provider, request_id=self._writer.request_id))
 
     def feed_chunk(self, chunk: ChatCompletionChunk) -> list[StreamChunk]:
         """Translate one decoded chunk; returns the chunks it produces (possibly none)."""
