@@ -91,6 +91,8 @@ class ChunkTranslator:
         error_finish_reasons: raw finish reasons that mean an in-band error → the code to use
             when no error object says more (default: OpenRouter's ``error`` → SERVER).
         request_id: the response's request id, copied onto in-band failures.
+        signed_reasoning: open reasoning blocks ``signed`` (a provider behind this wire signs
+            its reasoning: any-llm's Anthropic family).
 
     A :class:`~harness_core.kit.StreamTranslator`: use :meth:`feed` per SSE event (or
     :meth:`feed_chunk` per decoded chunk), then :meth:`end_of_input` at the end of the body, or
@@ -106,8 +108,10 @@ class ChunkTranslator:
         id_factory: Callable[[], str] = _new_call_id,
         error_finish_reasons: Mapping[str, ErrorCode] = DEFAULT_ERROR_FINISH_REASONS,
         request_id: str | None = None,
+        signed_reasoning: bool = False,
     ) -> None:
         self.provider = provider
+        self.signed_reasoning = signed_reasoning
         self._writer = BlockWriter(provider, request_id=request_id, replay_state=self.replay_state)
         self._id_factory = id_factory
         self._error_reasons = error_finish_reasons
@@ -261,7 +265,11 @@ class ChunkTranslator:
         segment = self._segment
         if segment is None or self._segment_kind != kind:
             self._close_segment(out)
-            segment = self._segment = self._writer.open("reasoning" if kind == "reasoning" else "text", out)
+            if kind == "reasoning":
+                segment = self._writer.open("reasoning", out, signed=self.signed_reasoning)
+            else:
+                segment = self._writer.open("text", out)
+            self._segment = segment
             self._segment_kind = kind
         out.append(self._writer.delta(segment, text))
 
