@@ -251,15 +251,15 @@ async def observe(
                     on_chunk(chunk)
                 yield chunk
         else:  # the same loop, reading inside the scope (``async for`` is the cheaper loop without one)
-            pull = stream.__anext__
+            pull, enter, leave = stream.__anext__, scope.enter, scope.exit
             while True:
-                token = scope.enter()
+                token = enter()
                 try:
                     chunk = await pull()
                 except StopAsyncIteration:
                     break
                 finally:
-                    scope.exit(token)
+                    leave(token)
                 if type(chunk) is not TextDelta or first is None:
                     if first is None and not isinstance(chunk, Finish):
                         first = anyio.current_time()

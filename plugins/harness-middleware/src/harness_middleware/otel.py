@@ -48,7 +48,7 @@ from __future__ import annotations
 import json
 import time
 import traceback
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
@@ -146,12 +146,14 @@ def _usage_attributes(usage: TokenUsage) -> dict[str, int]:
 class _SpanScope:
     """The ``observe`` scope making ``span`` current around each read of the inner stream
     (``trace.use_span`` without its context manager): the context holding it is derived from
-    the caller's again only when the caller's has changed since the last read."""
+    the caller's again only when the caller's has changed since the last read. ``exit`` is
+    OpenTelemetry's ``context.detach`` itself (one call less per chunk)."""
 
-    __slots__ = ("_attach", "_current", "_detach", "_get_current", "_parent", "_set_span_in_context", "_span")
+    __slots__ = ("_attach", "_current", "_get_current", "_parent", "_set_span_in_context", "_span", "exit")
 
     def __init__(self, context: Any, trace: Any, span: Span) -> None:
-        self._get_current, self._attach, self._detach = context.get_current, context.attach, context.detach
+        self._get_current, self._attach = context.get_current, context.attach
+        self.exit: Callable[[object], None] = context.detach
         self._set_span_in_context = trace.set_span_in_context
         self._span = span
         self._parent = context.get_current()
@@ -161,9 +163,6 @@ class _SpanScope:
         if (caller := self._get_current()) is not self._parent:
             self._parent, self._current = caller, self._set_span_in_context(self._span, caller)
         return self._attach(self._current)
-
-    def exit(self, token: object) -> None:
-        self._detach(token)
 
 
 class OtelPlugin(SecretMasking):
