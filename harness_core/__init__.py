@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from harness_core._lazy import lazy_exports
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on first use
+    from harness_core._lazy import moved_names
     from harness_core.abort import AbortSignal
     from harness_core.adapter import LlmAdapter
     from harness_core.assembler import BlockAssembler
@@ -162,6 +163,7 @@ __all__ = [
     "load_attachment",
     "load_config",
     "mask_strings",
+    "moved_names",
     "observe",
     "open_embed_record",
     "open_record",
@@ -178,6 +180,7 @@ __all__ = [
 __version__ = "0.1.0"
 """The distribution's version (the single source: ``pyproject.toml`` reads it)."""
 _LAZY = {
+    "moved_names": "harness_core._lazy",
     "Attempt": "harness_core.record",
     "ReadScope": "harness_core.record",
     "StreamEnd": "harness_core.record",
