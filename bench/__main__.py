@@ -8,8 +8,9 @@ targets of issue 7 as met / not met, and writes them with the raw figures to ``-
 (default ``bench-results/``: ``results.md``, ``results.json``, profiles).
 
 Sections (``--only``): ``throughput``, ``chain``, ``balance``, ``startup``, ``concurrency``,
-``ttfc``, ``httpx2``, ``gateway``, ``hot_key``, ``profile``. Nothing here asserts a time: targets
-are reported, never enforced.
+``ttfc``, ``httpx2``, ``gateway``, ``hot_key``, ``profile``, and ``against`` with ``--against TREE``
+(the per-chunk path of this checkout against another one, e.g. the code before a change).
+Nothing here asserts a time: targets are reported, never enforced.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from bench.report import markdown
 
 SECTIONS = (
     *("throughput", "chain", "balance", "startup", "concurrency", "ttfc", "httpx2", "gateway", "hot_key"),
-    "profile",
+    *("profile", "against"),
 )
 OPENAI_SCENARIOS = "text-2000:3,text-20000:1,tool-2000:3,paced-500:1"
 DISTRIBUTIONS = (
@@ -66,10 +67,15 @@ def _root() -> Path:
     return Path(__file__).resolve().parent.parent
 
 
-def worker(python: str, consumer: str, base: str, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run one :mod:`bench.worker` process; returns its JSON result or ``{"error": …}``."""
+def worker(
+    python: str, consumer: str, base: str, *args: str, env: dict[str, str] | None = None, tree: Path | None = None
+) -> dict[str, Any]:
+    """Run one :mod:`bench.worker` process; returns its JSON result or ``{"error": …}``.
+
+    ``tree``: the source tree to run in (default this one); its ``bench`` and ``harness_core``
+    are imported from there (the working directory is first on ``sys.path``)."""
     argv = [python, "-m", "bench.worker", "--consumer", consumer, "--base", base, *args]
-    done = subprocess.run(argv, capture_output=True, text=True, cwd=_root(), env=env, check=False)
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=tree or _root(), env=env, check=False)
     if done.returncode != 0:
         tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["?"]
         return {"error": tail[0][:300]}
@@ -185,6 +191,51 @@ def chain(python: str, rounds: int, log: Any) -> dict[str, Any]:
             "cpu_us_20000": med([run["text-20000"]["cpu_us_per_chunk"] for run in ok]),
             "peak_rss_mib": med([run["peak_rss_mib"] for run in ok]),
         }
+    return out
+
+
+AGAINST = (
+    *("chain-0", "chain-1", "chain-otel", "chain-usage", "chain-full"),
+    *("harness-openai-aiohttp", "harness-anthropic-aiohttp", "harness-gemini-aiohttp"),
+)
+"""The ``against`` section's consumers: the per-chunk path of the chain over the mock (no
+middleware, one pass-through, ``otel`` and ``usage`` alone, the first-party stack) and of each
+translator over the loopback server (aiohttp transport: the library's default)."""
+
+
+def against(python: str, base: str, other: Path, rounds: int, log: Any) -> dict[str, Any]:
+    """The per-chunk path of this tree against ``other`` (another checkout with its own
+    ``.venv``, e.g. ``git worktree add /tmp/before <commit>`` + ``/tmp/mkvenv.sh /tmp/before``):
+    every :data:`AGAINST` consumer on ``text-20000``, both trees one after the other for each
+    consumer (the order of the trees and of the consumers rotates every round), so a ratio
+    compares the same minutes of a shared machine. Reports per consumer the medians of µs and
+    CPU µs per chunk of each tree, the median of the per-round ratios (this ÷ other) and their
+    range (the noise)."""
+    other_python = str(other / ".venv" / "bin" / "python")
+    trees = {"this": (python, None), "other": (other_python, other)}
+    raw: dict[str, dict[str, list[dict[str, Any]]]] = {name: {"this": [], "other": []} for name in AGAINST}
+    for r in range(rounds):
+        for name in rotate(list(AGAINST), r):
+            for which in rotate(["this", "other"], r):
+                py, tree = trees[which]
+                target = "" if name.startswith("chain") else base
+                result = worker(py, name, target, "--scenarios", "text-20000:1", tree=tree)
+                raw[name][which].append(result)
+                log(f"  round {r + 1}/{rounds} {name} [{which}]: {_short(result)}")
+    out: dict[str, Any] = {"other": str(other)}
+    for name, runs in raw.items():
+        row: dict[str, Any] = {}
+        pairs = [
+            (a, b) for a, b in zip(runs["this"], runs["other"], strict=True) if "error" not in a and "error" not in b
+        ]
+        for key in ("us_per_chunk", "cpu_us_per_chunk"):
+            row[f"this_{key}"] = med([a["text-20000"][key] for a, _ in pairs])
+            row[f"other_{key}"] = med([b["text-20000"][key] for _, b in pairs])
+            ratios = [a["text-20000"][key] / b["text-20000"][key] for a, b in pairs]
+            row[f"ratio_{key}"] = med(ratios)
+            row[f"range_{key}"] = (min(ratios), max(ratios)) if ratios else None
+        row["errors"] = [run["error"] for which in runs.values() for run in which if "error" in run]
+        out[name] = row
     return out
 
 
@@ -423,10 +474,18 @@ def main(argv: list[str] | None = None) -> None:
         default=str(_root() / "bench" / ".portkey"),
         help="folder of Portkey's npm install (the gateway section's Node peer; skipped with a line when absent)",
     )
+    parser.add_argument(
+        "--against",
+        default=None,
+        type=Path,
+        help="another checkout with its own .venv: compare the per-chunk path with it (section 'against')",
+    )
     parser.add_argument("--out", default="bench-results", help="folder for results.md / results.json / profiles")
     parser.add_argument("--quick", action="store_true", help="2 rounds, fewer start-up runs: a smoke run")
     args = parser.parse_args(argv)
-    sections = args.only or list(SECTIONS)
+    sections = args.only or [*SECTIONS, *(["against"] if args.against else [])]
+    if "against" in sections and args.against is None:
+        parser.error("section 'against' needs --against TREE")
     rounds = 2 if args.quick else args.rounds
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -470,6 +529,8 @@ def main(argv: list[str] | None = None) -> None:
                 res[section] = hot_key(python, base, log, quick=args.quick)
             elif section == "profile":
                 res[section] = profile(python, base, out_dir, log)
+            elif section == "against":
+                res[section] = against(python, base, args.against, rounds, log)
             log(f"   ({time.perf_counter() - t0:.0f} s)")
     res["load_after"] = os.getloadavg()
     text = markdown(res)

@@ -400,6 +400,8 @@ def markdown(res: dict[str, Any]) -> str:
         lines += _throughput(res["throughput"])
     if res.get("chain"):
         lines += _chain(res["chain"])
+    if res.get("against"):
+        lines += _against(res["against"])
     if res.get("balance"):
         lines += _balance(res["balance"])
     if res.get("startup"):
@@ -435,3 +437,25 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def _against(res: dict[str, Any]) -> list[str]:
+    """The ``against`` section: µs per chunk of this tree and the other, per-round ratio and its range."""
+    lines = [f"### Per chunk against `{res['other']}` (text-20000; this ÷ other, median of rounds [range])", ""]
+    rows = []
+    for name, row in res.items():
+        if name == "other":
+            continue
+        cells = [name]
+        for key in ("us_per_chunk", "cpu_us_per_chunk"):
+            span = row.get(f"range_{key}")
+            ratio = row.get(f"ratio_{key}")
+            cells += [
+                _f(row.get(f"other_{key}"), "{:.2f}"),
+                _f(row.get(f"this_{key}"), "{:.2f}"),
+                (f"{ratio:.3f} [{span[0]:.3f}–{span[1]:.3f}]" if ratio is not None and span else "n/a"),
+            ]
+        cells.append("; ".join(row.get("errors") or []) or "")
+        rows.append(cells)
+    header = ["consumer", "other µs", "this µs", "ratio", "other CPU µs", "this CPU µs", "CPU ratio", "errors"]
+    return lines + _table(header, rows)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from harness_core._lazy import lazy_exports
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on first use
+    from harness_core._lazy import moved_names
     from harness_core.abort import AbortSignal
     from harness_core.adapter import LlmAdapter
     from harness_core.assembler import BlockAssembler
@@ -27,6 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.plugininfo import plugin_name
     from harness_core.record import (
         Attempt,
+        ReadScope,
         StreamEnd,
         StreamRecord,
         embed_record,
@@ -125,6 +127,7 @@ __all__ = [
     "Message",
     "ModelInfo",
     "NamedToolChoice",
+    "ReadScope",
     "ReasoningBlock",
     "ReasoningDelta",
     "ReasoningSignature",
@@ -166,6 +169,7 @@ __all__ = [
     "load_attachment",
     "load_config",
     "mask_strings",
+    "moved_names",
     "observe",
     "open_embed_record",
     "open_record",
@@ -187,7 +191,9 @@ _LAZY = {
     "FieldTarget": "harness_core.fields",
     "RefusedField": "harness_core.fields",
     "pass_through": "harness_core.fields",
+    "moved_names": "harness_core._lazy",
     "Attempt": "harness_core.record",
+    "ReadScope": "harness_core.record",
     "StreamEnd": "harness_core.record",
     "StreamRecord": "harness_core.record",
     "embed_record": "harness_core.record",

@@ -12,7 +12,17 @@ from typing import Final, Literal, get_args
 
 import msgspec
 
-__all__ = ["ERROR_CODES", "RETRYABLE_CODES", "ErrorCode", "Failure", "InvalidOutputError", "LlmError"]
+__all__ = [
+    "ERROR_CODES",
+    "RETRYABLE_CODES",
+    "SNIPPET_CHARS",
+    "ErrorCode",
+    "Failure",
+    "InvalidOutputError",
+    "LlmError",
+    "snippet",
+    "truncate",
+]
 
 ErrorCode = Literal[
     "NO_ADAPTER",
@@ -48,6 +58,25 @@ RETRYABLE_CODES: Final[frozenset[str]] = frozenset({"RATE_LIMITED", "OVERLOADED"
 
 _MAX_MESSAGE = 2000
 
+SNIPPET_CHARS: Final = 200
+"""Longest excerpt of a payload (an event, a response body, a provider's message) quoted in an
+error message (docs/writing-an-adapter.md)."""
+
+
+def truncate(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters, ending with ``…`` when cut: the one cut rule
+    of error text (messages, quoted payloads)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def snippet(data: str | bytes) -> str:
+    """The excerpt of a payload an error message quotes: at most :data:`SNIPPET_CHARS`
+    characters, ``…`` marking a cut (:func:`truncate`); bytes are read as UTF-8 with
+    replacement characters."""
+    if not isinstance(data, str):
+        data = data[: SNIPPET_CHARS * 4].decode("utf-8", "replace")  # enough bytes for the excerpt
+    return truncate(data, SNIPPET_CHARS)
+
 
 class LlmError(Exception):
     """A classified failure of a generation, raised by adapters and the runtime.
@@ -80,8 +109,7 @@ class LlmError(Exception):
     ) -> None:
         if code not in ERROR_CODES:
             raise ValueError(f"unknown LlmError code {code!r}; expected one of {sorted(ERROR_CODES)}")
-        if len(message) > _MAX_MESSAGE:
-            message = message[: _MAX_MESSAGE - 1] + "…"
+        message = truncate(message, _MAX_MESSAGE)
         super().__init__(message)
         self.code: ErrorCode = code
         self.message = message

@@ -11,7 +11,10 @@ needs, and nothing more. How to write one: ``docs/hooks.md``.
   blocks, :class:`Message`, :class:`ModelInfo`, :class:`TokenUsage`, :func:`canonical_json`;
 - embedding calls: :class:`EmbedOptions` in, :class:`Embeddings` out;
 - errors: :class:`LlmError`, :class:`Failure`, :data:`ErrorCode`; :func:`failure_finish` (the
-  ``finish`` ending a stream with a failure);
+  ``finish`` ending a stream with a failure); :func:`snippet` (the excerpt an error message quotes);
+- the stream's record: :class:`StreamRecord` (:func:`open_record`, :func:`record_of`,
+  :func:`embed_record`, :class:`Attempt`) and :func:`observe` (watch a stream, account at the
+  end: :class:`StreamEnd`, :class:`ReadScope`);
 - streams: :class:`LlmAdapter`, :class:`BlockAssembler` (chunks into a result),
   :func:`close_stream`, :class:`AbortSignal`, :func:`race` and :data:`ABORTED`;
 - secrets: :class:`Redactor`, :class:`ChunkScrubber` (masking a stream whatever its split),
@@ -35,11 +38,12 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.assembler import BlockAssembler, failure_finish
     from harness_core.chain import close_stream
     from harness_core.embedding import EmbedCallNext, Embeddings, EmbedOptions
-    from harness_core.errors import ErrorCode, Failure, LlmError
+    from harness_core.errors import ErrorCode, Failure, LlmError, snippet
     from harness_core.hookspecs import CallNext, CountCallNext, RegisterAdapter, ToolCallNext, hookimpl
     from harness_core.outfile import WriteFailureLog, check_output_file, private_file, write_in_thread
     from harness_core.record import (
         Attempt,
+        ReadScope,
         StreamEnd,
         StreamRecord,
         embed_record,
@@ -101,6 +105,7 @@ __all__ = [
     "LlmError",
     "Message",
     "ModelInfo",
+    "ReadScope",
     "ReasoningBlock",
     "ReasoningDelta",
     "ReasoningSignature",
@@ -132,6 +137,7 @@ __all__ = [
     "private_file",
     "race",
     "record_of",
+    "snippet",
     "write_in_thread",
 ]
 
@@ -145,6 +151,7 @@ _LAZY = {
     "failure_finish": "harness_core.assembler",
     "close_stream": "harness_core.chain",
     "Attempt": "harness_core.record",
+    "ReadScope": "harness_core.record",
     "StreamEnd": "harness_core.record",
     "StreamRecord": "harness_core.record",
     "embed_record": "harness_core.record",
@@ -158,6 +165,7 @@ _LAZY = {
     "ErrorCode": "harness_core.errors",
     "Failure": "harness_core.errors",
     "LlmError": "harness_core.errors",
+    "snippet": "harness_core.errors",
     "CallNext": "harness_core.hookspecs",
     "CountCallNext": "harness_core.hookspecs",
     "RegisterAdapter": "harness_core.hookspecs",

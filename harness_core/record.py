@@ -28,7 +28,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 import anyio
 import msgspec
@@ -41,6 +41,7 @@ from harness_core.types import Finish, GenerateOptions, StreamChunk, TextDelta, 
 __all__ = [
     "RECORD_KEY",
     "Attempt",
+    "ReadScope",
     "StreamEnd",
     "StreamRecord",
     "embed_record",
@@ -193,10 +194,31 @@ class StreamEnd:
         return "error"
 
 
+class ReadScope(Protocol):
+    """What :func:`observe` makes current around every read of the inner stream, never across a
+    ``yield`` (e.g. ``otel``'s span, so the adapter's HTTP spans nest under it while the
+    consumer's code never runs inside it).
+
+    ``enter()`` runs just before each ``__anext__`` of the inner stream and returns a token;
+    ``exit(token)`` runs right after that read (a chunk, the end of the stream or an exception),
+    in the same task. Both are called once per chunk: keep them cheap.
+    """
+
+    def enter(self) -> object:
+        """Make the scope current for one read; returns the token :meth:`exit` gets back."""
+        ...  # pragma: no cover - protocol
+
+    def exit(self, token: object) -> None:
+        """Undo what :meth:`enter` returned ``token`` for."""
+        ...  # pragma: no cover - protocol
+
+
 async def observe(
     stream: AsyncIterator[StreamChunk],
     on_end: Callable[[StreamEnd], Awaitable[None]],
     on_chunk: Callable[[StreamChunk], object] | None = None,
+    *,
+    scope: ReadScope | None = None,
 ) -> AsyncGenerator[StreamChunk, None]:
     """Yield every chunk of ``stream`` unchanged; when it ends, close it and await ``on_end`` once.
 
@@ -205,8 +227,10 @@ async def observe(
     consumer closing this generator early, or cancellation. It runs after ``stream`` was closed
     (:func:`~harness_core.closing.close_stream`), shielded from cancellation: bound it yourself.
     ``on_chunk``, when given, is called with every chunk before it is yielded (e.g.
-    :meth:`~harness_core.assembler.BlockAssembler.feed`). Text deltas after the first chunk cost
-    one type check each (the loop usage, prompt-log and otel each wrote by hand).
+    :meth:`~harness_core.assembler.BlockAssembler.feed`). ``scope``, when given, is entered
+    around every read of ``stream`` (:class:`ReadScope`), never while the consumer runs and
+    never while ``stream`` is being closed. Text deltas after the first chunk cost one type
+    check each (the loop usage, prompt-log and otel each wrote by hand).
     """
     started = anyio.current_time()
     first: float | None = None
@@ -214,17 +238,38 @@ async def observe(
     finish: Finish | None = None
     raised: BaseException | None = None
     try:
-        async for chunk in stream:
-            if type(chunk) is not TextDelta or first is None:  # a later text delta: nothing to note
-                if first is None and not isinstance(chunk, Finish):  # a lone finish is no first chunk
-                    first = anyio.current_time()
-                if isinstance(chunk, Usage):
-                    usage = chunk.usage
-                elif isinstance(chunk, Finish):
-                    finish = chunk
-            if on_chunk is not None:
-                on_chunk(chunk)
-            yield chunk
+        if scope is None:
+            async for chunk in stream:
+                if type(chunk) is not TextDelta or first is None:  # a later text delta: nothing to note
+                    if first is None and not isinstance(chunk, Finish):  # a lone finish is no first chunk
+                        first = anyio.current_time()
+                    if isinstance(chunk, Usage):
+                        usage = chunk.usage
+                    elif isinstance(chunk, Finish):
+                        finish = chunk
+                if on_chunk is not None:
+                    on_chunk(chunk)
+                yield chunk
+        else:  # the same loop, reading inside the scope (``async for`` is the cheaper loop without one)
+            pull, enter, leave = stream.__anext__, scope.enter, scope.exit
+            while True:
+                token = enter()
+                try:
+                    chunk = await pull()
+                except StopAsyncIteration:
+                    break
+                finally:
+                    leave(token)
+                if type(chunk) is not TextDelta or first is None:
+                    if first is None and not isinstance(chunk, Finish):
+                        first = anyio.current_time()
+                    if isinstance(chunk, Usage):
+                        usage = chunk.usage
+                    elif isinstance(chunk, Finish):
+                        finish = chunk
+                if on_chunk is not None:
+                    on_chunk(chunk)
+                yield chunk
     except BaseException as exc:
         raised = exc
         raise

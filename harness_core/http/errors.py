@@ -17,7 +17,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from harness_core._lazy import moved_names
 from harness_core.errors import ErrorCode, LlmError
+from harness_core.errors import truncate as _truncate
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; httpx is imported where an exception is mapped
     import httpx
@@ -36,7 +38,6 @@ __all__ = [
     "parse_error_body",
     "parse_retry_after",
     "request_id_from",
-    "truncate",
 ]
 
 MAX_MESSAGE: Final = 1000
@@ -213,11 +214,6 @@ def request_id_from(headers: Mapping[str, str]) -> str | None:
     return None
 
 
-def truncate(text: str, limit: int = MAX_MESSAGE) -> str:
-    """``text`` cut to at most ``limit`` characters, ending with ``…`` when cut."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 _TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
 _TAGS = re.compile(r"<[^>]*>")
 _SPACES = re.compile(r"\s+")
@@ -244,7 +240,7 @@ def parse_error_body(body: bytes) -> tuple[dict[str, Any] | None, str]:
     if text.startswith("<"):
         title = _TITLE.search(text)
         text = title.group(1) if title else _TAGS.sub(" ", text)
-    return obj, truncate(_SPACES.sub(" ", text).strip())
+    return obj, _truncate(_SPACES.sub(" ", text).strip(), MAX_MESSAGE)
 
 
 def _as_str(value: Any) -> str | None:
@@ -325,7 +321,7 @@ def error_from_response(
     retry_after = parse_retry_after(headers)
     return LlmError(
         refined.code or code_for_status(status),
-        truncate(message),
+        _truncate(message, MAX_MESSAGE),
         status=status,
         retry_after=refined.retry_after if retry_after is None else retry_after,
         provider=provider,
@@ -373,7 +369,7 @@ def error_from_payload(
     retry_after = parse_retry_after(headers)
     return LlmError(
         code or default_code,
-        truncate(message),
+        _truncate(message, MAX_MESSAGE),
         status=status,
         retry_after=refined.retry_after if retry_after is None else retry_after,
         provider=provider,
@@ -428,3 +424,6 @@ def error_from_exception(exc: httpx.HTTPError, *, provider: str | None = None) -
     else:
         code = "INTERNAL"
     return LlmError(code, detail, provider=provider)
+
+
+__getattr__ = moved_names(__name__, {"truncate": "harness_core.errors"})

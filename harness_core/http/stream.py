@@ -16,7 +16,7 @@ import anyio
 import httpx
 
 from harness_core.abort import Aborted, AbortSignal, race
-from harness_core.errors import LlmError
+from harness_core.errors import LlmError, snippet
 from harness_core.http.decoding import Inflater
 from harness_core.http.errors import (
     MAX_ERROR_BODY,
@@ -25,7 +25,6 @@ from harness_core.http.errors import (
     error_from_response,
     parse_error_body,
     request_id_from,
-    truncate,
 )
 from harness_core.http.finishing import finish_generator
 from harness_core.sse import DEFAULT_MAX_EVENT_SIZE, SSEDecoder, SSEEvent
@@ -217,13 +216,13 @@ class SSEStream:
                         classifier=self._classifier,
                     )
             elif _media_type(response.headers.get("content-type", "")) != "text/event-stream":
-                snippet = parse_error_body(await self._read_some(2048))[1]
+                body_text = parse_error_body(await self._read_some(2048))[1]
                 if not self.aborted:
                     content_type = response.headers.get("content-type") or "no content type"
                     raise LlmError(
                         "PROTOCOL",
                         f"expected a text/event-stream response, got {content_type!r}"
-                        + (f": {truncate(snippet, 200)}" if snippet else ""),
+                        + (f": {snippet(body_text)}" if body_text else ""),
                         status=response.status_code,
                         provider=self._provider,
                         request_id=request_id_from(response.headers),

@@ -36,9 +36,10 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.abort import ABORTED, DEFAULT_ABORT_REASON, abort_reason, race
     from harness_core.chain import aclose_all
     from harness_core.embedding import DEFAULT_MAX_BATCH, float32_from_base64
+    from harness_core.errors import SNIPPET_CHARS, snippet
     from harness_core.hookspecs import RegisterAdapter, RegisterEmbedder
     from harness_core.kit.adapter import HttpAdapter
-    from harness_core.kit.blocks import SNIPPET_CHARS, Block, BlockWriter, decode_event, snippet
+    from harness_core.kit.blocks import Block, BlockWriter, decode_event
     from harness_core.kit.config import (
         HttpProviderConfig,
         HttpTimeouts,
@@ -93,7 +94,7 @@ __all__ = [
 _LAZY = {
     "DEFAULT_ABORT_REASON": "harness_core.abort",
     "DEFAULT_DRAIN_TIMEOUT": "harness_core.kit.stream",
-    "SNIPPET_CHARS": "harness_core.kit.blocks",
+    "SNIPPET_CHARS": "harness_core.errors",
     "Block": "harness_core.kit.blocks",
     "BlockWriter": "harness_core.kit.blocks",
     "HttpAdapter": "harness_core.kit.adapter",
@@ -107,7 +108,7 @@ _LAZY = {
     "decode_event": "harness_core.kit.blocks",
     "header_name_problem": "harness_core.kit.config",
     "request_json": "harness_core.kit.request",
-    "snippet": "harness_core.kit.blocks",
+    "snippet": "harness_core.errors",
     "stream_sse": "harness_core.kit.stream",
     "vendor_api_key": "harness_core.kit.config",
     "ABORTED": "harness_core.abort",

@@ -15,13 +15,14 @@ Pure and synchronous (no I/O), like the translators that use it. How to use it:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Final, TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
+from harness_core._lazy import moved_names
 from harness_core.abort import DEFAULT_ABORT_REASON
 from harness_core.errors import LlmError
-from harness_core.http.errors import truncate
+from harness_core.errors import snippet as _snippet
 from harness_core.types import (
     BlockEnd,
     BlockStart,
@@ -40,21 +41,9 @@ from harness_core.types import (
     Usage,
 )
 
-__all__ = ["SNIPPET_CHARS", "Block", "BlockWriter", "decode_event", "snippet"]
-
-SNIPPET_CHARS: Final = 200
-"""Longest excerpt of a payload quoted in an error message (docs/writing-an-adapter.md)."""
+__all__ = ["Block", "BlockWriter", "decode_event"]
 
 T = TypeVar("T")
-
-
-def snippet(data: str | bytes) -> str:
-    """The excerpt of an event payload an error message quotes: at most :data:`SNIPPET_CHARS`
-    characters, ``…`` marking a cut (:func:`harness_core.http.errors.truncate`); bytes are read
-    as UTF-8 with replacement characters."""
-    if not isinstance(data, str):
-        data = data[: SNIPPET_CHARS * 4].decode("utf-8", "replace")  # enough bytes for the excerpt
-    return truncate(data, SNIPPET_CHARS)
 
 
 def decode_event(
@@ -63,6 +52,7 @@ def decode_event(
     what: str,
     *,
     event: str | None = None,
+    incomplete: bool = False,
     provider: str | None = None,
     request_id: str | None = None,
 ) -> T:
@@ -72,19 +62,25 @@ def decode_event(
         what: names the payload in the error message (``"Gemini stream event"``).
         event: the SSE event name, quoted after ``what`` when given (a plain argument, so the
             hot path formats nothing).
+        incomplete: the event was cut by the end of the body (``SSEEvent.incomplete``): a
+            payload that does not decode is then a truncated body, not a malformed one.
         provider / request_id: stamped on the error.
 
     Raises:
         LlmError: ``PROTOCOL`` when ``data`` is not JSON or not of the decoder's type; the
-            message is ``malformed <what> [<event>] (<why>): <snippet>`` quoting :func:`snippet`
-            of it.
+            message is ``malformed <what> [<event>] (<why>): <snippet>`` quoting
+            :func:`~harness_core.errors.snippet` of it. ``NETWORK`` instead when ``incomplete``:
+            ``<what> [<event>] cut by the end of the stream (connection closed early): <snippet>``.
     """
     try:
         return decoder.decode(data)
     except msgspec.DecodeError as exc:
         name = what if event is None else f"{what} {event!r}"
+        if incomplete:
+            message = f"{name} cut by the end of the stream (connection closed early): {_snippet(data)!r}"
+            raise LlmError("NETWORK", message, provider=provider, request_id=request_id) from exc
         raise LlmError(
-            "PROTOCOL", f"malformed {name} ({exc}): {snippet(data)!r}", provider=provider, request_id=request_id
+            "PROTOCOL", f"malformed {name} ({exc}): {_snippet(data)!r}", provider=provider, request_id=request_id
         ) from exc
 
 
@@ -260,3 +256,6 @@ class BlockWriter:
             return []
         failure = LlmError("ABORTED", reason, provider=self.provider, request_id=self.request_id).to_failure()
         return self.finish(FinishReason("aborted", failure=failure))
+
+
+__getattr__ = moved_names(__name__, {"SNIPPET_CHARS": "harness_core.errors", "snippet": "harness_core.errors"})

@@ -182,3 +182,33 @@ def test_snippet_quotes_at_most_snippet_chars() -> None:
     assert snippet(long.encode()) == "é" * (SNIPPET_CHARS - 1) + "…"
     assert snippet(b"\xff ok") == "\ufffd ok"
     assert snippet("short") == "short"
+
+
+def test_decode_event_of_a_cut_payload_is_network() -> None:
+    """An event cut by the end of the body (``incomplete``) that does not decode: a truncated body."""
+    with pytest.raises(LlmError) as info:
+        decode_event(_POINT, '{"x": 1', "Acme event", event="delta", incomplete=True, provider="acme", request_id="r")
+    error = info.value
+    assert (error.code, error.provider, error.request_id) == ("NETWORK", "acme", "r")
+    assert error.message == "Acme event 'delta' cut by the end of the stream (connection closed early): '{\"x\": 1'"
+    assert decode_event(_POINT, '{"x": 2}', "Acme event", incomplete=True) == _Point(2)  # complete JSON counts
+
+
+def test_the_excerpt_rule_has_one_owner_and_old_paths_warn() -> None:
+    """``snippet``/``SNIPPET_CHARS``/``truncate`` live in :mod:`harness_core.errors`; the kit face
+    re-exports them; their old module paths still work with a warning naming the owner."""
+    import harness_core.errors as owner
+    import harness_core.http.errors as http_errors
+    import harness_core.kit.blocks as blocks
+
+    assert snippet is owner.snippet
+    assert SNIPPET_CHARS == owner.SNIPPET_CHARS == 200
+    with pytest.warns(DeprecationWarning, match=r"harness_core\.kit\.blocks\.snippet moved: .*harness_core\.errors"):
+        assert blocks.snippet is owner.snippet
+    with pytest.warns(DeprecationWarning, match=r"harness_core\.kit\.blocks\.SNIPPET_CHARS moved"):
+        assert blocks.SNIPPET_CHARS == 200
+    with pytest.warns(DeprecationWarning, match=r"harness_core\.http\.errors\.truncate moved: .*harness_core\.errors"):
+        assert http_errors.truncate is owner.truncate
+    assert owner.truncate("abcdef", 4) == "abc…"
+    assert owner.truncate("abcd", 4) == "abcd"
+    assert LlmError("SERVER", "x" * 3000).message == "x" * 1999 + "…"  # LlmError cuts by the same rule

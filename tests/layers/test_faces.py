@@ -31,6 +31,8 @@ MOVED = {
     "harness_core.config": dict.fromkeys(
         ["MASK", "RedactFilter", "Redactor", "redacted_logging"], "harness_core.secret"
     ),
+    "harness_core.http.errors": {"truncate": "harness_core.errors"},
+    "harness_core.kit.blocks": dict.fromkeys(["SNIPPET_CHARS", "snippet"], "harness_core.errors"),
 }
 """The old import paths that keep working with a ``DeprecationWarning`` (CHANGELOG.md, Unreleased)."""
 FIRST_PARTY = {"harness-core", "pytest-harness"} | {
@@ -53,6 +55,26 @@ def test_a_lazy_export_table_names_what_all_lists_and_each_name_resolves(name: s
         if export in table:
             assert value is getattr(importlib.import_module(table[export]), export), f"{name}.{export}"
     assert len(package.__all__) == len(set(package.__all__)), f"{name}: __all__ lists a name twice"
+
+
+def _calls_in_core(function: str) -> set[str]:
+    """The core modules whose source calls ``function`` (``lazy_exports`` / ``moved_names``)."""
+    found = set()
+    for path in sorted((ROOT / "harness_core").rglob("*.py")):
+        if path.name == "_lazy.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == function:
+                parts = path.relative_to(ROOT).with_suffix("").parts
+                found.add(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return found
+
+
+def test_every_lazy_export_table_and_moved_table_of_the_core_is_checked() -> None:
+    """A new face (``lazy_exports``) or a new deprecated path (``moved_names``) joins the lists
+    above, so its table is checked against ``__all__`` / its owner."""
+    assert _calls_in_core("lazy_exports") == set(LAZY_PACKAGES)
+    assert _calls_in_core("moved_names") == set(MOVED)
 
 
 @pytest.mark.parametrize(("old", "name"), [(old, name) for old, names in MOVED.items() for name in names])
@@ -187,3 +209,21 @@ def test_the_pre_commit_mypy_hook_checks_every_source_folder_ci_checks() -> None
     targets = {arg for arg in mypy["args"] if not arg.startswith("-")}
     wanted = {str(path.relative_to(ROOT)) for path in checked_sources(ROOT) if path.name != "tools"}
     assert wanted - targets == set(), "add these folders to the pre-commit mypy hook's args"
+
+
+def test_a_test_that_needs_the_cases_folder_loads_it_through_the_skipping_loader() -> None:
+    """A clone without ``../shared/cases`` (``HARNESS_CASES_DIR``) skips those modules with the
+    reason: tests load the cases with ``pytest_harness.load_cases_or_skip`` at import, never with
+    ``load_cases`` (which raises) — except the loader's own tests."""
+    own = {ROOT / "tests" / "testing" / "test_kit_cases.py"}
+    found = []
+    for path in sorted([*ROOT.glob("tests/**/*.py"), *ROOT.glob("plugins/*/tests/**/*.py")]):
+        if path in own:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", getattr(node.func, "attr", None)) == "load_cases"
+            ):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert found == []

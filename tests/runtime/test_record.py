@@ -175,6 +175,49 @@ async def test_observe_cancellation() -> None:
     assert (end.how, closed) == ("cancelled", [True])
 
 
+class Scope:
+    """A read scope recording when it is current (``inside``) and the tokens it got back."""
+
+    def __init__(self) -> None:
+        self.inside = False
+        self.tokens: list[object] = []
+        self.entered = 0
+
+    def enter(self) -> object:
+        assert not self.inside
+        self.inside, self.entered = True, self.entered + 1
+        return self.entered
+
+    def exit(self, token: object) -> None:
+        assert self.inside
+        self.inside = False
+        self.tokens.append(token)
+
+
+async def test_observe_enters_the_scope_around_every_read_only() -> None:
+    scope, seen_inner, seen_consumer = Scope(), list[bool](), list[bool]()
+
+    async def inner() -> AsyncIterator[StreamChunk]:
+        for chunk in [*TEXT, STOP]:
+            seen_inner.append(scope.inside)
+            yield chunk
+        seen_inner.append(scope.inside)  # the read that ends the stream
+
+    async for _ in observe(inner(), Ends(), scope=scope):
+        seen_consumer.append(scope.inside)
+    assert seen_inner == [True] * 6
+    assert seen_consumer == [False] * 5
+    assert scope.tokens == [1, 2, 3, 4, 5, 6]  # every enter's token handed back to exit
+
+
+async def test_observe_leaves_the_scope_when_a_read_raises() -> None:
+    scope, ends = Scope(), Ends()
+    with pytest.raises(LlmError, match="reset"):
+        async for _ in observe(source([TEXT[0], LlmError("NETWORK", "reset")], []), ends, scope=scope):
+            pass
+    assert (scope.inside, scope.tokens, [end.how for end in ends.ends]) == (False, [1, 2], ["error"])
+
+
 # ------------------------------------------------------------------ the core opens it
 
 

@@ -14,14 +14,16 @@ import harness_gateway.store as store_module
 @pytest.mark.parametrize("name", sorted(app_module._MOVED))
 def test_a_name_moved_out_of_app_still_imports_with_a_warning(name: str) -> None:
     place = app_module._MOVED[name]
-    with pytest.warns(DeprecationWarning, match=rf"harness_gateway\.app\.{name} moved to {place}\.{name}"):
+    with pytest.warns(DeprecationWarning, match=rf"harness_gateway\.app\.{name} moved: import it from {place}"):
         value = getattr(app_module, name)
     assert value is getattr(importlib.import_module(place), name)
 
 
 @pytest.mark.parametrize("name", sorted(store_module._MOVED))
 def test_the_sqlite_backend_moved_out_of_store_imports_with_a_warning(name: str) -> None:
-    with pytest.warns(DeprecationWarning, match=rf"harness_gateway\.sqlite\.{name}"):
+    with pytest.warns(
+        DeprecationWarning, match=rf"harness_gateway\.store\.{name} moved: import it from harness_gateway\.sqlite"
+    ):
         value = getattr(store_module, name)
     assert value is getattr(importlib.import_module("harness_gateway.sqlite"), name)
 

@@ -7,6 +7,7 @@ import json
 import secrets
 import sys
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -29,6 +30,7 @@ from harness_core.types import (
     ToolCallBlock,
     ToolResultBlock,
 )
+from harness_middleware import otel
 from harness_middleware.otel import OtelPlugin
 
 pytestmark = pytest.mark.anyio
@@ -76,6 +78,31 @@ async def test_span_follows_genai_conventions(exporter: InMemorySpanExporter) ->
     }
     assert [e.name for e in span.events] == ["gen_ai.first_chunk"]
     assert span.status.status_code == StatusCode.UNSET
+
+
+async def test_the_first_chunk_event_is_stamped_with_its_arrival(
+    exporter: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The event carries the time the first chunk came (the core's record), not the time the
+    span ended: with the wall clock frozen at W, the event is W minus the first chunk's age."""
+    await collect(plugin(exporter).llm_stream(options(), Script([*text_chunks("a"), stop()])))
+    span = only_span(exporter)
+    [event] = span.events
+    assert event.name == "gen_ai.first_chunk"
+    assert span.start_time is not None
+    assert span.end_time is not None
+    assert span.start_time <= event.timestamp <= span.end_time
+
+    frozen = 10**18
+    monkeypatch.setattr(otel, "time", SimpleNamespace(time_ns=lambda: frozen))
+    await collect(plugin(exporter).llm_stream(options(), Script([*text_chunks("a"), stop()])))
+    stamped = exporter.get_finished_spans()[-1].events[0].timestamp
+    assert stamped < frozen  # an age was taken off: the arrival, not the end
+
+
+async def test_a_stream_of_only_a_finish_has_no_first_chunk_event(exporter: InMemorySpanExporter) -> None:
+    await collect(plugin(exporter).llm_stream(options(), Script([error_finish("SERVER", message="503")])))
+    assert only_span(exporter).events == ()
 
 
 async def test_optional_request_attributes_absent(exporter: InMemorySpanExporter) -> None:

@@ -42,10 +42,11 @@ Every response carries ``x-request-id`` (the client's, when it sent a sane one);
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from starlette.applications import Starlette
 
+from harness_core import moved_names
 from harness_gateway.gateway import Gateway
 from harness_gateway.request_id import RequestIdMiddleware
 from harness_gateway.routes import routes, unknown_endpoint
@@ -81,18 +82,6 @@ _MOVED: Final = {
 """Names this module held before it was split, and their modules now."""
 
 
-def __getattr__(name: str) -> Any:
-    """A name moved out of this module (:data:`_MOVED`), with a ``DeprecationWarning`` naming its
-    new place; ``AttributeError`` for any other unknown name."""
-    place = _MOVED.get(name)
-    if place is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-    import warnings
-
-    warnings.warn(
-        f"harness_gateway.app.{name} moved to {place}.{name}; import it from there",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(importlib.import_module(place), name)
+__getattr__ = moved_names(__name__, _MOVED)
+"""A moved name still reads from here, with a ``DeprecationWarning`` naming its module now
+(the core's one rule for old import paths)."""

@@ -64,7 +64,7 @@ import anyio
 import msgspec
 from anyio.abc import TaskStatus
 
-from harness_core import TokenUsage
+from harness_core import TokenUsage, moved_names
 from harness_gateway.errors import GatewayError
 from harness_gateway.keys import KeyRecord, KeySpec, hash_key, new_key
 
@@ -765,18 +765,6 @@ _MOVED: Final = {"SQLiteStore": "harness_gateway.sqlite", "MIGRATIONS_SQLITE": "
                  "SET_UP_RETRY": "harness_gateway.sqlite"}  # fmt: skip
 
 
-def __getattr__(name: str) -> Any:
-    """The SQLite backend's names, moved to :mod:`harness_gateway.sqlite` (a ``DeprecationWarning``
-    naming the new place); ``AttributeError`` for any other unknown name."""
-    place = _MOVED.get(name)
-    if place is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-    import warnings
-
-    warnings.warn(
-        f"harness_gateway.store.{name} moved to {place}.{name}; import it from there",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(importlib.import_module(place), name)
+__getattr__ = moved_names(__name__, _MOVED)
+"""A moved name still reads from here, with a ``DeprecationWarning`` naming its module now
+(the core's one rule for old import paths)."""

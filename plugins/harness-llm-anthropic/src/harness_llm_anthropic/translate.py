@@ -171,27 +171,30 @@ class Translator:
         """Translate one server-sent event (see :meth:`feed_data`).
 
         Raises:
-            LlmError: ``PROTOCOL`` as :meth:`feed_data`; ``NETWORK`` when the event was cut by
-                EOF (``event.incomplete``) and does not decode (the body was truncated).
+            LlmError: as :meth:`feed_data` (``NETWORK`` when the event was cut by EOF,
+                ``event.incomplete``, and does not decode: the body was truncated).
         """
-        if not event.incomplete:
-            return self.feed_data(event.event, event.data)
-        try:
-            return self.feed_data(event.event, event.data)
-        except LlmError as exc:
-            raise self._eof_error() from exc
+        return self.feed_data(event.event, event.data, incomplete=event.incomplete)
 
-    def feed_data(self, event_name: str, data: str | bytes) -> tuple[StreamChunk, ...]:
-        """Translate one SSE event (its ``event:`` name and ``data:`` text).
+    def feed_data(self, event_name: str, data: str | bytes, *, incomplete: bool = False) -> tuple[StreamChunk, ...]:
+        """Translate one SSE event (its ``event:`` name and ``data:`` text; ``incomplete``: it
+        was cut by the end of the body).
 
         Returns the chunks it produces (often none). Raises ``LlmError("PROTOCOL")`` for a
-        payload that is not a JSON object of the expected shape, or an impossible sequence.
+        payload that is not a JSON object of the expected shape, or an impossible sequence;
+        ``LlmError("NETWORK")`` for a cut payload that does not decode (a truncated body).
         Events after :attr:`done` produce nothing.
         """
         if self.done:
             return _NOTHING
         event = decode_event(
-            EVENT_DECODER, data, "Anthropic event", event=event_name, provider=PROVIDER, request_id=self.request_id
+            EVENT_DECODER,
+            data,
+            "Anthropic event",
+            event=event_name,
+            incomplete=incomplete,
+            provider=PROVIDER,
+            request_id=self.request_id,
         )
         if event.type == "content_block_delta":
             return self._delta(event)

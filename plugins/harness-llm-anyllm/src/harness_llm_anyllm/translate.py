@@ -9,7 +9,7 @@ mapped with ``raw`` kept). On top of that this translator keeps what any-llm car
 OpenAI wire:
 
 - ``delta.reasoning.content`` → reasoning blocks; for providers that sign their reasoning
-  (Anthropic family) the blocks are marked ``signed`` from ``block-start`` on.
+  (Anthropic family) the block writer opens them ``signed`` (``signed_reasoning``).
 - ``delta.extra_content`` (Anthropic's thinking ``signature``) and a tool call's
   ``extra_content`` (Gemini's ``thought_signature``) → ``finish.replay_state`` as
   ``{"model", "extra_content", "tool_calls": {call id: extra_content}}``.
@@ -27,8 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness_core import BlockEnd, BlockStart, FinishReason, LlmError, ReasoningBlock, StreamChunk, TokenUsage
-from harness_core.kit import DEFAULT_ABORT_REASON
+from harness_core import FinishReason, LlmError, StreamChunk, TokenUsage
 from harness_llm_openai.translate import ChunkTranslator
 from harness_llm_openai.wire import ChatCompletionChunk, Choice, Delta, FunctionDelta, ToolCallFragment
 
@@ -67,9 +66,8 @@ class LibraryChunkTranslator(ChunkTranslator):
     """
 
     def __init__(self, *, provider: str = "anyllm", model: str, signed_reasoning: bool = False) -> None:
-        super().__init__(provider=provider)
+        super().__init__(provider=provider, signed_reasoning=signed_reasoning)
         self.model = model
-        self.signed_reasoning = signed_reasoning
         self._extra: dict[str, Any] = {}
         self._call_extra: dict[str, dict[str, Any]] = {}
         self._call_ids: dict[int, str] = {}
@@ -81,8 +79,7 @@ class LibraryChunkTranslator(ChunkTranslator):
         if usage is not None:
             self._writer.usage = usage  # last wins; emitted once, after the blocks
         choices = [self._choice(choice) for choice in chunk.choices or () if choice.index == 0][:1]
-        out = self.feed_chunk(ChatCompletionChunk(choices=choices))
-        return self._sign(out) if self.signed_reasoning else out
+        return self.feed_chunk(ChatCompletionChunk(choices=choices))
 
     def _choice(self, choice: Any) -> Choice:
         delta = choice.delta
@@ -110,29 +107,10 @@ class LibraryChunkTranslator(ChunkTranslator):
             function=None if function is None else FunctionDelta(name=function.name, arguments=function.arguments),
         )
 
-    def _sign(self, out: list[StreamChunk]) -> list[StreamChunk]:
-        """Mark reasoning blocks ``signed`` (at ``block-start`` and in the ended block)."""
-        for position, chunk in enumerate(out):
-            if type(chunk) is BlockStart and chunk.block_type == "reasoning":
-                out[position] = BlockStart(chunk.index, "reasoning", signed=True)
-            elif type(chunk) is BlockEnd and type(chunk.block) is ReasoningBlock:
-                out[position] = BlockEnd(chunk.index, ReasoningBlock(chunk.block.text, signed=True))
-        return out
-
-    def _terminal(self) -> list[StreamChunk]:
-        out = super()._terminal()
-        return self._sign(out) if self.signed_reasoning else out
-
     def fail(self, error: LlmError) -> list[StreamChunk]:
         """The provider reported ``error`` inside the stream (the library raised it while
         reading): close open blocks, emit usage when known, ``finish{error}`` carrying it."""
-        out = self._writer.finish(FinishReason("error", raw=self._finish_raw, failure=error.to_failure()))
-        return self._sign(out) if self.signed_reasoning else out
-
-    def abort(self, reason: str = DEFAULT_ABORT_REASON) -> list[StreamChunk]:
-        """The caller aborted: close open blocks, emit usage when known, ``finish{aborted}``."""
-        out = super().abort(reason)
-        return self._sign(out) if self.signed_reasoning else out
+        return self._writer.finish(FinishReason("error", raw=self._finish_raw, failure=error.to_failure()))
 
     def replay_state(self) -> dict[str, Any] | None:
         """What a later turn of the same model needs back (``None`` when the provider sent nothing)."""

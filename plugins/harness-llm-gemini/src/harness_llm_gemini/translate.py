@@ -178,14 +178,14 @@ class Translator:
         """
         if self.done or not event.data:
             return _NOTHING
-        try:
-            response = decode_event(
-                RESPONSE_DECODER, event.data, "Gemini stream event", provider=PROVIDER, request_id=self.request_id
-            )
-        except LlmError as exc:
-            if event.incomplete:
-                raise self._eof_error("in the middle of an event") from exc
-            raise
+        response = decode_event(
+            RESPONSE_DECODER,
+            event.data,
+            "Gemini stream event",
+            incomplete=event.incomplete,  # cut by EOF: a payload that does not decode is a truncated body
+            provider=PROVIDER,
+            request_id=self.request_id,
+        )
         return self.handle(response)
 
     def handle(self, response: WireResponse) -> Sequence[StreamChunk]:

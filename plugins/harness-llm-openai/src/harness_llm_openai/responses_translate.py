@@ -45,7 +45,7 @@ from collections.abc import Callable
 from typing import Any, Final, Literal
 
 from harness_core import ErrorCode, FinishKind, FinishReason, LlmError, StreamChunk, TokenUsage
-from harness_core.kit import DEFAULT_ABORT_REASON, Block, BlockWriter, SSEEvent, snippet
+from harness_core.kit import DEFAULT_ABORT_REASON, Block, BlockWriter, SSEEvent
 from harness_llm_openai.errors import inband_code
 from harness_llm_openai.responses_wire import OutputItem, ResponseEvent, ResponseObject, ResponseUsage, decode_event
 
@@ -176,18 +176,8 @@ class ResponsesTranslator:
         """
         if self.done or not event.data or event.data.startswith("[DONE]"):
             return _NOTHING
-        if event.incomplete:
-            try:
-                wire = decode_event(event.data)
-            except LlmError:
-                raise LlmError(
-                    "NETWORK",
-                    f"stream ended inside an event: {snippet(event.data)!r}",
-                    provider=self.provider,
-                    request_id=self.request_id,
-                ) from None
-        else:
-            wire = decode_event(event.data)
+        # cut by EOF (``incomplete``): a payload that does not decode is a truncated body (NETWORK)
+        wire = decode_event(event.data, incomplete=event.incomplete, provider=self.provider, request_id=self.request_id)
         if wire.type is None:
             wire.type = event.event
         return self.feed_event(wire)

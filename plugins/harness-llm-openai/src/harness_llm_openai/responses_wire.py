@@ -151,11 +151,16 @@ class ResponseEvent(msgspec.Struct, gc=False):
 _decoder: Final = msgspec.json.Decoder(type=ResponseEvent)
 
 
-def decode_event(data: str | bytes) -> ResponseEvent:
-    """Decode one ``data:`` payload (:func:`harness_core.kit.decode_event`).
+def decode_event(
+    data: str | bytes, *, incomplete: bool = False, provider: str | None = None, request_id: str | None = None
+) -> ResponseEvent:
+    """Decode one ``data:`` payload (:func:`harness_core.kit.decode_event`; ``incomplete``: the
+    event was cut by the end of the body).
 
     Raises:
-        LlmError: ``PROTOCOL`` when ``data`` is not JSON or not an event object; the message
-            quotes at most 200 characters of it.
+        LlmError: ``PROTOCOL`` when ``data`` is not JSON or not an event object (``NETWORK`` when
+            ``incomplete``); the message quotes at most 200 characters of it.
     """
-    return kit_decode_event(_decoder, data, "Responses stream event")
+    return kit_decode_event(
+        _decoder, data, "Responses stream event", incomplete=incomplete, provider=provider, request_id=request_id
+    )

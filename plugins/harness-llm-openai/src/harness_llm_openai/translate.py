@@ -39,7 +39,7 @@ from typing import Any, Final, Literal
 import msgspec
 
 from harness_core import ErrorCode, FinishKind, FinishReason, LlmError, StreamChunk, TokenUsage
-from harness_core.kit import DEFAULT_ABORT_REASON, Block, BlockWriter, SSEEvent, snippet
+from harness_core.kit import DEFAULT_ABORT_REASON, Block, BlockWriter, SSEEvent
 from harness_llm_openai.errors import inband_code
 from harness_llm_openai.wire import (
     ChatCompletionChunk,
@@ -91,6 +91,8 @@ class ChunkTranslator:
         error_finish_reasons: raw finish reasons that mean an in-band error → the code to use
             when no error object says more (default: OpenRouter's ``error`` → SERVER).
         request_id: the response's request id, copied onto in-band failures.
+        signed_reasoning: open reasoning blocks ``signed`` (a provider behind this wire signs
+            its reasoning: any-llm's Anthropic family).
 
     A :class:`~harness_core.kit.StreamTranslator`: use :meth:`feed` per SSE event (or
     :meth:`feed_chunk` per decoded chunk), then :meth:`end_of_input` at the end of the body, or
@@ -106,8 +108,10 @@ class ChunkTranslator:
         id_factory: Callable[[], str] = _new_call_id,
         error_finish_reasons: Mapping[str, ErrorCode] = DEFAULT_ERROR_FINISH_REASONS,
         request_id: str | None = None,
+        signed_reasoning: bool = False,
     ) -> None:
         self.provider = provider
+        self.signed_reasoning = signed_reasoning
         self._writer = BlockWriter(provider, request_id=request_id, replay_state=self.replay_state)
         self._id_factory = id_factory
         self._error_reasons = error_finish_reasons
@@ -150,15 +154,11 @@ class ChunkTranslator:
             return []
         if data.startswith("[DONE]"):
             return self.feed_done()
-        if event.incomplete:
-            try:
-                chunk = decode_chunk(data)
-            except LlmError:
-                raise LlmError(
-                    "NETWORK", f"stream ended inside an event: {snippet(data)!r}", provider=self.provider
-                ) from None
-            return self.feed_chunk(chunk)
-        return self.feed_chunk(decode_chunk(data))
+        if event.incomplete:  # cut by EOF: a payload that does not decode is a truncated body
+            return self.feed_chunk(
+                decode_chunk(data, incomplete=True, provider=self.provider, request_id=self._writer.request_id)
+            )
+        return self.feed_chunk(decode_chunk(data, provider=self.provider, request_id=self._writer.request_id))
 
     def feed_chunk(self, chunk: ChatCompletionChunk) -> list[StreamChunk]:
         """Translate one decoded chunk; returns the chunks it produces (possibly none)."""
@@ -265,7 +265,11 @@ class ChunkTranslator:
         segment = self._segment
         if segment is None or self._segment_kind != kind:
             self._close_segment(out)
-            segment = self._segment = self._writer.open("reasoning" if kind == "reasoning" else "text", out)
+            if kind == "reasoning":
+                segment = self._writer.open("reasoning", out, signed=self.signed_reasoning)
+            else:
+                segment = self._writer.open("text", out)
+            self._segment = segment
             self._segment_kind = kind
         out.append(self._writer.delta(segment, text))
 

@@ -155,11 +155,14 @@ class ChatCompletionChunk(msgspec.Struct, gc=False):
 _decoder: Final = msgspec.json.Decoder(type=ChatCompletionChunk)
 
 
-def decode_chunk(data: str | bytes) -> ChatCompletionChunk:
-    """Decode one ``data:`` payload (:func:`harness_core.kit.decode_event`).
+def decode_chunk(
+    data: str | bytes, *, incomplete: bool = False, provider: str | None = None, request_id: str | None = None
+) -> ChatCompletionChunk:
+    """Decode one ``data:`` payload (:func:`harness_core.kit.decode_event`; ``incomplete``: the
+    event was cut by the end of the body).
 
     Raises:
-        LlmError: ``PROTOCOL`` when ``data`` is not JSON or not a chunk object; the message
-            quotes at most 200 characters of it.
+        LlmError: ``PROTOCOL`` when ``data`` is not JSON or not a chunk object (``NETWORK`` when
+            ``incomplete``); the message quotes at most 200 characters of it.
     """
-    return decode_event(_decoder, data, "stream chunk")
+    return decode_event(_decoder, data, "stream chunk", incomplete=incomplete, provider=provider, request_id=request_id)

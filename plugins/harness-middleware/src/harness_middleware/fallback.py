@@ -64,6 +64,7 @@ from harness_core.middleware import (
     LlmError,
     StreamChunk,
     hookimpl,
+    snippet,
 )
 from harness_middleware._stream import aclose, error_finish, is_content
 
@@ -409,7 +410,7 @@ def _summary(attempts: Sequence[Attempt], what: str) -> str:
         else:
             status = f" HTTP {failure.status}" if failure.status is not None else ""
             when = "failed after content was sent: " if attempt.after_content else ""
-            parts.append(f"{label}: {when}{failure.code}{status} {failure.message[:200]!r}")
+            parts.append(f"{label}: {when}{failure.code}{status} {snippet(failure.message)!r}")
     return f"{what} attempts: " + "; ".join(parts)
 
 
