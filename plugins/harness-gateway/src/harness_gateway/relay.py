@@ -219,7 +219,7 @@ class Relay:
         """What :meth:`Dialect.conclude` is told about how this generation ended."""
         route, model = self.member()
         retention = self.runtime.config.responses.retention_seconds
-        source = self.runtime.harness.routes().get(route)
+        source = self.runtime.harness.route_owner(route)
         return Ending(
             store=self.gateway.store, retention=retention, parsed=self.parsed, route=route, model=model,
             source=source, finish=finish,
