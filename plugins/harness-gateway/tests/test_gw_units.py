@@ -165,7 +165,20 @@ def test_lifespan_with_watch_and_logging(tmp_path: Path) -> None:
     logging.getLogger("harness_gateway").setLevel(logging.NOTSET)
 
 
-def test_a_serving_process_freezes_its_heap_after_startup_and_each_reload(tmp_path: Path) -> None:
+def test_a_serving_process_freezes_its_heap_after_startup_and_each_reload(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[int] = []
+    settled = anyio.Event()
+    settle = server_module.settle_heap
+
+    def counted() -> None:
+        settle()
+        calls.append(gc.get_freeze_count())
+        if len(calls) == 2:  # after startup, then after the first settled request
+            settled.set()
+
+    monkeypatch.setattr(server_module, "settle_heap", counted)
     config = tmp_path / "plugins.yaml"
     config.write_text(gateway_yaml("", db=tmp_path / "gw.sqlite"))
     app = GatewayServer(str(config), "127.0.0.1", freeze_heap=True)
@@ -193,6 +206,12 @@ def test_a_serving_process_freezes_its_heap_after_startup_and_each_reload(tmp_pa
             await started.wait()
             assert gc.get_freeze_count() > 0  # the started gateway is out of the collector's reach
             assert app.gateway is not None
+            before = gc.get_freeze_count()
+            warmed = [[] for _ in range(1000)]  # what a first request builds (1,000 tracked objects)
+            app.gateway.first_settled.set()  # the first request was settled: the heap is settled again
+            with anyio.fail_after(10):
+                await settled.wait()
+            assert gc.get_freeze_count() >= before + len(warmed)
             first = app.gateway.holder.current
             gc.unfreeze()
             config.write_text("plugins:\n  gateway: {port: -1}\n")

@@ -71,8 +71,9 @@ class GatewayServer:
     ``host`` the address served (it decides whether keys are required by default), ``watch``
     reloads when the file changes, ``metrics_dir`` is the metrics directory the workers of one
     ``harness serve`` share (``None``: this process's own counts; see :class:`GatewayMetrics`),
-    ``freeze_heap`` settles the heap after startup and after every reload (:func:`settle_heap`;
-    set by :func:`serve` and :func:`worker_app`, whose process serves nothing else)."""
+    ``freeze_heap`` settles the heap after startup, after the first request and after every
+    reload (:func:`settle_heap`; set by :func:`serve` and :func:`worker_app`, whose process
+    serves nothing else)."""
 
     def __init__(
         self,
@@ -174,6 +175,7 @@ class GatewayServer:
                 await group.start(self.reload_on_change, gateway)  # returns once the file's state is known
             if self.freeze_heap:
                 settle_heap()
+                group.start_soon(self.settle_when_warm, gateway)
             await send({"type": "lifespan.startup.complete"})
             self.ready.set()
             await receive()  # lifespan.shutdown
@@ -204,6 +206,14 @@ class GatewayServer:
                 seen = now
                 logger.info("%s changed: reloading", path)
                 await self.reload(gateway)
+
+    async def settle_when_warm(self, gateway: Gateway) -> None:
+        """Settle the heap again once the first request was settled
+        (:attr:`Gateway.first_settled`): what its route imported and built on first use (the
+        HTTP client and its transport, the price table: ~45,000 objects on the OpenAI route)
+        joins the frozen part."""
+        await gateway.first_settled.wait()
+        settle_heap()
 
     async def reload(self, gateway: Gateway) -> bool:
         """Re-read the configuration and swap the runtime (:meth:`RuntimeHolder.reload`: the old
