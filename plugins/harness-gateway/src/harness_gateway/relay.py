@@ -75,7 +75,7 @@ class Generation(Response):
         self.gateway = gateway
         self.request = request
         self.dialect = dialect
-        self.request_id: str = request.scope.get("state", {}).get("request_id", uuid.uuid4().hex)
+        self.request_id: str = request.scope.get("state", {}).get("request_id") or uuid.uuid4().hex
         self.disconnected = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
