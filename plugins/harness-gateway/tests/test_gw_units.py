@@ -224,10 +224,13 @@ def test_a_serving_process_freezes_its_heap_after_startup_and_each_reload(
             stop.set()
         assert [m["type"] for m in sent] == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
 
+    thresholds = gc.get_threshold()
     try:
         anyio.run(main)
+        assert gc.get_threshold() == (server_module.YOUNG_COLLECTION_AT, *thresholds[1:])
     finally:
         gc.unfreeze()  # the rest of the test session collects as usual
+        gc.set_threshold(*thresholds)
 
 
 def test_starts_without_its_database(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
