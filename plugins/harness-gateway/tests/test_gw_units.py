@@ -207,7 +207,7 @@ def test_a_serving_process_freezes_its_heap_after_startup_and_each_reload(
             assert gc.get_freeze_count() > 0  # the started gateway is out of the collector's reach
             assert app.gateway is not None
             before = gc.get_freeze_count()
-            warmed = [[] for _ in range(1000)]  # what a first request builds (1,000 tracked objects)
+            warmed: list[list[int]] = [[] for _ in range(1000)]  # what a first request builds (1,000 tracked objects)
             app.gateway.first_settled.set()  # the first request was settled: the heap is settled again
             with anyio.fail_after(10):
                 await settled.wait()
