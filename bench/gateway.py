@@ -589,8 +589,9 @@ def compare(
     """Every gateway of ``gateways`` started at once and loaded in turn, round after round (so that
     the ratios come from the same minutes of a shared machine): ``direct``, ``harness`` (this
     checkout, no middleware, the load carries the master key: no virtual key, no admission),
-    ``harness-vkey`` (a virtual key on SQLite), ``harness-before`` (the sources of commit
-    ``before``), ``harness-h11`` / ``harness-httptools`` (uvicorn's parser chosen), ``portkey``.
+    ``harness-vkey`` (a virtual key on SQLite), ``harness-before`` / ``harness-before-vkey`` (the
+    sources of commit ``before``, without or with a virtual key), ``harness-h11`` /
+    ``harness-httptools`` (uvicorn's parser chosen), ``portkey``.
     ``scenario``: :data:`SHORT` for short requests, :data:`SCENARIO` for 200-chunk streams.
     Returns per gateway and client count the rounds' rows and their medians (requests/s, gateway
     CPU per request in ms and per chunk in µs, TTFT), and each median's ratio to ``direct`` and to
@@ -599,6 +600,7 @@ def compare(
     with tempfile.TemporaryDirectory(prefix="harness-bench-compare-") as name, contextlib.ExitStack() as stack:
         tmp = Path(name)
         running: dict[str, tuple[str, str, int | None, str, dict[str, str]]] = {}
+        paths: dict[str, str] = {}  # the "before" sources, extracted once for harness-before and harness-before-vkey
         for label in gateways:
             try:
                 if label == "direct":
@@ -608,7 +610,11 @@ def compare(
                     running[label] = (url, scenario, pid, key, headers)
                 elif label.startswith("harness"):
                     server = {"harness-h11": "http: h11", "harness-httptools": "http: httptools"}.get(label, "")
-                    path = _source_copy(before, tmp / "before") if label == "harness-before" else ""
+                    path = ""
+                    if label.startswith("harness-before"):
+                        if "before" not in paths:
+                            paths["before"] = _source_copy(before, tmp / "before")
+                        path = paths["before"]
                     url, model, pid, key = stack.enter_context(
                         _harness(
                             python,
@@ -618,7 +624,7 @@ def compare(
                             server,
                             scenario=scenario,
                             pythonpath=path,
-                            virtual_key=label == "harness-vkey",
+                            virtual_key=label.endswith("-vkey"),
                             label=label,
                         )
                     )

@@ -626,6 +626,15 @@ class Harness:
         """Route → the plugins.yaml key of the plugin owning it, in registration order."""
         return self._registry.routes()
 
+    def route_owner(self, route: str, *, embeddings: bool = False) -> str | None:
+        """The plugins.yaml key of the plugin owning ``route`` (``None`` for a route nobody
+        serves), looked up without building :meth:`routes`; with ``embeddings``, the owner of
+        its embedder first (:meth:`embed_routes`), else of its stream adapter."""
+        registration = self._embedders.get(route) if embeddings else None
+        if registration is None:
+            registration = self._registry.get(route)
+        return registration.owner if registration is not None else None
+
     def chain(self, route: str | None = None) -> list[ChainLink]:
         """The middleware a stream passes through, outermost first.
 

@@ -132,6 +132,19 @@ async def test_mock_embeds_deterministic_unit_vectors_on_its_chat_route() -> Non
     assert len(again) == 1
 
 
+async def test_route_owner_looks_one_route_up() -> None:
+    plugins: list[tuple[str, object]] = [
+        ("mock", MockPlugin(MockConfig(routes=["chat"]))),
+        ("vec", EmbedOnly(Recording())),
+    ]
+    async with Harness(plugins) as harness:
+        assert harness.route_owner("chat") == "mock"  # its stream adapter's owner
+        assert harness.route_owner("vec") is None  # embeds only: no stream adapter
+        assert harness.route_owner("vec", embeddings=True) == "vec"  # its embedder's owner
+        assert harness.route_owner("nowhere", embeddings=True) is None
+        assert (harness.routes(), harness.embed_routes()) == ({"chat": "mock"}, {"chat": "mock", "vec": "vec"})
+
+
 async def test_mock_embedding_errors() -> None:
     adapter = MockAdapter(MockConfig(error="RATE_LIMITED"))
     with pytest.raises(LlmError, match="scripted mock error"):

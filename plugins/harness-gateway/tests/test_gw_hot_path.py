@@ -350,13 +350,14 @@ def test_a_stream_that_failed_first_has_no_first_chunk_time() -> None:
 
 def test_uvicorn_gets_the_loop_and_parser_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[dict[str, Any]] = []
-    monkeypatch.setattr("uvicorn.run", lambda app, **kw: calls.append(kw))
+    monkeypatch.setattr("uvicorn.run", lambda app, **kw: calls.append({**kw, "freeze_heap": app.freeze_heap}))
     monkeypatch.setattr(server_module, "_long_lived_process", lambda: None)
     server_module.serve(None, "127.0.0.1", 0, 1, watch=False, drain_timeout=1, log_level="info")
     server_module.serve(
         None, "127.0.0.1", 0, 1, watch=False, drain_timeout=1, log_level="info", loop="asyncio", http="h11"
     )
     assert [(c["loop"], c["http"].keywords["http"]) for c in calls] == [("auto", "auto"), ("asyncio", "h11")]
+    assert calls[0]["freeze_heap"]  # harness serve's process settles its heap after startup (server.settle_heap)
     assert calls[0]["http"].func is guarded_protocol  # uvicorn's parser under the connection limits
     assert calls[0]["http"].keywords["limits"] == ConnectionLimits()
     assert calls[0]["timeout_keep_alive"] == ConnectionLimits().idle

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 from pathlib import Path
@@ -164,6 +165,74 @@ def test_lifespan_with_watch_and_logging(tmp_path: Path) -> None:
     logging.getLogger("harness_gateway").setLevel(logging.NOTSET)
 
 
+def test_a_serving_process_freezes_its_heap_after_startup_and_each_reload(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[int] = []
+    settled = anyio.Event()
+    settle = server_module.settle_heap
+
+    def counted() -> None:
+        settle()
+        calls.append(gc.get_freeze_count())
+        if len(calls) == 2:  # after startup, then after the first settled request
+            settled.set()
+
+    monkeypatch.setattr(server_module, "settle_heap", counted)
+    config = tmp_path / "plugins.yaml"
+    config.write_text(gateway_yaml("", db=tmp_path / "gw.sqlite"))
+    app = GatewayServer(str(config), "127.0.0.1", freeze_heap=True)
+
+    async def main() -> None:
+        started = anyio.Event()
+        sent: list[dict[str, Any]] = []
+        stop = anyio.Event()
+        messages = iter([{"type": "lifespan.startup"}, None])
+
+        async def receive() -> dict[str, Any]:
+            message = next(messages)
+            if message is None:
+                await stop.wait()
+                return {"type": "lifespan.shutdown"}
+            return message
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+            if message["type"] == "lifespan.startup.complete":
+                started.set()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(app, {"type": "lifespan"}, receive, send)
+            await started.wait()
+            assert gc.get_freeze_count() > 0  # the started gateway is out of the collector's reach
+            assert app.gateway is not None
+            before = gc.get_freeze_count()
+            warmed: list[list[int]] = [[] for _ in range(1000)]  # what a first request builds (1,000 tracked objects)
+            app.gateway.first_settled.set()  # the first request was settled: the heap is settled again
+            with anyio.fail_after(10):
+                await settled.wait()
+            assert gc.get_freeze_count() >= before + len(warmed)
+            first = app.gateway.holder.current
+            gc.unfreeze()
+            config.write_text("plugins:\n  gateway: {port: -1}\n")
+            assert await app.reload(app.gateway) is False  # an invalid file: nothing replaced, nothing frozen
+            assert gc.get_freeze_count() == 0
+            config.write_text(gateway_yaml("    aliases: {new: mock/echo}", db=tmp_path / "gw.sqlite"))
+            assert await app.reload(app.gateway) is True
+            assert app.gateway.holder.current is not first
+            assert gc.get_freeze_count() > 0  # settled again once the old runtime was closed
+            stop.set()
+        assert [m["type"] for m in sent] == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+
+    thresholds = gc.get_threshold()
+    try:
+        anyio.run(main)
+        assert gc.get_threshold() == (server_module.YOUNG_COLLECTION_AT, *thresholds[1:])
+    finally:
+        gc.unfreeze()  # the rest of the test session collects as usual
+        gc.set_threshold(*thresholds)
+
+
 def test_starts_without_its_database(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     config = tmp_path / "plugins.yaml"
     config.write_text(f"plugins:\n  gateway: {{database: '{tmp_path}'}}\n  mock: {{}}\n")
@@ -237,6 +306,7 @@ def test_worker_app_and_several_workers(monkeypatch: pytest.MonkeyPatch) -> None
     worker = worker_app()
     assert (worker.config_path, worker.host, worker.watch, worker.log_level) == ("cfg.yaml", "0.0.0.0", True, "debug")
     assert worker.metrics_dir == "/run/metrics"
+    assert worker.freeze_heap  # a worker process serves nothing else: its heap is settled after startup
     assert os.environ[server_module.ENV_CONFIG] == "cfg.yaml"
     assert preferred_transport() == "aiohttp"  # a serving process relays over aiohttp
 

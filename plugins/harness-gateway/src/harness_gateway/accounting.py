@@ -45,7 +45,8 @@ async def settle_row(
 ) -> None:
     """Settle ledger row ``ticket`` (:meth:`SqlStore.settle`, bounded by twice ``db_timeout``);
     when the store fails or is too slow, keep the settlement for a retry (:meth:`SqlStore.defer`)
-    and log it as an error naming the request, the row, its status and its cost (USD). Never raises."""
+    and log it as an error naming the request, the row, its status and its cost (USD). Never
+    raises. Sets :attr:`Gateway.first_settled`."""
     try:
         with anyio.fail_after(runtime.config.db_timeout * 2):
             await gateway.store.settle(ticket, status, usage, cost)
@@ -55,6 +56,7 @@ async def settle_row(
             "request %s: could not settle ledger row %s (%s, %.6f USD), retried later: %s",
             request_id, ticket, status, cost, exc,
         )  # fmt: skip
+    gateway.first_settled.set()
 
 
 def start_watches(run: Relay | EmbeddingRun, request_id: str, dialect: str) -> list[RunWatch]:

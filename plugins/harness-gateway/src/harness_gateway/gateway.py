@@ -4,6 +4,7 @@ store, metrics, the observers and the key policy (:mod:`harness_gateway.auth`).
 
 from __future__ import annotations
 
+import anyio
 from starlette.requests import Request
 
 from harness_gateway.auth import authenticate, may_scrape
@@ -49,6 +50,11 @@ class Gateway:
         self.metrics = metrics if metrics is not None else GatewayMetrics()
         self.observers: list[Observer] = []
         """Told about every generation (:mod:`harness_gateway.observe`); the console registers here."""
+        self.first_settled = anyio.Event()
+        """Set once the first admitted request was settled (:func:`~harness_gateway.accounting.settle_row`):
+        what its route builds and imports on first use exists by then (the HTTP client, its
+        transport, the price table), and ``harness serve`` settles its heap again
+        (:func:`~harness_gateway.server.settle_heap`)."""
         self._migrated = False
 
     async def ensure_store(self) -> None:

@@ -75,7 +75,7 @@ class Generation(Response):
         self.gateway = gateway
         self.request = request
         self.dialect = dialect
-        self.request_id: str = request.scope.get("state", {}).get("request_id", uuid.uuid4().hex)
+        self.request_id: str = request.scope.get("state", {}).get("request_id") or uuid.uuid4().hex
         self.disconnected = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -219,7 +219,7 @@ class Relay:
         """What :meth:`Dialect.conclude` is told about how this generation ended."""
         route, model = self.member()
         retention = self.runtime.config.responses.retention_seconds
-        source = self.runtime.harness.routes().get(route)
+        source = self.runtime.harness.route_owner(route)
         return Ending(
             store=self.gateway.store, retention=retention, parsed=self.parsed, route=route, model=model,
             source=source, finish=finish,
@@ -240,11 +240,20 @@ class Relay:
     async def record_usage(self) -> None:
         """Every :data:`RECORD_EVERY` seconds while the request runs, record its usage so far in
         its ledger row when it grew (the reported usage, else :func:`estimated_usage`), so a
-        process killed mid-stream is charged it; a store fault is logged and the stream goes on."""
+        process killed mid-stream is charged it; a store fault is logged and the stream goes on.
+
+        Returns once the stream has ended (:attr:`done`) rather than being cancelled with the
+        request's task group: a cancelled task leaves its ``CancelledError`` in a reference cycle
+        (anyio's task-done callback keeps it in a local) that holds the whole request (relay,
+        request, connection state) until a full garbage collection; measured in BENCHMARKS.md
+        (issue 25, cost per request)."""
         store, prices = self.gateway.store, self.runtime.prices
         seen: tuple[int, Any] = (0, None)
         while True:
-            await anyio.sleep(accounting.RECORD_EVERY)
+            with anyio.move_on_after(accounting.RECORD_EVERY):
+                await self.done.wait()
+            if self.done.is_set():
+                return
             if (self.output_chars, self.usage) == seen:
                 continue
             seen = (self.output_chars, self.usage)

@@ -74,11 +74,11 @@ class GatewayRuntime:
         """
         target = self.aliases.get(requested, requested)
         route, slash, model = target.partition("/")
-        served = self.harness.routes()
-        if embeddings:
-            served = {**served, **self.harness.embed_routes()}
-        owner = served.get(route)
-        if not slash or not model or owner is None:
+        owner = self.harness.route_owner(route, embeddings=embeddings) if slash and model else None
+        if owner is None:  # the route table is built for the error message only
+            served = self.harness.routes()
+            if embeddings:
+                served = {**served, **self.harness.embed_routes()}
             routes = ", ".join(sorted(served)) or "none"
             raise GatewayError(
                 404,
