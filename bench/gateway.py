@@ -594,8 +594,9 @@ def compare(
     ``harness-httptools`` (uvicorn's parser chosen), ``portkey``.
     ``scenario``: :data:`SHORT` for short requests, :data:`SCENARIO` for 200-chunk streams.
     Returns per gateway and client count the rounds' rows and their medians (requests/s, gateway
-    CPU per request in ms and per chunk in µs, TTFT), and each median's ratio to ``direct`` and to
-    ``portkey`` in the same run."""
+    CPU per request in ms and per chunk in µs, TTFT), each median's ratio to ``direct`` and to
+    ``portkey`` in the same run, and the time to first token it adds to ``direct``'s
+    (``added_ttft_p50_ms``, medians of the same run: at one client, the row of issue 25)."""
     out: dict[str, Any] = {"scenario": scenario, "rounds": rounds, "per_client": per_client, "gateways": {}}
     with tempfile.TemporaryDirectory(prefix="harness-bench-compare-") as name, contextlib.ExitStack() as stack:
         tmp = Path(name)
@@ -668,6 +669,9 @@ def compare(
                     cell[f"x_{anchor}"] = cell["median"]["streams_per_s"] / other["streams_per_s"]
                 if anchor == "portkey" and other.get("cpu_ms_per_request") and cell["median"].get("cpu_ms_per_request"):
                     cell["cpu_x_portkey"] = cell["median"]["cpu_ms_per_request"] / other["cpu_ms_per_request"]
+                if anchor == "direct" and other.get("ttft_p50_ms") is not None and cell["median"].get("ttft_p50_ms"):
+                    # the first-token latency the gateway adds (the row of issue 25 at one client)
+                    cell["added_ttft_p50_ms"] = cell["median"]["ttft_p50_ms"] - other["ttft_p50_ms"]
     return out
 
 

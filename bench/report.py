@@ -159,7 +159,14 @@ def _gateway_targets(res: dict[str, Any]) -> list[Target]:
         rows.append(("(LiteLLM's CPU per chunk ÷ the gateway's)", "(≥ 25×)", _x(theirs_cpu / cpu), None))
     one, base = h.get("1", {}).get("ttft_p50_ms"), direct.get("1", {}).get("ttft_p50_ms")
     added = one - base if one is not None and base is not None else None
-    rows.append(("added time to first token, p50, 1 client", "≤ 1 ms", _f(added, "{:.2f} ms"), _le(added, 1.0)))
+    rows.append(
+        (
+            "added time to first token, p50, 1 client (vs direct, same run)",
+            "≤ 0.5 ms on an idle machine (issue 25)",
+            _f(added, "{:.2f} ms"),
+            _le(added, 0.5),
+        )
+    )
     p99, base99 = h.get("128", {}).get("ttft_p99_ms"), direct.get("128", {}).get("ttft_p99_ms")
     ratio99 = p99 / base99 if p99 is not None and base99 else None
     rows.append(("p99 time to first token at 128 clients", "≤ 3× direct p99", _x(ratio99), _le(ratio99, 3.0)))

@@ -171,7 +171,7 @@ class SSEDecoder:
         text = data.decode("utf-8", "replace")
         end = len(text) - 2
         if text.find("\n\n") != end:  # more than one event, or an empty line first
-            return None
+            return self._whole_data_events(text[:end])
         if text.startswith("data: ") and text.find("\n") == end:  # one data line: the usual event
             return [SSEEvent(text[6:end], "message", self.last_event_id)]
         data_lines: list[str] = []
@@ -186,6 +186,18 @@ class SSEDecoder:
         if not data_lines:
             return []
         return [SSEEvent("\n".join(data_lines), event_type or "message", self.last_event_id)]
+
+    def _whole_data_events(self, body: str) -> list[SSEEvent] | None:
+        """The fast path of a read of several whole events (a burst that arrived together):
+        ``body`` (the read without its final blank line) when every event is one ``data: …``
+        line, else ``None`` (nothing consumed: the general path decides, empty lines included)."""
+        events: list[SSEEvent] = []
+        last_id = self.last_event_id
+        for block in body.split("\n\n"):
+            if not block.startswith("data: ") or "\n" in block:
+                return None
+            events.append(SSEEvent(block[6:], "message", last_id))
+        return events
 
     def close(self) -> SSEEvent | None:
         """Finish the stream at EOF and return the event it cut short, if any.

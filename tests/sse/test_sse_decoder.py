@@ -250,6 +250,9 @@ def test_the_fast_path_serves_whole_events_and_leaves_everything_else_to_the_gen
     assert decoder.feed(b"event: ping\n\n") == []
     assert decoder.feed(b"data: e\rdata: f\r\n\r\n") == [ev("e\nf")]  # a lone CR: general path
     assert decoder.feed(b"data: g\n\ndata: h\n\n") == [ev("g"), ev("h")]  # two events in one read
+    assert decoder.feed(b"data: g\n\ndata: h\n\ndata:\n\n") == [ev("g"), ev("h"), ev("")]  # "data:": general
+    assert decoder.feed(b"data: g\n\n\ndata: h\n\n") == [ev("g"), ev("h")]  # an extra empty line: general
+    assert decoder.feed(b"data: g\ndata: h\n\ndata: i\n\n") == [ev("g\nh"), ev("i")]  # two lines: general
     assert decoder.feed(b"id: 7\ndata: i\n\n") == [ev("i", id="7")]  # an id line: general path
     assert decoder.feed(b"data: j\n\n") == [ev("j", id="7")]  # the fast path keeps the sticky id
     assert decoder.feed(b"data: k") == []  # a read ending inside a line: nothing pending may be skipped

@@ -16,9 +16,19 @@ import msgspec
 import pytest
 from anyio.abc import TaskStatus
 
+from harness_core.abort import AbortSignal
 from harness_core.errors import Failure
 from harness_core.loader import load_config
-from harness_core.types import BlockStart, Finish, FinishReason, ReasoningDelta, TextDelta, TokenUsage, ToolCallDelta
+from harness_core.types import (
+    BlockStart,
+    Finish,
+    FinishReason,
+    GenerateOptions,
+    ReasoningDelta,
+    TextDelta,
+    TokenUsage,
+    ToolCallDelta,
+)
 from harness_gateway import server as server_module
 from harness_gateway import spend as spend_module
 from harness_gateway import store as store_module
@@ -29,6 +39,7 @@ from harness_gateway.console.timeline import Timeline
 from harness_gateway.errors import GatewayError
 from harness_gateway.keys import KeySpec
 from harness_gateway.limits import guarded_protocol
+from harness_gateway.observe import RunInfo
 from harness_gateway.openai_chat import ChatStreamEncoder
 from harness_gateway.runtime import POOL_SIZE, load_runtime, provider_defaults
 from harness_gateway.spend import request_cost
@@ -319,9 +330,13 @@ async def test_two_runtimes_of_one_process_do_not_see_each_others_settings(tmp_p
 
 async def test_the_live_page_is_woken_only_while_someone_watches() -> None:
     observer = ConsoleObserver(records=None, redact=lambda: str)  # type: ignore[arg-type]
+    info = RunInfo("t1", "r1", "openai", None, None, "mock", "echo", GenerateOptions(), AbortSignal(), 1.0)
+    stream = observer.started(info)
     idle = observer._changed
     observer.changed()
+    stream.chunk(TextDelta(index=0, text="a"))
     assert observer._changed is idle  # nobody waits: nothing is allocated per delta
+    assert observer.streams["t1"].deltas == 1
     woken = anyio.Event()
 
     async def watch(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -332,10 +347,11 @@ async def test_the_live_page_is_woken_only_while_someone_watches() -> None:
     async with anyio.create_task_group() as group:
         await group.start(watch)
         assert observer._waiting == 1
-        observer.changed()
+        stream.chunk(TextDelta(index=0, text="b"))  # a delta wakes the Live page that waits
         await woken.wait()
     assert observer._waiting == 0
     assert observer._changed is not idle
+    assert observer.streams["t1"].deltas == 2
 
 
 def test_a_stream_that_failed_first_has_no_first_chunk_time() -> None:

@@ -175,31 +175,29 @@ class Relay:
             await self.done.wait()
         scope.cancel()
 
-    async def chunks(self, on_chunk: Callable[[StreamChunk], Awaitable[None]]) -> None:
-        """Run the harness stream, passing every chunk on, then settle the ledger row (shielded)."""
+    async def chunks(self, on_chunk: Callable[[StreamChunk], Awaitable[None] | None]) -> None:
+        """Run the harness stream, passing every chunk on, then settle the ledger row (shielded).
+
+        ``on_chunk`` handles one chunk synchronously and returns ``None``, or an awaitable when
+        it must wait (room in a buffer, a dialect's conclusion): a text delta, the common chunk,
+        costs no coroutine of its own."""
         watches = self.watch_start()
         try:
             async with self.runtime.harness.stream(self.options) as stream:
                 async for chunk in stream:
-                    if type(chunk) is Finish and chunk.reason.failure is not None:
-                        chunk = self.shown_finish(chunk, chunk.reason.failure)
-                    for watch in watches:
-                        watch.chunk(chunk)
-                    if isinstance(chunk, _CONTENT):
-                        self.output_chars += len(
-                            chunk.arguments_delta if isinstance(chunk, ToolCallDelta) else chunk.text
-                        )
+                    kind = type(chunk)
+                    if kind is TextDelta or kind is ReasoningDelta:  # the hot path: exact types first
+                        self.output_chars += len(chunk.text)  # type: ignore[union-attr]
                         if self.first_token is None:
                             self.first_token = time.perf_counter() - self.started
                             self.served()
-                    if isinstance(chunk, Usage):
-                        self.usage = chunk.usage
-                    elif isinstance(chunk, Finish):
-                        self.finished = True
-                        kind = chunk.reason.kind
-                        self.failure = chunk.reason.failure
-                        self.status = "error" if kind == "error" else "aborted" if kind == "aborted" else "complete"
-                    await on_chunk(chunk)
+                    else:
+                        chunk = self.noted(chunk)
+                    for watch in watches:
+                        watch.chunk(chunk)
+                    waiting = on_chunk(chunk)
+                    if waiting is not None:
+                        await waiting
         finally:
             # no finish: cancelled because the client went away (aborted) or by a bug (error)
             self.status = self.status if self.finished else "aborted" if self.generation.disconnected else "error"
@@ -208,6 +206,26 @@ class Relay:
                 cost = await self.settle()
                 await self.watch_end(watches, cost, latency)
             self.done.set()
+
+    def noted(self, chunk: StreamChunk) -> StreamChunk:
+        """Note a chunk that is not a text or reasoning delta of the exact types (content,
+        usage, the finish) as :meth:`chunks` does; the chunk to pass on (a finish's transport
+        failure replaced by :meth:`shown_finish`)."""
+        if isinstance(chunk, _CONTENT):
+            self.output_chars += len(chunk.arguments_delta if isinstance(chunk, ToolCallDelta) else chunk.text)
+            if self.first_token is None:
+                self.first_token = time.perf_counter() - self.started
+                self.served()
+        elif isinstance(chunk, Usage):
+            self.usage = chunk.usage
+        elif isinstance(chunk, Finish):
+            if chunk.reason.failure is not None:
+                chunk = self.shown_finish(chunk, chunk.reason.failure)
+            self.finished = True
+            kind = chunk.reason.kind
+            self.failure = chunk.reason.failure
+            self.status = "error" if kind == "error" else "aborted" if kind == "aborted" else "complete"
+        return chunk
 
     def member(self) -> tuple[str, str]:
         """``(route, model)`` that serves the stream: a ``fallback`` target or ``balance`` member
@@ -320,10 +338,7 @@ class Relay:
     async def collect(self, send: Send) -> None:
         assembler = BlockAssembler()
 
-        async def feed(chunk: StreamChunk) -> None:
-            assembler.feed(chunk)
-
-        await self.chunks(feed)
+        await self.chunks(assembler.feed)
         finish = assembler.finish
         assert finish is not None, "the runtime ends every stream with one finish"
         dialect = self.generation.dialect
@@ -344,104 +359,114 @@ class Relay:
     # ------------------------------------------------------------------ streaming
 
     async def stream(self, send: Send) -> None:
-        encoder = self.generation.dialect.encoder(self.public_id, self.parsed.model, self.parsed)
-        out, pending = anyio.create_memory_object_stream[bytes | GatewayError](RELAY_BUFFER)
-        state: dict[str, bool] = {"started": False, "flushed": False}
+        dialect = self.generation.dialect
+        encoder = dialect.encoder(self.public_id, self.parsed.model, self.parsed)
+        outbox = _Outbox()
+        begun = flushed = False
 
-        async def produce() -> None:
-            async with out:
+        def feed(chunk: StreamChunk) -> Awaitable[None] | None:
+            nonlocal begun, flushed
+            if not begun:
+                if isinstance(chunk, Finish) and chunk.reason.kind == "error" and chunk.reason.failure is not None:
+                    outbox.end(from_failure(chunk.reason.failure))  # failed before any output: an HTTP error
+                    return None
+                begun = True
+                outbox.parts.append(encoder.start())
+            if type(chunk) is Finish:
+                return finished(chunk)
+            data = encoder.feed(chunk)
+            if data:
+                outbox.parts.append(data)
+            if not flushed and isinstance(chunk, _CONTENT):
+                flushed = True  # the first token goes out now, not with the next batch
+                return outbox.flush()
+            return outbox.room() if len(outbox.parts) >= RELAY_BUFFER else None
 
-                async def feed(chunk: StreamChunk) -> None:
-                    if not state["started"]:
-                        if (
-                            isinstance(chunk, Finish)
-                            and chunk.reason.kind == "error"
-                            and chunk.reason.failure is not None
-                        ):
-                            await out.send(
-                                from_failure(chunk.reason.failure)
-                            )  # failed before any output: an HTTP error
-                            return
-                        state["started"] = True
-                        await _put(out, encoder.start())
-                    if isinstance(chunk, Finish):
-                        await self.generation.dialect.conclude(self.ending(chunk), encoder)
-                    data = encoder.feed(chunk)
-                    if data:
-                        await _put(out, data)
-                    if isinstance(chunk, Finish):
-                        await _put(out, _LAST)
-                    elif not state["flushed"] and isinstance(chunk, _CONTENT):
-                        state["flushed"] = True  # the first token goes out now, not with the next batch
-                        await anyio.lowlevel.checkpoint()
-
-                await self.chunks(feed)
+        async def finished(chunk: Finish) -> None:
+            await dialect.conclude(self.ending(chunk), encoder)
+            outbox.parts.append(encoder.feed(chunk))  # (``b""`` joins as nothing: the end comes with it)
+            outbox.end(_LAST)
 
         keepalive = self.runtime.config.keepalive
 
         async def deliver() -> None:  # the sender: its own task, so the upstream request starts at once
-            async with pending:
-                first = await _receive(pending, keepalive)
-                if isinstance(first, GatewayError):
-                    await self.generation.dialect.error_response(first)({"type": "http"}, _no_receive, send)
-                    return
-                headers = [(b"content-type", b"text/event-stream; charset=utf-8")]
-                headers += [(k.encode(), v.encode()) for k, v in _STREAM_HEADERS.items()]
-                await send({"type": "http.response.start", "status": 200, "headers": headers})
-                item: bytes | GatewayError | None = first
-                while item is not _LAST:
-                    if isinstance(item, GatewayError):  # failed before any output, after a keep-alive went out
-                        await send({"type": "http.response.body", "body": encoder.error(item), "more_body": True})
-                        break  # the error is the terminal event
-                    body, following = (KEEPALIVE, None) if item is None else _ready(pending, item)
-                    await send({"type": "http.response.body", "body": body, "more_body": True})
-                    item = following if following is not None else await _receive(pending, keepalive)
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            body, end = await outbox.take(keepalive)
+            if not body and end is not None and end is not _LAST:
+                await dialect.error_response(end)({"type": "http"}, _no_receive, send)
+                return
+            headers = [(b"content-type", b"text/event-stream; charset=utf-8")]
+            headers += [(k.encode(), v.encode()) for k, v in _STREAM_HEADERS.items()]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            while True:
+                if body or end is None:  # nothing queued after ``keepalive`` seconds: a keep-alive
+                    await send({"type": "http.response.body", "body": body or KEEPALIVE, "more_body": True})
+                if end is not None:
+                    if end is not _LAST:  # failed before any output, after a keep-alive went out
+                        await send({"type": "http.response.body", "body": encoder.error(end), "more_body": True})
+                    break  # the terminal event went out
+                body, end = await outbox.take(keepalive)
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
 
         async with anyio.create_task_group() as group:
             group.start_soon(deliver)
-            await produce()
+            await self.chunks(feed)
+            outbox.end(_LAST)  # (the runtime ends every stream with a finish, which ended it already)
 
 
 _LAST: Final = GatewayError(500, "the terminal event was sent")
-"""Sent after the finish's events: the response ends there, no keep-alive may follow, and the
-ledger is settled after the client has its whole answer."""
+"""Ends the outbox after the finish's events: the response ends there, no keep-alive may follow,
+and the ledger is settled after the client has its whole answer."""
 
 
-async def _receive(pending: Any, keepalive: float) -> bytes | GatewayError | None:
-    """The next item; ``None`` after ``keepalive`` seconds of silence.
+class _Outbox:
+    """The encoded events of one stream that its sender has not sent yet, in order, and how the
+    stream ended (:meth:`end`). The producer appends to :attr:`parts` without a checkpoint, so the
+    events of one upstream read leave in one write (:meth:`take` joins them); it waits for room
+    (:meth:`room`, :data:`RELAY_BUFFER` events) so other streams run."""
 
-    The runtime ends every stream with one finish, after which :data:`_LAST` comes: the channel
-    never runs dry before it (``anyio.EndOfStream`` would mean a broken contract, and propagates).
-    """
-    with anyio.move_on_after(keepalive):
-        item: bytes | GatewayError = await pending.receive()
-        return item
-    return None
+    __slots__ = ("_end", "_ready", "_room", "parts")
 
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self._end: GatewayError | None = None
+        self._ready: anyio.Event | None = None  # set when the sender waits for something to send
+        self._room: anyio.Event | None = None  # set when the producer waits for the sender
 
-async def _put(out: Any, item: bytes | GatewayError) -> None:
-    """Queue ``item`` for the sender without a checkpoint while the buffer has room, so the
-    events of one upstream read reach the sender together (:func:`_ready` joins them)."""
-    try:
-        out.send_nowait(item)
-    except anyio.WouldBlock:
-        await out.send(item)
+    def end(self, how: GatewayError) -> None:
+        """The stream ended (:data:`_LAST`, or an error before any output); the first end counts."""
+        if self._end is None:
+            self._end = how
+        self._wake()
 
+    def _wake(self) -> None:
+        if self._ready is not None:
+            self._ready.set()
+            self._ready = None
 
-def _ready(pending: Any, body: bytes) -> tuple[bytes, bytes | GatewayError | None]:
-    """``body`` joined with the bytes already queued behind it (one write for the client instead
-    of one per event; nothing waits for more), and the first queued item that is not bytes
-    (``None`` when the queue ran empty)."""
-    parts = [body]
-    while True:
-        try:
-            item: bytes | GatewayError = pending.receive_nowait()
-        except anyio.WouldBlock:
-            return b"".join(parts), None
-        if not isinstance(item, bytes):
-            return b"".join(parts), item
-        parts.append(item)
+    async def flush(self) -> None:
+        """Let the sender take what is queued now (the first token), then go on."""
+        self._wake()
+        await anyio.lowlevel.checkpoint()
+
+    async def room(self) -> None:
+        """Wait until the sender took the queued events (called when :data:`RELAY_BUFFER` are queued)."""
+        self._wake()
+        room = self._room = anyio.Event()
+        await room.wait()
+
+    async def take(self, keepalive: float) -> tuple[bytes, GatewayError | None]:
+        """Everything queued, joined (``b""`` after ``keepalive`` seconds of silence), and how
+        the stream ended when it did (``None`` while it goes on)."""
+        if not self.parts and self._end is None:
+            ready = self._ready = anyio.Event()
+            with anyio.move_on_after(keepalive):
+                await ready.wait()
+            self._ready = None
+        parts, self.parts = self.parts, []
+        if self._room is not None:
+            self._room.set()
+            self._room = None
+        return b"".join(parts), self._end
 
 
 def _finish_of(assembler: BlockAssembler) -> Finish:

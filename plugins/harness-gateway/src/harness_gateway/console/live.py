@@ -66,7 +66,8 @@ class _Watch:
         live.timeline.feed(chunk)
         if isinstance(chunk, (TextDelta, ReasoningDelta, ToolCallDelta)):
             live.deltas += 1
-            self.observer.changed()
+            if self.observer._waiting:  # (what :meth:`ConsoleObserver.changed` checks, without the call)
+                self.observer.changed()
         elif isinstance(chunk, Usage):
             live.output_tokens = chunk.usage.output_tokens
             self.observer.changed()
