@@ -95,6 +95,7 @@ class GatewayServer:
         runtime = await load_runtime(self.config_path)
         if self.log_level is not None:
             configure_logging(self.log_level, runtime.redact)
+        runtime.warn_unavailable()
         config = runtime.config
         database = config.database.get_secret_value() if config.database is not None else None
         limits = config.limits.get_secret_value() if config.limits is not None else None

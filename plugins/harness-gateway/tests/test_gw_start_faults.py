@@ -1,0 +1,82 @@
+"""What a fresh user's trial found at start-up (docs/loader.md's failure policy under ``serve``):
+a broken route is warned about at start, located, and answers the error ``harness run`` gives."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+from gw_helpers import gateway_yaml, serve_gateway
+
+BROKEN = """\
+  openai: {}
+  openai:groq:
+    api_key: ${{ env.GROQ_API_KEY }}
+    base_url: http://127.0.0.1:9/v1
+"""
+
+
+@pytest.fixture
+def broken(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("GROQ_API_KEY", raising=False)
+
+
+def _line(text: str, needle: str) -> int:
+    return next(n for n, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+@pytest.mark.usefixtures("broken")
+def test_a_broken_route_is_warned_at_start_and_answers_its_cause(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    text = gateway_yaml(db=tmp_path / "gw.sqlite", extra=BROKEN)
+    with caplog.at_level(logging.WARNING, logger="harness_gateway"), serve_gateway(tmp_path, text) as running:
+        warnings = [r.getMessage() for r in caplog.records if r.name.startswith("harness_gateway")]
+        openai_line = next(w for w in warnings if w.startswith("plugin 'openai' "))
+        assert "OPENAI_API_KEY" in openai_line
+        assert f"plugins.yaml:{_line(text, 'openai: {}')}, field 'api_key'" in openai_line
+        assert openai_line.endswith("its routes ('openai') are unavailable")
+        groq_line = next(w for w in warnings if w.startswith("plugin 'openai:groq' "))
+        assert "GROQ_API_KEY is not set" in groq_line
+        assert f"plugins.yaml:{_line(text, 'GROQ_API_KEY')}" in groq_line
+        with httpx.Client(base_url=running.url) as client:
+            body = {"model": "openai/gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}
+            chat = client.post("/v1/chat/completions", json=body)
+            assert chat.status_code == 500, chat.text
+            error = chat.json()["error"]
+            assert error["code"] == "CONFIG"
+            assert error["param"] == "model"
+            assert error["message"].startswith("route 'openai' is unavailable: plugin 'openai' cannot be used")
+            messages = client.post("/v1/messages", json={**body, "max_tokens": 5})
+            assert messages.status_code == 500
+            assert "route 'openai' is unavailable" in messages.json()["error"]["message"]
+            unknown = client.post("/v1/chat/completions", json={**body, "model": "groq/llama"})
+            assert unknown.status_code == 404
+            found = unknown.json()["error"]["message"]
+            assert "adapter plugins that failed (one may own it)" in found
+            assert "GROQ_API_KEY is not set" in found
+            listed = [m["id"] for m in client.get("/v1/models").json()["data"]]
+            assert listed
+            assert all(not m.startswith(("openai/", "groq/")) for m in listed)
+
+
+def test_without_failures_an_unknown_route_is_a_plain_404(tmp_path: Path) -> None:
+    yaml_text = gateway_yaml(db=tmp_path / "gw.sqlite")
+    with serve_gateway(tmp_path, yaml_text) as running, httpx.Client(base_url=running.url) as client:
+        body = {"model": "nowhere/x", "messages": [{"role": "user", "content": "hi"}]}
+        answer = client.post("/v1/chat/completions", json=body)
+    assert answer.status_code == 404
+    assert answer.json()["error"]["message"].endswith("(GET /v1/models lists them)")
+
+
+@pytest.mark.usefixtures("broken")
+def test_a_reload_warns_about_its_broken_routes(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with serve_gateway(tmp_path, gateway_yaml(db=tmp_path / "gw.sqlite")) as running:
+        running.config.write_text(gateway_yaml(db=tmp_path / "gw.sqlite", extra=BROKEN))
+        with caplog.at_level(logging.WARNING, logger="harness_gateway"):
+            assert anyio.run(running.gateway.holder.reload, str(running.config))
+        assert any(r.getMessage().startswith("plugin 'openai' cannot be used") for r in caplog.records)
