@@ -4,12 +4,19 @@ a broken route is warned about at start, located, and answers the error ``harnes
 from __future__ import annotations
 
 import logging
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import anyio
 import httpx
 import pytest
-from gw_helpers import gateway_yaml, serve_gateway
+from gw_helpers import Process, gateway_yaml, serve_gateway
+from gw_servers import free_port
+from test_gw_units import lifespan
+
+from harness_gateway.server import GatewayServer
 
 BROKEN = """\
   openai: {}
@@ -80,3 +87,42 @@ def test_a_reload_warns_about_its_broken_routes(tmp_path: Path, caplog: pytest.L
         with caplog.at_level(logging.WARNING, logger="harness_gateway"):
             assert anyio.run(running.gateway.holder.reload, str(running.config))
         assert any(r.getMessage().startswith("plugin 'openai' cannot be used") for r in caplog.records)
+
+
+def test_an_unreachable_redis_is_a_warning_at_start_not_ready(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    port = free_port()  # nothing listens there
+    password = "pw-" + "z" * 20
+    settings = f"    limits: redis://:{password}@127.0.0.1:{port}/0\n    db_timeout: 0.5"
+    config = tmp_path / "plugins.yaml"
+    config.write_text(gateway_yaml(settings, db=tmp_path / "gw.sqlite"))
+    with caplog.at_level(logging.INFO, "harness_gateway"):
+        sent = anyio.run(lifespan, GatewayServer(str(config), "127.0.0.1"))
+    assert sent[0]["type"] == "lifespan.startup.complete"  # docs/gateway.md: it serves 503 and recovers
+    warned = [r for r in caplog.records if "gateway started WITHOUT its state store" in r.getMessage()]
+    assert [r.levelno for r in warned] == [logging.WARNING]
+    assert f"limits at 127.0.0.1:{port}" in warned[0].getMessage()
+    assert "gateway ready" not in caplog.text
+    assert password not in caplog.text
+
+
+def test_ready_is_logged_only_once_the_socket_is_bound(tmp_path: Path) -> None:
+    config = tmp_path / "plugins.yaml"
+    config.write_text(gateway_yaml(db=tmp_path / "gw.sqlite"))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        command = [sys.executable, "-m", "harness_core.cli", "serve", "-c", str(config), "--port", str(port)]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 3, done.stderr
+    assert "address already in use" in done.stderr
+    assert "gateway ready" not in done.stderr
+    process = Process(config)  # --port 0: a free one
+    try:
+        process.wait_for("gateway ready")
+        lines = process.seen
+        assert next(i for i, line in enumerate(lines) if "running on" in line) < next(
+            i for i, line in enumerate(lines) if "gateway ready" in line
+        )
+    finally:
+        process.stop()
