@@ -67,6 +67,11 @@ def test_key_spec_validation() -> None:
         KeySpec(name=" ")
     with pytest.raises(ValueError, match="rpm must be a positive number"):
         KeySpec(name="k", rpm=0)
+    with pytest.raises(ValueError, match="budget must be a positive number"):
+        KeySpec(name="k", budget=float("inf"))
+    assert KeySpec(name="k", expires_at=2e9).expiry(1e9) == 2e9
+    assert KeySpec(name="k", expires_days=1).expiry(1e9) == 1e9 + 86400
+    assert KeySpec(name="k").expiry(1e9) is None
 
 
 def test_store_revoked_meanwhile_unavailable_and_close(tmp_path: Path) -> None:
@@ -277,6 +282,9 @@ def test_cli_errors(tmp_path: Path) -> None:
     empty = CliRunner().invoke(cli, ["keys", "create", "-c", str(no_gateway), "--name", " "])
     assert empty.exit_code == 2
     assert "name must not be empty" in empty.output
+    forged = CliRunner().invoke(cli, ["keys", "create", "-c", str(no_gateway), "--name", "a\nb"])
+    assert forged.exit_code == 2
+    assert "name must be printable text, without control characters (found U+000A)" in forged.output
 
 
 def test_cli_without_a_gateway_entry_uses_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -307,7 +307,7 @@ class SqlStore:
             budget=spec.budget,
             rpm=spec.rpm,
             tpm=spec.tpm,
-            expires_at=moment + spec.expires_days * 86400 if spec.expires_days is not None else None,
+            expires_at=spec.expiry(moment),
             created_at=moment,
             revoked_at=None,
             spent=0.0,
