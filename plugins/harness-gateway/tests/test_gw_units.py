@@ -78,7 +78,7 @@ def test_store_revoked_meanwhile_unavailable_and_close(tmp_path: Path) -> None:
     async def main() -> None:
         store = SQLiteStore(tmp_path / "s.sqlite")
         await store.migrate()
-        assert await store.migrate() == 4  # idempotent
+        assert await store.migrate() == 5  # idempotent
         plain, _ = await store.create_key(KeySpec(name="k"))
         key = await store.authenticate(plain)
         assert key is not None
