@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import asyncpg  # type: ignore[import-untyped]
 import pytest
 from gw_postgres import Cluster
 
@@ -115,8 +116,6 @@ def test_postgres_migrates_duplicates_and_concurrent_creates_of_one_name_give_on
 async def blocked_on_a_lock(dsn: str) -> None:
     """Return once a session waits on a lock in an ``INSERT INTO gateway_keys`` (PostgreSQL's
     own view of its sessions, polled: the server sends no event for it)."""
-    import asyncpg
-
     watcher = await asyncpg.connect(dsn)
     try:
         query = (
@@ -134,7 +133,6 @@ async def blocked_on_a_lock(dsn: str) -> None:
 def test_postgres_a_create_racing_an_uncommitted_one_is_409_not_503(cluster: Cluster) -> None:
     """The other transaction inserts the name first and commits only once this create waits on
     the index (after its check found nothing): the race the check alone loses, made certain."""
-    import asyncpg
 
     async def main() -> None:
         store = PostgresStore(cluster.dsn)

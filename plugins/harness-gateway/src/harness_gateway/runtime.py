@@ -111,9 +111,8 @@ class GatewayRuntime:
         """Log one warning per adapter plugin that failed (its routes are unavailable: the loader's
         located reason, ``PluginFailure.unavailable_note``), as ``harness run`` warns; a request for
         one of its routes gets :meth:`not_served`'s error."""
-        for failure in self.harness.failures:
-            if not failure.is_middleware:
-                logger.warning("%s", failure.unavailable_note())
+        for failure in [f for f in self.harness.failures if not f.is_middleware]:  # a middleware's stops the start
+            logger.warning("%s", failure.unavailable_note())
 
     async def aclose(self) -> None:
         """Close the harness (adapters and plugins)."""

@@ -20,7 +20,6 @@ import operator
 import os
 import signal
 import socket
-import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -51,8 +50,6 @@ ENV_CONFIG: Final = "HARNESS_GATEWAY_CONFIG"
 ENV_HOST: Final = "HARNESS_GATEWAY_HOST"
 ENV_WATCH: Final = "HARNESS_GATEWAY_WATCH"
 ENV_LOG_LEVEL: Final = "HARNESS_GATEWAY_LOG_LEVEL"
-_STARTUP_FAILURE: Final = 3
-"""The exit status of a failed start (uvicorn's ``STARTUP_FAILURE``: a port in use, a failed lifespan)."""
 _WATCH_INTERVAL: Final = 1.0  # seconds between two looks at the config file's modification time
 
 
@@ -315,7 +312,4 @@ def serve(
                 await super().startup(sockets)
                 app.announce()
 
-        server = AnnouncingServer(uvicorn.Config(app, **common))
-        server.run()
-        if not server.started:  # as uvicorn.run: the start failed
-            sys.exit(_STARTUP_FAILURE)
+        AnnouncingServer(uvicorn.Config(app, **common)).run()  # a failed start exits 3 inside
