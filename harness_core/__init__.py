@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.hookspecs import RegisterTool, RegisterToolSource, hookimpl
     from harness_core.loader import LoadedConfig, find_config, load_config
     from harness_core.outfile import WriteFailureLog, check_output_file, private_dir, private_file, write_in_thread
-    from harness_core.plugininfo import plugin_name
+    from harness_core.plugininfo import adapter_failures, plugin_name
     from harness_core.record import (
         Attempt,
         ReadScope,
@@ -158,6 +158,7 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "WriteFailureLog",
+    "adapter_failures",
     "cache_breakpoint",
     "canonical_json",
     "check_output_file",
@@ -284,6 +285,7 @@ _LAZY = {
     "load_config": "harness_core.loader",
     "RegisterTool": "harness_core.hookspecs",
     "RegisterToolSource": "harness_core.hookspecs",
+    "adapter_failures": "harness_core.plugininfo",
     "plugin_name": "harness_core.plugininfo",
 }
 

@@ -70,6 +70,17 @@ class PluginFailure(msgspec.Struct, frozen=True, kw_only=True):
     is_middleware: bool
     routes: list[str] | None = None
 
+    def unavailable_note(self) -> str:
+        """One line (no ``warning:`` prefix) saying that this adapter plugin's routes are
+        unavailable and why, e.g. ``plugin 'openai' cannot be used: no API key: … (plugins.yaml:3,
+        field 'api_key'); its routes ('openai') are unavailable``: the loader's located message
+        (it names the plugin), or for a failure at start (stage ``register``) ``plugin 'KEY' failed
+        to start: MESSAGE``. The routes are named when known. What ``harness run`` and
+        ``harness serve`` warn at start."""
+        text = f"plugin {self.key!r} failed to start: {self.message}" if self.stage == "register" else self.message
+        routes = f" ({', '.join(repr(r) for r in self.routes)})" if self.routes else ""
+        return f"{text}; its routes{routes} are unavailable"
+
 
 def stopping_failures(failures: Iterable[PluginFailure]) -> list[PluginFailure]:
     """The failures in ``failures`` (in order) that stop a start: the one owner of "a failed

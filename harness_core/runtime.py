@@ -339,6 +339,14 @@ class Harness:
         """Plugins that failed to load (from the loader) or to register their adapters."""
         return tuple(self._failures)
 
+    def no_adapter(self, route: str | None) -> LlmError:
+        """The error a stream for ``route`` gets when no adapter serves it (what ``harness run``
+        reports): ``CONFIG`` (or ``NO_ADAPTER`` for a failure at start) ``route 'R' is unavailable:
+        <the plugin's located failure>`` when the adapter plugin that would serve ``route`` failed;
+        else ``NO_ADAPTER`` naming the known routes and any adapter plugins that failed. Returned,
+        not raised; for a served route it is the ``NO_ADAPTER`` text all the same."""
+        return self._boundary.no_adapter(route)
+
     # ------------------------------------------------------------------ lifecycle
 
     async def __aenter__(self) -> Harness:

@@ -558,7 +558,8 @@ class GenerateOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
         system_cache: a prompt-cache breakpoint at the end of ``system`` (:class:`CacheMark`);
             blocks and tools carry their own ``cache``.
         tools / tool_choice: tools offered to the model and how it must use them.
-        max_tokens: upper bound on output tokens. temperature / top_p / seed / stop: sampling.
+        max_tokens: upper bound on output tokens (1 … :data:`MAX_TOKENS_LIMIT`).
+        temperature / top_p / seed / stop: sampling.
         reasoning_effort: an effort id from ``ModelInfo.reasoning_efforts`` (e.g. ``"low"``,
             ``"off"``); an id the adapter does not list raises ``UNSUPPORTED``.
         response_format: constrain the reply to JSON (:class:`JsonSchemaFormat` or
@@ -602,6 +603,11 @@ class GenerateOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
             if value is not None and not isinstance(value, str):
                 raise TypeError(f"GenerateOptions.{name} must be a str or None, got {type(value).__name__}")
         _check_number(self.max_tokens, "max_tokens", int, minimum=1)
+        if self.max_tokens is not None and self.max_tokens > MAX_TOKENS_LIMIT:
+            raise ValueError(
+                f"GenerateOptions.max_tokens must be an integer in range (at most {MAX_TOKENS_LIMIT}), "
+                f"got {self.max_tokens:.3g}"
+            )
         _check_number(self.seed, "seed", int)
         _check_number(self.temperature, "temperature", (int, float), minimum=0)
         _check_number(self.top_p, "top_p", (int, float), minimum=0, maximum=1)
@@ -642,6 +648,11 @@ def _check_list(value: object, item_type: type | tuple[type, ...], name: str) ->
     for position, item in enumerate(value):
         if not isinstance(item, item_type):
             raise TypeError(f"GenerateOptions.{name}[{position}] has the wrong type: {type(item).__name__}")
+
+
+MAX_TOKENS_LIMIT: Final = 2**31 - 1
+"""The largest ``max_tokens`` accepted (a signed 32-bit integer, what providers' APIs take; a
+larger one is a mistake, refused before it reaches an adapter)."""
 
 
 def _check_number(

@@ -15,7 +15,8 @@ import functools
 import math
 import re
 import sys
-from typing import IO, Any
+from collections.abc import Sequence
+from typing import IO, Any, Final
 
 import click
 
@@ -59,6 +60,24 @@ def show_error(exc: click.ClickException, file: IO[Any] | None = None) -> None:
     click.echo(f"error: {exc.format_message()}", file=out)
 
 
+_WORD: Final = re.compile(r"[a-z][a-z0-9-]*")
+_NEAR: Final = 0.8
+"""How close a word must be to a command name to be taken for a typo of it
+(:class:`difflib.SequenceMatcher` ratio: ``modles`` → ``models`` is 0.83, ``tool`` → ``tools`` 0.89)."""
+
+
+def mistyped_command(word: str, commands: Sequence[str]) -> str | None:
+    """The command ``word`` (the first argument of ``harness WORD …``, no command itself) is a
+    typo of: a single lowercase word within :data:`_NEAR` of a name in ``commands``
+    (:func:`difflib.get_close_matches`), else ``None`` (it is a prompt)."""
+    if not _WORD.fullmatch(word):
+        return None
+    import difflib  # here: `harness --help` imports only click
+
+    found = difflib.get_close_matches(word, commands, n=1, cutoff=_NEAR)
+    return found[0] if found else None
+
+
 class _HarnessGroup(click.Group):
     """A group that also offers the subcommands plugins declare in ``harness.commands``.
 
@@ -93,7 +112,9 @@ class _HarnessGroup(click.Group):
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         """``harness "prompt" …`` (or ``harness -m fast "prompt"``) is short for ``harness run …``:
-        after the group's own options, anything that is not a subcommand starts ``run``."""
+        after the group's own options, anything that is not a subcommand starts ``run`` — except a
+        single lowercase word close to a command name (:func:`mistyped_command`: ``harness
+        modles``), a usage error (exit 2) suggesting the command (``harness run modles`` sends it)."""
         position = 0
         while position < len(args):
             current = args[position]
@@ -109,6 +130,13 @@ class _HarnessGroup(click.Group):
             first = args[position]
             group_option = first in ("-h", "--help", "--version")
             if not group_option and first not in self.commands and first not in self.list_commands(ctx):
+                near = mistyped_command(first, self.list_commands(ctx))
+                if near is not None:
+                    raise click.UsageError(
+                        f"no command {first!r}: did you mean `harness {near}`? "
+                        f"(to send it as a prompt: harness run {first})",
+                        ctx,
+                    )
                 args = [*args[:position], "run", *args[position:]]
         return super().parse_args(ctx, args)
 

@@ -253,7 +253,7 @@ def load_for_start(config: str | None, err: Sink) -> LoadedConfig | None:
         return None
     for failure in loaded.failures:
         if failure.routes is None:  # routes known: the error names it when one is used
-            err.write(f"warning: {failure.message}; its routes are unavailable\n")
+            err.write(f"warning: {failure.unavailable_note()}\n")
     return loaded
 
 
@@ -265,4 +265,4 @@ def warn_start_failures(
     the others work. A middleware that fails stops the start instead (an error)."""
     for failure in adapter_failures(failures):
         if failure not in known:
-            note(f"warning: plugin {failure.key!r} failed to start: {failure.message}; its routes are unavailable")
+            note(f"warning: {failure.unavailable_note()}")

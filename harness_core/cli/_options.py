@@ -18,7 +18,14 @@ from typing import Any
 from harness_core.loader import LoadedConfig
 from harness_core.types import NamedToolChoice, ToolChoice
 
-__all__ = ["OWNED_OPTIONS", "first_code_block", "owner_name", "parse_options", "parse_tool_choice"]
+__all__ = [
+    "OWNED_OPTIONS",
+    "first_code_block",
+    "owner_name",
+    "parse_options",
+    "parse_tool_choice",
+    "unoffered_tool_choice",
+]
 
 OWNED_OPTIONS: dict[str, str] = {
     "model": "use -m/--model",
@@ -85,6 +92,16 @@ def parse_tool_choice(text: str | None) -> ToolChoice | None:
     if text in ("auto", "none", "required"):
         return text  # type: ignore[return-value]  # narrowed by the membership test
     return NamedToolChoice(text)
+
+
+def unoffered_tool_choice(choice: ToolChoice | None, offered: Sequence[str]) -> str | None:
+    """Why ``choice`` (from ``--tool-choice``) cannot be honoured with the tools ``offered`` (their
+    names): a named tool that is not among them; ``None`` when it can (``auto``, ``none``,
+    ``required`` or an offered name). The message names the choice and the tools offered."""
+    if not isinstance(choice, NamedToolChoice) or choice.name in offered:
+        return None
+    names = ", ".join(repr(name) for name in offered) or "none (offer tools with -t/--tool NAME; see `harness tools`)"
+    return f"--tool-choice {choice.name!r}: no tool of that name is offered (tools offered: {names})"
 
 
 _FENCE = re.compile(

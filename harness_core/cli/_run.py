@@ -46,7 +46,7 @@ from harness_core.cli._common import (
 from harness_core.cli._count import count
 from harness_core.cli._hints import Hints
 from harness_core.cli._interrupts import Interrupts
-from harness_core.cli._options import parse_tool_choice
+from harness_core.cli._options import parse_tool_choice, unoffered_tool_choice
 from harness_core.cli._render import CYAN, DIM, RESET, Renderer
 from harness_core.cli._request import (
     RunRequest,
@@ -58,6 +58,7 @@ from harness_core.cli._request import (
 )
 from harness_core.cli._schema import SchemaError, parse_schema
 from harness_core.cli._text import UNDECODABLE_WARNING
+from harness_core.errors import LlmError
 from harness_core.loader import LoadedConfig
 from harness_core.types import GenerateOptions, Message
 
@@ -131,6 +132,11 @@ def execute(request: RunRequest) -> int:
         if not prompt.strip():
             err.write("error: empty prompt (nothing to send: pass PROMPT or pipe text on stdin)\n")
             return EXIT_USAGE
+        tool_choice = parse_tool_choice(request.tool_choice)
+        unoffered = None if request.tools else unoffered_tool_choice(tool_choice, ())  # else: once they are known
+        if unoffered is not None:
+            err.write(f"error: {unoffered}\n")
+            return EXIT_USAGE
         loaded = load_for_start(request.config, err)
         if loaded is None:
             return EXIT_USAGE
@@ -151,7 +157,7 @@ def execute(request: RunRequest) -> int:
                 top_p=request.top_p,
                 seed=request.seed,
                 stop=list(request.stop) or None,
-                tool_choice=parse_tool_choice(request.tool_choice),
+                tool_choice=tool_choice,
                 abort=abort,
             ),
             provider_options=request.provider_options,
@@ -268,13 +274,17 @@ async def _converse(
     name (names or globs; tool sources such as MCP servers start here), ``approve`` asked
     before each call.
 
-    Raises ``LlmError`` (``CONFIG`` for a name matching no tool or a tool source that failed,
+    Raises ``LlmError`` (``CONFIG`` for a name matching no tool or a tool source that failed, or
+    a ``--tool-choice`` naming a tool not offered,
     else an error finish) and
     :class:`~harness_core.conversation.MaxStepsExceeded`.
     """
     from harness_core.conversation import Conversation
 
     selected = await harness.select_tools(tools)  # an unknown name is the command line's fault, not a route's
+    unoffered = unoffered_tool_choice(options.tool_choice, [item.name for item in selected])
+    if unoffered is not None:
+        raise LlmError("CONFIG", unoffered)
     route = harness.apply_defaults(options).provider
     renderer.route, renderer.source = route, harness.routes().get(route) if route is not None else None
     conversation = Conversation(harness, tools=selected, max_steps=max_steps, options=options, approve=approve)

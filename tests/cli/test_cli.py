@@ -577,10 +577,20 @@ def test_prompt_short_form_and_sampling_options(harness: Harness, config: Config
     assert (result.returncode, result.stdout) == (0, "Hello short form\n")
     result = harness("-v", "--top-p", "0.5", "--seed", "3", "--stop", "x", "--tool-choice", "auto", "hi")
     assert (result.returncode, result.stdout) == (0, "hi\n")
-    result = harness("--json", "--tool-choice", "lookup", "hi")
+    result = harness("--json", "--tool-choice", "none", "hi")
     assert result.returncode == 0, result.stderr
     assert harness("--help").returncode == 0
     assert "Commands" in harness("--help").stdout
+
+
+def test_a_mistyped_command_is_refused_not_sent(harness: Harness, config: Config) -> None:
+    config("plugins:\n  mock: {}\n  ~prompt-log: {}\ndefaults: {provider: mock, model: echo}\n")
+    typo = harness("modles")
+    assert (typo.returncode, typo.stdout) == (2, "")
+    hint = "did you mean `harness models`? (to send it as a prompt: harness run modles)"
+    assert f"error: no command 'modles': {hint}" in typo.stderr
+    sent = harness("run", "modles")
+    assert (sent.returncode, sent.stdout) == (0, "modles\n")
 
 
 def test_no_stream_and_extract(harness: Harness, config: Config) -> None:

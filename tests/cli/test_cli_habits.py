@@ -9,9 +9,9 @@ import click
 import pytest
 
 from harness_core.cli import _promptlog
-from harness_core.cli._app import cli
+from harness_core.cli._app import cli, mistyped_command
 from harness_core.cli._inspect import show_models
-from harness_core.cli._options import first_code_block, parse_options, parse_tool_choice
+from harness_core.cli._options import first_code_block, parse_options, parse_tool_choice, unoffered_tool_choice
 from harness_core.loader import load_config
 from harness_core.testing import Reply, ScriptedServer
 from harness_core.types import NamedToolChoice
@@ -37,6 +37,20 @@ def test_short_form_inserts_run_after_the_group_options(monkeypatch: pytest.Monk
     assert parsed("--help") == ["--help"]
     ctx = click.Context(cli)
     assert cli.get_command(ctx, "no-such-command") is None
+
+
+def test_a_word_close_to_a_command_is_a_usage_error_not_a_prompt() -> None:
+    with pytest.raises(
+        click.UsageError, match=r"did you mean `harness models`\? \(to send it as a prompt: harness run modles\)"
+    ):
+        cli.parse_args(click.Context(cli), ["modles"])
+    with pytest.raises(click.UsageError, match="did you mean `harness plugins`"):
+        cli.parse_args(click.Context(cli), ["-c", "x.yaml", "plugin"])
+    assert mistyped_command("hello", ["models", "plugins"]) is None
+    assert mistyped_command("Modles", ["models"]) is None  # not one lowercase word: a prompt
+    assert mistyped_command("modles now", ["models"]) is None
+    assert unoffered_tool_choice("auto", ()) is None
+    assert unoffered_tool_choice(NamedToolChoice("echo"), ["echo"]) is None
 
 
 def test_options_and_tool_choice() -> None:

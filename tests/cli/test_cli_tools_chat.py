@@ -53,6 +53,18 @@ def test_run_unknown_tool_exits_2(harness: Harness) -> None:
     assert "unknown tool 'nope'; registered tools: echo" in result.stderr
 
 
+def test_run_tool_choice_must_name_an_offered_tool(harness: Harness) -> None:
+    unoffered = harness("run", "--tool-choice", "bogus", "hi")
+    assert unoffered.returncode == 2
+    assert "error: --tool-choice 'bogus': no tool of that name is offered (tools offered: none" in unoffered.stderr
+    assert unoffered.stdout == ""
+    other = harness("run", "--tool", "echo", "--tool-choice", "bogus", "hi")
+    assert other.returncode == 2
+    assert "--tool-choice 'bogus': no tool of that name is offered (tools offered: 'echo')" in other.stderr
+    named = harness("run", "--tool", "echo", "--tool-choice", "echo", "please echo hello")
+    assert named.returncode == 0, named.stderr
+
+
 def test_run_max_steps_exits_1(harness: Harness) -> None:
     result = harness("run", "--tool", "echo", "--max-steps", "1", "echo loop")
     assert result.returncode == 1

@@ -143,6 +143,11 @@ def test_model_info_round_trip() -> None:
         ({"max_tokens": "10"}, TypeError, "max_tokens must be a number or None, got str"),
         ({"max_tokens": True}, TypeError, "max_tokens must be a number or None, got bool"),
         ({"max_tokens": 0}, ValueError, "max_tokens must be at least 1, got 0"),
+        (
+            {"max_tokens": 10**30},
+            ValueError,
+            r"max_tokens must be an integer in range \(at most 2147483647\), got 1e\+30",
+        ),
         ({"temperature": -0.5}, ValueError, "temperature must be at least 0, got -0.5"),
         ({"top_p": 1.5}, ValueError, "top_p must be between 0 and 1, got 1.5"),
         ({"seed": 1.5}, TypeError, "seed must be a number or None, got float"),

@@ -149,7 +149,7 @@ def test_migration_3_seeds_the_counters_and_the_last_minute(tmp_path: Path) -> N
             await tx.run(insert, "c", key.id, now - 600, now - 599, "complete", 0.0, 50, 50)  # long gone
 
         await store.transaction(rows)
-        assert await store.migrate() == 4  # 3, then 4 (stored responses)
+        assert await store.migrate() == 5  # 3, then 4 (stored responses), 5 (unique live names)
         running, reserved, _, windows = await counters(store, key.id)
         assert (running, reserved) == (1, 1.5)
         seconds = store_module._slide(windows, now)

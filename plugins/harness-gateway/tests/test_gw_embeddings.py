@@ -251,6 +251,7 @@ def test_unserved_routes_models_and_provider_errors(gateway: Running, clients: C
     with pytest.raises(openai.NotFoundError) as no_model:
         client.embeddings.create(model="mock/echo", input="hi")  # the mock embeds with `hash` only
     assert "no embedding model 'echo'" in no_model.value.message
+    assert no_model.value.body["param"] == "model"  # type: ignore[index]
     with pytest.raises(openai.RateLimitError) as limited:
         client.embeddings.create(model="limited/hash", input="hi")
     assert limited.value.code == "RATE_LIMITED"

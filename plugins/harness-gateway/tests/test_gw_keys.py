@@ -170,6 +170,24 @@ def test_admin_api_creates_lists_and_revokes(gateway, clients) -> None:  # type:
     assert key not in str(listed)
     bad = httpx.post(gateway.url + "/admin/keys", json={"name": "x", "rpm": -1}, headers=admin)
     assert bad.status_code == 400
+    assert bad.json()["error"]["param"] == "rpm"
+    for body, param in (
+        ({"name": "a\nforged  row"}, "name"),
+        ({"name": "nul\u0000"}, "name"),
+        ({"name": "bidi\u202e"}, "name"),
+        ({"name": "x", "tpm": "many"}, "tpm"),
+        ({"name": "x", "expires": 3}, "expires"),
+        ({"name": "x", "expires_days": 1, "expires_at": 2e9}, "expires_at"),
+    ):
+        refused = httpx.post(gateway.url + "/admin/keys", json=body, headers=admin)
+        assert refused.status_code == 400, body
+        assert refused.json()["error"]["param"] == param, refused.text
+    expires = httpx.post(gateway.url + "/admin/keys", json={"name": "x", "expires": 3}, headers=admin)
+    assert "expires_days, or expires_at in unix seconds" in expires.json()["error"]["message"]
+    dated = httpx.post(gateway.url + "/admin/keys", json={"name": "dated", "expires_at": 4e9}, headers=admin)
+    assert dated.status_code == 201
+    assert dated.json()["expires_at"] == 4e9
+    assert httpx.delete(gateway.url + "/admin/keys/dated", headers=admin).json() == {"revoked": 1}
     assert httpx.delete(gateway.url + "/admin/keys/ci", headers=admin).json() == {"revoked": 1}
     assert httpx.delete(gateway.url + "/admin/keys/ci", headers=admin).status_code == 404
     with pytest.raises(openai.AuthenticationError) as caught:
@@ -200,7 +218,8 @@ def test_key_names_are_unique_and_a_revoke_takes_one_key(gateway, clients) -> No
     store = SQLiteStore(gateway.config.parent / "gw.sqlite")
 
     async def duplicate() -> list[str]:  # a store written before names were unique may hold two
-        try:
+        try:  # (schema 5 renames such duplicates and then refuses them: an index-less store stands in)
+            await store.transaction(lambda tx: tx.run("DROP INDEX gateway_keys_live_name"))
             await store.transaction(lambda tx: tx.run("UPDATE gateway_keys SET name = 'team-b' WHERE name = 'team'"))
             await store.create_key(KeySpec(name="team"))
             await store.transaction(lambda tx: tx.run("UPDATE gateway_keys SET name = 'team'"))

@@ -177,7 +177,7 @@ def test_store_hides_its_dsn_and_keeps_the_pool_on_sql_errors(cluster: Cluster) 
         store = PostgresStore(cluster.dsn)
         assert repr(store) == "PostgresStore(<dsn hidden>)"
         await store.aclose()  # never opened: nothing to close
-        assert await store.migrate() == 4
+        assert await store.migrate() == 5
         with pytest.raises(GatewayError) as caught:
             await store.transaction(lambda tx: tx.one("SELECT * FROM no_such_table"))
         assert caught.value.status == 503

@@ -180,6 +180,8 @@ def test_a_body_that_is_not_a_json_object_or_not_json_typed_is_refused_by_name(t
             headers={"content-type": "application/vnd.api+json; charset=utf-8"},
         )
         negative = client.post("/v1/chat/completions", json={"model": "mock/echo", "messages": HI, "max_tokens": -1})
+        huge = client.post("/v1/chat/completions", json={"model": "mock/echo", "messages": HI, "max_tokens": 10**30})
+        floated = client.post("/v1/chat/completions", json={"model": "mock/echo", "messages": HI, "max_tokens": 1e30})
         newer = client.post(
             "/v1/chat/completions", json={"model": "mock/echo", "messages": HI, "max_completion_tokens": 0}
         )
@@ -195,6 +197,11 @@ def test_a_body_that_is_not_a_json_object_or_not_json_typed_is_refused_by_name(t
     assert typed.status_code == 200
     assert (negative.status_code, negative.json()["error"]["param"]) == (400, "max_tokens")
     assert negative.json()["error"]["message"] == "max_tokens: must be at least 1, got -1"
+    assert huge.status_code == 400
+    assert huge.json()["error"]["param"] == "max_tokens"
+    assert huge.json()["error"]["message"].startswith("max_tokens: must be an integer in range (at most 2147483647)")
+    assert floated.status_code == 400
+    assert floated.json()["error"]["param"] == "max_tokens"
     assert newer.json()["error"]["param"] == "max_completion_tokens"
     assert responses.json()["error"]["param"] == "max_output_tokens"
     assert stops.status_code == 400

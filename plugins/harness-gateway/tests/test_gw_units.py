@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 from gw_helpers import gateway_yaml, serve_gateway, wait_until
 
+from harness_core import ConnectionString, Secret
 from harness_core.cli._app import cli
 from harness_core.errors import LlmError
 from harness_core.http import preferred_transport
@@ -24,7 +25,7 @@ from harness_core.secret import MASK
 from harness_core.types import Finish, FinishReason, Message, ReasoningBlock, ToolCallBlock
 from harness_gateway import server as server_module
 from harness_gateway.anthropic_messages import MessagesStreamEncoder, messages_response, parse_messages_request
-from harness_gateway.config import GatewayConfig, GatewayPlugin, is_loopback
+from harness_gateway.config import GatewayConfig, GatewayPlugin, endpoint, is_loopback
 from harness_gateway.errors import GatewayError
 from harness_gateway.keys import KeySpec
 from harness_gateway.openai_chat import parse_chat_request
@@ -45,18 +46,40 @@ def test_config_validation_and_loopback() -> None:
     assert [is_loopback(h) for h in ("127.0.0.2", "[::1]", "example.org", "10.0.0.1")] == [True, True, False, False]
 
 
+def test_weak_connection_settings_are_config_errors_naming_the_field() -> None:
+    short = "x" * 15
+    with pytest.raises(ValueError, match="master_key: must be at least 16 characters") as caught:
+        GatewayConfig(master_key=Secret(short))
+    assert short not in str(caught.value)
+    assert GatewayConfig(master_key=Secret("x" * 16)).master_key is not None
+    with pytest.raises(ValueError, match="limits: the URL's port must be a number") as port:
+        GatewayConfig(limits=ConnectionString("redis://:hunter2secret@h:99999"))
+    assert "hunter2secret" not in str(port.value)
+    with pytest.raises(ValueError, match="database: the URL's port"):
+        GatewayConfig(database=ConnectionString("postgresql://u@db:70000/x"))
+    assert endpoint("postgresql://u:pw@db.internal:5432/x", "database") == "db.internal:5432"
+    assert endpoint("redis://h", "limits") == "h"
+    assert endpoint("unix:///run/redis.sock", "limits") == "/run/redis.sock"
+    assert endpoint("/var/lib/gw.sqlite", "database") == "/var/lib/gw.sqlite"
+
+
 def test_key_spec_validation() -> None:
     with pytest.raises(ValueError, match="name must not be empty"):
         KeySpec(name=" ")
     with pytest.raises(ValueError, match="rpm must be a positive number"):
         KeySpec(name="k", rpm=0)
+    with pytest.raises(ValueError, match="budget must be a positive number"):
+        KeySpec(name="k", budget=float("inf"))
+    assert KeySpec(name="k", expires_at=2e9).expiry(1e9) == 2e9
+    assert KeySpec(name="k", expires_days=1).expiry(1e9) == 1e9 + 86400
+    assert KeySpec(name="k").expiry(1e9) is None
 
 
 def test_store_revoked_meanwhile_unavailable_and_close(tmp_path: Path) -> None:
     async def main() -> None:
         store = SQLiteStore(tmp_path / "s.sqlite")
         await store.migrate()
-        assert await store.migrate() == 4  # idempotent
+        assert await store.migrate() == 5  # idempotent
         plain, _ = await store.create_key(KeySpec(name="k"))
         key = await store.authenticate(plain)
         assert key is not None
@@ -236,10 +259,13 @@ def test_a_serving_process_freezes_its_heap_after_startup_and_each_reload(
 def test_starts_without_its_database(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     config = tmp_path / "plugins.yaml"
     config.write_text(f"plugins:\n  gateway: {{database: '{tmp_path}'}}\n  mock: {{}}\n")
-    with caplog.at_level(logging.ERROR, "harness_gateway"):
+    with caplog.at_level(logging.WARNING, "harness_gateway"):
         sent = anyio.run(lifespan, GatewayServer(str(config), "127.0.0.1"))
     assert sent[0]["type"] == "lifespan.startup.complete"
-    assert "starting without the state store" in caplog.text
+    assert f"gateway started WITHOUT its state store (SQLite state store {tmp_path}; database at {tmp_path})" in (
+        caplog.text
+    )
+    assert "gateway ready" not in caplog.text
 
 
 def test_the_database_path_is_shown_and_only_a_urls_password_masked(
@@ -326,6 +352,9 @@ def test_cli_errors(tmp_path: Path) -> None:
     empty = CliRunner().invoke(cli, ["keys", "create", "-c", str(no_gateway), "--name", " "])
     assert empty.exit_code == 2
     assert "name must not be empty" in empty.output
+    forged = CliRunner().invoke(cli, ["keys", "create", "-c", str(no_gateway), "--name", "a\nb"])
+    assert forged.exit_code == 2
+    assert "name must be printable text, without control characters (found U+000A)" in forged.output
 
 
 def test_cli_without_a_gateway_entry_uses_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

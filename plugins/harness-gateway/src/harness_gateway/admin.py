@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any, Final
+
 import msgspec
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -11,11 +14,38 @@ from harness_gateway.auth import presented_key
 from harness_gateway.errors import GatewayError
 from harness_gateway.gateway import Gateway
 from harness_gateway.intake import read_body
-from harness_gateway.keys import KeySpec
+from harness_gateway.keys import KeySpec, KeySpecError
 from harness_gateway.openai_chat import OPENAI_CHAT
 from harness_gateway.request import bad_request, decode_json
 
-__all__ = ["admin_routes"]
+__all__ = ["admin_routes", "key_spec"]
+
+
+_AT_FIELD: Final = re.compile(r"at `\$\.(\w+)`|unknown field `(\w+)`")
+"""The field a msgspec validation message names (``- at `$.rpm```, ``unknown field `x```)."""
+
+
+def key_spec(raw: Any) -> KeySpec:
+    """The :class:`KeySpec` of a ``POST /admin/keys`` body.
+
+    Raises:
+        GatewayError: 400 ``invalid key spec: …`` whose ``param`` names the field at fault (a
+            wrong type, an unknown field, a value :class:`KeySpec` refuses), when one is known.
+    """
+    try:
+        return msgspec.convert(raw, KeySpec)
+    except msgspec.ValidationError as exc:
+        cause, hint = exc.__cause__, ""
+        if isinstance(cause, KeySpecError):
+            field: str | None = cause.field
+        else:
+            found = _AT_FIELD.search(str(exc))
+            field = next(filter(None, found.groups()), None) if found else None
+            if field is not None and field.startswith("expire"):
+                hint = " (a key's expiry: expires_days, or expires_at in unix seconds)"
+        error = bad_request("", f"invalid key spec: {exc}{hint}")
+        error.param = field
+        raise error from None
 
 
 def admin_routes(gateway: Gateway) -> list[Route]:
@@ -35,10 +65,7 @@ def admin_routes(gateway: Gateway) -> list[Route]:
                     raise GatewayError(404, f"no live key {request.path_params['key']!r}", code="key_not_found")
                 return JSONResponse({"revoked": revoked})
             raw = decode_json(await read_body(request, 64 * 1024))
-            try:
-                spec = msgspec.convert(raw, KeySpec)
-            except (msgspec.ValidationError, ValueError) as exc:
-                raise bad_request("", f"invalid key spec: {exc}") from None
+            spec = key_spec(raw)
             async with gateway.holder.use() as runtime:
                 served = {**runtime.harness.routes(), **runtime.harness.embed_routes()}
             problem = spec.unserved(served)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ipaddress
 import math
 import re
+import urllib.parse
 from pathlib import Path
 from typing import Annotated, Final, Literal
 
@@ -42,16 +43,40 @@ __all__ = [
     "ResponsesConfig",
     "default_database_path",
     "duration_seconds",
+    "endpoint",
     "is_loopback",
 ]
 
 LIMITS_SCHEMES: Final = ("redis://", "rediss://", "unix://")
 """URL schemes of the ``limits`` setting (redis-py's: TCP, TLS, a Unix socket; Valkey speaks the same)."""
+MASTER_KEY_MIN: Final = 16
+"""The shortest ``master_key`` accepted (characters): a shorter one is guessable."""
 RETENTION_MAX: Final = 3650 * 86400.0
 """The longest ``responses.retention`` accepted: 10 years, in seconds (a longer one is a typo)."""
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd]?)$")
 _DURATION_UNITS: Final = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def endpoint(url: str, field: str) -> str:
+    """Where a connection URL (``database``, ``limits``) points, safe to log: ``host:port`` of a
+    network URL (the host alone when the URL gives no port), the path of a Unix socket or
+    of a SQLite file; never the user or password.
+
+    Raises:
+        ValueError: naming ``field`` (never the value) when the URL's port is not a number in
+            0…65535 (``redis://h:99999``).
+    """
+    if "://" not in url:
+        return url  # a SQLite path
+    parts = urllib.parse.urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError(f"{field}: the URL's port must be a number from 0 to 65535") from None
+    if parts.hostname is None:
+        return parts.path
+    return parts.hostname if port is None else f"{parts.hostname}:{port}"
 
 
 def duration_seconds(value: str | float, where: str, *, most: float | None = None) -> float:
@@ -126,7 +151,8 @@ class GatewayConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         require_keys: ``None`` (default): keys are required exactly when ``host`` is not a
             loopback address; ``true`` / ``false`` force it.
         master_key: the admin key: manages keys over HTTP (``/admin/keys``) and may call every
-            route without limits. A :class:`~harness_core.Secret`; never shown.
+            route without limits. A :class:`~harness_core.Secret`; never shown. At least
+            :data:`MASTER_KEY_MIN` characters (a shorter one is a configuration error).
         database: the state store: ``None`` = SQLite at :func:`default_database_path`; a path =
             that SQLite file; ``postgresql://…`` / ``postgres://…`` = PostgreSQL (asyncpg). A
             :class:`~harness_core.secret.ConnectionString`: only a URL's password is masked, a
@@ -206,6 +232,15 @@ class GatewayConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         if self.limits is not None and not (url := self.limits.get_secret_value()).startswith(LIMITS_SCHEMES):
             scheme = url.split("://", 1)[0] + "://" if "://" in url else "a value without a scheme"
             raise ValueError(f"limits: expected a Redis or Valkey URL ({', '.join(LIMITS_SCHEMES)}…), got {scheme}")
+        if self.master_key is not None and len(self.master_key.get_secret_value()) < MASTER_KEY_MIN:
+            raise ValueError(
+                f"master_key: must be at least {MASTER_KEY_MIN} characters (it grants every route and "
+                "/admin); generate one: python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
+            )
+        if self.limits is not None:
+            endpoint(self.limits.get_secret_value(), "limits")
+        if self.database is not None:
+            endpoint(self.database.get_secret_value(), "database")
         for alias, target in self.aliases.items():
             if "/" not in target:
                 raise ValueError(f"aliases.{alias}: expected `route/model`, got {target!r}")

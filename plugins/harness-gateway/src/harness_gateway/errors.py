@@ -146,12 +146,15 @@ class GatewayError(Exception):
 
 
 def from_failure(failure: Failure) -> GatewayError:
-    """The :class:`GatewayError` for a ``finish{error}``'s failure (status from its stable code)."""
+    """The :class:`GatewayError` for a ``finish{error}``'s failure (status from its stable code;
+    a provider's ``NOT_FOUND`` names ``param: "model"``: what a request names that a provider
+    does not find is its model)."""
     status = _STATUS[failure.code]
     message = failure.message
     if failure.code in ("AUTH", "PERMISSION"):
         message = f"the provider rejected the gateway's credentials: {message}"
-    return GatewayError(status, message, code=failure.code, retry_after=failure.retry_after)
+    param = "model" if failure.code == "NOT_FOUND" else None
+    return GatewayError(status, message, code=failure.code, param=param, retry_after=failure.retry_after)
 
 
 _TRANSPORT_KINDS: Final[dict[str, str]] = {

@@ -11,9 +11,11 @@ stretching is needed to make guessing infeasible, and lookups stay O(1).
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import secrets
 import time
+import unicodedata
 from collections.abc import Collection
 from typing import Final
 
@@ -21,7 +23,7 @@ import msgspec
 
 from harness_core import MASK
 
-__all__ = ["KEY_PATTERN", "KEY_PREFIX", "KeyRecord", "KeySpec", "hash_key", "mask_keys", "new_key"]
+__all__ = ["KEY_PATTERN", "KEY_PREFIX", "KeyRecord", "KeySpec", "KeySpecError", "hash_key", "mask_keys", "new_key"]
 
 KEY_PREFIX: Final = "hk-"
 _KEY_BYTES: Final = 32  # 256 random bits
@@ -48,16 +50,37 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
+class KeySpecError(ValueError):
+    """A :class:`KeySpec` field is invalid: ``field`` names it (the ``param`` of the 400)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field} {message}")
+        self.field = field
+
+
+def _unprintable(text: str) -> str | None:
+    """The first character of ``text`` that is a control, format or line/paragraph separator
+    character (Unicode categories C* and Zl/Zp: a newline, NUL, a bidi override …), else ``None``."""
+    return next((c for c in text if unicodedata.category(c)[0] == "C" or unicodedata.category(c) in ("Zl", "Zp")), None)
+
+
 class KeySpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
     """What a new key may do.
 
     Fields:
         name: a label for people, unique among the gateway's live (unrevoked) keys
-            (:meth:`~harness_gateway.store.SqlStore.create_key` refuses a taken one with a 409).
+            (:meth:`~harness_gateway.store.SqlStore.create_key` refuses a taken one with a 409);
+            printable text: no control or format characters (a newline would forge a row of
+            ``harness keys list``).
         routes: the routes it may use (``None`` = every route).
         budget: USD it may spend in total (``None`` = unlimited).
         rpm / tpm: requests / tokens (input + output) per rolling 60 s (``None`` = unlimited).
         expires_days: days until it stops working (``None`` = never).
+        expires_at: or the unix time (seconds) it stops working, as ``/admin/keys`` lists it;
+            at most one of the two.
+
+    Raises:
+        KeySpecError: (a ``ValueError``) naming the field at fault.
     """
 
     name: str
@@ -66,18 +89,31 @@ class KeySpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=T
     rpm: int | None = None
     tpm: int | None = None
     expires_days: float | None = None
+    expires_at: float | None = None
 
     def __post_init__(self) -> None:
         if not self.name.strip():
-            raise ValueError("name must not be empty")
+            raise KeySpecError("name", "must not be empty")
+        bad = _unprintable(self.name)
+        if bad is not None:
+            raise KeySpecError("name", f"must be printable text, without control characters (found U+{ord(bad):04X})")
         for field, value in (
             ("budget", self.budget),
             ("rpm", self.rpm),
             ("tpm", self.tpm),
             ("expires_days", self.expires_days),
+            ("expires_at", self.expires_at),
         ):
-            if value is not None and (isinstance(value, bool) or value <= 0):
-                raise ValueError(f"{field} must be a positive number, got {value!r}")
+            if value is not None and (isinstance(value, bool) or not value > 0 or math.isinf(value)):
+                raise KeySpecError(field, f"must be a positive number, got {value!r}")
+        if self.expires_days is not None and self.expires_at is not None:
+            raise KeySpecError("expires_at", "cannot be given with expires_days: give one of the two")
+
+    def expiry(self, now: float) -> float | None:
+        """The unix time the key expires, for a key created at ``now`` (``None``: never)."""
+        if self.expires_at is not None:
+            return self.expires_at
+        return now + self.expires_days * 86400 if self.expires_days is not None else None
 
     def unserved(self, served: Collection[str]) -> str | None:
         """Why :attr:`routes` does not fit the ``served`` routes (the gateway's generation and

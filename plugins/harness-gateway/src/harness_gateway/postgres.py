@@ -20,7 +20,7 @@ from typing import Any, Final, TypeVar
 import anyio
 
 from harness_gateway.errors import GatewayError
-from harness_gateway.store import LEASE, SqlStore, Status, Tx, decide, key_record, revoked, unavailable
+from harness_gateway.store import LEASE, LIVE_NAME_INDEX, SqlStore, Status, Tx, decide, key_record, revoked, unavailable
 
 __all__ = ["FUNCTIONS_POSTGRES", "MIGRATIONS_POSTGRES", "PostgresStore"]
 
@@ -110,6 +110,19 @@ MIGRATIONS_POSTGRES: Final = (
             expires_at DOUBLE PRECISION NOT NULL
         );
         CREATE INDEX gateway_responses_expires ON gateway_responses (expires_at)
+        """,
+    ),
+    (
+        5,
+        """
+        UPDATE gateway_keys SET name = name || ' #' || id
+        WHERE revoked_at IS NULL AND EXISTS (
+            SELECT 1 FROM gateway_keys AS older
+            WHERE older.name = gateway_keys.name AND older.revoked_at IS NULL
+              AND (older.created_at < gateway_keys.created_at
+                   OR (older.created_at = gateway_keys.created_at AND older.id < gateway_keys.id))
+        );
+        CREATE UNIQUE INDEX gateway_keys_live_name ON gateway_keys (name) WHERE revoked_at IS NULL
         """,
     ),
 )
@@ -385,6 +398,11 @@ class PostgresStore(SqlStore):
             if connection_fault and pool is not None:
                 await self._reset_pool(pool)
             raise unavailable(self.description, exc) from exc
+
+    def violates_live_name(self, exc: BaseException) -> bool:
+        import asyncpg
+
+        return isinstance(exc, asyncpg.UniqueViolationError) and exc.constraint_name == LIVE_NAME_INDEX
 
     async def migrate(self) -> int:
         """Apply missing schema migrations, then (re)install :data:`FUNCTIONS_POSTGRES` under the

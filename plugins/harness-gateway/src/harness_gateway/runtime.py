@@ -19,10 +19,10 @@ from typing import Final
 import anyio
 import msgspec
 
-from harness_core import ConfigPath, Harness, LlmError, LoadedConfig, find_config, load_config
+from harness_core import ConfigPath, Harness, LlmError, LoadedConfig, adapter_failures, find_config, load_config
 from harness_core.kit import HttpProviderConfig
 from harness_gateway.config import GatewayConfig, GatewayPlugin
-from harness_gateway.errors import GatewayError
+from harness_gateway.errors import GatewayError, from_failure
 from harness_gateway.keys import mask_keys
 
 __all__ = ["POOL_SIZE", "GatewayRuntime", "RuntimeHolder", "load_runtime", "provider_defaults"]
@@ -75,19 +75,44 @@ class GatewayRuntime:
         target = self.aliases.get(requested, requested)
         route, slash, model = target.partition("/")
         owner = self.harness.route_owner(route, embeddings=embeddings) if slash and model else None
-        if owner is None:  # the route table is built for the error message only
+        if owner is None:  # the route table is built for the error only
             served = self.harness.routes()
             if embeddings:
                 served = {**served, **self.harness.embed_routes()}
-            routes = ", ".join(sorted(served)) or "none"
-            raise GatewayError(
-                404,
-                f"model {requested!r} is not served here: use `route/model` (routes: {routes}) or an alias "
-                "(GET /v1/models lists them)",
-                code="model_not_found",
-                param="model",
-            )
+            raise self.not_served(requested, route, served)
         return route, model, owner
+
+    def not_served(self, requested: str, route: str, served: Mapping[str, str]) -> GatewayError:
+        """The error for a request's ``model`` that names no served route (``served``: route → owner).
+
+        When the adapter plugin that would serve ``route`` failed (docs/loader.md: under ``serve``
+        its routes fail naming why), the error ``harness run`` gives
+        (:meth:`~harness_core.Harness.no_adapter`: ``CONFIG: route 'R' is unavailable: …``, the
+        located cause), with its status (:func:`~harness_gateway.errors.from_failure`: 500, a fault
+        of the gateway's configuration, not of the request). Otherwise a 404 naming the served
+        routes, and the adapter plugins that failed when some did (one of them may own it)."""
+        error = self.harness.no_adapter(route)
+        if error.code != "NO_ADAPTER":
+            unavailable = from_failure(error.to_failure())
+            unavailable.param = "model"
+            return unavailable
+        routes = ", ".join(sorted(served)) or "none"
+        failed = "; ".join(f.message for f in adapter_failures(self.harness.failures))
+        causes = f"; adapter plugins that failed (one may own it): {failed}" if failed else ""
+        return GatewayError(
+            404,
+            f"model {requested!r} is not served here: use `route/model` (routes: {routes}) or an alias "
+            f"(GET /v1/models lists them){causes}",
+            code="model_not_found",
+            param="model",
+        )
+
+    def warn_unavailable(self) -> None:
+        """Log one warning per adapter plugin that failed (its routes are unavailable: the loader's
+        located reason, ``PluginFailure.unavailable_note``), as ``harness run`` warns; a request for
+        one of its routes gets :meth:`not_served`'s error."""
+        for failure in adapter_failures(self.harness.failures):  # a middleware's stops the start
+            logger.warning("%s", failure.unavailable_note())
 
     async def aclose(self) -> None:
         """Close the harness (adapters and plugins)."""
@@ -209,5 +234,6 @@ class RuntimeHolder:
         except LlmError as exc:
             logger.error("reload refused, keeping the current runtime: %s", exc)
             return False
+        new.warn_unavailable()
         await self.swap(new)
         return True

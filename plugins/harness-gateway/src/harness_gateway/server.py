@@ -20,6 +20,7 @@ import logging
 import operator
 import os
 import signal
+import socket
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -32,7 +33,7 @@ from harness_core import RedactFilter, find_config
 from harness_core.http import prefer_transport
 from harness_gateway.app import build_app
 from harness_gateway.balance_state import StoreBalanceState
-from harness_gateway.config import ConnectionLimits, default_database_path
+from harness_gateway.config import ConnectionLimits, default_database_path, endpoint
 from harness_gateway.database import store_from_spec
 from harness_gateway.errors import GatewayError
 from harness_gateway.gateway import Gateway
@@ -85,9 +86,12 @@ class GatewayServer:
         log_level: str | None = None,
         metrics_dir: str | None = None,
         freeze_heap: bool = False,
+        announce_at_start: bool = True,
     ) -> None:
         self.config_path = config
         self.freeze_heap = freeze_heap
+        self.announce_at_start = announce_at_start
+        self._announcement: tuple[int, str] = (logging.ERROR, "the gateway did not start")
         self.metrics_dir = metrics_dir
         self.log_level = log_level
         self.host = host
@@ -111,6 +115,7 @@ class GatewayServer:
         runtime = await load_runtime(self.config_path)
         if self.log_level is not None:
             configure_logging(self.log_level, runtime.redact)
+        runtime.warn_unavailable()
         config = runtime.config
         database = config.database.get_secret_value() if config.database is not None else None
         limits = config.limits.get_secret_value() if config.limits is not None else None
@@ -134,16 +139,37 @@ class GatewayServer:
             )
         try:
             await gateway.ensure_store()
-        except GatewayError as exc:  # serve anyway: requests get 503 until the database is back
-            logger.error("starting without the state store: %s", exc)
+            await store.ping()  # the limits store too (Redis): migrating asked only the SQL database
+        except GatewayError as exc:  # serve anyway (docs/gateway.md): requests get 503 until the store is back
+            where = ", ".join(
+                f"{name} at {endpoint(value, name)}"
+                for name, value in (("database", database or str(default_database_path())), ("limits", limits))
+                if value is not None
+            )
+            self._announcement = (
+                logging.WARNING,
+                f"gateway started WITHOUT its state store ({store.description}; {where}): {exc.message}; "
+                "requests get 503 until it answers",
+            )
+        else:
+            keys = "required" if gateway.keys_required else "optional"
+            routes = len(runtime.harness.routes())
+            self._announcement = (logging.INFO, f"gateway ready: {routes} route(s), keys {keys}, {store.description}")
         self.gateway = gateway
         self._unshare = share_state(StoreBalanceState(store))  # pools' limits hold for every worker and host
         self.app = build_app(gateway)
-        logger.info(
-            "gateway ready: %d route(s), keys %s, %s",
-            len(runtime.harness.routes()), "required" if gateway.keys_required else "optional", store.description,
-        )  # fmt: skip
+        if self.announce_at_start:
+            self.announce()
         return gateway
+
+    def announce(self) -> None:
+        """Log the outcome of the start: ``gateway ready: …`` (routes, keys, the store), or a
+        warning when the state store did not answer. :func:`serve` calls it once the listening
+        socket is bound (a port in use then exits 3 without a ``ready`` line); a worker process,
+        whose socket its supervisor bound, and an embedding that passes ``announce_at_start``
+        announce at the end of the start-up."""
+        level, text = self._announcement
+        logger.log(level, "%s", text)
 
     async def stop(self) -> None:
         """Drain and close the runtime, then settle what a store fault deferred and close the store."""
@@ -337,4 +363,15 @@ def serve(
         os.environ[ENV_LOG_LEVEL] = log_level
         run_workers("harness_gateway.server:worker_app", workers, common)
     else:
-        uvicorn.run(GatewayServer(config, host, watch=watch, log_level=log_level, freeze_heap=True), **common)
+        app = GatewayServer(config, host, watch=watch, log_level=log_level, announce_at_start=False, freeze_heap=True)
+
+        class AnnouncingServer(uvicorn.Server):
+            """uvicorn's server, which runs the app's start (the lifespan) before it binds the
+            socket: the start is announced (:meth:`GatewayServer.announce`) only once it is bound;
+            a bind failure is logged by uvicorn, which exits 3 (``STARTUP_FAILURE``)."""
+
+            async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+                await super().startup(sockets)
+                app.announce()
+
+        AnnouncingServer(uvicorn.Config(app, **common)).run()  # a failed start exits 3 inside

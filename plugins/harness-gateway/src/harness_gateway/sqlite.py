@@ -113,6 +113,19 @@ MIGRATIONS_SQLITE: Final = (
         CREATE INDEX gateway_responses_expires ON gateway_responses (expires_at)
         """,
     ),
+    (
+        5,
+        """
+        UPDATE gateway_keys SET name = name || ' #' || id
+        WHERE revoked_at IS NULL AND EXISTS (
+            SELECT 1 FROM gateway_keys AS older
+            WHERE older.name = gateway_keys.name AND older.revoked_at IS NULL
+              AND (older.created_at < gateway_keys.created_at
+                   OR (older.created_at = gateway_keys.created_at AND older.id < gateway_keys.id))
+        );
+        CREATE UNIQUE INDEX gateway_keys_live_name ON gateway_keys (name) WHERE revoked_at IS NULL
+        """,
+    ),
 )
 """Versioned schema migrations for SQLite: ``(version, script)``, applied in order, once each."""
 
@@ -179,6 +192,10 @@ class SQLiteStore(SqlStore):
     """
 
     migrations = MIGRATIONS_SQLITE
+
+    def violates_live_name(self, exc: BaseException) -> bool:
+        # SQLite names the columns, not the index: https://www.sqlite.org/rescode.html#constraint_unique
+        return isinstance(exc, sqlite3.IntegrityError) and "UNIQUE constraint failed: gateway_keys.name" in str(exc)
 
     checkpoint_every = 1000
     """Write transactions of this process between two WAL checkpoints."""

@@ -224,6 +224,12 @@ def key_record(row: Sequence[Any]) -> KeyRecord:
     )  # fmt: skip
 
 
+LIVE_NAME_INDEX: Final = "gateway_keys_live_name"
+"""The unique partial index on the names of live keys (schema 5 of both backends): two concurrent
+creates of one name cannot both commit. Its migration first renames the newer of any live keys
+already sharing a name to ``<name> #<key id>`` (the oldest keeps the name; the keys keep working)."""
+
+
 class SqlStore:
     """Keys, admission and the ledger over a SQL backend (subclasses provide :meth:`transaction`)."""
 
@@ -289,6 +295,11 @@ class SqlStore:
 
         return await self.transaction(work)
 
+    def violates_live_name(self, exc: BaseException) -> bool:
+        """Whether ``exc`` (raised by an ``INSERT`` into ``gateway_keys``) is the unique index on
+        live key names (``gateway_keys_live_name``, schema 5) refusing a name taken meanwhile."""
+        return False
+
     async def aclose(self) -> None:
         """Release connections."""
 
@@ -307,30 +318,38 @@ class SqlStore:
             budget=spec.budget,
             rpm=spec.rpm,
             tpm=spec.tpm,
-            expires_at=moment + spec.expires_days * 86400 if spec.expires_days is not None else None,
+            expires_at=spec.expiry(moment),
             created_at=moment,
             revoked_at=None,
             spent=0.0,
         )
         routes = json.dumps(record.routes) if record.routes is not None else None
 
+        def name_taken(which: str) -> GatewayError:
+            return GatewayError(
+                409,
+                f"a live key named {record.name!r} exists{which}: key names are unique per gateway; "
+                "choose another name or revoke that key first",
+                code="key_name_taken",
+                param="name",
+            )
+
         async def insert(tx: Tx) -> None:
             taken = await tx.one("SELECT id FROM gateway_keys WHERE name = ? AND revoked_at IS NULL", record.name)
             if taken is not None:
-                raise GatewayError(
-                    409,
-                    f"a live key named {record.name!r} exists (id {taken[0]}): key names are unique per gateway; "
-                    "choose another name or revoke that key first",
-                    code="key_name_taken",
-                    param="name",
-                )
-            await tx.run(
-                "INSERT INTO gateway_keys"
-                " (id, hash, name, routes, budget, rpm, tpm, expires_at, created_at, spent, max_cost)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0)",
-                record.id, hash_key(plain), record.name, routes, record.budget, record.rpm, record.tpm,
-                record.expires_at, record.created_at,
-            )  # fmt: skip
+                raise name_taken(f" (id {taken[0]})")
+            try:
+                await tx.run(
+                    "INSERT INTO gateway_keys"
+                    " (id, hash, name, routes, budget, rpm, tpm, expires_at, created_at, spent, max_cost)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0)",
+                    record.id, hash_key(plain), record.name, routes, record.budget, record.rpm, record.tpm,
+                    record.expires_at, record.created_at,
+                )  # fmt: skip
+            except Exception as exc:  # a concurrent create of the name committed after our check
+                if not self.violates_live_name(exc):
+                    raise
+                raise name_taken("") from None
 
         await self.transaction(insert)
         return plain, record
