@@ -143,7 +143,7 @@ def _env() -> dict[str, str]:
 
 def check_plain_run(config: Path) -> str:
     """``harness run -p local``: stream stdout through as it arrives; exit 0; some text."""
-    argv = [_harness(), "run", "-c", str(config), "-p", "local", "-m", MODEL, "--max-tokens", "48"]
+    argv = [_harness(), "run", "-c", str(config), "-r", "local", "-m", MODEL, "--max-tokens", "48"]
     argv += ["--temperature", "0", PROMPT]
     log(f"$ harness run -p local -m {MODEL} --max-tokens 48 --temperature 0 {PROMPT!r}")
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=_env())
@@ -196,7 +196,7 @@ def check_json_run(config: Path, base_url: str) -> list[Any]:
     from harness_core.testing import check_stream
 
     max_tokens = 12
-    argv = [_harness(), "run", "-c", str(config), "-p", "local", "-m", MODEL, "--max-tokens", str(max_tokens)]
+    argv = [_harness(), "run", "-c", str(config), "-r", "local", "-m", MODEL, "--max-tokens", str(max_tokens)]
     argv += ["--temperature", "0", "--json", PROMPT]
     log(f"$ harness run -p local --max-tokens {max_tokens} --temperature 0 --json {PROMPT!r}")
     done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, env=_env(), check=False, timeout=300)
@@ -273,7 +273,7 @@ def check_abort(config: Path) -> None:
 
 def check_ctrl_c(config: Path) -> None:
     """SIGINT while ``harness run`` streams: partial output kept, exit code 130."""
-    argv = [_harness(), "run", "-c", str(config), "-p", "local", "-m", MODEL, "--max-tokens", "300", LONG_PROMPT]
+    argv = [_harness(), "run", "-c", str(config), "-r", "local", "-m", MODEL, "--max-tokens", "300", LONG_PROMPT]
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
     assert proc.stdout is not None
     first = proc.stdout.read1(4096)

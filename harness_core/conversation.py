@@ -146,7 +146,7 @@ class Conversation:
         harness: an entered :class:`~harness_core.runtime.Harness`.
         provider / model / system: the route, model and system prompt of every step (``None``:
             the template's value, else the harness defaults). They are plain attributes: change
-            them between sends (``/provider`` in ``harness chat``).
+            them between sends (``/route`` in ``harness chat``).
         tools: the tools the model may call (their specs are offered on every step); empty = no
             tools offered.
         max_steps: the most generations one :meth:`send` may take (each tool round trip is one
@@ -193,7 +193,7 @@ class Conversation:
             raise ValueError(f"max_steps must be at least 1, not {max_steps}")
         template = options if options is not None else GenerateOptions()
         self.harness = harness
-        self.provider = provider if provider is not None else template.provider
+        self.provider = provider if provider is not None else template.route
         self.model = model if model is not None else template.model
         self.system = system if system is not None else template.system
         self.tools = list(tools)
@@ -288,7 +288,7 @@ class Conversation:
                 system_cache = self.cache
         options = msgspec.structs.replace(
             self.options,
-            provider=self.provider,
+            route=self.provider,
             model=self.model,
             system=self.system,
             system_cache=system_cache,

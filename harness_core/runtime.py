@@ -53,6 +53,7 @@ from harness_core.types import (
     TokenUsage,
     ToolCallBlock,
     ToolResultBlock,
+    _fold_provider,
 )
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -484,7 +485,7 @@ class Harness:
         :attr:`~harness_core.adapter.LlmAdapter.default_model`. The one owner of this rule:
         :meth:`stream`, :meth:`resolve_model`, :meth:`count_tokens` and the CLI use it. Returns
         ``options`` itself when nothing changes; never raises (an unknown route stays as given)."""
-        provider, model = options.provider, options.model
+        provider, model = options.route, options.model
         defaults = self.defaults
         if provider is None:
             provider = self.default_route()
@@ -493,9 +494,9 @@ class Harness:
         registration = self._registry.get(provider) if model is None and provider is not None else None
         if registration is not None:  # the adapter's own default (LlmAdapter.default_model)
             model = registration.adapter.default_model
-        if provider is options.provider and model is options.model:
+        if provider is options.route and model is options.model:
             return options
-        return msgspec.structs.replace(options, provider=provider, model=model)
+        return msgspec.structs.replace(options, route=provider, model=model)
 
     def stream(self, options: GenerateOptions) -> StreamContext:
         """Start a generation: ``async with harness.stream(options) as chunks: async for chunk in chunks``.
@@ -510,7 +511,7 @@ class Harness:
         """
         chain = self._started_chain()
         options = self.apply_defaults(options)
-        route = options.provider
+        route = options.route
         registration = self._registry.get(route) if route is not None else None
         owner = registration.owner if registration is not None else None
         options, record = open_record(strip_replay(options, owner))
@@ -646,15 +647,15 @@ class Harness:
             LlmError: ``NO_ADAPTER`` for an unknown route; ``BAD_REQUEST`` when no model is given
                 and none is configured; whatever the adapter raises (``NOT_FOUND`` …).
         """
-        options = self.apply_defaults(GenerateOptions(provider=route, model=model))
-        adapter = self._adapter(options.provider)
+        options = self.apply_defaults(GenerateOptions(route=route, model=model))
+        adapter = self._adapter(options.route)
         if options.model is None:
-            raise LlmError("BAD_REQUEST", f"no model given for route {options.provider!r} and no default model")
+            raise LlmError("BAD_REQUEST", f"no model given for route {options.route!r} and no default model")
         try:
             info: ModelInfo = adapter.resolve_model(options.model)
         except LlmError as exc:
             raise self._boundary.scrub(exc) from None
-        return msgspec.structs.replace(info, route=options.provider)
+        return msgspec.structs.replace(info, route=options.route)
 
     def route_wire(self, route: str) -> str | None:
         """The request wire the adapter of ``route`` speaks (:attr:`LlmAdapter.wire`; ``None``
@@ -674,8 +675,8 @@ class Harness:
             RuntimeError: the harness is not running.
         """
         options = self.apply_defaults(options)
-        adapter = self._adapter(options.provider)
-        registration = self._registry.get(options.provider) if options.provider is not None else None
+        adapter = self._adapter(options.route)
+        registration = self._registry.get(options.route) if options.route is not None else None
         options = strip_replay(options, registration.owner if registration is not None else None)
         try:
             counted: int = await adapter.count_tokens(options)
@@ -769,8 +770,9 @@ class Harness:
         """Embed texts through the ``llm_embed`` chain and the route's embedder (docs/embeddings.md).
 
         ``options`` is an :class:`~harness_core.embedding.EmbedOptions`, or the list of inputs
-        with the other fields as keywords (``provider=``, ``model=``, ``dimensions=``,
-        ``input_type=``). ``provider`` ``None`` uses :meth:`default_embed_route`. Inputs beyond
+        with the other fields as keywords (``route=``, ``model=``, ``dimensions=``,
+        ``input_type=``; ``provider=`` is the deprecated old name of ``route=`` and warns).
+        ``route`` ``None`` uses :meth:`default_embed_route`. Inputs beyond
         the adapter's batch limit are sent in several requests and joined.
 
         Returns:
@@ -784,11 +786,12 @@ class Harness:
         self._started_chain()
         chain = self._embed_chain
         assert chain is not None, "started with the stream chain"
+        _fold_provider("Harness.embed", fields)
         if not isinstance(options, EmbedOptions):
             options = EmbedOptions(inputs=list(options), **fields)
         elif fields:
             options = msgspec.structs.replace(options, **fields)
-        if options.provider is None:
-            options = msgspec.structs.replace(options, provider=self.default_embed_route())
+        if options.route is None:
+            options = msgspec.structs.replace(options, route=self.default_embed_route())
         with open_embed_record(options):  # the core opens the call's record, the middleware write it
             return await chain(options)

@@ -110,7 +110,7 @@ def run_chat(
     harness = Harness.from_loaded(loaded)
     provider, model = loaded.resolve_alias(provider, model)
     template = GenerateOptions(
-        provider=provider,
+        route=provider,
         model=model,
         system=system,
         max_tokens=max_tokens,
@@ -391,9 +391,9 @@ class Repl:
         """The route and model the next message goes to, by the runtime's own rule
         (:meth:`~harness_core.runtime.Harness.apply_defaults`)."""
         conversation = self.conversation
-        options = GenerateOptions(provider=conversation.provider, model=conversation.model)
+        options = GenerateOptions(route=conversation.provider, model=conversation.model)
         target = conversation.harness.apply_defaults(options)
-        return target.provider, target.model
+        return target.route, target.model
 
     def where(self) -> str:
         """The route and model the next message goes to, e.g. ``route mock, model echo``."""

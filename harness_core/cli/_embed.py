@@ -186,7 +186,7 @@ async def _embed(harness: Harness, request: _Request, inputs: list[str]) -> Embe
     try:
         result = await harness.embed(
             inputs,
-            provider=route,
+            route=route,
             model=request.model,
             dimensions=request.dimensions,
             input_type=request.input_type,

@@ -89,7 +89,7 @@ def prepare(
     metadata: dict[str, object] = {}
     messages = options.messages
     system = options.system
-    provider, model = options.provider, options.model
+    provider, model = options.route, options.model
     if continue_last or cid is not None:
         if logger is None:
             err.write(f"error: --continue/--cid need the prompt log: {why_no_prompt_log(loaded, enabled=log)}\n")
@@ -101,7 +101,7 @@ def prepare(
             return None
         messages = [*found.history, *messages]
         system = system if system is not None else found.options.system
-        provider = provider if provider is not None else found.options.provider
+        provider = provider if provider is not None else found.options.route
         model = model if model is not None else found.options.model
         metadata[CONVERSATION_KEY] = found.conversation_id
     provider, model = loaded.resolve_alias(provider, model)
@@ -120,7 +120,7 @@ def prepare(
         extra[owner] = parsed
     return msgspec.structs.replace(
         options,
-        provider=provider,
+        route=provider,
         model=model,
         messages=messages,
         system=system,

@@ -133,7 +133,7 @@ def execute(request: RunRequest) -> int:
             loaded,
             err,
             GenerateOptions(
-                provider=route,
+                route=route,
                 model=model,
                 messages=[Message.user(prompt, *files)],
                 system=system,
@@ -267,7 +267,7 @@ async def _converse(
     from harness_core.conversation import Conversation
 
     selected = await harness.select_tools(tools)  # an unknown name is the command line's fault, not a route's
-    route = harness.apply_defaults(options).provider
+    route = harness.apply_defaults(options).route
     renderer.route, renderer.source = route, harness.routes().get(route) if route is not None else None
     conversation = Conversation(harness, tools=selected, max_steps=max_steps, options=options, approve=approve)
     reply = await conversation.send(

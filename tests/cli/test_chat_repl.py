@@ -268,7 +268,7 @@ def test_commands(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     assert "error: NOT_FOUND: the mock has no model 'nope'" in err
     assert s.out.getvalue() == "fake answer\n"
     [call] = fake.calls
-    assert (call.provider, call.model, call.system) == ("fake", "model-b", "be brief")
+    assert (call.route, call.model, call.system) == ("fake", "model-b", "be brief")
     assert s.prompts.count("") == len(lines) - 1  # "never read" was never read
 
 
@@ -315,7 +315,7 @@ def test_an_error_without_a_route_names_no_place(monkeypatch: pytest.MonkeyPatch
     """Two routes and no defaults: no route is chosen (with one route, that one would be)."""
     with session(monkeypatch, ["hello"], fake=FakeAdapter(text_reply("unused")), defaults=None) as s:
         assert s.run() == 0
-    assert s.err.getvalue().startswith("error: NO_ADAPTER: no route given (options.provider)")
+    assert s.err.getvalue().startswith("error: NO_ADAPTER: no route given (options.route)")
     assert s.err.getvalue().endswith("(the message was not added to the history)\n")
 
 
@@ -461,7 +461,7 @@ def test_switching_route_keeps_a_model_the_route_serves(monkeypatch: pytest.Monk
         "route fake, model echo (kept)",
     ]
     [call] = fake.calls
-    assert (call.provider, call.model) == ("fake", "echo")  # never sent without a model
+    assert (call.route, call.model) == ("fake", "echo")  # never sent without a model
 
 
 def test_switching_route_says_when_no_model_fits(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -96,7 +96,7 @@ def mock_vector(text: str, dimensions: int = 8) -> list[float]:
 
     async def embed() -> list[float]:
         async with Harness([("mock", MockPlugin(MockConfig()))]) as running:
-            result = await running.embed([text], provider="mock", dimensions=dimensions)
+            result = await running.embed([text], route="mock", dimensions=dimensions)
         return result.tolist()[0]
 
     return anyio.run(embed)

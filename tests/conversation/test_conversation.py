@@ -470,7 +470,7 @@ async def test_settings_template_and_async_callbacks() -> None:
     async def on_tool_result(call: ToolCallBlock, result: ToolResultBlock) -> None:
         results.append(result)
 
-    template = GenerateOptions(provider="fake", model="m1", system="be brief", max_tokens=7, metadata={"k": 1})
+    template = GenerateOptions(route="fake", model="m1", system="be brief", max_tokens=7, metadata={"k": 1})
     async with fake_harness(adapter) as harness:
 
         def echo(text: str) -> str:
@@ -483,7 +483,7 @@ async def test_settings_template_and_async_callbacks() -> None:
         await conversation.send("again")
     first, second, third = adapter.calls
     metadata = {key: value for key, value in first.metadata.items() if key != "harness.record"}  # the core's
-    assert (first.provider, first.model, first.system, first.max_tokens, metadata) == (
+    assert (first.route, first.model, first.system, first.max_tokens, metadata) == (
         "fake",
         "m1",
         "be brief",
@@ -505,7 +505,7 @@ async def test_defaults_of_the_harness_apply_when_nothing_is_set() -> None:
     async with harness:
         reply = await Conversation(harness).send("go")
     assert reply.message.route == "fake"
-    assert (adapter.calls[0].provider, adapter.calls[0].model) == ("fake", "dm")
+    assert (adapter.calls[0].route, adapter.calls[0].model) == ("fake", "dm")
 
 
 def test_usage_is_summed_and_unknown_counts_stay_unknown() -> None:

@@ -19,7 +19,7 @@ async def test_count_tokens_uses_the_route_adapter() -> None:
         assert await harness.count_tokens(options) == 5  # the mock counts words
         assert harness.route_wire("mock") is None
         with pytest.raises(LlmError) as caught:
-            await harness.count_tokens(GenerateOptions(provider="other", messages=[Message.user("x")]))
+            await harness.count_tokens(GenerateOptions(route="other", messages=[Message.user("x")]))
         assert caught.value.code == "UNSUPPORTED"
         assert "cannot count tokens" in caught.value.message
         with pytest.raises(LlmError) as caught:

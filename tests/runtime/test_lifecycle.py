@@ -89,9 +89,9 @@ async def test_failing_adapter_plugins_do_not_stop_the_others(caplog: pytest.Log
         assert "not `async def`" in messages["async"]
         assert "PluginValidationError" in messages["sig"]
         with pytest.raises(LlmError, match="cannot reach the model server") as caught:
-            await harness.generate(GenerateOptions(provider="half"))
+            await harness.generate(GenerateOptions(route="half"))
         assert caught.value.code == "NO_ADAPTER"
-        assert (await harness.generate(GenerateOptions(provider="good"))).text == "fine"
+        assert (await harness.generate(GenerateOptions(route="good"))).text == "fine"
     assert broken.adapter.close_count == 1  # registered once, so closed on exit
     assert "plugin 'broken' failed to start" in caplog.text
 

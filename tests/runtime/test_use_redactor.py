@@ -27,7 +27,7 @@ class Recorder(SecretMasking):
 
     @hookimpl
     async def llm_stream(self, options: GenerateOptions, call_next: CallNext) -> AsyncIterator[StreamChunk]:
-        self.stored.append(self.mask_data({"route": options.provider, "prompt": options.messages[-1].text}))
+        self.stored.append(self.mask_data({"route": options.route, "prompt": options.messages[-1].text}))
         self.stored.append(self.mask_text(options.model))
         async for chunk in call_next(options):
             yield chunk
@@ -57,7 +57,7 @@ async def test_a_library_harness_hands_its_masker_to_sink_middleware() -> None:
     redactor.add(KEY)
     recorder = Recorder()
     harness = Harness([("sink", recorder), ("mock", MockPlugin(MockConfig(routes=[KEY])))], redact=redactor)
-    options = GenerateOptions(provider=KEY, model=None, messages=[Message.user(f"{KEY} tok-7f3e5a9c1d")])
+    options = GenerateOptions(route=KEY, model=None, messages=[Message.user(f"{KEY} tok-7f3e5a9c1d")])
     assert recorder.redact(KEY) == KEY  # nothing masked before the harness starts
     async with harness:
         assert harness.redact(f"a {KEY}") == "a **********"

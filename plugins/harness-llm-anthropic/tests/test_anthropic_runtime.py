@@ -26,13 +26,13 @@ async def conversation(server: ScriptedServer, second_route: str) -> dict[str, A
         ("anthropic:other", AnthropicPlugin(make_config(server, routes=["other"]))),
     ]
     async with Harness(plugins) as harness:
-        first = GenerateOptions(provider="anthropic", model=MODEL, messages=[Message.user("Weather?")], tools=TOOLS)
+        first = GenerateOptions(route="anthropic", model=MODEL, messages=[Message.user("Weather?")], tools=TOOLS)
         result = await harness.generate(first)
         assert result.finish.kind == "tool-calls"
         assert result.message.source == "anthropic"
         assert result.replay_state["blocks"] == {"0": {"signature": SIGNATURE}}
         history = [*first.messages, result.message, Message(role="tool", content=[ToolResultBlock("toolu_01", "21")])]
-        second = GenerateOptions(provider=second_route, model=MODEL, messages=history, tools=TOOLS)
+        second = GenerateOptions(route=second_route, model=MODEL, messages=history, tools=TOOLS)
         assert (await harness.generate(second)).text == "Sunny."
     body: dict[str, Any] = server.requests[1].json()
     return body
@@ -57,5 +57,5 @@ async def test_inband_error_becomes_the_raised_error_of_generate(server: Scripte
     server.add(Reply(reads=[INBAND_ERROR_BODY]))
     async with Harness([("anthropic", AnthropicPlugin(make_config(server)))]) as harness:
         with pytest.raises(LlmError) as info:
-            await harness.generate(GenerateOptions(provider="anthropic", model=MODEL, messages=[Message.user("x")]))
+            await harness.generate(GenerateOptions(route="anthropic", model=MODEL, messages=[Message.user("x")]))
     assert info.value.code == "OVERLOADED"

@@ -42,7 +42,7 @@ def get_weather(city: str) -> str:
 async def test_live_text_with_reasoning_and_usage() -> None:
     async with harness() as running:
         options = GenerateOptions(
-            provider="openai", model=MODEL, messages=[Message.user("Say the word: pong")], reasoning_effort="low"
+            route="openai", model=MODEL, messages=[Message.user("Say the word: pong")], reasoning_effort="low"
         )
         result = await running.generate(options)
     assert "pong" in result.text.lower()

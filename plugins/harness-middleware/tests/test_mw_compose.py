@@ -131,7 +131,7 @@ defaults: {{provider: mock, model: echo}}
     harness = Harness.from_config(config)
     async with harness:
         assert [link.key for link in harness.chain()] == ["otel", "usage", "cache", "redact", "retry", "timeout"]
-        result = await harness.generate(options("TICKET-1234 please", provider=None, model=None))
+        result = await harness.generate(options("TICKET-1234 please", route=None, model=None))
     assert "TICKET-1234" not in result.text
 
 

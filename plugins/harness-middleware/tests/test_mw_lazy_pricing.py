@@ -98,7 +98,7 @@ def logged(tmp_path: Path) -> dict[str, object]:
 
 
 def test_run_on_the_mock_logs_without_the_price_table(tmp_path: Path) -> None:
-    modules, stdout = cli_modules(tmp_path, "run", "-p", "mock", "hello there")
+    modules, stdout = cli_modules(tmp_path, "run", "-r", "mock", "hello there")
     assert stdout == "hello there\n"
     assert "harness_middleware.promptlog" in modules  # the prompt log ran ...
     assert not {name for name in modules if name.startswith(("genai_prices", "pydantic", "httpx2"))}
