@@ -61,7 +61,7 @@ PROMPT: Final = "you> "
 
 HELP: Final = """\
 commands:
-  /provider [ROUTE [MODEL]]  show the route and model, or switch route (keeps the model when the route serves it)
+  /route [ROUTE [MODEL]]     show the route and model, or switch route (keeps the model when the route serves it)
   /model [ID]                show the route and model, or set the model
   /system [TEXT]             set the system prompt (no text: remove it)
   /attach [PATH|URL [TYPE]]  attach a file (media type from its content) or URL to the next message; no argument: list
@@ -75,7 +75,7 @@ Ctrl-C aborts the reply being streamed (a second Ctrl-C discards it) or drops th
 
 def run_chat(
     *,
-    provider: str | None,
+    route: str | None,
     model: str | None,
     system: str | None,
     max_tokens: int | None,
@@ -108,9 +108,9 @@ def run_chat(
         err.write(f"error: {exc}\n")
         return EXIT_USAGE
     harness = Harness.from_loaded(loaded)
-    provider, model = loaded.resolve_alias(provider, model)
+    route, model = loaded.resolve_alias(route, model)
     template = GenerateOptions(
-        route=provider,
+        route=route,
         model=model,
         system=system,
         max_tokens=max_tokens,
@@ -408,6 +408,11 @@ class Repl:
         return route, self.portal.call(self.conversation.harness.routes).get(route)
 
     def _provider(self, argument: str) -> None:
+        """``/provider``: the deprecated old name of ``/route`` (a one-line warning first)."""
+        self.note("warning: /provider is deprecated: use /route")
+        self._route(argument)
+
+    def _route(self, argument: str) -> None:
         if not argument:
             self.note(self.where())
             return
@@ -427,7 +432,7 @@ class Repl:
         self.note(self.where() + why)
 
     def _model_for(self, route: str) -> tuple[str | None, str]:
-        """The model to keep when ``/provider ROUTE`` names no model, and why (for the
+        """The model to keep when ``/route ROUTE`` names no model, and why (for the
         confirmation line): the model in use when ``route`` serves it, else ``defaults.model``
         when ``route`` serves that, else the route's own default (``None``)."""
         defaults = self.conversation.harness.defaults
@@ -528,6 +533,7 @@ class Repl:
         self.note(HELP)
 
     _commands: Final[dict[str, Callable[[Repl, str], None]]] = {
+        "/route": _route,
         "/provider": _provider,
         "/model": _model,
         "/system": _system,

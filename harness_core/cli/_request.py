@@ -28,7 +28,7 @@ class RunRequest:
 
     Prompt parts: ``prompt`` (the argument; ``-`` reads stdin only), ``system``, ``attach`` (paths
     or URLs) and ``attach_type`` (``(path or URL, media type)`` pairs), ``schema`` (``--schema``).
-    Target: ``route`` (``-p``) and ``model`` (``-m``, an alias allowed). Options: ``max_tokens``,
+    Target: ``route`` (``-r``) and ``model`` (``-m``, an alias allowed). Options: ``max_tokens``,
     ``temperature``, ``reasoning_effort``, ``top_p``, ``seed``, ``stop``, ``tool_choice``,
     ``provider_options`` (``-o key=value`` texts). Output: ``as_json``, ``no_stream``,
     ``extract``, ``verbose`` (tracebacks). Tools: ``tools`` (names or globs), ``max_steps``,

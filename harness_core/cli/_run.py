@@ -71,15 +71,14 @@ __all__ = [
 ]
 
 
-def run_prompt(prompt: str | None, *, provider: str | None = None, **fields: Any) -> int:
+def run_prompt(prompt: str | None, **fields: Any) -> int:
     """Run one generation for ``harness run`` from the command line's values: builds the
-    :class:`~harness_core.cli._request.RunRequest` (``fields`` are its fields; ``provider`` is the
-    old name of ``route``) and returns :func:`execute`'s exit code.
+    :class:`~harness_core.cli._request.RunRequest` (``fields`` are its fields) and returns
+    :func:`execute`'s exit code.
 
     Raises ``TypeError`` for a name that is no field of the request.
     """
-    route = fields.pop("route", None)
-    return execute(RunRequest(prompt=prompt, route=route if route is not None else provider, **fields))
+    return execute(RunRequest(prompt=prompt, **fields))
 
 
 def execute(request: RunRequest) -> int:

@@ -158,7 +158,7 @@ def test_run_error_finish_exits_1(harness: Harness, config: Config) -> None:
 
 def test_run_unknown_route_and_model(harness: Harness) -> None:
     """NO_ADAPTER and UNSUPPORTED are usage errors (exit 2); a model the provider lacks is an error finish."""
-    result = harness("run", "-p", "nowhere", "hi")
+    result = harness("run", "-r", "nowhere", "hi")
     assert result.returncode == 2
     first, hint = result.stderr.splitlines()
     assert first == "error: NO_ADAPTER: no adapter serves route 'nowhere'; known routes: 'mock'"
@@ -236,7 +236,7 @@ def test_run_survives_a_failed_adapter_plugin(harness: Harness, config: Config, 
     assert result.stdout == "still works\n"
     assert "warning: plugin 'failinit' failed to start" in result.stderr
     assert SECRET not in result.stderr
-    result = harness("run", "-p", "strict", "x")
+    result = harness("run", "-r", "strict", "x")
     assert result.returncode == 2
     assert "NO_ADAPTER" in result.stderr
     assert SECRET not in result.stderr + result.stdout
@@ -285,7 +285,7 @@ def test_ctrl_c_aborts_cleanly_and_keeps_partial_output(
 
 def test_second_ctrl_c_cancels_at_once(tmp_path: Path, cli_env: dict[str, str], config: Config) -> None:
     config("plugins:\n  stubborn: {}\n")
-    process = _start(tmp_path, cli_env, "-p", "stubborn", "-m", "any", "x")
+    process = _start(tmp_path, cli_env, "-r", "stubborn", "-m", "any", "x")
     assert process.stdout is not None
     assert process.stderr is not None
     assert process.stdout.read(8) == "partial "
@@ -615,7 +615,7 @@ def test_provider_options_errors(harness: Harness, config: Config) -> None:
     result = harness("run", "-o", "novalue", "hi")
     assert result.returncode == 2
     assert "-o 'novalue' must be key=value" in result.stderr
-    result = harness("run", "-p", "nowhere", "-o", "a=1", "hi")
+    result = harness("run", "-r", "nowhere", "-o", "a=1", "hi")
     assert result.returncode == 2
     assert "'nowhere' is none" in result.stderr
     for pair, flag in [
@@ -678,7 +678,7 @@ def test_models_lists_every_route(harness: Harness, config: Config) -> None:
         "b/hash  embeddings",  # the mock embeds on its routes too
         "mock/hash  embeddings",
     ]
-    data = json.loads(harness("models", "-p", "b", "--json").stdout)
+    data = json.loads(harness("models", "-r", "b", "--json").stdout)
     assert data == [
         {
             "model": "echo",
@@ -689,7 +689,7 @@ def test_models_lists_every_route(harness: Harness, config: Config) -> None:
         },
         {"model": "hash", "route": "b", "embeddings": True},
     ]
-    assert harness("models", "-p", "nowhere").returncode == 2
+    assert harness("models", "-r", "nowhere").returncode == 2
 
 
 def test_models_from_config_and_listing_failures(harness: Harness, config: Config) -> None:
@@ -735,7 +735,7 @@ def test_attach_dash_reads_the_attachment_from_stdin(tmp_path: Path, cli_env: di
     png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
 
     def run_with_png_on_stdin(*args: str) -> subprocess.CompletedProcess[bytes]:
-        command = [sys.executable, "-m", "harness_core.cli", "run", "-p", "mock", "-a", "-", *args]
+        command = [sys.executable, "-m", "harness_core.cli", "run", "-r", "mock", "-a", "-", *args]
         return subprocess.run(command, input=png, capture_output=True, env=cli_env, cwd=tmp_path, timeout=120)
 
     result = run_with_png_on_stdin("what is it?")

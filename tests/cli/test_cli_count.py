@@ -44,7 +44,7 @@ def test_count_on_a_route_that_cannot_count_is_a_usage_error(harness: Harness, c
     assert result.returncode == 2
     assert result.stdout == ""
     assert "error: UNSUPPORTED from route 'openai' (openai): OpenAIAdapter cannot count tokens" in result.stderr
-    unknown = harness("run", "--count-tokens", "-p", "nowhere", "hi")
+    unknown = harness("run", "--count-tokens", "-r", "nowhere", "hi")
     assert unknown.returncode == 2
     assert "NO_ADAPTER" in unknown.stderr
 

@@ -214,7 +214,7 @@ def test_verbose_shows_the_traceback(harness: Harness, config: Config) -> None:
 
 def test_chat_reports_a_failing_middleware_and_goes_on(harness: Harness, config: Config) -> None:
     config(RAISING_MIDDLEWARE)
-    result = harness("chat", input="one\n/provider\n")
+    result = harness("chat", input="one\n/route\n")
     assert result.returncode == 0
     lines = result.stderr.splitlines()
     assert lines[0].startswith("error: FileNotFoundError: [Errno 2] No such file or directory: '/proc/x")

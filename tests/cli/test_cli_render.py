@@ -98,7 +98,7 @@ def test_ctrl_c_while_reading_stdin_exits_130(
     code = run_prompt(
         "-",
         as_json=False,
-        provider=None,
+        route=None,
         model=None,
         system=None,
         max_tokens=None,

@@ -121,7 +121,7 @@ def test_chat_through_piped_stdin(harness: Harness, tmp_path: Path) -> None:
     assert "saved 6 messages to saved.json" in result.stderr
     assert "history cleared" in result.stderr
     assert "loaded 6 messages from saved.json; route mock, model echo" in result.stderr
-    assert "/provider [ROUTE [MODEL]]" in result.stderr  # /help
+    assert "/route [ROUTE [MODEL]]" in result.stderr  # /help
     assert '[tool call call_mock_1] echo({"text":"please echo this"})' in result.stderr
     assert "[tool result call_mock_1] echo: please echo this" in result.stderr
     saved = json.loads((tmp_path / "saved.json").read_text())
@@ -139,7 +139,7 @@ def test_chat_errors_keep_the_repl_running(harness: Harness, config: Config) -> 
     config(
         "plugins:\n  mock: {error: RATE_LIMITED}\n  mock:ok: {routes: [ok]}\ndefaults: {provider: mock, model: echo}\n"
     )
-    result = harness("chat", input="fails\n/provider ok echo\nworks\n")
+    result = harness("chat", input="fails\n/route ok echo\nworks\n")
     assert result.returncode == 0
     assert (
         "error: RATE_LIMITED from route 'mock' (mock): scripted mock error after 0 deltas "

@@ -233,7 +233,7 @@ def test_a_value_from_the_environment_used_as_a_model_or_route_is_stored_and_sho
         config = _env_config(tmp_path, server.url)
         runs = [
             _run(tmp_path, config, key, "run", f"scenario-echo {key}"),  # default route: the model is the key
-            _run(tmp_path, config, key, "run", "-p", key, "-m", "echo", "hi"),  # the mock route named by the key
+            _run(tmp_path, config, key, "run", "-r", key, "-m", "echo", "hi"),  # the mock route named by the key
             _run(tmp_path, config, key, "run", "--json", "scenario-500"),  # a failure, logged with its error
         ]
         sent = [json.loads(r.body)["model"] for r in server.requests]
