@@ -128,7 +128,7 @@ def write_config(folder: Path, base_url: str) -> Path:
         f"    base_url: {base_url}\n"
         "    api_key: sk-no-key-required   # dummy: the local server ignores it\n"
         "    routes: [local]\n"
-        f"defaults: {{provider: local, model: {MODEL}}}\n"
+        f"defaults: {{route: local, model: {MODEL}}}\n"
     )
     return path
 

@@ -7,7 +7,7 @@
       openai:groq:                           # "name:ident": a second instance of plugin "openai"
         api_key: ${{ env.GROQ_API_KEY }}     # env lookup only, never eval; secret from then on
       ~anthropic: {}                         # "~" disables it: never imported
-    defaults: {provider: mock, model: echo}
+    defaults: {route: mock, model: echo}
 
 Steps, in order: parse (safe YAML, lines kept, explicit tags refused, alias expansion bounded;
 ``defaults:`` values get ``${{ env.NAME }}`` substitution too) → resolve every enabled name against the
@@ -28,6 +28,7 @@ import os
 import re
 import types
 import typing
+import warnings
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -48,6 +49,7 @@ from harness_core.config import (
 )
 from harness_core.entrypoints import EntryPoint, entry_points
 from harness_core.plugininfo import Defaults, LoadedPlugin, PluginFailure
+from harness_core.routing import resolve_alias
 from harness_core.secret import MASK, ConnectionString, Redactor, Secret, connection_secrets, secret_problem, secrets_of
 
 __all__ = [
@@ -75,7 +77,7 @@ BUILTIN_DEFAULT: Final = """\
 plugins:
   mock: {}
 defaults:
-  provider: mock
+  route: mock
   model: echo
 """
 """The configuration used when no ``plugins.yaml`` is found: the mock provider."""
@@ -168,17 +170,11 @@ class LoadedConfig(msgspec.Struct, kw_only=True):
         """The file name for messages (``<built-in default>`` when no file was found)."""
         return str(self.path) if self.path is not None else BUILTIN_SOURCE
 
-    def resolve_alias(self, provider: str | None, model: str | None) -> tuple[str | None, str | None]:
-        """``(provider, model)`` with a model alias of ``aliases:`` replaced: ``"route/model"``
-        sets both (a route given explicitly wins), a plain model id only the model. Anything
-        else is returned unchanged."""
-        target = self.aliases.get(model) if model is not None else None
-        if target is None:
-            return provider, model
-        route, slash, aliased = target.partition("/")
-        if not slash:
-            return provider, target
-        return (provider if provider is not None else route), aliased
+    def resolve_alias(self, route: str | None, model: str | None) -> tuple[str | None, str | None]:
+        """``(route, model)`` with a model alias of ``aliases:`` replaced
+        (:func:`harness_core.routing.resolve_alias`): ``"route/model"`` sets both (a route given
+        explicitly wins), a plain model id only the model. Anything else is returned unchanged."""
+        return resolve_alias(self.aliases, route, model)
 
     def redact(self, text: str) -> str:
         """``text`` with every secret of this configuration replaced by :data:`~harness_core.config.MASK`."""
@@ -496,18 +492,27 @@ class _Loading:
         if raw is None:
             return
         if not isinstance(raw, dict):
-            self.problem("`defaults` must be a mapping with `provider` and/or `model`", ("defaults",))
+            self.problem("`defaults` must be a mapping with `route` and/or `model`", ("defaults",))
             return
         raw, env_problems = self.substitute(raw, ("defaults",))
         values: dict[str, str | None] = {}
         for key, value in raw.items():
             field = format_path(("defaults", key))
-            if key not in ("provider", "model"):
-                self.problem(f"unknown key {key!r}; expected `provider` or `model`", ("defaults", key), field=field)
+            if key not in ("route", "provider", "model"):
+                self.problem(f"unknown key {key!r}; expected `route` or `model`", ("defaults", key), field=field)
             elif value is not None and not isinstance(value, str):
                 self.problem(f"expected a string, got {type(value).__name__}", ("defaults", key), field=field)
             elif not any(env_problem.path == ("defaults", key) for env_problem in env_problems):
                 values[key] = value
+        if "provider" in raw:  # the old name of `route`
+            where = f"{self.loaded.source}, line {line_for(self.lines, ('defaults', 'provider'))}"
+            if "route" in raw:
+                message = "give `route` only (`provider` is its deprecated old name)"
+                self.problem(message, ("defaults", "provider"), field="defaults.provider")
+            else:
+                warnings.warn(f"{where}: `defaults.provider` is deprecated: write `defaults.route`", FutureWarning, 2)
+                values["route"] = values.get("provider")
+            values.pop("provider", None)
         self.loaded.defaults = Defaults(**values)
 
     def entries(self, raw: Any) -> list[_Candidate]:
@@ -862,9 +867,9 @@ def unknown_plugin_message(name: str, installed: Collection[str]) -> str:
 def _builtin_document() -> tuple[dict[str, Any], dict[ConfigPath, int], list[ConfigProblem]]:
     """:data:`BUILTIN_DEFAULT` as :func:`~harness_core.config.parse_yaml` reads it (data, line of
     every path, no problem), built fresh for every call (the loader may change it)."""
-    data = {"plugins": {"mock": {}}, "defaults": {"provider": "mock", "model": "echo"}}
+    data = {"plugins": {"mock": {}}, "defaults": {"route": "mock", "model": "echo"}}
     lines: dict[ConfigPath, int] = {(): 1, ("plugins",): 1, ("plugins", "mock"): 2, ("defaults",): 3}
-    lines.update({("defaults", "provider"): 4, ("defaults", "model"): 5})
+    lines.update({("defaults", "route"): 4, ("defaults", "model"): 5})
     return data, lines, []
 
 

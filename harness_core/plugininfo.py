@@ -6,6 +6,8 @@ from typing import Literal
 
 import msgspec
 
+from harness_core.types import _deprecated_provider, _RouteKeyword
+
 __all__ = ["REPORTED", "Defaults", "LoadedPlugin", "PluginFailure"]
 
 REPORTED = "harness_reported"
@@ -13,11 +15,20 @@ REPORTED = "harness_reported"
 (the CLI drops such records unless ``-v`` asks for the traceback, so each failure is shown once)."""
 
 
-class Defaults(msgspec.Struct, frozen=True, kw_only=True):
-    """``defaults:`` of plugins.yaml: the route and model used when options leave them ``None``."""
+class Defaults(msgspec.Struct, frozen=True, kw_only=True, metaclass=_RouteKeyword):
+    """``defaults:`` of plugins.yaml: the route and model used when options leave them ``None``.
 
-    provider: str | None = None
+    ``route`` is a plugins.yaml entry; ``provider=`` / ``.provider`` are its deprecated old names
+    (a ``DeprecationWarning`` naming ``route``), as on :class:`~harness_core.types.GenerateOptions`.
+    """
+
+    route: str | None = None
     model: str | None = None
+
+    @property
+    def provider(self) -> str | None:
+        """Deprecated: the old name of :attr:`route`. Reading it warns (``DeprecationWarning``)."""
+        return _deprecated_provider(self)
 
 
 class LoadedPlugin(msgspec.Struct, frozen=True, kw_only=True):

@@ -41,6 +41,7 @@ from harness_core.hookspecs import PROJECT_NAME, HarnessSpec
 from harness_core.plugininfo import REPORTED, Defaults, LoadedPlugin, PluginFailure
 from harness_core.record import StreamRecord, open_embed_record, open_record
 from harness_core.registry import RouteRegistry
+from harness_core.routing import default_embed_route, default_model, default_route
 from harness_core.secret import RedactFilter, Redactor, secrets_of
 from harness_core.structured import decode_output, response_format_for
 from harness_core.tools import Tool, ToolRegistry
@@ -175,7 +176,7 @@ class Harness:
         plugins: the plugin instances in plugins.yaml order (first = outermost middleware within
             a tier), each a ``(key, instance)`` pair or a
             :class:`~harness_core.plugininfo.LoadedPlugin`; keys must be unique.
-        defaults: the route and model used when options leave ``provider``/``model`` as ``None``.
+        defaults: the route and model used when options leave ``route``/``model`` as ``None``.
             The default model applies only to the default route (never sent to another provider).
         failures: plugins the loader could not build (shown by :attr:`failures` and named by
             ``NO_ADAPTER`` errors).
@@ -470,33 +471,30 @@ class Harness:
         return self._chain
 
     def default_route(self) -> str | None:
-        """The route used when a request names none: ``defaults.provider``; without it, the only
-        route served when exactly one is (a config with one provider needs no ``defaults:``);
-        else ``None`` (such a request ends with ``NO_ADAPTER``)."""
-        if self.defaults.provider is not None:
-            return self.defaults.provider
-        routes = self._registry.routes()
-        return next(iter(routes)) if len(routes) == 1 else None
+        """The route used when a request names none (:func:`harness_core.routing.default_route`):
+        ``defaults.route``; without it, the only route served when exactly one is (a config with
+        one route needs no ``defaults:``); else ``None`` (such a request ends with ``NO_ADAPTER``)."""
+        return default_route(self.defaults, self._registry.routes())
 
     def apply_defaults(self, options: GenerateOptions) -> GenerateOptions:
-        """``options`` with the route and model a request would be served by: ``provider`` ``None``
-        becomes :meth:`default_route`; ``model`` ``None`` becomes ``defaults.model`` when the route
-        is the default one (or no default route is configured), else the route adapter's
-        :attr:`~harness_core.adapter.LlmAdapter.default_model`. The one owner of this rule:
-        :meth:`stream`, :meth:`resolve_model`, :meth:`count_tokens` and the CLI use it. Returns
-        ``options`` itself when nothing changes; never raises (an unknown route stays as given)."""
-        provider, model = options.route, options.model
-        defaults = self.defaults
-        if provider is None:
-            provider = self.default_route()
-        if model is None and (defaults.provider is None or provider == defaults.provider):
-            model = defaults.model
-        registration = self._registry.get(provider) if model is None and provider is not None else None
+        """``options`` with the route and model a request would be served by: ``route`` ``None``
+        becomes :meth:`default_route`; ``model`` ``None`` becomes ``defaults.model`` when it
+        applies to the route (:func:`harness_core.routing.default_model`: the default route, or
+        every route when no default route is configured), else the route adapter's
+        :attr:`~harness_core.adapter.LlmAdapter.default_model`. :meth:`stream`,
+        :meth:`resolve_model`, :meth:`count_tokens` and the CLI use it. Returns ``options`` itself
+        when nothing changes; never raises (an unknown route stays as given)."""
+        route, model = options.route, options.model
+        if route is None:
+            route = self.default_route()
+        if model is None:
+            model = default_model(self.defaults, route)
+        registration = self._registry.get(route) if model is None and route is not None else None
         if registration is not None:  # the adapter's own default (LlmAdapter.default_model)
             model = registration.adapter.default_model
-        if provider is options.route and model is options.model:
+        if route is options.route and model is options.model:
             return options
-        return msgspec.structs.replace(options, route=provider, model=model)
+        return msgspec.structs.replace(options, route=route, model=model)
 
     def stream(self, options: GenerateOptions) -> StreamContext:
         """Start a generation: ``async with harness.stream(options) as chunks: async for chunk in chunks``.
@@ -720,12 +718,10 @@ class Harness:
         return list(self._embed_links)
 
     def default_embed_route(self) -> str | None:
-        """The route an embedding request naming none uses: ``defaults.provider`` when it embeds,
-        else the only embedding route when exactly one is registered, else ``None``."""
-        routes = self._embedders.routes()
-        if self.defaults.provider is not None and self.defaults.provider in routes:
-            return self.defaults.provider
-        return next(iter(routes)) if len(routes) == 1 else None
+        """The route an embedding request naming none uses (:func:`harness_core.routing.default_embed_route`):
+        ``defaults.route`` when it embeds, else the only embedding route when exactly one is
+        registered, else ``None``."""
+        return default_embed_route(self.defaults, self._embedders.routes())
 
     async def list_embedding_models(self, route: str | None = None) -> list[ModelInfo]:
         """The embedding models the embedder of ``route`` (:meth:`default_embed_route` when

@@ -52,6 +52,7 @@ from harness_core.cli._render import Renderer
 from harness_core.cli._text import UNDECODABLE_WARNING, clean_argument
 from harness_core.conversation import Conversation, MaxStepsExceeded, Reply
 from harness_core.errors import LlmError
+from harness_core.routing import default_model
 from harness_core.runtime import Harness
 from harness_core.types import FileBlock, GenerateOptions, Message
 
@@ -437,8 +438,7 @@ class Repl:
         when ``route`` serves that, else the route's own default (``None``)."""
         defaults = self.conversation.harness.defaults
         # the model chosen or configured (not an adapter's own default, which is the route's business)
-        current_route = self.conversation.provider or defaults.provider
-        current = self.conversation.model or (defaults.model if current_route == defaults.provider else None)
+        current = self.conversation.model or default_model(defaults, self.conversation.provider)
         for candidate, why in ((current, "kept"), (defaults.model, "defaults.model")):
             if candidate is not None and self._serves(route, candidate):
                 return candidate, f" ({why})"

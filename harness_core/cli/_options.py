@@ -18,7 +18,7 @@ from typing import Any
 from harness_core.loader import LoadedConfig
 from harness_core.types import NamedToolChoice, ToolChoice
 
-__all__ = ["OWNED_OPTIONS", "first_code_block", "owner_name", "parse_options", "parse_tool_choice"]
+__all__ = ["OWNED_OPTIONS", "first_code_block", "owner_name", "parse_options", "parse_tool_choice", "served_routes"]
 
 OWNED_OPTIONS: dict[str, str] = {
     "model": "use -m/--model",
@@ -68,6 +68,11 @@ def parse_options(pairs: Sequence[str]) -> dict[str, Any]:
         except ValueError:
             parsed[key.strip()] = value
     return parsed
+
+
+def served_routes(loaded: LoadedConfig) -> list[str]:
+    """The routes of the enabled plugins of ``loaded``, in plugins.yaml order (before the start)."""
+    return [route for entry in loaded.entries if entry.state == "enabled" for route in entry.routes or ()]
 
 
 def owner_name(loaded: LoadedConfig, route: str | None) -> str | None:

@@ -12,10 +12,11 @@ from typing import Any, BinaryIO, TextIO
 import msgspec
 
 from harness_core.cli._common import Sink, isatty
-from harness_core.cli._options import owner_name, parse_options
+from harness_core.cli._options import owner_name, parse_options, served_routes
 from harness_core.cli._text import clean_argument, read_stdin
 from harness_core.errors import LlmError
 from harness_core.loader import LoadedConfig
+from harness_core.routing import default_route
 from harness_core.types import GenerateOptions
 
 __all__ = ["RunRequest", "binary_stdin", "clean_option", "prepare", "read_prompt"]
@@ -112,7 +113,7 @@ def prepare(
         except ValueError as exc:
             err.write(f"error: {exc}\n")
             return None
-        route = provider if provider is not None else loaded.defaults.provider
+        route = provider if provider is not None else default_route(loaded.defaults, served_routes(loaded))
         owner = owner_name(loaded, route)
         if owner is None:
             err.write(f"error: -o needs a route served by a plugin of plugins.yaml; {route!r} is none\n")

@@ -165,7 +165,7 @@ def execute(request: RunRequest) -> int:
         )
         renderer.hold_text = request.no_stream or request.extract
         renderer.extract = request.extract
-        renderer.hints = Hints(loaded, provider=route, model=model)
+        renderer.hints = Hints(loaded, route=route, model=model)
         asker = terminal_approval(sys.stdin, err) if request.approve else None
         tools, verbose = tuple(request.tools), request.verbose
         if request.count_tokens:

@@ -89,7 +89,7 @@ def session(
     inputs: Sequence[str | BaseException | Callable[[], str]],
     *,
     fake: LlmAdapter | None = None,
-    defaults: Defaults | None = Defaults(provider="mock", model="echo"),  # noqa: B008
+    defaults: Defaults | None = Defaults(route="mock", model="echo"),  # noqa: B008
     interactive: bool = False,
     tools: Sequence[Tool] = (),
     max_steps: int = 8,
@@ -475,7 +475,7 @@ def test_switching_route_keeps_a_model_the_route_serves(monkeypatch: pytest.Monk
 def test_switching_route_says_when_no_model_fits(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeAdapter(text_reply("fake answer"), models=[ModelInfo(model="model-a")])
     lines = ["/route fake", "/route fake model-a", "/route mock"]
-    with session(monkeypatch, lines, fake=fake, defaults=Defaults(provider="mock", model=None)) as s:
+    with session(monkeypatch, lines, fake=fake, defaults=Defaults(route="mock", model=None)) as s:
         assert s.run() == 0
         assert s.repl.conversation.model is None
     assert s.err.getvalue().splitlines() == [

@@ -139,7 +139,7 @@ def test_sampling_flags_refuse_numbers_json_cannot_carry(harness: Harness, flag:
 
 
 def test_run_reasoning_goes_to_stderr_when_not_a_tty(harness: Harness, config: Config) -> None:
-    config("plugins:\n  mock: {reasoning: thinking hard}\ndefaults: {provider: mock, model: echo}\n")
+    config("plugins:\n  mock: {reasoning: thinking hard}\ndefaults: {route: mock, model: echo}\n")
     result = harness("run", "answer", "--reasoning-effort", "low")
     assert result.returncode == 0
     assert result.stdout == "answer\n"
@@ -149,7 +149,7 @@ def test_run_reasoning_goes_to_stderr_when_not_a_tty(harness: Harness, config: C
 
 
 def test_run_error_finish_exits_1(harness: Harness, config: Config) -> None:
-    config("plugins:\n  mock: {error: RATE_LIMITED, error_after: 1}\ndefaults: {provider: mock, model: echo}\n")
+    config("plugins:\n  mock: {error: RATE_LIMITED, error_after: 1}\ndefaults: {route: mock, model: echo}\n")
     result = harness("run", "one two three")
     assert result.returncode == 1
     assert result.stdout == "one \n"
@@ -187,7 +187,7 @@ def test_the_only_route_served_is_the_default(harness: Harness, config: Config) 
     result = harness("run", "hi")
     assert (result.returncode, result.stdout) == (0, "hi\n")
     result = harness("chain")
-    assert result.stdout.startswith("route: mock (the only route served; no defaults.provider) (outermost first)\n")
+    assert result.stdout.startswith("route: mock (the only route served; no defaults.route) (outermost first)\n")
     assert "2. mock (adapter)" in result.stdout  # after the prompt log, on by default
 
 
@@ -218,7 +218,7 @@ def test_run_stops_when_a_middleware_failed(harness: Harness, config: Config) ->
 
 
 def test_run_stops_when_a_middleware_fails_at_start(harness: Harness, config: Config) -> None:
-    config("plugins:\n  startfail: {}\n  mock: {}\ndefaults: {provider: mock}\n")
+    config("plugins:\n  startfail: {}\n  mock: {}\ndefaults: {route: mock}\n")
     result = harness("run", "hi")
     assert result.returncode == 2
     assert "CONFIG" in result.stderr
@@ -228,7 +228,7 @@ def test_run_stops_when_a_middleware_fails_at_start(harness: Harness, config: Co
 def test_run_survives_a_failed_adapter_plugin(harness: Harness, config: Config, cli_env: dict[str, str]) -> None:
     config(
         "plugins:\n  failinit:\n    name: x\n    token: ${{ env.CLI_TOKEN }}\n  mock: {}\n"
-        "defaults: {provider: mock, model: echo}\n"
+        "defaults: {route: mock, model: echo}\n"
     )
     cli_env["CLI_TOKEN"] = SECRET
     result = harness("run", "still works")
@@ -243,7 +243,7 @@ def test_run_survives_a_failed_adapter_plugin(harness: Harness, config: Config, 
 
 
 def test_run_without_finish_is_an_error(harness: Harness, config: Config) -> None:
-    config("plugins:\n  nofinish: {}\n  mock: {}\ndefaults: {provider: mock, model: echo}\n")
+    config("plugins:\n  nofinish: {}\n  mock: {}\ndefaults: {route: mock, model: echo}\n")
     result = harness("run", "--no-log", "hi")  # the prompt log would be one more layer named
     assert result.returncode == 1
     assert (
@@ -269,7 +269,7 @@ def _start(tmp_path: Path, cli_env: dict[str, str], *args: str) -> subprocess.Po
 def test_ctrl_c_aborts_cleanly_and_keeps_partial_output(
     tmp_path: Path, cli_env: dict[str, str], config: Config
 ) -> None:
-    config("plugins:\n  mock: {delay: 0.2}\ndefaults: {provider: mock, model: echo}\n")
+    config("plugins:\n  mock: {delay: 0.2}\ndefaults: {route: mock, model: echo}\n")
     process = _start(tmp_path, cli_env, " ".join(f"w{i}" for i in range(200)))
     assert process.stdout is not None
     first = process.stdout.read(3)  # "w0 " arrives after one delay: the stream is running
@@ -325,12 +325,12 @@ def test_plugins_lists_every_state(harness: Harness, config: Config, cli_env: di
 
 
 def test_plugins_json(harness: Harness, config: Config) -> None:
-    config("plugins:\n  mock: {}\n  ~trace: {}\n  strict: {name: 3}\ndefaults: {provider: mock}\n")
+    config("plugins:\n  mock: {}\n  ~trace: {}\n  strict: {name: 3}\ndefaults: {route: mock}\n")
     result = harness("plugins", "--json")
     assert result.returncode == 0
     document = json.loads(result.stdout)
     assert document["config"].endswith("plugins.yaml")
-    assert document["defaults"] == {"provider": "mock", "model": None}
+    assert document["defaults"] == {"route": "mock", "model": None}
     entries = {e["key"]: e for e in document["plugins"]}
     assert entries["mock"]["routes"] == ["mock"]
     assert entries["mock"]["version"] == "0.1.0"
@@ -355,7 +355,7 @@ def test_plugins_with_broken_yaml_still_lists_installed(harness: Harness, config
 def test_config_check_ok(harness: Harness) -> None:
     result = harness("config", "check")
     assert result.returncode == 0
-    assert result.stdout == "<built-in default>: ok; plugins: mock; defaults: provider=mock, model=echo\n"
+    assert result.stdout == "<built-in default>: ok; plugins: mock; defaults: route=mock, model=echo\n"
 
 
 def test_config_check_reports_every_problem(harness: Harness, config: Config, cli_env: dict[str, str]) -> None:
@@ -458,8 +458,7 @@ def test_config_check_reports_start_errors_without_failures(harness: Harness, co
 
 def test_chain_shows_the_middleware_order(harness: Harness, config: Config) -> None:
     config(
-        "plugins:\n  trace: {path: t.jsonl}\n  nofinish: {}\n  mock: {}\n  ~prompt-log: {}\n"
-        "defaults: {provider: mock}\n"
+        "plugins:\n  trace: {path: t.jsonl}\n  nofinish: {}\n  mock: {}\n  ~prompt-log: {}\ndefaults: {route: mock}\n"
     )
     result = harness("chain")
     assert result.returncode == 0
@@ -488,7 +487,7 @@ def test_chain_without_route(harness: Harness, config: Config) -> None:
     result = harness("chain")
     assert result.returncode == 0
     assert result.stdout.splitlines() == [
-        "route: none given (pass ROUTE or set defaults.provider): middleware only (outermost first)",
+        "route: none given (pass ROUTE or set defaults.route): middleware only (outermost first)",
         "1. trace (normal)",
         "embedding calls (outermost first):",
         "1. trace (normal)",
@@ -537,7 +536,7 @@ def test_plugin_subcommands_load_on_demand(harness: Harness) -> None:
 
 def test_config_env_variable_is_used(harness: Harness, cli_env: dict[str, str], tmp_path: Path) -> None:
     path = tmp_path / "elsewhere.yaml"
-    path.write_text("plugins:\n  mock: {routes: [envroute]}\ndefaults: {provider: envroute, model: echo}\n")
+    path.write_text("plugins:\n  mock: {routes: [envroute]}\ndefaults: {route: envroute, model: echo}\n")
     cli_env["HARNESS_CONFIG"] = str(path)
     result = harness("run", "via env")
     assert result.returncode == 0
@@ -549,7 +548,7 @@ def test_openai_without_key_does_not_block_the_mock(harness: Harness, config: Co
     """The shipped example enables only mock + trace; enabling openai without a key stays harmless."""
     pytest.importorskip("harness_llm_openai")
     cli_env.pop("OPENAI_API_KEY", None)
-    config("plugins:\n  openai: {}\n  mock: {}\ndefaults: {provider: mock, model: echo}\n")
+    config("plugins:\n  openai: {}\n  mock: {}\ndefaults: {route: mock, model: echo}\n")
     result = harness("run", "still the mock")
     assert result.returncode == 0
     assert result.stdout == "still the mock\n"
@@ -572,7 +571,7 @@ def test_shipped_example_config_works(harness: Harness, cli_env: dict[str, str],
 
 
 def test_prompt_short_form_and_sampling_options(harness: Harness, config: Config) -> None:
-    config("plugins:\n  mock: {}\n  ~prompt-log: {}\ndefaults: {provider: mock, model: echo}\n")
+    config("plugins:\n  mock: {}\n  ~prompt-log: {}\ndefaults: {route: mock, model: echo}\n")
     result = harness("Hello short form")
     assert (result.returncode, result.stdout) == (0, "Hello short form\n")
     result = harness("-v", "--top-p", "0.5", "--seed", "3", "--stop", "x", "--tool-choice", "auto", "hi")
@@ -584,7 +583,7 @@ def test_prompt_short_form_and_sampling_options(harness: Harness, config: Config
 
 
 def test_no_stream_and_extract(harness: Harness, config: Config) -> None:
-    config("plugins:\n  mock: {}\ndefaults: {provider: mock, model: echo}\n")
+    config("plugins:\n  mock: {}\ndefaults: {route: mock, model: echo}\n")
     fenced = "Here:\n```python\nprint(1)\n```\nbye"
     result = harness("run", "-x", fenced)
     assert (result.returncode, result.stdout) == (0, "print(1)\n")
@@ -595,7 +594,7 @@ def test_no_stream_and_extract(harness: Harness, config: Config) -> None:
 def test_model_aliases(harness: Harness, config: Config) -> None:
     config(
         "plugins:\n  mock: {}\n  mock:b: {routes: [b]}\n"
-        "aliases: {fast: b/echo, plain: echo}\ndefaults: {provider: mock, model: echo}\n"
+        "aliases: {fast: b/echo, plain: echo}\ndefaults: {route: mock, model: echo}\n"
     )
     result = harness("run", "--json", "-m", "fast", "hi")
     assert result.returncode == 0, result.stderr
@@ -611,7 +610,7 @@ def test_model_aliases(harness: Harness, config: Config) -> None:
 
 
 def test_provider_options_errors(harness: Harness, config: Config) -> None:
-    config("plugins:\n  mock: {}\ndefaults: {provider: mock, model: echo}\n")
+    config("plugins:\n  mock: {}\ndefaults: {route: mock, model: echo}\n")
     result = harness("run", "-o", "novalue", "hi")
     assert result.returncode == 2
     assert "-o 'novalue' must be key=value" in result.stderr
@@ -633,7 +632,7 @@ def test_provider_options_errors(harness: Harness, config: Config) -> None:
 
 
 def test_prompt_log_on_by_default_and_continue(harness: Harness, config: Config) -> None:
-    config("plugins:\n  mock: {}\ndefaults: {provider: mock, model: echo}\n")
+    config("plugins:\n  mock: {}\ndefaults: {route: mock, model: echo}\n")
     assert harness("run", "first question").returncode == 0
     assert harness("run", "--no-log", "not logged").returncode == 0
     again = harness("run", "-C", "second")
@@ -651,7 +650,7 @@ def test_prompt_log_on_by_default_and_continue(harness: Harness, config: Config)
     missing = harness("run", "--cid", "nope", "x")
     assert missing.returncode == 2
     assert "no logged conversation 'nope'" in missing.stderr
-    path = config("plugins:\n  mock: {}\n  ~prompt-log: {}\ndefaults: {provider: mock, model: echo}\n")
+    path = config("plugins:\n  mock: {}\n  ~prompt-log: {}\ndefaults: {route: mock, model: echo}\n")
     disabled = harness("run", "-C", "x")
     assert disabled.returncode == 2
     assert disabled.stderr == f"error: --continue/--cid need the prompt log: `~prompt-log:` at {path}:3 disables it\n"
@@ -669,7 +668,7 @@ def test_without_harness_middleware_continuing_says_what_to_install() -> None:
 
 
 def test_models_lists_every_route(harness: Harness, config: Config) -> None:
-    config("plugins:\n  mock: {}\n  mock:b: {routes: [b]}\ndefaults: {provider: mock, model: echo}\n")
+    config("plugins:\n  mock: {}\n  mock:b: {routes: [b]}\ndefaults: {route: mock, model: echo}\n")
     result = harness("models")
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
@@ -695,7 +694,7 @@ def test_models_lists_every_route(harness: Harness, config: Config) -> None:
 def test_models_from_config_and_listing_failures(harness: Harness, config: Config) -> None:
     config(
         "plugins:\n  stubborn: {}\n  openai: {base_url: 'http://127.0.0.1:1/v1', routes: [down]}\n"
-        "aliases: {s: stubborn/other, d: down/x}\ndefaults: {provider: stubborn, model: slow}\n"
+        "aliases: {s: stubborn/other, d: down/x}\ndefaults: {route: stubborn, model: slow}\n"
     )
     result = harness("models")
     assert result.returncode == 1
@@ -723,7 +722,7 @@ def test_models_reports_a_route_that_failed_to_start(harness: Harness, config: C
 
 
 def test_chat_turns_are_one_logged_conversation(harness: Harness, config: Config) -> None:
-    config("plugins:\n  mock: {}\naliases: {e: mock/echo}\ndefaults: {provider: mock, model: echo}\n")
+    config("plugins:\n  mock: {}\naliases: {e: mock/echo}\ndefaults: {route: mock, model: echo}\n")
     result = harness("chat", "-m", "e", input="one\ntwo\n")
     assert result.returncode == 0, result.stderr
     entries = json.loads(harness("logs", "--json").stdout)

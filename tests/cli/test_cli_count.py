@@ -38,7 +38,7 @@ def test_count_generates_and_logs_nothing(harness: Harness) -> None:
 def test_count_on_a_route_that_cannot_count_is_a_usage_error(harness: Harness, config: Config) -> None:
     config(
         "plugins:\n  openai: {base_url: 'http://127.0.0.1:9/v1', api_key: null}\n  mock: {}\n"
-        "defaults: {provider: openai, model: gpt-test}\n"
+        "defaults: {route: openai, model: gpt-test}\n"
     )
     result = harness("run", "--count-tokens", "hi")
     assert result.returncode == 2

@@ -4,15 +4,16 @@ is its hidden deprecated alias: the same route, one warning line on stderr first
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from conftest import Harness
 from harness_core.cli._app import PROVIDER_NOTE
 
 Config = Callable[[str], str]
+Harness = Callable[..., "subprocess.CompletedProcess[str]"]
 
 CONFIG = "plugins:\n  mock: {routes: [mock, other]}\n"
 

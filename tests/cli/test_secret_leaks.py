@@ -85,7 +85,7 @@ def _config(tmp_path: Path, url: str) -> Path:
         "  openai:\n"
         f"    base_url: {url}/v1\n"
         "    api_key: ${{ env.HOSTILE_KEY }}\n"
-        "defaults: {provider: openai, model: m}\n",
+        "defaults: {route: openai, model: m}\n",
         encoding="utf-8",
     )
     return path
@@ -221,7 +221,7 @@ def _env_config(tmp_path: Path, url: str) -> Path:
         "  openai:\n"
         f"    base_url: {url}/v1\n"
         "    api_key: not-the-secret\n"
-        'defaults: {provider: openai, model: "${{ env.HOSTILE_KEY }}"}\n',
+        'defaults: {route: openai, model: "${{ env.HOSTILE_KEY }}"}\n',
         encoding="utf-8",
     )
     return path

@@ -501,7 +501,7 @@ async def test_defaults_of_the_harness_apply_when_nothing_is_set() -> None:
     adapter = FakeAdapter(text_reply("ok"))
     from harness_core.plugininfo import Defaults
 
-    harness = Harness([("fake", AdapterPlugin(adapter))], defaults=Defaults(provider="fake", model="dm"))
+    harness = Harness([("fake", AdapterPlugin(adapter))], defaults=Defaults(route="fake", model="dm"))
     async with harness:
         reply = await Conversation(harness).send("go")
     assert reply.message.route == "fake"

@@ -19,7 +19,7 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def test_a_vendor_route_without_any_key_fails_naming_the_variable(tmp_path: Path) -> None:
-    path = write(tmp_path, "plugins:\n  mock: {}\n  openai: {}\ndefaults: {provider: mock, model: echo}\n")
+    path = write(tmp_path, "plugins:\n  mock: {}\n  openai: {}\ndefaults: {route: mock, model: echo}\n")
     loaded = load_config(path, environ={})
     [failure] = loaded.failures
     assert failure.key == "openai"

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.anyio
 
 async def test_count_tokens_uses_the_route_adapter() -> None:
     plugins = [("mock", MockPlugin(MockConfig())), ("other", AdapterPlugin(ScriptedAdapter(reply()), ["other"]))]
-    async with Harness(plugins, defaults=Defaults(provider="mock", model="echo")) as harness:
+    async with Harness(plugins, defaults=Defaults(route="mock", model="echo")) as harness:
         options = GenerateOptions(system="be brief", messages=[Message.user("one two three")])
         assert await harness.count_tokens(options) == 5  # the mock counts words
         assert harness.route_wire("mock") is None

@@ -189,7 +189,7 @@ async def test_route_errors_name_the_route() -> None:
         ("mock", MockPlugin(MockConfig(routes=["chat"]))),
         ("vec", EmbedOnly(Recording())),
     ]
-    async with Harness(plugins, defaults=Defaults(provider="elsewhere")) as harness:
+    async with Harness(plugins, defaults=Defaults(route="elsewhere")) as harness:
         assert harness.default_embed_route() is None  # the default route does not embed and two do not exist
         for route, code, text in (
             ("nowhere", "NO_ADAPTER", "no embedder serves route 'nowhere'; embedding routes: 'chat', 'vec'"),
@@ -212,7 +212,7 @@ async def test_route_errors_name_the_route() -> None:
         with pytest.raises(LlmError, match="route 'g' is unavailable: missing key") as caught:
             await harness.embed(["x"], route="g")
         assert caught.value.code == "CONFIG"
-    async with Harness([("vec", EmbedOnly(Recording()))], defaults=Defaults(provider="vec")) as harness:
+    async with Harness([("vec", EmbedOnly(Recording()))], defaults=Defaults(route="vec")) as harness:
         assert harness.default_embed_route() == "vec"
     with pytest.raises(RuntimeError, match="not running"):
         await Harness().embed(["x"])

@@ -31,7 +31,7 @@ async def test_generate_returns_message_usage_and_finish() -> None:
     script = [*reply("hi", "h", "i")[:-1], Usage(TokenUsage(3, 2)), Finish(FinishReason(kind="stop", raw="end"))]
     adapter = ScriptedAdapter(script)
     async with Harness(
-        [("mock:a", AdapterPlugin(adapter, ["mock"]))], defaults=Defaults(provider="mock", model="echo")
+        [("mock:a", AdapterPlugin(adapter, ["mock"]))], defaults=Defaults(route="mock", model="echo")
     ) as h:
         result = await h.generate(GenerateOptions(messages=[Message.user("x")]))
     assert result.message == Message(
@@ -47,7 +47,7 @@ async def test_generate_returns_message_usage_and_finish() -> None:
 async def test_default_model_applies_only_to_the_default_route() -> None:
     one, two = ScriptedAdapter(reply()), ScriptedAdapter(reply())
     plugins = [("one", AdapterPlugin(one, ["one"])), ("two", AdapterPlugin(two, ["two"]))]
-    async with Harness(plugins, defaults=Defaults(provider="one", model="m1")) as harness:
+    async with Harness(plugins, defaults=Defaults(route="one", model="m1")) as harness:
         await harness.generate(GenerateOptions(route="two"))
         await harness.generate(GenerateOptions(route="one"))
         await harness.generate(GenerateOptions(model="explicit"))

@@ -127,7 +127,7 @@ async def test_request_rewriting_reaches_the_adapter_and_the_result() -> None:
         ("main", AdapterPlugin(main, ["main"])),
         ("alt", AdapterPlugin(backup, ["backup"])),
     ]
-    async with Harness(plugins, defaults=Defaults(provider="main", model="m")) as harness:
+    async with Harness(plugins, defaults=Defaults(route="main", model="m")) as harness:
         result = await harness.generate(GenerateOptions())
     assert result.text == "backup"
     assert (result.message.route, result.message.source) == ("backup", "alt")

@@ -199,7 +199,7 @@ class Reads:
 async def test_the_runtime_opens_the_record_and_the_boundary_fills_it() -> None:
     reads = Reads()
     plugins = [("reads", reads), ("openai:work", AdapterPlugin(ScriptedAdapter(reply()), ["work"]))]
-    async with Harness(plugins, defaults=Defaults(provider="work", model="m")) as harness:
+    async with Harness(plugins, defaults=Defaults(route="work", model="m")) as harness:
         context = harness.stream(GenerateOptions(messages=[Message.user("x")]))
         async with context as chunks:
             async for _ in chunks:

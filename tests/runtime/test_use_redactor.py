@@ -86,7 +86,7 @@ async def test_a_harness_built_from_a_loaded_config_masks_what_the_environment_g
     from harness_core.plugininfo import PluginFailure
 
     path = tmp_path / "plugins.yaml"
-    path.write_text("plugins:\n  mock: {}\ndefaults:\n  provider: mock\n  model: ${{ env.HOOK_MODEL }}\n")
+    path.write_text("plugins:\n  mock: {}\ndefaults:\n  route: mock\n  model: ${{ env.HOOK_MODEL }}\n")
     loaded = load_config(path, environ={"HOOK_MODEL": KEY})
     harness = Harness.from_loaded(loaded)
     assert harness.redact(f"model {KEY}") == "model **********"  # the value taken from the environment
@@ -99,7 +99,7 @@ async def test_a_further_mask_reaches_use_redactor_after_the_secrets(tmp_path: A
     from harness_core.loader import load_config
 
     path = tmp_path / "plugins.yaml"
-    path.write_text("plugins:\n  mock: {}\ndefaults:\n  provider: mock\n  model: ${{ env.HOOK_MODEL }}\n")
+    path.write_text("plugins:\n  mock: {}\ndefaults:\n  route: mock\n  model: ${{ env.HOOK_MODEL }}\n")
     loaded = load_config(path, environ={"HOOK_MODEL": KEY})
     harness = Harness.from_loaded(loaded, mask=lambda text: text.replace("own-format", "[own]"))
     recorder = Recorder()

@@ -55,7 +55,7 @@ def config(headers: str = "") -> str:
         "    routes: [openai]\n"
         f"{headers}"
         "defaults:\n"
-        "  provider: mock\n"
+        "  route: mock\n"
         "  model: echo\n"
     )
 

@@ -124,7 +124,7 @@ plugins:
   retry: {{max_attempts: 2}}
   timeout: {{first_chunk: 30, idle: 30, total: 120}}
   mock: {{}}
-defaults: {{provider: mock, model: echo}}
+defaults: {{route: mock, model: echo}}
 """,
         encoding="utf-8",
     )

@@ -110,7 +110,7 @@ def test_run_on_a_priced_model_logs_the_table_cost(tmp_path: Path) -> None:
     with ScriptedServer(sse_reply("priced", "gpt-4o-mini", 1000, 200)) as server:
         (tmp_path / "plugins.yaml").write_text(
             f"plugins:\n  openai:\n    base_url: {server.url}/v1\n    api_key: null\n"
-            "defaults: {provider: openai, model: gpt-4o-mini}\n"
+            "defaults: {route: openai, model: gpt-4o-mini}\n"
         )
         modules, stdout = cli_modules(tmp_path, "run", "hi")
     assert stdout == "priced\n"

@@ -410,7 +410,7 @@ def test_two_routes_first_503_answered_by_the_second_and_logged(tmp_path: Path) 
             "  openai:b:\n"
             f"    base_url: {second.url}/v1\n"
             "    routes: [backup]\n"
-            "defaults: {provider: primary, model: gpt-4o-mini}\n"
+            "defaults: {route: primary, model: gpt-4o-mini}\n"
         )
         result = run_cli(tmp_path, "--config", "plugins.yaml", "Say hi")
         assert result.returncode == 0, result.stderr
@@ -498,7 +498,7 @@ async def test_files_in_a_tool_result_are_stored_by_digest_and_named_when_contin
 def test_logs_name_the_model_served_when_none_was_asked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     config = tmp_path / "plugins.yaml"
-    config.write_text("plugins:\n  prompt-log: {path: log.sqlite}\n  mock: {}\ndefaults: {provider: mock}\n")
+    config.write_text("plugins:\n  prompt-log: {path: log.sqlite}\n  mock: {}\ndefaults: {route: mock}\n")
     ran = CliRunner().invoke(harness_cli, ["-c", str(config), "run", "hi"])
     assert ran.exit_code == 0, ran.output
     shown = CliRunner().invoke(harness_cli, ["-c", str(config), "logs"])
