@@ -392,7 +392,7 @@ class Repl:
         """The route and model the next message goes to, by the runtime's own rule
         (:meth:`~harness_core.runtime.Harness.apply_defaults`)."""
         conversation = self.conversation
-        options = GenerateOptions(route=conversation.provider, model=conversation.model)
+        options = GenerateOptions(route=conversation.route, model=conversation.model)
         target = conversation.harness.apply_defaults(options)
         return target.route, target.model
 
@@ -428,7 +428,7 @@ class Repl:
         why = ""
         if not model:
             kept, why = self._model_for(route)
-        self.conversation.provider = route
+        self.conversation.route = route
         self.conversation.model = model or kept
         self.note(self.where() + why)
 
@@ -438,7 +438,7 @@ class Repl:
         when ``route`` serves that, else the route's own default (``None``)."""
         defaults = self.conversation.harness.defaults
         # the model chosen or configured (not an adapter's own default, which is the route's business)
-        current = self.conversation.model or default_model(defaults, self.conversation.provider)
+        current = self.conversation.model or default_model(defaults, self.conversation.route)
         for candidate, why in ((current, "kept"), (defaults.model, "defaults.model")):
             if candidate is not None and self._serves(route, candidate):
                 return candidate, f" ({why})"
@@ -455,7 +455,7 @@ class Repl:
         return True
 
     def _model(self, argument: str) -> None:
-        if argument and self._model_ok(self.conversation.provider, argument):
+        if argument and self._model_ok(self.conversation.route, argument):
             self.conversation.model = argument
         self.note(self.where())
 

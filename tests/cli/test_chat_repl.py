@@ -248,7 +248,7 @@ def test_commands(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         assert s.run() == 0
         conversation = s.repl.conversation
         assert len(conversation.messages) == 2
-        assert (conversation.provider, conversation.model, conversation.system) == ("mock", "echo", None)
+        assert (conversation.route, conversation.model, conversation.system) == ("mock", "echo", None)
     err = s.err.getvalue()
     assert HELP in err
     assert "unknown command /bogus; /help lists the commands" in err
@@ -275,14 +275,14 @@ def test_commands(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 def test_route_rejects_an_unknown_model(monkeypatch: pytest.MonkeyPatch) -> None:
     with session(monkeypatch, ["/route mock gpt-9"]) as s:
         assert s.run() == 0
-        assert s.repl.conversation.provider is None
+        assert s.repl.conversation.route is None
     assert "error: NOT_FOUND: the mock has no model 'gpt-9'" in s.err.getvalue()
 
 
 def test_the_provider_command_is_the_deprecated_route_command(monkeypatch: pytest.MonkeyPatch) -> None:
     with session(monkeypatch, ["/provider", "/provider mock echo"], defaults=None) as s:
         assert s.run() == 0
-        assert s.repl.conversation.provider == "mock"
+        assert s.repl.conversation.route == "mock"
     note = "warning: /provider is deprecated: use /route\n"
     assert s.err.getvalue() == f"{note}route mock, model echo\n{note}route mock, model echo\n"
 
