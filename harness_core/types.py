@@ -489,8 +489,10 @@ ResponseFormat: TypeAlias = JsonSchemaFormat | JsonObjectFormat
 
 
 class _RouteKeyword(msgspec.StructMeta):
-    """Metaclass of the option structs whose ``route`` field used to be called ``provider``
-    (:class:`GenerateOptions`, :class:`~harness_core.embedding.EmbedOptions`).
+    """Metaclass of the structs whose ``route`` field used to be called ``provider``
+    (:class:`GenerateOptions`, :class:`~harness_core.embedding.EmbedOptions`,
+    :class:`~harness_core.plugininfo.Defaults`, :class:`~harness_core.conversation.ConversationState`).
+    Constructing one costs a Python-level call more (a few microseconds, once per request).
 
     ``Options(provider="x")`` still works: it warns (a :class:`DeprecationWarning` naming
     ``route``, attributed to the calling line) and builds ``Options(route="x")``. Only the

@@ -139,7 +139,7 @@ def plugins(server: ScriptedServer) -> list[tuple[str, object]]:
 async def test_two_turns_replay_encrypted_reasoning_byte_exact(server: ScriptedServer) -> None:
     server.add(Reply(reads=[TOOL_CALL]), Reply(reads=[TEXT]))
     async with Harness(plugins(server)) as harness:
-        chat = Conversation(harness, provider="openai", model=MODEL, tools=[Tool(get_weather)])
+        chat = Conversation(harness, route="openai", model=MODEL, tools=[Tool(get_weather)])
         reply = await chat.send("Weather in Zürich?")
     assert reply.text == "Café coûte 5 € 😀 你好世界"
     turn = chat.messages[1]

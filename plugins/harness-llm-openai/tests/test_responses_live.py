@@ -53,7 +53,7 @@ async def test_live_text_with_reasoning_and_usage() -> None:
 
 async def test_live_tool_round_trip_replays_encrypted_reasoning() -> None:
     async with harness() as running:
-        chat = Conversation(running, provider="openai", model=MODEL, tools=[Tool(get_weather)])
+        chat = Conversation(running, route="openai", model=MODEL, tools=[Tool(get_weather)])
         reply = await chat.send("What is the weather in Paris? Use the tool, then answer in one sentence.")
     assert reply.finish.kind == "stop"
     turn = chat.messages[1]
