@@ -472,7 +472,7 @@ class _Harness(Consumer):
     def options(self, scenario: str) -> Any:
         from harness_core import GenerateOptions, Message
 
-        return GenerateOptions(provider=self.route, model=scenario, messages=[Message.user("Say something.")])
+        return GenerateOptions(route=self.route, model=scenario, messages=[Message.user("Say something.")])
 
     async def read(self, scenario: str) -> Read:
         return await _read_harness(self.harness, self.options(scenario))
@@ -585,7 +585,7 @@ class Chain(_Harness):
     def options(self, scenario: str) -> Any:
         from harness_core import GenerateOptions, Message
 
-        return GenerateOptions(provider=self.route, model="echo", messages=[Message.user(self._text(scenario))])
+        return GenerateOptions(route=self.route, model="echo", messages=[Message.user(self._text(scenario))])
 
 
 def _chain(count: int) -> type[Chain]:

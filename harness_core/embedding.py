@@ -27,7 +27,7 @@ import msgspec
 
 from harness_core.callchain import CallChain
 from harness_core.errors import LlmError
-from harness_core.types import ModelInfo, TokenUsage
+from harness_core.types import ModelInfo, TokenUsage, _deprecated_provider, _RouteKeyword
 
 __all__ = [
     "EmbedBoundary",
@@ -49,10 +49,11 @@ DEFAULT_MAX_BATCH: Final = 2048
 """Inputs per provider request when an adapter names no limit (OpenAI's documented maximum)."""
 
 
-class EmbedOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class EmbedOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, metaclass=_RouteKeyword):
     """One embedding request (docs/embeddings.md).
 
-    ``inputs`` are the texts to embed, in order (one vector each); ``provider`` the route and
+    ``inputs`` are the texts to embed, in order (one vector each); ``route`` the route (a
+    plugins.yaml entry; ``provider=`` / ``.provider`` are its deprecated old names) and
     ``model`` the model (``None``: the route's default, then the adapter's); ``dimensions`` asks a
     model that can shorten its vectors for that many (OpenAI ``dimensions``, Gemini
     ``outputDimensionality``); ``input_type`` says whether the inputs are queries or documents
@@ -60,10 +61,15 @@ class EmbedOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     """
 
     inputs: list[str]
-    provider: str | None = None
+    route: str | None = None
     model: str | None = None
     dimensions: int | None = None
     input_type: InputType | None = None
+
+    @property
+    def provider(self) -> str | None:
+        """Deprecated: the old name of :attr:`route`. Reading it warns (``DeprecationWarning``)."""
+        return _deprecated_provider(self)
 
 
 class Embeddings:
@@ -248,7 +254,7 @@ class EmbedBoundary:
 
     async def __call__(self, options: EmbedOptions) -> Embeddings:
         """Embed through the route's adapter, batch by batch; raise a classified, scrubbed ``LlmError``."""
-        route = options.provider
+        route = options.route
         found = self._lookup(route) if route is not None else None
         if route is None or found is None:
             raise self._unknown(route)

@@ -9,6 +9,8 @@ from typing import Literal
 
 import msgspec
 
+from harness_core.types import _deprecated_provider, _RouteKeyword
+
 __all__ = [
     "REPORTED",
     "Defaults",
@@ -30,11 +32,20 @@ def plugin_name(key: str) -> str:
     return key.partition(":")[0]
 
 
-class Defaults(msgspec.Struct, frozen=True, kw_only=True):
-    """``defaults:`` of plugins.yaml: the route and model used when options leave them ``None``."""
+class Defaults(msgspec.Struct, frozen=True, kw_only=True, metaclass=_RouteKeyword):
+    """``defaults:`` of plugins.yaml: the route and model used when options leave them ``None``.
 
-    provider: str | None = None
+    ``route`` is a plugins.yaml entry; ``provider=`` / ``.provider`` are its deprecated old names
+    (a ``DeprecationWarning`` naming ``route``), as on :class:`~harness_core.types.GenerateOptions`.
+    """
+
+    route: str | None = None
     model: str | None = None
+
+    @property
+    def provider(self) -> str | None:
+        """Deprecated: the old name of :attr:`route`. Reading it warns (``DeprecationWarning``)."""
+        return _deprecated_provider(self)
 
 
 class LoadedPlugin(msgspec.Struct, frozen=True, kw_only=True):

@@ -114,7 +114,7 @@ def open_record(options: GenerateOptions) -> tuple[GenerateOptions, StreamRecord
     existing = record_of(options)
     if existing is not None:
         return options, existing
-    record = StreamRecord(requested_route=options.provider, requested_model=options.model)
+    record = StreamRecord(requested_route=options.route, requested_model=options.model)
     return msgspec.structs.replace(options, metadata={**options.metadata, RECORD_KEY: record}), record
 
 
@@ -141,7 +141,7 @@ def open_embed_record(options: EmbedOptions | None = None) -> Iterator[StreamRec
         return
     record = StreamRecord()
     if options is not None:
-        record.requested_route, record.requested_model = options.provider, options.model
+        record.requested_route, record.requested_model = options.route, options.model
     token = _EMBED_RECORD.set(record)
     try:
         yield record

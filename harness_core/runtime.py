@@ -43,6 +43,7 @@ from harness_core.hookspecs import PROJECT_NAME, HarnessSpec
 from harness_core.plugininfo import REPORTED, Defaults, LoadedPlugin, PluginFailure, plugin_name, stopping_failures
 from harness_core.record import StreamRecord, open_embed_record, open_record
 from harness_core.registry import Registration, RouteRegistry
+from harness_core.routing import default_embed_route, default_model, default_route
 from harness_core.secret import RedactFilter, Redactor, secrets_of
 from harness_core.structured import decode_output, response_format_for
 from harness_core.tools import Tool, ToolRegistry
@@ -55,6 +56,7 @@ from harness_core.types import (
     TokenUsage,
     ToolCallBlock,
     ToolResultBlock,
+    _fold_provider,
 )
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -176,7 +178,7 @@ class Harness:
         plugins: the plugin instances in plugins.yaml order (first = outermost middleware within
             a tier), each a ``(key, instance)`` pair or a
             :class:`~harness_core.plugininfo.LoadedPlugin`; keys must be unique.
-        defaults: the route and model used when options leave ``provider``/``model`` as ``None``.
+        defaults: the route and model used when options leave ``route``/``model`` as ``None``.
             The default model applies only to the default route (never sent to another provider).
         failures: plugins the loader could not build (shown by :attr:`failures` and named by
             ``NO_ADAPTER`` errors).
@@ -485,33 +487,30 @@ class Harness:
         return self._chain
 
     def default_route(self) -> str | None:
-        """The route used when a request names none: ``defaults.provider``; without it, the only
-        route served when exactly one is (a config with one provider needs no ``defaults:``);
-        else ``None`` (such a request ends with ``NO_ADAPTER``)."""
-        if self.defaults.provider is not None:
-            return self.defaults.provider
-        routes = self._registry.routes()
-        return next(iter(routes)) if len(routes) == 1 else None
+        """The route used when a request names none (:func:`harness_core.routing.default_route`):
+        ``defaults.route``; without it, the only route served when exactly one is (a config with
+        one route needs no ``defaults:``); else ``None`` (such a request ends with ``NO_ADAPTER``)."""
+        return default_route(self.defaults, self._registry.routes())
 
     def apply_defaults(self, options: GenerateOptions) -> GenerateOptions:
-        """``options`` with the route and model a request would be served by: ``provider`` ``None``
-        becomes :meth:`default_route`; ``model`` ``None`` becomes ``defaults.model`` when the route
-        is the default one (or no default route is configured), else the route adapter's
-        :attr:`~harness_core.adapter.LlmAdapter.default_model`. The one owner of this rule:
-        :meth:`stream`, :meth:`resolve_model`, :meth:`count_tokens` and the CLI use it. Returns
-        ``options`` itself when nothing changes; never raises (an unknown route stays as given)."""
-        provider, model = options.provider, options.model
-        defaults = self.defaults
-        if provider is None:
-            provider = self.default_route()
-        if model is None and (defaults.provider is None or provider == defaults.provider):
-            model = defaults.model
-        registration = self._registry.get(provider) if model is None and provider is not None else None
+        """``options`` with the route and model a request would be served by: ``route`` ``None``
+        becomes :meth:`default_route`; ``model`` ``None`` becomes ``defaults.model`` when it
+        applies to the route (:func:`harness_core.routing.default_model`: the default route, or
+        every route when no default route is configured), else the route adapter's
+        :attr:`~harness_core.adapter.LlmAdapter.default_model`. :meth:`stream`,
+        :meth:`resolve_model`, :meth:`count_tokens` and the CLI use it. Returns ``options`` itself
+        when nothing changes; never raises (an unknown route stays as given)."""
+        route, model = options.route, options.model
+        if route is None:
+            route = self.default_route()
+        if model is None:
+            model = default_model(self.defaults, route)
+        registration = self._registry.get(route) if model is None and route is not None else None
         if registration is not None:  # the adapter's own default (LlmAdapter.default_model)
             model = registration.adapter.default_model
-        if provider is options.provider and model is options.model:
+        if route is options.route and model is options.model:
             return options
-        return msgspec.structs.replace(options, provider=provider, model=model)
+        return msgspec.structs.replace(options, route=route, model=model)
 
     def stream(self, options: GenerateOptions) -> StreamContext:
         """Start a generation: ``async with harness.stream(options) as chunks: async for chunk in chunks``.
@@ -527,7 +526,7 @@ class Harness:
         """
         chain = self._started_chain()
         options = self.apply_defaults(options)
-        route = options.provider
+        route = options.route
         registration = self._registry.get(route) if route is not None else None
         owner = registration.owner if registration is not None else None
         options, record = open_record(strip_replay(options, owner))
@@ -675,15 +674,15 @@ class Harness:
             LlmError: ``NO_ADAPTER`` for an unknown route; ``BAD_REQUEST`` when no model is given
                 and none is configured; whatever the adapter raises (``NOT_FOUND`` …).
         """
-        options = self.apply_defaults(GenerateOptions(provider=route, model=model))
-        adapter = self._adapter(options.provider)
+        options = self.apply_defaults(GenerateOptions(route=route, model=model))
+        adapter = self._adapter(options.route)
         if options.model is None:
-            raise LlmError("BAD_REQUEST", f"no model given for route {options.provider!r} and no default model")
+            raise LlmError("BAD_REQUEST", f"no model given for route {options.route!r} and no default model")
         try:
             info: ModelInfo = adapter.resolve_model(options.model)
         except LlmError as exc:
             raise self._boundary.scrub(exc) from None
-        return msgspec.structs.replace(info, route=options.provider)
+        return msgspec.structs.replace(info, route=options.route)
 
     def route_wire(self, route: str) -> str | None:
         """The request wire the adapter of ``route`` speaks (:attr:`LlmAdapter.wire`; ``None``
@@ -723,7 +722,7 @@ class Harness:
     async def _count_boundary(self, options: GenerateOptions) -> int:
         """The innermost counting layer: the route's adapter counts ``options`` (replay state of
         other plugins dropped); its ``LlmError`` is scrubbed of secrets."""
-        registration = self._registration(options.provider)
+        registration = self._registration(options.route)
         options = strip_replay(options, registration.owner)
         try:
             counted: int = await registration.adapter.count_tokens(options)
@@ -776,12 +775,10 @@ class Harness:
         return list(self._embed_links)
 
     def default_embed_route(self) -> str | None:
-        """The route an embedding request naming none uses: ``defaults.provider`` when it embeds,
-        else the only embedding route when exactly one is registered, else ``None``."""
-        routes = self._embedders.routes()
-        if self.defaults.provider is not None and self.defaults.provider in routes:
-            return self.defaults.provider
-        return next(iter(routes)) if len(routes) == 1 else None
+        """The route an embedding request naming none uses (:func:`harness_core.routing.default_embed_route`):
+        ``defaults.route`` when it embeds, else the only embedding route when exactly one is
+        registered, else ``None``."""
+        return default_embed_route(self.defaults, self._embedders.routes())
 
     async def list_embedding_models(self, route: str | None = None) -> list[ModelInfo]:
         """The embedding models the embedder of ``route`` (:meth:`default_embed_route` when
@@ -826,8 +823,9 @@ class Harness:
         """Embed texts through the ``llm_embed`` chain and the route's embedder (docs/embeddings.md).
 
         ``options`` is an :class:`~harness_core.embedding.EmbedOptions`, or the list of inputs
-        with the other fields as keywords (``provider=``, ``model=``, ``dimensions=``,
-        ``input_type=``). ``provider`` ``None`` uses :meth:`default_embed_route`. Inputs beyond
+        with the other fields as keywords (``route=``, ``model=``, ``dimensions=``,
+        ``input_type=``; ``provider=`` is the deprecated old name of ``route=`` and warns).
+        ``route`` ``None`` uses :meth:`default_embed_route`. Inputs beyond
         the adapter's batch limit are sent in several requests and joined.
 
         Returns:
@@ -841,11 +839,12 @@ class Harness:
         self._started_chain()
         chain = self._embed_chain
         assert chain is not None, "started with the stream chain"
+        _fold_provider("Harness.embed", fields)
         if not isinstance(options, EmbedOptions):
             options = EmbedOptions(inputs=list(options), **fields)
         elif fields:
             options = msgspec.structs.replace(options, **fields)
-        if options.provider is None:
-            options = msgspec.structs.replace(options, provider=self.default_embed_route())
+        if options.route is None:
+            options = msgspec.structs.replace(options, route=self.default_embed_route())
         with open_embed_record(options):  # the core opens the call's record, the middleware write it
             return await chain(options)

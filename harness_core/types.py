@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import warnings
 from collections.abc import Collection
 from typing import Any, Final, Literal, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
@@ -547,11 +548,65 @@ ResponseFormat: TypeAlias = JsonSchemaFormat | JsonObjectFormat
 """``GenerateOptions.response_format``: a JSON schema, or plain JSON mode."""
 
 
-class GenerateOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class _RouteKeyword(msgspec.StructMeta):
+    """Metaclass of the structs whose ``route`` field used to be called ``provider``
+    (:class:`GenerateOptions`, :class:`~harness_core.embedding.EmbedOptions`,
+    :class:`~harness_core.plugininfo.Defaults`, :class:`~harness_core.conversation.ConversationState`).
+    Constructing one costs a Python-level call more (a few microseconds, once per request).
+
+    ``Options(provider="x")`` still works: it warns (a :class:`DeprecationWarning` naming
+    ``route``, attributed to the calling line) and builds ``Options(route="x")``. Only the
+    constructor keyword is folded: ``msgspec.structs.replace(options, provider=...)`` raises
+    (it never runs the constructor), and a decoded mapping's ``provider`` key is an unknown field.
+
+    Raises (on construction):
+        TypeError: both ``provider=`` and ``route=`` are given (one value, two names).
+    """
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        """Build the struct, folding the deprecated ``provider=`` keyword into ``route=``."""
+        _fold_provider(cls.__name__, kwargs)
+        return super().__call__(*args, **kwargs)
+
+
+def _fold_provider(owner: str, kwargs: dict[str, Any], stacklevel: int = 3) -> None:
+    """Move a deprecated ``provider=`` keyword of ``owner`` (a callable's name) to ``route=`` in
+    ``kwargs``, with a :class:`DeprecationWarning` naming ``route`` attributed ``stacklevel``
+    frames up (the caller of ``owner``).
+
+    Raises:
+        TypeError: both ``provider`` and ``route`` are in ``kwargs`` (one value, two names).
+    """
+    if "provider" not in kwargs:
+        return
+    if "route" in kwargs:
+        raise TypeError(f"{owner}: give route= only (provider= is its deprecated old name)")
+    warnings.warn(
+        f"{owner}(provider=...) is deprecated: pass route= (the plugins.yaml entry to use)",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
+    kwargs["route"] = kwargs.pop("provider")
+
+
+def _deprecated_provider(options: Any) -> str | None:
+    """``options.route`` after a :class:`DeprecationWarning` naming ``route``: the body of the
+    deprecated ``provider`` attribute of the option structs (attributed to the reading line)."""
+    name = type(options).__name__
+    warnings.warn(f"{name}.provider is deprecated: read {name}.route", DeprecationWarning, stacklevel=3)
+    route: str | None = options.route
+    return route
+
+
+class GenerateOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, metaclass=_RouteKeyword):
     """Everything one generation needs. Frozen: derive variants with ``msgspec.structs.replace``.
 
     Fields:
-        provider: the route to use (``"mock"``, ``"openai"`` …); ``None`` = the configured default.
+        route: the route to use: the name of a plugins.yaml entry (``"mock"``, ``"openai"`` …);
+            ``None`` = the configured default. The serialised form and the cache key
+            (:func:`canonical_json`) carry it as ``route``. ``provider=`` / ``.provider`` are its
+            deprecated old names (a ``DeprecationWarning``; see :class:`_RouteKeyword`);
+            "provider" now means only the vendor/plugin serving a route (``LlmError.provider``).
         model: the provider's model id; ``None`` = the configured default.
         messages: the conversation so far.
         system: the system prompt, kept apart from ``messages`` for providers that need that.
@@ -572,7 +627,7 @@ class GenerateOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
     An option the target provider cannot honour raises ``LlmError("UNSUPPORTED")`` naming it.
     """
 
-    provider: str | None = None
+    route: str | None = None
     model: str | None = None
     messages: list[Message] = msgspec.field(default_factory=list)
     system: str | None = None
@@ -598,7 +653,7 @@ class GenerateOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
         """
         _check_list(self.messages, Message, "messages")
         _check_list(self.tools, ToolSpec, "tools")
-        for name in ("provider", "model", "system", "reasoning_effort"):
+        for name in ("route", "model", "system", "reasoning_effort"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
                 raise TypeError(f"GenerateOptions.{name} must be a str or None, got {type(value).__name__}")
@@ -640,6 +695,11 @@ class GenerateOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
             raise TypeError(f"GenerateOptions.system_cache must be a CacheMark or None, got {kind}")
         if self.abort is not None and not isinstance(self.abort, AbortSignal):
             raise TypeError(f"GenerateOptions.abort must be an AbortSignal or None, got {type(self.abort).__name__}")
+
+    @property
+    def provider(self) -> str | None:
+        """Deprecated: the old name of :attr:`route`. Reading it warns (``DeprecationWarning``)."""
+        return _deprecated_provider(self)
 
 
 def _check_list(value: object, item_type: type | tuple[type, ...], name: str) -> None:

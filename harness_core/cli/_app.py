@@ -15,8 +15,8 @@ import functools
 import math
 import re
 import sys
-from collections.abc import Sequence
-from typing import IO, Any, Final
+from collections.abc import Callable, Sequence
+from typing import IO, Any, Final, TypeVar, cast
 
 import click
 
@@ -26,6 +26,8 @@ from harness_core.entrypoints import entry_points
 __all__ = ["cli"]
 
 _VERBOSE = re.compile(r"-v+")
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 COMMAND_GROUP = "harness.commands"
 """Entry-point group of plugin subcommands: ``usage = "harness_usage.cli:usage"`` (a click command)."""
@@ -47,6 +49,45 @@ class FiniteRange(click.FloatRange):
 
 def _config_option(func: Any) -> Any:
     return config_option()(func)
+
+
+PROVIDER_NOTE = "warning: -p/--provider is deprecated: use -r/--route (the same plugins.yaml route)"
+"""The one line ``-p/--provider`` writes on stderr (the old name of ``-r/--route``)."""
+
+
+def _provider_note(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is not None:
+        click.echo(PROVIDER_NOTE, err=True)
+    return value
+
+
+def _route_option(help: str, dest: str = "route") -> Callable[[_F], _F]:
+    """The options of a command that takes a route: ``-r/--route`` (the plugins.yaml entry a
+    request goes to, passed to the command as ``dest``) and ``-p/--provider``, its deprecated old
+    name: hidden from ``--help``, it writes :data:`PROVIDER_NOTE` on stderr and gives ``dest``
+    its value. Both at once is a usage error (exit 2)."""
+
+    def decorate(func: _F) -> _F:
+        @functools.wraps(func)
+        def command(*args: Any, **kwargs: Any) -> Any:
+            old = kwargs.pop("deprecated_provider")
+            if old is not None:
+                if kwargs[dest] is not None:
+                    raise click.UsageError("give -r/--route only (-p/--provider is its deprecated old name)")
+                kwargs[dest] = old
+            return func(*args, **kwargs)
+
+        hidden = click.option(
+            "-p",
+            "--provider",
+            "deprecated_provider",
+            hidden=True,
+            callback=_provider_note,
+            help="deprecated: -r/--route",
+        )
+        return cast(_F, click.option("-r", "--route", dest, help=help)(hidden(command)))
+
+    return decorate
 
 
 def show_error(exc: click.ClickException, file: IO[Any] | None = None) -> None:
@@ -246,7 +287,7 @@ def cli(verbose: int, config: str | None) -> None:
 
 @cli.command()
 @click.argument("prompt", required=False)
-@click.option("-p", "--provider", help="route to use (default: `defaults.provider` of plugins.yaml)")
+@_route_option("the plugins.yaml route to use (default: `defaults.route`)")
 @click.option("-m", "--model", help="the provider's model id (default: `defaults.model`)")
 @click.option("--system", help="system prompt")
 @click.option("--max-tokens", type=click.IntRange(min=1), help="upper bound on output tokens (at least 1)")
@@ -346,12 +387,11 @@ def run(ctx: click.Context, /, prompt: str | None, as_json: bool, **options: Any
     from harness_core.cli._request import RunRequest
     from harness_core.cli._run import execute
 
-    route = options.pop("provider")
-    ctx.exit(execute(RunRequest(prompt=prompt, as_json=as_json, verbose=_verbosity(ctx), route=route, **options)))
+    ctx.exit(execute(RunRequest(prompt=prompt, as_json=as_json, verbose=_verbosity(ctx), **options)))
 
 
 @cli.command()
-@click.option("-p", "--provider", help="route to use (default: `defaults.provider` of plugins.yaml)")
+@_route_option("the plugins.yaml route to use (default: `defaults.route`)")
 @click.option("-m", "--model", help="the provider's model id (default: `defaults.model`)")
 @click.option("--system", help="system prompt")
 @click.option(
@@ -366,7 +406,7 @@ def chat(ctx: click.Context, /, **options: Any) -> None:
     """Chat with a model: a REPL keeping the conversation history.
 
     Each line you type is sent with the history so far; the reply streams to stdout. Commands:
-    /provider ROUTE [MODEL], /model ID, /system [TEXT], /attach PATH|URL [TYPE] (a file for the
+    /route ROUTE [MODEL], /model ID, /system [TEXT], /attach PATH|URL [TYPE] (a file for the
     next message), /save PATH, /load PATH, /clear, /help, /quit. Ctrl-C aborts the reply being
     streamed (the partial reply is kept) and returns to the prompt; a second Ctrl-C discards it.
     Ctrl-D (end of input) or /quit leaves (exit 0). With `--tool NAME` the model may call those
@@ -400,7 +440,7 @@ def plugins(ctx: click.Context, config: str | None, as_json: bool) -> None:
 
 
 @cli.command()
-@click.option("-p", "--provider", "route", help="only this route")
+@_route_option("only this route")
 @_config_option
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 @click.pass_context
@@ -456,7 +496,7 @@ def tools(ctx: click.Context, config: str | None, as_json: bool) -> None:
 def chain(ctx: click.Context, route: str | None, config: str | None, as_json: bool) -> None:
     """Show the middleware a stream to ROUTE passes through, outermost first, then its adapter.
 
-    ROUTE defaults to `defaults.provider`.
+    ROUTE defaults to `defaults.route`.
     """
     from harness_core.cli._inspect import show_chain
 
@@ -465,11 +505,7 @@ def chain(ctx: click.Context, route: str | None, config: str | None, as_json: bo
 
 @cli.command()
 @click.argument("text", required=False)
-@click.option(
-    "-p",
-    "--provider",
-    help="route to embed with (default: `defaults.provider` when it embeds, else the only embedding route)",
-)
+@_route_option("route to embed with (default: `defaults.route` when it embeds, else the only embedding route)")
 @click.option("-m", "--model", help="the embedding model id, or an alias of plugins.yaml (default: the embedder's)")
 @click.option("--dimensions", type=click.IntRange(min=1), help="ask a model that can shorten its vectors for this many")
 @click.option(
@@ -517,7 +553,7 @@ def embed(ctx: click.Context, /, text: str | None, as_json: bool, **options: Any
     show_default=True,
     help="a CSV/TSV FILE starts with a header row (--no-header: its first line is a row)",
 )
-@click.option("-p", "--provider", help="route to embed with (an existing collection keeps its own)")
+@_route_option("route to embed with (an existing collection keeps its own)")
 @click.option("-m", "--model", help="the embedding model id, or an alias (an existing collection keeps its own)")
 @click.option("--dimensions", type=click.IntRange(min=1), help="ask a model that can shorten its vectors for this many")
 @click.option(

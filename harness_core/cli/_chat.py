@@ -52,6 +52,7 @@ from harness_core.cli._render import Renderer
 from harness_core.cli._text import UNDECODABLE_WARNING, clean_argument
 from harness_core.conversation import Conversation, MaxStepsExceeded, Reply
 from harness_core.errors import LlmError
+from harness_core.routing import default_model
 from harness_core.runtime import Harness
 from harness_core.types import FileBlock, GenerateOptions, Message
 
@@ -61,7 +62,7 @@ PROMPT: Final = "you> "
 
 HELP: Final = """\
 commands:
-  /provider [ROUTE [MODEL]]  show the route and model, or switch route (keeps the model when the route serves it)
+  /route [ROUTE [MODEL]]     show the route and model, or switch route (keeps the model when the route serves it)
   /model [ID]                show the route and model, or set the model
   /system [TEXT]             set the system prompt (no text: remove it)
   /attach [PATH|URL [TYPE]]  attach a file (media type from its content) or URL to the next message; no argument: list
@@ -75,7 +76,7 @@ Ctrl-C aborts the reply being streamed (a second Ctrl-C discards it) or drops th
 
 def run_chat(
     *,
-    provider: str | None,
+    route: str | None,
     model: str | None,
     system: str | None,
     max_tokens: int | None,
@@ -108,9 +109,9 @@ def run_chat(
         err.write(f"error: {exc}\n")
         return EXIT_USAGE
     harness = Harness.from_loaded(loaded)
-    provider, model = loaded.resolve_alias(provider, model)
+    route, model = loaded.resolve_alias(route, model)
     template = GenerateOptions(
-        provider=provider,
+        route=route,
         model=model,
         system=system,
         max_tokens=max_tokens,
@@ -391,9 +392,9 @@ class Repl:
         """The route and model the next message goes to, by the runtime's own rule
         (:meth:`~harness_core.runtime.Harness.apply_defaults`)."""
         conversation = self.conversation
-        options = GenerateOptions(provider=conversation.provider, model=conversation.model)
+        options = GenerateOptions(route=conversation.route, model=conversation.model)
         target = conversation.harness.apply_defaults(options)
-        return target.provider, target.model
+        return target.route, target.model
 
     def where(self) -> str:
         """The route and model the next message goes to, e.g. ``route mock, model echo``."""
@@ -408,6 +409,11 @@ class Repl:
         return route, self.portal.call(self.conversation.harness.routes).get(route)
 
     def _provider(self, argument: str) -> None:
+        """``/provider``: the deprecated old name of ``/route`` (a one-line warning first)."""
+        self.note("warning: /provider is deprecated: use /route")
+        self._route(argument)
+
+    def _route(self, argument: str) -> None:
         if not argument:
             self.note(self.where())
             return
@@ -422,18 +428,17 @@ class Repl:
         why = ""
         if not model:
             kept, why = self._model_for(route)
-        self.conversation.provider = route
+        self.conversation.route = route
         self.conversation.model = model or kept
         self.note(self.where() + why)
 
     def _model_for(self, route: str) -> tuple[str | None, str]:
-        """The model to keep when ``/provider ROUTE`` names no model, and why (for the
+        """The model to keep when ``/route ROUTE`` names no model, and why (for the
         confirmation line): the model in use when ``route`` serves it, else ``defaults.model``
         when ``route`` serves that, else the route's own default (``None``)."""
         defaults = self.conversation.harness.defaults
         # the model chosen or configured (not an adapter's own default, which is the route's business)
-        current_route = self.conversation.provider or defaults.provider
-        current = self.conversation.model or (defaults.model if current_route == defaults.provider else None)
+        current = self.conversation.model or default_model(defaults, self.conversation.route)
         for candidate, why in ((current, "kept"), (defaults.model, "defaults.model")):
             if candidate is not None and self._serves(route, candidate):
                 return candidate, f" ({why})"
@@ -450,7 +455,7 @@ class Repl:
         return True
 
     def _model(self, argument: str) -> None:
-        if argument and self._model_ok(self.conversation.provider, argument):
+        if argument and self._model_ok(self.conversation.route, argument):
             self.conversation.model = argument
         self.note(self.where())
 
@@ -528,6 +533,7 @@ class Repl:
         self.note(HELP)
 
     _commands: Final[dict[str, Callable[[Repl, str], None]]] = {
+        "/route": _route,
         "/provider": _provider,
         "/model": _model,
         "/system": _system,

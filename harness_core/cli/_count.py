@@ -28,7 +28,7 @@ async def count(
             warn_start_failures(renderer.note, loaded.failures, harness.failures)
             options = harness.apply_defaults(options)
             check_provider_options(harness, options)
-            route = options.provider
+            route = options.route
             renderer.route, renderer.source = route, harness.routes().get(route) if route is not None else None
             selected = await harness.select_tools(tools)
             if selected:
@@ -40,7 +40,7 @@ async def count(
         return report_error(renderer.note, exc, route=renderer.route, source=renderer.source, verbose=verbose)
     out = renderer.out
     if renderer.as_json:
-        body = {"input_tokens": counted, "route": options.provider, "model": options.model}
+        body = {"input_tokens": counted, "route": options.route, "model": options.model}
         out.write(renderer.redact(msgspec.json.encode(body).decode()) + "\n")
     else:
         out.write(f"{counted}\n")

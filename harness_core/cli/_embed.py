@@ -82,7 +82,7 @@ class Row(NamedTuple):
 def embed_text(
     text: str | None,
     *,
-    provider: str | None,
+    route: str | None,
     model: str | None,
     dimensions: int | None,
     input_type: InputType | None,
@@ -110,8 +110,8 @@ def embed_text(
     if loaded is None:
         return EXIT_USAGE
     out.redact = loaded.redact
-    provider, model = loaded.resolve_alias(provider, model)
-    request = _Request(provider, model, dimensions, input_type)
+    route, model = loaded.resolve_alias(route, model)
+    request = _Request(route, model, dimensions, input_type)
     try:
         result = _run(_embed_one, loaded, request, text)
     except _Failed as failed:
@@ -126,7 +126,7 @@ def embed_text(
 
 
 class _Request(NamedTuple):
-    provider: str | None
+    route: str | None
     model: str | None
     dimensions: int | None
     input_type: InputType | None
@@ -183,11 +183,11 @@ def _run(function: Callable[..., Awaitable[T]], *args: object) -> T:
 
 async def _embed(harness: Harness, request: _Request, inputs: list[str]) -> Embeddings:
     """``inputs`` embedded as ``request`` asks; a failure raised as :class:`_Failed` naming the route."""
-    route = request.provider if request.provider is not None else harness.default_embed_route()
+    route = request.route if request.route is not None else harness.default_embed_route()
     try:
         result = await harness.embed(
             inputs,
-            provider=route,
+            route=route,
             model=request.model,
             dimensions=request.dimensions,
             input_type=request.input_type,
@@ -378,7 +378,7 @@ def embed_multi(
     *,
     files: Sequence[tuple[str, str]],
     fmt: str | None,
-    provider: str | None,
+    route: str | None,
     model: str | None,
     dimensions: int | None,
     batch_size: int,
@@ -412,7 +412,7 @@ def embed_multi(
     if not rows:
         err.write("error: no rows to embed\n")
         return EXIT_USAGE
-    provider, model = loaded.resolve_alias(provider, model)
+    route, model = loaded.resolve_alias(route, model)
     path = Path(database) if database is not None else default_database_path()
     try:
         db = Store(path, create=True)
@@ -422,7 +422,7 @@ def embed_multi(
     with _closing(db):
         try:
             existing = db.collection(collection)
-            request = _collection_request(existing, collection, provider, model, dimensions, path)
+            request = _collection_request(existing, collection, route, model, dimensions, path)
         except CollectionError as exc:
             err.write(f"error: {exc}\n")
             return EXIT_USAGE
@@ -447,7 +447,7 @@ class _closing:
 def _collection_request(
     existing: Collection | None,
     name: str,
-    provider: str | None,
+    route: str | None,
     model: str | None,
     dimensions: int | None,
     path: Path,
@@ -460,11 +460,11 @@ def _collection_request(
             collection was embedded with (each difference named).
     """
     if existing is None:
-        return _Request(provider, model, dimensions, "document")
+        return _Request(route, model, dimensions, "document")
     differences = [
         f"{what} {asked!r} (it holds {held!r})"
         for what, asked, held in (
-            ("route", provider, existing.route),
+            ("route", route, existing.route),
             ("model", model, existing.model),
             ("dimensions", dimensions, existing.dimensions),
         )
@@ -624,7 +624,7 @@ class _Job:
         if found is None:
             requested = self.request.dimensions is not None
             # the route asked for (a balance pool stays the pool, so a rerun asking for it resumes)
-            route = self.request.provider or result.route
+            route = self.request.route or result.route
             found = Collection(self.name, str(route), result.model, result.dimensions, requested)
         elif result.dimensions != found.dimensions:
             raise CollectionError(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from harness_core.errors import LlmError
 from harness_core.loader import LoadedConfig
+from harness_core.routing import default_model
 
 __all__ = ["Hints"]
 
@@ -15,15 +16,13 @@ __all__ = ["Hints"]
 class Hints:
     """What to do about an error finish that the command line or a missing config explains.
 
-    ``loaded`` is the configuration in use, ``provider``/``model`` what ``-p``/``-m`` gave.
+    ``loaded`` is the configuration in use, ``route``/``model`` what ``-r``/``-m`` gave.
     """
 
-    def __init__(self, loaded: LoadedConfig, *, provider: str | None, model: str | None) -> None:
+    def __init__(self, loaded: LoadedConfig, *, route: str | None, model: str | None) -> None:
         self.loaded = loaded
-        defaults = loaded.defaults
-        # the runtime applies defaults.model only to the default provider (or when none is set)
-        default_applies = defaults.provider is None or provider in (None, defaults.provider)
-        self.no_model = model is None and (defaults.model is None or not default_applies)
+        # the runtime's own rule: defaults.model applies to the default route (or every route when none is set)
+        self.no_model = model is None and default_model(loaded.defaults, route) is None
 
     def cause(self, error: LlmError) -> str | None:
         """The command line's mistake that explains ``error``, shown before the provider's

@@ -22,6 +22,7 @@ from harness_core.config import ConfigProblem
 from harness_core.errors import LlmError
 from harness_core.loader import LoadedConfig, PluginEntry, inspect_config
 from harness_core.plugininfo import PluginFailure, adapter_failures
+from harness_core.routing import default_model
 from harness_core.secret import redacted_logging
 from harness_core.types import ModelInfo
 
@@ -126,7 +127,7 @@ def check_config(config: str | None) -> int:
     """Validate, build and start everything; print every problem; exit 2 when there is one.
 
     Besides the loader's problems and every plugin failure (import, build, start), it reports a
-    ``defaults.provider`` that no started plugin serves and a ``defaults.model`` the default
+    ``defaults.route`` that no started plugin serves and a ``defaults.model`` the default
     route's adapter rejects, each with its YAML line. Log records emitted while the harness
     starts (a failing plugin's traceback) and every printed line are redacted.
     """
@@ -144,8 +145,8 @@ def check_config(config: str | None) -> int:
         return _written(out, EXIT_USAGE)
     keys = ", ".join(plugin.key for plugin in loaded.plugins) or "none"
     defaults = loaded.defaults
-    provider, model = defaults.provider or "-", defaults.model or "-"
-    text = f"{loaded.source}: ok; plugins: {keys}; defaults: provider={provider}, model={model}\n"
+    route, model = defaults.route or "-", defaults.model or "-"
+    text = f"{loaded.source}: ok; plugins: {keys}; defaults: route={route}, model={model}\n"
     out.write(loaded.redact(text))
     return _written(out, EXIT_OK)
 
@@ -180,24 +181,26 @@ async def _start(loaded: LoadedConfig) -> list[str]:
 
 def _check_defaults(harness: Harness, loaded: LoadedConfig) -> list[ConfigProblem]:
     """``defaults:`` against the started harness: the route must be served, the model known to it."""
-    provider, model = loaded.defaults.provider, loaded.defaults.model
-    if provider is None:
+    route, model = loaded.defaults.route, loaded.defaults.model
+    if route is None:
         return []
     routes = harness.routes()
-    if provider not in routes:
-        known = ", ".join(repr(route) for route in routes) or "none"
-        message = f"no enabled plugin serves the default route {provider!r} (routes: {known})"
-        return [_defaults_problem(loaded, "provider", message)]
+    if route not in routes:
+        known = ", ".join(repr(name) for name in routes) or "none"
+        message = f"no enabled plugin serves the default route {route!r} (routes: {known})"
+        return [_defaults_problem(loaded, "route", message)]
     if model is None:
         return []
     try:
-        harness.resolve_model(provider, model)
+        harness.resolve_model(route, model)
     except LlmError as exc:
-        return [_defaults_problem(loaded, "model", f"the default model {model!r} of route {provider!r}: {exc}")]
+        return [_defaults_problem(loaded, "model", f"the default model {model!r} of route {route!r}: {exc}")]
     return []
 
 
 def _defaults_problem(loaded: LoadedConfig, key: str, message: str) -> ConfigProblem:
+    if key == "route" and ("defaults", "route") not in loaded.lines and ("defaults", "provider") in loaded.lines:
+        key = "provider"  # the file uses the deprecated old name: point at what it says
     return ConfigProblem(
         message=message, field=f"defaults.{key}", line=loaded.line("defaults", key), source=loaded.source
     )
@@ -206,7 +209,7 @@ def _defaults_problem(loaded: LoadedConfig, key: str, message: str) -> ConfigPro
 def show_chain(route: str | None, config: str | None, *, as_json: bool) -> int:
     """Print the middleware order for ``route`` (default route when ``None``), then its adapter.
 
-    The default route is ``defaults.provider``, else the only route served when exactly one is
+    The default route is ``defaults.route``, else the only route served when exactly one is
     (the output says so). The ``llm_embed`` middleware an embedding call passes through follow,
     when there are any (``embed_chain`` in ``--json``). Everything printed, and every log record
     emitted while the harness runs, is redacted.
@@ -235,9 +238,9 @@ def show_chain(route: str | None, config: str | None, *, as_json: bool) -> int:
         out.write(msgspec.json.encode(document).decode() + "\n")
         return _written(out, EXIT_OK)
     if target is None:
-        shown = "none given (pass ROUTE or set defaults.provider): middleware only"
-    elif route is None and loaded.defaults.provider is None:
-        shown = f"{target} (the only route served; no defaults.provider)"
+        shown = "none given (pass ROUTE or set defaults.route): middleware only"
+    elif route is None and loaded.defaults.route is None:
+        shown = f"{target} (the only route served; no defaults.route)"
     else:
         shown = target
     text = f"route: {shown} (outermost first)\n"
@@ -380,7 +383,7 @@ async def _models(loaded: LoadedConfig, route: str | None) -> _Listing:
                         raise
                     problems.append(f"route {name!r}: {exc}")
                     continue
-                configured = [loaded.defaults.model] if name == loaded.defaults.provider else []
+                configured = [default_model(loaded.defaults, name)]
                 configured += [
                     target.partition("/")[2] for target in loaded.aliases.values() if target.startswith(f"{name}/")
                 ]

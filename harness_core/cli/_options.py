@@ -24,6 +24,7 @@ __all__ = [
     "owner_name",
     "parse_options",
     "parse_tool_choice",
+    "served_routes",
     "unoffered_tool_choice",
 ]
 
@@ -75,6 +76,11 @@ def parse_options(pairs: Sequence[str]) -> dict[str, Any]:
         except ValueError:
             parsed[key.strip()] = value
     return parsed
+
+
+def served_routes(loaded: LoadedConfig) -> list[str]:
+    """The routes of the enabled plugins of ``loaded``, in plugins.yaml order (before the start)."""
+    return [route for entry in loaded.entries if entry.state == "enabled" for route in entry.routes or ()]
 
 
 def owner_name(loaded: LoadedConfig, route: str | None) -> str | None:

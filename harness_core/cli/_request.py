@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 import msgspec
 
 from harness_core.cli._common import Sink, isatty
-from harness_core.cli._options import owner_name, parse_options
+from harness_core.cli._options import owner_name, parse_options, served_routes
 from harness_core.cli._text import clean_argument, read_stdin
 from harness_core.errors import LlmError
 from harness_core.fields import RefusedField, pass_through
 from harness_core.loader import LoadedConfig
+from harness_core.routing import default_route
 from harness_core.types import GenerateOptions
 
 if TYPE_CHECKING:  # pragma: no cover - typing only (the runtime loads when a command starts it)
@@ -32,7 +33,7 @@ class RunRequest:
 
     Prompt parts: ``prompt`` (the argument; ``-`` reads stdin only), ``system``, ``attach`` (paths
     or URLs) and ``attach_type`` (``(path or URL, media type)`` pairs), ``schema`` (``--schema``).
-    Target: ``route`` (``-p``) and ``model`` (``-m``, an alias allowed). Options: ``max_tokens``,
+    Target: ``route`` (``-r``) and ``model`` (``-m``, an alias allowed). Options: ``max_tokens``,
     ``temperature``, ``reasoning_effort``, ``top_p``, ``seed``, ``stop``, ``tool_choice``,
     ``provider_options`` (``-o key=value`` texts). Output: ``as_json``, ``no_stream``,
     ``extract``, ``verbose`` (tracebacks). Tools: ``tools`` (names or globs), ``max_steps``,
@@ -93,7 +94,7 @@ def prepare(
     metadata: dict[str, object] = {}
     messages = options.messages
     system = options.system
-    provider, model = options.provider, options.model
+    provider, model = options.route, options.model
     if continue_last or cid is not None:
         if logger is None:
             err.write(f"error: --continue/--cid need the prompt log: {why_no_prompt_log(loaded, enabled=log)}\n")
@@ -105,7 +106,7 @@ def prepare(
             return None
         messages = [*found.history, *messages]
         system = system if system is not None else found.options.system
-        provider = provider if provider is not None else found.options.provider
+        provider = provider if provider is not None else found.options.route
         model = model if model is not None else found.options.model
         metadata[CONVERSATION_KEY] = found.conversation_id
     provider, model = loaded.resolve_alias(provider, model)
@@ -116,7 +117,7 @@ def prepare(
         except ValueError as exc:
             err.write(f"error: {exc}\n")
             return None
-        route = provider if provider is not None else loaded.defaults.provider
+        route = provider if provider is not None else default_route(loaded.defaults, served_routes(loaded))
         owner = owner_name(loaded, route)
         if owner is None:
             err.write(f"error: -o needs a route served by a plugin of plugins.yaml; {route!r} is none\n")
@@ -124,7 +125,7 @@ def prepare(
         extra[owner] = parsed
     return msgspec.structs.replace(
         options,
-        provider=provider,
+        route=provider,
         model=model,
         messages=messages,
         system=system,
@@ -146,7 +147,7 @@ def check_provider_options(harness: Harness, options: GenerateOptions) -> None:
     """
     if not options.provider_options:
         return
-    target = harness.route_target(harness.apply_defaults(options).provider)
+    target = harness.route_target(harness.apply_defaults(options).route)
     for fields in options.provider_options.values():
         try:
             pass_through(fields, (), (), wire=None, target=target, path=lambda key: f"-o {key}")

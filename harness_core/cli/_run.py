@@ -79,15 +79,14 @@ __all__ = [
 ]
 
 
-def run_prompt(prompt: str | None, *, provider: str | None = None, **fields: Any) -> int:
+def run_prompt(prompt: str | None, **fields: Any) -> int:
     """Run one generation for ``harness run`` from the command line's values: builds the
-    :class:`~harness_core.cli._request.RunRequest` (``fields`` are its fields; ``provider`` is the
-    old name of ``route``) and returns :func:`execute`'s exit code.
+    :class:`~harness_core.cli._request.RunRequest` (``fields`` are its fields) and returns
+    :func:`execute`'s exit code.
 
     Raises ``TypeError`` for a name that is no field of the request.
     """
-    route = fields.pop("route", None)
-    return execute(RunRequest(prompt=prompt, route=route if route is not None else provider, **fields))
+    return execute(RunRequest(prompt=prompt, **fields))
 
 
 def execute(request: RunRequest) -> int:
@@ -146,7 +145,7 @@ def execute(request: RunRequest) -> int:
             loaded,
             err,
             GenerateOptions(
-                provider=route,
+                route=route,
                 model=model,
                 messages=[Message.user(prompt, *files)],
                 system=system,
@@ -179,7 +178,7 @@ def execute(request: RunRequest) -> int:
         )
         renderer.hold_text = request.no_stream or request.extract
         renderer.extract = request.extract
-        renderer.hints = Hints(loaded, provider=route, model=model)
+        renderer.hints = Hints(loaded, route=route, model=model)
         asker = terminal_approval(sys.stdin, err) if request.approve else None
         tools, verbose = tuple(request.tools), request.verbose
         if request.count_tokens:
@@ -285,7 +284,7 @@ async def _converse(
     unoffered = unoffered_tool_choice(options.tool_choice, [item.name for item in selected])
     if unoffered is not None:
         raise LlmError("CONFIG", unoffered)
-    route = harness.apply_defaults(options).provider
+    route = harness.apply_defaults(options).route
     renderer.route, renderer.source = route, harness.routes().get(route) if route is not None else None
     conversation = Conversation(harness, tools=selected, max_steps=max_steps, options=options, approve=approve)
     reply = await conversation.send(

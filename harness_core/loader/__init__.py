@@ -7,7 +7,7 @@
       openai:groq:                           # "name:ident": a second instance of plugin "openai"
         api_key: ${{ env.GROQ_API_KEY }}     # env lookup only, never eval; secret from then on
       ~anthropic: {}                         # "~" disables it: never imported
-    defaults: {provider: mock, model: echo}
+    defaults: {route: mock, model: echo}
 
 Steps, in order: parse (safe YAML, lines kept, explicit tags refused, alias expansion bounded;
 ``defaults:`` values get ``${{ env.NAME }}`` substitution too) → resolve every enabled name against the

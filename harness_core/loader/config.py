@@ -9,9 +9,9 @@ from typing import Literal
 import msgspec
 
 from harness_core.config import ConfigError, ConfigPath, ConfigProblem, line_for
-from harness_core.loader.defaults import resolve_alias
 from harness_core.loader.find import BUILTIN_SOURCE
 from harness_core.plugininfo import Defaults, LoadedPlugin, PluginFailure, stopping_failures
+from harness_core.routing import resolve_alias
 from harness_core.secret import Redactor
 
 __all__ = ["LoadedConfig", "PluginEntry", "State"]
@@ -49,7 +49,7 @@ class LoadedConfig(msgspec.Struct, kw_only=True):
     section, ``path`` the file read (``None`` for the built-in default). ``entries`` describe
     every plugin for ``harness plugins``; ``problems`` is empty unless produced by
     :func:`~harness_core.loader.inspect_config`; ``lines`` maps a document path (``("defaults",
-    "provider")``) to its 1-based YAML line (see :meth:`line`). :meth:`redact` scrubs every secret
+    "route")``) to its 1-based YAML line (see :meth:`line`). :meth:`redact` scrubs every secret
     from text: values substituted from the environment (in plugin configs and ``defaults:``), env
     fallbacks, and every value of a ``Secret``-typed config field, literal ones included. Every
     message the loader produces (problems, entry messages, failures) and every entry's routes are
@@ -72,11 +72,11 @@ class LoadedConfig(msgspec.Struct, kw_only=True):
         """The file name for messages (``<built-in default>`` when no file was found)."""
         return str(self.path) if self.path is not None else BUILTIN_SOURCE
 
-    def resolve_alias(self, provider: str | None, model: str | None) -> tuple[str | None, str | None]:
-        """``(provider, model)`` with a model alias of ``aliases:`` replaced: ``"route/model"``
-        sets both (a route given explicitly wins), a plain model id only the model. Anything
-        else is returned unchanged (:func:`harness_core.loader.defaults.resolve_alias`)."""
-        return resolve_alias(self.aliases, provider, model)
+    def resolve_alias(self, route: str | None, model: str | None) -> tuple[str | None, str | None]:
+        """``(route, model)`` with a model alias of ``aliases:`` replaced
+        (:func:`harness_core.routing.resolve_alias`): ``"route/model"`` sets both (a route given
+        explicitly wins), a plain model id only the model. Anything else is returned unchanged."""
+        return resolve_alias(self.aliases, route, model)
 
     def redact(self, text: str) -> str:
         """``text`` with every secret of this configuration replaced by :data:`~harness_core.config.MASK`."""

@@ -1,47 +1,57 @@
 """The document's ``defaults:`` and ``aliases:`` sections: reading them, and resolving an alias.
 
-``defaults: {provider: mock, model: echo}`` (:func:`read_defaults`) gives the route and model used
+``defaults: {route: mock, model: echo}`` (:func:`read_defaults`) gives the route and model used
 when options leave them ``None``; ``aliases: {fast: groq/llama-3.1-8b-instant}``
-(:func:`read_aliases`) names usable as a model (:func:`resolve_alias`). Both sections take
+(:func:`read_aliases`) names usable as a model (:func:`harness_core.routing.resolve_alias`). Both sections take
 ``${{ env.NAME }}`` in their values (the value becomes a secret). Every problem is recorded on
 the :class:`~harness_core.loader.session.Session`, located at its key's YAML line.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import warnings
 from typing import TYPE_CHECKING, Any
 
-from harness_core.config import format_path
+from harness_core.config import format_path, line_for
 from harness_core.plugininfo import Defaults
 
 if TYPE_CHECKING:
     from harness_core.loader.session import Session
 
-__all__ = ["read_aliases", "read_defaults", "resolve_alias"]
+__all__ = ["read_aliases", "read_defaults"]
 
 
 def read_defaults(session: Session, raw: Any) -> None:
     """Set ``session.loaded.defaults`` from the ``defaults:`` section ``raw`` (``None``: absent).
 
-    Keys other than ``provider`` and ``model``, values that are not strings (``null`` is kept as
+    Keys other than ``route`` and ``model``, values that are not strings (``null`` is kept as
     ``None``) and values whose ``${{ env.NAME }}`` cannot be substituted are problems; the other
-    keys are kept."""
+    keys are kept. ``provider``, the deprecated old name of ``route``, is read with a
+    ``FutureWarning`` naming its YAML line; both given is a problem at the ``provider`` line."""
     if raw is None:
         return
     if not isinstance(raw, dict):
-        session.problem("`defaults` must be a mapping with `provider` and/or `model`", ("defaults",))
+        session.problem("`defaults` must be a mapping with `route` and/or `model`", ("defaults",))
         return
     raw, env_problems = session.substitute(raw, ("defaults",))
     values: dict[str, str | None] = {}
     for key, value in raw.items():
         field = format_path(("defaults", key))
-        if key not in ("provider", "model"):
-            session.problem(f"unknown key {key!r}; expected `provider` or `model`", ("defaults", key), field=field)
+        if key not in ("route", "provider", "model"):
+            session.problem(f"unknown key {key!r}; expected `route` or `model`", ("defaults", key), field=field)
         elif value is not None and not isinstance(value, str):
             session.problem(f"expected a string, got {type(value).__name__}", ("defaults", key), field=field)
         elif not any(env_problem.path == ("defaults", key) for env_problem in env_problems):
             values[key] = value
+    if "provider" in raw:  # the old name of `route`
+        where = f"{session.loaded.source}, line {line_for(session.lines, ('defaults', 'provider'))}"
+        if "route" in raw:
+            message = "give `route` only (`provider` is its deprecated old name)"
+            session.problem(message, ("defaults", "provider"), field="defaults.provider")
+        else:
+            warnings.warn(f"{where}: `defaults.provider` is deprecated: write `defaults.route`", FutureWarning, 2)
+            values["route"] = values.get("provider")
+        values.pop("provider", None)
     session.loaded.defaults = Defaults(**values)
 
 
@@ -49,7 +59,7 @@ def read_aliases(session: Session, raw: Any) -> None:
     """Fill ``session.loaded.aliases`` from the ``aliases:`` section ``raw`` (``None``: absent).
 
     ``aliases: {fast: groq/llama-3.1-8b-instant, smart: gpt-4o}``: name -> ``route/model`` or a
-    model id of the default route (see :func:`resolve_alias`). Targets are sent, so they take
+    model id of the default route (see :func:`harness_core.routing.resolve_alias`). Targets are sent, so they take
     ``${{ env.NAME }}`` as plugin fields do (the value becomes a secret); names are only looked
     up, never expanded: an expression in a name is refused. A name or target that is not a
     string, or a target that is empty or only slashes, is a problem."""
@@ -77,16 +87,3 @@ def read_aliases(session: Session, raw: Any) -> None:
             )
         else:
             session.loaded.aliases[name] = target
-
-
-def resolve_alias(aliases: Mapping[str, str], provider: str | None, model: str | None) -> tuple[str | None, str | None]:
-    """``(provider, model)`` with a model alias of ``aliases`` replaced: ``"route/model"`` sets
-    both (a route given explicitly wins), a plain model id only the model. Anything else is
-    returned unchanged."""
-    target = aliases.get(model) if model is not None else None
-    if target is None:
-        return provider, model
-    route, slash, aliased = target.partition("/")
-    if not slash:
-        return provider, target
-    return (provider if provider is not None else route), aliased

@@ -24,7 +24,7 @@ BUILTIN_DEFAULT: Final = """\
 plugins:
   mock: {}
 defaults:
-  provider: mock
+  route: mock
   model: echo
 """
 """The configuration used when no ``plugins.yaml`` is found: the mock provider."""
@@ -81,7 +81,7 @@ def read_document(path: Path | None, source: str) -> str | ConfigProblem:
 def builtin_document() -> tuple[dict[str, Any], dict[ConfigPath, int], list[ConfigProblem]]:
     """:data:`BUILTIN_DEFAULT` as :func:`~harness_core.config.parse_yaml` reads it (data, line of
     every path, no problem), built fresh for every call (the loader may change it)."""
-    data = {"plugins": {"mock": {}}, "defaults": {"provider": "mock", "model": "echo"}}
+    data = {"plugins": {"mock": {}}, "defaults": {"route": "mock", "model": "echo"}}
     lines: dict[ConfigPath, int] = {(): 1, ("plugins",): 1, ("plugins", "mock"): 2, ("defaults",): 3}
-    lines.update({("defaults", "provider"): 4, ("defaults", "model"): 5})
+    lines.update({("defaults", "route"): 4, ("defaults", "model"): 5})
     return data, lines, []

@@ -26,7 +26,7 @@ def test_verbose_run_masks_the_password(tmp_path: Path, harness: Harness) -> Non
     with ScriptedServer(Reply(reads=reads), Reply(status=500, reads=[b"no"], chunked=False)) as server:
         base_url = server.url.replace("http://", f"http://alice:{password}@") + "/v1"
         (tmp_path / "plugins.yaml").write_text(f"plugins:\n  openai:\n    base_url: {base_url}\n    api_key: null\n")
-        result = harness("-vv", "run", "-p", "openai", "-m", "gpt-x", "hi")
+        result = harness("-vv", "run", "-r", "openai", "-m", "gpt-x", "hi")
         listed = harness("-v", "plugins")
     assert result.returncode == 0, result.stderr
     assert "hello" in result.stdout

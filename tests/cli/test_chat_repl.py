@@ -89,7 +89,7 @@ def session(
     inputs: Sequence[str | BaseException | Callable[[], str]],
     *,
     fake: LlmAdapter | None = None,
-    defaults: Defaults | None = Defaults(provider="mock", model="echo"),  # noqa: B008
+    defaults: Defaults | None = Defaults(route="mock", model="echo"),  # noqa: B008
     interactive: bool = False,
     tools: Sequence[Tool] = (),
     max_steps: int = 8,
@@ -191,7 +191,7 @@ def test_the_sigint_handler_is_restored(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_a_second_ctrl_c_discards_a_stubborn_reply(monkeypatch: pytest.MonkeyPatch) -> None:
-    with session(monkeypatch, ["/provider fake any", "go", "/provider mock", "next"], fake=Stubborn()) as s:
+    with session(monkeypatch, ["/route fake any", "go", "/route mock", "next"], fake=Stubborn()) as s:
         assert s.run() == 0
         messages = s.repl.conversation.messages
     assert s.out.getvalue() == "partial \nnext\n"
@@ -223,10 +223,10 @@ def test_commands(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     lines = [
         "/help",
         "/bogus",
-        "/provider",
-        "/provider nowhere",
-        "/provider fake nope-model",
-        "/provider fake model-a",
+        "/route",
+        "/route nowhere",
+        "/route fake nope-model",
+        "/route fake model-a",
         "/model",
         "/model model-b",
         "/system be brief",
@@ -239,7 +239,7 @@ def test_commands(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         "/load",
         f"/load {tmp_path / 'absent.json'}",
         f"/load {saved}",
-        "/provider mock",
+        "/route mock",
         "/model nope",
         "/exit",
         "never read",
@@ -248,7 +248,7 @@ def test_commands(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         assert s.run() == 0
         conversation = s.repl.conversation
         assert len(conversation.messages) == 2
-        assert (conversation.provider, conversation.model, conversation.system) == ("mock", "echo", None)
+        assert (conversation.route, conversation.model, conversation.system) == ("mock", "echo", None)
     err = s.err.getvalue()
     assert HELP in err
     assert "unknown command /bogus; /help lists the commands" in err
@@ -268,19 +268,27 @@ def test_commands(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     assert "error: NOT_FOUND: the mock has no model 'nope'" in err
     assert s.out.getvalue() == "fake answer\n"
     [call] = fake.calls
-    assert (call.provider, call.model, call.system) == ("fake", "model-b", "be brief")
+    assert (call.route, call.model, call.system) == ("fake", "model-b", "be brief")
     assert s.prompts.count("") == len(lines) - 1  # "never read" was never read
 
 
-def test_provider_rejects_an_unknown_model(monkeypatch: pytest.MonkeyPatch) -> None:
-    with session(monkeypatch, ["/provider mock gpt-9"]) as s:
+def test_route_rejects_an_unknown_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    with session(monkeypatch, ["/route mock gpt-9"]) as s:
         assert s.run() == 0
-        assert s.repl.conversation.provider is None
+        assert s.repl.conversation.route is None
     assert "error: NOT_FOUND: the mock has no model 'gpt-9'" in s.err.getvalue()
 
 
+def test_the_provider_command_is_the_deprecated_route_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    with session(monkeypatch, ["/provider", "/provider mock echo"], defaults=None) as s:
+        assert s.run() == 0
+        assert s.repl.conversation.route == "mock"
+    note = "warning: /provider is deprecated: use /route\n"
+    assert s.err.getvalue() == f"{note}route mock, model echo\n{note}route mock, model echo\n"
+
+
 def test_where_without_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
-    with session(monkeypatch, ["/provider"], defaults=None) as s:
+    with session(monkeypatch, ["/route"], defaults=None) as s:
         assert s.run() == 0
     # no defaults: the only route served is the default, with its adapter's default model
     assert s.err.getvalue() == "route mock, model echo\n"
@@ -297,7 +305,7 @@ def test_errors_are_shown_and_the_repl_goes_on(monkeypatch: pytest.MonkeyPatch) 
         return text
 
     with session(
-        monkeypatch, ["/provider fake m", "one", "two", "three"], fake=fake, tools=[Tool(echo)], max_steps=1
+        monkeypatch, ["/route fake m", "one", "two", "three"], fake=fake, tools=[Tool(echo)], max_steps=1
     ) as s:
         assert s.run() == 0
         roles = [m.role for m in s.repl.conversation.messages]
@@ -315,7 +323,7 @@ def test_an_error_without_a_route_names_no_place(monkeypatch: pytest.MonkeyPatch
     """Two routes and no defaults: no route is chosen (with one route, that one would be)."""
     with session(monkeypatch, ["hello"], fake=FakeAdapter(text_reply("unused")), defaults=None) as s:
         assert s.run() == 0
-    assert s.err.getvalue().startswith("error: NO_ADAPTER: no route given (options.provider)")
+    assert s.err.getvalue().startswith("error: NO_ADAPTER: no route given (options.route)")
     assert s.err.getvalue().endswith("(the message was not added to the history)\n")
 
 
@@ -451,7 +459,7 @@ def test_an_empty_interactive_line_is_skipped(monkeypatch: pytest.MonkeyPatch) -
 def test_switching_route_keeps_a_model_the_route_serves(monkeypatch: pytest.MonkeyPatch) -> None:
     models = [ModelInfo(model="echo"), ModelInfo(model="model-a")]
     fake = FakeAdapter(text_reply("fake answer"), models=models)
-    lines = ["/provider fake model-a", "/provider mock", "/provider fake", "question"]
+    lines = ["/route fake model-a", "/route mock", "/route fake", "question"]
     with session(monkeypatch, lines, fake=fake) as s:
         assert s.run() == 0
     err = s.err.getvalue().splitlines()
@@ -461,13 +469,13 @@ def test_switching_route_keeps_a_model_the_route_serves(monkeypatch: pytest.Monk
         "route fake, model echo (kept)",
     ]
     [call] = fake.calls
-    assert (call.provider, call.model) == ("fake", "echo")  # never sent without a model
+    assert (call.route, call.model) == ("fake", "echo")  # never sent without a model
 
 
 def test_switching_route_says_when_no_model_fits(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeAdapter(text_reply("fake answer"), models=[ModelInfo(model="model-a")])
-    lines = ["/provider fake", "/provider fake model-a", "/provider mock"]
-    with session(monkeypatch, lines, fake=fake, defaults=Defaults(provider="mock", model=None)) as s:
+    lines = ["/route fake", "/route fake model-a", "/route mock"]
+    with session(monkeypatch, lines, fake=fake, defaults=Defaults(route="mock", model=None)) as s:
         assert s.run() == 0
         assert s.repl.conversation.model is None
     assert s.err.getvalue().splitlines() == [

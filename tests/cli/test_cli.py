@@ -139,7 +139,7 @@ def test_sampling_flags_refuse_numbers_json_cannot_carry(harness: Harness, flag:
 
 
 def test_run_reasoning_goes_to_stderr_when_not_a_tty(harness: Harness, config: Config) -> None:
-    config("plugins:\n  mock: {reasoning: thinking hard}\ndefaults: {provider: mock, model: echo}\n")
+    config("plugins:\n  mock: {reasoning: thinking hard}\ndefaults: {route: mock, model: echo}\n")
     result = harness("run", "answer", "--reasoning-effort", "low")
     assert result.returncode == 0
     assert result.stdout == "answer\n"
@@ -149,7 +149,7 @@ def test_run_reasoning_goes_to_stderr_when_not_a_tty(harness: Harness, config: C
 
 
 def test_run_error_finish_exits_1(harness: Harness, config: Config) -> None:
-    config("plugins:\n  mock: {error: RATE_LIMITED, error_after: 1}\ndefaults: {provider: mock, model: echo}\n")
+    config("plugins:\n  mock: {error: RATE_LIMITED, error_after: 1}\ndefaults: {route: mock, model: echo}\n")
     result = harness("run", "one two three")
     assert result.returncode == 1
     assert result.stdout == "one \n"
@@ -158,7 +158,7 @@ def test_run_error_finish_exits_1(harness: Harness, config: Config) -> None:
 
 def test_run_unknown_route_and_model(harness: Harness) -> None:
     """NO_ADAPTER and UNSUPPORTED are usage errors (exit 2); a model the provider lacks is an error finish."""
-    result = harness("run", "-p", "nowhere", "hi")
+    result = harness("run", "-r", "nowhere", "hi")
     assert result.returncode == 2
     first, hint = result.stderr.splitlines()
     assert first == "error: NO_ADAPTER: no adapter serves route 'nowhere'; known routes: 'mock'"
@@ -178,7 +178,7 @@ def test_run_without_a_default_provider_exits_2(harness: Harness, config: Config
     config("plugins:\n  mock: {routes: [mock, echo2]}\n")
     result = harness("run", "hi")
     assert result.returncode == 2
-    assert "error: NO_ADAPTER: no route given (options.provider) and no default provider" in result.stderr
+    assert "error: NO_ADAPTER: no route given (options.route) and no default route" in result.stderr
     assert "no plugins.yaml was found" not in result.stderr  # a config file is in use: no such hint
 
 
@@ -187,7 +187,7 @@ def test_the_only_route_served_is_the_default(harness: Harness, config: Config) 
     result = harness("run", "hi")
     assert (result.returncode, result.stdout) == (0, "hi\n")
     result = harness("chain")
-    assert result.stdout.startswith("route: mock (the only route served; no defaults.provider) (outermost first)\n")
+    assert result.stdout.startswith("route: mock (the only route served; no defaults.route) (outermost first)\n")
     assert "2. mock (adapter)" in result.stdout  # after the prompt log, on by default
 
 
@@ -218,7 +218,7 @@ def test_run_stops_when_a_middleware_failed(harness: Harness, config: Config) ->
 
 
 def test_run_stops_when_a_middleware_fails_at_start(harness: Harness, config: Config) -> None:
-    config("plugins:\n  startfail: {}\n  mock: {}\ndefaults: {provider: mock}\n")
+    config("plugins:\n  startfail: {}\n  mock: {}\ndefaults: {route: mock}\n")
     result = harness("run", "hi")
     assert result.returncode == 2
     assert "CONFIG" in result.stderr
@@ -228,7 +228,7 @@ def test_run_stops_when_a_middleware_fails_at_start(harness: Harness, config: Co
 def test_run_survives_a_failed_adapter_plugin(harness: Harness, config: Config, cli_env: dict[str, str]) -> None:
     config(
         "plugins:\n  failinit:\n    name: x\n    token: ${{ env.CLI_TOKEN }}\n  mock: {}\n"
-        "defaults: {provider: mock, model: echo}\n"
+        "defaults: {route: mock, model: echo}\n"
     )
     cli_env["CLI_TOKEN"] = SECRET
     result = harness("run", "still works")
@@ -236,14 +236,14 @@ def test_run_survives_a_failed_adapter_plugin(harness: Harness, config: Config, 
     assert result.stdout == "still works\n"
     assert "warning: plugin 'failinit' failed to start" in result.stderr
     assert SECRET not in result.stderr
-    result = harness("run", "-p", "strict", "x")
+    result = harness("run", "-r", "strict", "x")
     assert result.returncode == 2
     assert "NO_ADAPTER" in result.stderr
     assert SECRET not in result.stderr + result.stdout
 
 
 def test_run_without_finish_is_an_error(harness: Harness, config: Config) -> None:
-    config("plugins:\n  nofinish: {}\n  mock: {}\ndefaults: {provider: mock, model: echo}\n")
+    config("plugins:\n  nofinish: {}\n  mock: {}\ndefaults: {route: mock, model: echo}\n")
     result = harness("run", "--no-log", "hi")  # the prompt log would be one more layer named
     assert result.returncode == 1
     assert (
@@ -269,7 +269,7 @@ def _start(tmp_path: Path, cli_env: dict[str, str], *args: str) -> subprocess.Po
 def test_ctrl_c_aborts_cleanly_and_keeps_partial_output(
     tmp_path: Path, cli_env: dict[str, str], config: Config
 ) -> None:
-    config("plugins:\n  mock: {delay: 0.2}\ndefaults: {provider: mock, model: echo}\n")
+    config("plugins:\n  mock: {delay: 0.2}\ndefaults: {route: mock, model: echo}\n")
     process = _start(tmp_path, cli_env, " ".join(f"w{i}" for i in range(200)))
     assert process.stdout is not None
     first = process.stdout.read(3)  # "w0 " arrives after one delay: the stream is running
@@ -285,7 +285,7 @@ def test_ctrl_c_aborts_cleanly_and_keeps_partial_output(
 
 def test_second_ctrl_c_cancels_at_once(tmp_path: Path, cli_env: dict[str, str], config: Config) -> None:
     config("plugins:\n  stubborn: {}\n")
-    process = _start(tmp_path, cli_env, "-p", "stubborn", "-m", "any", "x")
+    process = _start(tmp_path, cli_env, "-r", "stubborn", "-m", "any", "x")
     assert process.stdout is not None
     assert process.stderr is not None
     assert process.stdout.read(8) == "partial "
@@ -325,12 +325,12 @@ def test_plugins_lists_every_state(harness: Harness, config: Config, cli_env: di
 
 
 def test_plugins_json(harness: Harness, config: Config) -> None:
-    config("plugins:\n  mock: {}\n  ~trace: {}\n  strict: {name: 3}\ndefaults: {provider: mock}\n")
+    config("plugins:\n  mock: {}\n  ~trace: {}\n  strict: {name: 3}\ndefaults: {route: mock}\n")
     result = harness("plugins", "--json")
     assert result.returncode == 0
     document = json.loads(result.stdout)
     assert document["config"].endswith("plugins.yaml")
-    assert document["defaults"] == {"provider": "mock", "model": None}
+    assert document["defaults"] == {"route": "mock", "model": None}
     entries = {e["key"]: e for e in document["plugins"]}
     assert entries["mock"]["routes"] == ["mock"]
     assert entries["mock"]["version"] == "0.1.0"
@@ -355,7 +355,7 @@ def test_plugins_with_broken_yaml_still_lists_installed(harness: Harness, config
 def test_config_check_ok(harness: Harness) -> None:
     result = harness("config", "check")
     assert result.returncode == 0
-    assert result.stdout == "<built-in default>: ok; plugins: mock; defaults: provider=mock, model=echo\n"
+    assert result.stdout == "<built-in default>: ok; plugins: mock; defaults: route=mock, model=echo\n"
 
 
 def test_config_check_reports_every_problem(harness: Harness, config: Config, cli_env: dict[str, str]) -> None:
@@ -458,8 +458,7 @@ def test_config_check_reports_start_errors_without_failures(harness: Harness, co
 
 def test_chain_shows_the_middleware_order(harness: Harness, config: Config) -> None:
     config(
-        "plugins:\n  trace: {path: t.jsonl}\n  nofinish: {}\n  mock: {}\n  ~prompt-log: {}\n"
-        "defaults: {provider: mock}\n"
+        "plugins:\n  trace: {path: t.jsonl}\n  nofinish: {}\n  mock: {}\n  ~prompt-log: {}\ndefaults: {route: mock}\n"
     )
     result = harness("chain")
     assert result.returncode == 0
@@ -488,7 +487,7 @@ def test_chain_without_route(harness: Harness, config: Config) -> None:
     result = harness("chain")
     assert result.returncode == 0
     assert result.stdout.splitlines() == [
-        "route: none given (pass ROUTE or set defaults.provider): middleware only (outermost first)",
+        "route: none given (pass ROUTE or set defaults.route): middleware only (outermost first)",
         "1. trace (normal)",
         "embedding calls (outermost first):",
         "1. trace (normal)",
@@ -537,7 +536,7 @@ def test_plugin_subcommands_load_on_demand(harness: Harness) -> None:
 
 def test_config_env_variable_is_used(harness: Harness, cli_env: dict[str, str], tmp_path: Path) -> None:
     path = tmp_path / "elsewhere.yaml"
-    path.write_text("plugins:\n  mock: {routes: [envroute]}\ndefaults: {provider: envroute, model: echo}\n")
+    path.write_text("plugins:\n  mock: {routes: [envroute]}\ndefaults: {route: envroute, model: echo}\n")
     cli_env["HARNESS_CONFIG"] = str(path)
     result = harness("run", "via env")
     assert result.returncode == 0
@@ -549,7 +548,7 @@ def test_openai_without_key_does_not_block_the_mock(harness: Harness, config: Co
     """The shipped example enables only mock + trace; enabling openai without a key stays harmless."""
     pytest.importorskip("harness_llm_openai")
     cli_env.pop("OPENAI_API_KEY", None)
-    config("plugins:\n  openai: {}\n  mock: {}\ndefaults: {provider: mock, model: echo}\n")
+    config("plugins:\n  openai: {}\n  mock: {}\ndefaults: {route: mock, model: echo}\n")
     result = harness("run", "still the mock")
     assert result.returncode == 0
     assert result.stdout == "still the mock\n"
@@ -572,7 +571,7 @@ def test_shipped_example_config_works(harness: Harness, cli_env: dict[str, str],
 
 
 def test_prompt_short_form_and_sampling_options(harness: Harness, config: Config) -> None:
-    config("plugins:\n  mock: {}\n  ~prompt-log: {}\ndefaults: {provider: mock, model: echo}\n")
+    config("plugins:\n  mock: {}\n  ~prompt-log: {}\ndefaults: {route: mock, model: echo}\n")
     result = harness("Hello short form")
     assert (result.returncode, result.stdout) == (0, "Hello short form\n")
     result = harness("-v", "--top-p", "0.5", "--seed", "3", "--stop", "x", "--tool-choice", "auto", "hi")
@@ -584,7 +583,7 @@ def test_prompt_short_form_and_sampling_options(harness: Harness, config: Config
 
 
 def test_a_mistyped_command_is_refused_not_sent(harness: Harness, config: Config) -> None:
-    config("plugins:\n  mock: {}\n  ~prompt-log: {}\ndefaults: {provider: mock, model: echo}\n")
+    config("plugins:\n  mock: {}\n  ~prompt-log: {}\ndefaults: {route: mock, model: echo}\n")
     typo = harness("modles")
     assert (typo.returncode, typo.stdout) == (2, "")
     hint = "did you mean `harness models`? (to send it as a prompt: harness run modles)"
@@ -594,7 +593,7 @@ def test_a_mistyped_command_is_refused_not_sent(harness: Harness, config: Config
 
 
 def test_no_stream_and_extract(harness: Harness, config: Config) -> None:
-    config("plugins:\n  mock: {}\ndefaults: {provider: mock, model: echo}\n")
+    config("plugins:\n  mock: {}\ndefaults: {route: mock, model: echo}\n")
     fenced = "Here:\n```python\nprint(1)\n```\nbye"
     result = harness("run", "-x", fenced)
     assert (result.returncode, result.stdout) == (0, "print(1)\n")
@@ -605,7 +604,7 @@ def test_no_stream_and_extract(harness: Harness, config: Config) -> None:
 def test_model_aliases(harness: Harness, config: Config) -> None:
     config(
         "plugins:\n  mock: {}\n  mock:b: {routes: [b]}\n"
-        "aliases: {fast: b/echo, plain: echo}\ndefaults: {provider: mock, model: echo}\n"
+        "aliases: {fast: b/echo, plain: echo}\ndefaults: {route: mock, model: echo}\n"
     )
     result = harness("run", "--json", "-m", "fast", "hi")
     assert result.returncode == 0, result.stderr
@@ -621,11 +620,11 @@ def test_model_aliases(harness: Harness, config: Config) -> None:
 
 
 def test_provider_options_errors(harness: Harness, config: Config) -> None:
-    config("plugins:\n  mock: {}\ndefaults: {provider: mock, model: echo}\n")
+    config("plugins:\n  mock: {}\ndefaults: {route: mock, model: echo}\n")
     result = harness("run", "-o", "novalue", "hi")
     assert result.returncode == 2
     assert "-o 'novalue' must be key=value" in result.stderr
-    result = harness("run", "-p", "nowhere", "-o", "a=1", "hi")
+    result = harness("run", "-r", "nowhere", "-o", "a=1", "hi")
     assert result.returncode == 2
     assert "'nowhere' is none" in result.stderr
     for pair, flag in [
@@ -643,7 +642,7 @@ def test_provider_options_errors(harness: Harness, config: Config) -> None:
 
 
 def test_prompt_log_on_by_default_and_continue(harness: Harness, config: Config) -> None:
-    config("plugins:\n  mock: {}\ndefaults: {provider: mock, model: echo}\n")
+    config("plugins:\n  mock: {}\ndefaults: {route: mock, model: echo}\n")
     assert harness("run", "first question").returncode == 0
     assert harness("run", "--no-log", "not logged").returncode == 0
     again = harness("run", "-C", "second")
@@ -661,7 +660,7 @@ def test_prompt_log_on_by_default_and_continue(harness: Harness, config: Config)
     missing = harness("run", "--cid", "nope", "x")
     assert missing.returncode == 2
     assert "no logged conversation 'nope'" in missing.stderr
-    path = config("plugins:\n  mock: {}\n  ~prompt-log: {}\ndefaults: {provider: mock, model: echo}\n")
+    path = config("plugins:\n  mock: {}\n  ~prompt-log: {}\ndefaults: {route: mock, model: echo}\n")
     disabled = harness("run", "-C", "x")
     assert disabled.returncode == 2
     assert disabled.stderr == f"error: --continue/--cid need the prompt log: `~prompt-log:` at {path}:3 disables it\n"
@@ -679,7 +678,7 @@ def test_without_harness_middleware_continuing_says_what_to_install() -> None:
 
 
 def test_models_lists_every_route(harness: Harness, config: Config) -> None:
-    config("plugins:\n  mock: {}\n  mock:b: {routes: [b]}\ndefaults: {provider: mock, model: echo}\n")
+    config("plugins:\n  mock: {}\n  mock:b: {routes: [b]}\ndefaults: {route: mock, model: echo}\n")
     result = harness("models")
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
@@ -688,7 +687,7 @@ def test_models_lists_every_route(harness: Harness, config: Config) -> None:
         "b/hash  embeddings",  # the mock embeds on its routes too
         "mock/hash  embeddings",
     ]
-    data = json.loads(harness("models", "-p", "b", "--json").stdout)
+    data = json.loads(harness("models", "-r", "b", "--json").stdout)
     assert data == [
         {
             "model": "echo",
@@ -699,13 +698,13 @@ def test_models_lists_every_route(harness: Harness, config: Config) -> None:
         },
         {"model": "hash", "route": "b", "embeddings": True},
     ]
-    assert harness("models", "-p", "nowhere").returncode == 2
+    assert harness("models", "-r", "nowhere").returncode == 2
 
 
 def test_models_from_config_and_listing_failures(harness: Harness, config: Config) -> None:
     config(
         "plugins:\n  stubborn: {}\n  openai: {base_url: 'http://127.0.0.1:1/v1', routes: [down]}\n"
-        "aliases: {s: stubborn/other, d: down/x}\ndefaults: {provider: stubborn, model: slow}\n"
+        "aliases: {s: stubborn/other, d: down/x}\ndefaults: {route: stubborn, model: slow}\n"
     )
     result = harness("models")
     assert result.returncode == 1
@@ -733,7 +732,7 @@ def test_models_reports_a_route_that_failed_to_start(harness: Harness, config: C
 
 
 def test_chat_turns_are_one_logged_conversation(harness: Harness, config: Config) -> None:
-    config("plugins:\n  mock: {}\naliases: {e: mock/echo}\ndefaults: {provider: mock, model: echo}\n")
+    config("plugins:\n  mock: {}\naliases: {e: mock/echo}\ndefaults: {route: mock, model: echo}\n")
     result = harness("chat", "-m", "e", input="one\ntwo\n")
     assert result.returncode == 0, result.stderr
     entries = json.loads(harness("logs", "--json").stdout)
@@ -745,7 +744,7 @@ def test_attach_dash_reads_the_attachment_from_stdin(tmp_path: Path, cli_env: di
     png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
 
     def run_with_png_on_stdin(*args: str) -> subprocess.CompletedProcess[bytes]:
-        command = [sys.executable, "-m", "harness_core.cli", "run", "-p", "mock", "-a", "-", *args]
+        command = [sys.executable, "-m", "harness_core.cli", "run", "-r", "mock", "-a", "-", *args]
         return subprocess.run(command, input=png, capture_output=True, env=cli_env, cwd=tmp_path, timeout=120)
 
     result = run_with_png_on_stdin("what is it?")

@@ -43,13 +43,13 @@ def test_count_generates_and_logs_nothing(harness: Harness) -> None:
 def test_count_on_a_route_that_cannot_count_is_a_usage_error(harness: Harness, config: Config) -> None:
     config(
         "plugins:\n  openai: {base_url: 'http://127.0.0.1:9/v1', api_key: null}\n  mock: {}\n"
-        "defaults: {provider: openai, model: gpt-test}\n"
+        "defaults: {route: openai, model: gpt-test}\n"
     )
     result = harness("run", "--count-tokens", "hi")
     assert result.returncode == 2
     assert result.stdout == ""
     assert "error: UNSUPPORTED from route 'openai' (openai): OpenAIAdapter cannot count tokens" in result.stderr
-    unknown = harness("run", "--count-tokens", "-p", "nowhere", "hi")
+    unknown = harness("run", "--count-tokens", "-r", "nowhere", "hi")
     assert unknown.returncode == 2
     assert "NO_ADAPTER" in unknown.stderr
 
@@ -64,8 +64,8 @@ def test_count_with_tools_selects_them_as_run_does(harness: Harness) -> None:
 
 
 def test_count_reports_an_unknown_route_as_run_does_with_its_hint(harness: Harness) -> None:
-    counted = harness("run", "--count-tokens", "-p", "nowhere", "hi")
-    generated = harness("run", "-p", "nowhere", "hi")
+    counted = harness("run", "--count-tokens", "-r", "nowhere", "hi")
+    generated = harness("run", "-r", "nowhere", "hi")
     assert counted.returncode == generated.returncode == 2
     assert counted.stdout == ""
     assert counted.stderr == generated.stderr  # the error line, then the no-plugins.yaml hint

@@ -97,7 +97,7 @@ def mock_vector(text: str, dimensions: int = 8) -> list[float]:
 
     async def embed() -> list[float]:
         async with Harness([("mock", MockPlugin(MockConfig()))]) as running:
-            result = await running.embed([text], provider="mock", dimensions=dimensions)
+            result = await running.embed([text], route="mock", dimensions=dimensions)
         return result.tolist()[0]
 
     return anyio.run(embed)
@@ -167,12 +167,12 @@ def test_embed_without_text_is_a_usage_error(harness: Run) -> None:
 
 def test_embed_on_a_route_that_does_not_embed_names_it(harness: Run, config: Callable[[str], Path]) -> None:
     config("plugins:\n  mock: {}\n  stubborn: {}\n")
-    result = harness("embed", "-p", "stubborn", "text")
+    result = harness("embed", "-r", "stubborn", "text")
     assert result.code == 2
     assert result.out == ""
     assert result.err.startswith("error: UNSUPPORTED")
     assert "route 'stubborn' does not serve embeddings; embedding routes: 'mock'" in result.err
-    unknown = harness("embed", "-p", "nowhere", "text")
+    unknown = harness("embed", "-r", "nowhere", "text")
     assert unknown.code == 2
     assert "NO_ADAPTER" in unknown.err
     assert "'nowhere'" in unknown.err
@@ -386,9 +386,9 @@ def test_embed_multi_refuses_another_route_model_or_dimensions(
     (tmp_path / "in.csv").write_text("id,content\na,one\n")
     database = str(tmp_path / "db.sqlite")
     config("plugins:\n  mock: {}\n  vectors: {}\n")
-    assert harness("embed-multi", "docs", "in.csv", "-d", database, "-p", "mock", "--dimensions", "8").code == 0
+    assert harness("embed-multi", "docs", "in.csv", "-d", database, "-r", "mock", "--dimensions", "8").code == 0
     for args, named in (
-        (("-p", "vec"), "route 'vec' (it holds 'mock')"),
+        (("-r", "vec"), "route 'vec' (it holds 'mock')"),
         (("-m", "other"), "model 'other' (it holds 'hash')"),
         (("--dimensions", "4"), "dimensions 4 (it holds 8)"),
     ):
@@ -399,7 +399,7 @@ def test_embed_multi_refuses_another_route_model_or_dimensions(
             f"this run asks for {named}"
         )
     (tmp_path / "in.csv").write_text("id,content\na,changed\n")
-    kept = harness("embed-multi", "docs", "in.csv", "-d", database, "-p", "mock", "-m", "hash")
+    kept = harness("embed-multi", "docs", "in.csv", "-d", database, "-r", "mock", "-m", "hash")
     assert kept.code == 0, kept.err  # the same route and model; --dimensions 8 sent again (requested)
     assert "1 embedded" in kept.err
 
@@ -733,15 +733,15 @@ def test_models_marks_embedding_models(harness: Run, config: Callable[[str], Pat
         "quiet  embeddings: no model list (its embedder lists none): pass -m MODEL to `harness embed`",
     ]
     assert result.err == "error: route 'down' (embeddings): NETWORK: cannot reach the embedder\n"
-    only = harness("models", "-p", "vec", "--json")
+    only = harness("models", "-r", "vec", "--json")
     assert (only.code, json.loads(only.out)) == (0, [{"model": "len", "route": "vec", "embeddings": True}])
-    quiet = harness("models", "-p", "quiet", "--json")
+    quiet = harness("models", "-r", "quiet", "--json")
     assert (quiet.code, quiet.out, quiet.err) == (
         0,
         "[]\n",
         "note: route 'quiet': embeddings: no model list (its embedder lists none): pass -m MODEL to `harness embed`\n",
     )
-    mock = harness("models", "-p", "mock", "--json")
+    mock = harness("models", "-r", "mock", "--json")
     assert [row.get("embeddings", False) for row in json.loads(mock.out)] == [False, True]
 
 
@@ -827,10 +827,10 @@ def test_embed_multi_and_similar_on_the_openai_wire(
         source = tmp_path / "rows.csv"
         source.write_text("id,content\na,first text\nb,second text\n", encoding="utf-8")
         database = tmp_path / "vectors.sqlite"
-        stored = harness("embed-multi", "docs", str(source), "-p", "openai", "-m", "text-embedding-3-small",
+        stored = harness("embed-multi", "docs", str(source), "-r", "openai", "-m", "text-embedding-3-small",
                          "--database", str(database))  # fmt: skip
         found = harness("similar", "docs", "first-like", "--database", str(database), "--json")
-        single = harness("embed", "-p", "openai", "-m", "text-embedding-3-small", "hello")
+        single = harness("embed", "-r", "openai", "-m", "text-embedding-3-small", "hello")
         bodies = [request.json() for request in server.requests]
     assert stored.code == 0, stored.err
     assert found.code == 0, found.err
@@ -847,7 +847,7 @@ def test_embed_on_the_gemini_wire(harness: Run, config: Callable[[str], Path]) -
         path = "/v1beta/models/gemini-embedding-001:batchEmbedContents"
         server.route("POST", path, lambda request: Reply.json(200, {"embeddings": [{"values": [0.75, -0.25]}]}))
         config(f"plugins:\n  gemini: {{base_url: '{server.url}/v1beta', api_key: provider-test-credential}}\n")
-        result = harness("embed", "-p", "gemini", "--input-type", "query", "--json", "what is it?")
+        result = harness("embed", "-r", "gemini", "--input-type", "query", "--json", "what is it?")
         (request,) = server.requests
     assert result.code == 0, result.err
     shown = json.loads(result.out)
@@ -866,9 +866,9 @@ def test_a_collection_embedded_through_a_balance_pool_keeps_the_pool(
     source = tmp_path / "rows.csv"
     source.write_text("id,content\na,first\n", encoding="utf-8")
     database = str(tmp_path / "pool.sqlite")
-    first = harness("embed-multi", "pc", str(source), "-p", "ep", "--database", database)
+    first = harness("embed-multi", "pc", str(source), "-r", "ep", "--database", database)
     source.write_text("id,content\na,first\nb,second\n", encoding="utf-8")
-    again = harness("embed-multi", "pc", str(source), "-p", "ep", "--database", database)
+    again = harness("embed-multi", "pc", str(source), "-r", "ep", "--database", database)
     assert (first.code, again.code) == (0, 0), again.err
     with sqlite3.connect(database) as conn:
         assert conn.execute("SELECT route FROM collections WHERE name = 'pc'").fetchall() == [("ep",)]

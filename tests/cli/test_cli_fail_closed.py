@@ -19,7 +19,7 @@ STARTING = [("run", "hi"), ("chat",), ("models",), ("chain",), ("chain", "mock")
 def test_a_failed_plugin_without_adapters_stops_every_starting_command(
     harness: Harness, config: Config, args: tuple[str, ...]
 ) -> None:
-    path = config("plugins:\n  mock: {}\n  policy: {fail: true}\ndefaults: {provider: mock, model: echo}\n")
+    path = config("plugins:\n  mock: {}\n  policy: {fail: true}\ndefaults: {route: mock, model: echo}\n")
     result = harness(*args, "--no-log") if args[0] == "run" else harness(*args)
     assert result.returncode == 2, result.stderr
     assert f"{path}:3: plugin 'policy' failed to start: RuntimeError: policy store unreachable" in result.stderr
@@ -40,7 +40,7 @@ def test_an_unset_variable_in_a_plugin_without_adapters_stops_every_starting_com
 
 
 def test_an_adapter_that_fails_keeps_the_other_routes(harness: Harness, config: Config) -> None:
-    config("plugins:\n  mock: {}\n  failinit: {name: f}\ndefaults: {provider: mock, model: echo}\n")
+    config("plugins:\n  mock: {}\n  failinit: {name: f}\ndefaults: {route: mock, model: echo}\n")
     result = harness("run", "--no-log", "hi")
     assert result.returncode == 0, result.stderr
     assert "warning: plugin 'failinit' failed to start" in result.stderr

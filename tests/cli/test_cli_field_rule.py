@@ -22,7 +22,7 @@ def test_an_option_reaches_a_route_that_takes_provider_options_unchanged(tmp_pat
         result = run_with(
             tmp_path,
             entry.format(url=server.url),
-            "-p",
+            "-r",
             "claude-gw",
             "-m",
             "claude-x",
@@ -39,7 +39,7 @@ def test_an_option_reaches_a_route_that_takes_provider_options_unchanged(tmp_pat
 
 
 def test_an_option_the_route_cannot_take_is_refused_naming_it_and_the_route(harness: Harness, config: Config) -> None:
-    config("plugins:\n  mock: {}\ndefaults: {provider: mock, model: echo}\n")
+    config("plugins:\n  mock: {}\ndefaults: {route: mock, model: echo}\n")
     for args in (("run", "-o", "delay=0", "hi"), ("run", "--count-tokens", "-o", "delay=0", "hi")):
         refused = harness(*args)
         assert refused.returncode == 2, refused.stderr

@@ -36,7 +36,7 @@ def test_a_termination_signal_aborts_like_ctrl_c(
     ledger = tmp_path / "usage.sqlite"
     config(
         f"plugins:\n  usage: {{path: '{ledger}'}}\n  trace: {{path: t.jsonl}}\n  mock: {{delay: 0.2}}\n"
-        "defaults: {provider: mock, model: echo}\n"
+        "defaults: {route: mock, model: echo}\n"
     )
     process = spawn("run", WORDS)
     assert process.stdout is not None
@@ -61,9 +61,7 @@ def test_sigterm_in_chat_aborts_the_reply_and_leaves(
     tmp_path: Path, spawn: Spawn, config: Config, streaming: bool
 ) -> None:
     ledger = tmp_path / "usage.sqlite"
-    config(
-        f"plugins:\n  usage: {{path: '{ledger}'}}\n  mock: {{delay: 0.2}}\ndefaults: {{provider: mock, model: echo}}\n"
-    )
+    config(f"plugins:\n  usage: {{path: '{ledger}'}}\n  mock: {{delay: 0.2}}\ndefaults: {{route: mock, model: echo}}\n")
     process = spawn("chat", stdin=subprocess.PIPE)
     assert process.stdin is not None
     assert process.stdout is not None
@@ -131,7 +129,7 @@ def _cached_config(tmp_path: Path) -> None:
     """The cache middleware hashes the request: a surrogate reaching it would fail the run."""
     cache = tmp_path / "c.sqlite"
     (tmp_path / "plugins.yaml").write_text(
-        f"plugins:\n  cache: {{path: '{cache}'}}\n  mock: {{}}\ndefaults: {{provider: mock, model: echo}}\n"
+        f"plugins:\n  cache: {{path: '{cache}'}}\n  mock: {{}}\ndefaults: {{route: mock, model: echo}}\n"
     )
 
 
@@ -250,18 +248,18 @@ def test_pipes_and_json_keep_the_exact_text() -> None:
 def test_config_given_to_the_group(harness: Harness, tmp_path: Path) -> None:
     elsewhere = tmp_path / "other.yaml"
     elsewhere.write_text("plugins:\n  mock: {routes: [picked]}\n")
-    result = harness("-c", str(elsewhere), "run", "-p", "picked", "hi")
+    result = harness("-c", str(elsewhere), "run", "-r", "picked", "hi")
     assert (result.returncode, result.stdout) == (0, "hi\n")
     result = harness("-c", str(elsewhere), "chain")
     assert result.stdout.startswith("route: picked (the only route served")
     missing = tmp_path / "missing.yaml"
-    result = harness("-c", str(missing), "run", "-c", str(elsewhere), "-p", "picked", "x")  # the subcommand's wins
+    result = harness("-c", str(missing), "run", "-c", str(elsewhere), "-r", "picked", "x")  # the subcommand's wins
     assert (result.returncode, result.stdout) == (0, "x\n")
 
 
 def test_a_provider_without_a_model_says_pass_m(harness: Harness, config: Config) -> None:
     config("plugins:\n  openai: {api_key: k, base_url: 'http://127.0.0.1:9/v1'}\n  mock: {}\n")
-    result = harness("run", "-p", "openai", "hi")
+    result = harness("run", "-r", "openai", "hi")
     assert result.returncode == 2
     assert result.stderr.startswith(
         "error: no model was given: pass -m MODEL or set defaults.model in plugins.yaml; "
@@ -273,9 +271,9 @@ def test_a_provider_without_a_model_says_pass_m(harness: Harness, config: Config
 def test_a_default_model_for_another_route_still_needs_m(harness: Harness, config: Config) -> None:
     config(
         "plugins:\n  openai: {api_key: k, base_url: 'http://127.0.0.1:9/v1'}\n  mock: {}\n"
-        "defaults: {provider: mock, model: echo}\n"
+        "defaults: {route: mock, model: echo}\n"
     )
-    result = harness("run", "-p", "openai", "hi")
+    result = harness("run", "-r", "openai", "hi")
     assert result.returncode == 2
     assert "pass -m MODEL or set defaults.model" in result.stderr
 

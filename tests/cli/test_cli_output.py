@@ -17,7 +17,7 @@ from harness_core.testing.server import Reply, ScriptedServer
 
 Harness = Callable[..., "subprocess.CompletedProcess[str]"]
 Config = Callable[[str], str]
-TRACED = "plugins:\n  trace: {path: t.jsonl}\n  mock: {}\ndefaults: {provider: mock, model: echo}\n"
+TRACED = "plugins:\n  trace: {path: t.jsonl}\n  mock: {}\ndefaults: {route: mock, model: echo}\n"
 BIG = " ".join(str(i) for i in range(200_000))  # far more than a pipe buffer holds
 KEY = "test-key-123456"
 
@@ -91,8 +91,7 @@ def test_a_full_disk_is_one_error_line(tmp_path: Path, cli_env: dict[str, str], 
 
 
 LEDGERS = (
-    "plugins:\n  usage: {path: u.sqlite}\n  cache: {path: c.sqlite}\n  mock: {}\n"
-    "defaults: {provider: mock, model: echo}\n"
+    "plugins:\n  usage: {path: u.sqlite}\n  cache: {path: c.sqlite}\n  mock: {}\ndefaults: {route: mock, model: echo}\n"
 )
 EVERY_COMMAND = [
     ["plugins"],
@@ -182,7 +181,7 @@ def test_chat_with_a_closed_stdin_ends_at_once(tmp_path: Path, cli_env: dict[str
 # ------------------------------------------------------------------ failing plugins: one line, never a group
 
 
-RAISING_MIDDLEWARE = "plugins:\n  raiser: {}\n  mock: {}\ndefaults: {provider: mock, model: echo}\n"
+RAISING_MIDDLEWARE = "plugins:\n  raiser: {}\n  mock: {}\ndefaults: {route: mock, model: echo}\n"
 """A middleware that raises after the reply (``FileNotFoundError`` for '/proc/x')."""
 
 
@@ -214,7 +213,7 @@ def test_verbose_shows_the_traceback(harness: Harness, config: Config) -> None:
 
 def test_chat_reports_a_failing_middleware_and_goes_on(harness: Harness, config: Config) -> None:
     config(RAISING_MIDDLEWARE)
-    result = harness("chat", input="one\n/provider\n")
+    result = harness("chat", input="one\n/route\n")
     assert result.returncode == 0
     lines = result.stderr.splitlines()
     assert lines[0].startswith("error: FileNotFoundError: [Errno 2] No such file or directory: '/proc/x")
@@ -268,7 +267,7 @@ def provider(config: Config, cli_env: dict[str, str]) -> Iterator[ScriptedServer
     with ScriptedServer() as server:
         config(
             f"plugins:\n  openai:local:\n    base_url: {server.url}/v1\n    api_key: ${{{{ env.CLI_KEY }}}}\n"
-            "    routes: [local]\ndefaults: {provider: local, model: m1}\n"
+            "    routes: [local]\ndefaults: {route: local, model: m1}\n"
         )
         yield server
 
@@ -325,7 +324,7 @@ def test_chat_redacts_secrets(harness: Harness, provider: ScriptedServer) -> Non
 def test_model_output_is_redacted_too(harness: Harness, config: Config, cli_env: dict[str, str]) -> None:
     """The mock echoes the prompt: a secret of the config never reaches stdout, in text or JSON."""
     cli_env["CLI_KEY"] = KEY
-    config("plugins:\n  strict: {name: a, token: '${{ env.CLI_KEY }}'}\n  mock: {}\ndefaults: {provider: mock}\n")
+    config("plugins:\n  strict: {name: a, token: '${{ env.CLI_KEY }}'}\n  mock: {}\ndefaults: {route: mock}\n")
     for args in (["run"], ["run", "--json"]):
         result = harness(*args, f"say {KEY} now")
         assert result.returncode == 0
@@ -353,7 +352,7 @@ def test_verbose_shows_the_cause_chain_of_a_network_error(harness: Harness, conf
         url = server.url  # a port nothing listens on once the server is closed
     config(
         f"plugins:\n  openai:local:\n    base_url: {url}/v1\n    api_key: sk-test\n"
-        "    routes: [local]\ndefaults: {provider: local, model: m1}\n"
+        "    routes: [local]\ndefaults: {route: local, model: m1}\n"
     )
     result = harness("-v", "run", "hi")
     assert result.returncode == 1
@@ -362,7 +361,7 @@ def test_verbose_shows_the_cause_chain_of_a_network_error(harness: Harness, conf
 
 
 def test_a_plugin_start_failure_is_shown_once(harness: Harness, config: Config) -> None:
-    config("plugins:\n  startfail: {}\n  mock: {}\ndefaults: {provider: mock}\n")
+    config("plugins:\n  startfail: {}\n  mock: {}\ndefaults: {route: mock}\n")
     for command in (["run", "hi"], ["config", "check"], ["plugins"], ["chain"]):
         result = harness(*command)
         shown = (result.stdout + result.stderr).count("cannot start")

@@ -149,7 +149,7 @@ def run_with(tmp_path: Path, entry: str, *args: str) -> subprocess.CompletedProc
 def test_run_through_each_provider_adapter(tmp_path: Path, route: str) -> None:
     entry, body, path, header, value = CASES[route]
     with ScriptedServer(Reply(headers={"content-type": "text/event-stream"}, reads=body)) as server:
-        result = run_with(tmp_path, entry.format(url=server.url), "-p", route, "-m", "model-x", "Say hello")
+        result = run_with(tmp_path, entry.format(url=server.url), "-r", route, "-m", "model-x", "Say hello")
         assert result.returncode == 0, result.stderr
         assert result.stdout.strip() == "Hello wörld"
         assert "finish: stop" in result.stderr

@@ -51,7 +51,7 @@ def test_an_image_and_a_concise_schema_reach_each_wire(tmp_path: Path, route: st
     (tmp_path / "photo.jpg").write_bytes(PNG)  # detected from its content: image/png
     with ScriptedServer(Reply(headers={"content-type": "text/event-stream"}, reads=body)) as server:
         entry = CASES[route][0].format(url=server.url)
-        result = run(tmp_path, entry, "-p", route, "-m", "m", "-a", "photo.jpg", "--schema", "name, age int", "who?")
+        result = run(tmp_path, entry, "-r", route, "-m", "m", "-a", "photo.jpg", "--schema", "name, age int", "who?")
         assert result.returncode == 0, result.stderr
         (request,) = server.requests
     assert result.stdout.strip() == REPLY
@@ -87,7 +87,7 @@ def test_deepseek_says_unsupported_precisely_and_sends_nothing(tmp_path: Path, a
     (tmp_path / "photo.png").write_bytes(PNG)
     with ScriptedServer() as server:
         result = run(
-            tmp_path, CASES["deepseek"][0].format(url=server.url), "-p", "deepseek", "-m", "deepseek-chat", *args, "hi"
+            tmp_path, CASES["deepseek"][0].format(url=server.url), "-r", "deepseek", "-m", "deepseek-chat", *args, "hi"
         )
         assert server.requests == []
     assert result.returncode == 2
@@ -102,13 +102,13 @@ def test_a_url_attachment_is_passed_on_and_anthropic_rejects_audio(tmp_path: Pat
     (tmp_path / "voice.wav").write_bytes(b"RIFF\x24\x00\x00\x00WAVEfmt \x10\x00\x00\x00")
     with ScriptedServer(Reply(headers={"content-type": "text/event-stream"}, reads=openai_body("ok"))) as server:
         entry = CASES["groq"][0].format(url=server.url)
-        result = run(tmp_path, entry, "-p", "groq", "-m", "m", "-a", "https://example.com/cat.webp", "what is it?")
+        result = run(tmp_path, entry, "-r", "groq", "-m", "m", "-a", "https://example.com/cat.webp", "what is it?")
         assert result.returncode == 0, result.stderr
         content = server.requests[0].json()["messages"][-1]["content"]
     assert content[1] == {"type": "image_url", "image_url": {"url": "https://example.com/cat.webp"}}
     with ScriptedServer() as server:
         entry = CASES["claude-gw"][0].format(url=server.url)
-        result = run(tmp_path, entry, "-p", "claude-gw", "-m", "m", "-a", "voice.wav", "transcribe")
+        result = run(tmp_path, entry, "-r", "claude-gw", "-m", "m", "-a", "voice.wav", "transcribe")
         assert server.requests == []
     assert result.returncode == 2
     assert "anthropic cannot take the file audio/wav 'voice.wav' (20 bytes): media type audio/wav" in result.stderr
@@ -118,20 +118,20 @@ MOCK = "  mock: {}\n"
 
 
 def test_mock_schema_prints_the_json_and_checks_it(tmp_path: Path) -> None:
-    ok = run(tmp_path, MOCK, "-p", "mock", "--schema", json.dumps(SCHEMA), REPLY)
+    ok = run(tmp_path, MOCK, "-r", "mock", "--schema", json.dumps(SCHEMA), REPLY)
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.strip() == REPLY
-    bad = run(tmp_path, MOCK, "-p", "mock", "--schema", "name, age int", "Zoë is 36")
+    bad = run(tmp_path, MOCK, "-r", "mock", "--schema", "name, age int", "Zoë is 36")
     assert bad.returncode == 1
     assert "error: INVALID_OUTPUT from route 'mock' (mock): the reply is not JSON" in bad.stderr
 
 
 def test_mock_acknowledges_attachments_and_attach_type_forces_the_type(tmp_path: Path) -> None:
     (tmp_path / "scan.bin").write_bytes(b"\x00\x01\x02")
-    result = run(tmp_path, MOCK, "-p", "mock", "--attach-type", "scan.bin", "image/png", "look")
+    result = run(tmp_path, MOCK, "-r", "mock", "--attach-type", "scan.bin", "image/png", "look")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "look [image/png 'scan.bin' (3 bytes)]"
-    both = run(tmp_path, MOCK, "-p", "mock", "-a", "scan.bin", "--at", "scan.bin", "image/png", "look")
+    both = run(tmp_path, MOCK, "-r", "mock", "-a", "scan.bin", "--at", "scan.bin", "image/png", "look")
     assert both.returncode == 0, both.stderr
     assert both.stdout.strip() == "look [image/png 'scan.bin' (3 bytes)]"  # one attachment: -a's, typed
 
@@ -149,7 +149,7 @@ def test_mock_acknowledges_attachments_and_attach_type_forces_the_type(tmp_path:
     ],
 )
 def test_bad_attachments_and_schemas_are_usage_errors(tmp_path: Path, args: list[str], message: str) -> None:
-    result = run(tmp_path, MOCK, "-p", "mock", *args, "hi")
+    result = run(tmp_path, MOCK, "-r", "mock", *args, "hi")
     assert result.returncode == 2
     assert message in result.stderr
     assert result.stderr.count("--schema:") <= 1, result.stderr

@@ -98,7 +98,7 @@ def test_ctrl_c_while_reading_stdin_exits_130(
     code = run_prompt(
         "-",
         as_json=False,
-        provider=None,
+        route=None,
         model=None,
         system=None,
         max_tokens=None,
@@ -138,7 +138,7 @@ async def test_second_interrupt_cancels_the_stream(monkeypatch: pytest.MonkeyPat
 
     out, err = Out(), io.StringIO()
     renderer = Renderer(Sink(out), Sink(err), as_json=False, tty=False, redact=str)
-    options = GenerateOptions(provider="stubborn", model="any", messages=[Message.user("x")], abort=abort)
+    options = GenerateOptions(route="stubborn", model="any", messages=[Message.user("x")], abort=abort)
     codes: list[int] = []
 
     async def generate() -> None:
@@ -162,7 +162,7 @@ async def test_generate_returns_the_finish_exit_code() -> None:
     loaded = LoadedConfig(path=None, plugins=[LoadedPlugin(key="mock", name="mock", instance=MockPlugin(MockConfig()))])
     out, err = io.StringIO(), io.StringIO()
     renderer = Renderer(Sink(out), Sink(err), as_json=False, tty=False, redact=str)
-    options = GenerateOptions(provider="mock", model="echo", messages=[Message.user("in process")])
+    options = GenerateOptions(route="mock", model="echo", messages=[Message.user("in process")])
     assert await _generate(loaded, options, AbortSignal(), renderer) == 0
     assert out.getvalue() == "in process\n"
 
@@ -182,7 +182,7 @@ async def test_generate_with_tools_in_process(prompt: str, max_steps: int, code:
     loaded = LoadedConfig(path=None, plugins=[LoadedPlugin(key="mock", name="mock", instance=MockPlugin(MockConfig()))])
     out, err = io.StringIO(), io.StringIO()
     renderer = Renderer(Sink(out), Sink(err), as_json=False, tty=False, redact=str)
-    options = GenerateOptions(provider="mock", model="echo", messages=[Message.user(prompt)])
+    options = GenerateOptions(route="mock", model="echo", messages=[Message.user(prompt)])
     assert await _generate(loaded, options, AbortSignal(), renderer, ("echo",), max_steps) == code
     assert out.getvalue() == stdout
     assert stderr in err.getvalue()
@@ -230,7 +230,7 @@ async def test_failed_stdout_aborts_the_stream(error: OSError, code: int, stderr
     abort = AbortSignal()
     err = io.StringIO()
     renderer = Renderer(Sink(FailingStream(error)), Sink(err), as_json=False, tty=False, redact=str, abort=abort)
-    options = GenerateOptions(provider="mock", model="echo", messages=[Message.user("a b c")], abort=abort)
+    options = GenerateOptions(route="mock", model="echo", messages=[Message.user("a b c")], abort=abort)
     assert await _generate(loaded, options, abort, renderer) == code
     assert abort.reason == f"stdout failed: {error.strerror}"
     assert renderer.finish is not None

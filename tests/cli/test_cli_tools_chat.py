@@ -16,7 +16,7 @@ from harness_core import StreamChunk, ToolResultBlock
 
 Harness = Callable[..., "subprocess.CompletedProcess[str]"]
 Config = Callable[[str], str]
-SLOW_MOCK = "plugins:\n  mock: {delay: 0.2}\ndefaults: {provider: mock, model: echo}\n"
+SLOW_MOCK = "plugins:\n  mock: {delay: 0.2}\ndefaults: {route: mock, model: echo}\n"
 
 
 # ------------------------------------------------------------------ run --tool
@@ -74,7 +74,7 @@ def test_run_max_steps_exits_1(harness: Harness) -> None:
 
 
 def test_run_tool_error_finish_exits_1(harness: Harness, config: Config) -> None:
-    config("plugins:\n  mock: {error: OVERLOADED, error_after: 100}\ndefaults: {provider: mock, model: echo}\n")
+    config("plugins:\n  mock: {error: OVERLOADED, error_after: 100}\ndefaults: {route: mock, model: echo}\n")
     result = harness("run", "--tool", "echo", "echo it")
     assert result.returncode == 1
     assert "error: OVERLOADED from route 'mock' (mock): scripted mock error" in result.stderr
@@ -133,7 +133,7 @@ def test_chat_through_piped_stdin(harness: Harness, tmp_path: Path) -> None:
     assert "saved 6 messages to saved.json" in result.stderr
     assert "history cleared" in result.stderr
     assert "loaded 6 messages from saved.json; route mock, model echo" in result.stderr
-    assert "/provider [ROUTE [MODEL]]" in result.stderr  # /help
+    assert "/route [ROUTE [MODEL]]" in result.stderr  # /help
     assert '[tool call call_mock_1] echo({"text":"please echo this"})' in result.stderr
     assert "[tool result call_mock_1] echo: please echo this" in result.stderr
     saved = json.loads((tmp_path / "saved.json").read_text())
@@ -148,10 +148,8 @@ def test_chat_ends_at_end_of_input(harness: Harness) -> None:
 
 
 def test_chat_errors_keep_the_repl_running(harness: Harness, config: Config) -> None:
-    config(
-        "plugins:\n  mock: {error: RATE_LIMITED}\n  mock:ok: {routes: [ok]}\ndefaults: {provider: mock, model: echo}\n"
-    )
-    result = harness("chat", input="fails\n/provider ok echo\nworks\n")
+    config("plugins:\n  mock: {error: RATE_LIMITED}\n  mock:ok: {routes: [ok]}\ndefaults: {route: mock, model: echo}\n")
+    result = harness("chat", input="fails\n/route ok echo\nworks\n")
     assert result.returncode == 0
     assert (
         "error: RATE_LIMITED from route 'mock' (mock): scripted mock error after 0 deltas "

@@ -16,8 +16,8 @@ Config = Callable[[str], str]
 
 
 def test_a_run_without_a_model_records_the_model_that_served_it(harness: Harness, config: Config) -> None:
-    config("plugins:\n  mock: {}\n  mock:other: {routes: [other]}\ndefaults: {provider: other, model: echo}\n")
-    assert harness("run", "-p", "mock", "hi").returncode == 0  # no -m, and defaults.model is for `other`
+    config("plugins:\n  mock: {}\n  mock:other: {routes: [other]}\ndefaults: {route: other, model: echo}\n")
+    assert harness("run", "-r", "mock", "hi").returncode == 0  # no -m, and defaults.model is for `other`
     [entry] = json.loads(harness("logs", "--json").stdout)
     assert (entry["route"], entry["model"]) == ("mock", "echo")
 

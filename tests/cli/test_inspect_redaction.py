@@ -43,7 +43,7 @@ DUPLICATE_ENV_ROUTE = (
     "  mock:y: {routes: ['${{ env.X }}']}\n"
     f"  failinit: {{name: a, token: {LITERAL}}}\n"
     "defaults:\n"
-    "  provider: nope\n"  # line 7
+    "  route: nope\n"  # line 7
 )
 
 
@@ -56,7 +56,7 @@ def test_config_check_redacts_start_failures_and_their_logs(
     out = capsys.readouterr().out
     assert out.splitlines() == [
         f"{path}: 3 problems",
-        f"  - {path}:7, field 'defaults.provider': no enabled plugin serves the default route 'nope' "
+        f"  - {path}:7, field 'defaults.route': no enabled plugin serves the default route 'nope' "
         f"(routes: 'mock', '{MASK}')",
         f"  - plugin 'failinit' failed to start: RuntimeError: cannot connect with token {MASK} [adapter, stage init]",
         f"  - plugin 'mock:y' failed to start: DUPLICATE_ROUTE: route '{MASK}' of plugin 'mock:y' is already "
@@ -71,23 +71,30 @@ def test_config_check_redacts_start_failures_and_their_logs(
 
 
 def test_config_check_reports_defaults_that_cannot_work(write: Write, capsys: pytest.CaptureFixture[str]) -> None:
-    path = write("plugins:\n  mock: {}\ndefaults:\n  provider: mock\n  model: nope\n")
+    path = write("plugins:\n  mock: {}\ndefaults:\n  route: mock\n  model: nope\n")
     assert check_config(path) == 2
     assert capsys.readouterr().out.splitlines()[1] == (
         f"  - {path}:5, field 'defaults.model': the default model 'nope' of route 'mock': "
         "NOT_FOUND: the mock has no model 'nope'; it serves 'echo'"
     )
-    path = write("plugins: {}\ndefaults: {provider: '${{ env.X }}'}\n")
+    path = write("plugins: {}\ndefaults: {route: '${{ env.X }}'}\n")
     assert check_config(path) == 2
     assert capsys.readouterr().out.splitlines()[1] == (
-        f"  - {path}:2, field 'defaults.provider': no enabled plugin serves the default route '{MASK}' (routes: none)"
+        f"  - {path}:2, field 'defaults.route': no enabled plugin serves the default route '{MASK}' (routes: none)"
     )
     # a route without a default model is fine, and so is an env-substituted default (shown masked)
-    path = write("plugins:\n  mock: {routes: ['${{ env.X }}']}\ndefaults: {provider: '${{ env.X }}'}\n")
+    path = write("plugins:\n  mock: {routes: ['${{ env.X }}']}\ndefaults: {route: '${{ env.X }}'}\n")
     assert check_config(path) == 0
-    assert capsys.readouterr().out == f"{path}: ok; plugins: mock; defaults: provider={MASK}, model=-\n"
-    path = write("plugins:\n  mock: {}\ndefaults: {provider: mock, model: echo}\n")
+    assert capsys.readouterr().out == f"{path}: ok; plugins: mock; defaults: route={MASK}, model=-\n"
+    path = write("plugins:\n  mock: {}\ndefaults: {route: mock, model: echo}\n")
     assert check_config(path) == 0
+    capsys.readouterr()
+    path = write("plugins:\n  mock: {}\ndefaults:\n  provider: nope\n")  # the deprecated old name: its own line
+    with pytest.warns(FutureWarning, match=r"line 4: `defaults.provider` is deprecated"):
+        assert check_config(path) == 2
+    assert capsys.readouterr().out.splitlines()[1] == (
+        f"  - {path}:4, field 'defaults.provider': no enabled plugin serves the default route 'nope' (routes: 'mock')"
+    )
 
 
 def test_config_check_start_errors_are_reported_once(write: Write, capsys: pytest.CaptureFixture[str]) -> None:
@@ -104,9 +111,9 @@ def test_config_check_start_errors_are_reported_once(write: Write, capsys: pytes
 
 
 def test_second_mock_instance_starts(write: Write, capsys: pytest.CaptureFixture[str]) -> None:
-    path = write("plugins:\n  mock: {}\n  mock:two: {routes: [two]}\ndefaults: {provider: two, model: echo}\n")
+    path = write("plugins:\n  mock: {}\n  mock:two: {routes: [two]}\ndefaults: {route: two, model: echo}\n")
     assert check_config(path) == 0
-    assert capsys.readouterr().out == f"{path}: ok; plugins: mock, mock:two; defaults: provider=two, model=echo\n"
+    assert capsys.readouterr().out == f"{path}: ok; plugins: mock, mock:two; defaults: route=two, model=echo\n"
 
 
 def test_plugins_prints_each_problem_once_and_redacts(write: Write, capsys: pytest.CaptureFixture[str]) -> None:
@@ -116,7 +123,7 @@ def test_plugins_prints_each_problem_once_and_redacts(write: Write, capsys: pyte
         f"  strict: {{name: a, token: {LITERAL}, routes: [{LITERAL}]}}\n"
         "  broken: {}\n"
         "  mock:env: {routes: ['${{ env.X }}']}\n"
-        "defaults: {provider: '${{ env.X }}'}\n"
+        "defaults: {route: '${{ env.X }}'}\n"
     )
     assert show_plugins(path, as_json=False) == 0
     out = capsys.readouterr().out
@@ -131,7 +138,7 @@ def test_plugins_prints_each_problem_once_and_redacts(write: Write, capsys: pyte
     assert show_plugins(path, as_json=True) == 0
     text = capsys.readouterr().out
     document = json.loads(text)
-    assert document["defaults"] == {"provider": MASK, "model": None}
+    assert document["defaults"] == {"route": MASK, "model": None}
     entries = {entry["key"]: entry for entry in document["plugins"]}
     assert entries["strict"]["routes"] == [MASK]
     assert entries["mock:env"]["routes"] == [MASK]
@@ -143,7 +150,7 @@ def test_plugins_prints_each_problem_once_and_redacts(write: Write, capsys: pyte
 def test_chain_redacts_output_and_logs(
     write: Write, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    path = write(DUPLICATE_ENV_ROUTE.replace("provider: nope", "provider: '${{ env.X }}'"))
+    path = write(DUPLICATE_ENV_ROUTE.replace("route: nope", "route: '${{ env.X }}'"))
     with caplog.at_level(logging.ERROR):
         assert show_chain(None, path, as_json=False) == 0
     captured = capsys.readouterr()

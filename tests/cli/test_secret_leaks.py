@@ -85,7 +85,7 @@ def _config(tmp_path: Path, url: str) -> Path:
         "  openai:\n"
         f"    base_url: {url}/v1\n"
         "    api_key: ${{ env.HOSTILE_KEY }}\n"
-        "defaults: {provider: openai, model: m}\n",
+        "defaults: {route: openai, model: m}\n",
         encoding="utf-8",
     )
     return path
@@ -221,7 +221,7 @@ def _env_config(tmp_path: Path, url: str) -> Path:
         "  openai:\n"
         f"    base_url: {url}/v1\n"
         "    api_key: not-the-secret\n"
-        'defaults: {provider: openai, model: "${{ env.HOSTILE_KEY }}"}\n',
+        'defaults: {route: openai, model: "${{ env.HOSTILE_KEY }}"}\n',
         encoding="utf-8",
     )
     return path
@@ -233,7 +233,7 @@ def test_a_value_from_the_environment_used_as_a_model_or_route_is_stored_and_sho
         config = _env_config(tmp_path, server.url)
         runs = [
             _run(tmp_path, config, key, "run", f"scenario-echo {key}"),  # default route: the model is the key
-            _run(tmp_path, config, key, "run", "-p", key, "-m", "echo", "hi"),  # the mock route named by the key
+            _run(tmp_path, config, key, "run", "-r", key, "-m", "echo", "hi"),  # the mock route named by the key
             _run(tmp_path, config, key, "run", "--json", "scenario-500"),  # a failure, logged with its error
         ]
         sent = [json.loads(r.body)["model"] for r in server.requests]

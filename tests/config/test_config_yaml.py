@@ -23,15 +23,15 @@ from harness_core.secret import MASK, RedactFilter, Redactor, redacted_logging
 
 
 def test_parse_keeps_the_line_of_every_key_and_item() -> None:
-    text = "plugins:\n  mock:\n    routes:\n      - a\n      - b\ndefaults: {provider: mock}\n"
+    text = "plugins:\n  mock:\n    routes:\n      - a\n      - b\ndefaults: {route: mock}\n"
     data, lines, problems = parse_yaml(text, source="p.yaml")
     assert problems == []
-    assert data == {"plugins": {"mock": {"routes": ["a", "b"]}}, "defaults": {"provider": "mock"}}
+    assert data == {"plugins": {"mock": {"routes": ["a", "b"]}}, "defaults": {"route": "mock"}}
     assert lines[("plugins",)] == 1
     assert lines[("plugins", "mock")] == 2
     assert lines[("plugins", "mock", "routes")] == 3
     assert lines[("plugins", "mock", "routes", 1)] == 5
-    assert lines[("defaults", "provider")] == 6
+    assert lines[("defaults", "route")] == 6
     assert not any("<key>" in path for path in lines)
 
 

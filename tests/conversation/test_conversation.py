@@ -57,7 +57,7 @@ async def test_echo_round_trip_through_the_mock_and_the_tools_hook() -> None:
         assert harness.tools.owner("echo") == "mock"
         seen: list[StreamChunk] = []
         results: list[tuple[ToolCallBlock, ToolResultBlock]] = []
-        conversation = Conversation(harness, provider="mock", model="echo", tools=harness.tools.select(["echo"]))
+        conversation = Conversation(harness, route="mock", model="echo", tools=harness.tools.select(["echo"]))
         reply = await conversation.send(
             "please echo hello",
             on_chunk=seen.append,
@@ -87,7 +87,7 @@ async def test_echo_round_trip_through_the_mock_and_the_tools_hook() -> None:
 
 async def test_without_tools_the_mock_just_answers() -> None:
     async with Harness([("mock", MockPlugin(MockConfig()))]) as harness:
-        conversation = Conversation(harness, provider="mock", model="echo")
+        conversation = Conversation(harness, route="mock", model="echo")
         first = await conversation.send("please echo hello")
         second = await conversation.send("again")
     assert (first.text, second.text) == ("please echo hello", "again")
@@ -96,7 +96,7 @@ async def test_without_tools_the_mock_just_answers() -> None:
 
 async def test_a_second_echo_request_calls_the_tool_again() -> None:
     async with Harness([("mock", MockPlugin(MockConfig()))]) as harness:
-        conversation = Conversation(harness, provider="mock", model="echo", tools=list(harness.tools))
+        conversation = Conversation(harness, route="mock", model="echo", tools=list(harness.tools))
         await conversation.send("echo one")
         reply = await conversation.send("echo two")
     assert reply.text == "The echo tool returned: echo two"
@@ -120,7 +120,7 @@ async def test_invalid_arguments_become_an_error_result_sent_back() -> None:
 
     adapter = FakeAdapter(tool_call_reply("c1", "echo", '{"text": '), text_reply("sorry"))
     async with fake_harness(adapter) as harness:
-        conversation = Conversation(harness, provider="fake", tools=[echo])
+        conversation = Conversation(harness, route="fake", tools=[echo])
         reply = await conversation.send("go")
     assert reply.text == "sorry"
     assert ran == []
@@ -139,7 +139,7 @@ async def test_a_raising_tool_becomes_an_error_result_sent_back() -> None:
 
     adapter = FakeAdapter(tool_call_reply("c1", "explode"), text_reply("handled"))
     async with fake_harness(adapter) as harness:
-        conversation = Conversation(harness, provider="fake", tools=[explode])
+        conversation = Conversation(harness, route="fake", tools=[explode])
         reply = await conversation.send("go")
     assert reply.text == "handled"
     assert tool_messages(adapter.calls[1]) == [
@@ -156,7 +156,7 @@ async def test_an_unknown_tool_becomes_an_error_result(tools: list[str], listed:
     adapter = FakeAdapter(tool_call_reply("c1", "missing"), text_reply("ok"))
     async with fake_harness(adapter) as harness:
         offered = [echo] if tools else []
-        reply = await Conversation(harness, provider="fake", tools=offered).send("go")
+        reply = await Conversation(harness, route="fake", tools=offered).send("go")
     assert reply.text == "ok"
     assert tool_messages(adapter.calls[1]) == [
         ToolResultBlock("c1", f"unknown tool 'missing'; available tools: {listed}", is_error=True)
@@ -185,7 +185,7 @@ async def test_parallel_calls_run_concurrently_and_results_keep_call_order() -> 
     reported: list[str] = []
     adapter = FakeAdapter(parallel_calls(("a", "first", "{}"), ("b", "second", "{}")), text_reply("both"))
     async with fake_harness(adapter) as harness:
-        conversation = Conversation(harness, provider="fake", tools=[second, first])
+        conversation = Conversation(harness, route="fake", tools=[second, first])
         with anyio.fail_after(30):  # a deadlock guard: sequential execution would hang
             reply = await conversation.send(
                 "go", on_tool_result=lambda call, result: reported.append(f"{call.id}={result.content}")
@@ -213,7 +213,7 @@ async def test_max_steps_stops_a_tool_loop_with_a_clear_error() -> None:
 
     adapter = FakeAdapter(tool_call_reply("c1", "again"), tool_call_reply("c2", "again"), text_reply("done"))
     async with fake_harness(adapter) as harness:
-        conversation = Conversation(harness, provider="fake", tools=[again], max_steps=2)
+        conversation = Conversation(harness, route="fake", tools=[again], max_steps=2)
         with pytest.raises(MaxStepsExceeded, match=r"after 2 generation steps \(max_steps=2\)") as caught:
             await conversation.send("loop")
         assert len(adapter.calls) == 2
@@ -274,7 +274,7 @@ async def test_abort_during_a_tool_run_stops_cleanly() -> None:
     adapter = FakeAdapter(parallel_calls(("q", "quick", "{}"), ("s", "slow", "{}")), text_reply("after"))
     replies: list[Reply] = []
     async with fake_harness(adapter) as harness:
-        conversation = Conversation(harness, provider="fake", tools=[quick, slow])
+        conversation = Conversation(harness, route="fake", tools=[quick, slow])
 
         async def send() -> None:
             replies.append(await conversation.send("go", abort=abort))
@@ -320,7 +320,7 @@ async def test_abort_during_a_stream_keeps_the_text_and_drops_incomplete_calls()
 
     adapter = FakeAdapter(script)
     async with fake_harness(adapter) as harness:
-        conversation = Conversation(harness, provider="fake", tools=[echo])
+        conversation = Conversation(harness, route="fake", tools=[echo])
         with anyio.fail_after(30):
             reply = await conversation.send("go", abort=abort, on_chunk=fire_on_call)
     assert reply.finish.kind == "aborted"
@@ -335,7 +335,7 @@ async def test_an_abort_before_any_output_keeps_only_the_user_message() -> None:
     abort = AbortSignal()
     abort.fire()
     async with fake_harness(FakeAdapter(text_reply("never"))) as harness:
-        conversation = Conversation(harness, provider="fake")
+        conversation = Conversation(harness, route="fake")
         reply = await conversation.send("go", abort=abort)
     assert reply.finish.kind == "aborted"
     assert conversation.messages == [Message.user("go")]
@@ -354,7 +354,7 @@ async def test_an_abort_signal_fired_as_the_tools_start_answers_every_call() -> 
 
     adapter = FakeAdapter(tool_call_reply("c1", "echo", '{"text":"x"}'))
     async with fake_harness(adapter) as harness:
-        conversation = Conversation(harness, provider="fake", tools=[echo])
+        conversation = Conversation(harness, route="fake", tools=[echo])
         reply = await conversation.send("go", abort=abort, on_chunk=fire_at_finish)
     assert reply.finish.kind == "aborted"
     assert reply.finish.failure is not None
@@ -383,7 +383,7 @@ async def test_an_error_finish_rolls_the_history_back() -> None:
         text_reply("second answer"),
     )
     async with fake_harness(adapter) as harness:
-        conversation = Conversation(harness, provider="fake", tools=[side_effect])
+        conversation = Conversation(harness, route="fake", tools=[side_effect])
         await conversation.send("one")
         before = list(conversation.messages)
         with pytest.raises(LlmError) as caught:
@@ -400,7 +400,7 @@ async def test_cancellation_rolls_the_history_back() -> None:
     script: list[Step] = [BlockStart(index=0, block_type="text"), TextDelta(index=0, text="x"), Stall()]
     adapter = FakeAdapter(script)
     async with fake_harness(adapter) as harness:
-        conversation = Conversation(harness, provider="fake")
+        conversation = Conversation(harness, route="fake")
         with anyio.CancelScope() as scope:
             await conversation.send("go", on_chunk=lambda chunk: scope.cancel())
     assert scope.cancelled_caught
@@ -434,7 +434,7 @@ class Breaker:
 )
 async def test_broken_streams_raise(mode: str, code: str, message: str) -> None:
     async with fake_harness(FakeAdapter(text_reply("x")), ("breaker", Breaker(mode))) as harness:
-        conversation = Conversation(harness, provider="fake")
+        conversation = Conversation(harness, route="fake")
         with pytest.raises(LlmError, match=message) as caught:
             await conversation.send("go")
     assert caught.value.code == code
@@ -443,14 +443,14 @@ async def test_broken_streams_raise(mode: str, code: str, message: str) -> None:
 
 async def test_a_tool_calls_finish_without_calls_ends_the_send() -> None:
     async with fake_harness(FakeAdapter(text_reply("x")), ("breaker", Breaker("tool-calls-without-calls"))) as h:
-        reply = await Conversation(h, provider="fake", tools=[Tool(lambda: "y", name="y")]).send("go")
+        reply = await Conversation(h, route="fake", tools=[Tool(lambda: "y", name="y")]).send("go")
     assert reply.finish.kind == "tool-calls"
     assert reply.steps == 1
 
 
 async def test_an_empty_reply_is_not_added_to_the_history() -> None:
     async with fake_harness(FakeAdapter(text_reply())) as harness:
-        conversation = Conversation(harness, provider="fake")
+        conversation = Conversation(harness, route="fake")
         reply = await conversation.send("go")
     assert reply.message.content == []
     assert conversation.messages == [Message.user("go")]
@@ -470,7 +470,7 @@ async def test_settings_template_and_async_callbacks() -> None:
     async def on_tool_result(call: ToolCallBlock, result: ToolResultBlock) -> None:
         results.append(result)
 
-    template = GenerateOptions(provider="fake", model="m1", system="be brief", max_tokens=7, metadata={"k": 1})
+    template = GenerateOptions(route="fake", model="m1", system="be brief", max_tokens=7, metadata={"k": 1})
     async with fake_harness(adapter) as harness:
 
         def echo(text: str) -> str:
@@ -483,7 +483,7 @@ async def test_settings_template_and_async_callbacks() -> None:
         await conversation.send("again")
     first, second, third = adapter.calls
     metadata = {key: value for key, value in first.metadata.items() if key != "harness.record"}  # the core's
-    assert (first.provider, first.model, first.system, first.max_tokens, metadata) == (
+    assert (first.route, first.model, first.system, first.max_tokens, metadata) == (
         "fake",
         "m1",
         "be brief",
@@ -501,11 +501,11 @@ async def test_defaults_of_the_harness_apply_when_nothing_is_set() -> None:
     adapter = FakeAdapter(text_reply("ok"))
     from harness_core.plugininfo import Defaults
 
-    harness = Harness([("fake", AdapterPlugin(adapter))], defaults=Defaults(provider="fake", model="dm"))
+    harness = Harness([("fake", AdapterPlugin(adapter))], defaults=Defaults(route="fake", model="dm"))
     async with harness:
         reply = await Conversation(harness).send("go")
     assert reply.message.route == "fake"
-    assert (adapter.calls[0].provider, adapter.calls[0].model) == ("fake", "dm")
+    assert (adapter.calls[0].route, adapter.calls[0].model) == ("fake", "dm")
 
 
 def test_usage_is_summed_and_unknown_counts_stay_unknown() -> None:
@@ -534,11 +534,12 @@ def replaying_adapter(log: list[object]) -> FakeAdapter:
 async def test_save_load_continue_hands_the_replay_state_back(tmp_path: Path) -> None:
     path = tmp_path / "chat.json"
     async with fake_harness(replaying_adapter([]), key="fake:work") as harness:
-        conversation = Conversation(harness, provider="fake", model="m", system="sys")
+        conversation = Conversation(harness, route="fake", model="m", system="sys")
         await conversation.send("hi")
         conversation.save(path)
     saved = json.loads(path.read_text())
-    assert saved["version"] == 1
+    assert (saved["version"], saved["route"]) == (2, "fake")
+    assert "provider" not in saved
     assert saved["messages"][1]["replay_state"] == {"signature": "sig-1", "n": [1, 2]}
     assert saved["messages"][1]["source"] == "fake:work"
     assert not (tmp_path / "chat.json.tmp").exists()
@@ -548,7 +549,7 @@ async def test_save_load_continue_hands_the_replay_state_back(tmp_path: Path) ->
     adapter.calls.append(GenerateOptions())  # skip the first script: this harness only continues
     async with fake_harness(adapter, key="fake:work") as harness:
         loaded = Conversation.load(path, harness, max_steps=3)
-        assert (loaded.provider, loaded.model, loaded.system, loaded.max_steps) == ("fake", "m", "sys", 3)
+        assert (loaded.route, loaded.model, loaded.system, loaded.max_steps) == ("fake", "m", "sys", 3)
         assert loaded.messages == conversation.messages
         reply = await loaded.send("more")
     assert reply.text == "later"
@@ -558,24 +559,57 @@ async def test_save_load_continue_hands_the_replay_state_back(tmp_path: Path) ->
 async def test_a_loaded_conversation_replays_only_to_the_same_plugin_instance(tmp_path: Path) -> None:
     path = tmp_path / "chat.json"
     async with fake_harness(replaying_adapter([]), key="fake:work") as harness:
-        conversation = Conversation(harness, provider="fake")
+        conversation = Conversation(harness, route="fake")
         await conversation.send("hi")
         conversation.save(str(path))
     log: list[object] = []
     adapter = replaying_adapter(log)
     adapter.calls.append(GenerateOptions())
     async with fake_harness(adapter, key="fake:home") as harness:
-        loaded = Conversation.load(path, harness, provider="fake", model="other")
+        loaded = Conversation.load(path, harness, route="fake", model="other")
         assert loaded.model == "other"
         await loaded.send("more")
     assert log == [[None]]
 
 
+def test_a_version_1_file_saved_the_route_as_provider_and_still_loads(tmp_path: Path) -> None:
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"version": 1, "provider": "p", "model": "m", "messages": []}))
+    loaded = Conversation.load(path, Harness())
+    assert (loaded.route, loaded.model) == ("p", "m")
+    path.write_text(json.dumps({"version": 1, "model": "m"}))
+    assert Conversation.load(path, Harness()).route is None
+
+
+def test_provider_is_the_deprecated_old_name_of_route() -> None:
+    with pytest.warns(DeprecationWarning, match=r"Conversation\(provider=\.\.\.\) is deprecated: pass route=") as seen:
+        conversation = Conversation(Harness(), provider="p")
+    assert seen[0].filename == __file__
+    assert conversation.route == "p"
+    with pytest.raises(TypeError, match="Conversation: give route= only"):
+        Conversation(Harness(), route="a", provider="b")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'routes'"):
+        Conversation(Harness(), routes="a")
+    with pytest.warns(DeprecationWarning, match=r"Conversation\.provider is deprecated: use Conversation\.route"):
+        assert conversation.provider == "p"
+    with pytest.warns(DeprecationWarning, match=r"Conversation\.provider is deprecated"):
+        conversation.provider = "q"
+    assert conversation.route == "q"
+    state = ConversationState(route="s")
+    with pytest.warns(DeprecationWarning, match=r"Conversation\.from_state\(provider=\.\.\.\) is deprecated"):
+        assert Conversation.from_state(state, Harness(), provider="t").route == "t"
+    with pytest.warns(DeprecationWarning, match=r"ConversationState\(provider=\.\.\.\) is deprecated"):
+        old = ConversationState(provider="s")  # type: ignore[call-arg]
+    assert old == state
+    with pytest.warns(DeprecationWarning, match=r"ConversationState\.provider is deprecated"):
+        assert old.provider == "s"
+
+
 def test_from_state_and_to_state_round_trip() -> None:
-    state = ConversationState(provider="p", messages=[Message.user("x")])
+    state = ConversationState(route="p", messages=[Message.user("x")])
     conversation = Conversation.from_state(state, Harness(), model="m")
-    assert (conversation.provider, conversation.model, conversation.system) == ("p", "m", None)
-    assert conversation.to_state() == ConversationState(provider="p", model="m", messages=[Message.user("x")])
+    assert (conversation.route, conversation.model, conversation.system) == ("p", "m", None)
+    assert conversation.to_state() == ConversationState(route="p", model="m", messages=[Message.user("x")])
 
 
 @pytest.mark.parametrize(
@@ -587,7 +621,7 @@ def test_from_state_and_to_state_round_trip() -> None:
             b'{"messages": [{"role": "robot", "content": []}]}',
             r"Invalid enum value 'robot' - at `\$.messages\[0\].role`",
         ),
-        (b'{"version": 2}', "unsupported conversation version 2 \\(known: 1\\)"),
+        (b'{"version": 3}', "unsupported conversation version 3 \\(known: 2\\)"),
     ],
 )
 def test_load_errors_name_the_file(tmp_path: Path, content: bytes | None, message: str) -> None:
@@ -617,7 +651,7 @@ async def test_tool_calls_cut_by_the_length_limit_are_dropped_not_executed() -> 
         Finish(FinishReason(kind="length", raw="max_tokens")),
     ]
     async with fake_harness(FakeAdapter(script)) as harness:
-        conversation = Conversation(harness, provider="fake", tools=[echo])
+        conversation = Conversation(harness, route="fake", tools=[echo])
         reply = await conversation.send("go")
     assert reply.finish.kind == "length"
     assert ran == []

@@ -30,7 +30,7 @@ async def produced_history() -> tuple[list[Message], list[Any]]:
         text_reply("done"),
     )
     async with Harness([("fake", AdapterPlugin(adapter))]) as harness:
-        conversation = Conversation(harness, provider="fake", tools=[echo])
+        conversation = Conversation(harness, route="fake", tools=[echo])
         await conversation.send("say hi twice")
         await conversation.send("thanks")
     return conversation.messages, [echo.spec]
@@ -75,7 +75,7 @@ async def test_a_rolling_cache_breakpoint_reaches_the_anthropic_wire_on_every_st
     recorder = Recorder()
     adapter = FakeAdapter(parallel_calls(("call_a", "echo", '{"text":"hi"}')), text_reply("done"), text_reply("bye"))
     async with Harness([("rec", recorder), ("fake", AdapterPlugin(adapter))]) as harness:
-        conversation = Conversation(harness, provider="fake", system="be brief", tools=[echo], cache=CacheMark(3600))
+        conversation = Conversation(harness, route="fake", system="be brief", tools=[echo], cache=CacheMark(3600))
         await conversation.send("say hi")
         await conversation.send("thanks")
     assert all(getattr(block, "cache", None) is None for message in conversation.messages for block in message.content)
@@ -104,9 +104,9 @@ async def test_without_a_cache_policy_nothing_is_marked_and_a_bad_policy_is_refu
     recorder = Recorder()
     adapter = FakeAdapter(text_reply("ok"), text_reply("ok"))
     async with Harness([("rec", recorder), ("fake", AdapterPlugin(adapter))]) as harness:
-        conversation = Conversation(harness, provider="fake", tools=[echo])
+        conversation = Conversation(harness, route="fake", tools=[echo])
         await conversation.send("hi")
-        bare = Conversation(harness, provider="fake", cache=CacheMark())  # no system, no tools
+        bare = Conversation(harness, route="fake", cache=CacheMark())  # no system, no tools
         await bare.send("hi")
         with pytest.raises(TypeError, match="cache must be a CacheMark or None, got int"):
             Conversation(harness, cache=3600)  # type: ignore[arg-type]

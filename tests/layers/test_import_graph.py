@@ -129,6 +129,7 @@ LAYERS: dict[str, int] = {
     **dict.fromkeys(
         [
             "harness_core.registry",
+            "harness_core.routing",
             "harness_core.closing",
             "harness_core.record",
             "harness_core.chain",

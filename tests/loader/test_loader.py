@@ -64,7 +64,7 @@ def test_builtin_default_when_nothing_is_found(fake_plugins: Path) -> None:
     assert loaded.path is None
     assert loaded.source == "<built-in default>"
     assert [p.key for p in loaded.plugins] == ["mock"]
-    assert loaded.defaults == Defaults(provider="mock", model="echo")
+    assert loaded.defaults == Defaults(route="mock", model="echo")
     assert "mock: {}" in BUILTIN_DEFAULT
 
 
@@ -92,10 +92,10 @@ def test_missing_explicit_file_is_a_problem(fake_plugins: Path) -> None:
 
 
 def test_structure_problems_have_lines(fake_plugins: Path, write_config: Write) -> None:
-    path = write_config("plugins:\n  mock: {}\nextra: 1\ndefaults:\n  provider: mock\n  modle: echo\n  model: 3\n")
+    path = write_config("plugins:\n  mock: {}\nextra: 1\ndefaults:\n  route: mock\n  modle: echo\n  model: 3\n")
     assert problems_of(path) == [
         (None, None, 3, "unknown top-level key 'extra'; expected `plugins`, `defaults` or `aliases`"),
-        (None, "defaults.modle", 6, "unknown key 'modle'; expected `provider` or `model`"),
+        (None, "defaults.modle", 6, "unknown key 'modle'; expected `route` or `model`"),
         (None, "defaults.model", 7, "expected a string, got int"),
     ]
 
@@ -104,7 +104,7 @@ def test_document_and_sections_must_be_mappings(fake_plugins: Path, write_config
     assert problems_of(write_config("- mock\n"))[0][3].startswith("the document must be a mapping")
     assert problems_of(write_config(""))[0][3].startswith("the document must be a mapping")
     assert problems_of(write_config("plugins: [mock]\ndefaults: mock\n")) == [
-        (None, None, 2, "`defaults` must be a mapping with `provider` and/or `model`"),
+        (None, None, 2, "`defaults` must be a mapping with `route` and/or `model`"),
         (None, None, 1, "`plugins` must be a mapping of plugin name to config"),
     ]
 
@@ -250,8 +250,7 @@ def test_every_plugin_is_validated_and_reported_together(fake_plugins: Path, wri
 
 def test_two_instances_of_one_plugin(fake_plugins: Path, write_config: Write) -> None:
     path = write_config(
-        "plugins:\n  strict:\n    name: one\n  strict:two:\n    name: two\n    routes: [two]\n"
-        "defaults: {provider: two}\n"
+        "plugins:\n  strict:\n    name: one\n  strict:two:\n    name: two\n    routes: [two]\ndefaults: {route: two}\n"
     )
     loaded = load_config(path, environ={})
     assert [(p.key, p.name, p.dist, p.version) for p in loaded.plugins] == [
@@ -264,7 +263,7 @@ def test_two_instances_of_one_plugin(fake_plugins: Path, write_config: Write) ->
     assert (first.config.name, second.config.name) == ("one", "two")  # type: ignore[attr-defined]
     routes = {e.key: e.routes for e in loaded.entries if e.state == "enabled"}
     assert routes == {"strict": ["strict"], "strict:two": ["two"]}
-    assert loaded.defaults == Defaults(provider="two")
+    assert loaded.defaults == Defaults(route="two")
 
 
 def test_configure_sets_this_loads_defaults_before_the_plugins_are_built(
@@ -403,20 +402,49 @@ def test_messages_are_redacted_with_secrets_found_later(fake_plugins: Path, writ
 
 
 def test_defaults_substitute_the_environment(fake_plugins: Path, write_config: Write) -> None:
-    path = write_config("plugins:\n  mock: {}\ndefaults:\n  provider: ${{ env.ROUTE }}\n  model: echo\n")
+    path = write_config("plugins:\n  mock: {}\ndefaults:\n  route: ${{ env.ROUTE }}\n  model: echo\n")
     loaded = load_config(path, environ={"ROUTE": "env-route"})
-    assert loaded.defaults == Defaults(provider="env-route", model="echo")
+    assert loaded.defaults == Defaults(route="env-route", model="echo")
     assert loaded.redact("route env-route") == f"route {MASK}"  # like every value from the environment
-    assert loaded.line("defaults", "provider") == 4
+    assert loaded.line("defaults", "route") == 4
     assert loaded.line("defaults", "model", "deeper") == 5
-    assert LoadedConfig(path=None).line("defaults", "provider") is None
-    path = write_config("defaults:\n  provider: ${{ env.MISSING }}\n  model: ${{ 1 }}\n")
+    assert LoadedConfig(path=None).line("defaults", "route") is None
+    path = write_config("defaults:\n  route: ${{ env.MISSING }}\n  model: ${{ 1 }}\n")
     assert problems_of(path) == [
-        (None, "defaults.provider", 2, "environment variable MISSING is not set"),
+        (None, "defaults.route", 2, "environment variable MISSING is not set"),
         (None, "defaults.model", 3, "unsupported expression '${{ 1 }}': only ${{ env.NAME }} is allowed"),
     ]
     loaded = inspect_config(path, environ={})
     assert loaded.defaults == Defaults()  # a value that could not be substituted is not used
+
+
+def test_defaults_route_and_its_deprecated_old_name_provider(fake_plugins: Path, write_config: Write) -> None:
+    path = write_config("plugins:\n  mock: {routes: [a, b]}\ndefaults: {route: b, model: echo}\n")
+    assert load_config(path).defaults == Defaults(route="b", model="echo")
+    old = write_config("plugins:\n  mock: {routes: [a, b]}\ndefaults:\n  model: echo\n  provider: b\n")
+    with pytest.warns(
+        FutureWarning, match=r"line 5: `defaults.provider` is deprecated: write `defaults.route`"
+    ) as seen:
+        loaded = load_config(old)
+    assert str(old) in str(seen[0].message)
+    assert loaded.defaults == Defaults(route="b", model="echo")
+    both = write_config("plugins:\n  mock: {}\ndefaults:\n  route: mock\n  provider: mock\n")
+    assert problems_of(both) == [
+        (None, "defaults.provider", 5, "give `route` only (`provider` is its deprecated old name)")
+    ]
+    unknown = write_config("plugins:\n  mock: {}\ndefaults: {router: mock}\n")
+    assert problems_of(unknown) == [(None, "defaults.router", 3, "unknown key 'router'; expected `route` or `model`")]
+    with pytest.warns(FutureWarning, match="defaults.provider"):
+        unset = inspect_config(write_config("defaults:\n  provider: ${{ env.MISSING }}\n"), environ={})
+    assert unset.defaults == Defaults()  # the old name with a value that could not be substituted: not used
+
+
+def test_defaults_keep_provider_as_a_deprecated_keyword_and_attribute() -> None:
+    with pytest.warns(DeprecationWarning, match=r"Defaults\(provider=\.\.\.\) is deprecated: pass route="):
+        old = Defaults(provider="mock", model="echo")  # type: ignore[call-arg]
+    assert old == Defaults(route="mock", model="echo")
+    with pytest.warns(DeprecationWarning, match=r"Defaults\.provider is deprecated: read Defaults\.route"):
+        assert old.provider == "mock"
 
 
 def test_merge_keys_configure_instances(fake_plugins: Path, write_config: Write) -> None:

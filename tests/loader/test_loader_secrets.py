@@ -19,7 +19,7 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def test_a_vendor_route_without_any_key_fails_naming_the_variable(tmp_path: Path) -> None:
-    path = write(tmp_path, "plugins:\n  mock: {}\n  openai: {}\ndefaults: {provider: mock, model: echo}\n")
+    path = write(tmp_path, "plugins:\n  mock: {}\n  openai: {}\ndefaults: {route: mock, model: echo}\n")
     loaded = load_config(path, environ={})
     [failure] = loaded.failures
     assert failure.key == "openai"
@@ -32,9 +32,9 @@ def test_a_vendor_route_without_any_key_fails_naming_the_variable(tmp_path: Path
 
     async def use() -> tuple[str, str]:
         async with Harness(loaded.plugins, defaults=loaded.defaults, failures=loaded.failures) as harness:
-            ok = await harness.generate(GenerateOptions(messages=[], provider="mock", model="echo"))
+            ok = await harness.generate(GenerateOptions(messages=[], route="mock", model="echo"))
             with pytest.raises(LlmError) as caught:
-                await harness.generate(GenerateOptions(messages=[], provider="openai", model="m"))
+                await harness.generate(GenerateOptions(messages=[], route="openai", model="m"))
             return ok.finish.kind, str(caught.value)
 
     kind, error = anyio.run(use)

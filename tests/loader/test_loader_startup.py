@@ -19,7 +19,7 @@ def test_the_builtin_document_is_what_parsing_the_builtin_default_gives() -> Non
     assert builtin_document() == parse_yaml(BUILTIN_DEFAULT, source=BUILTIN_SOURCE)
     first, second = builtin_document()[0], builtin_document()[0]
     first["plugins"]["mock"]["changed"] = True  # every call builds it anew
-    assert second == {"plugins": {"mock": {}}, "defaults": {"provider": "mock", "model": "echo"}}
+    assert second == {"plugins": {"mock": {}}, "defaults": {"route": "mock", "model": "echo"}}
 
 
 def loaded_modules(tmp_path: Path, config: str | None) -> list[str]:
@@ -32,7 +32,7 @@ def loaded_modules(tmp_path: Path, config: str | None) -> list[str]:
         "from harness_core.loader import load_config\n"
         "loaded = load_config()\n"
         "assert [p.key for p in loaded.plugins] == ['mock'], loaded\n"
-        "assert (loaded.defaults.provider, loaded.defaults.model) == ('mock', 'echo'), loaded.defaults\n"
+        "assert (loaded.defaults.route, loaded.defaults.model) == ('mock', 'echo'), loaded.defaults\n"
         "assert loaded.line('defaults', 'model') == 5\n"
         "print(' '.join(sorted(m for m in sys.modules if m.startswith(('yaml', 'importlib.metadata')))))\n"
     )

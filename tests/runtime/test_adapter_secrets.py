@@ -88,7 +88,7 @@ async def test_streamed_text_and_inband_failures_are_masked_before_middleware() 
     recorder = Recorder()
     async with Harness([("rec", recorder), ("echo", EchoPlugin())]) as harness:
         with pytest.raises(LlmError) as caught:
-            await harness.generate(GenerateOptions(messages=[], provider="echo", model="m"))
+            await harness.generate(GenerateOptions(messages=[], route="echo", model="m"))
     assert caught.value.message == f"upstream saw Bearer {MASK}"
     stored = b"".join(recorder.seen).decode()
     assert "0123456789abcdef" not in stored
@@ -98,7 +98,7 @@ async def test_streamed_text_and_inband_failures_are_masked_before_middleware() 
 async def test_a_raised_error_is_masked_in_the_finish_and_for_generate_callers() -> None:
     async with Harness([("echo", EchoPlugin("raise"))]) as harness:
         with pytest.raises(LlmError) as caught:
-            await harness.generate(GenerateOptions(messages=[], provider="echo", model="m"))
+            await harness.generate(GenerateOptions(messages=[], route="echo", model="m"))
     assert caught.value.code == "AUTH"
     assert "0123456789abcdef" not in caught.value.message
     assert MASK in caught.value.message
@@ -134,7 +134,7 @@ async def test_secrets_of_a_given_redactor_are_masked_too_and_clean_errors_stay_
 
     async with Harness([("plain", PlainPlugin())], redact=redactor) as harness:
         with pytest.raises(LlmError) as caught:
-            await harness.generate(GenerateOptions(messages=[], provider="plain", model="m"))
+            await harness.generate(GenerateOptions(messages=[], route="plain", model="m"))
         with pytest.raises(LlmError) as resolved:
             harness.resolve_model("plain", "m")
     assert caught.value.message == MASK
@@ -156,7 +156,7 @@ async def test_an_ordinary_delta_reaches_the_caller_before_the_next_is_read() ->
         Reply(reads=[f"data: {msgspec.json.encode(first).decode()}\n\n".encode()], end="stall")
     ) as server:
         config = Config(base_url=f"{server.url}/v1", api_key=Secret(key), routes=["echo"])
-        options = GenerateOptions(messages=[Message.user("hi")], provider="echo", model="m")
+        options = GenerateOptions(messages=[Message.user("hi")], route="echo", model="m")
         async with Harness([("openai", OpenAIPlugin(config))]) as harness, harness.stream(options) as chunks:
             async for chunk in chunks:  # the stall never ends: only a delta shown at once ends this loop
                 if isinstance(chunk, TextDelta):

@@ -67,7 +67,7 @@ async def test_unknown_route_is_one_no_adapter_finish_naming_routes_and_failures
     ]
     harness = Harness([("fake", AdapterPlugin(ScriptedAdapter(), ["a", "b"]))], failures=failures)
     async with harness:
-        (chunk,) = await collect(harness, GenerateOptions(provider="groq"))
+        (chunk,) = await collect(harness, GenerateOptions(route="groq"))
     failure = failure_of(chunk)
     assert chunk == Finish(FinishReason(kind="error", failure=failure))
     assert failure.code == "NO_ADAPTER"
@@ -90,7 +90,7 @@ async def test_adapter_llm_error_closes_open_blocks_then_finishes_with_the_error
     error = LlmError("RATE_LIMITED", "slow down", status=429, retry_after=2.0, provider="fake", request_id="req_1")
     log: list[str] = []
     async with Harness([("fake", AdapterPlugin(ScriptedAdapter([*PARTIAL, Raise(error)], log=log)))]) as harness:
-        chunks = await collect(harness, GenerateOptions(provider="fake"))
+        chunks = await collect(harness, GenerateOptions(route="fake"))
     assert chunks == [*CLOSED, Finish(FinishReason(kind="error", failure=error.to_failure()))]
     assert failure_of(chunks[-1]).retryable
     assert log == ["finally:adapter"]
@@ -98,7 +98,7 @@ async def test_adapter_llm_error_closes_open_blocks_then_finishes_with_the_error
 
 async def test_unexpected_exception_is_internal_and_logged(caplog: pytest.LogCaptureFixture) -> None:
     async with Harness([("fake", AdapterPlugin(ScriptedAdapter([*PARTIAL, Raise(KeyError("choices"))])))]) as harness:
-        chunks = await collect(harness, GenerateOptions(provider="fake"))
+        chunks = await collect(harness, GenerateOptions(route="fake"))
     assert chunks[:-1] == CLOSED
     failure = failure_of(chunks[-1])
     assert failure.code == "INTERNAL"
@@ -130,7 +130,7 @@ async def test_abort_turns_an_adapter_fault_into_finish_aborted(ends: bool) -> N
     abort = AbortSignal()
     async with Harness([("fake", AdapterPlugin(CutByAbort(ends)))]) as harness:
         received: list[StreamChunk] = []
-        async with harness.stream(GenerateOptions(provider="fake", abort=abort)) as chunks:
+        async with harness.stream(GenerateOptions(route="fake", abort=abort)) as chunks:
             async for chunk in chunks:
                 received.append(chunk)
                 if len(received) == len(PARTIAL):
@@ -142,7 +142,7 @@ async def test_abort_turns_an_adapter_fault_into_finish_aborted(ends: bool) -> N
 
 async def test_stream_without_finish_is_protocol() -> None:
     async with Harness([("fake", AdapterPlugin(ScriptedAdapter(PARTIAL)))]) as harness:
-        chunks = await collect(harness, GenerateOptions(provider="fake"))
+        chunks = await collect(harness, GenerateOptions(route="fake"))
     assert chunks[:-1] == CLOSED
     assert failure_of(chunks[-1]).code == "PROTOCOL"
     assert "ended its stream without a finish" in failure_of(chunks[-1]).message
@@ -152,7 +152,7 @@ async def test_nothing_after_the_adapter_finish_is_read() -> None:
     log: list[str] = []
     script = [*reply("x"), TextDelta(0, "late"), Raise(RuntimeError("never reached"))]
     async with Harness([("fake", AdapterPlugin(ScriptedAdapter(script, log=log)))]) as harness:
-        chunks = await collect(harness, GenerateOptions(provider="fake"))
+        chunks = await collect(harness, GenerateOptions(route="fake"))
     assert chunks == reply("x")
     assert log == ["finally:adapter"]
 
@@ -198,8 +198,8 @@ async def test_adapter_shapes(caplog: pytest.LogCaptureFixture) -> None:
         ("noclose", AdapterPlugin(FailsToClose(), ["noclose"])),
     ]
     async with Harness(plugins) as harness:
-        (chunk,) = await collect(harness, GenerateOptions(provider="raises"))
+        (chunk,) = await collect(harness, GenerateOptions(route="raises"))
         assert failure_of(chunk).code == "UNSUPPORTED"
-        assert await collect(harness, GenerateOptions(provider="plain")) == reply("it")
-        assert await collect(harness, GenerateOptions(provider="noclose")) == reply("done")
+        assert await collect(harness, GenerateOptions(route="plain")) == reply("it")
+        assert await collect(harness, GenerateOptions(route="noclose")) == reply("done")
     assert "closing the adapter stream of route 'noclose' failed" in caplog.text

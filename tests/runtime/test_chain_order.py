@@ -53,7 +53,7 @@ async def test_pinned_order_tiers_then_yaml_position() -> None:
         with pytest.raises(LlmError) as caught:
             harness.chain("nowhere")
         assert caught.value.code == "NO_ADAPTER"
-        await harness.generate(GenerateOptions(provider="fake"))
+        await harness.generate(GenerateOptions(route="fake"))
     assert [entry for entry in log if entry.startswith("enter:")] == [f"enter:{k}" for k in expected]
     # closing runs outermost first (each middleware left its loop normally, so finally order is inner-first
     # for a completed stream; the close order under break is pinned in test_closing.py)

@@ -36,7 +36,7 @@ def _finallys(log: list[str]) -> list[str]:
 
 async def _first_chunk_then(harness: Harness, error: Exception | None) -> None:
     """Stream, and after the first chunk raise ``error`` in the body (or break when ``None``)."""
-    async with harness.stream(GenerateOptions(provider="fake")) as chunks:
+    async with harness.stream(GenerateOptions(route="fake")) as chunks:
         async for _ in chunks:
             if error is not None:
                 raise error
@@ -46,7 +46,7 @@ async def _first_chunk_then(harness: Harness, error: Exception | None) -> None:
 async def test_break_closes_every_layer_outermost_first() -> None:
     log: list[str] = []
     async with _harness(log, reply("abc", "a", "b", "c")) as harness:
-        async with harness.stream(GenerateOptions(provider="fake")) as chunks:
+        async with harness.stream(GenerateOptions(route="fake")) as chunks:
             async for chunk in chunks:
                 if isinstance(chunk, TextDelta):
                     break
@@ -65,7 +65,7 @@ async def test_cancellation_in_the_body_closes_every_layer_outermost_first() -> 
     log: list[str] = []
     async with _harness(log, reply()) as harness:
         with anyio.CancelScope() as scope:
-            async with harness.stream(GenerateOptions(provider="fake")) as chunks:
+            async with harness.stream(GenerateOptions(route="fake")) as chunks:
                 async for _ in chunks:
                     scope.cancel()
                     await anyio.sleep_forever()
@@ -78,7 +78,7 @@ async def test_cancellation_while_the_adapter_stalls_propagates_and_closes_every
     async with _harness(log, [BlockStart(0, "text"), TextDelta(0, "x"), Stall()]) as harness:
         received: list[StreamChunk] = []
         with anyio.CancelScope() as scope:
-            async with harness.stream(GenerateOptions(provider="fake")) as chunks:
+            async with harness.stream(GenerateOptions(route="fake")) as chunks:
                 async for chunk in chunks:
                     received.append(chunk)
                     if isinstance(chunk, TextDelta):
@@ -108,7 +108,7 @@ async def test_awaiting_cleanup_is_shielded_from_cancellation() -> None:
     log: list[str] = []
     async with _harness(log, reply(), ("ledger", AccountsInFinally(log))) as harness:
         with anyio.CancelScope() as scope:
-            async with harness.stream(GenerateOptions(provider="fake")) as chunks:
+            async with harness.stream(GenerateOptions(route="fake")) as chunks:
                 async for _ in chunks:
                     scope.cancel()
                     await anyio.sleep_forever()
@@ -158,7 +158,7 @@ async def test_a_hanging_close_is_bounded_and_the_rest_still_closes(caplog: pyte
     harness = _harness(log, reply(), ("hang", HangsInFinally()))
     harness.close_timeout = 0.01
     with caplog.at_level(logging.WARNING, logger="harness"):
-        async with harness, harness.stream(GenerateOptions(provider="fake")) as chunks:
+        async with harness, harness.stream(GenerateOptions(route="fake")) as chunks:
             async for _ in chunks:
                 break
     assert _finallys(log) == LAYERS
@@ -169,7 +169,7 @@ async def test_zero_middleware_stream_is_the_boundary_over_the_adapter() -> None
     log: list[str] = []
     adapter = ScriptedAdapter(reply("a", "a"), log=log)
     async with Harness([("fake", AdapterPlugin(adapter))]) as harness:
-        context = harness.stream(GenerateOptions(provider="fake"))
+        context = harness.stream(GenerateOptions(route="fake"))
         async with context as chunks:
             assert chunks.__qualname__ == "AdapterBoundary._serve"  # type: ignore[attr-defined]
             async for _ in chunks:
@@ -192,7 +192,7 @@ async def test_concurrent_streams_are_independent() -> None:
     async with _harness(log, reply("same", "sa", "me")) as harness:
 
         async def one(name: str) -> None:
-            results[name] = (await harness.generate(GenerateOptions(provider="fake"))).text
+            results[name] = (await harness.generate(GenerateOptions(route="fake"))).text
 
         async with anyio.create_task_group() as group:
             for name in ("a", "b", "c"):

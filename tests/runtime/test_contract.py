@@ -59,7 +59,7 @@ class Fine:
 async def collect(plugins: list[tuple[str, object]], *, strict: bool = False) -> list[StreamChunk]:
     harness = Harness(plugins)
     harness.strict = strict
-    async with harness, harness.stream(GenerateOptions(provider="fake")) as chunks:
+    async with harness, harness.stream(GenerateOptions(route="fake")) as chunks:
         return [chunk async for chunk in chunks]
 
 
@@ -109,7 +109,7 @@ async def test_generate_raises_the_violation() -> None:
     harness = Harness([("bad", Inject(BlockEnd(0, TextBlock("")))), ("fake", AdapterPlugin(ScriptedAdapter(reply())))])
     async with harness:
         with pytest.raises(LlmError) as caught:
-            await harness.generate(GenerateOptions(provider="fake"))
+            await harness.generate(GenerateOptions(route="fake"))
     assert caught.value.code == "PROTOCOL"
     assert "block-end for block 0, which was never started" in caught.value.message
 

@@ -14,12 +14,12 @@ pytestmark = pytest.mark.anyio
 
 async def test_count_tokens_uses_the_route_adapter() -> None:
     plugins = [("mock", MockPlugin(MockConfig())), ("other", AdapterPlugin(ScriptedAdapter(reply()), ["other"]))]
-    async with Harness(plugins, defaults=Defaults(provider="mock", model="echo")) as harness:
+    async with Harness(plugins, defaults=Defaults(route="mock", model="echo")) as harness:
         options = GenerateOptions(system="be brief", messages=[Message.user("one two three")])
         assert await harness.count_tokens(options) == 5  # the mock counts words
         assert harness.route_wire("mock") is None
         with pytest.raises(LlmError) as caught:
-            await harness.count_tokens(GenerateOptions(provider="other", messages=[Message.user("x")]))
+            await harness.count_tokens(GenerateOptions(route="other", messages=[Message.user("x")]))
         assert caught.value.code == "UNSUPPORTED"
         assert "cannot count tokens" in caught.value.message
         with pytest.raises(LlmError) as caught:

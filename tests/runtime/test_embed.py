@@ -123,7 +123,7 @@ async def test_mock_embeds_deterministic_unit_vectors_on_its_chat_route() -> Non
         assert harness.embed_routes() == {"mock": "mock"}
         assert harness.default_embed_route() == "mock"
         result = await harness.embed(["hello world", "hi", "hello world"])
-        again = await harness.embed(EmbedOptions(inputs=["hi"], provider="mock", dimensions=3), dimensions=5)
+        again = await harness.embed(EmbedOptions(inputs=["hi"], route="mock", dimensions=3), dimensions=5)
     assert (result.route, result.source, result.model, result.dimensions) == ("mock", "mock", "hash", 8)
     assert result.usage == TokenUsage(5, None)
     assert result[0].tolist() == result[2].tolist() != result[1].tolist()
@@ -143,6 +143,23 @@ async def test_route_owner_looks_one_route_up() -> None:
         assert harness.route_owner("vec", embeddings=True) == "vec"  # its embedder's owner
         assert harness.route_owner("nowhere", embeddings=True) is None
         assert (harness.routes(), harness.embed_routes()) == ({"chat": "mock"}, {"chat": "mock", "vec": "vec"})
+
+
+async def test_the_provider_keyword_of_embed_is_the_deprecated_route() -> None:
+    plugins: list[tuple[str, object]] = [("mock", MockPlugin(MockConfig(routes=["a", "b"])))]
+    async with Harness(plugins) as harness:
+        with pytest.warns(
+            DeprecationWarning, match=r"Harness\.embed\(provider=\.\.\.\) is deprecated: pass route="
+        ) as seen:
+            old = await harness.embed(["hi"], provider="b")
+        assert seen[0].filename == __file__
+        new = await harness.embed(["hi"], route="b")
+        assert (old.route, old[0].tolist()) == (new.route, new[0].tolist()) == ("b", new[0].tolist())
+        with pytest.warns(DeprecationWarning, match=r"Harness\.embed\(provider="):
+            replaced = await harness.embed(EmbedOptions(inputs=["hi"], route="a"), provider="b")
+        assert replaced.route == "b"
+        with pytest.raises(TypeError, match=r"Harness\.embed: give route= only"):
+            await harness.embed(["hi"], provider="a", route="b")
 
 
 async def test_mock_embedding_errors() -> None:
@@ -185,30 +202,30 @@ async def test_route_errors_name_the_route() -> None:
         ("mock", MockPlugin(MockConfig(routes=["chat"]))),
         ("vec", EmbedOnly(Recording())),
     ]
-    async with Harness(plugins, defaults=Defaults(provider="elsewhere")) as harness:
+    async with Harness(plugins, defaults=Defaults(route="elsewhere")) as harness:
         assert harness.default_embed_route() is None  # the default route does not embed and two do not exist
         for route, code, text in (
             ("nowhere", "NO_ADAPTER", "no embedder serves route 'nowhere'; embedding routes: 'chat', 'vec'"),
             (None, "NO_ADAPTER", "no route given and no default embedding route"),
         ):
             with pytest.raises(LlmError, match=text) as caught:
-                await harness.embed(["x"], provider=route)
+                await harness.embed(["x"], route=route)
             assert caught.value.code == code
     async with Harness([("mock", MockPlugin(MockConfig(routes=["vec"]))), ("chat", Both(Recording(), ["x"]))]) as h:
         assert h.default_embed_route() is None
     only_chat: list[tuple[str, object]] = [("only", OnlyChat())]
     async with Harness(only_chat) as harness:
         with pytest.raises(LlmError, match="route 'talk' does not serve embeddings; embedding routes: none") as caught:
-            await harness.embed(["x"], provider="talk")
+            await harness.embed(["x"], route="talk")
         assert caught.value.code == "UNSUPPORTED"
     failed = PluginFailure(
         key="gone", name="gone", message="missing key", stage="config", is_middleware=False, routes=["g"]
     )
     async with Harness([], failures=[failed]) as harness:
         with pytest.raises(LlmError, match="route 'g' is unavailable: missing key") as caught:
-            await harness.embed(["x"], provider="g")
+            await harness.embed(["x"], route="g")
         assert caught.value.code == "CONFIG"
-    async with Harness([("vec", EmbedOnly(Recording()))], defaults=Defaults(provider="vec")) as harness:
+    async with Harness([("vec", EmbedOnly(Recording()))], defaults=Defaults(route="vec")) as harness:
         assert harness.default_embed_route() == "vec"
     with pytest.raises(RuntimeError, match="not running"):
         await Harness().embed(["x"])

@@ -38,13 +38,13 @@ async def test_from_config_builds_plugins_defaults_and_failures(monkeypatch: pyt
         path=Path("/found/plugins.yaml"),
         plugins=[LoadedPlugin(key="mock", name="mock", instance=AdapterPlugin(ScriptedAdapter(reply("m")), ["mock"]))],
         failures=[adapter_failure],
-        defaults=Defaults(provider="mock", model="echo"),
+        defaults=Defaults(route="mock", model="echo"),
     )
     calls = fake_loader(monkeypatch, config)
     harness = Harness.from_config("my.yaml")
     assert calls == [("find", "my.yaml"), ("load", Path("/found/plugins.yaml"))]
     assert harness.failures == (adapter_failure,)
-    assert harness.defaults == Defaults(provider="mock", model="echo")
+    assert harness.defaults == Defaults(route="mock", model="echo")
     async with harness:
         assert (await harness.generate(GenerateOptions())).text == "m"
 

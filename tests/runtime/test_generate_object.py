@@ -56,7 +56,7 @@ def mock_harness() -> Harness:
 
 
 def ask(text: str) -> GenerateOptions:
-    return GenerateOptions(provider="mock", model="echo", messages=[Message.user(text)])
+    return GenerateOptions(route="mock", model="echo", messages=[Message.user(text)])
 
 
 async def test_struct_dataclass_and_typed_dict_are_decoded() -> None:
@@ -72,7 +72,7 @@ async def test_struct_dataclass_and_typed_dict_are_decoded() -> None:
 async def test_the_schema_of_the_type_is_sent_replacing_any_format() -> None:
     adapter = ScriptedAdapter(reply('{"x": 1, "y": 2}'))
     async with Harness([("fake", AdapterPlugin(adapter, ["fake"]))]) as harness:
-        options = GenerateOptions(provider="fake", response_format=JsonObjectFormat())
+        options = GenerateOptions(route="fake", response_format=JsonObjectFormat())
         assert await harness.generate_object(options, Point, name="pt", strict=True) == Point(1, 2)
     assert adapter.calls[0].response_format == JsonSchemaFormat(
         "pt",

@@ -58,7 +58,7 @@ async def test_httpcore_header_dumps_are_scrubbed_while_the_harness_runs(caplog:
     location = f"http://127.0.0.1/v1/chat?key={KEY}"
     with ScriptedServer(Reply(307, headers={"Location": location, "content-type": "text/plain"})) as server:
         plugin = RedirectedPlugin(Config(base_url=server.url, api_key=Secret(KEY)))
-        options = GenerateOptions(provider="proxy", model="m", messages=[Message.user("hi")])
+        options = GenerateOptions(route="proxy", model="m", messages=[Message.user("hi")])
         with caplog.at_level(logging.DEBUG):
             async with Harness([("proxy", plugin)]) as harness:
                 assert len(redact_filters()) == len(HTTP_LOGGERS)

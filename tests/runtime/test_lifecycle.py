@@ -89,9 +89,9 @@ async def test_failing_adapter_plugins_do_not_stop_the_others(caplog: pytest.Log
         assert "not `async def`" in messages["async"]
         assert "PluginValidationError" in messages["sig"]
         with pytest.raises(LlmError, match="cannot reach the model server") as caught:
-            await harness.generate(GenerateOptions(provider="half"))
+            await harness.generate(GenerateOptions(route="half"))
         assert caught.value.code == "NO_ADAPTER"
-        assert (await harness.generate(GenerateOptions(provider="good"))).text == "fine"
+        assert (await harness.generate(GenerateOptions(route="good"))).text == "fine"
     assert broken.adapter.close_count == 1  # registered once, so closed on exit
     assert "plugin 'broken' failed to start" in caplog.text
 
@@ -185,10 +185,10 @@ async def test_loaded_plugins_and_introspection() -> None:
     adapter = ScriptedAdapter(models=[ModelInfo(model="echo", context_window=1000), ModelInfo(model="other")])
     loaded = LoadedPlugin(key="mock:x", name="mock", instance=AdapterPlugin(adapter, ["m"]), dist="d", version="1")
     log: list[str] = []
-    harness = Harness([loaded, ("mw:two", PassThrough("mw", log))], defaults=Defaults(provider="m", model="echo"))
+    harness = Harness([loaded, ("mw:two", PassThrough("mw", log))], defaults=Defaults(route="m", model="echo"))
     assert harness.plugins[0] is loaded
     assert harness.plugins[1].name == "mw"
-    assert harness.defaults == Defaults(provider="m", model="echo")
+    assert harness.defaults == Defaults(route="m", model="echo")
     async with harness:
         assert harness.resolve_model() == ModelInfo(model="echo", route="m", context_window=1000)
         assert harness.resolve_model("m", "other").model == "other"

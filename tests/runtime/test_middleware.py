@@ -51,7 +51,7 @@ class Cache:
 async def test_cache_short_circuit_never_calls_the_adapter_twice() -> None:
     cache, adapter = Cache(), ScriptedAdapter(reply("cached", "cach", "ed"))
     async with Harness([("cache", cache), ("fake", AdapterPlugin(adapter))]) as harness:
-        options = GenerateOptions(provider="fake", model="m", messages=[Message.user("q")])
+        options = GenerateOptions(route="fake", model="m", messages=[Message.user("q")])
         first = await harness.generate(options)
         second = await harness.generate(options)
     assert first == second
@@ -94,7 +94,7 @@ async def test_retry_before_the_first_chunk() -> None:
     )
     retry = RetryBeforeFirstChunk()
     async with Harness([("retry", retry), ("fake", AdapterPlugin(adapter))]) as harness:
-        result = await harness.generate(GenerateOptions(provider="fake"))
+        result = await harness.generate(GenerateOptions(route="fake"))
     assert result.text == "ok"
     assert retry.seen == ["OVERLOADED", "RATE_LIMITED"]
     assert len(adapter.calls) == 3
@@ -105,7 +105,7 @@ async def test_retry_gives_up_and_the_error_reaches_generate() -> None:
     adapter = ScriptedAdapter([Raise(LlmError("SERVER", "boom", status=503))])
     async with Harness([("retry", RetryBeforeFirstChunk(2)), ("fake", AdapterPlugin(adapter))]) as harness:
         with pytest.raises(LlmError) as caught:
-            await harness.generate(GenerateOptions(provider="fake"))
+            await harness.generate(GenerateOptions(route="fake"))
     assert (caught.value.code, caught.value.status) == ("SERVER", 503)
     assert len(adapter.calls) == 2
 
@@ -115,7 +115,7 @@ class Rewrite:
 
     @hookimpl
     async def llm_stream(self, options: GenerateOptions, call_next: Any) -> AsyncIterator[StreamChunk]:
-        changed = msgspec.structs.replace(options, provider="backup", system="be brief")
+        changed = msgspec.structs.replace(options, route="backup", system="be brief")
         async for chunk in call_next(changed):
             yield chunk
 
@@ -127,13 +127,13 @@ async def test_request_rewriting_reaches_the_adapter_and_the_result() -> None:
         ("main", AdapterPlugin(main, ["main"])),
         ("alt", AdapterPlugin(backup, ["backup"])),
     ]
-    async with Harness(plugins, defaults=Defaults(provider="main", model="m")) as harness:
+    async with Harness(plugins, defaults=Defaults(route="main", model="m")) as harness:
         result = await harness.generate(GenerateOptions())
     assert result.text == "backup"
     assert (result.message.route, result.message.source) == ("backup", "alt")
     assert main.calls == []
     (seen,) = backup.calls
-    assert (seen.provider, seen.model, seen.system) == ("backup", "m", "be brief")
+    assert (seen.route, seen.model, seen.system) == ("backup", "m", "be brief")
 
 
 class AddsAndDrops:
@@ -150,5 +150,5 @@ class AddsAndDrops:
 
 async def test_transforming_middleware() -> None:
     async with Harness([("t", AddsAndDrops()), ("fake", AdapterPlugin(ScriptedAdapter(reply())))]) as harness:
-        result = await harness.generate(GenerateOptions(provider="fake"))
+        result = await harness.generate(GenerateOptions(route="fake"))
     assert result.finish.raw == "rewritten"

@@ -42,7 +42,7 @@ pytestmark = pytest.mark.anyio
 
 
 def options(**fields: Any) -> GenerateOptions:
-    return GenerateOptions(provider="work", model="m", messages=[Message.user("x")], **fields)
+    return GenerateOptions(route="work", model="m", messages=[Message.user("x")], **fields)
 
 
 # ------------------------------------------------------------------ the record
@@ -66,7 +66,7 @@ def test_open_record_attaches_one_record_and_reuses_it() -> None:
 
 def test_embed_record_is_shared_by_nested_blocks_and_ends_with_the_outer() -> None:
     assert embed_record() is None
-    with open_embed_record(EmbedOptions(inputs=["a"], provider="vec", model="e")) as outer:
+    with open_embed_record(EmbedOptions(inputs=["a"], route="vec", model="e")) as outer:
         assert embed_record() is outer
         assert outer.ended is None
         with open_embed_record() as inner:
@@ -242,7 +242,7 @@ class Reads:
 async def test_the_runtime_opens_the_record_and_the_boundary_fills_it() -> None:
     reads = Reads()
     plugins = [("reads", reads), ("openai:work", AdapterPlugin(ScriptedAdapter(reply()), ["work"]))]
-    async with Harness(plugins, defaults=Defaults(provider="work", model="m")) as harness:
+    async with Harness(plugins, defaults=Defaults(route="work", model="m")) as harness:
         context = harness.stream(GenerateOptions(messages=[Message.user("x")]))
         async with context as chunks:
             async for _ in chunks:
@@ -271,7 +271,7 @@ async def test_the_runtime_opens_an_embedding_calls_record() -> None:
 
     reads = Reads()
     async with Harness([("reads", reads), ("vec", EmbedOnly(Recording()))]) as harness:
-        await harness.embed(["a"], provider="vec", model="e")
+        await harness.embed(["a"], route="vec", model="e")
     [record] = reads.records
     assert record is not None
     assert (record.requested_route, record.requested_model) == ("vec", "e")

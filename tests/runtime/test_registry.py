@@ -104,14 +104,14 @@ async def test_duplicate_between_plugins_keeps_the_first_and_records_the_second(
         assert "DUPLICATE_ROUTE" in failure.message
         assert "'openai:b'" in failure.message
         assert "'openai'" in failure.message
-        assert (await harness.generate(GenerateOptions(provider="x"))).text == "one"
+        assert (await harness.generate(GenerateOptions(route="x"))).text == "one"
         result = [c async for c in _chunks(harness, "y")]
         assert result[-1].reason.failure.code == "NO_ADAPTER"
         assert "'openai:b' failed at register" in result[-1].reason.failure.message
 
 
 async def _chunks(harness: Harness, route: str) -> Any:
-    async with harness.stream(GenerateOptions(provider=route)) as chunks:
+    async with harness.stream(GenerateOptions(route=route)) as chunks:
         async for chunk in chunks:
             yield chunk
 

@@ -67,9 +67,9 @@ async def test_replay_kept_for_the_owner_and_stripped_for_others(round_trip: boo
         ("openai:home", AdapterPlugin(home, ["home"])),
     ]
     async with Harness(plugins) as harness:
-        await harness.generate(GenerateOptions(provider="work", messages=messages))
-        await harness.generate(GenerateOptions(provider="home", messages=messages))
-        async with harness.stream(GenerateOptions(provider="elsewhere", messages=messages)) as chunks:
+        await harness.generate(GenerateOptions(route="work", messages=messages))
+        await harness.generate(GenerateOptions(route="home", messages=messages))
+        async with harness.stream(GenerateOptions(route="elsewhere", messages=messages)) as chunks:
             assert [type(chunk) async for chunk in chunks] == [Finish]  # NO_ADAPTER
     assert replay_states(work.calls[0]) == [None, {"id": 1}, None, None, None]
     assert replay_states(home.calls[0]) == [None, None, {"id": 2}, None, None]
@@ -84,7 +84,7 @@ async def test_replay_kept_for_the_owner_and_stripped_for_others(round_trip: boo
 
 async def test_nothing_to_strip_passes_the_same_options() -> None:
     seen = Seen()
-    options = GenerateOptions(provider="work", model="m", messages=[Message.user("x")])
+    options = GenerateOptions(route="work", model="m", messages=[Message.user("x")])
     async with Harness([("seen", seen), ("openai:work", AdapterPlugin(ScriptedAdapter(reply()), ["work"]))]) as h:
         await h.generate(options)
     [passed] = seen.options
@@ -97,7 +97,7 @@ async def test_nothing_to_strip_passes_the_same_options() -> None:
 class Reroute:
     @hookimpl
     async def llm_stream(self, options: GenerateOptions, call_next: Any) -> AsyncIterator[StreamChunk]:
-        async for chunk in call_next(msgspec.structs.replace(options, provider="home")):
+        async for chunk in call_next(msgspec.structs.replace(options, route="home")):
             yield chunk
 
 
@@ -110,7 +110,7 @@ async def test_a_rerouted_request_is_stripped_for_the_new_owner() -> None:
         ("openai:home", AdapterPlugin(home, ["home"])),
     ]
     async with Harness(plugins) as harness:
-        await harness.generate(GenerateOptions(provider="work", messages=history()))
+        await harness.generate(GenerateOptions(route="work", messages=history()))
     assert replay_states(home.calls[0]) == [None, None, None, None, None]
 
 
@@ -118,12 +118,12 @@ async def test_generated_message_carries_route_source_and_replay_for_the_next_tu
     script = [*reply("one")[:-1], Finish(FinishReason(kind="stop"), replay_state={"response_id": "resp_1"})]
     work = ScriptedAdapter(script)
     async with Harness([("openai:work", AdapterPlugin(work, ["work"]))]) as harness:
-        first = await harness.generate(GenerateOptions(provider="work", messages=[Message.user("q")]))
+        first = await harness.generate(GenerateOptions(route="work", messages=[Message.user("q")]))
         assert first.replay_state == {"response_id": "resp_1"}
         assert (first.message.route, first.message.source) == ("work", "openai:work")
         saved = msgspec.json.encode([Message.user("q"), first.message, Message.user("q2")])
         messages = msgspec.json.decode(saved, type=list[Message])
-        await harness.generate(GenerateOptions(provider="work", messages=messages))
+        await harness.generate(GenerateOptions(route="work", messages=messages))
     assert work.calls[1].messages[1].replay_state == {"response_id": "resp_1"}
 
 
@@ -162,10 +162,10 @@ async def test_a_typed_signature_is_kept_for_the_same_provider_and_model_only(ro
         ("acme", AdapterPlugin(acme, ["acme"])),
     ]
     async with Harness(plugins) as harness:
-        await harness.generate(GenerateOptions(provider="work", model="m", messages=messages))  # same instance
-        await harness.generate(GenerateOptions(provider="work", model="other", messages=messages))  # another model
-        await harness.generate(GenerateOptions(provider="home", model="m", messages=messages))  # another instance
-        await harness.generate(GenerateOptions(provider="acme", model="m", messages=messages))  # another provider
+        await harness.generate(GenerateOptions(route="work", model="m", messages=messages))  # same instance
+        await harness.generate(GenerateOptions(route="work", model="other", messages=messages))  # another model
+        await harness.generate(GenerateOptions(route="home", model="m", messages=messages))  # another instance
+        await harness.generate(GenerateOptions(route="acme", model="m", messages=messages))  # another provider
     kept, unsigned = [None, SIGNED, None, None], [None, None, None, None]
     assert signatures(work.calls[0]) == kept
     assert signatures(work.calls[1]) == unsigned

@@ -51,7 +51,7 @@ class Misbehaving:
 async def run(mode: str) -> tuple[list[StreamChunk], Misbehaving]:
     middleware = Misbehaving(mode)
     plugins = [("bad", middleware), ("fake", AdapterPlugin(ScriptedAdapter(reply("hi"))))]
-    async with Harness(plugins) as harness, harness.stream(GenerateOptions(provider="fake")) as chunks:
+    async with Harness(plugins) as harness, harness.stream(GenerateOptions(route="fake")) as chunks:
         return [chunk async for chunk in chunks], middleware
 
 

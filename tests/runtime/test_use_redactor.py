@@ -27,7 +27,7 @@ class Recorder(SecretMasking):
 
     @hookimpl
     async def llm_stream(self, options: GenerateOptions, call_next: CallNext) -> AsyncIterator[StreamChunk]:
-        self.stored.append(self.mask_data({"route": options.provider, "prompt": options.messages[-1].text}))
+        self.stored.append(self.mask_data({"route": options.route, "prompt": options.messages[-1].text}))
         self.stored.append(self.mask_text(options.model))
         async for chunk in call_next(options):
             yield chunk
@@ -57,7 +57,7 @@ async def test_a_library_harness_hands_its_masker_to_sink_middleware() -> None:
     redactor.add(KEY)
     recorder = Recorder()
     harness = Harness([("sink", recorder), ("mock", MockPlugin(MockConfig(routes=[KEY])))], redact=redactor)
-    options = GenerateOptions(provider=KEY, model=None, messages=[Message.user(f"{KEY} tok-7f3e5a9c1d")])
+    options = GenerateOptions(route=KEY, model=None, messages=[Message.user(f"{KEY} tok-7f3e5a9c1d")])
     assert recorder.redact(KEY) == KEY  # nothing masked before the harness starts
     async with harness:
         assert harness.redact(f"a {KEY}") == "a **********"
@@ -86,7 +86,7 @@ async def test_a_harness_built_from_a_loaded_config_masks_what_the_environment_g
     from harness_core.plugininfo import PluginFailure
 
     path = tmp_path / "plugins.yaml"
-    path.write_text("plugins:\n  mock: {}\ndefaults:\n  provider: mock\n  model: ${{ env.HOOK_MODEL }}\n")
+    path.write_text("plugins:\n  mock: {}\ndefaults:\n  route: mock\n  model: ${{ env.HOOK_MODEL }}\n")
     loaded = load_config(path, environ={"HOOK_MODEL": KEY})
     harness = Harness.from_loaded(loaded)
     assert harness.redact(f"model {KEY}") == "model **********"  # the value taken from the environment
@@ -99,7 +99,7 @@ async def test_a_further_mask_reaches_use_redactor_after_the_secrets(tmp_path: A
     from harness_core.loader import load_config
 
     path = tmp_path / "plugins.yaml"
-    path.write_text("plugins:\n  mock: {}\ndefaults:\n  provider: mock\n  model: ${{ env.HOOK_MODEL }}\n")
+    path.write_text("plugins:\n  mock: {}\ndefaults:\n  route: mock\n  model: ${{ env.HOOK_MODEL }}\n")
     loaded = load_config(path, environ={"HOOK_MODEL": KEY})
     harness = Harness.from_loaded(loaded, mask=lambda text: text.replace("own-format", "[own]"))
     recorder = Recorder()

@@ -66,7 +66,7 @@ class Plugin:
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 def test_generate_stream_and_introspection(backend: str) -> None:
     adapter = Adapter()
-    harness = Harness([("sync:p", Plugin(adapter))], defaults=Defaults(provider="sync", model="m"))
+    harness = Harness([("sync:p", Plugin(adapter))], defaults=Defaults(route="sync", model="m"))
     with SyncHarness(harness, backend=backend) as sync:
         assert sync.harness is harness
         result = sync.generate(GenerateOptions())
@@ -122,7 +122,7 @@ def test_from_config(monkeypatch: pytest.MonkeyPatch) -> None:
     config = LoadedConfig(
         path=None,
         plugins=[LoadedPlugin(key="sync", name="sync", instance=Plugin(adapter))],
-        defaults=Defaults(provider="sync"),
+        defaults=Defaults(route="sync"),
     )
     monkeypatch.setattr(harness_core.loader, "find_config", lambda explicit=None: None)
     monkeypatch.setattr(harness_core.loader, "load_config", lambda path: config)
@@ -134,7 +134,7 @@ def test_real_loader_and_mock_plugin(tmp_path: Path) -> None:
     """End to end through the real loader and the installed mock provider plugin."""
     pytest.importorskip("harness_llm_mock")
     config = tmp_path / "plugins.yaml"
-    config.write_text("plugins:\n  mock: {}\ndefaults: {provider: mock, model: echo}\n")
+    config.write_text("plugins:\n  mock: {}\ndefaults: {route: mock, model: echo}\n")
     with SyncHarness.from_config(config) as sync:
         assert sync.routes() == {"mock": "mock"}
         result = sync.generate(GenerateOptions(messages=[Message.user("hello there")]))
@@ -146,7 +146,7 @@ def test_real_loader_and_mock_plugin(tmp_path: Path) -> None:
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 def test_leaving_with_a_stream_still_open_closes_it_instead_of_hanging(backend: str) -> None:
     adapter = Adapter()
-    harness = Harness([("sync:p", Plugin(adapter))], defaults=Defaults(provider="sync", model="m"))
+    harness = Harness([("sync:p", Plugin(adapter))], defaults=Defaults(route="sync", model="m"))
 
     with SyncHarness(harness, backend=backend) as sync:
 
@@ -164,7 +164,7 @@ def test_leaving_with_a_stream_still_open_closes_it_instead_of_hanging(backend: 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 def test_an_exception_in_the_stream_block_closes_the_stream_and_propagates(backend: str) -> None:
     adapter = Adapter()
-    harness = Harness([("sync:p", Plugin(adapter))], defaults=Defaults(provider="sync", model="m"))
+    harness = Harness([("sync:p", Plugin(adapter))], defaults=Defaults(route="sync", model="m"))
     with SyncHarness(harness, backend=backend) as sync:
 
         def consume() -> None:

@@ -32,7 +32,7 @@ pytestmark = pytest.mark.anyio
 
 
 async def run(adapter: FakeAdapter, options: GenerateOptions | None = None) -> list[StreamChunk]:
-    stream = adapter.stream(options or GenerateOptions(provider="fake", model="m"))
+    stream = adapter.stream(options or GenerateOptions(route="fake", model="m"))
     assert isinstance(stream, AsyncGenerator)
     try:
         return [chunk async for chunk in stream]
@@ -51,7 +51,7 @@ async def test_replays_scripts_in_order_and_repeats_the_last() -> None:
     assert second == third == check_stream(second)
     assert isinstance(second[-1], Finish)
     assert second[-1].reason.kind == "tool-calls"
-    assert [o.provider for o in adapter.calls] == ["fake"] * 3
+    assert [o.route for o in adapter.calls] == ["fake"] * 3
     assert adapter.started == adapter.finalized == 3
 
 

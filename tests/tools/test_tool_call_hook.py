@@ -99,7 +99,7 @@ def loop(*plugins: tuple[str, Any]) -> Harness:
 async def test_every_execution_of_the_loop_passes_the_chain_outermost_first() -> None:
     seen: list[str] = []
     async with loop(("inner", Around("inner", seen)), ("outer", First("outer", seen))) as harness:
-        conversation = Conversation(harness, provider="fake", tools=[Tool(shout)])
+        conversation = Conversation(harness, route="fake", tools=[Tool(shout)])
         reply = await conversation.send("go")
     assert reply.text == "done"
     assert seen == ["outer>shout:c1", "inner>shout:c1", "inner<HI", "outer<HI"]
@@ -109,7 +109,7 @@ async def test_every_execution_of_the_loop_passes_the_chain_outermost_first() ->
 async def test_unknown_and_declined_calls_pass_no_middleware() -> None:
     seen: list[str] = []
     async with loop(("around", Around("around", seen))) as harness:
-        declined = Conversation(harness, provider="fake", tools=[Tool(shout)], approve=lambda call: False)
+        declined = Conversation(harness, route="fake", tools=[Tool(shout)], approve=lambda call: False)
         await declined.send("go")
     assert seen == []
 

@@ -87,14 +87,14 @@ async def test_a_duplicate_tool_name_fails_that_plugin_only_naming_both_owners()
         assert harness.tools.names() == ["shout", "third_tool"]
         assert harness.tools.owner("shout") == "first"
         assert harness.routes() == {"third-route": "third"}
-        assert (await harness.generate(GenerateOptions(provider="third-route", model="m"))).text == "hi"
+        assert (await harness.generate(GenerateOptions(route="third-route", model="m"))).text == "hi"
 
 
 async def test_a_failed_plugin_is_named_by_no_adapter() -> None:
     harness = Harness([("first", Tools((shout, None))), ("second", Tools((whisper, "shout"), route="r"))])
     async with harness:
         with pytest.raises(LlmError, match="'second'") as caught:
-            await harness.generate(GenerateOptions(provider="r", model="m"))
+            await harness.generate(GenerateOptions(route="r", model="m"))
     assert caught.value.code == "NO_ADAPTER"
 
 

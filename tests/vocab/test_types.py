@@ -98,7 +98,7 @@ def test_message_round_trip_keeps_route_source_and_replay_state() -> None:
 
 
 def test_generate_options_is_frozen_and_derived_with_replace() -> None:
-    options = GenerateOptions(provider="mock", model="echo", messages=[Message.user("x")])
+    options = GenerateOptions(route="mock", model="echo", messages=[Message.user("x")])
     with pytest.raises(AttributeError):
         options.model = "other"  # type: ignore[misc]
     changed = msgspec.structs.replace(options, model="other")
@@ -107,7 +107,7 @@ def test_generate_options_is_frozen_and_derived_with_replace() -> None:
 
 def test_canonical_json_drops_abort_and_metadata_and_sorts_keys() -> None:
     base = GenerateOptions(
-        provider="mock",
+        route="mock",
         model="echo",
         messages=[Message.user("x")],
         tools=[ToolSpec("echo", "Echo text")],
@@ -169,7 +169,7 @@ def test_generate_options_reject_wrong_shapes_naming_the_field(
 
 def test_generate_options_accept_every_valid_shape() -> None:
     options = GenerateOptions(
-        provider="p",
+        route="p",
         model="m",
         system="s",
         reasoning_effort="low",

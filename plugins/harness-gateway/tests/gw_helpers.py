@@ -98,7 +98,7 @@ plugins:
 {gateway}
   mock: {{}}
 {extra}
-defaults: {{provider: mock, model: echo}}
+defaults: {{route: mock, model: echo}}
 """
 
 

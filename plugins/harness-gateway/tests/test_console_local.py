@@ -39,12 +39,12 @@ plugins:
     )
     echo = ToolSpec(name="echo", parameters={"type": "object", "properties": {"text": {"type": "string"}}})
     with SyncHarness.from_config(config) as harness:
-        harness.generate(GenerateOptions(provider="mock", model="echo", messages=[Message.user("hello local")]))
+        harness.generate(GenerateOptions(route="mock", model="echo", messages=[Message.user("hello local")]))
         harness.generate(
-            GenerateOptions(provider="mock", model="echo", messages=[Message.user("please echo")], tools=[echo])
+            GenerateOptions(route="mock", model="echo", messages=[Message.user("please echo")], tools=[echo])
         )
         with pytest.raises(LlmError, match="OVERLOADED"):
-            harness.generate(GenerateOptions(provider="broken", model="echo", messages=[Message.user("fail")]))
+            harness.generate(GenerateOptions(route="broken", model="echo", messages=[Message.user("fail")]))
     return usage, log
 
 
@@ -179,7 +179,7 @@ plugins:
     )
     with SyncHarness.from_config(config) as harness:
         for _ in range(8):
-            harness.generate(GenerateOptions(provider="pool", model="echo", messages=[Message.user("hi")]))
+            harness.generate(GenerateOptions(route="pool", model="echo", messages=[Message.user("hi")]))
     rows = anyio.run(LocalRecords(usage, tmp_path / "none.sqlite").since, 0.0)
     assert {(r["route"], r["model"]) for r in rows} == {("pool", "echo")}
     assert {r["served_route"] for r in rows} == {"east", "west"}

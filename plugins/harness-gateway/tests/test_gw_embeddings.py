@@ -308,7 +308,7 @@ def test_an_observer_failing_does_not_fail_the_call(gateway: Running, caplog: py
     with caplog.at_level(logging.ERROR, logger="harness_gateway"):
         assert post(gateway, {"model": "mock/hash", "input": "x y"}).status_code == 200
         assert post(gateway, {"model": "limited/hash", "input": "x y"}).status_code == 429
-    options = EmbedOptions(inputs=["x y"], provider="mock", model="hash")
+    options = EmbedOptions(inputs=["x y"], route="mock", model="hash")
     assert seen[0] == ("started", ("embeddings", "mock", "hash", options))
     assert seen[1:3] == [("chunk", "Usage"), ("chunk", "Finish")]
     assert seen[4] == ("chunk", "Finish")  # the failed call reported no usage

@@ -38,7 +38,7 @@ def test_keys_and_the_master_key_are_masked_in_records_pages_logs_and_files(tmp_
     config = tmp_path / "plugins.yaml"
     config.write_text(
         f"plugins:\n  prompt-log: {{path: '{log}'}}\n  gateway:\n    database: {db}\n"
-        "    master_key: ${{ env.GW_MASTER }}\n  mock: {}\ndefaults: {provider: mock, model: echo}\n",
+        "    master_key: ${{ env.GW_MASTER }}\n  mock: {}\ndefaults: {route: mock, model: echo}\n",
         encoding="utf-8",
     )
     process = Process(config, "--log-level", "debug", env={"GW_MASTER": master})

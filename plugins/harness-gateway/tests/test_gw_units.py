@@ -403,10 +403,12 @@ def test_top_level_aliases_serve_the_gateway_too(tmp_path: Path) -> None:
     config.write_text(
         "plugins:\n  gateway: {aliases: {both: mock/echo}}\n  mock: {}\n"
         "aliases: {full: mock/echo, plain: echo, both: nope/x}\n"
-        "defaults: {provider: mock, model: echo}\n"
+        "defaults: {route: mock, model: echo}\n"
     )
     bare = tmp_path / "bare.yaml"
     bare.write_text("plugins:\n  mock: {}\naliases: {plain: echo}\n")
+    two = tmp_path / "two.yaml"
+    two.write_text("plugins:\n  mock: {routes: [a, b]}\naliases: {plain: echo}\n")
 
     async def main() -> None:
         runtime = await load_runtime(config)
@@ -417,9 +419,16 @@ def test_top_level_aliases_serve_the_gateway_too(tmp_path: Path) -> None:
             await runtime.aclose()
         without_default = await load_runtime(bare)
         try:
-            assert without_default.aliases == {}  # a plain model id needs a default route
+            assert without_default.aliases == {
+                "plain": "mock/echo"
+            }  # the only route served: the default, as on the CLI
         finally:
             await without_default.aclose()
+        two_routes = await load_runtime(two)
+        try:
+            assert two_routes.aliases == {}  # no default route: a plain model id cannot be served
+        finally:
+            await two_routes.aclose()
 
     anyio.run(main)
 

@@ -55,7 +55,7 @@ from harness_llm_anthropic.config import ModelConfig, Timeout
 
 pytestmark = pytest.mark.anyio
 
-OPTIONS = GenerateOptions(provider="anthropic", model=MODEL, messages=[Message.user("hi")], max_tokens=64)
+OPTIONS = GenerateOptions(route="anthropic", model=MODEL, messages=[Message.user("hi")], max_tokens=64)
 
 
 def reads_of(body: bytes) -> list[bytes | float]:

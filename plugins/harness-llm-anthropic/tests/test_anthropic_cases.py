@@ -17,7 +17,7 @@ from pytest_harness import load_cases_or_skip
 pytestmark = pytest.mark.anyio
 
 CASES = load_cases_or_skip("anthropic-messages")
-OPTIONS = GenerateOptions(provider="anthropic", model="claude-x", messages=[Message.user("hi")], max_tokens=64)
+OPTIONS = GenerateOptions(route="anthropic", model="claude-x", messages=[Message.user("hi")], max_tokens=64)
 
 
 async def run(adapter: AnthropicAdapter) -> tuple[list[StreamChunk], LlmError | None]:

@@ -47,7 +47,7 @@ async def conversation(server: ScriptedServer, second_route: str, second_model: 
         ("proxy", AnthropicPlugin(make_config(server, routes=["proxy"]))),  # the same wire, another provider
     ]
     async with Harness(plugins) as harness:
-        first = GenerateOptions(provider="anthropic", model=MODEL, messages=[Message.user("Weather?")], tools=TOOLS)
+        first = GenerateOptions(route="anthropic", model=MODEL, messages=[Message.user("Weather?")], tools=TOOLS)
         result = await harness.generate(first)
         assert result.finish.kind == "tool-calls"
         assert result.message.source == "anthropic"
@@ -57,7 +57,7 @@ async def conversation(server: ScriptedServer, second_route: str, second_model: 
         )
         stored = msgspec.json.decode(msgspec.json.encode(result.message), type=Message)  # saved and loaded
         history = [*first.messages, stored, Message(role="tool", content=[ToolResultBlock("toolu_01", "21")])]
-        second = GenerateOptions(provider=second_route, model=second_model, messages=history, tools=TOOLS)
+        second = GenerateOptions(route=second_route, model=second_model, messages=history, tools=TOOLS)
         assert (await harness.generate(second)).text == "Sunny."
     body: dict[str, Any] = server.requests[1].json()
     return body
@@ -97,7 +97,7 @@ async def test_inband_error_becomes_the_raised_error_of_generate(server: Scripte
     server.add(Reply(reads=[INBAND_ERROR_BODY]))
     async with Harness([("anthropic", AnthropicPlugin(make_config(server)))]) as harness:
         with pytest.raises(LlmError) as info:
-            await harness.generate(GenerateOptions(provider="anthropic", model=MODEL, messages=[Message.user("x")]))
+            await harness.generate(GenerateOptions(route="anthropic", model=MODEL, messages=[Message.user("x")]))
     assert info.value.code == "OVERLOADED"
 
 
@@ -124,7 +124,7 @@ async def test_a_conversation_sends_signed_and_redacted_thinking_back_unchanged_
 ) -> None:
     server.add(Reply(reads=[SIGNED_AND_REDACTED_BODY]), Reply(reads=[text_body("Again.")]))
     async with Harness([("anthropic", AnthropicPlugin(make_config(server)))]) as harness:
-        chat = Conversation(harness, provider="anthropic", model=MODEL)
+        chat = Conversation(harness, route="anthropic", model=MODEL)
         assert (await chat.send("hi")).text == "Hi."
         assert chat.messages[1].content[:2] == [
             ReasoningBlock("", signed=True, signature=ReasoningSignature("anthropic", MODEL, REDACTED, redacted=True)),

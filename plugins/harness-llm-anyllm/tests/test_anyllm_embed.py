@@ -71,7 +71,7 @@ async def test_batches_and_the_route_through_the_harness() -> None:
         )
         async with Harness([("anyllm", AnyLLMPlugin(config))]) as harness:
             assert harness.embed_routes() == {"openai": "anyllm"}
-            result = await harness.embed(["a", "bb", "ccc"], provider="openai", model="e5")
+            result = await harness.embed(["a", "bb", "ccc"], route="openai", model="e5")
     assert [request.json()["input"] for request in server.requests] == [["a", "bb"], ["ccc"]]
     assert [row[0] for row in result.tolist()] == [1.0, 2.0, 3.0]
     assert result.usage == TokenUsage(3, None)
@@ -82,7 +82,7 @@ async def test_a_provider_any_llm_cannot_embed_with_registers_no_embedder() -> N
         config = AnyLLMConfig(provider="anthropic", base_url=server.url, api_key=Secret(key()))
         async with Harness([("anyllm", AnyLLMPlugin(config))]) as harness:
             with pytest.raises(LlmError) as caught:
-                await harness.embed(["a"], provider="anthropic")
+                await harness.embed(["a"], route="anthropic")
         adapter = make_adapter("anthropic", server)
         with pytest.raises(LlmError) as direct:
             await adapter.embed(EmbedOptions(inputs=["a"], model="m"))

@@ -119,7 +119,7 @@ async def test_through_the_runtime_and_a_middleware(server: ScriptedServer) -> N
     tagger = Tagger()
     async with Harness([("tagger", tagger), ("anyllm:mistral", AnyLLMPlugin(config))]) as harness:
         result = await harness.generate(
-            GenerateOptions(provider="mistral", model="mistral-small-latest", messages=[Message.user("hi")])
+            GenerateOptions(route="mistral", model="mistral-small-latest", messages=[Message.user("hi")])
         )
     assert result.text == "".join(UNICODE)
     assert result.finish.kind == "stop"
@@ -154,7 +154,7 @@ def test_harness_run_streams_through_the_cli_and_trace_middleware(tmp_path: Path
         )
         env = _cli_env(tmp_path) | {"MY_MISTRAL_KEY": key()}
         result = subprocess.run(
-            [sys.executable, "-m", "harness_core.cli", "run", "-p", "mistral", "-m", "mistral-small-latest", "hi"],
+            [sys.executable, "-m", "harness_core.cli", "run", "-r", "mistral", "-m", "mistral-small-latest", "hi"],
             capture_output=True,
             text=True,
             env=env,
@@ -177,7 +177,7 @@ def test_an_echoed_key_never_reaches_cli_output(tmp_path: Path) -> None:
             "    api_key: ${{ env.K }}\n",
         )
         result = subprocess.run(
-            [sys.executable, "-m", "harness_core.cli", "-v", "run", "-p", "openai", "-m", "m", "hi"],
+            [sys.executable, "-m", "harness_core.cli", "-v", "run", "-r", "openai", "-m", "m", "hi"],
             capture_output=True,
             text=True,
             env=_cli_env(tmp_path) | {"K": secret},
@@ -190,7 +190,7 @@ def test_an_echoed_key_never_reaches_cli_output(tmp_path: Path) -> None:
     assert secret[-4:] not in result.stdout + result.stderr
 
 
-@pytest.mark.parametrize("command", [["--help"], ["plugins"], ["run", "-p", "mock", "hi"]])
+@pytest.mark.parametrize("command", [["--help"], ["plugins"], ["run", "-r", "mock", "hi"]])
 def test_start_up_never_imports_the_library(tmp_path: Path, command: list[str]) -> None:
     _write(tmp_path, "plugins:\n  mock: {}\n  anyllm:\n    provider: openai\n    api_key: x-key-value\n")
     code = (

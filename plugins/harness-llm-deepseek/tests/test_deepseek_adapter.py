@@ -433,7 +433,7 @@ async def test_a_deepseek_route_does_not_embed() -> None:
         async with Harness([("deepseek", plugin)]) as harness:
             assert harness.embed_routes() == {}
             with pytest.raises(LlmError) as caught:
-                await harness.embed(["x"], provider="deepseek")
+                await harness.embed(["x"], route="deepseek")
         assert server.requests == []
     assert caught.value.code == "UNSUPPORTED"
     assert "route 'deepseek' does not serve embeddings" in caught.value.message

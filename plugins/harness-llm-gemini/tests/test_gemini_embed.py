@@ -57,7 +57,7 @@ async def test_batches_of_the_configured_size_join_in_order() -> None:
         server.route("POST", PATH, echo)
         config = msgspec.structs.replace(make_config(server), embed_batch=2)
         async with Harness([("gemini", GeminiPlugin(config))]) as harness:
-            result = await harness.embed(["a", "bb", "ccc", "dddd", "eeeee"], provider="gemini")
+            result = await harness.embed(["a", "bb", "ccc", "dddd", "eeeee"], route="gemini")
     assert [len(r.json()["requests"]) for r in server.requests] == [2, 2, 1]
     assert [row[0] for row in result.tolist()] == [1.0, 2.0, 3.0, 4.0, 5.0]
     assert (result.route, result.source) == ("gemini", "gemini")

@@ -40,7 +40,7 @@ def plugins() -> list[tuple[str, object]]:
 async def test_live_short_answer() -> None:
     async with Harness(plugins()) as harness:
         result = await harness.generate(
-            GenerateOptions(provider="gemini", model=MODEL, messages=[Message.user("Say the word 'pong'.")])
+            GenerateOptions(route="gemini", model=MODEL, messages=[Message.user("Say the word 'pong'.")])
         )
     assert result.finish.kind in ("stop", "length")
     assert "pong" in result.text.lower()
@@ -52,7 +52,7 @@ async def test_live_tool_round_trip_replays_signatures() -> None:
     tools = [ToolSpec("get_weather", "Current weather", {"type": "object", "properties": {"city": {"type": "string"}}})]
     async with Harness(plugins()) as harness:
         first = GenerateOptions(
-            provider="gemini",
+            route="gemini",
             model=MODEL,
             messages=[Message.user("What is the weather in Paris? Use the tool.")],
             tools=tools,
@@ -62,5 +62,5 @@ async def test_live_tool_round_trip_replays_signatures() -> None:
         assert result.finish.kind == "tool-calls"
         call = result.message.tool_calls[0]
         history = [*first.messages, result.message, Message(role="tool", content=[ToolResultBlock(call.id, "18 C")])]
-        second = await harness.generate(GenerateOptions(provider="gemini", model=MODEL, messages=history, tools=tools))
+        second = await harness.generate(GenerateOptions(route="gemini", model=MODEL, messages=history, tools=tools))
     assert "18" in second.text

@@ -83,7 +83,7 @@ def test_recorded_stream_at_every_split(case: Case) -> None:
 
 async def run(adapter: GeminiAdapter) -> tuple[list[StreamChunk], LlmError | None]:
     chunks: list[StreamChunk] = []
-    options = GenerateOptions(provider="gemini", model=MODEL, messages=[Message.user("hi")])
+    options = GenerateOptions(route="gemini", model=MODEL, messages=[Message.user("hi")])
     try:
         async for chunk in adapter.stream(options):
             chunks.append(chunk)

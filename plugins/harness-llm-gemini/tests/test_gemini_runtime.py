@@ -31,7 +31,7 @@ async def conversation(server: ScriptedServer, second_route: str) -> tuple[bytes
     ]
     async with Harness(plugins) as harness:
         first = GenerateOptions(
-            provider="gemini",
+            route="gemini",
             model=MODEL,
             messages=[Message.user("Weather and time?")],
             tools=TOOLS,
@@ -44,7 +44,7 @@ async def conversation(server: ScriptedServer, second_route: str) -> tuple[bytes
         assert [(c.name, c.arguments) for c in calls] == [("get_weather", '{"city":"Paris"}'), ("get_time", "{}")]
         results: list[ContentBlock] = [ToolResultBlock(calls[0].id, "18 C"), ToolResultBlock(calls[1].id, "14:00")]
         history = [*first.messages, result.message, Message(role="tool", content=results)]
-        second = GenerateOptions(provider=second_route, model=MODEL, messages=history, tools=TOOLS)
+        second = GenerateOptions(route=second_route, model=MODEL, messages=history, tools=TOOLS)
         assert (await harness.generate(second)).text == "Sunny, 14:00."
     assert json.loads(server.requests[0].body)["generationConfig"] == {
         "thinkingConfig": {"thinkingBudget": 8192, "includeThoughts": True}
@@ -87,5 +87,5 @@ async def test_an_inband_error_becomes_the_raised_error_of_generate(server: Scri
     server.add(Reply(reads=[f"data: {json.dumps(error)}\r\n\r\n".encode()]))
     async with Harness([("gemini", GeminiPlugin(make_config(server)))]) as harness:
         with pytest.raises(LlmError) as info:
-            await harness.generate(GenerateOptions(provider="gemini", model=MODEL, messages=[Message.user("x")]))
+            await harness.generate(GenerateOptions(route="gemini", model=MODEL, messages=[Message.user("x")]))
     assert info.value.code == "RATE_LIMITED"

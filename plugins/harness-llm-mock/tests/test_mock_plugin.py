@@ -37,7 +37,7 @@ ECHO_TOOL = ToolSpec(name="echo", description="echo text back")
 
 
 def options(text: str | None = "hello big world", **fields: Any) -> GenerateOptions:
-    fields.setdefault("provider", "mock")
+    fields.setdefault("route", "mock")
     fields.setdefault("model", "echo")
     fields.setdefault("messages", [Message.user(text)] if text is not None else [])
     return GenerateOptions(**fields)
@@ -228,7 +228,7 @@ async def test_through_the_harness() -> None:
     plugin = MockPlugin(MockConfig(routes=["mock", "other"]))
     async with Harness([("mock", plugin)]) as harness:
         assert harness.routes() == {"mock": "mock", "other": "mock"}
-        result = await harness.generate(options("hi there", provider="other"))
+        result = await harness.generate(options("hi there", route="other"))
         assert result.text == "hi there"
         assert result.usage == TokenUsage(input_tokens=2, output_tokens=2)
 
@@ -242,7 +242,7 @@ async def test_two_instances_share_the_echo_tool() -> None:
         assert harness.routes() == {"mock": "mock", "two": "mock:two"}
         assert harness.tools.names() == ["echo"]
         assert harness.tools.owner("echo") == "mock"
-        result = await harness.generate(options("from two", provider="two"))
+        result = await harness.generate(options("from two", route="two"))
         assert result.text == "from two"
 
 

@@ -194,7 +194,7 @@ async def test_batches_split_and_join_in_order_through_the_harness() -> None:
         plugin = OpenAIPlugin(Config(base_url=server.url, api_key=key(), embed_batch=2, routes=["emb"]))
         async with Harness([("openai", plugin)]) as harness:
             assert harness.embed_routes() == {"emb": "openai"}
-            result = await harness.embed(["a", "bb", "ccc", "dddd", "eeeee"], provider="emb")
+            result = await harness.embed(["a", "bb", "ccc", "dddd", "eeeee"], route="emb")
         assert [request.json()["input"] for request in server.requests] == [["a", "bb"], ["ccc", "dddd"], ["eeeee"]]
         assert result.tolist() == [[1.0, 97.0], [2.0, 98.0], [3.0, 99.0], [4.0, 100.0], [5.0, 101.0]]
         assert result.usage == TokenUsage(5, None)  # 2 + 2 + 1, summed over the batches
@@ -210,7 +210,7 @@ async def test_a_secret_echoed_into_an_error_is_masked() -> None:
         plugin = OpenAIPlugin(Config(base_url=server.url, api_key=key()))
         async with Harness([("openai", plugin)]) as harness:
             with pytest.raises(LlmError) as caught:
-                await harness.embed(["a"], provider="openai")
+                await harness.embed(["a"], route="openai")
     assert caught.value.code == "BAD_REQUEST"
     assert "bad key" in caught.value.message
     assert key().get_secret_value() not in str(caught.value)

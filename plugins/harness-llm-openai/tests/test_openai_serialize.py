@@ -222,7 +222,7 @@ def test_classify_http_error() -> None:
 def test_a_tool_result_with_files_is_unsupported_naming_the_route_and_media_type() -> None:
     result = ToolResultBlock("c", "a picture", files=(FileBlock("image/png", data=b"\x89PNG"),))
     call = Message(role="assistant", content=[ToolCallBlock("c", "draw", "{}")])
-    options = GenerateOptions(provider="gpt", model="m", messages=[call, Message(role="tool", content=[result])])
+    options = GenerateOptions(route="gpt", model="m", messages=[call, Message(role="tool", content=[result])])
     with pytest.raises(LlmError) as caught:
         encode(options)
     assert caught.value.code == "UNSUPPORTED"

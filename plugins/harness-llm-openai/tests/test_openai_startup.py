@@ -55,7 +55,7 @@ def config(headers: str = "") -> str:
         "    routes: [openai]\n"
         f"{headers}"
         "defaults:\n"
-        "  provider: mock\n"
+        "  route: mock\n"
         "  model: echo\n"
     )
 
@@ -79,7 +79,7 @@ def test_a_bad_header_still_fails_the_openai_route_when_the_adapter_is_built(
 ) -> None:
     mock = run(tmp_path, config(headers), "hello")
     assert mock.returncode == 0, mock.stderr  # the mock route is unaffected
-    result = run(tmp_path, config(headers), "-p", "openai", "-m", "gpt-4o", "hello")
+    result = run(tmp_path, config(headers), "-r", "openai", "-m", "gpt-4o", "hello")
     assert result.returncode != 0
     assert "CONFIG" in result.stderr or "config" in result.stderr
     assert problem in result.stderr

@@ -115,7 +115,7 @@ async def test_routes_of_both_apis_coexist(server: ScriptedServer) -> None:
     ]
     async with Harness(plugins) as harness:
         for route in ("openai", "openai-responses"):
-            result = await harness.generate(GenerateOptions(provider=route, model=MODEL, messages=ASK))
+            result = await harness.generate(GenerateOptions(route=route, model=MODEL, messages=ASK))
             assert result.text == "Café coûte 5 € 😀 你好世界"
     assert sorted(request.path for request in server.requests) == ["/chat/completions", "/responses"]
 
@@ -139,7 +139,7 @@ def plugins(server: ScriptedServer) -> list[tuple[str, object]]:
 async def test_two_turns_replay_encrypted_reasoning_byte_exact(server: ScriptedServer) -> None:
     server.add(Reply(reads=[TOOL_CALL]), Reply(reads=[TEXT]))
     async with Harness(plugins(server)) as harness:
-        chat = Conversation(harness, provider="openai", model=MODEL, tools=[Tool(get_weather)])
+        chat = Conversation(harness, route="openai", model=MODEL, tools=[Tool(get_weather)])
         reply = await chat.send("Weather in Zürich?")
     assert reply.text == "Café coûte 5 € 😀 你好世界"
     turn = chat.messages[1]
@@ -171,11 +171,11 @@ async def test_reasoning_is_not_replayed_to_another_instance_or_model(
 ) -> None:
     server.add(Reply(reads=[TOOL_CALL]), Reply(reads=[TEXT]))
     async with Harness(plugins(server)) as harness:
-        first = GenerateOptions(provider="openai", model=MODEL, messages=[Message.user("Weather?")])
+        first = GenerateOptions(route="openai", model=MODEL, messages=[Message.user("Weather?")])
         result = await harness.generate(first)
         assert result.replay_state is not None
         answer = Message("tool", [ToolResultBlock("call_Qx7fJ2", "21")])
-        second = GenerateOptions(provider=route, model=model, messages=[*first.messages, result.message, answer])
+        second = GenerateOptions(route=route, model=model, messages=[*first.messages, result.message, answer])
         await harness.generate(second)
     body = server.requests[1].json()
     assert [item.get("type", item.get("role")) for item in body["input"]] == [

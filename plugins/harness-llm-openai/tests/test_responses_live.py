@@ -42,7 +42,7 @@ def get_weather(city: str) -> str:
 async def test_live_text_with_reasoning_and_usage() -> None:
     async with harness() as running:
         options = GenerateOptions(
-            provider="openai", model=MODEL, messages=[Message.user("Say the word: pong")], reasoning_effort="low"
+            route="openai", model=MODEL, messages=[Message.user("Say the word: pong")], reasoning_effort="low"
         )
         result = await running.generate(options)
     assert "pong" in result.text.lower()
@@ -53,7 +53,7 @@ async def test_live_text_with_reasoning_and_usage() -> None:
 
 async def test_live_tool_round_trip_replays_encrypted_reasoning() -> None:
     async with harness() as running:
-        chat = Conversation(running, provider="openai", model=MODEL, tools=[Tool(get_weather)])
+        chat = Conversation(running, route="openai", model=MODEL, tools=[Tool(get_weather)])
         reply = await chat.send("What is the weather in Paris? Use the tool, then answer in one sentence.")
     assert reply.finish.kind == "stop"
     turn = chat.messages[1]

@@ -95,7 +95,7 @@ def write_config(tmp_path: Path, provider_url: str, servers: str) -> Path:
         "plugins:\n"
         f"  openai: {{base_url: {provider_url}, api_key: not-a-key, routes: [openai]}}\n"
         f"{servers}"
-        "defaults: {provider: openai, model: gpt-test}\n",
+        "defaults: {route: openai, model: gpt-test}\n",
         encoding="utf-8",
     )
     return path

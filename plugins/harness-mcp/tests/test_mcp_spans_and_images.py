@@ -134,7 +134,7 @@ def test_an_mcp_image_reaches_the_anthropic_request_as_an_image_block(tmp_path: 
             "plugins:\n"
             f"  anthropic: {{base_url: {api.url}, api_key: not-a-key}}\n"
             f"  mcp:fake: {{command: {yaml_list(server)}}}\n"
-            "defaults: {provider: anthropic, model: claude-test}\n",
+            "defaults: {route: anthropic, model: claude-test}\n",
             encoding="utf-8",
         )
 

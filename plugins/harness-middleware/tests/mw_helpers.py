@@ -80,7 +80,7 @@ def aborted_finish() -> Finish:
 
 
 def options(text: str = "hi", **fields: Any) -> GenerateOptions:
-    fields.setdefault("provider", "fake")
+    fields.setdefault("route", "fake")
     fields.setdefault("model", "m1")
     return GenerateOptions(messages=[Message.user(text)], **fields)
 

@@ -53,8 +53,8 @@ class Routes:
         self.calls: list[tuple[str | None, str | None]] = []
 
     def __call__(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
-        self.calls.append((options.provider, options.model))
-        return self.scripts[options.provider or ""](options)  # type: ignore[no-any-return]
+        self.calls.append((options.route, options.model))
+        return self.scripts[options.route or ""](options)  # type: ignore[no-any-return]
 
 
 def balance(pools: dict[str, Any], clock: Clock | None = None, **config: Any) -> BalancePlugin:
@@ -64,7 +64,7 @@ def balance(pools: dict[str, Any], clock: Clock | None = None, **config: Any) ->
 
 
 def pool_options(**fields: Any) -> GenerateOptions:
-    return options(provider="pool", **fields)
+    return options(route="pool", **fields)
 
 
 def failure_of(chunks: Sequence[StreamChunk]) -> Any:
@@ -421,7 +421,7 @@ async def test_a_pool_over_http_sheds_a_429_member_without_client_errors() -> No
             assert [(info.route, info.model) for info in await harness.list_models("pool")] == [("pool", "gpt-4o")]
             assert harness.chain("pool")[-1].key == "balance"
             results = [
-                await harness.generate(msgspec.structs.replace(options(), provider="pool", model="gpt-4o"))
+                await harness.generate(msgspec.structs.replace(options(), route="pool", model="gpt-4o"))
                 for _ in range(10)
             ]
         assert {r.text for r in results} == {"from b"}

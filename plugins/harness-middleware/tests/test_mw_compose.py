@@ -124,14 +124,14 @@ plugins:
   retry: {{max_attempts: 2}}
   timeout: {{first_chunk: 30, idle: 30, total: 120}}
   mock: {{}}
-defaults: {{provider: mock, model: echo}}
+defaults: {{route: mock, model: echo}}
 """,
         encoding="utf-8",
     )
     harness = Harness.from_config(config)
     async with harness:
         assert [link.key for link in harness.chain()] == ["otel", "usage", "cache", "redact", "retry", "timeout"]
-        result = await harness.generate(options("TICKET-1234 please", provider=None, model=None))
+        result = await harness.generate(options("TICKET-1234 please", route=None, model=None))
     assert "TICKET-1234" not in result.text
 
 

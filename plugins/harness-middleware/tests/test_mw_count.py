@@ -86,7 +86,7 @@ def balance(pools: dict[str, Any]) -> tuple[str, BalancePlugin]:
 
 async def test_redact_masks_the_counted_request_as_the_stream_s(up: ScriptedServer) -> None:
     async with Harness([("redact", RedactPlugin()), anthropic("claude", up)]) as harness:
-        counted = await harness.count_tokens(ask("mail jo@example.com", provider="claude", system="to jo@example.com"))
+        counted = await harness.count_tokens(ask("mail jo@example.com", route="claude", system="to jo@example.com"))
     assert counted == 7
     (request,) = up.requests
     sent = request.json()
@@ -98,7 +98,7 @@ async def test_redact_masks_the_counted_request_as_the_stream_s(up: ScriptedServ
 async def test_redact_requests_false_counts_the_text_as_it_is(up: ScriptedServer) -> None:
     plugins = [("redact", RedactPlugin(RedactPlugin.Config(requests=False))), anthropic("claude", up)]
     async with Harness(plugins) as harness:
-        assert await harness.count_tokens(ask("jo@example.com", provider="claude")) == 7
+        assert await harness.count_tokens(ask("jo@example.com", route="claude")) == 7
     assert up.requests[0].json()["messages"][0]["content"] == [{"type": "text", "text": "jo@example.com"}]
 
 
@@ -106,7 +106,7 @@ async def test_fallback_counts_on_the_next_target_and_cools_none(up: ScriptedSer
     cooldowns = Cooldowns(Clock())
     layer = fallback(cooldowns, targets={"main": ["spare/claude-spare"]})
     async with Harness([layer, anthropic("main", down), anthropic("spare", up)]) as harness:
-        assert await harness.count_tokens(ask(provider="main")) == 7
+        assert await harness.count_tokens(ask(route="main")) == 7
     assert len(down.requests) == 1
     assert up.requests[0].json()["model"] == "claude-spare"
     assert not cooldowns.cooling(("main", "claude-x"))
@@ -118,11 +118,11 @@ async def test_fallback_names_every_attempt_or_keeps_a_lone_route_s_error(
     layer = fallback(Cooldowns(Clock()), targets={"main": ["bad"]})
     async with Harness([layer, anthropic("main", down), anthropic("bad", refusing)]) as harness:
         with pytest.raises(LlmError) as caught:
-            await harness.count_tokens(ask(provider="main"))
+            await harness.count_tokens(ask(route="main"))
         assert caught.value.code == "BAD_REQUEST"  # the last target's error, not moving on
         assert "fallback attempts: main/claude-x: " in caught.value.message
         with pytest.raises(LlmError) as lone:
-            await harness.count_tokens(ask(provider="bad"))
+            await harness.count_tokens(ask(route="bad"))
         assert lone.value.code == "BAD_REQUEST"
         assert "attempts" not in lone.value.message
 
@@ -132,15 +132,15 @@ async def test_balance_counts_on_a_member_with_its_model(up: ScriptedServer, dow
     plugins = [layer, anthropic("main", down), anthropic("spare", up), ("mock", MockPlugin(MockConfig()))]
     async with Harness(plugins) as harness:
         for _ in range(3):  # whichever member the strategy picks first, the count comes from `spare`
-            assert await harness.count_tokens(ask(provider="pool")) == 7
-        assert await harness.count_tokens(ask("a b c", provider="mock", model="echo")) == 3  # not a pool: untouched
+            assert await harness.count_tokens(ask(route="pool")) == 7
+        assert await harness.count_tokens(ask("a b c", route="mock", model="echo")) == 3  # not a pool: untouched
     assert {request.json()["model"] for request in up.requests} == {"claude-member"}
 
 
 async def test_balance_names_every_attempt_when_no_member_counts(down: ScriptedServer) -> None:
     async with Harness([balance({"pool": [{"target": "main"}]}), anthropic("main", down)]) as harness:
         with pytest.raises(LlmError) as caught:
-            await harness.count_tokens(ask(provider="pool"))
+            await harness.count_tokens(ask(route="pool"))
     assert "balance attempts: main/claude-x: " in caught.value.message
 
 

@@ -107,7 +107,7 @@ def error(code: Any, message: str = "boom", **fields: Any) -> LlmError:
 
 async def embed(layers: Sequence[tuple[str, object]], adapter: Embedder, *inputs: str, **fields: Any) -> Embeddings:
     """Embed ``inputs`` on route ``openai`` through ``layers`` (outermost first) and ``adapter``."""
-    fields.setdefault("provider", "openai")
+    fields.setdefault("route", "openai")
     async with Harness([*layers, ("openai", EmbedderPlugin(adapter))]) as harness:
         return await harness.embed(list(inputs), **fields)
 
@@ -263,7 +263,7 @@ async def test_usage_records_failed_and_unpriced_calls(tmp_path: Path) -> None:
     with pytest.raises(LlmError):
         await embed([layer], Embedder(error("RATE_LIMITED")), "x", model="custom-embedder")
     async with Harness([layer, ("mock", MockPlugin(MockConfig()))]) as harness:
-        await harness.embed(["mock words"], provider="mock")
+        await harness.embed(["mock words"], route="mock")
     failed, mock = layer[1].ledger.rows()
     assert (failed["status"], failed["error_code"], failed["route"], failed["model"]) == (
         "error",
@@ -281,7 +281,7 @@ async def test_usage_records_a_cancelled_call_as_aborted(tmp_path: Path) -> None
     adapter = Embedder(HANG)
     async with Harness([layer, ("openai", EmbedderPlugin(adapter))]) as harness:
         with anyio.move_on_after(0.05):
-            await harness.embed(["x"], provider="openai")
+            await harness.embed(["x"], route="openai")
     [row_] = layer[1].ledger.rows()
     assert (row_["status"], row_["error_code"], row_["operation"]) == ("aborted", None, "embeddings")
     assert adapter.cancelled == 1
@@ -292,7 +292,7 @@ async def test_usage_masks_route_and_model(tmp_path: Path) -> None:
     secret = "sk-" + "embedmodel" * 3
     plugins = [layer, ("openai", EmbedderPlugin(Embedder()))]
     async with Harness(plugins, redact=lambda text: text.replace(secret, "[secret]")) as harness:
-        await harness.embed(["x"], provider="openai", model=secret)
+        await harness.embed(["x"], route="openai", model=secret)
     [row_] = layer[1].ledger.rows()
     assert (row_["model"], row_["requested_model"]) == ("[secret]", "[secret]")
 
@@ -301,7 +301,7 @@ async def test_harness_usage_splits_streams_and_embeddings(tmp_path: Path) -> No
     layer = usage(tmp_path)
     await embed([layer], Embedder(), "a b c")
     async with Harness([layer, ("mock", MockPlugin(MockConfig()))]) as harness:
-        await harness.generate(GenerateOptions(messages=[Message.user("hello")], provider="mock"))
+        await harness.generate(GenerateOptions(messages=[Message.user("hello")], route="mock"))
     db = str(tmp_path / "usage.sqlite")
     result = CliRunner().invoke(usage_command, ["--db", db, "--by", "operation", "--json"])
     assert result.exit_code == 0, result.output
@@ -327,19 +327,19 @@ async def test_cache_hit_calls_the_provider_once(tmp_path: Path) -> None:
     layer = cache(tmp_path)
     adapter = Embedder()
     async with Harness([layer, ("openai", EmbedderPlugin(adapter))]) as harness:
-        first = await harness.embed(["alpha beta", "gamma"], provider="openai", dimensions=4)
-        second = await harness.embed(["alpha beta", "gamma"], provider="openai", dimensions=4)
+        first = await harness.embed(["alpha beta", "gamma"], route="openai", dimensions=4)
+        second = await harness.embed(["alpha beta", "gamma"], route="openai", dimensions=4)
         assert len(adapter.calls) == 1
         assert second == first
         assert second.data is not first.data  # a fresh buffer: the caller may change it
         assert second.data.typecode == "f"
         assert (second.route, second.source, second.model) == ("openai", "openai", MODEL)
         # other dimensions, another model, other inputs, another order, an input type: misses
-        await harness.embed(["alpha beta", "gamma"], provider="openai", dimensions=3)
-        await harness.embed(["alpha beta", "gamma"], provider="openai", dimensions=4, model="other")
-        await harness.embed(["alpha beta"], provider="openai", dimensions=4)
-        await harness.embed(["gamma", "alpha beta"], provider="openai", dimensions=4)
-        await harness.embed(["gamma", "alpha beta"], provider="openai", dimensions=4, input_type="query")
+        await harness.embed(["alpha beta", "gamma"], route="openai", dimensions=3)
+        await harness.embed(["alpha beta", "gamma"], route="openai", dimensions=4, model="other")
+        await harness.embed(["alpha beta"], route="openai", dimensions=4)
+        await harness.embed(["gamma", "alpha beta"], route="openai", dimensions=4)
+        await harness.embed(["gamma", "alpha beta"], route="openai", dimensions=4, input_type="query")
         assert len(adapter.calls) == 6
     stats = layer[1].store.stats()
     assert (stats["entries"], stats["embeddings"], stats["hits"]) == (6, 6, 1)
@@ -348,7 +348,7 @@ async def test_cache_hit_calls_the_provider_once(tmp_path: Path) -> None:
         raise AssertionError("a hit calls nothing")
 
     # called outside a harness (no call record open) a hit is still served
-    hit = await layer[1].llm_embed(EmbedOptions(inputs=["alpha beta"], provider="openai", dimensions=4), never)
+    hit = await layer[1].llm_embed(EmbedOptions(inputs=["alpha beta"], route="openai", dimensions=4), never)
     assert embed_record() is None
     assert hit.route == "openai"
     assert stats["bytes"] == 4 * (2 * 4 + 2 * 3 + 2 * 4 + 1 * 4 + 2 * 4 + 2 * 4)
@@ -357,7 +357,7 @@ async def test_cache_hit_calls_the_provider_once(tmp_path: Path) -> None:
 
 
 def test_embed_cache_key_is_canonical() -> None:
-    one = EmbedOptions(inputs=["a"], provider="openai", model=MODEL, dimensions=8)
+    one = EmbedOptions(inputs=["a"], route="openai", model=MODEL, dimensions=8)
     assert embed_cache_key(one) == embed_cache_key(msgspec.convert(msgspec.to_builtins(one), EmbedOptions))
     assert embed_cache_key(one) != embed_cache_key(msgspec.structs.replace(one, dimensions=None))
 
@@ -367,9 +367,9 @@ async def test_cache_hit_is_a_cached_usage_row_and_errors_are_not_stored(tmp_pat
     adapter = Embedder(error("SERVER"), None)
     async with Harness([ledger, cache(tmp_path), ("openai", EmbedderPlugin(adapter))]) as harness:
         with pytest.raises(LlmError):
-            await harness.embed(["x y"], provider="openai")
-        await harness.embed(["x y"], provider="openai")  # the error was not stored: a miss
-        await harness.embed(["x y"], provider="openai")  # a hit
+            await harness.embed(["x y"], route="openai")
+        await harness.embed(["x y"], route="openai")  # the error was not stored: a miss
+        await harness.embed(["x y"], route="openai")  # a hit
     assert len(adapter.calls) == 2
     failed, spent, hit = ledger[1].ledger.rows()
     assert failed["status"] == "error"
@@ -385,13 +385,13 @@ async def test_cache_entries_expire(tmp_path: Path) -> None:
     plugin = CachePlugin(CachePlugin.Config(path=str(tmp_path / "c.sqlite"), ttl=60), clock=lambda: now[0])
     adapter = Embedder()
     async with Harness([("cache", plugin), ("openai", EmbedderPlugin(adapter))]) as harness:
-        await harness.embed(["x"], provider="openai")
+        await harness.embed(["x"], route="openai")
         now[0] += 61
         assert plugin.store.stats()["expired"] == 1
-        await harness.embed(["x"], provider="openai")  # expired: deleted, asked again
+        await harness.embed(["x"], route="openai")  # expired: deleted, asked again
         now[0] += 61
         assert plugin.store.clear(expired_only=True) == 1
-        await harness.embed(["x"], provider="openai")
+        await harness.embed(["x"], route="openai")
     assert len(adapter.calls) == 3
 
 
@@ -399,7 +399,7 @@ async def test_a_broken_cache_never_breaks_an_embedding_call(tmp_path: Path, cap
     layer = cache(tmp_path)
     store = layer[1].store
     adapter = Embedder()
-    options = EmbedOptions(inputs=["x"], provider="openai")
+    options = EmbedOptions(inputs=["x"], route="openai")
     async with Harness([layer, ("openai", EmbedderPlugin(adapter))]) as harness:
         await harness.embed(options)
         with sqlite3.connect(store.path) as conn:  # a damaged entry: 5 bytes are no float32 vector
@@ -445,14 +445,14 @@ async def test_fallback_moves_to_the_next_route(tmp_path: Path, routes: tuple[Em
     layers = [ledger, fallback(clock, targets={"primary": ["backup/other-model"]}, cooldown=30)]
     plugins = [("openai:a", EmbedderPlugin(primary, ["primary"])), ("openai:b", EmbedderPlugin(backup, ["backup"]))]
     async with Harness([*layers, *plugins]) as harness:
-        result = await harness.embed(["x"], provider="primary", model=MODEL)
-        again = await harness.embed(["x"], provider="primary", model=MODEL)  # primary cools down
+        result = await harness.embed(["x"], route="primary", model=MODEL)
+        again = await harness.embed(["x"], route="primary", model=MODEL)  # primary cools down
         clock.now += 31
-        await harness.embed(["x"], provider="primary", model=MODEL)  # cooled off: tried again
+        await harness.embed(["x"], route="primary", model=MODEL)  # cooled off: tried again
     assert (result.route, result.source, result.model) == ("backup", "openai:b", "other-model")
     assert again.tolist() == result.tolist()
     assert [c.model for c in primary.calls] == [MODEL, MODEL]
-    assert [(c.provider, c.model) for c in backup.calls] == [("backup", "other-model")] * 3
+    assert [(c.route, c.model) for c in backup.calls] == [("backup", "other-model")] * 3
     assert [(r["route"], r["model"], r["status"]) for r in ledger[1].ledger.rows()] == [
         ("backup", "other-model", "complete")
     ] * 3
@@ -466,9 +466,9 @@ async def test_fallback_names_every_attempt_when_all_fail(tmp_path: Path) -> Non
     plugins = [("openai:a", EmbedderPlugin(primary, ["primary"])), ("openai:b", EmbedderPlugin(backup, ["backup"]))]
     async with Harness([*layers, *plugins]) as harness:
         with pytest.raises(LlmError) as caught:
-            await harness.embed(["x"], provider="primary", model="m")
+            await harness.embed(["x"], route="primary", model="m")
         with pytest.raises(LlmError) as cooling:  # both cool down: both tried again, in order
-            await harness.embed(["x"], provider="primary", model="m")
+            await harness.embed(["x"], route="primary", model="m")
     assert (caught.value.code, caught.value.status, caught.value.retry_after) == ("RATE_LIMITED", 429, 3.0)
     assert caught.value.message == (
         "backup busy (fallback attempts: primary/m: SERVER HTTP 503 'primary down';"
@@ -487,7 +487,7 @@ async def test_fallback_stops_at_an_error_that_does_not_move_on() -> None:
     plugins = [("openai:a", EmbedderPlugin(primary, ["primary"])), ("openai:b", EmbedderPlugin(backup, ["backup"]))]
     async with Harness([*layers, *plugins]) as harness:
         with pytest.raises(LlmError) as caught:
-            await harness.embed(["x"], provider="primary")
+            await harness.embed(["x"], route="primary")
     assert caught.value.code == "BAD_REQUEST"
     assert caught.value.message == (
         "too many dimensions (fallback attempts: primary: BAD_REQUEST HTTP 400 'too many dimensions')"
@@ -567,7 +567,7 @@ async def test_otel_span_of_a_call_without_usage_and_of_a_cancelled_call(exporte
     await embed([layer], NoUsage(), "x")
     async with Harness([layer, ("openai", EmbedderPlugin(Embedder(HANG)))]) as harness:
         with anyio.move_on_after(0.05):
-            await harness.embed(["x"], provider="openai")
+            await harness.embed(["x"], route="openai")
     plain, cancelled = exporter.get_finished_spans()
     assert plain.attributes is not None
     assert "gen_ai.usage.input_tokens" not in plain.attributes
@@ -630,11 +630,11 @@ async def test_balance_serves_a_pool_from_its_members_and_counts_tokens(tmp_path
     layer = balance({"pool": [{"target": "one/m1", "tpm": 1000}, {"target": "two/m2"}]}, strategy="least-busy")
     ledger = usage(tmp_path)
     async with Harness([ledger, layer, *members(one=one, two=two)]) as harness:
-        results = [await harness.embed(["a b c"], provider="pool") for _ in range(4)]
+        results = [await harness.embed(["a b c"], route="pool") for _ in range(4)]
         assert "balance" in [link.key for link in harness.embed_chain()]
     assert {(r.route, r.model) for r in results} == {("one", "m1"), ("two", "m2")}
     assert len(one.calls) + len(two.calls) == 4
-    assert all(c.provider == "one" and c.model == "m1" for c in one.calls)
+    assert all(c.route == "one" and c.model == "m1" for c in one.calls)
     state = layer[1].state
     assert state is not None
     [load_one, load_two] = await state.loads(["one/m1", "two/m2"], layer[1].clock())
@@ -647,8 +647,8 @@ async def test_balance_moves_to_another_member_on_a_retryable_failure() -> None:
     down, up = Embedder(error("OVERLOADED", "busy", status=529)), Embedder()
     layer = balance({"pool": [{"target": "down", "weight": 1000}, {"target": "up", "weight": 0.001}]})
     async with Harness([layer, *members(down=down, up=up)]) as harness:
-        result = await harness.embed(["x"], provider="pool", model="m")
-        again = await harness.embed(["x"], provider="pool", model="m")  # down cools: up at once
+        result = await harness.embed(["x"], route="pool", model="m")
+        again = await harness.embed(["x"], route="pool", model="m")  # down cools: up at once
     assert (result.route, again.route) == ("up", "up")
     assert len(down.calls) == 1
     assert len(up.calls) == 2
@@ -660,7 +660,7 @@ async def test_balance_names_every_attempt_when_all_members_fail() -> None:
     layer = balance({"pool": [{"target": "first", "weight": 1000}, {"target": "second", "weight": 0.001}]})
     async with Harness([layer, *members(first=first, second=second)]) as harness:
         with pytest.raises(LlmError) as stopped:  # first moves on, second's BAD_REQUEST does not
-            await harness.embed(["x"], provider="pool")
+            await harness.embed(["x"], route="pool")
     assert stopped.value.code == "BAD_REQUEST"
     assert stopped.value.message == (
         "bad input (balance attempts: first: SERVER HTTP 503 'first down'; second: BAD_REQUEST HTTP 400 'bad input')"
@@ -669,7 +669,7 @@ async def test_balance_names_every_attempt_when_all_members_fail() -> None:
     third = Embedder(error("SERVER", "third down", status=503))
     async with Harness([both_down, *members(first=first, third=third)]) as harness:
         with pytest.raises(LlmError) as caught:
-            await harness.embed(["x"], provider="pool")
+            await harness.embed(["x"], route="pool")
     assert caught.value.code == "SERVER"
     assert caught.value.message == (
         "third down (balance attempts: first: SERVER HTTP 503 'first down'; third: SERVER HTTP 503 'third down')"
@@ -682,9 +682,9 @@ async def test_balance_fails_rate_limited_when_every_member_stays_at_its_limits(
     adapter = Embedder()
     layer = balance({"pool": [{"target": "a", "rpm": 1}]}, clock, wait=10)
     async with Harness([layer, *members(a=adapter)]) as harness:
-        await harness.embed(["x"], provider="pool")
+        await harness.embed(["x"], route="pool")
         with pytest.raises(LlmError) as caught:  # the next start frees in 60 s > wait 10 s
-            await harness.embed(["x"], provider="pool")
+            await harness.embed(["x"], route="pool")
     assert caught.value.code == "RATE_LIMITED"
     assert caught.value.retry_after == pytest.approx(60.0)
     assert "every member of pool 'pool' is at its limits (a)" in caught.value.message

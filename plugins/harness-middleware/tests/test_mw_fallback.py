@@ -47,7 +47,7 @@ def fallback(clock: Clock | None = None, **config: Any) -> FallbackPlugin:
 
 
 def served(script: Script) -> list[tuple[str | None, str | None]]:
-    return [(call.provider, call.model) for call in script.calls]
+    return [(call.route, call.model) for call in script.calls]
 
 
 def failure_message(chunks: list[Any]) -> str:
@@ -279,7 +279,7 @@ async def test_two_routes_over_http_first_503() -> None:
             [("fallback", plugin), adapter("openai:a", "primary", first), adapter("openai:b", "backup", second)]
         )
         async with harness:
-            request = msgspec.structs.replace(options(), provider="primary", model="gpt-4o")
+            request = msgspec.structs.replace(options(), route="primary", model="gpt-4o")
             result = await harness.generate(request)
             async with harness.stream(request) as chunks:  # primary cools down: straight to backup
                 streamed = [c async for c in CheckedStream(chunks)]
@@ -317,7 +317,7 @@ async def test_composes_with_retry_in_both_orders(fallback_outside: bool) -> Non
             layers.reverse()
         harness = Harness([*layers, adapter("openai:a", "primary", first), adapter("openai:b", "backup", second)])
         async with harness:
-            result = await harness.generate(msgspec.structs.replace(options(), provider="primary", model="m"))
+            result = await harness.generate(msgspec.structs.replace(options(), route="primary", model="m"))
         assert (len(first.requests), len(second.requests)) == (2, 2)
         assert result.text == "from backup"
         assert result.message.route == "backup"
@@ -371,7 +371,7 @@ async def test_mid_stream_failure_over_http_is_not_replayed() -> None:
         harness = Harness(
             [("fallback", plugin), adapter("openai:a", "primary", first), adapter("openai:b", "backup", second)]
         )
-        async with harness, harness.stream(msgspec.structs.replace(options(), provider="primary", model="m")) as chunks:
+        async with harness, harness.stream(msgspec.structs.replace(options(), route="primary", model="m")) as chunks:
             got = [c async for c in CheckedStream(chunks)]
         assert second.requests == []  # content was sent: nothing is tried again elsewhere
     texts = [c.text for c in got if isinstance(c, TextDelta)]
@@ -406,10 +406,10 @@ FALLBACK_CLI = (
 def test_cli_finish_line_names_the_target_that_served(tmp_path: Path) -> None:
     config = tmp_path / "plugins.yaml"
     config.write_text(FALLBACK_CLI.format(bad_code="BAD_REQUEST"), encoding="utf-8")
-    result = run_cli_in_process(config, "-p", "busy", "-m", "echo", "hi there")
+    result = run_cli_in_process(config, "-r", "busy", "-m", "echo", "hi there")
     assert result.exit_code == 0, result.output
     assert "served by mock/echo]" in result.stderr
-    direct = run_cli_in_process(config, "-p", "mock", "hi")
+    direct = run_cli_in_process(config, "-r", "mock", "hi")
     assert direct.exit_code == 0, direct.output
     assert "served by" not in direct.stderr
 
@@ -417,7 +417,7 @@ def test_cli_finish_line_names_the_target_that_served(tmp_path: Path) -> None:
 def test_cli_error_of_a_route_without_targets_has_no_fallback_note(tmp_path: Path) -> None:
     config = tmp_path / "plugins.yaml"
     config.write_text(FALLBACK_CLI.format(bad_code="BAD_REQUEST"), encoding="utf-8")
-    result = run_cli_in_process(config, "-p", "bad", "hi")
+    result = run_cli_in_process(config, "-r", "bad", "hi")
     assert result.exit_code != 0
     assert "BAD_REQUEST" in result.stderr
     assert "fallback attempts" not in result.stderr

@@ -98,7 +98,7 @@ def logged(tmp_path: Path) -> dict[str, object]:
 
 
 def test_run_on_the_mock_logs_without_the_price_table(tmp_path: Path) -> None:
-    modules, stdout = cli_modules(tmp_path, "run", "-p", "mock", "hello there")
+    modules, stdout = cli_modules(tmp_path, "run", "-r", "mock", "hello there")
     assert stdout == "hello there\n"
     assert "harness_middleware.promptlog" in modules  # the prompt log ran ...
     assert not {name for name in modules if name.startswith(("genai_prices", "pydantic", "httpx2"))}
@@ -110,7 +110,7 @@ def test_run_on_a_priced_model_logs_the_table_cost(tmp_path: Path) -> None:
     with ScriptedServer(sse_reply("priced", "gpt-4o-mini", 1000, 200)) as server:
         (tmp_path / "plugins.yaml").write_text(
             f"plugins:\n  openai:\n    base_url: {server.url}/v1\n    api_key: null\n"
-            "defaults: {provider: openai, model: gpt-4o-mini}\n"
+            "defaults: {route: openai, model: gpt-4o-mini}\n"
         )
         modules, stdout = cli_modules(tmp_path, "run", "hi")
     assert stdout == "priced\n"

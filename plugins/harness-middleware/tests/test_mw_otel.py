@@ -210,7 +210,7 @@ async def test_content_capture(exporter: InMemorySpanExporter) -> None:
         *tool_chunks('{"a":1}'),
         finish("tool-calls"),
     ]
-    opts = GenerateOptions(provider="fake", model="m1", messages=history, system="sys")
+    opts = GenerateOptions(route="fake", model="m1", messages=history, system="sys")
     await collect(plugin(exporter, capture_content=True).llm_stream(opts, Script(reply)))
     attrs = only_span(exporter).attributes or {}
     assert json.loads(str(attrs["gen_ai.system_instructions"])) == [{"type": "text", "content": "sys"}]
@@ -293,7 +293,7 @@ async def test_a_key_in_the_prompt_route_or_model_is_masked_in_every_span_attrib
     redactor.add(KEY)
     otel = plugin(exporter, capture_content=True)
     harness = Harness([("otel", otel), ("mock", MockPlugin(MockConfig(routes=[KEY])))], redact=redactor)
-    opts = GenerateOptions(provider=KEY, model="echo", system=f"key {KEY}", messages=[Message.user(f"say {KEY}")])
+    opts = GenerateOptions(route=KEY, model="echo", system=f"key {KEY}", messages=[Message.user(f"say {KEY}")])
     async with harness:
         assert (await harness.generate(opts)).text == "say **********"
     span = only_span(exporter)

@@ -37,7 +37,7 @@ def test_every_file_a_run_writes_is_private(tmp_path: Path, usual_umask: None) -
         f"  trace: {{path: '{data}/trace/trace.jsonl'}}\n"
         f"  cache: {{path: '{data}/cache.sqlite'}}\n"
         "  mock: {}\n"
-        "defaults: {provider: mock, model: echo}\n",
+        "defaults: {route: mock, model: echo}\n",
         encoding="utf-8",
     )
     loaded = load_config(config, environ={})

@@ -52,7 +52,7 @@ def plugin(tmp_path: Path, **config: Any) -> PromptLogPlugin:
 
 async def test_a_stream_is_logged_with_usage_cost_and_timings(tmp_path: Path) -> None:
     p = plugin(tmp_path)
-    request = msgspec.structs.replace(options("what is 2+2?"), provider="openai", model="gpt-4o-mini", system="terse")
+    request = msgspec.structs.replace(options("what is 2+2?"), route="openai", model="gpt-4o-mini", system="terse")
     script = Script([*text_chunks("4"), *tool_chunks('{"x": 1}', index=1), usage(1200, 30), finish("tool-calls")])
     await collect(p.llm_stream(request, script))
     [entry] = p.log.entries()
@@ -150,7 +150,7 @@ async def test_fallback_attempts_and_cache_hits_come_from_the_record(tmp_path: P
         for chunk in [*text_chunks("old"), usage(), stop()]:
             yield chunk
 
-    await collect(p.llm_stream(options(provider="a", model="m1"), fell_back))
+    await collect(p.llm_stream(options(route="a", model="m1"), fell_back))
     await collect(p.llm_stream(options(), cache_hit))
     fallback_entry, hit = p.log.entries()
     assert (fallback_entry.requested_route, fallback_entry.route, fallback_entry.model) == ("a", "b", "m2")
@@ -195,6 +195,23 @@ async def test_turn_without_reply_continues_with_its_messages(tmp_path: Path) ->
     continued = p.continuation(None)
     assert continued is not None
     assert [m.text for m in continued.history] == ["first"]
+
+
+async def test_a_row_logged_with_the_old_provider_key_continues_on_its_route(tmp_path: Path) -> None:
+    p = plugin(tmp_path)
+    await collect(
+        p.llm_stream(
+            msgspec.structs.replace(options("first"), route="old"), Script([*text_chunks("ok"), finish("stop")])
+        )
+    )
+    with closing(sqlite3.connect(p.log.path)) as conn, conn:  # rows before GenerateOptions.provider became .route
+        [(stored,)] = conn.execute("SELECT request FROM log").fetchall()
+        assert '"route":"old"' in stored
+        conn.execute("UPDATE log SET request = ?", (stored.replace('"route":', '"provider":'),))
+    continued = p.continuation(None)
+    assert continued is not None
+    assert continued.options.route == "old"
+    assert "provider" not in p.log.entries()[0].request
 
 
 def test_continuation_without_a_log_file(tmp_path: Path) -> None:
@@ -393,7 +410,7 @@ def test_two_routes_first_503_answered_by_the_second_and_logged(tmp_path: Path) 
             "  openai:b:\n"
             f"    base_url: {second.url}/v1\n"
             "    routes: [backup]\n"
-            "defaults: {provider: primary, model: gpt-4o-mini}\n"
+            "defaults: {route: primary, model: gpt-4o-mini}\n"
         )
         result = run_cli(tmp_path, "--config", "plugins.yaml", "Say hi")
         assert result.returncode == 0, result.stderr
@@ -481,7 +498,7 @@ async def test_files_in_a_tool_result_are_stored_by_digest_and_named_when_contin
 def test_logs_name_the_model_served_when_none_was_asked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     config = tmp_path / "plugins.yaml"
-    config.write_text("plugins:\n  prompt-log: {path: log.sqlite}\n  mock: {}\ndefaults: {provider: mock}\n")
+    config.write_text("plugins:\n  prompt-log: {path: log.sqlite}\n  mock: {}\ndefaults: {route: mock}\n")
     ran = CliRunner().invoke(harness_cli, ["-c", str(config), "run", "hi"])
     assert ran.exit_code == 0, ran.output
     shown = CliRunner().invoke(harness_cli, ["-c", str(config), "logs"])

@@ -156,7 +156,7 @@ async def test_request_is_masked() -> None:
         Message(role="tool", content=[ToolResultBlock(tool_call_id="c1", content=f"result {KEY}")]),
     ]
     script = Script([stop()])
-    await collect(plugin().llm_stream(GenerateOptions(provider="fake", messages=history, system=f"sys {KEY}"), script))
+    await collect(plugin().llm_stream(GenerateOptions(route="fake", messages=history, system=f"sys {KEY}"), script))
     sent = script.calls[0]
     masked = "[REDACTED:openai-key]"
     assert sent.system == f"sys {masked}"

@@ -211,8 +211,8 @@ def test_price_lookup_order(tmp_path: Path) -> None:
 async def test_table_prices_a_listed_model(tmp_path: Path) -> None:
     p = plugin(tmp_path)
     reply = Script([*text_chunks("a"), usage(1_000_000, 1_000_000, cache_read_tokens=400_000), stop()])
-    await collect(p.llm_stream(options(provider="openai", model="gpt-4o-mini"), reply))
-    await collect(p.llm_stream(options(provider="mock", model="echo"), Script([usage(5, 5), stop()])))
+    await collect(p.llm_stream(options(route="openai", model="gpt-4o-mini"), reply))
+    await collect(p.llm_stream(options(route="mock", model="echo"), Script([usage(5, 5), stop()])))
     listed, unknown = rows(p)
     expected = p.prices.cost("openai", "gpt-4o-mini", TokenUsage(1_000_000, 1_000_000, cache_read_tokens=400_000))
     assert expected is not None
@@ -358,7 +358,7 @@ async def test_a_pool_is_recorded_by_the_member_that_served_it(tmp_path: Path) -
     )
     async with harness:
         for _ in range(20):
-            await harness.generate(GenerateOptions(provider="pool", model="echo", messages=[Message.user("hi")]))
+            await harness.generate(GenerateOptions(route="pool", model="echo", messages=[Message.user("hi")]))
     recorded = rows(p)
     assert {(r["requested_route"], r["requested_model"]) for r in recorded} == {("pool", "echo")}
     served = {(r["route"], r["model"]) for r in recorded}

@@ -25,8 +25,8 @@ async def test_one_line_per_embedding_call_with_input_lengths(tmp_path: Path) ->
     path = tmp_path / "trace.jsonl"
     trace = TracePlugin(TraceConfig(path=str(path)))
     async with Harness([("trace", trace), ("mock", MockPlugin(MockConfig()))]) as harness:
-        await harness.embed(["secret words", "more"], provider="mock", dimensions=4)
-        await harness.embed(["again"], provider="mock")
+        await harness.embed(["secret words", "more"], route="mock", dimensions=4)
+        await harness.embed(["again"], route="mock")
     first, second = records(path)
     assert first["stream"] != second["stream"]
     assert (first["route"], first["model"]) == ("mock", None)
@@ -54,7 +54,7 @@ async def test_include_content_writes_the_masked_inputs(tmp_path: Path) -> None:
     trace = TracePlugin(TraceConfig(path=str(path), include_content=True))
     plugins = [("trace", trace), ("mock", MockPlugin(MockConfig()))]
     async with Harness(plugins, redact=lambda text: text.replace(key, "[key]")) as harness:
-        await harness.embed([f"my key {key}"], provider="mock")
+        await harness.embed([f"my key {key}"], route="mock")
     [line] = records(path)
     assert line["embed"]["inputs"] == ["my key [key]"]  # type: ignore[index]
     assert key not in path.read_text()
@@ -83,13 +83,13 @@ async def test_failed_and_cancelled_calls_are_traced(tmp_path: Path) -> None:
     error = LlmError("RATE_LIMITED", "slow down", status=429)
     async with Harness([("trace", trace), ("vec", Failing(error))]) as harness:
         with pytest.raises(LlmError):
-            await harness.embed(["x"], provider="vec", model="m")
+            await harness.embed(["x"], route="vec", model="m")
     async with Harness([("trace", trace), ("vec", Failing(ValueError("bad vector")))]) as harness:
         with pytest.raises(LlmError, match="INTERNAL"):  # the boundary classifies it
-            await harness.embed(["x"], provider="vec")
+            await harness.embed(["x"], route="vec")
     async with Harness([("trace", trace), ("vec", Failing(None))]) as harness:
         with anyio.move_on_after(0.05):
-            await harness.embed(["x"], provider="vec")
+            await harness.embed(["x"], route="vec")
     limited, internal, cancelled = (line["embed"] for line in records(path))
     assert limited == {"inputs": [1], "dimensions": None, "error": {"code": "RATE_LIMITED", "message": "slow down"}}
     assert internal["error"]["code"] == "INTERNAL"  # type: ignore[index]
@@ -105,7 +105,7 @@ async def test_an_exception_raised_above_the_boundary_is_named_by_its_class(tmp_
         raise KeyError("inner middleware bug")
 
     with pytest.raises(KeyError):
-        await trace.llm_embed(EmbedOptions(inputs=["x"], provider="vec"), call_next)
+        await trace.llm_embed(EmbedOptions(inputs=["x"], route="vec"), call_next)
     [line] = records(path)
     assert line["embed"]["error"] == {"code": "KeyError", "message": "'inner middleware bug'"}  # type: ignore[index]
 

@@ -16,9 +16,7 @@ from harness_trace import TraceConfig, TracePlugin
 
 
 async def run(trace: TracePlugin, text: str, *, stop_after: int | None = None) -> int:
-    options = GenerateOptions(
-        provider="mock", model="echo", messages=[Message.user(text)], tools=[ToolSpec(name="echo")]
-    )
+    options = GenerateOptions(route="mock", model="echo", messages=[Message.user(text)], tools=[ToolSpec(name="echo")])
     seen = 0
     harness = Harness([("trace", trace), ("mock", MockPlugin(MockConfig()))])
     async with harness, harness.stream(options) as chunks:
@@ -87,7 +85,7 @@ async def test_written_as_it_goes_with_bounded_memory(tmp_path: Path) -> None:
         yield BlockEnd(index=0, block=TextBlock("…"))
         yield Finish(FinishReason(kind="stop"))
 
-    stream = trace.llm_stream(GenerateOptions(provider="p", model="m"), inner)
+    stream = trace.llm_stream(GenerateOptions(route="p", model="m"), inner)
     seen = 0
     async for _ in stream:
         seen += 1
@@ -111,7 +109,7 @@ def test_flush_every_is_validated() -> None:
 async def test_flush_every_one_writes_each_line_before_its_chunk(tmp_path: Path) -> None:
     path = tmp_path / "trace.jsonl"
     trace = TracePlugin(TraceConfig(path=str(path), flush_every=1))
-    options = GenerateOptions(provider="mock", model="echo", messages=[Message.user("a b c")])
+    options = GenerateOptions(route="mock", model="echo", messages=[Message.user("a b c")])
     harness = Harness([("trace", trace), ("mock", MockPlugin(MockConfig()))])
     seen = 0
     async with harness, harness.stream(options) as chunks:
@@ -126,7 +124,7 @@ async def test_files_are_traced_by_digest_and_size_never_bytes(tmp_path: Path) -
     path = tmp_path / "trace.jsonl"
     photo = FileBlock("image/png", data=b"PRIVATE-PIXELS" * 1000, filename="me.png")
     options = GenerateOptions(
-        provider="mock",
+        route="mock",
         model="echo",
         messages=[Message.user("look", photo, FileBlock("application/pdf", url="https://h/a.pdf?sig=TOKEN"))],
     )
@@ -189,7 +187,7 @@ async def test_a_secret_route_is_masked_in_every_line(tmp_path: Path, include_co
     path = tmp_path / "trace.jsonl"
     trace = TracePlugin(TraceConfig(path=str(path), include_content=include_content))
     options = GenerateOptions(
-        provider=key,
+        route=key,
         model="echo",
         messages=[
             Message.user(f"echo {key}", FileBlock(media_type="image/png", url=f"https://example.com/{key}.png?sig=x"))

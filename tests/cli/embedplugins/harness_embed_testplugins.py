@@ -52,7 +52,7 @@ class CountingMiddleware:
         if self.calls == self.config.fail_on_call:
             raise LlmError("SERVER", "the embedder is overloaded", status=503)
         result = await call_next(options)
-        _append(self.config.log, json.dumps({"route": options.provider, "inputs": options.inputs}))
+        _append(self.config.log, json.dumps({"route": options.route, "inputs": options.inputs}))
         return result
 
 

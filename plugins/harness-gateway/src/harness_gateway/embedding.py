@@ -109,7 +109,7 @@ class EmbeddingRun:
         self.ticket = ticket
         self.parsed = parsed
         self.key = key
-        self.options = msgspec.structs.replace(parsed.options, provider=route, model=model)
+        self.options = msgspec.structs.replace(parsed.options, route=route, model=model)
         self.abort = AbortSignal()
         self.status: Status = "error"
         self.usage: TokenUsage | None = None

@@ -74,7 +74,7 @@ async def counted_tokens(runtime: GatewayRuntime, parsed: ParsedRequest, route: 
         GatewayError: the adapter's error as for a generation (``UNSUPPORTED`` when it cannot
             count), a transport failure's detail replaced by a stable message.
     """
-    options = msgspec.structs.replace(parsed.options, provider=route, model=model)
+    options = msgspec.structs.replace(parsed.options, route=route, model=model)
     try:
         return await runtime.harness.count_tokens(options)
     except LlmError as exc:

@@ -125,7 +125,7 @@ class Relay:
         self.abort = AbortSignal()
         self.options = msgspec.structs.replace(
             parsed.options,
-            provider=route,
+            route=route,
             model=model,
             abort=self.abort,
             metadata={"request_id": generation.request_id, "gateway_ticket": ticket},

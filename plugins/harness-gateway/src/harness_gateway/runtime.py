@@ -135,8 +135,9 @@ async def load_runtime(path: str | Path | None) -> GatewayRuntime:
     gateway = next((p.instance for p in loaded.plugins if isinstance(p.instance, GatewayPlugin)), None)
     config = gateway.config if gateway is not None else GatewayConfig()
     harness = Harness.from_loaded(loaded, mask=mask_keys)  # the gateway's own keys are secrets too
-    runtime = GatewayRuntime(harness, config, loaded.source, harness.redact, merged_aliases(loaded, config))
+    runtime = GatewayRuntime(harness, config, loaded.source, harness.redact)
     await runtime._stack.enter_async_context(harness)
+    runtime.aliases = merged_aliases(loaded, config, harness.default_route())  # the routes served are known now
     return runtime
 
 
@@ -166,16 +167,20 @@ def provider_defaults(
     return replaced
 
 
-def merged_aliases(loaded: LoadedConfig, config: GatewayConfig) -> dict[str, str]:
-    """plugins.yaml's top-level ``aliases:`` (a plain model id stands for the default route's
-    model; without a default route it cannot be served and is left out), then the gateway's own."""
+def merged_aliases(loaded: LoadedConfig, config: GatewayConfig, default_route: str | None) -> dict[str, str]:
+    """plugins.yaml's top-level ``aliases:`` as ``route/model``, then the gateway's own (which win).
+
+    The command line's rule (:meth:`LoadedConfig.resolve_alias
+    <harness_core.loader.LoadedConfig.resolve_alias>`): a plain model id stands for that model on
+    ``default_route`` (:meth:`Harness.default_route <harness_core.Harness.default_route>`:
+    ``defaults.route``, else the only route served); without a default route it cannot be served
+    and is left out."""
     merged: dict[str, str] = {}
-    default = loaded.defaults.provider
-    for name, target in loaded.aliases.items():
-        if "/" in target:
-            merged[name] = target
-        elif default is not None:
-            merged[name] = f"{default}/{target}"
+    for name in loaded.aliases:
+        route, model = loaded.resolve_alias(None, name)
+        route = route if route is not None else default_route
+        if route is not None and model is not None:
+            merged[name] = f"{route}/{model}"
     merged.update(config.aliases)
     return merged
 

@@ -225,7 +225,7 @@ class RequestSerializer:
                         raise unsupported_file(
                             self.provider,
                             block.files[0],
-                            f"route {options.provider!r}: a Chat Completions tool message takes text only, "
+                            f"route {options.route!r}: a Chat Completions tool message takes text only, "
                             "not media in a tool result (use a route on the Responses API, Anthropic or Gemini)",
                         )
                     out.append({"role": "tool", "tool_call_id": block.tool_call_id, "content": block.content})

@@ -37,7 +37,7 @@ rule (a call that raises a matching :class:`~harness_core.errors.LlmError` moves
 member; the final error names every attempt, ``balance attempts: …``); ``latency`` measures the
 time to the answer. A pool name is a stream route only: :meth:`Harness.embed_routes` does not
 list it (registering it would take the default embedding route away from the one embedding
-route a config has), but ``Harness.embed(provider="pool")`` reaches this layer and is served.
+route a config has), but ``Harness.embed(route="pool")`` reaches this layer and is served.
 
 Counted requests (``llm_count_tokens``, ``Harness.count_tokens``) to a pool go to the member the
 pool's strategy picks among those not cooling down, and move to another member on a matching
@@ -464,7 +464,7 @@ class BalancePlugin:
     @hookimpl
     async def llm_stream(self, options: GenerateOptions, call_next: CallNext) -> AsyncIterator[StreamChunk]:
         """Serve a pool's stream from its members; other routes pass through untouched."""
-        pool = self.pools.get(options.provider or "")
+        pool = self.pools.get(options.route or "")
         if pool is None:
             async for chunk in call_next(options):
                 yield chunk
@@ -485,7 +485,7 @@ class BalancePlugin:
             model = member.model if member.model is not None else options.model
             record.served_route, record.served_model = member.route, model
             tokens = 0
-            stream = call_next(msgspec.structs.replace(options, provider=member.route, model=model))
+            stream = call_next(msgspec.structs.replace(options, route=member.route, model=model))
             try:
                 try:
                     held = await until_content(stream, self.moves_on)
@@ -528,7 +528,7 @@ class BalancePlugin:
             LlmError: the member's error that does not move on, the last member's, or
                 ``RATE_LIMITED`` when every member stayed at its limits, naming every attempt.
         """
-        pool = self.pools.get(options.provider or "")
+        pool = self.pools.get(options.route or "")
         if pool is None:
             return await call_next(options)
         state = self.state if self.state is not None else shared_state()
@@ -547,7 +547,7 @@ class BalancePlugin:
                 record.served_route, record.served_model = member.route, model
                 tokens = 0
                 try:
-                    result = await call_next(msgspec.structs.replace(options, provider=member.route, model=model))
+                    result = await call_next(msgspec.structs.replace(options, route=member.route, model=model))
                     self._measured(member, self.clock() - now)
                     tokens = (result.usage.input_tokens or 0) if result.usage is not None else 0
                     return result
@@ -571,7 +571,7 @@ class BalancePlugin:
             LlmError: the member's error that does not move on, or the last member's, naming
                 every attempt; the state's error when it is unreachable.
         """
-        pool = self.pools.get(options.provider or "")
+        pool = self.pools.get(options.route or "")
         if pool is None:
             return await call_next(options)
         state = self.state if self.state is not None else shared_state()

@@ -213,7 +213,7 @@ class FallbackPlugin:
     async def llm_stream(self, options: GenerateOptions, call_next: CallNext) -> AsyncIterator[StreamChunk]:
         """Try the targets in order until one commits; see the module doc for the rules."""
         options, record = open_record(options)
-        targets = self.targets_for(options.provider, options.model)
+        targets = self.targets_for(options.route, options.model)
         # a route without fallback targets keeps its errors as they are: no attempts note
         named = len(targets) > 1
         ready = [target for target in targets if not self.cooldowns.cooling(target)] or targets
@@ -221,7 +221,7 @@ class FallbackPlugin:
         last: Failure | None = None
         for route, model in ready:
             record.served_route, record.served_model = route, model
-            stream = call_next(msgspec.structs.replace(options, provider=route, model=model))
+            stream = call_next(msgspec.structs.replace(options, route=route, model=model))
             try:
                 try:
                     held = await until_content(stream, self.moves_on)
@@ -253,7 +253,7 @@ class FallbackPlugin:
             LlmError: the error that did not move on, or the last target's, with every attempt
                 named when the route has other targets.
         """
-        targets = self.targets_for(options.provider, options.model)
+        targets = self.targets_for(options.route, options.model)
         named = len(targets) > 1
         ready = [target for target in targets if not self.cooldowns.cooling(target)] or targets
         with open_embed_record(options) as record:
@@ -263,7 +263,7 @@ class FallbackPlugin:
                 route, model = ready[index]
                 record.served_route, record.served_model = route, model
                 try:
-                    return await call_next(msgspec.structs.replace(options, provider=route, model=model))
+                    return await call_next(msgspec.structs.replace(options, route=route, model=model))
                 except LlmError as exc:
                     failure = exc.to_failure()
                     record.attempts.append(Attempt(route, model, failure=failure))
@@ -283,7 +283,7 @@ class FallbackPlugin:
             LlmError: the error that did not move on, or the last target's, with every attempt
                 named when the route has other targets.
         """
-        targets = self.targets_for(options.provider, options.model)
+        targets = self.targets_for(options.route, options.model)
         ready = [target for target in targets if not self.cooldowns.cooling(target)] or targets
         attempts: list[Attempt] = []
         index = 0

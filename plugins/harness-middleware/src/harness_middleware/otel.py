@@ -124,7 +124,7 @@ def _request_attributes(options: GenerateOptions, capture_content: bool) -> dict
     """The span's request attributes, unmasked (JSON content as builtins, encoded after masking)."""
     attributes: dict[str, Any] = {"gen_ai.operation.name": "chat"}
     optional = {
-        "gen_ai.provider.name": options.provider,
+        "gen_ai.provider.name": options.route,
         "gen_ai.request.model": options.model,
         "gen_ai.request.max_tokens": options.max_tokens,
         "gen_ai.request.temperature": options.temperature,
@@ -280,7 +280,7 @@ class OtelPlugin(SecretMasking):
         trace = self._trace
         requested = {
             "gen_ai.operation.name": "embeddings",
-            "gen_ai.provider.name": options.provider,
+            "gen_ai.provider.name": options.route,
             "gen_ai.request.model": options.model,
             "gen_ai.embeddings.dimension.count": options.dimensions,
         }

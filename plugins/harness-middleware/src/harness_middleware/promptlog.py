@@ -247,6 +247,9 @@ def _entry(row: tuple[Any, ...]) -> LogEntry:
         for name, value in zip(_FIELDS, row, strict=True)
     }
     data["cached"] = bool(data["cached"])
+    request = data["request"]
+    if "provider" in request:  # a row logged before GenerateOptions.provider became .route
+        request["route"] = request.pop("provider")
     return msgspec.convert(data, LogEntry)
 
 
@@ -358,7 +361,7 @@ class PromptLogPlugin(SecretMasking):
             id=uuid.uuid4().hex,
             conversation_id=conversation if isinstance(conversation, str) else uuid.uuid4().hex,
             ts=ts,
-            requested_route=mask(options.provider) if options.provider is not None else None,
+            requested_route=mask(options.route) if options.route is not None else None,
             requested_model=mask(options.model) if options.model is not None else None,
             route=mask(route) if route is not None else None,
             model=mask(model) if model is not None else None,

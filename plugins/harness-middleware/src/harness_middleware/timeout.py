@@ -206,7 +206,7 @@ class TimeoutPlugin:
         with anyio.move_on_after(total):
             return await call_next(options)
         raise LlmError(
-            "TIMEOUT", f"the total timeout of {total}s ran out for an embedding call to route {options.provider!r}"
+            "TIMEOUT", f"the total timeout of {total}s ran out for an embedding call to route {options.route!r}"
         )
 
     @hookimpl

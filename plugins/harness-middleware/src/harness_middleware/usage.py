@@ -415,7 +415,7 @@ class UsagePlugin(SecretMasking):
             route, model = result.route, result.model
         else:
             status, code, _ = _outcome(None, raised)
-            route = record.served_route or options.provider
+            route = record.served_route or options.route
             model = record.served_model or options.model
         tokens = result.usage.input_tokens if result is not None and result.usage is not None else None
         usage = TokenUsage(input_tokens=tokens, output_tokens=0) if tokens is not None else None
@@ -439,7 +439,7 @@ class UsagePlugin(SecretMasking):
             price_id=cost.price_id if cost is not None else None,
             cached=record.cached,
             operation="embeddings",
-            requested_route=self.mask_text(options.provider),
+            requested_route=self.mask_text(options.route),
             requested_model=self.mask_text(options.model),
         )
         await self._write(row)

@@ -116,7 +116,7 @@ class TracePlugin(SecretMasking):
         """Pass every chunk through unchanged, recording it; append the records every
         ``flush_every`` chunks and at the end."""
         started = time.perf_counter()
-        head: dict[str, Any] = {"stream": uuid.uuid4().hex[:12], "route": options.provider, "model": options.model}
+        head: dict[str, Any] = {"stream": uuid.uuid4().hex[:12], "route": options.route, "model": options.model}
         files = [_file_record(block) for message in options.messages for block in message.files]
         if files:
             head["files"] = files
@@ -166,7 +166,7 @@ class TracePlugin(SecretMasking):
         finally:
             record = {
                 "stream": uuid.uuid4().hex[:12],
-                "route": options.provider,
+                "route": options.route,
                 "model": options.model,
                 "t_ms": round((time.perf_counter() - started) * 1000, 3),
                 "embed": call,

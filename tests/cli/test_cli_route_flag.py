@@ -1,0 +1,83 @@
+"""``-r/--route`` names the plugins.yaml route on every command that takes one; ``-p/--provider``
+is its hidden deprecated alias: the same route, one warning line on stderr first."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from harness_core.cli._app import PROVIDER_NOTE
+
+Config = Callable[[str], str]
+Harness = Callable[..., "subprocess.CompletedProcess[str]"]
+
+CONFIG = "plugins:\n  mock: {routes: [mock, other]}\n"
+
+COMMANDS = [
+    ("run", "--no-log", "hi there"),
+    ("models", "--json"),
+    ("embed", "some text"),
+]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=[c[0] for c in COMMANDS])
+def test_the_provider_flag_is_the_route_flag_with_a_warning(
+    harness: Harness, config: Config, command: tuple[str, ...]
+) -> None:
+    config(CONFIG)
+    name, *rest = command
+    new = harness(name, "-r", "other", *rest)
+    for flag in ("-p", "--provider"):
+        old = harness(name, flag, "other", *rest)
+        assert (old.returncode, old.stdout) == (new.returncode, new.stdout) == (0, new.stdout)
+        assert old.stderr.startswith(PROVIDER_NOTE + "\n")
+        assert old.stderr.count(PROVIDER_NOTE) == 1
+    assert PROVIDER_NOTE not in new.stderr
+    assert harness(name, "--route", "other", *rest).stdout == new.stdout
+
+
+def test_run_serves_the_route_given(harness: Harness, config: Config) -> None:
+    config(CONFIG)
+    result = harness("run", "--count-tokens", "--json", "-r", "other", "hi")
+    assert result.returncode == 0
+    assert json.loads(result.stdout)["route"] == "other"
+
+
+def test_both_flags_at_once_are_a_usage_error(harness: Harness, config: Config) -> None:
+    config(CONFIG)
+    result = harness("run", "-r", "mock", "-p", "other", "hi")
+    assert result.returncode == 2
+    assert "error: give -r/--route only (-p/--provider is its deprecated old name)" in result.stderr
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize("command", ["run", "chat", "models", "embed", "embed-multi"])
+def test_help_shows_route_and_hides_provider(harness: Harness, command: str) -> None:
+    text = harness(command, "--help").stdout
+    assert "-r, --route TEXT" in text
+    assert "--provider" not in text
+
+
+def test_chat_takes_the_route_flag(harness: Harness, config: Config) -> None:
+    config(CONFIG)
+    new = harness("chat", "-r", "other", input="/route\n")
+    old = harness("chat", "-p", "other", input="/route\n")
+    assert new.returncode == old.returncode == 0
+    assert "route other, model echo" in new.stderr
+    assert "route other, model echo" in old.stderr
+    assert old.stderr.startswith(PROVIDER_NOTE + "\n")
+
+
+def test_embed_multi_takes_the_route_flag(harness: Harness, config: Config, tmp_path: Path) -> None:
+    config(CONFIG)
+    (tmp_path / "in.csv").write_text("id,content\na,first\n")
+    new = harness("embed-multi", "docs", "in.csv", "-d", "new.sqlite", "-r", "other")
+    old = harness("embed-multi", "docs", "in.csv", "-d", "old.sqlite", "-p", "other")
+    assert new.returncode == old.returncode == 0
+    for result in (new, old):
+        assert "(route 'other', model 'hash'" in result.stderr
+    assert old.stderr.startswith(PROVIDER_NOTE + "\n")
