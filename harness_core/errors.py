@@ -63,9 +63,10 @@ SNIPPET_CHARS: Final = 200
 error message (docs/writing-an-adapter.md)."""
 
 
-def truncate(text: str, limit: int) -> str:
-    """``text`` cut to at most ``limit`` characters, ending with ``…`` when cut: the one cut rule
-    of error text (messages, quoted payloads)."""
+def truncate(text: str, limit: int = 1000) -> str:
+    """``text`` cut to at most ``limit`` characters (default 1,000: a provider message, as
+    ``harness_core.http.errors.truncate`` had it), ending with ``…`` when cut: the one cut rule of
+    error text (messages, quoted payloads)."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

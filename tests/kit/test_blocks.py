@@ -211,4 +211,5 @@ def test_the_excerpt_rule_has_one_owner_and_old_paths_warn() -> None:
         assert http_errors.truncate is owner.truncate
     assert owner.truncate("abcdef", 4) == "abc…"
     assert owner.truncate("abcd", 4) == "abcd"
+    assert owner.truncate("y" * 1001) == "y" * 999 + "…"  # the old http.errors default limit stays
     assert LlmError("SERVER", "x" * 3000).message == "x" * 1999 + "…"  # LlmError cuts by the same rule
