@@ -584,7 +584,7 @@ class BalancePlugin:
             left.remove(member)
             model = member.model if member.model is not None else options.model
             try:
-                return await call_next(msgspec.structs.replace(options, provider=member.route, model=model))
+                return await call_next(msgspec.structs.replace(options, route=member.route, model=model))
             except LlmError as exc:
                 failure = exc.to_failure()
                 attempts.append(Attempt(member.route, model, failure=failure))

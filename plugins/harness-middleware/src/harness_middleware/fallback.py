@@ -290,7 +290,7 @@ class FallbackPlugin:
         while True:  # the last target returns or raises
             route, model = ready[index]
             try:
-                return await call_next(msgspec.structs.replace(options, provider=route, model=model))
+                return await call_next(msgspec.structs.replace(options, route=route, model=model))
             except LlmError as exc:
                 failure = exc.to_failure()
                 attempts.append(Attempt(route, model, failure=failure))
