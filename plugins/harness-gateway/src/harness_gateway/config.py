@@ -29,7 +29,7 @@ from typing import Annotated, Final, Literal
 import msgspec
 import platformdirs
 
-from harness_core import ConnectionString, Secret
+from harness_core import ConnectionString, Secret, field_message
 from harness_gateway.store import LEASE
 from harness_middleware.pricing import Price, PriceBook
 
@@ -92,7 +92,11 @@ class ResponsesConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     retention: str | float = "30d"
 
     def __post_init__(self) -> None:
-        duration_seconds(self.retention, "responses.retention", most=RETENTION_MAX)
+        """Check :attr:`retention` (raises ``ValueError`` located at the field: :func:`~harness_core.field_message`)."""
+        try:
+            duration_seconds(self.retention, "responses.retention", most=RETENTION_MAX)
+        except ValueError as exc:
+            raise ValueError(field_message(("retention",), str(exc))) from None
 
     @property
     def retention_seconds(self) -> float:
@@ -203,15 +207,19 @@ class GatewayConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     responses: ResponsesConfig = msgspec.field(default_factory=ResponsesConfig)
 
     def __post_init__(self) -> None:
+        """Check ``limits``, ``aliases`` and the keys of ``prices`` (raises ``ValueError`` located at
+        the value: :func:`~harness_core.field_message`)."""
         if self.limits is not None and not (url := self.limits.get_secret_value()).startswith(LIMITS_SCHEMES):
             scheme = url.split("://", 1)[0] + "://" if "://" in url else "a value without a scheme"
-            raise ValueError(f"limits: expected a Redis or Valkey URL ({', '.join(LIMITS_SCHEMES)}…), got {scheme}")
+            schemes = ", ".join(LIMITS_SCHEMES)
+            raise ValueError(field_message(("limits",), f"expected a Redis or Valkey URL ({schemes}…), got {scheme}"))
         for alias, target in self.aliases.items():
             if "/" not in target:
-                raise ValueError(f"aliases.{alias}: expected `route/model`, got {target!r}")
+                raise ValueError(field_message(("aliases", alias), f"expected `route/model`, got {target!r}"))
         for name in self.prices:
             if "/" not in name:
-                raise ValueError(f"prices: expected keys of the form `route/model`, got {name!r}")
+                problem = f"expected a key of the form `route/model`, got {name!r}"
+                raise ValueError(field_message(("prices", name), problem))
 
     def price_book(self) -> PriceBook:
         """The :class:`~harness_middleware.pricing.PriceBook` spend is charged from."""
