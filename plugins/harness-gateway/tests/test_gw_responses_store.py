@@ -454,7 +454,7 @@ def test_the_live_rows_follow_the_current_retention(tmp_path: Path) -> None:
 
 def test_an_absurd_retention_is_refused() -> None:
     with pytest.raises(
-        ValueError, match=r"field 'retention': responses.retention: must be at most 3650d, got '99999d'"
+        ValueError, match=r"field 'retention': must be at most 3650d, got '99999d'"
     ):
         ResponsesConfig(retention="99999d")
     assert ResponsesConfig(retention="3650d").retention_seconds == RETENTION_MAX

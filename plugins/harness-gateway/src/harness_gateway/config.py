@@ -93,10 +93,7 @@ class ResponsesConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
 
     def __post_init__(self) -> None:
         """Check :attr:`retention` (raises ``ValueError`` located at the field: :func:`~harness_core.field_message`)."""
-        try:
-            duration_seconds(self.retention, "responses.retention", most=RETENTION_MAX)
-        except ValueError as exc:
-            raise ValueError(field_message(("retention",), str(exc))) from None
+        duration_seconds(self.retention, "field 'retention'", most=RETENTION_MAX)  # "field 'retention': …"
 
     @property
     def retention_seconds(self) -> float:
