@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import os
 from collections.abc import Mapping
+from typing import Any
 
 from harness_core.config import ConfigError, ConfigProblem, parse_yaml
 from harness_core.entrypoints import EntryPoint
@@ -84,7 +85,7 @@ def inspect_config(
     return loaded
 
 
-def check_top_level_keys(session: Session, data: dict[object, object]) -> bool:
+def check_top_level_keys(session: Session, data: dict[Any, Any]) -> bool:
     """Record a problem per unknown top-level key of ``data``, naming the closest known one when
     one is close (``plugin`` → did you mean `plugins`?); or, when no key of ``data`` is a known
     one nor close to one (``-c /etc/passwd``), one problem saying the file is not a plugins.yaml,

@@ -13,7 +13,7 @@ import msgspec
 import pytest
 
 from harness_core import field_message
-from harness_core.config import named_field
+from harness_core.config import ConfigPath, named_field
 from harness_core.loader import inspect_config
 from harness_core.loader.convert import Converter, env_text_values, split_msgspec_error, type_at
 from harness_core.secret import Redactor
@@ -164,7 +164,7 @@ def test_text_from_the_environment_becomes_a_number_or_a_boolean_where_the_field
         "names": {"k": "v"},
         "pools": {"p": [{"target": "a", "rpm": "60"}]},
     }
-    expanded = {
+    expanded: dict[ConfigPath, tuple[str, ...]] = {
         ("port",): ("PORT",),
         ("ratio",): ("R",),
         ("flag",): ("F",),
@@ -186,7 +186,11 @@ def test_text_from_the_environment_becomes_a_number_or_a_boolean_where_the_field
 
 def test_text_from_the_environment_that_is_no_such_value_names_the_variables_never_the_value() -> None:
     raw = {"port": "80x80", "flag": "maybe", "ratio": "1.5-2"}
-    expanded = {("port",): ("PORT",), ("flag",): ("FLAG",), ("ratio",): ("LOW", "HIGH")}
+    expanded: dict[ConfigPath, tuple[str, ...]] = {
+        ("port",): ("PORT",),
+        ("flag",): ("FLAG",),
+        ("ratio",): ("LOW", "HIGH"),
+    }
     converted, found = env_text_values(Config, raw, expanded)
     assert found == [
         (
