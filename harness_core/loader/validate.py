@@ -42,6 +42,8 @@ def validate(session: Session, candidate: Candidate) -> None:
         secret_fields=secret_fields(config_type),
         expanded=expanded,
     )
+    wrong = {p.path for p in env_problems}  # text with a problem of its own is reported once
+    expanded = {path: names for path, names in expanded.items() if path not in wrong}
     raw, typed = env_text_values(config_type, raw, expanded)  # `port: ${{ env.PORT }}` is a number
     mistakes: list[tuple[str, ConfigPath]] = [(p.message, p.path) for p in env_problems if not p.unset]
     mistakes += [(message, where) for message, where, _ in typed]

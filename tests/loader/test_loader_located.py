@@ -224,6 +224,13 @@ def test_a_port_from_the_environment_loads(fake_plugins: Path, write_config: Wri
     assert "twelve" not in str(problem)
 
 
+def test_text_with_an_environment_problem_is_reported_once(fake_plugins: Path, write_config: Write) -> None:
+    path = write_config("plugins:\n  strict:\n    name: n\n    count: '${{ env.COUNT }}${OTHER}'\n")
+    [problem] = inspect_config(path, environ={"COUNT": "1"}, instantiate=False).problems
+    assert (problem.field, problem.line) == ("count", 4)
+    assert "write ${{ env.OTHER }}" in problem.message
+
+
 def test_only_text_from_the_environment_is_read_as_a_number(fake_plugins: Path, write_config: Write) -> None:
     path = write_config("plugins:\n  strict:\n    name: n\n    count: '12'\n")
     [problem] = inspect_config(path, environ={}, instantiate=False).problems
