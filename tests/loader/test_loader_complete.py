@@ -68,3 +68,20 @@ def test_a_failure_from_the_runtime_is_named_and_located() -> None:
     assert problem.source == "<built-in default>"
     assert problem.line is None
     assert problem.message.startswith("plugin 'mw' failed at register: TypeError: bad hook (fail closed")
+
+
+def test_the_start_policy_splits_failures_into_those_that_stop_and_those_that_fail_alone() -> None:
+    from harness_core.plugininfo import adapter_failures, stopping_failures
+
+    def failure(key: str, is_middleware: bool) -> PluginFailure:
+        return PluginFailure(key=key, name=key, message="boom", stage="init", is_middleware=is_middleware)
+
+    failures = [failure("a", False), failure("m1", True), failure("b", False), failure("m2", True)]
+    assert [f.key for f in stopping_failures(failures)] == ["m1", "m2"]  # in order
+    assert [f.key for f in adapter_failures(failures)] == ["a", "b"]
+    assert stopping_failures(iter(failures)) == stopping_failures(failures)  # any iterable, read once
+    loaded = LoadedConfig(path=None, failures=adapter_failures(failures))
+    assert loaded.require_complete() is loaded  # adapter failures never stop
+    with pytest.raises(ConfigError) as caught:
+        LoadedConfig(path=None, failures=failures).require_complete()
+    assert [p.message.split(" failed")[0] for p in caught.value.problems] == ["plugin 'm1'", "plugin 'm2'"]
