@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.assembler import BlockAssembler
     from harness_core.attach import AttachError, detect_media_type, load_attachment, parse_media_type
     from harness_core.chain import ChainLink
-    from harness_core.config import ConfigError, ConfigPath, EnvFallback
+    from harness_core.config import ConfigError, ConfigPath, EnvFallback, field_message
     from harness_core.conversation import Conversation, ConversationState, MaxStepsExceeded, Reply
     from harness_core.embedding import EmbeddingAdapter, Embeddings, EmbedOptions
     from harness_core.errors import ErrorCode, Failure, InvalidOutputError, LlmError
@@ -165,6 +165,7 @@ __all__ = [
     "decode_output",
     "detect_media_type",
     "embed_record",
+    "field_message",
     "find_config",
     "hookimpl",
     "load_attachment",
@@ -280,6 +281,7 @@ _LAZY = {
     "Embeddings": "harness_core.embedding",
     "ConfigError": "harness_core.config",
     "ConfigPath": "harness_core.config",
+    "field_message": "harness_core.config",
     "LoadedConfig": "harness_core.loader",
     "find_config": "harness_core.loader",
     "load_config": "harness_core.loader",

@@ -1,7 +1,8 @@
 """Configuration building blocks, one concept per module:
 
 - :mod:`~harness_core.config.problems`: :class:`ConfigProblem`, :class:`ConfigError` and where a
-  problem is (:data:`ConfigPath`, :func:`format_path`, :func:`line_for`);
+  problem is (:data:`ConfigPath`, :func:`format_path`, :func:`line_for`), and the ``field '…': ``
+  messages of a config's own checks (:func:`field_message`, :func:`named_field`);
 - :mod:`~harness_core.config.marked_yaml`: :func:`parse_yaml` (safe loader, every value's line,
   bounded aliases);
 - :mod:`~harness_core.config.env`: :class:`EnvFallback`, :func:`substitute_env` and its
@@ -19,7 +20,15 @@ from __future__ import annotations
 from harness_core._lazy import moved_names
 from harness_core.config.env import EnvFallback, EnvProblem, substitute_env
 from harness_core.config.marked_yaml import MAX_ALIAS_NODES, parse_yaml
-from harness_core.config.problems import ConfigError, ConfigPath, ConfigProblem, format_path, line_for
+from harness_core.config.problems import (
+    ConfigError,
+    ConfigPath,
+    ConfigProblem,
+    field_message,
+    format_path,
+    line_for,
+    named_field,
+)
 
 __all__ = [
     "MAX_ALIAS_NODES",
@@ -28,8 +37,10 @@ __all__ = [
     "ConfigProblem",
     "EnvFallback",
     "EnvProblem",
+    "field_message",
     "format_path",
     "line_for",
+    "named_field",
     "parse_yaml",
     "substitute_env",
 ]

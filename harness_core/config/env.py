@@ -87,6 +87,7 @@ def substitute_env(
     path: ConfigPath = (),
     *,
     secret_fields: Collection[str] = (),
+    expanded: dict[ConfigPath, tuple[str, ...]] | None = None,
 ) -> tuple[Any, list[EnvProblem]]:
     """Replace every ``${{ env.NAME }}`` in the strings of ``data`` by the variable's value.
 
@@ -104,7 +105,10 @@ def substitute_env(
     quoted is added to ``redactor`` (it may be a key written wrong).
 
     Returns the new data and the :class:`EnvProblem` s, in document order. Every substituted
-    value is added to ``redactor``: it is secret from then on. Keys are not substituted.
+    value is added to ``redactor``: it is secret from then on. Keys are not substituted. When
+    ``expanded`` is given, it is filled with the path of every string a variable was substituted
+    into → the names of those variables (the loader reads such text as a number or a boolean
+    where a field takes one: :func:`~harness_core.loader.convert.env_text_values`).
     """
     problems: list[EnvProblem] = []
 
@@ -116,17 +120,24 @@ def substitute_env(
         if not isinstance(value, str):
             return value
         if not secret:
-            return _expand(value, here, environ, redactor, problems, secret)
+            return expand(value, here, secret)
         before = len(problems)
         mistake = _secret_mistake(value)
         if mistake is not None:
             problems.append(EnvProblem(here, mistake))
-            expanded = value
+            expanded_text = value
         else:
-            expanded = _expand(value, here, environ, redactor, problems, secret)
+            expanded_text = expand(value, here, secret)
         if any(not p.unset and value not in p.message for p in problems[before:]):
             redactor.add(value)  # perhaps a key written wrong: masked wherever else it shows up
-        return expanded
+        return expanded_text
+
+    def expand(value: str, here: ConfigPath, secret: bool) -> str:
+        used: list[str] = []
+        text = _expand(value, here, environ, redactor, problems, secret, used)
+        if used and expanded is not None:
+            expanded[here] = tuple(used)
+        return text
 
     return walk(data, path, False), problems
 
@@ -138,8 +149,10 @@ def _expand(
     redactor: Redactor,
     problems: list[EnvProblem],
     secret: bool,
+    used: list[str],
 ) -> str:
-    """``text`` with its expressions substituted and ``$${`` unescaped; problems appended."""
+    """``text`` with its expressions substituted and ``$${`` unescaped; problems appended, the
+    name of every variable substituted appended to ``used``."""
     out: list[str] = []
     position = 0
     while (start := text.find("$", position)) != -1:
@@ -167,6 +180,7 @@ def _expand(
                 problems.append(EnvProblem(here, f"environment variable {name} is not set", unset=True))
                 continue
             redactor.add(found)
+            used.append(name)
             out.append(found)
             continue
         if text.startswith("${", start):

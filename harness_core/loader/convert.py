@@ -12,14 +12,24 @@ from __future__ import annotations
 import re
 import types
 import typing
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Final
 
 import msgspec
 
-from harness_core.config import ConfigPath
+from harness_core.config import ConfigPath, named_field
 from harness_core.secret import ConnectionString, Redactor, Secret, connection_secrets, secret_problem, secrets_of
 
-__all__ = ["Converter", "Found", "holds_secret", "split_msgspec_error", "struct_of", "struct_values_of"]
+__all__ = [
+    "Converter",
+    "Found",
+    "env_text_values",
+    "holds_secret",
+    "split_msgspec_error",
+    "struct_of",
+    "struct_values_of",
+    "type_at",
+]
 
 Found = tuple[str, ConfigPath, bool]
 """One conversion problem: ``(message, path inside the config, refused)``, ``refused`` for a secret
@@ -29,7 +39,6 @@ that cannot be sent (a provider with such a key only fails; see
 _MSGSPEC_PATH = re.compile(r"^(?P<message>.*?)(?: - at `\$(?P<path>.*)`)?$", re.DOTALL)
 _PATH_PART = re.compile(r"\.([^.\[]+)|\[(\d+)\]|(\[\.\.\.\])")  # msgspec hides mapping keys as [...]
 _UNKNOWN_FIELD = re.compile(r"unknown field `([^`]*)`")
-_NAMED_FIELD = re.compile(r"^field '([A-Za-z_][\w-]*)': ")  # a __post_init__ check naming its field
 
 
 class Converter:
@@ -82,25 +91,31 @@ class Converter:
 
     def convert_value(self, type_: Any, value: Any, path: ConfigPath) -> list[Found]:
         """Every problem of ``value`` (at ``path``) as a ``type_``: a nested struct given as a
-        mapping, and each value of a ``dict[str, Struct]``, is looked at field by field (msgspec
-        stops at the first error), so every problem is reported at its own key's line."""
-        nested = struct_of(type_)
+        mapping is looked at field by field, each value of a ``dict[str, X]`` given a mapping on
+        its own at its own key, each item of a ``list[Struct]`` at its index (a union such as
+        ``list[Member] | Pool`` by the member the value's shape picks), since msgspec stops at the
+        first error and hides mapping keys: every problem is reported at its own key's line. An
+        invalid enum value lists the values of the field's ``Literal[…]``."""
+        shaped = _shaped(type_, value)
+        nested = struct_of(shaped)
+        found: list[Found] = []
         if nested is not None and isinstance(value, dict):
             found = [(m, (*path, *where), r) for m, where, r in self.convert_fields(nested, value, set())]
-            if found:
-                return found
-        items = struct_values_of(type_)
-        if items is not None and isinstance(value, dict):
-            found = [
-                problem for key, item in value.items() for problem in self.convert_value(items, item, (*path, key))
-            ]
-            if found:
-                return found
+        elif typing.get_origin(shaped) is dict and isinstance(value, dict):
+            items = typing.get_args(shaped)[1]
+            found = [p for key, item in value.items() for p in self.convert_value(items, item, (*path, key))]
+        elif typing.get_origin(shaped) is list and isinstance(value, list) and struct_of(typing.get_args(shaped)[0]):
+            items = typing.get_args(shaped)[0]  # a list of scalars: msgspec names the first bad index itself
+            found = [p for index, item in enumerate(value) for p in self.convert_value(items, item, (*path, index))]
+        if found:
+            return found
         self.refused_secret = False
         try:
             msgspec.convert(value, type_, dec_hook=self.dec_hook)
         except msgspec.ValidationError as exc:
             message, where = split_msgspec_error(str(exc))
+            if message.startswith("Invalid enum value "):
+                message += _expected_values(type_at(type_, value, where))
             return [(message, (*path, *where), self.refused_secret)]
         return []
 
@@ -159,7 +174,8 @@ def holds_secret(annotation: Any) -> bool:
 
 def split_msgspec_error(text: str) -> tuple[str, ConfigPath]:
     """``"Expected `int`, got `str` - at `$.a[0]`"`` → ``("Expected `int`, got `str`", ("a", 0))``; a
-    message starting ``field 'name': `` (a config's ``__post_init__`` check) is located at that field."""
+    message written by :func:`~harness_core.config.field_message` (``field 'aliases.slow': …``, a
+    config's ``__post_init__`` check) is located at that path inside the struct that raised it."""
     match = _MSGSPEC_PATH.match(text)
     assert match is not None  # the pattern matches any text
     path: list[str | int] = []
@@ -167,10 +183,113 @@ def split_msgspec_error(text: str) -> tuple[str, ConfigPath]:
         path.append(int(index) if index else "<key>" if hidden_key else name)
     message = match.group("message")
     unknown = _UNKNOWN_FIELD.search(message)
-    named = _NAMED_FIELD.match(message)
+    named = named_field(message)
     if unknown is not None:
         path.append(unknown.group(1))
-    elif named is not None:  # "field 'base_url': …" raised by a config's __post_init__: that field's line
-        path.append(named.group(1))
-        message = message[named.end() :]
+    elif named is not None:  # raised by a config's __post_init__: that value's line
+        path.extend(named[0])
+        message = named[1]
     return message, tuple(path)
+
+
+def _shaped(annotation: Any, value: Any) -> Any:
+    """``annotation`` without ``Annotated[…]`` and ``| None``; of another union, the one member the
+    shape of ``value`` picks (a mapping: a struct or ``dict[…]``; a list: a ``list[…]``), else ``None``."""
+    inner = _unwrapped(annotation)
+    if inner is not None:
+        return inner
+    members = [_unwrapped(arg) for arg in typing.get_args(_strip_annotated(annotation))]
+    if isinstance(value, dict):
+        fits = [m for m in members if struct_of(m) is not None or typing.get_origin(m) is dict]
+    elif isinstance(value, list):
+        fits = [m for m in members if typing.get_origin(m) is list]
+    else:
+        fits = []
+    return fits[0] if len(fits) == 1 else None
+
+
+def type_at(annotation: Any, value: Any, path: ConfigPath) -> Any:
+    """The type ``annotation`` expects at ``path`` inside ``value`` (a struct's field, a
+    ``dict[str, X]``'s value, a ``list[X]``'s item; unions as :meth:`Converter.convert_value`
+    picks them), or ``None`` when the path leaves what the type describes."""
+    for part in path:
+        shaped = _shaped(annotation, value)
+        nested = struct_of(shaped)
+        if nested is not None and isinstance(value, dict) and part in value:
+            fields = {f.encode_name: f.type for f in msgspec.structs.fields(nested)}
+            if part not in fields:
+                return None
+            annotation = fields[part]
+        elif typing.get_origin(shaped) is dict and isinstance(value, dict) and part in value:
+            annotation = typing.get_args(shaped)[1]
+        elif typing.get_origin(shaped) is list and isinstance(value, list) and isinstance(part, int):
+            annotation = typing.get_args(shaped)[0]
+        else:
+            return None
+        value = value[part]
+    return annotation
+
+
+def _expected_values(annotation: Any) -> str:
+    """`` (expected one of 'a', 'b')`` for a ``Literal[…]`` (or an optional one, or a union of
+    them), else ``""``."""
+    values: list[Any] = []
+    for member in (annotation, *typing.get_args(_strip_annotated(annotation))):
+        member = _strip_annotated(member)
+        if typing.get_origin(member) is typing.Literal:
+            values += [v for v in typing.get_args(member) if v not in values]
+    return f" (expected one of {', '.join(repr(v) for v in values)})" if values else ""
+
+
+def env_text_values(
+    config_type: type[msgspec.Struct], raw: dict[str, Any], expanded: Mapping[ConfigPath, tuple[str, ...]]
+) -> tuple[dict[str, Any], list[Found]]:
+    """``raw`` with every text that ``${{ env.NAME }}`` substituted (``expanded``: path → the
+    variables in it, see :func:`~harness_core.config.substitute_env`) read as YAML would read
+    it where the field takes a number or a boolean only (``int``, ``float``, ``bool``, optional
+    or not; ``8080``, ``1.5``, ``true``/``false``, ``null`` for an optional one; msgspec's
+    ``strict=False``): an environment variable is text, so ``port: ${{ env.PORT }}`` works.
+    A field that also takes a string keeps the text.
+
+    Returns the new ``raw`` and a problem per text that is not such a value, naming the
+    variables, never the value (it is a secret). Constraints (``ge=1`` …) are checked later,
+    with the rest of the config."""
+    found: list[Found] = []
+    for path, names in expanded.items():
+        kind = _scalar_kind(type_at(config_type, raw, path))
+        if kind is None:
+            continue
+        target, wanted = kind
+        parent: Any = raw
+        for part in path[:-1]:
+            parent = parent[part]
+        try:
+            parent[path[-1]] = msgspec.convert(parent[path[-1]], target, strict=False)
+        except msgspec.ValidationError:
+            which = "variable " + names[0] if len(names) == 1 else "variables " + ", ".join(names)
+            message = f"the environment {which} must hold {_KINDS[wanted]} for this field; its value is not shown"
+            found.append((message, path, False))
+    return raw, found
+
+
+_KINDS: Final[dict[Any, str]] = {
+    int: "an integer (such as 8080)",
+    float: "a number (such as 1.5)",
+    bool: "a boolean (true or false)",
+}
+
+
+def _scalar_kind(annotation: Any) -> tuple[Any, type] | None:
+    """For a field of type ``annotation`` that takes an ``int``, a ``float`` or a ``bool`` and no
+    string: the type text is converted to (``| None`` kept) and that scalar type; else ``None``."""
+    inner = _strip_annotated(annotation)
+    union = isinstance(inner, types.UnionType) or typing.get_origin(inner) is typing.Union
+    members = typing.get_args(inner) if union else (inner,)
+    kinds = [_strip_annotated(m) for m in members if m is not type(None)]
+    if len(kinds) != 1 or kinds[0] not in _KINDS:
+        return None
+    return (kinds[0] | None if len(kinds) < len(members) else kinds[0]), kinds[0]
+
+
+def _strip_annotated(annotation: Any) -> Any:
+    return typing.get_args(annotation)[0] if typing.get_origin(annotation) is typing.Annotated else annotation

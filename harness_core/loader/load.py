@@ -3,10 +3,12 @@ steps over one document (:func:`load_document`)."""
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Mapping
+from typing import Any
 
-from harness_core.config import ConfigError, parse_yaml
+from harness_core.config import ConfigError, ConfigProblem, parse_yaml
 from harness_core.entrypoints import EntryPoint
 from harness_core.loader.build import Configure, build, reconfigure
 from harness_core.loader.config import LoadedConfig
@@ -17,7 +19,7 @@ from harness_core.loader.find import builtin_document, find_config, read_documen
 from harness_core.loader.session import Session
 from harness_core.loader.validate import validate
 
-__all__ = ["TOP_LEVEL_KEYS", "inspect_config", "load_config", "load_document"]
+__all__ = ["TOP_LEVEL_KEYS", "check_top_level_keys", "inspect_config", "load_config", "load_document"]
 
 TOP_LEVEL_KEYS = ("plugins", "defaults", "aliases")
 """The sections a document may have."""
@@ -83,6 +85,28 @@ def inspect_config(
     return loaded
 
 
+def check_top_level_keys(session: Session, data: dict[Any, Any]) -> bool:
+    """Record a problem per unknown top-level key of ``data``, naming the closest known one when
+    one is close (``plugin`` → did you mean `plugins`?); or, when no key of ``data`` is a known
+    one nor close to one (``-c /etc/passwd``), one problem saying the file is not a plugins.yaml,
+    quoting none of its keys (the file may hold anything). Returns whether the document is worth
+    reading further (``False`` only in that last case)."""
+    unknown = [key for key in data if key not in TOP_LEVEL_KEYS]
+    close = {key: difflib.get_close_matches(str(key), TOP_LEVEL_KEYS, n=1) for key in unknown}
+    if unknown and len(unknown) == len(data) and not any(close.values()):
+        count = f"{len(unknown)} unknown key{'s' if len(unknown) != 1 else ''}"
+        message = (
+            f"{session.loaded.source} is not a harness plugins.yaml: none of its top-level keys is "
+            f"`plugins`, `defaults` or `aliases` ({count})"
+        )
+        session.loaded.problems.append(ConfigProblem(message=message, source=session.loaded.source))
+        return False
+    for key in unknown:
+        hint = f" (did you mean `{close[key][0]}`?)" if close[key] else ""
+        session.problem(f"unknown top-level key {key!r}; expected `plugins`, `defaults` or `aliases`{hint}", (key,))
+    return True
+
+
 def load_document(
     session: Session,
     text: str,
@@ -93,7 +117,8 @@ def load_document(
 ) -> None:
     """The loader's steps over the document ``text``, in order, each recording on ``session``:
     parse (the built-in default is data already: no YAML parser is imported for it) → top-level
-    keys → ``defaults:`` and ``aliases:`` → the ``plugins:`` entries → resolve each against
+    keys (:func:`check_top_level_keys`; a file with none known is read no further) →
+    ``defaults:`` and ``aliases:`` → the ``plugins:`` entries → resolve each against
     ``installed`` (importing it) → single instances → validate every enabled config → when no
     problem was found, ``configure`` → when no problem was found and ``instantiate``, build.
 
@@ -112,9 +137,8 @@ def load_document(
     if not isinstance(data, dict):
         session.problem("the document must be a mapping with `plugins:` (and optionally `defaults:`)", ())
         return
-    for key in data:
-        if key not in TOP_LEVEL_KEYS:
-            session.problem(f"unknown top-level key {key!r}; expected `plugins`, `defaults` or `aliases`", (key,))
+    if not check_top_level_keys(session, data):
+        return
     read_defaults(session, data.get("defaults"))
     read_aliases(session, data.get("aliases"))
     candidates = read_entries(session, data.get("plugins"))

@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from harness_core.config import ConfigPath, EnvFallback, format_path, line_for, substitute_env
-from harness_core.loader.convert import Converter, holds_secret
+from harness_core.loader.convert import Converter, env_text_values, holds_secret
 from harness_core.loader.session import Candidate, Session
 from harness_core.secret import MASK
 
@@ -34,16 +34,25 @@ def validate(session: Session, candidate: Candidate) -> None:
             session.config_problem(candidate, f"plugin {candidate.name!r} takes no configuration", (first,))
         return
     config_type = candidate.config_type
+    expanded: dict[ConfigPath, tuple[str, ...]] = {}
     raw, env_problems = substitute_env(
-        candidate.raw, session.environ, session.loaded.redactor, secret_fields=secret_fields(config_type)
+        candidate.raw,
+        session.environ,
+        session.loaded.redactor,
+        secret_fields=secret_fields(config_type),
+        expanded=expanded,
     )
+    wrong = {p.path for p in env_problems}  # text with a problem of its own is reported once
+    expanded = {path: names for path, names in expanded.items() if path not in wrong}
+    raw, typed = env_text_values(config_type, raw, expanded)  # `port: ${{ env.PORT }}` is a number
     mistakes: list[tuple[str, ConfigPath]] = [(p.message, p.path) for p in env_problems if not p.unset]
+    mistakes += [(message, where) for message, where, _ in typed]
     secrets: list[tuple[str, ConfigPath]] = [(p.message, p.path) for p in env_problems if p.unset]
-    skipped = {p.path[0] for p in env_problems if p.path}
+    skipped = {p.path[0] for p in env_problems if p.path} | {where[0] for _, where, _ in typed}
     missing = apply_env_fallbacks(session, config_type, raw)
     converter = Converter(session.loaded.redactor)
     config = None
-    if not env_problems:
+    if not env_problems and not typed:
         config, found = converter.convert(config_type, raw)
     else:  # fields with an environment problem are checked no further (their value is unknown)
         found = converter.convert_fields(config_type, raw, skipped)

@@ -377,7 +377,8 @@ def test_config_check_reports_every_problem(harness: Harness, config: Config, cl
     assert lines[2].startswith(f"  - {path}:6, plugin 'nosuchplugin': unknown plugin 'nosuchplugin'")
     assert lines[3:] == [
         f"  - {path}:2, plugin 'mock', field 'delay': Expected `float`, got `str`",
-        f"  - {path}:5, plugin 'strict', field 'count': Expected `int`, got `str`",
+        f"  - {path}:5, plugin 'strict', field 'count': the environment variable CLI_TOKEN must hold an "
+        "integer (such as 8080) for this field; its value is not shown",
     ]
     assert SECRET not in result.stdout + result.stderr
 

@@ -357,7 +357,13 @@ def test_env_problems_name_the_variable_and_never_the_value(fake_plugins: Path, 
         f"plugin 'strict' cannot be used: environment variable MISSING_NAME is not set ({path}:3, field 'name')"
     )
     assert problems == [
-        ("strict:b", "count", 6, "Expected `int`, got `str`"),
+        (
+            "strict:b",
+            "count",
+            6,
+            "the environment variable MY_TOKEN must hold an integer (such as 8080) for this field; "
+            "its value is not shown",
+        ),
         ("strict:c", "name", 8, "unsupported expression \"${{ os.system('x') }}\": only ${{ env.NAME }} is allowed"),
         ("strict:d", "token", 11, "a Secret may not be empty"),
     ]

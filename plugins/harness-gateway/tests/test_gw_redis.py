@@ -272,7 +272,7 @@ def test_the_limits_setting_is_located_when_wrong(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as wrong:
         load_config(path, environ={})
     text = str(wrong.value)
-    assert f"{path}:2, plugin 'gateway': limits: expected a Redis or Valkey URL" in text
+    assert f"{path}:3, plugin 'gateway', field 'limits': expected a Redis or Valkey URL" in text
     assert "got postgresql://" in text
     assert "secretpw" not in text
     path.write_text("plugins:\n  gateway:\n    limits: localhost\n  mock: {}\n", encoding="utf-8")

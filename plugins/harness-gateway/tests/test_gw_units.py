@@ -48,14 +48,14 @@ def test_config_validation_and_loopback() -> None:
 
 def test_weak_connection_settings_are_config_errors_naming_the_field() -> None:
     short = "x" * 15
-    with pytest.raises(ValueError, match="master_key: must be at least 16 characters") as caught:
+    with pytest.raises(ValueError, match="field 'master_key': must be at least 16 characters") as caught:
         GatewayConfig(master_key=Secret(short))
     assert short not in str(caught.value)
     assert GatewayConfig(master_key=Secret("x" * 16)).master_key is not None
-    with pytest.raises(ValueError, match="limits: the URL's port must be a number") as port:
+    with pytest.raises(ValueError, match="field 'limits': the URL's port must be a number") as port:
         GatewayConfig(limits=ConnectionString("redis://:hunter2secret@h:99999"))
     assert "hunter2secret" not in str(port.value)
-    with pytest.raises(ValueError, match="database: the URL's port"):
+    with pytest.raises(ValueError, match="field 'database': the URL's port"):
         GatewayConfig(database=ConnectionString("postgresql://u@db:70000/x"))
     assert endpoint("postgresql://u:pw@db.internal:5432/x", "database") == "db.internal:5432"
     assert endpoint("redis://h", "limits") == "h"

@@ -30,7 +30,7 @@ from typing import Annotated, Final, Literal
 import msgspec
 import platformdirs
 
-from harness_core import ConnectionString, Secret
+from harness_core import ConnectionString, Secret, field_message
 from harness_gateway.store import LEASE
 from harness_middleware.pricing import Price, PriceBook
 
@@ -64,8 +64,8 @@ def endpoint(url: str, field: str) -> str:
     of a SQLite file; never the user or password.
 
     Raises:
-        ValueError: naming ``field`` (never the value) when the URL's port is not a number in
-            0…65535 (``redis://h:99999``).
+        ValueError: located at ``field`` (:func:`~harness_core.field_message`; never the value)
+            when the URL's port is not a number in 0…65535 (``redis://h:99999``).
     """
     if "://" not in url:
         return url  # a SQLite path
@@ -73,7 +73,7 @@ def endpoint(url: str, field: str) -> str:
     try:
         port = parts.port
     except ValueError:
-        raise ValueError(f"{field}: the URL's port must be a number from 0 to 65535") from None
+        raise ValueError(field_message((field,), "the URL's port must be a number from 0 to 65535")) from None
     if parts.hostname is None:
         return parts.path
     return parts.hostname if port is None else f"{parts.hostname}:{port}"
@@ -117,7 +117,8 @@ class ResponsesConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     retention: str | float = "30d"
 
     def __post_init__(self) -> None:
-        duration_seconds(self.retention, "responses.retention", most=RETENTION_MAX)
+        """Check :attr:`retention` (raises ``ValueError`` located at the field: :func:`~harness_core.field_message`)."""
+        duration_seconds(self.retention, "field 'retention'", most=RETENTION_MAX)  # "field 'retention': …"
 
     @property
     def retention_seconds(self) -> float:
@@ -229,24 +230,29 @@ class GatewayConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     responses: ResponsesConfig = msgspec.field(default_factory=ResponsesConfig)
 
     def __post_init__(self) -> None:
+        """Check ``limits``, ``aliases`` and the keys of ``prices`` (raises ``ValueError`` located at
+        the value: :func:`~harness_core.field_message`)."""
         if self.limits is not None and not (url := self.limits.get_secret_value()).startswith(LIMITS_SCHEMES):
             scheme = url.split("://", 1)[0] + "://" if "://" in url else "a value without a scheme"
-            raise ValueError(f"limits: expected a Redis or Valkey URL ({', '.join(LIMITS_SCHEMES)}…), got {scheme}")
+            schemes = ", ".join(LIMITS_SCHEMES)
+            raise ValueError(field_message(("limits",), f"expected a Redis or Valkey URL ({schemes}…), got {scheme}"))
         if self.master_key is not None and len(self.master_key.get_secret_value()) < MASTER_KEY_MIN:
-            raise ValueError(
-                f"master_key: must be at least {MASTER_KEY_MIN} characters (it grants every route and "
-                "/admin); generate one: python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
+            problem = (
+                f"must be at least {MASTER_KEY_MIN} characters (it grants every route and /admin); "
+                "generate one: python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
             )
+            raise ValueError(field_message(("master_key",), problem))
         if self.limits is not None:
             endpoint(self.limits.get_secret_value(), "limits")
         if self.database is not None:
             endpoint(self.database.get_secret_value(), "database")
         for alias, target in self.aliases.items():
             if "/" not in target:
-                raise ValueError(f"aliases.{alias}: expected `route/model`, got {target!r}")
+                raise ValueError(field_message(("aliases", alias), f"expected `route/model`, got {target!r}"))
         for name in self.prices:
             if "/" not in name:
-                raise ValueError(f"prices: expected keys of the form `route/model`, got {name!r}")
+                problem = f"expected a key of the form `route/model`, got {name!r}"
+                raise ValueError(field_message(("prices", name), problem))
 
     def price_book(self) -> PriceBook:
         """The :class:`~harness_middleware.pricing.PriceBook` spend is charged from."""

@@ -66,7 +66,7 @@ from typing import Annotated, Literal, Protocol
 import anyio
 import msgspec
 
-from harness_core import Attempt, open_embed_record, open_record
+from harness_core import Attempt, ConfigPath, field_message, open_embed_record, open_record
 from harness_core.middleware import (
     CallNext,
     CountCallNext,
@@ -378,21 +378,25 @@ class BalancePlugin:
         seed: int | None = None
 
         def __post_init__(self) -> None:
-            """Check every pool (raises ``ValueError`` naming the pool and the member)."""
+            """Check every pool (raises ``ValueError`` naming the pool and the member, located at
+            the pool or the member's ``target``: :func:`~harness_core.field_message`)."""
             for name, pool in self.pools.items():
                 members = pool.members if isinstance(pool, Pool) else pool
+                where: ConfigPath = ("pools", name, "members") if isinstance(pool, Pool) else ("pools", name)
                 if not members:
-                    raise ValueError(f"pool {name!r} has no members")
+                    raise ValueError(field_message(where, f"pool {name!r} has no members"))
                 seen: set[str] = set()
-                for member in members:
+                for index, member in enumerate(members):
+                    at = (*where, index, "target")
                     try:
                         route, _ = parse_target(member.target)
                     except ValueError as exc:
-                        raise ValueError(f"{exc} (a member of pool {name!r})") from None
+                        raise ValueError(field_message(at, f"{exc} (a member of pool {name!r})")) from None
                     if route in self.pools:
-                        raise ValueError(f"pool {name!r}: member {member.target!r} is a pool (pools do not nest)")
+                        problem = f"pool {name!r}: member {member.target!r} is a pool (pools do not nest)"
+                        raise ValueError(field_message(at, problem))
                     if member.target in seen:
-                        raise ValueError(f"pool {name!r} lists member {member.target!r} twice")
+                        raise ValueError(field_message(at, f"pool {name!r} lists member {member.target!r} twice"))
                     seen.add(member.target)
 
     def __init__(

@@ -48,7 +48,7 @@ from typing import Annotated
 
 import msgspec
 
-from harness_core import Attempt, open_embed_record, open_record
+from harness_core import Attempt, ConfigPath, field_message, open_embed_record, open_record
 from harness_core.middleware import (
     BlockAssembler,
     BlockEnd,
@@ -176,13 +176,15 @@ class FallbackPlugin:
         cooldown: Annotated[float, msgspec.Meta(ge=0)] = 30.0
 
         def __post_init__(self) -> None:
-            """Check every target's shape, naming the route (raises ``ValueError``)."""
-            for route, targets in {**self.targets, "default": self.default}.items():
-                for text in targets:
+            """Check every target's shape (raises ``ValueError`` located at the target:
+            :func:`~harness_core.field_message`, ``targets.ROUTE[i]`` or ``default[i]``)."""
+            lists: list[tuple[ConfigPath, str, list[str]]] = [(("targets", r), r, t) for r, t in self.targets.items()]
+            for where, route, targets in [*lists, (("default",), "default", self.default)]:
+                for index, text in enumerate(targets):
                     try:
                         parse_target(text)
                     except ValueError as exc:
-                        raise ValueError(f"{exc} (in the list of {route!r})") from None
+                        raise ValueError(field_message((*where, index), f"{exc} (in the list of {route!r})")) from None
 
     def __init__(self, config: Config | None = None, *, cooldowns: Cooldowns | None = None) -> None:
         self.config = config if config is not None else self.Config()

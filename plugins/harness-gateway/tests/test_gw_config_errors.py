@@ -1,0 +1,80 @@
+"""The gateway config's mistakes are reported at their own key's line (a fresh user's trial):
+inside ``aliases``, ``prices`` and ``responses``, and ``${{ env.X }}`` in a number or boolean field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness_core.loader import inspect_config
+
+
+def problems(
+    tmp_path: Path, text: str, environ: dict[str, str] | None = None
+) -> list[tuple[str | None, int | None, str]]:
+    path = tmp_path / "plugins.yaml"
+    path.write_text(text, encoding="utf-8")
+    loaded = inspect_config(path, environ=environ or {}, instantiate=False)
+    return [(p.field, p.line, p.message) for p in loaded.problems]
+
+
+def test_a_bad_alias_is_reported_at_its_own_line_and_key(tmp_path: Path) -> None:
+    text = "plugins:\n  gateway:\n    aliases:\n      fast: mock/echo\n      slow: 5\n  mock: {}\n"
+    assert problems(tmp_path, text) == [("aliases.slow", 5, "Expected `str`, got `int`")]
+    text = "plugins:\n  gateway:\n    aliases:\n      fast: mock/echo\n      gpt-4.1: echo\n  mock: {}\n"
+    assert problems(tmp_path, text) == [("aliases.gpt-4.1", 5, "expected `route/model`, got 'echo'")]
+
+
+def test_a_bad_price_key_and_limits_are_reported_at_their_own_line(tmp_path: Path) -> None:
+    text = (
+        "plugins:\n  gateway:\n    prices:\n      mock/echo: {input: 1, output: 2}\n"
+        "      echo: {input: 1, output: 2}\n  mock: {}\n"
+    )
+    assert problems(tmp_path, text) == [
+        ("prices.echo", 5, "expected a key of the form `route/model`, got 'echo'"),
+    ]
+    text = "plugins:\n  gateway:\n    port: 8000\n    limits: localhost\n  mock: {}\n"
+    [(field, line, message)] = problems(tmp_path, text)
+    assert (field, line) == ("limits", 4)
+    assert message.startswith("expected a Redis or Valkey URL")
+
+
+def test_a_bad_retention_is_reported_at_the_retention_line(tmp_path: Path) -> None:
+    text = "plugins:\n  gateway:\n    responses:\n      retention: 99999d\n  mock: {}\n"
+    assert problems(tmp_path, text) == [("responses.retention", 4, "must be at most 3650d, got '99999d'")]
+
+
+def test_an_enum_mistake_lists_the_values(tmp_path: Path) -> None:
+    text = "plugins:\n  gateway:\n    port: 8000\n    loop: uvlop\n  mock: {}\n"
+    assert problems(tmp_path, text) == [
+        ("loop", 4, "Invalid enum value 'uvlop' (expected one of 'auto', 'asyncio', 'uvloop')")
+    ]
+
+
+def test_numbers_and_booleans_from_the_environment(tmp_path: Path) -> None:
+    text = (
+        "plugins:\n  gateway:\n    port: ${{ env.PORT }}\n    require_keys: ${{ env.REQUIRE }}\n"
+        "    upstream_read_timeout: ${{ env.READ }}\n  mock: {}\n"
+    )
+    path = tmp_path / "plugins.yaml"
+    path.write_text(text, encoding="utf-8")
+    loaded = inspect_config(path, environ={"PORT": "8080", "REQUIRE": "false", "READ": "null"}, instantiate=False)
+    assert loaded.problems == []
+    [entry] = [e for e in loaded.entries if e.key == "gateway"]
+    assert entry.state == "enabled"
+    wrong = problems(tmp_path, text, {"PORT": "eighty", "REQUIRE": "yes-please", "READ": "99999"})
+    assert wrong == [
+        (
+            "port",
+            3,
+            "the environment variable PORT must hold an integer (such as 8080) for this field; its value is not shown",
+        ),
+        (
+            "require_keys",
+            4,
+            "the environment variable REQUIRE must hold a boolean (true or false) for this field; "
+            "its value is not shown",
+        ),
+    ]
+    assert problems(tmp_path, text, {"PORT": "99999", "REQUIRE": "true", "READ": "1"}) == [
+        ("port", 3, "Expected `int` <= 65535")
+    ]
