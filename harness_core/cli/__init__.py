@@ -13,6 +13,7 @@ and ``harness sub -c FILE`` both reach it (:func:`group_config` reads the group'
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TextIO
 
 from harness_core.cli._config_option import CONFIG_HELP, config_option, group_config
 
@@ -29,4 +30,31 @@ def main(argv: Sequence[str] | None = None) -> None:
     from harness_core.http.transport import prefer_transport
 
     prefer_transport("httpcore")
+    _deprecations_as_warning_lines()
     cli.main(args=list(argv) if argv is not None else None, prog_name="harness")
+
+
+def _deprecations_as_warning_lines() -> None:
+    """Show each :class:`FutureWarning` (harness's deprecations aimed at command-line users, such as
+    ``defaults.provider`` in plugins.yaml) as one ``warning: …`` line on stderr, as the CLI's own
+    notes are, instead of Python's two lines naming a harness source file; other warnings keep
+    Python's form."""
+    import sys
+    import warnings
+
+    python_form = warnings.showwarning
+
+    def show(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        if issubclass(category, FutureWarning):
+            (file if file is not None else sys.stderr).write(f"warning: {message}\n")
+        else:
+            python_form(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show

@@ -81,3 +81,29 @@ def test_embed_multi_takes_the_route_flag(harness: Harness, config: Config, tmp_
     for result in (new, old):
         assert "(route 'other', model 'hash'" in result.stderr
     assert old.stderr.startswith(PROVIDER_NOTE + "\n")
+
+
+def test_the_old_defaults_key_is_one_warning_line(harness: Harness, config: Config) -> None:
+    path = config("plugins:\n  mock: {}\ndefaults:\n  provider: mock\n")
+    result = harness("run", "--no-log", "hi")
+    assert (result.returncode, result.stdout) == (0, "hi\n"), result.stderr
+    first = result.stderr.splitlines()[0]
+    assert first == f"warning: {path}, line 4: `defaults.provider` is deprecated: write `defaults.route`"
+    assert "FutureWarning" not in result.stderr  # not Python's two lines naming a harness source file
+    assert "harness_core" not in result.stderr
+
+
+def test_other_warnings_keep_pythons_form(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+    import warnings
+
+    from harness_core import cli
+
+    before: list[tuple[object, ...]] = []
+    monkeypatch.setattr(warnings, "showwarning", lambda *shown: before.append(shown))  # restored after the test
+    cli._deprecations_as_warning_lines()
+    renamed = io.StringIO()
+    warnings.showwarning("plain", UserWarning, "x.py", 3)
+    warnings.showwarning("renamed", FutureWarning, "x.py", 4, renamed)
+    assert before == [("plain", UserWarning, "x.py", 3, None, None)]  # handed on as it came
+    assert renamed.getvalue() == "warning: renamed\n"
