@@ -696,6 +696,15 @@ class GenerateOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
         if self.abort is not None and not isinstance(self.abort, AbortSignal):
             raise TypeError(f"GenerateOptions.abort must be an AbortSignal or None, got {type(self.abort).__name__}")
 
+    def unoffered_tool_choice(self) -> str | None:
+        """The tool name :attr:`tool_choice` forces when :attr:`tools` holds no tool of that name
+        (a request no provider can honour: the gateway answers 400 naming ``tool_choice``), else
+        ``None`` (``auto``, ``none``, ``required``, no choice, or an offered name)."""
+        choice = self.tool_choice
+        if isinstance(choice, NamedToolChoice) and all(tool.name != choice.name for tool in self.tools):
+            return choice.name
+        return None
+
     @property
     def provider(self) -> str | None:
         """Deprecated: the old name of :attr:`route`. Reading it warns (``DeprecationWarning``)."""

@@ -10,7 +10,7 @@ from harness_core.types import CacheMark, FileBlock, JsonSchemaFormat, Message, 
 from harness_gateway.anthropic_messages import parse_messages_request
 from harness_gateway.errors import GatewayError
 from harness_gateway.openai_chat import parse_chat_request, usage_body
-from harness_gateway.request import Body, Target, pass_through
+from harness_gateway.request import Body, Target, build_options, pass_through
 
 ANTHROPIC = Target("claude", "anthropic-messages", "anthropic")
 CHAT = Target("gpt", "openai-chat", "openai")
@@ -133,8 +133,6 @@ def test_anthropic_usage_splits_cache_writes_by_ttl_when_the_route_reported_it()
 
 
 def test_build_options_names_the_request_field_of_a_refused_value() -> None:
-    from harness_gateway.request import build_options
-
     assert build_options({"max_tokens": 5, "temperature": None}).max_tokens == 5
     with pytest.raises(GatewayError) as named:
         build_options({"max_tokens": 0}, {"max_tokens": "max_output_tokens"})
@@ -149,6 +147,30 @@ def test_build_options_names_the_request_field_of_a_refused_value() -> None:
         build_options({"no_such_option": 1})
     assert unnamed.value.param is None
     assert "no_such_option" in str(unnamed.value)
+
+
+def test_a_forced_tool_that_was_not_sent_is_a_400_naming_tool_choice() -> None:
+    """Found by a fresh user: the openai SDK forcing `other` with only `echo` sent got a 200 (echo ran)."""
+    from harness_core.types import NamedToolChoice, ToolSpec
+    from harness_gateway.openai_chat import parse_chat_request
+
+    echo = ToolSpec(name="echo")
+    with pytest.raises(GatewayError) as forced:
+        build_options({"tools": [echo], "tool_choice": NamedToolChoice("other")})
+    assert (forced.value.status, forced.value.param) == (400, "tool_choice")
+    assert str(forced.value) == "tool_choice: forces the tool 'other', which is not among the tools sent ('echo')"
+    with pytest.raises(GatewayError, match=r"not among the tools sent \(none\)"):
+        build_options({"tool_choice": NamedToolChoice("other")})
+    assert build_options({"tools": [echo], "tool_choice": NamedToolChoice("echo")}).unoffered_tool_choice() is None
+    body = {
+        "model": "r/m",
+        "messages": [{"role": "user", "content": "hi"}],
+        "tools": [{"type": "function", "function": {"name": "echo", "parameters": {"type": "object"}}}],
+        "tool_choice": {"type": "function", "function": {"name": "other"}},
+    }
+    with pytest.raises(GatewayError) as through:  # the dialect parses, the vocabulary's rule refuses
+        parse_chat_request(body)
+    assert through.value.param == "tool_choice"
 
 
 RESPONSES = Target("resp", "openai-responses", "openai")

@@ -14,6 +14,7 @@ import anyio
 import anyio.lowlevel
 import msgspec
 import pytest
+import uvicorn
 from anyio.abc import TaskStatus
 
 from harness_core.abort import AbortSignal
@@ -366,7 +367,19 @@ def test_a_stream_that_failed_first_has_no_first_chunk_time() -> None:
 
 def test_uvicorn_gets_the_loop_and_parser_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[dict[str, Any]] = []
-    monkeypatch.setattr("uvicorn.run", lambda app, **kw: calls.append({**kw, "freeze_heap": app.freeze_heap}))
+
+    def run(server: uvicorn.Server, sockets: object = None) -> None:  # what serve() hands uvicorn, not run
+        config = server.config
+        calls.append(
+            {
+                "loop": config.loop,
+                "http": config.http,
+                "timeout_keep_alive": config.timeout_keep_alive,
+                "freeze_heap": config.app.freeze_heap,
+            }
+        )
+
+    monkeypatch.setattr(uvicorn.Server, "run", run)
     monkeypatch.setattr(server_module, "_long_lived_process", lambda: None)
     server_module.serve(None, "127.0.0.1", 0, 1, watch=False, drain_timeout=1, log_level="info")
     server_module.serve(

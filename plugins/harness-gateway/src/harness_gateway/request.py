@@ -144,15 +144,23 @@ def build_options(fields: Mapping[str, Any], wire_names: Mapping[str, str] | Non
 
     Raises:
         GatewayError: 400 naming the request field whose value the vocabulary refuses
-            (``max_tokens: -1`` → ``param: "max_tokens"``), or the whole body when none is named.
+            (``max_tokens: -1`` → ``param: "max_tokens"``), or the whole body when none is named;
+            400 naming ``tool_choice`` when it forces a tool that is not among the tools sent
+            (:meth:`~harness_core.GenerateOptions.unoffered_tool_choice`).
     """
     try:
-        return GenerateOptions(**{key: value for key, value in fields.items() if value is not None})
+        options = GenerateOptions(**{key: value for key, value in fields.items() if value is not None})
     except (TypeError, ValueError) as exc:
         message = str(exc)
         found = _OPTION_FIELD.match(message)
         where = "" if found is None else (wire_names or {}).get(found[1], found[1])
         raise bad_request(where, message[found.end() :].lstrip() if found else message) from None
+    forced = options.unoffered_tool_choice()
+    if forced is not None:
+        offered = ", ".join(repr(tool.name) for tool in options.tools) or "none"
+        where = (wire_names or {}).get("tool_choice", "tool_choice")
+        raise bad_request(where, f"forces the tool {forced!r}, which is not among the tools sent ({offered})")
+    return options
 
 
 _LONE_SURROGATE: Final = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})")
