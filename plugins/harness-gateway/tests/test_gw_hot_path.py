@@ -375,7 +375,7 @@ def test_uvicorn_gets_the_loop_and_parser_settings(monkeypatch: pytest.MonkeyPat
                 "loop": config.loop,
                 "http": config.http,
                 "timeout_keep_alive": config.timeout_keep_alive,
-                "freeze_heap": config.app.freeze_heap,
+                "freeze_heap": getattr(config.app, "freeze_heap", None),
             }
         )
 
