@@ -164,7 +164,7 @@ def test_every_input_item_kind_is_read() -> None:
                 {"role": "user", "content": "again"},
             ],
             max_output_tokens=10, temperature=0.5, top_p=1, reasoning={"effort": "low"},
-            tool_choice={"type": "function", "name": "f"}, tools=TOOLS, truncation="auto",
+            tool_choice={"type": "function", "name": "echo"}, tools=TOOLS, truncation="auto",
             text={"format": {"type": "json_schema", "name": "s", "schema": ECHO_SCHEMA, "strict": True}},
             include=["reasoning.encrypted_content"], metadata={"a": "b"}, stream=True,
         ),
@@ -173,7 +173,7 @@ def test_every_input_item_kind_is_read() -> None:
     options = parsed.options
     assert options.system == "rules\n\ndev"
     assert (options.max_tokens, options.temperature, options.reasoning_effort) == (10, 0.5, "low")
-    assert options.tool_choice == NamedToolChoice("f")
+    assert options.tool_choice == NamedToolChoice("echo")
     assert options.response_format == JsonSchemaFormat(name="s", schema=ECHO_SCHEMA, strict=True)
     user, linked_user, assistant, tool, reasoning_only, last = options.messages
     assert isinstance(user.content[1], FileBlock)

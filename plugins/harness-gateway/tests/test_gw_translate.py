@@ -286,8 +286,10 @@ def test_messages_request_maps_thinking_signatures_and_tools() -> None:
     assert effort == {1024: "low", 50000: "high"}
     assert parse_messages_request(anth(thinking={"type": "disabled"})).options.reasoning_effort == "off"
     assert parse_messages_request(
-        anth(tool_choice={"type": "tool", "name": "f"})
+        anth(tool_choice={"type": "tool", "name": "f"}, tools=[{"name": "f"}])
     ).options.tool_choice == NamedToolChoice("f")
+    with pytest.raises(GatewayError, match=r"tool_choice: forces the tool 'f', which is not among the tools sent"):
+        parse_messages_request(anth(tool_choice={"type": "tool", "name": "f"}))  # no such tool sent
 
 
 def test_messages_request_binds_signatures_to_the_owner_without_a_target_and_keeps_none_without_either() -> None:
