@@ -297,8 +297,10 @@ class SqlStore:
 
     def violates_live_name(self, exc: BaseException) -> bool:
         """Whether ``exc`` (raised by an ``INSERT`` into ``gateway_keys``) is the unique index on
-        live key names (``gateway_keys_live_name``, schema 5) refusing a name taken meanwhile."""
-        return False
+        live key names (``gateway_keys_live_name``, schema 5) refusing a name taken meanwhile.
+        Each backend (:class:`~harness_gateway.sqlite.SQLiteStore`,
+        :class:`~harness_gateway.postgres.PostgresStore`) reads its own driver's error."""
+        raise NotImplementedError
 
     async def aclose(self) -> None:
         """Release connections."""
