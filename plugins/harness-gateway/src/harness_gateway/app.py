@@ -42,23 +42,67 @@ Every response carries ``x-request-id`` (the client's, when it sent a sane one);
 
 from __future__ import annotations
 
-from typing import Final
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any, Final
 
+import anyio
 from starlette.applications import Starlette
+from starlette.requests import Request
 
 from harness_core import moved_names
+from harness_gateway.dialect import Dialect
 from harness_gateway.gateway import Gateway
+from harness_gateway.relay import Generation
 from harness_gateway.request_id import RequestIdMiddleware
-from harness_gateway.routes import routes, unknown_endpoint
+from harness_gateway.routes import DIALECTS, routes, unknown_endpoint
 
-__all__ = ["Gateway", "build_app"]
+__all__ = ["Gateway", "GatewayApp", "build_app"]
 
 
-def build_app(gateway: Gateway) -> Starlette:
-    """The Starlette application of ``gateway`` (:func:`~harness_gateway.routes.routes`, wrapped
-    in the request-id layer, :class:`~harness_gateway.request_id.RequestIdMiddleware`)."""
-    app = Starlette(routes=routes(gateway), exception_handlers={404: unknown_endpoint, 405: unknown_endpoint})
-    return RequestIdMiddleware(app)  # type: ignore[return-value]
+class GatewayApp:
+    """The gateway's ASGI application: a generation request (``POST`` to a dialect's path,
+    :data:`~harness_gateway.routes.DIALECTS`) is run as its :class:`~harness_gateway.relay.Generation`
+    at once; every other request and the lifespan go to ``fallback`` (the Starlette application of
+    every route). Starlette's layers (its error and exception middleware, the router's match of
+    every route, the endpoint wrapper) would cost a generation ~5 % of the gateway's CPU per short
+    request for nothing it uses (BENCHMARKS.md, issue 25, cost per request): a generation answers
+    its own errors in its dialect, and an unexpected exception is answered by the request-id layer
+    around this app (:class:`~harness_gateway.request_id.RequestIdMiddleware`). A request under a
+    ``root_path`` (mounted below a prefix) always goes through the router, which strips it."""
+
+    def __init__(self, gateway: Gateway, fallback: Any) -> None:
+        self.gateway = gateway
+        self.fallback = fallback
+        self.generations: dict[str, Dialect] = {dialect.path: dialect for dialect in DIALECTS}
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
+            dialect = self.generations.get(scope["path"])
+            if dialect is not None:
+                await Generation(self.gateway, Request(scope, receive), dialect)(scope, receive, send)
+                return
+        await self.fallback(scope, receive, send)
+
+
+def build_app(gateway: Gateway) -> RequestIdMiddleware:
+    """The ASGI application of ``gateway``: :class:`GatewayApp` over the Starlette application of
+    :func:`~harness_gateway.routes.routes`, wrapped in the request-id layer
+    (:class:`~harness_gateway.request_id.RequestIdMiddleware`). Its ASGI lifespan runs the usage
+    recorder (:attr:`Gateway.recorder`); ``harness serve`` runs the lifespan of
+    :class:`~harness_gateway.server.GatewayServer` instead, which starts it too."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        async with anyio.create_task_group() as group:
+            await group.start(gateway.recorder.run)
+            yield
+            group.cancel_scope.cancel()
+
+    app = Starlette(
+        routes=routes(gateway), exception_handlers={404: unknown_endpoint, 405: unknown_endpoint}, lifespan=lifespan
+    )
+    return RequestIdMiddleware(GatewayApp(gateway, app))
 
 
 _MOVED: Final = {

@@ -1,5 +1,5 @@
 """The state one gateway process serves with (:class:`Gateway`): the runtime holder, the state
-store, metrics, the observers and the key policy (:mod:`harness_gateway.auth`).
+store, metrics, the observers, the usage recorder and the key policy (:mod:`harness_gateway.auth`).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from harness_gateway.auth import authenticate, may_scrape
 from harness_gateway.keys import KeyRecord
 from harness_gateway.metrics import GatewayMetrics
 from harness_gateway.observe import Observer
+from harness_gateway.recorder import UsageRecorder
 from harness_gateway.runtime import RuntimeHolder
 from harness_gateway.store import SqlStore
 
@@ -55,6 +56,8 @@ class Gateway:
         what its route builds and imports on first use exists by then (the HTTP client, its
         transport, the price table), and ``harness serve`` settles its heap again
         (:func:`~harness_gateway.server.settle_heap`)."""
+        self.recorder = UsageRecorder()
+        """Records the usage so far of every running generation (started by the lifespan)."""
         self._migrated = False
 
     async def ensure_store(self) -> None:

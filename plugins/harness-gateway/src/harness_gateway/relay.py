@@ -142,6 +142,9 @@ class Relay:
         """The stream's finish was seen: a disconnect after it aborts nothing."""
         self.output_chars = 0
         """Characters of content streamed so far (for :func:`estimated_usage`)."""
+        self.recorded: tuple[int, Any] = (0, None)
+        """``(output_chars, usage)`` when the usage so far was last recorded (:meth:`record_so_far`)."""
+        self.request_id = generation.request_id
         self.public_id = generation.dialect.id_prefix + generation.request_id
         self.labels = (route, self.gateway.metrics.model_label(route, model))
         """The metric labels: ``model`` is ``other`` until the route streams content for a model
@@ -149,18 +152,22 @@ class Relay:
         when the stream ends (:meth:`settle`)."""
 
     async def serve(self, receive: Receive, send: Send) -> None:
-        metrics = self.gateway.metrics
+        """Stream or collect the generation to ``send`` while :meth:`watch` waits for the client
+        to leave; the process's :class:`~harness_gateway.recorder.UsageRecorder` records its
+        usage so far meanwhile (:meth:`record_so_far`)."""
+        metrics, recorder = self.gateway.metrics, self.gateway.recorder
         metrics.in_flight.labels(*self.labels).inc()
+        recorder.add(self, accounting.RECORD_EVERY)
         try:
             async with anyio.create_task_group() as group:
                 group.start_soon(self.watch, receive, group.cancel_scope)
-                group.start_soon(self.record_usage)
                 if self.parsed.stream:
                     await self.stream(send)
                 else:
                     await self.collect(send)
                 group.cancel_scope.cancel()
         finally:
+            recorder.discard(self)
             metrics.in_flight.labels(*self.labels).dec()
 
     async def watch(self, receive: Receive, scope: anyio.CancelScope) -> None:
@@ -255,31 +262,25 @@ class Relay:
             metrics.in_flight.labels(*labels).inc()
             self.labels = labels
 
-    async def record_usage(self) -> None:
-        """Every :data:`RECORD_EVERY` seconds while the request runs, record its usage so far in
-        its ledger row when it grew (the reported usage, else :func:`estimated_usage`), so a
-        process killed mid-stream is charged it; a store fault is logged and the stream goes on.
-
-        Returns once the stream has ended (:attr:`done`) rather than being cancelled with the
-        request's task group: a cancelled task leaves its ``CancelledError`` in a reference cycle
-        (anyio's task-done callback keeps it in a local) that holds the whole request (relay,
-        request, connection state) until a full garbage collection; measured in BENCHMARKS.md
-        (issue 25, cost per request)."""
-        store, prices = self.gateway.store, self.runtime.prices
-        seen: tuple[int, Any] = (0, None)
-        while True:
-            with anyio.move_on_after(accounting.RECORD_EVERY):
-                await self.done.wait()
-            if self.done.is_set():
-                return
-            if (self.output_chars, self.usage) == seen:
-                continue
-            seen = (self.output_chars, self.usage)
-            usage = self.usage if self.usage is not None else estimated_usage(self.options, self.output_chars)
-            try:
-                await store.record(self.ticket, usage, request_cost(prices, *self.member(), usage))
-            except GatewayError as exc:
-                logger.warning("request %s: could not record its usage so far: %s", self.generation.request_id, exc)
+    async def record_so_far(self) -> None:
+        """Record the usage so far in the ledger row when it grew since the last record (the
+        reported usage, else :func:`estimated_usage`), so a process killed mid-stream is charged
+        it; nothing once the stream has ended (:attr:`done`: it is being settled). A store fault
+        is logged and the stream goes on. Called every :data:`RECORD_EVERY` seconds while the
+        request runs by the process's :class:`~harness_gateway.recorder.UsageRecorder` (one task
+        for every request, not one each: BENCHMARKS.md, issue 25, cost per request)."""
+        if self.done.is_set():
+            return
+        seen = (self.output_chars, self.usage)
+        if seen == self.recorded:
+            return
+        self.recorded = seen
+        usage = self.usage if self.usage is not None else estimated_usage(self.options, self.output_chars)
+        cost = request_cost(self.runtime.prices, *self.member(), usage)
+        try:
+            await self.gateway.store.record(self.ticket, usage, cost)
+        except GatewayError as exc:
+            logger.warning("request %s: could not record its usage so far: %s", self.request_id, exc)
 
     def shown_finish(self, chunk: Finish, failure: Failure) -> Finish:
         """``chunk`` as clients, observers and the console see it: a transport failure's detail

@@ -1,5 +1,5 @@
 """The request-id layer: every HTTP request gets an id, echoed in ``x-request-id`` and logged in
-one access line.
+one access line; an exception no endpoint answered gets a 500 here (the one place for it).
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import re
 import time
 import uuid
 
+from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["RequestIdMiddleware"]
@@ -21,7 +22,12 @@ _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 class RequestIdMiddleware:
     """Gives every HTTP request an id (the client's ``x-request-id`` when sane, else a new one),
-    echoes it in the ``x-request-id`` response header and logs one access line with it."""
+    echoes it in the ``x-request-id`` response header and logs one access line with it.
+
+    An exception that escapes the application before it started its response is answered with a
+    plain ``500 Internal Server Error`` (what Starlette's error middleware answers, with the id)
+    and raised on, so the ASGI server logs its traceback and closes the connection; one raised
+    after the response started is raised on as it is."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -44,6 +50,10 @@ class RequestIdMiddleware:
 
         try:
             await self.app(scope, receive, tagged)
+        except Exception:
+            if status["code"] == 0:  # nothing answered yet: the client gets a 500, not a reset
+                await PlainTextResponse("Internal Server Error", status_code=500)(scope, receive, tagged)
+            raise
         finally:
             logger.info(
                 "request %s %s %s -> %s in %.3fs",

@@ -191,6 +191,7 @@ class GatewayServer:
             return
         async with anyio.create_task_group() as group:
             await group.start(gateway.store.maintain)  # leases renewed, dead processes' rows settled
+            await group.start(gateway.recorder.run)  # running generations' usage so far in their rows
             current = operator.attrgetter("current.config.responses.retention_seconds")
             retention = functools.partial(current, gateway.holder)  # the runtime of each tick (reloads)
             await group.start(  # expired stored responses deleted, the live ones' expiry following the config
