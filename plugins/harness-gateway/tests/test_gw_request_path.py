@@ -1,0 +1,214 @@
+"""The per-request path of the gateway (issue 25): generations dispatched without Starlette's
+layers, the request-id layer's 500, and the one usage recorder per process."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from gw_helpers import gateway_yaml
+
+from harness_gateway.app import GatewayApp, build_app
+from harness_gateway.recorder import UsageRecorder
+from harness_gateway.request_id import RequestIdMiddleware
+from harness_gateway.server import GatewayServer
+
+BODY = {"model": "mock/echo", "messages": [{"role": "user", "content": "hello there"}]}
+
+
+def _collector() -> tuple[list[dict[str, Any]], Any]:
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    return sent, send
+
+
+async def _receive() -> dict[str, Any]:
+    return {"type": "http.request", "body": b"", "more_body": False}
+
+
+def _scope(path: str = "/x") -> dict[str, Any]:
+    return {"type": "http", "method": "POST", "path": path, "headers": [(b"x-request-id", b"abc-1")]}
+
+
+def test_an_exception_before_the_response_is_a_500_with_the_request_id(caplog: pytest.LogCaptureFixture) -> None:
+    async def failing(scope: Any, receive: Any, send: Any) -> None:
+        raise RuntimeError("a bug")
+
+    sent, send = _collector()
+    with caplog.at_level(logging.INFO, "harness_gateway"), pytest.raises(RuntimeError, match="a bug"):
+        anyio.run(RequestIdMiddleware(failing), _scope(), _receive, send)
+    assert sent[0]["status"] == 500
+    assert (b"x-request-id", b"abc-1") in sent[0]["headers"]
+    assert sent[1]["body"] == b"Internal Server Error"
+    assert "request abc-1 POST /x -> 500" in caplog.text
+
+
+def test_an_exception_after_the_response_started_is_raised_on_alone() -> None:
+    async def failing(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        raise RuntimeError("late")
+
+    sent, send = _collector()
+    with pytest.raises(RuntimeError, match="late"):
+        anyio.run(RequestIdMiddleware(failing), _scope(), _receive, send)
+    assert [m["type"] for m in sent] == ["http.response.start"]
+    assert sent[0]["status"] == 200
+
+
+async def _started(tmp_path: Path) -> GatewayServer:
+    config = tmp_path / "plugins.yaml"
+    config.write_text(gateway_yaml(db=tmp_path / "gw.sqlite"), encoding="utf-8")
+    server = GatewayServer(str(config), "127.0.0.1", announce_at_start=False)
+    await server.start()
+    return server
+
+
+def test_generations_are_served_directly_and_under_a_root_path_through_the_router(tmp_path: Path) -> None:
+    async def main() -> None:
+        server = await _started(tmp_path)
+        try:
+            inner = server.app.app
+            assert isinstance(inner, GatewayApp)
+            routed: list[str] = []
+            router = inner.fallback
+
+            async def counting(scope: Any, receive: Any, send: Any) -> None:
+                routed.append(scope["path"])
+                await router(scope, receive, send)
+
+            inner.fallback = counting
+            direct = httpx.AsyncClient(transport=httpx.ASGITransport(app=server.app), base_url="http://gw")
+            mounted = httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=server.app, root_path="/gw"), base_url="http://gw"
+            )
+            async with direct, mounted:
+                plain = await direct.post("/v1/chat/completions", json=BODY)
+                below = await mounted.post("/gw/v1/chat/completions", json=BODY)
+                wrong = await direct.get("/v1/chat/completions")
+            for reply in (plain, below):
+                assert reply.status_code == 200, reply.text
+                assert reply.json()["choices"][0]["message"]["content"] == "hello there"
+                assert reply.headers["x-request-id"]
+            assert routed == ["/gw/v1/chat/completions", "/v1/chat/completions"]  # the direct POST skipped it
+            assert wrong.status_code == 405
+            assert wrong.json()["error"]["code"] == "method_not_allowed"
+        finally:
+            await server.stop()
+
+    anyio.run(main)
+
+
+def test_build_app_runs_the_usage_recorder_in_its_lifespan(tmp_path: Path) -> None:
+    async def main() -> None:
+        server = await _started(tmp_path)
+        assert server.gateway is not None
+        recorder = server.gateway.recorder
+        app = build_app(server.gateway)
+        sent: list[dict[str, Any]] = []
+        answered = anyio.Event()
+
+        async def send(message: Any) -> None:
+            sent.append(message)
+            answered.set()
+
+        shutdown = anyio.Event()
+        incoming = iter([{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}])
+
+        async def receive() -> Any:
+            message = next(incoming)
+            if message["type"] == "lifespan.shutdown":
+                await shutdown.wait()
+            return message
+
+        try:
+            async with anyio.create_task_group() as group:
+                scope: dict[str, Any] = {"type": "lifespan", "state": {}}
+                group.start_soon(app, scope, receive, send)
+                with anyio.fail_after(10):
+                    await answered.wait()  # the startup message
+                assert sent[0]["type"] == "lifespan.startup.complete"
+                assert recorder.running
+                shutdown.set()
+            assert sent[-1]["type"] == "lifespan.shutdown.complete"
+            assert not recorder.running
+        finally:
+            await server.stop()
+
+    anyio.run(main)
+
+
+class _Run:
+    """A generation as the recorder sees it; its records are counted (``fail``: the next raises)."""
+
+    def __init__(self, request_id: str) -> None:
+        self.request_id = request_id
+        self.records = 0
+        self.recorded = anyio.Event()
+        self.release: anyio.Event | None = None
+        self.entered = anyio.Event()
+        self.fail = False
+        self.concurrent = 0
+        self.most_concurrent = 0
+
+    async def record_so_far(self) -> None:
+        self.concurrent += 1
+        self.most_concurrent = max(self.most_concurrent, self.concurrent)
+        self.entered.set()
+        try:
+            if self.release is not None:
+                await self.release.wait()
+            self.records += 1
+            self.recorded.set()
+            self.recorded = anyio.Event()
+            if self.fail:
+                self.fail = False
+                raise RuntimeError("the store broke")
+        finally:
+            self.concurrent -= 1
+
+
+def test_the_recorder_records_each_running_generation_until_discarded(caplog: pytest.LogCaptureFixture) -> None:
+    async def main() -> None:
+        recorder = UsageRecorder()
+        first, second = _Run("r-1"), _Run("r-2")
+        async with anyio.create_task_group() as group:
+            await group.start(recorder.run)
+            assert recorder.running
+            with anyio.fail_after(10):
+                recorder.add(first, 0.01)  # wakes the idle recorder
+                await first.recorded.wait()
+                first.fail = True  # a record that raises is logged; the recorder goes on
+                await first.recorded.wait()
+                await first.recorded.wait()
+                second.release = anyio.Event()  # a slow record: no second one starts meanwhile
+                recorder.add(second, 0.01)
+                await second.entered.wait()
+                marker = _Run("r-3")  # recorded twice: the recorder went past second's due time
+                recorder.add(marker, 0.01)
+                await marker.recorded.wait()
+                await marker.recorded.wait()
+                assert second.most_concurrent == 1
+                second.release.set()
+                await second.recorded.wait()
+                recorder.discard(first)
+                recorder.discard(second)
+                recorder.discard(second)  # twice is harmless
+                await marker.recorded.wait()  # records started before the discards have ended
+                counted = first.records
+                await marker.recorded.wait()
+                await marker.recorded.wait()
+                assert first.records == counted
+            group.cancel_scope.cancel()
+        assert not recorder.running
+
+    with caplog.at_level(logging.ERROR, "harness_gateway"):
+        anyio.run(main)
+    assert "request r-1: recording its usage so far failed" in caplog.text
+    assert "the store broke" in caplog.text
