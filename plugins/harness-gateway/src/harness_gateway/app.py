@@ -50,12 +50,13 @@ import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
 
+import harness_gateway.relay as relay  # not `Generation` itself: that name moved here (a warning)
 from harness_core import moved_names
 from harness_gateway.dialect import Dialect
 from harness_gateway.gateway import Gateway
-from harness_gateway.relay import Generation
 from harness_gateway.request_id import RequestIdMiddleware
-from harness_gateway.routes import DIALECTS, routes, unknown_endpoint
+from harness_gateway.routes import DIALECTS as _DIALECTS  # moved too
+from harness_gateway.routes import routes, unknown_endpoint
 
 __all__ = ["Gateway", "GatewayApp", "build_app"]
 
@@ -74,13 +75,13 @@ class GatewayApp:
     def __init__(self, gateway: Gateway, fallback: Any) -> None:
         self.gateway = gateway
         self.fallback = fallback
-        self.generations: dict[str, Dialect] = {dialect.path: dialect for dialect in DIALECTS}
+        self.generations: dict[str, Dialect] = {dialect.path: dialect for dialect in _DIALECTS}
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
             dialect = self.generations.get(scope["path"])
             if dialect is not None:
-                await Generation(self.gateway, Request(scope, receive), dialect)(scope, receive, send)
+                await relay.Generation(self.gateway, Request(scope, receive), dialect)(scope, receive, send)
                 return
         await self.fallback(scope, receive, send)
 
