@@ -212,3 +212,23 @@ def test_the_recorder_records_each_running_generation_until_discarded(caplog: py
         anyio.run(main)
     assert "request r-1: recording its usage so far failed" in caplog.text
     assert "the store broke" in caplog.text
+
+
+def test_each_generation_keeps_its_own_interval() -> None:
+    """A generation added with a long interval does not slow the records of one added before it
+    with a short one (the interval is each generation's, not the last one added)."""
+
+    async def main() -> None:
+        recorder = UsageRecorder()
+        quick, slow = _Run("quick"), _Run("slow")
+        async with anyio.create_task_group() as group:
+            await group.start(recorder.run)
+            with anyio.fail_after(10):
+                recorder.add(quick, 0.01)
+                recorder.add(slow, 3600)
+                for _ in range(3):
+                    await quick.recorded.wait()
+            assert slow.records == 0
+            group.cancel_scope.cancel()
+
+    anyio.run(main)

@@ -38,11 +38,11 @@ class UsageRecorder:
 
     :meth:`run` is the process's one task that does it (started by the server's lifespan,
     :class:`~harness_gateway.server.GatewayServer`, or the lifespan of
-    :func:`~harness_gateway.app.build_app`); records start up to a quarter of ``every`` late."""
+    :func:`~harness_gateway.app.build_app`); it looks at every generation once per quarter of
+    the shortest ``every`` among them, so a record starts up to that late."""
 
     def __init__(self) -> None:
-        self._due: dict[Recorded, float] = {}  # generation -> time.monotonic() of its next record
-        self._every = 1.0
+        self._due: dict[Recorded, tuple[float, float]] = {}  # generation -> (next record, every): monotonic s
         self._recording: set[Recorded] = set()
         self._wake: anyio.Event | None = None
         self.running = False
@@ -50,8 +50,7 @@ class UsageRecorder:
 
     def add(self, run: Recorded, every: float) -> None:
         """Record ``run``'s usage every ``every`` seconds (> 0) from now on."""
-        self._every = every
-        self._due[run] = time.monotonic() + every
+        self._due[run] = (time.monotonic() + every, every)
         wake = self._wake
         if wake is not None:
             self._wake = None
@@ -71,11 +70,11 @@ class UsageRecorder:
                     if not self._due:  # nothing runs: sleep until something does
                         wake = self._wake = anyio.Event()
                         await wake.wait()
-                    await anyio.sleep(self._every / 4)
+                    await anyio.sleep(min((every for _, every in self._due.values()), default=0.0) / 4)  # the shortest
                     now = time.monotonic()
-                    for run, due in list(self._due.items()):
+                    for run, (due, every) in list(self._due.items()):
                         if due <= now and run not in self._recording:
-                            self._due[run] = now + self._every
+                            self._due[run] = (now + every, every)
                             self._recording.add(run)
                             group.start_soon(self._record, run)
             finally:
