@@ -44,11 +44,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any, Final
+from typing import Final
 
 import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 import harness_gateway.relay as relay  # not `Generation` itself: that name moved here (a warning)
 from harness_core import moved_names
@@ -72,12 +73,12 @@ class GatewayApp:
     around this app (:class:`~harness_gateway.request_id.RequestIdMiddleware`). A request under a
     ``root_path`` (mounted below a prefix) always goes through the router, which strips it."""
 
-    def __init__(self, gateway: Gateway, fallback: Any) -> None:
+    def __init__(self, gateway: Gateway, fallback: ASGIApp) -> None:
         self.gateway = gateway
         self.fallback = fallback
         self.generations: dict[str, Dialect] = {dialect.path: dialect for dialect in _DIALECTS}
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
             dialect = self.generations.get(scope["path"])
             if dialect is not None:
