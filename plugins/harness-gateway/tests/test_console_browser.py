@@ -197,7 +197,7 @@ def walk(page: Any, url: str, clients: Clients, slow: ScriptedServer) -> None:
     assert cells[0] == "7", cells  # requests
     assert cells[-1].startswith("$0.0"), cells  # priced from the config's prices
     assert "team-a" in page.text_content("#budgets-table")
-    page.wait_for_function("document.querySelector('canvas[data-chart]').chart !== undefined")
+    page.wait_for_function("document.querySelector('canvas[data-chart]')?.chart !== undefined")
     check_page(page, "03-spend")
     page.select_option("#bucket", "day")
     page.select_option("#by", "model")
@@ -214,7 +214,7 @@ def walk(page: Any, url: str, clients: Clients, slow: ScriptedServer) -> None:
 
     # ---------------------------------------------------------------- Live: a stream appears, is aborted, leaves
     page.click("text=Live")
-    page.wait_for_function("document.getElementById('live-table').dataset.updates !== undefined")
+    page.wait_for_function("document.getElementById('live-table')?.dataset.updates !== undefined")
     check_page(page, "06-live-empty")
     first_piece = threading.Event()
     ended = threading.Event()
