@@ -1,19 +1,23 @@
 """The gateway's per-chunk relay path in one process: the gateway ASGI app called directly (no
 HTTP server in front of it), streaming ``text-200`` from :mod:`bench.server` (its own process) to
 16 concurrent in-memory clients, harness-llm-openai on aiohttp, no middleware, the master key.
+``text-3`` instead (a second argument) measures a short request's path: the per-request work
+(parse, auth, admission, chain setup, the upstream request, the ledger, the console record) is
+then most of it.
 
-Two uses (issue 25, item 3):
+Two uses (issue 25, items 2 and 3):
 
-- ``python -m bench.relay_path ROUNDS``: process CPU µs per relayed chunk, min and median over
-  ``ROUNDS`` rounds of 16 streams (after one warm-up round);
+- ``python -m bench.relay_path ROUNDS [SCENARIO]``: process CPU µs per relayed chunk and per
+  request, min and median over ``ROUNDS`` rounds of 16 streams (after one warm-up round);
 - under ``valgrind --tool=cachegrind --cache-sim=no``, once with 1 round and once with 5: the
-  difference of the two instruction counts divided by the 12,800 chunks of the 4 extra rounds is
-  the instructions per relayed chunk, a figure other processes on the machine cannot move (the
-  start-up, the same in both runs, cancels out). ``PYTHONHASHSEED=0`` keeps it repeatable; put a
+  difference of the two instruction counts divided by the chunks of the 4 extra rounds (12,800
+  for ``text-200``) is the instructions per relayed chunk (divided by their 64 requests: per
+  request), a figure other processes on the machine cannot move (the start-up, the same in both
+  runs, cancels out). ``PYTHONHASHSEED=0`` keeps it repeatable; put a
   ``git archive`` of another commit's ``harness_core`` and ``plugins/*/src`` on ``PYTHONPATH`` to
   count that commit.
 
-Every stream must relay all 200 deltas (checked); the upstream's CPU is not counted.
+Every stream must relay all its content (checked); the upstream's CPU is not counted.
 """
 
 from __future__ import annotations
@@ -30,14 +34,15 @@ from pathlib import Path
 from typing import Any
 
 from bench.__main__ import loopback_server
+from bench.streams import expected
 
 __all__ = ["main"]
 
 STREAMS = 16
-_CONTENT = re.compile(rb'"content":\s?"[^"]')
 
 
-async def _measure(upstream: str, tmp: Path, rounds: int) -> list[float]:
+async def _measure(upstream: str, tmp: Path, rounds: int, scenario: str = "text-200") -> list[float]:
+    """CPU µs per relayed chunk of each round (of :data:`STREAMS` streams of ``scenario``)."""
     from harness_gateway.server import GatewayServer
 
     master = "sk-" + "m" * 56  # key-shaped: the secret redactor masks them like real ones
@@ -50,14 +55,14 @@ async def _measure(upstream: str, tmp: Path, rounds: int) -> list[float]:
     )
     server = GatewayServer(str(config), "127.0.0.1")
     await server.start()
-    body = json.dumps({"model": "bench/text-200", "stream": True, "messages": [{"role": "user", "content": "Hi."}]})
+    body = json.dumps({"model": f"bench/{scenario}", "stream": True, "messages": [{"role": "user", "content": "Hi."}]})
     headers = [
         (b"content-type", b"application/json"),
         (b"authorization", f"Bearer {master}".encode()),
         (b"content-length", str(len(body)).encode()),
     ]
 
-    async def one() -> int:
+    async def one() -> list[bytes]:
         scope = {
             "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
             "scheme": "http", "path": "/v1/chat/completions", "raw_path": b"/v1/chat/completions",
@@ -66,7 +71,7 @@ async def _measure(upstream: str, tmp: Path, rounds: int) -> list[float]:
         }  # fmt: skip
         sent = False
         done = asyncio.Event()
-        deltas = 0
+        bodies: list[bytes] = []  # checked after the round, outside the measured time
 
         async def receive() -> dict[str, Any]:
             nonlocal sent
@@ -77,38 +82,54 @@ async def _measure(upstream: str, tmp: Path, rounds: int) -> list[float]:
             return {"type": "http.disconnect"}
 
         async def send(message: dict[str, Any]) -> None:
-            nonlocal deltas
             if message["type"] == "http.response.body":
-                deltas += len(_CONTENT.findall(message.get("body", b"")))
+                bodies.append(message.get("body", b""))
                 if not message.get("more_body"):
                     done.set()
 
         await server.app(scope, receive, send)
         done.set()
-        return deltas
+        return bodies
 
+    def relayed(bodies: list[bytes]) -> int:
+        """Characters of content in one stream's SSE body (OpenAI Chat chunks)."""
+        events = b"".join(bodies).split(b"\n\n")
+        chunks = [json.loads(event[6:]) for event in events if event.startswith(b"data: {")]
+        return sum(len(choice["delta"].get("content") or "") for chunk in chunks for choice in chunk["choices"])
+
+    chunks, characters = expected(scenario)
     per_chunk: list[float] = []
     try:
         await asyncio.gather(*(one() for _ in range(STREAMS)))  # warm-up: connections, first-request paths
         for _ in range(rounds):
             start = time.process_time()
-            counts = await asyncio.gather(*(one() for _ in range(STREAMS)))
-            per_chunk.append((time.process_time() - start) / sum(counts) * 1e6)
-            if any(count != 200 for count in counts):
-                raise RuntimeError(f"a stream relayed fewer than 200 deltas: {counts}")
+            streams = await asyncio.gather(*(one() for _ in range(STREAMS)))
+            per_chunk.append((time.process_time() - start) / (chunks * STREAMS) * 1e6)
+            counts = [relayed(bodies) for bodies in streams]
+            if any(count != characters for count in counts):
+                raise RuntimeError(f"a stream relayed other than the {characters} characters of {scenario}: {counts}")
     finally:
         await server.stop()
     return per_chunk
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m bench.relay_path [ROUNDS]``: prints one JSON line (µs per chunk: min, median, rounds)."""
-    rounds = int((argv if argv is not None else sys.argv[1:] or ["15"])[0])
+    """``python -m bench.relay_path [ROUNDS] [SCENARIO]``: prints one JSON line (µs per chunk and
+    per request: min, median; the rounds). ``SCENARIO`` is ``text-N`` (default ``text-200``)."""
+    args = argv if argv is not None else sys.argv[1:]
+    rounds = int(args[0]) if args else 15
+    scenario = args[1] if len(args) > 1 else "text-200"
+    if not re.fullmatch(r"text-[1-9][0-9]*", scenario):
+        raise SystemExit(f"bench.relay_path: scenario {scenario!r} is not text-N (e.g. text-3, text-200)")
     with loopback_server(sys.executable) as upstream, tempfile.TemporaryDirectory() as name:
-        per_chunk = asyncio.run(_measure(upstream, Path(name), rounds))
+        per_chunk = asyncio.run(_measure(upstream, Path(name), rounds, scenario))
+    chunks = expected(scenario)[0]
     result = {
+        "scenario": scenario,
         "cpu_us_per_chunk_min": min(per_chunk),
         "cpu_us_per_chunk_median": statistics.median(per_chunk),
+        "cpu_us_per_request_min": min(per_chunk) * chunks,
+        "cpu_us_per_request_median": statistics.median(per_chunk) * chunks,
         "rounds": per_chunk,
         "load": os.getloadavg(),
     }
