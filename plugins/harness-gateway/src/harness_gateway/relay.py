@@ -5,10 +5,17 @@ dialect, the upstream aborted when the client leaves, the ledger row recorded an
 resolved, checked and admitted first); :class:`Relay` runs it once admitted. The dialect object
 (:mod:`harness_gateway.dialect`) parses, encodes and shapes errors: this module is written once
 for every dialect.
+
+The gateway runs on asyncio (uvicorn, with its ``asyncio`` or ``uvloop`` loop), so a request's
+helper tasks (the client watch, the stream's sender) are asyncio tasks and its wake-ups asyncio
+futures, tied to the request by the anyio cancel scopes they cancel: an anyio task group costs
+~40 µs per request with a task that ends, ~90 µs with one it cancels, against ~6 and ~14 µs for
+the asyncio task (BENCHMARKS.md, issue 25, cost per request). The core under it stays on anyio.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -16,7 +23,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 import anyio
-import anyio.lowlevel
 import msgspec
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -137,7 +143,7 @@ class Relay:
         self.first_token: float | None = None
         self.usage: Any = None
         self.status: Status = "error"
-        self.done = anyio.Event()
+        self.done = asyncio.Event()
         self.finished = False
         """The stream's finish was seen: a disconnect after it aborts nothing."""
         self.output_chars = 0
@@ -158,21 +164,30 @@ class Relay:
         metrics, recorder = self.gateway.metrics, self.gateway.recorder
         metrics.in_flight.labels(*self.labels).inc()
         recorder.add(self, accounting.RECORD_EVERY)
+        lingering = anyio.CancelScope()  # cancelled by the watch when an aborted stream does not end
+        watch = asyncio.get_running_loop().create_task(self.watch(receive, lingering))
         try:
-            async with anyio.create_task_group() as group:
-                group.start_soon(self.watch, receive, group.cancel_scope)
+            with lingering:
                 if self.parsed.stream:
                     await self.stream(send)
                 else:
                     await self.collect(send)
-                group.cancel_scope.cancel()
         finally:
+            watch.cancel()  # (it waits for the client's disconnect: nothing to wait for)
             recorder.discard(self)
             metrics.in_flight.labels(*self.labels).dec()
 
     async def watch(self, receive: Receive, scope: anyio.CancelScope) -> None:
-        """Abort the upstream stream when the client disconnects; cancel it if it lingers."""
-        await receive()  # the body was read: the only message left is http.disconnect (ASGI HTTP spec)
+        """Abort the upstream stream when the client disconnects; cancel it (``scope``) if it
+        lingers. Run as its own task by :meth:`serve`, which cancels it when the request ends. A
+        ``receive`` that fails (a bug or a server fault) is logged and cancels the request: it can
+        no longer be watched."""
+        try:
+            await receive()  # the body was read: the only message left is http.disconnect (ASGI HTTP spec)
+        except Exception:
+            logger.exception("request %s: watching the client failed; the request is cancelled", self.request_id)
+            scope.cancel()
+            return
         if self.finished:  # the client left after the whole answer: nothing to abort
             return
         self.generation.disconnected = True
@@ -390,7 +405,16 @@ class Relay:
 
         keepalive = self.runtime.config.keepalive
 
+        stopped = anyio.CancelScope()  # cancelled when sending fails: nothing more can go out
+
         async def deliver() -> None:  # the sender: its own task, so the upstream request starts at once
+            try:
+                await send_all()
+            except Exception:  # a bug or a server fault (uvicorn's send ignores a gone client)
+                logger.exception("request %s: sending the stream failed; the stream is stopped", self.request_id)
+                stopped.cancel()
+
+        async def send_all() -> None:
             body, end = await outbox.take(keepalive)
             if not body and end is not None and end is not _LAST:
                 await dialect.error_response(end)({"type": "http"}, _no_receive, send)
@@ -408,10 +432,14 @@ class Relay:
                 body, end = await outbox.take(keepalive)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-        async with anyio.create_task_group() as group:
-            group.start_soon(deliver)
-            await self.chunks(feed)
-            outbox.end(_LAST)  # (the runtime ends every stream with a finish, which ended it already)
+        sender = asyncio.get_running_loop().create_task(deliver())
+        try:
+            with stopped:
+                await self.chunks(feed)
+                outbox.end(_LAST)  # (the runtime ends every stream with a finish, which ended it already)
+                await sender  # the last writes
+        finally:
+            sender.cancel()  # (it ended already, unless the producer failed or was cancelled)
 
 
 _LAST: Final = GatewayError(500, "the terminal event was sent")
@@ -430,8 +458,8 @@ class _Outbox:
     def __init__(self) -> None:
         self.parts: list[bytes] = []
         self._end: GatewayError | None = None
-        self._ready: anyio.Event | None = None  # set when the sender waits for something to send
-        self._room: anyio.Event | None = None  # set when the producer waits for the sender
+        self._ready: asyncio.Future[None] | None = None  # the sender waits on it for something to send
+        self._room: asyncio.Future[None] | None = None  # the producer waits on it for the sender
 
     def end(self, how: GatewayError) -> None:
         """The stream ended (:data:`_LAST`, or an error before any output); the first end counts."""
@@ -440,34 +468,44 @@ class _Outbox:
         self._wake()
 
     def _wake(self) -> None:
-        if self._ready is not None:
-            self._ready.set()
-            self._ready = None
+        ready, self._ready = self._ready, None
+        if ready is not None:
+            _resolve(ready)
 
     async def flush(self) -> None:
         """Let the sender take what is queued now (the first token), then go on."""
         self._wake()
-        await anyio.lowlevel.checkpoint()
+        await asyncio.sleep(0)
 
     async def room(self) -> None:
         """Wait until the sender took the queued events (called when :data:`RELAY_BUFFER` are queued)."""
         self._wake()
-        room = self._room = anyio.Event()
-        await room.wait()
+        room = self._room = asyncio.get_running_loop().create_future()
+        await room
 
     async def take(self, keepalive: float) -> tuple[bytes, GatewayError | None]:
         """Everything queued, joined (``b""`` after ``keepalive`` seconds of silence), and how
         the stream ended when it did (``None`` while it goes on)."""
         if not self.parts and self._end is None:
-            ready = self._ready = anyio.Event()
-            with anyio.move_on_after(keepalive):
-                await ready.wait()
-            self._ready = None
+            loop = asyncio.get_running_loop()
+            ready = self._ready = loop.create_future()
+            timer = loop.call_later(keepalive, _resolve, ready)
+            try:
+                await ready
+            finally:
+                timer.cancel()
+                self._ready = None
         parts, self.parts = self.parts, []
-        if self._room is not None:
-            self._room.set()
-            self._room = None
+        room, self._room = self._room, None
+        if room is not None:
+            _resolve(room)
         return b"".join(parts), self._end
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    """Wake whoever waits on ``waiter`` (a wake-up already given, or a cancelled wait, stays as it is)."""
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def _finish_of(assembler: BlockAssembler) -> Finish:
