@@ -295,3 +295,24 @@ def test_reads_cut_anywhere_give_the_events_of_byte_by_byte_reads(
     offsets = sorted({min(cut, len(body)) for cut in cuts})
     reads = [body[a:b] for a, b in zip([0, *offsets], [*offsets, len(body)], strict=True)]
     assert decode(reads) == decode(split_every(body, 1))
+
+
+# what providers send (one-line data events, UTF-8 of every length), and what must leave the
+# fast path: a byte order mark, CRLF, a multi-line event, a comment, an id, an event type
+_BODIES = [
+    'data: {"d":"é"}\n\ndata: {"d":"€"}\n\ndata: {"d":"😀"}\n\ndata: [DONE]\n\n'.encode(),
+    "\ufeffdata: é\n\ndata: b\n\n".encode(),
+    "data: é\r\n\r\ndata: €\r\n\r\n".encode(),
+    "event: x\ndata: 😀\n\ndata: a\ndata: b\n\n: ka\n\nid: 7\ndata: c\n\ndata: €".encode(),
+]
+
+
+@pytest.mark.parametrize("body", _BODIES, ids=["data", "bom", "crlf", "mixed"])
+def test_every_pair_of_cuts_gives_the_events_of_byte_by_byte_reads(body: bytes) -> None:
+    """Two cuts at every pair of byte offsets (inside every multi-byte character, CRLF, field
+    name and blank line; the first read may be empty): the same events as one byte per read."""
+    expected = decode(split_every(body, 1))
+    assert expected[0]  # the body holds events
+    for a in range(len(body) + 1):
+        for b in range(a, len(body) + 1):
+            assert decode([body[:a], body[a:b], body[b:]]) == expected, (a, b)
