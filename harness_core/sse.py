@@ -118,7 +118,7 @@ class SSEDecoder:
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._bom_checked = False
         self._pending_cr = False
-        self._ready = False  # between events, nothing pending: the next read may take the fast path
+        self._ready = True  # between events, nothing pending: the next read may take the fast path
         self._closed = False
         self._tail: list[str] = []  # fragments of the line being received (no line end yet)
         self._tail_size = 0
@@ -142,8 +142,13 @@ class SSEDecoder:
             events = self._feed_whole(data)
             if events is not None:
                 return events
+        return self._feed_general(data, [])
+
+    def _feed_general(self, data: bytes, events: list[SSEEvent]) -> list[SSEEvent]:
+        """The general path: ``events`` followed by those ``data`` completes."""
         text = self._decoder.decode(data)
-        events = self._feed_text(text) if text else []
+        if text:
+            events += self._feed_text(text)
         # a read that ended a line leaves no partial character in the UTF-8 decoder
         self._ready = (
             data[-1:] == b"\n"
@@ -157,15 +162,32 @@ class SSEDecoder:
         return events
 
     def _feed_whole(self, data: bytes) -> list[SSEEvent] | None:
-        """The fast path for the read nearly every provider sends: exactly one whole event of
-        ``event:`` / ``data:`` lines and its blank line (LF or CRLF line ends), arriving between
-        events with nothing pending. ``None`` (nothing consumed) for anything else."""
+        """The fast path for the reads nearly every provider sends, arriving between events with
+        nothing pending: whole events of ``event:`` / ``data:`` lines, each with its blank line
+        (LF or CRLF line ends), or (LF only) whole one-line ``data:`` events followed by the
+        start of the next, which goes through the general path. ``None`` (nothing consumed) for
+        anything else, and for a first read that may begin with a byte order mark."""
+        if not self._bom_checked:  # the first read
+            if data[:1] in (b"\xef", b""):
+                return None  # the general path strips a byte order mark, even one split across reads
+            self._bom_checked = True  # (whatever path decodes it, the text cannot start with one)
         if data[-2:] != b"\n\n":
-            if data[-4:] != b"\r\n\r\n" or data.count(b"\r") != data.count(b"\r\n"):
+            if data[-4:] == b"\r\n\r\n" and data.count(b"\r") == data.count(b"\r\n"):
+                return self._whole_events(data.replace(b"\r\n", b"\n"))
+            if b"\r" in data:
                 return None
-            data = data.replace(b"\r\n", b"\n")
-        elif b"\r" in data:
+            cut = data.rfind(b"\n\n") + 2  # the events before the last blank line are whole
+            if cut < 2 or len(data) > self._max:
+                return None
+            whole = data[:cut].decode("utf-8", "replace")  # (a cut after a line end splits no character)
+            events = self._whole_data_events(whole[:-2])
+            return None if events is None else self._feed_general(data[cut:], events)
+        if b"\r" in data:
             return None
+        return self._whole_events(data)
+
+    def _whole_events(self, data: bytes) -> list[SSEEvent] | None:
+        """:meth:`_feed_whole` of a read of whole events (LF line ends, ending with a blank line)."""
         if len(data) > self._max:  # the slow path raises the size error
             return None
         text = data.decode("utf-8", "replace")

@@ -27,13 +27,13 @@ class Redactor:
     :data:`MASK`; :meth:`stream` masks a block arriving in pieces.
     """
 
-    __slots__ = ("_built", "_forms", "_longest", "_pattern", "_prefixes", "_triples", "_values")
+    __slots__ = ("_built", "_forms", "_longest", "_matcher", "_prefixes", "_triples", "_values")
 
     def __init__(self) -> None:
         self._values: set[str] = set()
         self._forms: dict[str, tuple[set[str], list[_Base64Form]]] = {}  # per value, computed once
         self._built = True  # whether the fields below reflect every value
-        self._pattern: re.Pattern[str] | None = None
+        self._matcher: _Matcher | None = None  # the masking expression and its literal anchors
         self._prefixes: frozenset[str] = frozenset()
         self._longest = 0  # the longest prefix: computed once here, never per streamed delta
         self._triples: frozenset[str] = frozenset()  # every 3 characters in a row of a form
@@ -65,7 +65,8 @@ class Redactor:
         ordered = sorted(forms - fragments, key=len, reverse=True)  # longest first: a form inside another
         # base64 forms first, with their edges: the match then starts at the first masked character
         alternatives = [f.pattern() for f in sorted(encoded, key=lambda f: len(f.fragment), reverse=True)]
-        self._pattern = re.compile("|".join([*alternatives, *map(re.escape, ordered)]))  # add() gave it a value
+        pattern = re.compile("|".join([*alternatives, *map(re.escape, ordered)]))  # add() gave it a value
+        self._matcher = _Matcher(pattern, [*ordered, *fragments])  # one assignment: a thread sees both or neither
         starts = forms.union(fragments, *(form.starts() for form in encoded))
         self._prefixes = frozenset(start[:k] for start in starts for k in range(1, len(start)))
         self._longest = max(map(len, self._prefixes), default=0)
@@ -87,9 +88,10 @@ class Redactor:
         """``text`` with every known secret, in every representation, replaced by :data:`MASK`."""
         if not self._built:
             self._build()
-        if self._pattern is None:
+        matcher = self._matcher
+        if matcher is None or not matcher.may_occur(text):
             return text
-        return self._pattern.sub(MASK, text)
+        return matcher.pattern.sub(MASK, text)
 
     mask = __call__
 
@@ -109,8 +111,8 @@ class Redactor:
         """:meth:`safe_end` and whether ``text`` holds an occurrence (if not, nothing to mask)."""
         if not self._built:
             self._build()
-        pattern = self._pattern
-        if pattern is None:
+        matcher = self._matcher
+        if matcher is None:
             return len(text), False
         cut = len(text)
         longest = min(self._longest, cut)
@@ -121,9 +123,9 @@ class Redactor:
             if text[-k:] in prefixes:
                 cut -= k
                 break
-        if pattern.search(text) is None:  # the common case: no occurrence at all
+        if not matcher.may_occur(text) or matcher.pattern.search(text) is None:  # the common case
             return cut, False
-        for match in pattern.finditer(text):  # never cut through an occurrence of a secret,
+        for match in matcher.pattern.finditer(text):  # never cut through an occurrence of a secret,
             if match.start() < cut < match.end() or match.end() == len(text):  # nor one that may grow
                 cut = min(cut, match.start())
         return cut, True
@@ -134,6 +136,33 @@ class Redactor:
 
     def __repr__(self) -> str:
         return f"Redactor({len(self._values)} secrets)"
+
+
+class _Matcher:
+    """The masking expression of a :class:`Redactor` and a quick test that lets text without any
+    occurrence skip it.
+
+    Every occurrence contains one of ``literals`` whole (a text form, or the fragment of a base64
+    form, which its pattern requires: :meth:`_Base64Form.pattern`), so it contains the first
+    :attr:`size` characters of one (:attr:`anchors`, the shortest literal's length at most 8):
+    text shorter than that, or holding no anchor, has none. ``str`` containment is a fast
+    substring search, where the expression tries every alternative at every position (~2.6
+    million instructions for 850 characters of ordinary text and two key-sized secrets;
+    BENCHMARKS.md, issue 25 item 3).
+    """
+
+    __slots__ = ("anchors", "pattern", "size")
+
+    def __init__(self, pattern: re.Pattern[str], literals: list[str]) -> None:
+        self.pattern = pattern
+        self.size = min(8, *map(len, literals))
+        self.anchors = tuple(sorted({literal[: self.size] for literal in literals}))
+
+    def may_occur(self, text: str) -> bool:
+        """Whether ``text`` may hold an occurrence (``False``: it certainly holds none)."""
+        if len(text) < self.size:
+            return False
+        return any(anchor in text for anchor in self.anchors)
 
 
 def secrets_of(value: Any, redactor: Redactor | None = None) -> Redactor:

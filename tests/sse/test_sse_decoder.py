@@ -261,3 +261,58 @@ def test_the_fast_path_serves_whole_events_and_leaves_everything_else_to_the_gen
     assert small.feed(b"data: a\n\n") == [ev("a")]
     with pytest.raises(LlmError):
         small.feed(b"data: 0123456789\n\n")  # too large: the general path raises
+    with pytest.raises(LlmError):
+        SSEDecoder(max_event_size=8).feed(b"data: a\n\ndata: 0123456789")  # whole events then more: too
+
+
+def test_a_read_of_whole_events_and_the_start_of_the_next_takes_the_fast_path_for_the_whole_ones() -> None:
+    """What a busy upstream's reads look like (any number of events, cut anywhere): the whole
+    events before the last blank line are split off at once, the rest goes to the general path."""
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: a\n\ndata: b\n\ndata: c") == [ev("a"), ev("b")]  # the first read too
+    assert decoder.feed(b"\n\ndata: d\n\nda") == [ev("c"), ev("d")]  # a line was pending: general path
+    assert decoder.feed(b"ta: e\n\n") == [ev("e")]
+    assert decoder.feed("data: é\n\ndata: €".encode()[:-1]) == [ev("é")]  # a character cut by the read
+    assert decoder.feed(b"\xac\n\n") == [ev("€")]
+    assert decoder.feed(b"data: f\ndata: g\n\ndata: h") == [ev("f\ng")]  # two data lines: general path
+    assert decoder.feed(b"\n\n") == [ev("h")]
+    assert decoder.feed(b"data: i\n\nevent: x\ndata: j\n") == [ev("i")]
+    assert decoder.feed(b"\n") == [ev("j", event="x")]
+    assert decoder.close() is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    blocks=st.lists(st.tuples(st.lists(st.tuples(_LINES, _EOL), max_size=4), _EOL), max_size=10),
+    cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=6),
+)
+def test_reads_cut_anywhere_give_the_events_of_byte_by_byte_reads(
+    blocks: list[tuple[list[tuple[bytes, bytes]], bytes]], cuts: list[int]
+) -> None:
+    """Whole events and pieces of the next in one read (the fast path, then the general path)
+    decode exactly as the same bytes read one at a time."""
+    body = b"data: first\n\n" + b"".join(b"".join(line + end for line, end in lines) + blank for lines, blank in blocks)
+    offsets = sorted({min(cut, len(body)) for cut in cuts})
+    reads = [body[a:b] for a, b in zip([0, *offsets], [*offsets, len(body)], strict=True)]
+    assert decode(reads) == decode(split_every(body, 1))
+
+
+# what providers send (one-line data events, UTF-8 of every length), and what must leave the
+# fast path: a byte order mark, CRLF, a multi-line event, a comment, an id, an event type
+_BODIES = [
+    'data: {"d":"é"}\n\ndata: {"d":"€"}\n\ndata: {"d":"😀"}\n\ndata: [DONE]\n\n'.encode(),
+    "\ufeffdata: é\n\ndata: b\n\n".encode(),
+    "data: é\r\n\r\ndata: €\r\n\r\n".encode(),
+    "event: x\ndata: 😀\n\ndata: a\ndata: b\n\n: ka\n\nid: 7\ndata: c\n\ndata: €".encode(),
+]
+
+
+@pytest.mark.parametrize("body", _BODIES, ids=["data", "bom", "crlf", "mixed"])
+def test_every_pair_of_cuts_gives_the_events_of_byte_by_byte_reads(body: bytes) -> None:
+    """Two cuts at every pair of byte offsets (inside every multi-byte character, CRLF, field
+    name and blank line; the first read may be empty): the same events as one byte per read."""
+    expected = decode(split_every(body, 1))
+    assert expected[0]  # the body holds events
+    for a in range(len(body) + 1):
+        for b in range(a, len(body) + 1):
+            assert decode([body[:a], body[a:b], body[b:]]) == expected, (a, b)
