@@ -18,11 +18,11 @@ import anyio
 import msgspec
 
 from harness_core.cli._common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, Sink, load_for_start, output_failure_code
-from harness_core.config import ConfigProblem
+from harness_core.config import ConfigError, ConfigProblem
 from harness_core.errors import LlmError
 from harness_core.loader import LoadedConfig, PluginEntry, inspect_config
 from harness_core.plugininfo import PluginFailure, adapter_failures
-from harness_core.routing import default_model
+from harness_core.routing import default_model, route_problems
 from harness_core.secret import redacted_logging
 from harness_core.types import ModelInfo
 
@@ -163,19 +163,26 @@ def _failure_line(failure: PluginFailure) -> str:
 async def _start(loaded: LoadedConfig) -> list[str]:
     """Start and stop the harness; the problems found on the way.
 
-    Start failures are added to ``loaded.failures`` (their messages redacted).
+    Start failures are added to ``loaded.failures`` (their messages redacted). A route the config
+    names that nothing serves stops the start (:func:`~harness_core.routing.check_routes`: its
+    problems are listed); one whose adapter plugin failed does not, and is listed too, located.
     """
     from harness_core.runtime import Harness
 
-    harness = Harness.from_loaded(loaded, failures=())
+    known = len(loaded.failures)  # the harness starts with them: a failed route's plugin is named
+    harness = Harness.from_loaded(loaded)
     problems: list[str] = []
     try:
         async with harness:
+            problems += [str(problem) for problem in route_problems(harness, loaded)]
             problems += [str(problem) for problem in _check_defaults(harness, loaded)]
+    except ConfigError as exc:  # routes the config names that nothing serves: one line each
+        problems += [str(problem) for problem in exc.problems]
     except LlmError as exc:
-        if not harness.failures:  # otherwise the error only repeats the failures
+        if len(harness.failures) == known:  # otherwise the error only repeats the failures
             problems.append(str(exc))
-    loaded.failures += [msgspec.structs.replace(f, message=loaded.redact(f.message)) for f in harness.failures]
+    started = harness.failures[known:]
+    loaded.failures += [msgspec.structs.replace(f, message=loaded.redact(f.message)) for f in started]
     return problems
 
 
