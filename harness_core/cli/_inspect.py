@@ -218,8 +218,9 @@ def show_chain(route: str | None, config: str | None, *, as_json: bool) -> int:
 
     The default route is ``defaults.route``, else the only route served when exactly one is
     (the output says so). The ``llm_embed`` middleware an embedding call passes through follow,
-    when there are any (``embed_chain`` in ``--json``). Everything printed, and every log record
-    emitted while the harness runs, is redacted.
+    when there are any (``embed_chain`` in ``--json``), then the ``llm_count_tokens`` middleware a
+    token count (``harness run --count-tokens``) passes through (``count_chain``). Everything
+    printed, and every log record emitted while the harness runs, is redacted.
     """
     from harness_core.cli._promptlog import BY_DEFAULT, PROMPT_LOG, attach_default_prompt_log
 
@@ -235,13 +236,14 @@ def show_chain(route: str | None, config: str | None, *, as_json: bool) -> int:
         return EXIT_USAGE
     try:
         with redacted_logging(loaded.redact):
-            target, links, embed_links = anyio.run(_chain, loaded, route, notes)
+            target, links, embed_links, count_links = anyio.run(_chain, loaded, route, notes)
     except LlmError as exc:
         err.write(loaded.redact(f"error: {exc}") + "\n")
         return EXIT_USAGE
     out = Sink(sys.stdout)
     if as_json:
-        document = _redact_data({"route": target, "chain": links, "embed_chain": embed_links}, loaded.redact)
+        document = {"route": target, "chain": links, "embed_chain": embed_links, "count_chain": count_links}
+        document = _redact_data(document, loaded.redact)
         out.write(msgspec.json.encode(document).decode() + "\n")
         return _written(out, EXIT_OK)
     if target is None:
@@ -258,15 +260,18 @@ def show_chain(route: str | None, config: str | None, *, as_json: bool) -> int:
     if embed_links:
         text += "embedding calls (outermost first):\n"
         text += "".join(f"{n}. {link['key']} ({link['tier']})\n" for n, link in enumerate(embed_links, 1))
+    if count_links:
+        text += "token counts (outermost first):\n"
+        text += "".join(f"{n}. {link['key']} ({link['tier']})\n" for n, link in enumerate(count_links, 1))
     out.write(loaded.redact(text))
     return _written(out, EXIT_OK)
 
 
 async def _chain(
     loaded: LoadedConfig, route: str | None, notes: dict[str, str]
-) -> tuple[str | None, list[dict[str, str]], list[dict[str, str]]]:
-    """The route shown (``route``, else the harness's default route), its links and the
-    ``llm_embed`` links (``key``, ``tier``); a middleware
+) -> tuple[str | None, list[dict[str, str]], list[dict[str, str]], list[dict[str, str]]]:
+    """The route shown (``route``, else the harness's default route), its links, the
+    ``llm_embed`` links and the ``llm_count_tokens`` links (``key``, ``tier``); a middleware
     with a ``describe_chain(route) -> str | None`` method adds its ``detail`` (``fallback`` lists
     its targets), else ``notes`` give it by plugin key (the prompt log on by default). A plugin
     that is both a middleware and the route's adapter (a balance pool) is described at its first
@@ -290,7 +295,8 @@ async def _chain(
                 entry["detail"] = str(detail)
             links.append(entry)
         embed_links = [{"key": link.key, "tier": link.tier} for link in harness.embed_chain()]
-        return target, links, embed_links
+        count_links = [{"key": link.key, "tier": link.tier} for link in harness.count_chain()]
+        return target, links, embed_links, count_links
 
 
 def show_models(route: str | None, config: str | None, *, as_json: bool) -> int:

@@ -480,6 +480,7 @@ def test_chain_shows_the_middleware_order(harness: Harness, config: Config) -> N
             {"key": "mock", "tier": "adapter"},
         ],
         "embed_chain": [{"key": "trace", "tier": "normal"}],
+        "count_chain": [],  # harness-trace does not wrap token counts
     }
 
 
@@ -493,6 +494,23 @@ def test_chain_without_route(harness: Harness, config: Config) -> None:
         "embedding calls (outermost first):",
         "1. trace (normal)",
     ]
+
+
+def test_chain_lists_the_middleware_a_token_count_passes_through(harness: Harness, config: Config) -> None:
+    """Found by a review: the ``llm_count_tokens`` chain (``run --count-tokens``) was not listed."""
+    config(
+        "plugins:\n  redact: {}\n  fallback: {targets: {mock: [mock/echo]}}\n  mock: {}\n  ~prompt-log: {}\n"
+        "defaults: {route: mock}\n"
+    )
+    result = harness("chain")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-3:] == [
+        "token counts (outermost first):",
+        "1. redact (normal)",
+        "2. fallback (normal)",
+    ]
+    document = json.loads(harness("chain", "--json").stdout)
+    assert document["count_chain"] == [{"key": "redact", "tier": "normal"}, {"key": "fallback", "tier": "normal"}]
 
 
 def test_chain_describes_a_balance_pool_once(harness: Harness, config: Config) -> None:
