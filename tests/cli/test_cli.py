@@ -419,12 +419,12 @@ def test_usage_errors_read_like_every_other_error(harness: Harness) -> None:
     result = harness("run", "--bogus", "hi")
     assert result.returncode == 2
     assert result.stdout == ""
-    assert result.stderr.endswith("\nerror: No such option '--bogus'.\n")
+    assert result.stderr.startswith("error: No such option '--bogus'.\nUsage: harness run ")
     assert "Error" not in result.stderr
     result = harness("config", "nosuch")
-    assert (result.returncode, result.stderr.splitlines()[-1]) == (2, "error: No such command 'nosuch'.")
+    assert (result.returncode, result.stderr.splitlines()[0]) == (2, "error: No such command 'nosuch'.")
     result = harness("-c")  # the group's own option
-    assert (result.returncode, result.stderr.splitlines()[-1]) == (2, "error: Option '-c' requires an argument.")
+    assert (result.returncode, result.stderr.splitlines()[0]) == (2, "error: Option '-c' requires an argument.")
 
 
 def test_config_check_reports_failures_without_secrets(
@@ -609,6 +609,22 @@ def test_a_mistyped_command_is_refused_not_sent(harness: Harness, config: Config
     assert f"error: no command 'modles': {hint}" in typo.stderr
     sent = harness("run", "modles")
     assert (sent.returncode, sent.stdout) == (0, "modles\n")
+
+
+@pytest.mark.parametrize(
+    ("args", "first"),
+    [
+        (("modles",), "error: no command 'modles': did you mean `harness models`?"),
+        (("-c", "/etc", "run", "hi"), "error: Invalid value for '-c' / '--config': File '/etc' is a directory."),
+        (("run", "-p", "mock", "-r", "mock", "hi"), "error: give -r/--route only"),
+    ],
+)
+def test_a_usage_error_says_what_is_wrong_first(harness: Harness, args: tuple[str, ...], first: str) -> None:
+    """Found by a trial: click's ``Usage:`` and ``Try …`` lines came before the ``error:`` line."""
+    lines = [line for line in harness(*args).stderr.splitlines() if not line.startswith("warning: ")]
+    assert lines[0].startswith(first), lines
+    assert lines[1].startswith("Usage: harness ")
+    assert lines[2].startswith("Try 'harness ") and lines[2].endswith(" --help' for help.")
 
 
 def test_no_stream_and_extract(harness: Harness, config: Config) -> None:
