@@ -552,7 +552,7 @@ def embed(ctx: click.Context, /, text: str | None, as_json: bool, **options: Any
     "--header/--no-header",
     default=True,
     show_default=True,
-    help="a CSV/TSV FILE starts with a header row (--no-header: its first line is a row)",
+    help="a CSV/TSV FILE starts with a header row (--no-header: its first line is a row; an error for other input)",
 )
 @_route_option("route to embed with (an existing collection keeps its own)")
 @click.option("-m", "--model", help="the embedding model id, or an alias (an existing collection keeps its own)")
