@@ -624,7 +624,8 @@ def test_a_usage_error_says_what_is_wrong_first(harness: Harness, args: tuple[st
     lines = [line for line in harness(*args).stderr.splitlines() if not line.startswith("warning: ")]
     assert lines[0].startswith(first), lines
     assert lines[1].startswith("Usage: harness ")
-    assert lines[2].startswith("Try 'harness ") and lines[2].endswith(" --help' for help.")
+    assert lines[2].startswith("Try 'harness ")
+    assert lines[2].endswith(" --help' for help.")
 
 
 def test_no_stream_and_extract(harness: Harness, config: Config) -> None:
@@ -662,6 +663,13 @@ def test_provider_options_errors(harness: Harness, config: Config) -> None:
     result = harness("run", "-r", "nowhere", "-o", "a=1", "hi")
     assert result.returncode == 2
     assert "'nowhere' is none" in result.stderr
+    config("plugins:\n  mock: {routes: [mock, gpt]}\n")  # no default route: the route is None, not "None"
+    result = harness("run", "-o", "a=1", "hi")
+    assert (result.returncode, result.stderr) == (
+        2,
+        "error: -o needs a route served by a plugin of plugins.yaml; none given (-r/--route) and no default route\n",
+    )
+    config("plugins:\n  mock: {}\ndefaults: {route: mock, model: echo}\n")
     for pair, flag in [
         ("model=echo-key", "use -m/--model"),
         ("messages=[]", "use PROMPT"),
