@@ -152,7 +152,8 @@ class AdapterBoundary:
         """The ``NO_ADAPTER`` error for ``route``: known routes, and the adapter plugins that failed."""
         known = ", ".join(repr(r) for r in self._registry.routes()) or "none"
         if route is None:
-            text = f"no route given (options.route) and no default route configured; known routes: {known}"
+            given = "options.route; -r/--route on the command line"  # whoever asked: a library or the CLI
+            text = f"no route given ({given}) and no default route configured (defaults.route); known routes: {known}"
         else:
             text = f"no adapter serves route {route!r}; known routes: {known}"
         owner = failed_owner(self._failures, route)

@@ -178,7 +178,10 @@ def test_run_without_a_default_provider_exits_2(harness: Harness, config: Config
     config("plugins:\n  mock: {routes: [mock, echo2]}\n")
     result = harness("run", "hi")
     assert result.returncode == 2
-    assert "error: NO_ADAPTER: no route given (options.route) and no default route" in result.stderr
+    assert (
+        "error: NO_ADAPTER: no route given (options.route; -r/--route on the command line) "
+        "and no default route configured (defaults.route)" in result.stderr
+    )
     assert "no plugins.yaml was found" not in result.stderr  # a config file is in use: no such hint
 
 
