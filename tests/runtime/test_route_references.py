@@ -11,14 +11,29 @@ from pathlib import Path
 import pytest
 
 from harness_core import ConfigError, Harness, RouteReference, hookimpl
-from harness_core.hookspecs import RegisterAdapter
+from harness_core.embedding import EmbeddingAdapter, Embeddings, EmbedOptions
+from harness_core.hookspecs import RegisterAdapter, RegisterEmbedder
 from harness_core.loader import load_config
 from harness_core.plugininfo import PluginFailure, failed_owner
 from harness_core.routing import route_problems, unknown_route_message
 from harness_llm_mock import MockConfig, MockPlugin
-from tests.runtime.test_embed import EmbedOnly, Recording
 
 pytestmark = pytest.mark.anyio
+
+
+class NoVectors(EmbeddingAdapter):
+    """An embedder never called here: the start only needs its route registered."""
+
+    async def embed(self, options: EmbedOptions) -> Embeddings:
+        raise AssertionError("not called")  # pragma: no cover - no test embeds
+
+
+class EmbedOnly:
+    """Serves route ``vec`` for embeddings only (no stream adapter)."""
+
+    @hookimpl
+    def register_embedder(self, register: RegisterEmbedder) -> None:
+        register(["vec"], NoVectors())
 
 
 class Naming:
@@ -42,12 +57,12 @@ class BrokenNaming(Naming):
 async def test_a_served_route_passes_an_unknown_one_stops_the_start() -> None:
     ok = [
         ("mock", MockPlugin(MockConfig(routes=["chat"]))),
-        ("vec", EmbedOnly(Recording())),
+        ("vec", EmbedOnly()),
         ("n", Naming("chat", "vec")),
     ]
     async with Harness(ok) as harness:  # a stream route and an embedding-only route are both served
         assert route_problems(harness) == []
-    bad = [("mock", MockPlugin(MockConfig(routes=["chat"]))), ("vec", EmbedOnly(Recording())), ("n", Naming("chta"))]
+    bad = [("mock", MockPlugin(MockConfig(routes=["chat"]))), ("vec", EmbedOnly()), ("n", Naming("chta"))]
     harness = Harness(bad)
     with pytest.raises(ConfigError) as caught:
         async with harness:
