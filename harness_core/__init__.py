@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
         open_record,
         record_of,
     )
+    from harness_core.routing import RouteReference
     from harness_core.runtime import GenerateResult, Harness, StreamContext
     from harness_core.secret import (
         MASK,
@@ -138,6 +139,7 @@ __all__ = [
     "RegisterToolSource",
     "Reply",
     "ResponseFormat",
+    "RouteReference",
     "Secret",
     "SecretMasking",
     "StreamChunk",
@@ -195,6 +197,7 @@ _LAZY = {
     "pass_through": "harness_core.fields",
     "moved_names": "harness_core._lazy",
     "Attempt": "harness_core.record",
+    "RouteReference": "harness_core.routing",
     "ReadScope": "harness_core.record",
     "StreamEnd": "harness_core.record",
     "StreamRecord": "harness_core.record",

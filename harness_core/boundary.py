@@ -19,7 +19,7 @@ from harness_core.abort import DEFAULT_ABORT_REASON
 from harness_core.assembler import BlockAssembler
 from harness_core.closing import DEFAULT_CLOSE_BOUND, aclose_all
 from harness_core.errors import ErrorCode, LlmError
-from harness_core.plugininfo import PluginFailure, adapter_failures, plugin_name
+from harness_core.plugininfo import PluginFailure, adapter_failures, failed_owner, plugin_name
 from harness_core.record import StreamRecord
 from harness_core.registry import RouteRegistry
 from harness_core.secret import ChunkScrubber, Redactor
@@ -152,14 +152,15 @@ class AdapterBoundary:
         """The ``NO_ADAPTER`` error for ``route``: known routes, and the adapter plugins that failed."""
         known = ", ".join(repr(r) for r in self._registry.routes()) or "none"
         if route is None:
-            text = f"no route given (options.route) and no default route configured; known routes: {known}"
+            given = "options.route; -r/--route on the command line"  # whoever asked: a library or the CLI
+            text = f"no route given ({given}) and no default route configured (defaults.route); known routes: {known}"
         else:
             text = f"no adapter serves route {route!r}; known routes: {known}"
+        owner = failed_owner(self._failures, route)
+        if owner is not None:  # the plugin that would serve it is known: say only why it cannot
+            code: ErrorCode = "CONFIG" if owner.stage == "config" else "NO_ADAPTER"
+            return LlmError(code, f"route {route!r} is unavailable: {owner.message}")
         failed = adapter_failures(self._failures)
-        owners = [f for f in failed if route is not None and f.routes is not None and route in f.routes]
-        if owners:  # the plugin that would serve it is known: say only why it cannot
-            code: ErrorCode = "CONFIG" if owners[0].stage == "config" else "NO_ADAPTER"
-            return LlmError(code, f"route {route!r} is unavailable: {owners[0].message}")
         if failed:
             causes = "; ".join(f"plugin {f.key!r} failed at {f.stage}: {f.message}" for f in failed)
             text += f". Adapter plugins that failed to start (one may own this route): {causes}"

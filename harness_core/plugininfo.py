@@ -17,6 +17,7 @@ __all__ = [
     "LoadedPlugin",
     "PluginFailure",
     "adapter_failures",
+    "failed_owner",
     "plugin_name",
     "stopping_failures",
 ]
@@ -111,3 +112,13 @@ def adapter_failures(failures: Iterable[PluginFailure]) -> list[PluginFailure]:
     :func:`stopping_failures`): adapter plugins, whose routes are unavailable (``NO_ADAPTER``
     naming the failure) while the other routes work."""
     return [failure for failure in failures if not failure.is_middleware]
+
+
+def failed_owner(failures: Iterable[PluginFailure], route: str | None) -> PluginFailure | None:
+    """The first adapter plugin in ``failures`` whose config says it would serve ``route`` (its
+    :attr:`PluginFailure.routes`), ``None`` when none does: the one owner of "this route is
+    unavailable because its plugin failed" (the runtime's ``NO_ADAPTER`` errors, the start's
+    check of the routes a config names)."""
+    if route is None:
+        return None
+    return next((f for f in adapter_failures(failures) if f.routes is not None and route in f.routes), None)

@@ -10,15 +10,149 @@ aliases), so the CLI and the gateway follow the same rules.
 
 A **route** is a plugins.yaml entry a request is sent to; ``None`` always means "the default
 route".
+
+A config that names a route (an ``aliases:`` target, a ``fallback`` target, a ``balance``
+member) is checked against the routes served once the plugins have started: a plugin says which
+routes its config names with an optional ``route_references()`` method returning
+:class:`RouteReference` records (docs/hooks.md, "Optional plugin methods"); :func:`route_problems`
+finds the ones no plugin serves and :func:`check_routes` (called by the start, ``async with
+harness``) refuses a config naming a route that nothing serves, so a misspelt fallback target
+stops ``harness config check``, ``run`` and ``serve`` instead of ending a request in
+``NO_ADAPTER``. Which routes are served is the started harness's (:meth:`Harness.route_owner
+<harness_core.runtime.Harness.route_owner>`): nothing here keeps a second list.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+import difflib
+from collections.abc import Collection, Iterable, Mapping
+from typing import TYPE_CHECKING, NamedTuple
 
-from harness_core.plugininfo import Defaults
+from harness_core.config import ConfigError, ConfigPath, ConfigProblem, format_path, line_for
+from harness_core.plugininfo import Defaults, PluginFailure, adapter_failures, failed_owner
 
-__all__ = ["default_embed_route", "default_model", "default_route", "resolve_alias"]
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from harness_core.loader import LoadedConfig
+    from harness_core.runtime import Harness
+
+__all__ = [
+    "RouteReference",
+    "check_routes",
+    "default_embed_route",
+    "default_model",
+    "default_route",
+    "resolve_alias",
+    "route_problems",
+    "unknown_route_message",
+]
+
+
+class RouteReference(NamedTuple):
+    """A route a plugin's config names, as a plugin's optional ``route_references()`` method
+    returns them (docs/hooks.md, "Optional plugin methods"): ``path`` is where inside the plugin's
+    config (``("targets", "a", 0)``: the field and YAML line of the message come from it), ``route``
+    the route named, ``what`` how the message calls the value (``"fallback target 'b/m'"``).
+    Checked when the harness starts (:func:`check_routes`)."""
+
+    path: ConfigPath
+    route: str
+    what: str
+
+
+def unknown_route_message(
+    what: str, route: str, served: Collection[str], failures: Iterable[PluginFailure] = ()
+) -> str:
+    """The message for ``what`` naming ``route``, which no route in ``served`` is: when the
+    adapter plugin owning ``route`` failed (among ``failures``; :func:`failed_owner`), that it
+    failed and why; else that nothing serves it, the closest route (``did you mean``,
+    :func:`difflib.get_close_matches` over ``served`` and the routes of failed adapter plugins),
+    every served route, and the adapter plugins that failed without saying which routes they own
+    (one of them may own it)."""
+    owner = failed_owner(failures, route)
+    if owner is not None:
+        return f"{what} names route {route!r}, whose plugin failed: {owner.message}"
+    failed = adapter_failures(failures)
+    claimed = [name for failure in failed for name in failure.routes or () if name not in served]
+    close = difflib.get_close_matches(route, [*served, *claimed], n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    known = ", ".join(repr(name) for name in served) or "none"
+    text = f"{what} names route {route!r}, which no plugin serves{hint}; routes: {known}"
+    unclaimed = [failure for failure in failed if failure.routes is None]
+    if unclaimed:
+        text += "; adapter plugins that failed (one may own it): " + "; ".join(f.message for f in unclaimed)
+    return text
+
+
+def _named_routes(harness: Harness, config: LoadedConfig | None) -> list[tuple[str | None, ConfigPath, RouteReference]]:
+    """``(plugin key or None, document path, reference)`` for every route the configuration
+    names: each ``route/model`` target of plugins.yaml's ``aliases:`` (a plain model id names no
+    route), then what each started plugin's ``route_references()`` returns (a plugin that failed
+    is not checked: its failure is reported already)."""
+    named: list[tuple[str | None, ConfigPath, RouteReference]] = []
+    aliases = config.aliases if config is not None else {}
+    for alias in aliases:
+        route, _ = resolve_alias(aliases, None, alias)
+        if route is not None:
+            named.append((None, ("aliases", alias), RouteReference((), route, f"alias {alias!r}")))
+    failed = {failure.key for failure in harness.failures}
+    for plugin in harness.plugins:
+        references = getattr(plugin.instance, "route_references", None)
+        if plugin.key not in failed and callable(references):
+            named += [(plugin.key, ("plugins", plugin.key, *ref.path), ref) for ref in references()]
+    return named
+
+
+def _unserved(harness: Harness, config: LoadedConfig | None) -> list[tuple[RouteReference, ConfigProblem]]:
+    """Each reference of :func:`_named_routes` whose route no started plugin serves (neither a
+    stream adapter nor an embedder: :meth:`Harness.route_owner
+    <harness_core.runtime.Harness.route_owner>`), with its located problem."""
+    unserved: list[tuple[RouteReference, ConfigProblem]] = []
+    served: list[str] | None = None
+    lines = config.lines if config is not None else {}
+    source = config.source if config is not None else None
+    for key, path, reference in _named_routes(harness, config):
+        if harness.route_owner(reference.route, embeddings=True) is not None:
+            continue
+        if served is None:  # the route table is built for the message only
+            served = list(dict.fromkeys([*harness.routes(), *harness.embed_routes()]))
+        message = unknown_route_message(reference.what, reference.route, served, harness.failures)
+        field = format_path(reference.path if key is not None else path)
+        problem = ConfigProblem(
+            message=harness.redact(message), plugin=key, field=field, line=line_for(lines, path), source=source
+        )
+        unserved.append((reference, problem))
+    return unserved
+
+
+def route_problems(harness: Harness, config: LoadedConfig | None = None) -> list[ConfigProblem]:
+    """Every route the configuration names that no plugin of the started ``harness`` serves: the
+    ``route/model`` targets of ``config``'s ``aliases:`` (the :class:`LoadedConfig
+    <harness_core.loader.LoadedConfig>` the harness was built from, ``None`` for a harness built
+    from plugin objects) and every :class:`RouteReference` a started plugin's
+    ``route_references()`` returns. Each problem names the plugin (``None`` for ``aliases:``),
+    the field, the file and YAML line (with ``config``), and says (:func:`unknown_route_message`)
+    that the route's plugin failed and why when an adapter plugin claiming it failed (a missing
+    ``${{ env.X }}``), else "did you mean" the closest route and every route served. Secrets are
+    masked (:attr:`Harness.redact <harness_core.runtime.Harness.redact>`). ``harness config
+    check`` lists them; :func:`check_routes` stops the start on them."""
+    return [problem for _, problem in _unserved(harness, config)]
+
+
+def check_routes(harness: Harness, config: LoadedConfig | None = None) -> None:
+    """Refuse a configuration naming a route that nothing serves (called by the start: ``async
+    with harness``, after every plugin registered; the requests themselves check nothing more).
+
+    A route whose adapter plugin failed (its config claims the route: a missing key) does not stop
+    the start: as everywhere else (docs/loader.md, "Failure policy") only its routes are
+    unavailable, the rest works, and using it is ``CONFIG: route 'r' is unavailable: …``.
+
+    Raises:
+        ConfigError: when a route named (:func:`route_problems`) is served by no plugin and
+            claimed by no failed one; it lists every problem of :func:`route_problems`, located.
+    """
+    unserved = _unserved(harness, config)
+    if any(failed_owner(harness.failures, reference.route) is None for reference, _ in unserved):
+        raise ConfigError([problem for _, problem in unserved])
 
 
 def default_route(defaults: Defaults, routes: Collection[str]) -> str | None:

@@ -43,7 +43,7 @@ from harness_core.hookspecs import PROJECT_NAME, HarnessSpec
 from harness_core.plugininfo import REPORTED, Defaults, LoadedPlugin, PluginFailure, plugin_name, stopping_failures
 from harness_core.record import StreamRecord, open_embed_record, open_record
 from harness_core.registry import Registration, RouteRegistry
-from harness_core.routing import default_embed_route, default_model, default_route
+from harness_core.routing import check_routes, default_embed_route, default_model, default_route
 from harness_core.secret import RedactFilter, Redactor, secrets_of
 from harness_core.structured import decode_output, response_format_for
 from harness_core.tools import Tool, ToolRegistry
@@ -198,8 +198,10 @@ class Harness:
 
     A ``Harness`` is used once: ``async with harness:`` starts it (raises ``LlmError("CONFIG")``
     when a middleware plugin fails to start, or an ``llm_stream`` impl is a wrapper or not an
-    async generator); an adapter plugin whose ``register_adapter`` or ``register_tools`` raises
-    (a duplicate tool name is ``LlmError("CONFIG")`` naming both owners) becomes a
+    async generator; :class:`~harness_core.config.ConfigError` when the config names a route no
+    plugin serves, :func:`~harness_core.routing.check_routes`); an adapter plugin whose
+    ``register_adapter`` or ``register_tools`` raises (a duplicate tool name is
+    ``LlmError("CONFIG")`` naming both owners) becomes a
     :class:`~harness_core.plugininfo.PluginFailure`: none of its routes or tools stay, the other
     plugins are unaffected.
     """
@@ -255,6 +257,7 @@ class Harness:
         self._tool_middleware: list[tuple[str, Any, tuple[str, ...]]] = []
         self._used = False
         self._log_filter = RedactFilter(self._redact)
+        self._loaded: LoadedConfig | None = None  # set by from_loaded: the aliases and YAML lines check_routes reads
 
     # ------------------------------------------------------------------ construction
 
@@ -291,13 +294,15 @@ class Harness:
         followed by ``mask`` when given (see the constructor).
         Every harness built from a :class:`LoadedConfig` is built here, so none starts without it.
         """
-        return cls(
+        harness = cls(
             config.plugins,
             defaults=config.defaults,
             failures=config.failures if failures is None else failures,
             redact=config.redactor,
             mask=mask,
         )
+        harness._loaded = config
+        return harness
 
     @property
     def plugins(self) -> tuple[LoadedPlugin, ...]:
@@ -417,6 +422,7 @@ class Harness:
         stopping = stopping_failures(broken)  # the start policy's one owner (docs/loader.md)
         if stopping:
             raise LlmError("CONFIG", f"middleware plugins failed to start: {_failure_lines(stopping)}")
+        check_routes(self, self._loaded)  # a route the config names that nothing serves: ConfigError
         keys = [p.key for p in self._plugins]
         middleware = order_middleware(pm.hook.llm_stream.get_hookimpls(), keys)
         call_impls = pm.hook.llm_tool_call.get_hookimpls()

@@ -91,14 +91,15 @@ def _route_option(help: str, dest: str = "route") -> Callable[[_F], _F]:
 
 
 def show_error(exc: click.ClickException, file: IO[Any] | None = None) -> None:
-    """Write ``exc`` as every harness error is written: on stderr, one ``error: …`` line (the
-    usage line and the help hint before it for a usage error, as click shows them)."""
+    """Write ``exc`` as every harness error is written: on stderr, one ``error: …`` line first (what
+    is wrong), then, for a usage error, the command's usage line and the help hint click shows
+    (click prints them before its ``Error:`` line, which a reader of the first line misses)."""
     out = file if file is not None else sys.stderr
+    click.echo(f"error: {exc.format_message()}", file=out)
     ctx = exc.ctx if isinstance(exc, click.UsageError) else None
     if ctx is not None:
-        hint = f"Try '{ctx.command_path} {max(ctx.help_option_names, key=len)}' for help.\n"
+        hint = f"Try '{ctx.command_path} {max(ctx.help_option_names, key=len)}' for help."
         click.echo(f"{ctx.get_usage()}\n{hint}", file=out, color=ctx.color)
-    click.echo(f"error: {exc.format_message()}", file=out)
 
 
 _WORD: Final = re.compile(r"[a-z][a-z0-9-]*")
@@ -551,7 +552,7 @@ def embed(ctx: click.Context, /, text: str | None, as_json: bool, **options: Any
     "--header/--no-header",
     default=True,
     show_default=True,
-    help="a CSV/TSV FILE starts with a header row (--no-header: its first line is a row)",
+    help="a CSV/TSV FILE starts with a header row (--no-header: its first line is a row; an error for other input)",
 )
 @_route_option("route to embed with (an existing collection keeps its own)")
 @click.option("-m", "--model", help="the embedding model id, or an alias (an existing collection keeps its own)")

@@ -223,16 +223,23 @@ def read_rows(
 
     Raises:
         InputError: no source or two of them, a file that cannot be read or is not UTF-8, a
-            malformed CSV or JSON (file and line named), a row without content, an id given twice.
+            malformed CSV or JSON (file and line named), a row without content, an id given twice
+            (the file and both rows named; for ``--files`` both paths), ``header=False`` for a
+            source that has no header row (JSON, JSON lines, ``--files``: ``--no-header`` would
+            be ignored).
     """
     if (file is None) == (not files):
         raise InputError("give one source: FILE (.csv, .tsv, .json, .jsonl) or --files DIR GLOB")
-    rows = _read_file(file, fmt, header, warn) if file is not None else _read_files(files)
+    if file is None:
+        if not header:
+            raise InputError("--no-header applies to a CSV/TSV FILE, not to --files (a file is one row)")
+        return _read_files(files)
+    rows = _read_file(file, fmt, header, warn)
     seen: dict[str, int] = {}
     for number, row in enumerate(rows, 1):
         first = seen.setdefault(row.id, number)
         if first != number:
-            raise InputError(f"id {row.id!r} is given twice (rows {first} and {number})")
+            raise InputError(f"{file}: id {row.id!r} is given twice (rows {first} and {number})")
     return rows
 
 
@@ -244,6 +251,8 @@ def _read_file(file: str, fmt: str | None, header: bool, warn: Callable[[str], N
             raise InputError(
                 f"{file}: cannot tell the format from the suffix {path.suffix!r}: pass --format csv|tsv|json|jsonl"
             )
+    if not header and fmt not in ("csv", "tsv"):
+        raise InputError(f"--no-header applies to a CSV/TSV FILE: {file} is {fmt.upper()}, which has no header row")
     text = _read_text(path, "utf-8-sig")
     if fmt in ("csv", "tsv"):
         return _read_csv(file, text, "," if fmt == "csv" else "\t", header, warn)
@@ -350,6 +359,7 @@ def _from_object(where: str, item: object) -> Row:
 
 def _read_files(files: Sequence[tuple[str, str]]) -> list[Row]:
     rows = []
+    paths: dict[str, Path] = {}  # id -> the file it came from
     for folder, pattern in files:
         base = Path(folder)
         if not base.is_dir():
@@ -365,6 +375,9 @@ def _read_files(files: Sequence[tuple[str, str]]) -> list[Row]:
             shown = undecoded(str(path))  # the id must be text SQLite and a provider can take
             if shown is not None:
                 raise InputError(f"--files: the file name {shown} is not UTF-8: rename it (nothing was embedded)")
+            first = paths.setdefault(name, path)
+            if first != path:
+                raise InputError(f"--files: id {name!r} is given twice (files {first} and {path})")
             rows.append(Row(name, _read_text(path, "utf-8")))
     return rows
 

@@ -18,11 +18,11 @@ import anyio
 import msgspec
 
 from harness_core.cli._common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, Sink, load_for_start, output_failure_code
-from harness_core.config import ConfigProblem
+from harness_core.config import ConfigError, ConfigProblem
 from harness_core.errors import LlmError
 from harness_core.loader import LoadedConfig, PluginEntry, inspect_config
 from harness_core.plugininfo import PluginFailure, adapter_failures
-from harness_core.routing import default_model
+from harness_core.routing import default_model, route_problems
 from harness_core.secret import redacted_logging
 from harness_core.types import ModelInfo
 
@@ -163,19 +163,26 @@ def _failure_line(failure: PluginFailure) -> str:
 async def _start(loaded: LoadedConfig) -> list[str]:
     """Start and stop the harness; the problems found on the way.
 
-    Start failures are added to ``loaded.failures`` (their messages redacted).
+    Start failures are added to ``loaded.failures`` (their messages redacted). A route the config
+    names that nothing serves stops the start (:func:`~harness_core.routing.check_routes`: its
+    problems are listed); one whose adapter plugin failed does not, and is listed too, located.
     """
     from harness_core.runtime import Harness
 
-    harness = Harness.from_loaded(loaded, failures=())
+    known = len(loaded.failures)  # the harness starts with them: a failed route's plugin is named
+    harness = Harness.from_loaded(loaded)
     problems: list[str] = []
     try:
         async with harness:
+            problems += [str(problem) for problem in route_problems(harness, loaded)]
             problems += [str(problem) for problem in _check_defaults(harness, loaded)]
+    except ConfigError as exc:  # routes the config names that nothing serves: one line each
+        problems += [str(problem) for problem in exc.problems]
     except LlmError as exc:
-        if not harness.failures:  # otherwise the error only repeats the failures
+        if len(harness.failures) == known:  # otherwise the error only repeats the failures
             problems.append(str(exc))
-    loaded.failures += [msgspec.structs.replace(f, message=loaded.redact(f.message)) for f in harness.failures]
+    started = harness.failures[known:]
+    loaded.failures += [msgspec.structs.replace(f, message=loaded.redact(f.message)) for f in started]
     return problems
 
 
@@ -211,8 +218,9 @@ def show_chain(route: str | None, config: str | None, *, as_json: bool) -> int:
 
     The default route is ``defaults.route``, else the only route served when exactly one is
     (the output says so). The ``llm_embed`` middleware an embedding call passes through follow,
-    when there are any (``embed_chain`` in ``--json``). Everything printed, and every log record
-    emitted while the harness runs, is redacted.
+    when there are any (``embed_chain`` in ``--json``), then the ``llm_count_tokens`` middleware a
+    token count (``harness run --count-tokens``) passes through (``count_chain``). Everything
+    printed, and every log record emitted while the harness runs, is redacted.
     """
     from harness_core.cli._promptlog import BY_DEFAULT, PROMPT_LOG, attach_default_prompt_log
 
@@ -228,13 +236,14 @@ def show_chain(route: str | None, config: str | None, *, as_json: bool) -> int:
         return EXIT_USAGE
     try:
         with redacted_logging(loaded.redact):
-            target, links, embed_links = anyio.run(_chain, loaded, route, notes)
+            target, links, embed_links, count_links = anyio.run(_chain, loaded, route, notes)
     except LlmError as exc:
         err.write(loaded.redact(f"error: {exc}") + "\n")
         return EXIT_USAGE
     out = Sink(sys.stdout)
     if as_json:
-        document = _redact_data({"route": target, "chain": links, "embed_chain": embed_links}, loaded.redact)
+        document = {"route": target, "chain": links, "embed_chain": embed_links, "count_chain": count_links}
+        document = _redact_data(document, loaded.redact)
         out.write(msgspec.json.encode(document).decode() + "\n")
         return _written(out, EXIT_OK)
     if target is None:
@@ -251,15 +260,18 @@ def show_chain(route: str | None, config: str | None, *, as_json: bool) -> int:
     if embed_links:
         text += "embedding calls (outermost first):\n"
         text += "".join(f"{n}. {link['key']} ({link['tier']})\n" for n, link in enumerate(embed_links, 1))
+    if count_links:
+        text += "token counts (outermost first):\n"
+        text += "".join(f"{n}. {link['key']} ({link['tier']})\n" for n, link in enumerate(count_links, 1))
     out.write(loaded.redact(text))
     return _written(out, EXIT_OK)
 
 
 async def _chain(
     loaded: LoadedConfig, route: str | None, notes: dict[str, str]
-) -> tuple[str | None, list[dict[str, str]], list[dict[str, str]]]:
-    """The route shown (``route``, else the harness's default route), its links and the
-    ``llm_embed`` links (``key``, ``tier``); a middleware
+) -> tuple[str | None, list[dict[str, str]], list[dict[str, str]], list[dict[str, str]]]:
+    """The route shown (``route``, else the harness's default route), its links, the
+    ``llm_embed`` links and the ``llm_count_tokens`` links (``key``, ``tier``); a middleware
     with a ``describe_chain(route) -> str | None`` method adds its ``detail`` (``fallback`` lists
     its targets), else ``notes`` give it by plugin key (the prompt log on by default). A plugin
     that is both a middleware and the route's adapter (a balance pool) is described at its first
@@ -283,7 +295,8 @@ async def _chain(
                 entry["detail"] = str(detail)
             links.append(entry)
         embed_links = [{"key": link.key, "tier": link.tier} for link in harness.embed_chain()]
-        return target, links, embed_links
+        count_links = [{"key": link.key, "tier": link.tier} for link in harness.count_chain()]
+        return target, links, embed_links, count_links
 
 
 def show_models(route: str | None, config: str | None, *, as_json: bool) -> int:

@@ -102,11 +102,15 @@ def parse_tool_choice(text: str | None) -> ToolChoice | None:
 
 def unoffered_tool_choice(choice: ToolChoice | None, offered: Sequence[str]) -> str | None:
     """Why ``choice`` (from ``--tool-choice``) cannot be honoured with the tools ``offered`` (their
-    names): a named tool that is not among them; ``None`` when it can (``auto``, ``none``,
-    ``required`` or an offered name). The message names the choice and the tools offered."""
+    names): a named tool that is not among them, or ``required`` with no tool offered (the model
+    must call a tool it is not given); ``None`` when it can (``auto``, ``none``, ``required`` with
+    tools, an offered name). The message names the choice and the tools offered."""
+    how = "offer tools with -t/--tool NAME; see `harness tools`"
+    if choice == "required" and not offered:
+        return f"--tool-choice required: the model must call a tool, but no tool is offered ({how})"
     if not isinstance(choice, NamedToolChoice) or choice.name in offered:
         return None
-    names = ", ".join(repr(name) for name in offered) or "none (offer tools with -t/--tool NAME; see `harness tools`)"
+    names = ", ".join(repr(name) for name in offered) or f"none ({how})"
     return f"--tool-choice {choice.name!r}: no tool of that name is offered (tools offered: {names})"
 
 

@@ -120,7 +120,8 @@ def prepare(
         route = provider if provider is not None else default_route(loaded.defaults, served_routes(loaded))
         owner = owner_name(loaded, route)
         if owner is None:
-            err.write(f"error: -o needs a route served by a plugin of plugins.yaml; {route!r} is none\n")
+            named = f"{route!r} is none" if route is not None else "none given (-r/--route) and no default route"
+            err.write(f"error: -o needs a route served by a plugin of plugins.yaml; {named}\n")
             return None
         extra[owner] = parsed
     return msgspec.structs.replace(

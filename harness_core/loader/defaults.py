@@ -62,7 +62,8 @@ def read_aliases(session: Session, raw: Any) -> None:
     model id of the default route (see :func:`harness_core.routing.resolve_alias`). Targets are sent, so they take
     ``${{ env.NAME }}`` as plugin fields do (the value becomes a secret); names are only looked
     up, never expanded: an expression in a name is refused. A name or target that is not a
-    string, or a target that is empty or only slashes, is a problem."""
+    string, or a target that is empty or only slashes, or whose route or model is empty (``/m``,
+    ``r/``: a request would name route ``''``), is a problem."""
     if raw is None:
         return
     if not isinstance(raw, dict):
@@ -84,6 +85,13 @@ def read_aliases(session: Session, raw: Any) -> None:
                 f"alias {name!r} must name a 'route/model' or a model id, got {target!r}",
                 ("aliases", name),
                 field=field,
+            )
+        elif target.startswith("/") or target.partition("/")[1:] == ("/", ""):  # route '' ("/m"), model '' ("r/")
+            empty = "route" if target.startswith("/") else "model"
+            session.problem(
+                f"alias {name!r}: the {empty} of {target!r} is empty (write 'route/model', or a model id alone)",
+                ("aliases", name),
+                field=format_path(("aliases", name)),
             )
         else:
             session.loaded.aliases[name] = target

@@ -323,7 +323,9 @@ def test_an_error_without_a_route_names_no_place(monkeypatch: pytest.MonkeyPatch
     """Two routes and no defaults: no route is chosen (with one route, that one would be)."""
     with session(monkeypatch, ["hello"], fake=FakeAdapter(text_reply("unused")), defaults=None) as s:
         assert s.run() == 0
-    assert s.err.getvalue().startswith("error: NO_ADAPTER: no route given (options.route)")
+    assert s.err.getvalue().startswith(
+        "error: NO_ADAPTER: no route given (options.route; -r/--route on the command line)"
+    )
     assert s.err.getvalue().endswith("(the message was not added to the history)\n")
 
 

@@ -178,7 +178,10 @@ def test_run_without_a_default_provider_exits_2(harness: Harness, config: Config
     config("plugins:\n  mock: {routes: [mock, echo2]}\n")
     result = harness("run", "hi")
     assert result.returncode == 2
-    assert "error: NO_ADAPTER: no route given (options.route) and no default route" in result.stderr
+    assert (
+        "error: NO_ADAPTER: no route given (options.route; -r/--route on the command line) "
+        "and no default route configured (defaults.route)" in result.stderr
+    )
     assert "no plugins.yaml was found" not in result.stderr  # a config file is in use: no such hint
 
 
@@ -419,12 +422,12 @@ def test_usage_errors_read_like_every_other_error(harness: Harness) -> None:
     result = harness("run", "--bogus", "hi")
     assert result.returncode == 2
     assert result.stdout == ""
-    assert result.stderr.endswith("\nerror: No such option '--bogus'.\n")
+    assert result.stderr.startswith("error: No such option '--bogus'.\nUsage: harness run ")
     assert "Error" not in result.stderr
     result = harness("config", "nosuch")
-    assert (result.returncode, result.stderr.splitlines()[-1]) == (2, "error: No such command 'nosuch'.")
+    assert (result.returncode, result.stderr.splitlines()[0]) == (2, "error: No such command 'nosuch'.")
     result = harness("-c")  # the group's own option
-    assert (result.returncode, result.stderr.splitlines()[-1]) == (2, "error: Option '-c' requires an argument.")
+    assert (result.returncode, result.stderr.splitlines()[0]) == (2, "error: Option '-c' requires an argument.")
 
 
 def test_config_check_reports_failures_without_secrets(
@@ -480,6 +483,7 @@ def test_chain_shows_the_middleware_order(harness: Harness, config: Config) -> N
             {"key": "mock", "tier": "adapter"},
         ],
         "embed_chain": [{"key": "trace", "tier": "normal"}],
+        "count_chain": [],  # harness-trace does not wrap token counts
     }
 
 
@@ -493,6 +497,23 @@ def test_chain_without_route(harness: Harness, config: Config) -> None:
         "embedding calls (outermost first):",
         "1. trace (normal)",
     ]
+
+
+def test_chain_lists_the_middleware_a_token_count_passes_through(harness: Harness, config: Config) -> None:
+    """Found by a review: the ``llm_count_tokens`` chain (``run --count-tokens``) was not listed."""
+    config(
+        "plugins:\n  redact: {}\n  fallback: {targets: {mock: [mock/echo]}}\n  mock: {}\n  ~prompt-log: {}\n"
+        "defaults: {route: mock}\n"
+    )
+    result = harness("chain")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-3:] == [
+        "token counts (outermost first):",
+        "1. redact (normal)",
+        "2. fallback (normal)",
+    ]
+    document = json.loads(harness("chain", "--json").stdout)
+    assert document["count_chain"] == [{"key": "redact", "tier": "normal"}, {"key": "fallback", "tier": "normal"}]
 
 
 def test_chain_describes_a_balance_pool_once(harness: Harness, config: Config) -> None:
@@ -593,6 +614,23 @@ def test_a_mistyped_command_is_refused_not_sent(harness: Harness, config: Config
     assert (sent.returncode, sent.stdout) == (0, "modles\n")
 
 
+@pytest.mark.parametrize(
+    ("args", "first"),
+    [
+        (("modles",), "error: no command 'modles': did you mean `harness models`?"),
+        (("-c", "/etc", "run", "hi"), "error: Invalid value for '-c' / '--config': File '/etc' is a directory."),
+        (("run", "-p", "mock", "-r", "mock", "hi"), "error: give -r/--route only"),
+    ],
+)
+def test_a_usage_error_says_what_is_wrong_first(harness: Harness, args: tuple[str, ...], first: str) -> None:
+    """Found by a trial: click's ``Usage:`` and ``Try …`` lines came before the ``error:`` line."""
+    lines = [line for line in harness(*args).stderr.splitlines() if not line.startswith("warning: ")]
+    assert lines[0].startswith(first), lines
+    assert lines[1].startswith("Usage: harness ")
+    assert lines[2].startswith("Try 'harness ")
+    assert lines[2].endswith(" --help' for help.")
+
+
 def test_no_stream_and_extract(harness: Harness, config: Config) -> None:
     config("plugins:\n  mock: {}\ndefaults: {route: mock, model: echo}\n")
     fenced = "Here:\n```python\nprint(1)\n```\nbye"
@@ -628,6 +666,13 @@ def test_provider_options_errors(harness: Harness, config: Config) -> None:
     result = harness("run", "-r", "nowhere", "-o", "a=1", "hi")
     assert result.returncode == 2
     assert "'nowhere' is none" in result.stderr
+    config("plugins:\n  mock: {routes: [mock, gpt]}\n")  # no default route: the route is None, not "None"
+    result = harness("run", "-o", "a=1", "hi")
+    assert (result.returncode, result.stderr) == (
+        2,
+        "error: -o needs a route served by a plugin of plugins.yaml; none given (-r/--route) and no default route\n",
+    )
+    config("plugins:\n  mock: {}\ndefaults: {route: mock, model: echo}\n")
     for pair, flag in [
         ("model=echo-key", "use -m/--model"),
         ("messages=[]", "use PROMPT"),

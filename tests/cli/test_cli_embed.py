@@ -443,7 +443,19 @@ def test_embed_multi_refuses_vectors_of_another_size(
             "error: in.csv:1: a row of at least two columns is needed (id, content), got 1\n",
         ),
         ("in.csv", "a,b\nc,d,e\n", ("--no-header",), "error: in.csv:2: 3 columns, the first row has 2\n"),
-        ("in.csv", "id,content\na,x\na,y\n", (), "error: id 'a' is given twice (rows 1 and 2)\n"),
+        ("in.csv", "id,content\na,x\na,y\n", (), "error: in.csv: id 'a' is given twice (rows 1 and 2)\n"),
+        (
+            "in.json",
+            '[{"id": "a", "content": "x"}]',
+            ("--no-header",),
+            "error: --no-header applies to a CSV/TSV FILE: in.json is JSON, which has no header row\n",
+        ),
+        (
+            "in.jsonl",
+            '{"id": "a", "content": "x"}\n',
+            ("--no-header",),
+            "error: --no-header applies to a CSV/TSV FILE: in.jsonl is JSONL, which has no header row\n",
+        ),
         (
             "in.csv",
             b"id,content\na,caf\xe9\n",
@@ -532,6 +544,9 @@ def test_embed_multi_bad_sources(harness: Run, tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     (tmp_path / "dir").mkdir()
     (tmp_path / "dir" / "bad.txt").write_bytes(b"\xff")
+    for folder in ("one", "two"):  # the same relative path under two folders: the same id
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "a.md").write_text("x")
     cases = [
         ((), "error: give one source: FILE (.csv, .tsv, .json, .jsonl) or --files DIR GLOB\n"),
         (("--files", "file", "*"), "error: --files: file is not a directory\n"),
@@ -542,6 +557,14 @@ def test_embed_multi_bad_sources(harness: Run, tmp_path: Path) -> None:
         ),
         (("--files", "dir", ""), "error: --files: cannot use the pattern '': Unacceptable pattern: ''\n"),
         (("--files", "dir", "*.txt"), "error: dir/bad.txt is not UTF-8 text (byte 0: invalid start byte)\n"),
+        (
+            ("--files", "one", "*", "--no-header"),
+            "error: --no-header applies to a CSV/TSV FILE, not to --files (a file is one row)\n",
+        ),
+        (
+            ("--files", "one", "*", "--files", "two", "*"),
+            "error: --files: id 'a.md' is given twice (files one/a.md and two/a.md)\n",
+        ),
     ]
     for args, message in cases:
         result = harness("embed-multi", "docs", *args)

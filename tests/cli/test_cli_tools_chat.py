@@ -65,6 +65,18 @@ def test_run_tool_choice_must_name_an_offered_tool(harness: Harness) -> None:
     assert named.returncode == 0, named.stderr
 
 
+def test_run_tool_choice_required_needs_a_tool(harness: Harness) -> None:
+    """Found by a trial: ``--tool-choice required`` with no tool offered was sent as is."""
+    alone = harness("run", "--tool-choice", "required", "hi")
+    assert (alone.returncode, alone.stdout) == (2, "")
+    assert alone.stderr == (
+        "error: --tool-choice required: the model must call a tool, but no tool is offered "
+        "(offer tools with -t/--tool NAME; see `harness tools`)\n"
+    )
+    offered = harness("run", "--tool", "echo", "--tool-choice", "required", "please echo hello")
+    assert offered.returncode == 0, offered.stderr
+
+
 def test_run_max_steps_exits_1(harness: Harness) -> None:
     result = harness("run", "--tool", "echo", "--max-steps", "1", "echo loop")
     assert result.returncode == 1

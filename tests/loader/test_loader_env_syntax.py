@@ -240,3 +240,22 @@ def test_an_expression_in_an_alias_name_is_refused(fake_plugins: Path, write_con
     [problem] = inspect_config(path, environ={"MODEL_NAME": KEY}).problems
     assert (problem.field, problem.line) == ("aliases.${{ env.MODEL_NAME }}", 4)
     assert "names are not expanded" in problem.message
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("/echo", "alias 'k': the route of '/echo' is empty (write 'route/model', or a model id alone)"),
+        ("mock/", "alias 'k': the model of 'mock/' is empty (write 'route/model', or a model id alone)"),
+    ],
+)
+def test_an_alias_whose_route_or_model_is_empty_is_a_located_error(
+    fake_plugins: Path, write_config: Write, value: str, message: str
+) -> None:
+    """Found by a trial: ``k: ${{ env.T }}`` with ``T=/echo`` sent a request to route ``''``."""
+    path = write_config("plugins:\n  mock: {}\naliases:\n  fine: mock/e/f\n  k: ${{ env.T }}\n")
+    loaded = inspect_config(path, environ={"T": value})
+    [problem] = loaded.problems
+    assert (problem.field, problem.line) == ("aliases.k", 5)
+    assert problem.message == message.replace(repr(value), repr(MASK))  # the value came from the environment
+    assert loaded.aliases == {"fine": "mock/e/f"}

@@ -1,11 +1,17 @@
 """The gateway config's mistakes are reported at their own key's line (a fresh user's trial):
-inside ``aliases``, ``prices`` and ``responses``, and ``${{ env.X }}`` in a number or boolean field."""
+inside ``aliases``, ``prices`` and ``responses``, and ``${{ env.X }}`` in a number or boolean field;
+an alias naming a route that no plugin serves stops the start."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
+import pytest
+
+from harness_core import ConfigError
 from harness_core.loader import inspect_config
+from harness_gateway.runtime import load_runtime
 
 
 def problems(
@@ -78,3 +84,20 @@ def test_numbers_and_booleans_from_the_environment(tmp_path: Path) -> None:
     assert problems(tmp_path, text, {"PORT": "99999", "REQUIRE": "true", "READ": "1"}) == [
         ("port", 3, "Expected `int` <= 65535")
     ]
+
+
+def test_an_alias_naming_a_route_nothing_serves_stops_the_gateway_start(tmp_path: Path) -> None:
+    path = tmp_path / "plugins.yaml"
+    path.write_text("plugins:\n  gateway:\n    aliases:\n      fast: mock/echo\n      slow: mokc/echo\n  mock: {}\n")
+
+    async def serve() -> None:
+        runtime = await load_runtime(path)  # what `harness serve` starts
+        await runtime.aclose()  # pragma: no cover - the start raises
+
+    with pytest.raises(ConfigError) as caught:
+        anyio.run(serve)
+    [problem] = caught.value.problems
+    assert (problem.plugin, problem.field, problem.line, problem.source) == ("gateway", "aliases.slow", 5, str(path))
+    assert problem.message == (
+        "alias 'slow' names route 'mokc', which no plugin serves (did you mean 'mock'?); routes: 'mock'"
+    )

@@ -402,7 +402,7 @@ def test_top_level_aliases_serve_the_gateway_too(tmp_path: Path) -> None:
     config = tmp_path / "plugins.yaml"
     config.write_text(
         "plugins:\n  gateway: {aliases: {both: mock/echo}}\n  mock: {}\n"
-        "aliases: {full: mock/echo, plain: echo, both: nope/x}\n"
+        "aliases: {full: mock/echo, plain: echo, both: mock/other}\n"
         "defaults: {route: mock, model: echo}\n"
     )
     bare = tmp_path / "bare.yaml"

@@ -498,7 +498,9 @@ async def test_fallback_stops_at_an_error_that_does_not_move_on() -> None:
 async def test_fallback_keeps_the_error_of_a_route_without_targets() -> None:
     adapter = Embedder(error("SERVER", "down"))
     with pytest.raises(LlmError) as caught:
-        await embed([fallback(Clock(), targets={"elsewhere": ["openai"]})], adapter, "x")
+        await embed(
+            [fallback(Clock(), targets={"elsewhere": ["openai"]}), *members(elsewhere=Embedder())], adapter, "x"
+        )
     assert caught.value.message == "down"
 
 
@@ -693,6 +695,6 @@ async def test_balance_fails_rate_limited_when_every_member_stays_at_its_limits(
 
 async def test_balance_leaves_other_routes_alone() -> None:
     adapter = Embedder()
-    result = await embed([balance({"pool": [{"target": "elsewhere"}]})], adapter, "x")
+    result = await embed([balance({"pool": [{"target": "elsewhere"}]}), *members(elsewhere=Embedder())], adapter, "x")
     assert result.route == "openai"
     assert len(adapter.calls) == 1

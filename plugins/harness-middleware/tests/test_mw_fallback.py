@@ -350,6 +350,8 @@ def test_harness_chain_lists_the_targets(tmp_path: Path, capsys: pytest.CaptureF
         "2. mock (adapter)",
         "embedding calls (outermost first):",  # fallback also serves embedding calls
         "1. fallback (normal)",
+        "token counts (outermost first):",  # and token counts
+        "1. fallback (normal)",
     ]
     assert show_chain("mock", str(config), as_json=True) == 0
     assert json.loads(capsys.readouterr().out)["chain"][0] == {

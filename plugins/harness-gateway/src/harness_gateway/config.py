@@ -30,7 +30,7 @@ from typing import Annotated, Final, Literal
 import msgspec
 import platformdirs
 
-from harness_core import ConnectionString, Secret, field_message
+from harness_core import ConnectionString, RouteReference, Secret, field_message
 from harness_gateway.store import LEASE
 from harness_middleware.pricing import Price, PriceBook
 
@@ -303,3 +303,12 @@ class GatewayPlugin:
 
     def __init__(self, config: GatewayConfig) -> None:
         self.config = config
+
+    def route_references(self) -> list[RouteReference]:
+        """The route of every ``aliases:`` target (docs/hooks.md, "Optional plugin methods"): the
+        start refuses one that no plugin serves (:func:`harness_core.routing.check_routes`), so
+        ``harness serve`` and ``config check`` name it instead of a request getting a 404."""
+        return [
+            RouteReference(("aliases", alias), target.partition("/")[0], f"alias {alias!r}")
+            for alias, target in self.config.aliases.items()
+        ]

@@ -60,13 +60,13 @@ import logging
 import math
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Annotated, Literal, Protocol
 
 import anyio
 import msgspec
 
-from harness_core import Attempt, ConfigPath, field_message, open_embed_record, open_record
+from harness_core import Attempt, ConfigPath, RouteReference, field_message, open_embed_record, open_record
 from harness_core.middleware import (
     CallNext,
     CountCallNext,
@@ -309,6 +309,17 @@ class Pool(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     strategy: Strategy | None = None
 
 
+def _pool_members(pools: Mapping[str, list[Member] | Pool]) -> Iterator[tuple[str, ConfigPath, list[Member]]]:
+    """``(pool name, path of its member list in the config, members)`` for every pool of ``pools``
+    (the ``balance:`` config's): ``("pools", name)`` for a plain list, ``("pools", name,
+    "members")`` for a :class:`Pool`."""
+    for name, pool in pools.items():
+        if isinstance(pool, Pool):
+            yield name, ("pools", name, "members"), pool.members
+        else:
+            yield name, ("pools", name), pool
+
+
 class _Member:
     __slots__ = ("label", "latency", "limits", "model", "route", "weight")
 
@@ -380,9 +391,7 @@ class BalancePlugin:
         def __post_init__(self) -> None:
             """Check every pool (raises ``ValueError`` naming the pool and the member, located at
             the pool or the member's ``target``: :func:`~harness_core.field_message`)."""
-            for name, pool in self.pools.items():
-                members = pool.members if isinstance(pool, Pool) else pool
-                where: ConfigPath = ("pools", name, "members") if isinstance(pool, Pool) else ("pools", name)
+            for name, where, members in _pool_members(self.pools):
                 if not members:
                     raise ValueError(field_message(where, f"pool {name!r} has no members"))
                 seen: set[str] = set()
@@ -424,6 +433,18 @@ class BalancePlugin:
         """Register every pool name as a route (served by :class:`PoolAdapter`)."""
         for pool in self.pools.values():
             register([pool.name], PoolAdapter(pool.name, pool.labels))
+
+    def route_references(self) -> list[RouteReference]:
+        """The route of every pool member's ``target`` (docs/hooks.md, "Optional plugin methods"):
+        the start refuses a member whose route no plugin serves
+        (:func:`harness_core.routing.check_routes`)."""
+        return [
+            RouteReference(
+                (*where, index, "target"), parse_target(member.target)[0], f"member {member.target!r} of pool {name!r}"
+            )
+            for name, where, members in _pool_members(self.config.pools)
+            for index, member in enumerate(members)
+        ]
 
     def describe_chain(self, route: str | None) -> str:
         """One line for ``harness chain``: the pool's strategy and members, or every pool's name."""

@@ -48,7 +48,7 @@ from typing import Annotated
 
 import msgspec
 
-from harness_core import Attempt, ConfigPath, field_message, open_embed_record, open_record
+from harness_core import Attempt, ConfigPath, RouteReference, field_message, open_embed_record, open_record
 from harness_core.middleware import (
     BlockAssembler,
     BlockEnd,
@@ -148,6 +148,13 @@ class Failed(Exception):
         self.failure = failure
 
 
+def _target_lists(config: FallbackPlugin.Config) -> list[tuple[ConfigPath, str, list[str]]]:
+    """``(path in the config, the route it is for or "default", targets)`` for every list of
+    targets of ``config``: each of ``targets``, then ``default``."""
+    lists: list[tuple[ConfigPath, str, list[str]]] = [(("targets", r), r, t) for r, t in config.targets.items()]
+    return [*lists, (("default",), "default", config.default)]
+
+
 class FallbackPlugin:
     """Middleware moving to the next target on an early failure (see module doc).
 
@@ -178,8 +185,7 @@ class FallbackPlugin:
         def __post_init__(self) -> None:
             """Check every target's shape (raises ``ValueError`` located at the target:
             :func:`~harness_core.field_message`, ``targets.ROUTE[i]`` or ``default[i]``)."""
-            lists: list[tuple[ConfigPath, str, list[str]]] = [(("targets", r), r, t) for r, t in self.targets.items()]
-            for where, route, targets in [*lists, (("default",), "default", self.default)]:
+            for where, route, targets in _target_lists(self):
                 for index, text in enumerate(targets):
                     try:
                         parse_target(text)
@@ -201,6 +207,22 @@ class FallbackPlugin:
             if resolved not in ordered:
                 ordered.append(resolved)
         return ordered
+
+    def route_references(self) -> list[RouteReference]:
+        """Every route the config names (docs/hooks.md, "Optional plugin methods"): each key of
+        ``targets`` and the route of every target of ``targets`` and ``default``; the start
+        refuses one that no plugin serves (:func:`harness_core.routing.check_routes`)."""
+        references = [
+            RouteReference(("targets", route), route, f"`targets` key {route!r}") for route in self.config.targets
+        ]
+        for where, of, targets in _target_lists(self.config):
+            for index, text in enumerate(targets):
+                references.append(
+                    RouteReference(
+                        (*where, index), parse_target(text)[0], f"fallback target {text!r} (in the list of {of!r})"
+                    )
+                )
+        return references
 
     def describe_chain(self, route: str | None) -> str:
         """One line for ``harness chain``: the targets of ``route`` in order, and the cooldown."""
