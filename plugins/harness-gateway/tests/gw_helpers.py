@@ -18,12 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import anyio
 import openai
 import uvicorn
 
 from harness_gateway.config import ConnectionLimits
 from harness_gateway.limits import protocol_options
 from harness_gateway.server import GatewayServer
+from harness_gateway.sqlite import SQLiteStore
 
 
 class Running:
@@ -319,3 +321,16 @@ def killed_mid_stream(tmp_path: Path, database: str, store: Callable[[], Any], *
             assert victim.process.stderr is not None
             victim.process.stderr.close()
         return settled
+
+
+def ledger_rows(db: Path) -> list[dict[str, Any]]:
+    """Every ledger row of the SQLite store at ``db`` (read with a store of its own)."""
+
+    async def read() -> list[dict[str, Any]]:
+        store = SQLiteStore(db)
+        try:
+            return await store.ledger()
+        finally:
+            await store.aclose()
+
+    return anyio.run(read)

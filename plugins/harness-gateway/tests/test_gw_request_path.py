@@ -11,14 +11,13 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from gw_helpers import gateway_yaml, openai_sse
+from gw_helpers import gateway_yaml, ledger_rows, openai_sse
 
 from harness_core.testing import Reply, ScriptedServer
 from harness_gateway.app import GatewayApp, build_app
 from harness_gateway.recorder import UsageRecorder
 from harness_gateway.request_id import RequestIdMiddleware
 from harness_gateway.server import GatewayServer
-from harness_gateway.sqlite import SQLiteStore
 
 BODY = {"model": "mock/echo", "messages": [{"role": "user", "content": "hello there"}]}
 
@@ -249,95 +248,78 @@ def _generation(body: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
     return scope, raw
 
 
+async def _serve_once(tmp_path: Path, upstream: str, receive: Any, send: Any) -> None:
+    """Run one streamed generation to route ``up`` (an OpenAI wire at ``upstream``) through a
+    started gateway's ASGI app with ``receive`` and ``send``; the body is the first message."""
+    extra = f"  openai:up: {{base_url: '{upstream}/v1', api_key: dummy-key, routes: [up]}}"
+    config = tmp_path / "plugins.yaml"
+    config.write_text(gateway_yaml("", extra, db=tmp_path / "gw.sqlite"), encoding="utf-8")
+    server = GatewayServer(str(config), "127.0.0.1", announce_at_start=False)
+    await server.start()
+    scope, raw = _generation({"model": "up/m", "messages": BODY["messages"], "stream": True})
+    body = iter([{"type": "http.request", "body": raw, "more_body": False}])
+
+    async def receiving() -> Any:
+        message = next(body, None)
+        return message if message is not None else await receive()
+
+    try:
+        with anyio.fail_after(30):
+            await server.app(scope, receiving, send)
+    finally:
+        await server.stop()
+
+
 def test_a_failing_receive_is_logged_and_cancels_the_request_it_can_no_longer_watch(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     # The upstream stalls after one piece: only the watch's cancel can end this request.
     provider = ScriptedServer(Reply(reads=openai_sse("one "), end="stall"))
-    with provider:
-        extra = f"  openai:up: {{base_url: '{provider.url}/v1', api_key: dummy-key, routes: [up]}}"
-        config = tmp_path / "plugins.yaml"
-        config.write_text(gateway_yaml("", extra, db=tmp_path / "gw.sqlite"), encoding="utf-8")
+    sent: list[dict[str, Any]] = []
 
-        async def main() -> None:
-            server = GatewayServer(str(config), "127.0.0.1", announce_at_start=False)
-            await server.start()
-            scope, raw = _generation({"model": "up/m", "messages": BODY["messages"], "stream": True})
-            first = anyio.Event()
-            messages = iter([{"type": "http.request", "body": raw, "more_body": False}])
-            sent: list[dict[str, Any]] = []
+    async def main() -> None:
+        first = anyio.Event()
 
-            async def receive() -> dict[str, Any]:
-                message = next(messages, None)
-                if message is not None:
-                    return message
-                await first.wait()  # the stream has begun: now the server breaks
-                raise RuntimeError("the server's receive broke")
+        async def receive() -> dict[str, Any]:
+            await first.wait()  # the stream has begun: now the server breaks
+            raise RuntimeError("the server's receive broke")
 
-            async def send(message: dict[str, Any]) -> None:
-                sent.append(message)
-                if b"one" in message.get("body", b""):
-                    first.set()
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+            if b"one" in message.get("body", b""):
+                first.set()
 
-            try:
-                with anyio.fail_after(30):
-                    await server.app(scope, receive, send)
-            finally:
-                await server.stop()
-            assert any(b"one" in message.get("body", b"") for message in sent)
+        await _serve_once(tmp_path, provider.url, receive, send)
 
-        with caplog.at_level(logging.INFO, "harness_gateway"):
-            anyio.run(main)
+    with provider, caplog.at_level(logging.INFO, "harness_gateway"):
+        anyio.run(main)
+    assert any(b"one" in message.get("body", b"") for message in sent)
     assert "watching the client failed; the request is cancelled" in caplog.text
     assert "the server's receive broke" in caplog.text  # the traceback is logged
-    assert [row["status"] for row in _ledger(tmp_path)] == ["error"]  # settled, not stranded
+    assert [row["status"] for row in ledger_rows(tmp_path / "gw.sqlite")] == ["error"]  # settled, not stranded
 
 
 def test_a_failing_send_is_logged_and_stops_the_stream(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     provider = ScriptedServer(Reply(reads=openai_sse("one ", "two "), end="stall"))
-    with provider:
-        extra = f"  openai:up: {{base_url: '{provider.url}/v1', api_key: dummy-key, routes: [up]}}"
-        config = tmp_path / "plugins.yaml"
-        config.write_text(gateway_yaml("", extra, db=tmp_path / "gw.sqlite"), encoding="utf-8")
 
-        async def main() -> None:
-            server = GatewayServer(str(config), "127.0.0.1", announce_at_start=False)
-            await server.start()
-            scope, raw = _generation({"model": "up/m", "messages": BODY["messages"], "stream": True})
-            messages = iter([{"type": "http.request", "body": raw, "more_body": False}])
-            gone = anyio.Event()
+    async def main() -> None:
+        gone = anyio.Event()
 
-            async def receive() -> dict[str, Any]:
-                message = next(messages, None)
-                if message is not None:
-                    return message
-                await gone.wait()
-                return {"type": "http.disconnect"}
+        async def receive() -> dict[str, Any]:
+            await gone.wait()
+            return {"type": "http.disconnect"}
 
-            async def send(message: dict[str, Any]) -> None:
-                if message["type"] == "http.response.body":
-                    raise OSError("the server's send broke")
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.body":
+                raise OSError("the server's send broke")
 
-            try:
-                with anyio.fail_after(30):
-                    await server.app(scope, receive, send)  # returns: the upstream's stall does not hold it
-            finally:
-                gone.set()
-                await server.stop()
+        try:
+            await _serve_once(tmp_path, provider.url, receive, send)  # returns: the upstream's stall does not hold it
+        finally:
+            gone.set()
 
-        with caplog.at_level(logging.INFO, "harness_gateway"):
-            anyio.run(main)
+    with provider, caplog.at_level(logging.INFO, "harness_gateway"):
+        anyio.run(main)
     assert "sending the stream failed; the stream is stopped" in caplog.text
     assert "the server's send broke" in caplog.text
-    assert [row["status"] for row in _ledger(tmp_path)] == ["error"]
-
-
-def _ledger(tmp_path: Path) -> list[dict[str, Any]]:
-    async def read() -> list[dict[str, Any]]:
-        store = SQLiteStore(tmp_path / "gw.sqlite")
-        try:
-            return await store.ledger()
-        finally:
-            await store.aclose()
-
-    return anyio.run(read)
+    assert [row["status"] for row in ledger_rows(tmp_path / "gw.sqlite")] == ["error"]

@@ -10,14 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
-import anyio
 import httpx
 import openai
 import pytest
-from gw_helpers import Clients, gateway_yaml, serve_gateway
+from gw_helpers import Clients, gateway_yaml, ledger_rows, serve_gateway
 
 from harness_core.testing import RecordedRequest, Reply, ScriptedServer
-from harness_gateway.sqlite import SQLiteStore
 
 HI = [{"role": "user", "content": "hi there"}]
 
@@ -34,14 +32,7 @@ def mock_yaml(tmp_path: Path, mock: str, gateway: str = "") -> str:
 
 
 def ledger(tmp_path: Path) -> list[dict[str, Any]]:
-    async def read() -> list[dict[str, Any]]:
-        store = SQLiteStore(tmp_path / "gw.sqlite")
-        try:
-            return await store.ledger()
-        finally:
-            await store.aclose()
-
-    return anyio.run(read)
+    return ledger_rows(tmp_path / "gw.sqlite")
 
 
 def test_client_disconnect_aborts_the_upstream_stream(tmp_path: Path) -> None:
