@@ -21,15 +21,11 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import anyio
 import httpx
 import pytest
 from chaos_helpers import record_figures
-from gw_helpers import gateway_yaml, serve_gateway, wait_until
-
-from harness_gateway.sqlite import SQLiteStore
+from gw_helpers import gateway_yaml, ledger_rows, serve_gateway, wait_until
 
 pytestmark = pytest.mark.chaos
 
@@ -161,17 +157,6 @@ async def _burst(url: str) -> list[tuple[str, str, str, float]]:
         return list(await asyncio.gather(*(_client(http, url, n) for n in range(CLIENTS))))
 
 
-def _ledger(db: Path) -> list[dict[str, Any]]:
-    async def read() -> list[dict[str, Any]]:
-        store = SQLiteStore(db)
-        try:
-            return await store.ledger()
-        finally:
-            await store.aclose()
-
-    return anyio.run(read)
-
-
 @pytest.fixture
 def upstream() -> Iterator[ChaosUpstream]:
     with ChaosUpstream() as server:
@@ -191,7 +176,7 @@ def test_hung_reset_and_garbage_upstreams_end_every_client_well(tmp_path: Path, 
         assert httpx.get(running.url + "/healthz", timeout=30).status_code == 200  # still healthy after
         assert upstream.modes == Counter(MODES[n % len(MODES)] for n in range(CLIENTS))
         wait_until(lambda: upstream.open == 0)  # the gateway closed every upstream connection, hung ones included
-        rows = _ledger(db)
+        rows = ledger_rows(db)
     outcomes = Counter(f"{mode} / {dialect}: {verdict}" for mode, dialect, verdict, _ in results)
     for mode, _, verdict, _ in results:  # what each fault must look like to the client
         if mode == "ok":

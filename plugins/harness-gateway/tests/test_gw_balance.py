@@ -11,7 +11,7 @@ import anyio
 import httpx
 import msgspec
 import pytest
-from gw_helpers import serve_gateway
+from gw_helpers import ledger_rows, serve_gateway
 
 from harness_core.errors import LlmError
 from harness_gateway.balance_state import FLIGHT_LEASE, StoreBalanceState
@@ -150,14 +150,7 @@ def test_a_pool_through_the_gateway_shares_by_member_and_limits_exactly(tmp_path
         line = f'harness_gateway_member_requests_total{{member="{member}",route="pool",status="complete"}} 3.0'
         assert line in metrics
 
-    async def ledger() -> list[dict[str, Any]]:
-        store = SQLiteStore(tmp_path / "gw.sqlite")
-        try:
-            return await store.ledger()
-        finally:
-            await store.aclose()
-
-    costs = sorted(row["cost"] for row in anyio.run(ledger) if row["status"] == "complete")
+    costs = sorted(row["cost"] for row in ledger_rows(tmp_path / "gw.sqlite") if row["status"] == "complete")
     assert costs == [2.0] * 3 + [4.0] * 3  # priced by the member that served (1 + 1 tokens)
 
 
