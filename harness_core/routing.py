@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from harness_core.config import ConfigError, ConfigPath, ConfigProblem, format_path, line_for
 from harness_core.plugininfo import Defaults, PluginFailure, adapter_failures, failed_owner
+from harness_core.secret import MASK
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from harness_core.loader import LoadedConfig
@@ -51,32 +52,38 @@ class RouteReference(NamedTuple):
     """A route a plugin's config names, as a plugin's optional ``route_references()`` method
     returns them (docs/hooks.md, "Optional plugin methods"): ``path`` is where inside the plugin's
     config (``("targets", "a", 0)``: the field and YAML line of the message come from it), ``route``
-    the route named, ``what`` how the message calls the value (``"fallback target 'b/m'"``).
-    Checked when the harness starts (:func:`check_routes`)."""
+    the route named, ``what`` how the message calls the value (``"fallback target 'b/m'"``),
+    ``value`` the config text the route was read from (``"b/m"``; ``""``: the route is the whole
+    text). A route read from a value the harness masks (one from ``${{ env.X }}``) is shown as
+    :data:`~harness_core.secret.MASK`: the masker hides the whole value, not the part of it a
+    message would quote. Checked when the harness starts (:func:`check_routes`)."""
 
     path: ConfigPath
     route: str
     what: str
+    value: str = ""
 
 
 def unknown_route_message(
-    what: str, route: str, served: Collection[str], failures: Iterable[PluginFailure] = ()
+    what: str, route: str, served: Collection[str], failures: Iterable[PluginFailure] = (), *, shown: str | None = None
 ) -> str:
-    """The message for ``what`` naming ``route``, which no route in ``served`` is: when the
+    """The message for ``what`` naming ``route`` (written as ``shown`` when given: a route read
+    from a secret is shown masked), which no route in ``served`` is: when the
     adapter plugin owning ``route`` failed (among ``failures``; :func:`failed_owner`), that it
     failed and why; else that nothing serves it, the closest route (``did you mean``,
     :func:`difflib.get_close_matches` over ``served`` and the routes of failed adapter plugins),
     every served route, and the adapter plugins that failed without saying which routes they own
     (one of them may own it)."""
     owner = failed_owner(failures, route)
+    name = repr(route) if shown is None else shown
     if owner is not None:
-        return f"{what} names route {route!r}, whose plugin failed: {owner.message}"
+        return f"{what} names route {name}, whose plugin failed: {owner.message}"
     failed = adapter_failures(failures)
     claimed = [name for failure in failed for name in failure.routes or () if name not in served]
     close = difflib.get_close_matches(route, [*served, *claimed], n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     known = ", ".join(repr(name) for name in served) or "none"
-    text = f"{what} names route {route!r}, which no plugin serves{hint}; routes: {known}"
+    text = f"{what} names route {name}, which no plugin serves{hint}; routes: {known}"
     unclaimed = [failure for failure in failed if failure.routes is None]
     if unclaimed:
         text += "; adapter plugins that failed (one may own it): " + "; ".join(f.message for f in unclaimed)
@@ -93,7 +100,7 @@ def _named_routes(harness: Harness, config: LoadedConfig | None) -> list[tuple[s
     for alias in aliases:
         route, _ = resolve_alias(aliases, None, alias)
         if route is not None:
-            named.append((None, ("aliases", alias), RouteReference((), route, f"alias {alias!r}")))
+            named.append((None, ("aliases", alias), RouteReference((), route, f"alias {alias!r}", aliases[alias])))
     failed = {failure.key for failure in harness.failures}
     for plugin in harness.plugins:
         references = getattr(plugin.instance, "route_references", None)
@@ -115,7 +122,9 @@ def _unserved(harness: Harness, config: LoadedConfig | None) -> list[tuple[Route
             continue
         if served is None:  # the route table is built for the message only
             served = list(dict.fromkeys([*harness.routes(), *harness.embed_routes()]))
-        message = unknown_route_message(reference.what, reference.route, served, harness.failures)
+        secret = reference.value and harness.redact(reference.value) != reference.value
+        shown = MASK if secret else None  # (the masker hides the whole value, not the route part of it)
+        message = unknown_route_message(reference.what, reference.route, served, harness.failures, shown=shown)
         field = format_path(reference.path if key is not None else path)
         problem = ConfigProblem(
             message=harness.redact(message), plugin=key, field=field, line=line_for(lines, path), source=source

@@ -124,6 +124,25 @@ async def test_aliases_and_references_of_a_loaded_config_are_located(tmp_path: P
     )
 
 
+async def test_a_route_read_from_the_environment_is_shown_masked(tmp_path: Path) -> None:
+    # The masker hides a ${{ env.X }} value whole; the route part of it must not show either,
+    # in an alias target or in a plugin's reference (a fallback target).
+    path = tmp_path / "plugins.yaml"
+    path.write_text(
+        "plugins:\n  mock: {}\n  fallback: {default: ['${{ env.BACKUP }}']}\naliases:\n  fast: ${{ env.TARGET }}\n",
+        encoding="utf-8",
+    )
+    environ = {"TARGET": "envSECRETtop/echo", "BACKUP": "otherSECRETroute/echo"}
+    with pytest.raises(ConfigError) as caught:
+        async with Harness.from_loaded(load_config(path, environ=environ)):
+            pass  # pragma: no cover - the start raises
+    messages = [problem.message for problem in caught.value.problems]
+    assert [problem.field for problem in caught.value.problems] == ["aliases.fast", "default[0]"]
+    assert messages[0] == "alias 'fast' names route **********, which no plugin serves; routes: 'mock'"
+    assert all("SECRET" not in message for message in messages), messages
+    assert "names route **********, which no plugin serves" in messages[1]
+
+
 async def test_a_route_whose_adapter_plugin_failed_is_named_and_does_not_stop_the_start(tmp_path: Path) -> None:
     path = tmp_path / "plugins.yaml"
     path.write_text("plugins:\n  mock: {}\n  openai: {}\naliases:\n  smart: openai/gpt-4o\n", encoding="utf-8")

@@ -309,6 +309,6 @@ class GatewayPlugin:
         start refuses one that no plugin serves (:func:`harness_core.routing.check_routes`), so
         ``harness serve`` and ``config check`` name it instead of a request getting a 404."""
         return [
-            RouteReference(("aliases", alias), target.partition("/")[0], f"alias {alias!r}")
+            RouteReference(("aliases", alias), target.partition("/")[0], f"alias {alias!r}", target)
             for alias, target in self.config.aliases.items()
         ]

@@ -440,7 +440,10 @@ class BalancePlugin:
         (:func:`harness_core.routing.check_routes`)."""
         return [
             RouteReference(
-                (*where, index, "target"), parse_target(member.target)[0], f"member {member.target!r} of pool {name!r}"
+                (*where, index, "target"),
+                parse_target(member.target)[0],
+                f"member {member.target!r} of pool {name!r}",
+                member.target,
             )
             for name, where, members in _pool_members(self.config.pools)
             for index, member in enumerate(members)

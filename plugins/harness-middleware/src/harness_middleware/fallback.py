@@ -219,7 +219,10 @@ class FallbackPlugin:
             for index, text in enumerate(targets):
                 references.append(
                     RouteReference(
-                        (*where, index), parse_target(text)[0], f"fallback target {text!r} (in the list of {of!r})"
+                        (*where, index),
+                        parse_target(text)[0],
+                        f"fallback target {text!r} (in the list of {of!r})",
+                        text,
                     )
                 )
         return references
