@@ -481,3 +481,34 @@ def test_admission_decides_the_budget_cases_without_a_race() -> None:
     over_while_running = decide(key(10.0), running, 100.0)
     assert isinstance(over_while_running, GatewayError)
     assert over_while_running.retry_after == 3.5
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_producer_cancelled_while_it_waits_for_room_leaves_the_outbox_usable() -> None:
+    """The client went away while the producer waited for the sender (backpressure): the
+    cancelled wait stays cancelled, and the sender still takes what was queued (CI's coverage
+    saw this branch only when a run happened to abort during backpressure)."""
+    import asyncio
+
+    from harness_gateway.relay import _Outbox
+
+    box = _Outbox()
+    box.parts.append(b"data: 1\n\n")
+    started = asyncio.Event()
+
+    async def produce() -> None:
+        started.set()
+        await box.room()
+
+    producer = asyncio.get_running_loop().create_task(produce())
+    await started.wait()
+    await asyncio.sleep(0)  # (one turn: the producer now awaits its room future)
+    producer.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await producer
+    body, end = await box.take(keepalive=60.0)
+    assert (body, end) == (b"data: 1\n\n", None)
+    box.end(GatewayError(499, "client went away"))
+    body, end = await box.take(keepalive=60.0)
+    assert body == b"" and end is not None and end.status == 499
