@@ -99,7 +99,8 @@ def read_reports(directory: Path, first: int | None) -> list[StartFailure]:
     alike are shown once).
 
     Raises:
-        OSError: a report cannot be read; ValueError: a report is not one :func:`write_report` writes.
+        OSError: a report cannot be read; ValueError or KeyError: a report is not one
+            :func:`write_report` writes (not JSON, a field missing).
     """
     paths = sorted(directory.glob("*.json"), key=lambda path: (path.stem != str(first), int(path.stem)))
     found: dict[str, StartFailure] = {}
