@@ -52,6 +52,32 @@ def test_an_exception_before_the_response_is_a_500_with_the_request_id(caplog: p
     assert "request abc-1 POST /x -> 500" in caplog.text
 
 
+def test_the_access_line_says_when_the_client_left_before_the_headers(caplog: pytest.LogCaptureFixture) -> None:
+    async def gone() -> dict[str, Any]:
+        return {"type": "http.disconnect"}
+
+    async def silent(scope: Any, receive: Any, send: Any) -> None:
+        await receive()  # the client left; nothing is answered
+
+    async def late(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        await send({"type": "http.response.start", "status": 200, "headers": []})  # the server drops it
+
+    async def answered(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await receive()  # the client left after the headers: their status stands
+
+    with caplog.at_level(logging.INFO, "harness_gateway"):
+        for app in (silent, late, answered):
+            anyio.run(RequestIdMiddleware(app), _scope(), gone, _collector()[1])
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("request abc-1 ")]
+    assert [line.split(" -> ")[1].rsplit(" in ", 1)[0] for line in lines] == [
+        "aborted before the response",
+        "aborted before the response (200 not sent)",
+        "200",
+    ]
+
+
 def test_an_exception_after_the_response_started_is_raised_on_alone() -> None:
     async def failing(scope: Any, receive: Any, send: Any) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": []})

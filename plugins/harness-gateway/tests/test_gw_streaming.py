@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -13,7 +15,7 @@ import anthropic
 import httpx
 import openai
 import pytest
-from gw_helpers import Clients, gateway_yaml, ledger_rows, serve_gateway
+from gw_helpers import Clients, gateway_yaml, ledger_rows, serve_gateway, wait_until
 
 from harness_core.testing import RecordedRequest, Reply, ScriptedServer
 
@@ -49,6 +51,36 @@ def test_client_disconnect_aborts_the_upstream_stream(tmp_path: Path) -> None:
             assert provider.wait_idle(10), "the upstream connection leaked"
         rows = ledger(tmp_path)
     assert [row["status"] for row in rows] == ["aborted"]
+
+
+def _access_lines(caplog: pytest.LogCaptureFixture, request_id: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.getMessage().startswith(f"request {request_id} POST ")]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_client_gone_before_the_headers_is_logged_aborted_not_200(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, stream: bool
+) -> None:
+    provider = ScriptedServer(Reply(end="stall"))  # the upstream's headers, then silence: no output yet
+    body = json.dumps({"model": "up/m", "messages": HI, "stream": stream}).encode()
+    head = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nhost: gw\r\ncontent-type: application/json\r\n"
+        f"x-request-id: gone-{stream}\r\ncontent-length: {len(body)}\r\n\r\n"
+    ).encode()
+    with provider, caplog.at_level(logging.INFO, "harness_gateway"):
+        extra = f"  openai:up: {{base_url: '{provider.url}/v1', api_key: dummy-key, routes: [up]}}"
+        settings = "    keepalive: 600"  # no keep-alive comment sends the stream's headers meanwhile
+        with serve_gateway(tmp_path, gateway_yaml(settings, extra, db=tmp_path / "gw.sqlite")) as running:
+            port = int(running.url.rsplit(":", 1)[1])
+            with socket.create_connection(("127.0.0.1", port)) as client:
+                client.sendall(head + body)
+                wait_until(lambda: len(provider.requests) == 1)  # the gateway is waiting on the upstream
+            wait_until(lambda: bool(_access_lines(caplog, f"gone-{stream}")))
+            assert provider.wait_idle(10), "the upstream connection leaked"
+        rows = ledger(tmp_path)
+    [line] = _access_lines(caplog, f"gone-{stream}")
+    assert " -> aborted before the response (200 not sent) in " in line, line  # not "-> 200"
+    assert [row["status"] for row in rows] == ["aborted"]  # as the ledger (and the console) say
 
 
 def test_a_stalled_upstream_ends_the_stream_at_the_gateway_read_timeout(tmp_path: Path) -> None:

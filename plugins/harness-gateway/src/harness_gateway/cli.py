@@ -2,7 +2,10 @@
 
 Both read the ``gateway`` entry of plugins.yaml (``-c/--config``, else the usual search of
 :func:`harness_core.loader.find_config`). Exit codes: 0 success, 2 configuration or usage error
-(located config problems are printed), 1 the state store failed.
+(located config problems are printed; for ``serve`` also one found by the gateway's start, such as
+a route nothing serves), 1 the state store failed (``keys``) or the gateway's start failed
+otherwise (``serve``), 3 the port is in use (uvicorn's ``STARTUP_FAILURE``): docs/gateway.md,
+"Exit codes".
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import click
@@ -23,6 +26,9 @@ from harness_gateway.errors import GatewayError
 from harness_gateway.keys import KeyRecord, KeySpec
 from harness_gateway.store import SqlStore
 
+if TYPE_CHECKING:
+    from harness_core.loader import LoadedConfig
+
 __all__ = ["keys_command", "serve_command"]
 
 T = TypeVar("T")
@@ -34,6 +40,31 @@ class _UsageProblem(click.ClickException):
     exit_code = 2
 
 
+def _start_problem(message: str, exit_code: int) -> click.ClickException:
+    """The gateway's start failed: shown as ``error: <message>``, exit ``exit_code`` (click's
+    exit code is a class attribute: one subclass per code)."""
+    problem: type[click.ClickException] = type("StartProblem", (click.ClickException,), {"exit_code": exit_code})
+    return problem(message)
+
+
+def _checked(config: str | None) -> LoadedConfig:
+    """plugins.yaml loaded completely, else :class:`click.ClickException` (exit 2) with every
+    located problem (:func:`gateway_config`)."""
+    from harness_core import ConfigError, load_config
+
+    try:
+        return load_config(config).require_complete()
+    except ConfigError as exc:
+        raise _UsageProblem(str(exc)) from exc
+
+
+def _settings(loaded: LoadedConfig) -> GatewayConfig:
+    for plugin in loaded.plugins:
+        if isinstance(plugin.instance, GatewayPlugin):
+            return plugin.instance.config
+    return GatewayConfig()
+
+
 def gateway_config(config: str | None) -> GatewayConfig:
     """The validated ``gateway`` config of plugins.yaml (defaults when the entry is absent).
 
@@ -42,16 +73,7 @@ def gateway_config(config: str | None) -> GatewayConfig:
     closed failed (:meth:`~harness_core.loader.LoadedConfig.require_complete`): ``serve`` and
     ``keys`` never run on defaults standing in for a config that could not be loaded.
     """
-    from harness_core import ConfigError, load_config
-
-    try:
-        loaded = load_config(config).require_complete()
-    except ConfigError as exc:
-        raise _UsageProblem(str(exc)) from exc
-    for plugin in loaded.plugins:
-        if isinstance(plugin.instance, GatewayPlugin):
-            return plugin.instance.config
-    return GatewayConfig()
+    return _settings(_checked(config))
 
 
 def _served_routes(config: str | None) -> set[str]:
@@ -94,22 +116,30 @@ def _with_store(config: str | None, work: Callable[[SqlStore], Awaitable[T]]) ->
 def serve_command(
     config: str | None, host: str | None, port: int | None, workers: int | None, watch: bool, log_level: str
 ) -> None:
-    """Serve the OpenAI- and Anthropic-compatible gateway (POST /v1/chat/completions, /v1/messages)."""
-    from harness_gateway.server import serve
+    """Serve the OpenAI- and Anthropic-compatible gateway (POST /v1/chat/completions, /v1/messages).
 
-    settings = gateway_config(config)
-    serve(
-        config,
-        host or settings.host,
-        settings.port if port is None else port,
-        workers or settings.workers,
-        watch=watch,
-        drain_timeout=settings.drain_timeout,
-        log_level=log_level,
-        loop=settings.loop,
-        http=settings.http,
-        limits=settings.connection_limits(),
-    )
+    Exits 2 on a configuration problem (found before the start or by it: the located problems,
+    shown once), 1 when the start failed otherwise, 3 when the port is in use."""
+    from harness_gateway.server import serve
+    from harness_gateway.start_failure import StartFailure
+
+    loaded = _checked(config)
+    settings = _settings(loaded)
+    try:
+        serve(
+            config,
+            host or settings.host,
+            settings.port if port is None else port,
+            workers or settings.workers,
+            watch=watch,
+            drain_timeout=settings.drain_timeout,
+            log_level=log_level,
+            loop=settings.loop,
+            http=settings.http,
+            limits=settings.connection_limits(),
+        )
+    except StartFailure as exc:
+        raise _start_problem(loaded.redact(exc.message), exc.exit_code) from None
 
 
 @click.group("keys")

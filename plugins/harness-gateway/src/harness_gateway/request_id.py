@@ -24,6 +24,12 @@ class RequestIdMiddleware:
     """Gives every HTTP request an id (the client's ``x-request-id`` when sane, else a new one),
     echoes it in the ``x-request-id`` response header and logs one access line with it.
 
+    The access line ends ``-> <status> in <seconds>s``: the status of the response's headers; or,
+    when the application was told the client disconnected (``http.disconnect``) before the
+    headers were sent, ``-> aborted before the response`` (the gateway's answer went nowhere: a
+    generation's ledger row and the console say ``aborted``), followed by the status it chose
+    then, if any (``(200 not sent)``).
+
     An exception that escapes the application before it started its response is answered with a
     plain ``500 Internal Server Error`` (what Starlette's error middleware answers, with the id)
     and raised on, so the ASGI server logs its traceback and closes the connection; one raised
@@ -39,7 +45,7 @@ class RequestIdMiddleware:
         incoming = dict(scope["headers"]).get(b"x-request-id", b"").decode("latin-1")
         request_id = incoming if _REQUEST_ID.match(incoming) else uuid.uuid4().hex
         scope.setdefault("state", {})["request_id"] = request_id
-        status = {"code": 0}
+        status = {"code": 0, "gone": 0}  # gone: 1 once the client left before the headers
         started = time.perf_counter()
 
         async def tagged(message: Message) -> None:
@@ -48,8 +54,14 @@ class RequestIdMiddleware:
                 message = {**message, "headers": [*message.get("headers", []), (b"x-request-id", request_id.encode())]}
             await send(message)
 
+        async def watched() -> Message:
+            message = await receive()
+            if message["type"] == "http.disconnect" and status["code"] == 0:
+                status["gone"] = 1
+            return message
+
         try:
-            await self.app(scope, receive, tagged)
+            await self.app(scope, watched, tagged)
         except Exception:
             if status["code"] == 0:  # nothing answered yet: the client gets a 500, not a reset
                 await PlainTextResponse("Internal Server Error", status_code=500)(scope, receive, tagged)
@@ -57,5 +69,14 @@ class RequestIdMiddleware:
         finally:
             logger.info(
                 "request %s %s %s -> %s in %.3fs",
-                request_id, scope["method"], scope["path"], status["code"], time.perf_counter() - started,
+                request_id, scope["method"], scope["path"], _outcome(status["code"], bool(status["gone"])),
+                time.perf_counter() - started,
             )  # fmt: skip
+
+
+def _outcome(code: int, gone: bool) -> str:
+    """What the access line says happened: the status sent (``code``), or, when the client left
+    before the headers (``gone``), ``aborted before the response`` and the status chosen, if any."""
+    if not gone:
+        return str(code)
+    return "aborted before the response" + (f" ({code} not sent)" if code else "")

@@ -39,7 +39,8 @@ from harness_gateway.errors import GatewayError
 from harness_gateway.gateway import Gateway
 from harness_gateway.metrics import MULTIPROC_DIR_ENV, GatewayMetrics
 from harness_gateway.responses_store import purge_forever
-from harness_gateway.runtime import RuntimeHolder, load_runtime
+from harness_gateway.runtime import GatewayRuntime, RuntimeHolder, load_runtime
+from harness_gateway.start_failure import REPORTS_ENV, StartFailure, write_report
 from harness_gateway.store import SqlStore
 from harness_middleware.balance import share_state
 
@@ -75,7 +76,13 @@ class GatewayServer:
     ``harness serve`` share (``None``: this process's own counts; see :class:`GatewayMetrics`),
     ``freeze_heap`` settles the heap after startup, after the first request and after every
     reload (:func:`settle_heap`; set by :func:`serve` and :func:`worker_app`, whose process
-    serves nothing else)."""
+    serves nothing else).
+
+    A start that raises is kept in :attr:`start_failure` (:class:`StartFailure`: exit code and
+    message) and the lifespan answers ``lifespan.startup.failed``: with the message, which the
+    ASGI server logs, when ``on_start_failure`` is ``None`` (an embedding); else without one, and
+    ``on_start_failure`` is called with it (:func:`serve` shows it once and exits with its code;
+    a worker reports it to its supervisor: :func:`harness_gateway.start_failure.write_report`)."""
 
     def __init__(
         self,
@@ -87,8 +94,12 @@ class GatewayServer:
         metrics_dir: str | None = None,
         freeze_heap: bool = False,
         announce_at_start: bool = True,
+        on_start_failure: Callable[[StartFailure], None] | None = None,
     ) -> None:
         self.config_path = config
+        self.on_start_failure = on_start_failure
+        self.start_failure: StartFailure | None = None
+        """Why the start failed (``None`` until it did)."""
         self.freeze_heap = freeze_heap
         self.announce_at_start = announce_at_start
         self._announcement: tuple[int, str] = (logging.ERROR, "the gateway did not start")
@@ -111,8 +122,18 @@ class GatewayServer:
         await self.app(scope, receive, send)
 
     async def start(self) -> Gateway:
-        """Load the runtime, open and migrate the store, build the app."""
+        """Load the runtime, open and migrate the store, build the app; a fault after the runtime
+        started closes it again before it is raised (``ConfigError``: the config or its routes;
+        whatever else the start raised)."""
         runtime = await load_runtime(self.config_path)
+        try:
+            return await self._build(runtime)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await runtime.aclose()
+            raise
+
+    async def _build(self, runtime: GatewayRuntime) -> Gateway:
         if self.log_level is not None:
             configure_logging(self.log_level, runtime.redact)
         runtime.warn_unavailable()
@@ -185,9 +206,13 @@ class GatewayServer:
         await receive()  # lifespan.startup
         try:
             gateway = await self.start()
-        except Exception as exc:
-            logger.error("the gateway cannot start: %s", exc)
-            await send({"type": "lifespan.startup.failed", "message": str(exc)})
+        except Exception as exc:  # kept and reported once (StartFailure), never lost
+            failure = self.start_failure = StartFailure.of(exc, traceback_shown=self.log_level == "debug")
+            if self.on_start_failure is None:
+                await send({"type": "lifespan.startup.failed", "message": failure.message})
+                return
+            self.on_start_failure(failure)
+            await send({"type": "lifespan.startup.failed", "message": ""})  # shown once, by the caller
             return
         async with anyio.create_task_group() as group:
             await group.start(gateway.store.maintain)  # leases renewed, dead processes' rows settled
@@ -307,8 +332,13 @@ def _long_lived_process() -> None:
 
 
 def worker_app() -> GatewayServer:
-    """The app of one worker process (``uvicorn --factory``), configured by :func:`serve`'s environment."""
+    """The app of one worker process (``uvicorn --factory``), configured by :func:`serve`'s
+    environment; a start that fails is written to the report directory of the run
+    (:data:`~harness_gateway.start_failure.REPORTS_ENV`, set by
+    :func:`~harness_gateway.workers.run_workers`), for the supervisor to show once; without it
+    the message goes in the lifespan's ``startup.failed``, logged by uvicorn."""
     _long_lived_process()
+    reports = os.environ.get(REPORTS_ENV)
     return GatewayServer(
         os.environ.get(ENV_CONFIG) or None,
         os.environ.get(ENV_HOST, "127.0.0.1"),
@@ -316,6 +346,7 @@ def worker_app() -> GatewayServer:
         log_level=os.environ.get(ENV_LOG_LEVEL, "info"),
         metrics_dir=os.environ.get(MULTIPROC_DIR_ENV) or None,
         freeze_heap=True,
+        on_start_failure=functools.partial(write_report, Path(reports)) if reports else None,
     )
 
 
@@ -338,7 +369,13 @@ def serve(
     when installed, else asyncio and h11); the HTTP protocol enforces ``limits`` (default: the
     defaults of :class:`~harness_gateway.config.ConnectionLimits`; :mod:`harness_gateway.limits`).
     Providers with ``transport: auto`` use aiohttp in the serving process(es). Several workers
-    share one fresh metrics directory, removed at exit (:func:`harness_gateway.workers.run_workers`)."""
+    share one fresh metrics directory, removed at exit (:func:`harness_gateway.workers.run_workers`).
+
+    Raises:
+        StartFailure: the gateway's start failed (a worker's, with several; exit code 2 for a
+            configuration problem, 1 for another fault of the start; docs/gateway.md, "Exit
+            codes"); its message has not been shown.
+        SystemExit: uvicorn's own exit (3, ``STARTUP_FAILURE``: the port is in use)."""
     import uvicorn
 
     from harness_gateway.limits import protocol_options
@@ -364,7 +401,16 @@ def serve(
         os.environ[ENV_LOG_LEVEL] = log_level
         run_workers("harness_gateway.server:worker_app", workers, common)
     else:
-        app = GatewayServer(config, host, watch=watch, log_level=log_level, announce_at_start=False, freeze_heap=True)
+        failures: list[StartFailure] = []
+        app = GatewayServer(
+            config,
+            host,
+            watch=watch,
+            log_level=log_level,
+            announce_at_start=False,
+            freeze_heap=True,
+            on_start_failure=failures.append,
+        )
 
         class AnnouncingServer(uvicorn.Server):
             """uvicorn's server, which runs the app's start (the lifespan) before it binds the
@@ -375,4 +421,9 @@ def serve(
                 await super().startup(sockets)
                 app.announce()
 
-        AnnouncingServer(uvicorn.Config(app, **common)).run()  # a failed start exits 3 inside
+        try:
+            AnnouncingServer(uvicorn.Config(app, **common)).run()
+        except SystemExit:  # uvicorn's STARTUP_FAILURE (3): the app's start, or the bind, failed
+            if failures:
+                raise failures[0] from None
+            raise

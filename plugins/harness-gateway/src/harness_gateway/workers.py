@@ -7,6 +7,15 @@ https://prometheus.github.io/client_python/multiprocess/), runs uvicorn's worker
 SIGINT / SIGTERM, and removes the directory when it returns, however it returns. A supervisor killed
 with SIGKILL leaves its directory behind; no later run reuses it.
 
+A worker whose start fails (a configuration problem: exit code 2; any other fault of its start: 1)
+does not log why: it writes a report to a second fresh directory of the run
+(:data:`~harness_gateway.start_failure.REPORTS_ENV`, removed at exit as the metrics directory is)
+and exits with uvicorn's ``STARTUP_FAILURE``. uvicorn's supervisor then stops every worker and
+itself (a worker that cannot start would fail the same way on every restart), and
+:func:`run_workers` raises the reported :class:`~harness_gateway.start_failure.StartFailure`:
+``harness serve`` shows each distinct problem once, however many workers met it, and exits with its
+code. A worker that crashes after it started is replaced, as uvicorn does.
+
 :class:`WorkerSupervisor` is uvicorn's supervisor (https://www.uvicorn.org/deployment/#built-in:
 one listening socket shared by the workers, a dead or hung worker replaced, SIGHUP replaces every
 worker one by one, SIGTTIN / SIGTTOU add or remove one) that also tells the metrics when a worker
@@ -16,6 +25,7 @@ is gone (:class:`WorkerReaper`), so a worker that died with streams in flight st
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -26,11 +36,13 @@ from typing import Any
 
 from prometheus_client.multiprocess import mark_process_dead
 from uvicorn import Config
+from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors import Multiprocess
 
 from harness_gateway.metrics import MULTIPROC_DIR_ENV
+from harness_gateway.start_failure import REPORTS_ENV, StartFailure, read_reports
 
-__all__ = ["WorkerReaper", "WorkerSupervisor", "remove_directory", "run_workers"]
+__all__ = ["WorkerReaper", "WorkerSupervisor", "remove_directory", "run_workers", "start_failure"]
 
 logger = logging.getLogger("uvicorn.error")  # beside the supervisor's own lines (configured by uvicorn.Config)
 
@@ -63,13 +75,16 @@ class WorkerReaper:
 class WorkerSupervisor(Multiprocess):
     """uvicorn's ``Multiprocess`` supervisor that reaps exited workers from the metrics in ``directory``.
 
-    Workers change only in ``keep_subprocess_alive`` (a dead or hung worker is replaced) and
-    ``handle_signals`` (SIGHUP, SIGTTIN, SIGTTOU); each is followed by :meth:`WorkerReaper.update`.
+    Workers change only in ``keep_subprocess_alive`` (a dead or hung worker is replaced; one that
+    failed to start stops the supervisor) and ``handle_signals`` (SIGHUP, SIGTTIN, SIGTTOU); each
+    is followed by :meth:`WorkerReaper.update`. :attr:`failed_start` is the pid of the worker that
+    failed to start (uvicorn's ``STARTUP_FAILURE`` exit code), ``None`` while none has.
     """
 
     def __init__(self, config: Config, sockets: list[Any], directory: Path) -> None:
         super().__init__(config, sockets)
         self.reaper = WorkerReaper(directory)
+        self.failed_start: int | None = None
 
     def init_processes(self) -> None:
         super().init_processes()
@@ -77,6 +92,8 @@ class WorkerSupervisor(Multiprocess):
 
     def keep_subprocess_alive(self) -> None:
         super().keep_subprocess_alive()
+        # uvicorn keeps a worker that failed to start in its list, and stops (this runs no more)
+        self.failed_start = next((p.pid for p in self.processes if p.exitcode == STARTUP_FAILURE), None)
         self.reap()
 
     def handle_signals(self) -> None:
@@ -90,31 +107,56 @@ class WorkerSupervisor(Multiprocess):
 
 def run_workers(app: str, workers: int, options: dict[str, Any]) -> None:
     """Serve ``app`` (an import string of an app factory) with ``workers`` processes sharing one
-    fresh metrics directory, removed at exit. ``options`` are ``uvicorn.Config``'s keyword arguments
-    (host, port, lifespan, timeouts …).
+    fresh metrics directory, and reporting a failed start in one fresh report directory, both
+    removed at exit. ``options`` are ``uvicorn.Config``'s keyword arguments (host, port, lifespan,
+    timeouts …).
 
     Raises:
-        OSError: the metrics directory cannot be created; whatever binding the socket raises.
+        StartFailure: a worker failed to start, so the supervisor stopped: the first distinct
+            problem reported, the others (another worker's different problem) on its next lines;
+            exit code 3 and a pointer to the log when that worker wrote no report (a fault before
+            the app's start, logged by uvicorn).
+        OSError: a directory cannot be created; whatever binding the socket raises.
     """
-    directory = Path(tempfile.mkdtemp(prefix="harness-gateway-metrics-"))
-    previous = os.environ.get(MULTIPROC_DIR_ENV)
-    os.environ[MULTIPROC_DIR_ENV] = str(directory)  # inherited by the workers, read at their import
-    try:
+    with contextlib.ExitStack() as cleanup:  # undone in reverse order, however the run ends
+        directory = Path(tempfile.mkdtemp(prefix="harness-gateway-metrics-"))
+        cleanup.callback(remove_directory, directory)
+        reports = Path(tempfile.mkdtemp(prefix="harness-gateway-start-"))
+        cleanup.callback(remove_directory, reports, "start report")
+        cleanup.callback(_restore, {name: os.environ.get(name) for name in (MULTIPROC_DIR_ENV, REPORTS_ENV)})
+        os.environ[MULTIPROC_DIR_ENV] = str(directory)  # inherited by the workers, read at their import
+        os.environ[REPORTS_ENV] = str(reports)
         config = Config(app, factory=True, workers=workers, **options)
         logger.info("%d workers share their metrics through %s", workers, directory)
-        WorkerSupervisor(config, [config.bind_socket()], directory).run()
-    finally:
-        if previous is None:
-            del os.environ[MULTIPROC_DIR_ENV]
+        supervisor = WorkerSupervisor(config, [config.bind_socket()], directory)
+        supervisor.run()
+        if supervisor.failed_start is not None:
+            raise start_failure(reports, supervisor.failed_start)
+
+
+def _restore(environ: dict[str, str | None]) -> None:
+    """Put the variables of ``environ`` back as they were (``None``: unset)."""
+    for name, value in environ.items():
+        if value is None:
+            del os.environ[name]
         else:
-            os.environ[MULTIPROC_DIR_ENV] = previous
-        remove_directory(directory)
+            os.environ[name] = value
 
 
-def remove_directory(directory: Path) -> None:
-    """Remove ``directory`` and its files; a failure is logged as a warning naming it, not raised
-    (the gateway has stopped; a leftover directory is never reused)."""
+def start_failure(reports: Path, pid: int) -> StartFailure:
+    """Why the workers did not start, from the reports in ``reports`` (worker ``pid`` stopped the
+    supervisor): one message per distinct problem, the exit code of ``pid``'s (or of the first);
+    exit code 3 (uvicorn's ``STARTUP_FAILURE``) naming ``pid`` when no worker reported one."""
+    failures = read_reports(reports, pid)
+    if not failures:
+        return StartFailure(STARTUP_FAILURE, f"worker {pid} failed to start (its log above says why)")
+    return StartFailure(failures[0].exit_code, "\n".join(failure.message for failure in failures))
+
+
+def remove_directory(directory: Path, what: str = "metrics") -> None:
+    """Remove ``directory`` (the run's ``what`` directory) and its files; a failure is logged as a
+    warning naming it, not raised (the gateway has stopped; a leftover directory is never reused)."""
     try:
         shutil.rmtree(directory)
     except OSError as exc:
-        logger.warning("could not remove the metrics directory %s: %s", directory, exc)
+        logger.warning("could not remove the %s directory %s: %s", what, directory, exc)
