@@ -27,7 +27,7 @@ class LlmAdapter(abc.ABC):
     closes its connection and finishes with ``finish{aborted}``; task cancellation propagates.
 
     Optional overrides: :meth:`resolve_model`, :meth:`list_models`, :meth:`count_tokens`,
-    :meth:`aclose`, :attr:`default_model`.
+    :meth:`aclose`, :attr:`default_model`, :meth:`gen_ai_provider`.
 
     Class attribute ``wire``: the request wire the adapter speaks (``"anthropic-messages"``,
     ``"openai-chat"``, ``"openai-responses"``, ``"gemini"``; ``None`` for none in particular). A
@@ -51,6 +51,22 @@ class LlmAdapter(abc.ABC):
     @abc.abstractmethod
     def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
         """Generate a reply to ``options`` as a stream of chunks (an async generator)."""
+
+    def gen_ai_provider(self, plugin: str) -> str | None:
+        """The GenAI provider this adapter calls, as the OpenTelemetry GenAI semantic conventions
+        name it (``gen_ai.provider.name``: ``openai``, ``anthropic``, ``gcp.gemini``,
+        ``aws.bedrock`` … https://opentelemetry.io/docs/specs/semconv/registry/attributes/gen-ai/),
+        where one of their values applies; otherwise a custom value that names no real vendor
+        wrongly. Telemetry (the ``otel`` middleware) reads it through
+        :meth:`Harness.route_provider <harness_core.runtime.Harness.route_provider>`, resolved
+        once per route, never per stream.
+
+        ``plugin`` is the entry-point name of the plugin serving the route (``openai`` for the
+        plugins.yaml key ``openai:eu``); the default returns it (an adapter that says nothing is
+        named by its plugin). ``None``: the adapter calls no provider of its own (a ``balance``
+        pool: the member that serves says it).
+        """
+        return plugin
 
     def resolve_model(self, model: str) -> ModelInfo:
         """Describe ``model`` (context window, reasoning efforts …). The default knows nothing

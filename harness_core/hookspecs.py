@@ -37,6 +37,7 @@ __all__ = [
     "CallNext",
     "CountCallNext",
     "HarnessSpec",
+    "ProviderLookup",
     "RegisterAdapter",
     "RegisterEmbedder",
     "RegisterTool",
@@ -68,6 +69,16 @@ class RegisterAdapter(Protocol):
     """``register(routes, adapter) -> unregister``, bound by the runtime to the calling plugin."""
 
     def __call__(self, routes: Sequence[str], adapter: LlmAdapter) -> Callable[[], None]: ...
+
+
+class ProviderLookup(Protocol):
+    """``provider_of(route, *, embeddings=False) -> str | None``: the GenAI provider serving
+    ``route`` (``gen_ai.provider.name``: ``openai``, ``anthropic`` …), as
+    :meth:`Harness.route_provider <harness_core.runtime.Harness.route_provider>` resolves it;
+    ``None`` for a route nobody serves or one whose adapter calls no provider itself (a
+    ``balance`` pool). Handed to middleware by the ``use_route_providers`` hook."""
+
+    def __call__(self, route: str, *, embeddings: bool = False) -> str | None: ...
 
 
 class RegisterEmbedder(Protocol):
@@ -164,4 +175,18 @@ class HarnessSpec:
         before the data leaves the process: route and model names, error text, request and
         response content. An implementation that raises is a plugin failure (a middleware's
         failure stops the start, as a missing masker would leak data). See docs/hooks.md.
+        """
+
+    @hookspec
+    def use_route_providers(self, provider_of: ProviderLookup) -> None:
+        """Receive the harness's route → GenAI provider lookup, once, when the harness starts
+        (before any stream), for telemetry that names the provider a stream or embedding call
+        goes to (``otel``: ``gen_ai.provider.name``) without importing adapters.
+
+        ``provider_of(route, *, embeddings=False)`` answers from the routes registered when it
+        is called (every plugin has registered by the first stream), each resolved once:
+        the adapter's :meth:`~harness_core.adapter.LlmAdapter.gen_ai_provider`, by default the
+        serving plugin's entry-point name; ``None`` for a route nobody serves or a ``balance``
+        pool (the member chosen is ``StreamRecord.served_route``). An implementation that
+        raises is a plugin failure, as for ``use_redactor``. See docs/hooks.md.
         """

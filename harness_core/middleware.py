@@ -3,8 +3,9 @@ needs, and nothing more. How to write one: ``docs/hooks.md``.
 
 - the hooks: :data:`hookimpl`; the ``call_next`` types :data:`CallNext` (``llm_stream``),
   :data:`EmbedCallNext` (``llm_embed``), :data:`CountCallNext` (``llm_count_tokens``),
-  :data:`ToolCallNext` (``llm_tool_call``) and
-  :data:`RegisterAdapter` (``register_adapters``);
+  :data:`ToolCallNext` (``llm_tool_call``),
+  :data:`RegisterAdapter` (``register_adapters``) and :class:`ProviderLookup`
+  (``use_route_providers``: the GenAI provider of a route, for telemetry);
 - what a stream carries: :class:`GenerateOptions` in, :data:`StreamChunk` out (the chunk kinds
   :class:`BlockStart`, :class:`TextDelta`, :class:`ReasoningDelta`, :class:`ToolCallDelta`,
   :class:`BlockEnd`, :class:`Usage`, :class:`Finish` with its :class:`FinishReason`), the content
@@ -39,7 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.chain import close_stream
     from harness_core.embedding import EmbedCallNext, Embeddings, EmbedOptions
     from harness_core.errors import ErrorCode, Failure, LlmError, snippet
-    from harness_core.hookspecs import CallNext, CountCallNext, RegisterAdapter, ToolCallNext, hookimpl
+    from harness_core.hookspecs import CallNext, CountCallNext, ProviderLookup, RegisterAdapter, ToolCallNext, hookimpl
     from harness_core.outfile import WriteFailureLog, check_output_file, private_file, write_in_thread
     from harness_core.record import (
         Attempt,
@@ -105,6 +106,7 @@ __all__ = [
     "LlmError",
     "Message",
     "ModelInfo",
+    "ProviderLookup",
     "ReadScope",
     "ReasoningBlock",
     "ReasoningDelta",
@@ -168,6 +170,7 @@ _LAZY = {
     "snippet": "harness_core.errors",
     "CallNext": "harness_core.hookspecs",
     "CountCallNext": "harness_core.hookspecs",
+    "ProviderLookup": "harness_core.hookspecs",
     "RegisterAdapter": "harness_core.hookspecs",
     "ToolCallNext": "harness_core.hookspecs",
     "hookimpl": "harness_core.hookspecs",

@@ -15,6 +15,7 @@ from typing import Any
 from harness_core.adapter import LlmAdapter
 from harness_core.errors import LlmError
 from harness_core.hookspecs import RegisterAdapter
+from harness_core.plugininfo import plugin_name
 
 __all__ = ["Registration", "RouteRegistry"]
 
@@ -22,12 +23,28 @@ __all__ = ["Registration", "RouteRegistry"]
 class Registration:
     """One successful ``register(routes, adapter)`` call by the plugin ``owner``."""
 
-    __slots__ = ("adapter", "owner", "routes")
+    __slots__ = ("_gen_ai_provider", "adapter", "owner", "routes")
 
     def __init__(self, owner: str, routes: tuple[str, ...], adapter: Any) -> None:
         self.owner = owner
         self.routes = routes
         self.adapter = adapter
+        self._gen_ai_provider: tuple[str | None] | None = None  # resolved on first use
+
+    def gen_ai_provider(self) -> str | None:
+        """The GenAI provider of this registration's routes (``gen_ai.provider.name``), asked of
+        the adapter once (:meth:`LlmAdapter.gen_ai_provider
+        <harness_core.adapter.LlmAdapter.gen_ai_provider>`, handed the owner's entry-point name);
+        an embedder that is no :class:`~harness_core.adapter.LlmAdapter` is named by its plugin.
+        An adapter that raises: the exception propagates (a bug in the adapter, not hidden)."""
+        resolved = self._gen_ai_provider
+        if resolved is None:
+            name = plugin_name(self.owner)
+            adapter = self.adapter
+            resolved = self._gen_ai_provider = (
+                (adapter.gen_ai_provider(name) if isinstance(adapter, LlmAdapter) else name),
+            )
+        return resolved[0]
 
     def __repr__(self) -> str:
         return (

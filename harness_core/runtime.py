@@ -39,7 +39,7 @@ from harness_core.closing import aclose_all, raise_collected
 from harness_core.embedding import EmbedBoundary, EmbedChain, EmbeddingAdapter, Embeddings, EmbedOptions
 from harness_core.errors import LlmError
 from harness_core.fields import FieldTarget
-from harness_core.hookspecs import PROJECT_NAME, HarnessSpec
+from harness_core.hookspecs import PROJECT_NAME, HarnessSpec, ProviderLookup
 from harness_core.plugininfo import REPORTED, Defaults, LoadedPlugin, PluginFailure, plugin_name, stopping_failures
 from harness_core.record import StreamRecord, open_embed_record, open_record
 from harness_core.registry import Registration, RouteRegistry
@@ -389,6 +389,7 @@ class Harness:
             else:
                 registered.append(plugin)
         redactor_impls = {impl.plugin_name: impl for impl in pm.hook.use_redactor.get_hookimpls()}
+        provider_impls = {impl.plugin_name: impl for impl in pm.hook.use_route_providers.get_hookimpls()}
         adapter_impls = {impl.plugin_name: impl for impl in pm.hook.register_adapter.get_hookimpls()}
         tool_impls = {impl.plugin_name: impl for impl in pm.hook.register_tools.get_hookimpls()}
         source_impls = {impl.plugin_name: impl for impl in pm.hook.register_tool_source.get_hookimpls()}
@@ -399,6 +400,7 @@ class Harness:
         for plugin in registered:
             hooks: tuple[tuple[str, dict[str, pluggy.HookImpl], Callable[[str], object]], ...] = (
                 ("use_redactor", redactor_impls, self._masker),
+                ("use_route_providers", provider_impls, self._provider_lookup),
                 ("register_adapter", adapter_impls, self._registry.bind),
                 ("register_embedder", embedder_impls, self._embedders.bind),
                 ("register_tools", tool_impls, self._tools.bind),
@@ -440,6 +442,10 @@ class Harness:
     def _masker(self, key: str) -> Callable[[str], str]:
         """What ``use_redactor`` receives (the same masker for every plugin)."""
         return self._redact
+
+    def _provider_lookup(self, key: str) -> ProviderLookup:
+        """What ``use_route_providers`` receives (the same lookup for every plugin)."""
+        return self.route_provider
 
     @property
     def redact(self) -> Callable[[str], str]:
@@ -647,6 +653,20 @@ class Harness:
         if registration is None:
             registration = self._registry.get(route)
         return registration.owner if registration is not None else None
+
+    def route_provider(self, route: str, *, embeddings: bool = False) -> str | None:
+        """The GenAI provider serving ``route``, as the OpenTelemetry GenAI conventions name it
+        (``gen_ai.provider.name``): what its adapter declares
+        (:meth:`~harness_core.adapter.LlmAdapter.gen_ai_provider`), by default the entry-point
+        name of its plugin (``openai`` for ``openai:eu``); ``None`` for a route nobody serves or
+        an adapter that calls no provider itself (a ``balance`` pool). Resolved once per
+        registration, then a dictionary lookup. With ``embeddings``, the provider of its
+        embedder first, else of its stream adapter (as :meth:`route_owner`). Middleware
+        receive this method through the ``use_route_providers`` hook."""
+        registration = self._embedders.get(route) if embeddings else None
+        if registration is None:
+            registration = self._registry.get(route)
+        return registration.gen_ai_provider() if registration is not None else None
 
     def chain(self, route: str | None = None) -> list[ChainLink]:
         """The middleware a stream passes through, outermost first.

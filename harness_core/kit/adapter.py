@@ -52,6 +52,9 @@ class HttpAdapter(LlmAdapter, Generic[ConfigT]):
 
     Class attributes:
         provider_name: the default ``provider``.
+        gen_ai_provider_name: the GenAI provider of the vendor (``gen_ai.provider.name``:
+            ``anthropic``, ``deepseek`` …; ``None``: the plugin's name), unless the config's
+            ``gen_ai_provider`` says another (:meth:`gen_ai_provider`).
         stream_path: the streaming request's path, relative to ``config.base_url``.
         models_path: the model list's path (``None``: ``list_models`` raises ``UNSUPPORTED``).
         drain_timeout: seconds to read the rest of a body after the terminal event.
@@ -62,6 +65,7 @@ class HttpAdapter(LlmAdapter, Generic[ConfigT]):
     """
 
     provider_name: ClassVar[str] = "http"
+    gen_ai_provider_name: ClassVar[str | None] = None
     stream_path: ClassVar[str] = "/"
     models_path: ClassVar[str | None] = None
     drain_timeout: ClassVar[float] = DEFAULT_DRAIN_TIMEOUT
@@ -121,6 +125,11 @@ class HttpAdapter(LlmAdapter, Generic[ConfigT]):
         return [str(item["id"]) for item in data]
 
     # ------------------------------------------------------------------ LlmAdapter
+
+    def gen_ai_provider(self, plugin: str) -> str | None:
+        """The GenAI provider telemetry names (:meth:`LlmAdapter.gen_ai_provider`): the config's
+        ``gen_ai_provider``, else :attr:`gen_ai_provider_name`, else ``plugin``."""
+        return self.config.gen_ai_provider or self.gen_ai_provider_name or plugin
 
     @property
     def client(self) -> httpx.AsyncClient:

@@ -126,6 +126,10 @@ class HttpProviderConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=Tru
         pool_timeout: seconds to wait for a free pooled connection (at least 0).
         transport: ``auto`` (default), ``httpcore`` or ``aiohttp`` (asyncio only; needs
             ``harness-core[aiohttp]``): see :mod:`harness_core.http.transport`.
+        gen_ai_provider: the GenAI provider telemetry names for these routes
+            (``gen_ai.provider.name`` of the OpenTelemetry GenAI conventions, e.g. ``groq`` for
+            an OpenAI-compatible ``base_url`` at Groq); ``None``: what the adapter declares
+            (:meth:`HttpAdapter.gen_ai_provider <harness_core.kit.HttpAdapter.gen_ai_provider>`).
     """
 
     base_url: str = ""
@@ -136,6 +140,7 @@ class HttpProviderConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=Tru
     max_connections: Annotated[int, msgspec.Meta(ge=1)] = 20
     pool_timeout: Seconds = 30.0
     transport: Literal["auto", "httpcore", "aiohttp"] = "auto"
+    gen_ai_provider: Annotated[str, msgspec.Meta(min_length=1)] | None = None
 
     def __post_init__(self) -> None:
         """Check ``base_url`` (:func:`base_url_problem`) and the header names

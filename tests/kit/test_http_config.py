@@ -70,3 +70,16 @@ def test_the_config_refuses_them_when_built() -> None:
     assert msgspec.convert({"base_url": "http://h", "timeout": {"read": None, "connect": 0}}, ToyConfig).timeout == (
         HttpTimeouts(connect=0, read=None)
     )
+
+
+def test_the_gen_ai_provider_is_the_config_s_else_the_adapter_s_else_the_plugin_s() -> None:
+    from kit_adapter import ToyAdapter
+
+    class AcmeAdapter(ToyAdapter):
+        gen_ai_provider_name = "acme"
+
+    assert ToyAdapter(ToyConfig()).gen_ai_provider("toy") == "toy"  # the kit's default: the plugin's name
+    assert AcmeAdapter(ToyConfig()).gen_ai_provider("toy") == "acme"
+    assert AcmeAdapter(ToyConfig(gen_ai_provider="groq")).gen_ai_provider("toy") == "groq"
+    with pytest.raises(msgspec.ValidationError, match=r"length >= 1 - at `\$.gen_ai_provider`"):
+        msgspec.convert({"gen_ai_provider": ""}, ToyConfig)

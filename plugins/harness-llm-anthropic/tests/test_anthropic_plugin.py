@@ -95,3 +95,12 @@ def test_import_does_not_load_httpx() -> None:
     code = "import sys, harness_llm_anthropic; print('httpx' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+def test_the_gen_ai_provider_is_anthropic_unless_the_config_says_another() -> None:
+    from harness_llm_anthropic.adapter import AnthropicAdapter
+    from harness_llm_anthropic.config import AnthropicConfig
+
+    assert AnthropicAdapter(AnthropicConfig()).gen_ai_provider("anthropic") == "anthropic"
+    configured = AnthropicConfig(base_url="http://127.0.0.1:9/", gen_ai_provider="gcp.vertex_ai")
+    assert AnthropicAdapter(configured).gen_ai_provider("anthropic") == "gcp.vertex_ai"

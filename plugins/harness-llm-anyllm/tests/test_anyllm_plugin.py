@@ -206,3 +206,27 @@ def test_start_up_never_imports_the_library(tmp_path: Path, command: list[str]) 
     assert not {m for m in modules if m.split(".")[0] in ("any_llm", "openai", "anthropic", "mistralai", "pydantic")}
     if command[0] == "run":
         assert "harness_llm_anyllm.adapter" in modules  # the plugin did start
+
+
+@pytest.mark.parametrize(
+    ("fields", "provider"),
+    [
+        ({"provider": "mistral"}, "mistral_ai"),
+        ({"provider": "bedrock"}, "aws.bedrock"),
+        ({"provider": "vertexaianthropic"}, "gcp.vertex_ai"),  # the platform called
+        ({"provider": "together"}, "together"),  # none of the conventions' values: the any-llm name
+        ({"provider": "ollama", "gen_ai_provider": "harness.local"}, "harness.local"),
+    ],
+)
+def test_the_gen_ai_provider_maps_the_any_llm_provider(fields: dict[str, str], provider: str) -> None:
+    from harness_llm_anyllm.adapter import AnyLLMAdapter
+    from harness_llm_anyllm.config import AnyLLMConfig
+
+    config = AnyLLMConfig(**fields, base_url="http://127.0.0.1:9/v1")  # type: ignore[arg-type]
+    assert AnyLLMAdapter(config).gen_ai_provider("anyllm") == provider
+
+
+def test_every_mapped_provider_is_one_any_llm_knows() -> None:
+    from harness_llm_anyllm.providers import GEN_AI_PROVIDERS, PROVIDERS
+
+    assert set(GEN_AI_PROVIDERS) <= set(PROVIDERS)

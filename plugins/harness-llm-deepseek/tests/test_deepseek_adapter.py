@@ -450,3 +450,14 @@ def test_the_embedding_fields_are_refused_by_name(field: dict[str, Any]) -> None
 
     with pytest.raises(msgspec.ValidationError, match=f"field {next(iter(field))!r}: DeepSeek has no embeddings"):
         msgspec.convert({"api_key": None, **field}, DeepSeekConfig)
+
+
+def test_the_gen_ai_provider_is_deepseek_unless_the_config_says_another() -> None:
+    from harness_llm_deepseek.adapter import DeepSeekAdapter
+    from harness_llm_deepseek.config import DeepSeekConfig
+
+    assert DeepSeekAdapter(DeepSeekConfig()).gen_ai_provider("deepseek") == "deepseek"
+    proxied = DeepSeekConfig(base_url="http://127.0.0.1:8000/v1")  # DeepSeek's API through a proxy
+    assert DeepSeekAdapter(proxied).gen_ai_provider("deepseek") == "deepseek"
+    hosted = DeepSeekConfig(base_url="http://127.0.0.1:8000/v1", gen_ai_provider="azure.ai.inference")
+    assert DeepSeekAdapter(hosted).gen_ai_provider("deepseek") == "azure.ai.inference"

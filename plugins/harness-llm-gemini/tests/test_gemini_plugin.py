@@ -109,3 +109,27 @@ def test_import_does_not_load_httpx() -> None:
     code = "import sys, harness_llm_gemini; print('httpx' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    ("fields", "provider"),
+    [
+        ({}, "gcp.gemini"),
+        ({"base_url": "https://llm-gateway.example.com/v1beta"}, "gcp.gemini"),  # a gateway speaking the Gemini API
+        (
+            {"base_url": "https://aiplatform.googleapis.com/v1/projects/p/locations/global/publishers/google"},
+            "gcp.vertex_ai",
+        ),
+        (
+            {"base_url": "https://europe-west4-aiplatform.googleapis.com/v1/projects/p/locations/l/publishers/google"},
+            "gcp.vertex_ai",
+        ),
+        ({"gen_ai_provider": "gcp.gen_ai"}, "gcp.gen_ai"),
+    ],
+)
+def test_the_gen_ai_provider_is_gemini_or_vertex_ai(fields: dict[str, str], provider: str) -> None:
+    from harness_llm_gemini.adapter import GeminiAdapter
+    from harness_llm_gemini.config import GeminiConfig
+
+    config = msgspec.convert(fields, GeminiConfig)
+    assert GeminiAdapter(config).gen_ai_provider("gemini") == provider

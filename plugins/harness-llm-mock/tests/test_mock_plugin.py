@@ -263,3 +263,8 @@ async def test_with_a_response_format_the_user_text_comes_back_verbatim() -> Non
     for response_format in (fmt, JsonObjectFormat()):
         opts = options(messages=[Message.user(text, photo)], response_format=response_format)
         assert ends(await collect(MockAdapter(MockConfig()), opts)) == [TextBlock(text)]
+
+
+def test_the_gen_ai_provider_names_no_real_vendor() -> None:
+    """``harness.mock``: a custom value in the harness namespace, whatever the plugin is called."""
+    assert MockAdapter(MockConfig()).gen_ai_provider("mock") == "harness.mock"

@@ -124,3 +124,38 @@ def test_a_nested_value_that_is_no_mapping_is_one_problem(tmp_path: Path) -> Non
     )
     [problem] = inspect_config(path, environ={}).problems  # the valid nested values add nothing
     assert (problem.field, problem.line) == ("max_connections", 6)
+
+
+@pytest.mark.parametrize(
+    ("base_url", "provider"),
+    [
+        ("https://api.openai.com/v1", "openai"),
+        ("https://API.OpenAI.com:443/v1/", "openai"),
+        ("https://my-resource.openai.azure.com/openai/v1", "azure.ai.openai"),
+        ("https://us-central1-aiplatform.googleapis.com/v1/projects/p/locations/l/endpoints/openapi", "gcp.vertex_ai"),
+        ("https://generativelanguage.googleapis.com/v1beta/openai", "gcp.gemini"),
+        ("https://api.deepseek.com/v1", "deepseek"),
+        ("https://api.groq.com/openai/v1", "groq"),
+        ("https://api.x.ai/v1", "x_ai"),
+        ("https://api.mistral.ai/v1", "mistral_ai"),
+        ("https://api.perplexity.ai", "perplexity"),
+        ("http://127.0.0.1:8000/v1", "harness.openai_compatible"),  # a local vLLM or Ollama
+        ("https://openai.example.com/v1", "harness.openai_compatible"),  # says openai, is not OpenAI's host
+        ("https://user:pw@gateway.internal/v1", "harness.openai_compatible"),
+    ],
+)
+def test_the_gen_ai_provider_is_the_base_url_s_host(base_url: str, provider: str) -> None:
+    from harness_llm_openai.adapter import OpenAIAdapter
+    from harness_llm_openai.responses_adapter import ResponsesAdapter
+    from harness_llm_openai.semconv import provider_for_url
+
+    assert provider_for_url(base_url) == provider
+    for adapter in (OpenAIAdapter, ResponsesAdapter):
+        assert adapter(OpenAIPlugin.Config(base_url=base_url)).gen_ai_provider("openai") == provider
+
+
+def test_the_config_names_the_gen_ai_provider_of_a_compatible_server() -> None:
+    from harness_llm_openai.adapter import OpenAIAdapter
+
+    config = OpenAIPlugin.Config(base_url="http://127.0.0.1:8000/v1", gen_ai_provider="vllm")
+    assert OpenAIAdapter(config).gen_ai_provider("openai") == "vllm"

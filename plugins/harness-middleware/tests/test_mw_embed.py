@@ -528,7 +528,8 @@ async def test_otel_one_embeddings_span_per_call(exporter: InMemorySpanExporter)
     assert (requested.name, requested.kind) == (f"embeddings {MODEL}", SpanKind.CLIENT)
     assert dict(requested.attributes or {}) == {
         "gen_ai.operation.name": "embeddings",
-        "gen_ai.provider.name": "openai",
+        "gen_ai.provider.name": "openai",  # an embedder that says nothing: its plugin's name
+        "harness.route": "openai",
         "gen_ai.request.model": MODEL,
         "gen_ai.embeddings.dimension.count": 5,
         "gen_ai.response.model": MODEL,
@@ -539,6 +540,7 @@ async def test_otel_one_embeddings_span_per_call(exporter: InMemorySpanExporter)
     assert dict(defaulted.attributes or {}) == {
         "gen_ai.operation.name": "embeddings",
         "gen_ai.provider.name": "openai",
+        "harness.route": "openai",
         "gen_ai.embeddings.dimension.count": 3,  # none requested: those of the vectors
         "gen_ai.response.model": MODEL,
         "gen_ai.usage.input_tokens": 1,

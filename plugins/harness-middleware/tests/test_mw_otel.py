@@ -6,31 +6,52 @@ import hashlib
 import json
 import secrets
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from types import SimpleNamespace
 from typing import Any
 
 import anyio
 import msgspec
 import pytest
-from mw_helpers import Script, Stall, collect, error_finish, finish, options, stop, text_chunks, tool_chunks, usage
+from mw_helpers import (
+    AdapterPlugin,
+    Script,
+    ScriptAdapter,
+    Stall,
+    collect,
+    error_finish,
+    finish,
+    options,
+    stop,
+    text_chunks,
+    tool_chunks,
+    usage,
+)
 from opentelemetry import baggage, context, trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
+from test_mw_fallback import sse_reply, unavailable
 
+from harness_core import Embeddings, EmbedOptions, Harness, open_record
 from harness_core.errors import LlmError
+from harness_core.testing import Reply, ScriptedServer
 from harness_core.types import (
     FileBlock,
     GenerateOptions,
     Message,
     ReasoningBlock,
+    StreamChunk,
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
 )
+from harness_llm_mock import MockConfig, MockPlugin
+from harness_llm_openai import OpenAIPlugin
 from harness_middleware import otel
+from harness_middleware.balance import BalancePlugin, MemoryState
+from harness_middleware.fallback import Cooldowns, FallbackPlugin
 from harness_middleware.otel import OtelPlugin
 
 pytestmark = pytest.mark.anyio
@@ -63,9 +84,9 @@ async def test_span_follows_genai_conventions(exporter: InMemorySpanExporter) ->
     assert span.name == "chat m1"
     assert span.kind == SpanKind.CLIENT
     attrs = dict(span.attributes or {})
-    assert attrs == {
+    assert attrs == {  # outside a harness: no provider lookup, so no gen_ai.provider.name
         "gen_ai.operation.name": "chat",
-        "gen_ai.provider.name": "fake",
+        "harness.route": "fake",
         "gen_ai.request.model": "m1",
         "gen_ai.request.max_tokens": 64,
         "gen_ai.request.temperature": 0.2,
@@ -298,7 +319,8 @@ async def test_a_key_in_the_prompt_route_or_model_is_masked_in_every_span_attrib
         assert (await harness.generate(opts)).text == "say **********"
     span = only_span(exporter)
     attributes = dict(span.attributes or {})
-    assert attributes["gen_ai.provider.name"] == "**********"
+    assert attributes["harness.route"] == "**********"
+    assert attributes["gen_ai.provider.name"] == "harness.mock"  # the provider, never the (masked) route
     assert json.loads(str(attributes["gen_ai.system_instructions"])) == [{"type": "text", "content": "key **********"}]
     assert "say **********" in str(attributes["gen_ai.input.messages"])
     assert "say **********" in str(attributes["gen_ai.output.messages"])
@@ -377,3 +399,159 @@ async def test_a_raised_tool_middleware_error_is_recorded_and_re_raised(exporter
     assert dict(span.attributes or {})["error.type"] == "PROTOCOL"
     assert span.status.status_code == StatusCode.ERROR
     assert [e.name for e in span.events] == ["exception"]
+
+
+# ------------------------------------------------------------------ gen_ai.provider.name
+
+
+class StartAttributes(SpanProcessor):
+    """Records each span's attributes as they were when it started (what a sampler sees)."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, Any]] = []
+
+    def on_start(self, span: Span, parent_context: context.Context | None = None) -> None:
+        self.seen.append(dict(span.attributes or {}))
+
+
+def traced(exporter: InMemorySpanExporter, starts: StartAttributes | None = None) -> tuple[str, OtelPlugin]:
+    provider = TracerProvider()
+    if starts is not None:
+        provider.add_span_processor(starts)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return "otel", OtelPlugin(tracer_provider=provider)
+
+
+def openai_route(key: str, route: str, server: ScriptedServer, **config: Any) -> tuple[str, Any]:
+    """An openai plugin instance serving ``route`` from ``server`` (an OpenAI-compatible host)."""
+    return key, OpenAIPlugin(OpenAIPlugin.Config(base_url=f"{server.url}/v1", routes=[route], **config))
+
+
+def fallback_to(target: str) -> FallbackPlugin:
+    """``fallback`` from route ``primary`` to ``target``, with no cooldown (each call tries both)."""
+    config = msgspec.convert({"targets": {"primary": [target]}, "cooldown": 0}, FallbackPlugin.Config)
+    return FallbackPlugin(config, cooldowns=Cooldowns())
+
+
+def mock_route(key: str, route: str) -> tuple[str, MockPlugin]:
+    return key, MockPlugin(MockConfig(routes=[route]))
+
+
+def provider_and_route(span: ReadableSpan) -> tuple[Any, ...]:
+    attributes = dict(span.attributes or {})
+    return tuple(attributes.get(name) for name in ("gen_ai.provider.name", "harness.route", "harness.served_route"))
+
+
+@pytest.mark.parametrize(
+    ("config", "provider"),
+    [({}, "harness.openai_compatible"), ({"gen_ai_provider": "vllm"}, "vllm")],
+    ids=["unknown-host", "configured"],
+)
+async def test_an_openai_compatible_base_url_is_not_named_openai(
+    exporter: InMemorySpanExporter, config: dict[str, Any], provider: str
+) -> None:
+    """A route of the openai plugin whose base_url is not OpenAI's host is named by the config's
+    ``gen_ai_provider``, else by a value that claims no vendor; the route stays as harness.route,
+    and the provider is on the span from its start (samplers decide there)."""
+    starts = StartAttributes()
+    with ScriptedServer(sse_reply("hello", "local-model")) as server:
+        async with Harness([traced(exporter, starts), openai_route("openai:local", "fast", server, **config)]) as h:
+            assert (await h.generate(GenerateOptions(route="fast", model="m", messages=[Message.user("hi")]))).text
+    assert provider_and_route(only_span(exporter)) == (provider, "fast", None)
+    assert [seen["gen_ai.provider.name"] for seen in starts.seen] == [provider]
+
+
+async def test_each_route_is_named_by_its_own_provider(exporter: InMemorySpanExporter) -> None:
+    silent = ("fake", AdapterPlugin(ScriptAdapter(Script([*text_chunks("a"), stop()])), ["plain"]))
+    plugins = [traced(exporter), mock_route("mock", "mock"), silent]
+    async with Harness(plugins) as harness:
+        for route in ("mock", "plain"):
+            await harness.generate(GenerateOptions(route=route, model="echo", messages=[Message.user("hi")]))
+    mocked, plain = exporter.get_finished_spans()
+    assert provider_and_route(mocked) == ("harness.mock", "mock", None)
+    assert provider_and_route(plain) == ("fake", "plain", None)  # an adapter that says nothing: its plugin's name
+
+
+async def test_a_fallback_span_names_the_provider_that_served(exporter: InMemorySpanExporter) -> None:
+    """otel outside fallback: the span starts with the requested route's provider and ends with
+    the one of the target that served (the record's served_route)."""
+    starts = StartAttributes()
+    moves = fallback_to("backup")
+    with ScriptedServer(unavailable()) as server:
+        layers = [traced(exporter, starts), ("fallback", moves)]
+        async with Harness([*layers, openai_route("openai", "primary", server), mock_route("mock", "backup")]) as h:
+            result = await h.generate(GenerateOptions(route="primary", model="echo", messages=[Message.user("hi")]))
+    assert result.message.route == "backup"
+    assert provider_and_route(only_span(exporter)) == ("harness.mock", "primary", "backup")
+    assert starts.seen[0]["gen_ai.provider.name"] == "harness.openai_compatible"
+
+
+async def test_inside_fallback_each_attempt_is_a_span_of_its_target(exporter: InMemorySpanExporter) -> None:
+    moves = fallback_to("backup")
+    with ScriptedServer(unavailable()) as server:
+        layers = [("fallback", moves), traced(exporter)]
+        async with Harness([*layers, openai_route("openai", "primary", server), mock_route("mock", "backup")]) as h:
+            await h.generate(GenerateOptions(route="primary", model="echo", messages=[Message.user("hi")]))
+    failed, served = exporter.get_finished_spans()
+    assert provider_and_route(failed) == ("harness.openai_compatible", "primary", None)
+    assert failed.status.status_code == StatusCode.ERROR
+    assert provider_and_route(served) == ("harness.mock", "backup", None)
+
+
+async def test_a_pool_span_names_the_member_that_served(exporter: InMemorySpanExporter) -> None:
+    """A balance pool calls no provider itself: no provider at the start, the member's at the end."""
+    starts = StartAttributes()
+    pool = BalancePlugin(
+        msgspec.convert({"pools": {"pool": [{"target": "one"}]}}, BalancePlugin.Config), state=MemoryState()
+    )
+    async with Harness([traced(exporter, starts), ("balance", pool), mock_route("mock", "one")]) as harness:
+        assert harness.route_provider("pool") is None
+        await harness.generate(GenerateOptions(route="pool", model="echo", messages=[Message.user("hi")]))
+    assert provider_and_route(only_span(exporter)) == ("harness.mock", "pool", "one")
+    assert "gen_ai.provider.name" not in starts.seen[0]
+
+
+async def test_outside_a_harness_a_served_route_is_named_without_a_provider(exporter: InMemorySpanExporter) -> None:
+    opts, record = open_record(options())
+
+    async def moved(current: GenerateOptions) -> AsyncIterator[StreamChunk]:
+        record.served_route = "backup"
+        for chunk in [*text_chunks("a"), stop()]:
+            yield chunk
+
+    await collect(plugin(exporter).llm_stream(opts, moved))
+    assert provider_and_route(only_span(exporter)) == (None, "fake", "backup")
+
+
+def openai_embeddings(model: str) -> Reply:
+    return Reply.json(
+        200, {"data": [{"index": 0, "embedding": [0.5, 0.5]}], "model": model, "usage": {"prompt_tokens": 2}}
+    )
+
+
+async def test_embeddings_spans_name_the_provider_of_the_embedder(exporter: InMemorySpanExporter) -> None:
+    moves = fallback_to("backup")
+    with ScriptedServer(openai_embeddings("e1"), unavailable(), unavailable()) as server:
+        plugins = [traced(exporter), ("fallback", moves), openai_route("openai", "primary", server)]
+        async with Harness([*plugins, mock_route("mock", "backup")]) as harness:
+            direct = await harness.embed(["a b"], route="primary", model="e1")
+            moved = await harness.embed(["a b"], route="primary")  # 503: served by the mock
+            with pytest.raises(LlmError):
+                await harness.embed(["a b"], route="primary", model="nope")  # 503, then the mock refuses
+    assert (direct.route, moved.route) == ("primary", "backup")
+    spans = exporter.get_finished_spans()
+    assert [provider_and_route(span) for span in spans] == [
+        ("harness.openai_compatible", "primary", None),
+        ("harness.mock", "primary", "backup"),
+        ("harness.mock", "primary", "backup"),  # failed: the last target tried, from the call's record
+    ]
+    assert spans[2].status.status_code == StatusCode.ERROR
+
+
+async def test_an_embeddings_span_outside_a_harness_names_no_provider(exporter: InMemorySpanExporter) -> None:
+    async def failing(current: EmbedOptions) -> Embeddings:
+        raise LlmError("SERVER", "down")
+
+    with pytest.raises(LlmError):
+        await plugin(exporter).llm_embed(EmbedOptions(inputs=["x"], route="vec"), failing)
+    assert provider_and_route(only_span(exporter)) == (None, "vec", None)

@@ -64,6 +64,7 @@ class AnthropicAdapter(HttpAdapter[AnthropicConfig]):
     """
 
     provider_name = PROVIDER
+    gen_ai_provider_name = "anthropic"
     stream_path = "/v1/messages"
     wire = "anthropic-messages"
 

@@ -44,7 +44,7 @@ from harness_core.http import DEFAULT_CLOSE_TIMEOUT
 from harness_core.kit import ABORTED, DEFAULT_ABORT_REASON, aclose_all, race
 from harness_llm_anyllm.config import AnyLLMConfig
 from harness_llm_anyllm.errors import error_from_library
-from harness_llm_anyllm.providers import PROVIDERS
+from harness_llm_anyllm.providers import PROVIDERS, gen_ai_provider
 from harness_llm_anyllm.serialize import ANYLLM_EFFORTS, RequestBuilder
 from harness_llm_anyllm.translate import LibraryChunkTranslator
 
@@ -137,6 +137,12 @@ class AnyLLMAdapter(LlmAdapter, EmbeddingAdapter):
         self._key = self._resolve_key()
         self._library: Any = None
         self.max_batch = config.embed_batch
+
+    def gen_ai_provider(self, plugin: str) -> str | None:
+        """The GenAI provider telemetry names (``gen_ai.provider.name``): the config's
+        ``gen_ai_provider``, else the any-llm provider's well-known value, else its any-llm name
+        (:func:`~harness_llm_anyllm.providers.gen_ai_provider`)."""
+        return self.config.gen_ai_provider or gen_ai_provider(self.config.provider)
 
     def _resolve_key(self) -> str | None:
         """The key to hand the library: the configured one; else the provider's variable while

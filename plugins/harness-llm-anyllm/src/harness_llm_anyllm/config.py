@@ -48,6 +48,9 @@ class AnyLLMConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
             any-llm embeds with (``None``: such a request must name its model).
         embed_batch: most inputs per ``aembedding`` call (default 2,048, OpenAI's limit; set
             the provider's own, e.g. 96 for Cohere).
+        gen_ai_provider: the GenAI provider telemetry names for these routes
+            (``gen_ai.provider.name``); ``None``: the one ``provider`` maps to
+            (:func:`~harness_llm_anyllm.providers.gen_ai_provider`).
     """
 
     provider: str
@@ -62,6 +65,7 @@ class AnyLLMConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     max_retries: int | None = None
     embedding_model: str | None = None
     embed_batch: Annotated[int, msgspec.Meta(ge=1)] = DEFAULT_MAX_BATCH
+    gen_ai_provider: Annotated[str, msgspec.Meta(min_length=1)] | None = None
 
     def __post_init__(self) -> None:
         """Refuse a provider any-llm does not know or cannot stream from.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Final, NamedTuple
 
-__all__ = ["PROVIDERS", "ProviderFacts"]
+__all__ = ["GEN_AI_PROVIDERS", "PROVIDERS", "ProviderFacts", "gen_ai_provider"]
 
 
 class ProviderFacts(NamedTuple):
@@ -100,3 +100,33 @@ PROVIDERS: Final[dict[str, ProviderFacts]] = {
     "zai": ProviderFacts("ZAI_API_KEY", reasoning=True),
 }
 """any-llm's provider names (the ``provider`` config field) and their facts."""
+
+
+GEN_AI_PROVIDERS: Final[dict[str, str]] = {
+    "anthropic": "anthropic",
+    "azure": "azure.ai.inference",
+    "azureopenai": "azure.ai.openai",
+    "bedrock": "aws.bedrock",
+    "cohere": "cohere",
+    "deepseek": "deepseek",
+    "gemini": "gcp.gemini",
+    "groq": "groq",
+    "mistral": "mistral_ai",
+    "openai": "openai",
+    "perplexity": "perplexity",
+    "vertexai": "gcp.vertex_ai",
+    "vertexaianthropic": "gcp.vertex_ai",
+    "watsonx": "ibm.watsonx.ai",
+    "xai": "x_ai",
+}
+"""any-llm provider name → its well-known ``gen_ai.provider.name`` in the OpenTelemetry GenAI
+conventions (https://opentelemetry.io/docs/specs/semconv/registry/attributes/gen-ai/), for the
+providers the conventions list; Anthropic on Vertex AI is named by the platform called
+(``gcp.vertex_ai``), as the conventions name Vertex AI's endpoints."""
+
+
+def gen_ai_provider(provider: str) -> str:
+    """The ``gen_ai.provider.name`` of the any-llm ``provider``: its well-known value
+    (:data:`GEN_AI_PROVIDERS`), else the any-llm name itself (``together``, ``ollama`` …), a
+    custom value, as the conventions allow where none of theirs applies."""
+    return GEN_AI_PROVIDERS.get(provider, provider)

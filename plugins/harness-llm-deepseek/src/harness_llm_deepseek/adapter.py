@@ -29,6 +29,7 @@ class DeepSeekAdapter(OpenAIAdapter):
 
     config: DeepSeekConfig
     provider_name = "deepseek"
+    gen_ai_provider_name = "deepseek"  # whatever the base_url: DeepSeek's API (a config may say another)
 
     def make_serializer(self) -> DeepSeekSerializer:
         """DeepSeek's serializer (``max_tokens``, thinking policy from the config)."""

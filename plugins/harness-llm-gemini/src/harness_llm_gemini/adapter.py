@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, Final
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import msgspec
 
@@ -72,8 +72,20 @@ class GeminiAdapter(HttpAdapter[GeminiConfig], EmbeddingAdapter):
     ``GeminiAdapter(config, transport=…)`` as every kit adapter."""
 
     provider_name: ClassVar[str] = PROVIDER
+    gen_ai_provider_name: ClassVar[str | None] = "gcp.gemini"
     models_path: ClassVar[str | None] = "/models"
     wire: ClassVar[str | None] = "gemini"
+
+    def gen_ai_provider(self, plugin: str) -> str | None:
+        """The GenAI provider telemetry names (``gen_ai.provider.name``): the config's
+        ``gen_ai_provider``, else ``gcp.vertex_ai`` for a ``base_url`` on Vertex AI's hosts
+        (``aiplatform.googleapis.com``, ``{region}-aiplatform.googleapis.com``: the same
+        ``models/{model}:streamGenerateContent`` paths under a ``…/publishers/google`` root),
+        else ``gcp.gemini`` (the Gemini API, or a gateway speaking it)."""
+        if self.config.gen_ai_provider:
+            return self.config.gen_ai_provider
+        host = (urlsplit(self.config.base_url).hostname or "").lower()
+        return "gcp.vertex_ai" if host.endswith("aiplatform.googleapis.com") else "gcp.gemini"
 
     def __init__(
         self, config: GeminiConfig, *, provider: str | None = None, transport: httpx.AsyncBaseTransport | None = None

@@ -107,6 +107,10 @@ class MockConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     embed_batch: Annotated[int, msgspec.Meta(ge=1)] = 16
 
 
+GEN_AI_PROVIDER: Final = "harness.mock"
+"""The mock's ``gen_ai.provider.name`` (:meth:`MockAdapter.gen_ai_provider`)."""
+
+
 class MockAdapter(LlmAdapter, EmbeddingAdapter):
     """The mock adapter: deterministic replies and vectors built from the request (module docstring)."""
 
@@ -116,6 +120,11 @@ class MockAdapter(LlmAdapter, EmbeddingAdapter):
     def __init__(self, config: MockConfig) -> None:
         self.config = config
         self.max_batch = config.embed_batch
+
+    def gen_ai_provider(self, plugin: str) -> str | None:
+        """``harness.mock`` (``gen_ai.provider.name``): a custom value in the harness namespace,
+        so a trace backend never groups or prices the mock's spans as a real vendor's."""
+        return GEN_AI_PROVIDER
 
     async def embed(self, options: EmbedOptions) -> Embeddings:
         """Hash vectors (module docstring); ``NOT_FOUND`` for a model other than ``hash``,

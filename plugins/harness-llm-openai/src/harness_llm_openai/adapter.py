@@ -23,6 +23,7 @@ from harness_core.kit import HttpAdapter, request_json
 from harness_llm_openai.config import OPENAI_BASE_URL, OpenAIConfig
 from harness_llm_openai.embed import EMBEDDINGS_PATH, decode_embeddings, encode_embed_request
 from harness_llm_openai.errors import classify_http_error
+from harness_llm_openai.semconv import provider_for_url
 from harness_llm_openai.serialize import RequestSerializer
 from harness_llm_openai.translate import ChunkTranslator
 
@@ -59,6 +60,14 @@ class OpenAIAdapter(HttpAdapter[OpenAIConfig], EmbeddingAdapter):
         super().__init__(config, provider=provider, transport=transport)
         self.serializer = self.make_serializer()
         self.max_batch = config.embed_batch
+
+    def gen_ai_provider(self, plugin: str) -> str | None:
+        """The GenAI provider telemetry names (``gen_ai.provider.name``): the config's
+        ``gen_ai_provider``, else :attr:`gen_ai_provider_name` (a subclass's vendor), else the
+        one ``base_url``'s host names (:func:`~harness_llm_openai.semconv.provider_for_url`:
+        ``openai`` only for OpenAI's own host, ``harness.openai_compatible`` for a host it does
+        not know)."""
+        return self.config.gen_ai_provider or self.gen_ai_provider_name or provider_for_url(self.config.base_url)
 
     def auth_headers(self) -> dict[str, str]:
         """``Authorization: Bearer …`` and ``OpenAI-Organization`` when configured."""

@@ -692,6 +692,11 @@ class PoolAdapter(LlmAdapter):
         self.pool = pool
         self.members = list(members)
 
+    def gen_ai_provider(self, plugin: str) -> str | None:
+        """``None``: a pool calls no provider itself; telemetry names the member that served
+        (``StreamRecord.served_route``), known once one is chosen."""
+        return None
+
     async def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
         """Raises ``LlmError("CONFIG")``: a pool's stream reached the adapter without ``balance``."""
         raise LlmError("CONFIG", f"route {self.pool!r} is a balance pool: only the balance middleware serves it")

@@ -1,7 +1,8 @@
 """``otel``: one OpenTelemetry span per stream, following the GenAI semantic conventions.
 
 Span ``chat {model}`` (kind CLIENT) with ``gen_ai.operation.name = "chat"``,
-``gen_ai.provider.name`` (the route), ``gen_ai.request.model``, ``gen_ai.request.max_tokens`` /
+``gen_ai.provider.name`` (the provider serving the route: see below), ``harness.route`` (the
+route requested, the plugins.yaml name), ``gen_ai.request.model``, ``gen_ai.request.max_tokens`` /
 ``temperature`` / ``top_p`` when set, ``gen_ai.response.finish_reasons`` (the harness finish
 kind), ``gen_ai.usage.input_tokens`` / ``output_tokens`` (and the cache / reasoning subsets)
 when reported; an event ``gen_ai.first_chunk`` stamped with the time the first chunk arrived
@@ -16,6 +17,21 @@ data. Every string put on a span (the span name, route and model, captured conte
 description, a recorded exception's message and stack trace) is first masked with the harness's
 secret masker (the ``use_redactor`` hook): a key that shows up in a prompt is never exported.
 
+``gen_ai.provider.name`` is the GenAI provider as the conventions name it (``openai``,
+``anthropic``, ``gcp.gemini``, ``deepseek``, ``harness.mock`` …), never the route: trace backends
+group and price by it. The harness hands the lookup to the plugin when it starts (the
+``use_route_providers`` hook: :meth:`Harness.route_provider
+<harness_core.runtime.Harness.route_provider>`, resolved once per route); each adapter declares
+its value (:meth:`LlmAdapter.gen_ai_provider <harness_core.adapter.LlmAdapter.gen_ai_provider>`),
+an adapter that declares none is named by its plugin (``openai:eu`` → ``openai``). It is set when
+the span starts (samplers see it) for the route requested at this layer; when the stream was
+served by another route (``fallback``/``balance`` listed after ``otel`` moved it:
+``StreamRecord.served_route``, for embeddings ``Embeddings.route``), the span ends with
+``harness.served_route`` and the served route's provider instead. A ``balance`` pool names no
+provider at the start (none is chosen yet): its span gets the served member's at the end. A
+``cache`` hit keeps the requested route's. Outside a harness (no lookup handed), the attribute is
+not set.
+
 Every tool call the tool loop runs (``llm_tool_call``: Python and MCP tools alike) is a span
 ``execute_tool {tool name}`` (kind INTERNAL, current while the tool runs) with
 ``gen_ai.operation.name = "execute_tool"``, ``gen_ai.tool.name``, ``gen_ai.tool.call.id``,
@@ -28,7 +44,8 @@ is captured: an error result may quote the tool's data); a raised exception as f
 
 Every embedding call (``llm_embed``, docs/embeddings.md) is a span ``embeddings {model}`` (kind
 CLIENT, current while the call runs, so HTTP client spans nest under it) with
-``gen_ai.operation.name = "embeddings"``, ``gen_ai.provider.name`` (the route requested),
+``gen_ai.operation.name = "embeddings"``, ``gen_ai.provider.name`` and ``harness.route`` (as for
+``chat``),
 ``gen_ai.request.model`` (when given), ``gen_ai.embeddings.dimension.count`` (the requested
 ``dimensions``, else those of the vectors returned), ``gen_ai.response.model``, and
 ``gen_ai.usage.input_tokens`` when reported; a raised error or exception is status ERROR with
@@ -67,6 +84,7 @@ from harness_core.middleware import (
     GenerateOptions,
     LlmError,
     Message,
+    ProviderLookup,
     ReasoningBlock,
     SecretMasking,
     StreamChunk,
@@ -76,8 +94,10 @@ from harness_core.middleware import (
     ToolCallBlock,
     ToolCallNext,
     ToolResultBlock,
+    embed_record,
     hookimpl,
     observe,
+    record_of,
 )
 from harness_middleware._stream import aclose
 
@@ -120,11 +140,12 @@ def _messages(messages: list[Message]) -> list[dict[str, Any]]:
     return [{"role": m.role, "parts": [_part(b) for b in m.content]} for m in messages]
 
 
-def _request_attributes(options: GenerateOptions, capture_content: bool) -> dict[str, Any]:
+def _request_attributes(options: GenerateOptions, capture_content: bool, provider: str | None) -> dict[str, Any]:
     """The span's request attributes, unmasked (JSON content as builtins, encoded after masking)."""
     attributes: dict[str, Any] = {"gen_ai.operation.name": "chat"}
     optional = {
-        "gen_ai.provider.name": options.route,
+        "gen_ai.provider.name": provider,
+        "harness.route": options.route,
         "gen_ai.request.model": options.model,
         "gen_ai.request.max_tokens": options.max_tokens,
         "gen_ai.request.temperature": options.temperature,
@@ -201,6 +222,30 @@ class OtelPlugin(SecretMasking):
         self._trace = trace
         self._context = context
         self._tracer = trace.get_tracer("harness_middleware.otel", own_version, tracer_provider=tracer_provider)
+        self._provider_of: ProviderLookup | None = None
+
+    @hookimpl
+    def use_route_providers(self, provider_of: ProviderLookup) -> None:
+        """Keep the harness's route → GenAI provider lookup (``gen_ai.provider.name``)."""
+        self._provider_of = provider_of
+
+    def _provider(self, route: str | None, *, embeddings: bool = False) -> str | None:
+        """The GenAI provider of ``route``: ``None`` without a route or outside a harness."""
+        provider_of = self._provider_of
+        if route is None or provider_of is None:
+            return None
+        return provider_of(route, embeddings=embeddings)
+
+    def _served(self, span: Span, requested: str | None, served: str | None, *, embeddings: bool = False) -> None:
+        """Name on ``span`` the route that served (``served``) when it is not the one
+        ``requested``, and its provider (``fallback``/``balance`` moved the call below)."""
+        if served is None or served == requested:
+            return
+        attributes: dict[str, Any] = {"harness.served_route": served}
+        provider = self._provider(served, embeddings=embeddings)
+        if provider is not None:
+            attributes["gen_ai.provider.name"] = provider
+        span.set_attributes(self._attributes(attributes))
 
     @hookimpl
     async def llm_stream(self, options: GenerateOptions, call_next: CallNext) -> AsyncIterator[StreamChunk]:
@@ -209,9 +254,11 @@ class OtelPlugin(SecretMasking):
         trace = self._trace
         capture = self.config.capture_content
         name = f"chat {options.model}" if options.model else "chat"
-        attributes = self._attributes(_request_attributes(options, capture))
+        provider = self._provider(options.route)
+        attributes = self._attributes(_request_attributes(options, capture, provider))
         span = self._tracer.start_span(self.redact(name), kind=trace.SpanKind.CLIENT, attributes=attributes)
         output: list[dict[str, Any]] = []
+        record = record_of(options)
 
         def on_block_end(chunk: StreamChunk) -> None:  # only with capture_content
             if isinstance(chunk, BlockEnd):
@@ -224,6 +271,8 @@ class OtelPlugin(SecretMasking):
                 span.add_event("gen_ai.first_chunk", timestamp=time.time_ns() - round(age * 1e9))
             if end.usage is not None:
                 span.set_attributes(_usage_attributes(end.usage))
+            if record is not None:
+                self._served(span, options.route, record.served_route)
             self._end(span, end.finish, end.raised, output if capture else None)
 
         scope = _SpanScope(self._context, trace, span)
@@ -280,7 +329,8 @@ class OtelPlugin(SecretMasking):
         trace = self._trace
         requested = {
             "gen_ai.operation.name": "embeddings",
-            "gen_ai.provider.name": options.route,
+            "gen_ai.provider.name": self._provider(options.route, embeddings=True),
+            "harness.route": options.route,
             "gen_ai.request.model": options.model,
             "gen_ai.embeddings.dimension.count": options.dimensions,
         }
@@ -291,8 +341,12 @@ class OtelPlugin(SecretMasking):
             with trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
                 result = await call_next(options)
         except BaseException as exc:
+            record = embed_record()
+            if record is not None:
+                self._served(span, options.route, record.served_route, embeddings=True)
             self._end(span, None, exc, None)
             raise
+        self._served(span, options.route, result.route, embeddings=True)
         answered: dict[str, Any] = {"gen_ai.response.model": result.model}
         if options.dimensions is None:
             answered["gen_ai.embeddings.dimension.count"] = result.dimensions
