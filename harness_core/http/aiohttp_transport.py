@@ -19,6 +19,8 @@ import httpx
 import httpx_aiohttp
 from httpx_aiohttp.transport import AiohttpResponseStream
 
+from harness_core.http.finishing import BODY_RECEIVED
+
 __all__ = ["AiohttpTransport", "map_exception"]
 
 
@@ -28,12 +30,15 @@ class AiohttpTransport(httpx_aiohttp.AiohttpTransport):
     of :func:`map_exception`."""
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        """Send ``request``; the response body streams from aiohttp (:class:`_Body`)."""
+        """Send ``request``; the response body streams from aiohttp (:class:`_Body`), and the
+        response's :data:`~harness_core.http.finishing.BODY_RECEIVED` extension tells whether
+        all of it has arrived (closing it then needs no network read)."""
         with _mapping(request):
             response = await super().handle_async_request(request)
         stream = response.stream
         assert isinstance(stream, AiohttpResponseStream)
         response.stream = _Body(stream._aiohttp_response, request)
+        response.extensions[BODY_RECEIVED] = stream._aiohttp_response.content.is_eof
         return response
 
 

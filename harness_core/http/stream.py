@@ -26,7 +26,7 @@ from harness_core.http.errors import (
     parse_error_body,
     request_id_from,
 )
-from harness_core.http.finishing import finish_generator
+from harness_core.http.finishing import body_received, finish_generator
 from harness_core.sse import DEFAULT_MAX_EVENT_SIZE, SSEDecoder, SSEEvent
 
 __all__ = ["DEFAULT_CLOSE_TIMEOUT", "SSEStream", "open_sse_stream"]
@@ -370,6 +370,12 @@ class SSEStream:
         if self._unwatch is not None:
             self._unwatch()
             self._unwatch = None
+        if self._raw is not None and self.response is not None and body_received(self.response):
+            # the whole body has arrived (the aiohttp transport): finishing reads buffered bytes
+            # and closing does no I/O, so nothing can wait and no bounded, shielded scope is needed
+            await finish_generator(cast("AsyncGenerator[bytes, None]", self._raw), received=True)
+            await self.response.aclose()
+            return
         with anyio.move_on_after(self._close_timeout, shield=True):
             if self._raw is not None:
                 await finish_generator(cast("AsyncGenerator[bytes, None]", self._raw))

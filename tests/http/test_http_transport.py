@@ -23,6 +23,7 @@ from harness_core.http import (
     resolve_transport,
 )
 from harness_core.http.aiohttp_transport import AiohttpTransport, _mapping, map_exception
+from harness_core.http.finishing import body_received
 from harness_core.testing.server import Reply, ScriptedServer
 
 pytestmark = pytest.mark.anyio
@@ -138,6 +139,39 @@ async def _events(server: ScriptedServer, **client: object) -> list[str]:
 async def test_an_sse_body_over_aiohttp_at_every_split(split: int) -> None:
     with ScriptedServer(Reply(reads=[BODY[:split], BODY[split:]])) as server:
         assert await _events(server) == ["café", "😀"]
+
+
+async def _first_events(http: httpx.AsyncClient) -> tuple[str, bool]:
+    """The first event of one stream, closed right after it, and whether the transport said the
+    whole body had arrived when it was closed."""
+    request = http.build_request("POST", "/v1/x", content=b"{}")
+    async with open_sse_stream(http, request, provider="acme") as events:
+        first = await events.__anext__()
+        assert events.response is not None
+        return first.data, body_received(events.response)
+
+
+@ON_ASYNCIO
+async def test_a_stream_closed_early_after_its_whole_body_arrived_keeps_its_connection() -> None:
+    """The consumer stops at the first event (as an adapter stops at ``[DONE]``); the body had
+    arrived whole (one write with its Content-Length), so closing reads only buffered bytes and the
+    connection goes back to the pool: the second stream is served on the same connection."""
+    whole = Reply(reads=[BODY], chunked=False)
+    with ScriptedServer(whole, whole) as server:
+        async with make_client(base_url=server.url, backend="aiohttp") as http:
+            assert await _first_events(http) == ("café", True)
+            assert await _first_events(http) == ("café", True)
+        assert server.connections_opened == 1
+
+
+@ON_ASYNCIO
+async def test_a_stream_closed_before_its_body_arrived_is_cut_without_waiting() -> None:
+    """The rest of the body never comes (the upstream stalls): the transport says so, and closing
+    cancels the pending read instead of waiting for it, and drops the connection."""
+    with ScriptedServer(Reply(reads=[b"data: a\n\n"], end="stall")) as server:
+        async with make_client(base_url=server.url, backend="aiohttp") as http:
+            assert await _first_events(http) == ("a", False)
+        assert server.wait_idle()
 
 
 @ON_ASYNCIO
