@@ -180,17 +180,16 @@ class RecordStore:
             await self._write([values])
 
     async def _write(self, batch: list[_Values]) -> None:
-        """Insert ``batch`` (at most :data:`~harness_gateway.writebehind.BATCH_MAX` rows: its
-        ``23 * 256`` placeholders stay within PostgreSQL's numbering) in one transaction, which
-        also prunes when :attr:`prune_every` rows were written since the last prune."""
+        """Insert ``batch`` in one transaction (one ``INSERT`` per :data:`_ROWS_PER_INSERT`
+        rows), which also prunes when :attr:`prune_every` rows were written since the last prune."""
         await self.migrate()
         written = self._unpruned + len(batch)
         prune = written >= self.prune_every
-        sql = _insert_sql(len(batch))
-        flat = [value for values in batch for value in values]
 
         async def work(tx: Tx) -> None:
-            await tx.run(sql, *flat)
+            for start in range(0, len(batch), _ROWS_PER_INSERT):
+                part = batch[start : start + _ROWS_PER_INSERT]
+                await tx.run(_insert_sql(len(part)), *(value for values in part for value in values))
             if prune:
                 await tx.run(
                     "DELETE FROM console_requests WHERE started_at <"
@@ -249,8 +248,13 @@ class RecordStore:
         return _summary(row[:-1]), detail
 
 
+_ROWS_PER_INSERT: Final = 999 // (len(COLUMNS) + 1)
+"""Rows per multi-row ``INSERT`` (43): SQLite before 3.32 binds at most 999 values per statement
+(https://www.sqlite.org/limits.html#max_variable_number), and PostgreSQL's driver keeps ~100
+prepared statements per connection: 43 texts of ``INSERT`` at most."""
+
 _INSERTS: dict[int, str] = {}
-"""The ``INSERT`` of ``n`` rows, by ``n`` (at most :data:`~harness_gateway.writebehind.BATCH_MAX` entries)."""
+"""The ``INSERT`` of ``n`` rows, by ``n`` (1 … :data:`_ROWS_PER_INSERT`)."""
 
 
 def _insert_sql(rows: int) -> str:
