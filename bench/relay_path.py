@@ -3,11 +3,14 @@ HTTP server in front of it), streaming ``text-200`` from :mod:`bench.server` (it
 16 concurrent in-memory clients, harness-llm-openai on aiohttp, no middleware, the master key.
 ``text-3`` instead (a second argument) measures a short request's path: the per-request work
 (parse, auth, admission, chain setup, the upstream request, the ledger, the console record) is
-then most of it.
+then most of it. The gateway's background tasks that requests feed run as its lifespan runs
+them (the console records' writer, where the measured commit has one: ``Gateway.writers``);
+``RECORDS`` (a third argument) fills the console's table with that many old records first, as a
+gateway that has served a while holds its ``keep`` (10,000): what pruning them costs depends on it.
 
 Two uses (issue 25, items 2 and 3):
 
-- ``python -m bench.relay_path ROUNDS [SCENARIO]``: process CPU µs per relayed chunk and per
+- ``python -m bench.relay_path ROUNDS [SCENARIO [RECORDS]]``: process CPU µs per relayed chunk and per
   request, min and median over ``ROUNDS`` rounds of 16 streams (after one warm-up round);
 - under ``valgrind --tool=cachegrind --cache-sim=no``, once with 1 round and once with 5: the
   difference of the two instruction counts divided by the chunks of the 4 extra rounds (12,800
@@ -26,12 +29,15 @@ import asyncio
 import json
 import os
 import re
+import sqlite3
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import anyio
 
 from bench.__main__ import loopback_server
 from bench.streams import expected
@@ -41,7 +47,24 @@ __all__ = ["main"]
 STREAMS = 16
 
 
-async def _measure(upstream: str, tmp: Path, rounds: int, scenario: str = "text-200") -> list[float]:
+def _fill(database: Path, records: int) -> None:
+    """``records`` console records started long ago in the SQLite store at ``database`` (its
+    tables exist: the warm-up round created them), each with a small detail."""
+    if not records:
+        return
+    with sqlite3.connect(database) as db:
+        columns = [row[1] for row in db.execute("PRAGMA table_info(console_requests)")]
+        values = {"dialect": "openai", "route": "bench", "model": "text-3", "status": "complete", "latency_ms": 1.0,
+                  "cost": 0.0, "attempts": "[]", "detail": '{"timeline": []}'}  # fmt: skip
+        rows = [
+            [f"old-{i}" if name in ("id", "request_id") else 1e6 + i if name == "started_at" else values.get(name)
+             for name in columns]
+            for i in range(records)
+        ]  # fmt: skip
+        db.executemany(f"INSERT INTO console_requests VALUES ({', '.join('?' for _ in columns)})", rows)
+
+
+async def _measure(upstream: str, tmp: Path, rounds: int, scenario: str = "text-200", records: int = 0) -> list[float]:
     """CPU µs per relayed chunk of each round (of :data:`STREAMS` streams of ``scenario``)."""
     from harness_gateway.server import GatewayServer
 
@@ -100,32 +123,45 @@ async def _measure(upstream: str, tmp: Path, rounds: int, scenario: str = "text-
     chunks, characters = expected(scenario)
     per_chunk: list[float] = []
     try:
-        await asyncio.gather(*(one() for _ in range(STREAMS)))  # warm-up: connections, first-request paths
-        for _ in range(rounds):
-            start = time.process_time()
-            streams = await asyncio.gather(*(one() for _ in range(STREAMS)))
-            per_chunk.append((time.process_time() - start) / (chunks * STREAMS) * 1e6)
-            counts = [relayed(bodies) for bodies in streams]
-            if any(count != characters for count in counts):
-                raise RuntimeError(f"a stream relayed other than the {characters} characters of {scenario}: {counts}")
+        async with anyio.create_task_group() as group:
+            for writer in getattr(server.gateway, "writers", []):  # as the lifespan runs them
+                await group.start(writer.run)
+            await asyncio.gather(*(one() for _ in range(STREAMS)))  # warm-up: connections, first-request paths
+            if records:
+                for writer in getattr(server.gateway, "writers", []):
+                    await writer.written()  # the warm-up's records: the table exists
+                _fill(tmp / "gw.sqlite", records)
+            for _ in range(rounds):
+                start = time.process_time()
+                streams = await asyncio.gather(*(one() for _ in range(STREAMS)))
+                per_chunk.append((time.process_time() - start) / (chunks * STREAMS) * 1e6)
+                counts = [relayed(bodies) for bodies in streams]
+                if any(count != characters for count in counts):
+                    raise RuntimeError(
+                        f"a stream relayed other than the {characters} characters of {scenario}: {counts}"
+                    )
+            group.cancel_scope.cancel()
     finally:
         await server.stop()
     return per_chunk
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m bench.relay_path [ROUNDS] [SCENARIO]``: prints one JSON line (µs per chunk and
-    per request: min, median; the rounds). ``SCENARIO`` is ``text-N`` (default ``text-200``)."""
+    """``python -m bench.relay_path [ROUNDS] [SCENARIO] [RECORDS]``: prints one JSON line (µs per
+    chunk and per request: min, median; the rounds). ``SCENARIO`` is ``text-N`` (default
+    ``text-200``); ``RECORDS`` old console records are stored before the first round (default 0)."""
     args = argv if argv is not None else sys.argv[1:]
     rounds = int(args[0]) if args else 15
     scenario = args[1] if len(args) > 1 else "text-200"
+    records = int(args[2]) if len(args) > 2 else 0
     if not re.fullmatch(r"text-[1-9][0-9]*", scenario):
         raise SystemExit(f"bench.relay_path: scenario {scenario!r} is not text-N (e.g. text-3, text-200)")
     with loopback_server(sys.executable) as upstream, tempfile.TemporaryDirectory() as name:
-        per_chunk = asyncio.run(_measure(upstream, Path(name), rounds, scenario))
+        per_chunk = asyncio.run(_measure(upstream, Path(name), rounds, scenario, records))
     chunks = expected(scenario)[0]
     result = {
         "scenario": scenario,
+        "records": records,
         "cpu_us_per_chunk_min": min(per_chunk),
         "cpu_us_per_chunk_median": statistics.median(per_chunk),
         "cpu_us_per_request_min": min(per_chunk) * chunks,

@@ -90,9 +90,9 @@ def test_an_exception_after_the_response_started_is_raised_on_alone() -> None:
     assert sent[0]["status"] == 200
 
 
-async def _started(tmp_path: Path) -> GatewayServer:
+async def _started(tmp_path: Path, gateway: str = "") -> GatewayServer:
     config = tmp_path / "plugins.yaml"
-    config.write_text(gateway_yaml(db=tmp_path / "gw.sqlite"), encoding="utf-8")
+    config.write_text(gateway_yaml(gateway, db=tmp_path / "gw.sqlite"), encoding="utf-8")
     server = GatewayServer(str(config), "127.0.0.1", announce_at_start=False)
     await server.start()
     return server
@@ -133,12 +133,14 @@ def test_generations_are_served_directly_and_under_a_root_path_through_the_route
     anyio.run(main)
 
 
-def test_build_app_runs_the_usage_recorder_in_its_lifespan(tmp_path: Path) -> None:
+def test_build_app_runs_the_usage_recorder_and_the_writers_in_its_lifespan(tmp_path: Path) -> None:
     async def main() -> None:
-        server = await _started(tmp_path)
+        server = await _started(tmp_path, "    master_key: mk-request-path-0123456789\n")  # the console: a writer
         assert server.gateway is not None
         recorder = server.gateway.recorder
         app = build_app(server.gateway)
+        writers = server.gateway.writers
+        assert len(writers) == 2  # the console of server.app and of this app
         sent: list[dict[str, Any]] = []
         answered = anyio.Event()
 
@@ -163,9 +165,11 @@ def test_build_app_runs_the_usage_recorder_in_its_lifespan(tmp_path: Path) -> No
                     await answered.wait()  # the startup message
                 assert sent[0]["type"] == "lifespan.startup.complete"
                 assert recorder.running
+                assert all(writer.running for writer in writers)
                 shutdown.set()
             assert sent[-1]["type"] == "lifespan.shutdown.complete"
             assert not recorder.running
+            assert not any(writer.running for writer in writers)
         finally:
             await server.stop()
 

@@ -91,15 +91,19 @@ def build_app(gateway: Gateway) -> RequestIdMiddleware:
     """The ASGI application of ``gateway``: :class:`GatewayApp` over the Starlette application of
     :func:`~harness_gateway.routes.routes`, wrapped in the request-id layer
     (:class:`~harness_gateway.request_id.RequestIdMiddleware`). Its ASGI lifespan runs the usage
-    recorder (:attr:`Gateway.recorder`); ``harness serve`` runs the lifespan of
-    :class:`~harness_gateway.server.GatewayServer` instead, which starts it too."""
+    recorder (:attr:`Gateway.recorder`) and the write-behind writers (:attr:`Gateway.writers`,
+    flushed at its end); ``harness serve`` runs the lifespan of
+    :class:`~harness_gateway.server.GatewayServer` instead, which starts them too."""
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         async with anyio.create_task_group() as group:
             await group.start(gateway.recorder.run)
+            for writer in gateway.writers:
+                await group.start(writer.run)
             yield
             group.cancel_scope.cancel()
+        await gateway.flush_writers()
 
     app = Starlette(
         routes=routes(gateway), exception_handlers={404: unknown_endpoint, 405: unknown_endpoint}, lifespan=lifespan

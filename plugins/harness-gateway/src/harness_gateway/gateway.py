@@ -1,8 +1,11 @@
 """The state one gateway process serves with (:class:`Gateway`): the runtime holder, the state
-store, metrics, the observers, the usage recorder and the key policy (:mod:`harness_gateway.auth`).
+store, metrics, the observers, the usage recorder, the write-behind queues and the key policy
+(:mod:`harness_gateway.auth`).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import anyio
 from starlette.requests import Request
@@ -14,6 +17,7 @@ from harness_gateway.observe import Observer
 from harness_gateway.recorder import UsageRecorder
 from harness_gateway.runtime import RuntimeHolder
 from harness_gateway.store import SqlStore
+from harness_gateway.writebehind import WriteBehind
 
 __all__ = ["Gateway"]
 
@@ -58,7 +62,16 @@ class Gateway:
         (:func:`~harness_gateway.server.settle_heap`)."""
         self.recorder = UsageRecorder()
         """Records the usage so far of every running generation (started by the lifespan)."""
+        self.writers: list[WriteBehind[Any]] = []
+        """Write-behind queues (the console's request records registers here): the lifespan runs
+        each one's writer task, and the shutdown flushes them (:meth:`flush_writers`)."""
         self._migrated = False
+
+    async def flush_writers(self) -> None:
+        """Write what the write-behind queues (:attr:`writers`) still hold, once their tasks were
+        cancelled and the streams in flight ended (a database fault is counted and logged by each)."""
+        for writer in self.writers:
+            await writer.flush()
 
     async def ensure_store(self) -> None:
         """Apply the store's migrations once (retried on every request while the database is down).

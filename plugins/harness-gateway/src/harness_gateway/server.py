@@ -193,12 +193,14 @@ class GatewayServer:
         logger.log(level, "%s", text)
 
     async def stop(self) -> None:
-        """Drain and close the runtime, then settle what a store fault deferred and close the store."""
+        """Drain and close the runtime, write what the write-behind queues hold (the console's
+        records), then settle what a store fault deferred and close the store."""
         gateway = self.gateway
         if gateway is None:
             return
         await gateway.holder.retire(gateway.holder.current)
         self._unshare()
+        await gateway.flush_writers()  # after the drain: the streams that ended in it queued theirs
         await gateway.store.drain()  # settlements a store fault deferred: one last try
         await gateway.store.aclose()
 
@@ -217,6 +219,8 @@ class GatewayServer:
         async with anyio.create_task_group() as group:
             await group.start(gateway.store.maintain)  # leases renewed, dead processes' rows settled
             await group.start(gateway.recorder.run)  # running generations' usage so far in their rows
+            for writer in gateway.writers:  # the console's request records, written in batches
+                await group.start(writer.run)
             current = operator.attrgetter("current.config.responses.retention_seconds")
             retention = functools.partial(current, gateway.holder)  # the runtime of each tick (reloads)
             await group.start(  # expired stored responses deleted, the live ones' expiry following the config

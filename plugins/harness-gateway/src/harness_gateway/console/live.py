@@ -135,7 +135,8 @@ class ConsoleObserver:
         return True
 
     async def finish(self, live: LiveStream, end: RunEnd) -> None:
-        """Forget ``live`` and store its record."""
+        """Forget ``live`` and store its record (queued for the records' writer task while it runs:
+        :meth:`RecordStore.insert`)."""
         info = self.streams.pop(live.info.ticket).info
         self.changed()
         failure = end.failure

@@ -448,5 +448,6 @@ def console_routes(gateway: Any) -> list[BaseRoute]:
     records = RecordStore(gateway.store)
     observer = ConsoleObserver(records, lambda: gateway.holder.current.redact)
     gateway.observers.append(observer)
+    gateway.writers.append(records.writer)  # its writer task runs in the gateway's lifespan
     sessions = StoreSessions(records)
     return Console(gateway.master_key, records, store=gateway.store, observer=observer, sessions=sessions).routes()

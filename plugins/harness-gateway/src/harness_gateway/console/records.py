@@ -5,8 +5,17 @@ and what served it (route and model, after any fallback), tokens by kind, cost, 
 token, latency, status and error, and a JSON ``detail`` (the masked messages, the chunk timeline
 and the tool calls; see :mod:`harness_gateway.console.timeline`).
 
+Written behind: :meth:`RecordStore.insert` queues the row, and the process's one writer task
+(:attr:`RecordStore.writer`, a :class:`~harness_gateway.writebehind.WriteBehind` the gateway's
+lifespan runs) writes every row queued meanwhile in one transaction; the readers first wait for
+the rows this process queued before their call (a page read right after a request shows it).
+
 Bounded: ``detail`` is at most :data:`DETAIL_LIMIT` characters (the timeline is then cut and said
-so), and only the newest ``keep`` rows are kept (older ones are deleted as new ones arrive). The
+so), and the newest ``keep`` rows are kept: the older ones are deleted by the first write of the
+process and then once every :attr:`RecordStore.prune_every` rows written (``keep // 100``, at least
+1), in the same transaction, so up to ``keep + prune_every - 1`` rows exist between two prunes
+(per gateway process writing). The deletion walks ``keep`` index entries; once per
+``keep // 100`` rows that is ~100 per row whatever ``keep`` is. The
 tables (and ``console_sessions``, :mod:`harness_gateway.console.sessions`) are created by their own
 versioned migrations (``console_schema``), in SQLite and
 PostgreSQL alike (the statements use types and SQL both accept).
@@ -18,8 +27,12 @@ import json
 from typing import Any, Final, Protocol
 
 from harness_gateway.store import SqlStore, Tx
+from harness_gateway.writebehind import BATCH_MAX, QUEUE_MAX, WriteBehind
 
 __all__ = ["COLUMNS", "DETAIL_LIMIT", "MIGRATIONS", "RecordStore", "Records", "bounded_detail"]
+
+_Values = tuple[Any, ...]
+"""One record as its ``INSERT`` binds it: the :data:`COLUMNS` values (``attempts`` as JSON), then ``detail``."""
 
 DETAIL_LIMIT: Final = 256 * 1024
 """Largest ``detail`` JSON stored per request (characters)."""
@@ -117,14 +130,26 @@ class RecordStore:
 
     Args:
         store: the gateway's state store (its transactions and 503 errors are used as they are).
-        keep: how many newest rows are kept.
+        keep: how many newest rows are kept (see the module: up to ``keep + keep // 100`` exist
+            between two prunes).
+        limit: most records waiting for the writer (:data:`~harness_gateway.writebehind.QUEUE_MAX`);
+            beyond, records are dropped, counted and logged.
 
-    Every method raises :class:`~harness_gateway.errors.GatewayError` (503) when the database fails.
+    The readers raise :class:`~harness_gateway.errors.GatewayError` (503) when the database
+    fails; so does :meth:`insert` when no writer task runs (it then writes at once).
     """
 
-    def __init__(self, store: SqlStore, *, keep: int = 10_000) -> None:
+    def __init__(self, store: SqlStore, *, keep: int = 10_000, limit: int = QUEUE_MAX) -> None:
         self.store = store
         self.keep = keep
+        self.prune_every = max(1, keep // 100)
+        """Rows written between two deletions of the rows beyond the newest :attr:`keep`."""
+        self.writer: WriteBehind[_Values] = WriteBehind(
+            self._write, what="console request records", batch_max=BATCH_MAX, limit=limit
+        )
+        """Queues the records and writes them in batches (its :meth:`~WriteBehind.run` is the
+        process's one writer task, started by the gateway's lifespan; the shutdown flushes it)."""
+        self._unpruned = self.prune_every  # rows written since the last prune: the first write prunes
         self._migrated = False
 
     async def migrate(self) -> int:
@@ -138,27 +163,47 @@ class RecordStore:
 
     async def insert(self, row: dict[str, Any], detail: dict[str, Any]) -> None:
         """Store one request: ``row`` has every name of :data:`COLUMNS` (``attempts`` a list),
-        ``detail`` is JSON-able (cut to :data:`DETAIL_LIMIT` by dropping timeline entries)."""
-        await self.migrate()
-        values = [json.dumps(row[name]) if name == "attempts" else row[name] for name in COLUMNS]
+        ``detail`` is JSON-able (cut to :data:`DETAIL_LIMIT` by dropping timeline entries).
+
+        Queued for :attr:`writer` while its task runs (returns at once; a database fault is then
+        the writer's to count and log, never the caller's); written at once otherwise.
+
+        Raises:
+            TypeError: ``row`` or ``detail`` is not JSON-able (raised here, before queueing).
+            GatewayError: 503 when the database fails and no writer task runs.
+        """
         text = bounded_detail(detail)
-        placeholders = ", ".join("?" for _ in range(len(COLUMNS) + 1))
+        values = (*(json.dumps(row[name]) if name == "attempts" else row[name] for name in COLUMNS), text)
+        if self.writer.running:
+            self.writer.put(values)
+        else:
+            await self._write([values])
+
+    async def _write(self, batch: list[_Values]) -> None:
+        """Insert ``batch`` in one transaction (one ``INSERT`` per :data:`_ROWS_PER_INSERT`
+        rows), which also prunes when :attr:`prune_every` rows were written since the last prune."""
+        await self.migrate()
+        written = self._unpruned + len(batch)
+        prune = written >= self.prune_every
 
         async def work(tx: Tx) -> None:
-            await tx.run(
-                f"INSERT INTO console_requests ({', '.join(COLUMNS)}, detail) VALUES ({placeholders})", *values, text
-            )
-            await tx.run(
-                "DELETE FROM console_requests WHERE started_at <"
-                " (SELECT started_at FROM console_requests ORDER BY started_at DESC LIMIT 1 OFFSET ?)",
-                self.keep - 1,
-            )
+            for start in range(0, len(batch), _ROWS_PER_INSERT):
+                part = batch[start : start + _ROWS_PER_INSERT]
+                await tx.run(_insert_sql(len(part)), *(value for values in part for value in values))
+            if prune:
+                await tx.run(
+                    "DELETE FROM console_requests WHERE started_at <"
+                    " (SELECT started_at FROM console_requests ORDER BY started_at DESC LIMIT 1 OFFSET ?)",
+                    self.keep - 1,
+                )
 
         await self.store.transaction(work)
+        self._unpruned = 0 if prune else written
 
     async def since(self, since: float) -> list[dict[str, Any]]:
         """Summary rows (every name of :data:`COLUMNS`) of requests started at ``since`` (unix
-        seconds) or later, oldest first."""
+        seconds) or later, oldest first (the records this process queued before included)."""
+        await self.writer.written()
         await self.migrate()
         rows = await self.store.transaction(
             lambda tx: tx.all(
@@ -170,7 +215,8 @@ class RecordStore:
         return [_summary(row) for row in rows]
 
     async def recent(self, limit: int, **match: str) -> list[dict[str, Any]]:
-        """The newest ``limit`` summary rows, newest first, whose columns equal ``match``.
+        """The newest ``limit`` summary rows, newest first, whose columns equal ``match`` (the
+        records this process queued before included).
 
         Raises:
             ValueError: a ``match`` name that is not a column.
@@ -178,6 +224,7 @@ class RecordStore:
         unknown = sorted(set(match) - set(COLUMNS))
         if unknown:
             raise ValueError(f"cannot filter requests by {unknown[0]!r}")
+        await self.writer.written()
         await self.migrate()
         where = " AND ".join(f"{name} = ?" for name in match)
         sql = f"SELECT {', '.join(COLUMNS)} FROM console_requests{' WHERE ' + where if where else ''}"
@@ -187,7 +234,9 @@ class RecordStore:
         return [_summary(row) for row in rows]
 
     async def get(self, ticket: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
-        """``(summary row, detail)`` of request ``ticket``, or ``None``."""
+        """``(summary row, detail)`` of request ``ticket``, or ``None`` (the records this process
+        queued before included)."""
+        await self.writer.written()
         await self.migrate()
         row = await self.store.transaction(
             lambda tx: tx.one(f"SELECT {', '.join(COLUMNS)}, detail FROM console_requests WHERE id = ?", ticket),
@@ -197,6 +246,25 @@ class RecordStore:
             return None
         detail: dict[str, Any] = json.loads(row[-1])
         return _summary(row[:-1]), detail
+
+
+_ROWS_PER_INSERT: Final = 999 // (len(COLUMNS) + 1)
+"""Rows per multi-row ``INSERT`` (43): SQLite before 3.32 binds at most 999 values per statement
+(https://www.sqlite.org/limits.html#max_variable_number), and PostgreSQL's driver keeps ~100
+prepared statements per connection: 43 texts of ``INSERT`` at most."""
+
+_INSERTS: dict[int, str] = {}
+"""The ``INSERT`` of ``n`` rows, by ``n`` (1 … :data:`_ROWS_PER_INSERT`)."""
+
+
+def _insert_sql(rows: int) -> str:
+    sql = _INSERTS.get(rows)
+    if sql is None:
+        one = f"({', '.join('?' for _ in range(len(COLUMNS) + 1))})"
+        sql = _INSERTS[rows] = f"INSERT INTO console_requests ({', '.join(COLUMNS)}, detail) VALUES " + ", ".join(
+            one for _ in range(rows)
+        )
+    return sql
 
 
 def _summary(row: tuple[Any, ...]) -> dict[str, Any]:
