@@ -42,7 +42,9 @@ __all__ = [
     "default_embed_route",
     "default_model",
     "default_route",
+    "parse_model_id",
     "resolve_alias",
+    "resolve_target",
     "route_problems",
     "unknown_route_message",
 ]
@@ -204,3 +206,41 @@ def resolve_alias(aliases: Mapping[str, str], route: str | None, model: str | No
     if not slash:
         return route, target
     return (route if route is not None else aliased_route), aliased
+
+
+def parse_model_id(text: str) -> tuple[str, str] | None:
+    """``(route, model)`` of a ``route/model`` model id: the text before the first ``/`` and the
+    rest (a model may itself hold ``/``: ``"or/meta-llama/llama-3"`` → ``("or",
+    "meta-llama/llama-3")``); ``None`` when ``text`` has no ``/`` or either part is empty. The one
+    reading of a model id that names its route: the gateway's ``model`` field (after its aliases)
+    and the command line's ``-m`` (:func:`resolve_target`)."""
+    route, slash, model = text.partition("/")
+    return (route, model) if slash and route and model else None
+
+
+def resolve_target(
+    aliases: Mapping[str, str], route: str | None, model: str | None, routes: Collection[str]
+) -> tuple[str | None, str | None]:
+    """``(route, model)`` a request asks for, from a route (``None``: the default) and a model id
+    as the gateway reads its ``model`` field: an alias of ``aliases:`` is replaced
+    (:func:`resolve_alias`); else a ``route/model`` id (:func:`parse_model_id`) whose route is one
+    of ``routes`` (the routes the configuration names) sets the route and the model. A model id
+    whose first part names no route in ``routes`` stays the model id, for the route given or the
+    default one (``-r openrouter -m meta-llama/llama-3``).
+
+    Raises:
+        ValueError: ``route`` is given and ``model`` names another route of ``routes``; the
+            message names both and how to send that model id to ``route`` (``route/model``).
+    """
+    if model is None or model in aliases:
+        return resolve_alias(aliases, route, model)
+    parsed = parse_model_id(model)
+    if parsed is None or parsed[0] not in routes:
+        return route, model
+    named, rest = parsed
+    if route is not None and route != named:
+        raise ValueError(
+            f"model {model!r} names route {named!r} but route {route!r} was given: give one route, or "
+            f"write the model as {route}/{model} to send the model id {model!r} to route {route!r}"
+        )
+    return named, rest

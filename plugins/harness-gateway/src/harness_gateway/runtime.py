@@ -19,7 +19,16 @@ from typing import Final
 import anyio
 import msgspec
 
-from harness_core import ConfigPath, Harness, LlmError, LoadedConfig, adapter_failures, find_config, load_config
+from harness_core import (
+    ConfigPath,
+    Harness,
+    LlmError,
+    LoadedConfig,
+    adapter_failures,
+    find_config,
+    load_config,
+    parse_model_id,
+)
 from harness_core.kit import HttpProviderConfig
 from harness_gateway.config import GatewayConfig, GatewayPlugin
 from harness_gateway.errors import GatewayError, from_failure
@@ -73,8 +82,8 @@ class GatewayRuntime:
                 served route.
         """
         target = self.aliases.get(requested, requested)
-        route, slash, model = target.partition("/")
-        owner = self.harness.route_owner(route, embeddings=embeddings) if slash and model else None
+        route, model = parse_model_id(target) or (target.partition("/")[0], "")  # as the command line reads -m
+        owner = self.harness.route_owner(route, embeddings=embeddings) if model else None
         if owner is None:  # the route table is built for the error only
             served = self.harness.routes()
             if embeddings:
