@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
         open_record,
         record_of,
     )
-    from harness_core.routing import RouteReference, parse_model_id
+    from harness_core.routing import RouteReference, parse_model_id, route_suggestion
     from harness_core.runtime import GenerateResult, Harness, StreamContext
     from harness_core.secret import (
         MASK,
@@ -186,6 +186,7 @@ __all__ = [
     "record_of",
     "redacted_logging",
     "response_format_for",
+    "route_suggestion",
     "tool",
     "write_in_thread",
 ]
@@ -200,6 +201,7 @@ _LAZY = {
     "Attempt": "harness_core.record",
     "RouteReference": "harness_core.routing",
     "parse_model_id": "harness_core.routing",
+    "route_suggestion": "harness_core.routing",
     "ReadScope": "harness_core.record",
     "StreamEnd": "harness_core.record",
     "StreamRecord": "harness_core.record",

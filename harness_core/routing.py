@@ -46,6 +46,7 @@ __all__ = [
     "resolve_alias",
     "resolve_target",
     "route_problems",
+    "route_suggestion",
     "unknown_route_message",
 ]
 
@@ -82,14 +83,26 @@ def unknown_route_message(
         return f"{what} names route {name}, whose plugin failed: {owner.message}"
     failed = adapter_failures(failures)
     claimed = [name for failure in failed for name in failure.routes or () if name not in served]
-    close = difflib.get_close_matches(route, [*served, *claimed], n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    hint = route_suggestion(route, [*served, *claimed])
     known = ", ".join(repr(name) for name in served) or "none"
     text = f"{what} names route {name}, which no plugin serves{hint}; routes: {known}"
     unclaimed = [failure for failure in failed if failure.routes is None]
     if unclaimed:
         text += "; adapter plugins that failed (one may own it): " + "; ".join(f.message for f in unclaimed)
     return text
+
+
+def route_suggestion(route: str, routes: Iterable[str], *, model: str | None = None) -> str:
+    """`` (did you mean 'mock'?)`` naming the route of ``routes`` closest to ``route`` (a typo:
+    :func:`difflib.get_close_matches`, its default cutoff 0.6), written ``route/model`` with
+    ``model`` (``'mock/echo'``: the gateway's model id); ``""`` when none is close or ``route`` is
+    among ``routes``. The one "did you mean" of an unknown route: :func:`unknown_route_message`,
+    the runtime's ``NO_ADAPTER`` (``harness run -r mokc``) and the gateway's unknown model."""
+    names = list(routes)
+    close = difflib.get_close_matches(route, names, n=1) if route not in names else []
+    if not close:
+        return ""
+    return f" (did you mean {close[0]!r}?)" if model is None else f" (did you mean {f'{close[0]}/{model}'!r}?)"
 
 
 def _named_routes(harness: Harness, config: LoadedConfig | None) -> list[tuple[str | None, ConfigPath, RouteReference]]:

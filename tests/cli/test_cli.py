@@ -166,6 +166,11 @@ def test_run_unknown_route_and_model(harness: Harness) -> None:
     assert hint.startswith("  no plugins.yaml was found, so the built-in default (the mock plugin) is in use; ")
     assert "installed plugins not enabled: anthropic, " in hint
     assert ", openai, " in hint
+    typo = harness("run", "-r", "mokc", "hi")  # the closest route, as the gateway's unknown model says it
+    assert typo.returncode == 2
+    assert typo.stderr.splitlines()[0] == (
+        "error: NO_ADAPTER: no adapter serves route 'mokc' (did you mean 'mock'?); known routes: 'mock'"
+    )
     result = harness("run", "-m", "gpt-9", "hi")
     assert result.returncode == 1
     assert "error: NOT_FOUND from route 'mock' (mock): the mock has no model 'gpt-9'" in result.stderr

@@ -12,6 +12,7 @@ from harness_core.routing import (
     parse_model_id,
     resolve_alias,
     resolve_target,
+    route_suggestion,
 )
 
 
@@ -66,3 +67,10 @@ def test_the_target_of_a_route_and_a_model_id() -> None:
     assert resolve_target(aliases, "r", None, routes) == ("r", None)
     with pytest.raises(ValueError, match=r"model 'openai/gpt-4o' names route 'openai' but route 'or' was given"):
         resolve_target(aliases, "or", "openai/gpt-4o", routes)
+
+
+def test_an_unknown_route_suggests_the_closest_one() -> None:
+    assert route_suggestion("mokc", ["mock", "openai"]) == " (did you mean 'mock'?)"
+    assert route_suggestion("mokc", ["mock"], model="echo") == " (did you mean 'mock/echo'?)"  # a gateway model id
+    assert route_suggestion("nowhere", ["mock"]) == ""
+    assert route_suggestion("mock", ["mock", "mocks"]) == ""  # served: no typo
