@@ -511,4 +511,6 @@ async def test_a_producer_cancelled_while_it_waits_for_room_leaves_the_outbox_us
     assert (body, end) == (b"data: 1\n\n", None)
     box.end(GatewayError(499, "client went away"))
     body, end = await box.take(keepalive=60.0)
-    assert body == b"" and end is not None and end.status == 499
+    assert body == b""
+    assert end is not None
+    assert end.status == 499
