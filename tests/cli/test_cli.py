@@ -14,6 +14,7 @@ import msgspec
 import pytest
 
 from harness_core import StreamChunk
+from harness_core.cli._inspect import NO_COUNT_MIDDLEWARE
 
 Harness = Callable[..., "subprocess.CompletedProcess[str]"]
 Config = Callable[[str], str]
@@ -478,6 +479,7 @@ def test_chain_shows_the_middleware_order(harness: Harness, config: Config) -> N
         "3. mock (adapter)",
         "embedding calls (outermost first):",  # harness-trace also wraps embedding calls
         "1. trace (normal)",
+        f"token counts (outermost first): {NO_COUNT_MIDDLEWARE}",  # said, not left out
     ]
     result = harness("chain", "--json", "mock")
     assert json.loads(result.stdout) == {
@@ -501,6 +503,8 @@ def test_chain_without_route(harness: Harness, config: Config) -> None:
         "1. trace (normal)",
         "embedding calls (outermost first):",
         "1. trace (normal)",
+        "token counts (outermost first): none (no middleware wraps llm_count_tokens: a count goes to the route's"
+        " adapter)",
     ]
 
 
