@@ -75,11 +75,11 @@ class Converter:
         known = {f.encode_name for f in fields}
         found: list[Found] = []
         if config_type.__struct_config__.forbid_unknown_fields:
-            order = [f.encode_name for f in fields]  # (a tie goes to the field declared first)
-            names = ", ".join(order) or "none"
+            declared = [f.encode_name for f in fields]  # (a tie goes to the field declared first)
+            names = ", ".join(declared) or "none"
             for key in raw:
                 if key not in known:
-                    close = difflib.get_close_matches(key, order, n=1) if isinstance(key, str) else []
+                    close = difflib.get_close_matches(key, declared, n=1) if isinstance(key, str) else []
                     hint = f": did you mean `{close[0]}`?" if close else ""
                     found.append(
                         (f"Object contains unknown field `{key}`{hint} (known fields: {names})", (key,), False)
