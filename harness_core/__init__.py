@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
         open_record,
         record_of,
     )
-    from harness_core.routing import RouteReference
+    from harness_core.routing import RouteReference, parse_model_id, route_suggestion
     from harness_core.runtime import GenerateResult, Harness, StreamContext
     from harness_core.secret import (
         MASK,
@@ -178,6 +178,7 @@ __all__ = [
     "open_embed_record",
     "open_record",
     "parse_media_type",
+    "parse_model_id",
     "pass_through",
     "plugin_name",
     "private_dir",
@@ -185,6 +186,7 @@ __all__ = [
     "record_of",
     "redacted_logging",
     "response_format_for",
+    "route_suggestion",
     "tool",
     "write_in_thread",
 ]
@@ -198,6 +200,8 @@ _LAZY = {
     "moved_names": "harness_core._lazy",
     "Attempt": "harness_core.record",
     "RouteReference": "harness_core.routing",
+    "parse_model_id": "harness_core.routing",
+    "route_suggestion": "harness_core.routing",
     "ReadScope": "harness_core.record",
     "StreamEnd": "harness_core.record",
     "StreamRecord": "harness_core.record",

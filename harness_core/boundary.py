@@ -22,6 +22,7 @@ from harness_core.errors import ErrorCode, LlmError
 from harness_core.plugininfo import PluginFailure, adapter_failures, failed_owner, plugin_name
 from harness_core.record import StreamRecord
 from harness_core.registry import RouteRegistry
+from harness_core.routing import route_suggestion
 from harness_core.secret import ChunkScrubber, Redactor
 from harness_core.types import Finish, FinishReason, GenerateOptions, Message, ReasoningBlock, StreamChunk
 
@@ -149,13 +150,18 @@ class AdapterBoundary:
         return self._serve(options, run, ChunkScrubber(self._secrets) if self._secrets else None)
 
     def no_adapter(self, route: str | None) -> LlmError:
-        """The ``NO_ADAPTER`` error for ``route``: known routes, and the adapter plugins that failed."""
-        known = ", ".join(repr(r) for r in self._registry.routes()) or "none"
+        """The ``NO_ADAPTER`` error for ``route``: the closest route when one is close (``did you
+        mean``, :func:`~harness_core.routing.route_suggestion`), the known routes, and the adapter
+        plugins that failed."""
+        routes = self._registry.routes()
+        known = ", ".join(repr(r) for r in routes) or "none"
         if route is None:
             given = "options.route; -r/--route on the command line"  # whoever asked: a library or the CLI
             text = f"no route given ({given}) and no default route configured (defaults.route); known routes: {known}"
         else:
-            text = f"no adapter serves route {route!r}; known routes: {known}"
+            claimed = [name for failure in adapter_failures(self._failures) for name in failure.routes or ()]
+            hint = route_suggestion(route, [*routes, *claimed])
+            text = f"no adapter serves route {route!r}{hint}; known routes: {known}"
         owner = failed_owner(self._failures, route)
         if owner is not None:  # the plugin that would serve it is known: say only why it cannot
             code: ErrorCode = "CONFIG" if owner.stage == "config" else "NO_ADAPTER"

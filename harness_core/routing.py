@@ -42,8 +42,11 @@ __all__ = [
     "default_embed_route",
     "default_model",
     "default_route",
+    "parse_model_id",
     "resolve_alias",
+    "resolve_target",
     "route_problems",
+    "route_suggestion",
     "unknown_route_message",
 ]
 
@@ -80,14 +83,26 @@ def unknown_route_message(
         return f"{what} names route {name}, whose plugin failed: {owner.message}"
     failed = adapter_failures(failures)
     claimed = [name for failure in failed for name in failure.routes or () if name not in served]
-    close = difflib.get_close_matches(route, [*served, *claimed], n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    hint = route_suggestion(route, [*served, *claimed])
     known = ", ".join(repr(name) for name in served) or "none"
     text = f"{what} names route {name}, which no plugin serves{hint}; routes: {known}"
     unclaimed = [failure for failure in failed if failure.routes is None]
     if unclaimed:
         text += "; adapter plugins that failed (one may own it): " + "; ".join(f.message for f in unclaimed)
     return text
+
+
+def route_suggestion(route: str, routes: Iterable[str], *, model: str | None = None) -> str:
+    """`` (did you mean 'mock'?)`` naming the route of ``routes`` closest to ``route`` (a typo:
+    :func:`difflib.get_close_matches`, its default cutoff 0.6), written ``route/model`` with
+    ``model`` (``'mock/echo'``: the gateway's model id); ``""`` when none is close or ``route`` is
+    among ``routes``. The one "did you mean" of an unknown route: :func:`unknown_route_message`,
+    the runtime's ``NO_ADAPTER`` (``harness run -r mokc``) and the gateway's unknown model."""
+    names = list(routes)
+    close = difflib.get_close_matches(route, names, n=1) if route not in names else []
+    if not close:
+        return ""
+    return f" (did you mean {close[0]!r}?)" if model is None else f" (did you mean {f'{close[0]}/{model}'!r}?)"
 
 
 def _named_routes(harness: Harness, config: LoadedConfig | None) -> list[tuple[str | None, ConfigPath, RouteReference]]:
@@ -204,3 +219,41 @@ def resolve_alias(aliases: Mapping[str, str], route: str | None, model: str | No
     if not slash:
         return route, target
     return (route if route is not None else aliased_route), aliased
+
+
+def parse_model_id(text: str) -> tuple[str, str] | None:
+    """``(route, model)`` of a ``route/model`` model id: the text before the first ``/`` and the
+    rest (a model may itself hold ``/``: ``"or/meta-llama/llama-3"`` → ``("or",
+    "meta-llama/llama-3")``); ``None`` when ``text`` has no ``/`` or either part is empty. The one
+    reading of a model id that names its route: the gateway's ``model`` field (after its aliases)
+    and the command line's ``-m`` (:func:`resolve_target`)."""
+    route, slash, model = text.partition("/")
+    return (route, model) if slash and route and model else None
+
+
+def resolve_target(
+    aliases: Mapping[str, str], route: str | None, model: str | None, routes: Collection[str]
+) -> tuple[str | None, str | None]:
+    """``(route, model)`` a request asks for, from a route (``None``: the default) and a model id
+    as the gateway reads its ``model`` field: an alias of ``aliases:`` is replaced
+    (:func:`resolve_alias`); else a ``route/model`` id (:func:`parse_model_id`) whose route is one
+    of ``routes`` (the routes the configuration names) sets the route and the model. A model id
+    whose first part names no route in ``routes`` stays the model id, for the route given or the
+    default one (``-r openrouter -m meta-llama/llama-3``).
+
+    Raises:
+        ValueError: ``route`` is given and ``model`` names another route of ``routes``; the
+            message names both and how to send that model id to ``route`` (``route/model``).
+    """
+    if model is None or model in aliases:
+        return resolve_alias(aliases, route, model)
+    parsed = parse_model_id(model)
+    if parsed is None or parsed[0] not in routes:
+        return route, model
+    named, rest = parsed
+    if route is not None and route != named:
+        raise ValueError(
+            f"model {model!r} names route {named!r} but route {route!r} was given: give one route, or "
+            f"write the model as {route}/{model} to send the model id {model!r} to route {route!r}"
+        )
+    return named, rest

@@ -46,6 +46,7 @@ from harness_core.cli._common import (
     load_for_start,
     output_failure_code,
     report_error,
+    resolve_flags,
 )
 from harness_core.cli._promptlog import CONVERSATION_KEY, attach_prompt_log
 from harness_core.cli._render import Renderer
@@ -109,7 +110,10 @@ def run_chat(
         err.write(f"error: {exc}\n")
         return EXIT_USAGE
     harness = Harness.from_loaded(loaded)
-    route, model = loaded.resolve_alias(route, model)
+    target = resolve_flags(loaded, route, model, err)
+    if target is None:
+        return EXIT_USAGE
+    route, model = target
     template = GenerateOptions(
         route=route,
         model=model,

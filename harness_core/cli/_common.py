@@ -31,6 +31,7 @@ __all__ = [
     "load_for_start",
     "output_failure_code",
     "report_error",
+    "resolve_flags",
     "stdout_failure",
     "warn_start_failures",
 ]
@@ -255,6 +256,20 @@ def load_for_start(config: str | None, err: Sink) -> LoadedConfig | None:
         if failure.routes is None:  # routes known: the error names it when one is used
             err.write(f"warning: {failure.unavailable_note()}\n")
     return loaded
+
+
+def resolve_flags(
+    loaded: LoadedConfig, route: str | None, model: str | None, err: Sink
+) -> tuple[str | None, str | None] | None:
+    """``(route, model)`` of a command's ``-r``/``-m`` (:meth:`LoadedConfig.resolve_target
+    <harness_core.loader.LoadedConfig.resolve_target>`: an alias, or a ``route/model`` id as the
+    gateway reads it); ``None`` after an ``error:`` line naming both routes when they disagree
+    (``-r a -m b/x``: exit 2)."""
+    try:
+        return loaded.resolve_target(route, model)
+    except ValueError as exc:
+        err.write(f"error: -r/--route and -m/--model disagree: {exc}\n")
+        return None
 
 
 def warn_start_failures(

@@ -46,6 +46,7 @@ from harness_core.cli._common import (
     load_for_start,
     output_failure_code,
     report_error,
+    resolve_flags,
 )
 from harness_core.cli._text import UNDECODABLE_WARNING, clean_argument, for_terminal, read_stdin, undecoded
 from harness_core.embedding import Embeddings, InputType
@@ -110,7 +111,10 @@ def embed_text(
     if loaded is None:
         return EXIT_USAGE
     out.redact = loaded.redact
-    route, model = loaded.resolve_alias(route, model)
+    target = resolve_flags(loaded, route, model, err)
+    if target is None:
+        return EXIT_USAGE
+    route, model = target
     request = _Request(route, model, dimensions, input_type)
     try:
         result = _run(_embed_one, loaded, request, text)
@@ -425,7 +429,10 @@ def embed_multi(
     if not rows:
         err.write("error: no rows to embed\n")
         return EXIT_USAGE
-    route, model = loaded.resolve_alias(route, model)
+    target = resolve_flags(loaded, route, model, err)
+    if target is None:
+        return EXIT_USAGE
+    route, model = target
     path = Path(database) if database is not None else default_database_path()
     try:
         db = Store(path, create=True)

@@ -29,7 +29,7 @@ from harness_core.types import ModelInfo
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from harness_core.runtime import Harness
 
-__all__ = ["check_config", "show_chain", "show_models", "show_plugins"]
+__all__ = ["NO_COUNT_MIDDLEWARE", "check_config", "show_chain", "show_models", "show_plugins"]
 
 
 def show_plugins(config: str | None, *, as_json: bool) -> int:
@@ -213,13 +213,18 @@ def _defaults_problem(loaded: LoadedConfig, key: str, message: str) -> ConfigPro
     )
 
 
+NO_COUNT_MIDDLEWARE = "none (no middleware wraps llm_count_tokens: a count goes to the route's adapter)"
+"""What ``harness chain`` says of an empty token-count chain (after ``token counts (outermost first):``)."""
+
+
 def show_chain(route: str | None, config: str | None, *, as_json: bool) -> int:
     """Print the middleware order for ``route`` (default route when ``None``), then its adapter.
 
     The default route is ``defaults.route``, else the only route served when exactly one is
     (the output says so). The ``llm_embed`` middleware an embedding call passes through follow,
     when there are any (``embed_chain`` in ``--json``), then the ``llm_count_tokens`` middleware a
-    token count (``harness run --count-tokens``) passes through (``count_chain``). Everything
+    token count (``harness run --count-tokens``) passes through (``count_chain``), or
+    :data:`NO_COUNT_MIDDLEWARE` when none does (an empty ``count_chain``). Everything
     printed, and every log record emitted while the harness runs, is redacted.
     """
     from harness_core.cli._promptlog import BY_DEFAULT, PROMPT_LOG, attach_default_prompt_log
@@ -263,6 +268,8 @@ def show_chain(route: str | None, config: str | None, *, as_json: bool) -> int:
     if count_links:
         text += "token counts (outermost first):\n"
         text += "".join(f"{n}. {link['key']} ({link['tier']})\n" for n, link in enumerate(count_links, 1))
+    else:  # said, not left out: `run --count-tokens` then reaches the adapter with no middleware between
+        text += f"token counts (outermost first): {NO_COUNT_MIDDLEWARE}\n"
     out.write(loaded.redact(text))
     return _written(out, EXIT_OK)
 

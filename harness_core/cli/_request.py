@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
 import msgspec
 
-from harness_core.cli._common import Sink, isatty
+from harness_core.cli._common import Sink, isatty, resolve_flags
 from harness_core.cli._options import owner_name, parse_options, served_routes
 from harness_core.cli._text import clean_argument, read_stdin
 from harness_core.errors import LlmError
@@ -80,7 +80,8 @@ def prepare(
     continue_last: bool,
     cid: str | None,
 ) -> GenerateOptions | None:
-    """``options`` completed from the command line's habits: a model alias resolved, ``-o``
+    """``options`` completed from the command line's habits: a model alias or a ``route/model``
+    id resolved (:meth:`LoadedConfig.resolve_target <harness_core.loader.LoadedConfig.resolve_target>`), ``-o``
     options keyed by the route's plugin, the prompt log attached, a logged conversation's
     history prepended. ``None`` (after an ``error:`` line) for a usage error."""
     from harness_core.cli._promptlog import CONVERSATION_KEY, attach_prompt_log, why_no_prompt_log
@@ -94,7 +95,10 @@ def prepare(
     metadata: dict[str, object] = {}
     messages = options.messages
     system = options.system
-    provider, model = options.route, options.model
+    target = resolve_flags(loaded, options.route, options.model, err)  # before a continued conversation fills in
+    if target is None:
+        return None
+    provider, model = target
     if continue_last or cid is not None:
         if logger is None:
             err.write(f"error: --continue/--cid need the prompt log: {why_no_prompt_log(loaded, enabled=log)}\n")
@@ -109,7 +113,6 @@ def prepare(
         provider = provider if provider is not None else found.options.route
         model = model if model is not None else found.options.model
         metadata[CONVERSATION_KEY] = found.conversation_id
-    provider, model = loaded.resolve_alias(provider, model)
     extra: dict[str, dict[str, Any]] = {}
     if provider_options:
         try:

@@ -11,7 +11,7 @@ import msgspec
 from harness_core.config import ConfigError, ConfigPath, ConfigProblem, line_for
 from harness_core.loader.find import BUILTIN_SOURCE
 from harness_core.plugininfo import Defaults, LoadedPlugin, PluginFailure, stopping_failures
-from harness_core.routing import resolve_alias
+from harness_core.routing import resolve_alias, resolve_target
 from harness_core.secret import Redactor
 
 __all__ = ["LoadedConfig", "PluginEntry", "State"]
@@ -77,6 +77,18 @@ class LoadedConfig(msgspec.Struct, kw_only=True):
         (:func:`harness_core.routing.resolve_alias`): ``"route/model"`` sets both (a route given
         explicitly wins), a plain model id only the model. Anything else is returned unchanged."""
         return resolve_alias(self.aliases, route, model)
+
+    def resolve_target(self, route: str | None, model: str | None) -> tuple[str | None, str | None]:
+        """``(route, model)`` the command line's ``-r``/``-m`` ask for, read as the gateway reads
+        its ``model`` field (:func:`harness_core.routing.resolve_target`): an alias replaced, else a
+        ``route/model`` id whose route an entry of this file names (an enabled plugin's, or a
+        failed one's: using it then says why it failed) sets both.
+
+        Raises:
+            ValueError: ``route`` given and ``model`` naming another route (the message names both).
+        """
+        routes = [name for entry in self.entries if entry.state in ("enabled", "failed") for name in entry.routes or ()]
+        return resolve_target(self.aliases, route, model, routes)
 
     def redact(self, text: str) -> str:
         """``text`` with every secret of this configuration replaced by :data:`~harness_core.config.MASK`."""

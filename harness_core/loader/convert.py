@@ -9,6 +9,7 @@ structs and ``dict[str, Struct]`` values too) so each problem is reported at its
 
 from __future__ import annotations
 
+import difflib
 import re
 import types
 import typing
@@ -74,10 +75,15 @@ class Converter:
         known = {f.encode_name for f in fields}
         found: list[Found] = []
         if config_type.__struct_config__.forbid_unknown_fields:
-            names = ", ".join(f.encode_name for f in fields) or "none"
+            declared = [f.encode_name for f in fields]  # (a tie goes to the field declared first)
+            names = ", ".join(declared) or "none"
             for key in raw:
                 if key not in known:
-                    found.append((f"Object contains unknown field `{key}` (known fields: {names})", (key,), False))
+                    close = difflib.get_close_matches(key, declared, n=1) if isinstance(key, str) else []
+                    hint = f": did you mean `{close[0]}`?" if close else ""
+                    found.append(
+                        (f"Object contains unknown field `{key}`{hint} (known fields: {names})", (key,), False)
+                    )
         for field in fields:
             if field.encode_name in skipped:
                 continue
@@ -94,8 +100,10 @@ class Converter:
         mapping is looked at field by field, each value of a ``dict[str, X]`` given a mapping on
         its own at its own key, each item of a ``list[Struct]`` at its index (a union such as
         ``list[Member] | Pool`` by the member the value's shape picks), since msgspec stops at the
-        first error and hides mapping keys: every problem is reported at its own key's line. An
-        invalid enum value lists the values of the field's ``Literal[…]``."""
+        first error and hides mapping keys: every problem is reported at its own key's line (and
+        every bad item of a list, not only the first). An invalid enum value lists the values of
+        the field's ``Literal[…]``; an unknown field names the closest known one (``did you mean``,
+        :func:`difflib.get_close_matches` over the struct's field names)."""
         shaped = _shaped(type_, value)
         nested = struct_of(shaped)
         found: list[Found] = []
@@ -104,8 +112,8 @@ class Converter:
         elif typing.get_origin(shaped) is dict and isinstance(value, dict):
             items = typing.get_args(shaped)[1]
             found = [p for key, item in value.items() for p in self.convert_value(items, item, (*path, key))]
-        elif typing.get_origin(shaped) is list and isinstance(value, list) and struct_of(typing.get_args(shaped)[0]):
-            items = typing.get_args(shaped)[0]  # a list of scalars: msgspec names the first bad index itself
+        elif typing.get_origin(shaped) is list and isinstance(value, list):
+            items = typing.get_args(shaped)[0]  # each item: msgspec alone names only the first bad index
             found = [p for index, item in enumerate(value) for p in self.convert_value(items, item, (*path, index))]
         if found:
             return found

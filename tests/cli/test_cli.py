@@ -14,6 +14,7 @@ import msgspec
 import pytest
 
 from harness_core import StreamChunk
+from harness_core.cli._inspect import NO_COUNT_MIDDLEWARE
 
 Harness = Callable[..., "subprocess.CompletedProcess[str]"]
 Config = Callable[[str], str]
@@ -166,6 +167,11 @@ def test_run_unknown_route_and_model(harness: Harness) -> None:
     assert hint.startswith("  no plugins.yaml was found, so the built-in default (the mock plugin) is in use; ")
     assert "installed plugins not enabled: anthropic, " in hint
     assert ", openai, " in hint
+    typo = harness("run", "-r", "mokc", "hi")  # the closest route, as the gateway's unknown model says it
+    assert typo.returncode == 2
+    assert typo.stderr.splitlines()[0] == (
+        "error: NO_ADAPTER: no adapter serves route 'mokc' (did you mean 'mock'?); known routes: 'mock'"
+    )
     result = harness("run", "-m", "gpt-9", "hi")
     assert result.returncode == 1
     assert "error: NOT_FOUND from route 'mock' (mock): the mock has no model 'gpt-9'" in result.stderr
@@ -473,6 +479,7 @@ def test_chain_shows_the_middleware_order(harness: Harness, config: Config) -> N
         "3. mock (adapter)",
         "embedding calls (outermost first):",  # harness-trace also wraps embedding calls
         "1. trace (normal)",
+        f"token counts (outermost first): {NO_COUNT_MIDDLEWARE}",  # said, not left out
     ]
     result = harness("chain", "--json", "mock")
     assert json.loads(result.stdout) == {
@@ -496,6 +503,8 @@ def test_chain_without_route(harness: Harness, config: Config) -> None:
         "1. trace (normal)",
         "embedding calls (outermost first):",
         "1. trace (normal)",
+        "token counts (outermost first): none (no middleware wraps llm_count_tokens: a count goes to the route's"
+        " adapter)",
     ]
 
 

@@ -107,3 +107,39 @@ def test_other_warnings_keep_pythons_form(monkeypatch: pytest.MonkeyPatch) -> No
     warnings.showwarning("renamed", FutureWarning, "x.py", 4, renamed)
     assert before == [("plain", UserWarning, "x.py", 3, None, None)]  # handed on as it came
     assert renamed.getvalue() == "warning: renamed\n"
+
+
+def test_a_route_model_id_names_the_route_as_on_the_gateway(harness: Harness, config: Config) -> None:
+    config(CONFIG)  # two routes, no default one: the model id alone says where it goes
+    for args in (("-m", "other/echo"), ("-r", "other", "-m", "other/echo")):
+        result = harness("run", "--count-tokens", "--json", *args, "hi")
+        assert result.returncode == 0, result.stderr
+        assert (json.loads(result.stdout)["route"], json.loads(result.stdout)["model"]) == ("other", "echo")
+    generated = harness("run", "--no-log", "-m", "other/echo", "hi there")
+    assert (generated.returncode, generated.stdout) == (0, "hi there\n"), generated.stderr
+    chat = harness("chat", "-m", "other/echo", input="/route\n")
+    assert "route other, model echo" in chat.stderr
+    embedded = harness("embed", "--json", "-m", "other/hash", "some text")
+    assert embedded.returncode == 0, embedded.stderr
+    assert (json.loads(embedded.stdout)["route"], json.loads(embedded.stdout)["model"]) == ("other", "hash")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("run", "--no-log", "hi"), ("chat",), ("embed", "text"), ("embed-multi", "docs", "in.csv", "-d", "e.sqlite")],
+    ids=lambda c: c[0],
+)
+def test_a_route_model_id_naming_another_route_than_r_is_refused(
+    harness: Harness, config: Config, command: tuple[str, ...], tmp_path: Path
+) -> None:
+    config(CONFIG)
+    (tmp_path / "in.csv").write_text("id,content\na,first\n")
+    name, *rest = command
+    result = harness(name, "-r", "mock", "-m", "other/echo", *rest)
+    assert result.returncode == 2
+    assert result.stderr == (
+        "error: -r/--route and -m/--model disagree: model 'other/echo' names route 'other' but route 'mock' "
+        "was given: give one route, or write the model as mock/other/echo to send the model id 'other/echo' "
+        "to route 'mock'\n"
+    )
+    assert result.stdout == ""

@@ -248,6 +248,18 @@ def test_every_plugin_is_validated_and_reported_together(fake_plugins: Path, wri
     assert f"{path}:14, plugin 'strict:four', field 'inner.level'" in info.value.message
 
 
+def test_an_unknown_field_names_the_closest_known_one(fake_plugins: Path, write_config: Write) -> None:
+    path = write_config("plugins:\n  strict:\n    nmae: a\n    1: x\n    tags: [1, a, 2]\n")
+    known = "(known fields: name, count, host, token, other, extra, tags, inner, routes)"
+    assert problems_of(path) == [
+        ("strict", None, 2, "Object missing required field `name`"),
+        ("strict", "nmae", 3, f"Object contains unknown field `nmae`: did you mean `name`? {known}"),
+        ("strict", "[1]", 4, f"Object contains unknown field `1` {known}"),  # no name is close to a number
+        ("strict", "tags[0]", 5, "Expected `str`, got `int`"),
+        ("strict", "tags[2]", 5, "Expected `str`, got `int`"),  # every bad item, not only msgspec's first
+    ]
+
+
 def test_two_instances_of_one_plugin(fake_plugins: Path, write_config: Write) -> None:
     path = write_config(
         "plugins:\n  strict:\n    name: one\n  strict:two:\n    name: two\n    routes: [two]\ndefaults: {route: two}\n"

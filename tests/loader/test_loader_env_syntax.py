@@ -139,7 +139,7 @@ def test_every_problem_inside_one_plugin_is_reported_in_file_order(fake_plugins:
         "    colour: red\n"  # 3
         "    count: many\n"  # 4
         "    token: ${{ env.MY_TOKEN }\n"  # 5
-        "    tags: [a, 2, b, 3]\n"  # 6 (msgspec reports the first bad item of a list)
+        "    tags: [a, 2, b, 3]\n"  # 6: both bad items (msgspec alone reports the first)
         "    inner: {level: x}\n"  # 7
         "    host: ${ env.HOST }\n"  # 8
         "    routes: ${{ env.NOT_SET }}\n"  # 9: unset, listed with the rest since the config is invalid anyway
@@ -151,6 +151,7 @@ def test_every_problem_inside_one_plugin_is_reported_in_file_order(fake_plugins:
         ("strict", "count", 4),
         ("strict", "token", 5),
         ("strict", "tags[1]", 6),
+        ("strict", "tags[3]", 6),
         ("strict", "inner.level", 7),
         ("strict", "host", 8),
         ("strict", "routes", 9),

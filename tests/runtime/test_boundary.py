@@ -77,6 +77,18 @@ async def test_unknown_route_is_one_no_adapter_finish_naming_routes_and_failures
     assert "trace" not in failure.message  # a middleware failure cannot explain a missing route
 
 
+async def test_an_unknown_route_suggests_a_served_route_or_one_a_failed_plugin_claims() -> None:
+    failed = PluginFailure(
+        key="openai", name="openai", message="no API key", stage="config", is_middleware=False, routes=["openai"]
+    )
+    harness = Harness([("fake", AdapterPlugin(ScriptedAdapter(), ["mock"]))], failures=[failed])
+    async with harness:
+        (served,) = await collect(harness, GenerateOptions(route="mokc"))
+        (claimed,) = await collect(harness, GenerateOptions(route="opnai"))
+    assert failure_of(served).message.startswith("no adapter serves route 'mokc' (did you mean 'mock'?); known routes")
+    assert failure_of(claimed).message.startswith("no adapter serves route 'opnai' (did you mean 'openai'?);")
+
+
 async def test_no_route_and_no_default() -> None:
     async with Harness() as harness:
         (chunk,) = await collect(harness, GenerateOptions())

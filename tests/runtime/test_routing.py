@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
+import pytest
+
 from harness_core.plugininfo import Defaults
-from harness_core.routing import default_embed_route, default_model, default_route, resolve_alias
+from harness_core.routing import (
+    default_embed_route,
+    default_model,
+    default_route,
+    parse_model_id,
+    resolve_alias,
+    resolve_target,
+    route_suggestion,
+)
 
 
 def test_the_default_route_is_defaults_route_else_the_only_route() -> None:
@@ -35,3 +45,32 @@ def test_aliases_set_the_route_and_model_an_explicit_route_wins() -> None:
     assert resolve_alias(aliases, "mine", "plain") == ("mine", "gpt-4o")
     assert resolve_alias(aliases, "r", "other") == ("r", "other")
     assert resolve_alias(aliases, "r", None) == ("r", None)
+
+
+def test_a_model_id_names_its_route_before_the_first_slash() -> None:
+    assert parse_model_id("openai/gpt-4o") == ("openai", "gpt-4o")
+    assert parse_model_id("or/meta-llama/llama-3") == ("or", "meta-llama/llama-3")  # the model keeps its slashes
+    for text in ("gpt-4o", "/gpt-4o", "openai/", "/"):
+        assert parse_model_id(text) is None
+
+
+def test_the_target_of_a_route_and_a_model_id() -> None:
+    aliases = {"fast": "groq/llama", "plain": "gpt-4o"}
+    routes = ["groq", "openai", "or"]
+    assert resolve_target(aliases, None, "openai/gpt-4o", routes) == ("openai", "gpt-4o")
+    assert resolve_target(aliases, "openai", "openai/gpt-4o", routes) == ("openai", "gpt-4o")
+    assert resolve_target(aliases, "or", "or/openai/gpt-4o", routes) == ("or", "openai/gpt-4o")
+    assert resolve_target(aliases, "or", "meta-llama/llama-3", routes) == ("or", "meta-llama/llama-3")  # no route
+    assert resolve_target(aliases, None, "meta-llama/llama-3", routes) == (None, "meta-llama/llama-3")
+    assert resolve_target(aliases, "mine", "fast", routes) == ("mine", "llama")  # aliases first, as before
+    assert resolve_target(aliases, None, "plain", routes) == (None, "gpt-4o")
+    assert resolve_target(aliases, "r", None, routes) == ("r", None)
+    with pytest.raises(ValueError, match=r"model 'openai/gpt-4o' names route 'openai' but route 'or' was given"):
+        resolve_target(aliases, "or", "openai/gpt-4o", routes)
+
+
+def test_an_unknown_route_suggests_the_closest_one() -> None:
+    assert route_suggestion("mokc", ["mock", "openai"]) == " (did you mean 'mock'?)"
+    assert route_suggestion("mokc", ["mock"], model="echo") == " (did you mean 'mock/echo'?)"  # a gateway model id
+    assert route_suggestion("nowhere", ["mock"]) == ""
+    assert route_suggestion("mock", ["mock", "mocks"]) == ""  # served: no typo

@@ -309,6 +309,34 @@ def test_fallbacks_and_errors_reach_traffic_and_the_inspector(tmp_path: Path) ->
         assert "Fallback attempts before the served target: broken/echo: OVERLOADED" in detail
 
 
+def test_the_request_page_finds_a_request_by_its_x_request_id(tmp_path: Path) -> None:
+    body = {"model": "mock/echo", "messages": HI}
+    with serve_gateway(tmp_path, console_yaml(tmp_path)) as running, admin(running.url) as http:
+        sent = httpx.post(running.url + "/v1/chat/completions", json=body, timeout=30)
+        assert sent.status_code == 200
+        request_id = sent.headers["x-request-id"]  # what the client has: the ticket is the console's own
+        for _ in range(2):  # a client may send its own id, and reuse it
+            reused = httpx.post(
+                running.url + "/v1/chat/completions", json=body, headers={"x-request-id": "job-7"}, timeout=30
+            )
+            assert reused.headers["x-request-id"] == "job-7"
+        rows = anyio.run(RecordStore(running.gateway.store).recent, 5)
+        ticket = next(row["id"] for row in rows if row["request_id"] == request_id)
+        assert ticket != request_id
+        one = http.get(f"/console/requests/{request_id}", follow_redirects=False)
+        assert (one.status_code, one.headers["location"]) == (303, f"/console/requests/{ticket}")
+        page = http.get(f"/console/requests/{request_id}", follow_redirects=True)  # the ticket's page
+        assert page.status_code == 200
+        assert f"Request {request_id}" in page.text
+        several = http.get("/console/requests/job-7", follow_redirects=False)
+        assert (several.status_code, several.headers["location"]) == (303, "/console/requests?request_id=job-7")
+        listed = http.get("/console/requests/job-7", follow_redirects=True).text
+        assert listed.count('href="/console/requests/') == 2
+        missing = http.get("/console/requests/job-8")
+        assert missing.status_code == 404
+        assert "No request job-8 is recorded, by ticket or x-request-id" in missing.text
+
+
 def test_an_observer_that_fails_is_logged_not_raised(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     class Broken:
         def started(self, info: RunInfo) -> Broken:

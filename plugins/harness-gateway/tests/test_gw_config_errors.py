@@ -56,6 +56,26 @@ def test_an_enum_mistake_lists_the_values(tmp_path: Path) -> None:
     ]
 
 
+def test_a_field_typo_says_did_you_mean_and_hides_no_other_problem(tmp_path: Path) -> None:
+    text = (
+        "plugins:\n  gateway:\n    databse: gw.sqlite\n    port: high\n    prices: {mock/echo: {inptu: 1}}\n"
+        "  mock: {}\n"
+    )
+    found = problems(tmp_path, text)
+    assert [(field, line) for field, line, _ in found] == [
+        ("databse", 3),
+        ("port", 4),
+        ("prices.mock/echo", 5),  # `input` is required (given as `inptu`)
+        ("prices.mock/echo", 5),  # and `output`
+        ("prices.mock/echo.inptu", 5),
+    ]
+    assert found[0][2].startswith(
+        "Object contains unknown field `databse`: did you mean `database`? (known fields: host, "
+    )
+    assert found[1][2] == "Expected `int`, got `str`"
+    assert found[4][2].startswith("Object contains unknown field `inptu`: did you mean `input`? (known fields: input, ")
+
+
 def test_numbers_and_booleans_from_the_environment(tmp_path: Path) -> None:
     text = (
         "plugins:\n  gateway:\n    port: ${{ env.PORT }}\n    require_keys: ${{ env.REQUIRE }}\n"

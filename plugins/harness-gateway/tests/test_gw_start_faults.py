@@ -81,8 +81,15 @@ def test_without_failures_an_unknown_route_is_a_plain_404(tmp_path: Path) -> Non
     with serve_gateway(tmp_path, yaml_text) as running, httpx.Client(base_url=running.url) as client:
         body = {"model": "nowhere/x", "messages": [{"role": "user", "content": "hi"}]}
         answer = client.post("/v1/chat/completions", json=body)
+        typo = client.post("/v1/chat/completions", json={**body, "model": "mokc/echo"})
+        anthropic = client.post("/v1/messages", json={**body, "model": "mokc/echo", "max_tokens": 5})
     assert answer.status_code == 404
     assert answer.json()["error"]["message"].endswith("(GET /v1/models lists them)")
+    assert "did you mean" not in answer.json()["error"]["message"]  # 'nowhere' is close to no route
+    assert (typo.status_code, anthropic.status_code) == (404, 404)
+    expected = "model 'mokc/echo' is not served here (did you mean 'mock/echo'?): use `route/model` (routes: "
+    assert typo.json()["error"]["message"].startswith(expected)
+    assert anthropic.json()["error"]["message"].startswith(expected)
 
 
 @pytest.mark.usefixtures("broken")

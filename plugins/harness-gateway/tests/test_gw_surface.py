@@ -46,6 +46,32 @@ def test_deeply_nested_json_is_a_400_in_each_dialect(tmp_path: Path, uvicorn_err
     assert not uvicorn_errors, [r.getMessage() for r in uvicorn_errors]  # no traceback per request
 
 
+def test_an_empty_body_is_a_400_saying_so_in_each_dialect(tmp_path: Path) -> None:
+    empty = "the request body is empty; expected a JSON object"
+    openai_paths = ("/v1/chat/completions", "/v1/responses", "/v1/embeddings")
+    anthropic_paths = ("/v1/messages", "/v1/messages/count_tokens")
+    with (
+        serve_gateway(tmp_path, gateway_yaml(db=tmp_path / "gw.sqlite")) as running,
+        httpx.Client(base_url=running.url, timeout=30) as client,
+    ):
+        answers = {path: client.post(path) for path in (*openai_paths, *anthropic_paths)}
+        blank = client.post("/v1/chat/completions", content=b" \r\n\t", headers={"content-type": "application/json"})
+        truncated = client.post(
+            "/v1/chat/completions", content=b'{"model": ', headers={"content-type": "application/json"}
+        )
+    for path in openai_paths:
+        assert answers[path].status_code == 400, path
+        assert answers[path].json() == {
+            "error": {"message": empty, "type": "invalid_request_error", "param": None, "code": "invalid_request"}
+        }
+    for path in anthropic_paths:
+        assert answers[path].status_code == 400, path
+        assert answers[path].json() == {"type": "error", "error": {"type": "invalid_request_error", "message": empty}}
+    assert (blank.status_code, blank.json()["error"]["message"]) == (400, empty)  # JSON whitespace holds nothing
+    assert truncated.status_code == 400
+    assert truncated.json()["error"]["message"].startswith("the request body is not valid JSON: ")  # not empty
+
+
 def test_unknown_paths_and_methods_answer_json_in_the_dialect_of_the_path(tmp_path: Path) -> None:
     with (
         serve_gateway(tmp_path, gateway_yaml(db=tmp_path / "gw.sqlite")) as running,

@@ -171,11 +171,15 @@ def decode_json(raw: bytes) -> Any:
     """The JSON value of a request body.
 
     Raises:
-        GatewayError: 400 naming the byte offset when it is not JSON (a lone surrogate escape is
+        GatewayError: 400 saying the body is empty when it holds nothing but JSON whitespace (a
+            ``POST`` without a body: msgspec would call it "truncated"); naming the byte offset
+            when it is not JSON (a lone surrogate escape is
             named as such, with its offset), or saying it nests too
             deeply (msgspec's decoder stops near 1,000 levels, bounded by Python's recursion
             limit: a request nests a few levels, a schema a few dozen).
     """
+    if not raw.strip(b" \t\r\n"):  # JSON's whitespace (RFC 8259 §2)
+        raise bad_request("", "the request body is empty; expected a JSON object")
     try:
         return msgspec.json.decode(raw)
     except msgspec.DecodeError as exc:

@@ -19,7 +19,17 @@ from typing import Final
 import anyio
 import msgspec
 
-from harness_core import ConfigPath, Harness, LlmError, LoadedConfig, adapter_failures, find_config, load_config
+from harness_core import (
+    ConfigPath,
+    Harness,
+    LlmError,
+    LoadedConfig,
+    adapter_failures,
+    find_config,
+    load_config,
+    parse_model_id,
+    route_suggestion,
+)
 from harness_core.kit import HttpProviderConfig
 from harness_gateway.config import GatewayConfig, GatewayPlugin
 from harness_gateway.errors import GatewayError, from_failure
@@ -73,16 +83,16 @@ class GatewayRuntime:
                 served route.
         """
         target = self.aliases.get(requested, requested)
-        route, slash, model = target.partition("/")
-        owner = self.harness.route_owner(route, embeddings=embeddings) if slash and model else None
+        route, model = parse_model_id(target) or (target.partition("/")[0], "")  # as the command line reads -m
+        owner = self.harness.route_owner(route, embeddings=embeddings) if model else None
         if owner is None:  # the route table is built for the error only
             served = self.harness.routes()
             if embeddings:
                 served = {**served, **self.harness.embed_routes()}
-            raise self.not_served(requested, route, served)
+            raise self.not_served(requested, route, served, model)
         return route, model, owner
 
-    def not_served(self, requested: str, route: str, served: Mapping[str, str]) -> GatewayError:
+    def not_served(self, requested: str, route: str, served: Mapping[str, str], model: str = "") -> GatewayError:
         """The error for a request's ``model`` that names no served route (``served``: route → owner).
 
         When the adapter plugin that would serve ``route`` failed (docs/loader.md: under ``serve``
@@ -90,7 +100,10 @@ class GatewayRuntime:
         (:meth:`~harness_core.Harness.no_adapter`: ``CONFIG: route 'R' is unavailable: …``, the
         located cause), with its status (:func:`~harness_gateway.errors.from_failure`: 500, a fault
         of the gateway's configuration, not of the request). Otherwise a 404 naming the served
-        routes, and the adapter plugins that failed when some did (one of them may own it)."""
+        routes, and the adapter plugins that failed when some did (one of them may own it); for a
+        ``route/model`` id (``model``: its model part) whose route is a typo of a served one, the
+        id meant (``did you mean 'mock/echo'?``, :func:`~harness_core.routing.route_suggestion`,
+        the runtime's own)."""
         error = self.harness.no_adapter(route)
         if error.code != "NO_ADAPTER":
             unavailable = from_failure(error.to_failure())
@@ -99,9 +112,10 @@ class GatewayRuntime:
         routes = ", ".join(sorted(served)) or "none"
         failed = "; ".join(f.message for f in adapter_failures(self.harness.failures))
         causes = f"; adapter plugins that failed (one may own it): {failed}" if failed else ""
+        hint = route_suggestion(route, served, model=model) if model else ""
         return GatewayError(
             404,
-            f"model {requested!r} is not served here: use `route/model` (routes: {routes}) or an alias "
+            f"model {requested!r} is not served here{hint}: use `route/model` (routes: {routes}) or an alias "
             f"(GET /v1/models lists them){causes}",
             code="model_not_found",
             param="model",

@@ -7,6 +7,7 @@ Pages (server-rendered, Jinja2; charts drawn by a vendored Chart.js from ``/cons
     ``GET  /console/live``              streams in flight; ``GET /console/live/events`` is their SSE feed
     ``POST /console/live/{id}/abort``   abort one (operator)
     ``GET  /console/requests[/{id}]``   recent requests; one request's messages and chunk timeline
+                                        (``{id}``: its ticket, or the ``x-request-id`` the gateway answered)
     ``GET  /console/keys``              keys; ``POST /console/keys`` creates one (shown once),
                                         ``POST /console/keys/{id}/revoke`` revokes one
     ``GET|POST /console/login``, ``POST /console/logout``
@@ -337,10 +338,24 @@ class Console:
         return self.render(request, "requests.html", title="Requests", rows=rows, match=match, statuses=_STATUSES)
 
     async def request_page(self, request: Request) -> Response:
+        """One request by its ticket (the ledger row id: the links of the request list); an id
+        that is no ticket is looked up as an ``x-request-id`` (what a client has: the gateway
+        echoes it in that header): one request with it redirects (303) to its ticket's page, several
+        (a client may reuse its own id) to the request list filtered by it; none is a 404."""
         ticket = request.path_params["ticket"]
         found = await self.records.get(ticket)
         if found is None:
-            message = f"No request {ticket} is recorded (the console keeps the newest {self.records.keep})."
+            named = await self.records.recent(2, request_id=ticket)
+            if len(named) == 1:
+                target = f"/console/requests/{quote(named[0]['id'], safe='')}"
+                return RedirectResponse(target, status_code=303, headers=_HEADERS)
+            if named:
+                target = f"/console/requests?request_id={quote(ticket, safe='')}"
+                return RedirectResponse(target, status_code=303, headers=_HEADERS)
+            message = (
+                f"No request {ticket} is recorded, by ticket or x-request-id "
+                f"(the console keeps the newest {self.records.keep})."
+            )
             return self.render(request, "error.html", 404, title="Not found", message=message)
         row, detail = mask_strings(found, self.mask)
         return self.render(request, "request.html", title=f"Request {row['request_id']}", row=row, detail=detail)
