@@ -234,26 +234,19 @@ def parse_model_id(text: str) -> tuple[str, str] | None:
 def resolve_target(
     aliases: Mapping[str, str], route: str | None, model: str | None, routes: Collection[str]
 ) -> tuple[str | None, str | None]:
-    """``(route, model)`` a request asks for, from a route (``None``: the default) and a model id
-    as the gateway reads its ``model`` field: an alias of ``aliases:`` is replaced
-    (:func:`resolve_alias`); else a ``route/model`` id (:func:`parse_model_id`) whose route is one
-    of ``routes`` (the routes the configuration names) sets the route and the model. A model id
-    whose first part names no route in ``routes`` stays the model id, for the route given or the
-    default one (``-r openrouter -m meta-llama/llama-3``).
-
-    Raises:
-        ValueError: ``route`` is given and ``model`` names another route of ``routes``; the
-            message names both and how to send that model id to ``route`` (``route/model``).
-    """
+    """``(route, model)`` a request asks for, from a route (``None``: the default) and a model id:
+    an alias of ``aliases:`` is replaced (:func:`resolve_alias`); else, when no route is given, a
+    ``route/model`` id (:func:`parse_model_id`) whose route is one of ``routes`` (the routes the
+    configuration names) sets the route and the model, as the gateway reads its ``model`` field.
+    A route given explicitly (``-r``) takes the model id as it is: it is the provider's id, which
+    may itself hold a slash (``-r openrouter -m openai/gpt-4o``, ``-m openrouter/auto``), even
+    when its first part names another route. A model id whose first part names no route in
+    ``routes`` stays the model id (``-m meta-llama/llama-3``, for the default route)."""
     if model is None or model in aliases:
         return resolve_alias(aliases, route, model)
+    if route is not None:
+        return route, model
     parsed = parse_model_id(model)
     if parsed is None or parsed[0] not in routes:
         return route, model
-    named, rest = parsed
-    if route is not None and route != named:
-        raise ValueError(
-            f"model {model!r} names route {named!r} but route {route!r} was given: give one route, or "
-            f"write the model as {route}/{model} to send the model id {model!r} to route {route!r}"
-        )
-    return named, rest
+    return parsed

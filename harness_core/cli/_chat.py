@@ -110,9 +110,7 @@ def run_chat(
         err.write(f"error: {exc}\n")
         return EXIT_USAGE
     harness = Harness.from_loaded(loaded)
-    target = resolve_flags(loaded, route, model, err)
-    if target is None:
-        return EXIT_USAGE
+    target = resolve_flags(loaded, route, model)
     route, model = target
     template = GenerateOptions(
         route=route,

@@ -258,18 +258,11 @@ def load_for_start(config: str | None, err: Sink) -> LoadedConfig | None:
     return loaded
 
 
-def resolve_flags(
-    loaded: LoadedConfig, route: str | None, model: str | None, err: Sink
-) -> tuple[str | None, str | None] | None:
+def resolve_flags(loaded: LoadedConfig, route: str | None, model: str | None) -> tuple[str | None, str | None]:
     """``(route, model)`` of a command's ``-r``/``-m`` (:meth:`LoadedConfig.resolve_target
-    <harness_core.loader.LoadedConfig.resolve_target>`: an alias, or a ``route/model`` id as the
-    gateway reads it); ``None`` after an ``error:`` line naming both routes when they disagree
-    (``-r a -m b/x``: exit 2)."""
-    try:
-        return loaded.resolve_target(route, model)
-    except ValueError as exc:
-        err.write(f"error: -r/--route and -m/--model disagree: {exc}\n")
-        return None
+    <harness_core.loader.LoadedConfig.resolve_target>`: an alias, or without ``-r`` a
+    ``route/model`` id as the gateway reads it)."""
+    return loaded.resolve_target(route, model)
 
 
 def warn_start_failures(

@@ -111,9 +111,7 @@ def embed_text(
     if loaded is None:
         return EXIT_USAGE
     out.redact = loaded.redact
-    target = resolve_flags(loaded, route, model, err)
-    if target is None:
-        return EXIT_USAGE
+    target = resolve_flags(loaded, route, model)
     route, model = target
     request = _Request(route, model, dimensions, input_type)
     try:
@@ -429,9 +427,7 @@ def embed_multi(
     if not rows:
         err.write("error: no rows to embed\n")
         return EXIT_USAGE
-    target = resolve_flags(loaded, route, model, err)
-    if target is None:
-        return EXIT_USAGE
+    target = resolve_flags(loaded, route, model)
     route, model = target
     path = Path(database) if database is not None else default_database_path()
     try:

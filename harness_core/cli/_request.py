@@ -95,9 +95,7 @@ def prepare(
     metadata: dict[str, object] = {}
     messages = options.messages
     system = options.system
-    target = resolve_flags(loaded, options.route, options.model, err)  # before a continued conversation fills in
-    if target is None:
-        return None
+    target = resolve_flags(loaded, options.route, options.model)  # before a continued conversation fills in
     provider, model = target
     if continue_last or cid is not None:
         if logger is None:

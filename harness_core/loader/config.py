@@ -79,14 +79,11 @@ class LoadedConfig(msgspec.Struct, kw_only=True):
         return resolve_alias(self.aliases, route, model)
 
     def resolve_target(self, route: str | None, model: str | None) -> tuple[str | None, str | None]:
-        """``(route, model)`` the command line's ``-r``/``-m`` ask for, read as the gateway reads
-        its ``model`` field (:func:`harness_core.routing.resolve_target`): an alias replaced, else a
+        """``(route, model)`` the command line's ``-r``/``-m`` ask for
+        (:func:`harness_core.routing.resolve_target`): an alias replaced; else, without ``-r``, a
         ``route/model`` id whose route an entry of this file names (an enabled plugin's, or a
-        failed one's: using it then says why it failed) sets both.
-
-        Raises:
-            ValueError: ``route`` given and ``model`` naming another route (the message names both).
-        """
+        failed one's: using it then says why it failed) sets both, as the gateway reads its
+        ``model`` field; with ``-r`` the model id is sent as it is."""
         routes = [name for entry in self.entries if entry.state in ("enabled", "failed") for name in entry.routes or ()]
         return resolve_target(self.aliases, route, model, routes)
 

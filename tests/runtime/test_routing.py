@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from harness_core.plugininfo import Defaults
 from harness_core.routing import (
     default_embed_route,
@@ -58,15 +56,15 @@ def test_the_target_of_a_route_and_a_model_id() -> None:
     aliases = {"fast": "groq/llama", "plain": "gpt-4o"}
     routes = ["groq", "openai", "or"]
     assert resolve_target(aliases, None, "openai/gpt-4o", routes) == ("openai", "gpt-4o")
-    assert resolve_target(aliases, "openai", "openai/gpt-4o", routes) == ("openai", "gpt-4o")
-    assert resolve_target(aliases, "or", "or/openai/gpt-4o", routes) == ("or", "openai/gpt-4o")
     assert resolve_target(aliases, "or", "meta-llama/llama-3", routes) == ("or", "meta-llama/llama-3")  # no route
     assert resolve_target(aliases, None, "meta-llama/llama-3", routes) == (None, "meta-llama/llama-3")
     assert resolve_target(aliases, "mine", "fast", routes) == ("mine", "llama")  # aliases first, as before
     assert resolve_target(aliases, None, "plain", routes) == (None, "gpt-4o")
     assert resolve_target(aliases, "r", None, routes) == ("r", None)
-    with pytest.raises(ValueError, match=r"model 'openai/gpt-4o' names route 'openai' but route 'or' was given"):
-        resolve_target(aliases, "or", "openai/gpt-4o", routes)
+    # a route given (-r) takes the provider's model id as it is, even where its first part names a
+    # route: OpenRouter's openai/gpt-4o and openrouter/auto
+    assert resolve_target(aliases, "or", "openai/gpt-4o", routes) == ("or", "openai/gpt-4o")
+    assert resolve_target(aliases, "or", "or/auto", routes) == ("or", "or/auto")
 
 
 def test_an_unknown_route_suggests_the_closest_one() -> None:
