@@ -159,6 +159,8 @@ def test_maintain_waits_for_the_schema_then_reaps_and_survives_faults(
             calls.append("reap")
             if len(calls) == 1:
                 raise GatewayError(503, "the database went away")
+            if len(calls) == 2:
+                raise RuntimeError("a bug in one tick")  # logged with its traceback; the loop goes on
             found = await real(**kwargs)
             if found:
                 reaped.set()
@@ -175,13 +177,17 @@ def test_maintain_waits_for_the_schema_then_reaps_and_survives_faults(
             group.cancel_scope.cancel()
         assert (await row(store, ticket))[0] == "lost"
         assert calls[0] == "reap"
-        assert len(calls) >= 2  # the fault was retried at the next tick
+        assert len(calls) >= 3  # the fault and the bug were each retried at the next tick
         await store.aclose()
         await dead.aclose()
 
     with caplog.at_level(logging.WARNING, "harness_gateway"):
         anyio.run(main)
     assert "settled 1 ledger row(s) of gateway processes that died" in caplog.text
+    (bug,) = [r for r in caplog.records if "maintenance of leases and settlements failed" in r.getMessage()]
+    assert bug.levelno == logging.ERROR
+    assert bug.exc_info is not None
+    assert "a bug in one tick" in str(bug.exc_info[1])
 
 
 def test_estimated_usage_counts_text_not_media() -> None:

@@ -4,6 +4,7 @@ database, leases that return a crashed process's reservations, Redis down → 50
 
 from __future__ import annotations
 
+import functools
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -210,6 +211,41 @@ def test_redis_down_refuses_with_503_and_charges_wait_for_it(tmp_path: Path) -> 
         (record,) = await store.list_keys()
         assert record.spent == pytest.approx(0.3)  # charged once, though settled twice
         again = await burst([store, store], key, 5, NOW + 3)  # 0.3 spent, 0.3 reserved each
+        assert len([r for r in again if isinstance(r, str)]) == 3
+        await store.aclose()
+
+    try:
+        anyio.run(main)
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_pending_charge_taken_by_two_tasks_at_once_is_charged_once(tmp_path: Path) -> None:
+    """Redis came back while a settlement waited for it: the maintenance loop's retry
+    (settle_deferred) and the settlement's own retry take the same pending charge at once. Redis
+    is charged once and neither task fails (the loop's KeyError stopped a gateway's lifespan)."""
+    root = Path(tempfile.mkdtemp(prefix="harness-redis-"))
+    server = RedisServer(root)
+
+    async def main() -> None:
+        server.start()
+        store = store_from_spec(str(tmp_path / "gw.sqlite"), tmp_path / "unused", limits=server.url, timeout=1.0)
+        assert isinstance(store, RedisSQLiteStore)
+        key = await key_of(store, KeySpec(name="twice", budget=1.0))
+        ticket = await store.admit(key, "mock", "echo", now=NOW)
+        server.stop()
+        with pytest.raises(GatewayError):  # SQL settled; the Redis charge waits
+            await store.settle(ticket, "complete", TokenUsage(1, 1), 0.3, now=NOW + 2)
+        assert ticket in store.charges
+        server.start()  # back, empty: the SQL spend seeds it again on the next admission
+        async with anyio.create_task_group() as group:
+            group.start_soon(functools.partial(store.settle_deferred, force=True))
+            group.start_soon(store.settle, ticket, "complete", TokenUsage(1, 1), 0.3)
+        assert not store.charges
+        (record,) = await store.list_keys()
+        assert record.spent == pytest.approx(0.3)
+        again = await burst([store, store], key, 5, NOW + 3)  # Redis holds 0.3 spent (0.6 if charged twice: 2)
         assert len([r for r in again if isinstance(r, str)]) == 3
         await store.aclose()
 

@@ -459,10 +459,21 @@ class RedisAdmission(SqlStore):
         return changed > 0
 
     async def _take(self, ticket: str) -> None:
-        """Hand the pending charge of ``ticket`` to Redis; dropped once taken (503 on a fault: kept)."""
-        key_id, amount, cost, tokens, moment = self.charges[ticket]
-        await self.limits.settle(key_id, ticket, amount, cost, tokens, moment)
-        del self.charges[ticket]
+        """Hand the pending charge of ``ticket`` to Redis; dropped once taken (503 on a fault, or a
+        cancellation: kept for the next retry).
+
+        The charge is claimed before the round trip, so two tasks that take the same ticket at
+        once (the maintenance loop's retry and a settlement's own) charge Redis once: the second
+        finds nothing pending and returns (Redis's settle adds the amount each time it runs)."""
+        charge = self.charges.pop(ticket, None)
+        if charge is None:  # taken meanwhile by another task
+            return
+        key_id, amount, cost, tokens, moment = charge
+        try:
+            await self.limits.settle(key_id, ticket, amount, cost, tokens, moment)
+        except BaseException:
+            self.charges.setdefault(ticket, charge)
+            raise
 
     async def settle_deferred(self, *, force: bool = False) -> int:
         """Hand the pending Redis charges over (:attr:`charges`), then retry the deferred settlements

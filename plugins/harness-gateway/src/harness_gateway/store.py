@@ -730,7 +730,9 @@ class SqlStore:
         and reap the rows of dead owners, at start and
         then every :attr:`lease` / 5 seconds (started with ``TaskGroup.start`` by ``harness serve``).
         Nothing is done before :meth:`migrate` succeeded; a database fault is logged (by
-        :func:`unavailable`) and retried at the next tick."""
+        :func:`unavailable`) and retried at the next tick. Any other exception (a bug) is logged
+        with its traceback and the loop goes on: the leases of the requests in flight must keep
+        being renewed, and the lifespan that runs this loop must not end with it."""
         task_status.started()
         while True:
             if self.schema:
@@ -740,6 +742,11 @@ class SqlStore:
                     await self.reap()
                 except GatewayError:
                     pass  # already logged with its cause by unavailable(); the next tick retries
+                except Exception:
+                    logger.exception(
+                        "%s: the maintenance of leases and settlements failed; retried at the next tick",
+                        self.description,
+                    )
             await anyio.sleep(self.lease / 5)
 
     async def ledger(self, key_id: str | None = None) -> list[dict[str, Any]]:
