@@ -19,10 +19,12 @@ from typing import Any
 
 import anthropic
 import anyio
+import httpx
 import openai
 import uvicorn
 
 from harness_gateway.config import ConnectionLimits
+from harness_gateway.console.records import RecordStore
 from harness_gateway.limits import protocol_options
 from harness_gateway.server import GatewayServer
 from harness_gateway.sqlite import SQLiteStore
@@ -321,6 +323,25 @@ def killed_mid_stream(tmp_path: Path, database: str, store: Callable[[], Any], *
             assert victim.process.stderr is not None
             victim.process.stderr.close()
         return settled
+
+
+def console_rows(running: Running, admin: httpx.Client, limit: int) -> list[dict[str, Any]]:
+    """The newest ``limit`` console records of the gateway ``running`` (on SQLite), newest first.
+
+    The console's Requests page is read first through ``admin`` (a client with the master key):
+    the gateway waits there for the records its process queued (they are written behind), so
+    every request answered before this call is then in the file; the rows are read with a store
+    of this thread's own (the gateway's store belongs to its own event loop and thread)."""
+    assert admin.get(running.url + "/console/requests").status_code == 200
+
+    async def read() -> list[dict[str, Any]]:
+        store = SQLiteStore(running.gateway.store.path)
+        try:
+            return await RecordStore(store).recent(limit)
+        finally:
+            await store.aclose()
+
+    return anyio.run(read)
 
 
 def ledger_rows(db: Path) -> list[dict[str, Any]]:

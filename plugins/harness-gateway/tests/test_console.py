@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from gw_helpers import Clients, gateway_yaml, serve_gateway
+from gw_helpers import Clients, console_rows, gateway_yaml, serve_gateway
 
 from harness_core.abort import AbortSignal
 from harness_core.errors import Failure
@@ -61,6 +61,15 @@ def console_yaml(tmp_path: Path, extra: str = "", gateway: str = "") -> str:
 
 def admin(url: str) -> httpx.Client:
     return httpx.Client(base_url=url, headers={"authorization": f"Bearer {MASTER}"}, timeout=30)
+
+
+async def _sessions(db: Path) -> list[tuple[Any, ...]]:
+    """The rows of ``console_sessions`` in the SQLite file ``db``, read with a store of its own."""
+    store = SQLiteStore(db)
+    try:
+        return await store.transaction(lambda tx: tx.all("SELECT digest FROM console_sessions"), write=False)
+    finally:
+        await store.aclose()
 
 
 def csrf_of(page: str) -> str:
@@ -213,9 +222,7 @@ def test_signing_out_ends_a_copied_session_cookie(tmp_path: Path) -> None:
             assert refused.headers["location"].startswith("/console/login")
             with httpx.Client(base_url=running.url, cookies={auth.SESSION_COOKIE: other}) as second:
                 assert second.get("/console/spend").status_code == 200
-            stored = anyio.run(
-                running.gateway.store.transaction, lambda tx: tx.all("SELECT digest FROM console_sessions")
-            )
+            stored = anyio.run(_sessions, running.gateway.store.path)  # a store of this thread's own
             assert [row[0] for row in stored] == [auth.session_digest(other)]  # digests only, the signed-out one gone
         with admin(running.url) as script:  # signed in with the master key itself: nothing to end
             out = script.post("/console/logout", data={"csrf": auth.csrf_token(MASTER, MASTER)})
@@ -296,7 +303,7 @@ def test_fallbacks_and_errors_reach_traffic_and_the_inspector(tmp_path: Path) ->
         page = http.get("/console/traffic").text
         assert "broken/echo: OVERLOADED" in page
         assert "AUTH" in page
-        rows = anyio.run(RecordStore(running.gateway.store).recent, 5)
+        rows = console_rows(running, http, 5)
         served = next(r for r in rows if r["route"] == "broken")
         assert (served["served_route"], served["attempts"]) == ("mock", ["broken/echo: OVERLOADED"])
         errors = http.get("/console/requests?status=error").text
@@ -320,7 +327,7 @@ def test_the_request_page_finds_a_request_by_its_x_request_id(tmp_path: Path) ->
                 running.url + "/v1/chat/completions", json=body, headers={"x-request-id": "job-7"}, timeout=30
             )
             assert reused.headers["x-request-id"] == "job-7"
-        rows = anyio.run(RecordStore(running.gateway.store).recent, 5)
+        rows = console_rows(running, http, 5)
         ticket = next(row["id"] for row in rows if row["request_id"] == request_id)
         assert ticket != request_id
         one = http.get(f"/console/requests/{request_id}", follow_redirects=False)

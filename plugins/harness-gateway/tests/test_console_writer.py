@@ -222,6 +222,36 @@ async def test_a_full_queue_drops_and_a_fault_at_shutdown_is_counted(
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_the_queue_is_bounded_in_bytes_too(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Records queued while the writer has not run are bounded by the size of their details (a
+    stalled database holds at most ``limit_bytes`` of them, not ``limit`` x the detail cap): one
+    that would pass the bound is dropped and counted; once written, the bytes are free again."""
+    store = SQLiteStore(tmp_path / "gw.sqlite")
+    try:
+        records = RecordStore(store, limit_bytes=250)
+        await records.migrate()
+        big = {"messages": ["x" * 100]}  # a detail of a little over 100 characters
+        with caplog.at_level(logging.WARNING, logger="harness_gateway"):
+            async with anyio.create_task_group() as group:
+                await group.start(records.writer.run)
+                for name in ("a", "b", "c"):  # no await between: the writer has not run yet
+                    await records.insert(_row(name, {"a": 1.0, "b": 2.0, "c": 3.0}[name]), big)
+                assert records.writer.dropped == 1  # c would pass 250 bytes queued
+                assert [r["id"] for r in await records.recent(5)] == ["b", "a"]
+                await records.insert(_row("d", 4.0), big)  # the queue was written: room again
+                assert [r["id"] for r in await records.recent(5)] == ["d", "b", "a"]
+                group.cancel_scope.cancel()
+        assert records.writer.dropped == 1
+        assert _messages(caplog)[0] == (
+            "console request records are being dropped: 250 bytes of rows wait to be written (the database is"
+            " slower); the count is logged once they are written again"
+        )
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_a_write_that_raises_a_bug_is_logged_with_its_traceback(caplog: pytest.LogCaptureFixture) -> None:
     written: list[list[int]] = []
 

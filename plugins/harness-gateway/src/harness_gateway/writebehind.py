@@ -28,7 +28,7 @@ from anyio.abc import TaskStatus
 
 from harness_gateway.errors import GatewayError
 
-__all__ = ["BATCH_MAX", "QUEUE_MAX", "WriteBehind"]
+__all__ = ["BATCH_MAX", "QUEUE_BYTES_MAX", "QUEUE_MAX", "WriteBehind"]
 
 logger = logging.getLogger("harness_gateway")
 
@@ -40,6 +40,11 @@ BATCH_MAX: Final = 256
 QUEUE_MAX: Final = 10 * BATCH_MAX
 """Most rows waiting to be written; beyond, new rows are dropped (counted, logged)."""
 
+QUEUE_BYTES_MAX: Final = 64 * 1024 * 1024
+"""Most bytes of rows waiting to be written (as the ``size`` of :class:`WriteBehind` measures
+them); beyond, new rows are dropped (counted, logged). Bounds the memory a stalled database
+can make the queue hold."""
+
 
 class WriteBehind(Generic[T]):
     """Rows queued by :meth:`put`, written in batches by ``write`` from one task (:meth:`run`).
@@ -50,6 +55,8 @@ class WriteBehind(Generic[T]):
         what: what the rows are, for log lines (e.g. ``"console request records"``).
         batch_max: most rows per ``write``.
         limit: most rows queued; a row that finds the queue full is dropped.
+        size: a row's size in bytes (``None``: rows are counted, not measured), for ``limit_bytes``.
+        limit_bytes: most bytes queued (with ``size``); a row that would pass it is dropped.
 
     Without :meth:`run` running nothing is written until :meth:`written` or :meth:`flush` is
     awaited (callers that run without the task write directly: see :attr:`running`).
@@ -62,11 +69,16 @@ class WriteBehind(Generic[T]):
         what: str,
         batch_max: int = BATCH_MAX,
         limit: int = QUEUE_MAX,
+        size: Callable[[T], int] | None = None,
+        limit_bytes: int = QUEUE_BYTES_MAX,
     ) -> None:
         self._write = write
         self.what = what
         self.batch_max = batch_max
         self.limit = limit
+        self._size = size
+        self.limit_bytes = limit_bytes
+        self._bytes = 0  # of the rows queued (0 without ``size``)
         self._queue: deque[T] = deque()
         self._queued = 0  # rows ever queued
         self._settled = 0  # of them, written or dropped (they settle in queue order)
@@ -83,6 +95,12 @@ class WriteBehind(Generic[T]):
         if len(self._queue) >= self.limit:
             self._drop(1, f"{self.limit} rows wait to be written (the database is slower than the requests)")
             return
+        if self._size is not None:
+            size = self._size(row)
+            if self._bytes + size > self.limit_bytes:
+                self._drop(1, f"{self.limit_bytes} bytes of rows wait to be written (the database is slower)")
+                return
+            self._bytes += size
         self._queue.append(row)
         self._queued += 1
         wake = self._wake
@@ -130,6 +148,8 @@ class WriteBehind(Generic[T]):
         """Take the oldest ``batch_max`` rows and write them (shielded: a batch taken is written
         or dropped as a whole, never left half-done by a cancellation)."""
         batch = [self._queue.popleft() for _ in range(min(len(self._queue), self.batch_max))]
+        if self._size is not None:
+            self._bytes -= sum(map(self._size, batch))
         try:
             with anyio.CancelScope(shield=True):
                 await self._write(batch)

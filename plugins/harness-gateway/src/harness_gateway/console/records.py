@@ -27,7 +27,7 @@ import json
 from typing import Any, Final, Protocol
 
 from harness_gateway.store import SqlStore, Tx
-from harness_gateway.writebehind import BATCH_MAX, QUEUE_MAX, WriteBehind
+from harness_gateway.writebehind import BATCH_MAX, QUEUE_BYTES_MAX, QUEUE_MAX, WriteBehind
 
 __all__ = ["COLUMNS", "DETAIL_LIMIT", "MIGRATIONS", "RecordStore", "Records", "bounded_detail"]
 
@@ -134,18 +134,28 @@ class RecordStore:
             between two prunes).
         limit: most records waiting for the writer (:data:`~harness_gateway.writebehind.QUEUE_MAX`);
             beyond, records are dropped, counted and logged.
+        limit_bytes: most characters of details waiting for the writer
+            (:data:`~harness_gateway.writebehind.QUEUE_BYTES_MAX`: a stalled database holds at most
+            that much memory of records, not ``limit`` x :data:`DETAIL_LIMIT`); beyond, as ``limit``.
 
     The readers raise :class:`~harness_gateway.errors.GatewayError` (503) when the database
     fails; so does :meth:`insert` when no writer task runs (it then writes at once).
     """
 
-    def __init__(self, store: SqlStore, *, keep: int = 10_000, limit: int = QUEUE_MAX) -> None:
+    def __init__(
+        self, store: SqlStore, *, keep: int = 10_000, limit: int = QUEUE_MAX, limit_bytes: int = QUEUE_BYTES_MAX
+    ) -> None:
         self.store = store
         self.keep = keep
         self.prune_every = max(1, keep // 100)
         """Rows written between two deletions of the rows beyond the newest :attr:`keep`."""
         self.writer: WriteBehind[_Values] = WriteBehind(
-            self._write, what="console request records", batch_max=BATCH_MAX, limit=limit
+            self._write,
+            what="console request records",
+            batch_max=BATCH_MAX,
+            limit=limit,
+            size=_detail_size,
+            limit_bytes=limit_bytes,
         )
         """Queues the records and writes them in batches (its :meth:`~WriteBehind.run` is the
         process's one writer task, started by the gateway's lifespan; the shutdown flushes it)."""
@@ -271,6 +281,11 @@ def _summary(row: tuple[Any, ...]) -> dict[str, Any]:
     record = dict(zip(COLUMNS, row, strict=True))
     record["attempts"] = json.loads(record["attempts"])
     return record
+
+
+def _detail_size(values: _Values) -> int:
+    """The size of a queued record: its detail text's length (the rest is a few hundred bytes)."""
+    return len(values[-1])
 
 
 def bounded_detail(detail: dict[str, Any]) -> str:
