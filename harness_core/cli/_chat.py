@@ -53,7 +53,7 @@ from harness_core.cli._render import Renderer
 from harness_core.cli._text import UNDECODABLE_WARNING, clean_argument
 from harness_core.conversation import Conversation, MaxStepsExceeded, Reply
 from harness_core.errors import LlmError
-from harness_core.routing import default_model
+from harness_core.routing import default_model, resolve_target
 from harness_core.runtime import Harness
 from harness_core.types import FileBlock, GenerateOptions, Message
 
@@ -64,7 +64,8 @@ PROMPT: Final = "you> "
 HELP: Final = """\
 commands:
   /route [ROUTE [MODEL]]     show the route and model, or switch route (keeps the model when the route serves it)
-  /model [ID]                show the route and model, or set the model
+  /model [ID]                show the route and model, or set the model (route/model or an alias also sets the route,
+                             unless a route was chosen with -r or /route)
   /system [TEXT]             set the system prompt (no text: remove it)
   /attach [PATH|URL [TYPE]]  attach a file (media type from its content) or URL to the next message; no argument: list
   /save PATH                 save the conversation as JSON (replay state included)
@@ -110,6 +111,7 @@ def run_chat(
         err.write(f"error: {exc}\n")
         return EXIT_USAGE
     harness = Harness.from_loaded(loaded)
+    route_flag = route
     target = resolve_flags(loaded, route, model)
     route, model = target
     template = GenerateOptions(
@@ -140,6 +142,8 @@ def run_chat(
                     interactive=isatty(sys.stdin),
                     tty=out.isatty(),
                     verbose=verbose,
+                    resolve=loaded.resolve_target,
+                    route_chosen=route_flag is not None,
                 )
                 return repl.run()
         except Exception as exc:  # the harness could not start (or stop), or an unknown tool was named
@@ -214,6 +218,13 @@ class Repl:
         interactive: stdin is a terminal: show a prompt and a greeting, use :mod:`readline`.
         tty: stdout is a terminal (reasoning dimmed, tool lines on stdout; else on stderr).
         verbose: show the traceback of a failed reply.
+        resolve: ``(route, model)`` of a route (``None``: not chosen) and a model id, for
+            ``/model`` (:meth:`LoadedConfig.resolve_target
+            <harness_core.loader.LoadedConfig.resolve_target>`: aliases, ``route/model``); by
+            default :func:`harness_core.routing.resolve_target` without aliases, over the routes
+            the harness serves.
+        route_chosen: the route was chosen explicitly (``-r``); ``/route`` also chooses it. While
+            it is, ``/model`` takes a model id as it is (the provider's, which may hold a ``/``).
     """
 
     def __init__(
@@ -227,6 +238,8 @@ class Repl:
         interactive: bool,
         tty: bool,
         verbose: int = 0,
+        resolve: Callable[[str | None, str | None], tuple[str | None, str | None]] | None = None,
+        route_chosen: bool = False,
     ) -> None:
         self.portal = portal
         self.conversation = conversation
@@ -236,6 +249,9 @@ class Repl:
         self.interactive = interactive
         self.tty = tty
         self.verbose = verbose
+        self.resolve = resolve if resolve is not None else self._resolve_served
+        self.route_chosen = route_chosen
+        """Whether the route was chosen explicitly (``-r``, ``/route``): ``/model`` then keeps it."""
         self._turn: _Turn | None = None
         self.terminated: int | None = None
         self._warned_undecodable = False
@@ -432,6 +448,7 @@ class Repl:
             kept, why = self._model_for(route)
         self.conversation.route = route
         self.conversation.model = model or kept
+        self.route_chosen = True
         self.note(self.where() + why)
 
     def _model_for(self, route: str) -> tuple[str | None, str]:
@@ -456,10 +473,30 @@ class Repl:
             return False
         return True
 
+    def _resolve_served(self, route: str | None, model: str | None) -> tuple[str | None, str | None]:
+        """:func:`~harness_core.routing.resolve_target` over the routes the harness serves (no
+        aliases): the reading of ``/model`` when the REPL was given no configuration's."""
+        return resolve_target({}, route, model, self.portal.call(self.conversation.harness.routes))
+
     def _model(self, argument: str) -> None:
-        if argument and self._model_ok(self.conversation.route, argument):
-            self.conversation.model = argument
-        self.note(self.where())
+        """``/model [ID]``: show the target, or set the model; ``ID`` is read as ``-m`` reads
+        it (:attr:`resolve`): an alias, or, while no route was chosen explicitly, a
+        ``route/model`` id, switches the route too, and the line says so."""
+        if not argument:
+            self.note(self.where())
+            return
+        conversation = self.conversation
+        asked = conversation.route if self.route_chosen else None
+        resolved, model = self.resolve(asked, argument)
+        route, model = (resolved if resolved is not None else conversation.route), (model or argument)
+        if not self._model_ok(route, model):
+            self.note(self.where())
+            return
+        before, _ = self._target()
+        conversation.route, conversation.model = route, model
+        now, _ = self._target()
+        switched = f" (switched from route {before or '(none)'}: {argument} names route {now})" if now != before else ""
+        self.note(self.where() + switched)
 
     def _model_ok(self, route: str | None, model: str) -> bool:
         try:

@@ -29,7 +29,7 @@ from harness_core.types import ModelInfo
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from harness_core.runtime import Harness
 
-__all__ = ["NO_COUNT_MIDDLEWARE", "check_config", "show_chain", "show_models", "show_plugins"]
+__all__ = ["NO_COUNT_MIDDLEWARE", "NO_EMBED_MIDDLEWARE", "check_config", "show_chain", "show_models", "show_plugins"]
 
 
 def show_plugins(config: str | None, *, as_json: bool) -> int:
@@ -216,15 +216,19 @@ def _defaults_problem(loaded: LoadedConfig, key: str, message: str) -> ConfigPro
 NO_COUNT_MIDDLEWARE = "none (no middleware wraps llm_count_tokens: a count goes to the route's adapter)"
 """What ``harness chain`` says of an empty token-count chain (after ``token counts (outermost first):``)."""
 
+NO_EMBED_MIDDLEWARE = "none (no middleware wraps llm_embed: an embedding call goes to the route's adapter)"
+"""What ``harness chain`` says of an empty embedding chain (after ``embedding calls (outermost first):``)."""
+
 
 def show_chain(route: str | None, config: str | None, *, as_json: bool) -> int:
     """Print the middleware order for ``route`` (default route when ``None``), then its adapter.
 
     The default route is ``defaults.route``, else the only route served when exactly one is
-    (the output says so). The ``llm_embed`` middleware an embedding call passes through follow,
-    when there are any (``embed_chain`` in ``--json``), then the ``llm_count_tokens`` middleware a
-    token count (``harness run --count-tokens``) passes through (``count_chain``), or
-    :data:`NO_COUNT_MIDDLEWARE` when none does (an empty ``count_chain``). Everything
+    (the output says so). The ``llm_embed`` middleware an embedding call passes through follow
+    (``embed_chain`` in ``--json``), or :data:`NO_EMBED_MIDDLEWARE` when none does (an empty
+    ``embed_chain``), then the ``llm_count_tokens`` middleware a token count (``harness run
+    --count-tokens``) passes through (``count_chain``), or :data:`NO_COUNT_MIDDLEWARE` when none
+    does (an empty ``count_chain``). Everything
     printed, and every log record emitted while the harness runs, is redacted.
     """
     from harness_core.cli._promptlog import BY_DEFAULT, PROMPT_LOG, attach_default_prompt_log
@@ -265,6 +269,8 @@ def show_chain(route: str | None, config: str | None, *, as_json: bool) -> int:
     if embed_links:
         text += "embedding calls (outermost first):\n"
         text += "".join(f"{n}. {link['key']} ({link['tier']})\n" for n, link in enumerate(embed_links, 1))
+    else:  # said, not left out, as an empty count chain is: `harness embed` then reaches the adapter directly
+        text += f"embedding calls (outermost first): {NO_EMBED_MIDDLEWARE}\n"
     if count_links:
         text += "token counts (outermost first):\n"
         text += "".join(f"{n}. {link['key']} ({link['tier']})\n" for n, link in enumerate(count_links, 1))

@@ -10,6 +10,7 @@ structs and ``dict[str, Struct]`` values too) so each problem is reported at its
 from __future__ import annotations
 
 import difflib
+import enum
 import re
 import types
 import typing
@@ -102,8 +103,9 @@ class Converter:
         ``list[Member] | Pool`` by the member the value's shape picks), since msgspec stops at the
         first error and hides mapping keys: every problem is reported at its own key's line (and
         every bad item of a list, not only the first). An invalid enum value lists the values of
-        the field's ``Literal[…]``; an unknown field names the closest known one (``did you mean``,
-        :func:`difflib.get_close_matches` over the struct's field names)."""
+        the field's ``Literal[…]`` (or :class:`enum.Enum`) and names the closest one; an unknown
+        field names the closest known one (``did you mean``, :func:`difflib.get_close_matches`
+        over the struct's field names, or its allowed values)."""
         shaped = _shaped(type_, value)
         nested = struct_of(shaped)
         found: list[Found] = []
@@ -122,8 +124,8 @@ class Converter:
             msgspec.convert(value, type_, dec_hook=self.dec_hook)
         except msgspec.ValidationError as exc:
             message, where = split_msgspec_error(str(exc))
-            if message.startswith("Invalid enum value "):
-                message += _expected_values(type_at(type_, value, where))
+            if message.startswith("Invalid enum value "):  # the value itself when it is at `path` (where is ())
+                message += _expected_values(type_at(type_, value, where), None if where else value)
             return [(message, (*path, *where), self.refused_secret)]
         return []
 
@@ -238,15 +240,26 @@ def type_at(annotation: Any, value: Any, path: ConfigPath) -> Any:
     return annotation
 
 
-def _expected_values(annotation: Any) -> str:
-    """`` (expected one of 'a', 'b')`` for a ``Literal[…]`` (or an optional one, or a union of
-    them), else ``""``."""
+def _expected_values(annotation: Any, refused: Any) -> str:
+    """For a value msgspec refused as an invalid enum value, whose type is ``annotation`` (``None``
+    when unknown): ``": did you mean 'weighted'? (expected one of 'weighted', 'latency')"`` when it
+    is a ``Literal[…]`` or an :class:`enum.Enum` (or an optional one, or a union of them), the hint
+    only when ``refused`` (the value itself; ``None`` when unknown) is text close to an allowed
+    value, case aside (:func:`difflib.get_close_matches`, as for unknown field names); else ``""``."""
     values: list[Any] = []
     for member in (annotation, *typing.get_args(_strip_annotated(annotation))):
         member = _strip_annotated(member)
         if typing.get_origin(member) is typing.Literal:
             values += [v for v in typing.get_args(member) if v not in values]
-    return f" (expected one of {', '.join(repr(v) for v in values)})" if values else ""
+        elif isinstance(member, type) and issubclass(member, enum.Enum):
+            values += [m.value for m in member if m.value not in values]
+    folded: dict[str, str] = {}  # the allowed texts by their case-folded form (`AsyncIO` is close to `asyncio`)
+    for allowed in values:
+        if isinstance(allowed, str):
+            folded.setdefault(allowed.casefold(), allowed)
+    close = difflib.get_close_matches(refused.casefold(), list(folded), n=1) if isinstance(refused, str) else []
+    hint = f": did you mean {folded[close[0]]!r}?" if close else ""
+    return f"{hint} (expected one of {', '.join(repr(v) for v in values)})" if values else ""
 
 
 def env_text_values(

@@ -503,3 +503,24 @@ def test_the_reply_wait_wakes_to_run_pending_signal_handlers() -> None:
     done = SetOnThirdWait()
     wait_handling_signals(done)  # type: ignore[arg-type]
     assert done.timeouts == [SIGNAL_POLL] * 3
+
+
+def test_model_takes_a_route_model_id_until_a_route_is_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a configuration's reading, ``/model`` reads ``route/model`` over the routes the
+    harness serves; ``/route`` chooses the route, after which an id is the model's as it is."""
+    fake = FakeAdapter(text_reply("one"), text_reply("two"))
+    lines = ["/model fake/model-a", "first", "/model elsewhere/x", "/route mock", "/model fake/model-b", "/route fake"]
+    lines += ["/model mock/echo", "second"]
+    with session(monkeypatch, lines, fake=fake) as s:
+        assert s.run() == 0
+        assert (s.repl.conversation.route, s.repl.conversation.model) == ("fake", "mock/echo")
+    assert s.err.getvalue().splitlines() == [
+        "route fake, model model-a (switched from route mock: fake/model-a names route fake)",
+        "route fake, model elsewhere/x",  # no route named elsewhere: a model id of the route in use
+        "route mock, model echo (defaults.model)",
+        "error: NOT_FOUND: the mock has no model 'fake/model-b'; it serves 'echo'",
+        "route mock, model echo",
+        "route fake, model echo (kept)",
+        "route fake, model mock/echo",  # the route was chosen: the id goes to it as it is
+    ]
+    assert [(call.route, call.model) for call in fake.calls] == [("fake", "model-a"), ("fake", "mock/echo")]

@@ -14,7 +14,7 @@ import msgspec
 import pytest
 
 from harness_core import StreamChunk
-from harness_core.cli._inspect import NO_COUNT_MIDDLEWARE
+from harness_core.cli._inspect import NO_COUNT_MIDDLEWARE, NO_EMBED_MIDDLEWARE
 
 Harness = Callable[..., "subprocess.CompletedProcess[str]"]
 Config = Callable[[str], str]
@@ -506,6 +506,24 @@ def test_chain_without_route(harness: Harness, config: Config) -> None:
         "token counts (outermost first): none (no middleware wraps llm_count_tokens: a count goes to the route's"
         " adapter)",
     ]
+
+
+def test_chain_shows_empty_embedding_and_count_chains(harness: Harness, config: Config) -> None:
+    """Found by a review: an empty embedding chain was left out, while an empty count chain was shown."""
+    config("plugins:\n  nofinish: {}\n  mock: {}\n  ~prompt-log: {}\n")  # nofinish wraps streams only
+    result = harness("chain")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "route: mock (the only route served; no defaults.route) (outermost first)",
+        "1. nofinish (normal)",
+        "2. mock (adapter)",
+        "embedding calls (outermost first): none (no middleware wraps llm_embed: an embedding call goes to the"
+        " route's adapter)",
+        f"token counts (outermost first): {NO_COUNT_MIDDLEWARE}",
+    ]
+    assert NO_EMBED_MIDDLEWARE in result.stdout
+    document = json.loads(harness("chain", "--json").stdout)
+    assert (document["embed_chain"], document["count_chain"]) == ([], [])
 
 
 def test_chain_lists_the_middleware_a_token_count_passes_through(harness: Harness, config: Config) -> None:

@@ -133,3 +133,24 @@ def test_a_route_given_takes_the_model_id_as_it_is(harness: Harness, config: Con
         assert result.stderr == (
             f"error: NOT_FOUND from route '{route}' (mock): the mock has no model 'other/echo'; it serves 'echo'\n"
         )
+
+
+def test_chat_model_command_reads_a_route_model_id_as_the_model_flag_does(harness: Harness, config: Config) -> None:
+    """``/model other/echo`` switches route and model, and says so, while no route was chosen
+    (``-m``'s reading, :meth:`LoadedConfig.resolve_target`, aliases included); with ``-r`` the id
+    is the provider's, sent as it is."""
+    config(CONFIG + "defaults: {route: mock, model: echo}\naliases: {fast: other/echo}\n")
+    switched = harness("chat", input="/model other/echo\n/model mock/echo\n/model fast\n")
+    assert switched.returncode == 0, switched.stderr
+    assert switched.stderr.splitlines() == [
+        "route other, model echo (switched from route mock: other/echo names route other)",
+        "route mock, model echo (switched from route other: mock/echo names route mock)",
+        "route other, model echo (switched from route mock: fast names route other)",
+    ]
+    chosen = harness("chat", "-r", "mock", input="/model other/echo\n/model fast\n")
+    assert chosen.returncode == 0, chosen.stderr
+    assert chosen.stderr.splitlines() == [
+        "error: NOT_FOUND: the mock has no model 'other/echo'; it serves 'echo'",
+        "route mock, model echo",
+        "route mock, model echo",  # an alias's model, for the route chosen
+    ]

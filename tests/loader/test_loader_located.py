@@ -5,6 +5,7 @@ that is no plugins.yaml reported once without echoing it."""
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Literal
@@ -37,6 +38,12 @@ class TagA(msgspec.Struct, kw_only=True, tag="a"):
 
 class TagB(msgspec.Struct, kw_only=True, tag="b"):
     y: int = 0
+    kind: Literal["p", "q"] = "p"
+
+
+class Colour(enum.Enum):
+    RED = "red"
+    GREEN = "green"
 
 
 class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -52,6 +59,8 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     either: TagA | TagB | None = None
     strategy: Literal["weighted", "latency"] = "weighted"
     codes: list[Literal["A", "B"]] = msgspec.field(default_factory=list)
+    colour: Colour | None = None
+    level: Literal[1, 2, "max"] | Literal["min"] = 1
 
 
 def problems(raw: dict[str, object]) -> list[tuple[str, tuple[str | int, ...]]]:
@@ -142,11 +151,43 @@ def test_the_type_at_a_path() -> None:
     assert type_at(Config, raw, ("pools", "p", "x")) is None
 
 
-def test_an_invalid_enum_value_lists_the_values_of_its_literal() -> None:
-    found = problems({"strategy": "wieghted", "codes": ["A", "Z"]})
+def test_an_invalid_enum_value_lists_the_values_of_its_literal_and_names_the_closest() -> None:
+    found = problems({"strategy": "wieghted", "codes": ["A", "Z"], "colour": "gren"})
     assert found == [
-        ("Invalid enum value 'wieghted' (expected one of 'weighted', 'latency')", ("strategy",)),
-        ("Invalid enum value 'Z' (expected one of 'A', 'B')", ("codes", 1)),
+        (
+            "Invalid enum value 'wieghted': did you mean 'weighted'? (expected one of 'weighted', 'latency')",
+            ("strategy",),
+        ),
+        ("Invalid enum value 'Z' (expected one of 'A', 'B')", ("codes", 1)),  # none close
+        ("Invalid enum value 'gren': did you mean 'green'? (expected one of 'red', 'green')", ("colour",)),
+    ]
+
+
+def test_an_invalid_enum_value_that_is_no_text_or_of_a_union_of_literals() -> None:
+    assert problems({"level": 3}) == [("Invalid enum value 3 (expected one of 1, 2, 'max', 'min')", ("level",))]
+    assert problems({"level": "mni"}) == [
+        ("Invalid enum value 'mni': did you mean 'min'? (expected one of 1, 2, 'max', 'min')", ("level",))
+    ]
+    # a tagged struct (msgspec picks the member): the type there is not known, the message is msgspec's
+    assert problems({"either": {"type": "b", "kind": "pp"}}) == [("Invalid enum value 'pp'", ("either", "kind"))]
+    assert problems({"pools": {"q": {"members": [], "mode": "B"}}}) == [  # an optional Literal in a nested struct
+        ("Invalid enum value 'B': did you mean 'b'? (expected one of 'a', 'b')", ("pools", "q", "mode"))
+    ]
+
+
+def test_an_invalid_enum_value_of_a_real_plugin_is_located_with_its_hint(write_config: Write) -> None:
+    """The balance pool's ``strategy`` and the gateway's ``loop``, as a fresh user mistypes them."""
+    path = write_config(
+        "plugins:\n  mock: {routes: [a, b]}\n  balance:\n    pools:\n"
+        "      p: {members: [{target: a}, {target: b}], strategy: wieghted}\n"
+        "  gateway:\n    loop: asynico\n"
+    )
+    found = [str(problem) for problem in inspect_config(path, environ={}, instantiate=False).problems]
+    assert found == [
+        f"{path}:5, plugin 'balance', field 'pools.p.strategy': Invalid enum value 'wieghted': did you mean"
+        " 'weighted'? (expected one of 'weighted', 'least-busy', 'latency', 'usage')",
+        f"{path}:7, plugin 'gateway', field 'loop': Invalid enum value 'asynico': did you mean 'asyncio'?"
+        " (expected one of 'auto', 'asyncio', 'uvloop')",
     ]
 
 

@@ -391,9 +391,9 @@ async def test_records_keep_the_newest_and_migrate_once(tmp_path: Path) -> None:
     store = _LockedStore(tmp_path / "gw.sqlite")
     try:
         records = RecordStore(store, keep=3)
-        assert await records.migrate() == 2
-        assert await records.migrate() == 2  # already in place
-        assert await RecordStore(store).migrate() == 2  # another process: the version table says so
+        assert await records.migrate() == 3
+        assert await records.migrate() == 3  # already in place
+        assert await RecordStore(store).migrate() == 3  # another process: the version table says so
         for i in range(5):
             await records.insert(_row(f"r{i}", 100.0 + i), {"timeline": []})
         assert [r["id"] for r in await records.recent(10)] == ["r4", "r3", "r2"]
@@ -585,7 +585,7 @@ def test_records_in_postgresql() -> None:
                 store = PostgresStore(cluster.dsn)
                 try:
                     records = RecordStore(store, keep=2)
-                    assert await records.migrate() == 2
+                    assert await records.migrate() == 3
                     assert await RecordStore(store).migrate() == 2
                     sessions = StoreSessions(records)
                     await sessions.add("d1", time.time() + 60)

@@ -104,6 +104,11 @@ MIGRATIONS: Final = (
         )
         """,
     ),
+    (
+        3,
+        # the console's look-up of a request by its x-request-id (recent(..., request_id=...))
+        "CREATE INDEX console_requests_request_id ON console_requests (request_id)",
+    ),
 )
 """``(version, script)`` migrations of the console's tables, applied once each, in order."""
 
