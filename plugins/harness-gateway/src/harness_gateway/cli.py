@@ -27,7 +27,7 @@ from harness_gateway.keys import KeyRecord, KeySpec
 from harness_gateway.store import SqlStore
 
 if TYPE_CHECKING:
-    from harness_core.loader import LoadedConfig
+    from harness_core import LoadedConfig
 
 __all__ = ["keys_command", "serve_command"]
 
