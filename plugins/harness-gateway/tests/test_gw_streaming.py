@@ -242,3 +242,84 @@ def test_a_burst_larger_than_the_send_buffer_arrives_whole_and_in_order(tmp_path
     ]
     assert "".join(pieces) == "".join(words)
     assert lines[-1] == "data: [DONE]" or lines[-2] == "data: [DONE]"
+
+
+class _GatedUpstream:
+    """An OpenAI-compatible upstream on 127.0.0.1 that streams ``pieces`` one event at a time,
+    each after the test let it (:meth:`release`): what a slow model does. :attr:`held` lists the
+    pieces it waited for longer than :data:`GATE_BOUND` seconds (none when every one was let go)."""
+
+    GATE_BOUND = 10.0
+
+    def __init__(self, pieces: list[str]) -> None:
+        self.events = openai_sse(*pieces)
+        self.gates = [threading.Event() for _ in self.events]
+        self.gates[0].set()  # the first event goes at once
+        self.held: list[int] = []
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+
+    def __enter__(self) -> _GatedUpstream:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for gate in self.gates:
+            gate.set()
+        self.listener.close()
+        self.thread.join(timeout=10)
+
+    def release(self, index: int) -> None:
+        """Let event ``index`` go."""
+        self.gates[index].set()
+
+    def _serve(self) -> None:
+        conn, _ = self.listener.accept()
+        with conn:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += conn.recv(65536)
+            length = int(
+                next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+            )
+            body = head.split(b"\r\n\r\n", 1)[1]
+            while len(body) < length:
+                body += conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+            for index, event in enumerate(self.events):
+                if not self.gates[index].wait(self.GATE_BOUND):
+                    self.held.append(index)
+                conn.sendall(b"%x\r\n%s\r\n" % (len(event), event))
+            done = b"data: [DONE]\n\n"
+            conn.sendall(b"%x\r\n%s\r\n0\r\n\r\n" % (len(done), done))
+
+
+@pytest.mark.parametrize("endpoint", ["/v1/chat/completions", "/v1/messages", "/v1/responses"])
+def test_each_upstream_event_reaches_the_client_before_the_next_is_sent(tmp_path: Path, endpoint: str) -> None:
+    """A slow upstream sends one event at a time and the next only once the client has the one
+    before (the gate): the gateway must pass every event on at once, not hold it for a later one,
+    a batch or a keep-alive (15 s here, longer than the gate's bound). A regression relayed the
+    first token at once and then every 64 events or 15 s."""
+    pieces = [f"p{number} " for number in range(6)]
+    with _GatedUpstream(pieces) as upstream:
+        extra = f"  openai:up: {{base_url: '{upstream.url}/v1', api_key: dummy-key, routes: [up]}}"
+        with serve_gateway(tmp_path, gateway_yaml("", extra, db=tmp_path / "gw.sqlite")) as running:
+            body: dict[str, Any] = {"model": "up/m", "stream": True}
+            if endpoint == "/v1/responses":
+                body["input"] = "hi there"
+            else:
+                body["messages"] = HI
+            if endpoint == "/v1/messages":
+                body["max_tokens"] = 100
+            seen: list[str] = []
+            with httpx.Client(timeout=30) as client, client.stream("POST", running.url + endpoint, json=body) as reply:
+                assert reply.status_code == 200
+                for line in reply.iter_lines():
+                    for number, piece in enumerate(pieces):
+                        if piece.strip() in line and piece not in seen:
+                            seen.append(piece)
+                            if number + 1 < len(pieces):
+                                upstream.release(number + 1)  # the client has it: the next may go
+    assert seen == pieces
+    assert upstream.held == []  # no event had to wait for the client to see one sent earlier

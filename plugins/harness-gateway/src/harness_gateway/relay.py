@@ -66,7 +66,9 @@ ABORT_GRACE: Final = 2.0
 
 RELAY_BUFFER: Final = 64
 """Events a stream's producer queues for its sender before it waits (and other streams run):
-the events of one upstream read go out in writes of at most this many."""
+the events of one upstream read go out in writes of at most this many. Events never wait for
+more to come: the first one queued wakes the sender, which runs once the producer awaits the
+next upstream read, so each read's events leave together and at once (:class:`_Outbox`)."""
 
 
 _STREAM_HEADERS: Final = {"cache-control": "no-cache", "x-accel-buffering": "no"}
@@ -387,12 +389,12 @@ class Relay:
                     outbox.end(from_failure(chunk.reason.failure))  # failed before any output: an HTTP error
                     return None
                 begun = True
-                outbox.parts.append(encoder.start())
+                outbox.put(encoder.start())
             if type(chunk) is Finish:
                 return finished(chunk)
             data = encoder.feed(chunk)
             if data:
-                outbox.parts.append(data)
+                outbox.put(data)
             if not flushed and isinstance(chunk, _CONTENT):
                 flushed = True  # the first token goes out now, not with the next batch
                 return outbox.flush()
@@ -400,7 +402,7 @@ class Relay:
 
         async def finished(chunk: Finish) -> None:
             await dialect.conclude(self.ending(chunk), encoder)
-            outbox.parts.append(encoder.feed(chunk))  # (``b""`` joins as nothing: the end comes with it)
+            outbox.put(encoder.feed(chunk))  # (``b""`` joins as nothing: the end comes with it)
             outbox.end(_LAST)
 
         keepalive = self.runtime.config.keepalive
@@ -449,9 +451,11 @@ and the ledger is settled after the client has its whole answer."""
 
 class _Outbox:
     """The encoded events of one stream that its sender has not sent yet, in order, and how the
-    stream ended (:meth:`end`). The producer appends to :attr:`parts` without a checkpoint, so the
-    events of one upstream read leave in one write (:meth:`take` joins them); it waits for room
-    (:meth:`room`, :data:`RELAY_BUFFER` events) so other streams run."""
+    stream ended (:meth:`end`). The producer queues events (:meth:`put`) without a checkpoint:
+    the first one wakes a waiting sender, which runs only once the producer awaits its next
+    upstream read, so the events of one read leave in one write (:meth:`take` joins them) and
+    none waits for a later read; the producer waits for room (:meth:`room`,
+    :data:`RELAY_BUFFER` events) so other streams run."""
 
     __slots__ = ("_end", "_ready", "_room", "parts")
 
@@ -460,6 +464,13 @@ class _Outbox:
         self._end: GatewayError | None = None
         self._ready: asyncio.Future[None] | None = None  # the sender waits on it for something to send
         self._room: asyncio.Future[None] | None = None  # the producer waits on it for the sender
+
+    def put(self, data: bytes) -> None:
+        """Queue ``data`` (encoded events) and wake the sender if it waits (it runs at the
+        producer's next checkpoint; a sender already woken costs nothing more)."""
+        self.parts.append(data)
+        if self._ready is not None:
+            self._wake()
 
     def end(self, how: GatewayError) -> None:
         """The stream ended (:data:`_LAST`, or an error before any output); the first end counts."""
