@@ -219,6 +219,58 @@ def openai_sse(*pieces: str, usage: dict[str, int] | None = None) -> list[bytes]
     return [f"data: {json.dumps(c)}\n\n".encode() for c in chunks] + [b"data: [DONE]\n\n"]
 
 
+class GatedUpstream:
+    """An OpenAI-compatible upstream on 127.0.0.1 that streams ``pieces`` one event at a time,
+    each after the test let it (:meth:`release`): what a slow model does. :attr:`held` lists the
+    pieces it waited for longer than :data:`GATE_BOUND` seconds (none when every one was let go)."""
+
+    GATE_BOUND = 10.0
+
+    def __init__(self, pieces: list[str]) -> None:
+        self.events = openai_sse(*pieces)
+        self.gates = [threading.Event() for _ in self.events]
+        self.gates[0].set()  # the first event goes at once
+        self.held: list[int] = []
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+
+    def __enter__(self) -> GatedUpstream:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for gate in self.gates:
+            gate.set()
+        self.listener.close()
+        self.thread.join(timeout=10)
+
+    def release(self, index: int) -> None:
+        """Let event ``index`` go."""
+        self.gates[index].set()
+
+    def _serve(self) -> None:
+        conn, _ = self.listener.accept()
+        with conn:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += conn.recv(65536)
+            length = int(
+                next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+            )
+            body = head.split(b"\r\n\r\n", 1)[1]
+            while len(body) < length:
+                body += conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+            done = b"data: [DONE]\n\n"
+            with contextlib.suppress(OSError):  # the gateway went away (it cut the stream): done
+                for index, event in enumerate(self.events):
+                    if not self.gates[index].wait(self.GATE_BOUND):
+                        self.held.append(index)
+                    conn.sendall(b"%x\r\n%s\r\n" % (len(event), event))
+                conn.sendall(b"%x\r\n%s\r\n0\r\n\r\n" % (len(done), done))
+
+
 LEASE_YAML = """\
 plugins:
   gateway:

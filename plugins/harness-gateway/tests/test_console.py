@@ -586,7 +586,7 @@ def test_records_in_postgresql() -> None:
                 try:
                     records = RecordStore(store, keep=2)
                     assert await records.migrate() == 3
-                    assert await RecordStore(store).migrate() == 2
+                    assert await RecordStore(store).migrate() == 3
                     sessions = StoreSessions(records)
                     await sessions.add("d1", time.time() + 60)
                     await sessions.add("d2", time.time() - 1)  # already expired

@@ -15,7 +15,7 @@ import anthropic
 import httpx
 import openai
 import pytest
-from gw_helpers import Clients, gateway_yaml, ledger_rows, serve_gateway, wait_until
+from gw_helpers import Clients, GatedUpstream, Process, gateway_yaml, ledger_rows, serve_gateway, wait_until
 
 from harness_core.testing import RecordedRequest, Reply, ScriptedServer
 
@@ -244,57 +244,6 @@ def test_a_burst_larger_than_the_send_buffer_arrives_whole_and_in_order(tmp_path
     assert lines[-1] == "data: [DONE]" or lines[-2] == "data: [DONE]"
 
 
-class _GatedUpstream:
-    """An OpenAI-compatible upstream on 127.0.0.1 that streams ``pieces`` one event at a time,
-    each after the test let it (:meth:`release`): what a slow model does. :attr:`held` lists the
-    pieces it waited for longer than :data:`GATE_BOUND` seconds (none when every one was let go)."""
-
-    GATE_BOUND = 10.0
-
-    def __init__(self, pieces: list[str]) -> None:
-        self.events = openai_sse(*pieces)
-        self.gates = [threading.Event() for _ in self.events]
-        self.gates[0].set()  # the first event goes at once
-        self.held: list[int] = []
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-
-    def __enter__(self) -> _GatedUpstream:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for gate in self.gates:
-            gate.set()
-        self.listener.close()
-        self.thread.join(timeout=10)
-
-    def release(self, index: int) -> None:
-        """Let event ``index`` go."""
-        self.gates[index].set()
-
-    def _serve(self) -> None:
-        conn, _ = self.listener.accept()
-        with conn:
-            head = b""
-            while b"\r\n\r\n" not in head:
-                head += conn.recv(65536)
-            length = int(
-                next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
-            )
-            body = head.split(b"\r\n\r\n", 1)[1]
-            while len(body) < length:
-                body += conn.recv(65536)
-            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
-            for index, event in enumerate(self.events):
-                if not self.gates[index].wait(self.GATE_BOUND):
-                    self.held.append(index)
-                conn.sendall(b"%x\r\n%s\r\n" % (len(event), event))
-            done = b"data: [DONE]\n\n"
-            conn.sendall(b"%x\r\n%s\r\n0\r\n\r\n" % (len(done), done))
-
-
 @pytest.mark.parametrize("endpoint", ["/v1/chat/completions", "/v1/messages", "/v1/responses"])
 def test_each_upstream_event_reaches_the_client_before_the_next_is_sent(tmp_path: Path, endpoint: str) -> None:
     """A slow upstream sends one event at a time and the next only once the client has the one
@@ -302,7 +251,7 @@ def test_each_upstream_event_reaches_the_client_before_the_next_is_sent(tmp_path
     a batch or a keep-alive (15 s here, longer than the gate's bound). A regression relayed the
     first token at once and then every 64 events or 15 s."""
     pieces = [f"p{number} " for number in range(6)]
-    with _GatedUpstream(pieces) as upstream:
+    with GatedUpstream(pieces) as upstream:
         extra = f"  openai:up: {{base_url: '{upstream.url}/v1', api_key: dummy-key, routes: [up]}}"
         with serve_gateway(tmp_path, gateway_yaml("", extra, db=tmp_path / "gw.sqlite")) as running:
             body: dict[str, Any] = {"model": "up/m", "stream": True}
@@ -323,3 +272,33 @@ def test_each_upstream_event_reaches_the_client_before_the_next_is_sent(tmp_path
                                 upstream.release(number + 1)  # the client has it: the next may go
     assert seen == pieces
     assert upstream.held == []  # no event had to wait for the client to see one sent earlier
+
+
+def test_a_stream_cut_by_the_drain_timeout_is_charged_what_it_streamed(tmp_path: Path) -> None:
+    """SIGTERM while a stream runs past ``drain_timeout``: the server cancels it, and its ledger row
+    is charged the usage it streamed so far (estimated, as for a process killed mid-stream), never
+    nothing (it was charged 0 with no tokens)."""
+    pieces = ["x" * 400, "never sent"]
+    with GatedUpstream(pieces) as upstream:  # the first event goes, the second is held to the end
+        config = tmp_path / "plugins.yaml"
+        extra = f"  openai:up: {{base_url: '{upstream.url}/v1', api_key: dummy-key, routes: [up]}}"
+        gateway = "    drain_timeout: 0.5\n    prices: {up/m: {input: 1000000, output: 1000000}}"  # 1 USD a token
+        config.write_text(gateway_yaml(gateway, extra, db=tmp_path / "gw.sqlite"))
+        process = Process(config)
+        body = {"model": "up/m", "messages": HI, "stream": True}
+        with (
+            httpx.Client(timeout=60) as client,
+            client.stream("POST", process.url + "/v1/chat/completions", json=body) as reply,
+        ):
+            lines = reply.iter_lines()
+            assert any("x" * 300 in line for line in lines)  # streaming (the masker may hold a tail back)
+            process.stop()  # SIGTERM: the stream outlives the drain timeout and is cancelled
+            with pytest.raises(httpx.RemoteProtocolError):  # the server's cancellation cut the body
+                for _ in lines:
+                    pass
+    (row,) = ledger(tmp_path)
+    assert row["status"] == "error"
+    assert 75 <= row["output_tokens"] <= 100  # 300 to 400 characters streamed, at 4 per token
+    assert row["input_tokens"] is not None
+    assert row["input_tokens"] > 0
+    assert row["cost"] == pytest.approx(row["input_tokens"] + row["output_tokens"])

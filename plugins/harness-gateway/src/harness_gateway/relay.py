@@ -339,7 +339,13 @@ class Relay:
                 logger.exception("request %s: an observer failed at the end of the stream", self.generation.request_id)
 
     async def settle(self) -> float:
-        """Record metrics and settle the ledger row; the cost charged (USD)."""
+        """Record metrics and settle the ledger row; the cost charged (USD).
+
+        A stream cancelled before its end (a drain or a reload past ``drain_timeout``, a bug)
+        that reported no usage is charged what it streamed so far (:func:`estimated_usage`), as
+        a process killed mid-stream is: never nothing."""
+        if self.usage is None and not self.finished:
+            self.usage = estimated_usage(self.options, self.output_chars)
         runtime, gateway = self.runtime, self.gateway
         cost = request_cost(runtime.prices, *self.member(), self.usage)
         gateway.metrics.ended(
