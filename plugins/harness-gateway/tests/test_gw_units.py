@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 from gw_helpers import gateway_yaml, serve_gateway, wait_until
 
-from harness_core import ConnectionString, Secret
+from harness_core import AbortSignal, ConnectionString, Secret
 from harness_core.cli._app import cli
 from harness_core.errors import LlmError
 from harness_core.http import preferred_transport
@@ -23,6 +23,7 @@ from harness_core.http import transport as http_transport
 from harness_core.loader import load_config
 from harness_core.secret import MASK
 from harness_core.types import Finish, FinishReason, Message, ReasoningBlock, ToolCallBlock
+from harness_gateway import runtime as runtime_module
 from harness_gateway import server as server_module
 from harness_gateway.anthropic_messages import MessagesStreamEncoder, messages_response, parse_messages_request
 from harness_gateway.config import GatewayConfig, GatewayPlugin, endpoint, is_loopback
@@ -122,6 +123,8 @@ def test_runtime_refuses_a_failed_middleware_and_drains_with_a_bound(
         holder = RuntimeHolder(runtime)
         cancelled = anyio.Event()
         borrowed = anyio.Event()
+        abort = AbortSignal()
+        aborted = anyio.Event()
 
         async def stuck() -> None:
             async with holder.use():
@@ -131,6 +134,13 @@ def test_runtime_refuses_a_failed_middleware_and_drains_with_a_bound(
                 finally:
                     cancelled.set()
 
+        async def abortable() -> None:  # a generation: it ends when its abort signal fires
+            async with holder.use() as current:
+                current.aborts.add(abort)
+                await abort.wait()
+                current.aborts.discard(abort)
+                aborted.set()
+
         close = runtime.aclose
 
         async def failing_close() -> None:  # closes the harness (nothing left running), then fails
@@ -138,17 +148,42 @@ def test_runtime_refuses_a_failed_middleware_and_drains_with_a_bound(
             raise RuntimeError("close failed")
 
         async with anyio.create_task_group() as group:
+            group.start_soon(abortable)
             group.start_soon(stuck)
             await borrowed.wait()
             runtime.aclose = failing_close  # type: ignore[method-assign]
-            await holder.retire(runtime)
+            await holder.retire(runtime)  # the drain timeout (0) passed: aborted first, then cancelled
             await cancelled.wait()
+        assert aborted.is_set()
+        assert abort.reason == "the gateway's drain timeout passed"
         assert runtime.in_flight == 0
+
+    monkeypatch.setattr(runtime_module, "ABORT_GRACE", 0.05)  # the stuck one outlives it
+    with caplog.at_level(logging.WARNING, "harness_gateway"):
+        anyio.run(main)
+    assert "aborting the generations still running after the drain timeout" in caplog.text
+    assert "cancelling 1 request(s)" in caplog.text
+    assert "closing the old runtime failed" in caplog.text
+
+
+def test_abort_streams_without_a_gateway_or_streams_does_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = tmp_path / "plugins.yaml"
+    config.write_text(gateway_yaml("", db=tmp_path / "gw.sqlite"))
+    app = GatewayServer(str(config), "127.0.0.1")
+    app.abort_streams()  # not started: nothing to abort
+
+    async def main() -> None:
+        await app.start()
+        try:
+            app.abort_streams()  # started, nothing running
+        finally:
+            await app.stop()
 
     with caplog.at_level(logging.WARNING, "harness_gateway"):
         anyio.run(main)
-    assert "cancelling 1 request(s)" in caplog.text
-    assert "closing the old runtime failed" in caplog.text
+    assert "aborting" not in caplog.text
 
 
 async def lifespan(app: GatewayServer) -> list[dict[str, Any]]:

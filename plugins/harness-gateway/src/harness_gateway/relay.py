@@ -50,7 +50,7 @@ from harness_gateway.intake import read_request, require_messages, route_target
 from harness_gateway.keys import KeyRecord
 from harness_gateway.observe import RunEnd, RunWatch
 from harness_gateway.request import ParsedRequest
-from harness_gateway.runtime import GatewayRuntime
+from harness_gateway.runtime import ABORT_GRACE, GatewayRuntime
 from harness_gateway.spend import estimated_usage, request_cost
 from harness_gateway.sse import KEEPALIVE
 from harness_gateway.store import Status
@@ -58,10 +58,6 @@ from harness_gateway.store import Status
 __all__ = ["ABORT_GRACE", "RELAY_BUFFER", "Generation", "Relay"]
 
 logger = logging.getLogger("harness_gateway")
-
-
-ABORT_GRACE: Final = 2.0
-"""Seconds an aborted stream may take to end (and report its partial usage) before it is cancelled."""
 
 
 RELAY_BUFFER: Final = 64
@@ -166,6 +162,7 @@ class Relay:
         metrics, recorder = self.gateway.metrics, self.gateway.recorder
         metrics.in_flight.labels(*self.labels).inc()
         recorder.add(self, accounting.RECORD_EVERY)
+        self.runtime.aborts.add(self.abort)  # aborted at the drain timeout (RuntimeHolder.retire)
         lingering = anyio.CancelScope()  # cancelled by the watch when an aborted stream does not end
         watch = asyncio.get_running_loop().create_task(self.watch(receive, lingering))
         try:
@@ -176,6 +173,7 @@ class Relay:
                     await self.collect(send)
         finally:
             watch.cancel()  # (it waits for the client's disconnect: nothing to wait for)
+            self.runtime.aborts.discard(self.abort)
             recorder.discard(self)
             metrics.in_flight.labels(*self.labels).dec()
 
@@ -341,10 +339,12 @@ class Relay:
     async def settle(self) -> float:
         """Record metrics and settle the ledger row; the cost charged (USD).
 
-        A stream cancelled before its end (a drain or a reload past ``drain_timeout``, a bug)
-        that reported no usage is charged what it streamed so far (:func:`estimated_usage`), as
-        a process killed mid-stream is: never nothing."""
-        if self.usage is None and not self.finished:
+        A stream that ended early after streaming content (the client's disconnect, the drain
+        timeout of a shutdown or reload, an upstream cut, a bug) and reported no usage (an
+        aborted upstream stream has none) is charged what it streamed (:func:`estimated_usage`),
+        as a process killed mid-stream is: never nothing. One that completed without a usage is
+        charged 0, and :func:`request_cost` says so."""
+        if self.usage is None and self.status != "complete" and self.output_chars:
             self.usage = estimated_usage(self.options, self.output_chars)
         runtime, gateway = self.runtime, self.gateway
         cost = request_cost(runtime.prices, *self.member(), self.usage)

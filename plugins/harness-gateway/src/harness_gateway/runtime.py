@@ -20,6 +20,7 @@ import anyio
 import msgspec
 
 from harness_core import (
+    AbortSignal,
     ConfigPath,
     Harness,
     LlmError,
@@ -35,9 +36,14 @@ from harness_gateway.config import GatewayConfig, GatewayPlugin
 from harness_gateway.errors import GatewayError, from_failure
 from harness_gateway.keys import mask_keys
 
-__all__ = ["POOL_SIZE", "GatewayRuntime", "RuntimeHolder", "load_runtime", "provider_defaults"]
+__all__ = ["ABORT_GRACE", "POOL_SIZE", "GatewayRuntime", "RuntimeHolder", "load_runtime", "provider_defaults"]
 
 logger = logging.getLogger(__name__)
+
+ABORT_GRACE: Final = 2.0
+"""Seconds an aborted generation may take to end (its terminal event, its partial usage) before
+it is cancelled: after a client's disconnect (:mod:`harness_gateway.relay`) and after the drain
+timeout (:meth:`RuntimeHolder.retire`)."""
 
 POOL_SIZE: Final = 1000
 """The connection pool of every HTTP provider in the gateway whose plugins.yaml entry does not
@@ -68,8 +74,19 @@ class GatewayRuntime:
         self.idle = anyio.Event()
         self.idle.set()
         self.scopes: set[anyio.CancelScope] = set()
+        self.aborts: set[AbortSignal] = set()
+        """The abort signals of the generations running on this runtime (:meth:`abort_all`)."""
         self.prices = config.price_book()
         self._stack = AsyncExitStack()
+
+    def abort_all(self, reason: str) -> int:
+        """Fire the abort signal of every generation running on this runtime (each then ends as
+        a client's disconnect does: its dialect's aborted end, the usage so far charged); how
+        many were running. Called at the drain timeout, before what is left is cancelled."""
+        running = list(self.aborts)
+        for abort in running:
+            abort.fire(reason)
+        return len(running)
 
     def resolve(self, requested: str, *, embeddings: bool = False) -> tuple[str, str, str]:
         """``(route, model, owner key)`` for a request's ``model`` (``route/model`` or an alias).
@@ -230,10 +247,17 @@ class RuntimeHolder:
         await self.retire(old)
 
     async def retire(self, runtime: GatewayRuntime) -> None:
-        """Wait up to ``drain_timeout`` for ``runtime``'s requests, cancel the rest, close it."""
+        """Wait up to ``drain_timeout`` for ``runtime``'s requests, then abort its generations
+        (:meth:`GatewayRuntime.abort_all`: each ends with its aborted terminal event and is
+        charged what it used) and wait up to :data:`ABORT_GRACE` more, cancel what is left, and
+        close it."""
         with anyio.CancelScope(shield=True):
             with anyio.move_on_after(runtime.config.drain_timeout):
                 await runtime.idle.wait()
+            if runtime.in_flight and runtime.abort_all("the gateway's drain timeout passed"):
+                logger.warning("aborting the generations still running after the drain timeout")
+                with anyio.move_on_after(ABORT_GRACE):
+                    await runtime.idle.wait()
             if runtime.in_flight:
                 logger.warning("cancelling %d request(s) still running after the drain timeout", runtime.in_flight)
                 for scope in list(runtime.scopes):

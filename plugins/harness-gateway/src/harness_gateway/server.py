@@ -14,6 +14,7 @@ https://asgi.readthedocs.io/en/latest/specs/lifespan.html
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import gc
 import logging
@@ -39,7 +40,7 @@ from harness_gateway.errors import GatewayError
 from harness_gateway.gateway import Gateway
 from harness_gateway.metrics import MULTIPROC_DIR_ENV, GatewayMetrics
 from harness_gateway.responses_store import purge_forever
-from harness_gateway.runtime import GatewayRuntime, RuntimeHolder, load_runtime
+from harness_gateway.runtime import ABORT_GRACE, GatewayRuntime, RuntimeHolder, load_runtime
 from harness_gateway.start_failure import REPORTS_ENV, StartFailure, write_report
 from harness_gateway.store import SqlStore
 from harness_middleware.balance import share_state
@@ -191,6 +192,14 @@ class GatewayServer:
         announce at the end of the start-up."""
         level, text = self._announcement
         logger.log(level, "%s", text)
+
+    def abort_streams(self) -> None:
+        """Abort every generation running on the current runtime (the drain timeout of a shutdown
+        passed: :func:`serve`); each ends as a client's disconnect does. Logged with the count."""
+        if self.gateway is not None and (
+            count := self.gateway.holder.current.abort_all("the gateway is shutting down")
+        ):
+            logger.warning("aborting %d generation(s) still running after the drain timeout", count)
 
     async def stop(self) -> None:
         """Drain and close the runtime, write what the write-behind queues hold (the console's
@@ -392,7 +401,7 @@ def serve(
         "port": port,
         "lifespan": "on",
         "log_level": log_level,
-        "timeout_graceful_shutdown": drain_timeout,
+        "timeout_graceful_shutdown": drain_timeout if workers > 1 else drain_timeout + ABORT_GRACE,
         "access_log": False,  # the gateway logs one line per request, with its id
         "server_header": False,
         "loop": loop,
@@ -424,6 +433,16 @@ def serve(
             async def startup(self, sockets: list[socket.socket] | None = None) -> None:
                 await super().startup(sockets)
                 app.announce()
+
+            async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+                # the drain: streams still running at ``drain_timeout`` are aborted (each ends
+                # with its aborted terminal event and is charged what it used); uvicorn's own
+                # bound, :data:`ABORT_GRACE` later, cancels what is left
+                timer = asyncio.get_running_loop().call_later(drain_timeout, app.abort_streams)
+                try:
+                    await super().shutdown(sockets)
+                finally:
+                    timer.cancel()
 
         try:
             AnnouncingServer(uvicorn.Config(app, **common)).run()
