@@ -95,6 +95,10 @@ def test_admission_settles_its_keys_dead_rows_first_and_names_the_real_wait(tmp_
             await alive.admit(key, "mock", "echo", now=T0 + 1.0)
         assert (near.value.status, near.value.retryable, near.value.retry_after) == (429, True, 3.5)
         assert near.value.headers() == {"retry-after": "4"}
+        assert near.value.message == (
+            "key 'k' runs one request at a time until one of its requests has been settled (its budget of $5"
+            " reserves what a request costs, not known yet): retry when the running one ends"
+        )
         unrecorded = await alive.admit(key, "mock", "echo", now=T0 + 4.5)  # the lease passed: settled first
         assert (await row(alive, ticket))[0] == "lost"
         assert await spent(alive) == 0.6

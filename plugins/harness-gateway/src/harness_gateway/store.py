@@ -173,9 +173,15 @@ def decide(key: KeyRecord, window: Sequence[Any], now: float) -> GatewayError | 
                 code="insufficient_quota",
                 retryable=False,
             )
+        why = (
+            f"key {key.name!r} is near its budget of ${key.budget:g}: wait for its running requests to finish"
+            if over
+            else f"key {key.name!r} runs one request at a time until one of its requests has been settled (its "
+            f"budget of ${key.budget:g} reserves what a request costs, not known yet): retry when the running one ends"
+        )
         return GatewayError(
             429,
-            f"key {key.name!r} is near its budget of ${key.budget:g}: wait for its running requests to finish",
+            why,
             code="budget_exceeded",
             retry_after=None if lease_ends is None else lease_ends - now,  # None: not learnt yet (admission recounts)
         )
