@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import aiohttp
 import httpx
@@ -22,7 +22,13 @@ from harness_core.http import (
     preferred_transport,
     resolve_transport,
 )
-from harness_core.http.aiohttp_transport import AiohttpTransport, _mapping, map_exception
+from harness_core.http.aiohttp_transport import (
+    AiohttpTransport,
+    _mapping,
+    aiohttp_headers,
+    client_timeout,
+    map_exception,
+)
 from harness_core.http.finishing import body_received
 from harness_core.testing.server import Reply, ScriptedServer
 
@@ -249,3 +255,115 @@ async def test_an_explicit_transport_wins_over_the_backend() -> None:
     mock = httpx.MockTransport(lambda request: httpx.Response(204))
     async with make_client(base_url="http://acme.test", transport=mock, backend="aiohttp") as http:
         assert (await http.get("/x")).status_code == 204
+
+
+# ----------------------------------------------------------------------------- the request as sent
+
+SENT_HEADERS = [("x-note", "café ☕".encode()), ("x-tag", b"a"), ("x-tag", b"b"), ("x-plain", b"ascii")]
+
+
+async def _sent(backend: str, server: ScriptedServer, **request: object) -> httpx.Response:
+    async with make_client(base_url=server.url, backend=backend) as http:
+        built = http.build_request("POST", "/v1/x", **request)  # type: ignore[arg-type]
+        response = await http.send(built)
+        await response.aread()
+        return response
+
+
+def _on_the_wire(server: ScriptedServer, name: str) -> bytes:
+    """A header as the server read it (bytes as sent; repeats joined by ``, ``)."""
+    return server.requests[-1].headers[name].encode("latin-1")
+
+
+@ON_ASYNCIO
+async def test_headers_go_on_the_wire_as_httpcore_sends_them() -> None:
+    """UTF-8 values byte for byte, a repeated header with both values, as httpcore sends them."""
+    ok = Reply.json(200, {})
+    with ScriptedServer(ok, ok) as server:
+        wire = {}
+        for backend in ("httpcore", "aiohttp"):
+            await _sent(backend, server, content=b"{}", headers=SENT_HEADERS)
+            wire[backend] = {name: _on_the_wire(server, name) for name in ("x-note", "x-tag", "x-plain")}
+    assert wire["aiohttp"] == wire["httpcore"] == {"x-note": "café ☕".encode(), "x-tag": b"a, b", "x-plain": b"ascii"}
+
+
+def test_aiohttp_headers_keep_every_line_in_order() -> None:
+    headers = aiohttp_headers(httpx.Headers([(b"X-Tag", b"a"), (b"Other", b"1"), (b"x-tag", b"b")]))
+    assert list(headers.items()) == [("X-Tag", "a"), ("Other", "1"), ("x-tag", "b")]
+    assert headers.getall("x-tag") == ["a", "b"]
+
+
+def test_aiohttp_headers_not_utf8_are_decoded_as_httpx_decodes_them() -> None:
+    raw = httpx.Headers([(b"x-name", b"caf\xe9"), (b"x-utf8", "é".encode())])
+    headers = aiohttp_headers(raw)
+    assert raw.encoding == "iso-8859-1"
+    assert dict(headers.items()) == dict(raw.items()) == {"x-name": "café", "x-utf8": "Ã©"}
+
+
+@ON_ASYNCIO
+async def test_a_streamed_request_body_is_sent_chunked() -> None:
+    async def body() -> AsyncIterator[bytes]:
+        yield b'{"a":'
+        yield b"1}"
+
+    with ScriptedServer(Reply.json(200, {})) as server:
+        await _sent("aiohttp", server, content=body())
+    received = server.requests[-1]
+    assert received.body == b'{"a":1}'
+    assert received.headers["transfer-encoding"] == "chunked"  # once: httpx's own header is not sent twice
+    assert "content-length" not in received.headers
+
+
+@ON_ASYNCIO
+async def test_an_empty_request_body_is_sent_with_a_zero_length() -> None:
+    with ScriptedServer(Reply.json(200, {})) as server:
+        await _sent("aiohttp", server, content=b"")
+    received = server.requests[-1]
+    assert (received.body, received.headers["content-length"]) == (b"", "0")
+    assert "transfer-encoding" not in received.headers
+
+
+@ON_ASYNCIO
+async def test_the_response_keeps_its_raw_headers_status_and_reason() -> None:
+    headers = [("x-tag", "a"), ("x-tag", "b"), ("x-note", "café")]
+    reply = Reply(status=201, headers=headers, reads=[b"ok"], chunked=False)
+    with ScriptedServer(reply) as server:
+        response = await _sent("aiohttp", server, content=b"{}")
+    assert (response.status_code, response.reason_phrase, response.http_version) == (201, "Created", "HTTP/1.1")
+    assert response.headers.get_list("x-tag") == ["a", "b"]
+    assert (b"x-note", b"caf\xe9") in response.headers.raw  # as received, not re-encoded
+    assert response.content == b"ok"
+
+
+@ON_ASYNCIO
+@pytest.mark.parametrize("credentials", ["user:pw@", ""])
+async def test_a_proxy_gets_the_absolute_url_and_its_credentials(credentials: str) -> None:
+    with ScriptedServer(Reply.json(200, {})) as proxy:
+        transport = AiohttpTransport(proxy=httpx.Proxy(proxy.url.replace("http://", f"http://{credentials}")))
+        async with httpx.AsyncClient(transport=transport) as http:
+            response = await http.post("http://upstream.test/v1/x", content=b"{}")
+    assert response.status_code == 200
+    received = proxy.requests[-1]
+    assert received.path == "http://upstream.test/v1/x"
+    assert received.headers.get("proxy-authorization") == ("Basic dXNlcjpwdw==" if credentials else None)  # user:pw
+    assert received.headers["host"] == "upstream.test"
+
+
+def test_one_client_timeout_per_distinct_timeouts() -> None:
+    timeout = client_timeout(1.0, 2.0, 3.0)
+    assert (timeout.sock_connect, timeout.sock_read, timeout.connect, timeout.total) == (1.0, 2.0, 3.0, None)
+    assert client_timeout(1.0, 2.0, 3.0) is timeout
+    assert client_timeout(1.0, 2.0, None) is not timeout
+
+
+@ON_ASYNCIO
+async def test_a_pool_timeout_over_aiohttp_is_connect_timeout_naming_the_limit() -> None:
+    """The one connection is held by a stalled stream: the second request waits for a free one
+    (``pool``: aiohttp's ``connect``) and times out as aiohttp reports it."""
+    with ScriptedServer(Reply(reads=[b"data: a\n\n"], end="stall")) as server:
+        async with make_client(base_url=server.url, backend="aiohttp", max_connections=1, pool_timeout=0.05) as http:
+            held = await http.send(http.build_request("POST", "/v1/x", content=b"{}"), stream=True)
+            with pytest.raises(httpx.TimeoutException) as caught:
+                await http.post("/v1/x", content=b"{}")
+            await held.aclose()
+    assert error_from_exception(caught.value).code == "TIMEOUT"
