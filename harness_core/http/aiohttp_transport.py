@@ -18,18 +18,18 @@ itself, paid on every upstream call, is our own :meth:`AiohttpTransport.handle_a
 - the ``httpx.Response`` is built from aiohttp's raw response headers, with a body stream of
   our own.
 
-It also corrects two things of httpx-aiohttp's own transport: its exception map (which reports a
-dropped connection as ``ConnectTimeout``) becomes the httpx exceptions httpcore raises for the
-same fault (:func:`map_exception`), so :func:`harness_core.http.error_from_exception` classifies
-both transports alike; and a response body is read as it arrives (``readany``: every read
-returns all the bytes received so far, so a burst of server-sent events costs one read).
+Two more things differ from httpx-aiohttp's own transport: aiohttp's exceptions become the httpx
+exceptions httpcore raises for the same fault (:func:`map_exception`; httpx-aiohttp's map reports
+a dropped connection as ``ConnectTimeout``), so :func:`harness_core.http.error_from_exception`
+classifies both transports alike; and a response body is read as it arrives (``readany``: every
+read returns all the bytes received so far, so a burst of server-sent events costs one read).
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
+from typing import NoReturn
 
 import aiohttp
 import httpx
@@ -56,16 +56,16 @@ class AiohttpTransport(httpx_aiohttp.AiohttpTransport):
         becomes aiohttp's ``sock_connect`` / ``sock_read`` / ``connect`` (:func:`client_timeout`);
         its ``sni_hostname`` extension the TLS server name. With a ``proxy`` (an ``httpx.Proxy``
         given to the transport) the request goes through it, with the proxy's headers and its
-        credentials (:func:`_proxy_of`). A body already read (bytes) is sent
-        with its ``Content-Length``, an empty one as no body, a streamed one (an
-        ``httpx.AsyncByteStream``) as aiohttp frames it (chunked unless a ``Content-Length`` is
-        set; httpx's own ``Transfer-Encoding`` header is left to aiohttp). Redirects are not
-        followed and bodies are neither compressed nor decompressed (httpx decodes).
+        credentials (:func:`_proxy_of`). A body already read (bytes) is sent with its
+        ``Content-Length``, an empty one as no body, a streamed one (an ``httpx.AsyncByteStream``)
+        as aiohttp frames it (chunked unless a ``Content-Length`` is set; httpx's own
+        ``Transfer-Encoding`` header is left to aiohttp). Redirects are not followed and bodies
+        are neither compressed nor decompressed (httpx decodes).
 
         The response body streams from aiohttp (:class:`_Body`); its
-        :data:`~harness_core.http.finishing.BODY_RECEIVED` extension (a callable) tells whether all
-        of it has arrived (closing it then needs no network read), ``http_version`` is ``HTTP/1.1`` and
-        ``reason_phrase`` the status line's reason.
+        :data:`~harness_core.http.finishing.BODY_RECEIVED` extension (a callable) tells whether
+        all of it has arrived (closing it then needs no network read); ``http_version`` is
+        ``HTTP/1.1`` and ``reason_phrase`` the status line's reason, when it has one.
 
         Raises:
             httpx.HTTPError: the fault, as :func:`map_exception` maps it.
@@ -86,7 +86,7 @@ class AiohttpTransport(httpx_aiohttp.AiohttpTransport):
         if streamed:
             headers.popall("transfer-encoding", None)  # aiohttp frames a streamed body itself
         proxy_url, proxy_headers = (None, None) if self.proxy is None else _proxy_of(self.proxy)
-        with _mapping(request):
+        try:
             response = await session.request(
                 request.method,
                 str(request.url),
@@ -100,6 +100,8 @@ class AiohttpTransport(httpx_aiohttp.AiohttpTransport):
                 proxy=proxy_url,
                 proxy_headers=proxy_headers,
             ).__aenter__()
+        except Exception as exc:
+            _reraise(exc, request)
         returned: dict[str, object] = {"http_version": _HTTP_1_1, BODY_RECEIVED: response.content.is_eof}
         if response.reason:
             returned["reason_phrase"] = response.reason.encode()
@@ -160,26 +162,25 @@ class _Body(httpx.AsyncByteStream):
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         content = self._response.content
-        with _mapping(self._request):
+        try:
             while chunk := await content.readany():
                 yield chunk
+        except Exception as exc:
+            _reraise(exc, self._request)
 
     async def aclose(self) -> None:
         """Release the connection: back to the pool after a complete body, closed otherwise."""
         self._response.release()
 
 
-@contextlib.contextmanager
-def _mapping(request: httpx.Request) -> Iterator[None]:
-    """Re-raise aiohttp's exceptions (or httpx-aiohttp's mapping of them) as :func:`map_exception`."""
-    try:
-        yield
-    except Exception as exc:
-        cause = exc.__cause__ if isinstance(exc, httpx.HTTPError) and exc.__cause__ is not None else exc
-        mapped = map_exception(cause, request)
-        if mapped is None:
-            raise
-        raise mapped from cause
+def _reraise(exc: Exception, request: httpx.Request) -> NoReturn:
+    """Raise ``exc`` (an exception aiohttp raised, being handled) as :func:`map_exception` maps
+    it, chained to it; as it is when it is no transport fault. An ``except`` clause, not a
+    context manager: one fewer generator per request."""
+    mapped = map_exception(exc, request)
+    if mapped is None:
+        raise exc
+    raise mapped from exc
 
 
 def map_exception(exc: BaseException, request: httpx.Request) -> httpx.HTTPError | None:

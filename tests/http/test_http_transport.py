@@ -24,7 +24,7 @@ from harness_core.http import (
 )
 from harness_core.http.aiohttp_transport import (
     AiohttpTransport,
-    _mapping,
+    _reraise,
     aiohttp_headers,
     client_timeout,
     map_exception,
@@ -235,20 +235,17 @@ def test_other_exceptions_are_not_transport_faults() -> None:
 
 
 def test_an_exception_that_is_no_transport_fault_passes_unchanged() -> None:
-    with pytest.raises(ValueError, match="a bug"), _mapping(_request()):
-        raise ValueError("a bug")
+    bug = ValueError("a bug")
+    with pytest.raises(ValueError, match="a bug") as caught:
+        _reraise(bug, _request())
+    assert caught.value is bug
 
 
-def _as_httpx_aiohttp_maps_a_disconnect() -> None:
-    try:
-        raise aiohttp.ServerDisconnectedError()
-    except aiohttp.ServerDisconnectedError as exc:
-        raise httpx.ConnectTimeout("wrongly a connect timeout") from exc
-
-
-def test_httpx_aiohttps_own_mapping_is_corrected() -> None:
-    with pytest.raises(httpx.RemoteProtocolError), _mapping(_request()):
-        _as_httpx_aiohttp_maps_a_disconnect()
+def test_a_transport_fault_is_raised_mapped_and_chained() -> None:
+    fault = aiohttp.ServerDisconnectedError()
+    with pytest.raises(httpx.RemoteProtocolError) as caught:
+        _reraise(fault, _request())
+    assert caught.value.__cause__ is fault
 
 
 async def test_an_explicit_transport_wins_over_the_backend() -> None:
@@ -333,6 +330,13 @@ async def test_the_response_keeps_its_raw_headers_status_and_reason() -> None:
     assert response.headers.get_list("x-tag") == ["a", "b"]
     assert (b"x-note", b"caf\xe9") in response.headers.raw  # as received, not re-encoded
     assert response.content == b"ok"
+
+
+@ON_ASYNCIO
+async def test_a_status_line_without_a_reason_gets_httpxs_phrase() -> None:
+    with ScriptedServer(Reply(raw=b"HTTP/1.1 204\r\ncontent-length: 0\r\n\r\n")) as server:
+        response = await _sent("aiohttp", server, content=b"{}")
+    assert (response.status_code, response.reason_phrase, response.content) == (204, "No Content", b"")
 
 
 @ON_ASYNCIO
