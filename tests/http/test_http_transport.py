@@ -3,6 +3,7 @@ the aiohttp transport's faults classified as httpcore's are."""
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 import subprocess
 import sys
@@ -339,18 +340,30 @@ async def test_a_status_line_without_a_reason_gets_httpxs_phrase() -> None:
     assert (response.status_code, response.reason_phrase, response.content) == (204, "No Content", b"")
 
 
-@ON_ASYNCIO
-@pytest.mark.parametrize("credentials", ["user:pw@", ""])
-async def test_a_proxy_gets_the_absolute_url_and_its_credentials(credentials: str) -> None:
-    with ScriptedServer(Reply.json(200, {})) as proxy:
-        transport = AiohttpTransport(proxy=httpx.Proxy(proxy.url.replace("http://", f"http://{credentials}")))
-        async with httpx.AsyncClient(transport=transport) as http:
-            response = await http.post("http://upstream.test/v1/x", content=b"{}")
+async def _through_proxy(proxy_url: str, *, aiohttp_transport: bool) -> None:
+    if aiohttp_transport:
+        http = httpx.AsyncClient(transport=AiohttpTransport(proxy=httpx.Proxy(proxy_url)))
+    else:
+        http = httpx.AsyncClient(proxy=proxy_url, trust_env=False)
+    async with http:
+        response = await http.post("http://upstream.test/v1/x", content=b"{}")
     assert response.status_code == 200
-    received = proxy.requests[-1]
-    assert received.path == "http://upstream.test/v1/x"
-    assert received.headers.get("proxy-authorization") == ("Basic dXNlcjpwdw==" if credentials else None)  # user:pw
-    assert received.headers["host"] == "upstream.test"
+
+
+@ON_ASYNCIO
+@pytest.mark.parametrize("credentials", ["j%C3%BCrgen:p%C3%A4ss%40word@", ""])
+async def test_a_proxy_gets_the_absolute_url_and_its_credentials_as_over_httpcore(credentials: str) -> None:
+    ok = Reply.json(200, {})
+    with ScriptedServer(ok, ok) as proxy:
+        proxy_url = proxy.url.replace("http://", f"http://{credentials}")
+        await _through_proxy(proxy_url, aiohttp_transport=False)
+        await _through_proxy(proxy_url, aiohttp_transport=True)
+    over_httpcore, over_aiohttp = proxy.requests
+    assert over_aiohttp.path == over_httpcore.path == "http://upstream.test/v1/x"
+    assert over_aiohttp.headers["host"] == "upstream.test"
+    sent = over_aiohttp.headers.get("proxy-authorization")
+    assert sent == over_httpcore.headers.get("proxy-authorization")
+    assert sent == ("Basic " + base64.b64encode("jürgen:päss@word".encode()).decode() if credentials else None)
 
 
 def test_one_client_timeout_per_distinct_timeouts() -> None:
