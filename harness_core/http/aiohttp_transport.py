@@ -34,7 +34,7 @@ from typing import NoReturn
 import aiohttp
 import httpx
 import httpx_aiohttp
-from multidict import CIMultiDict
+from multidict import CIMultiDict, istr
 
 from harness_core.http.client import basic_auth
 from harness_core.http.finishing import BODY_RECEIVED
@@ -42,6 +42,10 @@ from harness_core.http.finishing import BODY_RECEIVED
 __all__ = ["AiohttpTransport", "aiohttp_headers", "client_timeout", "map_exception"]
 
 _HTTP_1_1 = b"HTTP/1.1"
+_NO_AUTO_HEADERS = (istr("Content-Type"),)
+"""Headers aiohttp adds unasked that httpcore does not: ``Content-Type:
+application/octet-stream`` on a ``POST``, ``PUT`` or ``PATCH`` without one. (The others it adds
+by default, ``Accept``, ``Accept-Encoding``, ``User-Agent``, ``Host``, httpx always sets.)"""
 
 
 class AiohttpTransport(httpx_aiohttp.AiohttpTransport):
@@ -60,8 +64,9 @@ class AiohttpTransport(httpx_aiohttp.AiohttpTransport):
         credentials (:func:`_proxy_of`). A body already read (bytes) is sent with its
         ``Content-Length``, an empty one as no body, a streamed one (an ``httpx.AsyncByteStream``)
         as aiohttp frames it (chunked unless a ``Content-Length`` is set; httpx's own
-        ``Transfer-Encoding`` header is left to aiohttp). Redirects are not followed and bodies
-        are neither compressed nor decompressed (httpx decodes).
+        ``Transfer-Encoding`` header is left to aiohttp). Redirects are not followed, bodies are
+        neither compressed nor decompressed (httpx decodes), and aiohttp adds no
+        ``Content-Type`` (:data:`_NO_AUTO_HEADERS`): the head is the one httpcore sends.
 
         The response body streams from aiohttp (:class:`_Body`); its
         :data:`~harness_core.http.finishing.BODY_RECEIVED` extension (a callable) tells whether
@@ -96,6 +101,7 @@ class AiohttpTransport(httpx_aiohttp.AiohttpTransport):
                 allow_redirects=False,
                 auto_decompress=False,
                 compress=False,
+                skip_auto_headers=_NO_AUTO_HEADERS,
                 timeout=client_timeout(timeout.get("connect"), timeout.get("read"), timeout.get("pool")),
                 server_hostname=extensions.get("sni_hostname"),
                 proxy=proxy_url,
