@@ -7,12 +7,14 @@ Imported only when that transport is chosen (aiohttp costs ~100 ms of import). I
 ``cert`` and the environment, ``limits``, ``uds``, ``local_address``) and closing it; that setup
 runs once per transport, and copying it would give two owners of the same mapping. The request
 itself, paid on every upstream call, is our own :meth:`AiohttpTransport.handle_async_request`
-(httpx-aiohttp's costs ~5-7 % of a short gateway request in header conversions alone, issue 25):
+(httpx-aiohttp's did work a request does not need: ~6 % of an upstream request's client side,
+BENCHMARKS.md issue 25, "the aiohttp transport's own work"):
 
 - the request headers go to aiohttp as one ``multidict.CIMultiDict`` built from
   ``request.headers.raw`` (:func:`aiohttp_headers`), not as the ``httpx.Headers`` whose
-  ``items()`` decodes every header again and joins repeated ones into one ``a, b`` line: a
-  repeated header is sent repeated, as httpcore sends it;
+  ``items()`` decodes every header again and joins repeated ones into one ``a, b`` line: the
+  request head is the one httpcore sends (names in their case, a repeated header repeated, no
+  ``Content-Type`` of aiohttp's own);
 - one ``aiohttp.ClientTimeout`` per distinct ``(connect, read, pool)`` timeout
   (:func:`client_timeout`), not one per request;
 - the ``httpx.Response`` is built from aiohttp's raw response headers, with a body stream of

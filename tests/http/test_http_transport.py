@@ -258,7 +258,7 @@ async def test_an_explicit_transport_wins_over_the_backend() -> None:
 
 # ----------------------------------------------------------------------------- the request as sent
 
-SENT_HEADERS = [("x-note", "café ☕".encode()), ("x-tag", b"a"), ("x-tag", b"b"), ("x-plain", b"ascii")]
+SENT_HEADERS = [(b"x-note", "café ☕".encode()), (b"x-tag", b"a"), (b"x-tag", b"b"), (b"x-plain", b"ascii")]
 
 
 async def _sent(backend: str, server: ScriptedServer, **request: object) -> httpx.Response:
