@@ -47,7 +47,9 @@ _HTTP_1_1 = b"HTTP/1.1"
 _NO_AUTO_HEADERS = (istr("Content-Type"),)
 """Headers aiohttp adds unasked that httpcore does not: ``Content-Type:
 application/octet-stream`` on a ``POST``, ``PUT`` or ``PATCH`` without one. (The others it adds
-by default, ``Accept``, ``Accept-Encoding``, ``User-Agent``, ``Host``, httpx always sets.)"""
+by default, ``Accept``, ``Accept-Encoding``, ``User-Agent``, ``Host``, httpx always sets.) Given
+to aiohttp only for a request without a ``Content-Type``: skipping costs aiohttp a copy of the
+headers (~11,000 instructions), and an adapter's request has one."""
 
 
 class AiohttpTransport(httpx_aiohttp.AiohttpTransport):
@@ -103,7 +105,7 @@ class AiohttpTransport(httpx_aiohttp.AiohttpTransport):
                 allow_redirects=False,
                 auto_decompress=False,
                 compress=False,
-                skip_auto_headers=_NO_AUTO_HEADERS,
+                skip_auto_headers=None if "Content-Type" in headers else _NO_AUTO_HEADERS,  # ~3 µs when given
                 timeout=client_timeout(timeout.get("connect"), timeout.get("read"), timeout.get("pool")),
                 server_hostname=extensions.get("sni_hostname"),
                 proxy=proxy_url,

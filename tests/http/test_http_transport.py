@@ -269,9 +269,9 @@ async def _sent(backend: str, server: ScriptedServer, **request: object) -> http
         return response
 
 
-async def _heads(*backends: str, content: bytes) -> list[bytes]:
+async def _heads(*backends: str, content: bytes, headers: list[tuple[bytes, bytes]]) -> list[bytes]:
     """The request head (request line and header lines, as bytes) each backend sends for one
-    ``POST`` with :data:`SENT_HEADERS`, read by a local server that answers ``204``."""
+    ``POST`` with ``headers``, read by a local server that answers ``204``."""
     heads: list[bytes] = []
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -286,22 +286,26 @@ async def _heads(*backends: str, content: bytes) -> list[bytes]:
     async with server:
         for backend in backends:
             async with make_client(base_url=url, backend=backend) as http:
-                response = await http.post("/v1/x", content=content, headers=SENT_HEADERS)
+                response = await http.post("/v1/x", content=content, headers=headers)
                 assert response.status_code == 204
     return heads
 
 
 @ON_ASYNCIO
-@pytest.mark.parametrize("content", [b"", b"{}"])
-async def test_the_request_head_is_the_one_httpcore_sends(content: bytes) -> None:
+@pytest.mark.parametrize(("content", "content_type"), [(b"", None), (b"{}", None), (b"{}", b"application/json")])
+async def test_the_request_head_is_the_one_httpcore_sends(content: bytes, content_type: bytes | None) -> None:
     """Byte for byte: header names in their case, UTF-8 values as given, a repeated header on two
     lines, no header aiohttp would add (its ``Content-Type: application/octet-stream``)."""
-    over_httpcore, over_aiohttp = await _heads("httpcore", "aiohttp", content=content)
+    headers = SENT_HEADERS + ([(b"Content-Type", content_type)] if content_type else [])
+    over_httpcore, over_aiohttp = await _heads("httpcore", "aiohttp", content=content, headers=headers)
     assert over_aiohttp == over_httpcore
     lines = over_aiohttp.split(b"\r\n")
     assert [line for line in lines if line.startswith(b"x-tag")] == [b"x-tag: a", b"x-tag: b"]
     assert "x-note: café ☕".encode() in lines
     assert f"Content-Length: {len(content)}".encode() in lines
+    assert [line for line in lines if line.lower().startswith(b"content-type")] == (
+        [b"Content-Type: " + content_type] if content_type else []
+    )
 
 
 def test_aiohttp_headers_keep_every_line_in_order() -> None:
