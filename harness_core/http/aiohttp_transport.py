@@ -130,9 +130,10 @@ def aiohttp_headers(headers: httpx.Headers) -> CIMultiDict[str]:
     line (a repeated header stays repeated, in order; names keep their case).
 
     aiohttp writes header lines as UTF-8, so each name and value is decoded from its raw bytes as
-    UTF-8: ASCII and UTF-8 values go on the wire byte for byte as httpcore sends them. Headers
-    holding bytes that are not UTF-8 are decoded with ``headers.encoding`` (httpx's fallback,
-    ISO-8859-1) and so reach the wire re-encoded as UTF-8, as through ``httpx.Headers.items()``.
+    UTF-8: ASCII and UTF-8 values go on the wire byte for byte as httpcore sends them. When one
+    header holds bytes that are not UTF-8, all are decoded with ``headers.encoding`` (httpx's
+    fallback, ISO-8859-1) and reach the wire re-encoded as UTF-8, as they did through
+    ``httpx.Headers.items()`` (aiohttp cannot send other bytes).
     """
     raw = headers.raw
     try:
