@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING
 from harness_core._lazy import lazy_exports
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on first use
-    from harness_core.http.client import ACCEPT_ENCODING, AdapterClient, basic_auth_of, make_client, split_base_url
+    from harness_core.http.client import (
+        ACCEPT_ENCODING,
+        AdapterClient,
+        basic_auth,
+        basic_auth_of,
+        make_client,
+        split_base_url,
+    )
     from harness_core.http.errors import (
         ErrorClassifier,
         ErrorDetails,
@@ -54,6 +61,7 @@ __all__ = [
     "ErrorDetails",
     "SSEStream",
     "TransportName",
+    "basic_auth",
     "basic_auth_of",
     "check_headers",
     "code_for_provider_type",
@@ -82,6 +90,7 @@ _LAZY = {
     "ErrorDetails": "harness_core.http.errors",
     "SSEStream": "harness_core.http.stream",
     "TransportName": "harness_core.http.transport",
+    "basic_auth": "harness_core.http.client",
     "basic_auth_of": "harness_core.http.client",
     "check_headers": "harness_core.http.headers",
     "code_for_provider_type": "harness_core.http.errors",

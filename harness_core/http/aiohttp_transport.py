@@ -1,45 +1,167 @@
-"""httpx's transport API over aiohttp (`httpx-aiohttp <https://pypi.org/project/httpx-aiohttp/>`_):
-:class:`AiohttpTransport`, the ``transport: aiohttp`` of an HTTP provider (asyncio only).
+"""httpx's transport API over aiohttp: :class:`AiohttpTransport`, the ``transport: aiohttp`` of an
+HTTP provider (asyncio only).
 
-Imported only when that transport is chosen (aiohttp costs ~100 ms of import). It corrects two
-things of httpx-aiohttp's own transport: its exception map (which reports a dropped connection
-as ``ConnectTimeout``) becomes the httpx exceptions httpcore raises for the same fault, so
-:func:`harness_core.http.error_from_exception` classifies both transports alike; and a response
-body is read as it arrives (``readany``: every read returns all the bytes received so far, so a
-burst of server-sent events costs one read).
+Imported only when that transport is chosen (aiohttp costs ~100 ms of import). It keeps
+`httpx-aiohttp <https://pypi.org/project/httpx-aiohttp/>`_ for what it does well, building the
+``aiohttp.ClientSession`` and its connector from httpx's options (TLS context from ``verify``,
+``cert`` and the environment, ``limits``, ``uds``, ``local_address``) and closing it; that setup
+runs once per transport, and copying it would give two owners of the same mapping. The request
+itself, paid on every upstream call, is our own :meth:`AiohttpTransport.handle_async_request`
+(httpx-aiohttp's did work a request does not need: ~6 % of an upstream request's client side,
+BENCHMARKS.md issue 25, "the aiohttp transport's own work"):
+
+- the request headers go to aiohttp as one ``multidict.CIMultiDict`` built from
+  ``request.headers.raw`` (:func:`aiohttp_headers`), not as the ``httpx.Headers`` whose
+  ``items()`` decodes every header again and joins repeated ones into one ``a, b`` line: the
+  request head is the one httpcore sends (names in their case, a repeated header repeated, no
+  ``Content-Type`` of aiohttp's own);
+- one ``aiohttp.ClientTimeout`` per distinct ``(connect, read, pool)`` timeout
+  (:func:`client_timeout`), not one per request;
+- the ``httpx.Response`` is built from aiohttp's raw response headers, with a body stream of
+  our own.
+
+Two more things differ from httpx-aiohttp's own transport: aiohttp's exceptions become the httpx
+exceptions httpcore raises for the same fault (:func:`map_exception`; httpx-aiohttp's map reports
+a dropped connection as ``ConnectTimeout``), so :func:`harness_core.http.error_from_exception`
+classifies both transports alike; and a response body is read as it arrives (``readany``: every
+read returns all the bytes received so far, so a burst of server-sent events costs one read).
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator, Iterator
+import functools
+from collections.abc import AsyncIterator
+from typing import NoReturn
 
 import aiohttp
 import httpx
 import httpx_aiohttp
-from httpx_aiohttp.transport import AiohttpResponseStream
+from multidict import CIMultiDict, istr
 
+from harness_core.http.client import basic_auth
 from harness_core.http.finishing import BODY_RECEIVED
 
-__all__ = ["AiohttpTransport", "map_exception"]
+__all__ = ["AiohttpTransport", "aiohttp_headers", "client_timeout", "map_exception"]
+
+_HTTP_1_1 = b"HTTP/1.1"
+_NO_AUTO_HEADERS = (istr("Content-Type"),)
+"""Headers aiohttp adds unasked that httpcore does not: ``Content-Type:
+application/octet-stream`` on a ``POST``, ``PUT`` or ``PATCH`` without one. (The others it adds
+by default, ``Accept``, ``Accept-Encoding``, ``User-Agent``, ``Host``, httpx always sets.) Given
+to aiohttp only for a request without a ``Content-Type``: skipping costs aiohttp a copy of the
+headers (~11,000 instructions), and an adapter's request has one."""
 
 
 class AiohttpTransport(httpx_aiohttp.AiohttpTransport):
     """An ``httpx.AsyncBaseTransport`` over one ``aiohttp.ClientSession`` (created on the first
-    request, inside the running asyncio loop; closed by ``aclose``). Raises the httpx exceptions
-    of :func:`map_exception`."""
+    request, inside the running asyncio loop, by httpx-aiohttp's ``get_client``; closed by
+    ``aclose``). Raises the httpx exceptions of :func:`map_exception`."""
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        """Send ``request``; the response body streams from aiohttp (:class:`_Body`), and the
-        response's :data:`~harness_core.http.finishing.BODY_RECEIVED` extension tells whether
-        all of it has arrived (closing it then needs no network read)."""
-        with _mapping(request):
-            response = await super().handle_async_request(request)
-        stream = response.stream
-        assert isinstance(stream, AiohttpResponseStream)
-        response.stream = _Body(stream._aiohttp_response, request)
-        response.extensions[BODY_RECEIVED] = stream._aiohttp_response.content.is_eof
-        return response
+        """Send ``request`` through aiohttp and return its response once the status line and
+        headers have arrived.
+
+        The request's ``timeout`` extension (seconds, httpx's ``connect`` / ``read`` / ``pool``)
+        becomes aiohttp's ``sock_connect`` / ``sock_read`` / ``connect`` (:func:`client_timeout`);
+        its ``sni_hostname`` extension the TLS server name. With a ``proxy`` (an ``httpx.Proxy``
+        given to the transport) the request goes through it, with the proxy's headers and its
+        credentials (:func:`_proxy_of`). A body already read (bytes) is sent with its
+        ``Content-Length``, an empty one as no body, a streamed one (an ``httpx.AsyncByteStream``)
+        as aiohttp frames it (chunked unless a ``Content-Length`` is set; httpx's own
+        ``Transfer-Encoding`` header is left to aiohttp). Redirects are not followed, bodies are
+        neither compressed nor decompressed (httpx decodes), and aiohttp adds no
+        ``Content-Type`` (:data:`_NO_AUTO_HEADERS`): the head is the one httpcore sends.
+
+        The response body streams from aiohttp (:class:`_Body`); its
+        :data:`~harness_core.http.finishing.BODY_RECEIVED` extension (a callable) tells whether
+        all of it has arrived (closing it then needs no network read); ``http_version`` is
+        ``HTTP/1.1`` and ``reason_phrase`` the status line's reason, when it has one.
+
+        Raises:
+            httpx.HTTPError: the fault, as :func:`map_exception` maps it.
+        """
+        session = self.client
+        if not isinstance(session, aiohttp.ClientSession):
+            session = self.client = self.get_client()
+        extensions = request.extensions
+        timeout = extensions.get("timeout", {})
+        data: bytes | httpx.AsyncByteStream | None
+        try:
+            data = request.content or None
+            streamed = False
+        except httpx.RequestNotRead:
+            data = request.stream  # type: ignore[assignment]  # an async request has an async stream
+            streamed = True
+        headers = aiohttp_headers(request.headers)
+        if streamed:
+            headers.popall("transfer-encoding", None)  # aiohttp frames a streamed body itself
+        proxy_url, proxy_headers = (None, None) if self.proxy is None else _proxy_of(self.proxy)
+        try:
+            response = await session.request(
+                request.method,
+                str(request.url),
+                headers=headers,
+                data=data,
+                allow_redirects=False,
+                auto_decompress=False,
+                compress=False,
+                skip_auto_headers=None if "Content-Type" in headers else _NO_AUTO_HEADERS,  # ~3 µs when given
+                timeout=client_timeout(timeout.get("connect"), timeout.get("read"), timeout.get("pool")),
+                server_hostname=extensions.get("sni_hostname"),
+                proxy=proxy_url,
+                proxy_headers=proxy_headers,
+            ).__aenter__()
+        except Exception as exc:
+            _reraise(exc, request)
+        returned: dict[str, object] = {"http_version": _HTTP_1_1, BODY_RECEIVED: response.content.is_eof}
+        if response.reason:
+            returned["reason_phrase"] = response.reason.encode()
+        return httpx.Response(
+            response.status,
+            headers=response.raw_headers,
+            stream=_Body(response, request),
+            request=request,
+            extensions=returned,
+        )
+
+
+def aiohttp_headers(headers: httpx.Headers) -> CIMultiDict[str]:
+    """``headers`` as aiohttp takes them: a ``CIMultiDict`` of ``str``, one entry per raw header
+    line (a repeated header stays repeated, in order; names keep their case).
+
+    aiohttp writes header lines as UTF-8, so each name and value is decoded from its raw bytes as
+    UTF-8: ASCII and UTF-8 values go on the wire byte for byte as httpcore sends them. When one
+    header holds bytes that are not UTF-8, all are decoded with ``headers.encoding`` (httpx's
+    fallback, ISO-8859-1) and reach the wire re-encoded as UTF-8, as they did through
+    ``httpx.Headers.items()`` (aiohttp cannot send other bytes).
+    """
+    raw = headers.raw
+    try:
+        return CIMultiDict([(name.decode(), value.decode()) for name, value in raw])
+    except UnicodeDecodeError:
+        encoding = headers.encoding
+        return CIMultiDict([(name.decode(encoding), value.decode(encoding)) for name, value in raw])
+
+
+def _proxy_of(proxy: httpx.Proxy) -> tuple[str, CIMultiDict[str]]:
+    """The proxy's URL (without its credentials) and aiohttp's ``proxy_headers``: the proxy's own
+    headers (sent on the ``CONNECT`` of an ``https`` URL) and its credentials as an
+    ``Authorization`` entry (:func:`~harness_core.http.client.basic_auth`: UTF-8, as httpx
+    encodes them), which aiohttp moves to the ``Proxy-Authorization`` header of the ``CONNECT``,
+    or of the request itself for an ``http`` URL. (aiohttp's ``proxy_auth`` takes a
+    ``BasicAuth``, deprecated in aiohttp 3.14, and encodes it as ISO-8859-1.)"""
+    headers = aiohttp_headers(proxy.headers)
+    if proxy.auth is not None:
+        headers["Authorization"] = basic_auth(*proxy.auth)
+    return str(proxy.url), headers
+
+
+@functools.lru_cache(maxsize=64)
+def client_timeout(connect: float | None, read: float | None, pool: float | None) -> aiohttp.ClientTimeout:
+    """The ``aiohttp.ClientTimeout`` of httpx's ``connect`` / ``read`` / ``pool`` timeouts
+    (seconds, ``None`` = no limit): ``sock_connect`` / ``sock_read`` / ``connect``, no ``total``.
+    One object per distinct triple (it is immutable), the last 64 kept."""
+    return aiohttp.ClientTimeout(sock_connect=connect, sock_read=read, connect=pool)
 
 
 class _Body(httpx.AsyncByteStream):
@@ -53,26 +175,25 @@ class _Body(httpx.AsyncByteStream):
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         content = self._response.content
-        with _mapping(self._request):
+        try:
             while chunk := await content.readany():
                 yield chunk
+        except Exception as exc:
+            _reraise(exc, self._request)
 
     async def aclose(self) -> None:
         """Release the connection: back to the pool after a complete body, closed otherwise."""
         self._response.release()
 
 
-@contextlib.contextmanager
-def _mapping(request: httpx.Request) -> Iterator[None]:
-    """Re-raise aiohttp's exceptions (or httpx-aiohttp's mapping of them) as :func:`map_exception`."""
-    try:
-        yield
-    except Exception as exc:
-        cause = exc.__cause__ if isinstance(exc, httpx.HTTPError) and exc.__cause__ is not None else exc
-        mapped = map_exception(cause, request)
-        if mapped is None:
-            raise
-        raise mapped from cause
+def _reraise(exc: Exception, request: httpx.Request) -> NoReturn:
+    """Raise ``exc`` (an exception aiohttp raised, being handled) as :func:`map_exception` maps
+    it, chained to it; as it is when it is no transport fault. An ``except`` clause, not a
+    context manager: one fewer generator per request."""
+    mapped = map_exception(exc, request)
+    if mapped is None:
+        raise exc
+    raise mapped from exc
 
 
 def map_exception(exc: BaseException, request: httpx.Request) -> httpx.HTTPError | None:

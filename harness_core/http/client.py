@@ -18,7 +18,7 @@ from harness_core.http.transport import make_transport, resolve_transport
 if TYPE_CHECKING:  # pragma: no cover - typing only (httpx's own alias of what a cookie store takes)
     from httpx._types import CookieTypes
 
-__all__ = ["ACCEPT_ENCODING", "AdapterClient", "basic_auth_of", "make_client", "split_base_url"]
+__all__ = ["ACCEPT_ENCODING", "AdapterClient", "basic_auth", "basic_auth_of", "make_client", "split_base_url"]
 
 ACCEPT_ENCODING: Final = "gzip, deflate"
 """The ``Accept-Encoding`` every client sends: exactly the codings :class:`SSEStream` decodes
@@ -37,10 +37,17 @@ def split_base_url(base_url: str) -> tuple[str, str]:
     return base.rstrip("/"), query.partition("#")[0]
 
 
+def basic_auth(user: str, password: str) -> str:
+    """The ``Authorization`` (or ``Proxy-Authorization``) value of HTTP Basic auth for ``user``
+    and ``password`` (RFC 7617, UTF-8, https://www.rfc-editor.org/rfc/rfc7617#section-2):
+    ``basic_auth("u", "p")`` → ``"Basic dTpw"``. Nothing is percent-decoded here."""
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+
+
 def basic_auth_of(base_url: str) -> tuple[str, str | None]:
     """``base_url`` without its userinfo, and the ``Authorization`` value that userinfo stands
-    for: ``"http://u:p@h/v1"`` → ``("http://h/v1", "Basic dTpw")`` (RFC 7617 Basic auth of the
-    percent-decoded user and password, UTF-8, https://www.rfc-editor.org/rfc/rfc7617#section-2);
+    for: ``"http://u:p@h/v1"`` → ``("http://h/v1", "Basic dTpw")`` (:func:`basic_auth` of the
+    percent-decoded user and password);
     ``None`` without userinfo. Sending it as a header, not in the URL, makes both transports
     behave alike (aiohttp refuses a URL with credentials next to an ``Authorization`` header).
     """
@@ -49,8 +56,7 @@ def basic_auth_of(base_url: str) -> tuple[str, str | None]:
         return base_url, None
     userinfo, _, host = parts.netloc.rpartition("@")
     user, _, password = userinfo.partition(":")
-    token = base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode("ascii")
-    return parts._replace(netloc=host).geturl(), f"Basic {token}"
+    return parts._replace(netloc=host).geturl(), basic_auth(unquote(user), unquote(password))
 
 
 class _Cookies(httpx.Cookies):

@@ -9,7 +9,7 @@ import secrets
 import pytest
 
 from harness_core.errors import LlmError
-from harness_core.http import basic_auth_of, make_client
+from harness_core.http import basic_auth, basic_auth_of, make_client
 from harness_core.kit import HttpProviderConfig
 from harness_core.secret import secrets_of
 from harness_core.testing.server import Reply, ScriptedServer
@@ -53,3 +53,8 @@ def test_the_password_is_a_secret_of_the_config() -> None:
     assert password in redactor
     assert password not in redactor(f"https://u:{password}@proxy.example/v1")
     assert HttpProviderConfig(base_url="https://proxy.example/v1").secret_parts() == ()
+
+
+def test_basic_auth_encodes_utf8_and_decodes_nothing() -> None:
+    assert basic_auth("u", "p") == "Basic dTpw"
+    assert basic_auth("jürgen", "a%40b") == "Basic " + base64.b64encode("jürgen:a%40b".encode()).decode()

@@ -3,10 +3,12 @@ the aiohttp transport's faults classified as httpcore's are."""
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import importlib.util
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import aiohttp
 import httpx
@@ -22,7 +24,13 @@ from harness_core.http import (
     preferred_transport,
     resolve_transport,
 )
-from harness_core.http.aiohttp_transport import AiohttpTransport, _mapping, map_exception
+from harness_core.http.aiohttp_transport import (
+    AiohttpTransport,
+    _reraise,
+    aiohttp_headers,
+    client_timeout,
+    map_exception,
+)
 from harness_core.http.finishing import body_received
 from harness_core.testing.server import Reply, ScriptedServer
 
@@ -229,23 +237,173 @@ def test_other_exceptions_are_not_transport_faults() -> None:
 
 
 def test_an_exception_that_is_no_transport_fault_passes_unchanged() -> None:
-    with pytest.raises(ValueError, match="a bug"), _mapping(_request()):
-        raise ValueError("a bug")
+    bug = ValueError("a bug")
+    with pytest.raises(ValueError, match="a bug") as caught:
+        _reraise(bug, _request())
+    assert caught.value is bug
 
 
-def _as_httpx_aiohttp_maps_a_disconnect() -> None:
-    try:
-        raise aiohttp.ServerDisconnectedError()
-    except aiohttp.ServerDisconnectedError as exc:
-        raise httpx.ConnectTimeout("wrongly a connect timeout") from exc
-
-
-def test_httpx_aiohttps_own_mapping_is_corrected() -> None:
-    with pytest.raises(httpx.RemoteProtocolError), _mapping(_request()):
-        _as_httpx_aiohttp_maps_a_disconnect()
+def test_a_transport_fault_is_raised_mapped_and_chained() -> None:
+    fault = aiohttp.ServerDisconnectedError()
+    with pytest.raises(httpx.RemoteProtocolError) as caught:
+        _reraise(fault, _request())
+    assert caught.value.__cause__ is fault
 
 
 async def test_an_explicit_transport_wins_over_the_backend() -> None:
     mock = httpx.MockTransport(lambda request: httpx.Response(204))
     async with make_client(base_url="http://acme.test", transport=mock, backend="aiohttp") as http:
         assert (await http.get("/x")).status_code == 204
+
+
+# ----------------------------------------------------------------------------- the request as sent
+
+SENT_HEADERS = [(b"x-note", "café ☕".encode()), (b"x-tag", b"a"), (b"x-tag", b"b"), (b"x-plain", b"ascii")]
+
+
+async def _sent(backend: str, server: ScriptedServer, **request: object) -> httpx.Response:
+    async with make_client(base_url=server.url, backend=backend) as http:
+        built = http.build_request("POST", "/v1/x", **request)  # type: ignore[arg-type]
+        response = await http.send(built)
+        await response.aread()
+        return response
+
+
+async def _heads(*backends: str, content: bytes, headers: list[tuple[bytes, bytes]]) -> list[bytes]:
+    """The request head (request line and header lines, as bytes) each backend sends for one
+    ``POST`` with ``headers``, read by a local server that answers ``204``."""
+    heads: list[bytes] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        heads.append(await reader.readuntil(b"\r\n\r\n"))
+        await reader.readexactly(len(content))
+        writer.write(b"HTTP/1.1 204 No Content\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    async with server:
+        for backend in backends:
+            async with make_client(base_url=url, backend=backend) as http:
+                response = await http.post("/v1/x", content=content, headers=headers)
+                assert response.status_code == 204
+    return heads
+
+
+@ON_ASYNCIO
+@pytest.mark.parametrize(("content", "content_type"), [(b"", None), (b"{}", None), (b"{}", b"application/json")])
+async def test_the_request_head_is_the_one_httpcore_sends(content: bytes, content_type: bytes | None) -> None:
+    """Byte for byte: header names in their case, UTF-8 values as given, a repeated header on two
+    lines, no header aiohttp would add (its ``Content-Type: application/octet-stream``)."""
+    headers = SENT_HEADERS + ([(b"Content-Type", content_type)] if content_type else [])
+    over_httpcore, over_aiohttp = await _heads("httpcore", "aiohttp", content=content, headers=headers)
+    assert over_aiohttp == over_httpcore
+    lines = over_aiohttp.split(b"\r\n")
+    assert [line for line in lines if line.startswith(b"x-tag")] == [b"x-tag: a", b"x-tag: b"]
+    assert "x-note: café ☕".encode() in lines
+    assert f"Content-Length: {len(content)}".encode() in lines
+    assert [line for line in lines if line.lower().startswith(b"content-type")] == (
+        [b"Content-Type: " + content_type] if content_type else []
+    )
+
+
+def test_aiohttp_headers_keep_every_line_in_order() -> None:
+    headers = aiohttp_headers(httpx.Headers([(b"X-Tag", b"a"), (b"Other", b"1"), (b"x-tag", b"b")]))
+    assert list(headers.items()) == [("X-Tag", "a"), ("Other", "1"), ("x-tag", "b")]
+    assert headers.getall("x-tag") == ["a", "b"]
+
+
+def test_aiohttp_headers_not_utf8_are_decoded_as_httpx_decodes_them() -> None:
+    raw = httpx.Headers([(b"x-name", b"caf\xe9"), (b"x-utf8", "é".encode())])
+    headers = aiohttp_headers(raw)
+    assert raw.encoding == "iso-8859-1"
+    assert dict(headers.items()) == dict(raw.items()) == {"x-name": "café", "x-utf8": "Ã©"}
+
+
+@ON_ASYNCIO
+async def test_a_streamed_request_body_is_sent_chunked() -> None:
+    async def body() -> AsyncIterator[bytes]:
+        yield b'{"a":'
+        yield b"1}"
+
+    with ScriptedServer(Reply.json(200, {})) as server:
+        await _sent("aiohttp", server, content=body())
+    received = server.requests[-1]
+    assert received.body == b'{"a":1}'
+    assert received.headers["transfer-encoding"] == "chunked"  # once: httpx's own header is not sent twice
+    assert "content-length" not in received.headers
+
+
+@ON_ASYNCIO
+async def test_an_empty_request_body_is_sent_with_a_zero_length() -> None:
+    with ScriptedServer(Reply.json(200, {})) as server:
+        await _sent("aiohttp", server, content=b"")
+    received = server.requests[-1]
+    assert (received.body, received.headers["content-length"]) == (b"", "0")
+    assert "transfer-encoding" not in received.headers
+
+
+@ON_ASYNCIO
+async def test_the_response_keeps_its_raw_headers_status_and_reason() -> None:
+    headers = [("x-tag", "a"), ("x-tag", "b"), ("x-note", "café")]
+    reply = Reply(status=201, headers=headers, reads=[b"ok"], chunked=False)
+    with ScriptedServer(reply) as server:
+        response = await _sent("aiohttp", server, content=b"{}")
+    assert (response.status_code, response.reason_phrase, response.http_version) == (201, "Created", "HTTP/1.1")
+    assert response.headers.get_list("x-tag") == ["a", "b"]
+    assert (b"x-note", b"caf\xe9") in response.headers.raw  # as received, not re-encoded
+    assert response.content == b"ok"
+
+
+@ON_ASYNCIO
+async def test_a_status_line_without_a_reason_gets_httpxs_phrase() -> None:
+    with ScriptedServer(Reply(raw=b"HTTP/1.1 204\r\ncontent-length: 0\r\n\r\n")) as server:
+        response = await _sent("aiohttp", server, content=b"{}")
+    assert (response.status_code, response.reason_phrase, response.content) == (204, "No Content", b"")
+
+
+async def _through_proxy(proxy_url: str, *, aiohttp_transport: bool) -> None:
+    if aiohttp_transport:
+        http = httpx.AsyncClient(transport=AiohttpTransport(proxy=httpx.Proxy(proxy_url)))
+    else:
+        http = httpx.AsyncClient(proxy=proxy_url, trust_env=False)
+    async with http:
+        response = await http.post("http://upstream.test/v1/x", content=b"{}")
+    assert response.status_code == 200
+
+
+@ON_ASYNCIO
+@pytest.mark.parametrize("credentials", ["j%C3%BCrgen:p%C3%A4ss%40word@", ""])
+async def test_a_proxy_gets_the_absolute_url_and_its_credentials_as_over_httpcore(credentials: str) -> None:
+    ok = Reply.json(200, {})
+    with ScriptedServer(ok, ok) as proxy:
+        proxy_url = proxy.url.replace("http://", f"http://{credentials}")
+        await _through_proxy(proxy_url, aiohttp_transport=False)
+        await _through_proxy(proxy_url, aiohttp_transport=True)
+    over_httpcore, over_aiohttp = proxy.requests
+    assert over_aiohttp.path == over_httpcore.path == "http://upstream.test/v1/x"
+    assert over_aiohttp.headers["host"] == "upstream.test"
+    sent = over_aiohttp.headers.get("proxy-authorization")
+    assert sent == over_httpcore.headers.get("proxy-authorization")
+    assert sent == ("Basic " + base64.b64encode("jürgen:päss@word".encode()).decode() if credentials else None)
+
+
+def test_one_client_timeout_per_distinct_timeouts() -> None:
+    timeout = client_timeout(1.0, 2.0, 3.0)
+    assert (timeout.sock_connect, timeout.sock_read, timeout.connect, timeout.total) == (1.0, 2.0, 3.0, None)
+    assert client_timeout(1.0, 2.0, 3.0) is timeout
+    assert client_timeout(1.0, 2.0, None) is not timeout
+
+
+@ON_ASYNCIO
+async def test_a_pool_timeout_over_aiohttp_is_connect_timeout_naming_the_limit() -> None:
+    """The one connection is held by a stalled stream: the second request waits for a free one
+    (``pool``: aiohttp's ``connect``) and times out as aiohttp reports it."""
+    with ScriptedServer(Reply(reads=[b"data: a\n\n"], end="stall")) as server:
+        async with make_client(base_url=server.url, backend="aiohttp", max_connections=1, pool_timeout=0.05) as http:
+            held = await http.send(http.build_request("POST", "/v1/x", content=b"{}"), stream=True)
+            with pytest.raises(httpx.TimeoutException) as caught:
+                await http.post("/v1/x", content=b"{}")
+            await held.aclose()
+    assert error_from_exception(caught.value).code == "TIMEOUT"
