@@ -298,3 +298,25 @@ def test_a_killed_worker_stops_counting_its_streams(tmp_path: Path) -> None:
 
 async def _equals(value: Awaitable[float], expected: float) -> bool:
     return await value == expected
+
+
+def test_a_reload_onto_a_broken_file_shows_why_and_keeps_serving(tmp_path: Path) -> None:
+    """SIGHUP to the supervisor of ``--workers 2`` after an edit that breaks the start (an unknown
+    fallback target): uvicorn keeps the running workers and says only that the new one was not
+    ready; the supervisor logs the located problem the new worker reported, and the gateway
+    serves on."""
+    workers = Workers(tmp_path, "mock: {}")
+    try:
+        config = tmp_path / "plugins.yaml"
+        broken = "  mock: {}\n  fallback: {targets: {mock: [nowhere]}, cooldown: 0}\n"
+        config.write_text(config.read_text().replace("  mock: {}\n", broken))
+        workers.process.process.send_signal(signal.SIGHUP)
+        workers.process.wait_for(r"a new worker did not start, so the running workers keep serving: CONFIG")
+        located = workers.process.wait_for(r"plugins\.yaml:\d+, plugin 'fallback', field 'targets\.mock\[0\]': (.*)")
+        assert "names route 'nowhere', which no plugin serves" in located.group(1)
+        body = {"model": "mock/echo", "messages": [{"role": "user", "content": "still here"}]}
+        answer = httpx.post(workers.url + "/v1/chat/completions", json=body, timeout=30)
+        assert answer.status_code == 200
+        assert answer.json()["choices"][0]["message"]["content"] == "still here"
+    finally:
+        workers.stop()

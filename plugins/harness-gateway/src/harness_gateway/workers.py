@@ -78,12 +78,16 @@ class WorkerSupervisor(Multiprocess):
     Workers change only in ``keep_subprocess_alive`` (a dead or hung worker is replaced; one that
     failed to start stops the supervisor) and ``handle_signals`` (SIGHUP, SIGTTIN, SIGTTOU); each
     is followed by :meth:`WorkerReaper.update`. :attr:`failed_start` is the pid of the worker that
-    failed to start (uvicorn's ``STARTUP_FAILURE`` exit code), ``None`` while none has.
+    failed to start (uvicorn's ``STARTUP_FAILURE`` exit code), ``None`` while none has. A SIGHUP
+    whose new worker fails to start (:meth:`restart_all`) logs the problem it reported in
+    ``reports``; the running workers keep serving.
     """
 
-    def __init__(self, config: Config, sockets: list[Any], directory: Path) -> None:
+    def __init__(self, config: Config, sockets: list[Any], directory: Path, reports: Path) -> None:
         super().__init__(config, sockets)
         self.reaper = WorkerReaper(directory)
+        self.reports = reports
+        """Where workers report a failed start (:func:`~harness_gateway.start_failure.write_report`)."""
         self.failed_start: int | None = None
 
     def init_processes(self) -> None:
@@ -99,6 +103,17 @@ class WorkerSupervisor(Multiprocess):
     def handle_signals(self) -> None:
         super().handle_signals()
         self.reap()
+
+    def restart_all(self) -> None:
+        """uvicorn's replacement of every worker (SIGHUP), then the located problem of a new
+        worker that failed to start, logged (uvicorn keeps the old workers serving and says only
+        that the new one was not ready; the worker wrote why to its report instead of logging)."""
+        super().restart_all()
+        failures = read_reports(self.reports, None)
+        for path in self.reports.glob("*.json"):
+            path.unlink()  # shown now: a later failure of the start is reported afresh
+        for failure in failures:
+            logger.error("a new worker did not start, so the running workers keep serving: %s", failure.message)
 
     def reap(self) -> None:
         """Reap the workers no longer in the supervisor's list."""
@@ -128,7 +143,7 @@ def run_workers(app: str, workers: int, options: dict[str, Any]) -> None:
         os.environ[REPORTS_ENV] = str(reports)
         config = Config(app, factory=True, workers=workers, **options)
         logger.info("%d workers share their metrics through %s", workers, directory)
-        supervisor = WorkerSupervisor(config, [config.bind_socket()], directory)
+        supervisor = WorkerSupervisor(config, [config.bind_socket()], directory, reports)
         supervisor.run()
         if supervisor.failed_start is not None:
             raise start_failure(reports, supervisor.failed_start)
