@@ -52,7 +52,7 @@ def test_a_bad_retention_is_reported_at_the_retention_line(tmp_path: Path) -> No
 def test_an_enum_mistake_lists_the_values(tmp_path: Path) -> None:
     text = "plugins:\n  gateway:\n    port: 8000\n    loop: uvlop\n  mock: {}\n"
     assert problems(tmp_path, text) == [
-        ("loop", 4, "Invalid enum value 'uvlop' (expected one of 'auto', 'asyncio', 'uvloop')")
+        ("loop", 4, "Invalid enum value 'uvlop': did you mean 'uvloop'? (expected one of 'auto', 'asyncio', 'uvloop')")
     ]
 
 

@@ -47,7 +47,8 @@ def test_a_bad_pool_member_is_reported_at_its_own_line(tmp_path: Path) -> None:
             "balance",
             "strategy",
             3,
-            "Invalid enum value 'wieghted' (expected one of 'weighted', 'least-busy', 'latency', 'usage')",
+            "Invalid enum value 'wieghted': did you mean 'weighted'?"
+            " (expected one of 'weighted', 'least-busy', 'latency', 'usage')",
         ),
         ("balance", "pools.p[0].rpm", 7, "Expected `int` >= 1"),
     ]
