@@ -30,8 +30,9 @@ read returns all the bytes received so far, so a burst of server-sent events cos
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator
-from typing import NoReturn
+import urllib.request
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, NoReturn
 
 import aiohttp
 import httpx
@@ -55,7 +56,22 @@ headers (~11,000 instructions), and an adapter's request has one."""
 class AiohttpTransport(httpx_aiohttp.AiohttpTransport):
     """An ``httpx.AsyncBaseTransport`` over one ``aiohttp.ClientSession`` (created on the first
     request, inside the running asyncio loop, by httpx-aiohttp's ``get_client``; closed by
-    ``aclose``). Raises the httpx exceptions of :func:`map_exception`."""
+    ``aclose``). Raises the httpx exceptions of :func:`map_exception`.
+
+    Proxies: a ``proxy`` (an ``httpx.Proxy``) given to it carries every request. Without one,
+    and with ``trust_env`` (the default, as httpx's own clients), the environment's proxies are
+    used as httpx uses them over httpcore: ``HTTP_PROXY`` / ``HTTPS_PROXY`` / ``ALL_PROXY`` by
+    the URL's scheme, none for a host ``NO_PROXY`` matches (lower- or upper-case names, through
+    :func:`urllib.request.getproxies` when the transport is made and
+    :func:`urllib.request.proxy_bypass`; which proxy a host gets is remembered per scheme, host
+    and port). aiohttp's own ``trust_env`` is not used:
+    it reads the environment and ``~/.netrc`` in a thread on every request."""
+
+    def __init__(self, **options: Any) -> None:
+        trust_env = bool(options.setdefault("trust_env", True))
+        super().__init__(**options)
+        self._environment: Mapping[str, str] = urllib.request.getproxies() if trust_env and self.proxy is None else {}
+        self._proxies: dict[tuple[str, str, int | None], tuple[str, CIMultiDict[str]] | None] = {}
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Send ``request`` through aiohttp and return its response once the status line and
@@ -95,7 +111,14 @@ class AiohttpTransport(httpx_aiohttp.AiohttpTransport):
         headers = aiohttp_headers(request.headers)
         if streamed:
             headers.popall("transfer-encoding", None)  # aiohttp frames a streamed body itself
-        proxy_url, proxy_headers = (None, None) if self.proxy is None else _proxy_of(self.proxy)
+        proxy_url: str | None
+        proxy_headers: CIMultiDict[str] | None
+        if self.proxy is not None:
+            proxy_url, proxy_headers = _proxy_of(self.proxy)
+        elif self._environment:
+            proxy_url, proxy_headers = self._environment_proxy(request.url) or (None, None)
+        else:
+            proxy_url = proxy_headers = None
         try:
             response = await session.request(
                 request.method,
@@ -123,6 +146,18 @@ class AiohttpTransport(httpx_aiohttp.AiohttpTransport):
             request=request,
             extensions=returned,
         )
+
+    def _environment_proxy(self, url: httpx.URL) -> tuple[str, CIMultiDict[str]] | None:
+        """The environment's proxy for ``url`` (:func:`_proxy_of`), ``None`` when it goes direct
+        (no proxy for its scheme, or ``NO_PROXY`` names its host); remembered per origin."""
+        origin = (url.scheme, url.host, url.port)
+        if origin not in self._proxies:
+            environment = self._environment
+            chosen = environment.get(url.scheme) or environment.get("all")
+            host = url.host if url.port is None else f"{url.host}:{url.port}"
+            bypass = chosen is not None and bool(urllib.request.proxy_bypass(host))
+            self._proxies[origin] = None if chosen is None or bypass else _proxy_of(httpx.Proxy(chosen))
+        return self._proxies[origin]
 
 
 def aiohttp_headers(headers: httpx.Headers) -> CIMultiDict[str]:

@@ -389,6 +389,48 @@ async def test_a_proxy_gets_the_absolute_url_and_its_credentials_as_over_httpcor
     assert sent == ("Basic " + base64.b64encode("jürgen:päss@word".encode()).decode() if credentials else None)
 
 
+@ON_ASYNCIO
+async def test_the_environments_proxy_is_used_as_over_httpcore(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``HTTP_PROXY`` (read when the transport is made) carries a request over aiohttp as httpx's
+    own transport carries it (the default transport ignored it: a provider behind a proxy was
+    unreachable), remembered per origin; ``trust_env=False`` ignores it."""
+    ok = Reply.json(200, {})
+    with ScriptedServer(ok, ok, ok) as proxy:
+        for name in ("HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "https_proxy", "all_proxy", "no_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("http_proxy", proxy.url)
+        monkeypatch.delenv("HTTP_PROXY", raising=False)
+        async with httpx.AsyncClient(trust_env=True) as over_httpcore:
+            assert (await over_httpcore.post("http://upstream.test/v1/x", content=b"{}")).status_code == 200
+        transport = AiohttpTransport()
+        async with httpx.AsyncClient(transport=transport) as over_aiohttp:
+            for _ in range(2):  # the second from what was remembered
+                assert (await over_aiohttp.post("http://upstream.test/v1/x", content=b"{}")).status_code == 200
+        async with httpx.AsyncClient(transport=AiohttpTransport(trust_env=False)) as ignoring:
+            with pytest.raises(httpx.ConnectError):  # straight to upstream.test, which does not resolve
+                await ignoring.post("http://upstream.test/v1/x", content=b"{}")
+    assert [r.path for r in proxy.requests] == ["http://upstream.test/v1/x"] * 3
+    assert [r.headers["host"] for r in proxy.requests] == ["upstream.test"] * 3
+
+
+@ON_ASYNCIO
+async def test_no_proxy_sends_its_hosts_direct(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host ``NO_PROXY`` names goes direct over aiohttp, as over httpcore: the proxy (a port that
+    refuses) is never tried for it."""
+    with ScriptedServer() as refusing:
+        dead = refusing.url  # closed when this block ends: nothing listens there
+    with ScriptedServer(Reply.json(200, {}), Reply.json(200, {})) as upstream:
+        for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy", "NO_PROXY"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("http_proxy", dead)
+        monkeypatch.setenv("no_proxy", "localhost,127.0.0.1")
+        async with httpx.AsyncClient(trust_env=True) as over_httpcore:
+            assert (await over_httpcore.post(upstream.url + "/v1/x", content=b"{}")).status_code == 200
+        async with httpx.AsyncClient(transport=AiohttpTransport()) as over_aiohttp:
+            assert (await over_aiohttp.post(upstream.url + "/v1/x", content=b"{}")).status_code == 200
+    assert [r.path for r in upstream.requests] == ["/v1/x", "/v1/x"]
+
+
 def test_one_client_timeout_per_distinct_timeouts() -> None:
     timeout = client_timeout(1.0, 2.0, 3.0)
     assert (timeout.sock_connect, timeout.sock_read, timeout.connect, timeout.total) == (1.0, 2.0, 3.0, None)
