@@ -123,9 +123,15 @@ def test_sign_in_session_cookie_and_csrf(tmp_path: Path) -> None:
         assert refused.status_code == 403
         assert "CSRF" in refused.text
         assert http.post("/console/keys", data={"name": "x"}).status_code == 403  # no token at all
-        created = http.post("/console/keys", data={"name": "made-here", "csrf": csrf, "routes": "mock, other"})
+        created = http.post("/console/keys", data={"name": "made-here", "csrf": csrf, "routes": "mock"})
         assert created.status_code == 201
         assert "made-here" in created.text
+        unknown = http.post("/console/keys", data={"name": "typo", "csrf": csrf, "routes": "mock, mokc"})
+        assert unknown.status_code == 400  # refused as /admin/keys and harness keys create refuse it
+        assert "routes: &#39;mokc&#39; not served by this gateway" in unknown.text
+        nothing = http.post("/console/keys", data={"name": "empty", "csrf": csrf, "routes": " , "})
+        assert nothing.status_code == 400  # a key with no route could use nothing (it was listed as "all")
+        assert "routes must name at least one route" in nothing.text
         out = http.post("/console/logout", data={"csrf": csrf})
         assert out.status_code == 303
         assert auth.SESSION_COOKIE not in http.cookies

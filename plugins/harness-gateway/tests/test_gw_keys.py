@@ -253,7 +253,12 @@ def test_a_key_may_only_name_served_routes(gateway) -> None:  # type: ignore[no-
     bad = httpx.post(gateway.url + "/admin/keys", json={"name": "n", "routes": ["nope", "gone"]}, headers=admin)
     assert bad.status_code == 400
     assert bad.json()["error"]["param"] == "routes"
-    assert "'nope', 'gone' not served" in bad.json()["error"]["message"]
+    assert bad.json()["error"]["message"].startswith("routes: 'nope', 'gone' not served by this gateway")
+    empty = httpx.post(gateway.url + "/admin/keys", json={"name": "n", "routes": []}, headers=admin)
+    assert (empty.status_code, empty.json()["error"]["param"]) == (400, "routes")
+    nothing = CliRunner().invoke(cli, ["keys", "create", "-c", str(gateway.config), "--name", "n", "--routes", " , "])
+    assert nothing.exit_code == 2
+    assert "routes must name at least one route (leave it out for every route)" in nothing.output
     listing = CliRunner().invoke(cli, ["keys", "list", "-c", str(gateway.config)])
     assert " n " not in listing.stdout  # nothing was created
 

@@ -66,9 +66,7 @@ def admin_routes(gateway: Gateway) -> list[Route]:
                 return JSONResponse({"revoked": revoked})
             raw = decode_json(await read_body(request, 64 * 1024))
             spec = key_spec(raw)
-            async with gateway.holder.use() as runtime:
-                served = {**runtime.harness.routes(), **runtime.harness.embed_routes()}
-            problem = spec.unserved(served)
+            problem = spec.unserved(gateway.served_routes())
             if problem is not None:
                 raise bad_request("routes", problem)
             plain, record = await gateway.store.create_key(spec)

@@ -173,7 +173,7 @@ def keys_create(
     if route_list is not None:
         problem = spec.unserved(_served_routes(config))
         if problem is not None:
-            raise _UsageProblem(f"--{problem}")
+            raise _UsageProblem(f"--routes: {problem}")
     plain, record = _with_store(config, lambda store: store.create_key(spec))
     click.echo(plain)
     click.echo(f"created key {record.id} ({record.name}); store it now: it is not shown again", err=True)

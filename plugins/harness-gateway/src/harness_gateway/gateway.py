@@ -67,6 +67,12 @@ class Gateway:
         each one's writer task, and the shutdown flushes them (:meth:`flush_writers`)."""
         self._migrated = False
 
+    def served_routes(self) -> set[str]:
+        """The routes the current runtime serves: generation and embedding routes (what a key's
+        ``routes`` may name: :meth:`KeySpec.unserved <harness_gateway.keys.KeySpec.unserved>`)."""
+        harness = self.holder.current.harness
+        return {*harness.routes(), *harness.embed_routes()}
+
     async def flush_writers(self) -> None:
         """Write what the write-behind queues (:attr:`writers`) still hold, once their tasks were
         cancelled and the streams in flight ended (a database fault is counted and logged by each)."""

@@ -72,7 +72,8 @@ class KeySpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=T
             (:meth:`~harness_gateway.store.SqlStore.create_key` refuses a taken one with a 409);
             printable text: no control or format characters (a newline would forge a row of
             ``harness keys list``).
-        routes: the routes it may use (``None`` = every route).
+        routes: the routes it may use (``None`` = every route; an empty list is refused: such a
+            key could use nothing).
         budget: USD it may spend in total (``None`` = unlimited).
         rpm / tpm: requests / tokens (input + output) per rolling 60 s (``None`` = unlimited).
         expires_days: days until it stops working (``None`` = never).
@@ -106,6 +107,8 @@ class KeySpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=T
         ):
             if value is not None and (isinstance(value, bool) or not value > 0 or math.isinf(value)):
                 raise KeySpecError(field, f"must be a positive number, got {value!r}")
+        if self.routes is not None and not self.routes:
+            raise KeySpecError("routes", "must name at least one route (leave it out for every route)")
         if self.expires_days is not None and self.expires_at is not None:
             raise KeySpecError("expires_at", "cannot be given with expires_days: give one of the two")
 
@@ -123,7 +126,7 @@ class KeySpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=T
         if not unknown:
             return None
         names = ", ".join(repr(route) for route in unknown)
-        return f"routes: {names} not served by this gateway (served: {', '.join(sorted(served)) or 'none'})"
+        return f"{names} not served by this gateway (served: {', '.join(sorted(served)) or 'none'})"
 
 
 class KeyRecord(msgspec.Struct, kw_only=True, frozen=True):

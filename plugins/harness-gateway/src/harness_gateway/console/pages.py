@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from typing import Any, Final
 from urllib.parse import quote
 
@@ -109,6 +109,8 @@ class Console:
             ``harness console`` made); sessions and CSRF tokens are derived from it.
         records: where Spend, Traffic and the inspector read requests.
         store: the gateway's state store: the Keys page and the budgets on Spend (``None``: no Keys page).
+        served: the routes a new key may name (the Keys form refuses others, as ``/admin/keys``
+            does; ``None``: not checked).
         observer: the streams in flight: the Live page (``None``: no Live page).
         sessions: where sign-in sessions live, so signing out ends them (default: this process's
             memory; the gateway passes its state store).
@@ -126,8 +128,10 @@ class Console:
         store: SqlStore | None = None,
         observer: ConsoleObserver | None = None,
         sessions: Sessions | None = None,
+        served: Callable[[], Collection[str]] | None = None,
     ) -> None:
         self.master = master
+        self._served = served
         self.sessions: Sessions = sessions if sessions is not None else MemorySessions()
         self.records = records
         secrets = Redactor()
@@ -380,6 +384,9 @@ class Console:
         values = {k: v for k, v in data.items() if isinstance(v, str) and k != "csrf"}
         try:
             spec = key_spec(values)
+            problem = spec.unserved(self._served()) if self._served is not None else None
+            if problem is not None:
+                raise FormError(f"routes: {problem}")
         except FormError as exc:
             return await self.keys_page(request, error=str(exc), values=values)
         plain, record = await self.store.create_key(spec)
@@ -465,4 +472,12 @@ def console_routes(gateway: Any) -> list[BaseRoute]:
     gateway.observers.append(observer)
     gateway.writers.append(records.writer)  # its writer task runs in the gateway's lifespan
     sessions = StoreSessions(records)
-    return Console(gateway.master_key, records, store=gateway.store, observer=observer, sessions=sessions).routes()
+    console = Console(
+        gateway.master_key,
+        records,
+        store=gateway.store,
+        observer=observer,
+        sessions=sessions,
+        served=gateway.served_routes,
+    )
+    return console.routes()
