@@ -25,7 +25,6 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.http.client import (
         ACCEPT_ENCODING,
         AdapterClient,
-        basic_auth,
         basic_auth_of,
         make_client,
         split_base_url,
@@ -43,7 +42,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
         parse_retry_after,
         request_id_from,
     )
-    from harness_core.http.headers import check_headers
+    from harness_core.http.headers import basic_auth, check_headers
     from harness_core.http.stream import DEFAULT_CLOSE_TIMEOUT, SSEStream, open_sse_stream
     from harness_core.http.transport import (
         TransportName,
@@ -90,7 +89,7 @@ _LAZY = {
     "ErrorDetails": "harness_core.http.errors",
     "SSEStream": "harness_core.http.stream",
     "TransportName": "harness_core.http.transport",
-    "basic_auth": "harness_core.http.client",
+    "basic_auth": "harness_core.http.headers",
     "basic_auth_of": "harness_core.http.client",
     "check_headers": "harness_core.http.headers",
     "code_for_provider_type": "harness_core.http.errors",

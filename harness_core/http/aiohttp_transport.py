@@ -39,8 +39,8 @@ import httpx
 import httpx_aiohttp
 from multidict import CIMultiDict, istr
 
-from harness_core.http.client import basic_auth
 from harness_core.http.finishing import BODY_RECEIVED
+from harness_core.http.headers import basic_auth
 
 __all__ = ["AiohttpTransport", "aiohttp_headers", "client_timeout", "map_exception"]
 
@@ -181,7 +181,7 @@ def aiohttp_headers(headers: httpx.Headers) -> CIMultiDict[str]:
 def _proxy_of(proxy: httpx.Proxy) -> tuple[str, CIMultiDict[str]]:
     """The proxy's URL (without its credentials) and aiohttp's ``proxy_headers``: the proxy's own
     headers (sent on the ``CONNECT`` of an ``https`` URL) and its credentials as an
-    ``Authorization`` entry (:func:`~harness_core.http.client.basic_auth`: UTF-8, as httpx
+    ``Authorization`` entry (:func:`~harness_core.http.headers.basic_auth`: UTF-8, as httpx
     encodes them), which aiohttp moves to the ``Proxy-Authorization`` header of the ``CONNECT``,
     or of the request itself for an ``http`` URL. (aiohttp's ``proxy_auth`` takes a
     ``BasicAuth``, deprecated in aiohttp 3.14, and encodes it as ISO-8859-1.)"""

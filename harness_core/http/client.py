@@ -4,7 +4,6 @@ no redirects).
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import unquote, urlsplit
@@ -12,13 +11,13 @@ from urllib.parse import unquote, urlsplit
 import httpx
 
 from harness_core.errors import LlmError
-from harness_core.http.headers import check_headers
+from harness_core.http.headers import basic_auth, check_headers
 from harness_core.http.transport import make_transport, resolve_transport
 
 if TYPE_CHECKING:  # pragma: no cover - typing only (httpx's own alias of what a cookie store takes)
     from httpx._types import CookieTypes
 
-__all__ = ["ACCEPT_ENCODING", "AdapterClient", "basic_auth", "basic_auth_of", "make_client", "split_base_url"]
+__all__ = ["ACCEPT_ENCODING", "AdapterClient", "basic_auth_of", "make_client", "split_base_url"]
 
 ACCEPT_ENCODING: Final = "gzip, deflate"
 """The ``Accept-Encoding`` every client sends: exactly the codings :class:`SSEStream` decodes
@@ -35,13 +34,6 @@ def split_base_url(base_url: str) -> tuple[str, str]:
     base, _, query = base_url.partition("?")
     base = base.partition("#")[0]
     return base.rstrip("/"), query.partition("#")[0]
-
-
-def basic_auth(user: str, password: str) -> str:
-    """The ``Authorization`` (or ``Proxy-Authorization``) value of HTTP Basic auth for ``user``
-    and ``password`` (RFC 7617, UTF-8, https://www.rfc-editor.org/rfc/rfc7617#section-2):
-    ``basic_auth("u", "p")`` → ``"Basic dTpw"``. Nothing is percent-decoded here."""
-    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
 
 
 def basic_auth_of(base_url: str) -> tuple[str, str | None]:
