@@ -7,10 +7,13 @@ fail: CI must run them. As root, the server runs as the ``postgres`` user (it re
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from gw_servers import free_port, missing
@@ -78,3 +81,20 @@ class Cluster:
             check=True,
             capture_output=True,
         )
+
+
+@contextlib.contextmanager
+def running_postgres(prefix: str = "harness-pg-") -> Iterator[str]:
+    """A throwaway cluster in a directory of its own under /tmp (the ``postgres`` user cannot
+    enter pytest's ``tmp_path``) for the ``with`` block: yields its DSN; stopped and its
+    directory removed after."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        cluster = Cluster(root)
+        cluster.start()
+        try:
+            yield cluster.dsn
+        finally:
+            cluster.stop()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

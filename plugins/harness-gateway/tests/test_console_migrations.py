@@ -6,8 +6,6 @@ on SQLite). On SQLite and on a real PostgreSQL server (``gw_postgres``)."""
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -102,35 +100,26 @@ async def test_sqlite_upgrade_adds_the_request_id_index_and_the_look_up_uses_it(
 
 
 def test_postgres_upgrade_adds_the_request_id_index() -> None:
-    from gw_postgres import Cluster
+    from gw_postgres import running_postgres
 
     from harness_gateway.postgres import PostgresStore
 
-    root = Path(tempfile.mkdtemp(prefix="harness-pg-console-schema-"))  # the postgres user cannot enter tmp_path
-    try:
-        cluster = Cluster(root)
-        cluster.start()
+    async def main(dsn: str) -> None:
+        store = PostgresStore(dsn)
         try:
-
-            async def main() -> None:
-                store = PostgresStore(cluster.dsn)
-                try:
-                    await _upgrade_from_the_previous_schema(store)
-                    found = await store.transaction(
-                        lambda tx: tx.all(
-                            "SELECT indexdef FROM pg_indexes WHERE tablename = 'console_requests'"
-                            " AND indexname = 'console_requests_request_id'"
-                        ),
-                        write=False,
-                    )
-                    assert [row[0] for row in found] == [
-                        "CREATE INDEX console_requests_request_id ON public.console_requests USING btree (request_id)"
-                    ]
-                finally:
-                    await store.aclose()
-
-            anyio.run(main)
+            await _upgrade_from_the_previous_schema(store)
+            found = await store.transaction(
+                lambda tx: tx.all(
+                    "SELECT indexdef FROM pg_indexes WHERE tablename = 'console_requests'"
+                    " AND indexname = 'console_requests_request_id'"
+                ),
+                write=False,
+            )
+            assert [row[0] for row in found] == [
+                "CREATE INDEX console_requests_request_id ON public.console_requests USING btree (request_id)"
+            ]
         finally:
-            cluster.stop()
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+            await store.aclose()
+
+    with running_postgres("harness-pg-console-schema-") as dsn:
+        anyio.run(main, dsn)

@@ -8,9 +8,7 @@ shutdown writes what is left. On SQLite and on a real PostgreSQL server (``gw_po
 from __future__ import annotations
 
 import logging
-import shutil
 import sqlite3
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -155,7 +153,7 @@ async def test_the_writer_on_sqlite(tmp_path: Path, caplog: pytest.LogCaptureFix
 
 
 def test_the_writer_on_postgresql(caplog: pytest.LogCaptureFixture) -> None:
-    from gw_postgres import Cluster
+    from gw_postgres import running_postgres
 
     from harness_gateway.postgres import PostgresStore
 
@@ -166,24 +164,15 @@ def test_the_writer_on_postgresql(caplog: pytest.LogCaptureFixture) -> None:
             self.writes += write
             return await super().transaction(work, write=write)
 
-    root = Path(tempfile.mkdtemp(prefix="harness-pg-console-writer-"))  # the postgres user cannot enter tmp_path
-    try:
-        cluster = Cluster(root)
-        cluster.start()
+    async def main(dsn: str) -> None:
+        store = Counting(dsn)
         try:
-
-            async def main() -> None:
-                store = Counting(cluster.dsn)
-                try:
-                    await _scenario(store, lambda: store.writes, PG_FAIL, PG_HEAL, caplog)
-                finally:
-                    await store.aclose()
-
-            anyio.run(main)
+            await _scenario(store, lambda: store.writes, PG_FAIL, PG_HEAL, caplog)
         finally:
-            cluster.stop()
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+            await store.aclose()
+
+    with running_postgres("harness-pg-console-writer-") as dsn:
+        anyio.run(main, dsn)
 
 
 @pytest.mark.anyio
