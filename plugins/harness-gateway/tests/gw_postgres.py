@@ -57,23 +57,40 @@ class Cluster:
         )
 
     def start(self) -> None:
-        options = f"-h 127.0.0.1 -p {self.port} -k {self.root} -c fsync=off"
-        subprocess.run(
-            [
-                *self.as_user,
-                str(self.bin / "pg_ctl"),
-                "-D",
-                str(self.data),
-                "-o",
-                options,
-                "-l",
-                str(self.root / "log"),
-                "-w",
-                "start",
-            ],
-            check=True,
-            capture_output=True,
-        )
+        """Start the server and wait until it accepts connections (``pg_ctl -w``). A port taken
+        since :func:`free_port` chose it (another test's server bound it meanwhile) is retried
+        on a new port, up to 5 times.
+
+        Raises:
+            RuntimeError: it did not start (its log in the message).
+        """
+        for _ in range(5):
+            options = f"-h 127.0.0.1 -p {self.port} -k {self.root} -c fsync=off"
+            log = self.root / "log"
+            done = subprocess.run(
+                [
+                    *self.as_user,
+                    str(self.bin / "pg_ctl"),
+                    "-D",
+                    str(self.data),
+                    "-o",
+                    options,
+                    "-l",
+                    str(log),
+                    "-w",
+                    "start",
+                ],
+                check=False,
+                capture_output=True,
+            )
+            if done.returncode == 0:
+                return
+            text = log.read_text(errors="replace") if log.exists() else ""
+            if "could not bind" not in text and "already in use" not in text:
+                break
+            self.port = free_port()
+            self.dsn = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        raise RuntimeError(f"PostgreSQL on port {self.port} did not start: {done.stderr!r} {text[-2000:]}")
 
     def stop(self) -> None:
         subprocess.run(
