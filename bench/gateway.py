@@ -289,6 +289,21 @@ def _litellm(litellm_python: str, upstream: str, tmp: Path) -> Iterator[tuple[st
         proc.wait(timeout=30)
 
 
+@contextlib.contextmanager
+def _floor(python: str, upstream: str, mode: str) -> Iterator[tuple[str, int]]:
+    """:mod:`bench.floor` (``mode``: ``bytes`` or ``json``) on a loopback port: its URL and pid."""
+    port = _free_port()
+    argv = [python, "-m", "bench.floor", mode, str(port), upstream]
+    proc = subprocess.Popen(argv, cwd=_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        _wait_ready(f"{url}/healthz", proc)
+        yield url, proc.pid
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 PORTKEY = _ROOT / "bench" / ".portkey"
 """Where ``npm install`` put Portkey's gateway (``bench/.portkey/package.json``: 1.15.2 with
 ``@hono/node-server`` pinned to 1.14.1 through ``overrides``, since newer ones make every request
@@ -591,7 +606,9 @@ def compare(
     checkout, no middleware, the load carries the master key: no virtual key, no admission),
     ``harness-vkey`` (a virtual key on SQLite), ``harness-before`` / ``harness-before-vkey`` (the
     sources of commit ``before``, without or with a virtual key), ``harness-h11`` /
-    ``harness-httptools`` (uvicorn's parser chosen), ``portkey``.
+    ``harness-httptools`` (uvicorn's parser chosen), ``harness-2w`` (two workers),
+    ``portkey``, ``floor-bytes`` / ``floor-json`` (:mod:`bench.floor`: a minimal relay on the same
+    stack, doing none of a gateway's work).
     ``scenario``: :data:`SHORT` for short requests, :data:`SCENARIO` for 200-chunk streams.
     Returns per gateway and client count the rounds' rows and their medians (requests/s, gateway
     CPU per request in ms and per chunk in µs, TTFT), each median's ratio to ``direct`` and to
@@ -609,6 +626,9 @@ def compare(
                 elif label == "portkey":
                     url, _model, pid, key, headers = stack.enter_context(_portkey(upstream))
                     running[label] = (url, scenario, pid, key, headers)
+                elif label in ("floor-bytes", "floor-json"):
+                    url, pid = stack.enter_context(_floor(python, upstream, label.removeprefix("floor-")))
+                    running[label] = (url, scenario, pid, _new_key(), {})
                 elif label.startswith("harness"):
                     server = {"harness-h11": "http: h11", "harness-httptools": "http: httptools"}.get(label, "")
                     path = ""
@@ -621,7 +641,7 @@ def compare(
                             python,
                             upstream,
                             tmp,
-                            1,
+                            2 if label == "harness-2w" else 1,
                             server,
                             scenario=scenario,
                             pythonpath=path,

@@ -145,24 +145,100 @@ async def test_checkpoints_run_off_the_event_loop_and_their_faults_are_logged(
     threads: list[str] = []
     checkpoint = store._checkpoint
 
-    def spy() -> None:
+    def spy(mode: str) -> int | None:
         threads.append(threading.current_thread().name)
-        checkpoint()
+        return checkpoint(mode)
 
     monkeypatch.setattr(store, "_checkpoint", spy)
     await store.admit(None, "mock", "echo")  # the migration was write 1: this is write 2
-    assert len(threads) == 1
+    assert len(threads) == 1  # a passive one: the WAL is short
     assert threads[0] != threading.main_thread().name
-    checkpoint()  # again, on the connection the first one opened
+    assert (checkpoint("PASSIVE") or 0) > 0  # again, on the connection the first one opened: the WAL's frames
 
     def broken(wait: bool) -> sqlite3.Connection:
         raise sqlite3.OperationalError("disk I/O error")
 
     monkeypatch.setattr(store, "_connect", broken)
     with caplog.at_level(logging.WARNING, logger="harness_gateway.sqlite"):
-        checkpoint()
+        assert checkpoint("PASSIVE") is None
     assert "WAL checkpoint failed: disk I/O error" in caplog.text
     await store.aclose()
+
+
+async def test_a_wal_the_passive_checkpoint_leaves_long_is_emptied(tmp_path: Path) -> None:
+    """Under steady traffic a passive checkpoint never lets the WAL restart (the file grew without
+    end: 1 GB after 25,000 requests): one longer than ``wal_limit`` frames is truncated."""
+    store = await _store(tmp_path)
+    store.checkpoint_every, store.wal_limit = store._writes + 40, 20  # (the migration's writes count)
+    wal = tmp_path / "gw.sqlite-wal"
+    for _ in range(39):
+        await store.admit(None, "mock", "echo")
+    assert wal.stat().st_size > 0
+    await store.admit(None, "mock", "echo")  # the 40th: it checkpoints
+    assert wal.stat().st_size == 0  # truncated: a passive checkpoint leaves the file as it is
+    assert len(await store.ledger()) == 40  # every row is in the database
+    store.wal_limit = 10**6  # a WAL within the limit: only the passive checkpoint runs
+    for _ in range(40):
+        await store.admit(None, "mock", "echo")
+    assert wal.stat().st_size > 0
+    await store.aclose()
+
+
+async def test_transactions_wait_for_a_truncating_checkpoint_on_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """While the truncating checkpoint holds the file, this process's transactions wait for it
+    without trying the file (no busy error, no worker thread each), then run as usual."""
+    store = await _store(tmp_path)
+    store.checkpoint_every, store.wal_limit = store._writes + 2, 0
+    checkpoint = store._checkpoint
+    entered, release = threading.Event(), threading.Event()
+
+    def held(mode: str) -> int | None:
+        if mode == "TRUNCATE":
+            entered.set()
+            release.wait()
+        return checkpoint(mode)
+
+    def no_worker(work: Any, write: bool) -> Any:
+        raise AssertionError("a transaction went to a worker thread")
+
+    monkeypatch.setattr(store, "_checkpoint", held)
+    monkeypatch.setattr(store, "_waiting", no_worker)
+    await store.admit(None, "mock", "echo")
+    tickets: list[str] = []
+
+    async def admit() -> None:
+        tickets.append(await store.admit(None, "mock", "echo"))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(admit)  # the second write: it checkpoints, and waits for it
+        await anyio.to_thread.run_sync(entered.wait)
+        group.start_soon(admit)  # waits for the checkpoint
+        await anyio.wait_all_tasks_blocked()
+        assert store._truncating is not None
+        assert len(await _rows(tmp_path)) == 2  # the second has not run
+        release.set()
+    assert store._truncating is None
+    assert len(tickets) == 2
+    assert len(await store.ledger()) == 3
+
+    other = sqlite3.connect(tmp_path / "gw.sqlite", isolation_level=None)  # another process's reader
+    other.execute("BEGIN")
+    other.execute("SELECT count(*) FROM gateway_ledger").fetchone()
+    store.timeout = 0.05
+    store._conns.pop(True).close()  # reopened with the short wait
+    with caplog.at_level(logging.INFO, logger="harness_gateway.sqlite"):
+        assert checkpoint("TRUNCATE") is not None
+    assert "TRUNCATE WAL checkpoint not completed (the file is busy)" in caplog.text
+    other.close()
+    await store.aclose()
+
+
+async def _rows(tmp_path: Path) -> list[Any]:
+    """The ledger's rows read by a connection of its own (as another process would)."""
+    with sqlite3.connect(tmp_path / "gw.sqlite") as db:
+        return db.execute("SELECT id FROM gateway_ledger").fetchall()
 
 
 # ---------------------------------------------------------------------------------- keys
