@@ -29,6 +29,7 @@ from harness_core.types import (
     TextDelta,
     TokenUsage,
     ToolCallDelta,
+    Usage,
 )
 from harness_gateway import server as server_module
 from harness_gateway import spend as spend_module
@@ -429,6 +430,21 @@ async def test_the_live_page_is_woken_only_while_someone_watches() -> None:
     assert observer._waiting == 0
     assert observer._changed is not idle
     assert observer.streams["t1"].deltas == 2
+
+
+def test_the_console_counts_every_kind_of_delta_in_its_rates() -> None:
+    observer = ConsoleObserver(records=None, redact=lambda: str)  # type: ignore[arg-type]
+    info = RunInfo("t1", "r1", "openai", None, None, "mock", "echo", GenerateOptions(), AbortSignal(), 1.0)
+    stream = observer.started(info)
+    stream.chunk(BlockStart(index=0, block_type="reasoning"))
+    stream.chunk(ReasoningDelta(index=0, text="hmm"))
+    stream.chunk(TextDelta(index=1, text="ab"))
+    stream.chunk(ToolCallDelta(index=2, id="c1", arguments_delta='{"a"'))
+    stream.chunk(Usage(usage=TokenUsage(input_tokens=1, output_tokens=7)))
+    live = observer.streams["t1"]
+    assert (live.deltas, live.output_tokens) == (3, 7)
+    [rates] = live.timeline.detail(GenerateOptions(), str)["rates"]
+    assert rates == {"second": 0, "reasoning": 1, "chars": 9, "text": 1, "tool-call": 1}
 
 
 def test_a_stream_that_failed_first_has_no_first_chunk_time() -> None:

@@ -63,8 +63,14 @@ class _Watch:
 
     def chunk(self, chunk: StreamChunk) -> None:
         live = self.live
-        live.timeline.feed(chunk)
-        if isinstance(chunk, (TextDelta, ReasoningDelta, ToolCallDelta)):
+        kind = type(chunk)
+        if kind is TextDelta:  # the common chunk: exact types first (Timeline.delta)
+            live.timeline.delta("text", len(chunk.text))  # type: ignore[union-attr]
+        elif kind is ReasoningDelta:
+            live.timeline.delta("reasoning", len(chunk.text))  # type: ignore[union-attr]
+        else:
+            live.timeline.feed(chunk)
+        if kind is TextDelta or kind is ReasoningDelta or isinstance(chunk, (TextDelta, ReasoningDelta, ToolCallDelta)):
             live.deltas += 1
             if self.observer._waiting:  # (what :meth:`ConsoleObserver.changed` checks, without the call)
                 self.observer.changed()

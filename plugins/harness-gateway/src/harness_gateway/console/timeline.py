@@ -74,6 +74,8 @@ class Timeline:
         self.first_chunk_ms: float | None = None
         self.tool_calls: list[ToolCallBlock] = []
         self.reply: list[TextBlock | ReasoningBlock | ToolCallBlock] = []
+        self._bucket: dict[str, int] | None = None  # the current second's rates (None: past the last)
+        self._second_end = -float("inf")  # the clock's value when the current second ends
 
     def _event(self, event: dict[str, Any]) -> None:
         if len(self.events) < MAX_EVENTS:
@@ -81,22 +83,40 @@ class Timeline:
         else:
             self.events_cut += 1
 
+    def delta(self, kind: str, size: int) -> None:
+        """Count one delta of ``kind`` (``text``, ``reasoning``, ``tool-call``) and ``size``
+        characters towards the rates of its second: the common chunk, so one clock read and two
+        counts while the second lasts (:meth:`feed` calls it for deltas)."""
+        now = self.clock()
+        if now >= self._second_end:
+            self._next_second(now)
+        bucket = self._bucket
+        if bucket is not None:
+            bucket[kind] = bucket.get(kind, 0) + 1
+            bucket["chars"] = bucket.get("chars", 0) + size
+
+    def _next_second(self, now: float) -> None:
+        """The rates of the second ``now`` is in (none after :data:`_MAX_SECONDS`)."""
+        elapsed = now - self.start
+        if self.first_chunk_ms is None:
+            self.first_chunk_ms = round(elapsed * 1000, 3)
+        second = int(elapsed)
+        if second >= _MAX_SECONDS:
+            self._bucket, self._second_end = None, float("inf")
+            return
+        bucket = self.rates.get(second)
+        self._bucket = self.rates[second] = {} if bucket is None else bucket
+        self._second_end = self.start + second + 1
+
     def feed(self, chunk: StreamChunk) -> None:
-        """Record one chunk (a delta only counts towards its second's rates: the common case is cheap)."""
+        """Record one chunk (a delta only counts towards its second's rates: :meth:`delta`)."""
+        if isinstance(chunk, (TextDelta, ReasoningDelta, ToolCallDelta)):
+            size = len(chunk.arguments_delta if isinstance(chunk, ToolCallDelta) else chunk.text)
+            self.delta(_DELTA_KINDS[type(chunk)], size)
+            return
         elapsed = self.clock() - self.start
         if self.first_chunk_ms is None and not isinstance(chunk, Finish):  # failed before any chunk: none
             self.first_chunk_ms = round(elapsed * 1000, 3)
-        if isinstance(chunk, (TextDelta, ReasoningDelta, ToolCallDelta)):
-            second = int(elapsed)
-            if second < _MAX_SECONDS:
-                bucket = self.rates.get(second)
-                if bucket is None:
-                    bucket = self.rates[second] = {}
-                kind = _DELTA_KINDS[type(chunk)]
-                bucket[kind] = bucket.get(kind, 0) + 1
-                size = len(chunk.arguments_delta if isinstance(chunk, ToolCallDelta) else chunk.text)
-                bucket["chars"] = bucket.get("chars", 0) + size
-            return
         t = round(elapsed * 1000, 3)
         if isinstance(chunk, BlockStart):
             start = {"t": t, "event": "block-start", "index": chunk.index, "block": chunk.block_type}
