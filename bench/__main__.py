@@ -409,6 +409,29 @@ def httpx2(python: str, httpx2_python: str | None, base: str, rounds: int, log: 
     return out
 
 
+def paced(python: str, base: str, portkey: str, rounds: int, log: Any) -> dict[str, Any]:
+    """The gateway section's hold check: ``bench.gateway compare`` on :data:`bench.gateway.PACED`
+    (a slow model's stream, one delta every 20 ms) at 1 and 16 clients, 2 streams per client,
+    ``direct`` (the measurement's floor), ``harness`` and ``portkey`` (when ``portkey`` names its
+    npm install; ``""`` leaves it out): how long each gateway held deltas back and how many
+    arrived in bursts (a ``WARNING`` line on stderr when harness's did). Stored under
+    ``gateway_paced``; about 7 s per gateway and round (3.2 s per client count)."""
+    from bench.gateway import PACED, PORTKEY, compare
+
+    gateways = ("direct", "harness", *(("portkey",) if portkey else ()))
+    return compare(
+        python,
+        base,
+        log,
+        gateways=gateways,
+        scenario=PACED,
+        clients=(1, 16),
+        per_client=2,
+        rounds=rounds,
+        portkey=Path(portkey) if portkey else PORTKEY,
+    )
+
+
 def profile(python: str, base: str, out_dir: Path, log: Any) -> dict[str, str]:
     """pyinstrument and cProfile of harness → harness-llm-openai (3 pass-throughs), 20,000 chunks."""
     files: dict[str, str] = {}
@@ -523,6 +546,7 @@ def main(argv: list[str] | None = None) -> None:
                 res[section] = measure_gateways(
                     python, base, log, litellm_python=args.litellm_python, portkey=args.portkey, quick=args.quick
                 )
+                res["gateway_paced"] = paced(python, base, args.portkey, 1 if args.quick else min(rounds, 3), log)
             elif section == "hot_key":
                 from bench.gateway import hot_key
 

@@ -8,7 +8,10 @@ each client running ``streams`` streams one after the other with raw asyncio soc
 client is never the bottleneck), and reports streams/s and time to first token (TTFT: request
 sent → first content delta seen). Gateway CPU is the user + system time of the gateway's
 processes (``/proc/<pid>/stat`` before and after the load) divided by the content deltas relayed;
-peak RSS is the largest ``VmHWM`` among them.
+peak RSS is the largest ``VmHWM`` among them. On a slow model's stream (``paced-NxMms``, one delta
+every M ms; :data:`PACED`) the load generator also records when each delta reached the client and
+reports how long the gateway held deltas back and how many came in bursts (:func:`hold`):
+``compare --scenario paced-…`` and the gateway section of ``python -m bench`` (``gateway_paced``).
 
 Gateways:
 
@@ -73,9 +76,11 @@ def _new_key(prefix: str = "sk-") -> str:
 
 async def _one(
     host: str, port: int, path: str, body: bytes, key: str, extra: str = ""
-) -> tuple[float | None, int, bool]:
-    """One streamed request: (TTFT seconds, content deltas seen, ``[DONE]`` seen); ``extra``:
-    more header lines, each ending in CRLF."""
+) -> tuple[float | None, int, bool, list[tuple[float, int]]]:
+    """One streamed request: (TTFT seconds, content deltas seen, ``[DONE]`` seen, reads) where
+    ``reads`` holds, for every socket read that completed the start of a content delta, its
+    ``time.perf_counter()`` on return and how many deltas began in it; ``extra``: more header
+    lines, each ending in CRLF."""
     head = (
         f"POST {path} HTTP/1.1\r\nhost: {host}:{port}\r\ncontent-type: application/json\r\n"
         f"authorization: Bearer {key}\r\n{extra}connection: close\r\ncontent-length: {len(body)}\r\n\r\n"
@@ -85,31 +90,86 @@ async def _one(
     ttft: float | None = None
     deltas = 0
     tail = b""
+    reads: list[tuple[float, int]] = []
     try:
         writer.write(head + body)
         while data := await reader.read(65536):
+            now = time.perf_counter()
             window = tail + data
             found = len(_CONTENT.findall(window)) - len(_CONTENT.findall(tail))
-            if found and ttft is None:
-                ttft = time.perf_counter() - start
+            if found:
+                reads.append((now, found))
+                if ttft is None:
+                    ttft = now - start
             deltas += found
             tail = window[-64:]
             if b"[DONE]" in window:
                 break
     finally:
         writer.close()
-    return ttft, deltas, b"[DONE]" in tail or deltas > 0
+    return ttft, deltas, b"[DONE]" in tail or deltas > 0, reads
+
+
+def hold(streams: list[list[tuple[float, int]]], deltas: int, gap_s: float) -> dict[str, Any]:
+    """How long a relay held the content deltas of ``paced-NxMms`` streams back: ``streams`` the
+    ``reads`` of :func:`_one` per stream, ``deltas`` = N, ``gap_s`` = M / 1000.
+
+    The upstream sends delta ``j`` of a stream at ``t0 + j·gap_s`` on its own clock
+    (:func:`bench.server._send_on_schedule`), so the client's arrival ``a_j`` minus ``j·gap_s`` would
+    be the same for every delta if nothing held one back; the hold of delta ``j`` is
+    ``a_j − j·gap_s − min_k (a_k − k·gap_s)``: its delay beyond that of the stream's least delayed
+    delta. This is the sound reference rather than the arrival of delta ``j`` through ``direct``,
+    which is another stream in another run (its server and client jitter would be subtracted from
+    ours, and the difference can go negative); and the client cannot read the server's clock for
+    a scheduled send time, whose common offset (connect, the gateway's own upstream request) is
+    the time to first token's business, not the hold's. ``direct``'s own hold is then the
+    measurement's floor: the server's timers and the client's reads. Only streams with all
+    ``deltas`` deltas count (the others are ``short_streams``).
+
+    Returns ``hold_ms`` (every hold, ms, rounded to µs), ``hold_p50_ms`` / ``hold_p99_ms`` /
+    ``hold_max_ms`` (``None`` without a complete stream), ``burst_events`` (deltas that arrived in
+    one read with another: the upstream sent them ≥ ``gap_s`` apart), ``bursts`` (such reads) and
+    ``largest_read`` (most deltas in one read)."""
+    holds: list[float] = []
+    bursts = [count for reads in streams for _t, count in reads if count > 1]
+    for reads in streams:
+        arrivals = [t for t, count in reads for _ in range(count)]
+        if len(arrivals) != deltas:
+            continue
+        shifted = [t - j * gap_s for j, t in enumerate(arrivals)]
+        base = min(shifted)
+        holds += [round((t - base) * 1000, 3) for t in shifted]
+    largest = max((count for reads in streams for _t, count in reads), default=0)
+    figures = _hold_figures(holds)
+    return {"hold_ms": holds, **figures, "burst_events": sum(bursts), "bursts": len(bursts), "largest_read": largest}
+
+
+def _hold_figures(holds: list[float]) -> dict[str, float | None]:
+    """p50 / p99 / max of ``holds`` (ms; ``None`` each when empty; p99 the nearest rank)."""
+    ordered = sorted(holds)
+    if not ordered:
+        return {"hold_p50_ms": None, "hold_p99_ms": None, "hold_max_ms": None}
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    return {"hold_p50_ms": statistics.median(ordered), "hold_p99_ms": p99, "hold_max_ms": ordered[-1]}
 
 
 async def load(url: str, model: str, clients: int, streams: int) -> dict[str, Any]:
-    """``clients`` concurrent clients, ``streams`` sequential streams each, against ``url``."""
+    """``clients`` concurrent clients, ``streams`` sequential streams each, against ``url``;
+    ``model`` names the scenario (its last ``/`` part; LiteLLM's ``bench`` is :data:`SCENARIO`).
+    For a ``paced-NxMms`` scenario the row has :func:`hold`'s figures too."""
+    from bench.streams import expected, parse_scenario
+
     host, _, rest = url.removeprefix("http://").partition(":")
     port = int(rest.split("/")[0])
     body = json.dumps(
         {"model": model, "stream": True, "messages": [{"role": "user", "content": "Say something."}]}
     ).encode()
+    scenario = model.rpartition("/")[2]
+    scenario = scenario if scenario != "bench" else SCENARIO
+    wanted = expected(scenario)[0]
     ttfts: list[float] = []
     counts: list[int] = []
+    arrivals: list[list[tuple[float, int]]] = []
     errors: list[str] = []
     key = os.environ.get(_KEY_ENV) or _new_key()
     extra = "".join(f"{name}: {value}\r\n" for name, value in json.loads(os.environ.get(_HEADERS_ENV, "{}")).items())
@@ -117,11 +177,12 @@ async def load(url: str, model: str, clients: int, streams: int) -> dict[str, An
     async def client() -> None:
         for _ in range(streams):
             try:
-                ttft, deltas, _done = await _one(host, port, "/v1/chat/completions", body, key, extra)
+                ttft, deltas, _done, reads = await _one(host, port, "/v1/chat/completions", body, key, extra)
             except OSError as exc:
                 errors.append(repr(exc))
                 continue
             counts.append(deltas)
+            arrivals.append(reads)
             if ttft is not None:
                 ttfts.append(ttft)
 
@@ -129,18 +190,20 @@ async def load(url: str, model: str, clients: int, streams: int) -> dict[str, An
     await asyncio.gather(*(client() for _ in range(clients)))
     elapsed = time.perf_counter() - t0
     ttfts.sort()
-    return {
+    row = {
         "clients": clients,
         "streams": len(counts),
         "seconds": elapsed,
         "streams_per_s": len(counts) / elapsed,
         "client_cpu_s": time.process_time() - cpu0,  # the load generator's own share of the cores
         "deltas": sum(counts),
-        "short_streams": sum(1 for c in counts if c < 200),
+        "short_streams": sum(1 for c in counts if c < wanted),
         "ttft_p50_ms": statistics.median(ttfts) * 1000 if ttfts else None,
         "ttft_p99_ms": ttfts[min(len(ttfts) - 1, int(len(ttfts) * 0.99))] * 1000 if ttfts else None,
         "errors": errors[:3],
     }
+    gap_ms = parse_scenario(scenario).gap_ms
+    return row | hold(arrivals, wanted, gap_ms / 1000) if gap_ms else row
 
 
 # ----------------------------------------------------------------------------- gateways
@@ -381,9 +444,15 @@ def _short(row: dict[str, Any]) -> str:
         return f"ERROR {row['error']}"
     cpu = f" cpu={row['cpu_us_per_chunk']:.1f}µs/chunk" if "cpu_us_per_chunk" in row else ""
     rss = f" rss={row['peak_rss_mib']:.0f}MiB" if "peak_rss_mib" in row else ""
+    held = (
+        f" hold p50={row['hold_p50_ms']:.2f}ms p99={row['hold_p99_ms']:.2f}ms max={row['hold_max_ms']:.1f}ms"
+        f" bursts={row['burst_events']}"
+        if row.get("hold_p50_ms") is not None
+        else ""
+    )
     return (
         f"{row['streams_per_s']:.1f} streams/s ttft p50={row['ttft_p50_ms']:.1f}ms p99={row['ttft_p99_ms']:.1f}ms"
-        f"{cpu}{rss}"
+        f"{cpu}{rss}{held}"
     )
 
 
@@ -479,6 +548,11 @@ def profile(
             stats.sort_stats("cumulative").print_stats(60)
     return out
 
+
+PACED = "paced-80x20ms"
+"""A slow model's stream (:mod:`bench.streams`): 80 deltas, one every 20 ms (1.6 s). More than
+:data:`harness_gateway.relay.RELAY_BUFFER` (64) events, so a relay that waits for a full batch
+shows it; 20 ms apart, so a healthy relay's deltas can never share one client read."""
 
 SHORT = "text-3"
 """The short request of :func:`hot_key`: five events (three text deltas, the finish, the usage)."""
@@ -600,6 +674,7 @@ def compare(
     per_client: int,
     rounds: int,
     before: str = "",
+    portkey: Path = PORTKEY,
 ) -> dict[str, Any]:
     """Every gateway of ``gateways`` started at once and loaded in turn, round after round (so that
     the ratios come from the same minutes of a shared machine): ``direct``, ``harness`` (this
@@ -607,9 +682,12 @@ def compare(
     ``harness-vkey`` (a virtual key on SQLite), ``harness-before`` / ``harness-before-vkey`` (the
     sources of commit ``before``, without or with a virtual key), ``harness-h11`` /
     ``harness-httptools`` (uvicorn's parser chosen), ``harness-2w`` (two workers),
-    ``portkey``, ``floor-bytes`` / ``floor-json`` (:mod:`bench.floor`: a minimal relay on the same
-    stack, doing none of a gateway's work).
-    ``scenario``: :data:`SHORT` for short requests, :data:`SCENARIO` for 200-chunk streams.
+    ``portkey`` (its npm install in ``portkey``), ``floor-bytes`` / ``floor-json`` (:mod:`bench.floor`:
+    a minimal relay on the same stack, doing none of a gateway's work).
+    ``scenario``: :data:`SHORT` for short requests, :data:`SCENARIO` for 200-chunk streams,
+    :data:`PACED` (any ``paced-NxMms``) for a slow model's stream: each cell then has ``hold``,
+    :func:`hold`'s figures over every delta of every round (``events``: the holds pooled), and a
+    ``WARNING`` line goes to ``log`` for a harness gateway that delivered deltas in bursts.
     Returns per gateway and client count the rounds' rows and their medians (requests/s, gateway
     CPU per request in ms and per chunk in µs, TTFT), each median's ratio to ``direct`` and to
     ``portkey`` in the same run, and the time to first token it adds to ``direct``'s
@@ -624,7 +702,7 @@ def compare(
                 if label == "direct":
                     running[label] = (upstream, scenario, None, _new_key(), {})
                 elif label == "portkey":
-                    url, _model, pid, key, headers = stack.enter_context(_portkey(upstream))
+                    url, _model, pid, key, headers = stack.enter_context(_portkey(upstream, portkey))
                     running[label] = (url, scenario, pid, key, headers)
                 elif label in ("floor-bytes", "floor-json"):
                     url, pid = stack.enter_context(_floor(python, upstream, label.removeprefix("floor-")))
@@ -681,6 +759,14 @@ def compare(
                 if any(r.get(k) is not None for r in good)
             }
             out["gateways"][label][count] = {"median": median, "rounds": rows}
+            if any("hold_ms" in row for row in rows):
+                out["gateways"][label][count]["hold"] = pooled = _pooled_hold(good)
+                if label.startswith("harness") and pooled["burst_events"]:
+                    log(
+                        f"WARNING: {label} delivered {pooled['burst_events']} of {pooled['events']} deltas of "
+                        f"{scenario} in bursts (up to {pooled['largest_read']} in one read, at {count} clients): "
+                        "its relay holds events back"
+                    )
     for by_clients in out["gateways"].values():
         for count, cell in by_clients.items() if "error" not in by_clients else ():
             for anchor in ("direct", "portkey"):
@@ -693,6 +779,20 @@ def compare(
                     # the first-token latency the gateway adds (the row of issue 25 at one client)
                     cell["added_ttft_p50_ms"] = cell["median"]["ttft_p50_ms"] - other["ttft_p50_ms"]
     return out
+
+
+def _pooled_hold(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """:func:`hold`'s figures over the rounds ``rows`` of one gateway and client count: the
+    percentiles of every delta's hold pooled (each row's ``hold_ms`` list is removed: the results
+    keep the figures, not the samples), the bursts summed, the largest read the largest."""
+    holds = [h for row in rows for h in row.pop("hold_ms", [])]
+    return {
+        "events": len(holds),
+        **_hold_figures(holds),
+        "burst_events": sum(row.get("burst_events", 0) for row in rows),
+        "bursts": sum(row.get("bursts", 0) for row in rows),
+        "largest_read": max((row.get("largest_read", 0) for row in rows), default=0),
+    }
 
 
 def combine(runs: list[dict[str, Any]]) -> dict[str, Any]:

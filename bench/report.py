@@ -42,6 +42,23 @@ def targets(res: dict[str, Any]) -> list[Target]:
         *_startup_targets(res),
         *_concurrency_targets(res),
         *_gateway_targets(res),
+        *_paced_targets(res),
+    ]
+
+
+def _paced_targets(res: dict[str, Any]) -> list[Target]:
+    """Issue 25's streaming check on ``gateway_paced``: no delta of harness in a burst, and the
+    hold it adds to direct's at p50 (one client) under a millisecond."""
+    gws = res.get("gateway_paced", {}).get("gateways", {})
+    ours, floor = gws.get("harness", {}).get("1", {}).get("hold"), gws.get("direct", {}).get("1", {}).get("hold")
+    if not ours:
+        return []
+    bursts = sum(cell.get("hold", {}).get("burst_events", 0) for cell in gws["harness"].values())
+    added = ours["hold_p50_ms"] - floor["hold_p50_ms"] if floor and floor["hold_p50_ms"] is not None else None
+    scenario = res["gateway_paced"]["scenario"]
+    return [
+        (f"gateway deltas delivered in bursts (`{scenario}`)", "0", str(bursts), bursts == 0),
+        ("gateway hold added to direct's, p50, 1 client", "< 1 ms", _f(added, "{:.2f} ms"), _le(added, 1.0)),
     ]
 
 
@@ -360,6 +377,42 @@ def _gateway(gw: dict[str, Any]) -> list[str]:
     return lines + _table(header, rows)
 
 
+def _paced(cmp: dict[str, Any]) -> list[str]:
+    """A ``compare`` result on a ``paced-NxMms`` scenario: per gateway and client count, streams/s
+    and the hold of the deltas (pooled over the rounds), the deltas that came in bursts."""
+    lines = [
+        f"### Gateway on a slow model's stream (`{cmp['scenario']}`, rounds: {cmp['rounds']}): hold of each delta",
+        "",
+        "Hold: a delta's arrival beyond the upstream's schedule, from the stream's least delayed delta "
+        "(`bench.gateway.hold`); direct's is the floor (the server's timers, the client's reads). "
+        "Bursts: deltas that reached the client in one read with another, sent ≥ the gap apart.",
+        "",
+    ]
+    rows = []
+    for name, table in cmp["gateways"].items():
+        if "error" in table:
+            rows.append([name, "n/a", f"error: {table['error']}", *[""] * 7])
+            continue
+        for clients, cell in table.items():
+            held = cell.get("hold", {})
+            rows.append(
+                [
+                    name,
+                    clients,
+                    _f(cell["median"].get("streams_per_s"), "{:.2f}"),
+                    str(held.get("events", 0)),
+                    _f(held.get("hold_p50_ms"), "{:.2f}"),
+                    _f(held.get("hold_p99_ms"), "{:.2f}"),
+                    _f(held.get("hold_max_ms"), "{:.1f}"),
+                    str(held.get("burst_events", "n/a")),
+                    str(held.get("bursts", "n/a")),
+                    str(held.get("largest_read", "n/a")),
+                ]
+            )
+    header = ["gateway", "clients", "streams/s", "deltas", "hold p50 ms", "hold p99 ms", "hold max ms"]
+    return lines + _table([*header, "deltas in bursts", "bursts", "largest read"], rows)
+
+
 def _hot_key(hk: dict[str, Any]) -> list[str]:
     """Short requests per round: requests/s and the ratio to direct's median (the floor)."""
     lines = ["### Short requests with one hot key (5 events, 128 clients; per round)", ""]
@@ -425,6 +478,10 @@ def markdown(res: dict[str, Any]) -> str:
         lines += _httpx2(res["httpx2"])
     if res.get("gateway"):
         lines += _gateway(res["gateway"])
+    if res.get("gateway_paced"):
+        lines += _paced(res["gateway_paced"])
+    if res.get("compare", {}).get("scenario", "").startswith("paced-"):  # python -m bench.gateway compare output
+        lines += _paced(res["compare"])
     if res.get("hot_key"):
         lines += _hot_key(res["hot_key"])
     if res.get("profile"):

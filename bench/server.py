@@ -82,6 +82,22 @@ def _route(method: str, path: str, body: bytes) -> tuple[str, str]:
         return fmt, ""
 
 
+async def _send_on_schedule(writer: asyncio.StreamWriter, framed: list[bytes], gap_s: float) -> None:
+    """The head and the first event at once, then event ``i`` at ``gap_s``·``i`` seconds after
+    the first on the event loop's clock (absolute deadlines: a write that comes late does not push
+    the later ones back, so two events leave ≥ ``gap_s`` apart unless the loop itself fell behind)."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    writer.write(_HEAD)
+    for i, frame in enumerate(framed):
+        wait = start + i * gap_s - loop.time()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        writer.write(frame)
+        await writer.drain()
+    writer.write(_END)
+
+
 async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     try:
         while True:
@@ -105,7 +121,9 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
                 writer.write(_simple("404 Not Found", b'{"error": {"message": "no such scenario or route"}}'))
                 await writer.drain()
                 continue
-            if scenario.kind == "paced":
+            if scenario.gap_ms:
+                await _send_on_schedule(writer, framed, scenario.gap_ms / 1000)
+            elif scenario.kind == "paced":
                 writer.write(_HEAD)
                 for frame in framed:
                     await asyncio.sleep(PACE_S)

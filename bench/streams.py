@@ -6,6 +6,9 @@ SDK, harness adapters) selects it without special headers:
 - ``text-N``   N text deltas, then the finish and a usage chunk;
 - ``tool-N``   one tool call whose JSON arguments arrive in N small pieces;
 - ``paced-N``  like ``text-N`` but the server waits ~1 ms before every event;
+- ``paced-NxMms`` like ``text-N`` but the server sends one event every M milliseconds (event ``i``
+  at M·i ms after the first, on the server loop's timers: a late write does not delay the next
+  ones), a slow model's stream: the gateway bench's hold check (:func:`bench.gateway.hold`);
 - ``stall-N``  the first text delta at once, then a 200 ms stall, then the other N-1.
 
 Formats: ``openai`` (Chat Completions chunks as OpenAI sends them, ``data: [DONE]`` last;
@@ -42,18 +45,28 @@ _WORDS: Final = (
 
 @dataclass(frozen=True)
 class Scenario:
-    """A parsed scenario name: ``kind`` (text / tool / paced / stall) and ``n`` deltas."""
+    """A parsed scenario name: ``kind`` (text / tool / paced / stall), ``n`` deltas and, for
+    ``paced-NxMms``, ``gap_ms`` = M (milliseconds between two events; 0 for every other name)."""
 
     kind: str
     n: int
+    gap_ms: int = 0
 
 
 def parse_scenario(name: str) -> Scenario:
-    """``"text-2000"`` → ``Scenario("text", 2000)``. Raises ``ValueError`` for unknown names."""
+    """``"text-2000"`` → ``Scenario("text", 2000)``, ``"paced-50x20ms"`` → ``Scenario("paced", 50,
+    20)``. Raises ``ValueError`` for unknown names (and a gap that is not a whole number ≥ 1 ms)."""
     kind, _, count = name.partition("-")
+    gap = 0
+    if kind == "paced" and "x" in count:
+        count, _, every = count.partition("x")
+        digits = every.removesuffix("ms")
+        if not every.endswith("ms") or not digits.isdigit() or int(digits) < 1:
+            raise ValueError(f"unknown scenario {name!r}: the gap of paced-NxMms is M whole milliseconds, M >= 1")
+        gap = int(digits)
     if kind not in ("text", "tool", "paced", "stall") or not count.isdigit() or int(count) < 1:
         raise ValueError(f"unknown scenario {name!r}")
-    return Scenario(kind, int(count))
+    return Scenario(kind, int(count), gap)
 
 
 def pieces(scenario: Scenario) -> list[str]:
