@@ -195,8 +195,9 @@ class SQLiteStore(SqlStore):
     loop, not in worker threads) and which empties the WAL file. Under steady traffic a
     ``PASSIVE`` checkpoint never catches up with the writes made while it runs, so the WAL is
     never restarted (https://www.sqlite.org/wal.html#avoiding_excessively_large_wal_files): with
-    ``PASSIVE`` alone it grew without end (~40 KB per request, 1 GB after 25,000). The WAL now stays within about :attr:`wal_limit` frames plus
-    :attr:`checkpoint_every` transactions per process.
+    ``PASSIVE`` alone it grew without end (~40 KB per request, 1 GB after 25,000). The WAL now
+    stays within about :attr:`wal_limit` frames plus :attr:`checkpoint_every` transactions per
+    process.
     """
 
     migrations = MIGRATIONS_SQLITE
