@@ -432,6 +432,25 @@ def paced(python: str, base: str, portkey: str, rounds: int, log: Any) -> dict[s
     )
 
 
+def floor(python: str, base: str, portkey: str, rounds: int, log: Any) -> dict[str, Any]:
+    """The gateway section's floor rows: ``bench.gateway compare`` of ``direct``, ``floor-bytes``
+    and ``floor-json`` (:mod:`bench.floor`: a minimal relay on the gateway's own stack, doing none
+    of a gateway's work), ``harness`` and ``portkey`` (when installed), loaded in turn round after
+    round, on 200-chunk streams at 1, 16 and 128 clients and on short requests at 128: what the
+    stack itself costs beside what harness costs, ratios from one run. Stored under
+    ``gateway_floor`` (``streams`` and ``short``)."""
+    from bench.gateway import PORTKEY, SCENARIO, SHORT, compare
+
+    gateways = ("direct", "floor-bytes", "floor-json", "harness", *(("portkey",) if portkey else ()))
+    where = Path(portkey) if portkey else PORTKEY
+    return {
+        "streams": compare(python, base, log, gateways=gateways, scenario=SCENARIO, clients=(1, 16, 128),
+                           per_client=10, rounds=rounds, portkey=where),
+        "short": compare(python, base, log, gateways=gateways, scenario=SHORT, clients=(128,), per_client=10,
+                         rounds=rounds, portkey=where),
+    }  # fmt: skip
+
+
 def profile(python: str, base: str, out_dir: Path, log: Any) -> dict[str, str]:
     """pyinstrument and cProfile of harness → harness-llm-openai (3 pass-throughs), 20,000 chunks."""
     files: dict[str, str] = {}
@@ -547,6 +566,7 @@ def main(argv: list[str] | None = None) -> None:
                     python, base, log, litellm_python=args.litellm_python, portkey=args.portkey, quick=args.quick
                 )
                 res["gateway_paced"] = paced(python, base, args.portkey, 1 if args.quick else min(rounds, 3), log)
+                res["gateway_floor"] = floor(python, base, args.portkey, 1 if args.quick else min(rounds, 3), log)
             elif section == "hot_key":
                 from bench.gateway import hot_key
 

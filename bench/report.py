@@ -413,6 +413,43 @@ def _paced(cmp: dict[str, Any]) -> list[str]:
     return lines + _table([*header, "deltas in bursts", "bursts", "largest read"], rows)
 
 
+def _floor(fl: dict[str, Any]) -> list[str]:
+    """``gateway_floor``: per scenario, gateway and client count, streams/s, its ratio to direct,
+    gateway CPU per request and per chunk, and the first-token latency added to direct's."""
+    lines = [
+        "### Gateway beside the floor of its stack (`bench/floor.py`: uvicorn + aiohttp, no gateway work)",
+        "",
+        "`floor-bytes` relays each upstream read as it came; `floor-json` decodes and encodes each event's "
+        "JSON. Loaded in turn round after round (medians); CPU is the gateway process's own.",
+        "",
+    ]
+    rows = []
+    for part in ("streams", "short"):
+        cmp = fl.get(part)
+        if not cmp:
+            continue
+        for name, table in cmp["gateways"].items():
+            if "error" in table:
+                rows.append([cmp["scenario"], name, "n/a", f"error: {table['error']}", "", "", "", ""])
+                continue
+            for clients, cell in table.items():
+                median = cell["median"]
+                rows.append(
+                    [
+                        cmp["scenario"],
+                        name,
+                        clients,
+                        _f(median.get("streams_per_s"), "{:.0f}"),
+                        _x(cell.get("x_direct")),
+                        _f(median.get("cpu_ms_per_request"), "{:.2f}"),
+                        _f(median.get("cpu_us_per_chunk"), "{:.1f}"),
+                        _f(cell.get("added_ttft_p50_ms"), "{:.2f}"),
+                    ]
+                )
+    header = ["scenario", "gateway", "clients", "streams/s", "x direct", "CPU ms/request", "CPU µs/chunk"]
+    return lines + _table([*header, "added TTFT p50 ms"], rows)
+
+
 def _hot_key(hk: dict[str, Any]) -> list[str]:
     """Short requests per round: requests/s and the ratio to direct's median (the floor)."""
     lines = ["### Short requests with one hot key (5 events, 128 clients; per round)", ""]
@@ -480,6 +517,8 @@ def markdown(res: dict[str, Any]) -> str:
         lines += _gateway(res["gateway"])
     if res.get("gateway_paced"):
         lines += _paced(res["gateway_paced"])
+    if res.get("gateway_floor"):
+        lines += _floor(res["gateway_floor"])
     if res.get("compare", {}).get("scenario", "").startswith("paced-"):  # python -m bench.gateway compare output
         lines += _paced(res["compare"])
     if res.get("hot_key"):
