@@ -222,7 +222,8 @@ def openai_sse(*pieces: str, usage: dict[str, int] | None = None) -> list[bytes]
 class GatedUpstream:
     """An OpenAI-compatible upstream on 127.0.0.1 that streams ``pieces`` one event at a time,
     each after the test let it (:meth:`release`): what a slow model does. :attr:`held` lists the
-    pieces it waited for longer than :data:`GATE_BOUND` seconds (none when every one was let go)."""
+    pieces it waited for longer than :data:`GATE_BOUND` seconds (none when every one was let go);
+    :attr:`requested` is set once the request was read (the gateway waits on the stream)."""
 
     GATE_BOUND = 10.0
 
@@ -231,6 +232,7 @@ class GatedUpstream:
         self.gates = [threading.Event() for _ in self.events]
         self.gates[0].set()  # the first event goes at once
         self.held: list[int] = []
+        self.requested = threading.Event()
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
         self.thread = threading.Thread(target=self._serve, daemon=True)
@@ -261,6 +263,7 @@ class GatedUpstream:
             body = head.split(b"\r\n\r\n", 1)[1]
             while len(body) < length:
                 body += conn.recv(65536)
+            self.requested.set()
             conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
             done = b"data: [DONE]\n\n"
             with contextlib.suppress(OSError):  # the gateway went away (it cut the stream): done

@@ -124,11 +124,11 @@ def _verdict(dialect: str, status: int, body: bytes) -> str:
     text = body.decode()
     if dialect == "openai":
         events = [line[6:] for line in text.splitlines() if line.startswith("data: ")]
-        assert events[-1] == "[DONE]", text[-300:]
-        last = json.loads(events[-2])
-        if "error" in last:
-            assert last["error"]["message"], last
+        if events[-1] != "[DONE]":  # an in-stream error is the last event: no [DONE] after it
+            last = json.loads(events[-1])
+            assert last["error"]["message"], text[-300:]
             return "stream error event"
+        assert all("error" not in json.loads(e) for e in events[:-1]), text[-300:]
         assert any(json.loads(e)["choices"] and json.loads(e)["choices"][0]["finish_reason"] for e in events[:-1])
         return "complete"
     names = re.findall(r"^event: (\S+)$", text, re.M)

@@ -310,6 +310,18 @@ def test_stream_encoder_failures() -> None:
     assert encoder.failure.status == 503
     short = ResponsesStreamEncoder("resp_2", parse_responses_request(body())).feed(Finish(FinishReason(kind="length")))
     assert events(short)[-1]["type"] == "response.incomplete"
+    aborted = ResponsesStreamEncoder("resp_3", parse_responses_request(body()))
+    aborted.feed(BlockStart(0, "text"))
+    aborted.feed(TextDelta(0, "par"))
+    failure = Failure(code="ABORTED", message="aborted by an operator from the console")
+    end = events(aborted.feed(Finish(FinishReason(kind="aborted", failure=failure))))
+    assert [e["type"] for e in end][-2:] == ["error", "response.failed"]  # not completed, nor incomplete
+    assert end[-2]["error"] == {
+        "message": failure.message, "type": "server_error", "param": None, "code": "ABORTED"
+    }  # fmt: skip
+    assert end[-1]["response"]["status"] == "failed"
+    assert end[-1]["response"]["error"] == {"code": "ABORTED", "message": failure.message}
+    assert end[-1]["response"]["output"][0]["content"][0]["text"] == "par"  # the partial text is kept
 
 
 def test_the_first_replay_state_of_a_turn_wins_and_empty_assistant_text_adds_no_block() -> None:

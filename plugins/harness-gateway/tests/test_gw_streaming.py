@@ -18,6 +18,7 @@ import pytest
 from gw_helpers import Clients, GatedUpstream, Process, gateway_yaml, ledger_rows, serve_gateway, wait_until
 
 from harness_core.testing import RecordedRequest, Reply, ScriptedServer
+from harness_gateway.errors import DRAINED
 
 HI = [{"role": "user", "content": "hi there"}]
 
@@ -79,7 +80,8 @@ def test_a_client_gone_before_the_headers_is_logged_aborted_not_200(
             assert provider.wait_idle(10), "the upstream connection leaked"
         rows = ledger(tmp_path)
     [line] = _access_lines(caplog, f"gone-{stream}")
-    assert " -> aborted before the response (200 not sent) in " in line, line  # not "-> 200"
+    # not "-> 200", nor the 499 (ABORTED) error response the gone client never received
+    assert " -> aborted before the response (499 not sent) in " in line, line
     assert [row["status"] for row in rows] == ["aborted"]  # as the ledger (and the console) say
 
 
@@ -210,8 +212,9 @@ def test_scripted_provider_corners(tmp_path: Path) -> None:
                     if ": keep-alive" in text:
                         kept_alive.set()
             assert kept_alive.is_set()
-            assert '"error"' in text
-            assert text.rstrip().endswith("data: [DONE]")
+            last = text.rstrip().rsplit("\n\n", 1)[-1]
+            assert json.loads(last.removeprefix("data: "))["error"]["code"] == "RATE_LIMITED"
+            assert "[DONE]" not in text  # the error event ends the body: no [DONE] after it
             models = client.get("/v1/models").json()["data"]
             assert [m["id"] for m in models] == ["mock/echo", "mock/hash"]  # the failing route is left out, logged
 
@@ -276,7 +279,9 @@ def test_each_upstream_event_reaches_the_client_before_the_next_is_sent(tmp_path
 
 def test_a_stream_past_the_drain_timeout_is_aborted_and_charged_what_it_streamed(tmp_path: Path) -> None:
     """SIGTERM while a stream runs past ``drain_timeout``: the gateway aborts it (the client gets
-    the stream's end: a finish and ``[DONE]``, not a cut body), and its ledger row is charged the
+    its dialect's in-stream error saying so, code ``ABORTED``, as the last event: no finish, no
+    ``[DONE]``, not a cut body: the end of a partial answer must not look like a complete one;
+    the SDKs' view is in test_gw_aborted_end.py), and its ledger row is charged the
     usage it streamed (estimated: an aborted upstream stream reports none), never nothing (it was
     cut, charged 0 and recorded without tokens)."""
     pieces = ["x" * 400, "never sent"]
@@ -293,8 +298,9 @@ def test_a_stream_past_the_drain_timeout_is_aborted_and_charged_what_it_streamed
             assert any("x" * 300 in line for line in lines)  # streaming (the masker may hold a tail back)
             process.stop()  # SIGTERM: the stream outlives the drain timeout
             rest = [line for line in lines if line]
-    assert rest[-1] == "data: [DONE]"
-    assert '"finish_reason":' in rest[-2]
+    error = {"message": DRAINED, "type": "server_error", "param": None, "code": "ABORTED"}
+    assert json.loads(rest[-1].removeprefix("data: ")) == {"error": error}
+    assert not any('"finish_reason":"' in line or "[DONE]" in line for line in rest)
     assert process.logged(r"aborting 1 generation\(s\) still running after the drain timeout")
     (row,) = ledger(tmp_path)
     assert row["status"] == "aborted"

@@ -31,7 +31,7 @@ from harness_core.types import (
     Usage,
 )
 from harness_gateway.anthropic_messages import MessagesStreamEncoder, messages_response, parse_messages_request
-from harness_gateway.errors import GatewayError, from_failure
+from harness_gateway.errors import DRAINED, GatewayError, finish_error, from_failure, public_abort
 from harness_gateway.openai_chat import ChatStreamEncoder, chat_response, parse_chat_request
 from harness_gateway.request import Target, decode_json
 
@@ -472,3 +472,42 @@ def test_errors_and_json() -> None:
     assert "gateway's credentials" in auth.message
     assert auth.headers() == {"retry-after": "3"}
     assert GatewayError(418, "tea").openai_body()["error"]["type"] == "server_error"
+
+
+def test_an_aborted_finish_ends_every_encoder_with_its_error_never_a_normal_end() -> None:
+    """``finish{aborted}`` (the relay's public failure: :func:`public_abort`) is the dialect's
+    in-stream error: OpenAI's error chunk as the last event (no finish_reason, no ``[DONE]``),
+    Anthropic's ``event: error`` (no ``end_turn`` / ``message_stop``); Responses in
+    test_gw_responses.py."""
+    drained = Finish(FinishReason(kind="aborted", failure=public_abort("shutting", "up", "r1", drained=True)))
+    chat = ChatStreamEncoder("chatcmpl-1", "route/m", include_usage=True)
+    chat.feed(TextDelta(0, "par"))
+    end = chat.feed(drained).decode()
+    assert end == f'data: {{"error":{{"message":"{DRAINED}","type":"server_error","param":null,"code":"ABORTED"}}}}\n\n'
+    assert chat.failure is not None
+    assert chat.failure.status == 503
+    operator = public_abort("aborted by an operator", "up", "r1", drained=False)
+    console = Finish(FinishReason(kind="aborted", failure=operator))
+    messages = MessagesStreamEncoder("msg_1", "route/m")
+    end = messages.feed(console).decode()
+    assert end == (
+        'event: error\ndata: {"type":"error","error":{"type":"api_error","message":"aborted by an operator"}}\n\n'
+    )
+    assert messages.failure is not None
+    assert messages.failure.status == 499
+
+
+def test_finish_error_is_the_one_rule_of_a_failed_or_aborted_end() -> None:
+    assert finish_error(FinishReason(kind="stop")) is None
+    assert finish_error(FinishReason(kind="error")) is None  # no failure to show: ends as it is
+    bare = finish_error(FinishReason(kind="aborted"))  # an adapter's abort without a failure
+    assert bare is not None
+    assert (bare.status, bare.code, bare.message) == (499, "ABORTED", "the generation was aborted")
+    failed = finish_error(FinishReason(kind="error", failure=Failure(code="OVERLOADED", message="busy")))
+    assert failed is not None
+    assert (failed.status, failed.code) == (503, "OVERLOADED")
+    drained = from_failure(public_abort("the gateway is shutting down", "up", "r1", drained=True))
+    assert (drained.status, drained.code, drained.message, drained.headers()) == (503, "ABORTED", DRAINED, {})
+    upstream = public_abort(None, "up", "r1", drained=False)
+    assert upstream.message == "route 'up' aborted the generation; details are in the gateway's log (request r1)"
+    assert from_failure(upstream).status == 499

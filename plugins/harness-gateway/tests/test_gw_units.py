@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import types
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from gw_helpers import gateway_yaml, serve_gateway, wait_until
 
 from harness_core import AbortSignal, ConnectionString, Secret
 from harness_core.cli._app import cli
-from harness_core.errors import LlmError
+from harness_core.errors import Failure, LlmError
 from harness_core.http import preferred_transport
 from harness_core.http import transport as http_transport
 from harness_core.loader import load_config
@@ -27,9 +28,10 @@ from harness_gateway import runtime as runtime_module
 from harness_gateway import server as server_module
 from harness_gateway.anthropic_messages import MessagesStreamEncoder, messages_response, parse_messages_request
 from harness_gateway.config import GatewayConfig, GatewayPlugin, endpoint, is_loopback
-from harness_gateway.errors import GatewayError
+from harness_gateway.errors import DRAINED, GatewayError
 from harness_gateway.keys import KeySpec
 from harness_gateway.openai_chat import parse_chat_request
+from harness_gateway.relay import Relay
 from harness_gateway.request_id import RequestIdMiddleware
 from harness_gateway.runtime import RuntimeHolder, load_runtime
 from harness_gateway.server import GatewayServer, worker_app
@@ -147,6 +149,9 @@ def test_runtime_refuses_a_failed_middleware_and_drains_with_a_bound(
             await close()
             raise RuntimeError("close failed")
 
+        before = AbortSignal()  # fired before the drain (the console): not the drain's
+        before.fire("aborted by an operator from the console")
+        runtime.aborts.add(before)
         async with anyio.create_task_group() as group:
             group.start_soon(abortable)
             group.start_soon(stuck)
@@ -156,6 +161,8 @@ def test_runtime_refuses_a_failed_middleware_and_drains_with_a_bound(
             await cancelled.wait()
         assert aborted.is_set()
         assert abort.reason == "the gateway's drain timeout passed"
+        assert runtime.drained == {abort}  # its generation ends with the drain's error (DRAINED, 503)
+        assert before.reason == "aborted by an operator from the console"
         assert runtime.in_flight == 0
 
     monkeypatch.setattr(runtime_module, "ABORT_GRACE", 0.05)  # the stuck one outlives it
@@ -553,3 +560,31 @@ async def test_a_producer_cancelled_while_it_waits_for_room_leaves_the_outbox_us
     assert body == b""
     assert end is not None
     assert end.status == 499
+
+
+def test_an_aborted_finish_is_shown_with_the_gateways_public_failure(caplog: pytest.LogCaptureFixture) -> None:
+    """:meth:`Relay.shown_abort`: an abort the gateway's signal did not fire (the route or its
+    upstream ended the stream ``aborted`` on its own) is shown with a stable message naming the
+    route and the request, its detail logged; one the gateway fired shows the gateway's reason,
+    and the drain's (the signal in ``runtime.drained``) is :data:`DRAINED`."""
+    abort = AbortSignal()
+    relay: Any = types.SimpleNamespace(
+        abort=abort, runtime=types.SimpleNamespace(drained=set()), route="up", request_id="r1"
+    )
+    detail = Failure(code="ABORTED", message="cancelled at http://10.0.0.7:8000/internal")
+    with caplog.at_level(logging.WARNING, "harness_gateway"):
+        upstream = Relay.shown_abort(relay, Finish(FinishReason(kind="aborted", failure=detail)))
+        bare = Relay.shown_abort(relay, Finish(FinishReason(kind="aborted")))
+    assert upstream.reason.failure is not None
+    assert upstream.reason.failure.message == (
+        "route 'up' aborted the generation; details are in the gateway's log (request r1)"
+    )
+    assert "request r1: route 'up' aborted the generation: cancelled at http://10.0.0.7:8000/internal" in caplog.text
+    assert "request r1: route 'up' aborted the generation: no reason given" in caplog.text
+    assert bare.reason.failure == upstream.reason.failure
+    abort.fire("aborted by an operator from the console")
+    console = Relay.shown_abort(relay, Finish(FinishReason(kind="aborted", failure=detail)))
+    assert console.reason.failure == Failure(code="ABORTED", message="aborted by an operator from the console")
+    relay.runtime.drained.add(abort)
+    drained = Relay.shown_abort(relay, Finish(FinishReason(kind="aborted", failure=detail)))
+    assert drained.reason.failure == Failure(code="ABORTED", message=DRAINED, retryable=True)

@@ -64,7 +64,7 @@ from harness_core import (
     plugin_name,
 )
 from harness_gateway.dialect import Dialect, StreamEncoder
-from harness_gateway.errors import GatewayError, from_failure
+from harness_gateway.errors import GatewayError, finish_error
 from harness_gateway.files import file_block
 from harness_gateway.request import Body, ParsedRequest, Target, bad_request, build_options, cache_mark, pass_through
 from harness_gateway.sse import sse_event
@@ -460,11 +460,14 @@ class MessagesStreamEncoder:
         return out + sse_event("content_block_stop", _encode({"type": "content_block_stop", "index": index}))
 
     def finish(self, finish: Finish) -> bytes:
-        """``message_delta`` and ``message_stop`` (or ``event: error`` for a failure)."""
+        """``message_delta`` and ``message_stop``, or ``event: error`` alone for a failure or an
+        abort (:func:`~harness_gateway.errors.finish_error`: an aborted stream claims no
+        ``end_turn``)."""
         reason = finish.reason
-        if reason.kind == "error" and reason.failure is not None:
-            self.failure = from_failure(reason.failure)
-            return self.error(self.failure)
+        failed = finish_error(reason)
+        if failed is not None:
+            self.failure = failed
+            return self.error(failed)
         delta = {
             "type": "message_delta",
             "delta": {"stop_reason": stop_reason(reason), "stop_sequence": None},

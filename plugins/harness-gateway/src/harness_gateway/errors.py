@@ -22,6 +22,12 @@ their own status rules (their ``_should_retry``), and says so per dialect: OpenA
 (429, ``type`` and ``code`` ``insufficient_quota``,
 https://platform.openai.com/docs/guides/error-codes/api-errors) and Anthropic's
 ``billing_error`` (402, https://docs.anthropic.com/en/api/errors).
+
+A generation that ends ``aborted`` while its client is still there (the drain timeout of a
+shutdown or reload, an operator's abort from the console, an abort upstream) ends as a failure,
+never as a complete answer (:func:`finish_error`, :func:`public_abort`): code ``ABORTED``, 503
+when the gateway drained it (a retry, on the new runtime or another instance, may succeed), else
+499; in a stream, the dialect's in-stream error after the partial output.
 """
 
 from __future__ import annotations
@@ -32,9 +38,9 @@ from typing import Any, Final
 
 import msgspec
 
-from harness_core import ErrorCode, Failure
+from harness_core import ErrorCode, Failure, FinishReason
 
-__all__ = ["GatewayError", "from_failure", "public_failure"]
+__all__ = ["DRAINED", "GatewayError", "finish_error", "from_failure", "public_abort", "public_failure"]
 
 _STATUS: Final[dict[ErrorCode, int]] = {
     "NO_ADAPTER": 404,
@@ -146,15 +152,61 @@ class GatewayError(Exception):
 
 
 def from_failure(failure: Failure) -> GatewayError:
-    """The :class:`GatewayError` for a ``finish{error}``'s failure (status from its stable code;
-    a provider's ``NOT_FOUND`` names ``param: "model"``: what a request names that a provider
-    does not find is its model)."""
-    status = _STATUS[failure.code]
+    """The :class:`GatewayError` for a ``finish{error}``'s (or ``finish{aborted}``'s) failure
+    (status from its stable code; a provider's ``NOT_FOUND`` names ``param: "model"``: what a
+    request names that a provider does not find is its model; an ``ABORTED`` failure marked
+    ``retryable``, the gateway's drain (:func:`public_abort`), is 503: the service is going away,
+    a retry may succeed)."""
+    status = 503 if failure.code == "ABORTED" and failure.retryable else _STATUS[failure.code]
     message = failure.message
     if failure.code in ("AUTH", "PERMISSION"):
         message = f"the provider rejected the gateway's credentials: {message}"
     param = "model" if failure.code == "NOT_FOUND" else None
     return GatewayError(status, message, code=failure.code, param=param, retry_after=failure.retry_after)
+
+
+def finish_error(reason: FinishReason) -> GatewayError | None:
+    """The error a generation's finish ends the client's answer with, or ``None`` for a finish
+    that did not fail: :func:`from_failure` of an ``error`` finish's failure, and of an
+    ``aborted`` one's (a stream the gateway or its upstream aborted is not a complete answer;
+    one without a failure gets a bare ``ABORTED``, 499). The one rule the encoders of every
+    dialect and the relay's collected answers and early errors follow."""
+    if reason.kind == "aborted":
+        return from_failure(reason.failure or Failure("ABORTED", "the generation was aborted"))
+    if reason.kind == "error" and reason.failure is not None:
+        return from_failure(reason.failure)
+    return None
+
+
+DRAINED: Final = (
+    "the generation was aborted: the gateway is shutting down or reloading and its drain timeout passed; "
+    "retry the request"
+)
+"""The message of a generation the gateway aborted at the drain timeout (:func:`public_abort`)."""
+
+
+def public_abort(reason: str | None, route: str, request_id: str, *, drained: bool) -> Failure:
+    """The ``ABORTED`` failure clients, observers and the console are shown for a generation that
+    ended ``aborted``.
+
+    Args:
+        reason: the reason the gateway fired the request's abort signal with (its own text:
+            ``aborted by an operator from the console``, ``the client disconnected``), or ``None``
+            when the signal did not fire (the route or its upstream aborted the generation). Shown
+            as it is: every reason the gateway fires is a public sentence.
+        route: the route requested, named in the message of an upstream abort.
+        request_id: the request id, named in the message of an upstream abort (its detail, the
+            adapter's message, is for the server log: the caller logs it).
+        drained: the gateway aborted it at the drain timeout of a shutdown or reload
+            (:meth:`~harness_gateway.runtime.GatewayRuntime.abort_all`): :data:`DRAINED`,
+            ``retryable`` (503 in :func:`from_failure`).
+    """
+    if drained:
+        return Failure("ABORTED", DRAINED, retryable=True)
+    if reason is None:
+        message = f"route {route!r} aborted the generation; details are in the gateway's log (request {request_id})"
+        return Failure("ABORTED", message)
+    return Failure("ABORTED", reason)
 
 
 _TRANSPORT_KINDS: Final[dict[str, str]] = {

@@ -26,8 +26,10 @@ Completions and DeepSeek plugins) unchanged and is a 400 naming it elsewhere
 Stream: a first chunk with ``delta.role``, then ``delta.content`` / ``delta.reasoning_content``
 (the DeepSeek-style field OpenAI-compatible clients read) / ``delta.tool_calls`` pieces, a chunk
 with ``finish_reason``, with ``stream_options.include_usage`` a last chunk with empty
-``choices`` and ``usage``, then ``[DONE]``. A failure after the stream started is an error
-chunk ``data: {"error": {...}}`` (what the ``openai`` SDK raises as ``APIError``).
+``choices`` and ``usage``, then ``[DONE]``. A failure after the stream started, and a stream
+the gateway or its upstream aborted (:func:`~harness_gateway.errors.finish_error`), ends with an
+error chunk ``data: {"error": {...}}`` (what the ``openai`` SDK raises as ``APIError``) and no
+``[DONE]`` (:meth:`ChatStreamEncoder.error`).
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ from harness_core import (
     Usage,
 )
 from harness_gateway.dialect import Dialect
-from harness_gateway.errors import GatewayError, from_failure
+from harness_gateway.errors import GatewayError, finish_error
 from harness_gateway.files import file_block
 from harness_gateway.request import Body, ParsedRequest, Target, bad_request, build_options, cache_mark, pass_through
 from harness_gateway.sse import sse_data
@@ -363,7 +365,9 @@ def _prompt_details(usage: TokenUsage) -> dict[str, int]:
 
 
 def finish_reason(reason: FinishReason) -> str:
-    """OpenAI's ``finish_reason`` for a harness finish (``aborted`` maps to ``stop``)."""
+    """OpenAI's ``finish_reason`` for a harness finish that did not fail (``other`` maps to
+    ``stop``; an ``error`` or ``aborted`` one ends in an error instead, never with a
+    ``finish_reason``: :func:`~harness_gateway.errors.finish_error`)."""
     return _FINISH.get(reason.kind, "stop")
 
 
@@ -371,7 +375,7 @@ class ChatStreamEncoder:
     """Turns harness stream chunks into ``chat.completion.chunk`` SSE events.
 
     Feed every chunk to :meth:`feed` (bytes to send, possibly empty); a failure in the stream
-    (a ``finish{error}``) yields the error chunk followed by ``[DONE]``.
+    (a ``finish{error}``, or ``finish{aborted}``) yields the error chunk, and nothing after it.
     """
 
     def __init__(self, completion_id: str, model: str, include_usage: bool) -> None:
@@ -439,18 +443,26 @@ class ChatStreamEncoder:
         return b""
 
     def finish(self, reason: FinishReason) -> bytes:
-        """The closing events for ``reason``: finish chunk, usage chunk, ``[DONE]`` (or the error chunk)."""
-        if reason.kind == "error" and reason.failure is not None:
-            self.failure = from_failure(reason.failure)
-            return self.error(self.failure)
+        """The closing events for ``reason``: finish chunk, usage chunk, ``[DONE]`` (or the error
+        chunk of a failed or aborted stream, :func:`~harness_gateway.errors.finish_error`)."""
+        failed = finish_error(reason)
+        if failed is not None:
+            self.failure = failed
+            return self.error(failed)
         out = self._chunk({}, finish_reason(reason))
         if self.include_usage:
             out += self._chunk(None, usage=usage_body(self.usage))
         return out + sse_data(b"[DONE]")
 
     def error(self, error: GatewayError) -> bytes:
-        """An in-stream error chunk (``data: {"error": …}``) followed by ``[DONE]``."""
-        return sse_data(_encode(error.openai_body())) + sse_data(b"[DONE]")
+        """An in-stream error chunk (``data: {"error": …}``), the last event of the body.
+
+        No ``[DONE]`` follows: OpenAI closes the body after an in-band error without one (the
+        trace of ``/work/shared/wire/PROTOCOLS.md`` §1.3), and so does LiteLLM's proxy; the
+        ``openai`` SDK raises ``APIError`` on the error chunk and reads nothing after it, while a
+        hand-rolled client that takes ``[DONE]`` for "the answer is complete" would be misled by
+        one (the end of a partial answer must not look like the end of a whole one)."""
+        return sse_data(_encode(error.openai_body()))
 
 
 def chat_response(

@@ -36,9 +36,12 @@ Stream: ``response.created``, ``response.in_progress``; per block ``response.out
 ``response.function_call_arguments.delta``), its ``.done`` events and
 ``response.output_item.done``; then one of ``response.completed`` / ``response.incomplete``
 carrying the whole response. Every event has ``event: <type>``, the same ``type`` inside and an
-increasing ``sequence_number`` from 0. A failure after the stream started is an ``error`` event
-(``code``, ``message``, ``param`` and the OpenAI error object under ``error``, which the ``openai``
-SDK raises as ``APIError``) followed by ``response.failed``.
+increasing ``sequence_number`` from 0. A failure after the stream started, and a stream the
+gateway or its upstream aborted (:func:`~harness_gateway.errors.finish_error`), is an ``error``
+event (``code``, ``message``, ``param`` and the OpenAI error object under ``error``, which the
+``openai`` SDK raises as ``APIError``) followed by ``response.failed`` (not ``response.incomplete``,
+whose ``incomplete_details.reason`` names a limit the model reached: ``max_output_tokens`` or
+``content_filter``; an aborted response is one that failed, PROTOCOLS.md §9.2).
 
 Reasoning replay (stateless): with ``include: ["reasoning.encrypted_content"]`` the route's
 ``finish.replay_state`` is handed to the client as the ``encrypted_content`` of the first
@@ -84,7 +87,7 @@ from harness_core import (
     Usage,
 )
 from harness_gateway.dialect import Dialect, Ending, StreamEncoder
-from harness_gateway.errors import GatewayError, from_failure
+from harness_gateway.errors import GatewayError, finish_error
 from harness_gateway.files import file_block
 from harness_gateway.keys import KeyRecord
 from harness_gateway.request import Body, ParsedRequest, Target, bad_request, build_options, pass_through
@@ -699,12 +702,13 @@ class ResponsesStreamEncoder:
 
     def finish(self, finish: Finish) -> bytes:
         """The terminal events: ``response.completed`` / ``response.incomplete`` with the whole
-        response (blocks still open are closed first), or the error and ``response.failed``."""
+        response (blocks still open are closed first), or the error and ``response.failed`` of a
+        failed or aborted stream (:func:`~harness_gateway.errors.finish_error`)."""
         out = b"".join(self._end(index) for index in sorted(self.open))
-        reason = finish.reason
-        if reason.kind == "error" and reason.failure is not None:
-            self.failure = from_failure(reason.failure)
-            return out + self.error(self.failure)
+        failed = finish_error(finish.reason)
+        if failed is not None:
+            self.failure = failed
+            return out + self.error(failed)
         body = self.final(finish)
         kind = "response.completed" if body["status"] == "completed" else "response.incomplete"
         return out + self.event(kind, {"response": body})

@@ -44,7 +44,7 @@ from harness_core import (
 from harness_gateway.accounting import settle_row, start_watches
 from harness_gateway.auth import allowed
 from harness_gateway.dialect import Dialect, Ending
-from harness_gateway.errors import GatewayError, from_failure, public_failure
+from harness_gateway.errors import GatewayError, finish_error, public_abort, public_failure
 from harness_gateway.gateway import Gateway
 from harness_gateway.intake import read_request, require_messages, route_target
 from harness_gateway.keys import KeyRecord
@@ -174,6 +174,7 @@ class Relay:
         finally:
             watch.cancel()  # (it waits for the client's disconnect: nothing to wait for)
             self.runtime.aborts.discard(self.abort)
+            self.runtime.drained.discard(self.abort)
             recorder.discard(self)
             metrics.in_flight.labels(*self.labels).dec()
 
@@ -232,7 +233,7 @@ class Relay:
     def noted(self, chunk: StreamChunk) -> StreamChunk:
         """Note a chunk that is not a text or reasoning delta of the exact types (content,
         usage, the finish) as :meth:`chunks` does; the chunk to pass on (a finish's transport
-        failure replaced by :meth:`shown_finish`)."""
+        failure replaced by :meth:`shown_finish`, an aborted one's failure by :meth:`shown_abort`)."""
         if isinstance(chunk, _CONTENT):
             self.output_chars += len(chunk.arguments_delta if isinstance(chunk, ToolCallDelta) else chunk.text)
             if self.first_token is None:
@@ -241,7 +242,9 @@ class Relay:
         elif isinstance(chunk, Usage):
             self.usage = chunk.usage
         elif isinstance(chunk, Finish):
-            if chunk.reason.failure is not None:
+            if chunk.reason.kind == "aborted":
+                chunk = self.shown_abort(chunk)
+            elif chunk.reason.failure is not None:
                 chunk = self.shown_finish(chunk, chunk.reason.failure)
             self.finished = True
             kind = chunk.reason.kind
@@ -307,6 +310,20 @@ class Relay:
         logger.warning("request %s: route %r: %s", self.generation.request_id, self.route, failure.message)
         return msgspec.structs.replace(chunk, reason=msgspec.structs.replace(chunk.reason, failure=shown))
 
+    def shown_abort(self, chunk: Finish) -> Finish:
+        """An aborted finish ``chunk`` as clients, observers and the console see it: its failure
+        replaced by :func:`~harness_gateway.errors.public_abort` (the gateway's drain, the reason
+        the gateway fired this request's signal with, or a stable message for an abort upstream,
+        whose detail goes to the server log), so the client's answer ends with its dialect's
+        error, never a complete reply."""
+        abort, failure = self.abort, chunk.reason.failure
+        reason = abort.reason if abort.fired else None
+        if reason is None:
+            detail = failure.message if failure is not None else "no reason given"
+            logger.warning("request %s: route %r aborted the generation: %s", self.request_id, self.route, detail)
+        shown = public_abort(reason, self.route, self.request_id, drained=abort in self.runtime.drained)
+        return msgspec.structs.replace(chunk, reason=msgspec.structs.replace(chunk.reason, failure=shown))
+
     def watch_start(self) -> list[RunWatch]:
         """Tell the gateway's observers that this generation starts; their watches."""
         return start_watches(self, self.generation.request_id, self.generation.dialect.name)
@@ -367,8 +384,9 @@ class Relay:
         assert finish is not None, "the runtime ends every stream with one finish"
         dialect = self.generation.dialect
         response: Response
-        if finish.kind == "error" and finish.failure is not None:
-            response = dialect.error_response(from_failure(finish.failure))
+        failed = finish_error(finish)  # an aborted answer is an error too (503 for the drain), never a 200
+        if failed is not None:
+            response = dialect.error_response(failed)
         else:
             message = assembler.message(route=self.route)
             try:
@@ -391,8 +409,9 @@ class Relay:
         def feed(chunk: StreamChunk) -> Awaitable[None] | None:
             nonlocal begun, flushed
             if not begun:
-                if isinstance(chunk, Finish) and chunk.reason.kind == "error" and chunk.reason.failure is not None:
-                    outbox.end(from_failure(chunk.reason.failure))  # failed before any output: an HTTP error
+                failed = finish_error(chunk.reason) if isinstance(chunk, Finish) else None
+                if failed is not None:
+                    outbox.end(failed)  # failed or aborted before any output: an HTTP error
                     return None
                 begun = True
                 outbox.put(encoder.start())

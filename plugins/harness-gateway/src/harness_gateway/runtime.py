@@ -76,16 +76,26 @@ class GatewayRuntime:
         self.scopes: set[anyio.CancelScope] = set()
         self.aborts: set[AbortSignal] = set()
         """The abort signals of the generations running on this runtime (:meth:`abort_all`)."""
+        self.drained: set[AbortSignal] = set()
+        """The signals :meth:`abort_all` fired (not one fired before it, by the client or the
+        console): their generations end with the gateway's drain error
+        (:func:`~harness_gateway.errors.public_abort`). A generation discards its own when it ends."""
         self.prices = config.price_book()
         self._stack = AsyncExitStack()
 
     def abort_all(self, reason: str) -> int:
         """Fire the abort signal of every generation running on this runtime (each then ends as
-        a client's disconnect does: its dialect's aborted end, the usage so far charged); how
-        many were running. Called at the drain timeout, before what is left is cancelled."""
+        a client's disconnect does, the usage so far charged, but its client, still there, gets
+        its dialect's in-stream error or an error response: 503, the gateway is shutting down or
+        reloading, :data:`~harness_gateway.errors.DRAINED`); how many were running. Called at
+        the drain timeout, before what is left is cancelled; ``reason`` is the signal's (the
+        core's finish carries it), what clients, observers and the console are shown is
+        :data:`~harness_gateway.errors.DRAINED` (:meth:`~harness_gateway.relay.Relay.shown_abort`)."""
         running = list(self.aborts)
         for abort in running:
-            abort.fire(reason)
+            if not abort.fired:
+                self.drained.add(abort)
+                abort.fire(reason)
         return len(running)
 
     def resolve(self, requested: str, *, embeddings: bool = False) -> tuple[str, str, str]:
