@@ -64,14 +64,12 @@ def request_cost(book: PriceBook, route: str, model: str, usage: TokenUsage | No
 
 
 def _priced(book: PriceBook, route: str, model: str) -> bool:
-    """Whether ``route/model`` has a price in ``book`` at all. A pair without one is remembered
-    (:data:`_UNPRICED`) and logged once: every request of it is charged 0."""
-    unpriced = _UNPRICED.setdefault(book, set())
-    if (route, model) in unpriced:
-        return False
+    """Whether ``route/model`` (not in :data:`_UNPRICED`: the callers look there first) has a price
+    in ``book`` at all. A pair without one is remembered there and logged once: every request of
+    it is charged 0."""
     if book.cost(route, model, _PROBE) is not None:
         return True
-    unpriced.add((route, model))
+    _UNPRICED.setdefault(book, set()).add((route, model))
     logger.warning("charging 0 USD for %s/%s requests: no price is known (add one to `prices`)", route, model)
     return False
 
@@ -85,12 +83,13 @@ def request_bound(book: PriceBook, route: str, model: str, usage: TokenUsage) ->
     :func:`request_cost`); ``None`` when it has one but the cost is unknown (no output bound, or a
     usage the book cannot price); else the cost of ``usage`` at the book's prices.
     """
-    if not _priced(book, route, model):
+    if (route, model) in _UNPRICED.setdefault(book, set()):
         return 0.0
-    if usage.output_tokens is None:
-        return None
-    cost = book.cost(route, model, usage)
-    return float(cost.total) if cost is not None else None
+    if usage.output_tokens is not None:  # one lookup on the common path (priced and bounded)
+        cost = book.cost(route, model, usage)
+        if cost is not None:
+            return float(cost.total)
+    return None if _priced(book, route, model) else 0.0
 
 
 def generation_bound(book: PriceBook, route: str, model: str, options: GenerateOptions) -> float | None:
