@@ -22,6 +22,7 @@ from gw_postgres import running_postgres
 from gw_redis import running_redis
 
 from harness_core.types import GenerateOptions, Message, TextBlock, TokenUsage
+from harness_gateway import spend as spend_module
 from harness_gateway.database import store_from_spec
 from harness_gateway.errors import GatewayError
 from harness_gateway.keys import KeyRecord, KeySpec
@@ -247,3 +248,20 @@ def test_the_gateway_admits_a_keys_bounded_and_free_requests_while_an_unbounded_
     costs = {(row["route"], row["status"]): row["cost"] for row in ledger_rows(db)}
     assert costs[("free", "complete")] == 0.0
     assert costs[("mock", "complete")] > 0
+
+
+def test_a_priced_pair_is_looked_up_once_for_requests_without_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    book = PriceBook({"r/*": Price(input=1.0, output=1.0)}, use_table=False)
+    looked: list[str | None] = []
+    cost = book.cost
+
+    def counted(route: str | None, model: str | None, usage: TokenUsage | None, **kwargs: Any) -> Any:
+        looked.append(model)
+        return cost(route, model, usage, **kwargs)
+
+    monkeypatch.setattr(book, "cost", counted)
+    monkeypatch.setattr(spend_module, "_PRICED_MAX", 2)
+    unbounded = options("hi", max_tokens=None)
+    for model in ("a", "a", "b", "b", "c", "a"):
+        assert generation_bound(book, "r", model, unbounded) is None
+    assert looked == ["a", "b", "c", "a"]  # remembered, at most 2 pairs a book (then forgotten, looked up again)
