@@ -22,7 +22,6 @@ from gw_postgres import running_postgres
 from gw_redis import running_redis
 
 from harness_core.types import GenerateOptions, Message, TextBlock, TokenUsage
-from harness_gateway import spend as spend_module
 from harness_gateway.database import store_from_spec
 from harness_gateway.errors import GatewayError
 from harness_gateway.keys import KeyRecord, KeySpec
@@ -121,10 +120,10 @@ def test_a_new_budgeted_key_admits_bounded_requests_at_once_up_to_its_budget(hos
     anyio.run(main)
 
 
-def test_an_unpriced_routes_budgeted_key_admits_concurrently_and_reserves_nothing(hosts: list[SqlStore]) -> None:
+def test_a_budgeted_key_admits_requests_priced_at_zero_concurrently_and_reserves_nothing(hosts: list[SqlStore]) -> None:
     async def main() -> None:
         key = await new_key(hosts[0], budget=1.0)
-        results = await burst(hosts, key, 10, NOW, bound=0.0)  # every request charged 0: never serialised
+        results = await burst(hosts, key, 10, NOW, bound=0.0)  # priced at 0: charged 0, never serialised
         assert len(tickets(results)) == 10
         assert await reserved(hosts[0], key) == [0.0] * 10
         for number, ticket in enumerate(tickets(results)):
@@ -184,8 +183,10 @@ def test_the_bound_is_the_estimated_input_plus_max_tokens_at_the_books_prices(ca
     assert generation_bound(book, "r", "m", options("hi", max_tokens=None)) is None  # priced, no bound: unknown
     assert embedding_bound(book, "r", "m", ["abcd", "efgh"]) == pytest.approx(2.0)  # input only: 2 tokens
     with caplog.at_level(logging.WARNING, logger="harness_gateway.spend"):
-        assert generation_bound(book, "free", "m", options("hi", max_tokens=None)) == 0.0  # no price: charged 0
-        assert generation_bound(book, "free", "m", options("hi", max_tokens=5)) == 0.0
+        # no price: no bound (a balance pool or fallback may serve it at a price), looked up once
+        assert generation_bound(book, "free", "m", options("hi", max_tokens=None)) is None
+        assert generation_bound(book, "free", "m", options("hi", max_tokens=5)) is None
+        assert generation_bound(book, "free", "m", options("hi", max_tokens=5)) is None
         assert request_cost(book, "free", "m", TokenUsage(1, 1)) == 0.0
     assert [record.getMessage() for record in caplog.records] == [
         "charging 0 USD for free/m requests: no price is known (add one to `prices`)"  # once per model
@@ -202,15 +203,16 @@ def test_a_usage_the_book_cannot_price_gives_no_bound() -> None:
 
 def test_the_gateway_admits_a_keys_bounded_and_free_requests_while_an_unbounded_one_runs(tmp_path: Path) -> None:
     """A budgeted key's first request (priced, no ``max_tokens``) streams, held by its upstream;
-    meanwhile the key's request with ``max_tokens``, its request to a route without a price and
-    its embedding call are served, and only another priced request without a bound waits."""
+    meanwhile the key's request with ``max_tokens``, its request to a route priced at 0 and its
+    embedding call are served, and another request without a bound waits: a priced one without
+    ``max_tokens``, and one to a route with no price at all (a pool or fallback could price it)."""
     rate = "{input: 1000, output: 1000}"  # USD per million tokens
-    priced = f"slow/m: {rate}, mock/echo: {rate}, mock/hash: {rate}"
+    priced = f"slow/m: {rate}, mock/echo: {rate}, mock/hash: {rate}, free/echo: {{input: 0, output: 0}}"
     settings = f"    require_keys: true\n    prices: {{{priced}}}\n"
     with GatedUpstream(["first ", "second "]) as upstream:
         extra = (
             f"  openai:slow: {{base_url: '{upstream.url}/v1', api_key: provider-test-credential, routes: [slow]}}\n"
-            "  mock:free: {routes: [free]}\n"  # no price known: charged 0
+            "  mock:free: {routes: [free, unpriced]}\n"  # free/echo priced at 0; unpriced/echo has no price
         )
         db = tmp_path / "gw.sqlite"
         with serve_gateway(tmp_path, gateway_yaml(settings, extra, db=db)) as running:
@@ -235,6 +237,8 @@ def test_the_gateway_admits_a_keys_bounded_and_free_requests_while_an_unbounded_
                 assert unbounded.status_code == 429, unbounded.text
                 message = unbounded.json()["error"]["message"]
                 assert "runs one request at a time until one of its requests has been settled" in message
+                unpriced = {"model": "unpriced/echo", "messages": hi, "max_tokens": 16}  # no price: no bound
+                assert client.post(chat, json=unpriced, headers=auth).status_code == 429
                 bounded = {"model": "mock/echo", "messages": hi, "max_tokens": 16}
                 assert client.post(chat, json=bounded, headers=auth).status_code == 200
                 free = {"model": "free/echo", "messages": hi}
@@ -250,7 +254,7 @@ def test_the_gateway_admits_a_keys_bounded_and_free_requests_while_an_unbounded_
     assert costs[("mock", "complete")] > 0
 
 
-def test_a_priced_pair_is_looked_up_once_for_requests_without_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_request_without_a_bound_is_not_priced(monkeypatch: pytest.MonkeyPatch) -> None:
     book = PriceBook({"r/*": Price(input=1.0, output=1.0)}, use_table=False)
     looked: list[str | None] = []
     cost = book.cost
@@ -260,8 +264,8 @@ def test_a_priced_pair_is_looked_up_once_for_requests_without_a_bound(monkeypatc
         return cost(route, model, usage, **kwargs)
 
     monkeypatch.setattr(book, "cost", counted)
-    monkeypatch.setattr(spend_module, "_PRICED_MAX", 2)
-    unbounded = options("hi", max_tokens=None)
-    for model in ("a", "a", "b", "b", "c", "a"):
-        assert generation_bound(book, "r", model, unbounded) is None
-    assert looked == ["a", "b", "c", "a"]  # remembered, at most 2 pairs a book (then forgotten, looked up again)
+    for model in ("a", "a", "b"):
+        assert generation_bound(book, "r", model, options("hi", max_tokens=None)) is None
+    assert looked == []  # no max_tokens: no bound, whatever the price
+    assert generation_bound(book, "r", "a", options("hi", max_tokens=4)) is not None
+    assert looked == ["a"]  # one lookup for a bounded request

@@ -41,10 +41,6 @@ _PROBE = TokenUsage(input_tokens=1, output_tokens=1)
 _UNPRICED: weakref.WeakKeyDictionary[PriceBook, set[tuple[str, str]]] = weakref.WeakKeyDictionary()
 """Per price book (one per configuration read), the ``(route, model)`` pairs no price matches:
 not looked up again (a miss searches the whole table, ~1 ms)."""
-_PRICED: weakref.WeakKeyDictionary[PriceBook, set[tuple[str, str]]] = weakref.WeakKeyDictionary()
-"""Per price book, the ``(route, model)`` pairs found to have a price (:func:`_priced`): a
-request without a bound is not priced again only to learn that (~0.14 ms with the table)."""
-_PRICED_MAX: Final = 10_000  # pairs remembered per book at most (model names come from clients)
 
 
 def request_cost(book: PriceBook, route: str, model: str, usage: TokenUsage | None) -> float:
@@ -71,13 +67,7 @@ def _priced(book: PriceBook, route: str, model: str) -> bool:
     """Whether ``route/model`` (not in :data:`_UNPRICED`: the callers look there first) has a price
     in ``book`` at all. A pair without one is remembered there and logged once: every request of
     it is charged 0."""
-    priced = _PRICED.setdefault(book, set())
-    if (route, model) in priced:
-        return True
     if book.cost(route, model, _PROBE) is not None:
-        if len(priced) >= _PRICED_MAX:
-            priced.clear()
-        priced.add((route, model))
         return True
     _UNPRICED.setdefault(book, set()).add((route, model))
     logger.warning("charging 0 USD for %s/%s requests: no price is known (add one to `prices`)", route, model)
@@ -89,17 +79,21 @@ def request_bound(book: PriceBook, route: str, model: str, usage: TokenUsage) ->
     its admission (:meth:`~harness_gateway.store.SqlStore.admit`'s ``bound``): ``usage`` is its
     estimated input tokens and the most output tokens it may produce (``None``: no bound given).
 
-    ``0.0`` when ``route/model`` has no price (every request of it is charged 0 by
-    :func:`request_cost`); ``None`` when it has one but the cost is unknown (no output bound, or a
-    usage the book cannot price); else the cost of ``usage`` at the book's prices.
+    The cost of ``usage`` at the book's prices (``0.0`` for a route/model priced at 0); ``None``
+    when unknown: no output bound, a usage the book cannot price, or no price for ``route/model``
+    at all. A request to an unpriced route is charged 0 when that route serves it, but a
+    ``balance`` pool or a ``fallback`` target may serve it at a member's price, so it gets no
+    bound (a pool's own name has no price): it is admitted as a priced request without
+    ``max_tokens`` is, never with nothing reserved. A pair without a price is remembered (and
+    logged once, :func:`_priced`) and not looked up again.
     """
-    if (route, model) in _UNPRICED.setdefault(book, set()):
-        return 0.0
-    if usage.output_tokens is not None:  # one lookup on the common path (priced and bounded)
-        cost = book.cost(route, model, usage)
-        if cost is not None:
-            return float(cost.total)
-    return None if _priced(book, route, model) else 0.0
+    if usage.output_tokens is None or (route, model) in _UNPRICED.setdefault(book, set()):
+        return None
+    cost = book.cost(route, model, usage)
+    if cost is not None:
+        return float(cost.total)
+    _priced(book, route, model)  # (remembers a pair without any price, and logs it once)
+    return None
 
 
 def generation_bound(book: PriceBook, route: str, model: str, options: GenerateOptions) -> float | None:

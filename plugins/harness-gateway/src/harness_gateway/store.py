@@ -16,18 +16,19 @@ last minute (at most 60 entries). One read and one write of that row decide:
 
 * **rpm**: requests started in the last 60 s must be fewer than ``rpm``.
 * **tpm**: input + output tokens of requests that ended in the last 60 s must be below ``tpm``.
-* **budget**: settled spend plus what running requests reserve must stay below ``budget``. What a
-  request reserves depends on its **bound**, the most it can cost as priced before it runs
+* **budget**: settled spend plus what running requests reserve must stay below ``budget``. What
+  a request reserves depends on its **bound**, the most it can cost as priced before it runs
   (:func:`harness_gateway.spend.request_bound`: its estimated input tokens plus its
-  ``max_tokens`` at the price book's rates): with a bound it reserves the larger of the bound and
-  ``max_cost`` (the most any request of this key has cost so far); a request to a route/model
-  without a price (bound 0: it is charged 0) reserves 0; without a bound (priced, but no
-  ``max_tokens``) it reserves ``max_cost``, and while that is unknown (no request of the key
-  settled yet) such requests run one at a time. Spend can therefore exceed the budget by at most
-  one request's reservation, and only when a request costs more than it reserved (no bound and
-  more than every earlier one; an input estimate short of the real count; a ``fallback`` target
-  or ``balance`` member priced above the route asked for). Near the budget (rare) the running rows
-  are recounted, a dead process's settled first.
+  ``max_tokens`` at the price book's rates): with a bound it reserves the larger of the bound
+  and ``max_cost`` (the most any request of this key has cost so far), and a bound of 0 (a
+  route/model the book prices at 0) reserves 0; without a bound (no ``max_tokens``, or no price
+  at all: a ``balance`` pool or ``fallback`` may serve it at a price) it reserves ``max_cost``,
+  and while that is unknown (no request of the key settled yet) such requests run one at a time.
+  Spend can therefore exceed the budget by at most one request's reservation, and only when a
+  request costs more than it reserved (no bound and more than every earlier one; an input
+  estimate short of the real count; a ``fallback`` target or ``balance`` member priced above the
+  route asked for). Near the budget (rare) the running rows are recounted, a dead process's
+  settled first.
 
 A settlement the database refuses (an outage) is kept in memory and retried with backoff, and
 once more on shutdown (:meth:`SqlStore.drain`); its row's lease is no longer renewed, so should
@@ -145,7 +146,7 @@ def decide(key: KeyRecord, window: Sequence[Any], now: float, bound: float | Non
     requests)`` as :meth:`SqlStore.admit` reads it (times in unix seconds). ``bound`` is the most
     the request can cost (:func:`harness_gateway.spend.request_bound`; ``None``: unknown). A
     budgeted key's request reserves ``max(most a request has cost, bound)``, ``0`` when the bound
-    is 0 (an unpriced route: charged 0), and only a request without a bound waits for another
+    is 0 (a route/model priced at 0), and only a request without a bound waits for another
     while the key's cost is unknown (0: none settled yet). The one rule; PostgreSQL's
     ``gateway_admit`` and Redis's :data:`~harness_gateway.redis_limits.ADMIT_LUA` implement it too.
 
@@ -444,7 +445,7 @@ class SqlStore:
 
         ``key`` ``None`` (keys not required) records the row without checks. ``bound``: the most
         the request can cost in USD as priced before it runs (:func:`harness_gateway.spend.request_bound`:
-        ``0.0`` for a route/model without a price, ``None`` when unknown), what a budgeted key
+        ``0.0`` for a route/model priced at 0, ``None`` when unknown), what a budgeted key
         reserves for it (:func:`decide`).
 
         Raises:
