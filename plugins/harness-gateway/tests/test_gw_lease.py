@@ -97,7 +97,9 @@ def test_admission_settles_its_keys_dead_rows_first_and_names_the_real_wait(tmp_
         assert near.value.headers() == {"retry-after": "4"}
         assert near.value.message == (
             "key 'k' runs one request at a time until one of its requests has been settled (its budget of $5"
-            " reserves what a request costs, not known yet): retry when the running one ends"
+            " reserves what a request costs, not known yet): retry when the running one ends, or set `max_tokens`"
+            " (`max_output_tokens` on /v1/responses) so the request's cost is known before it runs and it need not"
+            " wait"
         )
         unrecorded = await alive.admit(key, "mock", "echo", now=T0 + 4.5)  # the lease passed: settled first
         assert (await row(alive, ticket))[0] == "lost"

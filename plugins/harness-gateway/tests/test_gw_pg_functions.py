@@ -1,6 +1,7 @@
 """PostgreSQL's one-statement admission and settlement (``gateway_admit``, ``gateway_settle``) and
 Redis's admission script (:data:`harness_gateway.redis_limits.ADMIT_LUA`) against the Python owners
-of the rule: :func:`harness_gateway.store.decide` and SQLite's transactions.
+of the rule: :func:`harness_gateway.store.decide` (with the request's bound, and PostgreSQL's
+signature of older gateways without one) and SQLite's transactions.
 
 Hypothesis generates key rows (limits, counters, per-second windows around the clock) and ledger rows;
 each case runs on a real PostgreSQL (``gw_postgres.Cluster``) and its outcome, its 429 and every counter
@@ -29,7 +30,7 @@ from harness_core.types import TokenUsage
 from harness_gateway import store as store_module
 from harness_gateway.errors import GatewayError
 from harness_gateway.keys import KeyRecord, KeySpec
-from harness_gateway.postgres import PostgresStore
+from harness_gateway.postgres import FUNCTIONS_POSTGRES, PostgresStore
 from harness_gateway.redis_limits import RedisLimits
 from harness_gateway.sqlite import SQLiteStore
 from harness_gateway.store import SqlStore, decide, key_record
@@ -58,6 +59,10 @@ def dsn() -> Iterator[str]:
 def redis_url() -> Iterator[str]:
     with running_redis() as url:
         yield url
+
+
+BOUNDS = st.none() | st.sampled_from([0.0, 0.05, 0.25, 0.3])
+"""A request's bound (:func:`harness_gateway.spend.request_bound`): unknown, unpriced (0) or a cost."""
 
 
 def windows_of(draw: Any) -> str | None:
@@ -104,11 +109,14 @@ def test_gateway_admit_decides_as_decide_does_over_generated_keys(dsn: str) -> N
     key_id = anyio.run(start)
 
     @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-    @given(row=key_rows(), offset=st.floats(0, 1.7))
-    @example(row=(0.3, None, None, 0.3 - 1e-10, 0.1, 0, 0.0, None), offset=0.0)  # within epsilon: spent
-    @example(row=(1.0, 2, None, 0.0, 0.0, 1, 0.0, "[[1000000,1,0]]"), offset=0.0)  # cost unknown, one runs
-    def case(row: tuple[Any, ...], offset: float) -> None:
+    @given(row=key_rows(), offset=st.floats(0, 1.7), bound=BOUNDS, legacy=st.booleans())
+    @example(row=(0.3, None, None, 0.3 - 1e-10, 0.1, 0, 0.0, None), offset=0.0, bound=None, legacy=False)  # spent
+    @example(row=(1.0, 2, None, 0.0, 0.0, 1, 0.0, "[[1000000,1,0]]"), offset=0.0, bound=None, legacy=True)  # one runs
+    @example(row=(1.0, None, None, 0.0, 0.0, 1, 0.0, None), offset=0.0, bound=0.0, legacy=False)  # unpriced: runs
+    @example(row=(1.0, None, None, 0.0, 0.1, 1, 0.1, None), offset=0.0, bound=0.3, legacy=False)  # the larger
+    def case(row: tuple[Any, ...], offset: float, bound: float | None, legacy: bool) -> None:
         now = NOW + offset
+        legacy = legacy and bound is None  # the signature of older gateways (no bound) answers too
 
         async def main() -> None:
             store = PostgresStore(dsn)  # a pool per event loop (one per example)
@@ -120,18 +128,18 @@ def test_gateway_admit_decides_as_decide_does_over_generated_keys(dsn: str) -> N
             key = key_record(found)
             _, rpm, _, spent, max_cost, running, reserved, windows = row
             entries = store_module._slide(windows, now)
-            expected = decide(key, (*store_module._totals(entries), running, reserved, max_cost, None), now)
+            expected = decide(key, (*store_module._totals(entries), running, reserved, max_cost, None), now, bound)
             ticket = uuid.uuid4().hex
-            answer = await store._connected(
-                lambda conn: conn.fetchrow(
-                    "SELECT * FROM gateway_admit($1, $2, 'mock', 'echo', $3, 'owner', $4)", ticket, key_id, now, now + 5
-                )
-            )
+            call = "SELECT * FROM gateway_admit($1, $2, 'mock', 'echo', $3, 'owner', $4, $5)"
+            args: tuple[Any, ...] = (ticket, key_id, now, now + 5, bound)
+            if legacy:
+                call, args = "SELECT * FROM gateway_admit($1, $2, 'mock', 'echo', $3, 'owner', $4)", args[:4]
+            answer = await store._connected(lambda conn: conn.fetchrow(call, *args))
             outcome, reserve = answer[0], answer[1]
             after = await counters(store, key_id)
             if isinstance(expected, GatewayError):
                 assert outcome == "refused"
-                again = decide(key_record(tuple(answer)[9:]), (*tuple(answer)[2:9], None), now)
+                again = decide(key_record(tuple(answer)[9:]), (*tuple(answer)[2:9], None), now, bound)
                 assert isinstance(again, GatewayError)
                 assert vars(again) == vars(expected)  # the same 429: code, message, retry_after
                 assert after == (spent, max_cost, running, reserved, windows)  # nothing written
@@ -250,6 +258,43 @@ def test_one_statement_paths_anonymous_revoked_and_near_the_budget(dsn: str) -> 
     anyio.run(main)
 
 
+LEGACY_ADMIT = "SELECT o_outcome, o_reserve FROM gateway_admit($1, $2, 'mock', 'echo', $3, 'owner', $4)"
+
+
+def test_a_database_of_an_older_gateway_is_upgraded_and_both_signatures_answer(dsn: str) -> None:
+    """An older gateway installed ``gateway_admit`` without the request's bound (7 arguments); the
+    new one adds its own (8) and turns the old into a call of it, so the old gateway's processes
+    still running on the database (a rolling upgrade) admit by the same rule, and one of them
+    restarting (reinstalling its old function) leaves the new gateway's working."""
+    eight = "text, text, text, text, double precision, text, double precision, double precision"
+    older = FUNCTIONS_POSTGRES[2].replace(", p_bound DOUBLE PRECISION", "").replace("p_bound", "NULL::double precision")
+
+    async def install_older(store: PostgresStore) -> None:
+        await store.transaction(lambda tx: tx.run(older))
+
+    async def main() -> None:
+        store = PostgresStore(dsn)
+        await store.migrate()
+        await store.transaction(lambda tx: tx.run(f"DROP FUNCTION gateway_admit({eight})"))
+        await install_older(store)  # the database as the older gateway left it
+        _, key = await store.create_key(KeySpec(name=f"k-{uuid.uuid4().hex[:8]}", budget=1.0), now=NOW - 100)
+        old = await store._connected(lambda conn: conn.fetchrow(LEGACY_ADMIT, uuid.uuid4().hex, key.id, NOW, NOW + 5))
+        assert tuple(old) == ("admitted", 0.0)
+        with pytest.raises(GatewayError) as before:  # the new gateway before its migration: its function is missing
+            await store.admit(key, "mock", "echo", now=NOW, bound=0.25)
+        assert before.value.status == 503
+        await store.migrate()  # the upgrade
+        await store.admit(key, "mock", "echo", now=NOW, bound=0.25)  # bounded: need not wait for the running one
+        waits = await store._connected(lambda conn: conn.fetchrow(LEGACY_ADMIT, uuid.uuid4().hex, key.id, NOW, NOW + 5))
+        assert tuple(waits) == ("refused", 0.0)  # the old signature: no bound, nothing settled, two run
+        await install_older(store)  # an older gateway's process restarts
+        await store.admit(key, "mock", "echo", now=NOW, bound=0.0)
+        await store.migrate()
+        await store.aclose()
+
+    anyio.run(main)
+
+
 def live(entries: list[list[int]], now: float) -> dict[int, tuple[int, int]]:
     """Window entries as what they count: ``{second: (requests, tokens)}`` inside the window at
     ``now``, empty seconds left out (SQL keeps ``[s, 0, 0]`` entries, Redis has no such field)."""
@@ -263,12 +308,16 @@ def live(entries: list[list[int]], now: float) -> dict[int, tuple[int, int]]:
 
 def test_the_redis_admission_script_decides_as_decide_does_over_generated_keys(redis_url: str) -> None:
     @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-    @given(row=key_rows(), offset=st.floats(0, 1.7))
-    @example(row=(0.3, None, None, 0.3 - 1e-10, 0.1, 0, 0.0, None), offset=0.0)  # within epsilon: spent
-    @example(row=(1.0, 2, None, 0.0, 0.0, 1, 0.0, "[[1000000,1,0]]"), offset=0.0)  # cost unknown, one runs
-    @example(row=(None, 3, None, 0.0, 0.0, 0, 0.0, "[[1000000,1,0],[1000002,1,0]]"), offset=0.0)  # clock ahead
-    @example(row=(1.0, None, None, 1.0 - 1e-9, 0.1, 0, 0.0, None), offset=0.0)  # at the epsilon exactly
-    def case(row: tuple[Any, ...], offset: float) -> None:
+    @given(row=key_rows(), offset=st.floats(0, 1.7), bound=BOUNDS)
+    @example(row=(0.3, None, None, 0.3 - 1e-10, 0.1, 0, 0.0, None), offset=0.0, bound=None)  # within epsilon: spent
+    @example(row=(1.0, 2, None, 0.0, 0.0, 1, 0.0, "[[1000000,1,0]]"), offset=0.0, bound=None)  # cost unknown, one runs
+    @example(
+        row=(None, 3, None, 0.0, 0.0, 0, 0.0, "[[1000000,1,0],[1000002,1,0]]"), offset=0.0, bound=None
+    )  # clock ahead
+    @example(row=(1.0, None, None, 1.0 - 1e-9, 0.1, 0, 0.0, None), offset=0.0, bound=None)  # at the epsilon exactly
+    @example(row=(1.0, None, None, 0.0, 0.0, 1, 0.0, None), offset=0.0, bound=0.0)  # unpriced: runs
+    @example(row=(1.0, None, None, 0.0, 0.1, 1, 0.1, None), offset=0.0, bound=0.3)  # the larger
+    def case(row: tuple[Any, ...], offset: float, bound: float | None) -> None:
         now = NOW + offset
         budget, rpm, tpm, spent, max_cost, running, reserved, windows = row
         key = KeyRecord(
@@ -276,7 +325,7 @@ def test_the_redis_admission_script_decides_as_decide_does_over_generated_keys(r
             expires_at=None, created_at=NOW - 100, revoked_at=None, spent=spent,
         )  # fmt: skip
         entries = store_module._slide(windows, now)
-        expected = decide(key, (*store_module._totals(entries), running, reserved, max_cost, None), now)
+        expected = decide(key, (*store_module._totals(entries), running, reserved, max_cost, None), now, bound)
         tag = f"hg:{{{key.id}}}"
 
         async def main() -> None:
@@ -289,7 +338,9 @@ def test_the_redis_admission_script_decides_as_decide_does_over_generated_keys(r
                 await client.hset(f"{tag}:t", str(second), tokens)
             ticket = uuid.uuid4().hex
             try:
-                reserve: float | GatewayError = await limits.admit(key, 99.0, ticket, now, now + 5)  # no seed: set
+                reserve: float | GatewayError = await limits.admit(
+                    key, 99.0, ticket, now, now + 5, bound
+                )  # set: no seed
             except GatewayError as exc:
                 reserve = exc
             state = await client.hgetall(f"{tag}:s")

@@ -43,7 +43,7 @@ from harness_gateway.openai_chat import OPENAI_CHAT
 from harness_gateway.openai_embeddings import EmbeddingRequest, embeddings_body, parse_embeddings_request
 from harness_gateway.request import Target
 from harness_gateway.runtime import GatewayRuntime
-from harness_gateway.spend import embedding_usage, estimated_embedding_usage, request_cost
+from harness_gateway.spend import embedding_bound, embedding_usage, estimated_embedding_usage, request_cost
 from harness_gateway.store import Status
 
 __all__ = ["EMBEDDINGS_API", "Embedding", "EmbeddingRun"]
@@ -76,7 +76,10 @@ class Embedding(Response):
                 target = Target(route, None, plugin_name(owner), takes_options=False)  # no embed options
                 parsed = parse_embeddings_request(raw, target=target)
                 key = allowed(who, route)
-                ticket = await gateway.store.admit(key, route, runtime.redact(model))  # the ledger keeps no key
+                bound = None  # what a budgeted key reserves for it (priced only then: the hot path)
+                if key is not None and key.budget is not None:
+                    bound = embedding_bound(runtime.prices, route, model, parsed.options.inputs)
+                ticket = await gateway.store.admit(key, route, runtime.redact(model), bound=bound)  # no key kept
             except GatewayError as error:
                 gateway.metrics.requests.labels(EMBEDDINGS_API, "-", "-", str(error.status)).inc()
                 await OPENAI_CHAT.error_response(error)(scope, receive, send)

@@ -111,9 +111,11 @@ ADMIT_LUA: Final = (
     _WINDOWS_LUA
     + """
 -- KEYS: state, requests window, tokens window, leases, reservations
--- ARGV: ticket, now, lease until, rpm, tpm, budget ('' = none), spent and max_cost to seed with
+-- ARGV: ticket, now, lease until, rpm, tpm, budget ('' = none), spent and max_cost to seed with,
+-- the request's bound ('' = unknown)
 local S, R, T, L, X = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local now, rpm, tpm, budget = tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local bound = tonumber(ARGV[9])
 if redis.call('EXISTS', S) == 0 then
   redis.call('HSET', S, 'spent', ARGV[7], 'max_cost', ARGV[8], 'running', 0, 'reserved', 0)
 end
@@ -138,10 +140,12 @@ if rpm ~= nil and requests >= rpm then
 elseif tpm ~= nil and tokens >= tpm then
   outcome = 'refused'
 elseif budget ~= nil then
-  if spent + reserved >= budget - 1e-9 or (max_cost <= 0 and running > 0) then
+  local estimate = 0
+  if bound ~= 0 then estimate = math.max(max_cost, bound or 0) end
+  if spent + reserved >= budget - 1e-9 or (bound == nil and estimate <= 0 and running > 0) then
     outcome = 'refused'
   else
-    reserve = max_cost
+    reserve = estimate
   end
 end
 if outcome == 'admitted' then
@@ -264,9 +268,12 @@ class RedisLimits:
         except (OSError, TimeoutError, redis.exceptions.RedisError) as exc:
             raise unavailable(self.description, exc) from exc
 
-    async def admit(self, key: KeyRecord, max_cost: float, ticket: str, now: float, lease_until: float) -> float:
+    async def admit(
+        self, key: KeyRecord, max_cost: float, ticket: str, now: float, lease_until: float, bound: float | None = None
+    ) -> float:
         """Decide the admission of ``ticket`` for ``key`` (as read from SQL: its limits, and
-        ``spent`` / ``max_cost`` to seed Redis with) at ``now``; the budget reserved.
+        ``spent`` / ``max_cost`` to seed Redis with) at ``now``, the request's ``bound`` as
+        :func:`~harness_gateway.store.decide` takes it; the budget reserved.
 
         Raises:
             GatewayError: the 429 of :func:`~harness_gateway.store.decide`; 503 on a Redis fault.
@@ -277,7 +284,9 @@ class RedisLimits:
 
         args = [ticket, repr(now), repr(lease_until), text(key.rpm), text(key.tpm), text(key.budget)]
         answer = await self._call(
-            lambda _: self._scripts["admit"](keys=_state_keys(key.id), args=[*args, repr(key.spent), repr(max_cost)])
+            lambda _: self._scripts["admit"](
+                keys=_state_keys(key.id), args=[*args, repr(key.spent), repr(max_cost), text(bound)]
+            )
         )
         if answer[0] == "admitted":
             return float(answer[1])
@@ -286,7 +295,7 @@ class RedisLimits:
             int(answer[2]), _number(answer[3]), int(answer[4]), _number(answer[5]),
             int(answer[6]), float(answer[7]), float(answer[8]), _number(answer[10]),
         )  # fmt: skip
-        decision = decide(seen, window, now)
+        decision = decide(seen, window, now, bound)
         if not isinstance(decision, GatewayError):  # pragma: no cover  # the script and decide() disagree: a bug
             raise RuntimeError(f"the admission script refused what decide() admits: {window}")
         raise decision
@@ -343,8 +352,11 @@ class RedisAdmission(SqlStore):
         ``(key id, amount, cost, tokens, at)``; retried by :meth:`settle_deferred` and a retried
         :meth:`settle`, never charged twice."""
 
-    async def _open(self, ticket: str, key_id: str | None, route: str, model: str, now: float) -> None:
-        """Admit ``ticket`` of ``key_id`` (``None``: anonymous, no checks): the key read from SQL,
+    async def _open(
+        self, ticket: str, key_id: str | None, route: str, model: str, now: float, bound: float | None
+    ) -> None:
+        """Admit ``ticket`` of ``key_id`` (``None``: anonymous, no checks; ``bound``: the request's,
+        :meth:`SqlStore.admit`): the key read from SQL,
         the decision in Redis (:meth:`RedisLimits.admit`), then the running ledger row; should
         that insert fail, the reservation is released again (or, Redis failing too, its lease
         returns it).
@@ -353,13 +365,13 @@ class RedisAdmission(SqlStore):
             GatewayError: 429 (rate or budget), 401 (revoked), 503 (SQL or Redis fault).
         """
         if key_id is None:
-            await super()._open(ticket, key_id, route, model, now)
+            await super()._open(ticket, key_id, route, model, now, bound)
             return
         found = await self._statement(f"SELECT {_KEY_COLUMNS}, max_cost FROM gateway_keys WHERE id = ?", key_id)
         row = found[0] if found else None
         if row is None or row[8] is not None:
             raise revoked()
-        reserve = await self.limits.admit(key_record(row), row[10], ticket, now, now + self.lease)
+        reserve = await self.limits.admit(key_record(row), row[10], ticket, now, now + self.lease, bound)
         insert = (
             "INSERT INTO gateway_ledger (id, key_id, route, model, started_at, status, reserved, owner, lease_until)"
             " VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?)"

@@ -20,7 +20,16 @@ import msgspec
 from harness_core import FileBlock, GenerateOptions, TokenUsage
 from harness_middleware.pricing import PriceBook
 
-__all__ = ["CHARS_PER_TOKEN", "embedding_usage", "estimated_embedding_usage", "estimated_usage", "request_cost"]
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "embedding_bound",
+    "embedding_usage",
+    "estimated_embedding_usage",
+    "estimated_usage",
+    "generation_bound",
+    "request_bound",
+    "request_cost",
+]
 
 CHARS_PER_TOKEN: Final = 4
 """Characters per token of :func:`estimated_usage` (OpenAI's rule of thumb for English text,
@@ -41,21 +50,63 @@ def request_cost(book: PriceBook, route: str, model: str, usage: TokenUsage | No
     per model when no price is known; every time a stream reported no usage), so the gap is
     visible rather than silent.
     """
-    unpriced = _UNPRICED.setdefault(book, set())
     if usage is None:
         logger.warning("charging 0 USD for a request to %s/%s: no usage was reported", route, model)
         return 0.0
-    if (route, model) in unpriced:
+    if (route, model) in _UNPRICED.setdefault(book, set()):
         return 0.0
     cost = book.cost(route, model, usage)
     if cost is not None:
         return float(cost.total)
-    if book.cost(route, model, _PROBE) is None:  # no price at all (not a usage it cannot price)
-        unpriced.add((route, model))
-        logger.warning("charging 0 USD for %s/%s requests: no price is known (add one to `prices`)", route, model)
-    else:
+    if _priced(book, route, model):
         logger.warning("charging 0 USD for a request to %s/%s: its usage cannot be priced (%s)", route, model, usage)
     return 0.0
+
+
+def _priced(book: PriceBook, route: str, model: str) -> bool:
+    """Whether ``route/model`` (not in :data:`_UNPRICED`: the callers look there first) has a price
+    in ``book`` at all. A pair without one is remembered there and logged once: every request of
+    it is charged 0."""
+    if book.cost(route, model, _PROBE) is not None:
+        return True
+    _UNPRICED.setdefault(book, set()).add((route, model))
+    logger.warning("charging 0 USD for %s/%s requests: no price is known (add one to `prices`)", route, model)
+    return False
+
+
+def request_bound(book: PriceBook, route: str, model: str, usage: TokenUsage) -> float | None:
+    """The most a request of ``route/model`` is expected to cost (USD), known before it runs, for
+    its admission (:meth:`~harness_gateway.store.SqlStore.admit`'s ``bound``): ``usage`` is its
+    estimated input tokens and the most output tokens it may produce (``None``: no bound given).
+
+    The cost of ``usage`` at the book's prices (``0.0`` for a route/model priced at 0); ``None``
+    when unknown: no output bound, a usage the book cannot price, or no price for ``route/model``
+    at all. A request to an unpriced route is charged 0 when that route serves it, but a
+    ``balance`` pool or a ``fallback`` target may serve it at a member's price, so it gets no
+    bound (a pool's own name has no price): it is admitted as a priced request without
+    ``max_tokens`` is, never with nothing reserved. A pair without a price is remembered (and
+    logged once, :func:`_priced`) and not looked up again.
+    """
+    if usage.output_tokens is None or (route, model) in _UNPRICED.setdefault(book, set()):
+        return None
+    cost = book.cost(route, model, usage)
+    if cost is not None:
+        return float(cost.total)
+    _priced(book, route, model)  # (remembers a pair without any price, and logs it once)
+    return None
+
+
+def generation_bound(book: PriceBook, route: str, model: str, options: GenerateOptions) -> float | None:
+    """:func:`request_bound` of a generation: the input tokens :func:`estimated_usage` counts in
+    ``options`` and ``options.max_tokens`` output tokens (``None`` when the request sets none)."""
+    input_tokens = estimated_usage(options, 0).input_tokens
+    return request_bound(book, route, model, TokenUsage(input_tokens, options.max_tokens))
+
+
+def embedding_bound(book: PriceBook, route: str, model: str, inputs: Sequence[str]) -> float | None:
+    """:func:`request_bound` of an embedding call: the input tokens of
+    :func:`estimated_embedding_usage` and no output (an embedding produces none)."""
+    return request_bound(book, route, model, estimated_embedding_usage(inputs))
 
 
 def estimated_usage(options: GenerateOptions, output_chars: int) -> TokenUsage:

@@ -16,11 +16,19 @@ last minute (at most 60 entries). One read and one write of that row decide:
 
 * **rpm**: requests started in the last 60 s must be fewer than ``rpm``.
 * **tpm**: input + output tokens of requests that ended in the last 60 s must be below ``tpm``.
-* **budget**: settled spend plus what running requests reserve must stay below ``budget``. A
-  request reserves the most any request of this key has cost so far; while that is unknown (no
-  request settled yet) only one request runs at a time. Spend can therefore exceed the budget by
-  at most one request's worth, and only when a request costs more than every earlier one. Near
-  the budget (rare) the running rows are recounted, a dead process's settled first.
+* **budget**: settled spend plus what running requests reserve must stay below ``budget``. What
+  a request reserves depends on its **bound**, the most it can cost as priced before it runs
+  (:func:`harness_gateway.spend.request_bound`: its estimated input tokens plus its
+  ``max_tokens`` at the price book's rates): with a bound it reserves the larger of the bound
+  and ``max_cost`` (the most any request of this key has cost so far), and a bound of 0 (a
+  route/model the book prices at 0) reserves 0; without a bound (no ``max_tokens``, or no price
+  at all: a ``balance`` pool or ``fallback`` may serve it at a price) it reserves ``max_cost``,
+  and while that is unknown (no request of the key settled yet) such requests run one at a time.
+  Spend can therefore exceed the budget by at most one request's reservation, and only when a
+  request costs more than it reserved (no bound and more than every earlier one; an input
+  estimate short of the real count; a ``fallback`` target or ``balance`` member priced above the
+  route asked for). Near the budget (rare) the running rows are recounted, a dead process's
+  settled first.
 
 A settlement the database refuses (an outage) is kept in memory and retried with backoff, and
 once more on shutdown (:meth:`SqlStore.drain`); its row's lease is no longer renewed, so should
@@ -130,12 +138,17 @@ class Tx(Protocol):
         """Execute ``sql``; the number of rows it changed."""
 
 
-def decide(key: KeyRecord, window: Sequence[Any], now: float) -> GatewayError | float:
-    """The admission decision for ``key``: a 429 :class:`GatewayError`, or the budget to reserve.
+def decide(key: KeyRecord, window: Sequence[Any], now: float, bound: float | None = None) -> GatewayError | float:
+    """The admission decision for ``key``: a 429 :class:`GatewayError`, or the budget to reserve (USD).
 
     ``window`` is ``(requests in window, oldest start, tokens in window, oldest end, running
     requests, reserved by them, most a request has cost, earliest lease end of the running
-    requests)`` as :meth:`SqlStore.admit` reads it (times in unix seconds).
+    requests)`` as :meth:`SqlStore.admit` reads it (times in unix seconds). ``bound`` is the most
+    the request can cost (:func:`harness_gateway.spend.request_bound`; ``None``: unknown). A
+    budgeted key's request reserves ``max(most a request has cost, bound)``, ``0`` when the bound
+    is 0 (a route/model priced at 0), and only a request without a bound waits for another
+    while the key's cost is unknown (0: none settled yet). The one rule; PostgreSQL's
+    ``gateway_admit`` and Redis's :data:`~harness_gateway.redis_limits.ADMIT_LUA` implement it too.
 
     Every 429 names the real wait in ``retry_after``: until the oldest request (rpm) or the oldest
     tokens (tpm) leave the window, or, near the budget, until the earliest running reservation
@@ -162,9 +175,9 @@ def decide(key: KeyRecord, window: Sequence[Any], now: float) -> GatewayError | 
         )
     if key.budget is None:
         return 0.0
-    estimate = max_cost or 0.0
+    estimate = 0.0 if bound == 0 else max(max_cost or 0.0, bound or 0.0)
     over = key.spent + reserved >= key.budget - _EPSILON
-    if over or (estimate <= 0 and running > 0):
+    if over or (bound is None and estimate <= 0 and running > 0):
         if over and running == 0:
             return GatewayError(
                 429,
@@ -177,7 +190,9 @@ def decide(key: KeyRecord, window: Sequence[Any], now: float) -> GatewayError | 
             f"key {key.name!r} is near its budget of ${key.budget:g}: wait for its running requests to finish"
             if over
             else f"key {key.name!r} runs one request at a time until one of its requests has been settled (its "
-            f"budget of ${key.budget:g} reserves what a request costs, not known yet): retry when the running one ends"
+            f"budget of ${key.budget:g} reserves what a request costs, not known yet): retry when the running one "
+            "ends, or set `max_tokens` (`max_output_tokens` on /v1/responses) so the request's cost is known "
+            "before it runs and it need not wait"
         )
         return GatewayError(
             429,
@@ -423,10 +438,15 @@ class SqlStore:
         self._key_cache[digest] = (now + KEY_TTL, record)
         return record
 
-    async def admit(self, key: KeyRecord | None, route: str, model: str, *, now: float | None = None) -> str:
+    async def admit(
+        self, key: KeyRecord | None, route: str, model: str, *, now: float | None = None, bound: float | None = None
+    ) -> str:
         """Check ``key``'s limits and budget atomically and open its ledger row; the row's id.
 
-        ``key`` ``None`` (keys not required) records the row without checks.
+        ``key`` ``None`` (keys not required) records the row without checks. ``bound``: the most
+        the request can cost in USD as priced before it runs (:func:`harness_gateway.spend.request_bound`:
+        ``0.0`` for a route/model priced at 0, ``None`` when unknown), what a budgeted key
+        reserves for it (:func:`decide`).
 
         Raises:
             GatewayError: 429 (rate or budget, with ``retry_after``), 401 when the key was revoked
@@ -434,21 +454,24 @@ class SqlStore:
         """
         ticket = uuid.uuid4().hex
         moment = time.time() if now is None else now
-        await self._open(ticket, key.id if key is not None else None, route, model, moment)
+        await self._open(ticket, key.id if key is not None else None, route, model, moment, bound)
         self.running.add(ticket)
         self._key_ids[ticket] = key.id if key is not None else ""
         return ticket
 
-    async def _open(self, ticket: str, key_id: str | None, route: str, model: str, now: float) -> None:
+    async def _open(
+        self, ticket: str, key_id: str | None, route: str, model: str, now: float, bound: float | None
+    ) -> None:
         """Decide the admission of ``key_id`` (``None``: anonymous, no checks) and open its running
-        ledger row ``ticket``, in one transaction (:meth:`_check`); raises as :meth:`admit` does.
+        ledger row ``ticket``, in one transaction (:meth:`_check`; ``bound`` as :meth:`admit`
+        takes it); raises as :meth:`admit` does.
         :class:`~harness_gateway.postgres.PostgresStore` does it in one statement instead, and
         falls back to this near the budget."""
 
         async def work(tx: Tx) -> None:
             reserve = 0.0
             if key_id is not None:
-                reserve = await self._check(tx, key_id, now)
+                reserve = await self._check(tx, key_id, now, bound)
             await tx.run(
                 "INSERT INTO gateway_ledger"
                 " (id, key_id, route, model, started_at, status, reserved, owner, lease_until)"
@@ -458,8 +481,9 @@ class SqlStore:
 
         await self.transaction(work)
 
-    async def _check(self, tx: Tx, key_id: str, now: float) -> float:
-        """Decide an admission of ``key_id`` on its counters (one key-row read, one key-row write)."""
+    async def _check(self, tx: Tx, key_id: str, now: float, bound: float | None) -> float:
+        """Decide an admission of ``key_id`` (``bound``: :meth:`admit`'s) on its counters (one
+        key-row read, one key-row write); the budget reserved."""
         row = await tx.one(
             f"SELECT {_KEY_COLUMNS}, max_cost, running, reserved, windows"
             f" FROM gateway_keys WHERE id = ?{self.lock_clause}",
@@ -469,14 +493,14 @@ class SqlStore:
             raise revoked()
         key, max_cost, running, reserved, windows = key_record(row), row[10], row[11], row[12], row[13]
         entries = _slide(windows, now)
-        decision = decide(key, (*_totals(entries), running, reserved, max_cost, None), now)
+        decision = decide(key, (*_totals(entries), running, reserved, max_cost, None), now, bound)
         if isinstance(decision, GatewayError) and decision.code == "budget_exceeded":
             # near the budget (rare): a running reservation may be a dead process's; those are
             # settled first, the counters recounted from the running rows, the real wait learnt
             spent, windows, running, reserved, lease_ends = await self._recount(tx, key_id, now)
             key = msgspec.structs.replace(key, spent=spent)
             entries = _slide(windows, now)
-            decision = decide(key, (*_totals(entries), running, reserved, max_cost, lease_ends), now)
+            decision = decide(key, (*_totals(entries), running, reserved, max_cost, lease_ends), now, bound)
         if isinstance(decision, GatewayError):
             raise decision
         await tx.run(

@@ -1,0 +1,271 @@
+"""A request's bound at admission (docs/gateway.md#budgets-and-what-a-request-reserves), on every
+admission backend: SQLite, a real PostgreSQL (``gateway_admit``), and Redis admission (the Lua
+script) over SQLite and over PostgreSQL, each as two stores ("hosts") on one state.
+
+A budgeted key whose requests bring their bound (priced, with ``max_tokens``) or cost nothing (a
+route/model without a price) admits them concurrently from its first request on; a priced request
+without a bound keeps the key at one request at a time until one has been settled."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from gw_helpers import GatedUpstream, gateway_yaml, ledger_rows, serve_gateway
+from gw_postgres import running_postgres
+from gw_redis import running_redis
+
+from harness_core.types import GenerateOptions, Message, TextBlock, TokenUsage
+from harness_gateway.database import store_from_spec
+from harness_gateway.errors import GatewayError
+from harness_gateway.keys import KeyRecord, KeySpec
+from harness_gateway.spend import embedding_bound, estimated_usage, generation_bound, request_bound, request_cost
+from harness_gateway.sqlite import SQLiteStore
+from harness_gateway.store import SqlStore
+from harness_middleware.pricing import Price, PriceBook
+
+NOW = 1_000_000.25
+BACKENDS = ("sqlite", "postgres", "redis-sqlite", "redis-postgres")
+
+
+@pytest.fixture(scope="module")
+def dsn() -> Iterator[str]:
+    with running_postgres() as found:
+        yield found
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> Iterator[str]:
+    with running_redis() as url:
+        yield url
+
+
+@pytest.fixture(params=BACKENDS)
+def hosts(request: pytest.FixtureRequest, tmp_path: Path) -> list[SqlStore]:
+    """Two stores on one state of the backend ``request.param``."""
+    backend: str = request.param
+    spec = request.getfixturevalue("dsn") if backend.endswith("postgres") else str(tmp_path / "gw.sqlite")
+    limits = request.getfixturevalue("redis_url") if backend.startswith("redis") else None
+    return [store_from_spec(spec, tmp_path / "gw.sqlite", limits=limits) for _ in range(2)]
+
+
+async def new_key(store: SqlStore, budget: float) -> KeyRecord:
+    await store.migrate()
+    return (await store.create_key(KeySpec(name=f"k-{uuid.uuid4().hex[:8]}", budget=budget), now=NOW - 100))[1]
+
+
+async def burst(stores: list[SqlStore], key: KeyRecord, count: int, now: float, bound: float | None) -> list[Any]:
+    """``count`` admissions of ``key`` at once with ``bound``, alternating between the stores:
+    tickets or errors."""
+    results: list[Any] = []
+
+    async def one(store: SqlStore) -> None:
+        try:
+            results.append(await store.admit(key, "mock", "echo", now=now, bound=bound))
+        except GatewayError as exc:
+            results.append(exc)
+
+    async with anyio.create_task_group() as group:
+        for number in range(count):
+            group.start_soon(one, stores[number % 2])
+    return results
+
+
+def tickets(results: list[Any]) -> list[str]:
+    return [result for result in results if isinstance(result, str)]
+
+
+def refusals(results: list[Any]) -> set[tuple[int, str | None]]:
+    return {(error.status, error.code) for error in results if isinstance(error, GatewayError)}
+
+
+async def reserved(store: SqlStore, key: KeyRecord) -> list[float]:
+    rows = await store.transaction(
+        lambda tx: tx.all("SELECT reserved FROM gateway_ledger WHERE key_id = ? AND status = 'running'", key.id),
+        write=False,
+    )
+    return sorted(row[0] for row in rows)
+
+
+def test_a_new_budgeted_key_admits_bounded_requests_at_once_up_to_its_budget(hosts: list[SqlStore]) -> None:
+    async def main() -> None:
+        key = await new_key(hosts[0], budget=10.0)
+        results = await burst(hosts, key, 10, NOW, bound=0.5)  # nothing settled yet: the bound is known
+        assert len(tickets(results)) == 10
+        assert await reserved(hosts[1], key) == [0.5] * 10
+        # 5 reserved of 10: exactly 10 more fit at 0.5 each, then the budget refuses (never overrun)
+        more = await burst(hosts, key, 14, NOW + 1, bound=0.5)
+        assert len(tickets(more)) == 10
+        assert refusals(more) == {(429, "budget_exceeded")}
+        refused = next(error for error in more if isinstance(error, GatewayError))
+        assert "is near its budget of $10: wait for its running requests to finish" in refused.message
+        assert refused.retry_after == pytest.approx(4.0)  # the oldest running one's lease (NOW + 5)
+
+        learnt = await new_key(hosts[0], budget=10.0)
+        (first,) = tickets(await burst(hosts, learnt, 1, NOW, bound=None))
+        await hosts[1].settle(first, "complete", TokenUsage(3, 4), 0.8, now=NOW + 1)  # max_cost 0.8
+        # a bounded request reserves the larger of its bound and the most a request has cost
+        assert len(tickets(await burst(hosts, learnt, 2, NOW + 2, bound=0.5))) == 2
+        assert len(tickets(await burst(hosts, learnt, 1, NOW + 2, bound=1.5))) == 1
+        assert await reserved(hosts[0], learnt) == [0.8, 0.8, 1.5]
+        for store in hosts:
+            await store.aclose()
+
+    anyio.run(main)
+
+
+def test_a_budgeted_key_admits_requests_priced_at_zero_concurrently_and_reserves_nothing(hosts: list[SqlStore]) -> None:
+    async def main() -> None:
+        key = await new_key(hosts[0], budget=1.0)
+        results = await burst(hosts, key, 10, NOW, bound=0.0)  # priced at 0: charged 0, never serialised
+        assert len(tickets(results)) == 10
+        assert await reserved(hosts[0], key) == [0.0] * 10
+        for number, ticket in enumerate(tickets(results)):
+            await hosts[number % 2].settle(ticket, "complete", TokenUsage(5, 5), 0.0, now=NOW + 1)
+        again = await burst(hosts, key, 10, NOW + 2, bound=0.0)  # still no cost learnt: still concurrent
+        assert len(tickets(again)) == 10
+        # a priced request of the key (another route) without a bound waits while any of the key's run
+        assert refusals(await burst(hosts, key, 1, NOW + 3, bound=None)) == {(429, "budget_exceeded")}
+        for number, ticket in enumerate(tickets(again)):
+            await hosts[number % 2].settle(ticket, "complete", TokenUsage(5, 5), 0.0, now=NOW + 3)
+        (priced,) = tickets(await burst(hosts, key, 1, NOW + 3, bound=None))
+        await hosts[0].settle(priced, "complete", TokenUsage(1, 1), 1.0, now=NOW + 4)  # the budget is spent
+        spent = await burst(hosts, key, 3, NOW + 5, bound=0.0)
+        assert refusals(spent) == {(429, "insufficient_quota")}  # a spent key is refused even a free request
+        for store in hosts:
+            await store.aclose()
+
+    anyio.run(main)
+
+
+def test_a_priced_request_without_a_bound_still_runs_one_at_a_time_until_one_settled(hosts: list[SqlStore]) -> None:
+    async def main() -> None:
+        key = await new_key(hosts[0], budget=1.0)
+        first = await burst(hosts, key, 10, NOW, bound=None)
+        assert len(tickets(first)) == 1
+        assert refusals(first) == {(429, "budget_exceeded")}
+        waiting = next(error for error in first if isinstance(error, GatewayError))
+        assert "runs one request at a time until one of its requests has been settled" in waiting.message
+        assert "or set `max_tokens`" in waiting.message
+        assert waiting.retry_after == pytest.approx(5.0)  # the running one's lease
+        (ticket,) = tickets(first)
+        assert tickets(await burst(hosts, key, 1, NOW, bound=0.25)) != []  # a bounded one need not wait
+        await hosts[1].settle(ticket, "complete", TokenUsage(3, 4), 0.25, now=NOW + 1)
+        # 0.25 learnt: 0.25 running, the rest reserve 0.25 each: two more fit in 1.0
+        second = await burst(hosts, key, 6, NOW + 2, bound=None)
+        assert len(tickets(second)) == 2
+        for store in hosts:
+            await store.aclose()
+
+    anyio.run(main)
+
+
+# ------------------------------------------------------------------ the bound from the price book
+
+
+def options(text: str, max_tokens: int | None) -> GenerateOptions:
+    return GenerateOptions(messages=[Message(role="user", content=[TextBlock(text=text)])], max_tokens=max_tokens)
+
+
+def test_the_bound_is_the_estimated_input_plus_max_tokens_at_the_books_prices(caplog: pytest.LogCaptureFixture) -> None:
+    book = PriceBook({"r/m": Price(input=1_000_000.0, output=2_000_000.0)}, use_table=False)  # 1 and 2 USD a token
+    asked = options("x" * 30, max_tokens=10)
+    tokens = estimated_usage(asked, 0).input_tokens  # 4 characters a token, of the blocks' JSON
+    assert tokens is not None
+    assert tokens > 30 // 4
+    assert generation_bound(book, "r", "m", asked) == pytest.approx(tokens + 2 * 10)
+    assert generation_bound(book, "r", "m", options("hi", max_tokens=None)) is None  # priced, no bound: unknown
+    assert embedding_bound(book, "r", "m", ["abcd", "efgh"]) == pytest.approx(2.0)  # input only: 2 tokens
+    with caplog.at_level(logging.WARNING, logger="harness_gateway.spend"):
+        # no price: no bound (a balance pool or fallback may serve it at a price), looked up once
+        assert generation_bound(book, "free", "m", options("hi", max_tokens=None)) is None
+        assert generation_bound(book, "free", "m", options("hi", max_tokens=5)) is None
+        assert generation_bound(book, "free", "m", options("hi", max_tokens=5)) is None
+        assert request_cost(book, "free", "m", TokenUsage(1, 1)) == 0.0
+    assert [record.getMessage() for record in caplog.records] == [
+        "charging 0 USD for free/m requests: no price is known (add one to `prices`)"  # once per model
+    ]
+
+
+def test_a_usage_the_book_cannot_price_gives_no_bound() -> None:
+    book = PriceBook({"r/m": Price(input=1.0, output=1.0)}, use_table=False)
+    assert request_bound(book, "r", "m", TokenUsage(-1, 3)) is None  # priced, but not this usage: unknown
+
+
+# ------------------------------------------------------------------ through the gateway
+
+
+def test_the_gateway_admits_a_keys_bounded_and_free_requests_while_an_unbounded_one_runs(tmp_path: Path) -> None:
+    """A budgeted key's first request (priced, no ``max_tokens``) streams, held by its upstream;
+    meanwhile the key's request with ``max_tokens``, its request to a route priced at 0 and its
+    embedding call are served, and another request without a bound waits: a priced one without
+    ``max_tokens``, and one to a route with no price at all (a pool or fallback could price it)."""
+    rate = "{input: 1000, output: 1000}"  # USD per million tokens
+    priced = f"slow/m: {rate}, mock/echo: {rate}, mock/hash: {rate}, free/echo: {{input: 0, output: 0}}"
+    settings = f"    require_keys: true\n    prices: {{{priced}}}\n"
+    with GatedUpstream(["first ", "second "]) as upstream:
+        extra = (
+            f"  openai:slow: {{base_url: '{upstream.url}/v1', api_key: provider-test-credential, routes: [slow]}}\n"
+            "  mock:free: {routes: [free, unpriced]}\n"  # free/echo priced at 0; unpriced/echo has no price
+        )
+        db = tmp_path / "gw.sqlite"
+        with serve_gateway(tmp_path, gateway_yaml(settings, extra, db=db)) as running:
+
+            async def create() -> str:
+                store = SQLiteStore(db)
+                try:
+                    return (await store.create_key(KeySpec(name="team", budget=100.0)))[0]
+                finally:
+                    await store.aclose()
+
+            auth = {"authorization": f"Bearer {anyio.run(create)}"}
+            chat = running.url + "/v1/chat/completions"
+            hi = [{"role": "user", "content": "hi"}]
+            held = {"model": "slow/m", "messages": hi, "stream": True}
+            with httpx.Client(timeout=30) as client, client.stream("POST", chat, json=held, headers=auth) as reply:
+                assert reply.status_code == 200
+                lines = reply.iter_lines()
+                assert any("first " in line for line in lines)  # it runs, held by its upstream, nothing settled
+
+                unbounded = client.post(chat, json={"model": "mock/echo", "messages": hi}, headers=auth)
+                assert unbounded.status_code == 429, unbounded.text
+                message = unbounded.json()["error"]["message"]
+                assert "runs one request at a time until one of its requests has been settled" in message
+                unpriced = {"model": "unpriced/echo", "messages": hi, "max_tokens": 16}  # no price: no bound
+                assert client.post(chat, json=unpriced, headers=auth).status_code == 429
+                bounded = {"model": "mock/echo", "messages": hi, "max_tokens": 16}
+                assert client.post(chat, json=bounded, headers=auth).status_code == 200
+                free = {"model": "free/echo", "messages": hi}
+                assert client.post(chat, json=free, headers=auth).status_code == 200
+                embedding = {"model": "mock/hash", "input": ["a b"]}
+                assert client.post(running.url + "/v1/embeddings", json=embedding, headers=auth).status_code == 200
+
+                upstream.release(1)
+                assert any("second " in line for line in lines)
+    assert upstream.held == []
+    costs = {(row["route"], row["status"]): row["cost"] for row in ledger_rows(db)}
+    assert costs[("free", "complete")] == 0.0
+    assert costs[("mock", "complete")] > 0
+
+
+def test_a_request_without_a_bound_is_not_priced(monkeypatch: pytest.MonkeyPatch) -> None:
+    book = PriceBook({"r/*": Price(input=1.0, output=1.0)}, use_table=False)
+    looked: list[str | None] = []
+    cost = book.cost
+
+    def counted(route: str | None, model: str | None, usage: TokenUsage | None, **kwargs: Any) -> Any:
+        looked.append(model)
+        return cost(route, model, usage, **kwargs)
+
+    monkeypatch.setattr(book, "cost", counted)
+    for model in ("a", "a", "b"):
+        assert generation_bound(book, "r", model, options("hi", max_tokens=None)) is None
+    assert looked == []  # no max_tokens: no bound, whatever the price
+    assert generation_bound(book, "r", "a", options("hi", max_tokens=4)) is not None
+    assert looked == ["a"]  # one lookup for a bounded request
