@@ -5,6 +5,7 @@ the mock, ownership by key, retention with the clock driven by a parameter, and 
 from __future__ import annotations
 
 import functools
+import json
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -183,6 +184,39 @@ def test_a_key_sees_only_its_own_responses_and_the_master_key_all(keyed) -> None
         clients.close()
 
 
+def test_stored_responses_hold_no_secret_and_ids_are_the_gateways(keyed) -> None:  # type: ignore[no-untyped-def]
+    """What a stored Response keeps is masked: the configuration's secrets (the master key here)
+    and gateway keys quoted in the input or the reply; two keys sending one ``x-request-id`` get
+    two responses, each stored and each its own (the id is the gateway's, never the client's)."""
+    clients = Clients(keyed.url)
+    try:
+        mine_key, theirs_key = create_key(keyed, "--name", "mine"), create_key(keyed, "--name", "theirs")
+        mine = clients.openai(mine_key)
+        theirs = clients.openai(theirs_key)
+        quoted = f"echo {MASTER} and {theirs_key}"
+        same = {"x-request-id": "dup-id-1"}
+        made = mine.responses.create(model="mock/echo", input=quoted, extra_headers=same)
+        other = theirs.responses.create(model="mock/echo", input="hello", extra_headers=same)
+        assert made.id != other.id
+        assert (made.model_dump()["store"], other.model_dump()["store"]) == (True, True)
+        assert theirs.responses.retrieve(other.id).output_text == "hello"
+        again = theirs.responses.create(model="mock/echo", input="more", previous_response_id=other.id)
+        assert again.model_dump()["store"] is True
+        items = json.dumps([item.model_dump() for item in mine.responses.input_items.list(made.id)])
+        assert MASTER not in items
+        assert theirs_key not in items
+        assert "**********" in items
+        stored = mine.responses.retrieve(made.id).model_dump_json()
+        assert MASTER not in stored
+        assert theirs_key not in stored
+    finally:
+        clients.close()
+    with sqlite3.connect(keyed.config.parent / "gw.sqlite") as db:
+        dumped = "\n".join(db.iterdump())
+    assert MASTER not in dumped
+    assert theirs_key not in dumped
+
+
 def test_input_items_pages_like_the_api(tmp_path: Path) -> None:
     with serve_gateway(tmp_path, gateway_yaml(db=tmp_path / "gw.sqlite")) as running:
         items = [
@@ -288,7 +322,9 @@ def test_retention_settings_are_validated() -> None:
 
 def ending(store: Any, parsed: Any, *, kind: str = "stop", state: Any = None) -> Ending:
     finish = Finish(reason=FinishReason(kind=kind), replay_state=state)  # type: ignore[arg-type]
-    return Ending(store=store, retention=60.0, parsed=parsed, route="r", model="m", source="a", finish=finish)
+    return Ending(
+        store=store, retention=60.0, parsed=parsed, route="r", model="m", source="a", finish=finish, redact=str
+    )
 
 
 def test_a_store_fault_answers_with_store_false(tmp_path: Path) -> None:

@@ -155,7 +155,13 @@ def test_request_id_body_limit_and_metrics(tmp_path: Path) -> None:
         body = {"model": "mock/echo", "messages": HI}
         ok = client.post("/v1/chat/completions", json=body, headers={"x-request-id": "abc-1"})
         assert ok.headers["x-request-id"] == "abc-1"
-        assert ok.json()["id"] == "chatcmpl-abc-1"
+        answer_id = ok.json()["id"]  # the ledger row's id, never the client's request id (it may repeat it)
+        assert answer_id.startswith("chatcmpl-")
+        again = client.post("/v1/chat/completions", json=body, headers={"x-request-id": "abc-1"})
+        assert again.headers["x-request-id"] == "abc-1"
+        assert again.json()["id"] != answer_id
+        ledger = {row["id"] for row in ledger_rows(tmp_path / "gw.sqlite")}
+        assert {answer_id.removeprefix("chatcmpl-"), again.json()["id"].removeprefix("chatcmpl-")} <= ledger
         odd = client.post("/v1/chat/completions", json={}, headers={"x-request-id": "bad id"})
         assert odd.status_code == 400
         assert odd.headers["x-request-id"] != "bad id"
@@ -165,9 +171,9 @@ def test_request_id_body_limit_and_metrics(tmp_path: Path) -> None:
         assert big.json()["error"]["type"] == "request_too_large"
         metrics = client.get("/metrics").text
         labels = 'api="openai",model="echo",route="mock",status="complete"'
-        assert f"harness_gateway_requests_total{{{labels}}} 1.0" in metrics
+        assert f"harness_gateway_requests_total{{{labels}}} 2.0" in metrics  # the two with x-request-id abc-1
         assert "harness_gateway_time_to_first_token_seconds_bucket" in metrics
-        assert 'harness_gateway_tokens_total{direction="output",model="echo",route="mock"} 2.0' in metrics
+        assert 'harness_gateway_tokens_total{direction="output",model="echo",route="mock"} 4.0' in metrics
         assert client.get("/healthz").json()["status"] == "ok"
 
 

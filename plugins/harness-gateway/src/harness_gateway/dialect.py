@@ -14,6 +14,7 @@ Implementations: :data:`harness_gateway.openai_chat.OPENAI_CHAT` (``POST /v1/cha
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -51,7 +52,9 @@ class Ending:
 
     ``route`` / ``model`` served it (a ``fallback`` target or ``balance`` member when one did),
     ``source`` is the plugins.yaml key owning that route (the instance its replay state belongs
-    to); ``retention`` is the gateway config's ``responses.retention`` in seconds.
+    to); ``retention`` is the gateway config's ``responses.retention`` in seconds; ``redact``
+    masks the configuration's secrets in a text (the runtime's redactor: what a dialect stores
+    must never hold one).
     """
 
     store: SqlStore
@@ -61,6 +64,7 @@ class Ending:
     model: str
     source: str | None
     finish: Finish
+    redact: Callable[[str], str]
 
 
 class Dialect:

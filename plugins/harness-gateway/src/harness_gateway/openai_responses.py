@@ -85,11 +85,12 @@ from harness_core import (
     ToolResultBlock,
     ToolSpec,
     Usage,
+    mask_strings,
 )
 from harness_gateway.dialect import Dialect, Ending, StreamEncoder
 from harness_gateway.errors import GatewayError, finish_error
 from harness_gateway.files import file_block
-from harness_gateway.keys import KeyRecord
+from harness_gateway.keys import KeyRecord, mask_keys
 from harness_gateway.request import Body, ParsedRequest, Target, bad_request, build_options, pass_through
 from harness_gateway.responses_store import StoredResponse, chain, owner_of, put
 from harness_gateway.sse import sse_event
@@ -773,8 +774,12 @@ class OpenAIResponses(Dialect):
         """Store the response when the request said ``store: true`` and it completed or came out
         incomplete (never a failed or aborted one): the Response object, the input items, the
         serving route, model and ``source`` and the route's replay state, owned by the caller
-        (:mod:`harness_gateway.responses_store`). When the store refuses it (503), the response
-        still goes out, with ``store: false`` and the fault logged: its id cannot be used later."""
+        (:mod:`harness_gateway.responses_store`). What is stored holds no secret of the gateway's:
+        the configuration's secrets (``ending.redact``) and gateway keys (:func:`mask_keys`) in
+        the input items and the Response are masked (a later ``previous_response_id`` replays
+        them masked, as the console shows them); the answer the client gets is as it was. When
+        the store refuses it (503), the response still goes out, with ``store: false`` and the
+        fault logged: its id cannot be used later."""
         extras: ResponsesExtras = ending.parsed.extras
         if not extras.store or ending.finish.reason.kind in ("error", "aborted"):
             return
@@ -784,11 +789,16 @@ class OpenAIResponses(Dialect):
             assert isinstance(result, dict), "the relay passes the response body or this dialect's encoder"
             body = result
         now = time.time()
+        redact = ending.redact
+
+        def mask(text: str) -> str:
+            return mask_keys(redact(text))
+
         record = StoredResponse(
             id=body["id"], owner=extras.account, previous_id=extras.previous_response_id,
             route=ending.route, model=ending.model, source=ending.source,
-            replay_state=ending.finish.replay_state, input_items=extras.input_items, response=body,
-            created_at=now, expires_at=now + ending.retention,
+            replay_state=ending.finish.replay_state, input_items=mask_strings(extras.input_items, mask),
+            response=mask_strings(body, mask), created_at=now, expires_at=now + ending.retention,
         )  # fmt: skip
         try:
             await put(ending.store, record, now=now)

@@ -152,7 +152,10 @@ class Relay:
         self.recorded: tuple[int, Any] = (0, None)
         """``(output_chars, usage)`` when the usage so far was last recorded (:meth:`record_so_far`)."""
         self.request_id = generation.request_id
-        self.public_id = generation.dialect.id_prefix + generation.request_id
+        self.public_id = generation.dialect.id_prefix + ticket
+        """The id the client sees (``chatcmpl-…``, ``msg_…``, ``resp_…``): the ledger row's, made by
+        the gateway. Never the request id, which a client may choose (``x-request-id``): a stored
+        Response's id must be unique, and one key must not take the id of another's."""
         self.labels = (route, self.gateway.metrics.model_label(route, model))
         """The metric labels: ``model`` is ``other`` until the route streams content for a model
         it never served before (:meth:`served`); every metric but the in-flight gauge is recorded
@@ -268,7 +271,7 @@ class Relay:
         source = self.runtime.harness.route_owner(route)
         return Ending(
             store=self.gateway.store, retention=retention, parsed=self.parsed, route=route, model=model,
-            source=source, finish=finish,
+            source=source, finish=finish, redact=self.runtime.redact,
         )  # fmt: skip
 
     def served(self) -> None:
