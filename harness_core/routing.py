@@ -44,6 +44,7 @@ __all__ = [
     "default_model",
     "default_route",
     "duplicate_route_places",
+    "mistyped_route",
     "parse_model_id",
     "resolve_alias",
     "resolve_target",
@@ -118,10 +119,11 @@ def duplicate_route_places(config: LoadedConfig | None, error: DuplicateRoute) -
     <harness_core.config.ConfigProblem.place>`)."""
     if config is None:
         return ""
+    route = error.route
     if error.taken is None:  # one plugin lists it twice: its last mention is the second declaration
-        again, first = _declaration(config, error.owner, error.route, -1), _declaration(config, error.owner, error.route, 0)
+        again, first = _declaration(config, error.owner, route, -1), _declaration(config, error.owner, route, 0)
     else:
-        again, first = _declaration(config, error.owner, error.route, 0), _declaration(config, error.taken, error.route, 0)
+        again, first = _declaration(config, error.owner, route, 0), _declaration(config, error.taken, route, 0)
     return f" (declared again at {again}; first at {first})"
 
 
@@ -145,6 +147,23 @@ def _declaration(config: LoadedConfig, plugin: str, route: str, nth: int) -> str
         source=config.source,
     )
     return located.place
+
+
+def mistyped_route(
+    aliases: Mapping[str, str], route: str | None, model: str | None, routes: Collection[str]
+) -> str | None:
+    """Why a request's model id looks like a ``route/model`` id with a typo in its route, for
+    the command line's hint: ``"route 'mokc' is not served (did you mean 'mock/echo'?)"`` when
+    no route is given (``route`` ``None``), ``model`` is no alias of ``aliases`` and reads as
+    ``route/model`` (:func:`parse_model_id`) whose route is none of ``routes`` but close to one
+    (:func:`route_suggestion`, the gateway's ``did you mean 'mock/echo'?``). :func:`resolve_target`
+    sends such an id as it is to the default route (it may be a provider's own id: ``-m
+    meta-llama/llama-3``), so this is said only when the request failed. ``None`` otherwise."""
+    parsed = parse_model_id(model) if route is None and model is not None and model not in aliases else None
+    if parsed is None or parsed[0] in routes:
+        return None
+    hint = route_suggestion(parsed[0], routes, model=parsed[1])
+    return f"route {parsed[0]!r} is not served{hint}" if hint else None
 
 
 def _named_routes(harness: Harness, config: LoadedConfig | None) -> list[tuple[str | None, ConfigPath, RouteReference]]:

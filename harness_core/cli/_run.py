@@ -231,6 +231,8 @@ async def _generate(
         if isinstance(failure, MaxStepsExceeded):
             renderer.note(f"error: {failure} (raise --max-steps)")
             code = max(code, EXIT_ERROR)
+        elif isinstance(failure, LlmError):  # the same report, cause and hint as a stream's error finish
+            code = max(code, renderer.report(failure))
         else:
             reported = report_error(
                 renderer.note, failure, route=renderer.route, source=renderer.source, verbose=verbose

@@ -4,10 +4,10 @@ twice; a command that runs still refuses the same file."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable
 
-from tests.cli.conftest import Harness
-
+Harness = Callable[..., "subprocess.CompletedProcess[str]"]
 Config = Callable[[str], str]
 
 KNOWN = "(known fields: routes, delay, reasoning, error, error_after, embedding_dimensions, embed_batch)"
