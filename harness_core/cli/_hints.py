@@ -1,7 +1,8 @@
 """What to do about an error that the command line or a missing config explains (``harness run``).
 
-One owner of these hints: the renderer shows them after an error finish, ``--count-tokens`` after a
-raised error (:mod:`harness_core.cli._count`).
+One owner of these hints: the renderer shows them after an error finish, ``--count-tokens`` and
+``--tool`` after a raised error (:mod:`harness_core.cli._count`); ``chat`` and ``embed`` show the
+hint of a mistyped ``-m route/model`` (:func:`typo_hint`) after theirs.
 """
 
 from __future__ import annotations
