@@ -17,7 +17,24 @@ from harness_core.errors import LlmError
 from harness_core.hookspecs import RegisterAdapter
 from harness_core.plugininfo import plugin_name
 
-__all__ = ["Registration", "RouteRegistry"]
+__all__ = ["DuplicateRoute", "Registration", "RouteRegistry"]
+
+
+class DuplicateRoute(LlmError):
+    """``DUPLICATE_ROUTE``: plugin ``owner`` registered ``route``, which plugin ``taken``
+    registered first (``taken`` ``None``: one registration of ``owner`` lists it twice). The
+    message names both plugins; the runtime adds where plugins.yaml declares the route
+    (:func:`~harness_core.routing.duplicate_route_places`)."""
+
+    def __init__(self, route: str, owner: str, taken: str | None) -> None:
+        if taken is None:
+            message = f"plugin {owner!r} lists route {route!r} twice"
+        else:
+            message = f"route {route!r} of plugin {owner!r} is already registered by plugin {taken!r}"
+        super().__init__("DUPLICATE_ROUTE", message)
+        self.route = route
+        self.owner = owner
+        self.taken = taken
 
 
 class Registration:
@@ -72,8 +89,8 @@ class RouteRegistry:
         touches a later registration of the same route).
 
         Raises:
-            LlmError: ``DUPLICATE_ROUTE`` when a route is taken (naming both owners) or listed
-                twice; nothing is registered then (all-or-nothing).
+            DuplicateRoute: (an :class:`LlmError` ``DUPLICATE_ROUTE``) when a route is taken
+                (naming both owners) or listed twice; nothing is registered then (all-or-nothing).
             TypeError: ``routes`` is a single string or holds a non-string, or ``adapter`` is not
                 an :class:`~harness_core.adapter.LlmAdapter`.
             ValueError: ``routes`` is empty or holds an empty name.
@@ -94,12 +111,9 @@ class RouteRegistry:
         for name in names:
             taken = self._routes.get(name)
             if taken is not None:
-                raise LlmError(
-                    "DUPLICATE_ROUTE",
-                    f"route {name!r} of plugin {owner!r} is already registered by plugin {taken.owner!r}",
-                )
+                raise DuplicateRoute(name, owner, taken.owner)
             if name in seen:
-                raise LlmError("DUPLICATE_ROUTE", f"plugin {owner!r} lists route {name!r} twice")
+                raise DuplicateRoute(name, owner, None)
             seen.add(name)
         registration = Registration(owner, names, adapter)
         for name in names:

@@ -34,6 +34,7 @@ from harness_core.secret import MASK
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from harness_core.loader import LoadedConfig
+    from harness_core.registry import DuplicateRoute
     from harness_core.runtime import Harness
 
 __all__ = [
@@ -42,6 +43,8 @@ __all__ = [
     "default_embed_route",
     "default_model",
     "default_route",
+    "duplicate_route_places",
+    "mistyped_route",
     "parse_model_id",
     "resolve_alias",
     "resolve_target",
@@ -103,6 +106,64 @@ def route_suggestion(route: str, routes: Iterable[str], *, model: str | None = N
     if not close:
         return ""
     return f" (did you mean {close[0]!r}?)" if model is None else f" (did you mean {f'{close[0]}/{model}'!r}?)"
+
+
+def duplicate_route_places(config: LoadedConfig | None, error: DuplicateRoute) -> str:
+    """Where ``config``'s plugins.yaml declares the route of ``error`` (a ``DUPLICATE_ROUTE`` of
+    the start), for its message: ``" (declared again at plugins.yaml:4, plugin 'mock:two', field
+    'routes[0]'; first at plugins.yaml:2, plugin 'mock')"``. A declaration is the item of the
+    plugin's ``routes:`` list naming the route (its first, or for a route one plugin lists twice
+    its last, with the first after ``first at``); a plugin whose file writes no ``routes:`` (its
+    default routes) is located at its entry's line. ``""`` for a harness built without a config
+    (``None``). Located as every config problem is (:attr:`ConfigProblem.place
+    <harness_core.config.ConfigProblem.place>`)."""
+    if config is None:
+        return ""
+    route = error.route
+    if error.taken is None:  # one plugin lists it twice: its last mention is the second declaration
+        again, first = _declaration(config, error.owner, route, -1), _declaration(config, error.owner, route, 0)
+    else:
+        again, first = _declaration(config, error.owner, route, 0), _declaration(config, error.taken, route, 0)
+    return f" (declared again at {again}; first at {first})"
+
+
+def _declaration(config: LoadedConfig, plugin: str, route: str, nth: int) -> str:
+    """The place (:attr:`ConfigProblem.place <harness_core.config.ConfigProblem.place>`) where
+    plugin ``plugin`` of ``config`` declares ``route``: the ``nth`` item of its ``routes:`` naming
+    it (its validated routes, :attr:`PluginEntry.routes <harness_core.loader.PluginEntry.routes>`,
+    masked when read from a secret), the field as far as the file writes it."""
+    entry = next((entry for entry in config.entries if entry.key == plugin), None)
+    routes = (entry.routes or []) if entry is not None else []
+    shown = (route, config.redact(route))  # a route from a secret is masked among them
+    indexes = [index for index, name in enumerate(routes) if name in shown]
+    path: ConfigPath = ("routes", indexes[nth]) if indexes else ("routes",)
+    lines = config.lines
+    written = next((path[:end] for end in range(len(path), 0, -1) if ("plugins", plugin, *path[:end]) in lines), ())
+    located = ConfigProblem(
+        message="",
+        plugin=plugin,
+        field=format_path(written) or None,
+        line=line_for(lines, ("plugins", plugin, *path)),
+        source=config.source,
+    )
+    return located.place
+
+
+def mistyped_route(
+    aliases: Mapping[str, str], route: str | None, model: str | None, routes: Collection[str]
+) -> str | None:
+    """Why a request's model id looks like a ``route/model`` id with a typo in its route, for
+    the command line's hint: ``"route 'mokc' is not served (did you mean 'mock/echo'?)"`` when
+    no route is given (``route`` ``None``), ``model`` is no alias of ``aliases`` and reads as
+    ``route/model`` (:func:`parse_model_id`) whose route is none of ``routes`` but close to one
+    (:func:`route_suggestion`, the gateway's ``did you mean 'mock/echo'?``). :func:`resolve_target`
+    sends such an id as it is to the default route (it may be a provider's own id: ``-m
+    meta-llama/llama-3``), so this is said only when the request failed. ``None`` otherwise."""
+    parsed = parse_model_id(model) if route is None and model is not None and model not in aliases else None
+    if parsed is None or parsed[0] in routes:
+        return None
+    hint = route_suggestion(parsed[0], routes, model=parsed[1])
+    return f"route {parsed[0]!r} is not served{hint}" if hint else None
 
 
 def _named_routes(harness: Harness, config: LoadedConfig | None) -> list[tuple[str | None, ConfigPath, RouteReference]]:

@@ -42,8 +42,15 @@ from harness_core.fields import FieldTarget
 from harness_core.hookspecs import PROJECT_NAME, HarnessSpec, ProviderLookup
 from harness_core.plugininfo import REPORTED, Defaults, LoadedPlugin, PluginFailure, plugin_name, stopping_failures
 from harness_core.record import StreamRecord, open_embed_record, open_record
-from harness_core.registry import Registration, RouteRegistry
-from harness_core.routing import check_routes, default_embed_route, default_model, default_route
+from harness_core.registry import DuplicateRoute, Registration, RouteRegistry
+from harness_core.routing import (
+    check_routes,
+    default_embed_route,
+    default_model,
+    default_route,
+    duplicate_route_places,
+    route_suggestion,
+)
 from harness_core.secret import RedactFilter, Redactor, secrets_of
 from harness_core.structured import decode_output, response_format_for
 from harness_core.tools import Tool, ToolRegistry
@@ -455,7 +462,10 @@ class Harness:
         return self._redact
 
     def _fail(self, plugin: LoadedPlugin, exc: Exception, is_middleware: bool) -> PluginFailure:
-        message = self._redact(str(exc) if isinstance(exc, LlmError) else f"{type(exc).__name__}: {exc}")
+        text = str(exc) if isinstance(exc, LlmError) else f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, DuplicateRoute):  # where plugins.yaml declares the route twice
+            text += duplicate_route_places(self._loaded, exc)
+        message = self._redact(text)
         logger.error(  # the failure is also in self.failures, which callers show
             "plugin %r failed to start: %s", plugin.key, message, exc_info=exc, extra={REPORTED: True}
         )
@@ -834,7 +844,9 @@ class Harness:
         return None if registration is None else (registration.adapter, registration.owner)
 
     def _no_embedder(self, route: str | None) -> LlmError:
-        """``UNSUPPORTED`` for a route that streams but does not embed, else ``NO_ADAPTER``."""
+        """``UNSUPPORTED`` for a route that streams but does not embed, else ``NO_ADAPTER`` (the
+        closest embedding route when one is close: ``did you mean``,
+        :func:`~harness_core.routing.route_suggestion`)."""
         known = ", ".join(repr(r) for r in self._embedders.routes()) or "none"
         if route is not None and self._registry.get(route) is not None:
             return LlmError("UNSUPPORTED", f"route {route!r} does not serve embeddings; embedding routes: {known}")
@@ -843,7 +855,8 @@ class Harness:
         error = self._boundary.no_adapter(route)
         if error.code != "NO_ADAPTER":  # the plugin that would serve it failed: say why
             return error
-        return LlmError("NO_ADAPTER", f"no embedder serves route {route!r}; embedding routes: {known}")
+        hint = route_suggestion(route, self._embedders.routes())  # the one "did you mean" of a route
+        return LlmError("NO_ADAPTER", f"no embedder serves route {route!r}{hint}; embedding routes: {known}")
 
     async def embed(self, options: EmbedOptions | Sequence[str], **fields: Any) -> Embeddings:
         """Embed texts through the ``llm_embed`` chain and the route's embedder (docs/embeddings.md).

@@ -48,12 +48,13 @@ from harness_core.cli._common import (
     report_error,
     resolve_flags,
 )
+from harness_core.cli._hints import typo_hint
 from harness_core.cli._promptlog import CONVERSATION_KEY, attach_prompt_log
 from harness_core.cli._render import Renderer
 from harness_core.cli._text import UNDECODABLE_WARNING, clean_argument
 from harness_core.conversation import Conversation, MaxStepsExceeded, Reply
 from harness_core.errors import LlmError
-from harness_core.routing import default_model, resolve_target
+from harness_core.routing import default_model, mistyped_route, resolve_target, route_suggestion
 from harness_core.runtime import Harness
 from harness_core.types import FileBlock, GenerateOptions, Message
 
@@ -143,6 +144,7 @@ def run_chat(
                     tty=out.isatty(),
                     verbose=verbose,
                     resolve=loaded.resolve_target,
+                    mistyped=loaded.mistyped_route,
                     route_chosen=route_flag is not None,
                 )
                 return repl.run()
@@ -223,6 +225,11 @@ class Repl:
             <harness_core.loader.LoadedConfig.resolve_target>`: aliases, ``route/model``); by
             default :func:`harness_core.routing.resolve_target` without aliases, over the routes
             the harness serves.
+        mistyped: what a model id naming a mistyped route is (``route 'mokc' is not served (did
+            you mean 'mock/echo'?)``, :meth:`LoadedConfig.mistyped_route
+            <harness_core.loader.LoadedConfig.mistyped_route>`), said after the error of a
+            ``/model`` or a message it explains; by default
+            :func:`harness_core.routing.mistyped_route` over the routes the harness serves.
         route_chosen: the route was chosen explicitly (``-r``); ``/route`` also chooses it. While
             it is, ``/model`` takes a model id as it is (the provider's, which may hold a ``/``).
     """
@@ -239,6 +246,7 @@ class Repl:
         tty: bool,
         verbose: int = 0,
         resolve: Callable[[str | None, str | None], tuple[str | None, str | None]] | None = None,
+        mistyped: Callable[[str | None, str | None], str | None] | None = None,
         route_chosen: bool = False,
     ) -> None:
         self.portal = portal
@@ -250,6 +258,7 @@ class Repl:
         self.tty = tty
         self.verbose = verbose
         self.resolve = resolve if resolve is not None else self._resolve_served
+        self.mistyped = mistyped if mistyped is not None else self._mistyped_served
         self.route_chosen = route_chosen
         """Whether the route was chosen explicitly (``-r``, ``/route``): ``/model`` then keeps it."""
         self._turn: _Turn | None = None
@@ -383,6 +392,10 @@ class Repl:
             route, source = self._place()
             suffix = " (the message was not added to the history)"
             report_error(self.note, exc, route=route, source=source, verbose=self.verbose, suffix=suffix)
+            model = self.conversation.model
+            typo = typo_hint(exc, f"model {model!r}", self.mistyped(self.conversation.route, model))
+            if typo is not None:  # the model id (-m, a loaded conversation's) names a mistyped route
+                self.note(f"  {typo}")
             return
         finally:
             self._turn = None
@@ -439,7 +452,8 @@ class Repl:
         model = model.strip()
         routes = self.portal.call(self.conversation.harness.routes)
         if route not in routes:
-            self.note(f"error: no route {route!r}; routes: {', '.join(routes) or 'none'}")
+            hint = route_suggestion(route, routes)
+            self.note(f"error: no route {route!r}{hint}; routes: {', '.join(routes) or 'none'}")
             return
         if model and not self._model_ok(route, model):
             return
@@ -478,6 +492,11 @@ class Repl:
         aliases): the reading of ``/model`` when the REPL was given no configuration's."""
         return resolve_target({}, route, model, self.portal.call(self.conversation.harness.routes))
 
+    def _mistyped_served(self, route: str | None, model: str | None) -> str | None:
+        """:func:`~harness_core.routing.mistyped_route` over the routes the harness serves (no
+        aliases): what the REPL says of a mistyped route when given no configuration's."""
+        return mistyped_route({}, route, model, self.portal.call(self.conversation.harness.routes))
+
     def _model(self, argument: str) -> None:
         """``/model [ID]``: show the target, or set the model; ``ID`` is read as ``-m`` reads
         it (:attr:`resolve`): an alias, or, while no route was chosen explicitly, a
@@ -489,7 +508,7 @@ class Repl:
         asked = conversation.route if self.route_chosen else None
         resolved, model = self.resolve(asked, argument)
         route, model = (resolved if resolved is not None else conversation.route), (model or argument)
-        if not self._model_ok(route, model):
+        if not self._model_ok(route, model, f"/model {argument!r}", self.mistyped(asked, argument)):
             self.note(self.where())
             return
         before, _ = self._target()
@@ -498,11 +517,17 @@ class Repl:
         switched = f" (switched from route {before or '(none)'}: {argument} names route {now})" if now != before else ""
         self.note(self.where() + switched)
 
-    def _model_ok(self, route: str | None, model: str) -> bool:
+    def _model_ok(self, route: str | None, model: str, what: str = "", typo: str | None = None) -> bool:
+        """Whether ``route`` resolves ``model``; else the error is shown, then ``what`` (the
+        command as typed) with ``typo`` when the model id names a mistyped route
+        (:func:`~harness_core.cli._hints.typo_hint`)."""
         try:
             self.portal.call(self.conversation.harness.resolve_model, route, model)
         except LlmError as exc:
             self.note(f"error: {exc}")
+            hint = typo_hint(exc, what, typo)
+            if hint is not None:
+                self.note(f"  {hint}")
             return False
         return True
 

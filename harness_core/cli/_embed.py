@@ -48,6 +48,7 @@ from harness_core.cli._common import (
     report_error,
     resolve_flags,
 )
+from harness_core.cli._hints import typo_hint
 from harness_core.cli._text import UNDECODABLE_WARNING, clean_argument, for_terminal, read_stdin, undecoded
 from harness_core.embedding import Embeddings, InputType
 from harness_core.loader import LoadedConfig
@@ -111,13 +112,14 @@ def embed_text(
     if loaded is None:
         return EXIT_USAGE
     out.redact = loaded.redact
+    typo = _typo(loaded, route, model)
     target = resolve_flags(loaded, route, model)
     route, model = target
     request = _Request(route, model, dimensions, input_type)
     try:
         result = _run(_embed_one, loaded, request, text)
     except _Failed as failed:
-        return failed.report(err, verbose)
+        return failed.report(err, verbose, typo=typo)
     if as_json:
         usage = None if result.usage is None else {"input_tokens": result.usage.input_tokens}
         document = {"model": result.model, "route": result.route, "usage": usage, "embedding": result[0].tolist()}
@@ -125,6 +127,13 @@ def embed_text(
     else:
         out.write(msgspec.json.encode(result[0].tolist()).decode() + "\n")
     return output_failure_code(out, err)
+
+
+def _typo(loaded: LoadedConfig, route: str | None, model: str | None) -> tuple[str, str | None]:
+    """``(what, typo)`` for :func:`~harness_core.cli._hints.typo_hint`: ``-m``'s model id and
+    what :meth:`LoadedConfig.mistyped_route <harness_core.loader.LoadedConfig.mistyped_route>`
+    says of it with ``-r``'s route."""
+    return f"-m {model!r}", loaded.mistyped_route(route, model)
 
 
 class _Request(NamedTuple):
@@ -144,10 +153,16 @@ class _Failed(Exception):
         self.route = route
         self.source = source
 
-    def report(self, err: Sink, verbose: int, *, after: str = "") -> int:
+    def report(self, err: Sink, verbose: int, *, after: str = "", typo: tuple[str, str | None] = ("", None)) -> int:
+        """Write the error (then the hint of ``typo``, a mistyped ``-m route/model``:
+        :func:`~harness_core.cli._hints.typo_hint`, exit 2; then ``after``); the exit code."""
         code = report_error(
             lambda line: err.write(line + "\n"), self.error, route=self.route, source=self.source, verbose=verbose
         )
+        hint = typo_hint(self.error, *typo)
+        if hint is not None:
+            err.write(f"  {hint}\n")
+            code = EXIT_USAGE
         if after:
             err.write(after + "\n")
         return code
@@ -427,6 +442,7 @@ def embed_multi(
     if not rows:
         err.write("error: no rows to embed\n")
         return EXIT_USAGE
+    typo = _typo(loaded, route, model)
     target = resolve_flags(loaded, route, model)
     route, model = target
     path = Path(database) if database is not None else default_database_path()
@@ -446,6 +462,7 @@ def embed_multi(
         pending = [(row, content_hash(row.content)) for row in rows]
         pending = [(row, digest) for row, digest in pending if stored.get(row.id) != digest]
         job = _Job(db, collection, existing, request, store, batch_size, err)
+        job.typo = typo
         return job.outcome(_stopped_by(job, loaded, pending), len(rows), verbose)
 
 
@@ -533,6 +550,8 @@ class _Job:
         self.pending = 0
         self.tokens: int | None = 0
         self.signum: signal.Signals | None = None
+        self.typo: tuple[str, str | None] = ("", None)
+        """What a mistyped ``-m route/model`` is (:func:`_typo`), said after a failed call."""
         self.failure: BaseException | None = None
         """What stopped the batches (an embedding call, the store, Ctrl-C), else ``None``."""
         """The signal that stopped the run (``None``: none did)."""
@@ -550,7 +569,7 @@ class _Job:
             err.write(f"error: {stopped}; {self.summary(total)}\n")
             return EXIT_USAGE
         if isinstance(stopped, _Failed):
-            return stopped.report(err, verbose, after=f"{self.summary(total)}{self.resume}")
+            return stopped.report(err, verbose, after=f"{self.summary(total)}{self.resume}", typo=self.typo)
         if self.signum is not None:
             err.write(f"{ABORT_SIGNALS[self.signum]}: {self.summary(total)}{self.resume}\n")
             return 128 + self.signum

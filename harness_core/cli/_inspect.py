@@ -126,17 +126,21 @@ def _redact_data(value: Any, redact: Callable[[str], str]) -> Any:
 def check_config(config: str | None) -> int:
     """Validate, build and start everything; print every problem; exit 2 when there is one.
 
-    Besides the loader's problems and every plugin failure (import, build, start), it reports a
-    ``defaults.route`` that no started plugin serves and a ``defaults.model`` the default
-    route's adapter rejects, each with its YAML line. Log records emitted while the harness
+    Every problem in one run: the loader's (each plugin's config, field by field), then what the
+    start of the plugins whose config is valid finds (built even when others are not:
+    :func:`~harness_core.loader.inspect_config` ``partial``): a route the config names that no
+    plugin serves, a start failure (``DUPLICATE_ROUTE``), a ``defaults.route`` that no started
+    plugin serves and a ``defaults.model`` the default route's adapter rejects, each with its
+    YAML line; then every plugin failure (import, build, start). A plugin whose config is
+    invalid counts, for that start, as an adapter plugin that failed (:func:`_invalid_failures`):
+    a route only it could serve is said to maybe be its. Log records emitted while the harness
     starts (a failing plugin's traceback) and every printed line are redacted.
     """
-    loaded = inspect_config(config)
+    loaded = inspect_config(config, partial=True)
     out = Sink(sys.stdout)
     lines = [str(problem) for problem in loaded.problems]
-    if not lines:
-        with redacted_logging(loaded.redact):
-            lines = anyio.run(_start, loaded)
+    with redacted_logging(loaded.redact):  # (a document that did not parse starts nothing)
+        lines += anyio.run(_start, loaded)
     lines += [_failure_line(failure) for failure in loaded.failures]
     if lines:
         text = f"{loaded.source}: {len(lines)} problem{'s' if len(lines) != 1 else ''}\n"
@@ -169,8 +173,9 @@ async def _start(loaded: LoadedConfig) -> list[str]:
     """
     from harness_core.runtime import Harness
 
-    known = len(loaded.failures)  # the harness starts with them: a failed route's plugin is named
-    harness = Harness.from_loaded(loaded)
+    failures = [*loaded.failures, *_invalid_failures(loaded)]
+    known = len(failures)  # the harness starts with them: a failed route's plugin is named
+    harness = Harness.from_loaded(loaded, failures=failures)
     problems: list[str] = []
     try:
         async with harness:
@@ -186,6 +191,24 @@ async def _start(loaded: LoadedConfig) -> list[str]:
     return problems
 
 
+def _invalid_failures(loaded: LoadedConfig) -> list[PluginFailure]:
+    """The plugins whose config is invalid (reported already) as adapter plugin failures of
+    unknown routes, for the start of ``config check`` only: what it then says of a route only
+    such a plugin could serve names it (one of them may own it), and the start goes on without
+    them (a real start never does: the load raises)."""
+    return [
+        PluginFailure(
+            key=entry.key,
+            name=entry.name,
+            message=f"plugin {entry.key!r} is invalid (its problems are listed above)",
+            stage="config",
+            is_middleware=False,
+        )
+        for entry in loaded.entries
+        if entry.state == "invalid"
+    ]
+
+
 def _check_defaults(harness: Harness, loaded: LoadedConfig) -> list[ConfigProblem]:
     """``defaults:`` against the started harness: the route must be served, the model known to it."""
     route, model = loaded.defaults.route, loaded.defaults.model
@@ -195,6 +218,9 @@ def _check_defaults(harness: Harness, loaded: LoadedConfig) -> list[ConfigProble
     if route not in routes:
         known = ", ".join(repr(name) for name in routes) or "none"
         message = f"no enabled plugin serves the default route {route!r} (routes: {known})"
+        invalid = ", ".join(repr(entry.key) for entry in loaded.entries if entry.state == "invalid")
+        if invalid:  # (config check starts the valid plugins only)
+            message += f"; plugins that are invalid (one may serve it): {invalid}"
         return [_defaults_problem(loaded, "route", message)]
     if model is None:
         return []

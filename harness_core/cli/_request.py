@@ -17,7 +17,7 @@ from harness_core.cli._text import clean_argument, read_stdin
 from harness_core.errors import LlmError
 from harness_core.fields import RefusedField, pass_through
 from harness_core.loader import LoadedConfig
-from harness_core.routing import default_route
+from harness_core.routing import default_route, route_suggestion
 from harness_core.types import GenerateOptions
 
 if TYPE_CHECKING:  # pragma: no cover - typing only (the runtime loads when a command starts it)
@@ -83,7 +83,8 @@ def prepare(
     """``options`` completed from the command line's habits: a model alias or a ``route/model``
     id resolved (:meth:`LoadedConfig.resolve_target <harness_core.loader.LoadedConfig.resolve_target>`), ``-o``
     options keyed by the route's plugin, the prompt log attached, a logged conversation's
-    history prepended. ``None`` (after an ``error:`` line) for a usage error."""
+    history prepended. ``None`` (after an ``error:`` line) for a usage error (``-o`` for a route
+    no plugin serves names the closest one: :func:`~harness_core.routing.route_suggestion`)."""
     from harness_core.cli._promptlog import CONVERSATION_KEY, attach_prompt_log, why_no_prompt_log
 
     logger = attach_prompt_log(loaded, enabled=log)
@@ -118,10 +119,12 @@ def prepare(
         except ValueError as exc:
             err.write(f"error: {exc}\n")
             return None
-        route = provider if provider is not None else default_route(loaded.defaults, served_routes(loaded))
+        served = served_routes(loaded)
+        route = provider if provider is not None else default_route(loaded.defaults, served)
         owner = owner_name(loaded, route)
         if owner is None:
-            named = f"{route!r} is none" if route is not None else "none given (-r/--route) and no default route"
+            hint = route_suggestion(route, served) if route is not None else ""
+            named = f"{route!r} is none{hint}" if route is not None else "none given (-r/--route) and no default route"
             err.write(f"error: -o needs a route served by a plugin of plugins.yaml; {named}\n")
             return None
         extra[owner] = parsed

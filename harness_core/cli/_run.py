@@ -201,7 +201,6 @@ async def _generate(
     verbose: int = 0,
     approve: ApproveCallback | None = None,
 ) -> int:
-    from harness_core.conversation import MaxStepsExceeded
     from harness_core.runtime import Harness
 
     interrupts = Interrupts(abort, renderer)
@@ -226,23 +225,35 @@ async def _generate(
     renderer.release_text()
     if renderer.out.failure is not None:
         return output_failure_code(renderer.out, renderer.err)
-    code = EXIT_OK
-    for failure in failures:
-        if isinstance(failure, MaxStepsExceeded):
-            renderer.note(f"error: {failure} (raise --max-steps)")
-            code = max(code, EXIT_ERROR)
-        else:
-            reported = report_error(
-                renderer.note, failure, route=renderer.route, source=renderer.source, verbose=verbose
-            )
-            code = max(code, reported)
     if failures:
-        return code
+        return _report_failures(renderer, failures, verbose)
     if interrupts.hard:
         renderer.note("interrupted")
         return interrupts.exit_code
     code = renderer.end()
     return interrupts.exit_code if code == EXIT_ABORTED else code
+
+
+def _report_failures(renderer: Renderer, failures: list[Exception], verbose: int) -> int:
+    """Report what stopped a generation (the step limit, an :class:`LlmError` as a stream's error
+    finish is, with its cause and hint: :meth:`Renderer.report`; else a plugin's exception) and
+    return the exit code. (A function of its own: on CPython 3.11 the lines after an event loop
+    that cancelled tasks may go untraced, cpython#106749.)"""
+    from harness_core.conversation import MaxStepsExceeded
+
+    code = EXIT_OK
+    for failure in failures:
+        if isinstance(failure, MaxStepsExceeded):
+            renderer.note(f"error: {failure} (raise --max-steps)")
+            code = max(code, EXIT_ERROR)
+        elif isinstance(failure, LlmError):
+            code = max(code, renderer.report(failure))
+        else:
+            reported = report_error(
+                renderer.note, failure, route=renderer.route, source=renderer.source, verbose=verbose
+            )
+            code = max(code, reported)
+    return code
 
 
 async def _stream(harness: Harness, options: GenerateOptions, renderer: Renderer) -> None:

@@ -39,14 +39,20 @@ class ConfigProblem(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     line: int | None = None
     source: str | None = None
 
-    def __str__(self) -> str:
+    @property
+    def place(self) -> str:
+        """Where the problem is, as its message is prefixed with: ``plugins.yaml:4, plugin
+        'mock:two', field 'routes[0]'`` (the parts known)."""
         where = f"{self.source or '<config>'}:{self.line}" if self.line is not None else self.source or "<config>"
         parts = [where]
         if self.plugin is not None:
             parts.append(f"plugin {self.plugin!r}")
         if self.field:
             parts.append(f"field {self.field!r}")
-        return ", ".join(parts) + f": {self.message}"
+        return ", ".join(parts)
+
+    def __str__(self) -> str:
+        return f"{self.place}: {self.message}"
 
 
 class ConfigError(LlmError):

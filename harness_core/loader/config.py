@@ -11,7 +11,7 @@ import msgspec
 from harness_core.config import ConfigError, ConfigPath, ConfigProblem, line_for
 from harness_core.loader.find import BUILTIN_SOURCE
 from harness_core.plugininfo import Defaults, LoadedPlugin, PluginFailure, stopping_failures
-from harness_core.routing import resolve_alias, resolve_target
+from harness_core.routing import mistyped_route, resolve_alias, resolve_target
 from harness_core.secret import Redactor
 
 __all__ = ["LoadedConfig", "PluginEntry", "State"]
@@ -84,8 +84,19 @@ class LoadedConfig(msgspec.Struct, kw_only=True):
         ``route/model`` id whose route an entry of this file names (an enabled plugin's, or a
         failed one's: using it then says why it failed) sets both, as the gateway reads its
         ``model`` field; with ``-r`` the model id is sent as it is."""
-        routes = [name for entry in self.entries if entry.state in ("enabled", "failed") for name in entry.routes or ()]
-        return resolve_target(self.aliases, route, model, routes)
+        return resolve_target(self.aliases, route, model, self._named_routes())
+
+    def mistyped_route(self, route: str | None, model: str | None) -> str | None:
+        """Why ``-m model`` (no ``-r``: ``route`` ``None``) looks like a ``route/model`` id whose
+        route is a typo of one this file names, e.g. ``"route 'mokc' is not served (did you mean
+        'mock/echo'?)"`` (:func:`harness_core.routing.mistyped_route`, over the routes
+        :meth:`resolve_target` reads); ``None`` otherwise. The command line says it after a
+        failed request (the id went to the default route as it is)."""
+        return mistyped_route(self.aliases, route, model, self._named_routes())
+
+    def _named_routes(self) -> list[str]:
+        """The routes an entry names: an enabled plugin's, or a failed one's (using it then says why)."""
+        return [name for entry in self.entries if entry.state in ("enabled", "failed") for name in entry.routes or ()]
 
     def redact(self, text: str) -> str:
         """``text`` with every secret of this configuration replaced by :data:`~harness_core.config.MASK`."""

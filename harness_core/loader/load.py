@@ -60,12 +60,17 @@ def inspect_config(
     environ: Mapping[str, str] | None = None,
     instantiate: bool = True,
     configure: Configure | None = None,
+    partial: bool = False,
 ) -> LoadedConfig:
     """Like :func:`load_config` but never raises: problems are in :attr:`LoadedConfig.problems`.
 
     With ``instantiate=False`` plugins are imported and validated but not built (what
     ``harness plugins`` shows). Used by ``harness plugins`` and ``harness config check``.
     ``configure``: as for :func:`load_config` (applied only when the document has no problem).
+    ``partial``: build the plugins whose config is valid even when the document has problems
+    (``harness config check`` starts them to report their route problems in the same run); the
+    result is a report's, never one to serve or run with: a command that enforces policy loads
+    with :func:`load_config`, which raises on any problem.
 
     Raises:
         TypeError: as for :func:`load_config` (``configure``).
@@ -79,7 +84,7 @@ def inspect_config(
         return loaded
     session = Session(loaded, env)
     installed = installed_plugins()
-    load_document(session, text, installed, instantiate=instantiate, configure=configure)
+    load_document(session, text, installed, instantiate=instantiate, configure=configure, partial=partial)
     session.redact_everything()
     list_installed(session, installed)
     return loaded
@@ -114,13 +119,15 @@ def load_document(
     *,
     instantiate: bool,
     configure: Configure | None,
+    partial: bool,
 ) -> None:
     """The loader's steps over the document ``text``, in order, each recording on ``session``:
     parse (the built-in default is data already: no YAML parser is imported for it) → top-level
     keys (:func:`check_top_level_keys`; a file with none known is read no further) →
     ``defaults:`` and ``aliases:`` → the ``plugins:`` entries → resolve each against
     ``installed`` (importing it) → single instances → validate every enabled config → when no
-    problem was found, ``configure`` → when no problem was found and ``instantiate``, build.
+    problem was found, ``configure`` → when no problem was found (or ``partial``: every valid
+    config, whatever else is wrong) and ``instantiate``, build.
 
     Raises:
         TypeError: ``configure`` returned a config that is not one of its plugins' (:func:`reconfigure`).
@@ -150,7 +157,7 @@ def load_document(
             validate(session, candidate)
     if configure is not None and not loaded.problems:
         reconfigure(session, configure, candidates)
-    if instantiate and not loaded.problems:
+    if instantiate and (partial or not loaded.problems):
         for candidate in candidates:
             if candidate.enabled:
                 build(session, candidate)

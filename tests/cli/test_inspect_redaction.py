@@ -60,8 +60,8 @@ def test_config_check_redacts_start_failures_and_their_logs(
         f"(routes: 'mock', '{MASK}')",
         f"  - plugin 'failinit' failed to start: RuntimeError: cannot connect with token {MASK} [adapter, stage init]",
         f"  - plugin 'mock:y' failed to start: DUPLICATE_ROUTE: route '{MASK}' of plugin 'mock:y' is already "
-        "registered by plugin 'mock:x' "
-        "[adapter, stage register]",
+        f"registered by plugin 'mock:x' (declared again at {path}:4, plugin 'mock:y', field 'routes[0]'; "
+        f"first at {path}:3, plugin 'mock:x', field 'routes[0]') [adapter, stage register]",
     ]
     (record,) = [r for r in caplog.records if "failed to start" in r.getMessage()]
     assert record.exc_text is not None

@@ -7,6 +7,7 @@ from harness_core.routing import (
     default_embed_route,
     default_model,
     default_route,
+    mistyped_route,
     parse_model_id,
     resolve_alias,
     resolve_target,
@@ -72,3 +73,14 @@ def test_an_unknown_route_suggests_the_closest_one() -> None:
     assert route_suggestion("mokc", ["mock"], model="echo") == " (did you mean 'mock/echo'?)"  # a gateway model id
     assert route_suggestion("nowhere", ["mock"]) == ""
     assert route_suggestion("mock", ["mock", "mocks"]) == ""  # served: no typo
+
+
+def test_a_model_id_naming_a_mistyped_route() -> None:
+    routes = ["mock", "openai"]
+    assert mistyped_route({}, None, "mokc/echo", routes) == "route 'mokc' is not served (did you mean 'mock/echo'?)"
+    assert mistyped_route({}, None, "meta-llama/llama-3", routes) is None  # a provider's own id: close to no route
+    assert mistyped_route({}, None, "mock/echo", routes) is None  # a served route
+    assert mistyped_route({}, "mock", "mokc/echo", routes) is None  # -r given: the id is the provider's
+    assert mistyped_route({"mokc/echo": "mock/echo"}, None, "mokc/echo", routes) is None  # an alias
+    assert mistyped_route({}, None, "echo", routes) is None  # no route part
+    assert mistyped_route({}, None, None, routes) is None

@@ -128,7 +128,7 @@ def test_sign_in_session_cookie_and_csrf(tmp_path: Path) -> None:
         assert "made-here" in created.text
         unknown = http.post("/console/keys", data={"name": "typo", "csrf": csrf, "routes": "mock, mokc"})
         assert unknown.status_code == 400  # refused as /admin/keys and harness keys create refuse it
-        assert "routes: &#39;mokc&#39; not served by this gateway" in unknown.text
+        assert "routes: &#39;mokc&#39; (did you mean &#39;mock&#39;?) not served by this gateway" in unknown.text
         nothing = http.post("/console/keys", data={"name": "empty", "csrf": csrf, "routes": " , "})
         assert nothing.status_code == 400  # a key with no route could use nothing (it was listed as "all")
         assert "routes must name at least one route" in nothing.text

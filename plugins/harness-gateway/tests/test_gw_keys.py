@@ -249,6 +249,14 @@ def test_a_key_may_only_name_served_routes(gateway) -> None:  # type: ignore[no-
     )
     assert refused.exit_code == 2
     assert "--routes: 'nope' not served by this gateway (served: mock, other)" in refused.output
+    typo = CliRunner().invoke(
+        cli, ["keys", "create", "-c", str(gateway.config), "--name", "n", "--routes", "mokc,othr,nope"]
+    )  # the closest served route of each, as the gateway's unknown model and `harness run -r` say it
+    assert typo.exit_code == 2
+    assert typo.output.splitlines()[-1] == (
+        "error: --routes: 'mokc' (did you mean 'mock'?), 'othr' (did you mean 'other'?), 'nope' not served by "
+        "this gateway (served: mock, other)"
+    )
     admin = {"authorization": f"Bearer {MASTER}"}
     bad = httpx.post(gateway.url + "/admin/keys", json={"name": "n", "routes": ["nope", "gone"]}, headers=admin)
     assert bad.status_code == 400

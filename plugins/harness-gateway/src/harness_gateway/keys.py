@@ -21,7 +21,7 @@ from typing import Final
 
 import msgspec
 
-from harness_core import MASK
+from harness_core import MASK, route_suggestion
 
 __all__ = ["KEY_PATTERN", "KEY_PREFIX", "KeyRecord", "KeySpec", "KeySpecError", "hash_key", "mask_keys", "new_key"]
 
@@ -120,12 +120,15 @@ class KeySpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=T
 
     def unserved(self, served: Collection[str]) -> str | None:
         """Why :attr:`routes` does not fit the ``served`` routes (the gateway's generation and
-        embedding routes): a message naming every route not served, with the served ones; ``None``
-        when each is served (or the key may use every route)."""
+        embedding routes): a message naming every route not served, each with the served route
+        closest to it when one is (``'mokc' (did you mean 'mock'?)``: the one "did you mean" of a
+        route, :func:`~harness_core.routing.route_suggestion`), then the served ones; ``None``
+        when each is served (or the key may use every route). What ``harness gateway keys create
+        --routes``, ``POST /admin/keys`` and the console refuse."""
         unknown = [route for route in self.routes or () if route not in served]
         if not unknown:
             return None
-        names = ", ".join(repr(route) for route in unknown)
+        names = ", ".join(f"{route!r}{route_suggestion(route, sorted(served))}" for route in unknown)
         return f"{names} not served by this gateway (served: {', '.join(sorted(served)) or 'none'})"
 
 
