@@ -50,6 +50,9 @@ def parse_yaml(text: str, *, source: str) -> tuple[Any, dict[ConfigPath, int], l
     except yaml.MarkedYAMLError as exc:
         line = exc.problem_mark.line + 1 if exc.problem_mark is not None else None
         message = f"invalid YAML: {exc.problem or exc}"
+        opened = exc.context_mark.line + 1 if exc.context_mark is not None else None
+        if exc.context and opened is not None and opened != line:  # the unclosed `[` / `{` is elsewhere
+            message += f" ({exc.context} that starts at line {opened})"
         lines_near = text.splitlines()[max(0, (line or 1) - 2) : line or 1]
         if any("${{" in near for near in lines_near):
             message += (

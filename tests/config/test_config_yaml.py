@@ -44,6 +44,17 @@ def test_syntax_error_names_the_line() -> None:
     assert "invalid YAML" in problem.message
 
 
+def test_an_unclosed_bracket_is_named_at_its_own_line() -> None:
+    """PyYAML finds the fault where the list should have ended; the ``[`` left open is elsewhere."""
+    _, _, (problem,) = parse_yaml("plugins:\n  mock: {routes: [a, b}\n  other: {}\n", source="p.yaml")
+    assert (problem.line, problem.message) == (2, "invalid YAML: expected ',' or ']', but got '}'")  # one line
+    _, _, (problem,) = parse_yaml("plugins:\n  mock: [a, b\n  other: {}\n", source="p.yaml")
+    assert (problem.line, problem.message) == (
+        3,
+        "invalid YAML: expected ',' or ']', but got ':' (while parsing a flow sequence that starts at line 2)",
+    )
+
+
 def test_empty_document_is_none_without_problem() -> None:
     assert parse_yaml("# nothing\n", source="p.yaml") == (None, {}, [])
 
