@@ -25,6 +25,8 @@ import uvicorn
 
 from harness_gateway.config import ConnectionLimits
 from harness_gateway.console.records import RecordStore
+from harness_gateway.errors import GatewayError
+from harness_gateway.keys import KeyRecord
 from harness_gateway.limits import protocol_options
 from harness_gateway.server import GatewayServer
 from harness_gateway.sqlite import SQLiteStore
@@ -413,3 +415,21 @@ def ledger_rows(db: Path) -> list[dict[str, Any]]:
             await store.aclose()
 
     return anyio.run(read)
+
+
+async def burst(stores: list[Any], key: KeyRecord, count: int, now: float, bound: float | None = None) -> list[Any]:
+    """``count`` admissions of ``key`` at once (``bound``: :meth:`SqlStore.admit`'s), alternating
+    between ``stores`` (two hosts of one state): tickets, or the :class:`GatewayError` of each
+    refusal."""
+    results: list[Any] = []
+
+    async def one(store: Any) -> None:
+        try:
+            results.append(await store.admit(key, "mock", "echo", now=now, bound=bound))
+        except GatewayError as exc:
+            results.append(exc)
+
+    async with anyio.create_task_group() as group:
+        for number in range(count):
+            group.start_soon(one, stores[number % 2])
+    return results

@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from gw_helpers import GatedUpstream, gateway_yaml, ledger_rows, serve_gateway
+from gw_helpers import GatedUpstream, burst, gateway_yaml, ledger_rows, serve_gateway
 from gw_postgres import running_postgres
 from gw_redis import running_redis
 
@@ -58,23 +58,6 @@ def hosts(request: pytest.FixtureRequest, tmp_path: Path) -> list[SqlStore]:
 async def new_key(store: SqlStore, budget: float) -> KeyRecord:
     await store.migrate()
     return (await store.create_key(KeySpec(name=f"k-{uuid.uuid4().hex[:8]}", budget=budget), now=NOW - 100))[1]
-
-
-async def burst(stores: list[SqlStore], key: KeyRecord, count: int, now: float, bound: float | None) -> list[Any]:
-    """``count`` admissions of ``key`` at once with ``bound``, alternating between the stores:
-    tickets or errors."""
-    results: list[Any] = []
-
-    async def one(store: SqlStore) -> None:
-        try:
-            results.append(await store.admit(key, "mock", "echo", now=now, bound=bound))
-        except GatewayError as exc:
-            results.append(exc)
-
-    async with anyio.create_task_group() as group:
-        for number in range(count):
-            group.start_soon(one, stores[number % 2])
-    return results
 
 
 def tickets(results: list[Any]) -> list[str]:

@@ -9,12 +9,11 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import anyio
 import httpx
 import pytest
-from gw_helpers import gateway_yaml, serve_gateway
+from gw_helpers import burst, gateway_yaml, serve_gateway
 from gw_postgres import Cluster
 from gw_redis import RedisServer, running_redis
 
@@ -48,22 +47,6 @@ def two_hosts(db: Path, url: str, lease: float = 5.0) -> list[RedisSQLiteStore]:
 async def key_of(store: RedisAdmission, spec: KeySpec) -> KeyRecord:
     await store.migrate()
     return (await store.create_key(spec, now=NOW - 100))[1]
-
-
-async def burst(stores: list[Any], key: KeyRecord, count: int, now: float) -> list[Any]:
-    """``count`` admissions at once, alternating between the stores: tickets or errors."""
-    results: list[Any] = []
-
-    async def one(store: RedisAdmission) -> None:
-        try:
-            results.append(await store.admit(key, "mock", "echo", now=now))
-        except GatewayError as exc:
-            results.append(exc)
-
-    async with anyio.create_task_group() as group:
-        for number in range(count):
-            group.start_soon(one, stores[number % 2])
-    return results
 
 
 def test_rpm_burst_across_two_hosts_is_exact(tmp_path: Path, redis_url: str) -> None:
