@@ -23,7 +23,7 @@ from harness_core.http import preferred_transport
 from harness_core.http import transport as http_transport
 from harness_core.loader import load_config
 from harness_core.secret import MASK
-from harness_core.types import Finish, FinishReason, Message, ReasoningBlock, ToolCallBlock
+from harness_core.types import Finish, FinishReason, GenerateOptions, Message, ReasoningBlock, ToolCallBlock
 from harness_gateway import runtime as runtime_module
 from harness_gateway import server as server_module
 from harness_gateway.anthropic_messages import MessagesStreamEncoder, messages_response, parse_messages_request
@@ -36,6 +36,7 @@ from harness_gateway.request_id import RequestIdMiddleware
 from harness_gateway.runtime import RuntimeHolder, load_runtime
 from harness_gateway.server import GatewayServer, worker_app
 from harness_gateway.sqlite import SQLiteStore
+from harness_middleware.pricing import Price, PriceBook
 
 
 def test_config_validation_and_loopback() -> None:
@@ -560,6 +561,36 @@ async def test_a_producer_cancelled_while_it_waits_for_room_leaves_the_outbox_us
     assert body == b""
     assert end is not None
     assert end.status == 499
+
+
+def test_the_usage_so_far_is_recorded_only_when_it_grew() -> None:
+    """:meth:`Relay.record_so_far` (called by the process's usage recorder every second): a
+    stream that streamed nothing since the last record writes nothing, one that grew writes its
+    estimate, one that ended writes nothing (it is being settled). Called directly: whether two
+    recorder ticks fall between two chunks of a real stream depends on the machine's timing."""
+    written: list[tuple[str, Any, float]] = []
+
+    async def record(ticket: str, usage: Any, cost: float) -> None:
+        written.append((ticket, usage, cost))
+
+    relay: Any = types.SimpleNamespace(
+        done=anyio.Event(), output_chars=8, usage=None, recorded=(0, None), options=GenerateOptions(),
+        runtime=types.SimpleNamespace(prices=PriceBook({"r/m": Price(input=1.0, output=1.0)}, use_table=False)),
+        member=lambda: ("r", "m"), gateway=types.SimpleNamespace(store=types.SimpleNamespace(record=record)),
+        ticket="t1", request_id="q1",
+    )  # fmt: skip
+
+    async def main() -> None:
+        await Relay.record_so_far(relay)
+        await Relay.record_so_far(relay)  # nothing streamed since: not written again
+        relay.output_chars = 12
+        await Relay.record_so_far(relay)
+        relay.done.set()
+        relay.output_chars = 40
+        await Relay.record_so_far(relay)  # ended: the settlement writes the row
+
+    anyio.run(main)
+    assert [(ticket, usage.output_tokens) for ticket, usage, _ in written] == [("t1", 2), ("t1", 3)]
 
 
 def test_an_aborted_finish_is_shown_with_the_gateways_public_failure(caplog: pytest.LogCaptureFixture) -> None:
