@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
+import socket
 import zlib
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -181,11 +183,10 @@ async def test_early_close_is_network(end: str, server: ScriptedServer, client: 
 
 
 async def test_connect_error_is_network() -> None:
-    with ScriptedServer() as srv:
-        url = srv.url
-    async with make_client(base_url=url) as client:
-        with pytest.raises(LlmError) as info:
-            await collect(client)
+    with refusing_url() as url:
+        async with make_client(base_url=url) as client:
+            with pytest.raises(LlmError) as info:
+                await collect(client)
     assert info.value.code == "NETWORK"
 
 
@@ -582,3 +583,16 @@ async def _first(events: AsyncIterator[SSEEvent]) -> AsyncIterator[SSEEvent]:
     async for event in events:
         yield event
         return
+
+
+@contextlib.contextmanager
+def refusing_url() -> Iterator[str]:
+    """``http://127.0.0.1:PORT`` where nothing listens, while the block runs: the port is bound,
+    never listened on, so a connection is refused and no other test's server (a parallel worker's)
+    can take the port meanwhile, as it could a closed server's."""
+    holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        holder.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{holder.getsockname()[1]}"
+    finally:
+        holder.close()

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import importlib.util
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -191,13 +193,12 @@ async def test_a_truncated_body_over_aiohttp_is_network() -> None:
 
 @ON_ASYNCIO
 async def test_a_refused_connection_over_aiohttp_is_network() -> None:
-    with ScriptedServer() as server:
-        url = server.url
-    async with make_client(base_url=url, backend="aiohttp") as http:
-        request = http.build_request("POST", "/v1/x", content=b"{}")
-        with pytest.raises(LlmError) as caught:
-            async with open_sse_stream(http, request, provider="acme"):
-                pass  # pragma: no cover - the connection is refused
+    with refusing_url() as url:
+        async with make_client(base_url=url, backend="aiohttp") as http:
+            request = http.build_request("POST", "/v1/x", content=b"{}")
+            with pytest.raises(LlmError) as caught:
+                async with open_sse_stream(http, request, provider="acme"):
+                    pass  # pragma: no cover - the connection is refused
     assert caught.value.code == "NETWORK"
 
 
@@ -417,9 +418,7 @@ async def test_the_environments_proxy_is_used_as_over_httpcore(monkeypatch: pyte
 async def test_no_proxy_sends_its_hosts_direct(monkeypatch: pytest.MonkeyPatch) -> None:
     """A host ``NO_PROXY`` names goes direct over aiohttp, as over httpcore: the proxy (a port that
     refuses) is never tried for it."""
-    with ScriptedServer() as refusing:
-        dead = refusing.url  # closed when this block ends: nothing listens there
-    with ScriptedServer(Reply.json(200, {}), Reply.json(200, {})) as upstream:
+    with refusing_url() as dead, ScriptedServer(Reply.json(200, {}), Reply.json(200, {})) as upstream:
         for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy", "NO_PROXY"):
             monkeypatch.delenv(name, raising=False)
         monkeypatch.setenv("http_proxy", dead)
@@ -449,3 +448,16 @@ async def test_a_pool_timeout_over_aiohttp_is_connect_timeout_naming_the_limit()
                 await http.post("/v1/x", content=b"{}")
             await held.aclose()
     assert error_from_exception(caught.value).code == "TIMEOUT"
+
+
+@contextlib.contextmanager
+def refusing_url() -> Iterator[str]:
+    """``http://127.0.0.1:PORT`` where nothing listens, while the block runs: the port is bound,
+    never listened on, so a connection is refused and no other test's server (a parallel worker's)
+    can take the port meanwhile, as it could a closed server's."""
+    holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        holder.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{holder.getsockname()[1]}"
+    finally:
+        holder.close()
