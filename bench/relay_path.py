@@ -3,7 +3,10 @@ HTTP server in front of it), streaming ``text-200`` from :mod:`bench.server` (it
 16 concurrent in-memory clients, harness-llm-openai on aiohttp, no middleware, the master key.
 ``text-3`` instead (a second argument) measures a short request's path: the per-request work
 (parse, auth, admission, chain setup, the upstream request, the ledger, the console record) is
-then most of it. The gateway's background tasks that requests feed run as its lifespan runs
+then most of it. The heap is settled after the warm-up round, as ``harness serve`` settles it after
+its first request (:func:`harness_gateway.server.settle_heap`: frozen, the youngest generation
+collected every 7,000 allocations), so the collector costs what it costs in a serving process.
+The gateway's background tasks that requests feed run as its lifespan runs
 them (the console records' writer, where the measured commit has one: ``Gateway.writers``);
 ``RECORDS`` (a third argument) fills the console's table with that many old records first, as a
 gateway that has served a while holds its ``keep`` (10,000): what pruning them costs depends on it.
@@ -66,7 +69,7 @@ def _fill(database: Path, records: int) -> None:
 
 async def _measure(upstream: str, tmp: Path, rounds: int, scenario: str = "text-200", records: int = 0) -> list[float]:
     """CPU µs per relayed chunk of each round (of :data:`STREAMS` streams of ``scenario``)."""
-    from harness_gateway.server import GatewayServer
+    from harness_gateway.server import GatewayServer, settle_heap
 
     master = "sk-" + "m" * 56  # key-shaped: the secret redactor masks them like real ones
     os.environ["BENCH_RELAY_MASTER"], os.environ["BENCH_RELAY_UPSTREAM"] = master, "sk-" + "u" * 56
@@ -127,6 +130,7 @@ async def _measure(upstream: str, tmp: Path, rounds: int, scenario: str = "text-
             for writer in getattr(server.gateway, "writers", []):  # as the lifespan runs them
                 await group.start(writer.run)
             await asyncio.gather(*(one() for _ in range(STREAMS)))  # warm-up: connections, first-request paths
+            settle_heap()  # the heap policy of `harness serve` (settled after its first request)
             if records:
                 for writer in getattr(server.gateway, "writers", []):
                     await writer.written()  # the warm-up's records: the table exists
