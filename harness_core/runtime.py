@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import msgspec
 import pluggy
 
+from harness_core.adapter import LlmAdapter
 from harness_core.assembler import BlockAssembler
 from harness_core.boundary import AdapterBoundary
 from harness_core.callchain import CallChain
@@ -757,11 +758,21 @@ class Harness:
 
     async def _count_boundary(self, options: GenerateOptions) -> int:
         """The innermost counting layer: the route's adapter counts ``options`` (replay state of
-        other plugins dropped); its ``LlmError`` is scrubbed of secrets."""
+        other plugins dropped); its ``LlmError`` is scrubbed of secrets. An adapter that keeps
+        :meth:`LlmAdapter.count_tokens`'s default is refused here, ``UNSUPPORTED`` naming the
+        route, the model and the plugin the caller can act on (not the adapter's class)."""
         registration = self._registration(options.route)
+        adapter = registration.adapter
+        if type(adapter).count_tokens is LlmAdapter.count_tokens:  # the default: no counter
+            model = f" (model {options.model!r})" if options.model is not None else ""
+            raise LlmError(
+                "UNSUPPORTED",
+                f"route {options.route!r} cannot count tokens{model}: its adapter, of plugin "
+                f"{registration.owner!r}, has no token counter",
+            )
         options = strip_replay(options, registration.owner)
         try:
-            counted: int = await registration.adapter.count_tokens(options)
+            counted: int = await adapter.count_tokens(options)
         except LlmError as exc:
             raise self._boundary.scrub(exc) from None
         return counted

@@ -48,7 +48,11 @@ def test_count_on_a_route_that_cannot_count_is_a_usage_error(harness: Harness, c
     result = harness("run", "--count-tokens", "hi")
     assert result.returncode == 2
     assert result.stdout == ""
-    assert "error: UNSUPPORTED from route 'openai' (openai): OpenAIAdapter cannot count tokens" in result.stderr
+    assert (
+        "error: UNSUPPORTED from route 'openai' (openai): route 'openai' cannot count tokens (model 'gpt-test'): "
+        "its adapter, of plugin 'openai', has no token counter"
+    ) in result.stderr
+    assert "OpenAIAdapter" not in result.stderr  # the class is no place a user can act on
     unknown = harness("run", "--count-tokens", "-r", "nowhere", "hi")
     assert unknown.returncode == 2
     assert "NO_ADAPTER" in unknown.stderr

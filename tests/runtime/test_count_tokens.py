@@ -21,10 +21,15 @@ async def test_count_tokens_uses_the_route_adapter() -> None:
         with pytest.raises(LlmError) as caught:
             await harness.count_tokens(GenerateOptions(route="other", messages=[Message.user("x")]))
         assert caught.value.code == "UNSUPPORTED"
-        assert "cannot count tokens" in caught.value.message
+        assert caught.value.message == (
+            "route 'other' cannot count tokens: its adapter, of plugin 'other', has no token counter"
+        )
         with pytest.raises(LlmError) as caught:
             await harness.count_tokens(GenerateOptions(model="nope"))
         assert caught.value.code == "NOT_FOUND"
+        with pytest.raises(LlmError) as caught:
+            await harness.count_tokens(GenerateOptions(route="other", model="m1", messages=[Message.user("x")]))
+        assert "route 'other' cannot count tokens (model 'm1'):" in caught.value.message
         with pytest.raises(LlmError) as caught:
             harness.route_wire("missing")
         assert caught.value.code == "NO_ADAPTER"

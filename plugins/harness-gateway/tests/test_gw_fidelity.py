@@ -362,7 +362,8 @@ def test_count_tokens_through_the_anthropic_sdk(running, providers) -> None:  # 
     assert httpx.post(url, json={"model": "mock/echo", "messages": hi}).status_code == 401
     cannot = httpx.post(url, json={"model": "gpt/gpt-x", "messages": hi}, headers={"x-api-key": key})
     assert cannot.status_code == 400
-    assert "cannot count tokens" in cannot.json()["error"]["message"]
+    assert "route 'gpt' cannot count tokens (model 'gpt-x')" in cannot.json()["error"]["message"]
+    assert "Adapter" not in cannot.json()["error"]["message"]  # the route the client named, never a class
     down = httpx.post(url, json={"model": "down/claude-x", "messages": hi}, headers={"x-api-key": key}, timeout=30)
     assert down.status_code >= 500
     assert "route 'down' is unreachable" in down.json()["error"]["message"]  # the transport error stays in the log
@@ -393,4 +394,4 @@ def test_responses_input_tokens_through_the_openai_sdk(running, providers) -> No
     assert (empty.status_code, empty.json()["error"]["param"]) == (400, "input")
     cannot = httpx.post(url, json={"model": "gpt/gpt-x", "input": "hi"}, headers={"authorization": f"Bearer {key}"})
     assert cannot.status_code == 400
-    assert "cannot count tokens" in cannot.json()["error"]["message"]
+    assert "route 'gpt' cannot count tokens (model 'gpt-x')" in cannot.json()["error"]["message"]
