@@ -21,6 +21,7 @@ from harness_core.types import (
     BlockStart,
     FileBlock,
     Finish,
+    FinishKind,
     FinishReason,
     JsonObjectFormat,
     JsonSchemaFormat,
@@ -255,6 +256,8 @@ def test_non_streaming_output_items_and_replay_state() -> None:
     assert plain["status"] == "incomplete"
     assert plain["incomplete_details"] == {"reason": "max_output_tokens"}
     assert [item["type"] for item in plain["output"]] == ["reasoning", "message"]  # a carrier item holds the state
+    assert plain["output"][1]["status"] == "incomplete"  # the item the limit cut
+    assert [item.get("status") for item in reply["output"]] == [None, "completed", "completed"]
     again = parse_responses_request(body(input=plain["output"])).options.messages
     assert again[0].content == [TextBlock("x")]
     assert again[0].replay_state == state
@@ -322,6 +325,87 @@ def test_stream_encoder_failures() -> None:
     assert end[-1]["response"]["status"] == "failed"
     assert end[-1]["response"]["error"] == {"code": "ABORTED", "message": failure.message}
     assert end[-1]["response"]["output"][0]["content"][0]["text"] == "par"  # the partial text is kept
+    closed = [e["item"] for e in end if e["type"] == "response.output_item.done"]
+    assert [item["status"] for item in closed] == ["incomplete"]  # open when it failed: not completed
+    assert end[-1]["response"]["output"][0]["status"] == "incomplete"
+
+
+def test_a_failure_marks_only_the_items_still_open_incomplete() -> None:
+    encoder = ResponsesStreamEncoder("resp_1", parse_responses_request(body()))
+    out = encoder.start()
+    for chunk in (
+        BlockStart(0, "reasoning"), ReasoningDelta(0, "hm"), BlockEnd(0, ReasoningBlock("hm")),
+        BlockStart(1, "text"), TextDelta(1, "hi"), BlockEnd(1, TextBlock("hi")),
+        BlockStart(2, "tool-call", id="c", name="f"), ToolCallDelta(2, "c", '{"a":'),
+    ):  # fmt: skip
+        out += encoder.feed(chunk)
+    out += encoder.feed(Finish(FinishReason(kind="error", failure=Failure(code="NETWORK", message="reset"))))
+    seen = events(out)
+    assert [e["sequence_number"] for e in seen] == list(range(len(seen)))
+    done = {e["item"]["id"]: e["item"].get("status") for e in seen if e["type"] == "response.output_item.done"}
+    assert done == {"rs_resp_1_0": None, "msg_resp_1_1": "completed", "fc_resp_1_2": "incomplete"}
+    failed = seen[-1]["response"]
+    assert (seen[-1]["type"], failed["status"]) == ("response.failed", "failed")
+    assert [item.get("status") for item in failed["output"]] == [None, "completed", "incomplete"]
+    assert failed["output"][2]["arguments"] == '{"a":'  # what had arrived, as it arrived
+
+
+def test_reasoning_cut_by_the_limit_is_an_incomplete_item() -> None:
+    encoder = ResponsesStreamEncoder("resp_1", parse_responses_request(body()))
+    encoder.feed(BlockStart(0, "reasoning"))
+    encoder.feed(ReasoningDelta(0, "thinking abo"))
+    end = events(encoder.feed(Finish(FinishReason(kind="length"))))  # still open: cut while thinking
+    assert end[-1]["type"] == "response.incomplete"
+    assert end[-1]["response"]["output"] == [
+        {"type": "reasoning", "id": "rs_resp_1_0", "summary": [{"type": "summary_text", "text": "thinking abo"}],
+         "status": "incomplete"},
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(("kind", "reason"), [("length", "max_output_tokens"), ("content-filter", "content_filter")])
+def test_the_item_a_limit_cut_is_incomplete(kind: FinishKind, reason: str) -> None:
+    encoder = ResponsesStreamEncoder("resp_1", parse_responses_request(body()))
+    out = encoder.start()
+    out += encoder.feed(BlockStart(0, "text")) + encoder.feed(TextDelta(0, "one"))
+    out += encoder.feed(BlockEnd(0, TextBlock("one")))
+    assert b"output_item.done" not in out  # it waits for the next chunk: a finish may say it was cut
+    out += encoder.feed(Usage(TokenUsage(input_tokens=1, output_tokens=2)))  # a usage chunk has no events
+    assert b"output_item.done" not in out
+    stored = encoder.final(Finish(FinishReason(kind=kind)))  # what the store keeps is asked for first
+    out += encoder.feed(Finish(FinishReason(kind=kind)))
+    seen = events(out)
+    assert [e["sequence_number"] for e in seen] == list(range(len(seen)))
+    assert [e["type"] for e in seen][-3:] == [
+        "response.content_part.done", "response.output_item.done", "response.incomplete",
+    ]  # fmt: skip
+    assert seen[-2]["item"]["status"] == "incomplete"
+    assert seen[-1]["response"]["incomplete_details"] == {"reason": reason}
+    assert seen[-1]["response"]["output"][0]["status"] == "incomplete"
+    assert stored["output"][0]["status"] == "incomplete"
+    back = parse_responses_request(body(input=seen[-1]["response"]["output"]))  # a client sends it back
+    assert back.options.messages[0].content == [TextBlock("one")]
+
+
+def test_a_completed_item_goes_out_with_the_next_block() -> None:
+    encoder = ResponsesStreamEncoder("resp_1", parse_responses_request(body()))
+    encoder.start()
+    encoder.feed(BlockStart(0, "text"))
+    encoder.feed(TextDelta(0, "one"))
+    assert encoder.feed(BlockEnd(0, TextBlock("one"))) == b""
+    following = events(encoder.feed(BlockStart(1, "tool-call", id="c", name="f")))
+    assert [e["type"] for e in following] == [
+        "response.output_text.done", "response.content_part.done", "response.output_item.done",
+        "response.output_item.added",
+    ]  # fmt: skip
+    assert following[2]["item"]["status"] == "completed"
+    assert following[3]["output_index"] == 1
+    encoder.feed(ToolCallDelta(1, "c", "{}"))
+    encoder.feed(BlockEnd(1, ToolCallBlock("c", "f", "{}")))
+    end = events(encoder.feed(Finish(FinishReason(kind="tool-calls"))))
+    assert [e["type"] for e in end] == [
+        "response.function_call_arguments.done", "response.output_item.done", "response.completed",
+    ]  # fmt: skip
+    assert [item["status"] for item in end[-1]["response"]["output"]] == ["completed", "completed"]
 
 
 def test_the_first_replay_state_of_a_turn_wins_and_empty_assistant_text_adds_no_block() -> None:

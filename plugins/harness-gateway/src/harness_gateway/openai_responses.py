@@ -30,17 +30,20 @@ a tool call → a ``function_call`` item (``call_id`` is the harness tool call i
 ``input_tokens_details.cached_tokens``), ``output_tokens`` (with
 ``output_tokens_details.reasoning_tokens``), ``total_tokens``.
 
-Stream: ``response.created``, ``response.in_progress``; per block ``response.output_item.added``
-(+ ``response.content_part.added`` / ``response.reasoning_summary_part.added``), its deltas
+Stream: ``response.created``, ``response.in_progress``; per block ``response.output_item.added`` (+
+``response.content_part.added`` / ``response.reasoning_summary_part.added``), its deltas
 (``response.output_text.delta``, ``response.reasoning_summary_text.delta``,
-``response.function_call_arguments.delta``), its ``.done`` events and
-``response.output_item.done``; then one of ``response.completed`` / ``response.incomplete``
-carrying the whole response. Every event has ``event: <type>``, the same ``type`` inside and an
-increasing ``sequence_number`` from 0. A failure after the stream started, and a stream the
-gateway or its upstream aborted (:func:`~harness_gateway.errors.finish_error`), is an ``error``
-event (``code``, ``message``, ``param`` and the OpenAI error object under ``error``, which the
-``openai`` SDK raises as ``APIError``) followed by ``response.failed`` (not ``response.incomplete``,
-whose ``incomplete_details.reason`` names a limit the model reached: ``max_output_tokens`` or
+``response.function_call_arguments.delta``), its ``.done`` events and ``response.output_item.done``
+(sent with the next chunk's events, so a finish can still mark the item cut); then one of
+``response.completed`` / ``response.incomplete`` carrying the whole response. An item cut by
+``max_output_tokens`` or a content filter (the one ended last, or one still open), and an item
+still open when the stream fails, has ``status: "incomplete"``. Every event has ``event: <type>``,
+the same ``type`` inside and an increasing ``sequence_number`` from 0. A failure after the stream
+started, and a stream the gateway or its upstream aborted
+(:func:`~harness_gateway.errors.finish_error`), is an ``error`` event (``code``, ``message``,
+``param`` and the OpenAI error object under ``error``, which the ``openai`` SDK raises as
+``APIError``) followed by ``response.failed`` (not ``response.incomplete``, whose
+``incomplete_details.reason`` names a limit the model reached: ``max_output_tokens`` or
 ``content_filter``; an aborted response is one that failed, PROTOCOLS.md §9.2).
 
 Reasoning replay (stateless): with ``include: ["reasoning.encrypted_content"]`` the route's
@@ -584,8 +587,10 @@ def responses_response(
         else:
             assert isinstance(block, ToolCallBlock), "an assistant reply holds text, reasoning and tool calls only"
             output.append(_call_item(f"fc_{public_id}_{index}", block.id, block.name, block.arguments))
-    _with_state(output, public_id, parsed.extras, finish.replay_state)
     status, incomplete = _status(finish.reason)
+    if status == "incomplete" and output:
+        output[-1]["status"] = "incomplete"  # the item the limit cut (as the stream marks it)
+    _with_state(output, public_id, parsed.extras, finish.replay_state)
     return response_object(public_id, parsed, int(time.time()), status, output, usage, incomplete=incomplete)
 
 
@@ -614,6 +619,10 @@ class ResponsesStreamEncoder:
         self.open: dict[int, _Open] = {}
         self.failure: GatewayError | None = None
         self._final: dict[str, Any] | None = None
+        self._ended: tuple[_Open, str, dict[str, Any]] | None = None
+        """The block ended last, whose ``.done`` events wait for the next chunk: a ``length`` or
+        ``content-filter`` finish right after it marks its item ``incomplete`` (it was cut)."""
+        self._closing: list[tuple[_Open, str, dict[str, Any]]] | None = None  # (:meth:`_last_items`)
 
     def event(self, kind: str, body: dict[str, Any]) -> bytes:
         """One event ``kind`` with ``type`` and the next ``sequence_number``."""
@@ -633,7 +642,11 @@ class ResponsesStreamEncoder:
         )
 
     def feed(self, chunk: StreamChunk) -> bytes:
-        """The SSE bytes for ``chunk`` (``b""`` when it adds nothing on this wire)."""
+        """The SSE bytes for ``chunk`` (``b""`` when it adds nothing on this wire). The ``.done``
+        events of a block come with the next chunk that has events of its own (a usage chunk
+        has none), so a finish can still mark it cut."""
+        if self._ended is not None and not isinstance(chunk, Usage | Finish):
+            return self._done(*self._release()) + self.feed(chunk)
         if isinstance(chunk, TextDelta):
             return self._delta(chunk.index, chunk.text, "response.output_text.delta", content_index=0)
         if isinstance(chunk, ReasoningDelta):
@@ -643,7 +656,8 @@ class ResponsesStreamEncoder:
         if isinstance(chunk, BlockStart):
             return self._start(chunk)
         if isinstance(chunk, BlockEnd):
-            return self._end(chunk.index)
+            self._ended = self._close(chunk.index, "completed")
+            return b""
         if isinstance(chunk, Usage):
             self.usage = chunk.usage
             return b""
@@ -682,30 +696,47 @@ class ResponsesStreamEncoder:
             out += self.event(kind, {"item_id": block.item_id, "output_index": position, **body})
         return out
 
-    def _end(self, index: int) -> bytes:
+    def _release(self) -> tuple[_Open, str, dict[str, Any]]:
+        ended, self._ended = self._ended, None
+        assert ended is not None, "called with a block ended"
+        return ended
+
+    def _close(self, index: int, status: str) -> tuple[_Open, str, dict[str, Any]]:
+        """Close the open block ``index``: its output item (``status`` ``completed`` or
+        ``incomplete``) joins :attr:`output`; the block, its text and the item."""
         block = self.open.pop(index)
         text = "".join(block.parts)
+        if block.kind == "text":
+            item = _text_item(block.item_id, text, status)
+        elif block.kind == "reasoning":
+            item = _reasoning_item(block.item_id, text)
+            if status != "completed":  # (a reasoning item's status is optional: set when it was cut)
+                item["status"] = status
+        else:
+            item = _call_item(block.item_id, block.call_id, block.name, text or "{}", status)
+        self.output.append(item)
+        return block, text, item
+
+    def _done(self, block: _Open, text: str, item: dict[str, Any]) -> bytes:
+        """The ``.done`` events of a closed block and ``response.output_item.done``."""
         where = {"item_id": block.item_id, "output_index": block.position}
         if block.kind == "text":
-            item = _text_item(block.item_id, text)
             out = self.event("response.output_text.done", {**where, "content_index": 0, "text": text})
             out += self.event("response.content_part.done", {**where, "content_index": 0, "part": item["content"][0]})
         elif block.kind == "reasoning":
-            item = _reasoning_item(block.item_id, text)
             out = self.event("response.reasoning_summary_text.done", {**where, "summary_index": 0, "text": text})
             part = {"type": "summary_text", "text": text}
             out += self.event("response.reasoning_summary_part.done", {**where, "summary_index": 0, "part": part})
         else:
-            item = _call_item(block.item_id, block.call_id, block.name, text or "{}")
-            out = self.event("response.function_call_arguments.done", {**where, "arguments": text or "{}"})
-        self.output.append(item)
+            out = self.event("response.function_call_arguments.done", {**where, "arguments": item["arguments"]})
         return out + self.event("response.output_item.done", {"output_index": block.position, "item": item})
 
     def finish(self, finish: Finish) -> bytes:
         """The terminal events: ``response.completed`` / ``response.incomplete`` with the whole
-        response (blocks still open are closed first), or the error and ``response.failed`` of a
-        failed or aborted stream (:func:`~harness_gateway.errors.finish_error`)."""
-        out = b"".join(self._end(index) for index in sorted(self.open))
+        response, or the error and ``response.failed`` of a failed or aborted stream
+        (:func:`~harness_gateway.errors.finish_error`), after the ``.done`` events of the blocks
+        :meth:`_last_items` closes."""
+        out = b"".join(self._done(*closed) for closed in self._last_items(finish))
         failed = finish_error(finish.reason)
         if failed is not None:
             self.failure = failed
@@ -714,10 +745,29 @@ class ResponsesStreamEncoder:
         kind = "response.completed" if body["status"] == "completed" else "response.incomplete"
         return out + self.event(kind, {"response": body})
 
+    def _last_items(self, finish: Finish) -> list[tuple[_Open, str, dict[str, Any]]]:
+        """The blocks whose ``.done`` events are still to be sent at ``finish``, in order (the
+        one ended last, then those still open, closed now), decided once (:meth:`final` may ask
+        first): open ones become ``incomplete`` items when the stream failed or was cut (a
+        ``length`` or ``content-filter`` finish); a cut stream with none open marks the item
+        ended last ``incomplete`` (OpenAI's output item ``status``: ``in_progress`` /
+        ``completed`` / ``incomplete``)."""
+        if self._closing is None:
+            failed = finish_error(finish.reason) is not None
+            cut = not failed and _status(finish.reason)[0] == "incomplete"
+            closing = [self._release()] if self._ended is not None else []
+            if closing and cut and not self.open:
+                closing[0][2]["status"] = "incomplete"  # the item the limit cut
+            status = "incomplete" if failed or cut else "completed"
+            closing += [self._close(index, status) for index in sorted(self.open)]
+            self._closing = closing
+        return self._closing
+
     def final(self, finish: Finish) -> dict[str, Any]:
         """The ``response`` object the terminal event of ``finish`` (one that did not fail) carries:
         built once, so what :meth:`OpenAIResponses.conclude` stores (and marks) is what is sent."""
         if self._final is None:
+            self._last_items(finish)  # every item closed, the cut one marked
             _with_state(self.output, self.id, self.parsed.extras, finish.replay_state)
             status, incomplete = _status(finish.reason)
             self._final = self._response(status, incomplete=incomplete)["response"]
