@@ -22,6 +22,9 @@ async def test_defaults() -> None:
     with pytest.raises(LlmError, match="Minimal cannot list models") as info:
         await adapter.list_models()
     assert info.value.code == "UNSUPPORTED"
+    with pytest.raises(LlmError, match="Minimal cannot count tokens") as info:
+        await adapter.count_tokens(GenerateOptions())
+    assert info.value.code == "UNSUPPORTED"
     await adapter.aclose()
     assert [chunk async for chunk in adapter.stream(GenerateOptions())] == [Finish(FinishReason("stop"))]
 
