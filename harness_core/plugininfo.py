@@ -12,12 +12,14 @@ import msgspec
 from harness_core.types import _deprecated_provider, _RouteKeyword
 
 __all__ = [
+    "MIDDLEWARE_HOOKS",
     "REPORTED",
     "Defaults",
     "LoadedPlugin",
     "PluginFailure",
     "adapter_failures",
     "failed_owner",
+    "plugin_kind",
     "plugin_name",
     "stopping_failures",
 ]
@@ -25,6 +27,27 @@ __all__ = [
 REPORTED = "harness_reported"
 """Attribute set on a log record whose failure is also a :class:`PluginFailure` the caller shows
 (the CLI drops such records unless ``-v`` asks for the traceback, so each failure is shown once)."""
+
+
+MIDDLEWARE_HOOKS = ("llm_stream", "llm_tool_call", "llm_embed", "llm_count_tokens")
+"""The hooks that make a plugin a middleware: it wraps streams, tool calls, embeddings or counts."""
+
+_KINDS = (
+    ("middleware", MIDDLEWARE_HOOKS),
+    ("adapter", ("register_adapter", "register_embedder")),
+    ("tools", ("register_tools", "register_tool_source")),
+)
+
+
+def plugin_kind(target: object) -> str:
+    """What the plugin ``target`` (its entry point's class or object) is, for ``harness plugins``:
+    the kinds of the hooks it implements, joined by ``+`` in this order: ``middleware`` (a hook
+    of :data:`MIDDLEWARE_HOOKS`), ``adapter`` (``register_adapter`` / ``register_embedder``),
+    ``tools`` (``register_tools`` / ``register_tool_source``), e.g. ``middleware+adapter`` for a
+    pool that also serves routes; ``settings`` for a plugin with none of them, whose config a
+    command reads (the gateway's entry: ``harness serve``)."""
+    kinds = [kind for kind, hooks in _KINDS if any(callable(getattr(target, hook, None)) for hook in hooks)]
+    return "+".join(kinds) or "settings"
 
 
 def plugin_name(key: str) -> str:

@@ -41,7 +41,15 @@ from harness_core.embedding import EmbedBoundary, EmbedChain, EmbeddingAdapter, 
 from harness_core.errors import LlmError
 from harness_core.fields import FieldTarget
 from harness_core.hookspecs import PROJECT_NAME, HarnessSpec, ProviderLookup
-from harness_core.plugininfo import REPORTED, Defaults, LoadedPlugin, PluginFailure, plugin_name, stopping_failures
+from harness_core.plugininfo import (
+    MIDDLEWARE_HOOKS,
+    REPORTED,
+    Defaults,
+    LoadedPlugin,
+    PluginFailure,
+    plugin_name,
+    stopping_failures,
+)
 from harness_core.record import StreamRecord, open_embed_record, open_record
 from harness_core.registry import DuplicateRoute, Registration, RouteRegistry
 from harness_core.routing import (
@@ -100,8 +108,6 @@ class GenerateResult(msgspec.Struct, frozen=True):
         """The concatenated text of the reply (reasoning excluded)."""
         return self.message.text
 
-
-_MIDDLEWARE_HOOKS = ("llm_stream", "llm_tool_call", "llm_embed", "llm_count_tokens")
 
 _KNOWN_HOOKS = frozenset(name for name in vars(HarnessSpec) if not name.startswith("_"))
 
@@ -383,7 +389,7 @@ class Harness:
         broken: list[PluginFailure] = []
         registered: list[LoadedPlugin] = []
         for plugin in self._plugins:
-            is_middleware = any(pm.parse_hookimpl_opts(plugin.instance, hook) is not None for hook in _MIDDLEWARE_HOOKS)
+            is_middleware = any(pm.parse_hookimpl_opts(plugin.instance, hook) is not None for hook in MIDDLEWARE_HOOKS)
             try:
                 pm.register(plugin.instance, name=plugin.key)
             except Exception as exc:
@@ -403,7 +409,7 @@ class Harness:
         source_impls = {impl.plugin_name: impl for impl in pm.hook.register_tool_source.get_hookimpls()}
         embedder_impls = {impl.plugin_name: impl for impl in pm.hook.register_embedder.get_hookimpls()}
         middleware_keys = {
-            impl.plugin_name for hook in _MIDDLEWARE_HOOKS for impl in getattr(pm.hook, hook).get_hookimpls()
+            impl.plugin_name for hook in MIDDLEWARE_HOOKS for impl in getattr(pm.hook, hook).get_hookimpls()
         }
         for plugin in registered:
             hooks: tuple[tuple[str, dict[str, pluggy.HookImpl], Callable[[str], object]], ...] = (

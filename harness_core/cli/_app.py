@@ -205,7 +205,7 @@ class _HarnessGroup(click.Group):
         limit = formatter.width - 6 - max(len(name) for name in self.list_commands(ctx))
         rows = [(name, command.get_short_help_str(limit)) for name, command in sorted(self.commands.items())]
         rows += [
-            (name, f"(from plugin {entry.dist.key})")
+            (name, f"(from plugin {entry.dist.key}: harness {name} --help)")  # not imported for --help
             for name, entry in sorted(entry_points(COMMAND_GROUP).items())
             if name not in self.commands
         ]

@@ -49,6 +49,7 @@ def show_plugins(config: str | None, *, as_json: bool) -> int:
         for entry in loaded.entries:
             if entry.name == PROMPT_LOG and entry.state == "installed":  # so attached (or failed: marked below)
                 entry.state, entry.is_middleware, entry.message = "enabled", True, BY_DEFAULT
+                entry.kind = "middleware"
         with redacted_logging(loaded.redact):
             problems = anyio.run(_start, loaded)
         _mark_failures(loaded, problems)
@@ -106,7 +107,7 @@ def _mark_failures(loaded: LoadedConfig, problems: list[str]) -> None:
 
 
 def _row(entry: PluginEntry) -> tuple[str, str, str, str, str]:
-    kind = {True: "middleware", False: "adapter", None: "-"}[entry.is_middleware]
+    kind = entry.kind or "-"  # (what its hooks make it: harness_core.plugininfo.plugin_kind)
     dist = f"{entry.dist} {entry.version}" if entry.dist else "-"
     routes = ", ".join(entry.routes) if entry.routes else "-"
     return entry.key, entry.state, kind, dist, routes

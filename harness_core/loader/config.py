@@ -28,6 +28,9 @@ class PluginEntry(msgspec.Struct, kw_only=True):
     name or config problem), ``installed`` (has an entry point, not in plugins.yaml).
     ``routes`` come from the validated config's ``routes`` field when it has one: adapters are
     not started to list them. ``is_middleware`` is ``None`` when unknown (never imported).
+    ``kind`` is what its hooks make it (:func:`~harness_core.plugininfo.plugin_kind`:
+    ``adapter``, ``middleware``, ``tools``, ``settings`` or a ``+`` of several), ``None`` when
+    unknown.
     """
 
     key: str
@@ -36,6 +39,7 @@ class PluginEntry(msgspec.Struct, kw_only=True):
     dist: str | None = None
     version: str | None = None
     is_middleware: bool | None = None
+    kind: str | None = None
     routes: list[str] | None = None
     message: str | None = None
     line: int | None = None

@@ -13,6 +13,7 @@ from harness_core.config import substitute_env
 from harness_core.entrypoints import EntryPoint, entry_points
 from harness_core.loader.config import PluginEntry
 from harness_core.loader.session import Candidate, Session
+from harness_core.plugininfo import plugin_kind
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -98,6 +99,7 @@ def resolve(session: Session, candidate: Candidate, installed: Mapping[str, Entr
         return
     candidate.target = target
     entry.is_middleware = callable(getattr(target, "llm_stream", None))
+    entry.kind = plugin_kind(target)
     # only a plugin that serves adapters and no middleware may fail alone: the gateway's entry
     # (no hooks: it configures `harness serve`) or a plugin of unknown kind fails closed
     candidate.fails_closed = entry.is_middleware or not callable(getattr(target, "register_adapter", None))

@@ -30,7 +30,7 @@ def test_help_lists_builtin_and_plugin_commands(harness: Harness) -> None:
     for name in ("run", "chat", "plugins", "config", "chain"):
         assert f"  {name} " in result.stdout
     assert "fakecmd" in result.stdout
-    assert "(from plugin harness-fake-plugins)" in result.stdout
+    assert "(from plugin harness-fake-plugins: harness fakecmd --help)" in result.stdout
 
 
 def test_help_imports_no_provider_code(cli_env: dict[str, str], tmp_path: Path) -> None:
@@ -322,15 +322,28 @@ def test_plugins_lists_every_state(harness: Harness, config: Config, cli_env: di
     assert lines[0].endswith("plugins.yaml")
     table = {line.split()[0]: line.split() for line in lines[1:] if not line.startswith("!")}
     assert table["trace"][:3] == ["trace", "enabled", "middleware"]
-    assert table["mock"][1:3] == ["enabled", "adapter"]
+    assert table["mock"][1:3] == ["enabled", "adapter+tools"]  # it registers routes and the echo tool
     assert lines[[row[0] for row in (line.split() for line in lines)].index("mock")].endswith("mock, echo2")
-    assert table["broken"][1:3] == ["failed", "middleware"]
+    assert table["broken"][1:3] == ["failed", "-"]  # never imported: its kind is unknown (it fails closed)
     assert table["disabledone"][1] == "disabled"
     assert table["nosuchplugin"][1] == "invalid"
     assert table["failinit"][1] == "installed"
     assert any(line.startswith("! broken: plugin 'broken' cannot be imported") for line in lines)
     assert any("unknown plugin 'nosuchplugin'" in line for line in lines)
     assert SECRET not in result.stdout + result.stderr
+
+
+def test_plugins_shows_what_each_plugin_is(harness: Harness, config: Config, tmp_path: Path) -> None:
+    config(
+        f"plugins:\n  gateway: {{database: '{tmp_path / 'gw.sqlite'}'}}\n"
+        "  mcp:time: {command: [echo]}\n  mock: {}\n"
+    )
+    result = harness("plugins")
+    assert result.returncode == 0, result.stderr
+    table = {line.split()[0]: line.split() for line in result.stdout.splitlines()[1:] if not line.startswith("!")}
+    assert table["gateway"][1:3] == ["enabled", "settings"]  # no hooks: `harness serve` reads its config
+    assert table["mcp:time"][1:3] == ["enabled", "tools"]
+    assert table["mock"][1:3] == ["enabled", "adapter+tools"]
 
 
 def test_plugins_json(harness: Harness, config: Config) -> None:

@@ -103,7 +103,10 @@ def _with_store(config: str | None, work: Callable[[SqlStore], Awaitable[T]]) ->
     try:
         return anyio.run(main)
     except GatewayError as exc:
-        raise click.ClickException(exc.message) from exc
+        # what was asked cannot be done (a 4xx: a live key of that name) is a usage problem, exit 2
+        # like an unknown key or route; the store failing (unavailable, 5xx) exits 1
+        problem = _UsageProblem if exc.status < 500 else click.ClickException
+        raise problem(exc.message) from exc
 
 
 @click.command("serve")
@@ -116,7 +119,9 @@ def _with_store(config: str | None, work: Callable[[SqlStore], Awaitable[T]]) ->
 def serve_command(
     config: str | None, host: str | None, port: int | None, workers: int | None, watch: bool, log_level: str
 ) -> None:
-    """Serve the OpenAI- and Anthropic-compatible gateway (POST /v1/chat/completions, /v1/messages).
+    """Serve the OpenAI- and Anthropic-compatible gateway: /v1/chat/completions, /v1/responses,
+    /v1/embeddings, /v1/messages (with count_tokens), /v1/models, /healthz, /metrics, /admin/keys
+    and the console (docs/gateway.md).
 
     Exits 2 on a configuration problem (found before the start or by it: the located problems,
     shown once), 1 when the start failed otherwise, 3 when the port is in use."""
