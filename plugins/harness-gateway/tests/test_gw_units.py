@@ -56,6 +56,12 @@ def test_weak_connection_settings_are_config_errors_naming_the_field() -> None:
         GatewayConfig(master_key=Secret(short))
     assert short not in str(caught.value)
     assert GatewayConfig(master_key=Secret("x" * 16)).master_key is not None
+    # a short metrics token is guessable, and as a secret it would be masked out of every reply
+    with pytest.raises(
+        ValueError, match=r"field 'metrics_token': must be at least 16 characters \(it grants /metrics\)"
+    ):
+        GatewayConfig(metrics_token=Secret("mock"))
+    assert GatewayConfig(metrics_token=Secret("m" * 16)).metrics_token is not None
     with pytest.raises(ValueError, match="field 'limits': the URL's port must be a number") as port:
         GatewayConfig(limits=ConnectionString("redis://:hunter2secret@h:99999"))
     assert "hunter2secret" not in str(port.value)

@@ -50,7 +50,9 @@ __all__ = [
 LIMITS_SCHEMES: Final = ("redis://", "rediss://", "unix://")
 """URL schemes of the ``limits`` setting (redis-py's: TCP, TLS, a Unix socket; Valkey speaks the same)."""
 MASTER_KEY_MIN: Final = 16
-"""The shortest ``master_key`` accepted (characters): a shorter one is guessable."""
+"""The shortest ``master_key`` and ``metrics_token`` accepted (characters): a shorter one is
+guessable, and, as every secret is masked wherever it appears, a short word would be masked out of
+every reply and message."""
 RETENTION_MAX: Final = 3650 * 86400.0
 """The longest ``responses.retention`` accepted: 10 years, in seconds (a longer one is a typo)."""
 
@@ -199,7 +201,8 @@ class GatewayConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
             ``metrics_token`` (``Authorization: Bearer``); ``None`` (default): exactly when keys
             are required (the series name routes, models, spend).
         metrics_token: a token that may read ``/metrics`` and nothing else (a
-            :class:`~harness_core.Secret`; never shown).
+            :class:`~harness_core.Secret`; never shown; at least :data:`MASTER_KEY_MIN`
+            characters).
         responses: stored Responses (:class:`ResponsesConfig`: ``{retention: 30d}``).
     """
 
@@ -236,12 +239,19 @@ class GatewayConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
             scheme = url.split("://", 1)[0] + "://" if "://" in url else "a value without a scheme"
             schemes = ", ".join(LIMITS_SCHEMES)
             raise ValueError(field_message(("limits",), f"expected a Redis or Valkey URL ({schemes}…), got {scheme}"))
-        if self.master_key is not None and len(self.master_key.get_secret_value()) < MASTER_KEY_MIN:
-            problem = (
-                f"must be at least {MASTER_KEY_MIN} characters (it grants every route and /admin); "
-                "generate one: python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
-            )
-            raise ValueError(field_message(("master_key",), problem))
+        grants = (
+            ("master_key", self.master_key, "every route and /admin"),
+            ("metrics_token", self.metrics_token, "/metrics"),
+        )
+        for name, token, grant in grants:
+            # a short token is guessable, and every secret is masked wherever it appears: a
+            # `metrics_token: mock` would turn each "mock" of a reply, a route or a path into ***
+            if token is not None and len(token.get_secret_value()) < MASTER_KEY_MIN:
+                problem = (
+                    f"must be at least {MASTER_KEY_MIN} characters (it grants {grant}); "
+                    "generate one: python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
+                )
+                raise ValueError(field_message((name,), problem))
         if self.limits is not None:
             endpoint(self.limits.get_secret_value(), "limits")
         if self.database is not None:
