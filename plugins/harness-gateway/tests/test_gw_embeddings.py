@@ -239,7 +239,10 @@ def test_bad_fields_are_400_naming_the_field(gateway: Running, body: dict[str, A
     assert error["message"].startswith(param)
 
 
-def test_unserved_routes_models_and_provider_errors(gateway: Running, clients: Clients) -> None:
+def test_unserved_routes_models_and_provider_errors(
+    gateway: Running, clients: Clients, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="harness_gateway.spend")
     client = clients.openai(MASTER)
     with pytest.raises(openai.NotFoundError) as unknown:
         client.embeddings.create(model="nowhere/x", input="hi")
@@ -257,6 +260,11 @@ def test_unserved_routes_models_and_provider_errors(gateway: Running, clients: C
     assert limited.value.code == "RATE_LIMITED"
     statuses = {(row["route"], row["status"]) for row in ledger(gateway)}
     assert statuses == {("claude", "error"), ("mock", "error"), ("limited", "error")}  # 404 before admission: none
+    with pytest.raises(openai.BadRequestError) as too_wide:
+        client.embeddings.create(model="mock/hash", input="hi", dimensions=5000)  # the mock's own bound
+    assert "dimensions must be 1…4096, got 5000" in too_wide.value.message
+    # a refused request cost nothing, and nothing is missing: no "charging 0 USD … no usage" warning
+    assert not [record.getMessage() for record in caplog.records if record.name == "harness_gateway.spend"]
 
 
 def test_metrics_count_the_endpoint(gateway: Running) -> None:

@@ -314,6 +314,7 @@ def test_an_unpriced_model_is_looked_up_once(monkeypatch: pytest.MonkeyPatch, ca
         assert request_cost(book, "local", "unknown", used) == 0.0
         assert request_cost(book, "local", "unknown", used) == 0.0
         assert request_cost(book, "local", "known", None) == 0.0
+        assert request_cost(book, "local", "known", None, completed=False) == 0.0  # refused: quietly nothing
         assert request_cost(book, "local", "known", TokenUsage(input_tokens=1, output_tokens=None)) == 0.0
     assert looked == ["known", "unknown", "unknown", "known", "known"]  # the miss: one lookup + one probe
     assert spend_module._UNPRICED[book] == {("local", "unknown")}

@@ -139,7 +139,8 @@ class EmbeddingRun:
             self.status = self.status if response is not None else "aborted" if self.disconnected else "error"
             with anyio.CancelScope(shield=True):
                 latency = time.perf_counter() - self.started
-                cost = request_cost(self.runtime.prices, self.route, self.model, self.usage)
+                completed = self.status == "complete"
+                cost = request_cost(self.runtime.prices, self.route, self.model, self.usage, completed=completed)
                 labels = (self.route, metrics.model_label(self.route, self.model))  # served by now, if it was
                 metrics.ended(
                     EMBEDDINGS_API, labels, (self.route, self.model), self.status,

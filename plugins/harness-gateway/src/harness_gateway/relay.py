@@ -370,7 +370,7 @@ class Relay:
         if self.usage is None and self.status != "complete" and self.output_chars:
             self.usage = estimated_usage(self.options, self.output_chars)
         runtime, gateway = self.runtime, self.gateway
-        cost = request_cost(runtime.prices, *self.member(), self.usage)
+        cost = request_cost(runtime.prices, *self.member(), self.usage, completed=self.status == "complete")
         gateway.metrics.ended(
             self.generation.dialect.name, self.labels, self.member(), self.status,
             latency=time.perf_counter() - self.started,

@@ -43,15 +43,18 @@ _UNPRICED: weakref.WeakKeyDictionary[PriceBook, set[tuple[str, str]]] = weakref.
 not looked up again (a miss searches the whole table, ~1 ms)."""
 
 
-def request_cost(book: PriceBook, route: str, model: str, usage: TokenUsage | None) -> float:
+def request_cost(book: PriceBook, route: str, model: str, usage: TokenUsage | None, *, completed: bool = True) -> float:
     """USD for ``usage`` of ``route/model`` (a float, for the ledger).
 
     An unknown cost is charged as 0.0 and logged as a warning naming the route and model (once
-    per model when no price is known; every time a stream reported no usage), so the gap is
-    visible rather than silent.
+    per model when no price is known; every time a ``completed`` request reported no usage), so
+    the gap is visible rather than silent. A request that did not complete (refused by the
+    adapter or the provider, aborted) and reported no usage cost nothing: 0.0, with no warning
+    (the callers charge an estimate for what one streamed before it ended).
     """
     if usage is None:
-        logger.warning("charging 0 USD for a request to %s/%s: no usage was reported", route, model)
+        if completed:
+            logger.warning("charging 0 USD for a request to %s/%s: no usage was reported", route, model)
         return 0.0
     if (route, model) in _UNPRICED.setdefault(book, set()):
         return 0.0
