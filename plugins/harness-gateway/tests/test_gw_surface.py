@@ -88,6 +88,15 @@ def test_unknown_paths_and_methods_answer_json_in_the_dialect_of_the_path(tmp_pa
         "error": {"type": "not_found_error", "message": count.json()["error"]["message"]},
     }
     assert "POST /v1/messages/batches: no such endpoint" in count.json()["error"]["message"]
+    served = elsewhere.json()["error"]["message"].split("(served: ", 1)[1].rstrip(")").split("; ")
+    assert served[:3] == ["POST /v1/chat/completions", "POST /v1/messages", "POST /v1/responses"]
+    for endpoint in (  # every route of the table, read from it: /v1/responses/{id}, /healthz, /metrics …
+        "GET, DELETE /v1/responses/{response_id}", "GET /v1/responses/{response_id}/input_items",
+        "POST /v1/embeddings", "GET /v1/models", "GET /healthz", "GET /metrics",
+        "GET, POST /admin/keys", "DELETE /admin/keys/{key}", "GET /console",
+    ):  # fmt: skip
+        assert endpoint in served
+    assert not [entry for entry in served if "/console/" in entry]  # the console's own pages are its own
     for response in (openai_404, elsewhere):
         assert response.status_code == 404
         assert response.headers["content-type"] == "application/json"

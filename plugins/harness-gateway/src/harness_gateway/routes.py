@@ -4,7 +4,7 @@ JSON 404 / 405 of any other path or method (:func:`unknown_endpoint`).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Final
 
 from starlette.requests import Request
@@ -25,20 +25,10 @@ from harness_gateway.openai_responses import OPENAI_RESPONSES
 from harness_gateway.relay import Generation
 from harness_gateway.responses_store import responses_routes
 
-__all__ = ["DIALECTS", "routes", "unknown_endpoint"]
+__all__ = ["DIALECTS", "routes", "served_endpoints", "unknown_endpoint"]
 
 DIALECTS: Final[tuple[Dialect, ...]] = (OPENAI_CHAT, ANTHROPIC_MESSAGES, OPENAI_RESPONSES)
 """The dialects served, each at its ``POST`` endpoint (:mod:`harness_gateway.dialect`)."""
-
-_ENDPOINTS: Final = ", ".join(
-    [
-        *(f"POST {dialect.path}" for dialect in DIALECTS),
-        "POST /v1/messages/count_tokens",
-        "POST /v1/responses/input_tokens",
-        f"POST {EMBEDDINGS_PATH}",
-        "GET /v1/models",
-    ]
-)
 
 
 def routes(gateway: Gateway) -> list[BaseRoute]:
@@ -87,7 +77,23 @@ async def unknown_endpoint(request: Request, exc: Exception) -> Response:
             405, f"{what}: method not allowed (allowed: {headers.get('Allow', '')})", code="method_not_allowed"
         )
     else:
-        error = GatewayError(404, f"{what}: no such endpoint (served: {_ENDPOINTS})", code="unknown_endpoint")
+        served = served_endpoints(request.app.routes)
+        error = GatewayError(404, f"{what}: no such endpoint (served: {served})", code="unknown_endpoint")
     response = dialect.error_response(error)
     response.headers.update(headers)
     return response
+
+
+def served_endpoints(table: Sequence[BaseRoute]) -> str:
+    """The endpoints of the routing table ``table``, for the 404 message: ``METHODS path`` per
+    route, in the table's order (``POST /v1/chat/completions, …, GET, DELETE
+    /v1/responses/{response_id}, …, GET /console``), read from the table itself so the list is
+    never short of a route; the console's pages beyond ``/console`` are left to it."""
+    shown: list[str] = []
+    for route in table:
+        path, methods = getattr(route, "path", ""), getattr(route, "methods", None) or ()
+        if not methods or path.startswith("/console/"):
+            continue
+        verbs = ", ".join(m for m in ("GET", "POST", "DELETE", "PUT", "PATCH") if m in methods)
+        shown.append(f"{verbs} {path}")
+    return "; ".join(dict.fromkeys(shown))
