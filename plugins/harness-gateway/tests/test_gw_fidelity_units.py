@@ -10,6 +10,7 @@ from harness_core.types import CacheMark, FileBlock, JsonSchemaFormat, Message, 
 from harness_gateway.anthropic_messages import parse_messages_request
 from harness_gateway.errors import GatewayError
 from harness_gateway.openai_chat import parse_chat_request, usage_body
+from harness_gateway.openai_responses import parse_responses_request
 from harness_gateway.request import Body, Target, build_options, pass_through
 
 ANTHROPIC = Target("claude", "anthropic-messages", "anthropic")
@@ -193,3 +194,54 @@ def test_responses_fields_follow_the_field_rule() -> None:
     with pytest.raises(GatewayError) as nowhere:  # no route known: nothing may pass
         parse_responses_request({"model": "m", "input": "hi", "background": True})
     assert nowhere.value.param == "background"
+
+
+def test_an_unknown_message_field_is_a_400_naming_it_and_echoed_reply_fields_pass() -> None:
+    chat = bad(parse_chat_request, {"model": "m", "messages": [{"role": "user", "content": "hi", "colour": "red"}]})
+    assert (chat.param, chat.message) == (
+        "messages[0].colour",
+        "messages[0].colour: unknown field of a user message; this gateway reads content, role",
+    )
+    legacy = [*HI, {"role": "assistant", "content": None, "function_call": {"name": "f", "arguments": "{}"}}]
+    assert bad(parse_chat_request, {"model": "m", "messages": legacy}).param == "messages[1].function_call"
+    tool = [{"role": "tool", "content": "4", "tool_call_id": "c1", "is_error": True}]
+    assert bad(parse_chat_request, {"model": "m", "messages": tool}).message.startswith(
+        "messages[0].is_error: unknown field of a tool message"
+    )
+    # what a client appends back of a reply (the SDK's model_dump: null refusal / audio / function_call,
+    # empty annotations) and a participant name are read or dropped as documented, never refused
+    echoed: dict[str, Any] = {
+        "role": "assistant", "content": "4", "refusal": None, "audio": None, "function_call": None,
+        "annotations": [], "tool_calls": None, "name": "calc",
+    }  # fmt: skip
+    parsed = parse_chat_request({"model": "m", "messages": [{**HI[0], "name": "ann"}, echoed]})
+    assert [m.role for m in parsed.options.messages] == ["user", "assistant"]
+    claude = bad(
+        parse_messages_request,
+        {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi", "id": "msg_1"}]},
+    )
+    assert (claude.param, claude.message) == (
+        "messages[0].id",
+        "messages[0].id: unknown field of a user message; this gateway reads content, role",
+    )
+
+
+@pytest.mark.parametrize(
+    ("parse", "body", "param", "words"),
+    [
+        (parse_chat_request, {"messages": HI, "temperature": 5}, "temperature", "must be between 0 and 2, got 5"),
+        (parse_chat_request, {"messages": HI, "temperature": -0.5}, "temperature", "between 0 and 2, got -0.5"),
+        (parse_chat_request, {"messages": HI, "top_p": 1.5}, "top_p", "must be between 0 and 1, got 1.5"),
+        (parse_messages_request, {"messages": HI, "max_tokens": 5, "temperature": 1.5}, "temperature", "0 and 1"),
+        (parse_responses_request, {"input": "hi", "temperature": 2.5}, "temperature", "must be between 0 and 2"),
+    ],
+)
+def test_sampling_values_outside_the_dialects_range_are_400(
+    parse: Any, body: dict[str, Any], param: str, words: str
+) -> None:
+    error = bad(parse, {"model": "m", **body})
+    assert error.param == param
+    assert words in error.message
+    # the range's ends are accepted
+    edge = {**body, param: 1 if parse is parse_messages_request and param == "temperature" else 0}
+    assert parse({"model": "m", **edge}).options is not None

@@ -140,8 +140,8 @@ def parse_messages_request(
         "tools": [_read_tool(Body(item, where)) for where, item in body.items("tools")],
         "tool_choice": _tool_choice(body),
         "max_tokens": body.get("max_tokens", int, required=not counting),
-        "temperature": body.get("temperature", float),
-        "top_p": body.get("top_p", float),
+        "temperature": body.number("temperature", 0, 1),  # Anthropic's ranges
+        "top_p": body.number("top_p", 0, 1),
         "stop": [_string(where, item) for where, item in body.items("stop_sequences")] or None,
         "reasoning_effort": _effort(body),
         "response_format": fmt,
@@ -218,6 +218,7 @@ def _read_message(message: Body, provider: str | None, model: str) -> Message:
     role = message.get("role", str, required=True)
     if role not in ("user", "assistant"):
         raise bad_request(message.path("role"), f"expected user or assistant, got {role!r}")
+    message.only(("role", "content"), what=f"a{'n' if role == 'assistant' else ''} {role} message")
     content = message.get("content", (str, list), required=True)
     if isinstance(content, str):
         return Message(role=role, content=[TextBlock(content)])

@@ -69,6 +69,8 @@ from harness_gateway.sse import sse_data
 __all__ = [
     "IGNORED",
     "MAPPED",
+    "MESSAGE_FIELDS",
+    "MESSAGE_IGNORED",
     "OPENAI_CHAT",
     "ChatStreamEncoder",
     "OpenAIChat",
@@ -100,6 +102,20 @@ MAPPED: Final = frozenset(
 IGNORED: Final = frozenset({"user", "safety_identifier", "metadata", "store", "prompt_cache_key"})
 """Fields that change no output (end-user ids, stored-completion tags, a cache routing hint),
 dropped on a route of another wire."""
+
+MESSAGE_FIELDS: Final = {
+    "system": frozenset({"role", "content"}),
+    "developer": frozenset({"role", "content"}),
+    "user": frozenset({"role", "content"}),
+    "assistant": frozenset({"role", "content", "tool_calls", "reasoning_content"}),
+    "tool": frozenset({"role", "content", "tool_call_id"}),
+}
+"""The fields of a message the dialect reads, by role; any other (``function_call``, ``audio``)
+is a 400 naming it (:meth:`~harness_gateway.request.Body.only`)."""
+MESSAGE_IGNORED: Final = frozenset({"name", "refusal", "annotations"})
+"""Message fields dropped: a participant ``name`` (no vocabulary field; few providers read it),
+and what clients echo of an earlier reply beside its content (its ``refusal`` text, its URL
+citation ``annotations``)."""
 
 _FINISH: Final = {
     "stop": "stop",
@@ -138,8 +154,8 @@ def parse_chat_request(raw: Any, *, target: Target | None = None) -> ParsedReque
         "tools": tools,
         "tool_choice": _tool_choice(body),
         "max_tokens": _max_tokens(body),
-        "temperature": body.get("temperature", float),
-        "top_p": body.get("top_p", float),
+        "temperature": body.number("temperature", 0, 2),  # OpenAI's ranges
+        "top_p": body.number("top_p", 0, 1),
         "seed": body.get("seed", int),
         "stop": _stop(body),
         "reasoning_effort": body.get("reasoning_effort", str),
@@ -166,6 +182,10 @@ def _max_tokens(body: Body) -> int | None:
 
 def _read_message(message: Body, system: list[TextBlock], messages: list[Message]) -> None:
     role = message.get("role", str, required=True)
+    if role in MESSAGE_FIELDS:
+        message.only(
+            MESSAGE_FIELDS[role], MESSAGE_IGNORED, what=f"a{'n' if role == 'assistant' else ''} {role} message"
+        )
     if role in ("system", "developer"):
         parts = _parts(message)
         if any(part.cache is not None for part in parts):

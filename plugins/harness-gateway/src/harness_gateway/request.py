@@ -223,6 +223,32 @@ class Body:
             raise bad_request(self.path(key), f"expected {expected}, got {kind_of(value)}")
         return value
 
+    def number(self, key: str, low: float, high: float) -> float | None:
+        """Number field ``key`` (``None`` when absent), which must lie in ``low``…``high``
+        (inclusive: the range the dialect's own API accepts, e.g. OpenAI's ``temperature`` 0…2).
+
+        Raises:
+            GatewayError: 400 naming the field, for another type or a value outside the range.
+        """
+        value: float | None = self.get(key, float)
+        if value is not None and not low <= value <= high:
+            raise bad_request(self.path(key), f"must be between {low:g} and {high:g}, got {value:g}")
+        return value
+
+    def only(self, known: Collection[str], ignored: Collection[str] = (), *, what: str) -> None:
+        """Refuse a field of this object outside ``known`` and ``ignored`` (the fields a dialect
+        reads, and those it documents as dropped: they change no output), so none is dropped in
+        silence; a ``null`` counts as absent (clients echo a reply's ``"refusal": null``).
+
+        Raises:
+            GatewayError: 400 naming the first such field (in body order) and ``what`` the object
+                is (``a user message``), with the fields read.
+        """
+        for key, value in self.value.items():
+            if value is not None and key not in known and key not in ignored:
+                expected = ", ".join(sorted(known))
+                raise bad_request(self.path(key), f"unknown field of {what}; this gateway reads {expected}")
+
     def obj(self, key: str, *, required: bool = False) -> Body | None:
         """Field ``key`` as a nested :class:`Body` (``None`` when absent and not required)."""
         value = self.get(key, dict, required=required)
