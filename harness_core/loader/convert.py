@@ -27,6 +27,7 @@ __all__ = [
     "Found",
     "env_text_values",
     "holds_secret",
+    "humane_message",
     "split_msgspec_error",
     "struct_of",
     "struct_values_of",
@@ -41,6 +42,20 @@ that cannot be sent (a provider with such a key only fails; see
 _MSGSPEC_PATH = re.compile(r"^(?P<message>.*?)(?: - at `\$(?P<path>.*)`)?$", re.DOTALL)
 _PATH_PART = re.compile(r"\.([^.\[]+)|\[(\d+)\]|(\[\.\.\.\])")  # msgspec hides mapping keys as [...]
 _UNKNOWN_FIELD = re.compile(r"unknown field `([^`]*)`")
+_EXPECTED = re.compile(  # msgspec's "Expected `int`, got `str`", "… `int` >= 1", "… `str` of length >= 1"
+    r"^Expected `(?P<want>[^`]+)`(?:, got `(?P<got>[^`]+)`| (?P<length>of length )?(?P<op>[<>]=?) (?P<bound>\S+))$"
+)
+_TYPE_WORDS: Final = {
+    "int": "an integer",
+    "float": "a number",
+    "str": "a string",
+    "bool": "a boolean",
+    "array": "a list",
+    "object": "a mapping",
+    "null": "null",
+    "Secret": "a string (a secret)",
+}
+_BOUND_WORDS: Final = {">=": "of at least", "<=": "of at most", ">": "greater than", "<": "less than"}
 
 
 class Converter:
@@ -199,7 +214,29 @@ def split_msgspec_error(text: str) -> tuple[str, ConfigPath]:
     elif named is not None:  # raised by a config's __post_init__: that value's line
         path.extend(named[0])
         message = named[1]
-    return message, tuple(path)
+    return humane_message(message), tuple(path)
+
+
+def humane_message(message: str) -> str:
+    """msgspec's type message in a YAML user's words: ``Expected `int`, got `str``` → ``expected
+    an integer, got a string``; ``Expected `float` >= 0.0`` → ``expected a number of at least
+    0.0``; ``Expected `str` of length >= 1`` → ``expected a string of at least 1 characters``;
+    a union's members joined by ``or``. Any other message is returned as it is."""
+    match = _EXPECTED.match(message)
+    if match is None:
+        return message
+
+    def words(name: str) -> str:
+        return " or ".join(_TYPE_WORDS.get(part, f"`{part}`") for part in name.split(" | "))
+
+    want = words(match.group("want"))
+    if match.group("got") is not None:
+        return f"expected {want}, got {words(match.group('got'))}"
+    bound = match.group("bound")
+    if match.group("length"):
+        unit = "characters" if match.group("want") == "str" else "items"
+        return f"expected {want} {_BOUND_WORDS[match.group('op')]} {bound} {unit}"
+    return f"expected {want} {_BOUND_WORDS[match.group('op')]} {bound}"
 
 
 def _shaped(annotation: Any, value: Any) -> Any:

@@ -359,7 +359,7 @@ def test_plugins_json(harness: Harness, config: Config) -> None:
     assert entries["trace"]["state"] == "disabled"
     assert entries["strict"]["state"] == "invalid"
     assert document["problems"] == [
-        f"{document['config']}:4, plugin 'strict', field 'name': Expected `str`, got `int`",
+        f"{document['config']}:4, plugin 'strict', field 'name': expected a string, got an integer",
     ]
 
 
@@ -398,7 +398,7 @@ def test_config_check_reports_every_problem(harness: Harness, config: Config, cl
     assert lines[1] == f"  - {path}:7: unknown top-level key 'colour'; expected `plugins`, `defaults` or `aliases`"
     assert lines[2].startswith(f"  - {path}:6, plugin 'nosuchplugin': unknown plugin 'nosuchplugin'")
     assert lines[3:] == [
-        f"  - {path}:2, plugin 'mock', field 'delay': Expected `float`, got `str`",
+        f"  - {path}:2, plugin 'mock', field 'delay': expected a number, got a string",
         f"  - {path}:5, plugin 'strict', field 'count': the environment variable CLI_TOKEN must hold an "
         "integer (such as 8080) for this field; its value is not shown",
     ]
@@ -431,7 +431,7 @@ def test_config_check_refuses_malformed_keys_and_lists_every_problem_of_a_plugin
         "the environment only as ${{ env.NAME }} (double braces): write ${{ env.OPENAI_API_KEY }} "
         "(write $${ for a literal ${)"
     )
-    assert lines[2].startswith(f"  - {path}:4, plugin 'openai', field 'timeout': Expected ")
+    assert lines[2].startswith(f"  - {path}:4, plugin 'openai', field 'timeout': expected ")
     assert lines[3].startswith(f"  - {path}:6, plugin 'openai:b', field 'api_key': the value starts with `$`")
     assert lines[4].startswith(f"  - {path}:9, plugin 'openai:c', field 'api_key': a secret is one whole value")
     assert SECRET not in result.stdout + result.stderr

@@ -129,7 +129,7 @@ def test_plugins_prints_each_problem_once_and_redacts(write: Write, capsys: pyte
     out = capsys.readouterr().out
     notes = [line for line in out.splitlines() if line.startswith("!")]
     assert notes[0].startswith("! broken: plugin 'broken' cannot be imported")
-    assert notes[1:] == [f"! {path}:2, plugin 'mock', field 'delay': Expected `float`, got `str`"]
+    assert notes[1:] == [f"! {path}:2, plugin 'mock', field 'delay': expected a number, got a string"]
     table = {line.split()[0]: line for line in out.splitlines()[1:] if not line.startswith("!")}
     assert table["strict"].endswith(MASK)
     assert table["mock:env"].endswith(MASK)

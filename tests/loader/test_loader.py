@@ -224,8 +224,8 @@ def test_every_plugin_is_validated_and_reported_together(fake_plugins: Path, wri
     )
     problems = problems_of(path)
     assert problems == [
-        ("strict", "tags[1]", 4, "Expected `str`, got `int`"),
-        ("strict", "count", 5, "Expected `int`, got `str`"),  # every problem of a plugin, not only its first
+        ("strict", "tags[1]", 4, "expected a string, got an integer"),
+        ("strict", "count", 5, "expected an integer, got a string"),  # every problem of a plugin, not only its first
         (
             "strict:two",
             "colour",
@@ -234,8 +234,8 @@ def test_every_plugin_is_validated_and_reported_together(fake_plugins: Path, wri
             "inner, routes)",
         ),
         ("strict:three", None, 9, "Object missing required field `name`"),
-        ("strict:four", "inner.level", 14, "Expected `int`, got `str`"),
-        ("mock", "delay", 16, "Expected `float` >= 0.0"),
+        ("strict:four", "inner.level", 14, "expected an integer, got a string"),
+        ("mock", "delay", 16, "expected a number of at least 0.0"),
     ]
     loaded = inspect_config(path, environ={})
     assert loaded.plugins == []  # nothing is built when any config is invalid
@@ -255,8 +255,8 @@ def test_an_unknown_field_names_the_closest_known_one(fake_plugins: Path, write_
         ("strict", None, 2, "Object missing required field `name`"),
         ("strict", "nmae", 3, f"Object contains unknown field `nmae`: did you mean `name`? {known}"),
         ("strict", "[1]", 4, f"Object contains unknown field `1` {known}"),  # no name is close to a number
-        ("strict", "tags[0]", 5, "Expected `str`, got `int`"),
-        ("strict", "tags[2]", 5, "Expected `str`, got `int`"),  # every bad item, not only msgspec's first
+        ("strict", "tags[0]", 5, "expected a string, got an integer"),
+        ("strict", "tags[2]", 5, "expected a string, got an integer"),  # every bad item, not only msgspec's first
     ]
 
 
@@ -384,7 +384,7 @@ def test_env_problems_name_the_variable_and_never_the_value(fake_plugins: Path, 
 
 def test_secret_field_rejects_non_strings(fake_plugins: Path, write_config: Write) -> None:
     assert problems_of(write_config("plugins:\n  strict:\n    name: a\n    token: 5\n")) == [
-        ("strict", "token", 4, ["Expected `Secret`, got `int`", " `$.token`"][0]),
+        ("strict", "token", 4, ["expected a string (a secret), got an integer", " `$.token`"][0]),
     ]
 
 
@@ -478,7 +478,7 @@ def test_merge_keys_configure_instances(fake_plugins: Path, write_config: Write)
         "    <<: *common\n"
         "    count: nope\n"  # line 10
     )
-    assert problems_of(path) == [("strict:three", "count", 10, "Expected `int`, got `str`")]
+    assert problems_of(path) == [("strict:three", "count", 10, "expected an integer, got a string")]
     path = write_config(
         "plugins:\n  strict: &common {name: shared, count: 2}\n  strict:two: {<<: *common, routes: [t]}\n"
     )
@@ -613,8 +613,29 @@ def test_msgspec_hides_mapping_keys_and_the_path_says_so() -> None:
     from harness_core.loader.convert import split_msgspec_error
 
     message, path = split_msgspec_error("Expected `float` >= 0.0 - at `$.prices[...].input`")
-    assert (message, path) == ("Expected `float` >= 0.0", ("prices", "<key>", "input"))
+    assert (message, path) == ("expected a number of at least 0.0", ("prices", "<key>", "input"))
     assert format_path(path) == "prices.<key>.input"
+
+
+@pytest.mark.parametrize(
+    ("text", "worded"),
+    [
+        ("Expected `int`, got `str`", "expected an integer, got a string"),
+        ("Expected `object | array`, got `null`", "expected a mapping or a list, got null"),
+        ("Expected `bool`, got `float`", "expected a boolean, got a number"),
+        ("Expected `int` <= 4096", "expected an integer of at most 4096"),
+        ("Expected `float` > 0.0", "expected a number greater than 0.0"),
+        ("Expected `int` < 10", "expected an integer less than 10"),
+        ("Expected `str` of length >= 1", "expected a string of at least 1 characters"),
+        ("Expected `array` of length <= 3", "expected a list of at most 3 items"),
+        ("Expected `Route`, got `int`", "expected `Route`, got an integer"),  # a type it has no words for
+        ("Invalid enum value 'z'", "Invalid enum value 'z'"),  # not a type message: kept
+    ],
+)
+def test_config_type_messages_are_worded_for_yaml_users(text: str, worded: str) -> None:
+    from harness_core.loader.convert import humane_message
+
+    assert humane_message(text) == worded
 
 
 def test_nested_struct_types_are_found_through_optional_and_annotated() -> None:

@@ -198,8 +198,8 @@ def test_a_config_that_ignores_unknown_fields_reports_only_the_bad_values(
     path = write_config("plugins:\n  lenient:\n    whatever: 1\n    count: x\n    size: y\n")
     problems = inspect_config(path, environ={}).problems
     assert [(p.field, p.line, p.message) for p in problems] == [
-        ("count", 4, "Expected `int`, got `str`"),
-        ("size", 5, "Expected `int`, got `str`"),
+        ("count", 4, "expected an integer, got a string"),
+        ("size", 5, "expected an integer, got a string"),
     ]
 
 

@@ -112,9 +112,9 @@ def test_a_post_init_message_is_located_below_the_struct_that_raised_it() -> Non
 def test_each_value_of_a_mapping_is_reported_at_its_own_key() -> None:
     found = problems({"names": {"fine": "a", "slow": 5, "also": 6}, "targets": {"mock": ["a", 7]}})
     assert found == [
-        ("Expected `str`, got `int`", ("names", "slow")),
-        ("Expected `str`, got `int`", ("names", "also")),
-        ("Expected `str`, got `int`", ("targets", "mock", 1)),
+        ("expected a string, got an integer", ("names", "slow")),
+        ("expected a string, got an integer", ("names", "also")),
+        ("expected a string, got an integer", ("targets", "mock", 1)),
     ]
 
 
@@ -128,17 +128,17 @@ def test_each_member_of_a_union_of_a_list_and_a_struct_is_reported_at_its_index(
         }
     )
     assert found == [
-        ("Expected `int` >= 1", ("pools", "p", 0, "rpm")),
-        ("Expected `int` >= 1", ("pools", "p", 1, "rpm")),
-        ("Expected `str`, got `int`", ("pools", "q", "members", 0, "target")),
+        ("expected an integer of at least 1", ("pools", "p", 0, "rpm")),
+        ("expected an integer of at least 1", ("pools", "p", 1, "rpm")),
+        ("expected a string, got an integer", ("pools", "q", "members", 0, "target")),
         ("Invalid enum value 'c' (expected one of 'a', 'b')", ("pools", "q", "mode")),
     ]
 
 
 def test_a_value_no_member_of_a_union_fits_by_shape_is_converted_whole() -> None:
-    assert problems({"pools": {"p": "text"}}) == [("Expected `object | array`, got `str`", ("pools", "p"))]
+    assert problems({"pools": {"p": "text"}}) == [("expected a mapping or a list, got a string", ("pools", "p"))]
     # two members take a mapping (tagged structs): msgspec picks one itself
-    assert problems({"either": {"type": "a", "x": "s"}}) == [("Expected `int`, got `str`", ("either", "x"))]
+    assert problems({"either": {"type": "a", "x": "s"}}) == [("expected an integer, got a string", ("either", "x"))]
     assert type_at(Config, {"either": {"type": "a", "x": 1}}, ("either", "x")) is None
 
 
@@ -275,7 +275,7 @@ def test_text_with_an_environment_problem_is_reported_once(fake_plugins: Path, w
 def test_only_text_from_the_environment_is_read_as_a_number(fake_plugins: Path, write_config: Write) -> None:
     path = write_config("plugins:\n  strict:\n    name: n\n    count: '12'\n")
     [problem] = inspect_config(path, environ={}, instantiate=False).problems
-    assert (problem.field, problem.line, problem.message) == ("count", 4, "Expected `int`, got `str`")
+    assert (problem.field, problem.line, problem.message) == ("count", 4, "expected an integer, got a string")
 
 
 # ------------------------------------------------------------------ a file that is no plugins.yaml

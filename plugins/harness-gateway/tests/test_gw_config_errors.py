@@ -25,7 +25,7 @@ def problems(
 
 def test_a_bad_alias_is_reported_at_its_own_line_and_key(tmp_path: Path) -> None:
     text = "plugins:\n  gateway:\n    aliases:\n      fast: mock/echo\n      slow: 5\n  mock: {}\n"
-    assert problems(tmp_path, text) == [("aliases.slow", 5, "Expected `str`, got `int`")]
+    assert problems(tmp_path, text) == [("aliases.slow", 5, "expected a string, got an integer")]
     text = "plugins:\n  gateway:\n    aliases:\n      fast: mock/echo\n      gpt-4.1: echo\n  mock: {}\n"
     assert problems(tmp_path, text) == [("aliases.gpt-4.1", 5, "expected `route/model`, got 'echo'")]
 
@@ -72,7 +72,7 @@ def test_a_field_typo_says_did_you_mean_and_hides_no_other_problem(tmp_path: Pat
     assert found[0][2].startswith(
         "Object contains unknown field `databse`: did you mean `database`? (known fields: host, "
     )
-    assert found[1][2] == "Expected `int`, got `str`"
+    assert found[1][2] == "expected an integer, got a string"
     assert found[4][2].startswith("Object contains unknown field `inptu`: did you mean `input`? (known fields: input, ")
 
 
@@ -102,7 +102,7 @@ def test_numbers_and_booleans_from_the_environment(tmp_path: Path) -> None:
         ),
     ]
     assert problems(tmp_path, text, {"PORT": "99999", "REQUIRE": "true", "READ": "1"}) == [
-        ("port", 3, "Expected `int` <= 65535")
+        ("port", 3, "expected an integer of at most 65535")
     ]
 
 

@@ -69,9 +69,9 @@ async def test_explicit_key_for_another_host(tmp_path: Path) -> None:
         ("base_url: ftp://127.0.0.1/v1", "base_url", "base_url must start with http:// or https://"),
         ("headers:\n      ${{ env.HEADER }}: x", "headers", "a header name holds a ${{ … }} expression"),
         ("headers:\n      X Bad: x", "headers", "a header name holds ' ' at position 2: not a valid HTTP field name"),
-        ("max_connections: -3", "max_connections", "Expected `int` >= 1"),
-        ("pool_timeout: -1", "pool_timeout", "Expected `float` >= 0.0"),
-        ("timeout: {connect: -1}", "timeout.connect", "Expected `float` >= 0.0"),
+        ("max_connections: -3", "max_connections", "expected an integer of at least 1"),
+        ("pool_timeout: -1", "pool_timeout", "expected a number of at least 0.0"),
+        ("timeout: {connect: -1}", "timeout.connect", "expected a number of at least 0.0"),
     ],
 )
 def test_unusable_http_settings_are_located_config_problems(

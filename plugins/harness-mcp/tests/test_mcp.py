@@ -250,7 +250,7 @@ def test_the_prefix_comes_from_the_instance_or_the_config() -> None:
         ("{command: [a], headers: {X: abc123}}", "`headers` is for `url` servers"),
         ("{url: http://h/mcp, env: {A: b12}}", "`env` and `cwd` are for `command` servers"),
         ("{url: ftp://h/mcp}", "`url` must be an http:// or https:// URL"),
-        ("{url: http://h/mcp, call_timeout: 0}", "Expected `float` >"),
+        ("{url: http://h/mcp, call_timeout: 0}", "expected a number greater than 0"),
     ],
 )
 def test_config_problems_are_located(tmp_path: Path, body: str, message: str) -> None:

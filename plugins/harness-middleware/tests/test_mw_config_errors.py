@@ -21,7 +21,7 @@ def problems(tmp_path: Path, text: str) -> list[tuple[str | None, str | None, in
 
 def test_a_bad_fallback_target_is_reported_at_its_own_line(tmp_path: Path) -> None:
     text = "plugins:\n  fallback:\n    targets:\n      mock:\n        - mock/a\n        - 7\n  mock: {}\n"
-    assert problems(tmp_path, text) == [("fallback", "targets.mock[1]", 6, "Expected `str`, got `int`")]
+    assert problems(tmp_path, text) == [("fallback", "targets.mock[1]", 6, "expected a string, got an integer")]
     text = "plugins:\n  fallback:\n    targets:\n      mock: [mock/a]\n      other:\n        - a/\n  mock: {}\n"
     assert problems(tmp_path, text) == [
         (
@@ -50,7 +50,7 @@ def test_a_bad_pool_member_is_reported_at_its_own_line(tmp_path: Path) -> None:
             "Invalid enum value 'wieghted': did you mean 'weighted'?"
             " (expected one of 'weighted', 'least-busy', 'latency', 'usage')",
         ),
-        ("balance", "pools.p[0].rpm", 7, "Expected `int` >= 1"),
+        ("balance", "pools.p[0].rpm", 7, "expected an integer of at least 1"),
     ]
     text = (
         "plugins:\n  balance:\n    pools:\n      q:\n        members:\n          - target: mock/a\n"
