@@ -245,3 +245,31 @@ def test_sampling_values_outside_the_dialects_range_are_400(
     # the range's ends are accepted
     edge = {**body, param: 1 if parse is parse_messages_request and param == "temperature" else 0}
     assert parse({"model": "m", **edge}).options is not None
+
+
+def test_an_unknown_field_of_a_content_part_block_or_input_item_is_a_400_naming_it() -> None:
+    def user(*parts: dict[str, Any]) -> list[dict[str, Any]]:
+        return [{"role": "user", "content": list(parts)}]
+
+    text = {"type": "text", "text": "hi", "colour": "red"}
+    assert bad(parse_chat_request, {"model": "m", "messages": user(text)}).message == (
+        "messages[0].content[0].colour: unknown field of a text part; this gateway reads cache_control, text, type"
+    )
+    image = {"type": "image_url", "image_url": {"url": PNG}, "colour": 1}
+    assert bad(parse_chat_request, {"model": "m", "messages": user(image)}).param == "messages[0].content[0].colour"
+    system = [{"role": "system", "content": [text]}, *HI]
+    assert bad(parse_chat_request, {"model": "m", "messages": system}).param == "messages[0].content[0].colour"
+    marked = {"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}
+    assert parse_chat_request({"model": "m", "messages": user(marked)}).options.messages
+    claude = {"model": "m", "max_tokens": 5, "messages": user(text)}
+    assert bad(parse_messages_request, claude).param == "messages[0].content[0].colour"
+    echoed = {"type": "text", "text": "hi", "citations": None}  # a reply's block sent back
+    assert parse_messages_request({**claude, "messages": user(echoed)}).options.messages
+    item = {"type": "message", "role": "user", "content": "hi", "colour": 1}
+    assert bad(parse_responses_request, {"model": "m", "input": [item]}).message.startswith(
+        "input[0].colour: unknown field of a message item"
+    )
+    part = {"role": "user", "content": [{"type": "input_text", "text": "hi", "colour": 1}]}
+    assert bad(parse_responses_request, {"model": "m", "input": [part]}).param == "input[0].content[0].colour"
+    output = {"type": "message", "id": "msg_1", "status": "completed", "role": "assistant", "content": "4"}
+    assert parse_responses_request({"model": "m", "input": [item | {"colour": None}, output]}).options.messages

@@ -228,7 +228,8 @@ def _read_message(message: Body, provider: str | None, model: str) -> Message:
         block = Body(item, where)
         kind = block.get("type", str, required=True)
         mark = cache_mark(block)
-        if kind == "text":
+        if kind == "text":  # (its `citations`, echoed from a reply, change no output)
+            block.only(("type", "text", "cache_control"), ("citations",), what="a text block")
             blocks.append(TextBlock(block.get("text", str, required=True), cache=mark))
         elif kind == "thinking":
             value = block.get("signature", str)

@@ -239,6 +239,7 @@ def _parts(message: Body, key: str = "content", *, required: bool = True) -> lis
                 part.path("type"),
                 f"only text parts are allowed in system, assistant and tool messages, got {kind!r}",
             )
+        part.only(_PART_FIELDS["text"], what="a text part")
         blocks.append(TextBlock(part.get("text", str, required=True), cache=cache_mark(part)))
     return blocks
 
@@ -251,6 +252,13 @@ def _marked_text(message: Body, key: str) -> tuple[str, CacheMark | None]:
 
 
 _AUDIO: Final = {"wav": "audio/wav", "mp3": "audio/mpeg"}
+_PART_FIELDS: Final = {
+    "text": frozenset({"type", "text", "cache_control"}),
+    "image_url": frozenset({"type", "image_url", "cache_control"}),
+    "input_audio": frozenset({"type", "input_audio", "cache_control"}),
+    "file": frozenset({"type", "file", "cache_control"}),
+}
+"""The fields of a content part the dialect reads, by part type: any other is a 400 naming it."""
 
 
 def _user_content(message: Body) -> list[Any]:
@@ -263,6 +271,9 @@ def _user_content(message: Body) -> list[Any]:
         part = Body(item, where)
         kind = part.get("type", str, required=True)
         mark = cache_mark(part)
+        fields = _PART_FIELDS.get("text" if kind == "input_text" else kind)
+        if fields is not None:
+            part.only(fields, what=f"a{'n' if kind[0] in 'ai' else ''} {kind} part")
         if kind in ("text", "input_text"):
             blocks.append(TextBlock(part.get("text", str, required=True), cache=mark))
             continue
