@@ -98,8 +98,9 @@ def resolve(session: Session, candidate: Candidate, installed: Mapping[str, Entr
         )
         return
     candidate.target = target
-    entry.is_middleware = callable(getattr(target, "llm_stream", None))
     entry.kind = plugin_kind(target)
+    # a middleware by any hook of MIDDLEWARE_HOOKS, as the runtime counts it (one owner: plugin_kind)
+    entry.is_middleware = "middleware" in entry.kind.split("+")
     # only a plugin that serves adapters and no middleware may fail alone: the gateway's entry
     # (no hooks: it configures `harness serve`) or a plugin of unknown kind fails closed
     candidate.fails_closed = entry.is_middleware or not callable(getattr(target, "register_adapter", None))

@@ -200,13 +200,13 @@ def test_an_unknown_message_field_is_a_400_naming_it_and_echoed_reply_fields_pas
     chat = bad(parse_chat_request, {"model": "m", "messages": [{"role": "user", "content": "hi", "colour": "red"}]})
     assert (chat.param, chat.message) == (
         "messages[0].colour",
-        "messages[0].colour: unknown field of a user message; this gateway reads content, role",
+        "messages[0].colour: unknown field of the user message; this gateway reads content, role",
     )
     legacy = [*HI, {"role": "assistant", "content": None, "function_call": {"name": "f", "arguments": "{}"}}]
     assert bad(parse_chat_request, {"model": "m", "messages": legacy}).param == "messages[1].function_call"
     tool = [{"role": "tool", "content": "4", "tool_call_id": "c1", "is_error": True}]
     assert bad(parse_chat_request, {"model": "m", "messages": tool}).message.startswith(
-        "messages[0].is_error: unknown field of a tool message"
+        "messages[0].is_error: unknown field of the tool message"
     )
     # what a client appends back of a reply (the SDK's model_dump: null refusal / audio / function_call,
     # empty annotations) and a participant name are read or dropped as documented, never refused
@@ -222,7 +222,7 @@ def test_an_unknown_message_field_is_a_400_naming_it_and_echoed_reply_fields_pas
     )
     assert (claude.param, claude.message) == (
         "messages[0].id",
-        "messages[0].id: unknown field of a user message; this gateway reads content, role",
+        "messages[0].id: unknown field of the user message; this gateway reads content, role",
     )
 
 
@@ -253,7 +253,7 @@ def test_an_unknown_field_of_a_content_part_block_or_input_item_is_a_400_naming_
 
     text = {"type": "text", "text": "hi", "colour": "red"}
     assert bad(parse_chat_request, {"model": "m", "messages": user(text)}).message == (
-        "messages[0].content[0].colour: unknown field of a text part; this gateway reads cache_control, text, type"
+        "messages[0].content[0].colour: unknown field of the text part; this gateway reads cache_control, text, type"
     )
     image = {"type": "image_url", "image_url": {"url": PNG}, "colour": 1}
     assert bad(parse_chat_request, {"model": "m", "messages": user(image)}).param == "messages[0].content[0].colour"
@@ -267,7 +267,7 @@ def test_an_unknown_field_of_a_content_part_block_or_input_item_is_a_400_naming_
     assert parse_messages_request({**claude, "messages": user(echoed)}).options.messages
     item = {"type": "message", "role": "user", "content": "hi", "colour": 1}
     assert bad(parse_responses_request, {"model": "m", "input": [item]}).message.startswith(
-        "input[0].colour: unknown field of a message item"
+        "input[0].colour: unknown field of the message item"
     )
     part = {"role": "user", "content": [{"type": "input_text", "text": "hi", "colour": 1}]}
     assert bad(parse_responses_request, {"model": "m", "input": [part]}).param == "input[0].content[0].colour"

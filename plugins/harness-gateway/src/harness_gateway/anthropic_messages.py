@@ -218,7 +218,7 @@ def _read_message(message: Body, provider: str | None, model: str) -> Message:
     role = message.get("role", str, required=True)
     if role not in ("user", "assistant"):
         raise bad_request(message.path("role"), f"expected user or assistant, got {role!r}")
-    message.only(("role", "content"), what=f"a{'n' if role == 'assistant' else ''} {role} message")
+    message.only(("role", "content"), what=f"{role} message")
     content = message.get("content", (str, list), required=True)
     if isinstance(content, str):
         return Message(role=role, content=[TextBlock(content)])
@@ -229,7 +229,7 @@ def _read_message(message: Body, provider: str | None, model: str) -> Message:
         kind = block.get("type", str, required=True)
         mark = cache_mark(block)
         if kind == "text":  # (its `citations`, echoed from a reply, change no output)
-            block.only(("type", "text", "cache_control"), ("citations",), what="a text block")
+            block.only(("type", "text", "cache_control"), ("citations",), what="text block")
             blocks.append(TextBlock(block.get("text", str, required=True), cache=mark))
         elif kind == "thinking":
             value = block.get("signature", str)

@@ -183,9 +183,7 @@ def _max_tokens(body: Body) -> int | None:
 def _read_message(message: Body, system: list[TextBlock], messages: list[Message]) -> None:
     role = message.get("role", str, required=True)
     if role in MESSAGE_FIELDS:
-        message.only(
-            MESSAGE_FIELDS[role], MESSAGE_IGNORED, what=f"a{'n' if role == 'assistant' else ''} {role} message"
-        )
+        message.only(MESSAGE_FIELDS[role], MESSAGE_IGNORED, what=f"{role} message")
     if role in ("system", "developer"):
         parts = _parts(message)
         if any(part.cache is not None for part in parts):
@@ -239,7 +237,7 @@ def _parts(message: Body, key: str = "content", *, required: bool = True) -> lis
                 part.path("type"),
                 f"only text parts are allowed in system, assistant and tool messages, got {kind!r}",
             )
-        part.only(_PART_FIELDS["text"], what="a text part")
+        part.only(_PART_FIELDS["text"], what="text part")
         blocks.append(TextBlock(part.get("text", str, required=True), cache=cache_mark(part)))
     return blocks
 
@@ -273,7 +271,7 @@ def _user_content(message: Body) -> list[Any]:
         mark = cache_mark(part)
         fields = _PART_FIELDS.get("text" if kind == "input_text" else kind)
         if fields is not None:
-            part.only(fields, what=f"a{'n' if kind[0] in 'ai' else ''} {kind} part")
+            part.only(fields, what=f"{kind} part")
         if kind in ("text", "input_text"):
             blocks.append(TextBlock(part.get("text", str, required=True), cache=mark))
             continue

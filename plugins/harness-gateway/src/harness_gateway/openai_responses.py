@@ -338,7 +338,7 @@ def _read_input(body: Body, system: list[str]) -> list[Message]:
 def _read_message(item: Body, system: list[str], history: _History) -> None:
     role = item.get("role", str, required=True)
     # (an output item sent back carries its `id` and `status`: they change no output)
-    item.only(("type", "role", "content"), ("id", "status"), what="a message item")
+    item.only(("type", "role", "content"), ("id", "status"), what="message item")
     if role in ("system", "developer"):
         system.append(_parts_text(item, "content", required=True))
     elif role == "user":
@@ -379,7 +379,7 @@ def _user_content(item: Body) -> list[Any]:
         part = Body(raw, where)
         kind = part.get("type", str, required=True)
         if kind in ("input_text", "text"):
-            part.only(("type", "text"), what="a text part")
+            part.only(("type", "text"), what="text part")
             blocks.append(TextBlock(part.get("text", str, required=True)))
         elif kind == "input_image":
             if part.get("file_id", str) is not None:

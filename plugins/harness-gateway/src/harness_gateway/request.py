@@ -242,12 +242,12 @@ class Body:
 
         Raises:
             GatewayError: 400 naming the first such field (in body order) and ``what`` the object
-                is (``a user message``), with the fields read.
+                is (``user message``: "unknown field of the user message"), with the fields read.
         """
         for key, value in self.value.items():
             if value is not None and key not in known and key not in ignored:
                 expected = ", ".join(sorted(known))
-                raise bad_request(self.path(key), f"unknown field of {what}; this gateway reads {expected}")
+                raise bad_request(self.path(key), f"unknown field of the {what}; this gateway reads {expected}")
 
     def obj(self, key: str, *, required: bool = False) -> Body | None:
         """Field ``key`` as a nested :class:`Body` (``None`` when absent and not required)."""
