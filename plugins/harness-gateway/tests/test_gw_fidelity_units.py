@@ -263,6 +263,12 @@ def test_an_unknown_field_of_a_content_part_block_or_input_item_is_a_400_naming_
     assert parse_chat_request({"model": "m", "messages": user(marked)}).options.messages
     claude = {"model": "m", "max_tokens": 5, "messages": user(text)}
     assert bad(parse_messages_request, claude).param == "messages[0].content[0].colour"
+    # one reader for every text block: the system prompt's and a tool result's are checked alike
+    assert bad(parse_messages_request, {**claude, "messages": HI, "system": [text]}).param == "system[0].colour"
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": [text]}
+    assert bad(parse_messages_request, {**claude, "messages": user(result)}).param == (
+        "messages[0].content[0].content[0].colour"
+    )
     echoed = {"type": "text", "text": "hi", "citations": None}  # a reply's block sent back
     assert parse_messages_request({**claude, "messages": user(echoed)}).options.messages
     item = {"type": "message", "role": "user", "content": "hi", "colour": 1}

@@ -157,6 +157,17 @@ def _string(where: str, value: Any) -> str:
     return value
 
 
+_TEXT_BLOCK: Final = frozenset({"type", "text", "cache_control"})
+
+
+def _text_block(block: Body) -> TextBlock:
+    """A ``text`` block (of ``messages``, ``system`` or a ``tool_result``'s content) with its
+    cache mark; another field is a 400 naming it (its ``citations``, echoed from a reply, change
+    no output and are dropped)."""
+    block.only(_TEXT_BLOCK, ("citations",), what="text block")
+    return TextBlock(block.get("text", str, required=True), cache=cache_mark(block))
+
+
 def _texts(body: Body, key: str, what: str) -> list[str]:
     """The texts of field ``key``: a string, or a list of ``text`` blocks (anything else is a 400)."""
     value = body.get(key, (str, list))
@@ -167,7 +178,7 @@ def _texts(body: Body, key: str, what: str) -> list[str]:
         block = Body(item, where)
         if block.get("type", str, required=True) != "text":
             raise bad_request(block.path("type"), f"{what} may hold text blocks only")
-        texts.append(block.get("text", str, required=True))
+        texts.append(_text_block(block).text)
     return texts
 
 
@@ -181,7 +192,7 @@ def _system(body: Body) -> tuple[str | None, list[TextBlock]]:
         block = Body(item, where)
         if block.get("type", str, required=True) != "text":
             raise bad_request(block.path("type"), "system may hold text blocks only")
-        blocks.append(TextBlock(block.get("text", str, required=True), cache=cache_mark(block)))
+        blocks.append(_text_block(block))
     if any(block.cache is not None for block in blocks):
         return None, blocks
     return "\n\n".join(block.text for block in blocks) or None, []
@@ -228,9 +239,8 @@ def _read_message(message: Body, provider: str | None, model: str) -> Message:
         block = Body(item, where)
         kind = block.get("type", str, required=True)
         mark = cache_mark(block)
-        if kind == "text":  # (its `citations`, echoed from a reply, change no output)
-            block.only(("type", "text", "cache_control"), ("citations",), what="text block")
-            blocks.append(TextBlock(block.get("text", str, required=True), cache=mark))
+        if kind == "text":
+            blocks.append(_text_block(block))
         elif kind == "thinking":
             value = block.get("signature", str)
             text = block.get("thinking", str, required=True)
