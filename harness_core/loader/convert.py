@@ -55,6 +55,7 @@ _TYPE_WORDS: Final = {
     "null": "null",
     "Secret": "a string (a secret)",
 }
+_UNKNOWN_PREFIX: Final = "Object contains unknown field"  # msgspec's, for a nested struct
 _BOUND_WORDS: Final = {">=": "of at least", "<=": "of at most", ">": "greater than", "<": "less than"}
 
 
@@ -97,9 +98,7 @@ class Converter:
                 if key not in known:
                     close = difflib.get_close_matches(key, declared, n=1) if isinstance(key, str) else []
                     hint = f": did you mean `{close[0]}`?" if close else ""
-                    found.append(
-                        (f"Object contains unknown field `{key}`{hint} (known fields: {names})", (key,), False)
-                    )
+                    found.append((f"unknown field `{key}`{hint} (known fields: {names})", (key,), False))
         for field in fields:
             if field.encode_name in skipped:
                 continue
@@ -221,7 +220,10 @@ def humane_message(message: str) -> str:
     """msgspec's type message in a YAML user's words: ``Expected `int`, got `str``` → ``expected
     an integer, got a string``; ``Expected `float` >= 0.0`` → ``expected a number of at least
     0.0``; ``Expected `str` of length >= 1`` → ``expected a string of at least 1 characters``;
-    a union's members joined by ``or``. Any other message is returned as it is."""
+    a union's members joined by ``or``; ``Object contains unknown field `x``` → ``unknown field
+    `x```. Any other message is returned as it is."""
+    if message.startswith(_UNKNOWN_PREFIX):
+        return message.removeprefix("Object contains ")
     match = _EXPECTED.match(message)
     if match is None:
         return message

@@ -69,11 +69,9 @@ def test_a_field_typo_says_did_you_mean_and_hides_no_other_problem(tmp_path: Pat
         ("prices.mock/echo", 5),  # and `output`
         ("prices.mock/echo.inptu", 5),
     ]
-    assert found[0][2].startswith(
-        "Object contains unknown field `databse`: did you mean `database`? (known fields: host, "
-    )
+    assert found[0][2].startswith("unknown field `databse`: did you mean `database`? (known fields: host, ")
     assert found[1][2] == "expected an integer, got a string"
-    assert found[4][2].startswith("Object contains unknown field `inptu`: did you mean `input`? (known fields: input, ")
+    assert found[4][2].startswith("unknown field `inptu`: did you mean `input`? (known fields: input, ")
 
 
 def test_numbers_and_booleans_from_the_environment(tmp_path: Path) -> None:
