@@ -8,7 +8,8 @@ targets of issue 7 as met / not met, and writes them with the raw figures to ``-
 (default ``bench-results/``: ``results.md``, ``results.json``, profiles).
 
 Sections (``--only``): ``throughput``, ``chain``, ``balance``, ``startup``, ``concurrency``,
-``ttfc``, ``httpx2``, ``gateway``, ``hot_key``, ``profile``, and ``against`` with ``--against TREE``
+``ttfc``, ``httpx2``, ``gateway``, ``hot_key``, ``store`` (:mod:`bench.store`: SQLite's group
+commit), ``profile``, and ``against`` with ``--against TREE``
 (the per-chunk path of this checkout against another one, e.g. the code before a change).
 Nothing here asserts a time: targets are reported, never enforced.
 """
@@ -34,7 +35,7 @@ from bench.report import markdown
 
 SECTIONS = (
     *("throughput", "chain", "balance", "startup", "concurrency", "ttfc", "httpx2", "gateway", "hot_key"),
-    *("profile", "against"),
+    *("store", "profile", "against"),
 )
 OPENAI_SCENARIOS = "text-2000:3,text-20000:1,tool-2000:3,paced-500:1"
 DISTRIBUTIONS = (
@@ -571,6 +572,10 @@ def main(argv: list[str] | None = None) -> None:
                 from bench.gateway import hot_key
 
                 res[section] = hot_key(python, base, log, quick=args.quick)
+            elif section == "store":
+                from bench.store import measure as measure_store
+
+                res[section] = measure_store(rounds)
             elif section == "profile":
                 res[section] = profile(python, base, out_dir, log)
             elif section == "against":

@@ -473,6 +473,20 @@ def _hot_key(hk: dict[str, Any]) -> list[str]:
     return lines + _table(["gateway", "requests/s per round", "x direct", "last/first round", "CPU ms/request"], rows)
 
 
+def _store(store: dict[str, Any]) -> list[str]:
+    """SQLite's group commit against one commit per write transaction (:mod:`bench.store`)."""
+    lines = [
+        f"### State store on SQLite: CPU per request, {store['clients']} concurrent clients (admission + settlement)",
+        "",
+    ]
+    rows = [
+        [name, _f(cell["alone"], "{:.1f}"), _f(cell["grouped"], "{:.1f}"), _x(cell["x"])]
+        for name, cell in store.items()
+        if isinstance(cell, dict)
+    ]
+    return lines + _table(["key", "one commit each, µs", "group commit, µs", "x"], rows)
+
+
 def markdown(res: dict[str, Any]) -> str:
     """The results as markdown: machine, targets, then one table per section."""
     m = res["machine"]
@@ -523,6 +537,8 @@ def markdown(res: dict[str, Any]) -> str:
         lines += _paced(res["compare"])
     if res.get("hot_key"):
         lines += _hot_key(res["hot_key"])
+    if res.get("store"):
+        lines += _store(res["store"])
     if res.get("profile"):
         lines += ["### Profiles", "", *(f"- {k}: `{v}`" for k, v in res["profile"].items()), ""]
     return "\n".join(lines)

@@ -208,4 +208,4 @@ def test_a_settlement_the_store_refuses_is_deferred_and_retried_with_backoff(
         anyio.run(main)
     assert "dropped ledger row gone-0's" in caplog.text
     assert "ledger row gone-1 could not be settled before shutdown" in caplog.text
-    assert "settled 1 ledger row(s) deferred by a store fault" in caplog.text
+    assert "settled 1 deferred ledger row(s)" in caplog.text

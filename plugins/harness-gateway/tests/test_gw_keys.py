@@ -88,6 +88,9 @@ def test_route_not_allowed_is_403(gateway, clients) -> None:  # type: ignore[no-
         "other/hash",
         "also",
     ]  # its embedding model too
+    assert clients.openai(key).models.retrieve("other/echo").id == "other/echo"
+    with pytest.raises(openai.NotFoundError):  # a model of a route the key may not use is not shown to it
+        clients.openai(key).models.retrieve("mock/echo")
     unauthenticated = httpx.get(gateway.url + "/v1/models", headers={"anthropic-version": "2023-06-01"})
     assert unauthenticated.status_code == 401
     assert unauthenticated.json()["type"] == "error"

@@ -144,3 +144,56 @@ def test_anthropic_streaming_text(gateway, clients) -> None:  # type: ignore[no-
 def test_models_lists_routes_and_aliases(gateway, clients) -> None:  # type: ignore[no-untyped-def]
     ids = [m.id for m in clients.openai().models.list()]
     assert ids == ["mock/echo", "mock/hash", "fast"]  # the embedding model too, as OpenAI lists its own
+
+
+def test_openai_models_retrieve_answers_a_listed_id_and_404s_another(gateway, clients) -> None:  # type: ignore[no-untyped-def]
+    client = clients.openai()
+    echo = client.models.retrieve("mock/echo")  # an id holding '/': the whole path is the id
+    assert (echo.id, echo.object, echo.owned_by) == ("mock/echo", "model", "mock")
+    assert client.models.retrieve("fast").owned_by == "alias of mock/echo"
+    with pytest.raises(openai.NotFoundError) as missing:
+        client.models.retrieve("mock/nope")
+    body: Any = missing.value.body
+    assert body["code"] == "model_not_found"
+    assert body["param"] == "model"
+    assert "'mock/nope' is not served here" in body["message"]
+
+
+def test_anthropic_models_list_and_retrieve_in_its_shape(gateway, clients) -> None:  # type: ignore[no-untyped-def]
+    import anthropic
+
+    client = clients.anthropic()
+    listed = list(client.models.list())  # the SDK pages through has_more / last_id
+    assert [m.id for m in listed] == ["mock/echo", "mock/hash", "fast"]
+    assert {m.type for m in listed} == {"model"}
+    assert listed[0].display_name == "mock/echo"
+    assert listed[0].created_at.year == 1970  # unknown: the epoch (a datetime the SDK parses)
+    one = client.models.retrieve("mock/echo")
+    assert (one.id, one.type) == ("mock/echo", "model")
+    with pytest.raises(anthropic.NotFoundError) as missing:
+        client.models.retrieve("nope")
+    assert missing.value.body["error"]["type"] == "not_found_error"  # type: ignore[index]
+
+
+def test_anthropic_models_pages_by_limit_after_id_and_before_id(gateway) -> None:  # type: ignore[no-untyped-def]
+    import httpx
+
+    def page(**query: str) -> httpx.Response:
+        return httpx.get(gateway.url + "/v1/models", params=query, headers={"anthropic-version": "2023-06-01"})
+
+    first = page(limit="2").json()
+    assert [m["id"] for m in first["data"]] == ["mock/echo", "mock/hash"]
+    assert (first["has_more"], first["first_id"], first["last_id"]) == (True, "mock/echo", "mock/hash")
+    rest = page(limit="2", after_id="mock/hash").json()
+    assert ([m["id"] for m in rest["data"]], rest["has_more"]) == (["fast"], False)
+    before = page(limit="1", before_id="fast").json()
+    assert ([m["id"] for m in before["data"]], before["has_more"]) == (["mock/hash"], True)
+    everything = page().json()  # default limit 20
+    assert (len(everything["data"]), everything["has_more"]) == (3, False)
+    empty = page(after_id="fast").json()
+    assert empty == {"data": [], "has_more": False, "first_id": None, "last_id": None}
+    for query, named in (({"limit": "0"}, "limit"), ({"limit": "x"}, "limit"), ({"after_id": "zz"}, "after_id")):
+        refused = page(**query)
+        assert refused.status_code == 400
+        assert refused.json()["error"]["type"] == "invalid_request_error"
+        assert refused.json()["error"]["message"].startswith(named)

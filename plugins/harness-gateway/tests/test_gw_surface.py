@@ -92,7 +92,7 @@ def test_unknown_paths_and_methods_answer_json_in_the_dialect_of_the_path(tmp_pa
     assert served[:3] == ["POST /v1/chat/completions", "POST /v1/messages", "POST /v1/responses"]
     for endpoint in (  # every route of the table, read from it: /v1/responses/{id}, /healthz, /metrics …
         "GET, DELETE /v1/responses/{response_id}", "GET /v1/responses/{response_id}/input_items",
-        "POST /v1/embeddings", "GET /v1/models", "GET /healthz", "GET /metrics",
+        "POST /v1/embeddings", "GET /v1/models", "GET /v1/models/{model_id}", "GET /healthz", "GET /metrics",
         "GET, POST /admin/keys", "DELETE /admin/keys/{key}", "GET /console",
     ):  # fmt: skip
         assert endpoint in served

@@ -625,3 +625,20 @@ def test_an_aborted_finish_is_shown_with_the_gateways_public_failure(caplog: pyt
     relay.runtime.drained.add(abort)
     drained = Relay.shown_abort(relay, Finish(FinishReason(kind="aborted", failure=detail)))
     assert drained.reason.failure == Failure(code="ABORTED", message=DRAINED, retryable=True)
+
+
+def test_an_anthropic_model_object_carries_the_token_limits_its_adapter_knows() -> None:
+    from harness_core import ModelInfo
+    from harness_gateway.endpoints import ListedModel, _anthropic_model
+
+    known = ListedModel("big/m", "big", ModelInfo(model="m", context_window=200_000, max_output_tokens=8192))
+    assert _anthropic_model(known) == {
+        "type": "model",
+        "id": "big/m",
+        "display_name": "big/m",
+        "created_at": "1970-01-01T00:00:00Z",
+        "max_input_tokens": 200_000,
+        "max_tokens": 8192,
+    }
+    assert "max_tokens" not in _anthropic_model(ListedModel("a", "alias of big/m"))
+    assert "max_input_tokens" not in _anthropic_model(ListedModel("big/n", "big", ModelInfo(model="n")))

@@ -120,7 +120,7 @@ def serve_command(
     config: str | None, host: str | None, port: int | None, workers: int | None, watch: bool, log_level: str
 ) -> None:
     """Serve the OpenAI- and Anthropic-compatible gateway: /v1/chat/completions, /v1/responses,
-    /v1/embeddings, /v1/messages (with count_tokens), /v1/models, /healthz, /metrics, /admin/keys
+    /v1/embeddings, /v1/messages (with count_tokens), /v1/models (and /{id}), /healthz, /metrics, /admin/keys
     and the console (docs/gateway.md).
 
     Exits 2 on a configuration problem (found before the start or by it: the located problems,

@@ -4,6 +4,7 @@ JSON 404 / 405 of any other path or method (:func:`unknown_endpoint`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Final
 
@@ -16,7 +17,14 @@ from harness_gateway.anthropic_messages import ANTHROPIC_MESSAGES
 from harness_gateway.console import console_routes
 from harness_gateway.dialect import Dialect
 from harness_gateway.embedding import Embedding
-from harness_gateway.endpoints import count_tokens, healthz, list_models, metrics, responses_input_tokens
+from harness_gateway.endpoints import (
+    count_tokens,
+    healthz,
+    list_models,
+    metrics,
+    responses_input_tokens,
+    retrieve_model,
+)
 from harness_gateway.errors import GatewayError
 from harness_gateway.gateway import Gateway
 from harness_gateway.openai_chat import OPENAI_CHAT
@@ -57,6 +65,7 @@ def routes(gateway: Gateway) -> list[BaseRoute]:
         *responses_routes(gateway),
         Route(EMBEDDINGS_PATH, embedding, methods=["POST"]),
         Route("/v1/models", bound(list_models), methods=["GET"]),
+        Route("/v1/models/{model_id:path}", bound(retrieve_model), methods=["GET"]),
         Route("/healthz", bound(healthz), methods=["GET"]),
         Route("/metrics", bound(metrics), methods=["GET"]),
         *admin_routes(gateway),
@@ -84,16 +93,21 @@ async def unknown_endpoint(request: Request, exc: Exception) -> Response:
     return response
 
 
+_CONVERTER: Final = re.compile(r"\{(\w+):\w+\}")
+"""A path parameter with Starlette's converter (``{model_id:path}``)."""
+
+
 def served_endpoints(table: Sequence[BaseRoute]) -> str:
     """The endpoints of the routing table ``table``, for the 404 message: ``METHODS path`` per
     route, in the table's order (``POST /v1/chat/completions, …, GET, DELETE
-    /v1/responses/{response_id}, …, GET /console``), read from the table itself so the list is
-    never short of a route; the console's pages beyond ``/console`` are left to it."""
+    /v1/responses/{response_id}, …, GET /console``; a parameter without its converter), read
+    from the table itself so the list is never short of a route; the console's pages beyond
+    ``/console`` are left to it."""
     shown: list[str] = []
     for route in table:
         path, methods = getattr(route, "path", ""), getattr(route, "methods", None) or ()
         if not methods or path.startswith("/console/"):
             continue
         verbs = ", ".join(m for m in ("GET", "POST", "DELETE", "PUT", "PATCH") if m in methods)
-        shown.append(f"{verbs} {path}")
+        shown.append(f"{verbs} " + _CONVERTER.sub(r"{\1}", path))  # {model_id:path} reads {model_id}
     return "; ".join(dict.fromkeys(shown))

@@ -2,8 +2,9 @@
 processes of one host, and its schema (:data:`MIGRATIONS_SQLITE`).
 
 Every statement and every decision is :class:`~harness_gateway.store.SqlStore`'s (the store's
-policy); this module only runs its transactions on SQLite: at once on the event loop's thread
-when the write lock is free, in a worker thread while another process holds it.
+policy); this module only runs its transactions on SQLite: on the event loop's thread when the
+write lock is free (the writes of one loop turn group-committed), in a worker thread while
+another process holds it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, Final, TypeVar
 
 import anyio
 import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 
 from harness_core import private_file
@@ -175,11 +177,15 @@ class SQLiteStore(SqlStore):
     A transaction runs whole (``BEGIN`` … ``COMMIT``, a few microseconds without ``fsync``)
     on the event loop's thread when it can start at once, and in a worker thread, waiting up to
     ``timeout`` seconds, when another process holds the write lock (``SQLITE_BUSY``): the common
-    case costs no thread hop and no event-loop turn (not even for a lock: nothing else runs on
-    the loop while it does), and the event loop never waits on another process; the worker
-    threads' connection serves one transaction at a time. Admissions take the write lock first
-    (``BEGIN IMMEDIATE``), which serialises them across processes too. A request cancelled
-    while its transaction waited in a worker thread commits nothing.
+    case costs no thread hop (not even a lock: nothing else runs on the loop while it does), and
+    the event loop never waits on another process; the worker threads' connection serves one
+    transaction at a time. Write transactions take the write lock first (``BEGIN IMMEDIATE``),
+    which serialises admissions across processes too, and are **group-committed**: those this
+    process starts in one turn of the event loop run in one transaction, in order, each in a
+    savepoint (:meth:`_grouped`; docs/gateway.md, "Group commit on SQLite"), so concurrent
+    requests share one commit, its WAL write, instead of paying one each; a read runs at once.
+    A request cancelled before its group ran, or while its transaction waited in a worker
+    thread, commits nothing.
 
     Durability: ``synchronous=NORMAL``, SQLite's advice for WAL
     (https://www.sqlite.org/pragma.html#pragma_synchronous): a commit does not wait for
@@ -209,6 +215,10 @@ class SQLiteStore(SqlStore):
     checkpoint_every = 1000
     """Write transactions of this process between two WAL checkpoints."""
 
+    group_commit = True
+    """Whether the write transactions of one event-loop turn commit together (:meth:`_grouped`);
+    ``False``: each commits alone, as before group commit (``bench.store`` compares the two)."""
+
     wal_limit = 10_000
     """WAL frames (pages: 4 KiB by default, so ~40 MB) a ``PASSIVE`` checkpoint may leave before a
     ``TRUNCATE`` one empties the WAL."""
@@ -225,6 +235,8 @@ class SQLiteStore(SqlStore):
         self._writes = 0
         self._truncating: anyio.Event | None = None
         """Set while this process's ``TRUNCATE`` checkpoint runs: its transactions wait for it."""
+        self._group: _Group | None = None
+        """The write transactions gathered for the next group commit (:meth:`_grouped`)."""
 
     def _connect(self, wait: bool) -> sqlite3.Connection:
         conn = self._conns.get(wait)
@@ -278,6 +290,36 @@ class SQLiteStore(SqlStore):
     def _waiting(self, work: Callable[[Tx], Awaitable[T]], write: bool) -> T:  # on a worker thread
         return self._whole(self._connect(True), work, write, threaded=True)
 
+    async def _grouped(self, conn: sqlite3.Connection, work: Callable[[Tx], Awaitable[T]]) -> T:
+        """The result of write transaction ``work``, committed together with every other write
+        transaction of this process that starts before the next turn of the event loop (group
+        commit: see the class docs). The first of a group (its leader) yields one turn, shielded,
+        then runs the group; the others wait for it. One cancelled before its group ran commits
+        nothing; raises what ``work`` raised, or what ``BEGIN``/``COMMIT`` raised (then nothing of
+        the group was committed)."""
+        entry = _Entry(work)
+        group = self._group
+        if group is not None:  # a leader is gathering: join its group
+            group.entries.append(entry)
+            try:
+                await group.committed.wait()
+            except BaseException:
+                entry.skipped = not entry.done  # cancelled before its group ran: nothing done
+                raise
+        else:
+            group = self._group = _Group(entry)
+            try:  # one turn of the loop, which the leader's cancellation cannot cut short
+                await anyio.lowlevel.cancel_shielded_checkpoint()
+            finally:
+                self._group = None
+                try:
+                    _commit(conn, group.entries)
+                finally:
+                    group.committed.set()
+        if entry.error is not None:
+            raise entry.error
+        return entry.result  # type: ignore[no-any-return]
+
     async def transaction(self, work: Callable[[Tx], Awaitable[T]], *, write: bool = True) -> T:
         truncating = self._truncating
         if truncating is not None:  # it holds the file's write lock: wait here, not in a worker thread
@@ -287,8 +329,11 @@ class SQLiteStore(SqlStore):
             if conn is None:  # opening the file touches the disk: off the event loop
                 async with self._lock:
                     conn = await anyio.to_thread.run_sync(self._connect, False)
-            try:  # no await until it has committed or rolled back: no other task can interleave
-                result = self._whole(conn, work, write)
+            try:  # a group runs whole without an await: no other task can interleave
+                if write and self.group_commit:
+                    result = await self._grouped(conn, work)
+                else:
+                    result = self._whole(conn, work, write)
             except sqlite3.OperationalError as exc:
                 if not _busy(exc):
                     raise
@@ -335,6 +380,67 @@ class SQLiteStore(SqlStore):
         conns, self._conns = list(self._conns.values()), {}
         for conn in conns:
             await anyio.to_thread.run_sync(conn.close)
+
+
+class _Entry:
+    """One write transaction of a group commit (:meth:`SQLiteStore._grouped`): its work and how it ended."""
+
+    __slots__ = ("done", "error", "result", "skipped", "work")
+
+    def __init__(self, work: Callable[[Tx], Awaitable[Any]]) -> None:
+        self.work = work
+        self.done = False  # its group ran (committed or rolled back)
+        self.skipped = False  # its caller was cancelled before that: it is not run
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+class _Group:
+    """The write transactions gathered by one leader; ``committed`` is set once they ran."""
+
+    __slots__ = ("committed", "entries")
+
+    def __init__(self, leader: _Entry) -> None:
+        self.entries = [leader]
+        self.committed = anyio.Event()
+
+
+def _commit(conn: sqlite3.Connection, entries: list[_Entry]) -> None:
+    """Run ``entries`` (those not skipped) in one transaction on ``conn``, in order, each inside
+    a savepoint when there are several: one whose work raises is rolled back alone (its ``error``)
+    and the others still commit. A fault of ``BEGIN IMMEDIATE`` or ``COMMIT`` (``SQLITE_BUSY``:
+    another process holds the write lock) rolls the whole group back and becomes every entry's
+    ``error``: each caller then handles it as its own (:meth:`SQLiteStore.transaction`)."""
+    live = [entry for entry in entries if not entry.skipped]
+    for entry in entries:
+        entry.done = True
+    if not live:
+        return
+    alone = len(live) == 1
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        for entry in live:
+            if not alone:
+                conn.execute("SAVEPOINT grouped")
+            try:
+                entry.result = _run_now(entry.work(_SQLiteTx(conn)))
+            except Exception as exc:  # this work's own failure (a refusal, a fault of its statement)
+                entry.error = exc
+                if alone or not conn.in_transaction:  # (SQLite rolls back itself on some faults)
+                    raise
+                conn.execute("ROLLBACK TO grouped")
+            if not alone:
+                conn.execute("RELEASE grouped")
+        conn.execute("COMMIT")
+    except BaseException as exc:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        for entry in live:
+            if entry.error is None:
+                entry.error = exc
+                entry.result = None
+        if not isinstance(exc, Exception):
+            raise
 
 
 def _busy(exc: sqlite3.OperationalError) -> bool:

@@ -454,7 +454,13 @@ class SqlStore:
         """
         ticket = uuid.uuid4().hex
         moment = time.time() if now is None else now
-        await self._open(ticket, key.id if key is not None else None, route, model, moment, bound)
+        try:
+            await self._open(ticket, key.id if key is not None else None, route, model, moment, bound)
+        except GatewayError:
+            raise  # refused, or the store failed: nothing was committed
+        except BaseException:  # cancelled while its transaction was in flight: it may have committed
+            self.defer(ticket, "aborted", None, 0.0, now=moment)  # settles the row if it exists, else nothing
+            raise
         self.running.add(ticket)
         self._key_ids[ticket] = key.id if key is not None else ""
         return ticket
@@ -592,7 +598,8 @@ class SqlStore:
     def defer(
         self, ticket: str, status: Status, usage: TokenUsage | None, cost: float, *, now: float | None = None
     ) -> None:
-        """Keep the settlement of ``ticket`` that failed with a store fault, to be retried by
+        """Keep the settlement of ``ticket`` that failed with a store fault (or of an admission
+        cancelled while its transaction was in flight, which may have committed), to be retried by
         :meth:`settle_deferred` (every :meth:`maintain` tick, with backoff) and :meth:`drain`
         (graceful shutdown). Its lease is no longer renewed (:meth:`settle` dropped it from
         :attr:`running`): should this process die first, a reaper settles the row as ``lost``
@@ -627,7 +634,7 @@ class SqlStore:
         else:
             self._failures = 0
         if done:
-            logger.warning("%s: settled %d ledger row(s) deferred by a store fault", self.description, done)
+            logger.warning("%s: settled %d deferred ledger row(s)", self.description, done)
         return done
 
     async def drain(self) -> None:

@@ -1,0 +1,264 @@
+"""Group commit on SQLite: the write transactions of one event-loop turn commit together.
+
+docs/gateway.md#group-commit: each concurrent request used to pay its own ``BEGIN IMMEDIATE`` …
+``COMMIT`` (the largest single cost of a short request: BENCHMARKS.md, issue 25); now the writes
+that start in one turn share one, each in a savepoint, so one refused or failing write is rolled
+back alone and the others still commit. Exactness of admission is unchanged: a group's
+admissions of one key run one after the other under its lock.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from harness_gateway.errors import GatewayError
+from harness_gateway.keys import KeySpec
+from harness_gateway.sqlite import SQLiteStore, _commit, _Entry
+from harness_gateway.store import Tx
+
+T0 = 2_000_000.5
+
+
+def traced(store: SQLiteStore) -> list[str]:
+    """Every statement the event loop's connection runs from now on (opened first)."""
+    statements: list[str] = []
+    store._conns[False].set_trace_callback(statements.append)
+    return statements
+
+
+async def rows(store: SQLiteStore) -> list[tuple[Any, ...]]:
+    return await store.transaction(
+        lambda tx: tx.all("SELECT key_id, status FROM gateway_ledger ORDER BY started_at, id"), write=False
+    )
+
+
+def test_admissions_of_one_turn_commit_in_one_transaction(tmp_path: Path) -> None:
+    async def main() -> None:
+        store = SQLiteStore(tmp_path / "gw.sqlite")
+        await store.migrate()
+        statements = traced(store)
+        tickets: list[str] = []
+
+        async def admit(i: int) -> None:
+            tickets.append(await store.admit(None, "mock", f"m{i}", now=T0 + i))
+
+        async with anyio.create_task_group() as tg:
+            for i in range(20):
+                tg.start_soon(admit, i)
+        assert len(tickets) == 20
+        assert statements.count("BEGIN IMMEDIATE") == 1  # one transaction for the twenty
+        assert statements.count("COMMIT") == 1
+        assert statements.count("SAVEPOINT grouped") == 20
+        assert len(await rows(store)) == 20
+        assert store.running == set(tickets)
+        await store.aclose()
+
+    anyio.run(main)
+
+
+def test_a_lone_write_takes_no_savepoint(tmp_path: Path) -> None:
+    async def main() -> None:
+        store = SQLiteStore(tmp_path / "gw.sqlite")
+        await store.migrate()
+        statements = traced(store)
+        await store.admit(None, "mock", "m", now=T0)
+        assert [s.split(" ")[0] for s in statements] == ["BEGIN", "INSERT", "COMMIT"]
+        await store.aclose()
+
+    anyio.run(main)
+
+
+def test_a_refused_admission_in_a_group_is_rolled_back_alone_and_the_key_stays_exact(tmp_path: Path) -> None:
+    async def main() -> None:
+        store = SQLiteStore(tmp_path / "gw.sqlite")
+        await store.migrate()
+        _, key = await store.create_key(KeySpec(name="k", rpm=3), now=T0)
+        statements = traced(store)
+        admitted: list[str] = []
+        refused: list[GatewayError] = []
+
+        async def admit() -> None:
+            try:
+                admitted.append(await store.admit(key, "mock", "m", now=T0 + 1))
+            except GatewayError as exc:
+                refused.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(5):
+                tg.start_soon(admit)
+        assert statements.count("BEGIN IMMEDIATE") == 1
+        assert statements.count("ROLLBACK TO grouped") == 2
+        assert len(admitted) == 3
+        assert [exc.status for exc in refused] == [429, 429]
+        assert all("requests per minute" in exc.message for exc in refused)
+        counters = await store.transaction(
+            lambda tx: tx.one("SELECT running, windows FROM gateway_keys WHERE id = ?", key.id), write=False
+        )
+        assert counters == (3, "[[2000001,3,0]]")  # three running, three requests in the window
+        assert len(await rows(store)) == 3
+        await store.aclose()
+
+    anyio.run(main)
+
+
+def test_a_failing_write_in_a_group_raises_its_own_error_and_the_others_commit(tmp_path: Path) -> None:
+    async def main() -> None:
+        store = SQLiteStore(tmp_path / "gw.sqlite")
+        await store.migrate()
+        outcomes: dict[str, Any] = {}
+
+        async def broken(tx: Tx) -> None:
+            await tx.run("INSERT INTO gateway_schema (version, applied_at) VALUES (?, ?)", 99, 0.0)
+            await tx.run("INSERT INTO no_such_table VALUES (1)")  # fails after a write of its own
+
+        async def write(name: str, work: Any) -> None:
+            try:
+                outcomes[name] = await store.transaction(work)
+            except Exception as exc:  # the store's 503 for a statement's fault
+                outcomes[name] = exc
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(write, "good", lambda tx: tx.run("INSERT INTO gateway_schema VALUES (98, 0)"))
+            tg.start_soon(write, "bad", broken)
+            tg.start_soon(write, "late", lambda tx: tx.run("INSERT INTO gateway_schema VALUES (97, 0)"))
+        assert outcomes["good"] == 1
+        assert outcomes["late"] == 1
+        assert isinstance(outcomes["bad"], GatewayError)
+        assert outcomes["bad"].status == 503
+        assert isinstance(outcomes["bad"].__cause__, sqlite3.OperationalError)
+        versions = await store.transaction(
+            lambda tx: tx.all("SELECT version FROM gateway_schema WHERE version > 90 ORDER BY version"), write=False
+        )
+        assert versions == [(97,), (98,)]  # 99 was the failing write's: rolled back with it
+        await store.aclose()
+
+    anyio.run(main)
+
+
+def test_an_admission_cancelled_after_its_group_committed_is_settled_as_aborted(tmp_path: Path) -> None:
+    """The follower's cancellation arrives after its leader ran the group: its row was committed,
+    so the admission defers an ``aborted`` settlement (its key's running count is released)."""
+
+    async def main() -> None:
+        store = SQLiteStore(tmp_path / "gw.sqlite")
+        await store.migrate()
+        _, key = await store.create_key(KeySpec(name="k", rpm=10), now=T0)
+        scopes: list[anyio.CancelScope] = []
+        leader: list[str] = []
+
+        async def first() -> None:
+            leader.append(await store.admit(key, "mock", "m", now=T0))
+
+        async def second() -> None:
+            with anyio.CancelScope() as scope:
+                scopes.append(scope)
+                await store.admit(key, "mock", "m", now=T0)
+                raise AssertionError("the cancellation is delivered by the admission's wait")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(first)
+            tg.start_soon(second)
+            await anyio.lowlevel.checkpoint()  # both gathered: the leader yields, the follower waits
+            scopes[0].cancel()
+        assert len(leader) == 1
+        assert len(store.deferred) == 1
+        assert store.running == set(leader)
+        running = await store.transaction(
+            lambda tx: tx.one("SELECT running FROM gateway_keys WHERE id = ?", key.id), write=False
+        )
+        assert running == (2,)  # both rows were committed
+        assert await store.settle_deferred(force=True) == 1
+        statuses = sorted(status for _, status in await rows(store))
+        assert statuses == ["aborted", "running"]
+        running = await store.transaction(
+            lambda tx: tx.one("SELECT running FROM gateway_keys WHERE id = ?", key.id), write=False
+        )
+        assert running == (1,)
+        await store.aclose()
+
+    anyio.run(main)
+
+
+def test_a_deferred_settlement_of_an_admission_that_never_committed_changes_nothing(tmp_path: Path) -> None:
+    async def main() -> None:
+        store = SQLiteStore(tmp_path / "gw.sqlite")
+        await store.migrate()
+        store.defer("0" * 32, "aborted", None, 0.0, now=T0)
+        assert await store.settle_deferred(force=True) == 1
+        assert await rows(store) == []
+        await store.aclose()
+
+    anyio.run(main)
+
+
+def test_a_skipped_entry_is_not_run_and_a_group_of_skipped_entries_opens_no_transaction() -> None:
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    ran: list[int] = []
+
+    async def work(tx: Tx) -> int:
+        ran.append(1)
+        return await tx.run("SELECT 1")
+
+    skipped = _Entry(work)
+    skipped.skipped = True
+    _commit(conn, [skipped])
+    assert statements == []
+    assert ran == []
+    assert skipped.done
+    kept = _Entry(work)
+    _commit(conn, [_skipped(work), kept])
+    assert ran == [1]
+    assert kept.error is None
+    assert statements == ["BEGIN IMMEDIATE", "SELECT 1", "COMMIT"]  # alone once the skipped one is left out
+
+
+def _skipped(work: Any) -> _Entry:
+    entry = _Entry(work)
+    entry.skipped = True
+    return entry
+
+
+def test_a_busy_begin_fails_every_entry_of_the_group_with_it(tmp_path: Path) -> None:
+    path = tmp_path / "busy.sqlite"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("PRAGMA journal_mode=WAL")
+    holder.execute("CREATE TABLE t (x)")
+    holder.execute("BEGIN IMMEDIATE")  # another connection holds the write lock
+    conn = sqlite3.connect(path, isolation_level=None, timeout=0)
+
+    async def work(tx: Tx) -> int:
+        return await tx.run("INSERT INTO t VALUES (1)")
+
+    entries = [_Entry(work), _Entry(work)]
+    _commit(conn, entries)
+    assert all(isinstance(e.error, sqlite3.OperationalError) for e in entries)
+    assert entries[0].error is entries[1].error
+    assert not conn.in_transaction
+    holder.execute("ROLLBACK")
+
+
+def test_a_base_exception_of_a_work_fails_the_group_and_is_raised(tmp_path: Path) -> None:
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn.execute("CREATE TABLE t (x)")
+
+    async def fine(tx: Tx) -> int:
+        return await tx.run("INSERT INTO t VALUES (1)")
+
+    async def interrupted(tx: Tx) -> int:
+        raise KeyboardInterrupt
+
+    entries = [_Entry(fine), _Entry(interrupted)]
+    with pytest.raises(KeyboardInterrupt):
+        _commit(conn, entries)
+    assert isinstance(entries[0].error, KeyboardInterrupt)
+    assert entries[0].result is None
+    assert conn.execute("SELECT count(*) FROM t").fetchone() == (0,)
+    assert not conn.in_transaction
