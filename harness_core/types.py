@@ -479,12 +479,21 @@ StreamChunk: TypeAlias = BlockStart | TextDelta | ReasoningDelta | ToolCallDelta
 class ToolSpec(msgspec.Struct, frozen=True, omit_defaults=True):
     """A tool the model may call: ``parameters`` is a JSON Schema object (draft 2020-12 subset);
     ``cache`` marks a prompt-cache breakpoint after the tool definitions up to this one
-    (:class:`CacheMark`)."""
+    (:class:`CacheMark`).
+
+    ``strict``: the provider must make every call's arguments valid against ``parameters``
+    (constrained decoding: OpenAI's strict function calling, ``function.strict`` in Chat and
+    ``strict`` in Responses, https://platform.openai.com/docs/guides/function-calling; Anthropic's
+    strict tool use, ``strict`` on the tool, https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/strict-tool-use).
+    Such providers restrict the schema (OpenAI: every property required,
+    ``additionalProperties: false``) and refuse one outside it. An adapter whose wire has no such
+    mode raises ``UNSUPPORTED`` naming the tool; it never drops the request for it."""
 
     name: str
     description: str = ""
     parameters: dict[str, Any] = msgspec.field(default_factory=lambda: {"type": "object", "properties": {}})
     cache: CacheMark | None = None
+    strict: bool = False
 
 
 class NamedToolChoice(msgspec.Struct, frozen=True):

@@ -395,3 +395,78 @@ def test_responses_input_tokens_through_the_openai_sdk(running, providers) -> No
     cannot = httpx.post(url, json={"model": "gpt/gpt-x", "input": "hi"}, headers={"authorization": f"Bearer {key}"})
     assert cannot.status_code == 400
     assert "route 'gpt' cannot count tokens (model 'gpt-x')" in cannot.json()["error"]["message"]
+
+
+STRICT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}},
+    "required": ["city"],
+    "additionalProperties": False,
+}
+
+
+def test_a_strict_tool_stays_strict_on_every_wire(running, providers) -> None:  # type: ignore[no-untyped-def]
+    """``strict`` on a tool (the OpenAI Agents SDK sends it on every function tool) reaches the
+    provider as its own strict mode: Chat → OpenAI ``function.strict``, Messages → Anthropic
+    ``strict``, Chat → Anthropic too; it was dropped in silence."""
+    claude, gpt = providers
+    gpt.add(openai_reply())
+    claude.add(anthropic_reply())
+    claude.add(anthropic_reply())
+    headers = {"authorization": "Bearer " + new_key(running.url)}
+    hi = [{"role": "user", "content": "weather?"}]
+    chat_tool = {"type": "function", "function": {"name": "weather", "parameters": STRICT_SCHEMA, "strict": True}}
+    for model in ("gpt/gpt-x", "claude/claude-x"):
+        answer = httpx.post(
+            running.url + "/v1/chat/completions",
+            json={"model": model, "messages": hi, "tools": [chat_tool], "max_tokens": 8},
+            headers=headers,
+        )
+        assert answer.status_code == 200, answer.text
+    assert gpt.requests[0].json()["tools"][0]["function"]["strict"] is True
+    assert claude.requests[0].json()["tools"][0] == {"name": "weather", "input_schema": STRICT_SCHEMA, "strict": True}
+    messages = httpx.post(
+        running.url + "/v1/messages",
+        json={
+            "model": "claude/claude-x",
+            "max_tokens": 8,
+            "messages": hi,
+            "tools": [{"type": "custom", "name": "weather", "input_schema": STRICT_SCHEMA, "strict": True}],
+        },
+        headers=headers,
+    )
+    assert messages.status_code == 200, messages.text
+    assert claude.requests[1].json()["tools"][0]["strict"] is True
+
+
+@pytest.mark.parametrize(
+    ("path", "tool", "param", "words"),
+    [
+        (
+            "/v1/chat/completions",
+            {"type": "function", "function": {"name": "f", "parameters": {}, "examples": []}},
+            "tools[0].function.examples",
+            "unknown field of the function",
+        ),
+        ("/v1/chat/completions", {"type": "function", "function": {"name": "f"}, "id": "x"}, "tools[0].id", "tool"),
+        ("/v1/responses", {"type": "function", "name": "f", "defer_loading": True}, "tools[0].defer_loading", "tool"),
+        ("/v1/messages", {"name": "f", "input_schema": {}, "input_examples": [{}]}, "tools[0].input_examples", "tool"),
+        ("/v1/messages", {"type": "web_search_20250305", "name": "web_search"}, "tools[0].type", "server tool"),
+    ],
+)
+def test_a_tool_field_the_gateway_does_not_read_is_a_400_naming_it(  # type: ignore[no-untyped-def]
+    running, providers, path: str, tool: dict[str, Any], param: str, words: str
+) -> None:
+    headers = {"authorization": "Bearer " + new_key(running.url)}
+    hi = [{"role": "user", "content": "hi"}]
+    body: dict[str, Any] = {"model": "claude/claude-x", "tools": [tool]}
+    if path == "/v1/responses":
+        body["input"] = hi
+    else:
+        body.update(messages=hi, max_tokens=8)
+    answer = httpx.post(running.url + path, json=body, headers=headers)
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert error["message"].startswith(param + ": ")
+    assert words in error["message"]
+    assert providers[0].requests == []

@@ -536,3 +536,31 @@ def test_expired_rows_are_purged_periodically_without_new_responses(tmp_path: Pa
         await store.aclose()
 
     anyio.run(main)
+
+
+def test_a_strict_function_tool_reaches_a_responses_upstream_strict(tmp_path: Path) -> None:
+    """The Agents SDK marks every function tool ``strict`` (``strict_json_schema`` defaults to
+    true); the gateway passes it on (it sent ``strict: false`` whatever the client asked)."""
+    provider = ScriptedServer(*(Reply(reads=[RECORDED.read_bytes()]) for _ in range(2)))
+    schema = {
+        "type": "object",
+        "properties": {"q": {"type": "string"}},
+        "required": ["q"],
+        "additionalProperties": False,
+    }
+    with (
+        provider,
+        serve_gateway(tmp_path, gateway_yaml("", UPSTREAM.format(provider.url), db=tmp_path / "gw.sqlite")) as running,
+    ):
+        clients = Clients(running.url)
+        try:
+            client = clients.openai()
+            tools: Any = [
+                {"type": "function", "name": "exact", "parameters": schema, "strict": True},
+                {"type": "function", "name": "loose", "parameters": schema},
+            ]
+            client.responses.create(model="resp/o4-mini", input="hi", tools=tools, store=False)
+        finally:
+            clients.close()
+    sent = provider.requests[0].json()["tools"]
+    assert [(tool["name"], tool["strict"]) for tool in sent] == [("exact", True), ("loose", False)]

@@ -334,3 +334,11 @@ def test_audio_in_a_tool_result_is_unsupported_naming_the_media_type() -> None:
         body(opts(*_result_turn(FileBlock("audio/wav", data=b"RIFF"))))
     assert caught.value.code == "UNSUPPORTED"
     assert "audio/wav" in str(caught.value)
+
+
+def test_a_strict_tool_asks_for_strict_tool_use() -> None:
+    sent = body(opts(Message.user("hi"), tools=[ToolSpec("exact", "d", strict=True), ToolSpec("loose")]))
+    assert sent["tools"] == [
+        {"name": "exact", "description": "d", "input_schema": {"type": "object", "properties": {}}, "strict": True},
+        {"name": "loose", "input_schema": {"type": "object", "properties": {}}},
+    ]

@@ -379,3 +379,10 @@ def test_a_media_type_a_function_response_does_not_take_is_unsupported() -> None
     assert caught.value.code == "UNSUPPORTED"
     assert "audio/wav" in str(caught.value)
     assert "a functionResponse takes only" in str(caught.value)
+
+
+def test_a_strict_tool_is_unsupported_by_name() -> None:
+    with pytest.raises(LlmError) as refused:
+        body(messages=[Message.user("hi")], tools=[ToolSpec("loose"), ToolSpec("exact", strict=True)])
+    assert refused.value.code == "UNSUPPORTED"
+    assert "tool 'exact' is strict" in refused.value.message

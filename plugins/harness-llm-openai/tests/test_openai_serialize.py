@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -228,3 +229,21 @@ def test_a_tool_result_with_files_is_unsupported_naming_the_route_and_media_type
     assert caught.value.code == "UNSUPPORTED"
     assert "image/png" in str(caught.value)
     assert "route 'gpt': a Chat Completions tool message takes text only" in str(caught.value)
+
+
+def test_a_strict_tool_asks_for_strict_function_calling() -> None:
+    options = GenerateOptions(
+        model="m",
+        messages=[Message.user("hi")],
+        tools=[
+            ToolSpec("exact", parameters={"type": "object", "additionalProperties": False}, strict=True),
+            ToolSpec("f"),
+        ],
+    )
+    tools: Any = encode(options)["tools"]
+    assert tools[0]["function"] == {
+        "name": "exact",
+        "parameters": {"type": "object", "additionalProperties": False},
+        "strict": True,
+    }
+    assert "strict" not in tools[1]["function"]  # the API's default (false): nothing sent

@@ -360,3 +360,10 @@ def test_audio_in_a_tool_result_is_unsupported() -> None:
     assert failure.code == "UNSUPPORTED"
     assert "audio/wav" in str(failure)
     assert "function_call_output takes no audio" in str(failure)
+
+
+def test_a_strict_tool_is_sent_strict() -> None:
+    sent = body(Message.user("hi"), tools=[ToolSpec("exact", strict=True)])
+    assert sent["tools"] == [
+        {"type": "function", "name": "exact", "parameters": {"type": "object", "properties": {}}, "strict": True}
+    ]

@@ -332,17 +332,27 @@ def _response_format(body: Body) -> JsonObjectFormat | JsonSchemaFormat | None:
 
 
 def _read_tool(tool: Body) -> ToolSpec:
+    """A ``tools`` entry: ``{type: function, function: {name, description, parameters, strict}}``
+    (https://platform.openai.com/docs/api-reference/chat/create#chat-create-tools); another tool
+    type, or a field the dialect does not read, is a 400 naming it."""
     kind = tool.get("type", str, "function")
     if kind != "function":
         raise bad_request(tool.path("type"), f"only function tools are supported, got {kind!r}")
+    tool.only(_TOOL_FIELDS, what="tool")
     function = tool.obj("function", required=True)
     assert function is not None
+    function.only(_FUNCTION_FIELDS, what="function")
     parameters = function.get("parameters", dict) or {"type": "object", "properties": {}}
     return ToolSpec(
         name=function.get("name", str, required=True),
         description=function.get("description", str, ""),
         parameters=parameters,
+        strict=function.get("strict", bool, False) or False,
     )
+
+
+_TOOL_FIELDS: Final = frozenset({"type", "function"})
+_FUNCTION_FIELDS: Final = frozenset({"name", "description", "parameters", "strict"})
 
 
 def _tool_choice(body: Body) -> Any:

@@ -438,16 +438,25 @@ def _unpack_state(where: str, text: str) -> dict[str, Any]:
 
 
 def _read_tool(tool: Body) -> ToolSpec:
+    """A ``tools`` entry: ``{type: function, name, description, parameters, strict}``
+    (https://platform.openai.com/docs/api-reference/responses/create#responses-create-tools); a
+    built-in tool, or a field the dialect does not read, is a 400 naming it. ``strict`` absent is
+    ``false`` here (the API's default is true, which refuses ordinary schemas; docs/gateway.md)."""
     kind = tool.get("type", str, "function")
     if kind != "function":
         raise bad_request(
             tool.path("type"), f"built-in tool {kind!r} is not supported by the gateway: only function tools are"
         )
+    tool.only(_TOOL_FIELDS, what="function tool")
     return ToolSpec(
         name=tool.get("name", str, required=True),
         description=tool.get("description", str, "") or "",
         parameters=tool.get("parameters", dict) or {"type": "object", "properties": {}},
+        strict=tool.get("strict", bool, False) or False,
     )
+
+
+_TOOL_FIELDS: Final = frozenset({"type", "name", "description", "parameters", "strict"})
 
 
 def _tool_choice(body: Body) -> Any:

@@ -70,6 +70,7 @@ from harness_core import (
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
+    ToolSpec,
 )
 from harness_core.kit import base64_data, check_cache_ttls, check_file, unsupported_file
 from harness_llm_anthropic.errors import PROVIDER
@@ -115,6 +116,19 @@ def cache_control(mark: CacheMark | None) -> dict[str, str] | None:
     if mark.ttl is None:
         return {"type": "ephemeral"}
     return {"type": "ephemeral", "ttl": CACHE_TTLS[mark.ttl]}
+
+
+def _tool(tool: ToolSpec) -> dict[str, Any]:
+    """A tool definition: ``{name, description?, input_schema, strict?}``; ``strict: true`` (strict
+    tool use: https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/strict-tool-use) for a
+    :attr:`~harness_core.ToolSpec.strict` tool."""
+    out: dict[str, Any] = {"name": tool.name}
+    if tool.description:
+        out["description"] = tool.description
+    out["input_schema"] = tool.parameters
+    if tool.strict:
+        out["strict"] = True
+    return out
 
 
 def _marked(block: dict[str, Any], mark: CacheMark | None) -> dict[str, Any]:
@@ -378,15 +392,7 @@ def build_body(
     elif system_blocks:
         body["system"] = "\n\n".join(block.text for block in system_blocks)
     if options.tools:
-        body["tools"] = [
-            _marked(
-                {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
-                if tool.description
-                else {"name": tool.name, "input_schema": tool.parameters},
-                tool.cache,
-            )
-            for tool in options.tools
-        ]
+        body["tools"] = [_marked(_tool(tool), tool.cache) for tool in options.tools]
     choice = options.tool_choice
     if isinstance(choice, NamedToolChoice):
         body["tool_choice"] = {"type": "tool", "name": choice.name}

@@ -28,7 +28,8 @@ Mapping:
   ignored; Gemini 3 then needs ``unsigned_call_signature`` on the model turns whose calls carry
   none (the validator-skipping placeholder of
   https://ai.google.dev/gemini-api/docs/thought-signatures, "FAQ").
-- ``tools`` → one ``functionDeclarations`` tool (``parametersJsonSchema`` = the JSON schema);
+- ``tools`` → one ``functionDeclarations`` tool (``parametersJsonSchema`` = the JSON schema; a
+  strict tool raises ``UNSUPPORTED`` naming it: function declarations have no strict mode);
   ``tool_choice`` ``auto`` / ``none`` / ``required`` / named → ``functionCallingConfig.mode``
   ``AUTO`` / ``NONE`` / ``ANY`` / ``ANY`` + ``allowedFunctionNames``.
 - Files (:class:`~harness_core.types.FileBlock`, https://ai.google.dev/gemini-api/docs/file-input-methods):
@@ -316,7 +317,7 @@ def build_body(
 
     Raises:
         LlmError: ``UNSUPPORTED`` (an effort the model does not list; a file of a media type,
-            URL scheme or size Gemini does not take), ``BAD_REQUEST`` (no model,
+            URL scheme or size Gemini does not take; a strict tool), ``BAD_REQUEST`` (no model,
             tool-call arguments that are not a JSON object, a tool result for an unknown call, a
             block in the wrong kind of message).
     """
@@ -335,6 +336,13 @@ def build_body(
     if options.tools:
         declarations = []
         for tool in options.tools:
+            if tool.strict:  # functionDeclarations have no strict mode: never dropped in silence
+                raise LlmError(
+                    "UNSUPPORTED",
+                    f"tool {tool.name!r} is strict: Gemini's function calling cannot enforce a tool's schema "
+                    "on the call's arguments (send it without strict)",
+                    provider=PROVIDER,
+                )
             declaration: dict[str, Any] = {"name": tool.name}
             if tool.description:
                 declaration["description"] = tool.description

@@ -19,8 +19,9 @@ Mapping:
   keep.
 - ``store`` (default ``false``, the only mode that keeps no data at OpenAI); then reasoning
   models get ``include: ["reasoning.encrypted_content"]`` so their reasoning can be replayed.
-- ``tools`` → ``{type: function, name, description, parameters, strict: false}`` (the Responses
-  API defaults ``strict`` to true, which would reject ordinary schemas); ``tool_choice``
+- ``tools`` → ``{type: function, name, description, parameters, strict}``, ``strict`` the tool's
+  :attr:`ToolSpec.strict`, always sent (the Responses API defaults it to true, which would
+  reject ordinary schemas); ``tool_choice``
   ``auto`` / ``none`` / ``required`` / ``{type: function, name}``.
 - ``max_tokens`` → ``max_output_tokens``; ``temperature``, ``top_p``; ``seed`` and ``stop`` have
   no field and raise ``UNSUPPORTED``.
@@ -61,6 +62,7 @@ from harness_core import (
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
+    ToolSpec,
 )
 from harness_core.kit import base64_data, check_cache_ttls, check_file, data_url, unsupported_file
 from harness_llm_openai.responses_translate import REPLAY_API, REPLAY_VERSION
@@ -184,7 +186,7 @@ class ResponsesSerializer:
         if options.system:
             body["instructions"] = options.system
         if options.tools:
-            body["tools"] = [self._tool(spec.name, spec.description, spec.parameters) for spec in options.tools]
+            body["tools"] = [self._tool(spec) for spec in options.tools]
         choice = options.tool_choice
         if choice is not None:
             body["tool_choice"] = (
@@ -347,12 +349,12 @@ class ResponsesSerializer:
     # ------------------------------------------------------------------ helpers
 
     @staticmethod
-    def _tool(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
-        tool: dict[str, Any] = {"type": "function", "name": name}
-        if description:
-            tool["description"] = description
-        tool["parameters"] = parameters
-        tool["strict"] = False
+    def _tool(spec: ToolSpec) -> dict[str, Any]:
+        tool: dict[str, Any] = {"type": "function", "name": spec.name}
+        if spec.description:
+            tool["description"] = spec.description
+        tool["parameters"] = spec.parameters
+        tool["strict"] = spec.strict  # always sent: the API's default, true, would refuse ordinary schemas
         return tool
 
     def _bad(self, message: str) -> LlmError:

@@ -25,6 +25,9 @@ https://platform.openai.com/docs/guides/pdf-files, https://platform.openai.com/d
   ``tool`` message's ``content`` is a string or text parts only (API reference); no image is
   moved into a made-up user turn behind the caller's back (the model would read it as the user's).
 
+Tools: ``{"type": "function", "function": {name, description?, parameters, strict?}}``, ``strict:
+true`` for a :attr:`ToolSpec.strict` tool (https://platform.openai.com/docs/guides/function-calling).
+
 Structured output (https://platform.openai.com/docs/guides/structured-outputs):
 ``JsonSchemaFormat`` → ``response_format: {"type": "json_schema", "json_schema": {name, schema,
 strict, description?}}``; ``JsonObjectFormat`` → ``{"type": "json_object"}``.
@@ -54,6 +57,7 @@ from harness_core import (
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
+    ToolSpec,
 )
 from harness_core.kit import base64_data, check_cache_ttls, check_file, data_url, unsupported_file
 
@@ -132,7 +136,7 @@ class RequestSerializer:
         if self.include_usage:
             body["stream_options"] = {"include_usage": True}
         if options.tools:
-            body["tools"] = [self._tool(spec.name, spec.description, spec.parameters) for spec in options.tools]
+            body["tools"] = [self._tool(spec) for spec in options.tools]
         if options.tool_choice is not None:
             choice = options.tool_choice
             body["tool_choice"] = (
@@ -255,11 +259,13 @@ class RequestSerializer:
         return out
 
     @staticmethod
-    def _tool(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
-        function: dict[str, Any] = {"name": name}
-        if description:
-            function["description"] = description
-        function["parameters"] = parameters
+    def _tool(spec: ToolSpec) -> dict[str, Any]:
+        function: dict[str, Any] = {"name": spec.name}
+        if spec.description:
+            function["description"] = spec.description
+        function["parameters"] = spec.parameters
+        if spec.strict:
+            function["strict"] = True
         return {"type": "function", "function": function}
 
     def _check_extra(self, extra: dict[str, Any]) -> None:
