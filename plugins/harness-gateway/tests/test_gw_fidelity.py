@@ -470,3 +470,58 @@ def test_a_tool_field_the_gateway_does_not_read_is_a_400_naming_it(  # type: ign
     assert error["message"].startswith(param + ": ")
     assert words in error["message"]
     assert providers[0].requests == []
+
+
+@pytest.mark.parametrize(
+    ("path", "fields", "param", "words"),
+    [
+        (
+            "/v1/chat/completions",
+            {"response_format": {"type": "json_schema", "json_schema": {"name": "o", "schema": {}, "strictt": True}}},
+            "response_format.json_schema.strictt",
+            "unknown field of the json_schema",
+        ),
+        (
+            "/v1/chat/completions",
+            {"response_format": {"type": "json_object", "schema": {}}},
+            "response_format.schema",
+            "unknown field of the json_object response format",
+        ),
+        (
+            "/v1/responses",
+            {"text": {"format": {"type": "json_schema", "name": "o", "schema": {}, "json_schema": {}}}},
+            "text.format.json_schema",
+            "unknown field of the json_schema format",
+        ),
+        ("/v1/responses", {"text": {"verbosity": "low"}}, "text.verbosity", "route 'claude' cannot take this field"),
+        ("/v1/responses", {"reasoning": {"effort": "low", "mode": "x"}}, "reasoning.mode", "cannot take this field"),
+    ],
+)
+def test_a_format_field_the_gateway_does_not_read_is_a_400_naming_it(  # type: ignore[no-untyped-def]
+    running, providers, path: str, fields: dict[str, Any], param: str, words: str
+) -> None:
+    headers = {"authorization": "Bearer " + new_key(running.url)}
+    hi = [{"role": "user", "content": "hi"}]
+    body: dict[str, Any] = {"model": "claude/claude-x", **fields}
+    if path == "/v1/responses":
+        body["input"] = hi
+    else:
+        body["messages"] = hi
+    answer = httpx.post(running.url + path, json=body, headers=headers)
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert error["message"].startswith(param + ": ")
+    assert words in error["message"]
+    assert providers[0].requests == []
+
+
+def test_a_reasoning_summary_asked_of_another_wire_is_accepted(running, providers) -> None:  # type: ignore[no-untyped-def]
+    claude, _ = providers
+    claude.add(anthropic_reply())
+    answer = httpx.post(
+        running.url + "/v1/responses",
+        json={"model": "claude/claude-x", "input": "hi", "reasoning": {"summary": "auto"}, "stream": False},
+        headers={"authorization": "Bearer " + new_key(running.url)},
+    )
+    assert answer.status_code == 200, answer.text
+    assert "reasoning" not in claude.requests[0].json()  # summaries come from reasoning blocks anyway

@@ -564,3 +564,30 @@ def test_a_strict_function_tool_reaches_a_responses_upstream_strict(tmp_path: Pa
             clients.close()
     sent = provider.requests[0].json()["tools"]
     assert [(tool["name"], tool["strict"]) for tool in sent] == [("exact", True), ("loose", False)]
+
+
+def test_text_and_reasoning_fields_beyond_the_mapped_reach_a_responses_upstream(tmp_path: Path) -> None:
+    provider = ScriptedServer(*(Reply(reads=[RECORDED.read_bytes()]) for _ in range(2)))
+    with (
+        provider,
+        serve_gateway(tmp_path, gateway_yaml("", UPSTREAM.format(provider.url), db=tmp_path / "gw.sqlite")) as running,
+    ):
+        clients = Clients(running.url)
+        try:
+            clients.openai().responses.create(
+                model="resp/o4-mini",
+                input="hi",
+                store=False,
+                text={"verbosity": "low", "format": {"type": "text"}},
+                reasoning={"effort": "low", "summary": "detailed"},
+            )
+            clients.openai().responses.create(
+                model="resp/o4-mini", input="hi", store=False, reasoning={"effort": "low"}
+            )
+        finally:
+            clients.close()
+    first, second = (request.json() for request in provider.requests)
+    assert first["text"] == {"verbosity": "low", "format": {"type": "text"}}
+    assert first["reasoning"] == {"effort": "low", "summary": "detailed"}  # the route's own summary setting yields
+    assert "text" not in second
+    assert second["reasoning"]["effort"] == "low"

@@ -306,20 +306,33 @@ def _user_content(message: Body) -> list[Any]:
     return blocks
 
 
+_FORMAT_FIELDS: Final = {
+    "text": frozenset({"type"}),
+    "json_object": frozenset({"type"}),
+    "json_schema": frozenset({"type", "json_schema"}),
+}
+_SCHEMA_FIELDS: Final = frozenset({"name", "schema", "strict", "description"})
+
+
 def _response_format(body: Body) -> JsonObjectFormat | JsonSchemaFormat | None:
-    """``response_format``: ``text`` (none), ``json_object`` or ``json_schema`` (name, schema, strict)."""
+    """``response_format``: ``text`` (none), ``json_object`` or ``json_schema`` (``{name, schema,
+    strict, description}``: https://platform.openai.com/docs/api-reference/chat/create#chat-create-response_format);
+    another type, or a field the dialect does not read, is a 400 naming it."""
     form = body.obj("response_format")
     if form is None:
         return None
     kind = form.get("type", str, required=True)
+    fields = _FORMAT_FIELDS.get(kind)
+    if fields is None:
+        raise bad_request(form.path("type"), f"expected text, json_object or json_schema, got {kind!r}")
+    form.only(fields, what=f"{kind} response format")
     if kind == "text":
         return None
     if kind == "json_object":
         return JsonObjectFormat()
-    if kind != "json_schema":
-        raise bad_request(form.path("type"), f"expected text, json_object or json_schema, got {kind!r}")
     spec = form.obj("json_schema", required=True)
     assert spec is not None
+    spec.only(_SCHEMA_FIELDS, what="json_schema")
     try:
         return JsonSchemaFormat(
             name=spec.get("name", str, required=True),

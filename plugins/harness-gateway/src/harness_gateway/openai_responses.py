@@ -187,7 +187,7 @@ def parse_responses_request(raw: Any, owner: str | None = None, target: Target |
     """
     body = Body(raw)
     model = body.get("model", str, required=True)
-    extra = pass_through(body, MAPPED, IGNORED, wire=WIRE, target=target)
+    extra = {**pass_through(body, MAPPED, IGNORED, wire=WIRE, target=target), **_nested(body, target)}
     system: list[str] = []
     instructions = body.get("instructions", str)
     if instructions:
@@ -474,18 +474,48 @@ def _tool_choice(body: Body) -> Any:
     return NamedToolChoice(named.get("name", str, required=True))
 
 
+NESTED: Final = {"text": (("format",), ()), "reasoning": (("effort",), ("summary", "generate_summary"))}
+"""``(read, ignored)`` fields of ``text`` and ``reasoning``: any field beyond those read
+(``text.verbosity``, ``reasoning.summary`` …) sends the object whole, unchanged, to a route of the
+Responses wire; on another wire one outside ``ignored`` is a 400 naming it (the field rule), and
+``reasoning.summary`` is dropped there (every reasoning block becomes a summary item anyway)."""
+
+
+def _nested(body: Body, target: Target | None) -> dict[str, Any]:
+    """``text`` / ``reasoning`` whole, to pass to a route of this wire, when they hold a field
+    beyond those :data:`NESTED` reads (:func:`~harness_gateway.request.pass_through`)."""
+    passed: dict[str, Any] = {}
+    for name, (read, ignored) in NESTED.items():
+        part = body.obj(name)
+        if part is not None and pass_through(part, read, ignored, wire=WIRE, target=target):
+            passed[name] = part.value
+    return passed
+
+
+_FORMAT_FIELDS: Final = {
+    "text": frozenset({"type"}),
+    "json_object": frozenset({"type"}),
+    "json_schema": frozenset({"type", "name", "schema", "strict", "description"}),
+}
+
+
 def _text_format(body: Body) -> JsonObjectFormat | JsonSchemaFormat | None:
+    """``text.format``: ``text`` (none), ``json_object``, or ``json_schema`` (name, schema,
+    strict, description: https://platform.openai.com/docs/api-reference/responses/create#responses-create-text);
+    another type, or a field of it the dialect does not read, is a 400 naming it."""
     text = body.obj("text")
     form = text.obj("format") if text is not None else None
     if form is None:
         return None
     kind = form.get("type", str, required=True)
+    fields = _FORMAT_FIELDS.get(kind)
+    if fields is None:
+        raise bad_request(form.path("type"), f"expected text, json_object or json_schema, got {kind!r}")
+    form.only(fields, what=f"{kind} format")
     if kind == "text":
         return None
     if kind == "json_object":
         return JsonObjectFormat()
-    if kind != "json_schema":
-        raise bad_request(form.path("type"), f"expected text, json_object or json_schema, got {kind!r}")
     try:
         return JsonSchemaFormat(
             name=form.get("name", str, required=True),
