@@ -52,6 +52,22 @@ def test_a_failed_plugin_without_adapters_fails_closed(fake_plugins: Path, write
     assert str(problem).startswith(f"{path}:3: plugin 'policy' failed to start")
 
 
+def test_a_failed_tool_middleware_without_llm_stream_fails_closed(fake_plugins: Path, write_config: Write) -> None:
+    """A plugin implementing ``llm_tool_call`` only is a middleware (its kind says so before it is
+    built): when it cannot start, the config is incomplete and no command runs without it."""
+    path = write_config("plugins:\n  mock: {}\n  toolguard: {fail: true}\n")
+    loaded = load_config(path, environ={})
+    [failure] = loaded.failures
+    assert (failure.key, failure.stage, failure.is_middleware) == ("toolguard", "init", True)
+    with pytest.raises(ConfigError) as caught:
+        loaded.require_complete()
+    [problem] = caught.value.problems
+    assert (problem.source, problem.line) == (str(path), 3)
+    assert problem.message.startswith("plugin 'toolguard' failed to start: RuntimeError: tool policy unreachable")
+    assert "fail closed" in problem.message
+    assert load_config(write_config("plugins:\n  mock: {}\n  toolguard: {}\n"), environ={}).failures == []
+
+
 def test_an_adapter_failure_keeps_the_config_complete(fake_plugins: Path, write_config: Write) -> None:
     path = write_config("plugins:\n  mock: {}\n  failinit: {name: f}\n  openai: {}\n")
     loaded = load_config(path, environ={})

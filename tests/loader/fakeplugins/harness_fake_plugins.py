@@ -195,3 +195,23 @@ class PolicyPlugin:
         if config.fail:
             raise RuntimeError("policy store unreachable")
         self.config = config
+
+
+class ToolGuardConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    fail: bool = False
+
+
+class ToolGuardPlugin:
+    """A tool middleware only (``llm_tool_call``, no ``llm_stream``): a middleware all the same, so
+    it fails closed; ``fail: true`` makes its constructor fail."""
+
+    Config = ToolGuardConfig
+
+    def __init__(self, config: ToolGuardConfig) -> None:
+        if config.fail:
+            raise RuntimeError("tool policy unreachable")
+        self.config = config
+
+    @hookimpl
+    async def llm_tool_call(self, call: Any, tool: Any, call_next: Any) -> Any:  # pragma: no cover - never called here
+        return await call_next(call)
