@@ -455,15 +455,14 @@ class Relay:
             headers = [(b"content-type", b"text/event-stream; charset=utf-8")]
             headers += [(k.encode(), v.encode()) for k, v in _STREAM_HEADERS.items()]
             await send({"type": "http.response.start", "status": 200, "headers": headers})
-            while True:
-                if body or end is None:  # nothing queued after ``keepalive`` seconds: a keep-alive
-                    await send({"type": "http.response.body", "body": body or KEEPALIVE, "more_body": True})
-                if end is not None:
-                    if end is not _LAST:  # failed before any output, after a keep-alive went out
-                        await send({"type": "http.response.body", "body": encoder.error(end), "more_body": True})
-                    break  # the terminal event went out
+            while end is None:  # nothing queued after ``keepalive`` seconds: a keep-alive
+                await send({"type": "http.response.body", "body": body or KEEPALIVE, "more_body": True})
                 body, end = await outbox.take(keepalive)
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            if end is not _LAST:  # failed before any output, after a keep-alive went out
+                body += encoder.error(end)
+            # the last events and the end of the body in one message: one write (chunked: the
+            # last chunk and the terminating zero-length one, RFC 9112 section 7.1)
+            await send({"type": "http.response.body", "body": body, "more_body": False})
 
         sender = asyncio.get_running_loop().create_task(deliver())
         try:
