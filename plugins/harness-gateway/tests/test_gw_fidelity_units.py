@@ -279,3 +279,58 @@ def test_an_unknown_field_of_a_content_part_block_or_input_item_is_a_400_naming_
     assert bad(parse_responses_request, {"model": "m", "input": [part]}).param == "input[0].content[0].colour"
     output = {"type": "message", "id": "msg_1", "status": "completed", "role": "assistant", "content": "4"}
     assert parse_responses_request({"model": "m", "input": [item | {"colour": None}, output]}).options.messages
+
+
+def test_an_unknown_field_inside_a_part_or_of_a_non_text_block_is_a_400_naming_it() -> None:
+    def user(*parts: dict[str, Any]) -> list[dict[str, Any]]:
+        return [{"role": "user", "content": list(parts)}]
+
+    def chat(*parts: dict[str, Any]) -> str:
+        return bad(parse_chat_request, {"model": "m", "messages": user(*parts)}).message
+
+    assert chat({"type": "image_url", "image_url": {"url": PNG, "colour": 1}}) == (
+        "messages[0].content[0].image_url.colour: unknown field of the image_url; this gateway reads url"
+    )
+    detail = {"type": "image_url", "image_url": {"url": PNG, "detail": "high"}}  # dropped, as documented
+    [block] = parse_chat_request({"model": "m", "messages": user(detail)}).options.messages[0].content
+    assert isinstance(block, FileBlock)
+    audio = {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav", "rate": 8000}}
+    assert chat(audio).startswith("messages[0].content[0].input_audio.rate: unknown field of the input_audio")
+    file = {"type": "file", "file": {"file_data": PNG, "filename": "a.png", "purpose": "x"}}
+    assert chat(file).startswith("messages[0].content[0].file.purpose: unknown field of the file")
+
+    def responses(part: dict[str, Any]) -> str:
+        return bad(parse_responses_request, {"model": "m", "input": user(part)}).message
+
+    image = {"type": "input_image", "image_url": PNG, "detail": "low"}
+    assert parse_responses_request({"model": "m", "input": user(image)}).options.messages
+    assert responses({**image, "colour": 1}).startswith("input[0].content[0].colour: unknown field of the input_image")
+    document = {"type": "input_file", "file_data": PNG, "filename": "a.png", "colour": 1}
+    assert responses(document).startswith("input[0].content[0].colour: unknown field of the input_file part")
+
+    def claude(*blocks: dict[str, Any]) -> str:
+        return bad(parse_messages_request, {"model": "m", "max_tokens": 5, "messages": user(*blocks)}).message
+
+    pdf = {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="}
+    assert claude({"type": "document", "source": pdf, "title": "T"}).startswith(
+        "messages[0].content[0].title: unknown field of the document block"
+    )
+    assert claude({"type": "document", "source": pdf, "citations": {"enabled": True}}).startswith(
+        "messages[0].content[0].citations: unknown field of the document block"
+    )
+    assert claude({"type": "image", "source": {"type": "url", "url": "https://h/i.png", "detail": 1}}).startswith(
+        "messages[0].content[0].source.detail: unknown field of the url source"
+    )
+    assert claude({"type": "tool_result", "tool_use_id": "t", "content": "x", "colour": 1}).startswith(
+        "messages[0].content[0].colour: unknown field of the tool_result block"
+    )
+    turn = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}, "colour": 1}]},
+    ]
+    assert bad(parse_messages_request, {"model": "m", "max_tokens": 5, "messages": turn}).param == (
+        "messages[1].content[0].colour"
+    )
+    thought = {"type": "thinking", "thinking": "hm", "signature": "s", "colour": None}  # a null is absent
+    echoed = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": [thought]}]
+    assert parse_messages_request({"model": "m", "max_tokens": 5, "messages": echoed}).options.messages

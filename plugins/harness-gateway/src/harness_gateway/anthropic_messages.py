@@ -239,6 +239,9 @@ def _read_message(message: Body, provider: str | None, model: str) -> Message:
         block = Body(item, where)
         kind = block.get("type", str, required=True)
         mark = cache_mark(block)
+        fields = _BLOCK_FIELDS.get(kind)
+        if fields is not None:
+            block.only(fields, what=f"{kind} block")
         if kind == "text":
             blocks.append(_text_block(block))
         elif kind == "thinking":
@@ -280,6 +283,24 @@ def _read_message(message: Body, provider: str | None, model: str) -> Message:
     return Message(role=role, content=blocks)
 
 
+_BLOCK_FIELDS: Final = {
+    "thinking": frozenset({"type", "thinking", "signature"}),
+    "redacted_thinking": frozenset({"type", "data"}),
+    "tool_use": frozenset({"type", "id", "name", "input", "cache_control"}),
+    "image": frozenset({"type", "source", "cache_control"}),
+    "document": frozenset({"type", "source", "cache_control"}),
+    "tool_result": frozenset({"type", "tool_use_id", "content", "is_error", "cache_control"}),
+}
+"""The fields of a content block the dialect reads, by type (a ``text`` block's: :func:`_text_block`):
+any other (a document's ``title``, ``context`` or ``citations`` …) is a 400 naming it."""
+
+_SOURCE_FIELDS: Final = {
+    "base64": frozenset({"type", "media_type", "data"}),
+    "url": frozenset({"type", "url"}),
+    "text": frozenset({"type", "media_type", "data"}),
+}
+
+
 def _cached(block: Any, mark: CacheMark | None) -> Any:
     return block if mark is None else msgspec.structs.replace(block, cache=mark)
 
@@ -289,6 +310,9 @@ def _media(block: Body) -> Any:
     source = block.obj("source", required=True)
     assert source is not None
     kind = source.get("type", str, required=True)
+    fields = _SOURCE_FIELDS.get(kind)
+    if fields is not None:
+        source.only(fields, what=f"{kind} source")
     where = source.path("data")
     if kind == "url":
         return file_block(source.path("url"), url=source.get("url", str, required=True))

@@ -23,7 +23,12 @@ from urllib.parse import urlsplit
 from harness_core import FileBlock
 from harness_gateway.request import bad_request
 
-__all__ = ["file_block"]
+__all__ = ["IMAGE_IGNORED", "file_block"]
+
+IMAGE_IGNORED: Final = ("detail",)
+"""Fields of an OpenAI image (Chat's ``image_url`` object, Responses' ``input_image`` part) that
+are dropped: ``detail``, the resolution hint, has no slot in the vocabulary's file block and no
+counterpart on the other wires (docs/gateway.md#no-field-is-dropped-in-silence)."""
 
 _DATA_URL: Final = re.compile(r"data:(?P<type>[^;,]*)(?:;[^,]*)?;base64,(?P<data>.*)", re.DOTALL)
 

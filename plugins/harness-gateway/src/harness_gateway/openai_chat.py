@@ -62,7 +62,7 @@ from harness_core import (
 )
 from harness_gateway.dialect import Dialect
 from harness_gateway.errors import GatewayError, finish_error
-from harness_gateway.files import file_block
+from harness_gateway.files import IMAGE_IGNORED, file_block
 from harness_gateway.request import Body, ParsedRequest, Target, bad_request, build_options, cache_mark, pass_through
 from harness_gateway.sse import sse_data
 
@@ -278,10 +278,12 @@ def _user_content(message: Body) -> list[Any]:
         elif kind == "image_url":
             image = part.obj("image_url", required=True)
             assert image is not None
+            image.only(("url",), IMAGE_IGNORED, what="image_url")
             blocks.append(file_block(image.path("url"), url=image.get("url", str, required=True)))
         elif kind == "input_audio":
             audio = part.obj("input_audio", required=True)
             assert audio is not None
+            audio.only(("data", "format"), what="input_audio")
             form = audio.get("format", str, required=True)
             blocks.append(
                 file_block(
@@ -293,6 +295,7 @@ def _user_content(message: Body) -> list[Any]:
         elif kind == "file":
             file = part.obj("file", required=True)
             assert file is not None
+            file.only(("file_data", "file_id", "filename"), what="file")
             if file.get("file_id", str) is not None:
                 raise bad_request(file.path("file_id"), "uploaded file ids are not supported: send file_data")
             url = file.get("file_data", str, required=True)
