@@ -72,7 +72,10 @@ def pass_through(
     Args:
         fields: the request's fields (a JSON object's, or ``-o`` pairs), in request order.
         mapped: the fields the caller reads into the vocabulary.
-        ignored: fields that change no output, dropped where ``target`` cannot take them.
+        ignored: fields that change no output, dropped where ``target`` cannot take them. A
+            field whose value is ``None`` (JSON ``null``: what an SDK sends for an option left
+            unset) asks for nothing and is dropped there too; ``target`` taking the fields gets
+            it unchanged.
         wire: the wire the fields are written for (a gateway dialect's); ``None`` for fields
             addressed to the route's own plugin (``harness run -o``).
         target: the route; ``None`` when there is none (then nothing may pass).
@@ -87,8 +90,8 @@ def pass_through(
     extra = {key: value for key, value in fields.items() if key not in mapped}
     if target is not None and target.takes(wire):
         return extra
-    for key in extra:
-        if key not in ignored:
+    for key, value in extra.items():
+        if key not in ignored and value is not None:  # a null asks for nothing: dropped as absent
             raise RefusedField(path(key), _why(wire, target))
     return {}
 

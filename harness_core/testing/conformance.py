@@ -144,7 +144,12 @@ class Recording:
             head, sep, body = raw.partition(b"\n\n")
         lines = head.decode("latin-1").splitlines()
         parts = lines[0].split(" ", 2) if lines else []
-        if not sep or len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+        if (
+            not sep
+            or len(parts) < 2
+            or not parts[0].startswith("HTTP/1.")
+            or not (parts[1].isascii() and parts[1].isdigit())
+        ):
             raise ValueError(f"not an HTTP/1.x response: {raw[:60]!r}")
         headers: dict[str, str] = {}
         for line in lines[1:]:

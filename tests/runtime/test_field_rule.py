@@ -30,6 +30,20 @@ def test_a_field_of_another_wire_is_refused_naming_it_and_the_route_unless_ignor
     assert str(caught.value) == f"top_k: {caught.value.reason}"
 
 
+def test_a_null_field_of_another_wire_asks_for_nothing_and_is_dropped() -> None:
+    """The openai SDK sends an option given as ``None`` as JSON ``null``: on a route of another
+    wire it is absent (it was a 400); a route of the wire still receives it unchanged."""
+    fields = {"model": "m", "frequency_penalty": None, "logprobs": None}
+    assert pass_through(fields, {"model"}, (), wire="openai-chat", target=MOCK) == {}
+    assert pass_through(fields, {"model"}, (), wire="openai-chat", target=CHAT) == {
+        "frequency_penalty": None,
+        "logprobs": None,
+    }
+    with pytest.raises(RefusedField) as caught:
+        pass_through({**fields, "logit_bias": {"1": 2}}, {"model"}, (), wire="openai-chat", target=MOCK)
+    assert caught.value.field == "logit_bias"
+
+
 def test_fields_for_the_route_s_own_plugin_pass_where_the_adapter_takes_options() -> None:
     assert pass_through({"top_k": 5}, (), (), wire=None, target=CHAT) == {"top_k": 5}
     assert pass_through({"top_k": 5}, (), (), wire=None, target=FieldTarget("any", None, "anyllm")) == {"top_k": 5}

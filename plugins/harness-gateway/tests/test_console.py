@@ -147,6 +147,8 @@ def test_sessions_are_hmacs_of_the_master_key() -> None:
     assert not auth.valid_session(MASTER, None)
     assert not auth.valid_session(MASTER, "abc.def")
     assert not auth.valid_session(MASTER, "1000..def")  # no nonce
+    assert not auth.valid_session(MASTER, "\u00b2.nonce.mac")  # a digit int() refuses: no 500
+    assert not auth.valid_session(MASTER, "\u0662.nonce.mac")  # an Arabic-Indic two
     assert not auth.valid_session(MASTER, value.replace(".", ".0", 1), now=1001)
     assert auth.new_session(MASTER, now=1000) != value  # a fresh nonce each time
     assert auth.session_digest(value) != value
@@ -166,6 +168,7 @@ def test_pages_answer_bad_queries_and_unknown_ids_with_located_errors(tmp_path: 
         assert http.get("/console/spend?by=colour").status_code == 400
         assert "hours must be 1 to 720" in http.get("/console/traffic?hours=0").text
         assert http.get("/console/traffic?hours=abc").status_code == 400
+        assert http.get("/console/traffic?hours=%C2%B2").status_code == 400  # '²': isdigit, not int
         assert http.get("/console/traffic?hours=2").status_code == 200
         missing = http.get("/console/requests/nope")
         assert missing.status_code == 404

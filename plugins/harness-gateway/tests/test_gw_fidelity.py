@@ -525,3 +525,26 @@ def test_a_reasoning_summary_asked_of_another_wire_is_accepted(running, provider
     )
     assert answer.status_code == 200, answer.text
     assert "reasoning" not in claude.requests[0].json()  # summaries come from reasoning blocks anyway
+
+
+def test_an_unset_option_sent_as_null_is_absent_on_a_route_of_another_wire(running, providers) -> None:  # type: ignore[no-untyped-def]
+    claude, _ = providers
+    claude.add(anthropic_reply())
+    claude.add(anthropic_reply())
+    key = new_key(running.url)
+    clients = Clients(running.url)
+    try:
+        reply = clients.openai(key).chat.completions.create(
+            model="claude/claude-x",
+            messages=[{"role": "user", "content": "hi"}],
+            frequency_penalty=None,  # the SDK sends JSON null for an option given as None
+            extra_body={"parallel_tool_calls": None},
+        )
+        answer = clients.openai(key).responses.create(
+            model="claude/claude-x", input="hi", text={"format": {"type": "text"}, "verbosity": None}
+        )
+    finally:
+        clients.close()
+    assert reply.choices[0].message.content == "Hello"
+    assert answer.output_text == "Hello"
+    assert "frequency_penalty" not in claude.requests[0].json()

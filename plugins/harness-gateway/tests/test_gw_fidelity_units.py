@@ -62,7 +62,7 @@ def test_messages_cache_control_everywhere_and_its_errors() -> None:
     error = bad(parse_messages_request, {**raw, "system": [{"type": "image"}]})
     assert error.param == "system[0].type"
     for control, param in (({"type": "persistent"}, "type"), ({"type": "ephemeral", "ttl": "2h"}, "ttl")):
-        tool = {"name": "t", "cache_control": control}
+        tool = {"name": "t", "input_schema": {"type": "object"}, "cache_control": control}
         assert bad(parse_messages_request, {**raw, "tools": [tool]}).param == f"tools[0].cache_control.{param}"
 
 
@@ -334,3 +334,13 @@ def test_an_unknown_field_inside_a_part_or_of_a_non_text_block_is_a_400_naming_i
     thought = {"type": "thinking", "thinking": "hm", "signature": "s", "colour": None}  # a null is absent
     echoed = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": [thought]}]
     assert parse_messages_request({"model": "m", "max_tokens": 5, "messages": echoed}).options.messages
+
+
+def test_a_tool_without_the_part_its_api_requires_is_a_400_naming_it() -> None:
+    chat = {"model": "m", "messages": HI, "tools": [{"function": {"name": "f"}}]}
+    assert bad(parse_chat_request, chat).param == "tools[0].type"
+    responses = {"model": "m", "input": "hi", "tools": [{"name": "f", "parameters": {}}]}
+    assert bad(parse_responses_request, responses).param == "tools[0].type"
+    assert bad(parse_responses_request, {**responses, "tools": [{"type": None, "name": "f"}]}).param == "tools[0].type"
+    claude = {"model": "m", "max_tokens": 5, "messages": HI, "tools": [{"name": "f"}]}
+    assert bad(parse_messages_request, claude).param == "tools[0].input_schema"

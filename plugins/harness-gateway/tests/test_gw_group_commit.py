@@ -1,6 +1,6 @@
 """Group commit on SQLite: the write transactions of one event-loop turn commit together.
 
-docs/gateway.md#group-commit: each concurrent request used to pay its own ``BEGIN IMMEDIATE`` …
+docs/gateway.md#group-commit-on-sqlite: each concurrent request used to pay its own ``BEGIN IMMEDIATE`` …
 ``COMMIT`` (the largest single cost of a short request: BENCHMARKS.md, issue 25); now the writes
 that start in one turn share one, each in a savepoint, so one refused or failing write is rolled
 back alone and the others still commit. Exactness of admission is unchanged: a group's

@@ -300,6 +300,10 @@ def test_input_items_page_without_items() -> None:
     empty = record("resp_e")
     page = input_items_page(msgspec.structs.replace(empty, input_items=[]), {})
     assert page == {"object": "list", "data": [], "first_id": None, "last_id": None, "has_more": False}
+    for bad_limit in ("\u00b2", "\u0662", "0", "101"):  # '²' passed str.isdigit and failed int(): a 500
+        with pytest.raises(GatewayError) as refused:
+            input_items_page(empty, {"limit": bad_limit})
+        assert (refused.value.status, refused.value.param) == (400, "limit")
 
 
 def test_retention_settings_are_validated() -> None:

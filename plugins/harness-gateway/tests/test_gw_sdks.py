@@ -156,7 +156,7 @@ def test_openai_models_retrieve_answers_a_listed_id_and_404s_another(gateway, cl
     body: Any = missing.value.body
     assert body["code"] == "model_not_found"
     assert body["param"] == "model"
-    assert "'mock/nope' is not served here" in body["message"]
+    assert "'mock/nope' is not listed here" in body["message"]
 
 
 def test_anthropic_models_list_and_retrieve_in_its_shape(gateway, clients) -> None:  # type: ignore[no-untyped-def]
@@ -173,6 +173,33 @@ def test_anthropic_models_list_and_retrieve_in_its_shape(gateway, clients) -> No
     with pytest.raises(anthropic.NotFoundError) as missing:
         client.models.retrieve("nope")
     assert missing.value.body["error"]["type"] == "not_found_error"  # type: ignore[index]
+
+
+def test_an_alias_spelled_as_a_model_id_replaces_it_in_the_list(tmp_path: Path) -> None:
+    """The alias wins when a request names the id, so the list shows the alias, once; an alias
+    carries what its target's adapter says of the model (Anthropic's token limits)."""
+    import httpx
+
+    settings = "    aliases: {mock/hash: mock/echo, fast: mock/echo, odd: mock/unlisted}"
+    with serve_gateway(tmp_path, gateway_yaml(settings, db=tmp_path / "gw.sqlite")) as running:
+        clients = Clients(running.url)
+        try:
+            listed = [(m.id, m.owned_by) for m in clients.openai().models.list()]
+            shadow = clients.openai().models.retrieve("mock/hash")
+        finally:
+            clients.close()
+        anthropic_list = httpx.get(running.url + "/v1/models", headers={"anthropic-version": "2023-06-01"}).json()
+    assert listed == [
+        ("mock/echo", "mock"),
+        ("mock/hash", "alias of mock/echo"),
+        ("fast", "alias of mock/echo"),
+        ("odd", "alias of mock/unlisted"),
+    ]
+    assert shadow.owned_by == "alias of mock/echo"
+    by_id = {m["id"]: m for m in anthropic_list["data"]}
+    assert by_id["fast"].get("max_input_tokens") == by_id["mock/echo"].get("max_input_tokens")
+    assert "max_input_tokens" in by_id["mock/echo"]  # the mock says so: the alias has it too
+    assert "max_input_tokens" not in by_id["odd"]  # its target is not listed: nothing known of it
 
 
 def test_anthropic_models_pages_by_limit_after_id_and_before_id(gateway) -> None:  # type: ignore[no-untyped-def]
@@ -192,7 +219,15 @@ def test_anthropic_models_pages_by_limit_after_id_and_before_id(gateway) -> None
     assert (len(everything["data"]), everything["has_more"]) == (3, False)
     empty = page(after_id="fast").json()
     assert empty == {"data": [], "has_more": False, "first_id": None, "last_id": None}
-    for query, named in (({"limit": "0"}, "limit"), ({"limit": "x"}, "limit"), ({"after_id": "zz"}, "after_id")):
+    refusals = (
+        ({"limit": "0"}, "limit"),
+        ({"limit": "x"}, "limit"),
+        ({"limit": "\u00b2"}, "limit"),  # '²' passes str.isdigit and fails int(): was a 500
+        ({"limit": "\u0662"}, "limit"),  # an Arabic-Indic two: was read as 2
+        ({"after_id": "zz"}, "after_id"),
+        ({"after_id": "mock/echo", "before_id": "fast"}, "after_id"),
+    )
+    for query, named in refusals:
         refused = page(**query)
         assert refused.status_code == 400
         assert refused.json()["error"]["type"] == "invalid_request_error"

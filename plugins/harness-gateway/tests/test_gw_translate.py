@@ -257,7 +257,7 @@ def test_messages_request_maps_thinking_signatures_and_tools() -> None:
                     ],
                 },
             ],
-            tools=[{"name": "f"}],
+            tools=[{"name": "f", "input_schema": {"type": "object", "properties": {}}}],
             tool_choice={"type": "any"},
             stop_sequences=["S"],
             top_p=0.2,
@@ -286,7 +286,7 @@ def test_messages_request_maps_thinking_signatures_and_tools() -> None:
     assert effort == {1024: "low", 50000: "high"}
     assert parse_messages_request(anth(thinking={"type": "disabled"})).options.reasoning_effort == "off"
     assert parse_messages_request(
-        anth(tool_choice={"type": "tool", "name": "f"}, tools=[{"name": "f"}])
+        anth(tool_choice={"type": "tool", "name": "f"}, tools=[{"name": "f", "input_schema": {"type": "object"}}])
     ).options.tool_choice == NamedToolChoice("f")
     with pytest.raises(GatewayError, match=r"tool_choice: forces the tool 'f', which is not among the tools sent"):
         parse_messages_request(anth(tool_choice={"type": "tool", "name": "f"}))  # no such tool sent

@@ -642,3 +642,18 @@ def test_an_anthropic_model_object_carries_the_token_limits_its_adapter_knows() 
     }
     assert "max_tokens" not in _anthropic_model(ListedModel("a", "alias of big/m"))
     assert "max_input_tokens" not in _anthropic_model(ListedModel("big/n", "big", ModelInfo(model="n")))
+
+
+def test_decimal_reads_ascii_digits_only() -> None:
+    from harness_gateway.request import decimal
+
+    assert decimal("20") == 20
+    assert decimal("007") == 7
+    for text in ("", "-1", "1.5", " 2", "\u00b2", "\u0662", "\uff12"):  # '²', Arabic-Indic and fullwidth two
+        assert decimal(text) is None
+
+
+def test_the_keys_table_shows_a_small_spend_as_it_is() -> None:
+    from harness_gateway.cli import _usd
+
+    assert [_usd(v) for v in (0.0, 3e-05, 0.0001234, 24.0, 1.5)] == ["0", "0.00003", "0.0001234", "24", "1.5"]

@@ -83,6 +83,12 @@ def test_multiprocess_metrics_need_the_directory_before_the_import(tmp_path: Pat
         GatewayMetrics(tmp_path)
 
 
+def test_a_process_no_supervisor_started_watches_none() -> None:
+    from harness_gateway.workers import watch_supervisor
+
+    assert watch_supervisor() is None  # (pytest's process has no multiprocessing parent)
+
+
 def test_remove_directory(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     directory = tmp_path / "metrics"
     directory.mkdir()
@@ -320,3 +326,28 @@ def test_a_reload_onto_a_broken_file_shows_why_and_keeps_serving(tmp_path: Path)
         assert answer.json()["choices"][0]["message"]["content"] == "still here"
     finally:
         workers.stop()
+
+
+def test_workers_stop_when_their_supervisor_is_killed(tmp_path: Path) -> None:
+    """SIGKILL of the supervisor (or the OOM killer) stopped nothing: its workers went on serving,
+    unsupervised, and a restart found the port in use. Each worker now watches its supervisor and
+    shuts down gracefully once it is gone."""
+    import socket
+
+    workers = Workers(tmp_path, "mock: {}")
+    port = int(workers.url.rsplit(":", 1)[1])
+    assert httpx.get(workers.url + "/healthz", timeout=30).status_code == 200
+    supervisor = workers.process.process.pid
+    os.kill(supervisor, signal.SIGKILL)
+    assert workers.process.process.wait(60) == -signal.SIGKILL
+    gone = {int(workers.process.wait_for(rf"worker (\d+): its supervisor \(pid {supervisor}\) is gone").group(1))}
+    gone.add(int(workers.process.wait_for(rf"worker (\d+): its supervisor \(pid {supervisor}\) is gone").group(1)))
+    assert gone == workers.pids
+    workers.process.reader.join(60)  # every worker exited: the last holder of the log pipe closed it
+    assert not workers.process.reader.is_alive()
+    assert workers.process.process.stderr is not None
+    workers.process.process.stderr.close()
+    with socket.socket() as probe:  # the port is free for a restart
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind(("127.0.0.1", port))
+    remove_directory(workers.directory)  # a killed supervisor leaves it (documented)

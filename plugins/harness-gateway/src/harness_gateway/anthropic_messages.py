@@ -333,14 +333,15 @@ def _result_text(block: Body) -> str:
 def _read_tool(tool: Body) -> ToolSpec:
     """A ``tools`` entry, a client tool: ``{type?: custom, name, description, input_schema,
     cache_control, strict}`` (https://docs.anthropic.com/en/api/messages#body-tools); a server
-    tool (``web_search_20250305`` …), or a field the dialect does not read, is a 400 naming it."""
+    tool (``web_search_20250305`` …), a missing ``input_schema``, or a field the dialect does not
+    read, is a 400 naming it."""
     kind = tool.get("type", str, "custom")
     if kind != "custom":
         raise bad_request(
             tool.path("type"), f"server tool {kind!r} is not supported by the gateway: only custom (client) tools are"
         )
     tool.only(_TOOL_FIELDS, what="tool")
-    schema = tool.get("input_schema", dict) or {"type": "object", "properties": {}}
+    schema = tool.get("input_schema", dict, required=True)  # required by the API, as a client tool's shape
     return ToolSpec(
         name=tool.get("name", str, required=True),
         description=tool.get("description", str, ""),

@@ -16,7 +16,7 @@ Endpoints:
                                    for a generation
     ``GET  /v1/models``            every route's models (embedding models too) as ``route/model``, plus the aliases
                                    (Anthropic's page with ``anthropic-version``); ``/v1/models/{id}`` one of them
-    ``GET  /healthz``              200 ``{"status": "ok"}``; 503 while the state store is unreachable
+    ``GET  /healthz``              200 ``{"status": "ok", "in_flight": n}``; 503 while the state store is unreachable
     ``GET  /metrics``              Prometheus text (the master key or ``metrics_token`` when protected)
     ``/admin/keys``                ``GET`` list, ``POST`` create (body: a :class:`~harness_gateway.keys.KeySpec`),
                                    ``DELETE /admin/keys/{id or name}`` revoke; master key only

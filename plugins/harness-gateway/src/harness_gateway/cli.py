@@ -188,9 +188,15 @@ def _when(moment: float | None) -> str:
     return "-" if moment is None else datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%d %H:%M")
 
 
+def _usd(amount: float) -> str:
+    """An amount of USD as the table shows it: up to 8 decimals, no trailing zeros (``0.00003``,
+    ``24``), never ``0.0000`` for a spend that is not zero."""
+    return f"{amount:.8f}".rstrip("0").rstrip(".") or "0"
+
+
 def _row(key: KeyRecord) -> list[str]:
     state = "revoked" if key.revoked_at is not None else "expired" if not key.usable() else "active"
-    budget = f"{key.spent:.4f}/{key.budget:g}" if key.budget is not None else f"{key.spent:.4f}/-"
+    budget = f"{_usd(key.spent)}/{_usd(key.budget)}" if key.budget is not None else f"{_usd(key.spent)}/-"
     return [
         key.id, key.name, state, ",".join(key.routes) if key.routes is not None else "*", budget,
         str(key.rpm or "-"), str(key.tpm or "-"), _when(key.created_at), _when(key.expires_at),

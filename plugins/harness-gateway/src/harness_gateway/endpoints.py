@@ -24,7 +24,7 @@ from harness_gateway.keys import KeyRecord
 from harness_gateway.metrics import CONTENT_TYPE
 from harness_gateway.openai_chat import OPENAI_CHAT
 from harness_gateway.openai_responses import OPENAI_RESPONSES
-from harness_gateway.request import ParsedRequest
+from harness_gateway.request import ParsedRequest, decimal
 from harness_gateway.runtime import GatewayRuntime
 
 __all__ = [
@@ -136,7 +136,7 @@ async def retrieve_model(gateway: Gateway, request: Request) -> Response:
         if found is None:
             raise GatewayError(
                 404,
-                f"model {wanted[:200]!r} is not served here to this key (GET /v1/models lists those it may use)",
+                f"model {wanted[:200]!r} is not listed here (GET /v1/models lists the models this caller may use)",
                 code="model_not_found",
                 param="model",
             )
@@ -148,7 +148,7 @@ async def retrieve_model(gateway: Gateway, request: Request) -> Response:
 class ListedModel(msgspec.Struct, frozen=True):
     """One entry of the gateway's model list: its ``id`` (``route/model`` or an alias), who serves
     it (``owned_by``: the route's plugin, or ``alias of route/model``) and what its adapter says
-    of it (``info``, ``None`` for an alias)."""
+    of it (``info``; an alias's is its target's, ``None`` when its target is not listed)."""
 
     id: str
     owned_by: str
@@ -187,13 +187,14 @@ def _anthropic_page(listed: list[ListedModel], request: Request) -> dict[str, An
     ``before_id``: the ids of the page's neighbours).
 
     Raises:
-        GatewayError: 400 naming ``limit`` (not an integer of 1-1000) or a cursor that is no id of the list.
+        GatewayError: 400 naming ``limit`` (not an integer of 1-1000), a cursor that is no id of
+            the list, or ``after_id`` given with ``before_id``.
     """
     query = request.query_params
     raw = query.get("limit")
     limit = ANTHROPIC_PAGE
     if raw is not None:
-        limit = int(raw) if raw.isdigit() else 0
+        limit = decimal(raw) or 0
         if not 1 <= limit <= 1000:
             raise GatewayError(400, f"limit: expected an integer of 1-1000, got {raw[:40]!r}", param="limit")
     ids = [model.id for model in listed]
@@ -207,6 +208,8 @@ def _anthropic_page(listed: list[ListedModel], request: Request) -> dict[str, An
         return ids.index(value)
 
     after, before = cursor("after_id"), cursor("before_id")
+    if after is not None and before is not None:
+        raise GatewayError(400, "after_id and before_id cannot be combined: page one way", param="after_id")
     if before is not None:  # the page just before that model
         start = max(0, before - limit)
         page, has_more = listed[start:before], start > 0
@@ -224,7 +227,22 @@ def _anthropic_page(listed: list[ListedModel], request: Request) -> dict[str, An
 async def model_ids(runtime: GatewayRuntime, who: KeyRecord | bool | None) -> list[ListedModel]:
     """Every model ``who`` may use: each route's listed models as ``route/model``, then each
     embedding route's embedding models (those not listed already; a route that cannot list its
-    models is logged and skipped), then the aliases."""
+    models is logged and skipped), then the aliases, each with what its target's adapter says of
+    it (``info``). An alias spelled as a ``route/model`` id replaces that entry: a request for the
+    id goes to the alias's target (:meth:`GatewayRuntime.resolve` reads aliases first)."""
+    listed = await _route_models(runtime, who)
+    known = {model.id: model for model in listed}
+    aliases: list[ListedModel] = []
+    for alias, target in runtime.aliases.items():
+        route = target.partition("/")[0]
+        if not isinstance(who, KeyRecord) or who.allows(route):
+            found = known.get(target)
+            aliases.append(ListedModel(alias, f"alias of {target}", found.info if found is not None else None))
+    return [model for model in listed if model.id not in runtime.aliases] + aliases
+
+
+async def _route_models(runtime: GatewayRuntime, who: KeyRecord | bool | None) -> list[ListedModel]:
+    """The ``route/model`` entries of :func:`model_ids` (every route's, then the embedding routes')."""
     harness = runtime.harness
     ids: list[ListedModel] = []
     for route, owner in harness.routes().items():
@@ -250,10 +268,6 @@ async def model_ids(runtime: GatewayRuntime, who: KeyRecord | bool | None) -> li
             for info in embedders
             if f"{route}/{info.model}" not in listed_ids
         ]
-    for alias, target in runtime.aliases.items():
-        route = target.partition("/")[0]
-        if not isinstance(who, KeyRecord) or who.allows(route):
-            ids.append(ListedModel(alias, f"alias of {target}"))
     return ids
 
 

@@ -11,7 +11,7 @@ from starlette.requests import ClientDisconnect, Request
 from harness_gateway.errors import GatewayError
 from harness_gateway.gateway import Gateway
 from harness_gateway.keys import KeyRecord
-from harness_gateway.request import Body, ParsedRequest, Target, bad_request, decode_json
+from harness_gateway.request import Body, ParsedRequest, Target, bad_request, decimal, decode_json
 from harness_gateway.runtime import GatewayRuntime
 
 __all__ = ["read_body", "read_request", "require_messages", "route_target"]
@@ -70,7 +70,7 @@ async def read_body(request: Request, limit: int) -> bytes:
         )
     declared = request.headers.get("content-length", "")
     too_large = GatewayError(413, f"the request body is larger than {limit} bytes", code="request_too_large")
-    if declared.isdigit() and int(declared) > limit:
+    if (decimal(declared) or 0) > limit:
         raise too_large
     body = bytearray()
     try:

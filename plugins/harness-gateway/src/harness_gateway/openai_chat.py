@@ -350,8 +350,8 @@ def _response_format(body: Body) -> JsonObjectFormat | JsonSchemaFormat | None:
 def _read_tool(tool: Body) -> ToolSpec:
     """A ``tools`` entry: ``{type: function, function: {name, description, parameters, strict}}``
     (https://platform.openai.com/docs/api-reference/chat/create#chat-create-tools); another tool
-    type, or a field the dialect does not read, is a 400 naming it."""
-    kind = tool.get("type", str, "function")
+    type, a missing ``type``, or a field the dialect does not read, is a 400 naming it."""
+    kind = tool.get("type", str, required=True)
     if kind != "function":
         raise bad_request(tool.path("type"), f"only function tools are supported, got {kind!r}")
     tool.only(_TOOL_FIELDS, what="tool")

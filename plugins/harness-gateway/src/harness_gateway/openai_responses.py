@@ -443,8 +443,9 @@ def _read_tool(tool: Body) -> ToolSpec:
     """A ``tools`` entry: ``{type: function, name, description, parameters, strict}``
     (https://platform.openai.com/docs/api-reference/responses/create#responses-create-tools); a
     built-in tool, or a field the dialect does not read, is a 400 naming it. ``strict`` absent is
-    ``false`` here (the API's default is true, which refuses ordinary schemas; docs/gateway.md)."""
-    kind = tool.get("type", str, "function")
+    ``false`` here (the API's default is true, which refuses ordinary schemas; docs/gateway.md). A
+    missing ``type`` is a 400 naming it, as the API answers."""
+    kind = tool.get("type", str, required=True)
     if kind != "function":
         raise bad_request(
             tool.path("type"), f"built-in tool {kind!r} is not supported by the gateway: only function tools are"

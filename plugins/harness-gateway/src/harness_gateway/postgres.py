@@ -20,6 +20,7 @@ from typing import Any, Final, TypeVar
 import anyio
 
 from harness_gateway.errors import GatewayError
+from harness_gateway.request import decimal
 from harness_gateway.store import LEASE, LIVE_NAME_INDEX, SqlStore, Status, Tx, decide, key_record, revoked, unavailable
 
 __all__ = ["FUNCTIONS_POSTGRES", "MIGRATIONS_POSTGRES", "PostgresStore"]
@@ -323,7 +324,7 @@ class _PgTx:
     async def run(self, sql: str, *args: Any) -> int:
         status: str = await self.conn.execute(numbered(sql), *args)
         tail = status.rsplit(" ", 1)[-1]
-        return int(tail) if tail.isdigit() else 0
+        return decimal(tail) or 0
 
 
 async def _keep_session(conn: Any) -> None:

@@ -34,6 +34,7 @@ __all__ = [
     "bad_request",
     "build_options",
     "cache_mark",
+    "decimal",
     "decode_json",
     "kind_of",
     "pass_through",
@@ -258,6 +259,13 @@ class Body:
         """The elements of list field ``key`` with their display paths."""
         values = self.get(key, list, [], required=required)
         return [(f"{self.path(key)}[{i}]", item) for i, item in enumerate(values)]
+
+
+def decimal(text: str) -> int | None:
+    """``text`` as a non-negative integer written in ASCII digits (a query parameter, a header, a
+    cookie field: ``"20"``), else ``None``. ``str.isdigit`` alone also accepts other digits, which
+    ``int`` refuses (``"²"``: a ``ValueError``, a 500) or reads (``"٢"``)."""
+    return int(text) if text.isascii() and text.isdigit() else None
 
 
 def kind_of(value: Any) -> str:

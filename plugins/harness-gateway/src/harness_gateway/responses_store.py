@@ -38,6 +38,7 @@ from starlette.routing import Route
 
 from harness_gateway.errors import GatewayError
 from harness_gateway.keys import KeyRecord
+from harness_gateway.request import decimal
 from harness_gateway.store import SqlStore, Tx
 
 __all__ = [
@@ -299,7 +300,8 @@ def input_items_page(record: StoredResponse, query: dict[str, str]) -> dict[str,
     if order == "desc":
         items.reverse()
     text = query.get("limit", "20")
-    if not text.isdigit() or not 1 <= int(text) <= 100:
+    limit = decimal(text) or 0
+    if not 1 <= limit <= 100:
         raise GatewayError(
             400, f"limit: expected an integer from 1 to 100, got {text[:20]!r}", code="invalid_value", param="limit"
         )
@@ -309,7 +311,7 @@ def input_items_page(record: StoredResponse, query: dict[str, str]) -> dict[str,
         if after not in ids:
             raise GatewayError(400, f"after: no input item {after[:64]!r}", code="invalid_value", param="after")
         items = items[ids.index(after) + 1 :]
-    page = items[: int(text)]
+    page = items[:limit]
     return {
         "object": "list",
         "data": page,

@@ -350,7 +350,10 @@ def worker_app() -> GatewayServer:
     (:data:`~harness_gateway.start_failure.REPORTS_ENV`, set by
     :func:`~harness_gateway.workers.run_workers`), for the supervisor to show once; without it
     the message goes in the lifespan's ``startup.failed``, logged by uvicorn."""
+    from harness_gateway.workers import watch_supervisor
+
     _long_lived_process()
+    watch_supervisor()  # a supervisor killed with SIGKILL stops its workers too
     reports = os.environ.get(REPORTS_ENV)
     return GatewayServer(
         os.environ.get(ENV_CONFIG) or None,

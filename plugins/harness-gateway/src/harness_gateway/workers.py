@@ -5,7 +5,10 @@ temporary directory: ``TMPDIR`` chooses where), exports it to the workers as
 ``PROMETHEUS_MULTIPROC_DIR`` before they start (prometheus-client's multiprocess mode,
 https://prometheus.github.io/client_python/multiprocess/), runs uvicorn's worker supervisor until
 SIGINT / SIGTERM, and removes the directory when it returns, however it returns. A supervisor killed
-with SIGKILL leaves its directory behind; no later run reuses it.
+with SIGKILL leaves its directory behind; no later run reuses it. Its workers do not outlive it:
+each watches its supervisor (:func:`watch_supervisor`) and stops as SIGTERM stops it (the requests
+in flight drain) once the supervisor is gone, so no orphan keeps serving, unsupervised, on the port
+a restart needs.
 
 A worker whose start fails (a configuration problem: exit code 2; any other fault of its start: 1)
 does not log why: it writes a report to a second fresh directory of the run
@@ -27,9 +30,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import multiprocessing
+import multiprocessing.connection
 import os
 import shutil
+import signal
 import tempfile
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -42,7 +49,14 @@ from uvicorn.supervisors import Multiprocess
 from harness_gateway.metrics import MULTIPROC_DIR_ENV
 from harness_gateway.start_failure import REPORTS_ENV, StartFailure, read_reports
 
-__all__ = ["WorkerReaper", "WorkerSupervisor", "remove_directory", "run_workers", "start_failure"]
+__all__ = [
+    "WorkerReaper",
+    "WorkerSupervisor",
+    "remove_directory",
+    "run_workers",
+    "start_failure",
+    "watch_supervisor",
+]
 
 logger = logging.getLogger("uvicorn.error")  # beside the supervisor's own lines (configured by uvicorn.Config)
 
@@ -175,3 +189,26 @@ def remove_directory(directory: Path, what: str = "metrics") -> None:
         shutil.rmtree(directory)
     except OSError as exc:
         logger.warning("could not remove the %s directory %s: %s", what, directory, exc)
+
+
+def watch_supervisor() -> threading.Thread | None:
+    """In a worker process (a ``multiprocessing`` child of uvicorn's supervisor): a daemon thread
+    that waits for the supervisor to be gone (its end of the pipe every spawned child inherits
+    closes: ``multiprocessing.parent_process().sentinel``), then logs it and sends this worker
+    SIGTERM, uvicorn's graceful shutdown (the requests in flight drain, up to ``drain_timeout``).
+    A supervisor killed with SIGKILL, or by the OOM killer, stops nothing itself: without this its
+    workers went on serving, unsupervised, and a restart found the port in use (exit 3).
+    Returns the thread, or ``None`` in a process that no ``multiprocessing`` parent started."""
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return None
+    sentinel = parent.sentinel
+
+    def wait() -> None:
+        multiprocessing.connection.wait([sentinel])
+        logger.error("worker %d: its supervisor (pid %s) is gone; the worker shuts down", os.getpid(), parent.pid)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    thread = threading.Thread(target=wait, name="harness-supervisor-watch", daemon=True)
+    thread.start()
+    return thread

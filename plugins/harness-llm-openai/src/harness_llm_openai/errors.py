@@ -128,7 +128,7 @@ def _as_status(error_code: str | int | None) -> int | None:
     """A numeric error code (``502`` or ``"502"``) in the HTTP status range, else ``None``."""
     if isinstance(error_code, int):
         value = error_code
-    elif isinstance(error_code, str) and error_code.isdigit():
+    elif isinstance(error_code, str) and error_code.isascii() and error_code.isdigit():
         value = int(error_code)
     else:
         return None

@@ -22,6 +22,8 @@ import secrets
 import time
 from typing import Final
 
+from harness_gateway.request import decimal
+
 __all__ = [
     "LOGIN_COOKIE",
     "SESSION_COOKIE",
@@ -62,9 +64,10 @@ def valid_session(master: str, value: str | None, now: float | None = None) -> b
         return False
     body, _, mac = value.rpartition(".")
     issued, _, nonce = body.partition(".")
-    if not issued.isdigit() or not nonce:
+    when = decimal(issued)
+    if when is None or not nonce:
         return False
-    age = (time.time() if now is None else now) - int(issued)
+    age = (time.time() if now is None else now) - when
     return 0 <= age < SESSION_SECONDS and same(mac, _mac(master, f"console-session:{body}"))
 
 

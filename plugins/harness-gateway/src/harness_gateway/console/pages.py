@@ -52,6 +52,7 @@ from harness_gateway.console.sessions import MemorySessions, Sessions, StoreSess
 from harness_gateway.console.stats import BUCKETS, GROUPS, TOKEN_KINDS, spend, traffic
 from harness_gateway.errors import GatewayError
 from harness_gateway.keys import KeySpec, mask_keys
+from harness_gateway.request import decimal
 from harness_gateway.sse import sse_event
 from harness_gateway.store import SqlStore
 
@@ -291,13 +292,13 @@ class Console:
         )  # fmt: skip
 
     async def traffic_page(self, request: Request) -> Response:
-        raw = request.query_params.get("hours", "24")
-        if not raw.isdigit() or not 1 <= int(raw) <= 720:
+        hours = decimal(request.query_params.get("hours", "24")) or 0
+        if not 1 <= hours <= 720:
             return self.render(request, "error.html", 400, title="Bad query", message="hours must be 1 to 720")
         now = time.time()
-        since = now - int(raw) * 3600
+        since = now - hours * 3600
         data = traffic(mask_strings(await self.records.since(since), self.mask), since=since, now=now)
-        return self.render(request, "traffic.html", title="Traffic", data=data, hours=int(raw))
+        return self.render(request, "traffic.html", title="Traffic", data=data, hours=hours)
 
     async def live_page(self, request: Request) -> Response:
         return self.render(request, "live.html", title="Live", streams=self.observer.snapshot())
