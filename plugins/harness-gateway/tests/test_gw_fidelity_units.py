@@ -344,3 +344,21 @@ def test_a_tool_without_the_part_its_api_requires_is_a_400_naming_it() -> None:
     assert bad(parse_responses_request, {**responses, "tools": [{"type": None, "name": "f"}]}).param == "tools[0].type"
     claude = {"model": "m", "max_tokens": 5, "messages": HI, "tools": [{"name": "f"}]}
     assert bad(parse_messages_request, claude).param == "tools[0].input_schema"
+
+
+def test_responses_fields_read_for_the_echo_reach_a_responses_route_and_refuse_a_non_default_elsewhere() -> None:
+    """``parallel_tool_calls`` and ``truncation`` were read for the echo and dropped on every
+    route, the Responses wire's own included; any ``include`` but encrypted reasoning was dropped."""
+    responses = Target("resp", "openai-responses", "openai")
+    raw = {"model": "m", "input": "hi", "parallel_tool_calls": False, "truncation": "auto"}
+    passed = parse_responses_request(raw, target=responses).options.provider_options
+    assert passed == {"openai": {"parallel_tool_calls": False, "truncation": "auto"}}
+    error = bad(parse_responses_request, raw, target=ANTHROPIC)
+    assert error.message.startswith("parallel_tool_calls: route 'claude' cannot take this field")
+    assert bad(parse_responses_request, {**raw, "parallel_tool_calls": True}, target=ANTHROPIC).param == "truncation"
+    defaults = {"model": "m", "input": "hi", "parallel_tool_calls": True, "truncation": "disabled"}
+    assert parse_responses_request(defaults, target=ANTHROPIC).options.provider_options == {}
+    logprobs = {"model": "m", "input": "hi", "include": ["reasoning.encrypted_content", "message.output_text.logprobs"]}
+    assert bad(parse_responses_request, logprobs).message.startswith(
+        "include[1]: include 'message.output_text.logprobs' is not supported by the gateway"
+    )

@@ -165,7 +165,7 @@ def test_every_input_item_kind_is_read() -> None:
                 {"role": "user", "content": "again"},
             ],
             max_output_tokens=10, temperature=0.5, top_p=1, reasoning={"effort": "low"},
-            tool_choice={"type": "function", "name": "echo"}, tools=TOOLS, truncation="auto",
+            tool_choice={"type": "function", "name": "echo"}, tools=TOOLS, truncation="disabled",
             text={"format": {"type": "json_schema", "name": "s", "schema": ECHO_SCHEMA, "strict": True}},
             include=["reasoning.encrypted_content"], metadata={"a": "b"}, stream=True,
         ),

@@ -10,9 +10,13 @@ and ``reasoning``), ``instructions`` and ``system`` / ``developer`` messages (jo
 ``options.system``), function ``tools`` (flat: ``{type: function, name, description,
 parameters}``; any other tool type, a built-in such as ``web_search``, is a 400 naming it),
 ``tool_choice``, ``max_output_tokens``, ``temperature``, ``top_p``, ``reasoning.effort``,
-``text.format`` (``text`` / ``json_object`` / ``json_schema``). ``include``, ``metadata``,
+``text.format`` (``text`` / ``json_object`` / ``json_schema``). ``include`` (only
+``reasoning.encrypted_content``: another value is a 400 naming it), ``metadata``,
 ``parallel_tool_calls`` and ``truncation`` (``auto`` / ``disabled``) are checked and echoed in
-the response object. Uploaded ``file_id`` s and ``item_reference`` s are 400s. Any other field
+the response object; the last two also reach a route of the Responses wire unchanged, and on
+another wire a value other than the API's default (``parallel_tool_calls: false``,
+``truncation: auto``) is a 400 naming it (:data:`DEFAULTED`). Uploaded ``file_id`` s and
+``item_reference`` s are 400s. Any other field
 follows the field rule (:func:`~harness_gateway.request.pass_through`): unchanged to a route of
 the Responses wire, dropped on another only when it is on :data:`IGNORED`, else a 400 naming it.
 
@@ -187,7 +191,11 @@ def parse_responses_request(raw: Any, owner: str | None = None, target: Target |
     """
     body = Body(raw)
     model = body.get("model", str, required=True)
-    extra = {**pass_through(body, MAPPED, IGNORED, wire=WIRE, target=target), **_nested(body, target)}
+    extra = {
+        **pass_through(body, MAPPED, IGNORED, wire=WIRE, target=target),
+        **_nested(body, target),
+        **_defaulted(body, target),
+    }
     system: list[str] = []
     instructions = body.get("instructions", str)
     if instructions:
@@ -196,6 +204,11 @@ def parse_responses_request(raw: Any, owner: str | None = None, target: Target |
     tools = [_read_tool(Body(item, where)) for where, item in body.items("tools")]
     reasoning = body.obj("reasoning")
     include = [_string(where, item) for where, item in body.items("include")]
+    for where, value in zip((where for where, _ in body.items("include")), include, strict=True):
+        if value != ENCRYPTED_REASONING:
+            raise bad_request(
+                where, f"include {value[:80]!r} is not supported by the gateway: only {ENCRYPTED_REASONING!r} is"
+            )
     truncation = body.get("truncation", str, "disabled")
     if truncation not in _TRUNCATION:
         raise bad_request("truncation", f"expected auto or disabled, got {truncation!r}")
@@ -475,6 +488,22 @@ def _tool_choice(body: Body) -> Any:
     if kind != "function":
         raise bad_request(named.path("type"), f"only function tool choices are supported, got {kind!r}")
     return NamedToolChoice(named.get("name", str, required=True))
+
+
+DEFAULTED: Final = {"parallel_tool_calls": True, "truncation": "disabled"}
+"""Fields this dialect reads for its echo that also change what a route does, with the API's
+default: a route of the Responses wire receives them unchanged; on another wire only the default
+(or ``null``) is accepted, any other value is a 400 naming the field (the field rule)."""
+
+
+def _defaulted(body: Body, target: Target | None) -> dict[str, Any]:
+    """The :data:`DEFAULTED` fields of ``body`` for a route of this wire; on another wire ``{}``,
+    or a 400 naming the first one given a value other than its default."""
+    given = {name: body.value[name] for name in DEFAULTED if body.value.get(name) is not None}
+    if target is not None and target.takes(WIRE):
+        return given
+    asked = {name: value for name, value in given.items() if value != DEFAULTED[name]}
+    return pass_through(Body(asked), (), (), wire=WIRE, target=target)
 
 
 NESTED: Final = {"text": (("format",), ()), "reasoning": (("effort",), ("summary", "generate_summary"))}
