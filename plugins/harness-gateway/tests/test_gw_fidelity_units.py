@@ -358,6 +358,8 @@ def test_responses_fields_read_for_the_echo_reach_a_responses_route_and_refuse_a
     assert bad(parse_responses_request, {**raw, "parallel_tool_calls": True}, target=ANTHROPIC).param == "truncation"
     defaults = {"model": "m", "input": "hi", "parallel_tool_calls": True, "truncation": "disabled"}
     assert parse_responses_request(defaults, target=ANTHROPIC).options.provider_options == {}
+    unknown = bad(parse_responses_request, {**raw, "truncation": "sometimes"}, target=responses)
+    assert (unknown.param, unknown.message) == ("truncation", "truncation: expected auto or disabled, got 'sometimes'")
     logprobs = {"model": "m", "input": "hi", "include": ["reasoning.encrypted_content", "message.output_text.logprobs"]}
     assert bad(parse_responses_request, logprobs).message.startswith(
         "include[1]: include 'message.output_text.logprobs' is not supported by the gateway"

@@ -226,7 +226,7 @@ def _skipped(work: Any) -> _Entry:
     return entry
 
 
-def test_a_busy_begin_fails_every_entry_of_the_group_with_it(tmp_path: Path) -> None:
+def test_a_busy_begin_runs_nothing_and_says_so_or_fails_every_entry_with_it(tmp_path: Path) -> None:
     path = tmp_path / "busy.sqlite"
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("PRAGMA journal_mode=WAL")
@@ -238,11 +238,79 @@ def test_a_busy_begin_fails_every_entry_of_the_group_with_it(tmp_path: Path) -> 
         return await tx.run("INSERT INTO t VALUES (1)")
 
     entries = [_Entry(work), _Entry(work)]
-    _commit(conn, entries)
+    assert _commit(conn, entries) is True  # busy: nothing run, the caller waits elsewhere
+    assert [e.error for e in entries] == [None, None]
+    assert _commit(conn, entries, False) is False  # where it waited already: the error of each
     assert all(isinstance(e.error, sqlite3.OperationalError) for e in entries)
     assert entries[0].error is entries[1].error
     assert not conn.in_transaction
     holder.execute("ROLLBACK")
+
+
+def test_a_group_that_meets_another_process_s_lock_waits_for_it_whole_in_a_thread(tmp_path: Path) -> None:
+    """The writes of one turn, when another process holds the write lock, wait for it together
+    in one transaction of the worker threads' connection (each used to wait on its own, one after
+    the other)."""
+
+    async def main() -> None:
+        path = tmp_path / "gw.sqlite"
+        store = SQLiteStore(path)
+        await store.migrate()
+        waiting = store._connect(True)
+        statements: list[str] = []
+        waiting.set_trace_callback(statements.append)
+        holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        holder.execute("BEGIN IMMEDIATE")  # another process's write transaction
+        tickets: list[str] = []
+
+        async def admit(i: int) -> None:
+            tickets.append(await store.admit(None, "mock", f"m{i}", now=T0 + i))
+
+        async with anyio.create_task_group() as tg:
+            for i in range(10):
+                tg.start_soon(admit, i)
+            while not store._lock.locked():  # the group went to the worker thread: it waits there
+                await anyio.lowlevel.checkpoint()
+            holder.execute("ROLLBACK")  # the lock is free: the group commits
+        assert len(tickets) == 10
+        assert statements.count("BEGIN IMMEDIATE") == 1
+        assert statements.count("COMMIT") == 1
+        assert len(await rows(store)) == 10
+        holder.close()
+        await store.aclose()
+
+    anyio.run(main)
+
+
+def test_a_group_that_cannot_open_the_waiting_connection_fails_every_write(tmp_path: Path) -> None:
+    async def main() -> None:
+        path = tmp_path / "gw.sqlite"
+        store = SQLiteStore(path)
+        await store.migrate()
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+
+        def broken(wait: bool) -> sqlite3.Connection:
+            raise sqlite3.OperationalError("unable to open database file")
+
+        store._connect = broken  # type: ignore[method-assign]
+        outcomes: list[Any] = []
+
+        async def admit() -> None:
+            try:
+                await store.admit(None, "mock", "m", now=T0)
+            except GatewayError as exc:
+                outcomes.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(admit)
+            tg.start_soon(admit)
+        assert [exc.status for exc in outcomes] == [503, 503]
+        holder.execute("ROLLBACK")
+        holder.close()
+        await store.aclose()
+
+    anyio.run(main)
 
 
 def test_a_base_exception_of_a_work_fails_the_group_and_is_raised(tmp_path: Path) -> None:
@@ -262,3 +330,82 @@ def test_a_base_exception_of_a_work_fails_the_group_and_is_raised(tmp_path: Path
     assert entries[0].result is None
     assert conn.execute("SELECT count(*) FROM t").fetchone() == (0,)
     assert not conn.in_transaction
+
+
+def test_a_begin_that_fails_otherwise_fails_every_entry_with_it() -> None:
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn.close()  # any fault of BEGIN but the lock: here a closed connection
+
+    async def work(tx: Tx) -> int:
+        raise AssertionError("never run")
+
+    entries = [_Entry(work), _Entry(work)]
+    assert _commit(conn, entries) is False
+    assert all(isinstance(e.error, sqlite3.ProgrammingError) for e in entries)
+
+
+def test_without_group_commit_a_write_that_meets_the_lock_waits_in_a_thread(tmp_path: Path) -> None:
+    """``group_commit = False`` (``bench.store``'s "one commit each"): each write alone, and one
+    that meets another process's lock waits for it in a worker thread, as before group commit."""
+
+    async def main() -> None:
+        path = tmp_path / "gw.sqlite"
+        store = SQLiteStore(path)
+        store.group_commit = False
+        await store.migrate()
+        holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        holder.execute("BEGIN IMMEDIATE")
+        tickets: list[str] = []
+
+        async def admit() -> None:
+            tickets.append(await store.admit(None, "mock", "m", now=T0))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(admit)
+            while not store._lock.locked():  # it went to the worker thread: it waits there
+                await anyio.lowlevel.checkpoint()
+            holder.execute("ROLLBACK")
+        assert len(tickets) == 1
+        assert len(await rows(store)) == 1
+        holder.close()
+        await store.aclose()
+
+    anyio.run(main)
+
+
+def test_a_follower_cancelled_while_its_group_waits_for_the_lock_commits_nothing(tmp_path: Path) -> None:
+    async def main() -> None:
+        path = tmp_path / "gw.sqlite"
+        store = SQLiteStore(path)
+        await store.migrate()
+        holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        holder.execute("BEGIN IMMEDIATE")
+        scopes: list[anyio.CancelScope] = []
+        done: list[str] = []
+
+        async def leader() -> None:
+            done.append(await store.admit(None, "mock", "leader", now=T0))
+
+        async def follower() -> None:
+            with anyio.CancelScope() as scope:
+                scopes.append(scope)
+                await store.admit(None, "mock", "follower", now=T0)
+            done.append("cancelled")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(leader)
+            tg.start_soon(follower)
+            while not store._lock.locked():  # the group waits for the lock in a worker thread
+                await anyio.lowlevel.checkpoint()
+            scopes[0].cancel()
+            while "cancelled" not in done:  # the follower saw its cancellation: it is skipped
+                await anyio.lowlevel.checkpoint()
+            holder.execute("ROLLBACK")
+        models = await store.transaction(lambda tx: tx.all("SELECT model FROM gateway_ledger"), write=False)
+        assert models == [("leader",)]  # the follower was never run
+        assert await store.settle_deferred(force=True) == 1  # its aborted settlement changes nothing
+        assert await store.transaction(lambda tx: tx.all("SELECT model FROM gateway_ledger"), write=False) == models
+        holder.close()
+        await store.aclose()
+
+    anyio.run(main)

@@ -70,17 +70,17 @@ def _hold_write_lock(path: Path) -> sqlite3.Connection:
 async def _locked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> tuple[SQLiteStore, threading.Event, sqlite3.Connection]:
-    """A store, an event set when one of its transactions falls back to the worker thread (it
+    """A store, an event set when one of its write groups goes to the worker thread to wait (it
     found the write lock taken), and the other connection that holds that lock."""
     store = await _store(tmp_path)
     entered = threading.Event()
-    waiting = store._waiting
+    waiting = store._commit_waiting
 
-    def spy(*args: Any) -> Any:
+    async def spy(entries: Any) -> None:
         entered.set()
-        return waiting(*args)
+        await waiting(entries)
 
-    monkeypatch.setattr(store, "_waiting", spy)
+    monkeypatch.setattr(store, "_commit_waiting", spy)
     return store, entered, _hold_write_lock(store.path)
 
 
@@ -104,18 +104,35 @@ async def test_a_transaction_waits_in_a_thread_while_another_process_writes(
     await store.aclose()
 
 
-async def test_a_request_cancelled_while_its_transaction_waits_commits_nothing(
+async def test_a_lone_request_cancelled_while_its_group_waits_commits_and_takes_it_after(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The group's leader commits its work (shielded: a follower may wait on it) and returns
+    its ticket; the cancellation reaches its caller at the next checkpoint, whose own cleanup
+    settles the row (the relay's shielded settlement)."""
     store, entered, other = await _locked(tmp_path, monkeypatch)
+    tickets: list[str] = []
+    after: list[str] = []
+
+    async def admit() -> None:
+        tickets.append(await store.admit(None, "mock", "echo"))
+        try:
+            await anyio.lowlevel.checkpoint()
+        except anyio.get_cancelled_exc_class():
+            after.append("cancelled")
+            raise
+
     with anyio.CancelScope() as scope:
         async with anyio.create_task_group() as group:
-            group.start_soon(store.admit, None, "mock", "echo")
+            group.start_soon(admit)
             await anyio.to_thread.run_sync(entered.wait)
-            scope.cancel()  # delivered when the thread returns: after the lock, before COMMIT
+            scope.cancel()
             other.execute("COMMIT")
     assert scope.cancelled_caught
-    assert await store.ledger() == []
+    assert after == ["cancelled"]
+    assert store.running == set(tickets)
+    [row] = await store.ledger()
+    assert (row["id"], row["status"]) == (tickets[0], "running")
     other.close()
     await store.aclose()
 

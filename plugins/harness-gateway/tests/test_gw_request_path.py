@@ -353,3 +353,35 @@ def test_a_failing_send_is_logged_and_stops_the_stream(tmp_path: Path, caplog: p
     assert "sending the stream failed; the stream is stopped" in caplog.text
     assert "the server's send broke" in caplog.text
     assert [row["status"] for row in ledger_rows(tmp_path / "gw.sqlite")] == ["error"]
+
+
+def test_a_stream_still_running_after_the_abort_grace_is_cancelled_and_settled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The client leaves; the watch fires the abort and waits ``ABORT_GRACE`` (0 here: a stream
+    that has not ended by then lingers) before cancelling the request; its row is settled."""
+    import harness_gateway.relay as relay_module
+
+    monkeypatch.setattr(relay_module, "ABORT_GRACE", 0)
+    provider = ScriptedServer(Reply(reads=openai_sse("one "), end="stall"))
+    sent: list[dict[str, Any]] = []
+
+    async def main() -> None:
+        first = anyio.Event()
+
+        async def receive() -> dict[str, Any]:
+            await first.wait()  # the stream has begun: now the client leaves
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+            if b"one" in message.get("body", b""):
+                first.set()
+
+        await _serve_once(tmp_path, provider.url, receive, send)
+
+    with provider, caplog.at_level(logging.INFO, "harness_gateway"):
+        anyio.run(main)
+    assert any(b"one" in message.get("body", b"") for message in sent)
+    assert "client disconnected, aborting the upstream stream" in caplog.text
+    assert [row["status"] for row in ledger_rows(tmp_path / "gw.sqlite")] == ["aborted"]  # settled, not stranded

@@ -184,8 +184,9 @@ class SQLiteStore(SqlStore):
     process starts in one turn of the event loop run in one transaction, in order, each in a
     savepoint (:meth:`_grouped`; docs/gateway.md, "Group commit on SQLite"), so concurrent
     requests share one commit, its WAL write, instead of paying one each; a read runs at once.
-    A request cancelled before its group ran, or while its transaction waited in a worker
-    thread, commits nothing.
+    A request cancelled before its group ran, or while its group waited for the lock in a worker
+    thread, commits nothing, but for the group's leader: its work commits and returns (shielded:
+    the others wait on it), and its cancellation reaches its caller at the next checkpoint.
 
     Durability: ``synchronous=NORMAL``, SQLite's advice for WAL
     (https://www.sqlite.org/pragma.html#pragma_synchronous): a commit does not wait for
@@ -294,9 +295,11 @@ class SQLiteStore(SqlStore):
         """The result of write transaction ``work``, committed together with every other write
         transaction of this process that starts before the next turn of the event loop (group
         commit: see the class docs). The first of a group (its leader) yields one turn, shielded,
-        then runs the group; the others wait for it. One cancelled before its group ran commits
-        nothing; raises what ``work`` raised, or what ``BEGIN``/``COMMIT`` raised (then nothing of
-        the group was committed)."""
+        then runs the group; the others wait for it. When another process holds the write lock
+        the group runs whole in a worker thread, waiting for it (:meth:`_commit_waiting`). One
+        cancelled before its group ran commits nothing; raises what ``work`` raised, or what
+        ``BEGIN``/``COMMIT`` raised (then nothing of the group was committed: ``SQLITE_BUSY``
+        after :attr:`timeout` seconds of waiting)."""
         entry = _Entry(work)
         group = self._group
         if group is not None:  # a leader is gathering: join its group
@@ -313,12 +316,29 @@ class SQLiteStore(SqlStore):
             finally:
                 self._group = None
                 try:
-                    _commit(conn, group.entries)
+                    if _commit(conn, group.entries):  # another process holds the write lock
+                        with anyio.CancelScope(shield=True):  # the others wait on this group
+                            await self._commit_waiting(group.entries)
                 finally:
                     group.committed.set()
         if entry.error is not None:
             raise entry.error
         return entry.result  # type: ignore[no-any-return]
+
+    async def _commit_waiting(self, entries: list[_Entry]) -> None:
+        """Run a group whose ``BEGIN`` met another process's write lock again, whole, on the
+        worker threads' connection (which waits up to :attr:`timeout` seconds for the lock), one
+        group or transaction at a time; a fault of opening it (or any other) becomes every entry's
+        error, never a group's silence."""
+        for entry in entries:
+            entry.done = False  # not run: a caller cancelled while it waits is skipped
+        try:
+            async with self._lock:
+                conn = await anyio.to_thread.run_sync(self._connect, True)
+                await anyio.to_thread.run_sync(_commit, conn, entries, False)
+        except Exception as exc:  # (opening the connection; a bug): every entry's error
+            for entry in entries:
+                entry.error = entry.error or exc
 
     async def transaction(self, work: Callable[[Tx], Awaitable[T]], *, write: bool = True) -> T:
         truncating = self._truncating
@@ -329,16 +349,16 @@ class SQLiteStore(SqlStore):
             if conn is None:  # opening the file touches the disk: off the event loop
                 async with self._lock:
                     conn = await anyio.to_thread.run_sync(self._connect, False)
-            try:  # a group runs whole without an await: no other task can interleave
-                if write and self.group_commit:
-                    result = await self._grouped(conn, work)
-                else:
+            if write and self.group_commit:  # (another process's lock: the group waits in a thread)
+                result = await self._grouped(conn, work)
+            else:
+                try:  # no await until it has committed or rolled back: no other task can interleave
                     result = self._whole(conn, work, write)
-            except sqlite3.OperationalError as exc:
-                if not _busy(exc):
-                    raise
-                async with self._lock:  # the worker threads' connection: one transaction at a time
-                    result = await anyio.to_thread.run_sync(self._waiting, work, write)
+                except sqlite3.OperationalError as exc:
+                    if not _busy(exc):
+                        raise
+                    async with self._lock:  # the worker threads' connection: one transaction at a time
+                        result = await anyio.to_thread.run_sync(self._waiting, work, write)
         except (sqlite3.Error, OSError) as exc:
             raise unavailable(self.description, exc) from exc
         if write:
@@ -405,21 +425,32 @@ class _Group:
         self.committed = anyio.Event()
 
 
-def _commit(conn: sqlite3.Connection, entries: list[_Entry]) -> None:
+def _commit(conn: sqlite3.Connection, entries: list[_Entry], busy_returns: bool = True) -> bool:
     """Run ``entries`` (those not skipped) in one transaction on ``conn``, in order, each inside
     a savepoint when there are several: one whose work raises is rolled back alone (its ``error``)
-    and the others still commit. A fault of ``BEGIN IMMEDIATE`` or ``COMMIT`` (``SQLITE_BUSY``:
-    another process holds the write lock) rolls the whole group back and becomes every entry's
-    ``error``: each caller then handles it as its own (:meth:`SQLiteStore.transaction`)."""
+    and the others still commit. A fault of ``COMMIT``, or of ``BEGIN IMMEDIATE`` other than
+    ``SQLITE_BUSY``, rolls the whole group back and becomes every entry's ``error``: each caller
+    then handles it as its own (:meth:`SQLiteStore.transaction`). Returns ``True``, having run
+    nothing, when ``BEGIN`` met another process's write lock and ``busy_returns`` (the caller runs
+    the group again where it may wait: :meth:`SQLiteStore._commit_waiting`)."""
     live = [entry for entry in entries if not entry.skipped]
     for entry in entries:
         entry.done = True
     if not live:
-        return
+        return False
     alone = len(live) == 1
     try:
         conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.Error as exc:
+        if busy_returns and isinstance(exc, sqlite3.OperationalError) and _busy(exc):
+            return True
         for entry in live:
+            entry.error = exc
+        return False
+    try:
+        for entry in live:
+            if entry.skipped:  # its caller was cancelled while the group waited for the lock
+                continue
             if not alone:
                 conn.execute("SAVEPOINT grouped")
             try:
@@ -441,6 +472,7 @@ def _commit(conn: sqlite3.Connection, entries: list[_Entry]) -> None:
                 entry.result = None
         if not isinstance(exc, Exception):
             raise
+    return False
 
 
 def _busy(exc: sqlite3.OperationalError) -> bool:
