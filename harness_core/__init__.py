@@ -54,6 +54,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.sync import SyncHarness
     from harness_core.tools import Tool, ToolError, ToolRegistry, ToolSource, tool
     from harness_core.types import (
+        IMAGE_DETAILS,
         BlockEnd,
         BlockStart,
         BlockType,
@@ -64,6 +65,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
         FinishKind,
         FinishReason,
         GenerateOptions,
+        ImageDetail,
         JsonObjectFormat,
         JsonSchemaFormat,
         Message,
@@ -87,6 +89,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     )
 
 __all__ = [
+    "IMAGE_DETAILS",
     "MASK",
     "AbortSignal",
     "AttachError",
@@ -118,6 +121,7 @@ __all__ = [
     "GenerateOptions",
     "GenerateResult",
     "Harness",
+    "ImageDetail",
     "InvalidOutputError",
     "JsonObjectFormat",
     "JsonSchemaFormat",
@@ -238,6 +242,8 @@ _LAZY = {
     "ErrorCode": "harness_core.errors",
     "Failure": "harness_core.errors",
     "FileBlock": "harness_core.types",
+    "IMAGE_DETAILS": "harness_core.types",
+    "ImageDetail": "harness_core.types",
     "JsonObjectFormat": "harness_core.types",
     "JsonSchemaFormat": "harness_core.types",
     "ResponseFormat": "harness_core.types",

@@ -14,7 +14,7 @@ from collections.abc import Collection
 from harness_core.errors import LlmError
 from harness_core.types import FileBlock
 
-__all__ = ["base64_data", "check_file", "data_url", "unsupported_file"]
+__all__ = ["base64_data", "check_detail", "check_file", "data_url", "unsupported_file"]
 
 
 def base64_data(block: FileBlock) -> str:
@@ -44,6 +44,7 @@ def check_file(
     media_types: Collection[str],
     max_bytes: int,
     url_types: Collection[str] = (),
+    detail: bool = False,
 ) -> None:
     """Check that a wire takes ``block``; raise ``UNSUPPORTED`` naming what it cannot take.
 
@@ -53,10 +54,13 @@ def check_file(
         media_types: the media types the wire takes inline (``data``).
         max_bytes: the largest ``data`` the wire takes, in bytes.
         url_types: the media types the wire also takes as a ``url`` source.
+        detail: whether the wire takes an image's resolution hint (:attr:`FileBlock.detail`);
+            if not, :func:`check_detail` refuses one.
 
     Raises:
         LlmError: ``UNSUPPORTED`` naming the media type (not in ``media_types``), the source kind
-            (a URL for a type outside ``url_types``) or the size (over ``max_bytes``).
+            (a URL for a type outside ``url_types``), the size (over ``max_bytes``) or the
+            ``detail`` (:func:`check_detail`).
     """
     media_type = block.media_type
     if media_type not in media_types:
@@ -66,3 +70,15 @@ def check_file(
     size = block.size
     if size is not None and size > max_bytes:
         raise unsupported_file(provider, block, f"{size} bytes is over the limit of {max_bytes} bytes")
+    if not detail:
+        check_detail(provider, block)
+
+
+def check_detail(provider: str, block: FileBlock, *, wire: str = "its wire") -> None:
+    """For a wire without an image resolution hint: raise ``UNSUPPORTED`` naming ``block``'s
+    :attr:`~FileBlock.detail` when it asks for one (``low`` or ``high``) and ``wire`` (what the
+    message says has no counterpart); ``None`` and ``auto`` (the provider chooses) pass.
+    :func:`check_file` calls it unless its wire takes the hint."""
+    if block.detail not in (None, "auto"):
+        why = f"detail {block.detail!r} (an image resolution hint) has no counterpart on {wire}; use 'auto'"
+        raise unsupported_file(provider, block, why)

@@ -26,6 +26,7 @@ from harness_core.errors import Failure as _Failure  # owned by errors; the old 
 from harness_core.errors import LlmError
 
 __all__ = [
+    "IMAGE_DETAILS",
     "MEDIA_TYPE",
     "BlockEnd",
     "BlockStart",
@@ -37,6 +38,7 @@ __all__ = [
     "FinishKind",
     "FinishReason",
     "GenerateOptions",
+    "ImageDetail",
     "JsonObjectFormat",
     "JsonSchemaFormat",
     "Message",
@@ -203,6 +205,13 @@ allows for IANA names, lower case, no parameters."""
 _URL_SCHEME: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 
 
+ImageDetail: TypeAlias = Literal["auto", "low", "high"]
+"""An image's resolution hint (:attr:`FileBlock.detail`)."""
+
+IMAGE_DETAILS: Final[tuple[ImageDetail, ...]] = ("auto", "low", "high")
+"""The values of :data:`ImageDetail`, in the order errors list them."""
+
+
 class FileBlock(msgspec.Struct, tag="file", tag_field="type", frozen=True, omit_defaults=True):
     """User-supplied media (an image, a PDF or text document, audio …) keyed by its media type.
 
@@ -221,9 +230,15 @@ class FileBlock(msgspec.Struct, tag="file", tag_field="type", frozen=True, omit_
         data / url: the source (see above).
         filename: the original file name, passed on where the wire has a slot for it.
         cache: a prompt-cache breakpoint after the file (:class:`CacheMark`).
+        detail: an image's resolution hint, ``"low"``, ``"high"`` or ``"auto"`` (OpenAI's
+            ``detail``: https://platform.openai.com/docs/guides/images-vision#specify-image-input-detail-level);
+            ``None`` (the default) and ``"auto"`` let the provider choose. Images only. An
+            adapter whose wire has no such hint raises ``UNSUPPORTED`` for ``low`` / ``high``
+            (:func:`harness_core.kit.check_file`).
 
     Raises ``ValueError`` on construction or decoding for a malformed media type, no source,
-    both sources, or a URL that is not absolute. ``repr`` shows the size and SHA-256 digest,
+    both sources, a URL that is not absolute, or a ``detail`` outside :data:`IMAGE_DETAILS` or
+    on a file that is not an image. ``repr`` shows the size and SHA-256 digest,
     never the bytes, and a URL without its query (:attr:`display_url`).
     """
 
@@ -232,9 +247,11 @@ class FileBlock(msgspec.Struct, tag="file", tag_field="type", frozen=True, omit_
     url: str | None = None
     filename: str | None = None
     cache: CacheMark | None = None
+    detail: ImageDetail | None = None
 
     def __post_init__(self) -> None:
-        """Check the media type and that exactly one source is set (see the class docstring)."""
+        """Check the media type, that exactly one source is set and the ``detail`` (see the
+        class docstring)."""
         if not isinstance(self.media_type, str) or not MEDIA_TYPE.fullmatch(self.media_type):
             raise ValueError(
                 "FileBlock.media_type must be a lower-case IANA media type such as 'image/png',"
@@ -252,6 +269,12 @@ class FileBlock(msgspec.Struct, tag="file", tag_field="type", frozen=True, omit_
                 raise ValueError("FileBlock.url must not be a data: URL; pass the decoded bytes as data")
         if self.filename is not None and not isinstance(self.filename, str):
             raise TypeError(f"FileBlock.filename must be a str or None, got {type(self.filename).__name__}")
+        if self.detail is not None:
+            if self.detail not in IMAGE_DETAILS:
+                allowed = ", ".join(IMAGE_DETAILS)
+                raise ValueError(f"FileBlock.detail must be one of {allowed} or None, got {self.detail!r}")
+            if not self.media_type.startswith("image/"):
+                raise ValueError(f"FileBlock.detail is an image's resolution hint: {self.media_type} is not an image")
 
     @property
     def size(self) -> int | None:
@@ -289,7 +312,8 @@ class FileBlock(msgspec.Struct, tag="file", tag_field="type", frozen=True, omit_
         source = f"size={self.size}, digest={self.digest!r}" if self.data is not None else f"url={self.display_url!r}"
         name = f", filename={self.filename!r}" if self.filename is not None else ""
         cache = f", cache={self.cache!r}" if self.cache is not None else ""
-        return f"FileBlock(media_type={self.media_type!r}, {source}{name}{cache})"
+        detail = f", detail={self.detail!r}" if self.detail is not None else ""
+        return f"FileBlock(media_type={self.media_type!r}, {source}{name}{cache}{detail})"
 
     def __rich_repr__(self) -> list[tuple[str, Any]]:
         """What ``rich`` pretty-prints: the fields of :meth:`__repr__`, never the bytes."""
@@ -297,7 +321,8 @@ class FileBlock(msgspec.Struct, tag="file", tag_field="type", frozen=True, omit_
             [("size", self.size), ("digest", self.digest)] if self.data is not None else [("url", self.display_url)]
         )
         cache = [("cache", self.cache)] if self.cache is not None else []
-        return [("media_type", self.media_type), *source, ("filename", self.filename), *cache]
+        detail = [("detail", self.detail)] if self.detail is not None else []
+        return [("media_type", self.media_type), *source, ("filename", self.filename), *cache, *detail]
 
 
 ContentBlock: TypeAlias = TextBlock | ReasoningBlock | ToolCallBlock | ToolResultBlock | FileBlock

@@ -15,7 +15,7 @@
 - :class:`HttpProviderPlugin`: the plugin class, written once.
 - what an adapter plugin uses beside the kit, re-exported from its owner so adapters import only
   the faces: :class:`SSEEvent` (:mod:`harness_core.sse`); :func:`base64_data`, :func:`check_file`,
-  :func:`data_url`, :func:`unsupported_file` (:mod:`harness_core.media`); :func:`check_cache_ttls`
+  :func:`check_detail`, :func:`data_url`, :func:`unsupported_file` (:mod:`harness_core.media`); :func:`check_cache_ttls`
   (:mod:`harness_core.types`); :data:`DEFAULT_MAX_BATCH`, :func:`float32_from_base64`
   (:mod:`harness_core.embedding`); :data:`RegisterAdapter`, :data:`RegisterEmbedder`
   (:mod:`harness_core.hookspecs`); :func:`race`, :data:`ABORTED` (:mod:`harness_core.abort`);
@@ -52,7 +52,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.kit.request import request_json
     from harness_core.kit.stream import DEFAULT_DRAIN_TIMEOUT, stream_sse
     from harness_core.kit.translator import StreamTranslator
-    from harness_core.media import base64_data, check_file, data_url, unsupported_file
+    from harness_core.media import base64_data, check_detail, check_file, data_url, unsupported_file
     from harness_core.sse import SSEEvent
     from harness_core.types import check_cache_ttls
 
@@ -77,6 +77,7 @@ __all__ = [
     "base64_data",
     "base_url_problem",
     "check_cache_ttls",
+    "check_detail",
     "check_file",
     "client_options",
     "data_url",
@@ -119,6 +120,7 @@ _LAZY = {
     "RegisterAdapter": "harness_core.hookspecs",
     "RegisterEmbedder": "harness_core.hookspecs",
     "base64_data": "harness_core.media",
+    "check_detail": "harness_core.media",
     "check_file": "harness_core.media",
     "data_url": "harness_core.media",
     "unsupported_file": "harness_core.media",

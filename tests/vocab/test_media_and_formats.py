@@ -76,6 +76,16 @@ def test_repr_and_describe_never_show_the_bytes() -> None:
         ({"media_type": "image/png", "url": 7}, ValueError, "absolute URL, got 7"),
         ({"media_type": "image/png", "url": "DATA:image/png;base64,AA=="}, ValueError, "not be a data: URL"),
         ({"media_type": "image/png", "data": b"x", "filename": 3}, TypeError, "filename must be a str or None"),
+        (
+            {"media_type": "image/png", "data": b"x", "detail": "max"},
+            ValueError,
+            "detail must be one of auto, low, high",
+        ),
+        (
+            {"media_type": "application/pdf", "data": b"x", "detail": "low"},
+            ValueError,
+            "application/pdf is not an image",
+        ),
     ],
 )
 def test_a_malformed_file_block_is_rejected_naming_the_field(
@@ -88,6 +98,18 @@ def test_a_malformed_file_block_is_rejected_naming_the_field(
 def test_decoding_checks_a_file_block_too() -> None:
     with pytest.raises(msgspec.ValidationError, match=r"exactly one source.*\$\.content\[0\]"):
         msgspec.json.decode(b'{"role":"user","content":[{"type":"file","media_type":"image/png"}]}', type=Message)
+
+
+def test_an_image_detail_round_trips_and_shows_in_the_repr() -> None:
+    block = FileBlock("image/png", url="https://h/p.png", detail="low")
+    encoded = msgspec.json.encode(block)
+    assert encoded == b'{"type":"file","media_type":"image/png","url":"https://h/p.png","detail":"low"}'
+    assert msgspec.json.decode(encoded, type=FileBlock) == block
+    assert repr(block) == "FileBlock(media_type='image/png', url='https://h/p.png', detail='low')"
+    assert ("detail", "low") in block.__rich_repr__()
+    assert b"detail" not in msgspec.json.encode(FileBlock("image/png", url="https://h/p.png"))  # omitted when unset
+    with pytest.raises(msgspec.ValidationError, match=r"\$\.detail"):
+        msgspec.json.decode(encoded.replace(b'"low"', b'"max"'), type=FileBlock)
 
 
 def test_gs_and_provider_file_uris_are_urls() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness_core.errors import LlmError
-from harness_core.media import base64_data, check_file, data_url, unsupported_file
+from harness_core.media import base64_data, check_detail, check_file, data_url, unsupported_file
 from harness_core.types import FileBlock
 
 
@@ -36,3 +36,20 @@ def test_check_file_names_type_source_and_size() -> None:
         assert caught.value.provider == "p"
         assert caught.value.message == f"p cannot take the file {block.describe()}: {why}"
     assert unsupported_file("q", FileBlock("a/b", data=b""), "no").message == "q cannot take the file a/b (0 bytes): no"
+
+
+def test_a_wire_without_the_hint_refuses_an_image_detail_but_auto() -> None:
+    ok = {"media_types": {"image/png"}, "max_bytes": 4, "url_types": {"image/png"}}
+    for detail in (None, "auto"):
+        check_file("p", FileBlock("image/png", url="https://h/x.png", detail=detail), **ok)  # type: ignore[arg-type]
+    low = FileBlock("image/png", url="https://h/x.png", detail="low")
+    check_file("p", low, detail=True, **ok)  # type: ignore[arg-type]  # the wire takes it
+    with pytest.raises(LlmError) as caught:
+        check_file("p", low, **ok)  # type: ignore[arg-type]
+    assert caught.value.code == "UNSUPPORTED"
+    assert caught.value.message == (
+        "p cannot take the file image/png (url https://h/x.png): detail 'low' (an image resolution hint)"
+        " has no counterpart on its wire; use 'auto'"
+    )
+    with pytest.raises(LlmError, match=r"detail 'low' \(an image resolution hint\) has no counterpart on Q; use"):
+        check_detail("p", low, wire="Q")

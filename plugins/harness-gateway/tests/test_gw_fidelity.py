@@ -439,6 +439,39 @@ def test_a_strict_tool_stays_strict_on_every_wire(running, providers) -> None:  
     assert claude.requests[1].json()["tools"][0]["strict"] is True
 
 
+def test_an_image_detail_reaches_an_openai_route_and_is_refused_by_name_where_the_wire_has_none(  # type: ignore[no-untyped-def]
+    running, providers
+) -> None:
+    """An image's ``detail`` (``low`` saves tokens, ``high`` reads small print) was dropped on
+    every route: an OpenAI route now receives it; a Claude route, whose API has no such hint,
+    answers 400 naming the file and the hint, before any upstream request; ``auto`` passes."""
+    claude, gpt = providers
+    gpt.add(openai_reply())
+    claude.add(anthropic_reply())
+    headers = {"authorization": "Bearer " + new_key(running.url)}
+
+    def ask(model: str, detail: str) -> httpx.Response:
+        image = {"type": "image_url", "image_url": {"url": "https://example.com/chart.png", "detail": detail}}
+        content = [{"type": "text", "text": "read it"}, image]
+        body = {"model": model, "messages": [{"role": "user", "content": content}], "max_tokens": 8}
+        return httpx.post(running.url + "/v1/chat/completions", json=body, headers=headers)
+
+    assert ask("gpt/gpt-x", "low").status_code == 200
+    assert gpt.requests[0].json()["messages"][0]["content"][1]["image_url"] == {
+        "url": "https://example.com/chart.png",
+        "detail": "low",
+    }
+    refused = ask("claude/claude-x", "high")
+    assert refused.status_code == 400, refused.text
+    assert "image/png (url https://example.com/chart.png): detail 'high'" in refused.json()["error"]["message"]
+    assert not claude.requests
+    assert ask("claude/claude-x", "auto").status_code == 200
+    assert claude.requests[0].json()["messages"][0]["content"][1] == {
+        "type": "image",
+        "source": {"type": "url", "url": "https://example.com/chart.png"},
+    }
+
+
 @pytest.mark.parametrize(
     ("path", "tool", "param", "words"),
     [

@@ -289,11 +289,15 @@ def test_an_unknown_field_inside_a_part_or_of_a_non_text_block_is_a_400_naming_i
         return bad(parse_chat_request, {"model": "m", "messages": user(*parts)}).message
 
     assert chat({"type": "image_url", "image_url": {"url": PNG, "colour": 1}}) == (
-        "messages[0].content[0].image_url.colour: unknown field of the image_url; this gateway reads url"
+        "messages[0].content[0].image_url.colour: unknown field of the image_url; this gateway reads detail, url"
     )
-    detail = {"type": "image_url", "image_url": {"url": PNG, "detail": "high"}}  # dropped, as documented
+    detail = {"type": "image_url", "image_url": {"url": PNG, "detail": "high"}}  # carried to the route
     [block] = parse_chat_request({"model": "m", "messages": user(detail)}).options.messages[0].content
     assert isinstance(block, FileBlock)
+    assert block.detail == "high"
+    assert chat({"type": "image_url", "image_url": {"url": PNG, "detail": "max"}}) == (
+        "messages[0].content[0].image_url.detail: expected one of auto, low, high, got 'max'"
+    )
     audio = {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav", "rate": 8000}}
     assert chat(audio).startswith("messages[0].content[0].input_audio.rate: unknown field of the input_audio")
     file = {"type": "file", "file": {"file_data": PNG, "filename": "a.png", "purpose": "x"}}
@@ -303,7 +307,13 @@ def test_an_unknown_field_inside_a_part_or_of_a_non_text_block_is_a_400_naming_i
         return bad(parse_responses_request, {"model": "m", "input": user(part)}).message
 
     image = {"type": "input_image", "image_url": PNG, "detail": "low"}
-    assert parse_responses_request({"model": "m", "input": user(image)}).options.messages
+    [block] = parse_responses_request({"model": "m", "input": user(image)}).options.messages[0].content
+    assert isinstance(block, FileBlock)
+    assert block.detail == "low"
+    assert parse_responses_request({"model": "m", "input": user({**image, "detail": None})}).options.messages[
+        0
+    ].content[0] == FileBlock("image/png", data=block.data)
+    assert responses({**image, "detail": 2}).startswith("input[0].content[0].detail: ")
     assert responses({**image, "colour": 1}).startswith("input[0].content[0].colour: unknown field of the input_image")
     document = {"type": "input_file", "file_data": PNG, "filename": "a.png", "colour": 1}
     assert responses(document).startswith("input[0].content[0].colour: unknown field of the input_file part")

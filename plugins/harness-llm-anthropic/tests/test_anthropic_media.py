@@ -106,6 +106,7 @@ def test_files_follow_tool_results_in_the_user_turn() -> None:
             FileBlock("application/pdf", data=b"\0" * (MAX_DOCUMENT_BYTES + 1)),
             f"{MAX_DOCUMENT_BYTES + 1} bytes is over the limit",
         ),
+        (FileBlock("image/png", url="https://h/a.png", detail="high"), "detail 'high' (an image resolution hint)"),
     ],
 )
 def test_what_the_api_cannot_take_is_unsupported_naming_it(block: FileBlock, why: str) -> None:

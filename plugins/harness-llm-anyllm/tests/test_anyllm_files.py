@@ -53,6 +53,7 @@ async def test_a_pdf_reaches_openai_as_a_file_part(server: ScriptedServer) -> No
         ("mistral", FileBlock("image/png", data=PNG)),  # any-llm takes no images from Mistral
         ("mistral", FileBlock("application/pdf", data=PDF)),
         ("openai", FileBlock("audio/wav", data=b"RIFF....WAVE")),  # input_audio: not verified per provider
+        ("anthropic", FileBlock("image/png", data=PNG, detail="low")),  # its conversion of detail: not verified
     ],
 )
 async def test_files_the_library_does_not_take_are_unsupported(

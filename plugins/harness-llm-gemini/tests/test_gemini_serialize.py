@@ -301,6 +301,7 @@ def test_files_go_inline_or_by_uri() -> None:
         (FileBlock("application/zip", data=b"PK"), "Gemini does not take application/zip"),
         (FileBlock("image/png", url="ftp://example.com/a.png"), "only https, http and gs URLs"),
         (FileBlock("image/png", data=PNG), f"{len(PNG)} bytes is over the inline limit of 16 bytes"),
+        (FileBlock("image/png", url="https://h/a.png", detail="low"), "detail 'low' (an image resolution hint)"),
     ],
 )
 def test_files_gemini_cannot_take_are_unsupported(block: FileBlock, fragment: str) -> None:

@@ -77,6 +77,16 @@ def test_every_media_kind_becomes_its_content_part_in_order() -> None:
     ]
 
 
+def test_an_image_detail_is_sent_when_set() -> None:
+    assert user_content(
+        FileBlock("image/png", url="https://h/a.png", detail="low"),
+        FileBlock("image/png", url="https://h/b.png", detail="auto"),
+    ) == [
+        {"type": "image_url", "image_url": {"url": "https://h/a.png", "detail": "low"}},
+        {"type": "image_url", "image_url": {"url": "https://h/b.png", "detail": "auto"}},
+    ]
+
+
 @pytest.mark.parametrize(
     ("block", "named"),
     [

@@ -156,7 +156,7 @@ def test_file_parts() -> None:
     wav = b"RIFF0000WAVE"
     files = [
         FileBlock("image/png", data=PNG, filename="a.png"),
-        FileBlock("image/jpeg", url="https://example.com/cat.jpg"),
+        FileBlock("image/jpeg", url="https://example.com/cat.jpg", detail="high"),
         FileBlock("application/pdf", data=pdf, filename="report.pdf"),
         FileBlock("application/pdf", data=pdf),
         FileBlock("application/pdf", url="https://example.com/r.pdf"),
@@ -170,7 +170,7 @@ def test_file_parts() -> None:
             "image_url": "data:image/png;base64," + base64.b64encode(PNG).decode(),
             "detail": "auto",
         },
-        {"type": "input_image", "image_url": "https://example.com/cat.jpg", "detail": "auto"},
+        {"type": "input_image", "image_url": "https://example.com/cat.jpg", "detail": "high"},
         {
             "type": "input_file",
             "filename": "report.pdf",

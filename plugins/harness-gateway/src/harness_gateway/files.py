@@ -20,15 +20,10 @@ import re
 from typing import Final
 from urllib.parse import urlsplit
 
-from harness_core import FileBlock
-from harness_gateway.request import bad_request
+from harness_core import IMAGE_DETAILS, FileBlock, ImageDetail
+from harness_gateway.request import Body, bad_request
 
-__all__ = ["IMAGE_IGNORED", "file_block"]
-
-IMAGE_IGNORED: Final = ("detail",)
-"""Fields of an OpenAI image (Chat's ``image_url`` object, Responses' ``input_image`` part) that
-are dropped: ``detail``, the resolution hint, has no slot in the vocabulary's file block and no
-counterpart on the other wires (docs/gateway.md#no-field-is-dropped-in-silence)."""
+__all__ = ["file_block", "image_detail"]
 
 _DATA_URL: Final = re.compile(r"data:(?P<type>[^;,]*)(?:;[^,]*)?;base64,(?P<data>.*)", re.DOTALL)
 
@@ -40,8 +35,10 @@ def file_block(
     data: str | None = None,
     media_type: str | None = None,
     filename: str | None = None,
+    detail: ImageDetail | None = None,
 ) -> FileBlock:
-    """The block for one media source (``url`` or base64 ``data``); raises a 400 naming ``where``."""
+    """The block for one media source (``url`` or base64 ``data``; ``detail``: an image's
+    resolution hint, :func:`image_detail`); raises a 400 naming ``where``."""
     raw: bytes | None = None
     if url is not None and url.startswith("data:"):
         match = _DATA_URL.fullmatch(url)
@@ -59,6 +56,20 @@ def file_block(
         if media_type is None:
             raise bad_request(where, f"cannot tell the media type of {url.split('?')[0]!r} without fetching it")
     try:
-        return FileBlock(media_type or "", data=raw, url=url, filename=filename)
+        return FileBlock(media_type or "", data=raw, url=url, filename=filename, detail=detail)
     except ValueError as exc:
         raise bad_request(where, str(exc)) from None
+
+
+def image_detail(image: Body) -> ImageDetail | None:
+    """An OpenAI image's ``detail`` (Chat's ``image_url`` object, a Responses ``input_image``
+    part): ``auto``, ``low`` or ``high`` (https://platform.openai.com/docs/guides/images-vision),
+    carried to the route (:attr:`~harness_core.FileBlock.detail`: a wire without the hint refuses
+    ``low`` / ``high`` by name); ``None`` when absent or ``null``. Another value is a 400 naming it."""
+    detail = image.get("detail", str)
+    if detail is None:
+        return None
+    for known in IMAGE_DETAILS:
+        if detail == known:
+            return known
+    raise bad_request(image.path("detail"), f"expected one of {', '.join(IMAGE_DETAILS)}, got {detail[:40]!r}")

@@ -62,7 +62,7 @@ from harness_core import (
 )
 from harness_gateway.dialect import Dialect
 from harness_gateway.errors import GatewayError, finish_error
-from harness_gateway.files import IMAGE_IGNORED, file_block
+from harness_gateway.files import file_block, image_detail
 from harness_gateway.request import Body, ParsedRequest, Target, bad_request, build_options, cache_mark, pass_through
 from harness_gateway.sse import sse_data
 
@@ -278,8 +278,9 @@ def _user_content(message: Body) -> list[Any]:
         elif kind == "image_url":
             image = part.obj("image_url", required=True)
             assert image is not None
-            image.only(("url",), IMAGE_IGNORED, what="image_url")
-            blocks.append(file_block(image.path("url"), url=image.get("url", str, required=True)))
+            image.only(("url", "detail"), what="image_url")
+            url = image.get("url", str, required=True)
+            blocks.append(file_block(image.path("url"), url=url, detail=image_detail(image)))
         elif kind == "input_audio":
             audio = part.obj("input_audio", required=True)
             assert audio is not None

@@ -96,7 +96,7 @@ from harness_core import (
 )
 from harness_gateway.dialect import Dialect, Ending, StreamEncoder
 from harness_gateway.errors import GatewayError, finish_error
-from harness_gateway.files import IMAGE_IGNORED, file_block
+from harness_gateway.files import file_block, image_detail
 from harness_gateway.keys import KeyRecord, mask_keys
 from harness_gateway.request import Body, ParsedRequest, Target, bad_request, build_options, pass_through
 from harness_gateway.responses_store import StoredResponse, chain, owner_of, put
@@ -395,10 +395,11 @@ def _user_content(item: Body) -> list[Any]:
             part.only(("type", "text"), what="text part")
             blocks.append(TextBlock(part.get("text", str, required=True)))
         elif kind == "input_image":
-            part.only(("type", "image_url", "file_id"), IMAGE_IGNORED, what="input_image part")
+            part.only(("type", "image_url", "file_id", "detail"), what="input_image part")
             if part.get("file_id", str) is not None:
                 raise bad_request(part.path("file_id"), "uploaded file ids are not supported: send image_url")
-            blocks.append(file_block(part.path("image_url"), url=part.get("image_url", str, required=True)))
+            url = part.get("image_url", str, required=True)
+            blocks.append(file_block(part.path("image_url"), url=url, detail=image_detail(part)))
         elif kind == "input_file":
             part.only(("type", "file_data", "file_url", "file_id", "filename"), what="input_file part")
             if part.get("file_id", str) is not None:

@@ -33,8 +33,9 @@ Mapping:
   ``image`` with a ``base64`` or ``url`` source (5 MB per image); ``application/pdf`` →
   ``document`` with a ``base64`` or ``url`` source (32 MB); ``text/*`` → ``document`` with a
   ``text`` source (``media_type: text/plain``, UTF-8 bytes only, 32 MB); the filename becomes the
-  document's ``title``. Audio, other types, a URL for text, non-UTF-8 text or a larger size
-  raise ``UNSUPPORTED`` naming it; URLs are fetched by Anthropic, never here.
+  document's ``title``. Audio, other types, a URL for text, non-UTF-8 text, a larger size or an
+  image ``detail`` of ``low`` / ``high`` (the API has no resolution hint) raise ``UNSUPPORTED``
+  naming it; URLs are fetched by Anthropic, never here.
 - ``response_format`` (https://docs.anthropic.com/en/docs/build-with-claude/structured-outputs):
   ``JsonSchemaFormat`` → ``output_config: {format: {type: json_schema, schema}}`` (always
   constrained decoding, so ``strict`` needs nothing more; the name has no slot); plain JSON mode

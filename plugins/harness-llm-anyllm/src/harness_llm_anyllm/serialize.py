@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from harness_core import FileBlock, GenerateOptions, LlmError, Message, ModelInfo, ReasoningBlock
-from harness_core.kit import check_cache_ttls, unsupported_file
+from harness_core.kit import check_cache_ttls, check_detail, unsupported_file
 from harness_llm_openai.serialize import IMAGE_TYPES, RequestSerializer
 
 __all__ = ["ANYLLM_EFFORTS", "NO_BREAKPOINTS", "CompletionRequest", "RequestBuilder"]
@@ -109,8 +109,9 @@ class RequestBuilder(RequestSerializer):
 
         Raises:
             LlmError: ``UNSUPPORTED`` naming the file for images or PDFs the provider does not
-                take through any-llm, and for audio (any-llm's conversion of ``input_audio`` is
-                not verified per provider); the openai plugin's checks (URL, size) otherwise.
+                take through any-llm, and for audio and an image ``detail`` of ``low`` / ``high``
+                (any-llm's conversion of ``input_audio`` and ``detail`` is not verified per
+                provider); the openai plugin's checks (URL, size) otherwise.
         """
         if block.media_type in IMAGE_TYPES:
             accepted = self.images
@@ -120,6 +121,7 @@ class RequestBuilder(RequestSerializer):
             accepted = False
         if not accepted:
             raise unsupported_file(self.provider, block, f"any-llm provider {self.library_provider!r} does not take it")
+        check_detail(self.provider, block, wire=f"any-llm provider {self.library_provider!r} (not verified)")
         return super().file_part(block)
 
     def assistant_message(self, message: Message, model: str) -> dict[str, Any]:

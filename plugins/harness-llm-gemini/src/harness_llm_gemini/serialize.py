@@ -36,8 +36,9 @@ Mapping:
   ``data`` → ``inlineData {mimeType, data: base64}``, ``url`` → ``fileData {mimeType, fileUri}``
   (Files API URIs, ``gs://`` on Vertex, public ``https`` URLs: Google fetches them, harness
   never does). Images (PNG, JPEG, WebP, HEIC/HEIF), PDF and ``text/*`` documents, audio and
-  video; another media type, a URL scheme other than ``https``/``http``/``gs``, or inline data
-  over ``max_inline_bytes`` raise ``UNSUPPORTED`` naming it.
+  video; another media type, a URL scheme other than ``https``/``http``/``gs``, inline data
+  over ``max_inline_bytes``, or an image ``detail`` of ``low`` / ``high`` (per-part media
+  resolution is in Gemini 3's ``v1alpha`` only) raise ``UNSUPPORTED`` naming it.
 - ``generationConfig``: ``maxOutputTokens``, ``temperature``, ``topP``, ``seed``,
   ``stopSequences``; ``reasoning_effort`` → ``thinkingConfig`` (``thinkingBudget`` tokens for an
   int effort value, ``thinkingLevel`` for a string) with ``includeThoughts``;
@@ -67,7 +68,7 @@ from harness_core import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from harness_core.kit import base64_data, check_cache_ttls, unsupported_file
+from harness_core.kit import base64_data, check_cache_ttls, check_detail, unsupported_file
 from harness_llm_gemini.errors import PROVIDER
 from harness_llm_gemini.translate import REPLAY_VERSION
 
@@ -187,6 +188,7 @@ def _file(block: FileBlock, max_inline_bytes: int) -> dict[str, Any]:
     media_type = block.media_type
     if media_type not in MEDIA_TYPES and not media_type.startswith("text/"):
         raise unsupported_file(PROVIDER, block, f"Gemini does not take {media_type}")
+    check_detail(PROVIDER, block)  # (per-part media resolution is v1alpha only, Gemini 3 only)
     url = block.url
     if url is not None:
         if not url.lower().startswith(URL_SCHEMES):

@@ -33,8 +33,9 @@ Mapping:
   ``{type: json_object}``.
 - Files (user messages only; https://platform.openai.com/docs/guides/images-vision?api-mode=responses,
   https://platform.openai.com/docs/guides/pdf-files?api-mode=responses): ``image/png|jpeg|gif|webp``
-  → ``{type: input_image, image_url: <URL or data: URL>, detail: auto}``; ``application/pdf`` →
-  ``{type: input_file, file_data: <data: URL>, filename}`` or ``{type: input_file, file_url}``;
+  → ``{type: input_image, image_url: <URL or data: URL>, detail}`` (:attr:`FileBlock.detail`,
+  ``auto`` when unset); ``application/pdf`` → ``{type: input_file, file_data: <data: URL>,
+  filename}`` or ``{type: input_file, file_url}``;
   ``audio/wav|mpeg`` → ``{type: input_audio, input_audio: {data, format}}`` (bytes only); other
   types, a URL for audio or more than 20 MB raise ``UNSUPPORTED`` naming it. URLs are passed on,
   never downloaded here. A tool result with ``files`` sends ``output`` as a list: an
@@ -231,10 +232,17 @@ class ResponsesSerializer:
         Raises:
             LlmError: ``UNSUPPORTED`` naming the media type, the source kind or the size.
         """
-        check_file(self.provider, block, media_types=MEDIA_TYPES, max_bytes=self.max_file_bytes, url_types=_URL_TYPES)
+        check_file(
+            self.provider,
+            block,
+            media_types=MEDIA_TYPES,
+            max_bytes=self.max_file_bytes,
+            url_types=_URL_TYPES,
+            detail=True,
+        )
         if block.media_type in IMAGE_TYPES:
             url = block.url if block.url is not None else data_url(block)
-            return {"type": "input_image", "image_url": url, "detail": "auto"}
+            return {"type": "input_image", "image_url": url, "detail": block.detail or "auto"}
         audio = AUDIO_FORMATS.get(block.media_type)
         if audio is not None:
             return {"type": "input_audio", "input_audio": {"data": base64_data(block), "format": audio}}

@@ -12,7 +12,7 @@ parts in block order; https://platform.openai.com/docs/guides/images-vision,
 https://platform.openai.com/docs/guides/pdf-files, https://platform.openai.com/docs/guides/audio):
 
 - ``image/png|jpeg|gif|webp`` → ``{"type": "image_url", "image_url": {"url": <https URL or
-  data: URL>}}``;
+  data: URL>, "detail"?}}`` (``detail``: :attr:`FileBlock.detail` when set);
 - ``application/pdf`` → ``{"type": "file", "file": {"file_data": <data: URL>, "filename"}}``
   (bytes only: the wire has no URL source for files);
 - ``audio/wav`` / ``audio/mpeg`` (also ``audio/x-wav``, ``audio/mp3``) →
@@ -101,6 +101,10 @@ class RequestSerializer:
             ``"max_completion_tokens"``, which OpenAI's reasoning models require).
     """
 
+    takes_detail: bool = True
+    """Whether an image's ``detail`` (:attr:`FileBlock.detail`) is sent; a subclass whose server
+    has no such hint sets ``False`` (a ``low`` / ``high`` then raises ``UNSUPPORTED``)."""
+
     def __init__(
         self,
         *,
@@ -182,9 +186,19 @@ class RequestSerializer:
         Raises:
             LlmError: ``UNSUPPORTED`` naming the media type, the source kind or the size.
         """
-        check_file(self.provider, block, media_types=MEDIA_TYPES, max_bytes=self.max_file_bytes, url_types=IMAGE_TYPES)
+        check_file(
+            self.provider,
+            block,
+            media_types=MEDIA_TYPES,
+            max_bytes=self.max_file_bytes,
+            url_types=IMAGE_TYPES,
+            detail=self.takes_detail,
+        )
         if block.media_type in IMAGE_TYPES:
-            return {"type": "image_url", "image_url": {"url": block.url if block.url is not None else data_url(block)}}
+            image = {"url": block.url if block.url is not None else data_url(block)}
+            if block.detail is not None:
+                image["detail"] = block.detail
+            return {"type": "image_url", "image_url": image}
         audio = AUDIO_FORMATS.get(block.media_type)
         if audio is not None:
             return {"type": "input_audio", "input_audio": {"data": base64_data(block), "format": audio}}
