@@ -374,3 +374,23 @@ def test_responses_fields_read_for_the_echo_reach_a_responses_route_and_refuse_a
     assert bad(parse_responses_request, logprobs).message.startswith(
         "include[1]: include 'message.output_text.logprobs' is not supported by the gateway"
     )
+
+
+def test_a_reasoning_summary_dropped_on_another_wire_is_still_checked() -> None:
+    """``reasoning.summary`` is dropped on a route of another wire (every reasoning block becomes
+    a summary item anyway); a value the API would refuse is a 400 there, not a silent drop. A
+    Responses route receives it unchanged (its upstream checks it)."""
+    raw = {"model": "m", "input": "hi", "reasoning": {"effort": "low", "summary": "concise"}}
+    assert parse_responses_request(raw, target=ANTHROPIC).options.reasoning_effort == "low"
+    for name, value in (("summary", "short"), ("generate_summary", "brief")):
+        error = bad(parse_responses_request, {**raw, "reasoning": {name: value}}, target=ANTHROPIC)
+        assert (error.param, error.message) == (
+            f"reasoning.{name}",
+            f"reasoning.{name}: expected one of auto, concise, detailed, got {value!r}",
+        )
+    assert bad(parse_responses_request, {**raw, "reasoning": {"summary": 1}}, target=ANTHROPIC).param == (
+        "reasoning.summary"
+    )
+    responses = Target("resp", "openai-responses", "openai")
+    passed = parse_responses_request({**raw, "reasoning": {"summary": "new-kind"}}, target=responses)
+    assert passed.options.provider_options == {"openai": {"reasoning": {"summary": "new-kind"}}}

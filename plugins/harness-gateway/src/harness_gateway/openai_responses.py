@@ -203,6 +203,8 @@ def parse_responses_request(raw: Any, owner: str | None = None, target: Target |
     messages = _read_input(body, system)
     tools = [_read_tool(Body(item, where)) for where, item in body.items("tools")]
     reasoning = body.obj("reasoning")
+    if reasoning is not None and not (target is not None and target.takes(WIRE)):
+        _check_summary(reasoning)  # dropped on this wire: checked here, as the API would
     include = [_string(where, item) for where, item in body.items("include")]
     for where, value in zip((where for where, _ in body.items("include")), include, strict=True):
         if value != ENCRYPTED_REASONING:
@@ -523,6 +525,20 @@ def _nested(body: Body, target: Target | None) -> dict[str, Any]:
         if part is not None and pass_through(part, read, ignored, wire=WIRE, target=target):
             passed[name] = part.value
     return passed
+
+
+SUMMARIES: Final = ("auto", "concise", "detailed")
+"""The values of ``reasoning.summary`` (and the deprecated ``generate_summary``),
+https://platform.openai.com/docs/api-reference/responses/create#responses-create-reasoning."""
+
+
+def _check_summary(reasoning: Body) -> None:
+    """A 400 naming ``reasoning.summary`` / ``generate_summary`` when it is not one of
+    :data:`SUMMARIES` (on a route of another wire, which drops it: a typo still fails loudly)."""
+    for name in ("summary", "generate_summary"):
+        value = reasoning.get(name, str)
+        if value is not None and value not in SUMMARIES:
+            raise bad_request(reasoning.path(name), f"expected one of {', '.join(SUMMARIES)}, got {value[:40]!r}")
 
 
 _FORMAT_FIELDS: Final = {
