@@ -234,7 +234,12 @@ def test_input_items_pages_like_the_api(tmp_path: Path) -> None:
         assert rest["has_more"] is False
         oldest = httpx.get(base, params={"order": "asc", "after": "own"}).json()
         assert [item["content"] for item in oldest["data"]] == ["b", "c"]
-        for query, param in (({"order": "up"}, "order"), ({"limit": "0"}, "limit"), ({"after": "x"}, "after")):
+        for query, param in (
+            ({"order": "up"}, "order"),
+            ({"limit": "0"}, "limit"),
+            ({"after": "x"}, "after"),
+            ([("order", "asc"), ("order", "desc")], "order"),  # given twice: one was kept in silence
+        ):
             answer = httpx.get(base, params=query)
             assert answer.status_code == 400
             assert answer.json()["error"]["param"] == param

@@ -232,3 +232,8 @@ def test_anthropic_models_pages_by_limit_after_id_and_before_id(gateway) -> None
         assert refused.status_code == 400
         assert refused.json()["error"]["type"] == "invalid_request_error"
         assert refused.json()["error"]["message"].startswith(named)
+    twice = httpx.get(
+        gateway.url + "/v1/models?limit=1&limit=50", headers={"anthropic-version": "2023-06-01"}
+    )  # one of the two would have been kept in silence
+    assert twice.status_code == 400
+    assert twice.json()["error"]["message"] == "limit: given more than once in the query"

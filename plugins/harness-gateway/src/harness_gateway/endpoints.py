@@ -24,7 +24,7 @@ from harness_gateway.keys import KeyRecord
 from harness_gateway.metrics import CONTENT_TYPE
 from harness_gateway.openai_chat import OPENAI_CHAT
 from harness_gateway.openai_responses import OPENAI_RESPONSES
-from harness_gateway.request import ParsedRequest, decimal
+from harness_gateway.request import ParsedRequest, decimal, single_query
 from harness_gateway.runtime import GatewayRuntime
 
 __all__ = [
@@ -188,9 +188,9 @@ def _anthropic_page(listed: list[ListedModel], request: Request) -> dict[str, An
 
     Raises:
         GatewayError: 400 naming ``limit`` (not an integer of 1-1000), a cursor that is no id of
-            the list, or ``after_id`` given with ``before_id``.
+            the list, ``after_id`` given with ``before_id``, or a parameter given twice.
     """
-    query = request.query_params
+    query = single_query(request.query_params.multi_items())
     raw = query.get("limit")
     limit = ANTHROPIC_PAGE
     if raw is not None:

@@ -18,7 +18,7 @@ the request field a refused value came from.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Final, TypeVar
 
 import msgspec
@@ -38,6 +38,7 @@ __all__ = [
     "decode_json",
     "kind_of",
     "pass_through",
+    "single_query",
 ]
 
 T = TypeVar("T")
@@ -266,6 +267,18 @@ def decimal(text: str) -> int | None:
     cookie field: ``"20"``), else ``None``. ``str.isdigit`` alone also accepts other digits, which
     ``int`` refuses (``"²"``: a ``ValueError``, a 500) or reads (``"٢"``)."""
     return int(text) if text.isascii() and text.isdigit() else None
+
+
+def single_query(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """A query string's parameters (``pairs``: Starlette's ``query_params.multi_items()``) by
+    name, each given once: a repeated one (``?limit=1&limit=50``) is a 400 naming it, where a
+    mapping would keep one of the values in silence."""
+    query: dict[str, str] = {}
+    for name, value in pairs:
+        if name in query:
+            raise GatewayError(400, f"{name[:40]}: given more than once in the query", param=name[:40])
+        query[name] = value
+    return query
 
 
 def kind_of(value: Any) -> str:

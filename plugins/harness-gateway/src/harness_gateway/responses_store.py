@@ -38,7 +38,7 @@ from starlette.routing import Route
 
 from harness_gateway.errors import GatewayError
 from harness_gateway.keys import KeyRecord
-from harness_gateway.request import decimal
+from harness_gateway.request import decimal, single_query
 from harness_gateway.store import SqlStore, Tx
 
 __all__ = [
@@ -353,7 +353,7 @@ def responses_routes(gateway: _Gateway) -> list[Route]:
 
     async def listing(response_id: str, owner: str | None, request: Request) -> Response:
         record = await found(response_id, owner)
-        return JSONResponse(input_items_page(record, dict(request.query_params)))
+        return JSONResponse(input_items_page(record, single_query(request.query_params.multi_items())))
 
     return [
         Route("/v1/responses/{response_id}", endpoint(retrieve), methods=["GET", "DELETE"]),
