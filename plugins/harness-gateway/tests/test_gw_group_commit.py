@@ -353,6 +353,7 @@ def test_without_group_commit_a_write_that_meets_the_lock_waits_in_a_thread(tmp_
         store = SQLiteStore(path)
         store.group_commit = False
         await store.migrate()
+        assert await rows(store) == []  # the event loop's connection is open: only the busy write takes the lock
         holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         holder.execute("BEGIN IMMEDIATE")
         tickets: list[str] = []
@@ -406,6 +407,99 @@ def test_a_follower_cancelled_while_its_group_waits_for_the_lock_commits_nothing
         assert await store.settle_deferred(force=True) == 1  # its aborted settlement changes nothing
         assert await store.transaction(lambda tx: tx.all("SELECT model FROM gateway_ledger"), write=False) == models
         holder.close()
+        await store.aclose()
+
+    anyio.run(main)
+
+
+class _Scripted(sqlite3.Connection):
+    """A connection that runs ``after[sql]`` once it executed ``sql``, and ``instead[sql]`` in
+    place of it: what happens to a group while its ``BEGIN`` waits, or a fault of ``COMMIT``."""
+
+    after: dict[str, Any]
+    instead: dict[str, Any]
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:  # type: ignore[override]
+        replaced = self.instead.get(sql)
+        if replaced is not None:
+            return replaced(self)  # type: ignore[no-any-return]
+        cursor = super().execute(sql, *args)
+        action = self.after.get(sql)
+        if action is not None:
+            action(self)
+        return cursor
+
+
+def _scripted(after: dict[str, Any] | None = None, instead: dict[str, Any] | None = None) -> _Scripted:
+    conn = sqlite3.connect(":memory:", isolation_level=None, factory=_Scripted)
+    conn.after, conn.instead = {}, {}
+    conn.execute("CREATE TABLE t (x)")
+    conn.after, conn.instead = after or {}, instead or {}
+    return conn
+
+
+async def _insert(tx: Tx) -> int:
+    return await tx.run("INSERT INTO t VALUES (1)")
+
+
+def test_an_entry_cancelled_while_its_group_s_begin_waited_is_not_run() -> None:
+    """The thread's ``BEGIN IMMEDIATE`` waits for another process's lock; meanwhile one caller
+    is cancelled (its entry ``skipped``): the group runs without it."""
+    ran: list[str] = []
+
+    def work(name: str) -> Any:
+        async def run(tx: Tx) -> int:
+            ran.append(name)
+            return await _insert(tx)
+
+        return run
+
+    entries = [_Entry(work("a")), _Entry(work("b")), _Entry(work("c"))]
+
+    def cancel_b(conn: sqlite3.Connection) -> None:
+        entries[1].skipped = True
+
+    conn = _scripted(after={"BEGIN IMMEDIATE": cancel_b})
+    assert _commit(conn, entries, False) is False
+    assert ran == ["a", "c"]
+    assert [e.error for e in entries] == [None, None, None]
+    assert conn.execute("SELECT count(*) FROM t").fetchone() == (2,)
+
+
+def test_a_commit_that_fails_after_sqlite_rolled_back_itself_fails_every_entry() -> None:
+    """A ``COMMIT`` fault after which the transaction is already gone (SQLite rolls back itself
+    on some faults): no second ``ROLLBACK``, every entry gets the fault, nothing is kept."""
+
+    def fault(conn: _Scripted) -> None:
+        conn.instead = {}
+        conn.execute("ROLLBACK")
+        raise sqlite3.OperationalError("disk I/O error")
+
+    conn = _scripted(instead={"COMMIT": fault})
+    entries = [_Entry(_insert), _Entry(_insert)]
+    assert _commit(conn, entries) is False
+    assert all(isinstance(e.error, sqlite3.OperationalError) for e in entries)
+    assert entries[0].error is entries[1].error
+    assert not conn.in_transaction
+    assert conn.execute("SELECT count(*) FROM t").fetchone() == (0,)
+
+
+@pytest.mark.parametrize("group_commit", [True, False])
+def test_a_statement_fault_that_is_not_the_lock_is_a_503_at_once(tmp_path: Path, group_commit: bool) -> None:
+    """A fault of SQLite other than another process's lock (here a missing table) is no reason to
+    wait in a thread: the caller gets the store's 503 (``store_unavailable``) at once, and the
+    transaction left nothing open."""
+
+    async def main() -> None:
+        store = SQLiteStore(tmp_path / "gw.sqlite")
+        store.group_commit = group_commit
+        await store.migrate()
+        for write in (False, True):
+            with pytest.raises(GatewayError) as caught:
+                await store.transaction(lambda tx: tx.all("SELECT * FROM no_such_table"), write=write)
+            assert (caught.value.status, caught.value.code) == (503, "store_unavailable")
+        assert not store._conns[False].in_transaction
+        assert not store._lock.locked()
         await store.aclose()
 
     anyio.run(main)

@@ -137,6 +137,61 @@ async def test_a_lone_request_cancelled_while_its_group_waits_commits_and_takes_
     await store.aclose()
 
 
+async def _locked_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[SQLiteStore, threading.Event, sqlite3.Connection]:
+    """As :func:`_locked` without group commit (``group_commit = False``): the event is set when
+    one transaction falls back to the worker thread alone (``_waiting``)."""
+    store = await _store(tmp_path)
+    store.group_commit = False
+    await store.ledger()  # the event loop's connection is open: only a busy write takes the lock
+    entered = threading.Event()
+    waiting = store._waiting
+
+    def spy(*args: Any) -> Any:
+        entered.set()
+        return waiting(*args)
+
+    monkeypatch.setattr(store, "_waiting", spy)
+    return store, entered, _hold_write_lock(store.path)
+
+
+async def test_without_group_commit_a_transaction_waits_in_a_thread_while_another_process_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, entered, other = await _locked_alone(tmp_path, monkeypatch)
+    tickets: list[str] = []
+
+    async def admit() -> None:
+        tickets.append(await store.admit(None, "mock", "echo"))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(admit)
+        await anyio.to_thread.run_sync(entered.wait)  # the event loop's attempt was refused at once
+        assert not tickets
+        other.execute("COMMIT")
+    [row] = await store.ledger()
+    assert (row["id"], row["status"]) == (tickets[0], "running")
+    other.close()
+    await store.aclose()
+
+
+async def test_without_group_commit_a_request_cancelled_while_its_transaction_waits_commits_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, entered, other = await _locked_alone(tmp_path, monkeypatch)
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as group:
+            group.start_soon(store.admit, None, "mock", "echo")
+            await anyio.to_thread.run_sync(entered.wait)
+            scope.cancel()  # delivered when the thread returns: after the lock, before COMMIT
+            other.execute("COMMIT")
+    assert scope.cancelled_caught
+    assert await store.ledger() == []
+    other.close()
+    await store.aclose()
+
+
 async def test_a_transaction_may_only_await_its_statements(tmp_path: Path) -> None:
     store = await _store(tmp_path)
 
