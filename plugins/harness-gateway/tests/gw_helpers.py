@@ -356,7 +356,7 @@ def killed_mid_stream(tmp_path: Path, database: str, store: Callable[[], Any], *
             near = httpx.post((other or victim).url + "/v1/chat/completions", json=body, headers=auth, timeout=30)
             assert near.status_code == 429, near.text  # one request runs and none has settled yet
             assert (
-                "runs one request at a time until one of its requests has been settled"
+                "runs one request at a time while the cost of its requests is unknown"
                 in near.json()["error"]["message"]
             )
             assert 1 <= int(near.headers["retry-after"]) <= lease  # the lease's wait, not a constant

@@ -134,8 +134,8 @@ def test_a_priced_request_without_a_bound_still_runs_one_at_a_time_until_one_set
         assert len(tickets(first)) == 1
         assert refusals(first) == {(429, "budget_exceeded")}
         waiting = next(error for error in first if isinstance(error, GatewayError))
-        assert "runs one request at a time until one of its requests has been settled" in waiting.message
-        assert "or set `max_tokens`" in waiting.message
+        assert "runs one request at a time while the cost of its requests is unknown" in waiting.message
+        assert "request that sets `max_tokens`" in waiting.message
         assert waiting.retry_after == pytest.approx(5.0)  # the running one's lease
         (ticket,) = tickets(first)
         assert tickets(await burst(hosts, key, 1, NOW, bound=0.25)) != []  # a bounded one need not wait
@@ -219,9 +219,11 @@ def test_the_gateway_admits_a_keys_bounded_and_free_requests_while_an_unbounded_
                 unbounded = client.post(chat, json={"model": "mock/echo", "messages": hi}, headers=auth)
                 assert unbounded.status_code == 429, unbounded.text
                 message = unbounded.json()["error"]["message"]
-                assert "runs one request at a time until one of its requests has been settled" in message
+                assert "runs one request at a time while the cost of its requests is unknown" in message
                 unpriced = {"model": "unpriced/echo", "messages": hi, "max_tokens": 16}  # no price: no bound
-                assert client.post(chat, json=unpriced, headers=auth).status_code == 429
+                refused = client.post(chat, json=unpriced, headers=auth)
+                assert refused.status_code == 429
+                assert "a model without a price always waits: give it a `prices` entry" in refused.text  # the cure
                 bounded = {"model": "mock/echo", "messages": hi, "max_tokens": 16}
                 assert client.post(chat, json=bounded, headers=auth).status_code == 200
                 free = {"model": "free/echo", "messages": hi}

@@ -298,6 +298,10 @@ def test_an_unknown_field_inside_a_part_or_of_a_non_text_block_is_a_400_naming_i
     assert chat({"type": "image_url", "image_url": {"url": PNG, "detail": "max"}}) == (
         "messages[0].content[0].image_url.detail: expected one of auto, low, high, got 'max'"
     )
+    pdf = {"type": "image_url", "image_url": {"url": "data:application/pdf;base64,JVBERi0=", "detail": "low"}}
+    assert chat(pdf) == (
+        "messages[0].content[0].image_url.url: a detail is an image's resolution hint, and this is application/pdf"
+    )
     audio = {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav", "rate": 8000}}
     assert chat(audio).startswith("messages[0].content[0].input_audio.rate: unknown field of the input_audio")
     file = {"type": "file", "file": {"file_data": PNG, "filename": "a.png", "purpose": "x"}}
@@ -368,8 +372,15 @@ def test_responses_fields_read_for_the_echo_reach_a_responses_route_and_refuse_a
     assert bad(parse_responses_request, {**raw, "parallel_tool_calls": True}, target=ANTHROPIC).param == "truncation"
     defaults = {"model": "m", "input": "hi", "parallel_tool_calls": True, "truncation": "disabled"}
     assert parse_responses_request(defaults, target=ANTHROPIC).options.provider_options == {}
-    unknown = bad(parse_responses_request, {**raw, "truncation": "sometimes"}, target=responses)
-    assert (unknown.param, unknown.message) == ("truncation", "truncation: expected auto or disabled, got 'sometimes'")
+    for target in (responses, ANTHROPIC):  # a bad value is named as such on any route, before the wire's rule
+        unknown = bad(parse_responses_request, {**raw, "truncation": "sometimes"}, target=target)
+        assert (unknown.param, unknown.message) == (
+            "truncation",
+            "truncation: expected auto or disabled, got 'sometimes'",
+        )
+        wrong = bad(parse_responses_request, {**raw, "parallel_tool_calls": "yes"}, target=target)
+        assert wrong.param == "parallel_tool_calls"
+        assert "cannot take" not in wrong.message
     logprobs = {"model": "m", "input": "hi", "include": ["reasoning.encrypted_content", "message.output_text.logprobs"]}
     assert bad(parse_responses_request, logprobs).message.startswith(
         "include[1]: include 'message.output_text.logprobs' is not supported by the gateway"

@@ -221,19 +221,23 @@ def test_input_items_pages_like_the_api(tmp_path: Path) -> None:
     with serve_gateway(tmp_path, gateway_yaml(db=tmp_path / "gw.sqlite")) as running:
         items = [
             {"type": "message", "role": "user", "content": "a", "id": "own"},
-            {"type": "message", "role": "assistant", "content": "b"},
-            {"type": "message", "role": "user", "content": "c"},
+            {"role": "assistant", "content": "b"},  # easy messages: listed in the API's shape
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "c"}]},
         ]
         created = httpx.post(running.url + "/v1/responses", json={"model": "mock/echo", "input": items}).json()
         base = f"{running.url}/v1/responses/{created['id']}/input_items"
         newest = httpx.get(base, params={"limit": "2"}).json()
-        assert [item["content"] for item in newest["data"]] == ["c", "b"]  # desc by default
+        assert [item["content"] for item in newest["data"]] == [
+            [{"type": "input_text", "text": "c"}],
+            [{"type": "output_text", "text": "b", "annotations": []}],
+        ]  # desc by default
+        assert [item["type"] for item in newest["data"]] == ["message", "message"]
         assert (newest["first_id"], newest["has_more"]) == (f"{created['id']}_in_2", True)
         rest = httpx.get(base, params={"after": newest["last_id"]}).json()
         assert [item["id"] for item in rest["data"]] == ["own"]
         assert rest["has_more"] is False
         oldest = httpx.get(base, params={"order": "asc", "after": "own"}).json()
-        assert [item["content"] for item in oldest["data"]] == ["b", "c"]
+        assert [item["content"][0]["text"] for item in oldest["data"]] == ["b", "c"]
         for query, param in (
             ({"order": "up"}, "order"),
             ({"limit": "0"}, "limit"),

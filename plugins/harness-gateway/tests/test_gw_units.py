@@ -529,7 +529,7 @@ def test_admission_decides_the_budget_cases_without_a_race() -> None:
     assert isinstance(near, GatewayError)
     assert (near.status, near.retry_after, near.retryable) == (429, 3.5, True)  # the real wait: its lease
     assert near.headers() == {"retry-after": "4"}
-    assert "runs one request at a time until one of its requests has been settled" in near.message
+    assert "runs one request at a time while the cost of its requests is unknown" in near.message
     over_while_running = decide(key(10.0), running, 100.0)
     assert isinstance(over_while_running, GatewayError)
     assert over_while_running.retry_after == 3.5

@@ -55,6 +55,8 @@ def file_block(
         media_type = mimetypes.guess_type(urlsplit(url).path, strict=False)[0]
         if media_type is None:
             raise bad_request(where, f"cannot tell the media type of {url.split('?')[0]!r} without fetching it")
+    if detail is not None and not (media_type or "").startswith("image/"):
+        raise bad_request(where, f"a detail is an image's resolution hint, and this is {media_type or 'no image'}")
     try:
         return FileBlock(media_type or "", data=raw, url=url, filename=filename, detail=detail)
     except ValueError as exc:

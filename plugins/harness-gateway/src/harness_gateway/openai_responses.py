@@ -191,6 +191,10 @@ def parse_responses_request(raw: Any, owner: str | None = None, target: Target |
     """
     body = Body(raw)
     model = body.get("model", str, required=True)
+    truncation = body.get("truncation", str, "disabled")  # values first: a bad one is named as such on any route
+    if truncation not in _TRUNCATION:
+        raise bad_request("truncation", f"expected auto or disabled, got {truncation[:40]!r}")
+    parallel = body.get("parallel_tool_calls", bool, True)
     extra = {
         **pass_through(body, MAPPED, IGNORED, wire=WIRE, target=target),
         **_nested(body, target),
@@ -211,9 +215,6 @@ def parse_responses_request(raw: Any, owner: str | None = None, target: Target |
             raise bad_request(
                 where, f"include {value[:80]!r} is not supported by the gateway: only {ENCRYPTED_REASONING!r} is"
             )
-    truncation = body.get("truncation", str, "disabled")
-    if truncation not in _TRUNCATION:
-        raise bad_request("truncation", f"expected auto or disabled, got {truncation!r}")
     metadata = body.get("metadata", dict)
     options: dict[str, Any] = {
         "messages": messages,
@@ -236,13 +237,13 @@ def parse_responses_request(raw: Any, owner: str | None = None, target: Target |
         "temperature": options["temperature"],
         "top_p": options["top_p"],
         "max_output_tokens": body.get("max_output_tokens", int),
-        "parallel_tool_calls": body.get("parallel_tool_calls", bool, True),
+        "parallel_tool_calls": parallel,
         "reasoning": reasoning.value if reasoning is not None else None,
         "text": body.get("text", dict, {"format": {"type": "text"}}),
         "truncation": truncation,
     }
     given = body.get("input", (str, list), required=True)
-    items = [_user_item(given)] if isinstance(given, str) else list(given)
+    items = [_user_item(given)] if isinstance(given, str) else [_as_listed(item) for item in given]
     extras = ResponsesExtras(
         owner=owner,
         include_state=ENCRYPTED_REASONING in include,
@@ -257,6 +258,21 @@ def parse_responses_request(raw: Any, owner: str | None = None, target: Target |
 def _user_item(text: str) -> dict[str, Any]:
     """A string ``input`` as the one item it stands for."""
     return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+def _as_listed(item: Any) -> Any:
+    """An input item (checked by :func:`_read_input`) as ``input_items`` lists it, the API's
+    shape: an easy message (``{"role": "user", "content": "hi"}``) with its ``type`` and its text as
+    one part (``input_text``; ``output_text`` for the assistant's); any other item unchanged."""
+    if not isinstance(item, dict) or item.get("type", "message") != "message":
+        return item
+    content = item.get("content")
+    if isinstance(content, str):
+        part: dict[str, Any] = {"type": "input_text", "text": content}
+        if item.get("role") == "assistant":
+            part = {"type": "output_text", "text": content, "annotations": []}
+        content = [part]
+    return {**item, "type": "message", "content": content}
 
 
 def continued(parsed: ParsedRequest, history: list[StoredResponse], account: str) -> ParsedRequest:

@@ -189,10 +189,11 @@ def decide(key: KeyRecord, window: Sequence[Any], now: float, bound: float | Non
         why = (
             f"key {key.name!r} is near its budget of ${key.budget:g}: wait for its running requests to finish"
             if over
-            else f"key {key.name!r} runs one request at a time until one of its requests has been settled (its "
-            f"budget of ${key.budget:g} reserves what a request costs, not known yet): retry when the running one "
-            "ends, or set `max_tokens` (`max_output_tokens` on /v1/responses) so the request's cost is known "
-            "before it runs and it need not wait"
+            else f"key {key.name!r} runs one request at a time while the cost of its requests is unknown (its "
+            f"budget of ${key.budget:g} reserves what a request may cost): retry when the running one ends. A "
+            "priced model's request that sets `max_tokens` (`max_output_tokens` on /v1/responses) has its cost "
+            "known before it runs and need not wait; a model without a price always waits: give it a `prices` "
+            "entry (0 for a self-hosted model)"
         )
         return GatewayError(
             429,
