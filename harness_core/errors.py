@@ -92,6 +92,9 @@ class LlmError(Exception):
         provider_type: the provider's own error type string (``rate_limit_error`` …).
         provider_code: the provider's own error code (stringified when numeric).
         request_id: the provider's request id header, for support tickets.
+        field: the :class:`~harness_core.GenerateOptions` field the fault is about
+            (``"reasoning_effort"`` for an effort the model does not take), when it is one: a
+            gateway answers it as its own client's spelling of that field.
 
     ``retryable`` is true exactly for the codes in :data:`RETRYABLE_CODES`.
     """
@@ -107,6 +110,7 @@ class LlmError(Exception):
         provider_type: str | None = None,
         provider_code: str | None = None,
         request_id: str | None = None,
+        field: str | None = None,
     ) -> None:
         if code not in ERROR_CODES:
             raise ValueError(f"unknown LlmError code {code!r}; expected one of {sorted(ERROR_CODES)}")
@@ -120,6 +124,7 @@ class LlmError(Exception):
         self.provider_type = provider_type
         self.provider_code = provider_code
         self.request_id = request_id
+        self.field = field
 
     @property
     def retryable(self) -> bool:
@@ -145,6 +150,7 @@ class LlmError(Exception):
             provider_type=self.provider_type,
             provider_code=self.provider_code,
             request_id=self.request_id,
+            field=self.field,
         )
 
     @classmethod
@@ -159,6 +165,7 @@ class LlmError(Exception):
             provider_type=failure.provider_type,
             provider_code=failure.provider_code,
             request_id=failure.request_id,
+            field=failure.field,
         )
 
 
@@ -199,3 +206,4 @@ class Failure(msgspec.Struct, frozen=True, omit_defaults=True):
     provider_type: str | None = None
     provider_code: str | None = None
     request_id: str | None = None
+    field: str | None = None

@@ -42,6 +42,7 @@ def test_failure_round_trip() -> None:
         provider_type="overloaded_error",
         provider_code="529",
         request_id="req_1",
+        field="temperature",
     )
     failure = error.to_failure()
     assert failure == Failure(
@@ -54,6 +55,7 @@ def test_failure_round_trip() -> None:
         provider_type="overloaded_error",
         provider_code="529",
         request_id="req_1",
+        field="temperature",
     )
     again = LlmError.from_failure(failure)
     assert again.to_failure() == failure

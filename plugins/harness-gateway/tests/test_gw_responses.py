@@ -136,6 +136,22 @@ def test_errors_are_openai_shaped(gateway, clients) -> None:  # type: ignore[no-
     assert httpx.get(gateway.url + "/v1/responses/resp_x/nothing").json()["error"]["code"] == "unknown_endpoint"
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_effort_the_route_refuses_names_the_client_s_field(gateway, clients, stream: bool) -> None:  # type: ignore[no-untyped-def]
+    """The route's UNSUPPORTED names the vocabulary field (``reasoning_effort``); each dialect
+    answers it as its own spelling: ``reasoning.effort`` on Responses, ``reasoning_effort`` on Chat."""
+    client = clients.openai()
+    with pytest.raises(openai.BadRequestError) as responses:
+        client.responses.create(model="mock/echo", input="hi", reasoning={"effort": "max"}, stream=stream)  # type: ignore[call-overload]
+    assert responses.value.param == "reasoning.effort"
+    assert "reasoning_effort 'max' is not one of" in responses.value.message
+    with pytest.raises(openai.BadRequestError) as chat:
+        client.chat.completions.create(  # type: ignore[call-overload]
+            model="mock/echo", messages=[{"role": "user", "content": "hi"}], reasoning_effort="max", stream=stream
+        )
+    assert chat.value.param == "reasoning_effort"
+
+
 # ---------------------------------------------------------------------- the translator
 
 

@@ -140,6 +140,7 @@ def test_json_mode_and_models_without_structured_outputs_are_unsupported() -> No
     with pytest.raises(LlmError, match=r"not supported for 'claude-3-5-haiku'.*structured_outputs: false") as old:
         body(schema, structured_outputs=False)
     assert (mode.value.code, old.value.code) == ("UNSUPPORTED", "UNSUPPORTED")
+    assert (mode.value.field, old.value.field) == ("response_format", "response_format")
 
 
 def test_structured_outputs_per_model_config() -> None:

@@ -285,6 +285,7 @@ def test_unknown_effort_is_unsupported() -> None:
     assert info.value.code == "UNSUPPORTED"
     assert "'extreme'" in info.value.message
     assert "off, low, medium, high" in info.value.message
+    assert info.value.field == "reasoning_effort"
 
 
 def test_explicit_max_tokens_not_above_budget_is_bad_request() -> None:

@@ -270,6 +270,7 @@ async def test_files_and_schemas_are_unsupported_json_mode_is_sent() -> None:
                 await run(adapter, options(messages=[Message.user("look", photo)]))
             with pytest.raises(LlmError, match=r"JSON schema \('person'\) is not supported by DeepSeek") as fmt:
                 await run(adapter, options(response_format=schema))
+            assert fmt.value.field == "response_format"
             assert server.requests == []  # rejected before any I/O
             await run(adapter, options(response_format=JsonObjectFormat()))
         finally:

@@ -112,6 +112,7 @@ def test_reasoning_efforts() -> None:
     assert info.value.code == "UNSUPPORTED"
     assert "'max'" in info.value.message
     assert "off, low, medium, high" in info.value.message
+    assert info.value.field == "reasoning_effort"
     with pytest.raises(LlmError, match="known: none"):
         body(messages=[Message.user("x")], reasoning_effort="low", efforts={})
 

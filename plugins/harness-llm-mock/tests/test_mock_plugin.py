@@ -212,6 +212,7 @@ async def test_models_and_unsupported_options() -> None:
         await collect(adapter, options(reasoning_effort="max"))
     assert unsupported.value.code == "UNSUPPORTED"
     assert "reasoning_effort 'max'" in unsupported.value.message
+    assert unsupported.value.field == "reasoning_effort"
 
 
 def test_config_is_strict() -> None:

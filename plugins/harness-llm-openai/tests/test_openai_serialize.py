@@ -154,6 +154,7 @@ def test_reasoning_effort_listed_unlisted() -> None:
         encode(GenerateOptions(model="o", reasoning_effort="max"), info)
     assert err.value.code == "UNSUPPORTED"
     assert "reasoning_effort" in err.value.message
+    assert err.value.field == "reasoning_effort"
     with pytest.raises(LlmError, match="none configured"):
         encode(GenerateOptions(model="o", reasoning_effort="low"))
 

@@ -14,8 +14,9 @@ Implementations: :data:`harness_gateway.openai_chat.OPENAI_CHAT` (``POST /v1/cha
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from starlette.responses import JSONResponse
@@ -79,9 +80,13 @@ class Dialect:
     path: str = ""
     """The endpoint (``/v1/chat/completions``); an unknown path at or under it gets this dialect's error shape."""
     id_prefix: str = ""
+    """Prepended to the request id to make the public id of a response (``chatcmpl-``, ``msg_``)."""
     messages_field: str = "messages"
     """The request field holding the conversation (``input`` on Responses): an empty one is a 400 naming it."""
-    """Prepended to the request id to make the public id of a response (``chatcmpl-``, ``msg_``)."""
+    option_fields: Mapping[str, str] = MappingProxyType({})
+    """A vocabulary field (:class:`~harness_core.GenerateOptions`) -> this dialect's request field
+    carrying it (``reasoning_effort`` -> ``reasoning.effort`` on Responses): the ``param`` of a
+    route's failure that names the field (:attr:`harness_core.LlmError.field`)."""
 
     def parse(self, raw: Any, owner: str | None, upstream_model: str, *, target: Target | None = None) -> ParsedRequest:
         """Read a decoded JSON body into a :class:`ParsedRequest`.
@@ -140,5 +145,9 @@ class Dialect:
         return error.status
 
     def error_response(self, error: GatewayError) -> JSONResponse:
-        """The JSON error response of ``error``: body, status and the retry headers."""
+        """The JSON error response of ``error``: body, status and the retry headers. A route's
+        failure that names a vocabulary field (``error.field``) names this dialect's spelling of
+        it as ``param`` (:attr:`option_fields`)."""
+        if error.param is None and error.field is not None:
+            error.param = self.option_fields.get(error.field)
         return JSONResponse(self.error_body(error), status_code=self.error_status(error), headers=error.headers())

@@ -103,6 +103,9 @@ class GatewayError(Exception):
             non-retryable 429 is OpenAI's ``insufficient_quota`` and Anthropic's 402 ``billing_error``.
         openai_type: the OpenAI error ``type`` when it is not the status's usual one (OpenAI answers
             an unknown stored response with 404 ``invalid_request_error``).
+        field: the vocabulary field (:class:`~harness_core.GenerateOptions`) a route's failure
+            named (:attr:`harness_core.LlmError.field`); the dialect answering it names its own
+            spelling of it as ``param`` (:attr:`~harness_gateway.dialect.Dialect.option_fields`).
     """
 
     def __init__(
@@ -115,8 +118,10 @@ class GatewayError(Exception):
         retry_after: float | None = None,
         retryable: bool = True,
         openai_type: str | None = None,
+        field: str | None = None,
     ) -> None:
         super().__init__(message)
+        self.field = field
         self.openai_type = openai_type
         self.status = status
         self.message = message
@@ -162,7 +167,9 @@ def from_failure(failure: Failure) -> GatewayError:
     if failure.code in ("AUTH", "PERMISSION"):
         message = f"the provider rejected the gateway's credentials: {message}"
     param = "model" if failure.code == "NOT_FOUND" else None
-    return GatewayError(status, message, code=failure.code, param=param, retry_after=failure.retry_after)
+    return GatewayError(
+        status, message, code=failure.code, param=param, retry_after=failure.retry_after, field=failure.field
+    )
 
 
 def finish_error(reason: FinishReason) -> GatewayError | None:

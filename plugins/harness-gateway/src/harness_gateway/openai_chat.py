@@ -35,6 +35,7 @@ error chunk ``data: {"error": {...}}`` (what the ``openai`` SDK raises as ``APIE
 from __future__ import annotations
 
 import time
+from types import MappingProxyType
 from typing import Any, Final
 
 import msgspec
@@ -550,6 +551,7 @@ class OpenAIChat(Dialect):
     name = "openai"
     path = "/v1/chat/completions"
     id_prefix = "chatcmpl-"
+    option_fields = MappingProxyType({"reasoning_effort": "reasoning_effort", "response_format": "response_format"})
 
     def parse(self, raw: Any, owner: str | None, upstream_model: str, *, target: Target | None = None) -> ParsedRequest:
         """:func:`parse_chat_request` (the route's plugin and model play no part here)."""

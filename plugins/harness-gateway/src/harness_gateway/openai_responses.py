@@ -68,6 +68,7 @@ import base64
 import binascii
 import logging
 import time
+from types import MappingProxyType
 from typing import Any, Final
 
 import msgspec
@@ -895,6 +896,7 @@ class OpenAIResponses(Dialect):
     path = "/v1/responses"
     id_prefix = "resp_"
     messages_field = "input"
+    option_fields = MappingProxyType({"reasoning_effort": "reasoning.effort", "response_format": "text.format"})
 
     def parse(self, raw: Any, owner: str | None, upstream_model: str, *, target: Target | None = None) -> ParsedRequest:
         """:func:`parse_responses_request` (``owner`` becomes the ``source`` of handed-out replay

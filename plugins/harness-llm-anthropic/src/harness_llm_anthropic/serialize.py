@@ -321,6 +321,7 @@ def _thinking(
             "UNSUPPORTED",
             f"reasoning_effort {effort!r} is not supported for {model!r} (known: {known})",
             provider=PROVIDER,
+            field="reasoning_effort",
         )
     return budget
 
@@ -332,6 +333,7 @@ def _output_format(fmt: JsonSchemaFormat | JsonObjectFormat, model: str, native:
             "response_format JSON mode (JsonObjectFormat) is not supported by the Anthropic Messages API;"
             " give a JsonSchemaFormat",
             provider=PROVIDER,
+            field="response_format",
         )
     if not native:
         raise LlmError(
@@ -339,6 +341,7 @@ def _output_format(fmt: JsonSchemaFormat | JsonObjectFormat, model: str, native:
             f"response_format with a JSON schema ({fmt.name!r}) is not supported for {model!r}: the model is"
             " configured with structured_outputs: false",
             provider=PROVIDER,
+            field="response_format",
         )
     return {"type": "json_schema", "schema": fmt.schema}
 

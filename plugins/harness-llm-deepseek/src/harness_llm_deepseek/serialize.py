@@ -90,5 +90,6 @@ class DeepSeekSerializer(RequestSerializer):
                 f"response_format with a JSON schema ({fmt.name!r}) is not supported by DeepSeek, which has"
                 " JSON mode only (use JsonObjectFormat and describe the shape in the prompt)",
                 provider=self.provider,
+                field="response_format",
             )
         return {"type": "json_object"}

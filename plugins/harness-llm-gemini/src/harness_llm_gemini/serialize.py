@@ -289,6 +289,7 @@ def _thinking(
             "UNSUPPORTED",
             f"reasoning_effort {effort!r} is not supported for {model!r} (known: {known})",
             provider=PROVIDER,
+            field="reasoning_effort",
         )
     if isinstance(value, str):
         return {"thinkingLevel": value, "includeThoughts": include_thoughts}

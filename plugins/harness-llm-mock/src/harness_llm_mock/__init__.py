@@ -175,7 +175,12 @@ class MockAdapter(LlmAdapter, EmbeddingAdapter):
         self.resolve_model(options.model or MODEL)
         effort = options.reasoning_effort
         if effort is not None and effort not in EFFORTS:
-            raise LlmError("UNSUPPORTED", f"reasoning_effort {effort!r} is not one of {list(EFFORTS)}", provider="mock")
+            raise LlmError(
+                "UNSUPPORTED",
+                f"reasoning_effort {effort!r} is not one of {list(EFFORTS)}",
+                provider="mock",
+                field="reasoning_effort",
+            )
         blocks, finish = self._plan(options, effort)
         input_tokens = _count_input(options)
         emitted = reasoning = 0

@@ -87,6 +87,7 @@ def check_effort(provider: str, effort: str | None, info: ModelInfo) -> None:
             f"reasoning_effort {effort!r} is not supported by model {info.model!r}"
             f" (supported: {info.reasoning_efforts or 'none configured'})",
             provider=provider,
+            field="reasoning_effort",
         )
 
 
