@@ -102,10 +102,6 @@ class RequestSerializer:
             ``"max_completion_tokens"``, which OpenAI's reasoning models require).
     """
 
-    takes_detail: bool = True
-    """Whether an image's ``detail`` (:attr:`FileBlock.detail`) is sent; a subclass whose server
-    has no such hint sets ``False`` (a ``low`` / ``high`` then raises ``UNSUPPORTED``)."""
-
     def __init__(
         self,
         *,
@@ -193,7 +189,7 @@ class RequestSerializer:
             media_types=MEDIA_TYPES,
             max_bytes=self.max_file_bytes,
             url_types=IMAGE_TYPES,
-            detail=self.takes_detail,
+            detail=True,
         )
         if block.media_type in IMAGE_TYPES:
             image = {"url": block.url if block.url is not None else data_url(block)}
