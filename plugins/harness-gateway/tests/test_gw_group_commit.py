@@ -197,6 +197,15 @@ def test_a_deferred_settlement_of_an_admission_that_never_committed_changes_noth
     anyio.run(main)
 
 
+async def _held(tmp_path: Path) -> tuple[SQLiteStore, sqlite3.Connection]:
+    """A migrated store, and another process's connection holding its file's write lock."""
+    store = SQLiteStore(tmp_path / "gw.sqlite")
+    await store.migrate()
+    holder = sqlite3.connect(store.path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    return store, holder
+
+
 def test_a_skipped_entry_is_not_run_and_a_group_of_skipped_entries_opens_no_transaction() -> None:
     conn = sqlite3.connect(":memory:", isolation_level=None)
     statements: list[str] = []
@@ -284,11 +293,7 @@ def test_a_group_that_meets_another_process_s_lock_waits_for_it_whole_in_a_threa
 
 def test_a_group_that_cannot_open_the_waiting_connection_fails_every_write(tmp_path: Path) -> None:
     async def main() -> None:
-        path = tmp_path / "gw.sqlite"
-        store = SQLiteStore(path)
-        await store.migrate()
-        holder = sqlite3.connect(path, isolation_level=None)
-        holder.execute("BEGIN IMMEDIATE")
+        store, holder = await _held(tmp_path)
 
         def broken(wait: bool) -> sqlite3.Connection:
             raise sqlite3.OperationalError("unable to open database file")
@@ -344,43 +349,9 @@ def test_a_begin_that_fails_otherwise_fails_every_entry_with_it() -> None:
     assert all(isinstance(e.error, sqlite3.ProgrammingError) for e in entries)
 
 
-def test_without_group_commit_a_write_that_meets_the_lock_waits_in_a_thread(tmp_path: Path) -> None:
-    """``group_commit = False`` (``bench.store``'s "one commit each"): each write alone, and one
-    that meets another process's lock waits for it in a worker thread, as before group commit."""
-
-    async def main() -> None:
-        path = tmp_path / "gw.sqlite"
-        store = SQLiteStore(path)
-        store.group_commit = False
-        await store.migrate()
-        assert await rows(store) == []  # the event loop's connection is open: only the busy write takes the lock
-        holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        holder.execute("BEGIN IMMEDIATE")
-        tickets: list[str] = []
-
-        async def admit() -> None:
-            tickets.append(await store.admit(None, "mock", "m", now=T0))
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(admit)
-            while not store._lock.locked():  # it went to the worker thread: it waits there
-                await anyio.lowlevel.checkpoint()
-            holder.execute("ROLLBACK")
-        assert len(tickets) == 1
-        assert len(await rows(store)) == 1
-        holder.close()
-        await store.aclose()
-
-    anyio.run(main)
-
-
 def test_a_follower_cancelled_while_its_group_waits_for_the_lock_commits_nothing(tmp_path: Path) -> None:
     async def main() -> None:
-        path = tmp_path / "gw.sqlite"
-        store = SQLiteStore(path)
-        await store.migrate()
-        holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        holder.execute("BEGIN IMMEDIATE")
+        store, holder = await _held(tmp_path)
         scopes: list[anyio.CancelScope] = []
         done: list[str] = []
 

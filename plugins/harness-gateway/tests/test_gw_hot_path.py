@@ -68,26 +68,35 @@ def _hold_write_lock(path: Path) -> sqlite3.Connection:
 
 
 async def _locked(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, group_commit: bool = True
 ) -> tuple[SQLiteStore, threading.Event, sqlite3.Connection]:
-    """A store, an event set when one of its write groups goes to the worker thread to wait (it
-    found the write lock taken), and the other connection that holds that lock."""
+    """A store, an event set when a write goes to the worker thread to wait (it found the write
+    lock taken: a whole group, ``_commit_waiting``, or without group commit one transaction alone,
+    ``_waiting``), and the other connection that holds that lock."""
     store = await _store(tmp_path)
+    store.group_commit = group_commit
+    await store.ledger()  # the event loop's connection is open: only a busy write takes the lock
     entered = threading.Event()
-    waiting = store._commit_waiting
+    name = "_commit_waiting" if group_commit else "_waiting"
+    waiting = getattr(store, name)
 
-    async def spy(entries: Any) -> None:
+    async def group_spy(entries: Any) -> None:
         entered.set()
         await waiting(entries)
 
-    monkeypatch.setattr(store, "_commit_waiting", spy)
+    def alone_spy(*args: Any) -> Any:
+        entered.set()
+        return waiting(*args)
+
+    monkeypatch.setattr(store, name, group_spy if group_commit else alone_spy)
     return store, entered, _hold_write_lock(store.path)
 
 
+@pytest.mark.parametrize("group_commit", [True, False])
 async def test_a_transaction_waits_in_a_thread_while_another_process_writes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, group_commit: bool
 ) -> None:
-    store, entered, other = await _locked(tmp_path, monkeypatch)
+    store, entered, other = await _locked(tmp_path, monkeypatch, group_commit)
     tickets: list[str] = []
 
     async def admit() -> None:
@@ -137,49 +146,10 @@ async def test_a_lone_request_cancelled_while_its_group_waits_commits_and_takes_
     await store.aclose()
 
 
-async def _locked_alone(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> tuple[SQLiteStore, threading.Event, sqlite3.Connection]:
-    """As :func:`_locked` without group commit (``group_commit = False``): the event is set when
-    one transaction falls back to the worker thread alone (``_waiting``)."""
-    store = await _store(tmp_path)
-    store.group_commit = False
-    await store.ledger()  # the event loop's connection is open: only a busy write takes the lock
-    entered = threading.Event()
-    waiting = store._waiting
-
-    def spy(*args: Any) -> Any:
-        entered.set()
-        return waiting(*args)
-
-    monkeypatch.setattr(store, "_waiting", spy)
-    return store, entered, _hold_write_lock(store.path)
-
-
-async def test_without_group_commit_a_transaction_waits_in_a_thread_while_another_process_writes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store, entered, other = await _locked_alone(tmp_path, monkeypatch)
-    tickets: list[str] = []
-
-    async def admit() -> None:
-        tickets.append(await store.admit(None, "mock", "echo"))
-
-    async with anyio.create_task_group() as group:
-        group.start_soon(admit)
-        await anyio.to_thread.run_sync(entered.wait)  # the event loop's attempt was refused at once
-        assert not tickets
-        other.execute("COMMIT")
-    [row] = await store.ledger()
-    assert (row["id"], row["status"]) == (tickets[0], "running")
-    other.close()
-    await store.aclose()
-
-
 async def test_without_group_commit_a_request_cancelled_while_its_transaction_waits_commits_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store, entered, other = await _locked_alone(tmp_path, monkeypatch)
+    store, entered, other = await _locked(tmp_path, monkeypatch, group_commit=False)
     with anyio.CancelScope() as scope:
         async with anyio.create_task_group() as group:
             group.start_soon(store.admit, None, "mock", "echo")

@@ -300,30 +300,42 @@ async def _serve_once(tmp_path: Path, upstream: str, receive: Any, send: Any) ->
         await server.stop()
 
 
-def test_a_failing_receive_is_logged_and_cancels_the_request_it_can_no_longer_watch(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    # The upstream stalls after one piece: only the watch's cancel can end this request.
-    provider = ScriptedServer(Reply(reads=openai_sse("one "), end="stall"))
+def _serve_past_first_piece(tmp_path: Path, upstream: str, after: Any) -> list[dict[str, Any]]:
+    """:func:`_serve_once` with an upstream that stalls after the piece ``one``: the client's
+    ``receive`` waits until that piece was sent, then returns (or raises) what ``after()`` does.
+    The ASGI messages the gateway sent."""
     sent: list[dict[str, Any]] = []
 
     async def main() -> None:
         first = anyio.Event()
 
         async def receive() -> dict[str, Any]:
-            await first.wait()  # the stream has begun: now the server breaks
-            raise RuntimeError("the server's receive broke")
+            await first.wait()  # the stream has begun
+            return await after()  # type: ignore[no-any-return]
 
         async def send(message: dict[str, Any]) -> None:
             sent.append(message)
             if b"one" in message.get("body", b""):
                 first.set()
 
-        await _serve_once(tmp_path, provider.url, receive, send)
+        await _serve_once(tmp_path, upstream, receive, send)
+
+    anyio.run(main)
+    assert any(b"one" in message.get("body", b"") for message in sent)
+    return sent
+
+
+def test_a_failing_receive_is_logged_and_cancels_the_request_it_can_no_longer_watch(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The upstream stalls after one piece: only the watch's cancel can end this request.
+    provider = ScriptedServer(Reply(reads=openai_sse("one "), end="stall"))
+
+    async def broken() -> dict[str, Any]:
+        raise RuntimeError("the server's receive broke")
 
     with provider, caplog.at_level(logging.INFO, "harness_gateway"):
-        anyio.run(main)
-    assert any(b"one" in message.get("body", b"") for message in sent)
+        _serve_past_first_piece(tmp_path, provider.url, broken)
     assert "watching the client failed; the request is cancelled" in caplog.text
     assert "the server's receive broke" in caplog.text  # the traceback is logged
     assert [row["status"] for row in ledger_rows(tmp_path / "gw.sqlite")] == ["error"]  # settled, not stranded
@@ -364,24 +376,11 @@ def test_a_stream_still_running_after_the_abort_grace_is_cancelled_and_settled(
 
     monkeypatch.setattr(relay_module, "ABORT_GRACE", 0)
     provider = ScriptedServer(Reply(reads=openai_sse("one "), end="stall"))
-    sent: list[dict[str, Any]] = []
 
-    async def main() -> None:
-        first = anyio.Event()
-
-        async def receive() -> dict[str, Any]:
-            await first.wait()  # the stream has begun: now the client leaves
-            return {"type": "http.disconnect"}
-
-        async def send(message: dict[str, Any]) -> None:
-            sent.append(message)
-            if b"one" in message.get("body", b""):
-                first.set()
-
-        await _serve_once(tmp_path, provider.url, receive, send)
+    async def leaves() -> dict[str, Any]:
+        return {"type": "http.disconnect"}
 
     with provider, caplog.at_level(logging.INFO, "harness_gateway"):
-        anyio.run(main)
-    assert any(b"one" in message.get("body", b"") for message in sent)
+        _serve_past_first_piece(tmp_path, provider.url, leaves)
     assert "client disconnected, aborting the upstream stream" in caplog.text
     assert [row["status"] for row in ledger_rows(tmp_path / "gw.sqlite")] == ["aborted"]  # settled, not stranded
