@@ -246,7 +246,7 @@ def test_input_items_pages_like_the_api(tmp_path: Path) -> None:
         ):
             answer = httpx.get(base, params=query)
             assert answer.status_code == 400
-            assert answer.json()["error"]["param"] == param
+            assert (answer.json()["error"]["param"], answer.json()["error"]["code"]) == (param, "invalid_value")
 
 
 # ---------------------------------------------------------------------- the store, the clock a parameter

@@ -14,9 +14,9 @@ parameters}``; any other tool type, a built-in such as ``web_search``, is a 400 
 ``reasoning.encrypted_content``: another value is a 400 naming it), ``metadata``,
 ``parallel_tool_calls`` and ``truncation`` (``auto`` / ``disabled``) are checked and echoed in
 the response object; the last two also reach a route of the Responses wire unchanged, and on
-another wire a value other than the API's default (``parallel_tool_calls: false``,
-``truncation: auto``) is a 400 naming it (:data:`DEFAULTED`). Uploaded ``file_id`` s and
-``item_reference`` s are 400s. Any other field
+another wire a value other than the API's default (``true``, ``disabled``: so
+``parallel_tool_calls: false`` or ``truncation: auto``) is a 400 naming it (:data:`DEFAULTED`).
+Uploaded ``file_id`` s and ``item_reference`` s are 400s. Any other field
 follows the field rule (:func:`~harness_gateway.request.pass_through`): unchanged to a route of
 the Responses wire, dropped on another only when it is on :data:`IGNORED`, else a 400 naming it.
 

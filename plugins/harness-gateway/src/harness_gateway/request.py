@@ -276,7 +276,9 @@ def single_query(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
     query: dict[str, str] = {}
     for name, value in pairs:
         if name in query:
-            raise GatewayError(400, f"{name[:40]}: given more than once in the query", param=name[:40])
+            raise GatewayError(
+                400, f"{name[:40]}: given more than once in the query", code="invalid_value", param=name[:40]
+            )
         query[name] = value
     return query
 
