@@ -176,6 +176,28 @@ def test_the_bound_is_the_estimated_input_plus_max_tokens_at_the_books_prices(ca
     ]
 
 
+def test_a_model_whose_output_costs_nothing_is_bounded_without_max_tokens() -> None:
+    """Priced at 0 (a self-hosted model), with ``max_tokens`` or not: bound 0; free output but a
+    priced input: the input's cost; output or reasoning tokens priced at any rate: no bound."""
+    book = PriceBook(
+        {
+            "local/m": Price(input=0.0, output=0.0),
+            "half/m": Price(input=1_000_000.0, output=0.0),  # 1 USD an input token, output free
+            "cheap/m": Price(input=0.0, output=0.000001),  # a millionth of a cent per million output tokens
+            "think/m": Price(input=0.0, output=0.0, reasoning=1.0),  # only reasoning is priced
+        },
+        use_table=False,
+    )
+    asked = options("x" * 30, max_tokens=None)
+    tokens = estimated_usage(asked, 0).input_tokens
+    assert generation_bound(book, "local", "m", asked) == 0.0
+    assert generation_bound(book, "local", "m", options("hi", max_tokens=64)) == 0.0
+    assert generation_bound(book, "half", "m", asked) == pytest.approx(tokens)
+    assert generation_bound(book, "cheap", "m", asked) is None
+    assert generation_bound(book, "think", "m", asked) is None
+    assert generation_bound(book, "cheap", "m", options("hi", max_tokens=64)) is not None  # bounded by max_tokens
+
+
 def test_a_usage_the_book_cannot_price_gives_no_bound() -> None:
     book = PriceBook({"r/m": Price(input=1.0, output=1.0)}, use_table=False)
     assert request_bound(book, "r", "m", TokenUsage(-1, 3)) is None  # priced, but not this usage: unknown
@@ -239,7 +261,46 @@ def test_the_gateway_admits_a_keys_bounded_and_free_requests_while_an_unbounded_
     assert costs[("mock", "complete")] > 0
 
 
-def test_a_request_without_a_bound_is_not_priced(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_key_that_only_uses_models_priced_at_zero_never_waits_without_max_tokens(tmp_path: Path) -> None:
+    """A budgeted key whose requests all go to self-hosted models priced at 0 and set no
+    ``max_tokens``: its first request streams, held by its upstream, none of its requests has
+    settled (no cost learnt), and its next requests are served meanwhile (they used to wait, one
+    at a time, as if their cost were unknown)."""
+    settings = "    require_keys: true\n    prices: {slow/m: {input: 0, output: 0}, free/echo: {input: 0, output: 0}}\n"
+    with GatedUpstream(["first ", "second "]) as upstream:
+        extra = (
+            f"  openai:slow: {{base_url: '{upstream.url}/v1', api_key: provider-test-credential, routes: [slow]}}\n"
+            "  mock:free: {routes: [free]}\n"
+        )
+        db = tmp_path / "gw.sqlite"
+        with serve_gateway(tmp_path, gateway_yaml(settings, extra, db=db)) as running:
+
+            async def create() -> str:
+                store = SQLiteStore(db)
+                try:
+                    return (await store.create_key(KeySpec(name="local", budget=5.0)))[0]
+                finally:
+                    await store.aclose()
+
+            auth = {"authorization": f"Bearer {anyio.run(create)}"}
+            chat = running.url + "/v1/chat/completions"
+            hi = [{"role": "user", "content": "hi"}]
+            held = {"model": "slow/m", "messages": hi, "stream": True}
+            with httpx.Client(timeout=30) as client, client.stream("POST", chat, json=held, headers=auth) as reply:
+                assert reply.status_code == 200
+                lines = reply.iter_lines()
+                assert any("first " in line for line in lines)  # running, nothing of the key settled
+                for _ in range(3):
+                    served = client.post(chat, json={"model": "free/echo", "messages": hi}, headers=auth)
+                    assert served.status_code == 200, served.text
+                upstream.release(1)
+                assert any("second " in line for line in lines)
+    rows = ledger_rows(db)
+    assert sorted(row["status"] for row in rows) == ["complete"] * 4
+    assert {row["cost"] for row in rows} == {0.0}
+
+
+def test_a_model_whose_output_is_priced_is_priced_once_without_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     book = PriceBook({"r/*": Price(input=1.0, output=1.0)}, use_table=False)
     looked: list[str | None] = []
     cost = book.cost
@@ -249,8 +310,9 @@ def test_a_request_without_a_bound_is_not_priced(monkeypatch: pytest.MonkeyPatch
         return cost(route, model, usage, **kwargs)
 
     monkeypatch.setattr(book, "cost", counted)
-    for model in ("a", "a", "b"):
+    for model in ("a", "a", "b", "b"):
         assert generation_bound(book, "r", model, options("hi", max_tokens=None)) is None
-    assert looked == []  # no max_tokens: no bound, whatever the price
+    assert looked == ["a", "a", "b", "b"]  # output priced: learnt once per model (no output, some output)
+    looked.clear()
     assert generation_bound(book, "r", "a", options("hi", max_tokens=4)) is not None
     assert looked == ["a"]  # one lookup for a bounded request

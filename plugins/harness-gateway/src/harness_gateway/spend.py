@@ -41,6 +41,12 @@ _PROBE = TokenUsage(input_tokens=1, output_tokens=1)
 _UNPRICED: weakref.WeakKeyDictionary[PriceBook, set[tuple[str, str]]] = weakref.WeakKeyDictionary()
 """Per price book (one per configuration read), the ``(route, model)`` pairs no price matches:
 not looked up again (a miss searches the whole table, ~1 ms)."""
+_OUTPUT_PRICED: weakref.WeakKeyDictionary[PriceBook, set[tuple[str, str]]] = weakref.WeakKeyDictionary()
+"""Per price book, the priced ``(route, model)`` pairs whose output tokens cost something: a
+request to one without an output bound has no bound, and is not priced again to learn it."""
+_MOST_OUTPUT: Final = 10**9
+"""The output tokens :func:`_output_free` prices to tell a model whose output costs nothing: more
+than any model's context, so any rate above 0 shows in the total."""
 
 
 def request_cost(book: PriceBook, route: str, model: str, usage: TokenUsage | None, *, completed: bool = True) -> float:
@@ -82,21 +88,49 @@ def request_bound(book: PriceBook, route: str, model: str, usage: TokenUsage) ->
     its admission (:meth:`~harness_gateway.store.SqlStore.admit`'s ``bound``): ``usage`` is its
     estimated input tokens and the most output tokens it may produce (``None``: no bound given).
 
-    The cost of ``usage`` at the book's prices (``0.0`` for a route/model priced at 0); ``None``
-    when unknown: no output bound, a usage the book cannot price, or no price for ``route/model``
-    at all. A request to an unpriced route is charged 0 when that route serves it, but a
-    ``balance`` pool or a ``fallback`` target may serve it at a member's price, so it gets no
-    bound (a pool's own name has no price): it is admitted as a priced request without
-    ``max_tokens`` is, never with nothing reserved. A pair without a price is remembered (and
-    logged once, :func:`_priced`) and not looked up again.
+    The cost of ``usage`` at the book's prices (``0.0`` for a route/model priced at 0). Without
+    an output bound, the cost of its input alone when the route/model's output (and reasoning)
+    tokens cost nothing (:func:`_output_free`: a self-hosted model priced at 0, ``max_tokens`` or
+    not, is bounded at 0), else ``None``. ``None`` too for a usage the book cannot price and for
+    a route/model without any price: a request to an unpriced route is charged 0 when that route
+    serves it, but a ``balance`` pool or a ``fallback`` target may serve it at a member's price,
+    so it gets no bound (a pool's own name has no price): it is admitted as a priced request
+    without ``max_tokens`` is, never with nothing reserved. A pair without a price is remembered
+    (and logged once, :func:`_priced`) and not looked up again; so is one whose output is priced.
     """
-    if usage.output_tokens is None or (route, model) in _UNPRICED.setdefault(book, set()):
+    if (route, model) in _UNPRICED.setdefault(book, set()):
         return None
+    if usage.output_tokens is None:
+        return _output_free(book, route, model, usage.input_tokens)
     cost = book.cost(route, model, usage)
     if cost is not None:
         return float(cost.total)
     _priced(book, route, model)  # (remembers a pair without any price, and logs it once)
     return None
+
+
+def _output_free(book: PriceBook, route: str, model: str, input_tokens: int | None) -> float | None:
+    """The cost of ``input_tokens`` on ``route/model`` when its output costs nothing whatever its
+    length (priced with no output, with :data:`_MOST_OUTPUT` output tokens, and with as many of
+    them reasoning tokens, which may have their own rate: the same total); ``None`` when output
+    is priced (remembered in :data:`_OUTPUT_PRICED`), when the route/model has no price at all,
+    or when the usage cannot be priced."""
+    seen = _OUTPUT_PRICED.setdefault(book, set())
+    if (route, model) in seen:
+        return None
+    base = book.cost(route, model, TokenUsage(input_tokens, 0))
+    if base is None:
+        _priced(book, route, model)  # (remembers a pair without any price, and logs it once)
+        return None
+    for most in (
+        TokenUsage(input_tokens, _MOST_OUTPUT),
+        TokenUsage(input_tokens, _MOST_OUTPUT, reasoning_tokens=_MOST_OUTPUT),
+    ):
+        priced = book.cost(route, model, most)
+        if priced is None or priced.total != base.total:
+            seen.add((route, model))
+            return None
+    return float(base.total)
 
 
 def generation_bound(book: PriceBook, route: str, model: str, options: GenerateOptions) -> float | None:
