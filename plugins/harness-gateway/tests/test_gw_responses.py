@@ -38,6 +38,7 @@ from harness_core.types import (
     Usage,
 )
 from harness_gateway.errors import GatewayError
+from harness_gateway.openai_chat import parse_chat_request
 from harness_gateway.openai_responses import (
     OPENAI_RESPONSES,
     STATE_PREFIX,
@@ -150,6 +151,24 @@ def test_an_effort_the_route_refuses_names_the_client_s_field(gateway, clients, 
             model="mock/echo", messages=[{"role": "user", "content": "hi"}], reasoning_effort="max", stream=stream
         )
     assert chat.value.param == "reasoning_effort"
+
+
+def test_openai_s_effort_none_is_the_vocabulary_s_off(gateway, clients) -> None:  # type: ignore[no-untyped-def]
+    """OpenAI's ``"none"`` (reasoning off) reaches a route as ``"off"`` from both OpenAI dialects:
+    the mock, whose efforts are ``off`` … ``high``, serves it (it was a 400 naming ``'none'``)."""
+    client = clients.openai()
+    reply = client.responses.create(model="mock/echo", input="hi", reasoning={"effort": "none"})
+    assert reply.status == "completed"
+    chat = client.chat.completions.create(
+        model="mock/echo", messages=[{"role": "user", "content": "hi"}], reasoning_effort="none"
+    )
+    assert chat.choices[0].finish_reason == "stop"
+    assert (
+        parse_chat_request(
+            {"model": "r/m", "messages": [{"role": "user", "content": "hi"}], "reasoning_effort": "none"}
+        ).options.reasoning_effort
+        == "off"
+    )
 
 
 # ---------------------------------------------------------------------- the translator

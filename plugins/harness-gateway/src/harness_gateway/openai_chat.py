@@ -159,7 +159,7 @@ def parse_chat_request(raw: Any, *, target: Target | None = None) -> ParsedReque
         "top_p": body.number("top_p", 0, 1),
         "seed": body.get("seed", int),
         "stop": _stop(body),
-        "reasoning_effort": body.get("reasoning_effort", str),
+        "reasoning_effort": reasoning_effort(body.get("reasoning_effort", str)),
     }
     options["response_format"] = _response_format(body)
     stream_options = body.obj("stream_options")
@@ -384,6 +384,15 @@ def _tool_choice(body: Body) -> Any:
     function = Body(choice, "tool_choice").obj("function", required=True)
     assert function is not None
     return NamedToolChoice(function.get("name", str, required=True))
+
+
+def reasoning_effort(effort: str | None) -> str | None:
+    """An OpenAI reasoning effort (``reasoning_effort`` on chat completions, ``reasoning.effort``
+    on the Responses API) as the vocabulary's ``GenerateOptions.reasoning_effort``: OpenAI's
+    ``"none"`` (reasoning off, https://platform.openai.com/docs/api-reference/chat/create) is the
+    vocabulary's ``"off"``, as the OpenAI adapters send ``"off"`` back as ``"none"``; any other
+    id passes as it is (the route's adapter checks it)."""
+    return "off" if effort == "none" else effort
 
 
 def _stop(body: Body) -> list[str] | None:

@@ -99,6 +99,7 @@ from harness_gateway.dialect import Dialect, Ending, StreamEncoder
 from harness_gateway.errors import GatewayError, finish_error
 from harness_gateway.files import file_block, image_detail
 from harness_gateway.keys import KeyRecord, mask_keys
+from harness_gateway.openai_chat import reasoning_effort
 from harness_gateway.request import Body, ParsedRequest, Target, bad_request, build_options, pass_through
 from harness_gateway.responses_store import StoredResponse, chain, owner_of, put
 from harness_gateway.sse import sse_event
@@ -225,7 +226,7 @@ def parse_responses_request(raw: Any, owner: str | None = None, target: Target |
         "max_tokens": body.get("max_output_tokens", int),
         "temperature": body.number("temperature", 0, 2),  # OpenAI's ranges
         "top_p": body.number("top_p", 0, 1),
-        "reasoning_effort": reasoning.get("effort", str) if reasoning is not None else None,
+        "reasoning_effort": reasoning_effort(reasoning.get("effort", str)) if reasoning is not None else None,
         "response_format": _text_format(body),
         "provider_options": {target.options_key: extra} if extra and target is not None else None,
     }
