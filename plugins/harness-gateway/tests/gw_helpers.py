@@ -417,15 +417,17 @@ def ledger_rows(db: Path) -> list[dict[str, Any]]:
     return anyio.run(read)
 
 
-async def burst(stores: list[Any], key: KeyRecord, count: int, now: float, bound: float | None = None) -> list[Any]:
-    """``count`` admissions of ``key`` at once (``bound``: :meth:`SqlStore.admit`'s), alternating
+async def burst(
+    stores: list[Any], key: KeyRecord, count: int, now: float, bound: float | None = None, floor: float = 0.0
+) -> list[Any]:
+    """``count`` admissions of ``key`` at once (``bound``, ``floor``: :meth:`SqlStore.admit`'s), alternating
     between ``stores`` (two hosts of one state): tickets, or the :class:`GatewayError` of each
     refusal."""
     results: list[Any] = []
 
     async def one(store: Any) -> None:
         try:
-            results.append(await store.admit(key, "mock", "echo", now=now, bound=bound))
+            results.append(await store.admit(key, "mock", "echo", now=now, bound=bound, floor=floor))
         except GatewayError as exc:
             results.append(exc)
 

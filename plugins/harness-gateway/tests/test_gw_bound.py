@@ -25,7 +25,14 @@ from harness_core.types import GenerateOptions, Message, TextBlock, TokenUsage
 from harness_gateway.database import store_from_spec
 from harness_gateway.errors import GatewayError
 from harness_gateway.keys import KeyRecord, KeySpec
-from harness_gateway.spend import embedding_bound, estimated_usage, generation_bound, request_bound, request_cost
+from harness_gateway.spend import (
+    embedding_bound,
+    estimated_usage,
+    generation_bound,
+    generation_floor,
+    request_bound,
+    request_cost,
+)
 from harness_gateway.sqlite import SQLiteStore
 from harness_gateway.store import SqlStore
 from harness_middleware.pricing import Price, PriceBook
@@ -147,6 +154,40 @@ def test_a_priced_request_without_a_bound_still_runs_one_at_a_time_until_one_set
             await store.aclose()
 
     anyio.run(main)
+
+
+def test_a_request_without_a_bound_reserves_at_least_its_input_s_cost(hosts: list[SqlStore]) -> None:
+    """Once a cheap request of the key settled (0.002 learnt), requests without a bound whose
+    input alone costs 0.1 (their floor) reserve 0.1 each, not 0.002: at most what the budget holds
+    is admitted at once (it was every one of them, spending many times the budget)."""
+
+    async def main() -> None:
+        key = await new_key(hosts[0], budget=1.0)
+        (cheap,) = tickets(await burst(hosts, key, 1, NOW, bound=None, floor=0.001))
+        await hosts[1].settle(cheap, "complete", TokenUsage(2, 2), 0.002, now=NOW + 1)
+        results = await burst(hosts, key, 40, NOW + 2, bound=None, floor=0.1)
+        assert len(tickets(results)) == 10  # 0.002 spent + 9 x 0.1 reserved < 1.0: the tenth still fits
+        assert refusals(results) == {(429, "budget_exceeded")}
+        assert await reserved(hosts[0], key) == [pytest.approx(0.1)] * 10
+        small = await burst(hosts, key, 1, NOW + 2, bound=None, floor=0.0)  # the budget is wholly reserved
+        assert refusals(small) == {(429, "budget_exceeded")}
+        fresh = await new_key(hosts[0], budget=1.0)  # nothing learnt: one at a time, whatever the floor
+        first = await burst(hosts, fresh, 5, NOW, bound=None, floor=0.1)
+        assert len(tickets(first)) == 1
+        assert await reserved(hosts[1], fresh) == [pytest.approx(0.1)]
+        for store in hosts:
+            await store.aclose()
+
+    anyio.run(main)
+
+
+def test_the_floor_is_the_input_s_cost_alone() -> None:
+    book = PriceBook({"r/m": Price(input=1_000_000.0, output=2_000_000.0)}, use_table=False)  # 1 and 2 USD a token
+    asked = options("x" * 30, max_tokens=None)
+    tokens = estimated_usage(asked, 0).input_tokens
+    assert generation_floor(book, "r", "m", asked) == pytest.approx(tokens)
+    assert generation_floor(book, "none", "m", asked) == 0.0  # no price: nothing known (and remembered)
+    assert generation_floor(book, "none", "m", asked) == 0.0
 
 
 # ------------------------------------------------------------------ the bound from the price book

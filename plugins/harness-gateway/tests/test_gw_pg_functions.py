@@ -63,6 +63,8 @@ def redis_url() -> Iterator[str]:
 
 BOUNDS = st.none() | st.sampled_from([0.0, 0.05, 0.25, 0.3])
 """A request's bound (:func:`harness_gateway.spend.request_bound`): unknown, unpriced (0) or a cost."""
+FLOORS = st.sampled_from([0.0, 0.05, 0.4])
+"""A request's floor (:func:`harness_gateway.spend.generation_floor`): none, or its input's cost."""
 
 
 def windows_of(draw: Any) -> str | None:
@@ -109,14 +111,18 @@ def test_gateway_admit_decides_as_decide_does_over_generated_keys(dsn: str) -> N
     key_id = anyio.run(start)
 
     @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-    @given(row=key_rows(), offset=st.floats(0, 1.7), bound=BOUNDS, legacy=st.booleans())
-    @example(row=(0.3, None, None, 0.3 - 1e-10, 0.1, 0, 0.0, None), offset=0.0, bound=None, legacy=False)  # spent
-    @example(row=(1.0, 2, None, 0.0, 0.0, 1, 0.0, "[[1000000,1,0]]"), offset=0.0, bound=None, legacy=True)  # one runs
-    @example(row=(1.0, None, None, 0.0, 0.0, 1, 0.0, None), offset=0.0, bound=0.0, legacy=False)  # unpriced: runs
-    @example(row=(1.0, None, None, 0.0, 0.1, 1, 0.1, None), offset=0.0, bound=0.3, legacy=False)  # the larger
-    def case(row: tuple[Any, ...], offset: float, bound: float | None, legacy: bool) -> None:
+    @given(row=key_rows(), offset=st.floats(0, 1.7), bound=BOUNDS, floor=FLOORS, arguments=st.sampled_from([7, 8, 9]))
+    @example(row=(0.3, None, None, 0.3 - 1e-10, 0.1, 0, 0.0, None), offset=0.0, bound=None, floor=0.0, arguments=9)
+    @example(row=(1.0, 2, None, 0.0, 0.0, 1, 0.0, "[[1000000,1,0]]"), offset=0.0, bound=None, floor=0.0, arguments=7)
+    @example(row=(1.0, None, None, 0.0, 0.0, 1, 0.0, None), offset=0.0, bound=0.0, floor=0.0, arguments=9)  # runs
+    @example(row=(1.0, None, None, 0.0, 0.1, 1, 0.1, None), offset=0.0, bound=0.3, floor=0.0, arguments=8)  # larger
+    @example(row=(1.0, None, None, 0.0, 0.1, 1, 0.1, None), offset=0.0, bound=None, floor=0.4, arguments=9)  # floor
+    @example(row=(1.0, None, None, 0.0, 0.0, 1, 0.0, None), offset=0.0, bound=None, floor=0.4, arguments=9)  # waits
+    def case(row: tuple[Any, ...], offset: float, bound: float | None, floor: float, arguments: int) -> None:
         now = NOW + offset
-        legacy = legacy and bound is None  # the signature of older gateways (no bound) answers too
+        # the signatures of older gateways (no floor; no bound either) answer too
+        arguments = 7 if arguments == 7 and bound is None else 8 if arguments <= 8 else 9
+        floor = floor if arguments == 9 else 0.0
 
         async def main() -> None:
             store = PostgresStore(dsn)  # a pool per event loop (one per example)
@@ -128,18 +134,18 @@ def test_gateway_admit_decides_as_decide_does_over_generated_keys(dsn: str) -> N
             key = key_record(found)
             _, rpm, _, spent, max_cost, running, reserved, windows = row
             entries = store_module._slide(windows, now)
-            expected = decide(key, (*store_module._totals(entries), running, reserved, max_cost, None), now, bound)
+            window = (*store_module._totals(entries), running, reserved, max_cost, None)
+            expected = decide(key, window, now, bound, floor)
             ticket = uuid.uuid4().hex
-            call = "SELECT * FROM gateway_admit($1, $2, 'mock', 'echo', $3, 'owner', $4, $5)"
-            args: tuple[Any, ...] = (ticket, key_id, now, now + 5, bound)
-            if legacy:
-                call, args = "SELECT * FROM gateway_admit($1, $2, 'mock', 'echo', $3, 'owner', $4)", args[:4]
+            given = ", ".join(f"${number}" for number in range(5, arguments - 2))
+            call = f"SELECT * FROM gateway_admit($1, $2, 'mock', 'echo', $3, 'owner', $4{', ' if given else ''}{given})"
+            args: tuple[Any, ...] = (ticket, key_id, now, now + 5, bound, floor)[: arguments - 3]
             answer = await store._connected(lambda conn: conn.fetchrow(call, *args))
             outcome, reserve = answer[0], answer[1]
             after = await counters(store, key_id)
             if isinstance(expected, GatewayError):
                 assert outcome == "refused"
-                again = decide(key_record(tuple(answer)[9:]), (*tuple(answer)[2:9], None), now, bound)
+                again = decide(key_record(tuple(answer)[9:]), (*tuple(answer)[2:9], None), now, bound, floor)
                 assert isinstance(again, GatewayError)
                 assert vars(again) == vars(expected)  # the same 429: code, message, retry_after
                 assert after == (spent, max_cost, running, reserved, windows)  # nothing written
@@ -266,8 +272,14 @@ def test_a_database_of_an_older_gateway_is_upgraded_and_both_signatures_answer(d
     new one adds its own (8) and turns the old into a call of it, so the old gateway's processes
     still running on the database (a rolling upgrade) admit by the same rule, and one of them
     restarting (reinstalling its old function) leaves the new gateway's working."""
-    eight = "text, text, text, text, double precision, text, double precision, double precision"
-    older = FUNCTIONS_POSTGRES[2].replace(", p_bound DOUBLE PRECISION", "").replace("p_bound", "NULL::double precision")
+    seven = "text, text, text, text, double precision, text, double precision"
+    older = (
+        FUNCTIONS_POSTGRES[2]
+        .replace(", p_bound DOUBLE PRECISION", "")
+        .replace("p_bound", "NULL::double precision")
+        .replace(", p_floor DOUBLE PRECISION", "")
+        .replace("p_floor", "0::double precision")
+    )
 
     async def install_older(store: PostgresStore) -> None:
         await store.transaction(lambda tx: tx.run(older))
@@ -275,7 +287,9 @@ def test_a_database_of_an_older_gateway_is_upgraded_and_both_signatures_answer(d
     async def main() -> None:
         store = PostgresStore(dsn)
         await store.migrate()
-        await store.transaction(lambda tx: tx.run(f"DROP FUNCTION gateway_admit({eight})"))
+        drop = f"DROP FUNCTION gateway_admit({seven}, double precision, double precision); "
+        drop += f"DROP FUNCTION gateway_admit({seven}, double precision)"
+        await store.transaction(lambda tx: tx.run(drop))
         await install_older(store)  # the database as the older gateway left it
         _, key = await store.create_key(KeySpec(name=f"k-{uuid.uuid4().hex[:8]}", budget=1.0), now=NOW - 100)
         old = await store._connected(lambda conn: conn.fetchrow(LEGACY_ADMIT, uuid.uuid4().hex, key.id, NOW, NOW + 5))
@@ -308,16 +322,24 @@ def live(entries: list[list[int]], now: float) -> dict[int, tuple[int, int]]:
 
 def test_the_redis_admission_script_decides_as_decide_does_over_generated_keys(redis_url: str) -> None:
     @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-    @given(row=key_rows(), offset=st.floats(0, 1.7), bound=BOUNDS)
-    @example(row=(0.3, None, None, 0.3 - 1e-10, 0.1, 0, 0.0, None), offset=0.0, bound=None)  # within epsilon: spent
-    @example(row=(1.0, 2, None, 0.0, 0.0, 1, 0.0, "[[1000000,1,0]]"), offset=0.0, bound=None)  # cost unknown, one runs
+    @given(row=key_rows(), offset=st.floats(0, 1.7), bound=BOUNDS, floor=FLOORS)
+    @example(row=(1.0, None, None, 0.0, 0.1, 1, 0.1, None), offset=0.0, bound=None, floor=0.4)  # the floor
+    @example(row=(1.0, None, None, 0.0, 0.0, 1, 0.0, None), offset=0.0, bound=None, floor=0.4)  # cost unknown: waits
     @example(
-        row=(None, 3, None, 0.0, 0.0, 0, 0.0, "[[1000000,1,0],[1000002,1,0]]"), offset=0.0, bound=None
+        row=(0.3, None, None, 0.3 - 1e-10, 0.1, 0, 0.0, None), offset=0.0, bound=None, floor=0.0
+    )  # within epsilon: spent
+    @example(
+        row=(1.0, 2, None, 0.0, 0.0, 1, 0.0, "[[1000000,1,0]]"), offset=0.0, bound=None, floor=0.0
+    )  # cost unknown, one runs
+    @example(
+        row=(None, 3, None, 0.0, 0.0, 0, 0.0, "[[1000000,1,0],[1000002,1,0]]"), offset=0.0, bound=None, floor=0.0
     )  # clock ahead
-    @example(row=(1.0, None, None, 1.0 - 1e-9, 0.1, 0, 0.0, None), offset=0.0, bound=None)  # at the epsilon exactly
-    @example(row=(1.0, None, None, 0.0, 0.0, 1, 0.0, None), offset=0.0, bound=0.0)  # unpriced: runs
-    @example(row=(1.0, None, None, 0.0, 0.1, 1, 0.1, None), offset=0.0, bound=0.3)  # the larger
-    def case(row: tuple[Any, ...], offset: float, bound: float | None) -> None:
+    @example(
+        row=(1.0, None, None, 1.0 - 1e-9, 0.1, 0, 0.0, None), offset=0.0, bound=None, floor=0.0
+    )  # at the epsilon exactly
+    @example(row=(1.0, None, None, 0.0, 0.0, 1, 0.0, None), offset=0.0, bound=0.0, floor=0.0)  # unpriced: runs
+    @example(row=(1.0, None, None, 0.0, 0.1, 1, 0.1, None), offset=0.0, bound=0.3, floor=0.0)  # the larger
+    def case(row: tuple[Any, ...], offset: float, bound: float | None, floor: float) -> None:
         now = NOW + offset
         budget, rpm, tpm, spent, max_cost, running, reserved, windows = row
         key = KeyRecord(
@@ -325,7 +347,7 @@ def test_the_redis_admission_script_decides_as_decide_does_over_generated_keys(r
             expires_at=None, created_at=NOW - 100, revoked_at=None, spent=spent,
         )  # fmt: skip
         entries = store_module._slide(windows, now)
-        expected = decide(key, (*store_module._totals(entries), running, reserved, max_cost, None), now, bound)
+        expected = decide(key, (*store_module._totals(entries), running, reserved, max_cost, None), now, bound, floor)
         tag = f"hg:{{{key.id}}}"
 
         async def main() -> None:
@@ -339,7 +361,7 @@ def test_the_redis_admission_script_decides_as_decide_does_over_generated_keys(r
             ticket = uuid.uuid4().hex
             try:
                 reserve: float | GatewayError = await limits.admit(
-                    key, 99.0, ticket, now, now + 5, bound
+                    key, 99.0, ticket, now, now + 5, bound, floor
                 )  # set: no seed
             except GatewayError as exc:
                 reserve = exc

@@ -162,7 +162,7 @@ FUNCTIONS_POSTGRES: Final = (
     """
     CREATE OR REPLACE FUNCTION gateway_admit(
         p_ticket TEXT, p_key TEXT, p_route TEXT, p_model TEXT, p_now DOUBLE PRECISION, p_owner TEXT,
-        p_lease_until DOUBLE PRECISION, p_bound DOUBLE PRECISION
+        p_lease_until DOUBLE PRECISION, p_bound DOUBLE PRECISION, p_floor DOUBLE PRECISION
     ) RETURNS TABLE (
         o_outcome TEXT, o_reserve DOUBLE PRECISION, o_requests BIGINT, o_oldest_start DOUBLE PRECISION,
         o_tokens BIGINT, o_oldest_end DOUBLE PRECISION, o_running INTEGER, o_reserved DOUBLE PRECISION,
@@ -200,9 +200,10 @@ FUNCTIONS_POSTGRES: Final = (
         ELSIF o_tpm IS NOT NULL AND o_tokens >= o_tpm THEN
             o_outcome := 'refused';
         ELSIF o_budget IS NOT NULL THEN
-            v_estimate := CASE WHEN p_bound = 0 THEN 0 ELSE greatest(coalesce(o_max_cost, 0), coalesce(p_bound, 0)) END;
+            v_estimate := CASE WHEN p_bound = 0 THEN 0
+                ELSE greatest(coalesce(o_max_cost, 0), coalesce(p_bound, 0), coalesce(p_floor, 0)) END;
             IF o_spent + o_reserved >= o_budget - 1e-9::double precision
-               OR (p_bound IS NULL AND v_estimate <= 0 AND o_running > 0) THEN
+               OR (p_bound IS NULL AND coalesce(o_max_cost, 0) <= 0 AND o_running > 0) THEN
                 o_outcome := 'refused';
             ELSE
                 o_reserve := v_estimate;
@@ -219,8 +220,22 @@ FUNCTIONS_POSTGRES: Final = (
     END
     $fn$
     """,
-    # the signature of gateways before the request's bound: a process of one still running (a
-    # rolling upgrade) admits by the same rule, without a bound
+    # the signatures of gateways before the request's floor and before its bound: a process of
+    # one still running (a rolling upgrade) admits by the same rule, without them
+    """
+    CREATE OR REPLACE FUNCTION gateway_admit(
+        p_ticket TEXT, p_key TEXT, p_route TEXT, p_model TEXT, p_now DOUBLE PRECISION, p_owner TEXT,
+        p_lease_until DOUBLE PRECISION, p_bound DOUBLE PRECISION
+    ) RETURNS TABLE (
+        o_outcome TEXT, o_reserve DOUBLE PRECISION, o_requests BIGINT, o_oldest_start DOUBLE PRECISION,
+        o_tokens BIGINT, o_oldest_end DOUBLE PRECISION, o_running INTEGER, o_reserved DOUBLE PRECISION,
+        o_max_cost DOUBLE PRECISION, o_id TEXT, o_name TEXT, o_routes TEXT, o_budget DOUBLE PRECISION,
+        o_rpm INTEGER, o_tpm INTEGER, o_expires_at DOUBLE PRECISION, o_created_at DOUBLE PRECISION,
+        o_revoked_at DOUBLE PRECISION, o_spent DOUBLE PRECISION
+    ) LANGUAGE sql AS $fn$
+        SELECT * FROM gateway_admit($1, $2, $3, $4, $5, $6, $7, $8, 0::double precision)
+    $fn$
+    """,
     """
     CREATE OR REPLACE FUNCTION gateway_admit(
         p_ticket TEXT, p_key TEXT, p_route TEXT, p_model TEXT, p_now DOUBLE PRECISION, p_owner TEXT,
@@ -232,7 +247,7 @@ FUNCTIONS_POSTGRES: Final = (
         o_rpm INTEGER, o_tpm INTEGER, o_expires_at DOUBLE PRECISION, o_created_at DOUBLE PRECISION,
         o_revoked_at DOUBLE PRECISION, o_spent DOUBLE PRECISION
     ) LANGUAGE sql AS $fn$
-        SELECT * FROM gateway_admit($1, $2, $3, $4, $5, $6, $7, NULL::double precision)
+        SELECT * FROM gateway_admit($1, $2, $3, $4, $5, $6, $7, NULL::double precision, 0::double precision)
     $fn$
     """,
     """
@@ -291,8 +306,9 @@ FUNCTIONS_POSTGRES: Final = (
 """The server-side functions of the hot path, (re)installed by :meth:`PostgresStore.migrate` with
 ``CREATE OR REPLACE`` (not a schema version: they hold no data; a changed signature is a new
 function beside the old one, so the old signature stays installed and answers by the same rule:
-``gateway_admit`` of 7 arguments, before the request's ``bound``, calls the one of 8 with
-``NULL``, for the processes of an older gateway still running on the database). ``gateway_admit`` and
+``gateway_admit`` of 7 arguments, before the request's ``bound``, and of 8, before its
+``floor``, call the one of 9 with ``NULL`` and 0, for the processes of an older gateway still
+running on the database). ``gateway_admit`` and
 ``gateway_settle`` each do in one statement (one round trip, the key row locked only inside it)
 what :meth:`SqlStore._open` and :meth:`SqlStore._close` do in a transaction: ``gateway_admit``
 decides with :func:`~harness_gateway.store.decide`'s rule (the test
@@ -443,7 +459,14 @@ class PostgresStore(SqlStore):
         return schema
 
     async def _open(
-        self, ticket: str, key_id: str | None, route: str, model: str, now: float, bound: float | None
+        self,
+        ticket: str,
+        key_id: str | None,
+        route: str,
+        model: str,
+        now: float,
+        bound: float | None,
+        floor: float = 0.0,
     ) -> None:
         """Admit in one statement (``gateway_admit``; an anonymous row: one ``INSERT``). Near the
         budget (``budget_exceeded``: a dead process's reservation may be in the way) the admission
@@ -470,7 +493,7 @@ class PostgresStore(SqlStore):
             return
         row = await self._connected(
             lambda conn: conn.fetchrow(
-                "SELECT * FROM gateway_admit($1, $2, $3, $4, $5, $6, $7, $8)",
+                "SELECT * FROM gateway_admit($1, $2, $3, $4, $5, $6, $7, $8, $9)",
                 ticket,
                 key_id,
                 route,
@@ -479,6 +502,7 @@ class PostgresStore(SqlStore):
                 self.owner,
                 lease_until,
                 bound,
+                floor,
             )
         )
         outcome = row[0]
@@ -486,10 +510,10 @@ class PostgresStore(SqlStore):
             return
         if outcome == "revoked":
             raise revoked()
-        decision = decide(key_record(tuple(row)[9:]), (*tuple(row)[2:9], None), now, bound)
+        decision = decide(key_record(tuple(row)[9:]), (*tuple(row)[2:9], None), now, bound, floor)
         if isinstance(decision, GatewayError) and decision.code != "budget_exceeded":
             raise decision
-        await super()._open(ticket, key_id, route, model, now, bound)  # near the budget: recount (rare)
+        await super()._open(ticket, key_id, route, model, now, bound, floor)  # near the budget: recount (rare)
 
     async def _close(
         self,

@@ -112,10 +112,10 @@ ADMIT_LUA: Final = (
     + """
 -- KEYS: state, requests window, tokens window, leases, reservations
 -- ARGV: ticket, now, lease until, rpm, tpm, budget ('' = none), spent and max_cost to seed with,
--- the request's bound ('' = unknown)
+-- the request's bound ('' = unknown), its floor
 local S, R, T, L, X = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local now, rpm, tpm, budget = tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local bound = tonumber(ARGV[9])
+local bound, floor = tonumber(ARGV[9]), tonumber(ARGV[10])
 if redis.call('EXISTS', S) == 0 then
   redis.call('HSET', S, 'spent', ARGV[7], 'max_cost', ARGV[8], 'running', 0, 'reserved', 0)
 end
@@ -141,8 +141,8 @@ elseif tpm ~= nil and tokens >= tpm then
   outcome = 'refused'
 elseif budget ~= nil then
   local estimate = 0
-  if bound ~= 0 then estimate = math.max(max_cost, bound or 0) end
-  if spent + reserved >= budget - 1e-9 or (bound == nil and estimate <= 0 and running > 0) then
+  if bound ~= 0 then estimate = math.max(max_cost, bound or 0, floor) end
+  if spent + reserved >= budget - 1e-9 or (bound == nil and max_cost <= 0 and running > 0) then
     outcome = 'refused'
   else
     reserve = estimate
@@ -269,11 +269,18 @@ class RedisLimits:
             raise unavailable(self.description, exc) from exc
 
     async def admit(
-        self, key: KeyRecord, max_cost: float, ticket: str, now: float, lease_until: float, bound: float | None = None
+        self,
+        key: KeyRecord,
+        max_cost: float,
+        ticket: str,
+        now: float,
+        lease_until: float,
+        bound: float | None = None,
+        floor: float = 0.0,
     ) -> float:
         """Decide the admission of ``ticket`` for ``key`` (as read from SQL: its limits, and
-        ``spent`` / ``max_cost`` to seed Redis with) at ``now``, the request's ``bound`` as
-        :func:`~harness_gateway.store.decide` takes it; the budget reserved.
+        ``spent`` / ``max_cost`` to seed Redis with) at ``now``, the request's ``bound`` and
+        ``floor`` as :func:`~harness_gateway.store.decide` takes them; the budget reserved.
 
         Raises:
             GatewayError: the 429 of :func:`~harness_gateway.store.decide`; 503 on a Redis fault.
@@ -285,7 +292,7 @@ class RedisLimits:
         args = [ticket, repr(now), repr(lease_until), text(key.rpm), text(key.tpm), text(key.budget)]
         answer = await self._call(
             lambda _: self._scripts["admit"](
-                keys=_state_keys(key.id), args=[*args, repr(key.spent), repr(max_cost), text(bound)]
+                keys=_state_keys(key.id), args=[*args, repr(key.spent), repr(max_cost), text(bound), repr(floor)]
             )
         )
         if answer[0] == "admitted":
@@ -295,7 +302,7 @@ class RedisLimits:
             int(answer[2]), _number(answer[3]), int(answer[4]), _number(answer[5]),
             int(answer[6]), float(answer[7]), float(answer[8]), _number(answer[10]),
         )  # fmt: skip
-        decision = decide(seen, window, now, bound)
+        decision = decide(seen, window, now, bound, floor)
         if not isinstance(decision, GatewayError):  # pragma: no cover  # the script and decide() disagree: a bug
             raise RuntimeError(f"the admission script refused what decide() admits: {window}")
         raise decision
@@ -353,10 +360,17 @@ class RedisAdmission(SqlStore):
         :meth:`settle`, never charged twice."""
 
     async def _open(
-        self, ticket: str, key_id: str | None, route: str, model: str, now: float, bound: float | None
+        self,
+        ticket: str,
+        key_id: str | None,
+        route: str,
+        model: str,
+        now: float,
+        bound: float | None,
+        floor: float = 0.0,
     ) -> None:
-        """Admit ``ticket`` of ``key_id`` (``None``: anonymous, no checks; ``bound``: the request's,
-        :meth:`SqlStore.admit`): the key read from SQL,
+        """Admit ``ticket`` of ``key_id`` (``None``: anonymous, no checks; ``bound``, ``floor``: the
+        request's, :meth:`SqlStore.admit`): the key read from SQL,
         the decision in Redis (:meth:`RedisLimits.admit`), then the running ledger row; should
         that insert fail, the reservation is released again (or, Redis failing too, its lease
         returns it).
@@ -365,13 +379,13 @@ class RedisAdmission(SqlStore):
             GatewayError: 429 (rate or budget), 401 (revoked), 503 (SQL or Redis fault).
         """
         if key_id is None:
-            await super()._open(ticket, key_id, route, model, now, bound)
+            await super()._open(ticket, key_id, route, model, now, bound, floor)
             return
         found = await self._statement(f"SELECT {_KEY_COLUMNS}, max_cost FROM gateway_keys WHERE id = ?", key_id)
         row = found[0] if found else None
         if row is None or row[8] is not None:
             raise revoked()
-        reserve = await self.limits.admit(key_record(row), row[10], ticket, now, now + self.lease, bound)
+        reserve = await self.limits.admit(key_record(row), row[10], ticket, now, now + self.lease, bound, floor)
         insert = (
             "INSERT INTO gateway_ledger (id, key_id, route, model, started_at, status, reserved, owner, lease_until)"
             " VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?)"

@@ -27,6 +27,7 @@ __all__ = [
     "estimated_embedding_usage",
     "estimated_usage",
     "generation_bound",
+    "generation_floor",
     "request_bound",
     "request_cost",
 ]
@@ -138,6 +139,22 @@ def generation_bound(book: PriceBook, route: str, model: str, options: GenerateO
     ``options`` and ``options.max_tokens`` output tokens (``None`` when the request sets none)."""
     input_tokens = estimated_usage(options, 0).input_tokens
     return request_bound(book, route, model, TokenUsage(input_tokens, options.max_tokens))
+
+
+def generation_floor(book: PriceBook, route: str, model: str, options: GenerateOptions) -> float:
+    """The least a generation of ``route/model`` costs, known before it runs (USD): the input
+    tokens :func:`estimated_usage` counts in ``options`` at the book's prices, with no output.
+    What a budgeted key's request without a bound (:func:`generation_bound` ``None``) reserves at
+    least (:func:`~harness_gateway.store.decide`), so requests that each cost more than the key's
+    costliest so far cannot together pass its budget by more than their outputs. ``0.0`` when the
+    book has no price for the pair (remembered, :func:`_priced`) or cannot price the usage."""
+    if (route, model) in _UNPRICED.setdefault(book, set()):
+        return 0.0
+    cost = book.cost(route, model, TokenUsage(estimated_usage(options, 0).input_tokens, 0))
+    if cost is None:
+        _priced(book, route, model)  # (remembers a pair without any price, and logs it once)
+        return 0.0
+    return float(cost.total)
 
 
 def embedding_bound(book: PriceBook, route: str, model: str, inputs: Sequence[str]) -> float | None:

@@ -22,13 +22,15 @@ last minute (at most 60 entries). One read and one write of that row decide:
   ``max_tokens`` at the price book's rates): with a bound it reserves the larger of the bound
   and ``max_cost`` (the most any request of this key has cost so far), and a bound of 0 (a
   route/model the book prices at 0) reserves 0; without a bound (no ``max_tokens``, or no price
-  at all: a ``balance`` pool or ``fallback`` may serve it at a price) it reserves ``max_cost``,
-  and while that is unknown (no request of the key settled yet) such requests run one at a time.
-  Spend can therefore exceed the budget by at most one request's reservation, and only when a
-  request costs more than it reserved (no bound and more than every earlier one; an input
-  estimate short of the real count; a ``fallback`` target or ``balance`` member priced above the
-  route asked for). Near the budget (rare) the running rows are recounted, a dead process's
-  settled first.
+  at all: a ``balance`` pool or ``fallback`` may serve it at a price) it reserves the larger of
+  ``max_cost`` and its **floor**, the cost of its estimated input alone
+  (:func:`harness_gateway.spend.generation_floor`: what it costs at least), and while the key's
+  cost is unknown (no request of the key settled yet) such requests run one at a time. Spend can
+  exceed the budget by what its running requests cost beyond their reservations, and only when a
+  request costs more than it reserved (no bound and an output costing more than the key's
+  costliest request; an input estimate short of the real count; a ``fallback`` target or
+  ``balance`` member priced above the route asked for). Near the budget (rare) the running rows
+  are recounted, a dead process's settled first.
 
 A settlement the database refuses (an outage) is kept in memory and retried with backoff, and
 once more on shutdown (:meth:`SqlStore.drain`); its row's lease is no longer renewed, so should
@@ -138,16 +140,19 @@ class Tx(Protocol):
         """Execute ``sql``; the number of rows it changed."""
 
 
-def decide(key: KeyRecord, window: Sequence[Any], now: float, bound: float | None = None) -> GatewayError | float:
+def decide(
+    key: KeyRecord, window: Sequence[Any], now: float, bound: float | None = None, floor: float = 0.0
+) -> GatewayError | float:
     """The admission decision for ``key``: a 429 :class:`GatewayError`, or the budget to reserve (USD).
 
     ``window`` is ``(requests in window, oldest start, tokens in window, oldest end, running
     requests, reserved by them, most a request has cost, earliest lease end of the running
     requests)`` as :meth:`SqlStore.admit` reads it (times in unix seconds). ``bound`` is the most
-    the request can cost (:func:`harness_gateway.spend.request_bound`; ``None``: unknown). A
-    budgeted key's request reserves ``max(most a request has cost, bound)``, ``0`` when the bound
-    is 0 (a route/model priced at 0), and only a request without a bound waits for another
-    while the key's cost is unknown (0: none settled yet). The one rule; PostgreSQL's
+    the request can cost (:func:`harness_gateway.spend.request_bound`; ``None``: unknown),
+    ``floor`` the least (:func:`harness_gateway.spend.generation_floor`, USD; 0 when unknown). A
+    budgeted key's request reserves ``max(most a request has cost, bound, floor)``, ``0`` when the
+    bound is 0 (a route/model priced at 0), and only a request without a bound waits for another
+    while the key's cost is unknown (0: none settled yet), whatever its floor. The one rule; PostgreSQL's
     ``gateway_admit`` and Redis's :data:`~harness_gateway.redis_limits.ADMIT_LUA` implement it too.
 
     Every 429 names the real wait in ``retry_after``: until the oldest request (rpm) or the oldest
@@ -175,9 +180,9 @@ def decide(key: KeyRecord, window: Sequence[Any], now: float, bound: float | Non
         )
     if key.budget is None:
         return 0.0
-    estimate = 0.0 if bound == 0 else max(max_cost or 0.0, bound or 0.0)
+    estimate = 0.0 if bound == 0 else max(max_cost or 0.0, bound or 0.0, floor)
     over = key.spent + reserved >= key.budget - _EPSILON
-    if over or (bound is None and estimate <= 0 and running > 0):
+    if over or (bound is None and (max_cost or 0.0) <= 0 and running > 0):
         if over and running == 0:
             return GatewayError(
                 429,
@@ -440,14 +445,22 @@ class SqlStore:
         return record
 
     async def admit(
-        self, key: KeyRecord | None, route: str, model: str, *, now: float | None = None, bound: float | None = None
+        self,
+        key: KeyRecord | None,
+        route: str,
+        model: str,
+        *,
+        now: float | None = None,
+        bound: float | None = None,
+        floor: float = 0.0,
     ) -> str:
         """Check ``key``'s limits and budget atomically and open its ledger row; the row's id.
 
         ``key`` ``None`` (keys not required) records the row without checks. ``bound``: the most
         the request can cost in USD as priced before it runs (:func:`harness_gateway.spend.request_bound`:
         ``0.0`` for a route/model priced at 0, ``None`` when unknown), what a budgeted key
-        reserves for it (:func:`decide`).
+        reserves for it (:func:`decide`); ``floor``: the least it costs (USD, 0 when unknown), what
+        a request without a bound reserves at least.
 
         Raises:
             GatewayError: 429 (rate or budget, with ``retry_after``), 401 when the key was revoked
@@ -456,7 +469,7 @@ class SqlStore:
         ticket = uuid.uuid4().hex
         moment = time.time() if now is None else now
         try:
-            await self._open(ticket, key.id if key is not None else None, route, model, moment, bound)
+            await self._open(ticket, key.id if key is not None else None, route, model, moment, bound, floor)
         except GatewayError:
             raise  # refused, or the store failed: nothing was committed
         except BaseException:  # cancelled while its transaction was in flight: it may have committed
@@ -467,18 +480,25 @@ class SqlStore:
         return ticket
 
     async def _open(
-        self, ticket: str, key_id: str | None, route: str, model: str, now: float, bound: float | None
+        self,
+        ticket: str,
+        key_id: str | None,
+        route: str,
+        model: str,
+        now: float,
+        bound: float | None,
+        floor: float = 0.0,
     ) -> None:
         """Decide the admission of ``key_id`` (``None``: anonymous, no checks) and open its running
-        ledger row ``ticket``, in one transaction (:meth:`_check`; ``bound`` as :meth:`admit`
-        takes it); raises as :meth:`admit` does.
+        ledger row ``ticket``, in one transaction (:meth:`_check`; ``bound`` and ``floor`` as
+        :meth:`admit` takes them); raises as :meth:`admit` does.
         :class:`~harness_gateway.postgres.PostgresStore` does it in one statement instead, and
         falls back to this near the budget."""
 
         async def work(tx: Tx) -> None:
             reserve = 0.0
             if key_id is not None:
-                reserve = await self._check(tx, key_id, now, bound)
+                reserve = await self._check(tx, key_id, now, bound, floor)
             await tx.run(
                 "INSERT INTO gateway_ledger"
                 " (id, key_id, route, model, started_at, status, reserved, owner, lease_until)"
@@ -488,8 +508,8 @@ class SqlStore:
 
         await self.transaction(work)
 
-    async def _check(self, tx: Tx, key_id: str, now: float, bound: float | None) -> float:
-        """Decide an admission of ``key_id`` (``bound``: :meth:`admit`'s) on its counters (one
+    async def _check(self, tx: Tx, key_id: str, now: float, bound: float | None, floor: float = 0.0) -> float:
+        """Decide an admission of ``key_id`` (``bound``, ``floor``: :meth:`admit`'s) on its counters (one
         key-row read, one key-row write); the budget reserved."""
         row = await tx.one(
             f"SELECT {_KEY_COLUMNS}, max_cost, running, reserved, windows"
@@ -500,14 +520,14 @@ class SqlStore:
             raise revoked()
         key, max_cost, running, reserved, windows = key_record(row), row[10], row[11], row[12], row[13]
         entries = _slide(windows, now)
-        decision = decide(key, (*_totals(entries), running, reserved, max_cost, None), now, bound)
+        decision = decide(key, (*_totals(entries), running, reserved, max_cost, None), now, bound, floor)
         if isinstance(decision, GatewayError) and decision.code == "budget_exceeded":
             # near the budget (rare): a running reservation may be a dead process's; those are
             # settled first, the counters recounted from the running rows, the real wait learnt
             spent, windows, running, reserved, lease_ends = await self._recount(tx, key_id, now)
             key = msgspec.structs.replace(key, spent=spent)
             entries = _slide(windows, now)
-            decision = decide(key, (*_totals(entries), running, reserved, max_cost, lease_ends), now, bound)
+            decision = decide(key, (*_totals(entries), running, reserved, max_cost, lease_ends), now, bound, floor)
         if isinstance(decision, GatewayError):
             raise decision
         await tx.run(
