@@ -385,6 +385,21 @@ def test_a_failure_marks_only_the_items_still_open_incomplete() -> None:
     assert failed["output"][2]["arguments"] == '{"a":'  # what had arrived, as it arrived
 
 
+def test_an_item_its_route_closed_as_the_stream_failed_is_incomplete() -> None:
+    """A route's adapter closes its open blocks before a failed finish (the kit's block writer):
+    the item ended right before the failure was cut by it, not completed."""
+    encoder = ResponsesStreamEncoder("resp_1", parse_responses_request(body()))
+    out = encoder.start()
+    for chunk in (BlockStart(0, "text"), TextDelta(0, "Hel"), BlockEnd(0, TextBlock("Hel"))):
+        out += encoder.feed(chunk)
+    out += encoder.feed(Finish(FinishReason(kind="error", failure=Failure(code="OVERLOADED", message="busy"))))
+    seen = events(out)
+    done = [e["item"] for e in seen if e["type"] == "response.output_item.done"]
+    assert [(item["id"], item["status"]) for item in done] == [("msg_resp_1_0", "incomplete")]
+    assert [e["type"] for e in seen][-2:] == ["error", "response.failed"]
+    assert seen[-1]["response"]["output"][0]["status"] == "incomplete"
+
+
 def test_reasoning_cut_by_the_limit_is_an_incomplete_item() -> None:
     encoder = ResponsesStreamEncoder("resp_1", parse_responses_request(body()))
     encoder.feed(BlockStart(0, "reasoning"))

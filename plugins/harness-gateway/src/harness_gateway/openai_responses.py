@@ -41,7 +41,9 @@ Stream: ``response.created``, ``response.in_progress``; per block ``response.out
 (sent with the next chunk's events, so a finish can still mark the item cut); then one of
 ``response.completed`` / ``response.incomplete`` carrying the whole response. An item cut by
 ``max_output_tokens`` or a content filter (the one ended last, or one still open), and an item
-still open when the stream fails, has ``status: "incomplete"``. Every event has ``event: <type>``,
+still open when the stream fails or ended right before its failure (a route's adapter closes
+its open blocks before the failed finish: :meth:`harness_core.kit.BlockWriter.finish`), has
+``status: "incomplete"``. Every event has ``event: <type>``,
 the same ``type`` inside and an increasing ``sequence_number`` from 0. A failure after the stream
 started, and a stream the gateway or its upstream aborted
 (:func:`~harness_gateway.errors.finish_error`), is an ``error`` event (``code``, ``message``,
@@ -858,15 +860,16 @@ class ResponsesStreamEncoder:
         """The blocks whose ``.done`` events are still to be sent at ``finish``, in order (the
         one ended last, then those still open, closed now), decided once (:meth:`final` may ask
         first): open ones become ``incomplete`` items when the stream failed or was cut (a
-        ``length`` or ``content-filter`` finish); a cut stream with none open marks the item
-        ended last ``incomplete`` (OpenAI's output item ``status``: ``in_progress`` /
-        ``completed`` / ``incomplete``)."""
+        ``length`` or ``content-filter`` finish); a failed or cut stream with none open marks the
+        item ended last, right before the finish, ``incomplete``: the block the limit cut, or the
+        one the route's adapter closed as it failed (OpenAI's output item ``status``:
+        ``in_progress`` / ``completed`` / ``incomplete``)."""
         if self._closing is None:
             failed = finish_error(finish.reason) is not None
             cut = not failed and _status(finish.reason)[0] == "incomplete"
             closing = [self._release()] if self._ended is not None else []
-            if closing and cut and not self.open:
-                closing[0][2]["status"] = "incomplete"  # the item the limit cut
+            if closing and (cut or failed) and not self.open:
+                closing[0][2]["status"] = "incomplete"  # the item the limit cut, or the failure
             status = "incomplete" if failed or cut else "completed"
             closing += [self._close(index, status) for index in sorted(self.open)]
             self._closing = closing
