@@ -227,7 +227,7 @@ def test_every_input_item_kind_is_read() -> None:
     assert parse_responses_request(body(text={"format": {"type": "json_object"}})).options.response_format == (
         JsonObjectFormat()
     )
-    plain = parse_responses_request(body(text={"format": {"type": "text"}}, tool_choice="required"))
+    plain = parse_responses_request(body(text={"format": {"type": "text"}}, tool_choice="required", tools=TOOLS))
     assert plain.options.response_format is None
     assert plain.options.tool_choice == "required"
     assert parse_responses_request(body(text={})).options.response_format is None

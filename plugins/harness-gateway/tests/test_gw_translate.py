@@ -82,6 +82,10 @@ def anth(**fields: Any) -> dict[str, Any]:
         (chat(temperature="hot"), "temperature"),
         (chat(stream="yes"), "stream"),
         (chat(max_tokens=0), "max_tokens"),
+        (chat(max_tokens=7, max_completion_tokens=2), "max_tokens"),  # one of them would be dropped
+        (chat(stream_options={"include_usage": True, "foo": 1}), "stream_options.foo"),
+        (chat(stream_options={"include_obfuscation": "no"}), "stream_options.include_obfuscation"),
+        (chat(tool_choice="required"), "tool_choice"),  # no tools sent: no call can be made
         (chat(response_format={"type": "xml"}), "response_format.type"),
         (
             chat(response_format={"type": "json_schema", "json_schema": {"name": "bad name!"}}),
@@ -90,6 +94,7 @@ def anth(**fields: Any) -> dict[str, Any]:
     ],
 )
 def test_chat_request_errors_name_the_field(body: Any, param: str | None) -> None:
+    """A 400 naming the field; the same values given the field's way are read (below)."""
     with pytest.raises(GatewayError) as caught:
         parse_chat_request(body)
     assert caught.value.status == 400
@@ -511,3 +516,21 @@ def test_finish_error_is_the_one_rule_of_a_failed_or_aborted_end() -> None:
     upstream = public_abort(None, "up", "r1", drained=False)
     assert upstream.message == "route 'up' aborted the generation; details are in the gateway's log (request r1)"
     assert from_failure(upstream).status == 499
+
+
+def test_equal_token_limits_stream_options_and_a_required_tool_call_are_read() -> None:
+    parsed = parse_chat_request(
+        chat(
+            max_tokens=4, max_completion_tokens=4, stream=True,
+            stream_options={"include_usage": True, "include_obfuscation": False},
+            tools=[{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
+            tool_choice="required",
+        )
+    )  # fmt: skip
+    assert (parsed.options.max_tokens, parsed.include_usage, parsed.options.tool_choice) == (4, True, "required")
+    with pytest.raises(GatewayError) as caught:  # Messages' "any" is the same choice
+        parse_messages_request(anth(tool_choice={"type": "any"}))
+    assert (caught.value.param, caught.value.message) == (
+        "tool_choice",
+        "tool_choice: requires a tool call, but no tools were sent",
+    )

@@ -163,6 +163,9 @@ def parse_chat_request(raw: Any, *, target: Target | None = None) -> ParsedReque
     }
     options["response_format"] = _response_format(body)
     stream_options = body.obj("stream_options")
+    if stream_options is not None:  # include_obfuscation: OpenAI's padding of deltas, which the gateway never adds
+        stream_options.only(_STREAM_OPTIONS, what="stream options")
+        stream_options.get("include_obfuscation", bool)
     generate = build_options(
         options, {"max_tokens": "max_completion_tokens" if "max_completion_tokens" in body.value else "max_tokens"}
     )
@@ -174,10 +177,19 @@ def parse_chat_request(raw: Any, *, target: Target | None = None) -> ParsedReque
     )
 
 
+_STREAM_OPTIONS: Final = frozenset({"include_usage", "include_obfuscation"})
+
+
 def _max_tokens(body: Body) -> int | None:
-    """``max_completion_tokens``, else the older ``max_tokens`` (a 0 is kept, and refused by name)."""
+    """``max_completion_tokens``, else the older ``max_tokens`` (a 0 is kept, and refused by name).
+
+    Raises:
+        GatewayError: 400 naming ``max_tokens`` when both are given with different values (one
+            of them would be dropped)."""
     newer: int | None = body.get("max_completion_tokens", int)
     older: int | None = body.get("max_tokens", int)
+    if newer is not None and older is not None and newer != older:
+        raise bad_request("max_tokens", f"is {older}, but max_completion_tokens is {newer}: send one of them")
     return newer if newer is not None else older
 
 

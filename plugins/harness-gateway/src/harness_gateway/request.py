@@ -148,7 +148,8 @@ def build_options(fields: Mapping[str, Any], wire_names: Mapping[str, str] | Non
         GatewayError: 400 naming the request field whose value the vocabulary refuses
             (``max_tokens: -1`` → ``param: "max_tokens"``), or the whole body when none is named;
             400 naming ``tool_choice`` when it forces a tool that is not among the tools sent
-            (:meth:`~harness_core.GenerateOptions.unoffered_tool_choice`).
+            (:meth:`~harness_core.GenerateOptions.unoffered_tool_choice`), or requires a tool
+            call (``required``; Messages' ``any``) with no tools sent.
     """
     try:
         options = GenerateOptions(**{key: value for key, value in fields.items() if value is not None})
@@ -158,10 +159,12 @@ def build_options(fields: Mapping[str, Any], wire_names: Mapping[str, str] | Non
         where = "" if found is None else (wire_names or {}).get(found[1], found[1])
         raise bad_request(where, message[found.end() :].lstrip() if found else message) from None
     forced = options.unoffered_tool_choice()
+    where = (wire_names or {}).get("tool_choice", "tool_choice")
     if forced is not None:
         offered = ", ".join(repr(tool.name) for tool in options.tools) or "none"
-        where = (wire_names or {}).get("tool_choice", "tool_choice")
         raise bad_request(where, f"forces the tool {forced!r}, which is not among the tools sent ({offered})")
+    if options.tool_choice == "required" and not options.tools:
+        raise bad_request(where, "requires a tool call, but no tools were sent")
     return options
 
 
