@@ -190,6 +190,36 @@ def test_pages_answer_bad_queries_and_unknown_ids_with_located_errors(tmp_path: 
             assert next(lines) == "data: []"
 
 
+def test_the_keys_page_shows_a_stored_expiry_no_date_shows(tmp_path: Path) -> None:
+    """A database written before expiries were bounded may hold one (``expires_at: 1e300``, or
+    8.64e13 from ``expires_days: 1e9``): the Keys page shows it as far future; it was a 500. The
+    form refuses such an expiry now, as ``/admin/keys`` does."""
+    with serve_gateway(tmp_path, console_yaml(tmp_path)) as running, admin(running.url) as http:
+        for name in ("days", "huge"):
+            assert http.post("/admin/keys", json={"name": name}).status_code == 201
+        store = SQLiteStore(tmp_path / "gw.sqlite")
+
+        async def stored() -> None:
+            update = "UPDATE gateway_keys SET expires_at = ? WHERE name = ?"
+            try:
+                await store.transaction(lambda tx: tx.run(update, 8.64e13, "days"))
+                await store.transaction(lambda tx: tx.run(update, 1e300, "huge"))
+            finally:
+                await store.aclose()
+
+        anyio.run(stored)
+        page = http.get("/console/keys")
+        assert page.status_code == 200
+        assert "<td>far future (8.64e+13)</td>" in page.text
+        assert "<td>far future (1e+300)</td>" in page.text
+        csrf = auth.csrf_token(MASTER, MASTER)
+        refused = http.post("/console/keys", data={"csrf": csrf, "name": "later", "expires_days": "1e9"})
+        assert refused.status_code == 400
+        assert "expires_days must be at most" in refused.text
+    assert pages._when(-1e300) == "far past (-1e+300)"  # no date either (no version stores one)
+    assert (pages._when(0.0), pages._when(None)) == ("1970-01-01 00:00:00 UTC", "–")
+
+
 def test_live_event_streams_end_after_their_lifetime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pages, "LIVE_LIFETIME", 0.0)
     with serve_gateway(tmp_path, console_yaml(tmp_path)) as running, admin(running.url) as http:
@@ -294,6 +324,8 @@ def test_key_form_errors_name_the_field() -> None:
         key_spec({"name": "a", "budget": "inf"})
     with pytest.raises(FormError, match="tpm must be a positive number"):
         key_spec({"name": "a", "tpm": "-4"})
+    with pytest.raises(FormError, match="tpm must be at most 2147483647, what every state store can hold"):
+        key_spec({"name": "a", "tpm": "99999999999999999999999"})  # was a 500 (SQLite's OverflowError)
 
 
 def test_fallbacks_and_errors_reach_traffic_and_the_inspector(tmp_path: Path) -> None:

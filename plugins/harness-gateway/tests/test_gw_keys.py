@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from click.testing import CliRunner
 from gw_helpers import Clients, gateway_yaml, serve_gateway
 
 from harness_core.cli._app import cli
+from harness_gateway import cli as keys_cli
 from harness_gateway.keys import KeySpec
 from harness_gateway.sqlite import SQLiteStore
 
@@ -269,9 +271,81 @@ def test_a_key_may_only_name_served_routes(gateway) -> None:  # type: ignore[no-
     assert (empty.status_code, empty.json()["error"]["param"]) == (400, "routes")
     nothing = CliRunner().invoke(cli, ["keys", "create", "-c", str(gateway.config), "--name", "n", "--routes", " , "])
     assert nothing.exit_code == 2
-    assert "routes must name at least one route (leave it out for every route)" in nothing.output
+    assert "error: --routes: must name at least one route (leave it out for every route)" in nothing.output
     listing = CliRunner().invoke(cli, ["keys", "list", "-c", str(gateway.config)])
     assert " n " not in listing.stdout  # nothing was created
+
+
+def test_numbers_no_store_holds_and_expiries_no_date_shows_are_refused_naming_the_field(gateway) -> None:  # type: ignore[no-untyped-def]
+    """They were a 500 (SQLite's OverflowError, a traceback on the CLI) or were stored and then broke
+    the key list and the console; an expiry in the past made a key that never worked."""
+    admin = {"authorization": f"Bearer {MASTER}", "content-type": "application/json"}
+    latest = "9999-12-31 23:59:59 UTC, the latest expiry a key may have"
+    for body, param, message in (
+        ('{"name": "t1", "tpm": 99999999999999999999999}', "tpm", "tpm must be at most 2147483647"),
+        ('{"name": "t2", "rpm": 9223372036854775808}', "rpm", "rpm must be at most 2147483647"),
+        ('{"name": "t3", "rpm": 2147483648}', "rpm", "what every state store can hold"),  # not PostgreSQL's INTEGER
+        ('{"name": "t4", "tpm": 1' + "0" * 400 + "}", "tpm", "tpm must be at most 2147483647"),
+        ('{"name": "b1", "budget": 1' + "0" * 400 + "}", "budget", "Number out of range"),  # beyond a float
+        ('{"name": "e1", "expires_days": 1e9}', "expires_days", f"days from now: {latest}; got 1000000000.0"),
+        ('{"name": "e2", "expires_at": 1e300}', "expires_at", f"at most 253402300799: {latest}; got 1e+300"),
+        ('{"name": "e3", "expires_at": 1}', "expires_at", "expires_at is in the past: 1.0 is 1970-01-01 00:00:01 UTC"),
+    ):
+        refused = httpx.post(gateway.url + "/admin/keys", content=body, headers=admin)
+        assert refused.status_code == 400, body
+        error = refused.json()["error"]
+        assert (error["param"], error["code"], error["type"]) == (param, "invalid_request", "invalid_request_error")
+        assert message in error["message"], error["message"]
+    edge = {"name": "edge", "rpm": 2147483647, "tpm": 2147483647, "budget": 1e308, "expires_at": 253402300799}
+    created = httpx.post(gateway.url + "/admin/keys", json=edge, headers=admin)
+    assert created.status_code == 201, created.text  # the bounds themselves are kept
+    assert {k: created.json()[k] for k in edge} == edge
+    for args, message in (
+        (["--tpm", "99999999999999999999999"], "error: --tpm: must be at most 2147483647, what every state store"),
+        (["--rpm", "2147483648"], "error: --rpm: must be at most 2147483647"),
+        (["--expires", "1e9"], "error: --expires: must be at most "),  # N days from now: by 9999-12-31
+        (["--budget", "inf"], "error: --budget: must be a positive number, got inf"),
+    ):
+        result = CliRunner().invoke(cli, ["keys", "create", "-c", str(gateway.config), "--name", "cli", *args])
+        assert result.exit_code == 2, result.output  # a usage error, as a taken name: no traceback
+        assert isinstance(result.exception, SystemExit)
+        assert result.output.splitlines()[-1].startswith(message), result.output
+    listing = CliRunner().invoke(cli, ["keys", "list", "-c", str(gateway.config)])
+    assert listing.exit_code == 0, listing.output
+    assert [line.split()[1] for line in listing.stdout.splitlines()[1:]] == ["edge"]  # nothing refused was stored
+    assert "9999-12-31 23:59" in listing.stdout
+
+
+def test_keys_list_shows_a_stored_expiry_no_date_shows(gateway) -> None:  # type: ignore[no-untyped-def]
+    """A database written before expiries were bounded may hold one (``expires_days: 1e9`` stored
+    8.64e13, ``expires_at: 1e300`` itself): listed as far future, never a crash."""
+    admin = {"authorization": f"Bearer {MASTER}"}
+    for name in ("days", "huge"):
+        assert httpx.post(gateway.url + "/admin/keys", json={"name": name}, headers=admin).status_code == 201
+    store = SQLiteStore(gateway.config.parent / "gw.sqlite")
+
+    async def stored() -> None:
+        update = "UPDATE gateway_keys SET expires_at = ? WHERE name = ?"
+        try:
+            await store.transaction(lambda tx: tx.run(update, 8.64e13, "days"))
+            await store.transaction(lambda tx: tx.run(update, 1e300, "huge"))
+        finally:
+            await store.aclose()
+
+    anyio.run(stored)
+    listing = CliRunner().invoke(cli, ["keys", "list", "-c", str(gateway.config)])
+    assert listing.exit_code == 0, listing.output
+    rows = {line.split()[1]: line for line in listing.stdout.splitlines()[1:]}
+    assert rows["days"].endswith("far future (8.64e+13)")
+    assert rows["huge"].endswith("far future (1e+300)")
+    assert " active " in rows["huge"]  # it has not expired
+    as_json = CliRunner().invoke(cli, ["keys", "list", "-c", str(gateway.config), "--json"])
+    assert [k["expires_at"] for k in json.loads(as_json.stdout)] == [8.64e13, 1e300]
+    assert [k["expires_at"] for k in httpx.get(gateway.url + "/admin/keys", headers=admin).json()["data"]] == [
+        8.64e13,
+        1e300,
+    ]
+    assert keys_cli._when(-1e300) == "far past (-1e+300)"  # no date either (no version stores one)
 
 
 def test_expired_key_is_401(gateway, clients) -> None:  # type: ignore[no-untyped-def]

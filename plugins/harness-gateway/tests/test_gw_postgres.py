@@ -22,7 +22,7 @@ from gw_helpers import killed_mid_stream, serve_gateway
 from gw_postgres import Cluster
 
 from harness_gateway.errors import GatewayError
-from harness_gateway.keys import KeySpec
+from harness_gateway.keys import LATEST_EXPIRY, MAX_RATE, KeySpec
 from harness_gateway.postgres import PostgresStore
 
 MASTER = "master-" + "p" * 24
@@ -143,6 +143,37 @@ def spent_of(dsn: str, name: str) -> float:
             await store.aclose()
 
     return anyio.run(work)
+
+
+def test_a_key_at_every_bound_fits_postgresql(cluster: Cluster) -> None:
+    """KeySpec's bounds are what PostgreSQL holds: rpm / tpm in its 32-bit ``INTEGER`` columns (one
+    more is refused by the driver: a misleading 503 "store unavailable" had KeySpec let it through), the
+    latest expiry."""
+
+    async def main() -> None:
+        store = PostgresStore(cluster.dsn)
+        try:
+            await store.migrate()
+            edge = KeySpec(name="edge", rpm=MAX_RATE, tpm=MAX_RATE, budget=1e308, expires_at=LATEST_EXPIRY)
+            _, key = await store.create_key(edge)
+            [listed] = await store.list_keys()
+            assert (listed.rpm, listed.tpm, listed.budget, listed.expires_at) == (
+                MAX_RATE,
+                MAX_RATE,
+                1e308,
+                LATEST_EXPIRY,
+            )
+            ticket = await store.admit(listed, "mock", "echo")  # gateway_admit's INTEGER variables hold them too
+            await store.settle(ticket, "complete", None, 0.0)
+            update = "UPDATE gateway_keys SET rpm = ? WHERE id = ?"
+            with pytest.raises(GatewayError) as over:
+                await store.transaction(lambda tx: tx.run(update, MAX_RATE + 1, key.id))
+            assert over.value.status == 503
+            assert "value out of int32 range" in str(over.value.__cause__)
+        finally:
+            await store.aclose()
+
+    anyio.run(main)
 
 
 def test_rpm_holds_across_two_processes(cluster: Cluster, two_gateways: list[str]) -> None:

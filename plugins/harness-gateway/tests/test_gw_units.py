@@ -5,6 +5,8 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import sys
+import time
 import types
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,7 @@ from harness_gateway import server as server_module
 from harness_gateway.anthropic_messages import MessagesStreamEncoder, messages_response, parse_messages_request
 from harness_gateway.config import GatewayConfig, GatewayPlugin, endpoint, is_loopback
 from harness_gateway.errors import DRAINED, GatewayError
-from harness_gateway.keys import KeySpec
+from harness_gateway.keys import LATEST_EXPIRY, MAX_RATE, KeySpec, KeySpecError
 from harness_gateway.openai_chat import parse_chat_request
 from harness_gateway.relay import Relay
 from harness_gateway.request_id import RequestIdMiddleware
@@ -80,9 +82,40 @@ def test_key_spec_validation() -> None:
         KeySpec(name="k", rpm=0)
     with pytest.raises(ValueError, match="budget must be a positive number"):
         KeySpec(name="k", budget=float("inf"))
-    assert KeySpec(name="k", expires_at=2e9).expiry(1e9) == 2e9
+    assert KeySpec(name="k", expires_at=4e9).expiry(1e9) == 4e9  # 2096: an expiry must be in the future
     assert KeySpec(name="k", expires_days=1).expiry(1e9) == 1e9 + 86400
     assert KeySpec(name="k").expiry(1e9) is None
+
+
+def test_key_spec_numbers_fit_every_store_and_expiries_a_date_in_the_future() -> None:
+    """rpm / tpm fit PostgreSQL's 32-bit INTEGER, an expiry is a date :mod:`datetime` shows (by the
+    year 9999) and after now; a number too large for any column is refused naming its field, never an
+    OverflowError from the store."""
+    edge = KeySpec(name="k", rpm=MAX_RATE, tpm=MAX_RATE, budget=sys.float_info.max, expires_at=LATEST_EXPIRY)
+    assert (edge.rpm, edge.tpm, edge.expiry(0)) == (2**31 - 1, 2**31 - 1, 253402300799.0)
+    assert KeySpec(name="k", expires_days=36500).expiry(1e9) == 1e9 + 36500 * 86400
+    latest = r"9999-12-31 23:59:59 UTC, the latest expiry a key may have"
+    cases: list[tuple[str, Any, str]] = [
+        ("rpm", 2**31, r"^rpm must be at most 2147483647, what every state store can hold; got 2147483648$"),
+        ("tpm", 99999999999999999999999, r"^tpm must be at most 2147483647, .*; got 99999999999999999999999$"),
+        ("rpm", 2**63, r"^rpm must be at most 2147483647, .*; got 9223372036854775808$"),
+        ("tpm", 10**400, r"^tpm must be at most 2147483647, .*; got 1000+…$"),  # not float(): no OverflowError
+        ("rpm", -(10**400), r"^rpm must be a positive number, got -1000+…$"),
+        ("budget", 10**400, r"^budget must be at most 1\.7976931348623157e\+308, the largest float; got 1000+…$"),
+        ("expires_days", 1e9, rf"^expires_days must be at most \d+ days from now: {latest}; got 1000000000\.0$"),
+        ("expires_days", 3e6, r"^expires_days must be at most \d+ days from now"),  # the year 10183
+        ("expires_at", 1e300, rf"^expires_at must be at most 253402300799: {latest}; got 1e\+300$"),
+        ("expires_at", LATEST_EXPIRY + 1, r"^expires_at must be at most 253402300799: .*; got 253402300800\.0$"),
+        ("expires_at", 1, r"^expires_at is in the past: 1 is 1970-01-01 00:00:01 UTC, before now \(\d{4}-.* UTC\);"),
+        ("expires_at", time.time() - 1, r"^expires_at is in the past: "),
+        ("expires_at", float("inf"), r"^expires_at must be a positive number, got inf$"),
+    ]
+    for field, value, message in cases:
+        with pytest.raises(KeySpecError, match=message) as caught:
+            KeySpec(name="k", **{field: value})
+        assert caught.value.field == field
+        assert f"{field} {caught.value.reason}" == str(caught.value)  # the reason: the message without its field
+        assert len(str(caught.value)) < 300  # a value of any length is quoted cut
 
 
 def test_store_revoked_meanwhile_unavailable_and_close(tmp_path: Path) -> None:
@@ -403,10 +436,10 @@ def test_cli_errors(tmp_path: Path) -> None:
     assert "unavailable" in down.output
     empty = CliRunner().invoke(cli, ["keys", "create", "-c", str(no_gateway), "--name", " "])
     assert empty.exit_code == 2
-    assert "name must not be empty" in empty.output
+    assert "error: --name: must not be empty" in empty.output  # KeySpec's reason, named by the option
     forged = CliRunner().invoke(cli, ["keys", "create", "-c", str(no_gateway), "--name", "a\nb"])
     assert forged.exit_code == 2
-    assert "name must be printable text, without control characters (found U+000A)" in forged.output
+    assert "--name: must be printable text, without control characters (found U+000A)" in forged.output
 
 
 def test_cli_without_a_gateway_entry_uses_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -23,7 +23,7 @@ from harness_core.cli import config_option
 from harness_gateway.config import GatewayConfig, GatewayPlugin, default_database_path
 from harness_gateway.database import store_from_spec
 from harness_gateway.errors import GatewayError
-from harness_gateway.keys import KeyRecord, KeySpec
+from harness_gateway.keys import MAX_RATE, KeyRecord, KeySpec, KeySpecError
 from harness_gateway.store import SqlStore
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ __all__ = ["keys_command", "serve_command"]
 T = TypeVar("T")
 
 _CONFIG_HELP = "plugins.yaml with the `gateway` entry (default: the usual search)"
+_KEY_OPTIONS = {"expires_days": "--expires"}  # a KeySpec field whose option is not `--<field>`
 
 
 class _UsageProblem(click.ClickException):
@@ -157,9 +158,11 @@ def keys_command() -> None:
 @click.option("--name", required=True, help="a label for the key")
 @click.option("--routes", help="comma-separated routes the key may use (default: all)")
 @click.option("--budget", type=click.FloatRange(min=0, min_open=True), help="USD the key may spend in total")
-@click.option("--rpm", type=click.IntRange(min=1), help="requests per minute")
-@click.option("--tpm", type=click.IntRange(min=1), help="tokens (input + output) per minute")
-@click.option("--expires", type=click.FloatRange(min=0, min_open=True), help="days until the key expires")
+@click.option("--rpm", type=click.IntRange(min=1), help=f"requests per minute (at most {MAX_RATE})")
+@click.option("--tpm", type=click.IntRange(min=1), help=f"tokens (input + output) per minute (at most {MAX_RATE})")
+@click.option(
+    "--expires", type=click.FloatRange(min=0, min_open=True), help="days until the key expires (by the year 9999)"
+)
 def keys_create(
     config: str | None,
     name: str,
@@ -173,8 +176,8 @@ def keys_create(
     route_list = [r.strip() for r in routes.split(",") if r.strip()] if routes is not None else None
     try:
         spec = KeySpec(name=name, routes=route_list, budget=budget, rpm=rpm, tpm=tpm, expires_days=expires)
-    except ValueError as exc:
-        raise _UsageProblem(str(exc)) from exc
+    except KeySpecError as exc:  # KeySpec owns the rules (ranges included): named here by the option
+        raise _UsageProblem(f"{_KEY_OPTIONS.get(exc.field, '--' + exc.field)}: {exc.reason}") from exc
     if route_list is not None:
         problem = spec.unserved(_served_routes(config))
         if problem is not None:
@@ -185,7 +188,15 @@ def keys_create(
 
 
 def _when(moment: float | None) -> str:
-    return "-" if moment is None else datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%d %H:%M")
+    """``moment`` (unix seconds) as the table shows it: ``2030-01-31 12:00`` (UTC), ``-`` for
+    ``None``, and ``far future (1e+300)`` for a time no date shows (after the year 9999: an expiry
+    stored before ``KeySpec`` bounded it); never an error."""
+    if moment is None:
+        return "-"
+    try:
+        return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%d %H:%M")
+    except (OverflowError, OSError, ValueError):
+        return f"{'far future' if moment > 0 else 'far past'} ({moment:g})"
 
 
 def _usd(amount: float) -> str:

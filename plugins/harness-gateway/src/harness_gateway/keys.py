@@ -14,16 +14,30 @@ import hashlib
 import math
 import re
 import secrets
+import sys
 import time
 import unicodedata
 from collections.abc import Collection
+from datetime import UTC, datetime
 from typing import Final
 
 import msgspec
 
 from harness_core import MASK, route_suggestion
+from harness_core.middleware import snippet
 
-__all__ = ["KEY_PATTERN", "KEY_PREFIX", "KeyRecord", "KeySpec", "KeySpecError", "hash_key", "mask_keys", "new_key"]
+__all__ = [
+    "KEY_PATTERN",
+    "KEY_PREFIX",
+    "LATEST_EXPIRY",
+    "MAX_RATE",
+    "KeyRecord",
+    "KeySpec",
+    "KeySpecError",
+    "hash_key",
+    "mask_keys",
+    "new_key",
+]
 
 KEY_PREFIX: Final = "hk-"
 _KEY_BYTES: Final = 32  # 256 random bits
@@ -33,6 +47,18 @@ KEY_PATTERN: Final = re.compile(re.escape(KEY_PREFIX) + f"[A-Za-z0-9_-]{{{_KEY_C
 """A gateway key as :func:`new_key` makes it: ``hk-`` and 43 characters of the URL-safe base64
 alphabet (RFC 4648 §5, https://www.rfc-editor.org/rfc/rfc4648#section-5). The alphabet needs no
 escaping in JSON, ``repr`` or a URL, so the plain form is every form a key takes in text."""
+
+
+MAX_RATE: Final = 2**31 - 1
+"""The largest ``rpm`` / ``tpm`` of a key (2,147,483,647): PostgreSQL keeps them in ``INTEGER``
+columns (32-bit signed; SQLite's ``INTEGER`` holds 64 bits), so this is what every state store can
+hold."""
+
+LATEST_EXPIRY: Final = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()
+"""The latest expiry a key may have, unix seconds (253402300799.0, 9999-12-31 23:59:59 UTC: the
+last second :mod:`datetime` can show, so ``harness keys list`` and the console can show it)."""
+
+_DAY: Final = 86400.0  # seconds
 
 
 def new_key() -> str:
@@ -56,6 +82,17 @@ class KeySpecError(ValueError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field} {message}")
         self.field = field
+        self.reason = message
+        """What is wrong, without the field's name (``must be a positive number, got 0``): for a
+        caller that names the field its own way (``harness keys create --tpm``)."""
+
+
+def _utc(moment: float) -> str:
+    """``moment`` (unix seconds, within :mod:`datetime`'s years 1 to 9999) as ``2030-01-31 12:00:00 UTC``."""
+    return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+_LATEST: Final = f"{_utc(LATEST_EXPIRY)}, the latest expiry a key may have"
 
 
 def _unprintable(text: str) -> str | None:
@@ -74,14 +111,21 @@ class KeySpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=T
             ``harness keys list``).
         routes: the routes it may use (``None`` = every route; an empty list is refused: such a
             key could use nothing).
-        budget: USD it may spend in total (``None`` = unlimited).
-        rpm / tpm: requests / tokens (input + output) per rolling 60 s (``None`` = unlimited).
-        expires_days: days until it stops working (``None`` = never).
-        expires_at: or the unix time (seconds) it stops working, as ``/admin/keys`` lists it;
-            at most one of the two.
+        budget: USD it may spend in total (``None`` = unlimited); a positive, finite float.
+        rpm / tpm: requests / tokens (input + output) per rolling 60 s (``None`` = unlimited);
+            from 1 to :data:`MAX_RATE`.
+        expires_days: days until it stops working (``None`` = never); positive, and the expiry
+            it makes (from now) at most :data:`LATEST_EXPIRY`.
+        expires_at: or the unix time (seconds) it stops working, as ``/admin/keys`` lists it:
+            after now, at most :data:`LATEST_EXPIRY`; at most one of the two.
+
+    Expiries are checked against the clock (:func:`time.time`) when the spec is made.
 
     Raises:
-        KeySpecError: (a ``ValueError``) naming the field at fault.
+        KeySpecError: (a ``ValueError``) naming the field at fault: an empty or unprintable name,
+            a number that is not positive or finite, one beyond its bound (a store's column could
+            not hold it, or no date could show the expiry), an expiry in the past, no route, or
+            both expiries.
     """
 
     name: str
@@ -98,15 +142,29 @@ class KeySpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=T
         bad = _unprintable(self.name)
         if bad is not None:
             raise KeySpecError("name", f"must be printable text, without control characters (found U+{ord(bad):04X})")
-        for field, value in (
-            ("budget", self.budget),
-            ("rpm", self.rpm),
-            ("tpm", self.tpm),
-            ("expires_days", self.expires_days),
-            ("expires_at", self.expires_at),
+        now = time.time()
+        days = math.floor((LATEST_EXPIRY - now) / _DAY)
+        for field, value, most, bound in (
+            ("budget", self.budget, sys.float_info.max, f"{sys.float_info.max!r}, the largest float"),
+            ("rpm", self.rpm, MAX_RATE, f"{MAX_RATE}, what every state store can hold"),
+            ("tpm", self.tpm, MAX_RATE, f"{MAX_RATE}, what every state store can hold"),
+            ("expires_days", self.expires_days, days, f"{days} days from now: {_LATEST}"),
+            ("expires_at", self.expires_at, LATEST_EXPIRY, f"{LATEST_EXPIRY:.0f}: {_LATEST}"),
         ):
-            if value is not None and (isinstance(value, bool) or not value > 0 or math.isinf(value)):
-                raise KeySpecError(field, f"must be a positive number, got {value!r}")
+            if value is None:
+                continue
+            # compared, never converted: an int too large for a float (10**400) is refused, not an
+            # OverflowError; the value is quoted cut (snippet) as a JSON body may hold any digits
+            if isinstance(value, bool) or not value > 0 or value == math.inf:
+                raise KeySpecError(field, f"must be a positive number, got {snippet(repr(value))}")
+            if value > most:
+                raise KeySpecError(field, f"must be at most {bound}; got {snippet(repr(value))}")
+        if self.expires_at is not None and self.expires_at <= now:
+            raise KeySpecError(
+                "expires_at",
+                f"is in the past: {self.expires_at!r} is {_utc(self.expires_at)}, before now ({_utc(now)});"
+                " it is the unix time (seconds) the key stops working",
+            )
         if self.routes is not None and not self.routes:
             raise KeySpecError("routes", "must name at least one route (leave it out for every route)")
         if self.expires_days is not None and self.expires_at is not None:
@@ -116,7 +174,7 @@ class KeySpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=T
         """The unix time the key expires, for a key created at ``now`` (``None``: never)."""
         if self.expires_at is not None:
             return self.expires_at
-        return now + self.expires_days * 86400 if self.expires_days is not None else None
+        return now + self.expires_days * _DAY if self.expires_days is not None else None
 
     def unserved(self, served: Collection[str]) -> str | None:
         """Why :attr:`routes` does not fit the ``served`` routes (the gateway's generation and

@@ -23,6 +23,7 @@ import json
 import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from datetime import UTC, datetime
 from typing import Any, Final
 from urllib.parse import quote
 
@@ -92,7 +93,15 @@ def _usd(value: Any) -> str:
 
 
 def _when(value: float | None) -> str:
-    return "–" if value is None else time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(value))
+    """``value`` (unix seconds) as the pages show it: ``2030-01-31 12:00:00 UTC``, ``–`` for
+    ``None``, and ``far future (1e+300)`` for a time no date shows (after the year 9999: an expiry
+    stored before :class:`~harness_gateway.keys.KeySpec` bounded it); never an error (a 500)."""
+    if value is None:
+        return "–"
+    try:
+        return datetime.fromtimestamp(value, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, OSError, ValueError):  # as harness keys list shows it
+        return f"{'far future' if value > 0 else 'far past'} ({value:g})"
 
 
 _ENV.filters.update(number=_number, usd=_usd, when=_when, tojson_safe=lambda v: json.dumps(v).replace("<", "\\u003c"))
