@@ -145,12 +145,13 @@ def test_an_effort_the_route_refuses_names_the_client_s_field(gateway, clients, 
     with pytest.raises(openai.BadRequestError) as responses:
         client.responses.create(model="mock/echo", input="hi", reasoning={"effort": "max"}, stream=stream)  # type: ignore[call-overload]
     assert responses.value.param == "reasoning.effort"
-    assert "reasoning_effort 'max' is not one of" in responses.value.message
+    assert "reasoning.effort 'max' is not one of" in responses.value.message  # the client's spelling
     with pytest.raises(openai.BadRequestError) as chat:
         client.chat.completions.create(  # type: ignore[call-overload]
             model="mock/echo", messages=[{"role": "user", "content": "hi"}], reasoning_effort="max", stream=stream
         )
     assert chat.value.param == "reasoning_effort"
+    assert "reasoning_effort 'max' is not one of" in chat.value.message
 
 
 def test_openai_s_effort_none_is_the_vocabulary_s_off(gateway, clients) -> None:  # type: ignore[no-untyped-def]

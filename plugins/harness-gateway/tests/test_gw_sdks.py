@@ -157,6 +157,15 @@ def test_openai_models_retrieve_answers_a_listed_id_and_404s_another(gateway, cl
     assert body["code"] == "model_not_found"
     assert body["param"] == "model"
     assert "'mock/nope' is not listed here" in body["message"]
+    long = "mock/" + "x" * 10_000  # quoted as an excerpt, on both 404s
+    with pytest.raises(openai.NotFoundError) as unlisted:
+        client.models.retrieve(long)
+    with pytest.raises(openai.NotFoundError) as unserved:
+        client.chat.completions.create(model="nowhere/" + "x" * 10_000, messages=[{"role": "user", "content": "hi"}])
+    for raised in (unlisted, unserved):
+        message: str = raised.value.body["message"]  # type: ignore[index]
+        assert "xxx…" in message
+        assert len(message) < 600
 
 
 def test_anthropic_models_list_and_retrieve_in_its_shape(gateway, clients) -> None:  # type: ignore[no-untyped-def]

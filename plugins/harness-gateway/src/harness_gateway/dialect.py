@@ -147,7 +147,10 @@ class Dialect:
     def error_response(self, error: GatewayError) -> JSONResponse:
         """The JSON error response of ``error``: body, status and the retry headers. A route's
         failure that names a vocabulary field (``error.field``) names this dialect's spelling of
-        it as ``param`` (:attr:`option_fields`)."""
+        it as ``param`` (:attr:`option_fields`), and in its message (``reasoning_effort 'max' is
+        not one of …`` is ``reasoning.effort 'max' …`` on Responses)."""
         if error.param is None and error.field is not None:
-            error.param = self.option_fields.get(error.field)
+            spelling = error.param = self.option_fields.get(error.field)
+            if spelling is not None:
+                error.message = error.message.replace(f"{error.field} ", f"{spelling} ", 1)
         return JSONResponse(self.error_body(error), status_code=self.error_status(error), headers=error.headers())

@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from harness_core import LlmError, ModelInfo
+from harness_core.middleware import snippet
 from harness_gateway.anthropic_messages import ANTHROPIC_MESSAGES, parse_messages_request
 from harness_gateway.auth import allowed
 from harness_gateway.dialect import Dialect
@@ -136,7 +137,8 @@ async def retrieve_model(gateway: Gateway, request: Request) -> Response:
         if found is None:
             raise GatewayError(
                 404,
-                f"model {wanted[:200]!r} is not listed here (GET /v1/models lists the models this caller may use)",
+                f"model {snippet(repr(wanted))} is not listed here"
+                " (GET /v1/models lists the models this caller may use)",
                 code="model_not_found",
                 param="model",
             )

@@ -32,6 +32,7 @@ from harness_core import (
     route_suggestion,
 )
 from harness_core.kit import HttpProviderConfig
+from harness_core.middleware import snippet
 from harness_gateway.config import GatewayConfig, GatewayPlugin
 from harness_gateway.errors import GatewayError, from_failure
 from harness_gateway.keys import mask_keys
@@ -142,8 +143,8 @@ class GatewayRuntime:
         hint = route_suggestion(route, served, model=model) if model else ""
         return GatewayError(
             404,
-            f"model {requested!r} is not served here{hint}: use `route/model` (routes: {routes}) or an alias "
-            f"(GET /v1/models lists them){causes}",
+            f"model {snippet(repr(requested))} is not served here{hint}: use `route/model` (routes: {routes}) "
+            f"or an alias (GET /v1/models lists them){causes}",
             code="model_not_found",
             param="model",
         )
