@@ -309,6 +309,36 @@ def test_a_database_of_an_older_gateway_is_upgraded_and_both_signatures_answer(d
     anyio.run(main)
 
 
+def test_a_database_of_the_gateway_before_the_floor_is_upgraded(dsn: str) -> None:
+    """The previous release installed ``gateway_admit`` of 8 arguments (with the bound, without
+    the floor) as the rule itself; the upgrade adds the one of 9 and turns the 8 into a call of
+    it: both answer, and the new gateway's admissions reserve the floor."""
+    nine = "text, text, text, text, double precision, text, double precision, double precision, double precision"
+    previous = FUNCTIONS_POSTGRES[2].replace(", p_floor DOUBLE PRECISION", "").replace("p_floor", "0::double precision")
+    eight = "SELECT o_outcome, o_reserve FROM gateway_admit($1, $2, 'mock', 'echo', $3, 'owner', $4, $5)"
+
+    async def main() -> None:
+        store = PostgresStore(dsn)
+        await store.migrate()
+        await store.transaction(lambda tx: tx.run(f"DROP FUNCTION gateway_admit({nine})"))
+        await store.transaction(lambda tx: tx.run(previous))  # the database as the previous release left it
+        _, key = await store.create_key(KeySpec(name=f"k-{uuid.uuid4().hex[:8]}", budget=1.0), now=NOW - 100)
+        old = await store._connected(lambda conn: conn.fetchrow(eight, uuid.uuid4().hex, key.id, NOW, NOW + 5, 0.25))
+        assert tuple(old) == ("admitted", 0.25)
+        await store.migrate()  # the upgrade
+        await store.admit(key, "mock", "echo", now=NOW, bound=0.1, floor=0.2)  # the new signature: 0.2 reserved
+        again = await store._connected(lambda conn: conn.fetchrow(eight, uuid.uuid4().hex, key.id, NOW, NOW + 5, 0.25))
+        assert tuple(again) == ("admitted", 0.25)  # the previous release's processes still admit
+        rows = await store.transaction(
+            lambda tx: tx.all("SELECT reserved FROM gateway_ledger WHERE key_id = ? ORDER BY reserved", key.id),
+            write=False,
+        )
+        assert [row[0] for row in rows] == [0.2, 0.25, 0.25]
+        await store.aclose()
+
+    anyio.run(main)
+
+
 def live(entries: list[list[int]], now: float) -> dict[int, tuple[int, int]]:
     """Window entries as what they count: ``{second: (requests, tokens)}`` inside the window at
     ``now``, empty seconds left out (SQL keeps ``[s, 0, 0]`` entries, Redis has no such field)."""
