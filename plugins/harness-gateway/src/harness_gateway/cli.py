@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
@@ -23,7 +22,7 @@ from harness_core.cli import config_option
 from harness_gateway.config import GatewayConfig, GatewayPlugin, default_database_path
 from harness_gateway.database import store_from_spec
 from harness_gateway.errors import GatewayError
-from harness_gateway.keys import MAX_RATE, KeyRecord, KeySpec, KeySpecError
+from harness_gateway.keys import MAX_RATE, KeyRecord, KeySpec, KeySpecError, shown_time
 from harness_gateway.store import SqlStore
 
 if TYPE_CHECKING:
@@ -189,14 +188,8 @@ def keys_create(
 
 def _when(moment: float | None) -> str:
     """``moment`` (unix seconds) as the table shows it: ``2030-01-31 12:00`` (UTC), ``-`` for
-    ``None``, and ``far future (1e+300)`` for a time no date shows (after the year 9999: an expiry
-    stored before ``KeySpec`` bounded it); never an error."""
-    if moment is None:
-        return "-"
-    try:
-        return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%d %H:%M")
-    except (OverflowError, OSError, ValueError):
-        return f"{'far future' if moment > 0 else 'far past'} ({moment:g})"
+    ``None`` (:func:`~harness_gateway.keys.shown_time`: never an error)."""
+    return "-" if moment is None else shown_time(moment, "%Y-%m-%d %H:%M")
 
 
 def _usd(amount: float) -> str:

@@ -37,6 +37,7 @@ __all__ = [
     "hash_key",
     "mask_keys",
     "new_key",
+    "shown_time",
 ]
 
 KEY_PREFIX: Final = "hk-"
@@ -87,12 +88,18 @@ class KeySpecError(ValueError):
         caller that names the field its own way (``harness keys create --tpm``)."""
 
 
-def _utc(moment: float) -> str:
-    """``moment`` (unix seconds, within :mod:`datetime`'s years 1 to 9999) as ``2030-01-31 12:00:00 UTC``."""
-    return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+def shown_time(moment: float, pattern: str = "%Y-%m-%d %H:%M:%S UTC") -> str:
+    """``moment`` (unix seconds) in UTC as ``pattern`` (:meth:`datetime.strftime`) writes it:
+    ``2030-01-31 12:00:00 UTC`` by default; ``far future (1e+300)`` (``far past (…)``) for a time
+    no date shows (after the year 9999: an expiry stored before :class:`KeySpec` bounded it).
+    What ``harness keys list`` and the console show a key's times with; never raises."""
+    try:
+        return datetime.fromtimestamp(moment, UTC).strftime(pattern)
+    except (OverflowError, OSError, ValueError):
+        return f"{'far future' if moment > 0 else 'far past'} ({moment:g})"
 
 
-_LATEST: Final = f"{_utc(LATEST_EXPIRY)}, the latest expiry a key may have"
+_LATEST: Final = f"{shown_time(LATEST_EXPIRY)}, the latest expiry a key may have"
 
 
 def _unprintable(text: str) -> str | None:
@@ -162,7 +169,7 @@ class KeySpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=T
         if self.expires_at is not None and self.expires_at <= now:
             raise KeySpecError(
                 "expires_at",
-                f"is in the past: {self.expires_at!r} is {_utc(self.expires_at)}, before now ({_utc(now)});"
+                f"is in the past: {self.expires_at!r} is {shown_time(self.expires_at)}, before now ({shown_time(now)});"
                 " it is the unix time (seconds) the key stops working",
             )
         if self.routes is not None and not self.routes:

@@ -23,7 +23,6 @@ import json
 import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
-from datetime import UTC, datetime
 from typing import Any, Final
 from urllib.parse import quote
 
@@ -52,7 +51,7 @@ from harness_gateway.console.records import Records, RecordStore
 from harness_gateway.console.sessions import MemorySessions, Sessions, StoreSessions
 from harness_gateway.console.stats import BUCKETS, GROUPS, TOKEN_KINDS, spend, traffic
 from harness_gateway.errors import GatewayError
-from harness_gateway.keys import KeySpec, mask_keys
+from harness_gateway.keys import KeySpec, mask_keys, shown_time
 from harness_gateway.request import decimal
 from harness_gateway.sse import sse_event
 from harness_gateway.store import SqlStore
@@ -94,14 +93,8 @@ def _usd(value: Any) -> str:
 
 def _when(value: float | None) -> str:
     """``value`` (unix seconds) as the pages show it: ``2030-01-31 12:00:00 UTC``, ``–`` for
-    ``None``, and ``far future (1e+300)`` for a time no date shows (after the year 9999: an expiry
-    stored before :class:`~harness_gateway.keys.KeySpec` bounded it); never an error (a 500)."""
-    if value is None:
-        return "–"
-    try:
-        return datetime.fromtimestamp(value, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    except (OverflowError, OSError, ValueError):  # as harness keys list shows it
-        return f"{'far future' if value > 0 else 'far past'} ({value:g})"
+    ``None`` (:func:`~harness_gateway.keys.shown_time`: never an error, a 500)."""
+    return "–" if value is None else shown_time(value)
 
 
 _ENV.filters.update(number=_number, usd=_usd, when=_when, tojson_safe=lambda v: json.dumps(v).replace("<", "\\u003c"))
