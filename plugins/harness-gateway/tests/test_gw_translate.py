@@ -534,3 +534,24 @@ def test_equal_token_limits_stream_options_and_a_required_tool_call_are_read() -
         "tool_choice",
         "tool_choice: requires a tool call, but no tools were sent",
     )
+
+
+def test_a_refused_field_a_dialect_has_no_spelling_for_keeps_its_message() -> None:
+    """A route's refusal naming a vocabulary field: the dialect's spelling in ``param`` and the
+    message where it has one; Messages (whose errors carry no ``param``) leaves both as they are."""
+    from harness_gateway.anthropic_messages import ANTHROPIC_MESSAGES
+    from harness_gateway.openai_chat import OPENAI_CHAT
+
+    def refused() -> GatewayError:
+        return GatewayError(
+            400, "reasoning_effort 'max' is not one of ['low']", code="UNSUPPORTED", field="reasoning_effort"
+        )
+
+    chat = json.loads(bytes(OPENAI_CHAT.error_response(refused()).body))
+    assert (chat["error"]["param"], chat["error"]["message"]) == (
+        "reasoning_effort",
+        "reasoning_effort 'max' is not one of ['low']",
+    )
+    messages = json.loads(bytes(ANTHROPIC_MESSAGES.error_response(refused()).body))
+    assert messages["error"]["message"] == "reasoning_effort 'max' is not one of ['low']"
+    assert "param" not in messages["error"]
