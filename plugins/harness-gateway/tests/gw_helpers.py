@@ -26,7 +26,7 @@ import uvicorn
 from harness_gateway.config import ConnectionLimits
 from harness_gateway.console.records import RecordStore
 from harness_gateway.errors import GatewayError
-from harness_gateway.keys import KeyRecord
+from harness_gateway.keys import KeyRecord, KeySpec
 from harness_gateway.limits import protocol_options
 from harness_gateway.server import GatewayServer
 from harness_gateway.sqlite import SQLiteStore
@@ -402,6 +402,37 @@ def console_rows(running: Running, admin: httpx.Client, limit: int) -> list[dict
             await store.aclose()
 
     return anyio.run(read)
+
+
+def stored_key(db: Path, name: str, budget: float | None = None) -> str:
+    """A new virtual key ``name`` (``budget`` USD) in the SQLite store at ``db``: its secret."""
+
+    async def create() -> str:
+        store = SQLiteStore(db)
+        try:
+            return (await store.create_key(KeySpec(name=name, budget=budget)))[0]
+        finally:
+            await store.aclose()
+
+    return anyio.run(create)
+
+
+def store_expiries(db: Path, expiries: dict[str, float]) -> None:
+    """Write ``expires_at`` (unix seconds, by key name) into the stored keys of the SQLite store
+    at ``db`` as a database of an older gateway may hold them (no ``KeySpec`` check)."""
+
+    async def write(tx: Any) -> None:
+        for name, moment in expiries.items():
+            await tx.run("UPDATE gateway_keys SET expires_at = ? WHERE name = ?", moment, name)
+
+    async def main() -> None:
+        store = SQLiteStore(db)
+        try:
+            await store.transaction(write)
+        finally:
+            await store.aclose()
+
+    anyio.run(main)
 
 
 def ledger_rows(db: Path) -> list[dict[str, Any]]:

@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from gw_helpers import Clients, console_rows, gateway_yaml, serve_gateway
+from gw_helpers import Clients, console_rows, gateway_yaml, serve_gateway, store_expiries
 
 from harness_core.abort import AbortSignal
 from harness_core.errors import Failure
@@ -197,17 +197,7 @@ def test_the_keys_page_shows_a_stored_expiry_no_date_shows(tmp_path: Path) -> No
     with serve_gateway(tmp_path, console_yaml(tmp_path)) as running, admin(running.url) as http:
         for name in ("days", "huge"):
             assert http.post("/admin/keys", json={"name": name}).status_code == 201
-        store = SQLiteStore(tmp_path / "gw.sqlite")
-
-        async def stored() -> None:
-            update = "UPDATE gateway_keys SET expires_at = ? WHERE name = ?"
-            try:
-                await store.transaction(lambda tx: tx.run(update, 8.64e13, "days"))
-                await store.transaction(lambda tx: tx.run(update, 1e300, "huge"))
-            finally:
-                await store.aclose()
-
-        anyio.run(stored)
+        store_expiries(tmp_path / "gw.sqlite", {"days": 8.64e13, "huge": 1e300})
         page = http.get("/console/keys")
         assert page.status_code == 200
         assert "<td>far future (8.64e+13)</td>" in page.text

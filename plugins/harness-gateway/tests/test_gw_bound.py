@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from gw_helpers import GatedUpstream, burst, gateway_yaml, ledger_rows, serve_gateway
+from gw_helpers import GatedUpstream, burst, gateway_yaml, ledger_rows, serve_gateway, stored_key
 from gw_postgres import running_postgres
 from gw_redis import running_redis
 
@@ -33,7 +33,6 @@ from harness_gateway.spend import (
     request_bound,
     request_cost,
 )
-from harness_gateway.sqlite import SQLiteStore
 from harness_gateway.store import SqlStore
 from harness_middleware.pricing import Price, PriceBook
 
@@ -262,15 +261,7 @@ def test_the_gateway_admits_a_keys_bounded_and_free_requests_while_an_unbounded_
         )
         db = tmp_path / "gw.sqlite"
         with serve_gateway(tmp_path, gateway_yaml(settings, extra, db=db)) as running:
-
-            async def create() -> str:
-                store = SQLiteStore(db)
-                try:
-                    return (await store.create_key(KeySpec(name="team", budget=100.0)))[0]
-                finally:
-                    await store.aclose()
-
-            auth = {"authorization": f"Bearer {anyio.run(create)}"}
+            auth = {"authorization": f"Bearer {stored_key(db, 'team', budget=100.0)}"}
             chat = running.url + "/v1/chat/completions"
             hi = [{"role": "user", "content": "hi"}]
             held = {"model": "slow/m", "messages": hi, "stream": True}
@@ -315,15 +306,7 @@ def test_a_key_that_only_uses_models_priced_at_zero_never_waits_without_max_toke
         )
         db = tmp_path / "gw.sqlite"
         with serve_gateway(tmp_path, gateway_yaml(settings, extra, db=db)) as running:
-
-            async def create() -> str:
-                store = SQLiteStore(db)
-                try:
-                    return (await store.create_key(KeySpec(name="local", budget=5.0)))[0]
-                finally:
-                    await store.aclose()
-
-            auth = {"authorization": f"Bearer {anyio.run(create)}"}
+            auth = {"authorization": f"Bearer {stored_key(db, 'local', budget=5.0)}"}
             chat = running.url + "/v1/chat/completions"
             hi = [{"role": "user", "content": "hi"}]
             held = {"model": "slow/m", "messages": hi, "stream": True}

@@ -12,7 +12,7 @@ import httpx
 import openai
 import pytest
 from click.testing import CliRunner
-from gw_helpers import Clients, gateway_yaml, serve_gateway
+from gw_helpers import Clients, gateway_yaml, serve_gateway, store_expiries
 
 from harness_core.cli._app import cli
 from harness_gateway import cli as keys_cli
@@ -322,17 +322,7 @@ def test_keys_list_shows_a_stored_expiry_no_date_shows(gateway) -> None:  # type
     admin = {"authorization": f"Bearer {MASTER}"}
     for name in ("days", "huge"):
         assert httpx.post(gateway.url + "/admin/keys", json={"name": name}, headers=admin).status_code == 201
-    store = SQLiteStore(gateway.config.parent / "gw.sqlite")
-
-    async def stored() -> None:
-        update = "UPDATE gateway_keys SET expires_at = ? WHERE name = ?"
-        try:
-            await store.transaction(lambda tx: tx.run(update, 8.64e13, "days"))
-            await store.transaction(lambda tx: tx.run(update, 1e300, "huge"))
-        finally:
-            await store.aclose()
-
-    anyio.run(stored)
+    store_expiries(gateway.config.parent / "gw.sqlite", {"days": 8.64e13, "huge": 1e300})
     listing = CliRunner().invoke(cli, ["keys", "list", "-c", str(gateway.config)])
     assert listing.exit_code == 0, listing.output
     rows = {line.split()[1]: line for line in listing.stdout.splitlines()[1:]}

@@ -129,6 +129,17 @@ MIGRATIONS_POSTGRES: Final = (
 )
 """Versioned schema migrations for PostgreSQL (same versions as SQLite's)."""
 
+_ADMIT_ANSWER: Final = """
+        o_outcome TEXT, o_reserve DOUBLE PRECISION, o_requests BIGINT, o_oldest_start DOUBLE PRECISION,
+        o_tokens BIGINT, o_oldest_end DOUBLE PRECISION, o_running INTEGER, o_reserved DOUBLE PRECISION,
+        o_max_cost DOUBLE PRECISION, o_id TEXT, o_name TEXT, o_routes TEXT, o_budget DOUBLE PRECISION,
+        o_rpm INTEGER, o_tpm INTEGER, o_expires_at DOUBLE PRECISION, o_created_at DOUBLE PRECISION,
+        o_revoked_at DOUBLE PRECISION, o_spent DOUBLE PRECISION
+    """
+"""What every signature of ``gateway_admit`` answers (one row): the outcome, the reservation, the
+window and counters it decided on, and the key row (:func:`~harness_gateway.store.key_record`'s columns)."""
+
+
 FUNCTIONS_POSTGRES: Final = (
     """
     CREATE OR REPLACE FUNCTION gateway_slide(p_windows TEXT, p_now DOUBLE PRECISION) RETURNS JSONB
@@ -163,13 +174,9 @@ FUNCTIONS_POSTGRES: Final = (
     CREATE OR REPLACE FUNCTION gateway_admit(
         p_ticket TEXT, p_key TEXT, p_route TEXT, p_model TEXT, p_now DOUBLE PRECISION, p_owner TEXT,
         p_lease_until DOUBLE PRECISION, p_bound DOUBLE PRECISION, p_floor DOUBLE PRECISION
-    ) RETURNS TABLE (
-        o_outcome TEXT, o_reserve DOUBLE PRECISION, o_requests BIGINT, o_oldest_start DOUBLE PRECISION,
-        o_tokens BIGINT, o_oldest_end DOUBLE PRECISION, o_running INTEGER, o_reserved DOUBLE PRECISION,
-        o_max_cost DOUBLE PRECISION, o_id TEXT, o_name TEXT, o_routes TEXT, o_budget DOUBLE PRECISION,
-        o_rpm INTEGER, o_tpm INTEGER, o_expires_at DOUBLE PRECISION, o_created_at DOUBLE PRECISION,
-        o_revoked_at DOUBLE PRECISION, o_spent DOUBLE PRECISION
-    ) LANGUAGE plpgsql AS $fn$
+    ) RETURNS TABLE ("""
+    + _ADMIT_ANSWER
+    + """) LANGUAGE plpgsql AS $fn$
     DECLARE
         v_windows TEXT;
         v_live JSONB;
@@ -226,13 +233,9 @@ FUNCTIONS_POSTGRES: Final = (
     CREATE OR REPLACE FUNCTION gateway_admit(
         p_ticket TEXT, p_key TEXT, p_route TEXT, p_model TEXT, p_now DOUBLE PRECISION, p_owner TEXT,
         p_lease_until DOUBLE PRECISION, p_bound DOUBLE PRECISION
-    ) RETURNS TABLE (
-        o_outcome TEXT, o_reserve DOUBLE PRECISION, o_requests BIGINT, o_oldest_start DOUBLE PRECISION,
-        o_tokens BIGINT, o_oldest_end DOUBLE PRECISION, o_running INTEGER, o_reserved DOUBLE PRECISION,
-        o_max_cost DOUBLE PRECISION, o_id TEXT, o_name TEXT, o_routes TEXT, o_budget DOUBLE PRECISION,
-        o_rpm INTEGER, o_tpm INTEGER, o_expires_at DOUBLE PRECISION, o_created_at DOUBLE PRECISION,
-        o_revoked_at DOUBLE PRECISION, o_spent DOUBLE PRECISION
-    ) LANGUAGE sql AS $fn$
+    ) RETURNS TABLE ("""
+    + _ADMIT_ANSWER
+    + """) LANGUAGE sql AS $fn$
         SELECT * FROM gateway_admit($1, $2, $3, $4, $5, $6, $7, $8, 0::double precision)
     $fn$
     """,
@@ -240,13 +243,9 @@ FUNCTIONS_POSTGRES: Final = (
     CREATE OR REPLACE FUNCTION gateway_admit(
         p_ticket TEXT, p_key TEXT, p_route TEXT, p_model TEXT, p_now DOUBLE PRECISION, p_owner TEXT,
         p_lease_until DOUBLE PRECISION
-    ) RETURNS TABLE (
-        o_outcome TEXT, o_reserve DOUBLE PRECISION, o_requests BIGINT, o_oldest_start DOUBLE PRECISION,
-        o_tokens BIGINT, o_oldest_end DOUBLE PRECISION, o_running INTEGER, o_reserved DOUBLE PRECISION,
-        o_max_cost DOUBLE PRECISION, o_id TEXT, o_name TEXT, o_routes TEXT, o_budget DOUBLE PRECISION,
-        o_rpm INTEGER, o_tpm INTEGER, o_expires_at DOUBLE PRECISION, o_created_at DOUBLE PRECISION,
-        o_revoked_at DOUBLE PRECISION, o_spent DOUBLE PRECISION
-    ) LANGUAGE sql AS $fn$
+    ) RETURNS TABLE ("""
+    + _ADMIT_ANSWER
+    + """) LANGUAGE sql AS $fn$
         SELECT * FROM gateway_admit($1, $2, $3, $4, $5, $6, $7, NULL::double precision, 0::double precision)
     $fn$
     """,
