@@ -25,12 +25,13 @@ last minute (at most 60 entries). One read and one write of that row decide:
   at all: a ``balance`` pool or ``fallback`` may serve it at a price) it reserves the larger of
   ``max_cost`` and its **floor**, the cost of its estimated input alone
   (:func:`harness_gateway.spend.generation_floor`: what it costs at least), and while the key's
-  cost is unknown (no request of the key settled yet) such requests run one at a time. Spend can
-  exceed the budget by what its running requests cost beyond their reservations, and only when a
-  request costs more than it reserved (no bound and an output costing more than the key's
-  costliest request; an input estimate short of the real count; a ``fallback`` target or
-  ``balance`` member priced above the route asked for). Near the budget (rare) the running rows
-  are recounted, a dead process's settled first.
+  cost is unknown (no request of the key settled yet) such requests run one at a time. A request
+  is admitted while spend plus reservations is below the budget (its own reservation need not
+  fit in the room left), so spend can exceed the budget by the last admitted request's
+  reservation, and by what running requests cost beyond their reservations (no bound and an
+  output costing more than the key's costliest request; an input estimate short of the real
+  count; a ``fallback`` target or ``balance`` member priced above the route asked for). Near the
+  budget (rare) the running rows are recounted, a dead process's settled first.
 
 A settlement the database refuses (an outage) is kept in memory and retried with backoff, and
 once more on shutdown (:meth:`SqlStore.drain`); its row's lease is no longer renewed, so should
