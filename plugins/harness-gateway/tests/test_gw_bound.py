@@ -93,16 +93,34 @@ def test_a_new_budgeted_key_admits_bounded_requests_at_once_up_to_its_budget(hos
         assert len(tickets(more)) == 10
         assert refusals(more) == {(429, "budget_exceeded")}
         refused = next(error for error in more if isinstance(error, GatewayError))
-        assert "is near its budget of $10: wait for its running requests to finish" in refused.message
+        assert refused.message == (
+            f"key {key.name!r} is near its budget of $10: its running requests reserve $10 of the $10 left and "
+            "this request may cost $0.5 (its bound: its estimated input plus `max_tokens` output at its route's "
+            "prices): wait for them to finish"
+        )
         assert refused.retry_after == pytest.approx(4.0)  # the oldest running one's lease (NOW + 5)
 
         learnt = await new_key(hosts[0], budget=10.0)
         (first,) = tickets(await burst(hosts, learnt, 1, NOW, bound=None))
         await hosts[1].settle(first, "complete", TokenUsage(3, 4), 0.8, now=NOW + 1)  # max_cost 0.8
-        # a bounded request reserves the larger of its bound and the most a request has cost
+        # a bounded request reserves its bound, whatever the key's requests have cost
         assert len(tickets(await burst(hosts, learnt, 2, NOW + 2, bound=0.5))) == 2
         assert len(tickets(await burst(hosts, learnt, 1, NOW + 2, bound=1.5))) == 1
-        assert await reserved(hosts[0], learnt) == [0.8, 0.8, 1.5]
+        assert await reserved(hosts[0], learnt) == [0.5, 0.5, 1.5]
+        # 0.8 spent, 2.5 reserved: a bound of 6.7 fits exactly, one of 6.8 only once the running end
+        assert refusals(await burst(hosts, learnt, 1, NOW + 2, bound=6.8)) == {(429, "budget_exceeded")}
+        assert len(tickets(await burst(hosts, learnt, 1, NOW + 2, bound=6.7))) == 1
+        # a bound above what the spend leaves never fits: not retryable, naming the room and the cure
+        (never,) = await burst(hosts, learnt, 1, NOW + 2, bound=9.5)
+        assert isinstance(never, GatewayError)
+        assert (never.status, never.code, never.retryable) == (429, "insufficient_quota", False)
+        assert never.retry_after is None
+        assert never.message == (
+            f"key {learnt.name!r} has $9.2 left of its budget of $10 and this request may cost $9.5 (its bound: its "
+            "estimated input plus `max_tokens` output at its route's prices): not retryable as sent; lower "
+            "`max_tokens` or shorten the input, or raise the budget"
+        )
+        assert await reserved(hosts[1], learnt) == [0.5, 0.5, 1.5, 6.7]
         for store in hosts:
             await store.aclose()
 
@@ -165,11 +183,27 @@ def test_a_request_without_a_bound_reserves_at_least_its_input_s_cost(hosts: lis
         (cheap,) = tickets(await burst(hosts, key, 1, NOW, bound=None, floor=0.001))
         await hosts[1].settle(cheap, "complete", TokenUsage(2, 2), 0.002, now=NOW + 1)
         results = await burst(hosts, key, 40, NOW + 2, bound=None, floor=0.1)
-        assert len(tickets(results)) == 10  # 0.002 spent + 9 x 0.1 reserved < 1.0: the tenth still fits
+        assert len(tickets(results)) == 9  # 0.002 spent + 9 x 0.1 reserved: a tenth 0.1 no longer fits
         assert refusals(results) == {(429, "budget_exceeded")}
-        assert await reserved(hosts[0], key) == [pytest.approx(0.1)] * 10
-        small = await burst(hosts, key, 1, NOW + 2, bound=None, floor=0.0)  # the budget is wholly reserved
-        assert refusals(small) == {(429, "budget_exceeded")}
+        assert await reserved(hosts[0], key) == [pytest.approx(0.1)] * 9
+        small = await burst(hosts, key, 1, NOW + 2, bound=None, floor=0.0)  # 0.002 learnt: fits in the 0.098 left
+        assert len(tickets(small)) == 1
+        # an input alone costing more than the spend leaves is never admitted (it was, once: 1.5 of 1.0)
+        (never,) = await burst(hosts, key, 1, NOW + 2, bound=None, floor=1.5)
+        assert isinstance(never, GatewayError)
+        assert (never.code, never.retryable) == ("insufficient_quota", False)
+        assert "has $0.998 left of its budget of $1 and this request may cost $1.5 (its estimated" in never.message
+        assert never.message.endswith("not retryable as sent; shorten the input, or raise the budget")
+        # an unbounded request reserving the key's costliest: the cure is max_tokens
+        costly = await new_key(hosts[0], budget=1.0)
+        (one,) = tickets(await burst(hosts, costly, 1, NOW, bound=None))
+        await hosts[0].settle(one, "complete", TokenUsage(2, 2), 0.6, now=NOW + 1)
+        (never,) = await burst(hosts, costly, 1, NOW + 2, bound=None, floor=0.01)
+        assert isinstance(never, GatewayError)
+        assert never.code == "insufficient_quota"
+        assert "may cost $0.6 (the most a request of this key has cost, reserved for a request without" in never.message
+        assert "set `max_tokens` (`max_output_tokens` on /v1/responses) so its cost is known" in never.message
+        assert len(tickets(await burst(hosts, costly, 1, NOW + 2, bound=0.3))) == 1  # with a bound it fits
         fresh = await new_key(hosts[0], budget=1.0)  # nothing learnt: one at a time, whatever the floor
         first = await burst(hosts, fresh, 5, NOW, bound=None, floor=0.1)
         assert len(tickets(first)) == 1
@@ -199,9 +233,8 @@ def options(text: str, max_tokens: int | None) -> GenerateOptions:
 def test_the_bound_is_the_estimated_input_plus_max_tokens_at_the_books_prices(caplog: pytest.LogCaptureFixture) -> None:
     book = PriceBook({"r/m": Price(input=1_000_000.0, output=2_000_000.0)}, use_table=False)  # 1 and 2 USD a token
     asked = options("x" * 30, max_tokens=10)
-    tokens = estimated_usage(asked, 0).input_tokens  # 4 characters a token, of the blocks' JSON
-    assert tokens is not None
-    assert tokens > 30 // 4
+    tokens = estimated_usage(asked, 0).input_tokens  # 4 characters a token, rounded up
+    assert tokens == 8
     assert generation_bound(book, "r", "m", asked) == pytest.approx(tokens + 2 * 10)
     assert generation_bound(book, "r", "m", options("hi", max_tokens=None)) is None  # priced, no bound: unknown
     assert embedding_bound(book, "r", "m", ["abcd", "efgh"]) == pytest.approx(2.0)  # input only: 2 tokens

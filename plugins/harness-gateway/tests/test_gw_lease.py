@@ -7,16 +7,29 @@ The store-level cases run on explicit clocks (``now=``); the last test really ki
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.lowlevel
 import httpx
+import msgspec
 import pytest
 from gw_helpers import gateway_yaml, killed_mid_stream, serve_gateway, wait_until
 
-from harness_core.types import FileBlock, GenerateOptions, Message, TextBlock, TokenUsage
+from harness_core.types import (
+    FileBlock,
+    GenerateOptions,
+    Message,
+    ReasoningBlock,
+    ReasoningSignature,
+    TextBlock,
+    TokenUsage,
+    ToolCallBlock,
+    ToolResultBlock,
+    ToolSpec,
+)
 from harness_gateway import accounting as gateway_app
 from harness_gateway.errors import GatewayError
 from harness_gateway.keys import KeySpec
@@ -200,7 +213,25 @@ def test_estimated_usage_counts_text_not_media() -> None:
     image = FileBlock(media_type="image/png", data=b"x" * 4000)
     options = GenerateOptions(system="abcd", messages=[Message(role="user", content=[TextBlock("hi"), image])])
     usage = estimated_usage(options, 9)
-    assert usage == TokenUsage(8, 3)  # (4 + 27 characters of {"type":"text","text":"hi"}) / 4; 9 / 4, rounded up
+    assert usage == TokenUsage(2, 3)  # (4 + 2 characters) / 4; 9 / 4, rounded up: no block framing, no media
+
+
+def test_estimated_usage_counts_every_kind_of_block_s_text_and_the_tools() -> None:
+    signature = ReasoningSignature(provider="p", model=None, value="s" * 17)
+    signed = ReasoningBlock(text="why", signed=True, signature=signature)
+    tool = ToolSpec(name="get_time", description="now", parameters={"type": "object"})
+    history = [
+        Message(role="user", content=[TextBlock("a" * 10)]),
+        Message(role="assistant", content=[signed, ToolCallBlock(id="c1", name="get_time", arguments="{}")]),
+        Message(
+            role="tool",
+            content=[ToolResultBlock(tool_call_id="c1", content="noon", files=(FileBlock("image/png", b"x" * 8000),))],
+        ),
+    ]
+    plain = estimated_usage(GenerateOptions(messages=history), 0).input_tokens
+    assert plain == math.ceil((10 + 3 + 17 + 8 + 2 + 4) / 4)  # a tool result's image counts nothing
+    with_tools = estimated_usage(GenerateOptions(messages=history, tools=[tool]), 0).input_tokens
+    assert with_tools == math.ceil((44 + len(msgspec.json.encode([tool]))) / 4)  # the definitions are input too
 
 
 def test_a_stream_records_its_usage_as_it_goes(

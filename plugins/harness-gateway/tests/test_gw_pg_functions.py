@@ -118,6 +118,9 @@ def test_gateway_admit_decides_as_decide_does_over_generated_keys(dsn: str) -> N
     @example(row=(1.0, None, None, 0.0, 0.1, 1, 0.1, None), offset=0.0, bound=0.3, floor=0.0, arguments=8)  # larger
     @example(row=(1.0, None, None, 0.0, 0.1, 1, 0.1, None), offset=0.0, bound=None, floor=0.4, arguments=9)  # floor
     @example(row=(1.0, None, None, 0.0, 0.0, 1, 0.0, None), offset=0.0, bound=None, floor=0.4, arguments=9)  # waits
+    @example(row=(1.0, None, None, 0.7, 0.1, 0, 0.0, None), offset=0.0, bound=0.3, floor=0.0, arguments=9)  # fits
+    @example(row=(1.0, None, None, 0.7, 0.1, 1, 0.1, None), offset=0.0, bound=0.3, floor=0.0, arguments=8)  # not now
+    @example(row=(1.0, None, None, 0.7, 0.1, 0, 0.0, None), offset=0.0, bound=None, floor=0.4, arguments=9)  # never
     def case(row: tuple[Any, ...], offset: float, bound: float | None, floor: float, arguments: int) -> None:
         now = NOW + offset
         # the signatures of older gateways (no floor; no bound either) answer too
@@ -247,12 +250,12 @@ def test_one_statement_paths_anonymous_revoked_and_near_the_budget(dsn: str) -> 
         assert (gone.value.status, gone.value.code) == (401, "invalid_api_key")
 
         # near the budget: a dead process's reservation is settled by the recounting fallback
-        _, tight = await store.create_key(KeySpec(name="tight", budget=1.0), now=NOW)
+        _, tight = await store.create_key(KeySpec(name="tight", budget=1.2), now=NOW)
         first = await store.admit(tight, "mock", "echo", now=NOW)
         await store.settle(first, "complete", TokenUsage(1, 1), 0.4, now=NOW + 1)
         dead = await store.admit(tight, "mock", "echo", now=NOW + 2)  # reserves 0.4
         store.running.discard(dead)  # its owner dies: the lease (5 s) runs out unrenewed
-        await store.admit(tight, "mock", "echo", now=NOW + 3)  # 0.4 + 0.4 + 0.4 >= 1.0 until the dead row goes
+        await store.admit(tight, "mock", "echo", now=NOW + 3)  # 0.4 + 0.4 + 0.4 fill 1.2 until the dead row goes
         with pytest.raises(GatewayError) as near:
             await store.admit(tight, "mock", "echo", now=NOW + 4)
         assert near.value.code == "budget_exceeded"
@@ -323,17 +326,23 @@ def test_a_database_of_the_gateway_before_the_floor_is_upgraded(dsn: str) -> Non
         await store.transaction(lambda tx: tx.run(f"DROP FUNCTION gateway_admit({nine})"))
         await store.transaction(lambda tx: tx.run(previous))  # the database as the previous release left it
         _, key = await store.create_key(KeySpec(name=f"k-{uuid.uuid4().hex[:8]}", budget=1.0), now=NOW - 100)
-        old = await store._connected(lambda conn: conn.fetchrow(eight, uuid.uuid4().hex, key.id, NOW, NOW + 5, 0.25))
+        first = uuid.uuid4().hex
+        old = await store._connected(lambda conn: conn.fetchrow(eight, first, key.id, NOW, NOW + 5, 0.25))
         assert tuple(old) == ("admitted", 0.25)
+        await store.settle(first, "complete", TokenUsage(1, 1), 0.05, now=NOW + 1)  # the key's cost learnt: 0.05
         await store.migrate()  # the upgrade
-        await store.admit(key, "mock", "echo", now=NOW, bound=0.1, floor=0.2)  # the new signature: 0.2 reserved
-        again = await store._connected(lambda conn: conn.fetchrow(eight, uuid.uuid4().hex, key.id, NOW, NOW + 5, 0.25))
+        await store.admit(key, "mock", "echo", now=NOW + 2, floor=0.2)  # the new signature: the floor reserved
+        again = await store._connected(
+            lambda conn: conn.fetchrow(eight, uuid.uuid4().hex, key.id, NOW + 2, NOW + 7, 0.25)
+        )
         assert tuple(again) == ("admitted", 0.25)  # the previous release's processes still admit
         rows = await store.transaction(
-            lambda tx: tx.all("SELECT reserved FROM gateway_ledger WHERE key_id = ? ORDER BY reserved", key.id),
+            lambda tx: tx.all(
+                "SELECT reserved FROM gateway_ledger WHERE key_id = ? AND status = 'running' ORDER BY reserved", key.id
+            ),
             write=False,
         )
-        assert [row[0] for row in rows] == [0.2, 0.25, 0.25]
+        assert [row[0] for row in rows] == [0.2, 0.25]
         await store.aclose()
 
     anyio.run(main)
@@ -355,6 +364,9 @@ def test_the_redis_admission_script_decides_as_decide_does_over_generated_keys(r
     @given(row=key_rows(), offset=st.floats(0, 1.7), bound=BOUNDS, floor=FLOORS)
     @example(row=(1.0, None, None, 0.0, 0.1, 1, 0.1, None), offset=0.0, bound=None, floor=0.4)  # the floor
     @example(row=(1.0, None, None, 0.0, 0.0, 1, 0.0, None), offset=0.0, bound=None, floor=0.4)  # cost unknown: waits
+    @example(row=(1.0, None, None, 0.7, 0.1, 0, 0.0, None), offset=0.0, bound=0.3, floor=0.0)  # fits exactly
+    @example(row=(1.0, None, None, 0.7, 0.1, 1, 0.1, None), offset=0.0, bound=0.3, floor=0.0)  # not while one runs
+    @example(row=(1.0, None, None, 0.7, 0.1, 0, 0.0, None), offset=0.0, bound=None, floor=0.4)  # never fits
     @example(
         row=(0.3, None, None, 0.3 - 1e-10, 0.1, 0, 0.0, None), offset=0.0, bound=None, floor=0.0
     )  # within epsilon: spent

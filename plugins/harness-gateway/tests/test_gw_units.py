@@ -563,10 +563,19 @@ def test_admission_decides_the_budget_cases_without_a_race() -> None:
     assert (near.status, near.retry_after, near.retryable) == (429, 3.5, True)  # the real wait: its lease
     assert near.headers() == {"retry-after": "4"}
     assert "runs one request at a time while the cost of its requests is unknown" in near.message
-    over_while_running = decide(key(10.0), running, 100.0)
-    assert isinstance(over_while_running, GatewayError)
-    assert over_while_running.retry_after == 3.5
-    assert "near its budget of $10: wait for its running requests to finish" in over_while_running.message
+    spent_while_running = decide(key(10.0), running, 100.0)  # nothing the running ones free can cure it
+    assert isinstance(spent_while_running, GatewayError)
+    assert (spent_while_running.code, spent_while_running.retryable) == ("insufficient_quota", False)
+    reserving = (1, 0.0, 0, 0.0, 1, 0.5, 0.5, 103.5)  # one running reserves 0.5; 0.5 the most a request cost
+    near = decide(key(9.5), reserving, 100.0)  # fits once the running one ends
+    assert isinstance(near, GatewayError)
+    assert (near.code, near.retry_after) == ("budget_exceeded", 3.5)
+    assert near.message.startswith("key 'k' is near its budget of $10: its running requests reserve $0.5 of the $0.5")
+    assert decide(key(9.0), reserving, 100.0, 0.5) == 0.5  # a bound fitting the room exactly is admitted
+    too_big = decide(key(9.0), quiet, 100.0, 1.5)  # a bound above what the spend leaves: never
+    assert isinstance(too_big, GatewayError)
+    assert (too_big.code, too_big.retryable, too_big.retry_after) == ("insufficient_quota", False, None)
+    assert too_big.message.startswith("key 'k' has $1 left of its budget of $10 and this request may cost $1.5")
 
 
 @pytest.mark.anyio

@@ -181,6 +181,7 @@ FUNCTIONS_POSTGRES: Final = (
         v_windows TEXT;
         v_live JSONB;
         v_estimate DOUBLE PRECISION;
+        v_room DOUBLE PRECISION;
     BEGIN
         SELECT g.id, g.name, g.routes, g.budget, g.rpm, g.tpm, g.expires_at, g.created_at, g.revoked_at, g.spent,
                g.max_cost, g.running, g.reserved, g.windows
@@ -207,9 +208,9 @@ FUNCTIONS_POSTGRES: Final = (
         ELSIF o_tpm IS NOT NULL AND o_tokens >= o_tpm THEN
             o_outcome := 'refused';
         ELSIF o_budget IS NOT NULL THEN
-            v_estimate := CASE WHEN p_bound = 0 THEN 0
-                ELSE greatest(coalesce(o_max_cost, 0), coalesce(p_bound, 0), coalesce(p_floor, 0)) END;
-            IF o_spent + o_reserved >= o_budget - 1e-9::double precision
+            v_estimate := coalesce(p_bound, greatest(coalesce(o_max_cost, 0), coalesce(p_floor, 0)));
+            v_room := o_budget - o_spent - o_reserved;
+            IF v_room <= 1e-9::double precision OR v_estimate > v_room + 1e-9::double precision
                OR (p_bound IS NULL AND coalesce(o_max_cost, 0) <= 0 AND o_running > 0) THEN
                 o_outcome := 'refused';
             ELSE

@@ -140,9 +140,10 @@ if rpm ~= nil and requests >= rpm then
 elseif tpm ~= nil and tokens >= tpm then
   outcome = 'refused'
 elseif budget ~= nil then
-  local estimate = 0
-  if bound ~= 0 then estimate = math.max(max_cost, bound or 0, floor) end
-  if spent + reserved >= budget - 1e-9 or (bound == nil and max_cost <= 0 and running > 0) then
+  local estimate = bound
+  if estimate == nil then estimate = math.max(max_cost, floor) end
+  local room = budget - spent - reserved
+  if room <= 1e-9 or estimate > room + 1e-9 or (bound == nil and max_cost <= 0 and running > 0) then
     outcome = 'refused'
   else
     reserve = estimate

@@ -17,7 +17,15 @@ from typing import Final
 
 import msgspec
 
-from harness_core import FileBlock, GenerateOptions, TokenUsage
+from harness_core import (
+    ContentBlock,
+    GenerateOptions,
+    ReasoningBlock,
+    TextBlock,
+    TokenUsage,
+    ToolCallBlock,
+    ToolResultBlock,
+)
 from harness_middleware.pricing import PriceBook
 
 __all__ = [
@@ -165,17 +173,38 @@ def embedding_bound(book: PriceBook, route: str, model: str, inputs: Sequence[st
 
 def estimated_usage(options: GenerateOptions, output_chars: int) -> TokenUsage:
     """The usage of a stream still running, before its provider reports one (providers report
-    usage once, at the end): input tokens from the system prompt and every message block except
-    media (their JSON), output tokens from ``output_chars`` characters streamed so far, each at
+    usage once, at the end): input tokens from the characters of the system prompt, the tools'
+    definitions (their JSON) and every message block (:func:`_block_chars`: its text, never its
+    framing or media), output tokens from ``output_chars`` characters streamed so far, each at
     :data:`CHARS_PER_TOKEN` characters per token, rounded up.
 
     What the ledger records while a request streams (:meth:`~harness_gateway.store.SqlStore.record`),
-    so a process killed mid-stream is charged about what it used, not nothing.
+    so a process killed mid-stream is charged about what it used, not nothing, and what a budgeted
+    key's request is estimated to cost before it runs (:func:`generation_bound`,
+    :func:`generation_floor`).
     """
     chars = len(options.system or "")
+    if options.tools:
+        chars += len(msgspec.json.encode(options.tools))
     for message in options.messages:
-        chars += sum(len(msgspec.json.encode(block)) for block in message.content if not isinstance(block, FileBlock))
+        chars += sum(_block_chars(block) for block in message.content)
     return TokenUsage(math.ceil(chars / CHARS_PER_TOKEN), math.ceil(output_chars / CHARS_PER_TOKEN))
+
+
+def _block_chars(block: ContentBlock) -> int:
+    """The characters of ``block`` a provider tokenizes as text: a text's or reasoning's text (and
+    a reasoning signature's opaque value, sent back as input), a tool call's name and arguments, a
+    tool result's content; 0 for media (a :class:`~harness_core.FileBlock`, and a tool result's
+    files), priced by each provider its own way and never by their bytes."""
+    if isinstance(block, TextBlock):
+        return len(block.text)
+    if isinstance(block, ReasoningBlock):
+        return len(block.text) + (len(block.signature.value) if block.signature is not None else 0)
+    if isinstance(block, ToolCallBlock):
+        return len(block.name) + len(block.arguments)
+    if isinstance(block, ToolResultBlock):
+        return len(block.content)
+    return 0
 
 
 def embedding_usage(usage: TokenUsage | None) -> TokenUsage | None:

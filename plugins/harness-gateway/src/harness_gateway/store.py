@@ -16,22 +16,22 @@ last minute (at most 60 entries). One read and one write of that row decide:
 
 * **rpm**: requests started in the last 60 s must be fewer than ``rpm``.
 * **tpm**: input + output tokens of requests that ended in the last 60 s must be below ``tpm``.
-* **budget**: settled spend plus what running requests reserve must stay below ``budget``. What
-  a request reserves depends on its **bound**, the most it can cost as priced before it runs
-  (:func:`harness_gateway.spend.request_bound`: its estimated input tokens plus its
-  ``max_tokens`` at the price book's rates): with a bound it reserves the larger of the bound
-  and ``max_cost`` (the most any request of this key has cost so far), and a bound of 0 (a
-  route/model the book prices at 0) reserves 0; without a bound (no ``max_tokens``, or no price
-  at all: a ``balance`` pool or ``fallback`` may serve it at a price) it reserves the larger of
-  ``max_cost`` and its **floor**, the cost of its estimated input alone
+* **budget**: a request is admitted only when what it may cost, its **estimate**, fits in the
+  room settled spend and running reservations leave (``estimate <= budget - spent - reserved``),
+  and reserves it. The estimate is its **bound** when known, the most it can cost as priced
+  before it runs (:func:`harness_gateway.spend.request_bound`: its estimated input tokens plus
+  its ``max_tokens`` at the price book's rates; 0 for a route/model the book prices at 0);
+  without a bound (no ``max_tokens``, or no price at all: a ``balance`` pool or ``fallback`` may
+  serve it at a price) the larger of ``max_cost`` (the most any request of this key has cost so
+  far) and its **floor**, the cost of its estimated input alone
   (:func:`harness_gateway.spend.generation_floor`: what it costs at least), and while the key's
-  cost is unknown (no request of the key settled yet) such requests run one at a time. A request
-  is admitted while spend plus reservations is below the budget (its own reservation need not
-  fit in the room left), so spend can exceed the budget by the last admitted request's
-  reservation, and by what running requests cost beyond their reservations (no bound and an
-  output costing more than the key's costliest request; an input estimate short of the real
-  count; a ``fallback`` target or ``balance`` member priced above the route asked for). Near the
-  budget (rare) the running rows are recounted, a dead process's settled first.
+  cost is unknown (no request of the key settled yet) such requests run one at a time. A
+  request that fits once the running ones end waits (``budget_exceeded``, retryable); one that
+  never fits (its estimate above what the spend leaves) is not retryable (``insufficient_quota``).
+  So spend exceeds the budget only by what running requests cost beyond their reservations (no
+  bound and an output costing more than the key's costliest request; an input estimate short
+  of the real count; a ``fallback`` target or ``balance`` member priced above the route asked
+  for). Near the budget (rare) the running rows are recounted, a dead process's settled first.
 
 A settlement the database refuses (an outage) is kept in memory and retried with backoff, and
 once more on shutdown (:meth:`SqlStore.drain`); its row's lease is no longer renewed, so should
@@ -150,17 +150,25 @@ def decide(
     requests, reserved by them, most a request has cost, earliest lease end of the running
     requests)`` as :meth:`SqlStore.admit` reads it (times in unix seconds). ``bound`` is the most
     the request can cost (:func:`harness_gateway.spend.request_bound`; ``None``: unknown),
-    ``floor`` the least (:func:`harness_gateway.spend.generation_floor`, USD; 0 when unknown). A
-    budgeted key's request reserves ``max(most a request has cost, bound, floor)``, ``0`` when the
-    bound is 0 (a route/model priced at 0), and only a request without a bound waits for another
-    while the key's cost is unknown (0: none settled yet), whatever its floor. The one rule; PostgreSQL's
-    ``gateway_admit`` and Redis's :data:`~harness_gateway.redis_limits.ADMIT_LUA` implement it too.
+    ``floor`` the least (:func:`harness_gateway.spend.generation_floor`, USD; 0 when unknown).
+
+    A budgeted key's request reserves its **estimate**: its bound when known (``0`` for a
+    route/model priced at 0), else the larger of the most a request of the key has cost and its
+    floor. It is admitted only when its estimate fits in the room the key's spend and running
+    reservations leave (``estimate <= budget - spent - reserved``, to :data:`_EPSILON`; a spent
+    budget admits nothing, not even a free request), so a request with a bound never takes spend
+    past the budget as priced. A request without a bound also waits for another while the key's
+    cost is unknown (0: none settled yet), whatever its floor. The one rule; PostgreSQL's
+    ``gateway_admit`` and Redis's :data:`~harness_gateway.redis_limits.ADMIT_LUA` implement it
+    too, with the same floating-point operations in the same order.
 
     Every 429 names the real wait in ``retry_after``: until the oldest request (rpm) or the oldest
     tokens (tpm) leave the window, or, near the budget, until the earliest running reservation
     expires (its lease: a live owner settles or renews it before then, a dead one's is settled
-    then). A spent budget is not retryable (``retryable=False``: no ``retry-after``, OpenAI's
-    ``insufficient_quota`` / Anthropic's ``billing_error``).
+    then). A request that cannot fit even once the running requests end (a spent budget, or an
+    estimate above what the spend leaves: spend only grows) is not retryable (``retryable=False``:
+    no ``retry-after``, OpenAI's ``insufficient_quota`` / Anthropic's ``billing_error``), its
+    message naming what is left, the estimate and the cure.
     """
     requests, oldest_start, tokens, oldest_end, running, reserved, max_cost, lease_ends = window
     if key.rpm is not None and requests >= key.rpm:
@@ -181,33 +189,64 @@ def decide(
         )
     if key.budget is None:
         return 0.0
-    estimate = 0.0 if bound == 0 else max(max_cost or 0.0, bound or 0.0, floor)
-    over = key.spent + reserved >= key.budget - _EPSILON
-    if over or (bound is None and (max_cost or 0.0) <= 0 and running > 0):
-        if over and running == 0:
-            return GatewayError(
-                429,
-                f"key {key.name!r} has spent its budget of ${key.budget:g} (${key.spent:g} spent): "
-                "not retryable until the budget is raised",
-                code="insufficient_quota",
-                retryable=False,
-            )
-        why = (
-            f"key {key.name!r} is near its budget of ${key.budget:g}: wait for its running requests to finish"
-            if over
-            else f"key {key.name!r} runs one request at a time while the cost of its requests is unknown (its "
-            f"budget of ${key.budget:g} reserves what a request may cost): retry when the running one ends. A "
-            "priced model's request that sets `max_tokens` (`max_output_tokens` on /v1/responses) has its cost "
-            "known before it runs and need not wait; a model without a price always waits: give it a `prices` "
-            "entry (0 for a self-hosted model)"
-        )
+    learnt = max_cost or 0.0
+    estimate = bound if bound is not None else max(learnt, floor)
+    room = key.budget - key.spent - reserved
+    fits = room > _EPSILON and estimate <= room + _EPSILON
+    unknown = bound is None and learnt <= 0 and running > 0
+    if fits and not unknown:
+        return estimate
+    left = key.budget - key.spent  # what the running requests leave when they end: spend only grows
+    if left <= _EPSILON:
         return GatewayError(
             429,
-            why,
-            code="budget_exceeded",
-            retry_after=None if lease_ends is None else lease_ends - now,  # None: not learnt yet (admission recounts)
+            f"key {key.name!r} has spent its budget of ${key.budget:g} (${key.spent:g} spent): "
+            "not retryable until the budget is raised",
+            code="insufficient_quota",
+            retryable=False,
         )
-    return estimate
+    what, cure = _estimate_reason(bound, learnt, floor)
+    if estimate > left + _EPSILON:
+        return GatewayError(
+            429,
+            f"key {key.name!r} has ${left:g} left of its budget of ${key.budget:g} and this request may cost "
+            f"${estimate:g} ({what}): not retryable as sent; {cure}, or raise the budget",
+            code="insufficient_quota",
+            retryable=False,
+        )
+    why = (
+        f"key {key.name!r} runs one request at a time while the cost of its requests is unknown (its "
+        f"budget of ${key.budget:g} reserves what a request may cost): retry when the running one ends. A "
+        "priced model's request that sets `max_tokens` (`max_output_tokens` on /v1/responses) has its cost "
+        "known before it runs and need not wait; a model without a price always waits: give it a `prices` "
+        "entry (0 for a self-hosted model)"
+        if fits
+        else f"key {key.name!r} is near its budget of ${key.budget:g}: its running requests reserve "
+        f"${reserved:g} of the ${left:g} left and this request may cost "
+        f"${estimate:g} ({what}): wait for them to finish"
+    )
+    return GatewayError(
+        429,
+        why,
+        code="budget_exceeded",
+        retry_after=None if lease_ends is None else lease_ends - now,  # None: not learnt yet (admission recounts)
+    )
+
+
+def _estimate_reason(bound: float | None, learnt: float, floor: float) -> tuple[str, str]:
+    """What a request's estimate in :func:`decide` is, and how a client makes it fit: ``(what, cure)``
+    for its 429 messages."""
+    if bound is not None:
+        return (
+            "its bound: its estimated input plus `max_tokens` output at its route's prices",
+            "lower `max_tokens` or shorten the input",
+        )
+    if learnt >= floor:
+        return (
+            "the most a request of this key has cost, reserved for a request without `max_tokens`",
+            "set `max_tokens` (`max_output_tokens` on /v1/responses) so its cost is known before it runs",
+        )
+    return "its estimated input alone at its route's prices", "shorten the input"
 
 
 def _slide(windows: str | None, now: float) -> list[list[int]]:
