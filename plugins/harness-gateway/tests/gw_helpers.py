@@ -30,6 +30,7 @@ from harness_gateway.keys import KeyRecord, KeySpec
 from harness_gateway.limits import protocol_options
 from harness_gateway.server import GatewayServer
 from harness_gateway.sqlite import SQLiteStore
+from harness_gateway.store import SqlStore
 
 
 class Running:
@@ -405,11 +406,12 @@ def console_rows(running: Running, admin: httpx.Client, limit: int) -> list[dict
 
 
 def stored_key(db: Path, name: str, budget: float | None = None) -> str:
-    """A new virtual key ``name`` (``budget`` USD) in the SQLite store at ``db``: its secret."""
+    """A new virtual key ``name`` (``budget`` USD) in the SQLite store at ``db`` (migrated first): its secret."""
 
     async def create() -> str:
         store = SQLiteStore(db)
         try:
+            await store.migrate()
             return (await store.create_key(KeySpec(name=name, budget=budget)))[0]
         finally:
             await store.aclose()
@@ -466,3 +468,10 @@ async def burst(
         for number in range(count):
             group.start_soon(one, stores[number % 2])
     return results
+
+
+async def open_key(store: SqlStore, now: float | None = None) -> KeyRecord:
+    """A new key of ``store`` (migrated first) without limits or budget: what a test admits when it
+    needs a running ledger row (a request without a key has none until it ends)."""
+    await store.migrate()
+    return (await store.create_key(KeySpec(name=f"open-{os.urandom(4).hex()}"), now=now))[1]

@@ -381,12 +381,12 @@ def test_an_unreachable_upstream_is_a_502_naming_the_route(tmp_path: Path, monke
     assert upstream.url not in message  # the detail is for the server log only
 
 
-def raw_request(url: str, body: dict[str, Any]) -> socket.socket:
+def raw_request(url: str, body: dict[str, Any], key: str = MASTER) -> socket.socket:
     """Send ``POST /v1/embeddings`` on a plain socket (closed by the caller: the client leaves)."""
     host, port = url.removeprefix("http://").split(":")
     data = json.dumps(body).encode()
     head = (
-        f"POST /v1/embeddings HTTP/1.1\r\nhost: {host}\r\nauthorization: Bearer {MASTER}\r\n"
+        f"POST /v1/embeddings HTTP/1.1\r\nhost: {host}\r\nauthorization: Bearer {key}\r\n"
         f"content-type: application/json\r\ncontent-length: {len(data)}\r\n\r\n"
     )
     sock = socket.create_connection((host, int(port)))
@@ -402,7 +402,8 @@ def test_a_slow_call_records_its_estimate_and_a_client_leaving_aborts_it(
     upstream.add(Reply(headers={"content-type": "application/json"}, end="stall"))
     body = {"model": "scripted/text-embedding-3-small", "input": ["x" * 40, "y" * 7]}
     with upstream, serve_gateway(tmp_path, scripted_yaml(tmp_path, upstream.url)) as running:
-        sock = raw_request(running.url, body)
+        key, _ = new_key(running, KeySpec(name="slow"))  # a key's call has its row from admission on
+        sock = raw_request(running.url, body, key)
         try:  # after a second it records 47 characters, 12 tokens at 4 per token, in its running row
             wait_until(lambda: [(r["status"], r["input_tokens"]) for r in ledger(running)] == [("running", 12)])
         finally:
@@ -418,7 +419,7 @@ def test_a_slow_call_records_its_estimate_and_a_client_leaving_aborts_it(
 
         running.gateway.store.record = failing  # the store fails the record, not the rest
         with caplog.at_level(logging.INFO, logger="harness_gateway"):
-            sock = raw_request(running.url, body)
+            sock = raw_request(running.url, body, key)
             try:
                 assert attempted.wait(30)
             finally:

@@ -16,9 +16,10 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
+from gw_helpers import open_key
 
 from harness_gateway.errors import GatewayError
-from harness_gateway.keys import KeySpec
+from harness_gateway.keys import KeyRecord, KeySpec
 from harness_gateway.sqlite import SQLiteStore, _commit, _Entry
 from harness_gateway.store import Tx
 
@@ -41,12 +42,12 @@ async def rows(store: SQLiteStore) -> list[tuple[Any, ...]]:
 def test_admissions_of_one_turn_commit_in_one_transaction(tmp_path: Path) -> None:
     async def main() -> None:
         store = SQLiteStore(tmp_path / "gw.sqlite")
-        await store.migrate()
+        key = await open_key(store)
         statements = traced(store)
         tickets: list[str] = []
 
         async def admit(i: int) -> None:
-            tickets.append(await store.admit(None, "mock", f"m{i}", now=T0 + i))
+            tickets.append(await store.admit(key, "mock", f"m{i}", now=T0 + i))
 
         async with anyio.create_task_group() as tg:
             for i in range(20):
@@ -65,10 +66,10 @@ def test_admissions_of_one_turn_commit_in_one_transaction(tmp_path: Path) -> Non
 def test_a_lone_write_takes_no_savepoint(tmp_path: Path) -> None:
     async def main() -> None:
         store = SQLiteStore(tmp_path / "gw.sqlite")
-        await store.migrate()
+        key = await open_key(store)
         statements = traced(store)
-        await store.admit(None, "mock", "m", now=T0)
-        assert [s.split(" ")[0] for s in statements] == ["BEGIN", "INSERT", "COMMIT"]
+        await store.admit(key, "mock", "m", now=T0)
+        assert [s.split(" ")[0] for s in statements] == ["BEGIN", "SELECT", "UPDATE", "INSERT", "COMMIT"]
         await store.aclose()
 
     anyio.run(main)
@@ -197,13 +198,13 @@ def test_a_deferred_settlement_of_an_admission_that_never_committed_changes_noth
     anyio.run(main)
 
 
-async def _held(tmp_path: Path) -> tuple[SQLiteStore, sqlite3.Connection]:
-    """A migrated store, and another process's connection holding its file's write lock."""
+async def _held(tmp_path: Path) -> tuple[SQLiteStore, KeyRecord, sqlite3.Connection]:
+    """A migrated store, a key of it, and another process's connection holding its file's write lock."""
     store = SQLiteStore(tmp_path / "gw.sqlite")
-    await store.migrate()
+    key = await open_key(store)
     holder = sqlite3.connect(store.path, isolation_level=None, check_same_thread=False)
     holder.execute("BEGIN IMMEDIATE")
-    return store, holder
+    return store, key, holder
 
 
 def test_a_skipped_entry_is_not_run_and_a_group_of_skipped_entries_opens_no_transaction() -> None:
@@ -264,7 +265,7 @@ def test_a_group_that_meets_another_process_s_lock_waits_for_it_whole_in_a_threa
     async def main() -> None:
         path = tmp_path / "gw.sqlite"
         store = SQLiteStore(path)
-        await store.migrate()
+        key = await open_key(store)
         waiting = store._connect(True)
         statements: list[str] = []
         waiting.set_trace_callback(statements.append)
@@ -273,7 +274,7 @@ def test_a_group_that_meets_another_process_s_lock_waits_for_it_whole_in_a_threa
         tickets: list[str] = []
 
         async def admit(i: int) -> None:
-            tickets.append(await store.admit(None, "mock", f"m{i}", now=T0 + i))
+            tickets.append(await store.admit(key, "mock", f"m{i}", now=T0 + i))
 
         async with anyio.create_task_group() as tg:
             for i in range(10):
@@ -293,7 +294,7 @@ def test_a_group_that_meets_another_process_s_lock_waits_for_it_whole_in_a_threa
 
 def test_a_group_that_cannot_open_the_waiting_connection_fails_every_write(tmp_path: Path) -> None:
     async def main() -> None:
-        store, holder = await _held(tmp_path)
+        store, key, holder = await _held(tmp_path)
 
         def broken(wait: bool) -> sqlite3.Connection:
             raise sqlite3.OperationalError("unable to open database file")
@@ -303,7 +304,7 @@ def test_a_group_that_cannot_open_the_waiting_connection_fails_every_write(tmp_p
 
         async def admit() -> None:
             try:
-                await store.admit(None, "mock", "m", now=T0)
+                await store.admit(key, "mock", "m", now=T0)
             except GatewayError as exc:
                 outcomes.append(exc)
 
@@ -351,17 +352,17 @@ def test_a_begin_that_fails_otherwise_fails_every_entry_with_it() -> None:
 
 def test_a_follower_cancelled_while_its_group_waits_for_the_lock_commits_nothing(tmp_path: Path) -> None:
     async def main() -> None:
-        store, holder = await _held(tmp_path)
+        store, key, holder = await _held(tmp_path)
         scopes: list[anyio.CancelScope] = []
         done: list[str] = []
 
         async def leader() -> None:
-            done.append(await store.admit(None, "mock", "leader", now=T0))
+            done.append(await store.admit(key, "mock", "leader", now=T0))
 
         async def follower() -> None:
             with anyio.CancelScope() as scope:
                 scopes.append(scope)
-                await store.admit(None, "mock", "follower", now=T0)
+                await store.admit(key, "mock", "follower", now=T0)
             done.append("cancelled")
 
         async with anyio.create_task_group() as tg:

@@ -16,6 +16,7 @@ import msgspec
 import pytest
 import uvicorn
 from anyio.abc import TaskStatus
+from gw_helpers import open_key
 
 from harness_core.abort import AbortSignal
 from harness_core.errors import Failure
@@ -39,7 +40,7 @@ from harness_gateway.config import ConnectionLimits, GatewayConfig
 from harness_gateway.console.live import ConsoleObserver
 from harness_gateway.console.timeline import Timeline
 from harness_gateway.errors import GatewayError
-from harness_gateway.keys import KeySpec
+from harness_gateway.keys import KeyRecord, KeySpec
 from harness_gateway.limits import guarded_protocol
 from harness_gateway.observe import RunInfo
 from harness_gateway.openai_chat import ChatStreamEncoder
@@ -60,6 +61,13 @@ async def _store(tmp_path: Path) -> SQLiteStore:
     return store
 
 
+async def _write(store: SQLiteStore) -> str:
+    """One write transaction: the ledger row of a request without a key, written as it ends."""
+    ticket = await store.admit(None, "mock", "echo")
+    await store.settle(ticket, "complete", TokenUsage(1, 1), 0.0)
+    return ticket
+
+
 def _hold_write_lock(path: Path) -> sqlite3.Connection:
     """Another process's connection holding the write lock (as a second worker admitting)."""
     other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -69,11 +77,12 @@ def _hold_write_lock(path: Path) -> sqlite3.Connection:
 
 async def _locked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, group_commit: bool = True
-) -> tuple[SQLiteStore, threading.Event, sqlite3.Connection]:
-    """A store, an event set when a write goes to the worker thread to wait (it found the write
-    lock taken: a whole group, ``_commit_waiting``, or without group commit one transaction alone,
-    ``_waiting``), and the other connection that holds that lock."""
+) -> tuple[SQLiteStore, KeyRecord, threading.Event, sqlite3.Connection]:
+    """A store, a key of it, an event set when a write goes to the worker thread to wait (it found
+    the write lock taken: a whole group, ``_commit_waiting``, or without group commit one
+    transaction alone, ``_waiting``), and the other connection that holds that lock."""
     store = await _store(tmp_path)
+    key = await open_key(store)
     store.group_commit = group_commit
     await store.ledger()  # the event loop's connection is open: only a busy write takes the lock
     entered = threading.Event()
@@ -89,18 +98,18 @@ async def _locked(
         return waiting(*args)
 
     monkeypatch.setattr(store, name, group_spy if group_commit else alone_spy)
-    return store, entered, _hold_write_lock(store.path)
+    return store, key, entered, _hold_write_lock(store.path)
 
 
 @pytest.mark.parametrize("group_commit", [True, False])
 async def test_a_transaction_waits_in_a_thread_while_another_process_writes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, group_commit: bool
 ) -> None:
-    store, entered, other = await _locked(tmp_path, monkeypatch, group_commit)
+    store, key, entered, other = await _locked(tmp_path, monkeypatch, group_commit)
     tickets: list[str] = []
 
     async def admit() -> None:
-        tickets.append(await store.admit(None, "mock", "echo"))
+        tickets.append(await store.admit(key, "mock", "echo"))
 
     async with anyio.create_task_group() as group:
         group.start_soon(admit)
@@ -119,12 +128,12 @@ async def test_a_lone_request_cancelled_while_its_group_waits_commits_and_takes_
     """The group's leader commits its work (shielded: a follower may wait on it) and returns
     its ticket; the cancellation reaches its caller at the next checkpoint, whose own cleanup
     settles the row (the relay's shielded settlement)."""
-    store, entered, other = await _locked(tmp_path, monkeypatch)
+    store, key, entered, other = await _locked(tmp_path, monkeypatch)
     tickets: list[str] = []
     after: list[str] = []
 
     async def admit() -> None:
-        tickets.append(await store.admit(None, "mock", "echo"))
+        tickets.append(await store.admit(key, "mock", "echo"))
         try:
             await anyio.lowlevel.checkpoint()
         except anyio.get_cancelled_exc_class():
@@ -149,15 +158,15 @@ async def test_a_lone_request_cancelled_while_its_group_waits_commits_and_takes_
 async def test_without_group_commit_a_request_cancelled_while_its_transaction_waits_commits_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store, entered, other = await _locked(tmp_path, monkeypatch, group_commit=False)
+    store, key, entered, other = await _locked(tmp_path, monkeypatch, group_commit=False)
     with anyio.CancelScope() as scope:
         async with anyio.create_task_group() as group:
-            group.start_soon(store.admit, None, "mock", "echo")
+            group.start_soon(store.admit, key, "mock", "echo")
             await anyio.to_thread.run_sync(entered.wait)
             scope.cancel()  # delivered when the thread returns: after the lock, before COMMIT
             other.execute("COMMIT")
     assert scope.cancelled_caught
-    assert await store.ledger() == []
+    assert await store.ledger(key.id) == []
     other.close()
     await store.aclose()
 
@@ -193,7 +202,7 @@ async def test_checkpoints_run_off_the_event_loop_and_their_faults_are_logged(
         return checkpoint(mode)
 
     monkeypatch.setattr(store, "_checkpoint", spy)
-    await store.admit(None, "mock", "echo")  # the migration was write 1: this is write 2
+    await _write(store)  # the migration was write 1: this is write 2
     assert len(threads) == 1  # a passive one: the WAL is short
     assert threads[0] != threading.main_thread().name
     assert (checkpoint("PASSIVE") or 0) > 0  # again, on the connection the first one opened: the WAL's frames
@@ -215,14 +224,14 @@ async def test_a_wal_the_passive_checkpoint_leaves_long_is_emptied(tmp_path: Pat
     store.checkpoint_every, store.wal_limit = store._writes + 40, 20  # (the migration's writes count)
     wal = tmp_path / "gw.sqlite-wal"
     for _ in range(39):
-        await store.admit(None, "mock", "echo")
+        await _write(store)
     assert wal.stat().st_size > 0
-    await store.admit(None, "mock", "echo")  # the 40th: it checkpoints
+    await _write(store)  # the 40th: it checkpoints
     assert wal.stat().st_size == 0  # truncated: a passive checkpoint leaves the file as it is
     assert len(await store.ledger()) == 40  # every row is in the database
     store.wal_limit = 10**6  # a WAL within the limit: only the passive checkpoint runs
     for _ in range(40):
-        await store.admit(None, "mock", "echo")
+        await _write(store)
     assert wal.stat().st_size > 0
     await store.aclose()
 
@@ -248,11 +257,11 @@ async def test_transactions_wait_for_a_truncating_checkpoint_on_the_event_loop(
 
     monkeypatch.setattr(store, "_checkpoint", held)
     monkeypatch.setattr(store, "_waiting", no_worker)
-    await store.admit(None, "mock", "echo")
+    await _write(store)
     tickets: list[str] = []
 
     async def admit() -> None:
-        tickets.append(await store.admit(None, "mock", "echo"))
+        tickets.append(await _write(store))
 
     async with anyio.create_task_group() as group:
         group.start_soon(admit)  # the second write: it checkpoints, and waits for it

@@ -16,7 +16,7 @@ import anyio.lowlevel
 import httpx
 import msgspec
 import pytest
-from gw_helpers import gateway_yaml, killed_mid_stream, serve_gateway, wait_until
+from gw_helpers import gateway_yaml, killed_mid_stream, open_key, serve_gateway, stored_key, wait_until
 
 from harness_core.types import (
     FileBlock,
@@ -69,18 +69,19 @@ def test_a_dead_owners_rows_are_settled_as_lost_charging_what_they_recorded(tmp_
         assert dead.owner != alive.owner  # host:pid:nonce: one process, two owners
         _, key = await dead.create_key(KeySpec(name="k", budget=10.0), now=T0)
         ticket = await dead.admit(key, "mock", "echo", now=T0)
-        anonymous = await dead.admit(None, "mock", "echo", now=T0)  # keys optional: no key to charge
-        assert dead.running == {ticket, anonymous}
+        # keys optional: no key to check or charge, so no row (nor lease) until it ends
+        anonymous = await dead.admit(None, "mock", "echo", now=T0)
+        assert dead.running == {ticket}
+        assert [entry["id"] for entry in await dead.ledger()] == [ticket]
+        assert await dead.record(anonymous, TokenUsage(3, 3), 0.0, now=T0 + 1)  # nothing to record: still running
         status, owner, lease_until, *_ = await row(dead, ticket)
         assert (status, owner, lease_until) == ("running", dead.owner, T0 + 2.0)
         assert await dead.record(ticket, TokenUsage(7, 4), 1.5, now=T0 + 1)  # renews its lease too
         assert (await row(dead, ticket))[2:] == (T0 + 3.0, 1.5, 7, 4)
-        assert await alive.reap(now=T0 + 1.5) == 0  # both leases still run: nothing found
-        assert await alive.reap(now=T0 + 2.5) == 1  # the anonymous row's lease passed (nobody renewed it)
-        assert (await row(alive, ticket))[0] == "running"  # its record moved its lease on
+        assert await alive.reap(now=T0 + 2.5) == 0  # its record moved its lease on
+        assert (await row(alive, ticket))[0] == "running"
         assert await alive.reap(now=T0 + 3.0) == 1
         assert (await row(alive, ticket))[0] == "lost"
-        assert (await row(alive, anonymous))[0] == "lost"
         assert await spent(alive) == 1.5  # exactly the usage last recorded
         assert await alive.reap(now=T0 + 10) == 0
         assert not await dead.record(ticket, TokenUsage(9, 9), 9.0, now=T0 + 11)  # settled: no longer running
@@ -88,9 +89,11 @@ def test_a_dead_owners_rows_are_settled_as_lost_charging_what_they_recorded(tmp_
         await dead.settle(ticket, "complete", TokenUsage(7, 10), 2.0, now=T0 + 12)
         assert await spent(alive) == 2.0
         assert (await row(alive, ticket))[0] == "complete"
-        assert dead.running == {anonymous}
-        await dead.settle(anonymous, "complete", None, 0.0, now=T0 + 12)
         assert not dead.running
+        await dead.settle(anonymous, "complete", TokenUsage(3, 5), 0.0, now=T0 + 12)  # its row, as it ended
+        assert await row(alive, anonymous) == ("complete", dead.owner, None, 0.0, 3, 5)
+        await dead.settle(anonymous, "complete", TokenUsage(3, 5), 0.0, now=T0 + 12)  # settled: nothing more
+        assert len(await alive.ledger()) == 2
         await dead.aclose()
         await alive.aclose()
 
@@ -150,10 +153,10 @@ def test_a_row_of_a_gateway_before_leases_expires_after_an_hour(tmp_path: Path) 
 def test_renewal_touches_only_this_processes_running_rows(tmp_path: Path) -> None:
     async def main() -> None:
         mine, theirs = two_stores(tmp_path)
-        await mine.migrate()
+        key = await open_key(mine, now=T0)
         assert await mine.renew(now=T0) == 0  # nothing running: no statement
-        ticket = await mine.admit(None, "mock", "echo", now=T0)
-        other = await theirs.admit(None, "mock", "echo", now=T0)
+        ticket = await mine.admit(key, "mock", "echo", now=T0)
+        other = await theirs.admit(key, "mock", "echo", now=T0)
         assert await mine.renew(now=T0 + 1) == 1
         assert (await row(mine, ticket))[2] == T0 + 3.0
         assert (await row(mine, other))[2] == T0 + 2.0
@@ -168,8 +171,7 @@ def test_maintain_waits_for_the_schema_then_reaps_and_survives_faults(
 ) -> None:
     async def main() -> None:
         store, dead = two_stores(tmp_path, lease=0.5)  # a tick every 0.1 s
-        await dead.migrate()
-        ticket = await dead.admit(None, "mock", "echo")
+        ticket = await dead.admit(await open_key(dead), "mock", "echo")
         calls: list[str] = []
         real = store.reap
         reaped = anyio.Event()
@@ -240,6 +242,8 @@ def test_a_stream_records_its_usage_as_it_goes(
     monkeypatch.setattr(gateway_app, "RECORD_EVERY", 0.01)
     yaml_text = gateway_yaml("", "", db=tmp_path / "gw.sqlite").replace("  mock: {}", "  mock: {delay: 0.05}")
     body = {"model": "mock/echo", "messages": [{"role": "user", "content": "w " * 60}], "stream": True}
+    # a key's request has its row from admission on (one without a key only when it ends)
+    auth = {"authorization": f"Bearer {stored_key(tmp_path / 'gw.sqlite', 'recorded')}"}
     reader = SQLiteStore(tmp_path / "gw.sqlite")  # this thread's own connection, beside the server's
 
     def ledger() -> list[dict[str, Any]]:
@@ -258,7 +262,7 @@ def test_a_stream_records_its_usage_as_it_goes(
             rows = ledger()
             return bool(rows) and rows[0]["status"] == "running" and (rows[0]["output_tokens"] or 0) > 0
 
-        with httpx.stream("POST", running.url + "/v1/chat/completions", json=body, timeout=60) as reply:
+        with httpx.stream("POST", running.url + "/v1/chat/completions", json=body, headers=auth, timeout=60) as reply:
             lines = reply.iter_lines()
             next(lines)
             wait_until(recorded)
@@ -271,7 +275,9 @@ def test_a_stream_records_its_usage_as_it_goes(
 
         monkeypatch.setattr(store, "record", refuse)
         with caplog.at_level(logging.WARNING, "harness_gateway"):
-            reply = httpx.post(running.url + "/v1/chat/completions", json={**body, "stream": False}, timeout=60)
+            reply = httpx.post(
+                running.url + "/v1/chat/completions", json={**body, "stream": False}, headers=auth, timeout=60
+            )
             assert reply.status_code == 200  # the stream goes on
             wait_until(lambda: "could not record its usage so far" in caplog.text)
 
@@ -280,3 +286,32 @@ def test_a_killed_gateway_process_strands_no_budget_on_sqlite(tmp_path: Path) ->
     database = tmp_path / "gw.sqlite"
     settled = killed_mid_stream(tmp_path, str(database), lambda: SQLiteStore(database), restart=False)
     print(f"SQLite: settled {settled:.2f} s after SIGKILL (lease 2 s)")
+
+
+def test_the_row_of_a_request_without_a_key_is_written_when_it_ends_and_retried_after_a_fault(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No admission transaction for a request without a key: its row is written once, as it ends;
+    a settlement the store refused is kept (deferred) and written by the retry, once."""
+
+    async def main() -> None:
+        store = SQLiteStore(tmp_path / "gw.sqlite")
+        await store.migrate()
+        ticket = await store.admit(None, "mock", "echo", now=T0)
+        assert await store.ledger() == []  # nothing written yet
+        real = store.transaction
+
+        async def down(*args: Any, **kwargs: Any) -> Any:
+            raise GatewayError(503, "the database went away")
+
+        monkeypatch.setattr(store, "transaction", down)
+        with pytest.raises(GatewayError):
+            await store.settle(ticket, "aborted", TokenUsage(2, 1), 0.0, now=T0 + 1)
+        store.defer(ticket, "aborted", TokenUsage(2, 1), 0.0, now=T0 + 1)  # as the gateway does
+        monkeypatch.setattr(store, "transaction", real)
+        assert await store.settle_deferred(force=True) == 1
+        assert await row(store, ticket) == ("aborted", store.owner, None, 0.0, 2, 1)
+        assert not store.deferred
+        await store.aclose()
+
+    anyio.run(main)

@@ -100,7 +100,7 @@ def test_a_crashed_hosts_reservations_come_back_when_its_lease_passes(tmp_path: 
         crashed, survivor = two_hosts(tmp_path / "gw.sqlite", redis_url, lease=2.0)
         key = await key_of(crashed, KeySpec(name="lease", budget=1.5))
         ticket = await crashed.admit(key, "mock", "echo", now=NOW)
-        await crashed.admit(None, "mock", "echo", now=NOW)  # an anonymous row dies too: charges nobody
+        await crashed.admit(None, "mock", "echo", now=NOW)  # one without a key dies too: no row, charges nobody
         await crashed.record(ticket, TokenUsage(5, 5), 0.4, now=NOW + 0.5)  # usage so far, then it dies
         with pytest.raises(GatewayError) as held:  # its reservation holds while its lease runs
             await survivor.admit(key, "mock", "echo", now=NOW + 1.0)
@@ -109,7 +109,7 @@ def test_a_crashed_hosts_reservations_come_back_when_its_lease_passes(tmp_path: 
         assert held.value.retry_after == pytest.approx(1.0)
         assert await survivor.reap(now=NOW + 1.0) == 0
         # the lease passed: the reaper settles the row as lost, charging what was recorded ...
-        assert await survivor.reap(now=NOW + 3.0) == 2
+        assert await survivor.reap(now=NOW + 3.0) == 1
         (row,) = await survivor.ledger(key.id)
         assert (row["status"], row["cost"]) == ("lost", 0.4)
         # ... in Redis too: the next admission reserves what the lost request cost
@@ -351,7 +351,7 @@ def test_keys_on_postgres_with_admission_in_redis_hold_exactly_across_two_hosts(
                 await stores[0].settle(tickets[0], "complete", TokenUsage(2, 2), 0.1, now=NOW + 7)  # late: lost
                 await stores[0].settle(tickets[0], "complete", TokenUsage(2, 2), 0.1, now=NOW + 7)  # again: +0
                 anonymous = await stores[0].admit(None, "mock", "echo", now=NOW + 7)
-                await stores[1].settle(anonymous, "complete", TokenUsage(1, 1), 0.0, now=NOW + 8)
+                await stores[0].settle(anonymous, "complete", TokenUsage(1, 1), 0.0, now=NOW + 8)  # its row now
                 await stores[1].settle("no-such-ticket", "complete", None, 0.0, now=NOW + 8)
                 (record,) = await stores[0].list_keys()
                 assert record.spent == pytest.approx(0.35)  # charged the difference once

@@ -21,7 +21,18 @@ import anyio
 
 from harness_gateway.errors import GatewayError
 from harness_gateway.request import decimal
-from harness_gateway.store import LEASE, LIVE_NAME_INDEX, SqlStore, Status, Tx, decide, key_record, revoked, unavailable
+from harness_gateway.store import (
+    ENDED_ROW,
+    LEASE,
+    LIVE_NAME_INDEX,
+    SqlStore,
+    Status,
+    Tx,
+    decide,
+    key_record,
+    revoked,
+    unavailable,
+)
 
 __all__ = ["FUNCTIONS_POSTGRES", "MIGRATIONS_POSTGRES", "PostgresStore"]
 
@@ -326,6 +337,9 @@ def numbered(sql: str) -> str:
     return _PLACEHOLDER.sub(lambda _: f"${next(counter)}", sql)
 
 
+_ENDED_ROW_PG: Final = numbered(ENDED_ROW)  # the ledger row of a request without a key, as it ended
+
+
 class _PgTx:
     def __init__(self, conn: Any) -> None:
         self.conn = conn
@@ -461,14 +475,14 @@ class PostgresStore(SqlStore):
     async def _open(
         self,
         ticket: str,
-        key_id: str | None,
+        key_id: str,
         route: str,
         model: str,
         now: float,
         bound: float | None,
         floor: float = 0.0,
     ) -> None:
-        """Admit in one statement (``gateway_admit``; an anonymous row: one ``INSERT``). Near the
+        """Admit in one statement (``gateway_admit``). Near the
         budget (``budget_exceeded``: a dead process's reservation may be in the way) the admission
         runs again as the recounting transaction of :meth:`SqlStore._open`.
 
@@ -476,21 +490,6 @@ class PostgresStore(SqlStore):
             GatewayError: 429 (rate or budget, built by :func:`decide`), 401 (key revoked), 503.
         """
         lease_until = now + self.lease
-        if key_id is None:
-            await self._connected(
-                lambda conn: conn.execute(
-                    "INSERT INTO gateway_ledger"
-                    " (id, key_id, route, model, started_at, status, reserved, owner, lease_until)"
-                    " VALUES ($1, NULL, $2, $3, $4, 'running', 0, $5, $6)",
-                    ticket,
-                    route,
-                    model,
-                    now,
-                    self.owner,
-                    lease_until,
-                )
-            )
-            return
         row = await self._connected(
             lambda conn: conn.fetchrow(
                 "SELECT * FROM gateway_admit($1, $2, $3, $4, $5, $6, $7, $8, $9)",
@@ -514,6 +513,21 @@ class PostgresStore(SqlStore):
         if isinstance(decision, GatewayError) and decision.code != "budget_exceeded":
             raise decision
         await super()._open(ticket, key_id, route, model, now, bound, floor)  # near the budget: recount (rare)
+
+    async def _write_ended(
+        self,
+        ticket: str,
+        started: tuple[str, str, float],
+        status: Status,
+        input_tokens: int | None,
+        output_tokens: int | None,
+        cost: float,
+        moment: float,
+    ) -> None:
+        """:meth:`SqlStore._write_ended` in one round trip (one statement, its own transaction)."""
+        route, model, began = started
+        args = (ticket, route, model, began, moment, status, input_tokens, output_tokens, cost, self.owner)
+        await self._connected(lambda conn: conn.execute(_ENDED_ROW_PG, *args))
 
     async def _close(
         self,

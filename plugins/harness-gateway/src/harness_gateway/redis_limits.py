@@ -363,15 +363,15 @@ class RedisAdmission(SqlStore):
     async def _open(
         self,
         ticket: str,
-        key_id: str | None,
+        key_id: str,
         route: str,
         model: str,
         now: float,
         bound: float | None,
         floor: float = 0.0,
     ) -> None:
-        """Admit ``ticket`` of ``key_id`` (``None``: anonymous, no checks; ``bound``, ``floor``: the
-        request's, :meth:`SqlStore.admit`): the key read from SQL,
+        """Admit ``ticket`` of ``key_id`` (``bound``, ``floor``: the request's,
+        :meth:`SqlStore.admit`): the key read from SQL,
         the decision in Redis (:meth:`RedisLimits.admit`), then the running ledger row; should
         that insert fail, the reservation is released again (or, Redis failing too, its lease
         returns it).
@@ -379,9 +379,6 @@ class RedisAdmission(SqlStore):
         Raises:
             GatewayError: 429 (rate or budget), 401 (revoked), 503 (SQL or Redis fault).
         """
-        if key_id is None:
-            await super()._open(ticket, key_id, route, model, now, bound, floor)
-            return
         found = await self._statement(f"SELECT {_KEY_COLUMNS}, max_cost FROM gateway_keys WHERE id = ?", key_id)
         row = found[0] if found else None
         if row is None or row[8] is not None:

@@ -81,6 +81,7 @@ from harness_gateway.keys import KeyRecord, KeySpec, hash_key, new_key
 
 __all__ = [
     "DEFERRED_MAX",
+    "ENDED_ROW",
     "KEY_TTL",
     "LEASE",
     "STALE_RUNNING",
@@ -291,6 +292,14 @@ def key_record(row: Sequence[Any]) -> KeyRecord:
     )  # fmt: skip
 
 
+ENDED_ROW: Final = (
+    "INSERT INTO gateway_ledger (id, key_id, route, model, started_at, ended_at, status, input_tokens,"
+    " output_tokens, cost, reserved, owner) VALUES (?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)"
+    " ON CONFLICT (id) DO NOTHING"
+)
+"""The ledger row of a request without a key, written once when it ended (:meth:`SqlStore.settle`):
+``(id, route, model, started_at, ended_at, status, input_tokens, output_tokens, cost, owner)``."""
+
 LIVE_NAME_INDEX: Final = "gateway_keys_live_name"
 """The unique partial index on the names of live keys (schema 5 of both backends): two concurrent
 creates of one name cannot both commit. Its migration first renames the newer of any live keys
@@ -312,7 +321,10 @@ class SqlStore:
         self.running: set[str] = set()
         """Tickets this process admitted and has not settled yet (their leases are renewed)."""
         self._key_ids: dict[str, str] = {}
-        """The key id of each running ticket (``""``: anonymous), so settling needs no read first."""
+        """The key id of each running ticket of a key, so settling needs no read first."""
+        self._anonymous: dict[str, tuple[str, str, float]] = {}
+        """The ``(route, model, started at)`` of each request without a key not settled yet: its
+        ledger row is written once, when it ends (:meth:`settle`)."""
         self.deferred: dict[str, tuple[Status, TokenUsage | None, float, float]] = {}
         """Settlements that failed with a store fault, by ticket: ``(status, usage, cost, ended at)``
         (:meth:`defer`)."""
@@ -496,7 +508,10 @@ class SqlStore:
     ) -> str:
         """Check ``key``'s limits and budget atomically and open its ledger row; the row's id.
 
-        ``key`` ``None`` (keys not required) records the row without checks. ``bound``: the most
+        ``key`` ``None`` (keys not required, or the master key) checks nothing and writes nothing
+        now: such a request reserves and charges nothing, so its ledger row is written once, when
+        it ends (:meth:`settle`; a process dying meanwhile loses only that row, as it loses the
+        console's record of the request). ``bound``: the most
         the request can cost in USD as priced before it runs (:func:`harness_gateway.spend.request_bound`:
         ``0.0`` for a route/model priced at 0, ``None`` when unknown), what a budgeted key
         reserves for it (:func:`decide`); ``floor``: the least it costs (USD, 0 when unknown), what
@@ -508,37 +523,37 @@ class SqlStore:
         """
         ticket = uuid.uuid4().hex
         moment = time.time() if now is None else now
+        if key is None:  # nothing to check, reserve or charge: its row is written when it ends
+            self._anonymous[ticket] = (route, model, moment)
+            return ticket
         try:
-            await self._open(ticket, key.id if key is not None else None, route, model, moment, bound, floor)
+            await self._open(ticket, key.id, route, model, moment, bound, floor)
         except GatewayError:
             raise  # refused, or the store failed: nothing was committed
         except BaseException:  # cancelled while its transaction was in flight: it may have committed
             self.defer(ticket, "aborted", None, 0.0, now=moment)  # settles the row if it exists, else nothing
             raise
         self.running.add(ticket)
-        self._key_ids[ticket] = key.id if key is not None else ""
+        self._key_ids[ticket] = key.id
         return ticket
 
     async def _open(
         self,
         ticket: str,
-        key_id: str | None,
+        key_id: str,
         route: str,
         model: str,
         now: float,
         bound: float | None,
         floor: float = 0.0,
     ) -> None:
-        """Decide the admission of ``key_id`` (``None``: anonymous, no checks) and open its running
-        ledger row ``ticket``, in one transaction (:meth:`_check`; ``bound`` and ``floor`` as
-        :meth:`admit` takes them); raises as :meth:`admit` does.
-        :class:`~harness_gateway.postgres.PostgresStore` does it in one statement instead, and
-        falls back to this near the budget."""
+        """Decide the admission of ``key_id`` and open its running ledger row ``ticket``, in one
+        transaction (:meth:`_check`; ``bound`` and ``floor`` as :meth:`admit` takes them); raises
+        as :meth:`admit` does. :class:`~harness_gateway.postgres.PostgresStore` does it in one
+        statement instead, and falls back to this near the budget."""
 
         async def work(tx: Tx) -> None:
-            reserve = 0.0
-            if key_id is not None:
-                reserve = await self._check(tx, key_id, now, bound, floor)
+            reserve = await self._check(tx, key_id, now, bound, floor)
             await tx.run(
                 "INSERT INTO gateway_ledger"
                 " (id, key_id, route, model, started_at, status, reserved, owner, lease_until)"
@@ -609,11 +624,33 @@ class SqlStore:
         moment = time.time() if now is None else now
         input_tokens = usage.input_tokens if usage is not None else None
         output_tokens = usage.output_tokens if usage is not None else None
+        anonymous = self._anonymous.get(ticket)
+        if anonymous is not None:  # kept until written: a deferred retry writes it then
+            await self._write_ended(ticket, anonymous, status, input_tokens, output_tokens, cost, moment)
+            del self._anonymous[ticket]
+            return
         try:
             await self._close(ticket, self._key_ids.get(ticket), status, input_tokens, output_tokens, cost, moment)
         finally:
             self.running.discard(ticket)
             self._key_ids.pop(ticket, None)
+
+    async def _write_ended(
+        self,
+        ticket: str,
+        started: tuple[str, str, float],
+        status: Status,
+        input_tokens: int | None,
+        output_tokens: int | None,
+        cost: float,
+        moment: float,
+    ) -> None:
+        """Write the ledger row of a request without a key that ended (``started``: its ``(route,
+        model, started at)``), in one statement; a retry after a fault whose transaction had
+        committed writes nothing more (``ON CONFLICT DO NOTHING``)."""
+        route, model, began = started
+        args = (ticket, route, model, began, moment, status, input_tokens, output_tokens, cost, self.owner)
+        await self.transaction(lambda tx: tx.run(ENDED_ROW, *args))
 
     async def _close(
         self,
@@ -670,6 +707,7 @@ class SqlStore:
         if len(self.deferred) >= DEFERRED_MAX:
             dropped = next(iter(self.deferred))
             del self.deferred[dropped]
+            self._anonymous.pop(dropped, None)
             logger.error(
                 "%s: %d settlements wait for the store: dropped ledger row %s's (the lease reaper settles it as lost)",
                 self.description, DEFERRED_MAX, dropped,
@@ -741,6 +779,8 @@ class SqlStore:
         Called at most once a second per stream (:mod:`harness_gateway.relay`,
         :mod:`harness_gateway.embedding`); charges nothing.
         """
+        if ticket in self._anonymous:  # no row yet, and nothing a reaper would charge
+            return True
         moment = time.time() if now is None else now
         changed = await self.transaction(
             lambda tx: tx.run(
