@@ -162,17 +162,20 @@ def parse_chat_request(raw: Any, *, target: Target | None = None) -> ParsedReque
         "reasoning_effort": reasoning_effort(body.get("reasoning_effort", str)),
     }
     options["response_format"] = _response_format(body)
+    stream = body.get("stream", bool, False)
     stream_options = body.obj("stream_options")
     if stream_options is not None:  # include_obfuscation: OpenAI's padding of deltas, which the gateway never adds
         stream_options.only(_STREAM_OPTIONS, what="stream options")
         stream_options.get("include_obfuscation", bool)
+        if not stream:  # OpenAI's 400, in its words
+            raise bad_request("stream_options", "this parameter is only allowed when 'stream' is enabled")
     generate = build_options(
         options, {"max_tokens": "max_completion_tokens" if "max_completion_tokens" in body.value else "max_tokens"}
     )
     return ParsedRequest(
         model=model,
         options=generate,
-        stream=body.get("stream", bool, False),
+        stream=stream,
         include_usage=bool(stream_options and stream_options.get("include_usage", bool, False)),
     )
 
