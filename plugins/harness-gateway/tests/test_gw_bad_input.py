@@ -69,5 +69,13 @@ def test_stream_options_without_stream_is_refused_as_openai_does(http: httpx.Cli
     assert '"usage":' in streamed.text
 
 
+def test_more_than_four_stop_sequences_are_refused_on_chat_only(http: httpx.Client) -> None:
+    """OpenAI takes up to 4; Anthropic's stop_sequences has no such bound (none is invented)."""
+    too_many = chat(http, stop=["a", "b", "c", "d", "e"])
+    assert refused(too_many) == (400, "stop", "stop: expected at most 4 sequences, got 5")
+    assert chat(http, stop=["a", "b", "c", "d"]).status_code == 200
+    assert messages(http, stop_sequences=[str(i) for i in range(10)]).status_code == 200
+
+
 def function(name: str) -> dict[str, Any]:
     return {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}

@@ -70,6 +70,7 @@ from harness_gateway.sse import sse_data
 __all__ = [
     "IGNORED",
     "MAPPED",
+    "MAX_STOP",
     "MESSAGE_FIELDS",
     "MESSAGE_IGNORED",
     "OPENAI_CHAT",
@@ -410,7 +411,17 @@ def reasoning_effort(effort: str | None) -> str | None:
     return "off" if effort == "none" else effort
 
 
+MAX_STOP: Final = 4
+"""The most ``stop`` sequences Chat Completions takes (OpenAI: "Up to 4 sequences"; Messages'
+``stop_sequences`` has no such bound, and Responses no ``stop`` field)."""
+
+
 def _stop(body: Body) -> list[str] | None:
+    """``stop``: a string, or a list of at most :data:`MAX_STOP` strings.
+
+    Raises:
+        GatewayError: 400 naming ``stop`` for a longer list (OpenAI refuses it), ``stop[i]`` for
+            an entry that is not a string."""
     stop = body.get("stop", (str, list))
     if isinstance(stop, str):
         return [stop]
@@ -418,6 +429,8 @@ def _stop(body: Body) -> list[str] | None:
         for where, item in body.items("stop"):
             if not isinstance(item, str):
                 raise bad_request(where, "expected a string")
+        if len(stop) > MAX_STOP:
+            raise bad_request("stop", f"expected at most {MAX_STOP} sequences, got {len(stop)}")
     return list(stop) if stop is not None else None
 
 
