@@ -79,3 +79,59 @@ def test_more_than_four_stop_sequences_are_refused_on_chat_only(http: httpx.Clie
 
 def function(name: str) -> dict[str, Any]:
     return {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
+
+
+def test_chat_tool_names_follow_openais_rule_and_are_unique(http: httpx.Client) -> None:
+    rule = "a tool name matches ^[a-zA-Z0-9_-]{1,64}$"
+    twice = chat(http, tools=[function("get"), function("get")])
+    assert refused(twice) == (
+        400,
+        "tools[1].function.name",
+        "tools[1].function.name: 'get' is offered more than once: tool names must be unique",
+    )
+    spaced = chat(http, tools=[function("ok"), function("get weather")])
+    assert refused(spaced) == (
+        400,
+        "tools[1].function.name",
+        f"tools[1].function.name: 'get weather' holds ' ' (U+0020), which is not allowed: {rule}",
+    )
+    long = chat(http, tools=[function("x" * 65)])
+    assert refused(long) == (
+        400,
+        "tools[0].function.name",
+        f"tools[0].function.name: is 65 characters long, more than 64: {rule}",
+    )
+    empty = chat(http, tools=[function("")])
+    assert refused(empty) == (400, "tools[0].function.name", f"tools[0].function.name: must not be empty: {rule}")
+    assert chat(http, tools=[function("A-z_0" + "x" * 59), function("b")]).status_code == 200  # 64 characters
+
+
+def test_responses_tool_names_follow_openais_rule_and_are_unique(http: httpx.Client) -> None:
+    def tool(name: str) -> dict[str, Any]:
+        return {"type": "function", "name": name, "parameters": {"type": "object"}}
+
+    twice = responses(http, tools=[tool("get"), tool("get")])
+    assert refused(twice)[:2] == (400, "tools[1].name")
+    dotted = responses(http, tools=[tool("a.b")])
+    assert refused(dotted)[:2] == (400, "tools[0].name")
+    assert "'a.b' holds '.' (U+002E)" in refused(dotted)[2]
+    assert refused(responses(http, tools=[tool("x" * 65)]))[:2] == (400, "tools[0].name")
+    assert responses(http, tools=[tool("x" * 64)]).status_code == 200
+
+
+def test_messages_tool_names_follow_anthropics_rule_and_are_unique(http: httpx.Client) -> None:
+    def tool(name: str) -> dict[str, Any]:
+        return {"name": name, "input_schema": {"type": "object"}}
+
+    twice = messages(http, tools=[tool("get"), tool("get")])
+    assert anthropic_refusal(twice) == (
+        400,
+        "invalid_request_error",
+        "tools[1].name: 'get' is offered more than once: tool names must be unique",
+    )
+    long = messages(http, tools=[tool("x" * 129)])
+    assert anthropic_refusal(long)[2] == (
+        "tools[0].name: is 129 characters long, more than 128: a tool name matches ^[a-zA-Z0-9_-]{1,128}$"
+    )
+    assert anthropic_refusal(messages(http, tools=[tool("a:b")]))[2].startswith("tools[0].name: 'a:b' holds ':'")
+    assert messages(http, tools=[tool("x" * 128)]).status_code == 200  # Anthropic's bound, not OpenAI's 64

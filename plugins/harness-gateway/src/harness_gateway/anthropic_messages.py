@@ -66,7 +66,17 @@ from harness_core import (
 from harness_gateway.dialect import Dialect, StreamEncoder
 from harness_gateway.errors import GatewayError, finish_error
 from harness_gateway.files import file_block
-from harness_gateway.request import Body, ParsedRequest, Target, bad_request, build_options, cache_mark, pass_through
+from harness_gateway.request import (
+    ANTHROPIC_TOOL_NAME,
+    Body,
+    ParsedRequest,
+    Target,
+    bad_request,
+    build_options,
+    cache_mark,
+    pass_through,
+    tool_name,
+)
 from harness_gateway.sse import sse_event
 
 __all__ = [
@@ -333,8 +343,9 @@ def _result_text(block: Body) -> str:
 def _read_tool(tool: Body) -> ToolSpec:
     """A ``tools`` entry, a client tool: ``{type?: custom, name, description, input_schema,
     cache_control, strict}`` (https://docs.anthropic.com/en/api/messages#body-tools); a server
-    tool (``web_search_20250305`` …), a missing ``input_schema``, or a field the dialect does not
-    read, is a 400 naming it."""
+    tool (``web_search_20250305`` …), a missing ``input_schema``, a name outside Anthropic's rule
+    (:func:`~harness_gateway.request.tool_name`), or a field the dialect does not read, is a 400
+    naming it."""
     kind = tool.get("type", str, "custom")
     if kind != "custom":
         raise bad_request(
@@ -343,7 +354,7 @@ def _read_tool(tool: Body) -> ToolSpec:
     tool.only(_TOOL_FIELDS, what="tool")
     schema = tool.get("input_schema", dict, required=True)  # required by the API, as a client tool's shape
     return ToolSpec(
-        name=tool.get("name", str, required=True),
+        name=tool_name(tool, ANTHROPIC_TOOL_NAME),
         description=tool.get("description", str, ""),
         parameters=schema,
         cache=cache_mark(tool),

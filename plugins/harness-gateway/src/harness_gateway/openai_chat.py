@@ -64,7 +64,17 @@ from harness_core import (
 from harness_gateway.dialect import Dialect
 from harness_gateway.errors import GatewayError, finish_error
 from harness_gateway.files import file_block, image_detail
-from harness_gateway.request import Body, ParsedRequest, Target, bad_request, build_options, cache_mark, pass_through
+from harness_gateway.request import (
+    OPENAI_TOOL_NAME,
+    Body,
+    ParsedRequest,
+    Target,
+    bad_request,
+    build_options,
+    cache_mark,
+    pass_through,
+    tool_name,
+)
 from harness_gateway.sse import sse_data
 
 __all__ = [
@@ -170,9 +180,8 @@ def parse_chat_request(raw: Any, *, target: Target | None = None) -> ParsedReque
         stream_options.get("include_obfuscation", bool)
         if not stream:  # OpenAI's 400, in its words
             raise bad_request("stream_options", "this parameter is only allowed when 'stream' is enabled")
-    generate = build_options(
-        options, {"max_tokens": "max_completion_tokens" if "max_completion_tokens" in body.value else "max_tokens"}
-    )
+    max_tokens = "max_completion_tokens" if "max_completion_tokens" in body.value else "max_tokens"
+    generate = build_options(options, {"max_tokens": max_tokens, "tools[].name": "tools[].function.name"})
     return ParsedRequest(
         model=model,
         options=generate,
@@ -368,7 +377,8 @@ def _response_format(body: Body) -> JsonObjectFormat | JsonSchemaFormat | None:
 def _read_tool(tool: Body) -> ToolSpec:
     """A ``tools`` entry: ``{type: function, function: {name, description, parameters, strict}}``
     (https://platform.openai.com/docs/api-reference/chat/create#chat-create-tools); another tool
-    type, a missing ``type``, or a field the dialect does not read, is a 400 naming it."""
+    type, a missing ``type``, a name outside OpenAI's rule (:func:`~harness_gateway.request.tool_name`),
+    or a field the dialect does not read, is a 400 naming it."""
     kind = tool.get("type", str, required=True)
     if kind != "function":
         raise bad_request(tool.path("type"), f"only function tools are supported, got {kind!r}")
@@ -378,7 +388,7 @@ def _read_tool(tool: Body) -> ToolSpec:
     function.only(_FUNCTION_FIELDS, what="function")
     parameters = function.get("parameters", dict) or {"type": "object", "properties": {}}
     return ToolSpec(
-        name=function.get("name", str, required=True),
+        name=tool_name(function, OPENAI_TOOL_NAME),
         description=function.get("description", str, ""),
         parameters=parameters,
         strict=function.get("strict", bool, False) or False,
