@@ -11,6 +11,9 @@ import httpx
 import pytest
 from gw_helpers import Running, gateway_yaml, serve_gateway
 
+from harness_gateway.errors import GatewayError
+from harness_gateway.request import decode_json
+
 MASTER = "master-" + "b" * 24  # built at run time: no key-shaped literal committed
 HI = [{"role": "user", "content": "hi"}]
 EXTRA = (  # a route whose model takes efforts without "off" (never reached: the adapter refuses first)
@@ -135,3 +138,35 @@ def test_messages_tool_names_follow_anthropics_rule_and_are_unique(http: httpx.C
     )
     assert anthropic_refusal(messages(http, tools=[tool("a:b")]))[2].startswith("tools[0].name: 'a:b' holds ':'")
     assert messages(http, tools=[tool("x" * 128)]).status_code == 200  # Anthropic's bound, not OpenAI's 64
+
+
+def test_a_number_too_large_for_a_float_names_its_field(http: httpx.Client) -> None:
+    """It was "the request body is not valid JSON" without a field."""
+    headers = {"content-type": "application/json"}
+    body = b'{"model": "mock/echo", "max_tokens": 1e400, "messages": [{"role": "user", "content": "hi"}]}'
+    answer = http.post("/v1/chat/completions", content=body, headers=headers)
+    assert refused(answer) == (
+        400,
+        "max_tokens",
+        "max_tokens: the number 1e400 is out of range: a JSON number must fit a 64-bit float",
+    )
+    nested = b'{"model": "mock/echo", "max_tokens": 5, "messages": [{"role": "user", "content": -2E+999}]}'
+    assert anthropic_refusal(http.post("/v1/messages", content=nested, headers=headers))[2].startswith(
+        "messages[0].content: the number -2E+999 is out of range"
+    )
+    small = b'{"model": "mock/echo", "temperature": 1e-400, "messages": [{"role": "user", "content": "hi"}]}'
+    assert http.post("/v1/chat/completions", content=small, headers=headers).status_code == 200  # 0.0
+    later = b'{"model": "mock/echo", "max_tokens": 1e400, "messages": ]'  # another fault after it: that one
+    assert refused(http.post("/v1/chat/completions", content=later, headers=headers))[2].startswith(
+        "the request body is not valid JSON: "
+    )
+
+
+def test_the_number_out_of_range_is_found_in_body_order_or_the_body_is_named() -> None:
+    with pytest.raises(GatewayError) as caught:
+        decode_json(b'{"a": [1, {"b": 2}, {"c": 1e999}], "d": 1e999}')
+    assert caught.value.param == "a[2].c"
+    with pytest.raises(GatewayError) as repeated:  # a repeated key replaced it: no field is left to name
+        decode_json(b'{"a": 1e999, "a": 1}')
+    assert repeated.value.param is None
+    assert repeated.value.message.startswith("a number of the body is out of range")

@@ -17,6 +17,7 @@ the request field a refused value came from.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Final, TypeVar
@@ -226,14 +227,20 @@ def decode_json(raw: bytes) -> Any:
         GatewayError: 400 saying the body is empty when it holds nothing but JSON whitespace (a
             ``POST`` without a body: msgspec would call it "truncated"); naming the byte offset
             when it is not JSON (a lone surrogate escape is
-            named as such, with its offset), or saying it nests too
+            named as such, with its offset); naming the field of a number too large for a float
+            (``max_tokens: the number 1e400 is out of range …``), or saying it nests too
             deeply (msgspec's decoder stops near 1,000 levels, bounded by Python's recursion
             limit: a request nests a few levels, a schema a few dozen).
     """
     if not raw.strip(b" \t\r\n"):  # JSON's whitespace (RFC 8259 §2)
         raise bad_request("", "the request body is empty; expected a JSON object")
     try:
-        return msgspec.json.decode(raw)
+        try:
+            return msgspec.json.decode(raw)
+        except msgspec.ValidationError:  # the one a decode without a type raises: a number out of range
+            marked = msgspec.json.Decoder(float_hook=_number).decode(raw)  # (a later fault is named below)
+            where, number = _out_of_range(marked)
+            raise bad_request(where, f"{number} is out of range: a JSON number must fit a 64-bit float") from None
     except msgspec.DecodeError as exc:
         lone = _LONE_SURROGATE.search(raw)  # msgspec calls it "truncated"
         if lone is not None:
@@ -245,6 +252,35 @@ def decode_json(raw: bytes) -> Any:
         raise bad_request("", f"the request body is not valid JSON: {exc}") from None
     except RecursionError:
         raise bad_request("", "the request body nests too deeply (arrays and objects within each other)") from None
+
+
+class _OutOfRange(msgspec.Struct, frozen=True):
+    """A number :func:`_out_of_range` found too large for a float, as written (``1e400``)."""
+
+    text: str
+
+
+def _number(text: str) -> float | _OutOfRange:
+    """A JSON float as a float, or marked :class:`_OutOfRange` when it has none (``1e400``)."""
+    value = float(text)
+    return _OutOfRange(text) if math.isinf(value) else value
+
+
+def _out_of_range(tree: Any) -> tuple[str, str]:
+    """The path (``max_tokens``, ``messages[0].content``) of the first number in ``tree`` (a body
+    decoded with :func:`_number`) marked out of range, walked in body order (iteratively: no
+    recursion limit), and how a message names it (``the number 1e400``, cut to 40 characters);
+    ``("", "a number of the body")`` when none is left (a repeated key replaced it)."""
+    stack: list[tuple[str, Any]] = [("", tree)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, _OutOfRange):
+            return where, f"the number {value.text[:40]}"
+        if isinstance(value, dict):
+            stack += reversed([(f"{where}.{key}" if where else key, item) for key, item in value.items()])
+        elif isinstance(value, list):
+            stack += reversed([(f"{where}[{i}]", item) for i, item in enumerate(value)])
+    return "", "a number of the body"
 
 
 class Body:
