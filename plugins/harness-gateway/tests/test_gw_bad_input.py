@@ -170,3 +170,13 @@ def test_the_number_out_of_range_is_found_in_body_order_or_the_body_is_named() -
         decode_json(b'{"a": 1e999, "a": 1}')
     assert repeated.value.param is None
     assert repeated.value.message.startswith("a number of the body is out of range")
+
+
+def test_control_characters_a_client_sent_are_shown_as_pictures_in_the_console(http: httpx.Client) -> None:
+    """A model id with U+0000 reached the console's HTML as a raw NUL."""
+    sent = http.post("/v1/chat/completions", json={"model": "mock/ec\u0000h\u001bo\u007f\u0085", "messages": HI})
+    assert sent.status_code == 404, sent.text  # the mock has no such model: recorded all the same
+    page = http.get("/console/requests", headers={"authorization": f"Bearer {MASTER}"})
+    assert page.status_code == 200
+    assert "ec\u2400h\u241bo\u2421\ufffd" in page.text
+    assert not [c for c in page.text if (ord(c) < 0x20 and c not in "\t\n\r") or 0x7F <= ord(c) < 0xA0]
