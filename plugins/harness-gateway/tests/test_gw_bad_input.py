@@ -172,6 +172,28 @@ def test_the_number_out_of_range_is_found_in_body_order_or_the_body_is_named() -
     assert repeated.value.message.startswith("a number of the body is out of range")
 
 
+def test_an_empty_messages_text_is_refused_as_anthropic_does(http: httpx.Client) -> None:
+    """``content: ""`` was answered 200 with an empty reply."""
+    empty = "text content blocks must be non-empty"
+    assert anthropic_refusal(messages(http, messages=[{"role": "user", "content": ""}])) == (
+        400,
+        "invalid_request_error",
+        f"messages[0].content: {empty}",
+    )
+    block = [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": ""}]}]
+    assert anthropic_refusal(messages(http, messages=block))[2] == f"messages[0].content[1].text: {empty}"
+    listless = [{"role": "user", "content": []}, {"role": "assistant", "content": "x"}]
+    assert anthropic_refusal(messages(http, messages=listless))[2] == (
+        "messages[0].content: all messages must have non-empty content except for the optional final assistant message"
+    )
+    prefill = [*HI, {"role": "assistant", "content": []}]  # the optional final assistant message may be empty
+    assert messages(http, messages=prefill).status_code == 200
+    counted = http.post(
+        "/v1/messages/count_tokens", json={"model": "mock/echo", "messages": [{"role": "user", "content": ""}]}
+    )
+    assert anthropic_refusal(counted)[2] == f"messages[0].content: {empty}"
+
+
 def test_control_characters_a_client_sent_are_shown_as_pictures_in_the_console(http: httpx.Client) -> None:
     """A model id with U+0000 reached the console's HTML as a raw NUL."""
     sent = http.post("/v1/chat/completions", json={"model": "mock/ec\u0000h\u001bo\u007f\u0085", "messages": HI})
