@@ -194,6 +194,21 @@ def test_an_empty_messages_text_is_refused_as_anthropic_does(http: httpx.Client)
     assert anthropic_refusal(counted)[2] == f"messages[0].content: {empty}"
 
 
+def test_a_refused_openai_effort_is_quoted_in_the_clients_spelling(http: httpx.Client) -> None:
+    """``reasoning_effort: "none"`` is the vocabulary's ``"off"``: a route without it said ``'off'``."""
+    answer = http.post("/v1/chat/completions", json={"model": "gpt/gpt-x", "messages": HI, "reasoning_effort": "none"})
+    assert refused(answer) == (
+        400,
+        "reasoning_effort",
+        "reasoning_effort 'none' is not supported by model 'gpt-x' (supported: ['low', 'high'])",
+    )
+    answer = http.post("/v1/responses", json={"model": "gpt/gpt-x", "input": "hi", "reasoning": {"effort": "none"}})
+    assert refused(answer)[1:] == (
+        "reasoning.effort",
+        "reasoning.effort 'none' is not supported by model 'gpt-x' (supported: ['low', 'high'])",
+    )
+
+
 def test_control_characters_a_client_sent_are_shown_as_pictures_in_the_console(http: httpx.Client) -> None:
     """A model id with U+0000 reached the console's HTML as a raw NUL."""
     sent = http.post("/v1/chat/completions", json={"model": "mock/ec\u0000h\u001bo\u007f\u0085", "messages": HI})

@@ -84,6 +84,7 @@ __all__ = [
     "MESSAGE_FIELDS",
     "MESSAGE_IGNORED",
     "OPENAI_CHAT",
+    "OPENAI_EFFORTS",
     "ChatStreamEncoder",
     "OpenAIChat",
     "chat_response",
@@ -412,13 +413,20 @@ def _tool_choice(body: Body) -> Any:
     return NamedToolChoice(function.get("name", str, required=True))
 
 
+OPENAI_EFFORTS: Final = MappingProxyType({"off": "none"})
+"""The vocabulary's reasoning efforts OpenAI spells otherwise, with OpenAI's word: ``"off"`` is
+``"none"`` (reasoning off, https://platform.openai.com/docs/api-reference/chat/create). Read the
+other way by :func:`reasoning_effort`; the Chat and Responses dialects quote OpenAI's word in a
+route's refusal (:attr:`~harness_gateway.dialect.Dialect.option_values`)."""
+_FROM_OPENAI: Final = {written: word for word, written in OPENAI_EFFORTS.items()}
+
+
 def reasoning_effort(effort: str | None) -> str | None:
     """An OpenAI reasoning effort (``reasoning_effort`` on chat completions, ``reasoning.effort``
     on the Responses API) as the vocabulary's ``GenerateOptions.reasoning_effort``: OpenAI's
-    ``"none"`` (reasoning off, https://platform.openai.com/docs/api-reference/chat/create) is the
-    vocabulary's ``"off"``, as the OpenAI adapters send ``"off"`` back as ``"none"``; any other
-    id passes as it is (the route's adapter checks it)."""
-    return "off" if effort == "none" else effort
+    ``"none"`` is the vocabulary's ``"off"`` (:data:`OPENAI_EFFORTS`), as the OpenAI adapters
+    send ``"off"`` back as ``"none"``; any other id passes as it is (the route's adapter checks it)."""
+    return effort if effort is None else _FROM_OPENAI.get(effort, effort)
 
 
 MAX_STOP: Final = 4
@@ -599,6 +607,7 @@ class OpenAIChat(Dialect):
     path = "/v1/chat/completions"
     id_prefix = "chatcmpl-"
     option_fields = MappingProxyType({"reasoning_effort": "reasoning_effort", "response_format": "response_format"})
+    option_values = MappingProxyType({"reasoning_effort": OPENAI_EFFORTS})
 
     def parse(self, raw: Any, owner: str | None, upstream_model: str, *, target: Target | None = None) -> ParsedRequest:
         """:func:`parse_chat_request` (the route's plugin and model play no part here)."""

@@ -101,7 +101,7 @@ from harness_gateway.dialect import Dialect, Ending, StreamEncoder
 from harness_gateway.errors import GatewayError, finish_error
 from harness_gateway.files import file_block, image_detail
 from harness_gateway.keys import KeyRecord, mask_keys
-from harness_gateway.openai_chat import reasoning_effort
+from harness_gateway.openai_chat import OPENAI_EFFORTS, reasoning_effort
 from harness_gateway.request import (
     OPENAI_TOOL_NAME,
     Body,
@@ -911,6 +911,7 @@ class OpenAIResponses(Dialect):
     id_prefix = "resp_"
     messages_field = "input"
     option_fields = MappingProxyType({"reasoning_effort": "reasoning.effort", "response_format": "text.format"})
+    option_values = MappingProxyType({"reasoning_effort": OPENAI_EFFORTS})
 
     def parse(self, raw: Any, owner: str | None, upstream_model: str, *, target: Target | None = None) -> ParsedRequest:
         """:func:`parse_responses_request` (``owner`` becomes the ``source`` of handed-out replay
