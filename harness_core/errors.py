@@ -93,8 +93,10 @@ class LlmError(Exception):
         provider_code: the provider's own error code (stringified when numeric).
         request_id: the provider's request id header, for support tickets.
         field: the :class:`~harness_core.GenerateOptions` field the fault is about
-            (``"reasoning_effort"`` for an effort the model does not take), when it is one: a
-            gateway answers it as its own client's spelling of that field.
+            (``"reasoning_effort"`` for an effort the model does not take), or the
+            :class:`~harness_core.embedding.EmbedOptions` field of an embedding call's fault
+            (``"dimensions"``), when it is one: a gateway answers it as its own client's
+            spelling of that field.
 
     ``retryable`` is true exactly for the codes in :data:`RETRYABLE_CODES`.
     """

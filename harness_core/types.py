@@ -646,7 +646,8 @@ class GenerateOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
         system: the system prompt, kept apart from ``messages`` for providers that need that.
         system_cache: a prompt-cache breakpoint at the end of ``system`` (:class:`CacheMark`);
             blocks and tools carry their own ``cache``.
-        tools / tool_choice: tools offered to the model and how it must use them.
+        tools / tool_choice: tools offered to the model and how it must use them; no two tools
+            of one name (a ``ValueError`` naming the second one: ``tools[1].name``).
         max_tokens: upper bound on output tokens (1 … :data:`MAX_TOKENS_LIMIT`).
         temperature / top_p / seed / stop: sampling.
         reasoning_effort: an effort id from ``ModelInfo.reasoning_efforts`` (e.g. ``"low"``,
@@ -687,6 +688,7 @@ class GenerateOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
         """
         _check_list(self.messages, Message, "messages")
         _check_list(self.tools, ToolSpec, "tools")
+        _check_tool_names(self.tools)
         for name in ("route", "model", "system", "reasoning_effort"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
@@ -751,6 +753,19 @@ def _check_list(value: object, item_type: type | tuple[type, ...], name: str) ->
     for position, item in enumerate(value):
         if not isinstance(item, item_type):
             raise TypeError(f"GenerateOptions.{name}[{position}] has the wrong type: {type(item).__name__}")
+
+
+def _check_tool_names(tools: list[ToolSpec]) -> None:
+    """Refuse a tool name offered twice: a call names its tool, so two tools of one name make
+    its target ambiguous (every provider refuses such a request: OpenAI, Anthropic, Gemini)."""
+    seen: set[str] = set()
+    for position, tool in enumerate(tools):
+        if tool.name in seen:
+            raise ValueError(
+                f"GenerateOptions.tools[{position}].name {tool.name[:80]!r} is offered more than once:"
+                " tool names must be unique"
+            )
+        seen.add(tool.name)
 
 
 MAX_TOKENS_LIMIT: Final = 2**31 - 1

@@ -139,6 +139,11 @@ def test_model_info_round_trip() -> None:
         ({"messages": "hello"}, TypeError, "messages must be a list, got str"),
         ({"messages": ["hello"]}, TypeError, r"messages\[0\] has the wrong type: str"),
         ({"tools": [{"name": "x"}]}, TypeError, r"tools\[0\] has the wrong type: dict"),
+        (
+            {"tools": [ToolSpec("a"), ToolSpec("b"), ToolSpec("a")]},
+            ValueError,
+            r"^GenerateOptions\.tools\[2\]\.name 'a' is offered more than once: tool names must be unique$",
+        ),
         ({"model": 5}, TypeError, "model must be a str or None, got int"),
         ({"max_tokens": "10"}, TypeError, "max_tokens must be a number or None, got str"),
         ({"max_tokens": True}, TypeError, "max_tokens must be a number or None, got bool"),

@@ -312,7 +312,7 @@ def test_key_form_errors_name_the_field() -> None:
         key_spec({"name": "a", "budget": "lots"})
     with pytest.raises(FormError, match="budget: expected a finite number"):
         key_spec({"name": "a", "budget": "inf"})
-    with pytest.raises(FormError, match="tpm must be a positive number"):
+    with pytest.raises(FormError, match="tpm must be a finite positive number"):
         key_spec({"name": "a", "tpm": "-4"})
     with pytest.raises(FormError, match="tpm must be at most 2147483647, what every state store can hold"):
         key_spec({"name": "a", "tpm": "99999999999999999999999"})  # was a 500 (SQLite's OverflowError)

@@ -263,6 +263,7 @@ def test_unserved_routes_models_and_provider_errors(
     with pytest.raises(openai.BadRequestError) as too_wide:
         client.embeddings.create(model="mock/hash", input="hi", dimensions=5000)  # the mock's own bound
     assert "dimensions must be 1…4096, got 5000" in too_wide.value.message
+    assert too_wide.value.body["param"] == "dimensions"  # type: ignore[index]  # the route's refusal names it
     # a refused request cost nothing, and nothing is missing: no "charging 0 USD … no usage" warning
     assert not [record.getMessage() for record in caplog.records if record.name == "harness_gateway.spend"]
 

@@ -304,7 +304,7 @@ def test_numbers_no_store_holds_and_expiries_no_date_shows_are_refused_naming_th
         (["--tpm", "99999999999999999999999"], "error: --tpm: must be at most 2147483647, what every state store"),
         (["--rpm", "2147483648"], "error: --rpm: must be at most 2147483647"),
         (["--expires", "1e9"], "error: --expires: must be at most "),  # N days from now: by 9999-12-31
-        (["--budget", "inf"], "error: --budget: must be a positive number, got inf"),
+        (["--budget", "inf"], "error: --budget: must be a finite positive number, got inf"),
     ):
         result = CliRunner().invoke(cli, ["keys", "create", "-c", str(gateway.config), "--name", "cli", *args])
         assert result.exit_code == 2, result.output  # a usage error, as a taken name: no traceback

@@ -78,9 +78,9 @@ def test_weak_connection_settings_are_config_errors_naming_the_field() -> None:
 def test_key_spec_validation() -> None:
     with pytest.raises(ValueError, match="name must not be empty"):
         KeySpec(name=" ")
-    with pytest.raises(ValueError, match="rpm must be a positive number"):
+    with pytest.raises(ValueError, match="rpm must be a finite positive number"):
         KeySpec(name="k", rpm=0)
-    with pytest.raises(ValueError, match="budget must be a positive number"):
+    with pytest.raises(ValueError, match="budget must be a finite positive number"):
         KeySpec(name="k", budget=float("inf"))
     assert KeySpec(name="k", expires_at=4e9).expiry(1e9) == 4e9  # 2096: an expiry must be in the future
     assert KeySpec(name="k", expires_days=1).expiry(1e9) == 1e9 + 86400
@@ -100,7 +100,7 @@ def test_key_spec_numbers_fit_every_store_and_expiries_a_date_in_the_future() ->
         ("tpm", 99999999999999999999999, r"^tpm must be at most 2147483647, .*; got 99999999999999999999999$"),
         ("rpm", 2**63, r"^rpm must be at most 2147483647, .*; got 9223372036854775808$"),
         ("tpm", 10**400, r"^tpm must be at most 2147483647, .*; got 1000+…$"),  # not float(): no OverflowError
-        ("rpm", -(10**400), r"^rpm must be a positive number, got -1000+…$"),
+        ("rpm", -(10**400), r"^rpm must be a finite positive number, got -1000+…$"),
         ("budget", 10**400, r"^budget must be at most 1\.7976931348623157e\+308, the largest float; got 1000+…$"),
         ("expires_days", 1e9, rf"^expires_days must be at most \d+ days from now: {latest}; got 1000000000\.0$"),
         ("expires_days", 3e6, r"^expires_days must be at most \d+ days from now"),  # the year 10183
@@ -108,7 +108,7 @@ def test_key_spec_numbers_fit_every_store_and_expiries_a_date_in_the_future() ->
         ("expires_at", LATEST_EXPIRY + 1, r"^expires_at must be at most 253402300799: .*; got 253402300800\.0$"),
         ("expires_at", 1, r"^expires_at is in the past: 1 is 1970-01-01 00:00:01 UTC, before now \(\d{4}-.* UTC\);"),
         ("expires_at", time.time() - 1, r"^expires_at is in the past: "),
-        ("expires_at", float("inf"), r"^expires_at must be a positive number, got inf$"),
+        ("expires_at", float("inf"), r"^expires_at must be a finite positive number, got inf$"),
     ]
     for field, value, message in cases:
         with pytest.raises(KeySpecError, match=message) as caught:

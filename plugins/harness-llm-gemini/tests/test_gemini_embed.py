@@ -108,7 +108,7 @@ async def test_errors_go_through_the_classifier(server: ScriptedServer, adapter:
     assert codes == [("AUTH", None), ("RATE_LIMITED", 4.0), ("SERVER", None)]
     with pytest.raises(LlmError) as refused:
         await adapter.embed(EmbedOptions(inputs=["a"], dimensions=0))
-    assert refused.value.code == "BAD_REQUEST"
+    assert (refused.value.code, refused.value.field) == ("BAD_REQUEST", "dimensions")
     assert len(server.requests) == 3
 
 

@@ -153,6 +153,7 @@ async def test_dimensions_below_one_are_refused_before_any_request(wire: tuple[S
     with pytest.raises(LlmError) as caught:
         await adapter.embed(EmbedOptions(inputs=["a"], dimensions=0))
     assert (caught.value.code, caught.value.message) == ("BAD_REQUEST", "dimensions must be at least 1, got 0")
+    assert caught.value.field == "dimensions"  # a gateway names it as param
     assert server.requests == []
 
 

@@ -66,7 +66,17 @@ from harness_core import (
 from harness_gateway.dialect import Dialect, StreamEncoder
 from harness_gateway.errors import GatewayError, finish_error
 from harness_gateway.files import file_block
-from harness_gateway.request import Body, ParsedRequest, Target, bad_request, build_options, cache_mark, pass_through
+from harness_gateway.request import (
+    ANTHROPIC_TOOL_NAME,
+    Body,
+    ParsedRequest,
+    Target,
+    bad_request,
+    build_options,
+    cache_mark,
+    pass_through,
+    tool_name,
+)
 from harness_gateway.sse import sse_event
 
 __all__ = [
@@ -127,9 +137,10 @@ def parse_messages_request(
     body = Body(raw)
     model = body.get("model", str, required=True)
     provider = target.options_key if target is not None else plugin_name(owner) if owner is not None else None
+    given = body.items("messages", required=True)
     messages = [
-        _read_message(Body(item, where), provider, upstream_model or model)
-        for where, item in body.items("messages", required=True)
+        _read_message(Body(item, where), provider, upstream_model or model, last=position == len(given) - 1)
+        for position, (where, item) in enumerate(given)
     ]
     system, system_blocks = _system(body)
     fmt, output_extra = _output(body, target)
@@ -225,14 +236,33 @@ def _signature(
     return ReasoningSignature(provider, model, value, redacted=redacted)
 
 
-def _read_message(message: Body, provider: str | None, model: str) -> Message:
+_EMPTY_TEXT: Final = "text content blocks must be non-empty"
+"""Anthropic's words for an empty text (a ``content: ""`` is one text block)."""
+
+
+def _read_message(message: Body, provider: str | None, model: str, *, last: bool) -> Message:
+    """One ``messages`` entry; ``last``: it ends the conversation (an assistant prefill there may
+    have no content).
+
+    Raises:
+        GatewayError: 400 naming the field at fault; as Anthropic answers, an empty text
+            (``content: ""``, a text block's ``text: ""``) and an empty ``content`` list but in a
+            last assistant message.
+    """
     role = message.get("role", str, required=True)
     if role not in ("user", "assistant"):
         raise bad_request(message.path("role"), f"expected user or assistant, got {role!r}")
     message.only(("role", "content"), what=f"{role} message")
     content = message.get("content", (str, list), required=True)
     if isinstance(content, str):
+        if not content:
+            raise bad_request(message.path("content"), _EMPTY_TEXT)
         return Message(role=role, content=[TextBlock(content)])
+    if not content and not (last and role == "assistant"):
+        raise bad_request(
+            message.path("content"),
+            "all messages must have non-empty content except for the optional final assistant message",
+        )
     blocks: list[Any] = []
     results: list[ToolResultBlock] = []
     for where, item in message.items("content"):
@@ -244,6 +274,8 @@ def _read_message(message: Body, provider: str | None, model: str) -> Message:
             block.only(fields, what=f"{kind} block")
         if kind == "text":
             blocks.append(_text_block(block))
+            if not blocks[-1].text:
+                raise bad_request(block.path("text"), _EMPTY_TEXT)
         elif kind == "thinking":
             value = block.get("signature", str)
             text = block.get("thinking", str, required=True)
@@ -333,8 +365,9 @@ def _result_text(block: Body) -> str:
 def _read_tool(tool: Body) -> ToolSpec:
     """A ``tools`` entry, a client tool: ``{type?: custom, name, description, input_schema,
     cache_control, strict}`` (https://docs.anthropic.com/en/api/messages#body-tools); a server
-    tool (``web_search_20250305`` …), a missing ``input_schema``, or a field the dialect does not
-    read, is a 400 naming it."""
+    tool (``web_search_20250305`` …), a missing ``input_schema``, a name outside Anthropic's rule
+    (:func:`~harness_gateway.request.tool_name`), or a field the dialect does not read, is a 400
+    naming it."""
     kind = tool.get("type", str, "custom")
     if kind != "custom":
         raise bad_request(
@@ -343,7 +376,7 @@ def _read_tool(tool: Body) -> ToolSpec:
     tool.only(_TOOL_FIELDS, what="tool")
     schema = tool.get("input_schema", dict, required=True)  # required by the API, as a client tool's shape
     return ToolSpec(
-        name=tool.get("name", str, required=True),
+        name=tool_name(tool, ANTHROPIC_TOOL_NAME),
         description=tool.get("description", str, ""),
         parameters=schema,
         cache=cache_mark(tool),

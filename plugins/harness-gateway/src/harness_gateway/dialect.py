@@ -87,6 +87,10 @@ class Dialect:
     """A vocabulary field (:class:`~harness_core.GenerateOptions`) -> this dialect's request field
     carrying it (``reasoning_effort`` -> ``reasoning.effort`` on Responses): the ``param`` of a
     route's failure that names the field (:attr:`harness_core.LlmError.field`)."""
+    option_values: Mapping[str, Mapping[str, str]] = MappingProxyType({})
+    """A vocabulary field of :attr:`option_fields` -> its values this dialect spells otherwise ->
+    this dialect's word (OpenAI's reasoning effort ``"none"`` is the vocabulary's ``"off"``): a
+    route's failure naming the field quotes the client's word (``'none'``), not the vocabulary's."""
 
     def parse(self, raw: Any, owner: str | None, upstream_model: str, *, target: Target | None = None) -> ParsedRequest:
         """Read a decoded JSON body into a :class:`ParsedRequest`.
@@ -148,9 +152,12 @@ class Dialect:
         """The JSON error response of ``error``: body, status and the retry headers. A route's
         failure that names a vocabulary field (``error.field``) names this dialect's spelling of
         it as ``param`` (:attr:`option_fields`), and in its message (``reasoning_effort 'max' is
-        not one of …`` is ``reasoning.effort 'max' …`` on Responses)."""
+        not one of …`` is ``reasoning.effort 'max' …`` on Responses), where a value quoted
+        (``'off'``) is this dialect's word for it too (:attr:`option_values`: ``'none'``)."""
         if error.param is None and error.field is not None:
             spelling = error.param = self.option_fields.get(error.field)
             if spelling is not None:
                 error.message = error.message.replace(f"{error.field} ", f"{spelling} ", 1)
+                for word, written in self.option_values.get(error.field, {}).items():
+                    error.message = error.message.replace(repr(word), repr(written))
         return JSONResponse(self.error_body(error), status_code=self.error_status(error), headers=error.headers())

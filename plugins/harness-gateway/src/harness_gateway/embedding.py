@@ -39,8 +39,7 @@ from harness_gateway.gateway import Gateway
 from harness_gateway.intake import read_request
 from harness_gateway.keys import KeyRecord
 from harness_gateway.observe import RunEnd, RunWatch
-from harness_gateway.openai_chat import OPENAI_CHAT
-from harness_gateway.openai_embeddings import EmbeddingRequest, embeddings_body, parse_embeddings_request
+from harness_gateway.openai_embeddings import EMBEDDINGS, EmbeddingRequest, embeddings_body, parse_embeddings_request
 from harness_gateway.request import Target
 from harness_gateway.runtime import GatewayRuntime
 from harness_gateway.spend import embedding_bound, embedding_usage, estimated_embedding_usage, request_cost
@@ -82,7 +81,7 @@ class Embedding(Response):
                 ticket = await gateway.store.admit(key, route, runtime.redact(model), bound=bound)  # no key kept
             except GatewayError as error:
                 gateway.metrics.requests.labels(EMBEDDINGS_API, "-", "-", str(error.status)).inc()
-                await OPENAI_CHAT.error_response(error)(scope, receive, send)
+                await EMBEDDINGS.error_response(error)(scope, receive, send)
                 return
             run = EmbeddingRun(self, runtime, route, model, ticket, parsed, key)
             response = await run.serve(receive)
@@ -164,11 +163,11 @@ class EmbeddingRun:
             if shown is not None:
                 logger.warning("request %s: route %r: %s", self.call.request_id, self.route, failure.message)
             self.failure = shown or failure
-            return OPENAI_CHAT.error_response(from_failure(self.failure))
+            return EMBEDDINGS.error_response(from_failure(self.failure))
         if isinstance(outcome, Aborted):
             self.status = "aborted"
             self.failure = LlmError("ABORTED", abort_reason(self.abort)).to_failure()
-            return OPENAI_CHAT.error_response(from_failure(self.failure))
+            return EMBEDDINGS.error_response(from_failure(self.failure))
         self.status = "complete"
         self.usage = embedding_usage(outcome.usage)
         self.gateway.metrics.served(self.route, self.model)

@@ -84,7 +84,7 @@ class KeySpecError(ValueError):
         super().__init__(f"{field} {message}")
         self.field = field
         self.reason = message
-        """What is wrong, without the field's name (``must be a positive number, got 0``): for a
+        """What is wrong, without the field's name (``must be a finite positive number, got 0``): for a
         caller that names the field its own way (``harness keys create --tpm``)."""
 
 
@@ -163,7 +163,7 @@ class KeySpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=T
             # compared, never converted: an int too large for a float (10**400) is refused, not an
             # OverflowError; the value is quoted cut (snippet) as a JSON body may hold any digits
             if isinstance(value, bool) or not value > 0 or value == math.inf:
-                raise KeySpecError(field, f"must be a positive number, got {snippet(repr(value))}")
+                raise KeySpecError(field, f"must be a finite positive number, got {snippet(repr(value))}")
             if value > most:
                 raise KeySpecError(field, f"must be at most {bound}; got {snippet(repr(value))}")
         if self.expires_at is not None and self.expires_at <= now:

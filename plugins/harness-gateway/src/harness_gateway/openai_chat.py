@@ -64,15 +64,27 @@ from harness_core import (
 from harness_gateway.dialect import Dialect
 from harness_gateway.errors import GatewayError, finish_error
 from harness_gateway.files import file_block, image_detail
-from harness_gateway.request import Body, ParsedRequest, Target, bad_request, build_options, cache_mark, pass_through
+from harness_gateway.request import (
+    OPENAI_TOOL_NAME,
+    Body,
+    ParsedRequest,
+    Target,
+    bad_request,
+    build_options,
+    cache_mark,
+    pass_through,
+    tool_name,
+)
 from harness_gateway.sse import sse_data
 
 __all__ = [
     "IGNORED",
     "MAPPED",
+    "MAX_STOP",
     "MESSAGE_FIELDS",
     "MESSAGE_IGNORED",
     "OPENAI_CHAT",
+    "OPENAI_EFFORTS",
     "ChatStreamEncoder",
     "OpenAIChat",
     "chat_response",
@@ -162,17 +174,19 @@ def parse_chat_request(raw: Any, *, target: Target | None = None) -> ParsedReque
         "reasoning_effort": reasoning_effort(body.get("reasoning_effort", str)),
     }
     options["response_format"] = _response_format(body)
+    stream = body.get("stream", bool, False)
     stream_options = body.obj("stream_options")
     if stream_options is not None:  # include_obfuscation: OpenAI's padding of deltas, which the gateway never adds
         stream_options.only(_STREAM_OPTIONS, what="stream options")
         stream_options.get("include_obfuscation", bool)
-    generate = build_options(
-        options, {"max_tokens": "max_completion_tokens" if "max_completion_tokens" in body.value else "max_tokens"}
-    )
+        if not stream:  # OpenAI's 400, in its words
+            raise bad_request("stream_options", "this parameter is only allowed when 'stream' is enabled")
+    max_tokens = "max_completion_tokens" if "max_completion_tokens" in body.value else "max_tokens"
+    generate = build_options(options, {"max_tokens": max_tokens, "tools[].name": "tools[].function.name"})
     return ParsedRequest(
         model=model,
         options=generate,
-        stream=body.get("stream", bool, False),
+        stream=stream,
         include_usage=bool(stream_options and stream_options.get("include_usage", bool, False)),
     )
 
@@ -364,7 +378,8 @@ def _response_format(body: Body) -> JsonObjectFormat | JsonSchemaFormat | None:
 def _read_tool(tool: Body) -> ToolSpec:
     """A ``tools`` entry: ``{type: function, function: {name, description, parameters, strict}}``
     (https://platform.openai.com/docs/api-reference/chat/create#chat-create-tools); another tool
-    type, a missing ``type``, or a field the dialect does not read, is a 400 naming it."""
+    type, a missing ``type``, a name outside OpenAI's rule (:func:`~harness_gateway.request.tool_name`),
+    or a field the dialect does not read, is a 400 naming it."""
     kind = tool.get("type", str, required=True)
     if kind != "function":
         raise bad_request(tool.path("type"), f"only function tools are supported, got {kind!r}")
@@ -374,7 +389,7 @@ def _read_tool(tool: Body) -> ToolSpec:
     function.only(_FUNCTION_FIELDS, what="function")
     parameters = function.get("parameters", dict) or {"type": "object", "properties": {}}
     return ToolSpec(
-        name=function.get("name", str, required=True),
+        name=tool_name(function, OPENAI_TOOL_NAME),
         description=function.get("description", str, ""),
         parameters=parameters,
         strict=function.get("strict", bool, False) or False,
@@ -398,16 +413,33 @@ def _tool_choice(body: Body) -> Any:
     return NamedToolChoice(function.get("name", str, required=True))
 
 
+OPENAI_EFFORTS: Final = MappingProxyType({"off": "none"})
+"""The vocabulary's reasoning efforts OpenAI spells otherwise, with OpenAI's word: ``"off"`` is
+``"none"`` (reasoning off, https://platform.openai.com/docs/api-reference/chat/create). Read the
+other way by :func:`reasoning_effort`; the Chat and Responses dialects quote OpenAI's word in a
+route's refusal (:attr:`~harness_gateway.dialect.Dialect.option_values`)."""
+_FROM_OPENAI: Final = {written: word for word, written in OPENAI_EFFORTS.items()}
+
+
 def reasoning_effort(effort: str | None) -> str | None:
     """An OpenAI reasoning effort (``reasoning_effort`` on chat completions, ``reasoning.effort``
     on the Responses API) as the vocabulary's ``GenerateOptions.reasoning_effort``: OpenAI's
-    ``"none"`` (reasoning off, https://platform.openai.com/docs/api-reference/chat/create) is the
-    vocabulary's ``"off"``, as the OpenAI adapters send ``"off"`` back as ``"none"``; any other
-    id passes as it is (the route's adapter checks it)."""
-    return "off" if effort == "none" else effort
+    ``"none"`` is the vocabulary's ``"off"`` (:data:`OPENAI_EFFORTS`), as the OpenAI adapters
+    send ``"off"`` back as ``"none"``; any other id passes as it is (the route's adapter checks it)."""
+    return effort if effort is None else _FROM_OPENAI.get(effort, effort)
+
+
+MAX_STOP: Final = 4
+"""The most ``stop`` sequences Chat Completions takes (OpenAI: "Up to 4 sequences"; Messages'
+``stop_sequences`` has no such bound, and Responses no ``stop`` field)."""
 
 
 def _stop(body: Body) -> list[str] | None:
+    """``stop``: a string, or a list of at most :data:`MAX_STOP` strings.
+
+    Raises:
+        GatewayError: 400 naming ``stop`` for a longer list (OpenAI refuses it), ``stop[i]`` for
+            an entry that is not a string."""
     stop = body.get("stop", (str, list))
     if isinstance(stop, str):
         return [stop]
@@ -415,6 +447,8 @@ def _stop(body: Body) -> list[str] | None:
         for where, item in body.items("stop"):
             if not isinstance(item, str):
                 raise bad_request(where, "expected a string")
+        if len(stop) > MAX_STOP:
+            raise bad_request("stop", f"expected at most {MAX_STOP} sequences, got {len(stop)}")
     return list(stop) if stop is not None else None
 
 
@@ -573,6 +607,7 @@ class OpenAIChat(Dialect):
     path = "/v1/chat/completions"
     id_prefix = "chatcmpl-"
     option_fields = MappingProxyType({"reasoning_effort": "reasoning_effort", "response_format": "response_format"})
+    option_values = MappingProxyType({"reasoning_effort": OPENAI_EFFORTS})
 
     def parse(self, raw: Any, owner: str | None, upstream_model: str, *, target: Target | None = None) -> ParsedRequest:
         """:func:`parse_chat_request` (the route's plugin and model play no part here)."""

@@ -20,25 +20,32 @@ embedding is a JSON array of the float32 values; a ``base64`` one the base64 tex
 vector's little-endian float32 bytes, encoded straight from the result's buffer (what the SDKs
 decode with ``numpy.frombuffer(..., dtype="float32")``). ``usage`` counts the input tokens the
 route reported (0 when it reported none).
+
+Errors: OpenAI's error object (:data:`EMBEDDINGS`); a route's refusal of ``dimensions`` names it
+as ``param``.
 """
 
 from __future__ import annotations
 
 import base64
 import sys
+from types import MappingProxyType
 from typing import Any, Final, Literal
 
 import msgspec
 
 from harness_core import Embeddings, EmbedOptions
+from harness_gateway.dialect import Dialect
 from harness_gateway.request import Body, Target, bad_request, kind_of, pass_through
 
 __all__ = [
+    "EMBEDDINGS",
     "ENCODINGS",
     "IGNORED",
     "MAPPED",
     "PATH",
     "EmbeddingRequest",
+    "EmbeddingsErrors",
     "embeddings_body",
     "parse_embeddings_request",
 ]
@@ -163,3 +170,18 @@ def _base64(row: memoryview) -> str:
         swapped.byteswap()
         raw = swapped.tobytes()
     return base64.b64encode(raw).decode("ascii")
+
+
+class EmbeddingsErrors(Dialect):
+    """How ``/v1/embeddings`` answers a failure: OpenAI's error object (the default shape), with a
+    route's refusal of an embedding option (:attr:`harness_core.LlmError.field`: ``dimensions``)
+    naming its request field as ``param``. Errors only: the endpoint is served by
+    :class:`~harness_gateway.embedding.Embedding`, not the relay, so no request is parsed here."""
+
+    name = "openai"
+    path = PATH
+    option_fields = MappingProxyType({"dimensions": "dimensions"})
+
+
+EMBEDDINGS: Final = EmbeddingsErrors()
+"""The error shape of ``/v1/embeddings``."""

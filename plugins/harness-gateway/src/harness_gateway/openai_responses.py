@@ -101,8 +101,17 @@ from harness_gateway.dialect import Dialect, Ending, StreamEncoder
 from harness_gateway.errors import GatewayError, finish_error
 from harness_gateway.files import file_block, image_detail
 from harness_gateway.keys import KeyRecord, mask_keys
-from harness_gateway.openai_chat import reasoning_effort
-from harness_gateway.request import Body, ParsedRequest, Target, bad_request, build_options, pass_through
+from harness_gateway.openai_chat import OPENAI_EFFORTS, reasoning_effort
+from harness_gateway.request import (
+    OPENAI_TOOL_NAME,
+    Body,
+    ParsedRequest,
+    Target,
+    bad_request,
+    build_options,
+    pass_through,
+    tool_name,
+)
 from harness_gateway.responses_store import StoredResponse, chain, owner_of, put
 from harness_gateway.sse import sse_event
 from harness_gateway.store import SqlStore
@@ -478,7 +487,8 @@ def _unpack_state(where: str, text: str) -> dict[str, Any]:
 def _read_tool(tool: Body) -> ToolSpec:
     """A ``tools`` entry: ``{type: function, name, description, parameters, strict}``
     (https://platform.openai.com/docs/api-reference/responses/create#responses-create-tools); a
-    built-in tool, or a field the dialect does not read, is a 400 naming it. ``strict`` absent is
+    built-in tool, a name outside OpenAI's rule (:func:`~harness_gateway.request.tool_name`), or a
+    field the dialect does not read, is a 400 naming it. ``strict`` absent is
     ``false`` here (the API's default is true, which refuses ordinary schemas; docs/gateway.md). A
     missing ``type`` is a 400 naming it, as the API answers."""
     kind = tool.get("type", str, required=True)
@@ -488,7 +498,7 @@ def _read_tool(tool: Body) -> ToolSpec:
         )
     tool.only(_TOOL_FIELDS, what="function tool")
     return ToolSpec(
-        name=tool.get("name", str, required=True),
+        name=tool_name(tool, OPENAI_TOOL_NAME),
         description=tool.get("description", str, "") or "",
         parameters=tool.get("parameters", dict) or {"type": "object", "properties": {}},
         strict=tool.get("strict", bool, False) or False,
@@ -901,6 +911,7 @@ class OpenAIResponses(Dialect):
     id_prefix = "resp_"
     messages_field = "input"
     option_fields = MappingProxyType({"reasoning_effort": "reasoning.effort", "response_format": "text.format"})
+    option_values = MappingProxyType({"reasoning_effort": OPENAI_EFFORTS})
 
     def parse(self, raw: Any, owner: str | None, upstream_model: str, *, target: Target | None = None) -> ParsedRequest:
         """:func:`parse_responses_request` (``owner`` becomes the ``source`` of handed-out replay

@@ -17,6 +17,7 @@ the request field a refused value came from.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Final, TypeVar
@@ -28,6 +29,8 @@ from harness_core import pass_through as harness_pass_through
 from harness_gateway.errors import GatewayError
 
 __all__ = [
+    "ANTHROPIC_TOOL_NAME",
+    "OPENAI_TOOL_NAME",
     "Body",
     "ParsedRequest",
     "Target",
@@ -39,6 +42,7 @@ __all__ = [
     "kind_of",
     "pass_through",
     "single_query",
+    "tool_name",
 ]
 
 T = TypeVar("T")
@@ -128,13 +132,55 @@ def cache_mark(block: Body) -> CacheMark | None:
     return CacheMark(_TTLS[ttl])
 
 
+OPENAI_TOOL_NAME: Final = 64
+"""The longest tool name OpenAI takes (Chat ``tools[].function.name``, Responses ``tools[].name``)."""
+ANTHROPIC_TOOL_NAME: Final = 128
+"""The longest tool name Anthropic takes (Messages ``tools[].name``)."""
+_TOOL_NAME_CHARACTER: Final = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def tool_name(holder: Body, longest: int) -> str:
+    """The ``name`` of a tool definition ``holder`` (Chat's ``function`` object, a Responses or
+    Messages tool), which must match ``^[a-zA-Z0-9_-]{1,longest}$``: the rule of both APIs,
+    OpenAI's with :data:`OPENAI_TOOL_NAME`, Anthropic's with :data:`ANTHROPIC_TOOL_NAME`.
+
+    Raises:
+        GatewayError: 400 naming the field (``tools[1].function.name``) when it is missing, not
+            a string, empty, too long or holds another character.
+    """
+    name: str = holder.get("name", str, required=True)
+    rule = f"a tool name matches ^[a-zA-Z0-9_-]{{1,{longest}}}$"
+    bad = _TOOL_NAME_CHARACTER.search(name)
+    if not name:
+        raise bad_request(holder.path("name"), f"must not be empty: {rule}")
+    if len(name) > longest:
+        raise bad_request(holder.path("name"), f"is {len(name)} characters long, more than {longest}: {rule}")
+    if bad is not None:
+        shown = f"{bad.group()!r} (U+{ord(bad.group()):04X})"
+        raise bad_request(holder.path("name"), f"{name!r} holds {shown}, which is not allowed: {rule}")
+    return name
+
+
 def bad_request(where: str, message: str) -> GatewayError:
     """A 400 naming the field ``where`` (``""`` for the whole body)."""
     text = f"{where}: {message}" if where else message
     return GatewayError(400, text, code="invalid_request", param=where or None)
 
 
-_OPTION_FIELD: Final = re.compile(r"GenerateOptions\.(\w+)")
+_OPTION_FIELD: Final = re.compile(r"GenerateOptions\.(\w+)(\[\d+\])?((?:\.\w+)*)")
+"""A vocabulary field a refusal names: ``GenerateOptions.max_tokens``, or an element's field
+``GenerateOptions.tools[1].name`` (field, index, the rest)."""
+
+
+def _spelled(found: re.Match[str], wire_names: Mapping[str, str]) -> str:
+    """The request field of a refusal's vocabulary field (``found``: :data:`_OPTION_FIELD`), in
+    the dialect's spelling: ``wire_names`` maps a field (``max_tokens``) or an element's field,
+    written with ``[]`` for its index (``tools[].name`` -> ``tools[].function.name``)."""
+    field, index, rest = found.groups()
+    if index is None:
+        return wire_names.get(field, field) + rest
+    key = f"{field}[]{rest}"
+    return wire_names.get(key, key).replace("[]", index, 1)
 
 
 def build_options(fields: Mapping[str, Any], wire_names: Mapping[str, str] | None = None) -> GenerateOptions:
@@ -142,11 +188,13 @@ def build_options(fields: Mapping[str, Any], wire_names: Mapping[str, str] | Non
     values left out), for every dialect.
 
     ``wire_names`` maps an options field to the request field it came from where the names
-    differ (``max_tokens`` → ``max_output_tokens`` on Responses); the others keep their name.
+    differ (``max_tokens`` → ``max_output_tokens`` on Responses; an element's field with ``[]``
+    for its index: ``tools[].name`` → ``tools[].function.name`` on Chat); the others keep their name.
 
     Raises:
         GatewayError: 400 naming the request field whose value the vocabulary refuses
-            (``max_tokens: -1`` → ``param: "max_tokens"``), or the whole body when none is named;
+            (``max_tokens: -1`` → ``param: "max_tokens"``; a tool name offered twice →
+            ``tools[1].name``), or the whole body when none is named;
             400 naming ``tool_choice`` when it forces a tool that is not among the tools sent
             (:meth:`~harness_core.GenerateOptions.unoffered_tool_choice`), or requires a tool
             call (``required``; Messages' ``any``) with no tools sent.
@@ -156,7 +204,7 @@ def build_options(fields: Mapping[str, Any], wire_names: Mapping[str, str] | Non
     except (TypeError, ValueError) as exc:
         message = str(exc)
         found = _OPTION_FIELD.match(message)
-        where = "" if found is None else (wire_names or {}).get(found[1], found[1])
+        where = "" if found is None else _spelled(found, wire_names or {})
         raise bad_request(where, message[found.end() :].lstrip() if found else message) from None
     forced = options.unoffered_tool_choice()
     where = (wire_names or {}).get("tool_choice", "tool_choice")
@@ -179,14 +227,20 @@ def decode_json(raw: bytes) -> Any:
         GatewayError: 400 saying the body is empty when it holds nothing but JSON whitespace (a
             ``POST`` without a body: msgspec would call it "truncated"); naming the byte offset
             when it is not JSON (a lone surrogate escape is
-            named as such, with its offset), or saying it nests too
+            named as such, with its offset); naming the field of a number too large for a float
+            (``max_tokens: the number 1e400 is out of range …``), or saying it nests too
             deeply (msgspec's decoder stops near 1,000 levels, bounded by Python's recursion
             limit: a request nests a few levels, a schema a few dozen).
     """
     if not raw.strip(b" \t\r\n"):  # JSON's whitespace (RFC 8259 §2)
         raise bad_request("", "the request body is empty; expected a JSON object")
     try:
-        return msgspec.json.decode(raw)
+        try:
+            return msgspec.json.decode(raw)
+        except msgspec.ValidationError:  # the one a decode without a type raises: a number out of range
+            marked = msgspec.json.Decoder(float_hook=_number).decode(raw)  # (a later fault is named below)
+            where, number = _out_of_range(marked)
+            raise bad_request(where, f"{number} is out of range: a JSON number must fit a 64-bit float") from None
     except msgspec.DecodeError as exc:
         lone = _LONE_SURROGATE.search(raw)  # msgspec calls it "truncated"
         if lone is not None:
@@ -198,6 +252,35 @@ def decode_json(raw: bytes) -> Any:
         raise bad_request("", f"the request body is not valid JSON: {exc}") from None
     except RecursionError:
         raise bad_request("", "the request body nests too deeply (arrays and objects within each other)") from None
+
+
+class _OutOfRange(msgspec.Struct, frozen=True):
+    """A number :func:`_out_of_range` found too large for a float, as written (``1e400``)."""
+
+    text: str
+
+
+def _number(text: str) -> float | _OutOfRange:
+    """A JSON float as a float, or marked :class:`_OutOfRange` when it has none (``1e400``)."""
+    value = float(text)
+    return _OutOfRange(text) if math.isinf(value) else value
+
+
+def _out_of_range(tree: Any) -> tuple[str, str]:
+    """The path (``max_tokens``, ``messages[0].content``) of the first number in ``tree`` (a body
+    decoded with :func:`_number`) marked out of range, walked in body order (iteratively: no
+    recursion limit), and how a message names it (``the number 1e400``, cut to 40 characters);
+    ``("", "a number of the body")`` when none is left (a repeated key replaced it)."""
+    stack: list[tuple[str, Any]] = [("", tree)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, _OutOfRange):
+            return where, f"the number {value.text[:40]}"
+        if isinstance(value, dict):
+            stack += reversed([(f"{where}.{key}" if where else key, item) for key, item in value.items()])
+        elif isinstance(value, list):
+            stack += reversed([(f"{where}[{i}]", item) for i, item in enumerate(value)])
+    return "", "a number of the body"
 
 
 class Body:

@@ -109,7 +109,10 @@ class GeminiAdapter(HttpAdapter[GeminiConfig], EmbeddingAdapter):
         """
         if options.dimensions is not None and options.dimensions < 1:
             raise LlmError(
-                "BAD_REQUEST", f"dimensions must be at least 1, got {options.dimensions}", provider=self.provider
+                "BAD_REQUEST",
+                f"dimensions must be at least 1, got {options.dimensions}",
+                provider=self.provider,
+                field="dimensions",
             )
         model = options.model or self.config.embedding_model
         path = model_path(model)

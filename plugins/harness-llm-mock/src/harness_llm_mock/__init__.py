@@ -136,7 +136,9 @@ class MockAdapter(LlmAdapter, EmbeddingAdapter):
             )
         dimensions = options.dimensions or self.config.embedding_dimensions
         if not 1 <= dimensions <= 4096:
-            raise LlmError("BAD_REQUEST", f"dimensions must be 1…4096, got {dimensions}", provider="mock")
+            raise LlmError(
+                "BAD_REQUEST", f"dimensions must be 1…4096, got {dimensions}", provider="mock", field="dimensions"
+            )
         self._maybe_fail(0, end=True)
         data = array("f")
         for text in options.inputs:

@@ -133,7 +133,10 @@ class OpenAIAdapter(HttpAdapter[OpenAIConfig], EmbeddingAdapter):
         """
         if options.dimensions is not None and options.dimensions < 1:
             raise LlmError(
-                "BAD_REQUEST", f"dimensions must be at least 1, got {options.dimensions}", provider=self.provider
+                "BAD_REQUEST",
+                f"dimensions must be at least 1, got {options.dimensions}",
+                provider=self.provider,
+                field="dimensions",
             )
         model = options.model or self.config.embedding_model
         result = await request_json(

@@ -74,10 +74,30 @@ _STATUSES: Final = ("complete", "error", "aborted")
 _LIVE_TICK: Final = 1.0  # seconds between two Live snapshots when nothing changes (elapsed time moves)
 _LIVE_MIN_GAP: Final = 0.2  # seconds: changes closer than this are sent together
 
+_CONTROLS: Final = {
+    **{code: 0x2400 + code for code in range(0x20) if chr(code) not in "\t\n\r"},
+    0x7F: 0x2421,
+    **dict.fromkeys(range(0x80, 0xA0), 0xFFFD),
+}
+"""What :func:`_shown` replaces: a C0 control (but tab, line feed and carriage return) and DEL by
+its Unicode control picture (U+0000 → ␀ U+2400), a C1 control by U+FFFD."""
+
+
+def _shown(value: Any) -> Any:
+    """A template's output ``value`` as a page shows it (Jinja's ``finalize``, before escaping):
+    a text without control characters (:data:`_CONTROLS`), which HTML cannot carry (a parse error;
+    browsers drop a NUL or show U+FFFD) and escaping leaves in place, though a record holds what a
+    client sent (a model id with a NUL); markup the console built, and other values, unchanged."""
+    if isinstance(value, str) and not hasattr(value, "__html__"):  # markup (``| safe``) has __html__
+        return value.translate(_CONTROLS)
+    return value
+
+
 _ENV: Final = jinja2.Environment(
     loader=jinja2.PackageLoader("harness_gateway.console", "templates"),
     autoescape=True,
     undefined=jinja2.StrictUndefined,
+    finalize=_shown,
 )
 
 
