@@ -451,6 +451,13 @@ def test_details_are_bounded() -> None:
     assert kept["timeline"][0]["t"] == 0  # the beginning is kept
     huge = bounded_detail({"timeline": [], "messages": [{"text": "y" * DETAIL_LIMIT}]})
     assert json.loads(huge) == {"timeline": [], "timeline_cut": 0, "messages": [], "messages_cut": True}
+    # compact JSON, UTF-8 as it is; a lone surrogate (which UTF-8 cannot carry) written escaped
+    assert bounded_detail({"messages": [{"text": "é"}]}) == '{"messages":[{"text":"é"}]}'
+    lone = bounded_detail({"messages": [{"text": "a\ud800b"}]})
+    assert "\\ud800" in lone
+    assert json.loads(lone) == {"messages": [{"text": "a\ud800b"}]}
+    with pytest.raises(TypeError):
+        bounded_detail({"messages": [object()]})
 
 
 # ---------------------------------------------------------------------- timeline

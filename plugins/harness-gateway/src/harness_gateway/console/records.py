@@ -26,6 +26,8 @@ from __future__ import annotations
 import json
 from typing import Any, Final, Protocol
 
+import msgspec
+
 from harness_gateway.store import SqlStore, Tx
 from harness_gateway.writebehind import BATCH_MAX, QUEUE_BYTES_MAX, QUEUE_MAX, WriteBehind
 
@@ -188,7 +190,7 @@ class RecordStore:
             GatewayError: 503 when the database fails and no writer task runs.
         """
         text = bounded_detail(detail)
-        values = (*(json.dumps(row[name]) if name == "attempts" else row[name] for name in COLUMNS), text)
+        values = (*(_json(row[name]) if name == "attempts" else row[name] for name in COLUMNS), text)
         if self.writer.running:
             self.writer.put(values)
         else:
@@ -293,17 +295,32 @@ def _detail_size(values: _Values) -> int:
     return len(values[-1])
 
 
+def _json(value: Any) -> str:
+    """``value`` as compact JSON text: msgspec's encoder (~10x ``json.dumps`` on a request's
+    detail, once per request); a string holding a lone surrogate, which UTF-8 cannot carry, makes
+    it ``json.dumps``'s ASCII text instead (``\\ud800`` escaped, RFC 8259 §7).
+
+    Raises:
+        TypeError: ``value`` holds something JSON cannot carry.
+    """
+    try:
+        return msgspec.json.encode(value).decode()
+    except UnicodeEncodeError:
+        return json.dumps(value)
+
+
 def bounded_detail(detail: dict[str, Any]) -> str:
-    """``detail`` as JSON of at most :data:`DETAIL_LIMIT` characters: timeline entries are dropped
-    from the end (``timeline_cut`` then counts them), then messages are replaced by a note."""
-    text = json.dumps(detail)
+    """``detail`` as JSON of at most :data:`DETAIL_LIMIT` characters (:func:`_json`): timeline
+    entries are dropped from the end (``timeline_cut`` then counts them), then messages are
+    replaced by a note."""
+    text = _json(detail)
     timeline = list(detail.get("timeline", []))
     cut = 0
     while len(text) > DETAIL_LIMIT and timeline:
         drop = max(1, len(timeline) // 4)
         del timeline[-drop:]
         cut += drop
-        text = json.dumps({**detail, "timeline": timeline, "timeline_cut": cut})
+        text = _json({**detail, "timeline": timeline, "timeline_cut": cut})
     if len(text) > DETAIL_LIMIT:
-        text = json.dumps({**detail, "timeline": [], "timeline_cut": cut, "messages": [], "messages_cut": True})
+        text = _json({**detail, "timeline": [], "timeline_cut": cut, "messages": [], "messages_cut": True})
     return text
