@@ -94,8 +94,8 @@ def test_a_new_budgeted_key_admits_bounded_requests_at_once_up_to_its_budget(hos
         assert refusals(more) == {(429, "budget_exceeded")}
         refused = next(error for error in more if isinstance(error, GatewayError))
         assert refused.message == (
-            f"key {key.name!r} is near its budget of $10: its running requests reserve $10 of the $10 left and "
-            "this request may cost $0.5 (its bound: its estimated input plus `max_tokens` output at its route's "
+            f"key {key.name!r} is near its budget of $10: $10 is unspent, its running requests reserve $10 and "
+            "this request may cost $0.5 (its bound: its estimated input plus its output limit at its route's "
             "prices): wait for them to finish"
         )
         assert refused.retry_after == pytest.approx(4.0)  # the oldest running one's lease (NOW + 5)
@@ -117,10 +117,12 @@ def test_a_new_budgeted_key_admits_bounded_requests_at_once_up_to_its_budget(hos
         assert never.retry_after is None
         assert never.message == (
             f"key {learnt.name!r} has $9.2 left of its budget of $10 and this request may cost $9.5 (its bound: its "
-            "estimated input plus `max_tokens` output at its route's prices): not retryable as sent; lower "
-            "`max_tokens` or shorten the input, or raise the budget"
+            "estimated input plus its output limit at its route's prices): not retryable as sent; lower the "
+            "output limit or shorten the input"
         )
         assert await reserved(hosts[1], learnt) == [0.5, 0.5, 1.5, 6.7]
+        # the room is wholly reserved: a request priced at 0 still never waits for the running ones
+        assert len(tickets(await burst(hosts, learnt, 3, NOW + 2, bound=0.0))) == 3
         for store in hosts:
             await store.aclose()
 
@@ -193,7 +195,7 @@ def test_a_request_without_a_bound_reserves_at_least_its_input_s_cost(hosts: lis
         assert isinstance(never, GatewayError)
         assert (never.code, never.retryable) == ("insufficient_quota", False)
         assert "has $0.998 left of its budget of $1 and this request may cost $1.5 (its estimated" in never.message
-        assert never.message.endswith("not retryable as sent; shorten the input, or raise the budget")
+        assert never.message.endswith("not retryable as sent; shorten the input")
         # an unbounded request reserving the key's costliest: the cure is max_tokens
         costly = await new_key(hosts[0], budget=1.0)
         (one,) = tickets(await burst(hosts, costly, 1, NOW, bound=None))

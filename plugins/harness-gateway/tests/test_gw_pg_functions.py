@@ -121,6 +121,7 @@ def test_gateway_admit_decides_as_decide_does_over_generated_keys(dsn: str) -> N
     @example(row=(1.0, None, None, 0.7, 0.1, 0, 0.0, None), offset=0.0, bound=0.3, floor=0.0, arguments=9)  # fits
     @example(row=(1.0, None, None, 0.7, 0.1, 1, 0.1, None), offset=0.0, bound=0.3, floor=0.0, arguments=8)  # not now
     @example(row=(1.0, None, None, 0.7, 0.1, 0, 0.0, None), offset=0.0, bound=None, floor=0.4, arguments=9)  # never
+    @example(row=(1.0, None, None, 0.7, 0.1, 1, 0.3, None), offset=0.0, bound=0.0, floor=0.0, arguments=8)  # free
     def case(row: tuple[Any, ...], offset: float, bound: float | None, floor: float, arguments: int) -> None:
         now = NOW + offset
         # the signatures of older gateways (no floor; no bound either) answer too
@@ -367,6 +368,7 @@ def test_the_redis_admission_script_decides_as_decide_does_over_generated_keys(r
     @example(row=(1.0, None, None, 0.7, 0.1, 0, 0.0, None), offset=0.0, bound=0.3, floor=0.0)  # fits exactly
     @example(row=(1.0, None, None, 0.7, 0.1, 1, 0.1, None), offset=0.0, bound=0.3, floor=0.0)  # not while one runs
     @example(row=(1.0, None, None, 0.7, 0.1, 0, 0.0, None), offset=0.0, bound=None, floor=0.4)  # never fits
+    @example(row=(1.0, None, None, 0.7, 0.1, 1, 0.3, None), offset=0.0, bound=0.0, floor=0.0)  # free: room full
     @example(
         row=(0.3, None, None, 0.3 - 1e-10, 0.1, 0, 0.0, None), offset=0.0, bound=None, floor=0.0
     )  # within epsilon: spent

@@ -570,7 +570,7 @@ def test_admission_decides_the_budget_cases_without_a_race() -> None:
     near = decide(key(9.5), reserving, 100.0)  # fits once the running one ends
     assert isinstance(near, GatewayError)
     assert (near.code, near.retry_after) == ("budget_exceeded", 3.5)
-    assert near.message.startswith("key 'k' is near its budget of $10: its running requests reserve $0.5 of the $0.5")
+    assert near.message.startswith("key 'k' is near its budget of $10: $0.5 is unspent, its running requests reserve")
     assert decide(key(9.0), reserving, 100.0, 0.5) == 0.5  # a bound fitting the room exactly is admitted
     too_big = decide(key(9.0), quiet, 100.0, 1.5)  # a bound above what the spend leaves: never
     assert isinstance(too_big, GatewayError)

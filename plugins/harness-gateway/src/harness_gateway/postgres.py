@@ -192,7 +192,9 @@ FUNCTIONS_POSTGRES: Final = (
         v_windows TEXT;
         v_live JSONB;
         v_estimate DOUBLE PRECISION;
+        v_left DOUBLE PRECISION;
         v_room DOUBLE PRECISION;
+        v_fits BOOLEAN;
     BEGIN
         SELECT g.id, g.name, g.routes, g.budget, g.rpm, g.tpm, g.expires_at, g.created_at, g.revoked_at, g.spent,
                g.max_cost, g.running, g.reserved, g.windows
@@ -220,9 +222,13 @@ FUNCTIONS_POSTGRES: Final = (
             o_outcome := 'refused';
         ELSIF o_budget IS NOT NULL THEN
             v_estimate := coalesce(p_bound, greatest(coalesce(o_max_cost, 0), coalesce(p_floor, 0)));
-            v_room := o_budget - o_spent - o_reserved;
-            IF v_room <= 1e-9::double precision OR v_estimate > v_room + 1e-9::double precision
-               OR (p_bound IS NULL AND coalesce(o_max_cost, 0) <= 0 AND o_running > 0) THEN
+            v_left := o_budget - o_spent;
+            v_room := v_left - o_reserved;
+            -- an estimate of 0 needs only an unspent budget
+            v_fits := (v_estimate = 0 AND v_left > 1e-9::double precision)
+                OR (v_estimate <> 0 AND v_room > 1e-9::double precision
+                    AND v_estimate <= v_room + 1e-9::double precision);
+            IF NOT v_fits OR (p_bound IS NULL AND coalesce(o_max_cost, 0) <= 0 AND o_running > 0) THEN
                 o_outcome := 'refused';
             ELSE
                 o_reserve := v_estimate;

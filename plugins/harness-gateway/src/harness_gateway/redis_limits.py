@@ -142,8 +142,11 @@ elseif tpm ~= nil and tokens >= tpm then
 elseif budget ~= nil then
   local estimate = bound
   if estimate == nil then estimate = math.max(max_cost, floor) end
-  local room = budget - spent - reserved
-  if room <= 1e-9 or estimate > room + 1e-9 or (bound == nil and max_cost <= 0 and running > 0) then
+  local left = budget - spent
+  local room = left - reserved
+  local fits
+  if estimate == 0 then fits = left > 1e-9 else fits = room > 1e-9 and estimate <= room + 1e-9 end
+  if not fits or (bound == nil and max_cost <= 0 and running > 0) then
     outcome = 'refused'
   else
     reserve = estimate

@@ -156,8 +156,9 @@ def decide(
     A budgeted key's request reserves its **estimate**: its bound when known (``0`` for a
     route/model priced at 0), else the larger of the most a request of the key has cost and its
     floor. It is admitted only when its estimate fits in the room the key's spend and running
-    reservations leave (``estimate <= budget - spent - reserved``, to :data:`_EPSILON`; a spent
-    budget admits nothing, not even a free request), so a request with a bound never takes spend
+    reservations leave (``estimate <= budget - spent - reserved``, to :data:`_EPSILON`); an
+    estimate of 0 needs only an unspent budget (a spent budget admits nothing, not even a free
+    request), whatever the running requests reserve, so a request with a bound never takes spend
     past the budget as priced. A request without a bound also waits for another while the key's
     cost is unknown (0: none settled yet), whatever its floor. The one rule; PostgreSQL's
     ``gateway_admit`` and Redis's :data:`~harness_gateway.redis_limits.ADMIT_LUA` implement it
@@ -192,17 +193,18 @@ def decide(
         return 0.0
     learnt = max_cost or 0.0
     estimate = bound if bound is not None else max(learnt, floor)
-    room = key.budget - key.spent - reserved
-    fits = room > _EPSILON and estimate <= room + _EPSILON
+    left = key.budget - key.spent  # what the running requests leave when they end: spend only grows
+    room = left - reserved
+    # a request that costs nothing needs only an unspent budget, whatever the running ones reserve
+    fits = left > _EPSILON if estimate == 0 else room > _EPSILON and estimate <= room + _EPSILON
     unknown = bound is None and learnt <= 0 and running > 0
     if fits and not unknown:
         return estimate
-    left = key.budget - key.spent  # what the running requests leave when they end: spend only grows
     if left <= _EPSILON:
         return GatewayError(
             429,
             f"key {key.name!r} has spent its budget of ${key.budget:g} (${key.spent:g} spent): "
-            "not retryable until the budget is raised",
+            "not retryable with this key",
             code="insufficient_quota",
             retryable=False,
         )
@@ -211,7 +213,7 @@ def decide(
         return GatewayError(
             429,
             f"key {key.name!r} has ${left:g} left of its budget of ${key.budget:g} and this request may cost "
-            f"${estimate:g} ({what}): not retryable as sent; {cure}, or raise the budget",
+            f"${estimate:g} ({what}): not retryable as sent; {cure}",
             code="insufficient_quota",
             retryable=False,
         )
@@ -222,9 +224,8 @@ def decide(
         "known before it runs and need not wait; a model without a price always waits: give it a `prices` "
         "entry (0 for a self-hosted model)"
         if fits
-        else f"key {key.name!r} is near its budget of ${key.budget:g}: its running requests reserve "
-        f"${reserved:g} of the ${left:g} left and this request may cost "
-        f"${estimate:g} ({what}): wait for them to finish"
+        else f"key {key.name!r} is near its budget of ${key.budget:g}: ${left:g} is unspent, its running requests "
+        f"reserve ${reserved:g} and this request may cost ${estimate:g} ({what}): wait for them to finish"
     )
     return GatewayError(
         429,
@@ -239,8 +240,8 @@ def _estimate_reason(bound: float | None, learnt: float, floor: float) -> tuple[
     for its 429 messages."""
     if bound is not None:
         return (
-            "its bound: its estimated input plus `max_tokens` output at its route's prices",
-            "lower `max_tokens` or shorten the input",
+            "its bound: its estimated input plus its output limit at its route's prices",
+            "lower the output limit or shorten the input",
         )
     if learnt >= floor:
         return (
