@@ -384,3 +384,25 @@ def test_tpm_counts_settled_tokens_across_two_hosts(tmp_path: Path, redis_url: s
             await store.aclose()
 
     anyio.run(main)
+
+
+def test_an_older_gateways_running_row_without_a_key_is_reaped_charging_nobody(tmp_path: Path, redis_url: str) -> None:
+    """A gateway before this release wrote a running row for a request without a key too: one of
+    its processes dying during a rolling upgrade leaves such a row, which the reaper settles as
+    lost without charging anyone (this release writes such a row only when its request ended)."""
+
+    async def main() -> None:
+        (store,) = two_hosts(tmp_path / "gw.sqlite", redis_url, lease=2.0)[:1]
+        await store.migrate()
+        older = (
+            "INSERT INTO gateway_ledger (id, key_id, route, model, started_at, status, reserved, owner, lease_until)"
+            " VALUES ('old', NULL, 'mock', 'echo', ?, 'running', 0, 'old-host:1:x', ?)"
+        )
+        await store.transaction(lambda tx: tx.run(older, NOW, NOW + 2.0))
+        assert await store.reap(now=NOW + 3.0) == 1
+        (row,) = await store.ledger()
+        assert (row["id"], row["status"], row["key_id"]) == ("old", "lost", None)
+        assert not store.charges
+        await store.aclose()
+
+    anyio.run(main)
