@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import anthropic
 import anyio
@@ -163,7 +163,15 @@ class Process:
 
     Its log lines arrive in a queue (read by a thread; :meth:`wait_for` takes them in order) and
     are all kept in ``seen``.
+
+    It leads a process group of its own, which its workers (``--workers N``) join: :meth:`kill`
+    ends them all. Every one started is listed in :attr:`started`; the folder's ``conftest.py``
+    kills what a test left running, however it ended (a failed test used to leave a supervisor
+    and its workers serving, holding their port).
     """
+
+    started: ClassVar[list[Process]] = []
+    """Every one started in this test process, in order (the ``conftest.py`` fixture empties it)."""
 
     def __init__(self, config: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.process = subprocess.Popen(
@@ -171,7 +179,9 @@ class Process:
             stderr=subprocess.PIPE,
             text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+            start_new_session=True,  # its own process group, which its workers join: kill() ends every one
         )
+        Process.started.append(self)
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -201,6 +211,19 @@ class Process:
         self.process.send_signal(signal.SIGTERM)
         assert self.process.wait(60) in (0, -signal.SIGTERM)
         self.reader.join(10)
+        assert self.process.stderr is not None
+        self.process.stderr.close()
+
+    def kill(self) -> None:
+        """SIGKILL to every process of its group still running (the supervisor, its workers, a
+        worker orphaned by a supervisor killed before), then reap the supervisor and close the
+        log pipe. Nothing is sent once the pipe reached its end: every process that held it
+        (each of the group) has exited, and the group's id may since name another group."""
+        if self.reader.is_alive():
+            with contextlib.suppress(ProcessLookupError):  # the last ones exited meanwhile
+                os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(60)
+        self.reader.join(60)  # the pipe's end: the last of the group is gone
         assert self.process.stderr is not None
         self.process.stderr.close()
 

@@ -63,6 +63,14 @@ def admin(url: str) -> httpx.Client:
     return httpx.Client(base_url=url, headers={"authorization": f"Bearer {MASTER}"}, timeout=30)
 
 
+def browser(url: str, cookies: dict[str, str] | None = None) -> httpx.Client:
+    """A client of the console at ``url``, as a person's browser (cookies kept). Its timeout is a
+    hang guard, as :func:`admin`'s: with httpx's default (5 s) a page timed out in a loaded xdist
+    worker, where a full collection of the test process's heap pauses every thread (the
+    in-process gateway's too) for seconds."""
+    return httpx.Client(base_url=url, cookies=cookies, timeout=30)
+
+
 async def _sessions(db: Path) -> list[tuple[Any, ...]]:
     """The rows of ``console_sessions`` in the SQLite file ``db``, read with a store of its own."""
     store = SQLiteStore(db)
@@ -82,16 +90,16 @@ def csrf_of(page: str) -> str:
 
 
 def test_console_is_off_without_a_master_key(tmp_path: Path) -> None:
-    with serve_gateway(tmp_path, gateway_yaml(db=tmp_path / "gw.sqlite")) as running, httpx.Client() as http:
+    with serve_gateway(tmp_path, gateway_yaml(db=tmp_path / "gw.sqlite")) as running, browser(running.url) as http:
         for path in ("/console", "/console/spend", "/console/static/console.js"):
-            response = http.get(running.url + path)
+            response = http.get(path)
             assert response.status_code == 404
             assert "set `master_key`" in response.text
-        assert http.post(running.url + "/console/keys").status_code == 404
+        assert http.post("/console/keys").status_code == 404
 
 
 def test_sign_in_session_cookie_and_csrf(tmp_path: Path) -> None:
-    with serve_gateway(tmp_path, console_yaml(tmp_path)) as running, httpx.Client(base_url=running.url) as http:
+    with serve_gateway(tmp_path, console_yaml(tmp_path)) as running, browser(running.url) as http:
         home = http.get("/console")
         assert home.status_code == 303
         assert home.headers["location"] == "/console/spend"
@@ -238,18 +246,18 @@ def _sign_in(http: httpx.Client) -> str:
 
 def test_signing_out_ends_a_copied_session_cookie(tmp_path: Path) -> None:
     with serve_gateway(tmp_path, console_yaml(tmp_path)) as running:
-        with httpx.Client(base_url=running.url) as http, httpx.Client(base_url=running.url) as thief:
+        with browser(running.url) as http, browser(running.url) as thief:
             copied = _sign_in(http)
             thief.cookies.set(auth.SESSION_COOKIE, copied, path="/console")
             assert thief.get("/console/spend").status_code == 200  # a copy works while the session lives
-            with httpx.Client(base_url=running.url) as elsewhere:
+            with browser(running.url) as elsewhere:
                 other = _sign_in(elsewhere)  # a second session is not affected
             csrf = csrf_of(http.get("/console/spend").text)
             assert http.post("/console/logout", data={"csrf": csrf}).status_code == 303
             refused = thief.get("/console/spend")
             assert refused.status_code == 303
             assert refused.headers["location"].startswith("/console/login")
-            with httpx.Client(base_url=running.url, cookies={auth.SESSION_COOKIE: other}) as second:
+            with browser(running.url, {auth.SESSION_COOKIE: other}) as second:
                 assert second.get("/console/spend").status_code == 200
             stored = anyio.run(_sessions, running.gateway.store.path)  # a store of this thread's own
             assert [row[0] for row in stored] == [auth.session_digest(other)]  # digests only, the signed-out one gone
@@ -259,7 +267,7 @@ def test_signing_out_ends_a_copied_session_cookie(tmp_path: Path) -> None:
 
 
 def test_a_session_store_outage_is_a_503_page(tmp_path: Path) -> None:
-    with serve_gateway(tmp_path, console_yaml(tmp_path)) as running, httpx.Client(base_url=running.url) as http:
+    with serve_gateway(tmp_path, console_yaml(tmp_path)) as running, browser(running.url) as http:
         _sign_in(http)
         login = http.get("/console/login")
         token = re.search(r'name="csrf" value="([^"]+)"', login.text).group(1)  # type: ignore[union-attr]

@@ -36,7 +36,7 @@ from harness_gateway.openai_chat import parse_chat_request
 from harness_gateway.relay import Relay
 from harness_gateway.request_id import RequestIdMiddleware
 from harness_gateway.runtime import RuntimeHolder, load_runtime
-from harness_gateway.server import GatewayServer, worker_app
+from harness_gateway.server import GatewayServer, announce_worker, worker_app
 from harness_gateway.sqlite import SQLiteStore
 from harness_middleware.pricing import Price, PriceBook
 
@@ -413,11 +413,18 @@ def test_worker_app_and_several_workers(monkeypatch: pytest.MonkeyPatch) -> None
     app, workers, options = calls[0]
     assert (app, workers) == ("harness_gateway.server:worker_app", 3)
     assert (options["port"], options["timeout_graceful_shutdown"]) == (9000, 4)
+    assert options["callback_notify"] is announce_worker  # uvicorn calls it once the worker's server listens
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", "/run/metrics")  # what run_workers gives every worker
     worker = worker_app()
     assert (worker.config_path, worker.host, worker.watch, worker.log_level) == ("cfg.yaml", "0.0.0.0", True, "debug")
     assert worker.metrics_dir == "/run/metrics"
     assert worker.freeze_heap  # a worker process serves nothing else: its heap is settled after startup
+    assert not worker.announce_at_start  # its lifespan ends before its server listens: not ready yet
+    announced: list[GatewayServer] = []
+    monkeypatch.setattr(worker, "announce", lambda: announced.append(worker))
+    anyio.run(announce_worker)  # the server's first tick: the worker says it is ready
+    anyio.run(announce_worker)  # every later one (each timeout_notify seconds): nothing more
+    assert announced == [worker]
     assert os.environ[server_module.ENV_CONFIG] == "cfg.yaml"
     assert preferred_transport() == "aiohttp"  # a serving process relays over aiohttp
 

@@ -10,6 +10,7 @@ import logging
 import os
 import re
 import signal
+import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -122,8 +123,16 @@ class Workers:
         self.pids = self.ready(2)
 
     def ready(self, count: int) -> set[int]:
-        """The pids of the next ``count`` workers to finish their start-up."""
-        return {int(self.process.wait_for(r"\[(\d+)\]: gateway ready").group(1)) for _ in range(count)}
+        """The pids of the next ``count`` workers to finish their start-up. The port accepts a
+        connection as soon as each says so: a worker announces once its server listens on the
+        socket the supervisor only bound (before, a health check after both ``ready`` lines could
+        be refused: harness_gateway.server.announce_worker)."""
+        address = self.url.removeprefix("http://").rsplit(":", 1)
+        pids: set[int] = set()
+        for _ in range(count):
+            pids.add(int(self.process.wait_for(r"\[(\d+)\]: gateway ready").group(1)))
+            socket.create_connection((address[0], int(address[1])), timeout=30).close()  # not refused
+        return pids
 
     def served_by(self, request_id: str) -> int:
         """The pid of the worker that logged the end of request ``request_id`` (waits for the line)."""
@@ -332,8 +341,6 @@ def test_workers_stop_when_their_supervisor_is_killed(tmp_path: Path) -> None:
     """SIGKILL of the supervisor (or the OOM killer) stopped nothing: its workers went on serving,
     unsupervised, and a restart found the port in use. Each worker now watches its supervisor and
     shuts down gracefully once it is gone."""
-    import socket
-
     workers = Workers(tmp_path, "mock: {}")
     port = int(workers.url.rsplit(":", 1)[1])
     assert httpx.get(workers.url + "/healthz", timeout=30).status_code == 200

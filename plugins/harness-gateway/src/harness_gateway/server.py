@@ -52,6 +52,7 @@ __all__ = [
     "ENV_WATCH",
     "YOUNG_COLLECTION_AT",
     "GatewayServer",
+    "announce_worker",
     "serve",
     "settle_heap",
     "worker_app",
@@ -186,10 +187,10 @@ class GatewayServer:
 
     def announce(self) -> None:
         """Log the outcome of the start: ``gateway ready: …`` (routes, keys, the store), or a
-        warning when the state store did not answer. :func:`serve` calls it once the listening
-        socket is bound (a port in use then exits 3 without a ``ready`` line); a worker process,
-        whose socket its supervisor bound, and an embedding that passes ``announce_at_start``
-        announce at the end of the start-up."""
+        warning when the state store did not answer. :func:`serve` calls it once uvicorn's
+        server listens (a port in use then exits 3 without a ``ready`` line); a worker process
+        once its server listens on the socket its supervisor bound (:func:`announce_worker`);
+        an embedding that passes ``announce_at_start`` at the end of the start-up."""
         level, text = self._announcement
         logger.log(level, "%s", text)
 
@@ -355,15 +356,38 @@ def worker_app() -> GatewayServer:
     _long_lived_process()
     watch_supervisor()  # a supervisor killed with SIGKILL stops its workers too
     reports = os.environ.get(REPORTS_ENV)
-    return GatewayServer(
+    app = GatewayServer(
         os.environ.get(ENV_CONFIG) or None,
         os.environ.get(ENV_HOST, "127.0.0.1"),
         watch=bool(os.environ.get(ENV_WATCH)),
         log_level=os.environ.get(ENV_LOG_LEVEL, "info"),
         metrics_dir=os.environ.get(MULTIPROC_DIR_ENV) or None,
         freeze_heap=True,
+        announce_at_start=False,  # announced once its server listens: announce_worker
         on_start_failure=functools.partial(write_report, Path(reports)) if reports else None,
     )
+    _unannounced[:] = [app]
+    return app
+
+
+_unannounced: list[GatewayServer] = []
+"""The app of this worker process (:func:`worker_app`) until :func:`announce_worker` announced it."""
+
+
+async def announce_worker() -> None:
+    """uvicorn's ``callback_notify`` in a worker process (set by :func:`serve`): the first call
+    announces the worker's start (:meth:`GatewayServer.announce`: ``gateway ready: …``); the
+    later ones (every ``timeout_notify`` seconds) do nothing.
+
+    uvicorn calls it from its server's main loop, which runs once the server's start-up is over:
+    the app's start (the lifespan), then the listening on the socket the supervisor bound; the
+    loop's first tick calls it (uvicorn's last notification is at time 0 until then). The
+    supervisor only binds it (``uvicorn.Config.bind_socket``), each worker's server listens on it
+    after its own lifespan, so until the first worker got there a connection to the port was
+    refused: a ``ready`` line logged at the end of the lifespan, as before, came before that and
+    a health check that followed it could meet a refused connection."""
+    while _unannounced:
+        _unannounced.pop().announce()
 
 
 def serve(
@@ -415,7 +439,8 @@ def serve(
         os.environ[ENV_HOST] = host
         os.environ[ENV_WATCH] = "1" if watch else ""
         os.environ[ENV_LOG_LEVEL] = log_level
-        run_workers("harness_gateway.server:worker_app", workers, common)
+        # each worker says it is ready once its server listens (announce_worker)
+        run_workers("harness_gateway.server:worker_app", workers, {**common, "callback_notify": announce_worker})
     else:
         failures: list[StartFailure] = []
         app = GatewayServer(
