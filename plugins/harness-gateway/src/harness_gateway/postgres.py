@@ -520,20 +520,9 @@ class PostgresStore(SqlStore):
             raise decision
         await super()._open(ticket, key_id, route, model, now, bound, floor)  # near the budget: recount (rare)
 
-    async def _write_ended(
-        self,
-        ticket: str,
-        started: tuple[str, str, float],
-        status: Status,
-        input_tokens: int | None,
-        output_tokens: int | None,
-        cost: float,
-        moment: float,
-    ) -> None:
+    async def _write_ended(self, values: tuple[Any, ...]) -> None:
         """:meth:`SqlStore._write_ended` in one round trip (one statement, its own transaction)."""
-        route, model, began = started
-        args = (ticket, route, model, began, moment, status, input_tokens, output_tokens, cost, self.owner)
-        await self._connected(lambda conn: conn.execute(_ENDED_ROW_PG, *args))
+        await self._connected(lambda conn: conn.execute(_ENDED_ROW_PG, *values))
 
     async def _close(
         self,

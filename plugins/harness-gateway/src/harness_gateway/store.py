@@ -627,7 +627,10 @@ class SqlStore:
         output_tokens = usage.output_tokens if usage is not None else None
         anonymous = self._anonymous.get(ticket)
         if anonymous is not None:  # kept until written: a deferred retry writes it then
-            await self._write_ended(ticket, anonymous, status, input_tokens, output_tokens, cost, moment)
+            route, model, began = anonymous
+            await self._write_ended(
+                (ticket, route, model, began, moment, status, input_tokens, output_tokens, cost, self.owner)
+            )
             del self._anonymous[ticket]
             return
         try:
@@ -636,22 +639,12 @@ class SqlStore:
             self.running.discard(ticket)
             self._key_ids.pop(ticket, None)
 
-    async def _write_ended(
-        self,
-        ticket: str,
-        started: tuple[str, str, float],
-        status: Status,
-        input_tokens: int | None,
-        output_tokens: int | None,
-        cost: float,
-        moment: float,
-    ) -> None:
-        """Write the ledger row of a request without a key that ended (``started``: its ``(route,
-        model, started at)``), in one statement; a retry after a fault whose transaction had
-        committed writes nothing more (``ON CONFLICT DO NOTHING``)."""
-        route, model, began = started
-        args = (ticket, route, model, began, moment, status, input_tokens, output_tokens, cost, self.owner)
-        await self.transaction(lambda tx: tx.run(ENDED_ROW, *args))
+    async def _write_ended(self, values: tuple[Any, ...]) -> None:
+        """Write the ledger row of a request without a key that ended (``values``: :data:`ENDED_ROW`'s),
+        in one statement; a retry after a fault whose transaction had committed writes nothing more
+        (``ON CONFLICT DO NOTHING``). :class:`~harness_gateway.postgres.PostgresStore` does it in
+        one round trip."""
+        await self.transaction(lambda tx: tx.run(ENDED_ROW, *values))
 
     async def _close(
         self,
