@@ -3,6 +3,7 @@ header values it refuses before any request."""
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
 from harness_core.errors import LlmError
@@ -118,3 +119,53 @@ async def test_cookies_a_response_sets_are_sent_back_and_responses_without_any_s
     assert sent[2] is not None
     assert sorted(sent[2].split("; ")) == ["lb=b2", "session=s1"]
     assert sent[3] == "only=this"
+
+
+def _same_request(client: httpx.AsyncClient, method: str, url: httpx.URL | str, **kwargs: object) -> httpx.Request:
+    """``client.build_request(...)``, asserted equal to httpx's own build of the same request
+    (method, URL, head in order, body, extensions)."""
+    built = client.build_request(method, url, **kwargs)  # type: ignore[arg-type]
+    reference = httpx.AsyncClient.build_request(client, method, url, **kwargs)  # type: ignore[arg-type]
+    assert (built.method, built.url, built.headers.raw, built.read(), built.extensions) == (
+        reference.method,
+        reference.url,
+        reference.headers.raw,
+        reference.read(),
+        reference.extensions,
+    )
+    return built
+
+
+async def test_an_adapters_post_is_built_as_httpx_builds_it_and_follows_the_clients_changes() -> None:
+    async with make_client(base_url="http://127.0.0.1:9/v1", headers={"authorization": "Bearer k"}) as client:
+        url = httpx.URL("http://127.0.0.1:9/v1/chat/completions")
+        json_type = {"content-type": "application/json"}
+        for body in (b'{"a": 1}', b'{"a": 12}', b'{"a": 1}'):  # the first builds the head, the others reuse it
+            request = _same_request(client, "POST", url, content=body, headers=json_type)
+            assert request.headers["content-length"] == str(len(body))
+        _same_request(client, "POST", httpx.URL("http://other:1/x"), content=b"{}", headers=json_type)  # its own head
+        _same_request(client, "POST", url, content=b"{}")  # no request headers
+        _same_request(client, "PUT", url, content=b"{}", headers=json_type)
+
+        client.headers["x-added"] = "later"  # a change of the client's headers is seen at once
+        assert _same_request(client, "POST", url, content=b"{}", headers=json_type).headers["x-added"] == "later"
+        client.timeout = httpx.Timeout(3.0)
+        assert _same_request(client, "POST", url, content=b"{}", headers=json_type).extensions["timeout"]["read"] == 3.0
+
+        # a head the shortcut cannot reproduce (a Content-Length of the caller's, not the body's),
+        # and the requests it never takes: httpx's own every time
+        for _ in range(2):
+            _same_request(client, "POST", url, content=b"{}", headers={"content-length": "9"})
+        _same_request(client, "POST", url, content=b"", headers=json_type)
+        _same_request(client, "POST", url, content="{}", headers=json_type)
+        _same_request(client, "POST", "/chat/completions", content=b"{}", headers=json_type)
+        _same_request(client, "POST", httpx.URL("/relative"), content=b"{}", headers=json_type)
+        _same_request(client, "POST", url, json={"a": 1})
+        _same_request(client, "POST", url, content=b"{}", params={"q": "1"})
+        _same_request(client, "POST", url, content=b"{}", timeout=1.0)
+        _same_request(client, "POST", url, content=b"{}", extensions={"sni_hostname": "h"})
+        client.cookies = {"session": "s"}
+        assert _same_request(client, "POST", url, content=b"{}", headers=json_type).headers["cookie"] == "session=s"
+    async with make_client(base_url="http://127.0.0.1:9/v1?api-version=1") as client:  # the client's query
+        request = _same_request(client, "POST", httpx.URL("http://127.0.0.1:9/v1/x"), content=b"{}")
+        assert request.url.params["api-version"] == "1"
