@@ -15,6 +15,7 @@ import anyio
 import httpx
 import msgspec
 import pytest
+import uvicorn
 from click.testing import CliRunner
 from gw_helpers import gateway_yaml, serve_gateway, wait_until
 
@@ -35,8 +36,9 @@ from harness_gateway.keys import LATEST_EXPIRY, MAX_RATE, KeySpec, KeySpecError
 from harness_gateway.openai_chat import parse_chat_request
 from harness_gateway.relay import Relay
 from harness_gateway.request_id import RequestIdMiddleware
-from harness_gateway.runtime import RuntimeHolder, load_runtime
+from harness_gateway.runtime import ABORT_GRACE, RuntimeHolder, load_runtime
 from harness_gateway.server import GatewayServer, announce_worker, worker_app
+from harness_gateway.shutdown import DrainingServer, graceful_timeout
 from harness_gateway.sqlite import SQLiteStore
 from harness_middleware.pricing import Price, PriceBook
 
@@ -412,7 +414,9 @@ def test_worker_app_and_several_workers(monkeypatch: pytest.MonkeyPatch) -> None
     server_module.serve("cfg.yaml", "0.0.0.0", 9000, 3, watch=True, drain_timeout=4, log_level="debug")
     app, workers, options = calls[0]
     assert (app, workers) == ("harness_gateway.server:worker_app", 3)
-    assert (options["port"], options["timeout_graceful_shutdown"]) == (9000, 4)
+    # uvicorn's bound in each worker is the one process's: the drain timeout, then ABORT_GRACE for
+    # the generations the gateway aborted then (harness_gateway.shutdown); it cancelled them at 4
+    assert (options["port"], options["timeout_graceful_shutdown"]) == (9000, 4 + ABORT_GRACE)
     assert options["callback_notify"] is announce_worker  # uvicorn calls it once the worker's server listens
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", "/run/metrics")  # what run_workers gives every worker
     worker = worker_app()
@@ -425,8 +429,20 @@ def test_worker_app_and_several_workers(monkeypatch: pytest.MonkeyPatch) -> None
     anyio.run(announce_worker)  # the server's first tick: the worker says it is ready
     anyio.run(announce_worker)  # every later one (each timeout_notify seconds): nothing more
     assert announced == [worker]
+    aborted: list[GatewayServer] = []
+    monkeypatch.setattr(worker, "abort_streams", lambda: aborted.append(worker))
+    server_module.abort_worker_streams()  # its server's drain timeout passed (harness_gateway.workers.WorkerProcess)
+    assert aborted == [worker]
     assert os.environ[server_module.ENV_CONFIG] == "cfg.yaml"
     assert preferred_transport() == "aiohttp"  # a serving process relays over aiohttp
+
+
+def test_a_draining_server_aborts_at_the_drain_timeout_before_uvicorn_cancels() -> None:
+    """The one owner of the shutdown's timing (harness serve's process and each worker): the
+    abort at the drain timeout, uvicorn's bound ABORT_GRACE later."""
+    config = uvicorn.Config("harness_gateway.server:worker_app", timeout_graceful_shutdown=graceful_timeout(0.5))  # type: ignore[arg-type]
+    assert config.timeout_graceful_shutdown == 0.5 + ABORT_GRACE
+    assert DrainingServer(config, lambda: None).drain_timeout == 0.5
 
 
 def test_cli_errors(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ prometheus-client writes them); the others run a real `harness serve --workers 2
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -13,15 +14,20 @@ import signal
 import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
 import pytest
-from gw_helpers import Process, gateway_yaml, wait_until
+from gw_helpers import Process, gateway_yaml, ledger_rows, openai_sse, wait_until
 from prometheus_client import values
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from harness_core.testing import Reply, ScriptedServer
+from harness_gateway.console.records import RecordStore
+from harness_gateway.errors import DRAINED
 from harness_gateway.metrics import MULTIPROC_DIR_ENV, GatewayMetrics
+from harness_gateway.sqlite import SQLiteStore
 from harness_gateway.workers import WorkerReaper, remove_directory
 
 # ---------------------------------------------------------------------------------------- units
@@ -107,14 +113,23 @@ def test_remove_directory(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> N
 
 
 class Workers:
-    """A running `harness serve --workers 2` on the mock (``mock``: its plugins.yaml entry): the
-    process, the pids of the workers that started, the metrics directory and the TMPDIR it is in."""
+    """A running `harness serve --workers 2` on the mock (``mock``: its plugins.yaml entry;
+    ``gateway``: the lines of the ``gateway`` entry, ``extra``: more plugins): the process, the pids
+    of the workers that started, the metrics directory and the TMPDIR it is in."""
 
-    def __init__(self, tmp_path: Path, mock: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        mock: str,
+        env: dict[str, str] | None = None,
+        *,
+        gateway: str = "    drain_timeout: 1",
+        extra: str = "",
+    ) -> None:
         self.tmp = tmp_path / "tmp"
         self.tmp.mkdir()
         config = tmp_path / "plugins.yaml"
-        yaml_text = gateway_yaml("    drain_timeout: 1", db=tmp_path / "gw.sqlite").replace("mock: {}", mock)
+        yaml_text = gateway_yaml(gateway, extra, db=tmp_path / "gw.sqlite").replace("mock: {}", mock)
         config.write_text(yaml_text)
         self.process = Process(config, "--workers", "2", env={"TMPDIR": str(self.tmp), **(env or {})})
         self.url = self.process.url
@@ -358,3 +373,58 @@ def test_workers_stop_when_their_supervisor_is_killed(tmp_path: Path) -> None:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         probe.bind(("127.0.0.1", port))
     remove_directory(workers.directory)  # a killed supervisor leaves it (documented)
+
+
+def test_a_sigterm_past_the_drain_timeout_aborts_the_streams_of_every_worker(tmp_path: Path) -> None:
+    """SIGTERM to the supervisor of ``--workers 2`` while a stream outlives ``drain_timeout``: the
+    worker's gateway aborts it as one process does (the client gets the in-stream ``ABORTED``
+    error after its partial output; the ledger row and the console's record say ``aborted``,
+    with the drain's message, charged what was streamed). uvicorn's own graceful-shutdown bound
+    in the worker cancelled it first: recorded ``error`` without a code, with a ``CancelledError``
+    traceback in the log."""
+    stalled = ScriptedServer(Reply(reads=openai_sse("x" * 400), end="stall"))  # open until the gateway leaves
+    with stalled:
+        workers = Workers(
+            tmp_path,
+            "mock: {}",
+            gateway=(  # the master key enables the console, whose records are checked too
+                "    drain_timeout: 0.5\n    master_key: mk-workers-drain-0123456789\n"
+                "    prices: {up/m: {input: 1000000, output: 1000000}}"  # 1 USD a token
+            ),
+            extra=f"  openai:up: {{base_url: '{stalled.url}/v1', api_key: dummy-key, routes: [up]}}",
+        )
+        body = {"model": "up/m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+        url = workers.url + "/v1/chat/completions"
+        auth = {"authorization": "Bearer mk-workers-drain-0123456789"}
+        with httpx.Client(timeout=60) as client, client.stream("POST", url, json=body, headers=auth) as reply:
+            lines = reply.iter_lines()
+            assert any("x" * 300 in line for line in lines)  # streaming (the masker may hold a tail back)
+            workers.process.process.send_signal(signal.SIGTERM)  # the stream outlives the drain timeout
+            rest = [line for line in lines if line]
+        assert workers.process.process.wait(60) == 0  # the supervisor drained and stopped (docs: exit codes)
+        workers.process.reader.join(60)  # every worker exited: the log is whole
+        assert not workers.process.reader.is_alive()
+    error = {"message": DRAINED, "type": "server_error", "param": None, "code": "ABORTED"}
+    assert json.loads(rest[-1].removeprefix("data: ")) == {"error": error}
+    assert not any('"finish_reason":"' in line or "[DONE]" in line for line in rest)
+    log = "".join(workers.process.seen)
+    assert workers.process.logged(r"aborting 1 generation\(s\) still running after the drain timeout")
+    assert "Traceback" not in log  # a clean shutdown logs no exception
+    assert "timeout graceful shutdown exceeded" not in log
+    (row,) = ledger_rows(tmp_path / "gw.sqlite")
+    assert row["status"] == "aborted"
+    assert row["output_tokens"] == 100  # the 400 characters streamed, at 4 per token
+    assert row["input_tokens"] > 0
+    assert row["cost"] == pytest.approx(row["input_tokens"] + 100)
+    (record,) = anyio.run(console_records, tmp_path / "gw.sqlite")
+    assert (record["status"], record["error_code"], record["error_message"]) == ("aborted", "ABORTED", DRAINED)
+    assert not workers.directory.exists()
+
+
+async def console_records(db: Path) -> list[dict[str, Any]]:
+    """The console's request records in the SQLite store at ``db``, newest first."""
+    store = SQLiteStore(db)
+    try:
+        return await RecordStore(store).recent(10)
+    finally:
+        await store.aclose()

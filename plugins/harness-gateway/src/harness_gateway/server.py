@@ -3,9 +3,10 @@
 :class:`GatewayServer` is the ASGI application: on startup it reads ``plugins.yaml`` (the
 ``gateway`` entry and every plugin), starts the runtime, opens the state store and applies its
 migrations; while running it reloads on SIGHUP (and, with ``watch``, when the file changes); on
-shutdown it drains streams in flight (uvicorn's graceful shutdown, bounded by ``drain_timeout``)
-and closes the runtime and the store. With several workers every worker process builds its own
-(:func:`worker_app`, configured through environment variables by :func:`serve`), and ``/metrics``
+shutdown it drains streams in flight (uvicorn's graceful shutdown: those still running at
+``drain_timeout`` are aborted, :mod:`harness_gateway.shutdown`) and closes the runtime and the
+store. With several workers every worker process builds its own (:func:`worker_app`, configured
+through environment variables by :func:`serve`) and drains as one process does, and ``/metrics``
 reports the counts of all of them (:mod:`harness_gateway.workers`).
 
 uvicorn: https://www.uvicorn.org/settings/ ; ASGI lifespan:
@@ -14,7 +15,6 @@ https://asgi.readthedocs.io/en/latest/specs/lifespan.html
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import gc
 import logging
@@ -40,7 +40,7 @@ from harness_gateway.errors import GatewayError
 from harness_gateway.gateway import Gateway
 from harness_gateway.metrics import MULTIPROC_DIR_ENV, GatewayMetrics
 from harness_gateway.responses_store import purge_forever
-from harness_gateway.runtime import ABORT_GRACE, GatewayRuntime, RuntimeHolder, load_runtime
+from harness_gateway.runtime import GatewayRuntime, RuntimeHolder, load_runtime
 from harness_gateway.start_failure import REPORTS_ENV, StartFailure, write_report
 from harness_gateway.store import SqlStore
 from harness_middleware.balance import share_state
@@ -52,6 +52,7 @@ __all__ = [
     "ENV_WATCH",
     "YOUNG_COLLECTION_AT",
     "GatewayServer",
+    "abort_worker_streams",
     "announce_worker",
     "serve",
     "settle_heap",
@@ -196,7 +197,9 @@ class GatewayServer:
 
     def abort_streams(self) -> None:
         """Abort every generation running on the current runtime (the drain timeout of a shutdown
-        passed: :func:`serve`); each ends as a client's disconnect does. Logged with the count."""
+        passed: :class:`~harness_gateway.shutdown.DrainingServer`, in the one process of
+        :func:`serve` or in each worker, :func:`abort_worker_streams`); each ends as a client's
+        disconnect does, but its client gets the drain's error. Logged with the count."""
         if self.gateway is not None and (
             count := self.gateway.holder.current.abort_all("the gateway is shutting down")
         ):
@@ -367,11 +370,24 @@ def worker_app() -> GatewayServer:
         on_start_failure=functools.partial(write_report, Path(reports)) if reports else None,
     )
     _unannounced[:] = [app]
+    _this_worker[:] = [app]
     return app
 
 
 _unannounced: list[GatewayServer] = []
 """The app of this worker process (:func:`worker_app`) until :func:`announce_worker` announced it."""
+
+_this_worker: list[GatewayServer] = []
+"""The app of this worker process (:func:`worker_app`; none before uvicorn's server made it)."""
+
+
+def abort_worker_streams() -> None:
+    """In a worker process: abort the generations its app still runs
+    (:meth:`GatewayServer.abort_streams`); the ``abort`` of the worker's
+    :class:`~harness_gateway.shutdown.DrainingServer` (:class:`~harness_gateway.workers.WorkerProcess`),
+    called at the drain timeout of its shutdown. Nothing to abort before the app was made."""
+    for app in _this_worker:
+        app.abort_streams()
 
 
 async def announce_worker() -> None:
@@ -403,7 +419,9 @@ def serve(
     http: Literal["auto", "h11", "httptools"] = "auto",
     limits: ConnectionLimits | None = None,
 ) -> None:
-    """Run uvicorn until SIGINT / SIGTERM (then drain up to ``drain_timeout`` seconds).
+    """Run uvicorn until SIGINT / SIGTERM, then drain: the streams still running after
+    ``drain_timeout`` seconds are aborted, in the one process or in each worker alike
+    (:class:`~harness_gateway.shutdown.DrainingServer`).
 
     ``loop`` / ``http`` are uvicorn's settings of the same names (``auto``: uvloop and httptools
     when installed, else asyncio and h11); the HTTP protocol enforces ``limits`` (default: the
@@ -419,6 +437,7 @@ def serve(
     import uvicorn
 
     from harness_gateway.limits import protocol_options
+    from harness_gateway.shutdown import DrainingServer, graceful_timeout
     from harness_gateway.workers import run_workers
 
     _long_lived_process()
@@ -428,7 +447,7 @@ def serve(
         "port": port,
         "lifespan": "on",
         "log_level": log_level,
-        "timeout_graceful_shutdown": drain_timeout if workers > 1 else drain_timeout + ABORT_GRACE,
+        "timeout_graceful_shutdown": graceful_timeout(drain_timeout),  # the drain's, in every process
         "access_log": False,  # the gateway logs one line per request, with its id
         "server_header": False,
         "loop": loop,
@@ -453,8 +472,9 @@ def serve(
             on_start_failure=failures.append,
         )
 
-        class AnnouncingServer(uvicorn.Server):
-            """uvicorn's server, which runs the app's start (the lifespan) before it binds the
+        class AnnouncingServer(DrainingServer):
+            """The gateway's server (:class:`~harness_gateway.shutdown.DrainingServer`: its
+            shutdown is the drain), which runs the app's start (the lifespan) before it binds the
             socket: the start is announced (:meth:`GatewayServer.announce`) only once it is bound;
             a bind failure is logged by uvicorn, which exits 3 (``STARTUP_FAILURE``)."""
 
@@ -462,18 +482,8 @@ def serve(
                 await super().startup(sockets)
                 app.announce()
 
-            async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-                # the drain: streams still running at ``drain_timeout`` are aborted (each ends
-                # with its aborted terminal event and is charged what it used); uvicorn's own
-                # bound, :data:`ABORT_GRACE` later, cancels what is left
-                timer = asyncio.get_running_loop().call_later(drain_timeout, app.abort_streams)
-                try:
-                    await super().shutdown(sockets)
-                finally:
-                    timer.cancel()
-
         try:
-            AnnouncingServer(uvicorn.Config(app, **common)).run()
+            AnnouncingServer(uvicorn.Config(app, **common), app.abort_streams).run()
         except SystemExit:  # uvicorn's STARTUP_FAILURE (3): the app's start, or the bind, failed
             if failures:
                 raise failures[0] from None

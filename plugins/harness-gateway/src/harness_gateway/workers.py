@@ -23,7 +23,9 @@ code. A worker that crashes after it started is replaced, as uvicorn does.
 one listening socket shared by the workers, a dead or hung worker replaced, SIGHUP replaces every
 worker one by one, SIGTTIN / SIGTTOU add or remove one) that also tells the metrics when a worker
 is gone (:class:`WorkerReaper`), so a worker that died with streams in flight stops counting in
-``harness_gateway_streams_in_flight``.
+``harness_gateway_streams_in_flight``, and whose workers (:class:`WorkerProcess`) shut down as one
+process of ``harness serve`` does: the streams still running at ``drain_timeout`` are aborted by
+the gateway (:class:`~harness_gateway.shutdown.DrainingServer`), not cancelled by uvicorn.
 """
 
 from __future__ import annotations
@@ -42,14 +44,17 @@ from pathlib import Path
 from typing import Any
 
 from prometheus_client.multiprocess import mark_process_dead
-from uvicorn import Config
+from uvicorn import Config, Server
 from uvicorn.config import STARTUP_FAILURE
-from uvicorn.supervisors import Multiprocess
+from uvicorn.supervisors import Multiprocess, multiprocess
 
 from harness_gateway.metrics import MULTIPROC_DIR_ENV
+from harness_gateway.server import abort_worker_streams
+from harness_gateway.shutdown import DrainingServer
 from harness_gateway.start_failure import REPORTS_ENV, StartFailure, read_reports
 
 __all__ = [
+    "WorkerProcess",
     "WorkerReaper",
     "WorkerSupervisor",
     "remove_directory",
@@ -86,6 +91,22 @@ class WorkerReaper:
         return gone
 
 
+class WorkerProcess(multiprocess.Process):
+    """One worker of :class:`WorkerSupervisor`: uvicorn's, whose server (made in the worker
+    process, from the configuration its supervisor pickled) is the gateway's
+    :class:`~harness_gateway.shutdown.DrainingServer`, aborting this worker's generations at the
+    drain timeout (:func:`~harness_gateway.server.abort_worker_streams`). uvicorn's own server
+    cancelled them at ``timeout_graceful_shutdown`` instead: each recorded ``error``, its body
+    cut, a ``CancelledError`` traceback logged."""
+
+    @property
+    def server(self) -> Server:
+        """The worker's server, made on first use (as uvicorn's is)."""
+        if self._server is None:
+            self._server = DrainingServer(self.config, abort_worker_streams)
+        return self._server
+
+
 class WorkerSupervisor(Multiprocess):
     """uvicorn's ``Multiprocess`` supervisor that reaps exited workers from the metrics in ``directory``.
 
@@ -103,6 +124,17 @@ class WorkerSupervisor(Multiprocess):
         self.reports = reports
         """Where workers report a failed start (:func:`~harness_gateway.start_failure.write_report`)."""
         self.failed_start: int | None = None
+
+    def run(self) -> None:
+        """uvicorn's supervision, every worker a :class:`WorkerProcess`: uvicorn's supervisor makes
+        each worker (at the start, to replace one, on SIGHUP or SIGTTIN) with its module's
+        ``Process``, which has no setting, so that name is :class:`WorkerProcess` while it runs."""
+        uvicorn_process = multiprocess.Process
+        multiprocess.Process = WorkerProcess  # type: ignore[misc]
+        try:
+            super().run()
+        finally:
+            multiprocess.Process = uvicorn_process  # type: ignore[misc]
 
     def init_processes(self) -> None:
         super().init_processes()
