@@ -8,6 +8,7 @@ with their own ``anyio_backend`` fixture.
 
 import logging
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -82,3 +83,23 @@ def _no_harness_left_running(request: pytest.FixtureRequest) -> Iterator[None]:
             for item in [f for f in named.filters if id(f) in leaked]:
                 named.removeFilter(item)
         pytest.fail(f"{request.node.nodeid} left a Harness running (its log filter is still attached)", pytrace=False)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Save this process's coverage data once its tests ended, before pytest-xdist hears that the
+    worker finished (under ``nox -s tests`` every worker is measured through coverage's subprocess
+    patch, which saves at exit otherwise).
+
+    pytest-xdist gives its workers 10 s to exit after the session (``EXIT_TIMEOUT``), then kills
+    them (execnet's ``Group.terminate``); on a loaded machine a worker's exit, the save of its
+    data included, took longer, and everything that worker measured was lost: the coverage gate
+    then failed 129 files whose tests had all passed (CI of 2026-12-07). A kill during the save at
+    exit now loses nothing (the data file is SQLite: an interrupted write rolls back to this one).
+    """
+    if "coverage" in sys.modules:  # measured: coverage was started before pytest
+        import coverage
+
+        current = coverage.Coverage.current()
+        if current is not None:
+            current.save()
