@@ -15,6 +15,7 @@ import httpx
 import pytest
 from gw_helpers import Clients, Running, gateway_yaml, serve_gateway
 from test_gw_fidelity import anthropic_reply
+from test_gw_responses import gemini_sse
 
 from harness_core.testing import Reply, ScriptedServer
 
@@ -26,19 +27,20 @@ FUNCTION = {"type": "function", "name": "screenshot", "parameters": {"type": "ob
 
 
 @pytest.fixture(scope="module")
-def upstreams() -> Iterator[tuple[ScriptedServer, ScriptedServer, ScriptedServer]]:
-    with ScriptedServer() as claude, ScriptedServer() as responses, ScriptedServer() as chat:
-        yield claude, responses, chat
+def upstreams() -> Iterator[tuple[ScriptedServer, ScriptedServer, ScriptedServer, ScriptedServer]]:
+    with ScriptedServer() as claude, ScriptedServer() as responses, ScriptedServer() as chat, ScriptedServer() as gem:
+        yield claude, responses, chat, gem
 
 
 @pytest.fixture(scope="module")
 def running(tmp_path_factory: pytest.TempPathFactory, upstreams: Any) -> Iterator[Running]:
-    claude, responses, chat = upstreams
+    claude, responses, chat, gem = upstreams
     tmp = tmp_path_factory.mktemp("tool-media")
     extra = (
         f"  anthropic:claude: {{base_url: '{claude.url}', api_key: dummy-key, routes: [claude]}}\n"
         f"  openai:resp: {{base_url: '{responses.url}/v1', api_key: dummy-key, api: responses, routes: [resp]}}\n"
-        f"  openai:gpt: {{base_url: '{chat.url}/v1', api_key: dummy-key, routes: [gpt]}}"
+        f"  openai:gpt: {{base_url: '{chat.url}/v1', api_key: dummy-key, routes: [gpt]}}\n"
+        f"  gemini:gem: {{base_url: '{gem.url}/v1beta', api_key: dummy-key, routes: [gem]}}"
     )
     with serve_gateway(tmp, gateway_yaml("", extra, db=tmp / "gw.sqlite")) as served:
         yield served
@@ -85,7 +87,7 @@ SCREENSHOT = {"type": "image", "source": {"type": "base64", "media_type": "image
 
 
 def test_a_tool_results_screenshot_reaches_anthropic_as_an_image_block(running: Running, upstreams: Any) -> None:
-    claude, _, _ = upstreams
+    claude, *_ = upstreams
     claude.add(anthropic_reply("I see it"))
     clients = Clients(running.url)
     try:
@@ -119,7 +121,7 @@ def test_a_tool_results_screenshot_reaches_anthropic_as_an_image_block(running: 
 def test_a_function_call_outputs_image_and_file_reach_a_responses_route_as_parts(
     running: Running, upstreams: Any
 ) -> None:
-    _, upstream, _ = upstreams
+    _, upstream, *_ = upstreams
     upstream.add(responses_reply())
     image = {"type": "input_image", "image_url": f"data:image/png;base64,{PNG}", "detail": "high"}
     pdf = {"type": "input_file", "file_data": f"data:application/pdf;base64,{PDF}", "filename": "a.pdf"}
@@ -137,7 +139,7 @@ def test_a_function_call_outputs_image_and_file_reach_a_responses_route_as_parts
 
 
 def test_a_tool_results_media_crosses_wires_in_the_targets_own_format(running: Running, upstreams: Any) -> None:
-    claude, upstream, _ = upstreams
+    claude, upstream, _, gem = upstreams
     upstream.add(responses_reply())
     assert messages(running, "resp/gpt-4.1", screenshot_turns(SCREENSHOT)).status_code == 200
     (output,) = [item for item in last_sent(upstream)["input"] if item.get("type") == "function_call_output"]
@@ -147,11 +149,17 @@ def test_a_tool_results_media_crosses_wires_in_the_targets_own_format(running: R
     assert responses(running, "claude/claude-x", screenshot_items(image)).status_code == 200
     (result,) = last_sent(claude)["messages"][-1]["content"]
     assert result == {"type": "tool_result", "tool_use_id": "c1", "content": [SCREENSHOT]}
+    gem.add(Reply(reads=[gemini_sse({"text": "seen"})]))
+    answer = messages(running, "gem/gemini-3-pro", screenshot_turns({"type": "text", "text": "shot"}, SCREENSHOT))
+    assert answer.status_code == 200, answer.text
+    (part,) = last_sent(gem)["contents"][-1]["parts"]
+    assert part["functionResponse"]["response"] == {"output": "shot"}
+    assert part["functionResponse"]["parts"] == [{"inlineData": {"mimeType": "image/png", "data": PNG}}]
 
 
 def test_a_wire_whose_tool_result_takes_no_media_refuses_it_by_name(running: Running, upstreams: Any) -> None:
-    _, _, chat = upstreams
-    before = len(chat.requests)
+    _, _, chat, gem = upstreams
+    before = len(chat.requests), len(gem.requests)
     refused = messages(running, "gpt/gpt-4o", screenshot_turns(SCREENSHOT))
     assert refused.status_code == 400, refused.text
     message = refused.json()["error"]["message"]
@@ -162,7 +170,11 @@ def test_a_wire_whose_tool_result_takes_no_media_refuses_it_by_name(running: Run
     refused = responses(running, "resp/gpt-4.1", screenshot_items(audio))
     assert refused.status_code == 400, refused.text
     assert "a function_call_output takes no audio" in refused.json()["error"]["message"]
-    assert len(chat.requests) == before  # refused before any request
+    gif = {"type": "image", "source": {"type": "base64", "media_type": "image/gif", "data": PNG}}
+    refused = messages(running, "gem/gemini-3-pro", screenshot_turns(gif))
+    assert refused.status_code == 400, refused.text
+    assert "image/gif" in refused.json()["error"]["message"]
+    assert (len(chat.requests), len(gem.requests)) == before  # refused before any request
 
 
 def test_a_chat_tool_messages_image_is_a_400_naming_the_part_as_openai_refuses_it(running: Running) -> None:
