@@ -12,6 +12,7 @@ from harness_core.errors import Failure
 from harness_core.types import (
     BlockEnd,
     BlockStart,
+    CacheMark,
     FileBlock,
     Finish,
     FinishReason,
@@ -28,12 +29,15 @@ from harness_core.types import (
     TokenUsage,
     ToolCallBlock,
     ToolCallDelta,
+    ToolResultBlock,
     Usage,
 )
 from harness_gateway.anthropic_messages import MessagesStreamEncoder, messages_response, parse_messages_request
 from harness_gateway.errors import DRAINED, GatewayError, finish_error, from_failure, public_abort
 from harness_gateway.openai_chat import ChatStreamEncoder, chat_response, parse_chat_request
+from harness_gateway.openai_responses import parse_responses_request
 from harness_gateway.request import Target, decode_json
+from harness_gateway.spend import estimated_usage
 
 USER = [{"role": "user", "content": "hi"}]
 
@@ -187,6 +191,63 @@ def test_media_parts_become_file_blocks() -> None:
     ]
 
 
+def test_media_in_tool_results_become_the_results_files() -> None:
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n").decode()
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}}
+    marked = {**image, "cache_control": {"type": "ephemeral", "ttl": "1h"}}
+
+    def results(*blocks: dict[str, Any]) -> list[Any]:
+        turn = [{"role": "user", "content": list(blocks)}]
+        content: list[Any] = parse_messages_request(anth(messages=turn)).options.messages[0].content
+        return content
+
+    shot = FileBlock("image/png", data=b"\x89PNG\r\n\x1a\n")
+    text = {"type": "text", "text": "after", "cache_control": {"type": "ephemeral"}}
+    given = {"type": "tool_result", "tool_use_id": "t", "content": [image, {"type": "text", "text": "shot"}, text]}
+    assert results(given) == [ToolResultBlock("t", "shotafter", files=(shot,), cache=CacheMark())]
+    # a mark inside the content marks the result (the last one), unless the result has its own
+    assert results({**given, "content": [text, marked]})[0].cache == CacheMark(3600)
+    assert results({**given, "content": [marked], "cache_control": {"type": "ephemeral"}})[0].cache == CacheMark()
+    assert results({**given, "content": [image]}) == [ToolResultBlock("t", "", files=(shot,))]
+    assert results({"type": "tool_result", "tool_use_id": "t", "content": "plain", "is_error": True}) == [
+        ToolResultBlock("t", "plain", is_error=True)
+    ]
+    assert results({"type": "tool_result", "tool_use_id": "t"}) == [ToolResultBlock("t", "")]
+    # the media adds nothing to the input estimate: only the text is counted
+    big = base64.b64encode(b"x" * 40_000).decode()
+    huge = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": big}}
+    turn = [{"role": "user", "content": [{**given, "content": [{"type": "text", "text": "abcd"}, huge]}]}]
+    assert estimated_usage(parse_messages_request(anth(messages=turn)).options, 0).input_tokens == 1
+
+    def outputs(*parts: dict[str, Any]) -> list[Any]:
+        item = {"type": "function_call_output", "call_id": "c1", "output": list(parts)}
+        content: list[Any] = parse_responses_request({"model": "m", "input": [item]}).options.messages[0].content
+        return content
+
+    url = f"data:image/png;base64,{png}"
+    pdf = {"type": "input_file", "file_url": "https://example.org/a.pdf"}
+    assert outputs(
+        {"type": "input_image", "image_url": url, "detail": "low"},
+        {"type": "input_text", "text": "a"},
+        {"type": "output_text", "text": "b"},
+        {"type": "refusal", "refusal": "c"},
+        pdf,
+    ) == [
+        ToolResultBlock(
+            "c1",
+            "abc",
+            files=(
+                FileBlock("image/png", data=b"\x89PNG\r\n\x1a\n", detail="low"),
+                FileBlock("application/pdf", url="https://example.org/a.pdf"),
+            ),
+        )
+    ]
+    item = {"type": "function_call_output", "call_id": "c1", "output": "done"}
+    assert parse_responses_request({"model": "m", "input": [item]}).options.messages[0].content == [
+        ToolResultBlock("c1", "done")
+    ]
+
+
 @pytest.mark.parametrize(
     ("body", "param"),
     [
@@ -221,11 +282,22 @@ def test_media_parts_become_file_blocks() -> None:
                 messages=[
                     {
                         "role": "user",
-                        "content": [{"type": "tool_result", "tool_use_id": "t", "content": [{"type": "image"}]}],
+                        "content": [{"type": "tool_result", "tool_use_id": "t", "content": [{"type": "video"}]}],
                     }
                 ]
             ),
             "messages[0].content[0].content[0].type",
+        ),
+        (
+            anth(
+                messages=[
+                    {
+                        "role": "user",
+                        "content": [{"type": "tool_result", "tool_use_id": "t", "content": [{"type": "image"}]}],
+                    }
+                ]
+            ),
+            "messages[0].content[0].content[0].source",
         ),
         (anth(temperature=-1), "temperature"),
     ],

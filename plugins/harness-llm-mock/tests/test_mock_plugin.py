@@ -257,6 +257,19 @@ async def test_files_are_acknowledged_by_description() -> None:
 
 
 @pytest.mark.anyio
+async def test_a_tool_results_files_are_acknowledged_after_its_text() -> None:
+    call = ToolCallBlock(id="c1", name="echo", arguments="{}")
+    shot = FileBlock("image/png", data=b"\x89PNG", filename="shot.png")
+    history = [
+        Message.user("echo a screenshot"),
+        Message(role="assistant", content=[call]),
+        Message(role="tool", content=[ToolResultBlock(tool_call_id="c1", content="taken", files=(shot,))]),
+    ]
+    chunks = await collect(MockAdapter(MockConfig()), options(messages=history, tools=[ECHO_TOOL]))
+    assert ends(chunks) == [TextBlock("The echo tool returned: taken [image/png 'shot.png' (4 bytes)]")]
+
+
+@pytest.mark.anyio
 async def test_with_a_response_format_the_user_text_comes_back_verbatim() -> None:
     text = '{"name": "Ada", "age": 36}'
     fmt = JsonSchemaFormat("person", {"type": "object"})

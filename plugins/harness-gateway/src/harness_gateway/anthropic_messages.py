@@ -6,7 +6,8 @@ https://docs.anthropic.com/en/docs/build-with-claude/streaming (the event sequen
 ``message_delta``, ``message_stop``, ``ping``, and ``error``).
 
 Request: ``system`` (a string or text blocks), ``text``, ``tool_use`` (``input`` serialised as
-the tool call's raw JSON arguments), ``tool_result`` (text content) and ``thinking`` blocks;
+the tool call's raw JSON arguments), ``tool_result`` (a string, or ``text``, ``image`` and
+``document`` blocks: the result's text and files, :func:`_tool_result`) and ``thinking`` blocks;
 ``max_tokens``, ``temperature``, ``top_p``, ``stop_sequences``, ``tools``, ``tool_choice``
 (``auto`` / ``any`` / ``tool`` / ``none``) and ``thinking`` (``disabled`` → effort ``off``;
 ``enabled`` → ``low`` up to 4,096 budget tokens, ``medium`` up to 16,384, else ``high``).
@@ -44,6 +45,7 @@ from harness_core import (
     BlockEnd,
     BlockStart,
     CacheMark,
+    FileBlock,
     Finish,
     FinishReason,
     JsonSchemaFormat,
@@ -179,20 +181,6 @@ def _text_block(block: Body) -> TextBlock:
     return TextBlock(block.get("text", str, required=True), cache=cache_mark(block))
 
 
-def _texts(body: Body, key: str, what: str) -> list[str]:
-    """The texts of field ``key``: a string, or a list of ``text`` blocks (anything else is a 400)."""
-    value = body.get(key, (str, list))
-    if value is None or isinstance(value, str):
-        return [value] if value else []
-    texts = []
-    for where, item in body.items(key):
-        block = Body(item, where)
-        if block.get("type", str, required=True) != "text":
-            raise bad_request(block.path("type"), f"{what} may hold text blocks only")
-        texts.append(_text_block(block).text)
-    return texts
-
-
 def _system(body: Body) -> tuple[str | None, list[TextBlock]]:
     """``(system, [])`` for a system prompt without cache marks, else ``(None, its blocks)``."""
     value = body.get("system", (str, list))
@@ -296,14 +284,7 @@ def _read_message(message: Body, provider: str | None, model: str, *, last: bool
         elif kind in ("image", "document"):
             blocks.append(_cached(_media(block), mark))
         elif kind == "tool_result":
-            results.append(
-                ToolResultBlock(
-                    tool_call_id=block.get("tool_use_id", str, required=True),
-                    content=_result_text(block),
-                    is_error=block.get("is_error", bool, False),
-                    cache=mark,
-                )
-            )
+            results.append(_tool_result(block, mark))
         else:
             raise bad_request(block.path("type"), f"unknown content block type {kind!r}")
     if results:
@@ -358,8 +339,55 @@ def _media(block: Body) -> Any:
     )
 
 
-def _result_text(block: Body) -> str:
-    return "".join(_texts(block, "content", "tool results"))
+_RESULT_BLOCKS: Final = ("text", "image", "document")
+"""The block types a ``tool_result``'s ``content`` list holds here (the API's others, such as
+``search_result``, are 400s naming them)."""
+
+
+def _tool_result(block: Body, mark: CacheMark | None) -> ToolResultBlock:
+    """A ``tool_result`` block (``mark``: its own ``cache_control``) as a :class:`ToolResultBlock`.
+
+    ``content`` is a string or a list of ``text``, ``image`` and ``document`` blocks
+    (https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/implement-tool-use, PROTOCOLS.md
+    §2, §10.1): the texts joined become the result's content, the media its ``files`` in order,
+    read as a user message's media are (:func:`_media`: base64, url and text sources, the same
+    fields and errors). The vocabulary's tool result holds one text and its files, so a route
+    sends the text first, then the files. A ``cache_control`` inside the list marks the whole
+    result (the last one given, unless the block has its own): the breakpoint stays at the end
+    of the result rather than being dropped.
+
+    Raises:
+        GatewayError: 400 naming the field at fault (``messages[2].content[0].content[1].type``
+            for another block type, ``….source.data`` for data that is not base64 …).
+    """
+    content = block.get("content", (str, list), "")
+    texts: list[str] = [content] if isinstance(content, str) else []
+    files: list[FileBlock] = []
+    marks: list[CacheMark] = []
+    for where, item in () if isinstance(content, str) else block.items("content"):
+        inner = Body(item, where)
+        kind = inner.get("type", str, required=True)
+        if kind not in _RESULT_BLOCKS:
+            raise bad_request(
+                inner.path("type"), f"a tool_result holds text, image and document blocks only, got {kind[:40]!r}"
+            )
+        if kind == "text":
+            text = _text_block(inner)
+            texts.append(text.text)
+            inner_mark = text.cache
+        else:
+            inner.only(_BLOCK_FIELDS[kind], what=f"{kind} block")
+            files.append(_media(inner))
+            inner_mark = cache_mark(inner)
+        if inner_mark is not None:
+            marks.append(inner_mark)
+    return ToolResultBlock(
+        tool_call_id=block.get("tool_use_id", str, required=True),
+        content="".join(texts),
+        is_error=block.get("is_error", bool, False),
+        files=tuple(files),
+        cache=mark if mark is not None else marks[-1] if marks else None,
+    )
 
 
 def _read_tool(tool: Body) -> ToolSpec:

@@ -240,7 +240,7 @@ def _read_message(message: Body, system: list[TextBlock], messages: list[Message
             )
         messages.append(Message(role="assistant", content=content))
     elif role == "tool":
-        text, mark = _marked_text(message, "content")
+        text, mark = _marked_text(message, "content", tool=True)
         result = ToolResultBlock(tool_call_id=message.get("tool_call_id", str, required=True), content=text, cache=mark)
         messages.append(Message(role="tool", content=[result]))
     else:
@@ -249,9 +249,14 @@ def _read_message(message: Body, system: list[TextBlock], messages: list[Message
         )
 
 
-def _parts(message: Body, key: str = "content", *, required: bool = True) -> list[TextBlock]:
+def _parts(message: Body, key: str = "content", *, required: bool = True, tool: bool = False) -> list[TextBlock]:
     """A ``content`` field of text only: a string, or ``{"type": "text"}`` parts (each with its
-    ``cache_control``)."""
+    ``cache_control``). ``tool``: the content of a ``tool`` message, which OpenAI's API takes as a
+    string or text parts only (``ChatCompletionToolMessageParam``): another part, an image a tool
+    returned, is a 400 naming it and the endpoints whose tool results take media.
+
+    Raises:
+        GatewayError: 400 naming the part's ``type`` for a part that is not text."""
     value = message.get(key, (str, list), required=required)
     if value is None or isinstance(value, str):
         return [TextBlock(value)] if value else []
@@ -260,18 +265,24 @@ def _parts(message: Body, key: str = "content", *, required: bool = True) -> lis
         part = Body(item, where)
         kind = part.get("type", str, required=True)
         if kind not in ("text", "input_text"):
+            if tool:
+                raise bad_request(
+                    part.path("type"),
+                    f"a Chat Completions tool message takes text parts only, as OpenAI's API does, got {kind[:40]!r}: "
+                    "send a tool's media in a function_call_output on /v1/responses or a tool_result on /v1/messages",
+                )
             raise bad_request(
                 part.path("type"),
-                f"only text parts are allowed in system, assistant and tool messages, got {kind!r}",
+                f"only text parts are allowed in system and assistant messages, got {kind!r}",
             )
         part.only(_PART_FIELDS["text"], what="text part")
         blocks.append(TextBlock(part.get("text", str, required=True), cache=cache_mark(part)))
     return blocks
 
 
-def _marked_text(message: Body, key: str) -> tuple[str, CacheMark | None]:
-    """The parts of ``key`` joined, with the last cache mark among them."""
-    blocks = _parts(message, key, required=False)
+def _marked_text(message: Body, key: str, *, tool: bool = False) -> tuple[str, CacheMark | None]:
+    """The parts of ``key`` joined, with the last cache mark among them (``tool``: as :func:`_parts`)."""
+    blocks = _parts(message, key, required=False, tool=tool)
     marks = [block.cache for block in blocks if block.cache is not None]
     return "".join(block.text for block in blocks), (marks[-1] if marks else None)
 

@@ -6,8 +6,9 @@ events; the reference order is in ``/work/shared/wire/PROTOCOLS.md`` §9).
 
 Request: ``input`` (a string, or items: ``message`` with ``input_text`` / ``output_text`` /
 ``refusal`` / ``input_image`` / ``input_file`` parts, ``function_call``, ``function_call_output``
-and ``reasoning``), ``instructions`` and ``system`` / ``developer`` messages (joined into
-``options.system``), function ``tools`` (flat: ``{type: function, name, description,
+(``output`` a string, or ``input_text`` / ``input_image`` / ``input_file`` parts: the result's
+text and files, :func:`_tool_output`) and ``reasoning``), ``instructions`` and ``system`` /
+``developer`` messages (joined into ``options.system``), function ``tools`` (flat: ``{type: function, name, description,
 parameters}``; any other tool type, a built-in such as ``web_search``, is a 400 naming it),
 ``tool_choice``, ``max_output_tokens``, ``temperature``, ``top_p``, ``reasoning.effort``,
 ``text.format`` (``text`` / ``json_object`` / ``json_schema``). ``include`` (only
@@ -78,6 +79,7 @@ import msgspec
 from harness_core import (
     BlockEnd,
     BlockStart,
+    FileBlock,
     Finish,
     FinishReason,
     JsonObjectFormat,
@@ -362,13 +364,7 @@ def _read_input(body: Body, system: list[str]) -> list[Message]:
                 )
             )
         elif kind == "function_call_output":
-            output = _parts_text(item, "output", required=True)
-            history.add(
-                Message(
-                    role="tool",
-                    content=[ToolResultBlock(tool_call_id=item.get("call_id", str, required=True), content=output)],
-                )
-            )
+            history.add(Message(role="tool", content=[_tool_output(item)]))
         elif kind == "reasoning":
             _read_reasoning(item, history)
         elif kind == "item_reference":
@@ -409,8 +405,15 @@ def _parts_text(item: Body, key: str, *, required: bool = False) -> str:
         kind = part.get("type", str, required=True)
         if kind not in _TEXT_PARTS:
             raise bad_request(part.path("type"), f"only text parts are allowed here, got {kind!r}")
-        texts.append(part.get("refusal" if kind == "refusal" else "text", str, required=True))
+        texts.append(_part_text(part, kind))
     return "".join(texts)
+
+
+def _part_text(part: Body, kind: str) -> str:
+    """The text of a text part of type ``kind`` (one of :data:`_TEXT_PARTS`: a ``refusal``'s is its
+    ``refusal``); a 400 naming the field when it is missing or not a string."""
+    text: str = part.get("refusal" if kind == "refusal" else "text", str, required=True)
+    return text
 
 
 def _user_content(item: Body) -> list[Any]:
@@ -425,28 +428,77 @@ def _user_content(item: Body) -> list[Any]:
         if kind in ("input_text", "text"):
             part.only(("type", "text"), what="text part")
             blocks.append(TextBlock(part.get("text", str, required=True)))
-        elif kind == "input_image":
-            part.only(("type", "image_url", "file_id", "detail"), what="input_image part")
-            if part.get("file_id", str) is not None:
-                raise bad_request(part.path("file_id"), "uploaded file ids are not supported: send image_url")
-            url = part.get("image_url", str, required=True)
-            blocks.append(file_block(part.path("image_url"), url=url, detail=image_detail(part)))
-        elif kind == "input_file":
-            part.only(("type", "file_data", "file_url", "file_id", "filename"), what="input_file part")
-            if part.get("file_id", str) is not None:
-                raise bad_request(part.path("file_id"), "uploaded file ids are not supported: send file_data")
-            filename = part.get("filename", str)
-            url = part.get("file_url", str)
-            if url is not None:
-                blocks.append(file_block(part.path("file_url"), url=url, filename=filename))
-                continue
-            data = part.get("file_data", str, required=True)
-            if not data.startswith("data:"):
-                raise bad_request(part.path("file_data"), "expected a data: URL (data:<media type>;base64,<data>)")
-            blocks.append(file_block(part.path("file_data"), url=data, filename=filename))
+        elif kind in _FILE_PARTS:
+            blocks.append(_file_part(part, kind))
         else:
             raise bad_request(part.path("type"), f"unknown content part type {kind!r}")
     return blocks
+
+
+_FILE_PARTS: Final = ("input_image", "input_file")
+
+
+def _file_part(part: Body, kind: str) -> FileBlock:
+    """An ``input_image`` (``image_url``: an https or ``data:`` URL, ``detail``) or ``input_file``
+    (``file_data``: a ``data:`` URL, or ``file_url``; ``filename``) part as a :class:`FileBlock`
+    (PROTOCOLS.md §9.4, §10.1): the one reader of a user message's parts and of a
+    ``function_call_output``'s.
+
+    Raises:
+        GatewayError: 400 naming the field at fault: an uploaded ``file_id``, a field the
+            dialect does not read, a ``file_data`` that is not a ``data:`` URL, and what
+            :func:`~harness_gateway.files.file_block` refuses.
+    """
+    if kind == "input_image":
+        part.only(("type", "image_url", "file_id", "detail"), what="input_image part")
+        if part.get("file_id", str) is not None:
+            raise bad_request(part.path("file_id"), "uploaded file ids are not supported: send image_url")
+        url = part.get("image_url", str, required=True)
+        return file_block(part.path("image_url"), url=url, detail=image_detail(part))
+    part.only(("type", "file_data", "file_url", "file_id", "filename"), what="input_file part")
+    if part.get("file_id", str) is not None:
+        raise bad_request(part.path("file_id"), "uploaded file ids are not supported: send file_data")
+    filename = part.get("filename", str)
+    url = part.get("file_url", str)
+    if url is not None:
+        return file_block(part.path("file_url"), url=url, filename=filename)
+    data = part.get("file_data", str, required=True)
+    if not data.startswith("data:"):
+        raise bad_request(part.path("file_data"), "expected a data: URL (data:<media type>;base64,<data>)")
+    return file_block(part.path("file_data"), url=data, filename=filename)
+
+
+def _tool_output(item: Body) -> ToolResultBlock:
+    """A ``function_call_output`` item: ``output`` a string, or a list of ``input_text``,
+    ``input_image`` and ``input_file`` parts (the API's ``ResponseFunctionCallOutputItemList``;
+    PROTOCOLS.md §9.4): the texts joined become the result's content, the media its ``files`` in
+    order, read as a user message's are (:func:`_file_part`). The other text parts a message
+    takes (``output_text``, ``refusal``) are read as text, as before. The vocabulary's tool
+    result holds one text and its files, so a route sends the text first, then the files.
+
+    Raises:
+        GatewayError: 400 naming the field at fault (``input[3].output[1].type`` for another
+            part type, ``input[3].output[1].image_url`` for a malformed image …).
+    """
+    call_id = item.get("call_id", str, required=True)
+    output = item.get("output", (str, list), required=True)
+    if isinstance(output, str):
+        return ToolResultBlock(tool_call_id=call_id, content=output)
+    texts: list[str] = []
+    files: list[FileBlock] = []
+    for where, raw in item.items("output"):
+        part = Body(raw, where)
+        kind = part.get("type", str, required=True)
+        if kind in _FILE_PARTS:
+            files.append(_file_part(part, kind))
+        elif kind in _TEXT_PARTS:
+            texts.append(_part_text(part, kind))
+        else:
+            raise bad_request(
+                part.path("type"),
+                f"a function_call_output holds input_text, input_image and input_file parts only, got {kind[:40]!r}",
+            )
+    return ToolResultBlock(tool_call_id=call_id, content="".join(texts), files=tuple(files))
 
 
 def _read_reasoning(item: Body, history: _History) -> None:

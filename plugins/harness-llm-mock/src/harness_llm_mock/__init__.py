@@ -6,8 +6,8 @@ deltas (one per word, whitespace kept). Tools: the plugin registers a tool ``ech
 named ``echo``, the last user text contains "echo" and no tool result follows the last user
 message, the mock first calls ``echo`` with ``{"text": <last user text>}`` and finishes
 ``tool-calls``; once a tool result follows the last user message it answers quoting the last
-one. Files (``FileBlock``) of the last user message are acknowledged after the echo as
-``[image/png 'a.png' (1234 bytes)]`` (or the URL); they add no input tokens. With a
+one. Files (``FileBlock``) of the last user message, and of that tool result, are acknowledged
+after the echo as ``[image/png 'a.png' (1234 bytes)]`` (or the URL); they add no input tokens. With a
 ``response_format`` the reply is the last user text verbatim, with nothing added, so a prompt
 holding JSON comes back as the structured output (the mock never validates it: the caller
 does). ``max_tokens`` is honoured (finish ``length``), ``stop`` strings cut the reply (finish raw
@@ -241,7 +241,9 @@ class MockAdapter(LlmAdapter, EmbeddingAdapter):
         user_text = options.messages[last_user].text if last_user >= 0 else ""
         results = [b for m in options.messages[last_user + 1 :] for b in m.content if isinstance(b, ToolResultBlock)]
         if results:
-            blocks.append(("text", f"The echo tool returned: {results[-1].content}", None))
+            last = results[-1]  # its files acknowledged as a user message's are
+            acknowledged = "".join(f" [{file.describe()}]" for file in last.files)
+            blocks.append(("text", f"The echo tool returned: {last.content}{acknowledged}", None))
             return blocks, FinishReason(kind="stop", raw="stop")
         if _wants_echo_tool(options, user_text):
             calls = sum(len(m.tool_calls) for m in options.messages)
