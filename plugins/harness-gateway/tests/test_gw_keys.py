@@ -402,3 +402,108 @@ def test_responses_spend_a_keys_budget_like_the_other_endpoints(gateway, clients
     assert '"spent": 2.0' in listing.stdout
     scraped = httpx.get(gateway.url + "/metrics", headers={"authorization": f"Bearer {MASTER}"}).text
     assert 'harness_gateway_requests_total{api="responses",model="echo",route="mock",status="complete"} 1.0' in scraped
+
+
+def test_a_keys_budget_limits_name_and_routes_change_through_the_admin_api_and_the_cli(gateway, clients) -> None:  # type: ignore[no-untyped-def]
+    admin = {"authorization": f"Bearer {MASTER}"}
+    key = create_key(gateway, "--name", "grow", "--budget", "2")  # one request of 2 USD
+    client = clients.openai(key)
+    client.chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]
+    with pytest.raises(openai.RateLimitError) as spent:
+        client.chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]
+    assert spent.value.code == "insufficient_quota"
+
+    raised = httpx.patch(gateway.url + "/admin/keys/grow", json={"budget": 4}, headers=admin)
+    assert raised.status_code == 200, raised.text
+    assert (raised.json()["budget"], raised.json()["spent"], raised.json()["name"]) == (4.0, 2.0, "grow")
+    client.chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]  # admitted at once
+    with pytest.raises(openai.RateLimitError):
+        client.chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]
+
+    cli_args = ["keys", "update", "-c", str(gateway.config)]
+    unlimited = CliRunner().invoke(cli, [*cli_args, "grow", "--budget", "none", "--rpm", "1", "--name", "grown"])
+    assert unlimited.exit_code == 0, unlimited.output
+    assert unlimited.stdout.strip().endswith("(grown): name, budget, rpm")
+    client.chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]  # no budget now
+    with pytest.raises(openai.RateLimitError) as limited:  # but one request a minute
+        client.chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]
+    assert limited.value.code == "rate_limit_exceeded"
+    relaxed = CliRunner().invoke(cli, [*cli_args, "grown", "--rpm", "NONE", "--expires", "2"])
+    assert relaxed.exit_code == 0, relaxed.output
+    # (the gateway process's own change is seen at once; another process's change of routes
+    # within KEY_TTL: its records of keys are reused that long, and only admission re-reads one)
+    narrowed = httpx.patch(gateway.url + "/admin/keys/grown", json={"routes": ["other"]}, headers=admin)
+    assert narrowed.json()["routes"] == ["other"]
+    with pytest.raises(openai.PermissionDeniedError):  # routes: other only
+        client.chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]
+    assert client.chat.completions.create(model="other/echo", messages=HI)  # type: ignore[arg-type]
+    [listed] = [k for k in httpx.get(gateway.url + "/admin/keys", headers=admin).json()["data"] if k["name"] == "grown"]
+    assert (listed["routes"], listed["budget"], listed["rpm"]) == (["other"], None, None)
+    assert 2 * 86400 - 60 < listed["expires_at"] - time.time() <= 2 * 86400
+    both = CliRunner().invoke(cli, [*cli_args, "grown", "--routes", "mock, other"])
+    assert both.exit_code == 0, both.output
+    [listed] = [k for k in httpx.get(gateway.url + "/admin/keys", headers=admin).json()["data"] if k["name"] == "grown"]
+    assert listed["routes"] == ["mock", "other"]
+    back = CliRunner().invoke(cli, [*cli_args, "grown", "--routes", "none", "--expires", "none"])
+    assert back.exit_code == 0, back.output
+    [listed] = [k for k in httpx.get(gateway.url + "/admin/keys", headers=admin).json()["data"] if k["name"] == "grown"]
+    assert (listed["routes"], listed["expires_at"]) == (None, None)
+    assert key not in str(listed)
+
+
+def test_a_key_change_is_refused_naming_the_field_and_changes_nothing(gateway) -> None:  # type: ignore[no-untyped-def]
+    admin = {"authorization": f"Bearer {MASTER}"}
+    create_key(gateway, "--name", "fixed", "--rpm", "5")
+    create_key(gateway, "--name", "taken")
+    url = gateway.url + "/admin/keys/fixed"
+    assert httpx.patch(url, json={"rpm": 6}).status_code == 401
+    for body, param in (
+        ({"rpm": -1}, "rpm"),
+        ({"rpm": "many"}, "rpm"),
+        ({"budget": 0}, "budget"),
+        ({"name": " "}, "name"),
+        ({"routes": []}, "routes"),
+        ({"routes": ["nope"]}, "routes"),
+        ({"expires_at": 1.0}, "expires_at"),
+        ({"expires_days": 1, "expires_at": 4e9}, "expires_at"),
+        ({"spent": 0}, "spent"),  # a key's spend is not a setting
+    ):
+        refused = httpx.patch(url, json=body, headers=admin)
+        assert refused.status_code == 400, (body, refused.text)
+        assert refused.json()["error"]["param"] == param, refused.text
+    assert "'mokc' (did you mean 'mock'?)" in httpx.patch(url, json={"routes": ["mokc"]}, headers=admin).text
+    taken = httpx.patch(url, json={"name": "taken"}, headers=admin)
+    assert (taken.status_code, taken.json()["error"]["code"]) == (409, "key_name_taken")
+    assert httpx.patch(url, json={"name": "fixed"}, headers=admin).status_code == 200  # its own name is free
+    assert httpx.patch(gateway.url + "/admin/keys/nope", json={"rpm": 1}, headers=admin).status_code == 404
+    assert httpx.patch(url, content=b"{", headers=admin).status_code == 400
+    [fixed] = [k for k in httpx.get(gateway.url + "/admin/keys", headers=admin).json()["data"] if k["name"] == "fixed"]
+    assert (fixed["rpm"], fixed["budget"], fixed["routes"], fixed["expires_at"]) == (5, None, None, None)
+    assert httpx.delete(url, headers=admin).status_code == 200
+    revoked = httpx.patch(url, json={"rpm": 1}, headers=admin)  # a revoked key is not changed
+    assert (revoked.status_code, revoked.json()["error"]["code"]) == (404, "key_not_found")
+
+    cli_args = ["keys", "update", "-c", str(gateway.config)]
+    for args, shown in (
+        (["taken"], "nothing to change"),
+        (["taken", "--rpm", "0"], "--rpm"),
+        (["taken", "--budget", "-1"], "--budget"),
+        (["taken", "--routes", "mokc"], "--routes: 'mokc' (did you mean 'mock'?)"),
+        (["taken", "--name", "a\nb"], "--name: must be printable text"),
+        (["fixed", "--rpm", "1"], "no live key with id or name 'fixed'"),
+    ):
+        result = CliRunner().invoke(cli, [*cli_args, *args])
+        assert result.exit_code == 2, (args, result.output)
+        assert shown in result.output, (args, result.output)
+
+
+def test_an_expired_key_may_be_changed_and_a_new_expiry_must_be_ahead(gateway, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    admin = {"authorization": f"Bearer {MASTER}"}
+    create_key(gateway, "--name", "old")
+    store_expiries(gateway.config.parent / "gw.sqlite", {"old": 1000.0})  # expired long ago
+    url = gateway.url + "/admin/keys/old"
+    kept = httpx.patch(url, json={"budget": 5}, headers=admin)  # a kept expiry is not checked again
+    assert (kept.status_code, kept.json()["expires_at"], kept.json()["budget"]) == (200, 1000.0, 5.0)
+    renewed = httpx.patch(url, json={"expires_days": 1}, headers=admin)
+    assert renewed.json()["expires_at"] > time.time()
+    assert httpx.patch(url, json={"expires_at": None}, headers=admin).json()["expires_at"] is None

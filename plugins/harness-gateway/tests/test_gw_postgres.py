@@ -22,7 +22,7 @@ from gw_helpers import killed_mid_stream, serve_gateway
 from gw_postgres import Cluster
 
 from harness_gateway.errors import GatewayError
-from harness_gateway.keys import LATEST_EXPIRY, MAX_RATE, KeySpec
+from harness_gateway.keys import LATEST_EXPIRY, MAX_RATE, KeyChange, KeyRecord, KeySpec
 from harness_gateway.postgres import PostgresStore
 
 MASTER = "master-" + "p" * 24
@@ -120,6 +120,24 @@ def test_budget_for_n_requests_gives_n_across_two_processes(cluster: Cluster, tw
     assert statuses.count(200) == 5
     assert statuses[:5] == [200] * 5
     assert set(statuses[5:]) == {429}
+
+
+def test_a_raised_budget_admits_again_at_once_in_every_process(cluster: Cluster, two_gateways: list[str]) -> None:
+    key = create(cluster.dsn, KeySpec(name="raised", budget=2.0))  # one request of 2 USD
+    assert [post(url, key) for url in two_gateways] == [200, 429]
+
+    async def raise_budget() -> KeyRecord | None:
+        store = PostgresStore(cluster.dsn)
+        try:
+            return await store.update_key("raised", KeyChange(budget=6.0, name="grown"))
+        finally:
+            await store.aclose()
+
+    changed = anyio.run(raise_budget)
+    assert changed is not None
+    assert (changed.name, changed.budget, changed.spent) == ("grown", 6.0, 2.0)
+    assert [post(two_gateways[i % 2], key) for i in range(3)] == [200, 200, 429]
+    assert spent_of(cluster.dsn, "grown") == 6.0
 
 
 def test_concurrent_burst_never_overruns_the_budget(cluster: Cluster, two_gateways: list[str]) -> None:

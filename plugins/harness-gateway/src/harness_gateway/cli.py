@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import anyio
 import click
@@ -22,7 +22,7 @@ from harness_core.cli import config_option
 from harness_gateway.config import GatewayConfig, GatewayPlugin, default_database_path
 from harness_gateway.database import store_from_spec
 from harness_gateway.errors import GatewayError
-from harness_gateway.keys import MAX_RATE, KeyRecord, KeySpec, KeySpecError, shown_time
+from harness_gateway.keys import MAX_RATE, KeyChange, KeyRecord, KeySpec, KeySpecError, shown_time, unserved_routes
 from harness_gateway.store import SqlStore
 
 if TYPE_CHECKING:
@@ -149,7 +149,7 @@ def serve_command(
 
 @click.group("keys")
 def keys_command() -> None:
-    """Create, list and revoke gateway API keys (only their hashes are stored)."""
+    """Create, list, update and revoke gateway API keys (only their hashes are stored)."""
 
 
 @keys_command.command("create")
@@ -221,6 +221,82 @@ def keys_list(config: str | None, as_json: bool) -> None:
     widths = [max(len(line[i]) for line in cells) for i in range(len(cells[0]))]
     for line in cells:
         click.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip())
+
+
+class _Removable(click.ParamType[Any]):
+    """An option's value, or ``none`` (any case) for "remove this limit" (:data:`_REMOVE`)."""
+
+    def __init__(self, kind: click.ParamType[Any]) -> None:
+        self.kind = kind
+        self.name = f"{kind.name}|none"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value.strip().lower() == "none":
+            return _REMOVE
+        return self.kind.convert(value, param, ctx)
+
+
+_REMOVE: Final = object()
+"""What an option of :class:`_Removable` is given as ``none``: the limit is removed."""
+
+
+@keys_command.command("update")
+@config_option(help=_CONFIG_HELP)
+@click.argument("key")
+@click.option("--name", help="a new label for the key")
+@click.option("--routes", help="comma-separated routes the key may use (none: every route)")
+@click.option(
+    "--budget",
+    type=_Removable(click.FloatRange(min=0, min_open=True)),
+    help="USD it may spend in total (none: unlimited)",
+)
+@click.option("--rpm", type=_Removable(click.IntRange(min=1)), help="requests per minute (none: unlimited)")
+@click.option("--tpm", type=_Removable(click.IntRange(min=1)), help="tokens per minute (none: unlimited)")
+@click.option(
+    "--expires",
+    type=_Removable(click.FloatRange(min=0, min_open=True)),
+    help="days from now until it expires (none: never)",
+)
+def keys_update(
+    config: str | None,
+    key: str,
+    name: str | None,
+    routes: str | None,
+    budget: Any,
+    rpm: Any,
+    tpm: Any,
+    expires: Any,
+) -> None:
+    """Change the live key with this id (or this name): only the options given; its value, id and
+    spend are kept. A budget below what it spent leaves it spent; one above admits it again."""
+
+    def given(value: Any) -> Any:
+        return msgspec.UNSET if value is None else None if value is _REMOVE else value
+
+    route_list: Any = msgspec.UNSET
+    if routes is not None:
+        route_list = None if routes.strip().lower() == "none" else [r.strip() for r in routes.split(",") if r.strip()]
+    change = KeyChange(
+        name=given(name), routes=route_list, budget=given(budget), rpm=given(rpm), tpm=given(tpm),
+        expires_days=given(expires),
+    )  # fmt: skip
+    if not change.changes():
+        raise _UsageProblem("nothing to change: give --name, --routes, --budget, --rpm, --tpm or --expires")
+    if isinstance(route_list, list):
+        problem = unserved_routes(route_list, _served_routes(config))
+        if problem is not None:
+            raise _UsageProblem(f"--routes: {problem}")
+
+    async def update(store: SqlStore) -> KeyRecord | None:
+        try:
+            return await store.update_key(key, change)
+        except KeySpecError as exc:  # KeySpec owns the rules: named here by the option
+            raise _UsageProblem(f"{_KEY_OPTIONS.get(exc.field, '--' + exc.field)}: {exc.reason}") from exc
+
+    changed = _with_store(config, update)
+    if changed is None:
+        raise _UsageProblem(f"no live key with id or name {key!r}")
+    click.echo(f"updated key {changed.id} ({changed.name}): {', '.join(change.changes())}")
 
 
 @keys_command.command("revoke")

@@ -19,7 +19,7 @@ import time
 import unicodedata
 from collections.abc import Collection
 from datetime import UTC, datetime
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 
@@ -31,6 +31,7 @@ __all__ = [
     "KEY_PREFIX",
     "LATEST_EXPIRY",
     "MAX_RATE",
+    "KeyChange",
     "KeyRecord",
     "KeySpec",
     "KeySpecError",
@@ -38,6 +39,7 @@ __all__ = [
     "mask_keys",
     "new_key",
     "shown_time",
+    "unserved_routes",
 ]
 
 KEY_PREFIX: Final = "hk-"
@@ -190,11 +192,74 @@ class KeySpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=T
         route, :func:`~harness_core.routing.route_suggestion`), then the served ones; ``None``
         when each is served (or the key may use every route). What ``harness gateway keys create
         --routes``, ``POST /admin/keys`` and the console refuse."""
-        unknown = [route for route in self.routes or () if route not in served]
-        if not unknown:
-            return None
-        names = ", ".join(f"{route!r}{route_suggestion(route, sorted(served))}" for route in unknown)
-        return f"{names} not served by this gateway (served: {', '.join(sorted(served)) or 'none'})"
+        return unserved_routes(self.routes, served)
+
+
+def unserved_routes(routes: Collection[str] | None, served: Collection[str]) -> str | None:
+    """Why ``routes`` (a key's, ``None``: every route) do not fit the ``served`` routes: the
+    message of :meth:`KeySpec.unserved`, which a new key and a changed one (:class:`KeyChange`)
+    are both refused with; ``None`` when every one is served."""
+    unknown = [route for route in routes or () if route not in served]
+    if not unknown:
+        return None
+    names = ", ".join(f"{route!r}{route_suggestion(route, sorted(served))}" for route in unknown)
+    return f"{names} not served by this gateway (served: {', '.join(sorted(served)) or 'none'})"
+
+
+class KeyChange(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """A change of a live key's settings (``PATCH /admin/keys/{id}``, ``harness keys update``):
+    the fields of :class:`KeySpec`, each left out (``msgspec.UNSET``) kept as it is, ``None``
+    (JSON ``null``) removing that limit: ``routes`` every route, ``budget`` / ``rpm`` / ``tpm``
+    unlimited, ``expires_days`` / ``expires_at`` never expires. ``name`` cannot be removed.
+
+    A key's spend is never changed: a budget set below what the key spent leaves it spent (every
+    request refused), one raised above admits requests again at once (admission reads the key's
+    row in its transaction, on every store).
+    """
+
+    name: str | msgspec.UnsetType = msgspec.UNSET
+    routes: list[str] | msgspec.UnsetType | None = msgspec.UNSET
+    budget: float | msgspec.UnsetType | None = msgspec.UNSET
+    rpm: int | msgspec.UnsetType | None = msgspec.UNSET
+    tpm: int | msgspec.UnsetType | None = msgspec.UNSET
+    expires_days: float | msgspec.UnsetType | None = msgspec.UNSET
+    expires_at: float | msgspec.UnsetType | None = msgspec.UNSET
+
+    def changes(self) -> list[str]:
+        """The names of the fields given, in declaration order."""
+        return [name for name in self.__struct_fields__ if getattr(self, name) is not msgspec.UNSET]
+
+    def applied(self, key: KeyRecord, now: float) -> KeyRecord:
+        """``key`` with this change at ``now`` (unix seconds), checked by :class:`KeySpec`'s rules
+        (the owner of what a key may be): a kept expiry is not checked again (an expired key may
+        get a budget), a new one must be after ``now``.
+
+        Raises:
+            KeySpecError: naming the field at fault, as :class:`KeySpec` does.
+        """
+
+        def given(value: object, kept: object) -> Any:
+            return kept if value is msgspec.UNSET else value
+
+        expiry_given = self.expires_days is not msgspec.UNSET or self.expires_at is not msgspec.UNSET
+        spec = KeySpec(
+            name=given(self.name, key.name),
+            routes=given(self.routes, key.routes),
+            budget=given(self.budget, key.budget),
+            rpm=given(self.rpm, key.rpm),
+            tpm=given(self.tpm, key.tpm),
+            expires_days=given(self.expires_days, None),
+            expires_at=given(self.expires_at, None),
+        )
+        return msgspec.structs.replace(
+            key,
+            name=spec.name,
+            routes=spec.routes,
+            budget=spec.budget,
+            rpm=spec.rpm,
+            tpm=spec.tpm,
+            expires_at=spec.expiry(now) if expiry_given else key.expires_at,
+        )
 
 
 class KeyRecord(msgspec.Struct, kw_only=True, frozen=True):

@@ -77,7 +77,7 @@ from anyio.abc import TaskStatus
 
 from harness_core import TokenUsage, moved_names
 from harness_gateway.errors import GatewayError
-from harness_gateway.keys import KeyRecord, KeySpec, hash_key, new_key
+from harness_gateway.keys import KeyChange, KeyRecord, KeySpec, hash_key, new_key
 
 __all__ = [
     "DEFERRED_MAX",
@@ -284,6 +284,48 @@ def _add(entries: list[list[int]], now: float, requests: int, tokens: int) -> st
     return msgspec.json.encode(entries).decode()
 
 
+def _name_taken(name: str, which: str) -> GatewayError:
+    """The 409 of a key name another live key has (``which``: `` (id …)`` when known)."""
+    return GatewayError(
+        409,
+        f"a live key named {name!r} exists{which}: key names are unique per gateway; "
+        "choose another name or revoke that key first",
+        code="key_name_taken",
+        param="name",
+    )
+
+
+async def _check_name_free(tx: Tx, name: str) -> None:
+    """Raise :func:`_name_taken` when a live key is named ``name`` (the unique index of live names
+    refuses one committed concurrently: each caller maps that to the same 409)."""
+    taken = await tx.one("SELECT id FROM gateway_keys WHERE name = ? AND revoked_at IS NULL", name)
+    if taken is not None:
+        raise _name_taken(name, f" (id {taken[0]})")
+
+
+async def _live_key(tx: Tx, id_or_name: str, verb: str) -> KeyRecord | None:
+    """The live key whose id is ``id_or_name``, else the one live key of that name; ``None`` when
+    none is.
+
+    Raises:
+        GatewayError: 409 ``key_name_ambiguous`` when several live keys have that name (a store
+            written before names were unique): ``verb`` one by its id.
+    """
+    live = " AND revoked_at IS NULL"
+    row = await tx.one(f"SELECT {_KEY_COLUMNS} FROM gateway_keys WHERE id = ?{live}", id_or_name)
+    if row is not None:
+        return key_record(row)
+    named = await tx.all(f"SELECT {_KEY_COLUMNS} FROM gateway_keys WHERE name = ?{live} ORDER BY id", id_or_name)
+    if len(named) > 1:
+        ids = ", ".join(row[0] for row in named)
+        raise GatewayError(
+            409,
+            f"{len(named)} live keys are named {id_or_name!r} (ids {ids}): {verb} one by its id",
+            code="key_name_ambiguous",
+        )
+    return key_record(named[0]) if named else None
+
+
 def key_record(row: Sequence[Any]) -> KeyRecord:
     """The :class:`KeyRecord` of a ``gateway_keys`` row read as ``_KEY_COLUMNS`` (its first ten values)."""
     routes = json.loads(row[2]) if row[2] is not None else None
@@ -407,34 +449,32 @@ class SqlStore:
         )
         routes = json.dumps(record.routes) if record.routes is not None else None
 
-        def name_taken(which: str) -> GatewayError:
-            return GatewayError(
-                409,
-                f"a live key named {record.name!r} exists{which}: key names are unique per gateway; "
-                "choose another name or revoke that key first",
-                code="key_name_taken",
-                param="name",
-            )
-
         async def insert(tx: Tx) -> None:
-            taken = await tx.one("SELECT id FROM gateway_keys WHERE name = ? AND revoked_at IS NULL", record.name)
-            if taken is not None:
-                raise name_taken(f" (id {taken[0]})")
-            try:
-                await tx.run(
-                    "INSERT INTO gateway_keys"
-                    " (id, hash, name, routes, budget, rpm, tpm, expires_at, created_at, spent, max_cost)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0)",
-                    record.id, hash_key(plain), record.name, routes, record.budget, record.rpm, record.tpm,
-                    record.expires_at, record.created_at,
-                )  # fmt: skip
-            except Exception as exc:  # a concurrent create of the name committed after our check
-                if not self.violates_live_name(exc):
-                    raise
-                raise name_taken("") from None
+            await _check_name_free(tx, record.name)
+            await self._write_named(
+                tx,
+                record.name,
+                "INSERT INTO gateway_keys"
+                " (id, hash, name, routes, budget, rpm, tpm, expires_at, created_at, spent, max_cost)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0)",
+                record.id, hash_key(plain), record.name, routes, record.budget, record.rpm, record.tpm,
+                record.expires_at, record.created_at,
+            )  # fmt: skip
 
         await self.transaction(insert)
         return plain, record
+
+    async def _write_named(self, tx: Tx, name: str, sql: str, *args: Any) -> None:
+        """Run ``sql`` (an ``INSERT`` or ``UPDATE`` of a key that gives it the live name ``name``,
+        checked free before in ``tx``: :func:`_check_name_free`); the unique index of live names
+        refusing it (a create or change of that name committed after the check) is the same 409
+        (:func:`_name_taken`), any other fault what it is."""
+        try:
+            await tx.run(sql, *args)
+        except Exception as exc:
+            if not self.violates_live_name(exc):
+                raise
+            raise _name_taken(name, "") from None
 
     async def list_keys(self) -> list[KeyRecord]:
         """Every key, oldest first (revoked ones included)."""
@@ -454,25 +494,53 @@ class SqlStore:
         moment = time.time() if now is None else now
 
         async def revoke(tx: Tx) -> int:
-            live = " AND revoked_at IS NULL"
-            revoked = await tx.run(f"UPDATE gateway_keys SET revoked_at = ? WHERE id = ?{live}", moment, id_or_name)
-            if revoked:
-                return revoked
-            named = await tx.all(f"SELECT id FROM gateway_keys WHERE name = ?{live} ORDER BY id", id_or_name)
-            if len(named) > 1:
-                ids = ", ".join(row[0] for row in named)
-                raise GatewayError(
-                    409,
-                    f"{len(named)} live keys are named {id_or_name!r} (ids {ids}): revoke one by its id",
-                    code="key_name_ambiguous",
-                )
-            if not named:
+            key = await _live_key(tx, id_or_name, "revoke")
+            if key is None:
                 return 0
-            return await tx.run(f"UPDATE gateway_keys SET revoked_at = ? WHERE id = ?{live}", moment, named[0][0])
+            return await tx.run(
+                "UPDATE gateway_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", moment, key.id
+            )
 
         revoked = await self.transaction(revoke)
         self._key_cache.clear()
         return revoked
+
+    async def update_key(self, id_or_name: str, change: KeyChange, *, now: float | None = None) -> KeyRecord | None:
+        """Apply ``change`` to the live key whose id is ``id_or_name``, else to the one live key of
+        that name; its record as changed, or ``None`` when no live key matches. The key's value,
+        id, creation time and spend are kept; the change is seen by the next admission of every
+        process (admission reads the key's row in its transaction; this process's cache of key
+        records is cleared, another's reuses a record for at most :data:`KEY_TTL` seconds on the
+        endpoints that do not admit, ``GET /v1/models``).
+
+        Raises:
+            KeySpecError: the changed key breaks a rule of :class:`~harness_gateway.keys.KeySpec`
+                (naming the field; :meth:`~harness_gateway.keys.KeyChange.applied`).
+            GatewayError: 409 ``key_name_taken`` for a new name another live key has;
+                409 ``key_name_ambiguous`` as :meth:`revoke` raises it.
+        """
+        moment = time.time() if now is None else now
+
+        async def update(tx: Tx) -> KeyRecord | None:
+            key = await _live_key(tx, id_or_name, "update")
+            if key is None:
+                return None
+            changed = change.applied(key, moment)
+            if changed.name != key.name:
+                await _check_name_free(tx, changed.name)
+            routes = json.dumps(changed.routes) if changed.routes is not None else None
+            await self._write_named(
+                tx,
+                changed.name,
+                "UPDATE gateway_keys SET name = ?, routes = ?, budget = ?, rpm = ?, tpm = ?, expires_at = ?"
+                " WHERE id = ? AND revoked_at IS NULL",
+                changed.name, routes, changed.budget, changed.rpm, changed.tpm, changed.expires_at, key.id,
+            )  # fmt: skip
+            return changed
+
+        changed = await self.transaction(update)
+        self._key_cache.clear()
+        return changed
 
     async def authenticate(self, key: str) -> KeyRecord | None:
         """The record of ``key`` (by its hash), or ``None`` when no such key was ever issued.
