@@ -168,6 +168,33 @@ def test_sessions_are_hmacs_of_the_master_key() -> None:
 # ---------------------------------------------------------------------- pages and forms
 
 
+def test_a_keys_budget_is_set_from_the_keys_page(tmp_path: Path) -> None:
+    settings = "    prices: {mock/echo: {input: 1000000, output: 1000000}}\n"  # 1 USD a token
+    with serve_gateway(tmp_path, console_yaml(tmp_path, gateway=settings)) as running, admin(running.url) as http:
+        csrf = auth.csrf_token(MASTER, MASTER)
+        made = http.post("/admin/keys", json={"name": "capped", "budget": 2}).json()  # one "hi" request
+        chat = {"model": "mock/echo", "messages": [{"role": "user", "content": "hi"}]}
+        user = {"authorization": f"Bearer {made['key']}"}
+        assert httpx.post(running.url + "/v1/chat/completions", json=chat, headers=user).status_code == 200
+        assert httpx.post(running.url + "/v1/chat/completions", json=chat, headers=user).status_code == 429
+        page = http.get("/console/keys").text
+        assert f'action="/console/keys/{made["id"]}/budget"' in page
+        assert f'id="budget-{made["id"]}" name="budget" value="2.0"' in page  # the budget, to edit
+        raised = http.post(f"/console/keys/{made['id']}/budget", data={"csrf": csrf, "budget": "4"})
+        assert (raised.status_code, raised.headers["location"]) == (303, "/console/keys")
+        assert httpx.post(running.url + "/v1/chat/completions", json=chat, headers=user).status_code == 200
+        for typed, shown in (("-1", "budget: must be a finite positive number"), ("lots", "budget: expected a number")):
+            refused = http.post(f"/console/keys/{made['id']}/budget", data={"csrf": csrf, "budget": typed})
+            assert refused.status_code == 400
+            assert shown in refused.text
+        unlimited = http.post(f"/console/keys/{made['id']}/budget", data={"csrf": csrf, "budget": " "})
+        assert unlimited.status_code == 303
+        [key] = [k for k in http.get("/admin/keys").json()["data"] if k["name"] == "capped"]
+        assert (key["budget"], key["spent"]) == (None, 4.0)
+        assert http.post("/console/keys/nope/budget", data={"csrf": csrf, "budget": "1"}).status_code == 404
+        assert http.post(f"/console/keys/{made['id']}/budget", data={"budget": "1"}).status_code == 403  # no token
+
+
 def test_pages_answer_bad_queries_and_unknown_ids_with_located_errors(tmp_path: Path) -> None:
     with serve_gateway(tmp_path, console_yaml(tmp_path)) as running, admin(running.url) as http:
         bad = http.get("/console/spend?bucket=week")

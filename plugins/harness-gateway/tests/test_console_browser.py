@@ -3,7 +3,8 @@
 One walk through the console as an operator would: sign in with the master key, create a key
 (shown once), run requests through the gateway with it (the mock provider, a failing route, a
 tool call, and a scripted slow provider for a stream in flight), see them on Spend, Traffic and
-Live, abort the stream in flight from Live, inspect a request's chunk timeline, revoke the key.
+Live, abort the stream in flight from Live, inspect a request's chunk timeline, set the key's
+budget, revoke the key.
 Every page is checked with axe-core (vendored in ``tests/assets``) and saved as a screenshot in
 ``test-artifacts/console/`` (git-ignored; ``HARNESS_ARTIFACTS`` moves it).
 
@@ -277,8 +278,14 @@ def walk(page: Any, url: str, clients: Clients, slow: ScriptedServer) -> None:
     assert "NOT_FOUND" in page.text_content("#request-error")
     check_page(page, "10b-inspector-long-model")
 
-    # ---------------------------------------------------------------- revoke the key
+    # ---------------------------------------------------------------- set the key's budget, then revoke it
     page.click("text=Keys")
+    row = page.locator("#keys-table tbody tr", has_text="team-a")
+    row.get_by_label("Budget in USD of key team-a (empty: unlimited)").fill("7.5")
+    row.get_by_role("button", name="Set the budget of key team-a").click()
+    page.wait_for_url(url + "/console/keys")
+    assert "$7.5$" in page.locator("#keys-table tbody tr", has_text="team-a").text_content()  # budget, spent
+    check_page(page, "11a-keys-budget-set")
     page.locator("#keys-table tbody tr", has_text="team-a").get_by_role("button", name="Revoke key team-a").click()
     page.wait_for_url(url + "/console/keys")
     assert "revoked" in page.locator("#keys-table tbody tr", has_text="team-a").text_content()

@@ -9,6 +9,7 @@ Pages (server-rendered, Jinja2; charts drawn by a vendored Chart.js from ``/cons
     ``GET  /console/requests[/{id}]``   recent requests; one request's messages and chunk timeline
                                         (``{id}``: its ticket, or the ``x-request-id`` the gateway answered)
     ``GET  /console/keys``              keys; ``POST /console/keys`` creates one (shown once),
+                                        ``POST /console/keys/{id}/budget`` sets its budget,
                                         ``POST /console/keys/{id}/revoke`` revokes one
     ``GET|POST /console/login``, ``POST /console/logout``
 
@@ -51,7 +52,7 @@ from harness_gateway.console.records import Records, RecordStore
 from harness_gateway.console.sessions import MemorySessions, Sessions, StoreSessions
 from harness_gateway.console.stats import BUCKETS, GROUPS, TOKEN_KINDS, spend, traffic
 from harness_gateway.errors import GatewayError
-from harness_gateway.keys import KeySpec, mask_keys, shown_time
+from harness_gateway.keys import KeyChange, KeySpec, KeySpecError, mask_keys, shown_time
 from harness_gateway.request import decimal
 from harness_gateway.sse import sse_event
 from harness_gateway.store import SqlStore
@@ -415,6 +416,23 @@ class Console:
         plain, record = await self.store.create_key(spec)
         return await self.keys_page(request, created={"key": plain, "name": record.name, "id": record.id})
 
+    async def keys_budget(self, request: Request) -> Response:
+        """``POST /console/keys/{id}/budget``: set a live key's budget to the form's ``budget``
+        (USD; empty: unlimited) through :meth:`~harness_gateway.store.SqlStore.update_key`, then
+        back to the keys page; a value a key may not have is the page again with the error."""
+        key_id = request.path_params["key"]
+        data = await request.form()
+        try:
+            budget = _number({"budget": str(data.get("budget", ""))}, "budget", float)
+            changed = await self.store.update_key(key_id, KeyChange(budget=budget))
+        except FormError as exc:
+            return await self.keys_page(request, error=str(exc))
+        except KeySpecError as exc:
+            return await self.keys_page(request, error=f"budget: {exc.reason}")
+        if changed is None:
+            return self.render(request, "error.html", 404, title="Not found", message=f"No live key {key_id}.")
+        return RedirectResponse("/console/keys", status_code=303, headers=_HEADERS)
+
     async def keys_revoke(self, request: Request) -> Response:
         key_id = request.path_params["key"]
         if not await self.store.revoke(key_id):
@@ -448,6 +466,7 @@ class Console:
             routes += [
                 Route("/console/keys", guard(self.keys_page), methods=["GET"]),
                 Route("/console/keys", guard(self.keys_create, form=True), methods=["POST"]),
+                Route("/console/keys/{key}/budget", guard(self.keys_budget, form=True), methods=["POST"]),
                 Route("/console/keys/{key}/revoke", guard(self.keys_revoke, form=True), methods=["POST"]),
             ]
         return routes
@@ -463,21 +482,32 @@ def key_spec(form: dict[str, str]) -> KeySpec:
     if form.get("routes", "").strip():
         values["routes"] = [r.strip() for r in form["routes"].split(",") if r.strip()]
     for field, kind in (("budget", float), ("rpm", int), ("tpm", int), ("expires_days", float)):
-        text = form.get(field, "").strip()
-        if not text:
-            continue
-        try:
-            number = kind(text)
-        except ValueError:
-            expected = "a whole number" if kind is int else "a number"
-            raise FormError(f"{field}: expected {expected}, got {text!r}") from None
-        if isinstance(number, float) and not math.isfinite(number):
-            raise FormError(f"{field}: expected a finite number, got {text!r}")
-        values[field] = number
+        number = _number(form, field, kind)
+        if number is not None:
+            values[field] = number
     try:
         return msgspec.convert(values, KeySpec)
     except (msgspec.ValidationError, ValueError) as exc:
         raise FormError(str(exc)) from None
+
+
+def _number(form: dict[str, str], field: str, kind: type[int] | type[float]) -> int | float | None:
+    """The number typed in ``field`` of a key form (``None``: left empty, no limit).
+
+    Raises:
+        FormError: naming the field: not a (whole) number, or not finite.
+    """
+    text = form.get(field, "").strip()
+    if not text:
+        return None
+    try:
+        number = kind(text)
+    except ValueError:
+        expected = "a whole number" if kind is int else "a number"
+        raise FormError(f"{field}: expected {expected}, got {text!r}") from None
+    if isinstance(number, float) and not math.isfinite(number):
+        raise FormError(f"{field}: expected a finite number, got {text!r}")
+    return number
 
 
 def console_routes(gateway: Any) -> list[BaseRoute]:
