@@ -423,7 +423,7 @@ class Console:
         key_id = request.path_params["key"]
         data = await request.form()
         try:
-            budget = _number({"budget": str(data.get("budget", ""))}, "budget", float)
+            budget = _form_number({"budget": str(data.get("budget", ""))}, "budget", float)
             changed = await self.store.update_key(key_id, KeyChange(budget=budget))
         except FormError as exc:
             return await self.keys_page(request, error=str(exc))
@@ -482,7 +482,7 @@ def key_spec(form: dict[str, str]) -> KeySpec:
     if form.get("routes", "").strip():
         values["routes"] = [r.strip() for r in form["routes"].split(",") if r.strip()]
     for field, kind in (("budget", float), ("rpm", int), ("tpm", int), ("expires_days", float)):
-        number = _number(form, field, kind)
+        number = _form_number(form, field, kind)
         if number is not None:
             values[field] = number
     try:
@@ -491,7 +491,7 @@ def key_spec(form: dict[str, str]) -> KeySpec:
         raise FormError(str(exc)) from None
 
 
-def _number(form: dict[str, str], field: str, kind: type[int] | type[float]) -> int | float | None:
+def _form_number(form: dict[str, str], field: str, kind: type[int] | type[float]) -> int | float | None:
     """The number typed in ``field`` of a key form (``None``: left empty, no limit).
 
     Raises:
