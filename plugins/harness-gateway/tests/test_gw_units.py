@@ -29,6 +29,7 @@ from harness_core.secret import MASK
 from harness_core.types import Finish, FinishReason, GenerateOptions, Message, ReasoningBlock, ToolCallBlock
 from harness_gateway import runtime as runtime_module
 from harness_gateway import server as server_module
+from harness_gateway import shutdown
 from harness_gateway.anthropic_messages import MessagesStreamEncoder, messages_response, parse_messages_request
 from harness_gateway.config import GatewayConfig, GatewayPlugin, endpoint, is_loopback
 from harness_gateway.errors import DRAINED, GatewayError
@@ -431,7 +432,7 @@ def test_worker_app_and_several_workers(monkeypatch: pytest.MonkeyPatch) -> None
     assert announced == [worker]
     aborted: list[GatewayServer] = []
     monkeypatch.setattr(worker, "abort_streams", lambda: aborted.append(worker))
-    server_module.abort_worker_streams()  # its server's drain timeout passed (harness_gateway.workers.WorkerProcess)
+    shutdown.abort_worker_streams()  # its server's drain timeout passed (harness_gateway.workers.WorkerProcess)
     assert aborted == [worker]
     assert os.environ[server_module.ENV_CONFIG] == "cfg.yaml"
     assert preferred_transport() == "aiohttp"  # a serving process relays over aiohttp

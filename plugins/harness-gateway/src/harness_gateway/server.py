@@ -52,7 +52,6 @@ __all__ = [
     "ENV_WATCH",
     "YOUNG_COLLECTION_AT",
     "GatewayServer",
-    "abort_worker_streams",
     "announce_worker",
     "serve",
     "settle_heap",
@@ -198,8 +197,8 @@ class GatewayServer:
     def abort_streams(self) -> None:
         """Abort every generation running on the current runtime (the drain timeout of a shutdown
         passed: :class:`~harness_gateway.shutdown.DrainingServer`, in the one process of
-        :func:`serve` or in each worker, :func:`abort_worker_streams`); each ends as a client's
-        disconnect does, but its client gets the drain's error. Logged with the count."""
+        :func:`serve` or in each worker, :func:`~harness_gateway.shutdown.abort_worker_streams`);
+        each ends as a client's disconnect does, but its client gets the drain's error. Logged with the count."""
         if self.gateway is not None and (
             count := self.gateway.holder.current.abort_all("the gateway is shutting down")
         ):
@@ -354,6 +353,7 @@ def worker_app() -> GatewayServer:
     (:data:`~harness_gateway.start_failure.REPORTS_ENV`, set by
     :func:`~harness_gateway.workers.run_workers`), for the supervisor to show once; without it
     the message goes in the lifespan's ``startup.failed``, logged by uvicorn."""
+    from harness_gateway.shutdown import worker_serves
     from harness_gateway.workers import watch_supervisor
 
     _long_lived_process()
@@ -370,24 +370,12 @@ def worker_app() -> GatewayServer:
         on_start_failure=functools.partial(write_report, Path(reports)) if reports else None,
     )
     _unannounced[:] = [app]
-    _this_worker[:] = [app]
+    worker_serves(app)  # what its server's drain aborts (harness_gateway.shutdown.abort_worker_streams)
     return app
 
 
 _unannounced: list[GatewayServer] = []
 """The app of this worker process (:func:`worker_app`) until :func:`announce_worker` announced it."""
-
-_this_worker: list[GatewayServer] = []
-"""The app of this worker process (:func:`worker_app`; none before uvicorn's server made it)."""
-
-
-def abort_worker_streams() -> None:
-    """In a worker process: abort the generations its app still runs
-    (:meth:`GatewayServer.abort_streams`); the ``abort`` of the worker's
-    :class:`~harness_gateway.shutdown.DrainingServer` (:class:`~harness_gateway.workers.WorkerProcess`),
-    called at the drain timeout of its shutdown. Nothing to abort before the app was made."""
-    for app in _this_worker:
-        app.abort_streams()
 
 
 async def announce_worker() -> None:

@@ -21,12 +21,13 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import Callable
+from typing import Protocol
 
 import uvicorn
 
 from harness_gateway.runtime import ABORT_GRACE
 
-__all__ = ["DrainingServer", "graceful_timeout"]
+__all__ = ["DrainingServer", "abort_worker_streams", "graceful_timeout", "worker_serves"]
 
 
 def graceful_timeout(drain_timeout: float) -> float:
@@ -61,3 +62,25 @@ class DrainingServer(uvicorn.Server):
             await super().shutdown(sockets)
         finally:
             timer.cancel()
+
+
+class _Draining(Protocol):
+    def abort_streams(self) -> None: ...
+
+
+_worker_apps: list[_Draining] = []
+"""The app of this worker process (:func:`worker_serves`; none before uvicorn's server made it)."""
+
+
+def worker_serves(app: _Draining) -> None:
+    """In a worker process: ``app`` (its :class:`~harness_gateway.server.GatewayServer`, made by
+    :func:`~harness_gateway.server.worker_app`) is what :func:`abort_worker_streams` aborts."""
+    _worker_apps[:] = [app]
+
+
+def abort_worker_streams() -> None:
+    """In a worker process: abort the generations its app still runs (its ``abort_streams``); the
+    ``abort`` of the worker's :class:`DrainingServer` (:class:`~harness_gateway.workers.WorkerProcess`),
+    called at the drain timeout of its shutdown. Nothing to abort before the app was made."""
+    for app in _worker_apps:
+        app.abort_streams()

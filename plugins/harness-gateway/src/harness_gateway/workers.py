@@ -49,8 +49,7 @@ from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors import Multiprocess, multiprocess
 
 from harness_gateway.metrics import MULTIPROC_DIR_ENV
-from harness_gateway.server import abort_worker_streams
-from harness_gateway.shutdown import DrainingServer
+from harness_gateway.shutdown import DrainingServer, abort_worker_streams
 from harness_gateway.start_failure import REPORTS_ENV, StartFailure, read_reports
 
 __all__ = [
@@ -95,7 +94,7 @@ class WorkerProcess(multiprocess.Process):
     """One worker of :class:`WorkerSupervisor`: uvicorn's, whose server (made in the worker
     process, from the configuration its supervisor pickled) is the gateway's
     :class:`~harness_gateway.shutdown.DrainingServer`, aborting this worker's generations at the
-    drain timeout (:func:`~harness_gateway.server.abort_worker_streams`). uvicorn's own server
+    drain timeout (:func:`~harness_gateway.shutdown.abort_worker_streams`). uvicorn's own server
     cancelled them at ``timeout_graceful_shutdown`` instead: each recorded ``error``, its body
     cut, a ``CancelledError`` traceback logged."""
 
