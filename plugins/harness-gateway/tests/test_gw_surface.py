@@ -93,7 +93,7 @@ def test_unknown_paths_and_methods_answer_json_in_the_dialect_of_the_path(tmp_pa
     for endpoint in (  # every route of the table, read from it: /v1/responses/{id}, /healthz, /metrics …
         "GET, DELETE /v1/responses/{response_id}", "GET /v1/responses/{response_id}/input_items",
         "POST /v1/embeddings", "GET /v1/models", "GET /v1/models/{model_id}", "GET /healthz", "GET /metrics",
-        "GET, POST /admin/keys", "DELETE /admin/keys/{key}", "GET /console",
+        "GET, POST /admin/keys", "DELETE, PATCH /admin/keys/{key}", "GET /console",
     ):  # fmt: skip
         assert endpoint in served
     assert not [entry for entry in served if "/console/" in entry]  # the console's own pages are its own
