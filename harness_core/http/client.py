@@ -66,6 +66,11 @@ class _Cookies(httpx.Cookies):
             super().extract_cookies(response)
 
 
+_MAX_HEADS: Final = 64
+"""Request heads an :class:`AdapterClient` keeps (an adapter sends one or two: its hosts and its
+requests' headers); past it they are made again."""
+
+
 class AdapterClient(httpx.AsyncClient):
     """The ``httpx.AsyncClient`` of :func:`make_client`: an ``AsyncClient`` whose cookie store
     (``client.cookies``, public httpx API) skips responses without ``Set-Cookie``, and whose
@@ -103,9 +108,11 @@ class AdapterClient(httpx.AsyncClient):
         has no cookies and no query parameters, is built from the head httpx built for the first
         such request of that method, host and headers (the client's headers merged with the
         request's, ``Host`` first), plus its ``Content-Length``: httpx merges the client's
-        headers and normalises every header twice per request (~40 µs on this project's
-        machine, where this takes ~8 µs; BENCHMARKS.md, issue 25). The heads are made again
-        when the client's ``headers`` or ``timeout`` change; any other request is httpx's own.
+        headers and normalises every header twice per request (~80 µs on the loaded test
+        machine, where this takes ~17 µs; BENCHMARKS.md, issue 25). The heads are made again
+        when the client's ``headers`` or ``timeout`` change, and at most :data:`_MAX_HEADS` are
+        kept (a caller sending other headers on every request gets no leak); any other request
+        is httpx's own.
         """
         if (
             content.__class__ is not bytes
@@ -143,6 +150,8 @@ class AdapterClient(httpx.AsyncClient):
         key = (method, url.netloc, tuple(headers.items()) if headers else ())
         heads = self._heads
         if key not in heads:
+            if len(heads) >= _MAX_HEADS:
+                heads.clear()
             request = super().build_request(method, url, content=content, headers=headers)
             raw = request.headers.raw
             length = (b"Content-Length", str(len(content)).encode())

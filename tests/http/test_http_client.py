@@ -8,6 +8,7 @@ import pytest
 
 from harness_core.errors import LlmError
 from harness_core.http import ACCEPT_ENCODING, check_headers, make_client, split_base_url
+from harness_core.http.client import _MAX_HEADS, AdapterClient
 from harness_core.testing.server import Reply, ScriptedServer
 
 pytestmark = pytest.mark.anyio
@@ -145,6 +146,10 @@ async def test_an_adapters_post_is_built_as_httpx_builds_it_and_follows_the_clie
             assert request.headers["content-length"] == str(len(body))
         _same_request(client, "POST", httpx.URL("http://other:1/x"), content=b"{}", headers=json_type)  # its own head
         _same_request(client, "POST", url, content=b"{}")  # no request headers
+        for n in range(70):  # other headers on every request: the heads kept stay bounded
+            _same_request(client, "POST", url, content=b"{}", headers={"idempotency-key": str(n)})
+        assert isinstance(client, AdapterClient)
+        assert len(client._heads) <= _MAX_HEADS
         _same_request(client, "PUT", url, content=b"{}", headers=json_type)
 
         client.headers["x-added"] = "later"  # a change of the client's headers is seen at once
