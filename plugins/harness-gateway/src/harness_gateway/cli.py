@@ -22,7 +22,16 @@ from harness_core.cli import config_option
 from harness_gateway.config import GatewayConfig, GatewayPlugin, default_database_path
 from harness_gateway.database import store_from_spec
 from harness_gateway.errors import GatewayError
-from harness_gateway.keys import MAX_RATE, KeyChange, KeyRecord, KeySpec, KeySpecError, shown_time, unserved_routes
+from harness_gateway.keys import (
+    MAX_RATE,
+    KeyChange,
+    KeyRecord,
+    KeySpec,
+    KeySpecError,
+    shown_time,
+    split_routes,
+    unserved_routes,
+)
 from harness_gateway.store import SqlStore
 
 if TYPE_CHECKING:
@@ -172,7 +181,7 @@ def keys_create(
     expires: float | None,
 ) -> None:
     """Create a key and print it once (it cannot be shown again)."""
-    route_list = [r.strip() for r in routes.split(",") if r.strip()] if routes is not None else None
+    route_list = split_routes(routes) if routes is not None else None
     try:
         spec = KeySpec(name=name, routes=route_list, budget=budget, rpm=rpm, tpm=tpm, expires_days=expires)
     except KeySpecError as exc:  # KeySpec owns the rules (ranges included): named here by the option
@@ -275,7 +284,7 @@ def keys_update(
 
     route_list: Any = msgspec.UNSET
     if routes is not None:
-        route_list = None if routes.strip().lower() == "none" else [r.strip() for r in routes.split(",") if r.strip()]
+        route_list = None if routes.strip().lower() == "none" else split_routes(routes)
     change = KeyChange(
         name=given(name), routes=route_list, budget=given(budget), rpm=given(rpm), tpm=given(tpm),
         expires_days=given(expires),

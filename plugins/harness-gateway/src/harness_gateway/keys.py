@@ -39,6 +39,7 @@ __all__ = [
     "mask_keys",
     "new_key",
     "shown_time",
+    "split_routes",
     "unserved_routes",
 ]
 
@@ -193,6 +194,13 @@ class KeySpec(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=T
         when each is served (or the key may use every route). What ``harness gateway keys create
         --routes``, ``POST /admin/keys`` and the console refuse."""
         return unserved_routes(self.routes, served)
+
+
+def split_routes(text: str) -> list[str]:
+    """The routes of a comma-separated list as people type it (``--routes``, the console's form):
+    ``"mock, other,"`` → ``["mock", "other"]`` (blanks dropped; an empty list is
+    :class:`KeySpec`'s to refuse)."""
+    return [route.strip() for route in text.split(",") if route.strip()]
 
 
 def unserved_routes(routes: Collection[str] | None, served: Collection[str]) -> str | None:

@@ -508,10 +508,11 @@ class SqlStore:
     async def update_key(self, id_or_name: str, change: KeyChange, *, now: float | None = None) -> KeyRecord | None:
         """Apply ``change`` to the live key whose id is ``id_or_name``, else to the one live key of
         that name; its record as changed, or ``None`` when no live key matches. The key's value,
-        id, creation time and spend are kept; the change is seen by the next admission of every
-        process (admission reads the key's row in its transaction; this process's cache of key
-        records is cleared, another's reuses a record for at most :data:`KEY_TTL` seconds on the
-        endpoints that do not admit, ``GET /v1/models``).
+        id, creation time and spend are kept. A change of budget, rpm or tpm is seen by the next
+        admission of every process (admission reads the key's row in its transaction); one of
+        routes or expiry, checked when a request authenticates, at once in this process (its cache
+        of key records is cleared) and within :data:`KEY_TTL` seconds in another (which reuses a
+        record it read that long).
 
         Raises:
             KeySpecError: the changed key breaks a rule of :class:`~harness_gateway.keys.KeySpec`

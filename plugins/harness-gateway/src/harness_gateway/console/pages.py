@@ -52,7 +52,7 @@ from harness_gateway.console.records import Records, RecordStore
 from harness_gateway.console.sessions import MemorySessions, Sessions, StoreSessions
 from harness_gateway.console.stats import BUCKETS, GROUPS, TOKEN_KINDS, spend, traffic
 from harness_gateway.errors import GatewayError
-from harness_gateway.keys import KeyChange, KeySpec, KeySpecError, mask_keys, shown_time
+from harness_gateway.keys import KeyChange, KeySpec, KeySpecError, mask_keys, shown_time, split_routes
 from harness_gateway.request import decimal
 from harness_gateway.sse import sse_event
 from harness_gateway.store import SqlStore
@@ -480,7 +480,7 @@ def key_spec(form: dict[str, str]) -> KeySpec:
     """
     values: dict[str, Any] = {"name": form.get("name", "").strip()}
     if form.get("routes", "").strip():
-        values["routes"] = [r.strip() for r in form["routes"].split(",") if r.strip()]
+        values["routes"] = split_routes(form["routes"])
     for field, kind in (("budget", float), ("rpm", int), ("tpm", int), ("expires_days", float)):
         number = _form_number(form, field, kind)
         if number is not None:
