@@ -191,6 +191,8 @@ def test_a_keys_budget_is_set_from_the_keys_page(tmp_path: Path) -> None:
         assert unlimited.status_code == 303
         [key] = [k for k in http.get("/admin/keys").json()["data"] if k["name"] == "capped"]
         assert (key["budget"], key["spent"]) == (None, 4.0)
+        absent = http.post(f"/console/keys/{made['id']}/budget", data={"csrf": csrf})  # no field: not "unlimited"
+        assert (absent.status_code, "budget: missing" in absent.text) == (400, True)
         assert http.post("/console/keys/nope/budget", data={"csrf": csrf, "budget": "1"}).status_code == 404
         assert http.post(f"/console/keys/{made['id']}/budget", data={"budget": "1"}).status_code == 403  # no token
 

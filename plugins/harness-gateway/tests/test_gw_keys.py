@@ -474,6 +474,14 @@ def test_a_key_change_is_refused_naming_the_field_and_changes_nothing(gateway) -
     assert "'mokc' (did you mean 'mock'?)" in httpx.patch(url, json={"routes": ["mokc"]}, headers=admin).text
     taken = httpx.patch(url, json={"name": "taken"}, headers=admin)
     assert (taken.status_code, taken.json()["error"]["code"]) == (409, "key_name_taken")
+    [other] = [k for k in httpx.get(gateway.url + "/admin/keys", headers=admin).json()["data"] if k["name"] == "taken"]
+    as_id = httpx.patch(url, json={"name": other["id"]}, headers=admin)  # it would address the other key
+    assert (as_id.status_code, as_id.json()["error"]["param"]) == (409, "name")
+    assert "is the id of a live key" in as_id.json()["error"]["message"]
+    created = httpx.post(gateway.url + "/admin/keys", json={"name": other["id"]}, headers=admin)
+    assert created.status_code == 409
+    no_routes = httpx.patch(url, json={"routes": []}, headers=admin)
+    assert "null, or `none` on the command line, for every route" in no_routes.json()["error"]["message"]
     assert httpx.patch(url, json={"name": "fixed"}, headers=admin).status_code == 200  # its own name is free
     assert httpx.patch(gateway.url + "/admin/keys/nope", json={"rpm": 1}, headers=admin).status_code == 404
     assert httpx.patch(url, content=b"{", headers=admin).status_code == 400

@@ -249,6 +249,10 @@ class KeyChange(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields
         def given(value: object, kept: object) -> Any:
             return kept if value is msgspec.UNSET else value
 
+        if self.routes == []:  # (KeySpec's message says to leave the field out, which keeps them here)
+            raise KeySpecError(
+                "routes", "must name at least one route (null, or `none` on the command line, for every route)"
+            )
         expiry_given = self.expires_days is not msgspec.UNSET or self.expires_at is not msgspec.UNSET
         spec = KeySpec(
             name=given(self.name, key.name),

@@ -297,10 +297,19 @@ def _name_taken(name: str, which: str) -> GatewayError:
 
 async def _check_name_free(tx: Tx, name: str) -> None:
     """Raise :func:`_name_taken` when a live key is named ``name`` (the unique index of live names
-    refuses one committed concurrently: each caller maps that to the same 409)."""
+    refuses one committed concurrently: each caller maps that to the same 409), or when ``name`` is
+    a live key's id: a key is addressed by its id or its name (:func:`_live_key`, id first), so
+    that name would address the other key."""
     taken = await tx.one("SELECT id FROM gateway_keys WHERE name = ? AND revoked_at IS NULL", name)
     if taken is not None:
         raise _name_taken(name, f" (id {taken[0]})")
+    if await tx.one("SELECT id FROM gateway_keys WHERE id = ? AND revoked_at IS NULL", name) is not None:
+        raise GatewayError(
+            409,
+            f"{name!r} is the id of a live key: a key is addressed by its id or its name, so choose another name",
+            code="key_name_taken",
+            param="name",
+        )
 
 
 async def _live_key(tx: Tx, id_or_name: str, verb: str) -> KeyRecord | None:

@@ -423,7 +423,10 @@ class Console:
         key_id = request.path_params["key"]
         data = await request.form()
         try:
-            budget = _form_number({"budget": str(data.get("budget", ""))}, "budget", float)
+            typed = data.get("budget")
+            if not isinstance(typed, str):  # absent (or a file): never read as "unlimited"
+                raise FormError("budget: missing (leave the field empty for an unlimited budget)")
+            budget = _form_number({"budget": typed}, "budget", float)
             changed = await self.store.update_key(key_id, KeyChange(budget=budget))
         except FormError as exc:
             return await self.keys_page(request, error=str(exc))
