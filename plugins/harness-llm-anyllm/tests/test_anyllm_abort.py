@@ -3,6 +3,7 @@ connection closed (no leaked connection), and abort ends with ``finish{aborted}`
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import cast
@@ -125,3 +126,43 @@ async def test_abort_while_the_library_opens_the_request(server: ScriptedServer)
     assert len(chunks) == 1
     assert isinstance(chunks[0], Finish)
     assert chunks[0].reason.kind == "aborted"
+
+
+BODIES = {"openai": OPENAI_TEXT, "mistral": MISTRAL_TEXT, "anthropic": ANTHROPIC_THINKING_TOOL}
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize("how", ["to the end", "broken off"])
+async def test_no_generator_of_the_library_is_left_to_the_garbage_collector(
+    server: ScriptedServer, provider: str, how: str
+) -> None:
+    """Every async generator started while the stream runs (the library's, its SDK's, httpx's,
+    the transport's) is finished when the stream is: none is left for a finalizer to close later,
+    in a stray task or inside whatever event loop the next garbage collection runs in. The test
+    holds each generator (so none is finalised behind its back) and looks at it afterwards."""
+    server.add(Reply(reads=[BODIES[provider]]))
+    adapter = make_adapter(provider, server)
+    await run(adapter)  # the SDK's one-time set-up stays out of what is recorded
+    server.add(Reply(reads=[BODIES[provider]]))
+    started: list[AsyncGenerator[object, None]] = []
+    hooks = sys.get_asyncgen_hooks()
+
+    def first_iteration(generator: AsyncGenerator[object, None]) -> None:
+        started.append(generator)
+        if hooks.firstiter is not None:
+            hooks.firstiter(generator)
+
+    sys.set_asyncgen_hooks(firstiter=first_iteration, finalizer=hooks.finalizer)
+    try:
+        async with aclosing(cast(AsyncGenerator[StreamChunk, None], adapter.stream(options()))) as stream:
+            async for chunk in stream:
+                if how == "broken off" and isinstance(chunk, FIRST[provider]):
+                    break
+    finally:
+        sys.set_asyncgen_hooks(firstiter=hooks.firstiter, finalizer=hooks.finalizer)
+        await adapter.aclose()
+    left = [generator for generator in started if generator.ag_frame is not None]  # type: ignore[attr-defined]
+    for generator in left:
+        await generator.aclose()
+    assert len(started) > 3  # the SDK's chain was seen
+    assert not left, f"generators left open: {[generator.__qualname__ for generator in left]}"  # type: ignore[attr-defined]

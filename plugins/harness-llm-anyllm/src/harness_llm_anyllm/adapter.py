@@ -19,13 +19,12 @@ task cancellation close it too (shielded, bounded).
 
 from __future__ import annotations
 
+import gc
 import inspect
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final
 
-import anyio
-import anyio.lowlevel
 import msgspec
 
 from harness_core import (
@@ -61,51 +60,44 @@ _RAISED_WHILE_READING: Final = frozenset({"NETWORK", "TIMEOUT", "PROTOCOL", "INT
 error the provider reported inside the stream, which ends it with ``finish{error}``."""
 
 
-_INNER: Final = ("_async_iter", "_iterator", "_response")
-"""Attributes under which any-llm's stream wrappers and the OpenAI SDK's ``AsyncStream`` hold
-the iterators they read from."""
+def _reads_async(item: object) -> bool:
+    """Whether ``item`` is an async generator or another async iterator (``__anext__``)."""
+    return inspect.isasyncgen(item) or hasattr(type(item), "__anext__")
 
 
-def _inner_generators(stream: object) -> list[Any]:
-    """The async generators inside the library's stream, outermost first.
+def _library_generators(stream: object) -> list[Any]:
+    """Every async generator of the library's stream, outermost first: from each async iterator
+    the attributes that are async iterators (any-llm's wrappers, the OpenAI SDK's
+    ``AsyncStream._iterator``, Mistral's ``EventStreamAsync.generator``) and, under each
+    suspended generator, the async iterators its frame holds (its locals and its value stack,
+    where ``async for`` keeps the iterator it reads: ``gc.get_referents``).
 
-    Closing any-llm 1.40's OpenAI-provider stream closes the HTTP response but not the OpenAI
-    SDK's two async generators (``AsyncStream.__aiter__`` and ``__stream__``); asyncio would
-    finalize them later in stray tasks. The adapter closes them itself (closing a generator
-    twice does nothing).
+    The SDKs abandon their chains of generators (the OpenAI SDK's: ``AsyncStream.__stream__`` keeps
+    ``_iter_events`` in a local and returns at ``[DONE]`` without closing it), and below them the
+    SSE decoder, httpx's ``aiter_bytes`` and ``BoundAsyncStream.__aiter__`` and the transport's
+    generators each read the next through ``async for``, which closes nothing. Left alone, the
+    chain is finalised by the garbage collector: by asyncio's finalizer in stray tasks, one level
+    per loop round, or, once it sits in a reference cycle, at whatever point of whichever thread
+    the next collection happens (in a later event loop, where the finalisation fails). So the
+    adapter collects the chain at the first item (every level exists then, and none is dropped
+    yet), holds it, and closes every level itself when the stream ends, outermost first (closing
+    a generator twice does nothing).
     """
     found: list[Any] = []
     queue: list[object] = [stream]
     seen: set[int] = set()
     while queue:
         current = queue.pop(0)
-        if current is None or id(current) in seen:
+        if id(current) in seen:
             continue
         seen.add(id(current))
         if inspect.isasyncgen(current):
             found.append(current)
-        queue.extend(getattr(current, name, None) for name in _INNER)
+            held = gc.get_referents(current) if current.ag_frame is not None else []  # suspended
+        else:
+            held = list(getattr(current, "__dict__", {}).values())
+        queue.extend(item for item in held if _reads_async(item))
     return found
-
-
-_FINALIZER_ROUNDS: Final = 16
-"""Event-loop rounds granted to asyncio's finalizer of abandoned async generators (one round per
-level of the OpenAI SDK's generator chain, which is nine deep over httpx)."""
-
-
-async def _let_abandoned_generators_finalize() -> None:
-    """Give the event loop a few rounds, shielded, so the generators the SDK abandoned are closed
-    before the stream counts as closed.
-
-    The OpenAI SDK's ``AsyncStream.__stream__`` leaves its SSE generator chain (``_iter_events``
-    over the decoder over httpx's byte iterators) unclosed when it stops at ``[DONE]`` or is
-    closed; those objects are unreachable from the stream, so asyncio's async-generator finalizer
-    closes them, one level per loop round, in tasks of its own. Without these rounds the tasks
-    would outlive the stream (the conformance suite's leak check sees them).
-    """
-    with anyio.CancelScope(shield=True):
-        for _ in range(_FINALIZER_ROUNDS):
-            await anyio.lowlevel.checkpoint()
 
 
 def _reason(abort: AbortSignal | None) -> str:
@@ -292,6 +284,7 @@ class AnyLLMAdapter(LlmAdapter, EmbeddingAdapter):
         if self.config.timeout is not None:
             arguments["timeout"] = self.config.timeout
         chunks: Any = None
+        chain: list[Any] = []  # the library's generators, held from the first read on (see below)
 
         def start() -> Awaitable[Any]:
             opening: Awaitable[Any] = library.acompletion(request.model, request.messages, **arguments)
@@ -313,6 +306,10 @@ class AnyLLMAdapter(LlmAdapter, EmbeddingAdapter):
                         raise
                     final = translator.fail(exc)  # the provider reported it inside the stream
                     break
+                if not received:
+                    # the whole chain exists once the first item came through it; held from here
+                    # on, no level is left to the garbage collector when the SDK drops it
+                    chain = _library_generators(chunks)
                 received = True
                 if item is ABORTED:
                     final = translator.abort(
@@ -327,8 +324,8 @@ class AnyLLMAdapter(LlmAdapter, EmbeddingAdapter):
                 yield chunk
         finally:
             if chunks is not None:
-                await aclose_all([chunks, *_inner_generators(chunks)], DEFAULT_CLOSE_TIMEOUT, "any-llm stream")
-                await _let_abandoned_generators_finalize()
+                closing = [chunks, *chain, *_library_generators(chunks)]
+                await aclose_all(closing, DEFAULT_CLOSE_TIMEOUT, "any-llm stream")
 
     async def _call(self, abort: AbortSignal | None, operation: Callable[[], Awaitable[Any]], *, reading: bool) -> Any:
         """Await one library call, abortable; its exceptions become mapped ``LlmError``s."""
