@@ -517,8 +517,9 @@ def test_timeline_events_rates_and_masking() -> None:
         clock.now = 0.5 + i * 0.4  # seconds 0, 0 and 1
         timeline.feed(TextDelta(index=0, text="ab"))
     timeline.feed(BlockEnd(index=0, block=TextBlock("ababab")))
+    timeline.feed(BlockStart(index=1, block_type="tool-call", id="c9", name="lookup_hunter2"))
     timeline.feed(Usage(usage=TokenUsage(input_tokens=3, output_tokens=4, reasoning_tokens=1)))
-    failure = Failure(code="OVERLOADED", message="busy", status=529)
+    failure = Failure(code="OVERLOADED", message="busy, says hunter2", status=529)
     timeline.feed(Finish(reason=FinishReason(kind="error", failure=failure)))
     options = GenerateOptions(
         system="you are " + FAKE_KEY,
@@ -532,15 +533,16 @@ def test_timeline_events_rates_and_masking() -> None:
     detail = timeline.detail(options, lambda text: text.replace("hunter2", "[REDACTED]"))
     assert detail["first_chunk_ms"] == 10.0
     assert detail["rates"] == [{"second": 0, "text": 2, "chars": 4}, {"second": 1, "text": 1, "chars": 2}]
-    assert [e["event"] for e in detail["timeline"]] == ["block-start", "block-end", "usage", "finish"]
-    assert detail["timeline"][2] == {
+    assert [e["event"] for e in detail["timeline"]] == ["block-start", "block-end", "block-start", "usage", "finish"]
+    assert detail["timeline"][2]["name"] == "lookup_[REDACTED]"  # the text from outside is masked
+    assert detail["timeline"][3] == {
         "t": 1300.0,
         "event": "usage",
         "input_tokens": 3,
         "output_tokens": 4,
         "reasoning_tokens": 1,
     }
-    assert detail["timeline"][3]["error"] == {"code": "OVERLOADED", "message": "busy", "status": 529}
+    assert detail["timeline"][4]["error"] == {"code": "OVERLOADED", "message": "busy, says [REDACTED]", "status": 529}
     rendered = json.dumps(detail["messages"])
     assert FAKE_KEY not in rendered
     assert "hunter2" not in rendered

@@ -154,6 +154,12 @@ def test_console_reads_the_ledger_and_log_the_config_names(tmp_path: Path) -> No
         assert f"(ledger {usage}, log {log})" in banner  # never the default ledger beside the config's log
     finally:
         process.send_signal(signal.SIGINT)
-        process.wait(60)
-        assert process.stderr is not None
-        process.stderr.close()
+        try:
+            process.wait(60)
+        except subprocess.TimeoutExpired:  # never leave the console running past the test
+            process.kill()
+            process.wait()
+            raise
+        finally:
+            assert process.stderr is not None
+            process.stderr.close()

@@ -160,7 +160,12 @@ class Timeline:
 
     def _events(self, redact: Callable[[str], str]) -> dict[str, Any]:
         return {
-            "timeline": mask_strings(self.events, redact),  # a failure message may quote the request
+            "timeline": [
+                # the text from outside an event carries: a tool's name, a failure message (which
+                # may quote the request); every other field is a number or a name of this module
+                mask_strings(event, redact) if "name" in event or "error" in event else event
+                for event in self.events
+            ],
             "events_cut": self.events_cut,
             "rates": [{"second": s, **self.rates[s]} for s in sorted(self.rates)],
             "first_chunk_ms": self.first_chunk_ms,
