@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 from gw_helpers import Clients, Running, gateway_yaml, serve_gateway
-from test_gw_fidelity import anthropic_reply
+from test_gw_fidelity import anthropic_reply, openai_reply
 from test_gw_responses import gemini_sse
 
 from harness_core.testing import Reply, ScriptedServer
@@ -200,6 +200,37 @@ def test_a_chat_tool_messages_image_is_a_400_naming_the_part_as_openai_refuses_i
         "messages[2].content[0].type: a Chat Completions tool message takes text parts only, as OpenAI's API does"
     )
     assert "/v1/responses" in error["message"]
+
+
+def test_a_tool_results_text_parts_stay_apart_on_every_dialect(running: Running, upstreams: Any) -> None:
+    """Two text parts of one tool result reach the route one a line, never run together
+    ("takenmore"): a Messages ``tool_result``, a Responses ``function_call_output`` and a Chat
+    ``tool`` message."""
+    claude, upstream, chat, _ = upstreams
+    two = ({"type": "text", "text": "taken"}, {"type": "text", "text": "more"})
+    claude.add(anthropic_reply())
+    assert messages(running, "claude/claude-x", screenshot_turns(*two, SCREENSHOT)).status_code == 200
+    (result,) = last_sent(claude)["messages"][2]["content"]
+    assert result["content"] == [{"type": "text", "text": "taken\nmore"}, SCREENSHOT]
+    upstream.add(responses_reply())
+    parts = ({"type": "input_text", "text": "taken"}, {"type": "input_text", "text": "more"})
+    assert responses(running, "resp/gpt-4.1", screenshot_items(*parts)).status_code == 200
+    (output,) = [item for item in last_sent(upstream)["input"] if item.get("type") == "function_call_output"]
+    assert output["output"] == "taken\nmore"
+    chat.add(openai_reply())
+    tool_turn = [
+        {"role": "user", "content": "take a screenshot"},
+        {
+            "role": "assistant",
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "screenshot", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": list(two)},
+    ]
+    answer = httpx.post(
+        running.url + "/v1/chat/completions", json={"model": "gpt/gpt-4o", "messages": tool_turn}, timeout=30
+    )
+    assert answer.status_code == 200, answer.text
+    assert last_sent(chat)["messages"][2] == {"role": "tool", "tool_call_id": "c1", "content": "taken\nmore"}
 
 
 IN_RESULT = "messages[2].content[0].content[1]"

@@ -43,6 +43,7 @@ __all__ = [
     "pass_through",
     "single_query",
     "tool_name",
+    "tool_result_text",
 ]
 
 T = TypeVar("T")
@@ -159,6 +160,23 @@ def tool_name(holder: Body, longest: int) -> str:
         shown = f"{bad.group()!r} (U+{ord(bad.group()):04X})"
         raise bad_request(holder.path("name"), f"{name!r} holds {shown}, which is not allowed: {rule}")
     return name
+
+
+TOOL_RESULT_SEPARATOR: Final = "\n"
+"""What :func:`tool_result_text` puts between a tool result's text parts."""
+
+
+def tool_result_text(texts: Iterable[str]) -> str:
+    """The text of a tool result given as several text parts (a Messages ``tool_result``'s
+    ``text`` blocks, a Responses ``function_call_output``'s ``input_text`` parts, a Chat ``tool``
+    message's ``text`` parts), the one rule of every dialect.
+
+    The vocabulary's :class:`~harness_core.ToolResultBlock` holds one text (and its files), so
+    the parts are joined, each on its own line (``["taken", "more"]`` is ``"taken\nmore"``): a
+    tool's words and lines stay apart, as the model would read them in separate blocks. Joined
+    with nothing, ``"taken"`` and ``"more"`` reached the route as ``"takenmore"``.
+    """
+    return TOOL_RESULT_SEPARATOR.join(texts)
 
 
 def bad_request(where: str, message: str) -> GatewayError:
