@@ -292,3 +292,93 @@ def test_bad_media_in_a_function_call_output_is_a_400_naming_the_field(
     error = refused.json()["error"]
     assert error["param"] == param
     assert says in error["message"]
+
+
+def user_turn(*content: dict[str, Any]) -> list[dict[str, Any]]:
+    """A one-message conversation: the user's ``content`` parts (or blocks)."""
+    return [{"role": "user", "content": list(content)}]
+
+
+EMPTY_PNG = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": ""}}
+EMPTY_DATA_URL = "data:image/png;base64,"
+EMPTY_TEXT = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": ""}}
+
+
+@pytest.mark.parametrize(
+    ("path", "model", "body", "param", "says"),
+    [
+        ("/v1/messages", "claude/claude-x", {"messages": user_turn(EMPTY_PNG)},
+         "messages[0].content[0].source.data", "the data is empty (0 bytes)"),
+        ("/v1/messages", "claude/claude-x", {"messages": screenshot_turns({"type": "text", "text": "shot"}, EMPTY_PNG)},
+         f"{IN_RESULT}.source.data", "the data is empty (0 bytes)"),
+        ("/v1/messages", "claude/claude-x",
+         {"messages": user_turn(EMPTY_TEXT)},
+         "messages[0].content[0].source.data", "the data is empty (0 bytes)"),
+        ("/v1/messages", "claude/claude-x",
+         {"messages": user_turn({"type": "image", "source": {"type": "url", "url": "ftp://example.org/a.png"}})},
+         "messages[0].content[0].source.url", "expected an absolute http, https or data: URL, got the scheme 'ftp'"),
+        ("/v1/messages", "claude/claude-x",
+         {"messages": screenshot_turns({"type": "document", "source": {"type": "url", "url": "file:///etc/a.pdf"}})},
+         "messages[2].content[0].content[0].source.url", "got the scheme 'file'"),
+        ("/v1/chat/completions", "gpt/gpt-4o",
+         {"messages": user_turn({"type": "image_url", "image_url": {"url": EMPTY_DATA_URL}})},
+         "messages[0].content[0].image_url.url", "the data is empty (0 bytes)"),
+        ("/v1/chat/completions", "gpt/gpt-4o",
+         {"messages": user_turn({"type": "image_url", "image_url": {"url": "file:///home/me/a.png"}})},
+         "messages[0].content[0].image_url.url", "got the scheme 'file'"),
+        ("/v1/chat/completions", "gpt/gpt-4o",
+         {"messages": user_turn({"type": "image_url", "image_url": {"url": "shots/a.png"}})},
+         "messages[0].content[0].image_url.url", "expected an absolute http, https or data: URL, got no scheme"),
+        ("/v1/chat/completions", "gpt/gpt-4o",
+         {"messages": user_turn({"type": "input_audio", "input_audio": {"data": "", "format": "wav"}})},
+         "messages[0].content[0].input_audio.data", "the data is empty (0 bytes)"),
+        ("/v1/chat/completions", "gpt/gpt-4o",
+         {"messages": user_turn({"type": "file", "file": {"file_data": "data:application/pdf;base64,"}})},
+         "messages[0].content[0].file.file_data", "the data is empty (0 bytes)"),
+        ("/v1/responses", "resp/gpt-4.1",
+         {"input": user_turn({"type": "input_image", "image_url": "ftp://example.org/a.png"})},
+         "input[0].content[0].image_url", "got the scheme 'ftp'"),
+        ("/v1/responses", "resp/gpt-4.1",
+         {"input": screenshot_items({"type": "input_image", "image_url": EMPTY_DATA_URL})},
+         "input[2].output[0].image_url", "the data is empty (0 bytes)"),
+        ("/v1/responses", "resp/gpt-4.1",
+         {"input": screenshot_items({"type": "input_file", "file_url": "file:///etc/passwd.pdf"})},
+         "input[2].output[0].file_url", "got the scheme 'file'"),
+        ("/v1/responses", "resp/gpt-4.1",
+         {"input": user_turn({"type": "input_file", "file_data": "DATA:application/pdf;base64,"})},
+         "input[0].content[0].file_data", "expected a data: URL"),
+    ],
+)  # fmt: skip
+def test_an_empty_file_or_a_url_of_another_scheme_is_a_400_naming_the_field_before_any_request(
+    running: Running, upstreams: Any, path: str, model: str, body: dict[str, Any], param: str, says: str
+) -> None:
+    before = [len(server.requests) for server in upstreams]
+    sent = {"model": model, "max_tokens": 64, **body} if path == "/v1/messages" else {"model": model, **body}
+    refused = httpx.post(running.url + path, json=sent, timeout=30)
+    assert refused.status_code == 400, refused.text
+    error = refused.json()["error"]
+    assert error["type"] == "invalid_request_error"
+    assert error["message"].startswith(param + ": ")
+    assert says in error["message"]
+    if path != "/v1/messages":  # Anthropic's error body has no param
+        assert error["param"] == param
+    assert [len(server.requests) for server in upstreams] == before  # refused before any upstream request
+
+
+def test_http_and_https_urls_and_an_upper_case_data_url_are_passed_on(running: Running, upstreams: Any) -> None:
+    claude, *_ = upstreams
+    claude.add(anthropic_reply())
+    linked: list[dict[str, Any]] = [
+        {"type": "image", "source": {"type": "url", "url": "http://example.org/a.png"}},
+        {"type": "document", "source": {"type": "url", "url": "HTTPS://example.org/b.pdf"}},
+        {"type": "text", "text": "what are these?"},
+    ]
+    assert messages(running, "claude/claude-x", user_turn(*linked)).status_code == 200
+    assert last_sent(claude)["messages"][0]["content"] == linked
+    _, upstream, *_ = upstreams
+    upstream.add(responses_reply())
+    image = {"type": "input_image", "image_url": f"DATA:image/png;base64,{PNG}"}
+    answer = responses(running, "resp/gpt-4.1", user_turn(image))
+    assert answer.status_code == 200, answer.text
+    (part,) = last_sent(upstream)["input"][0]["content"]
+    assert part["image_url"] == f"data:image/png;base64,{PNG}"
