@@ -382,3 +382,42 @@ def test_http_and_https_urls_and_an_upper_case_data_url_are_passed_on(running: R
     assert answer.status_code == 200, answer.text
     (part,) = last_sent(upstream)["input"][0]["content"]
     assert part["image_url"] == f"data:image/png;base64,{PNG}"
+
+
+def test_a_routes_refusal_of_a_file_names_the_request_field_and_the_route(running: Running, upstreams: Any) -> None:
+    """The adapter refuses a file naming its plugin (``openai cannot take the file …``); the
+    client is told which field held it (``param``) and which route it asked for, as the gateway's
+    own 400s say, before any request, streaming or not, in a user message or a tool result."""
+    before = [len(server.requests) for server in upstreams]
+    log = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "log"}}
+    refused = messages(running, "gpt/gpt-4o", user_turn({"type": "text", "text": "read"}, log))
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["message"].startswith(
+        "messages[0].content[1]: route 'gpt' (model 'gpt/gpt-4o') cannot take the file text/plain (3 bytes): "
+        "media type text/plain is not one of ["
+    )
+    refused = messages(running, "gpt/gpt-4o", screenshot_turns({"type": "text", "text": "shot"}, SCREENSHOT))
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["message"].startswith(
+        f"{IN_RESULT}: route 'gpt' (model 'gpt/gpt-4o') cannot take the file image/png (8 bytes): "
+    )
+    png = {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}}  # taken: not the one named
+    gif = {"type": "image_url", "image_url": {"url": f"data:image/gif;base64,{PNG}"}}
+    for stream in (False, True):
+        body = {"model": "gem/gemini-3-pro", "stream": stream, "messages": user_turn(png, gif)}
+        refused = httpx.post(running.url + "/v1/chat/completions", json=body, timeout=30)
+        assert refused.status_code == 400, refused.text
+        error = refused.json()["error"]
+        assert (error["param"], error["code"]) == ("messages[0].content[1]", "UNSUPPORTED")
+        assert error["message"] == (
+            "messages[0].content[1]: route 'gem' (model 'gem/gemini-3-pro') cannot take the file image/gif "
+            "(8 bytes): Gemini does not take image/gif"
+        )
+    audio = {"type": "input_file", "file_data": "data:audio/wav;base64,UklGRg=="}
+    refused = responses(running, "resp/gpt-4.1", screenshot_items({"type": "input_text", "text": "shot"}, audio))
+    assert refused.status_code == 400, refused.text
+    error = refused.json()["error"]
+    assert error["param"] == "input[2].output[1]"
+    assert error["message"].startswith("input[2].output[1]: route 'resp' (model 'resp/gpt-4.1') cannot take the file")
+    assert "a function_call_output takes no audio" in error["message"]
+    assert [len(server.requests) for server in upstreams] == before  # refused before any request

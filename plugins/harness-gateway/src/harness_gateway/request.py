@@ -24,7 +24,7 @@ from typing import Any, Final, TypeVar
 
 import msgspec
 
-from harness_core import CacheMark, FieldTarget, GenerateOptions, RefusedField
+from harness_core import CacheMark, FieldTarget, FileBlock, GenerateOptions, RefusedField
 from harness_core import pass_through as harness_pass_through
 from harness_gateway.errors import GatewayError
 
@@ -72,6 +72,10 @@ class ParsedRequest(msgspec.Struct, kw_only=True, frozen=True):
     stream: bool = False
     include_usage: bool = False
     extras: Any = None
+    files: tuple[tuple[str, FileBlock], ...] = ()
+    """The request's file blocks with the field holding each (:data:`~harness_gateway.files.FilePlaces`,
+    noted as it was parsed: :func:`~harness_gateway.files.noting_places`): a route's refusal of
+    one names its field."""
 
 
 Target = FieldTarget
