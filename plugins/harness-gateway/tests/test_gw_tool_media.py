@@ -413,6 +413,11 @@ def test_a_routes_refusal_of_a_file_names_the_request_field_and_the_route(runnin
             "messages[0].content[1]: route 'gem' (model 'gem/gemini-3-pro') cannot take the file image/gif "
             "(8 bytes): Gemini does not take image/gif"
         )
+    body = {"model": "gem/gemini-dummy-key", "messages": user_turn(gif)}  # a model quoting the route's key
+    refused = httpx.post(running.url + "/v1/chat/completions", json=body, timeout=30)
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["param"] == "messages[0].content[0]"
+    assert "dummy-key" not in refused.text  # masked, as in every output
     audio = {"type": "input_file", "file_data": "data:audio/wav;base64,UklGRg=="}
     refused = responses(running, "resp/gpt-4.1", screenshot_items({"type": "input_text", "text": "shot"}, audio))
     assert refused.status_code == 400, refused.text

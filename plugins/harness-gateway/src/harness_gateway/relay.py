@@ -325,6 +325,8 @@ class Relay:
         located = located_refusal(failure, self.parsed.files, self.route, self.parsed.model)
         if located is not None:
             self.refused, shown = located
+            # the model and route are shown as every output shows them: a secret in them masked
+            shown = msgspec.structs.replace(shown, message=self.runtime.redact(shown.message))
         else:
             public = public_failure(failure, self.route, self.generation.request_id)
             if public is None:
