@@ -28,7 +28,7 @@ import mimetypes
 import re
 from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
-from typing import Final, TypeAlias
+from typing import Final
 from urllib.parse import urlsplit
 
 import msgspec
@@ -37,10 +37,7 @@ from harness_core import IMAGE_DETAILS, Failure, FileBlock, ImageDetail
 from harness_core.kit import refusal_reason
 from harness_gateway.request import Body, bad_request
 
-__all__ = ["FilePlaces", "file_block", "image_detail", "located_refusal", "noting_places"]
-
-FilePlaces: TypeAlias = tuple[tuple[str, FileBlock], ...]
-"""The file blocks of a request with the request field holding each, in request order."""
+__all__ = ["file_block", "image_detail", "located_refusal", "noting_places"]
 
 _PLACES: ContextVar[list[tuple[str, FileBlock]] | None] = ContextVar("harness_gateway_file_places", default=None)
 

@@ -107,7 +107,8 @@ class Generation(Response):
         who, raw, (route, model, owner) = await read_request(self.gateway, runtime, self.request)
         with noting_places() as places:  # where each file was: a route's refusal of one names it
             parsed = self.dialect.parse(raw, owner, model, target=route_target(runtime, route))
-        parsed = msgspec.structs.replace(parsed, files=tuple(places))
+        if places:
+            parsed = msgspec.structs.replace(parsed, files=tuple(places))
         parsed = await self.dialect.resolve(self.gateway.store, who, parsed)
         require_messages(parsed, self.dialect.messages_field)
         return route, model, allowed(who, route), parsed

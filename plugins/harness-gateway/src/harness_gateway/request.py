@@ -73,9 +73,9 @@ class ParsedRequest(msgspec.Struct, kw_only=True, frozen=True):
     include_usage: bool = False
     extras: Any = None
     files: tuple[tuple[str, FileBlock], ...] = ()
-    """The request's file blocks with the field holding each (:data:`~harness_gateway.files.FilePlaces`,
-    noted as it was parsed: :func:`~harness_gateway.files.noting_places`): a route's refusal of
-    one names its field."""
+    """The request's file blocks, each with the request field holding it, in request order (noted
+    as it was parsed: :func:`~harness_gateway.files.noting_places`): a route's refusal of one
+    names its field (:func:`~harness_gateway.files.located_refusal`)."""
 
 
 Target = FieldTarget
