@@ -14,7 +14,7 @@ from collections.abc import Collection
 from harness_core.errors import LlmError
 from harness_core.types import FileBlock
 
-__all__ = ["base64_data", "check_detail", "check_file", "data_url", "unsupported_file"]
+__all__ = ["base64_data", "check_detail", "check_file", "data_url", "refusal_reason", "unsupported_file"]
 
 
 def base64_data(block: FileBlock) -> str:
@@ -35,6 +35,19 @@ def data_url(block: FileBlock) -> str:
 def unsupported_file(provider: str, block: FileBlock, why: str) -> LlmError:
     """``LlmError("UNSUPPORTED")`` for a file ``provider`` cannot take, naming the file and why."""
     return LlmError("UNSUPPORTED", f"{provider} cannot take the file {block.describe()}: {why}", provider=provider)
+
+
+def refusal_reason(message: str, provider: str | None, block: FileBlock) -> str | None:
+    """The reason (``why``) of :func:`unsupported_file`'s refusal of ``block`` by ``provider``,
+    when ``message`` (an ``UNSUPPORTED`` failure's) is that refusal; else ``None``.
+
+    For a caller that knows more about the file than the adapter does (the gateway names the
+    request field that held it, and the route asked for): the format of the message is this
+    module's, so it is read here, never by matching text elsewhere. A block is matched by its
+    :meth:`~FileBlock.describe`, so two files of one description are not told apart.
+    """
+    lead = f"{provider} cannot take the file {block.describe()}: "
+    return message[len(lead) :] if provider is not None and message.startswith(lead) else None
 
 
 def check_file(

@@ -15,12 +15,12 @@
 - :class:`HttpProviderPlugin`: the plugin class, written once.
 - what an adapter plugin uses beside the kit, re-exported from its owner so adapters import only
   the faces: :class:`SSEEvent` (:mod:`harness_core.sse`); :func:`base64_data`, :func:`check_file`,
-  :func:`check_detail`, :func:`data_url`, :func:`unsupported_file` (:mod:`harness_core.media`); :func:`check_cache_ttls`
-  (:mod:`harness_core.types`); :data:`DEFAULT_MAX_BATCH`, :func:`float32_from_base64`
-  (:mod:`harness_core.embedding`); :data:`RegisterAdapter`, :data:`RegisterEmbedder`
-  (:mod:`harness_core.hookspecs`); :func:`race`, :data:`ABORTED` (:mod:`harness_core.abort`);
-  :func:`aclose_all` (:mod:`harness_core.chain`). The vocabulary (options, chunks, errors,
-  :class:`~harness_core.Secret`) comes from :mod:`harness_core`.
+  :func:`check_detail`, :func:`data_url`, :func:`unsupported_file`, :func:`refusal_reason`
+  (:mod:`harness_core.media`); :func:`check_cache_ttls` (:mod:`harness_core.types`);
+  :data:`DEFAULT_MAX_BATCH`, :func:`float32_from_base64` (:mod:`harness_core.embedding`);
+  :data:`RegisterAdapter`, :data:`RegisterEmbedder` (:mod:`harness_core.hookspecs`); :func:`race`,
+  :data:`ABORTED` (:mod:`harness_core.abort`); :func:`aclose_all` (:mod:`harness_core.chain`). The
+  vocabulary (options, chunks, errors, :class:`~harness_core.Secret`) comes from :mod:`harness_core`.
 
 How to write an adapter with it: ``docs/writing-an-adapter.md``. Names load on first use, so
 importing the kit for the config or the plugin class does not import httpx.
@@ -52,7 +52,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.kit.request import request_json
     from harness_core.kit.stream import DEFAULT_DRAIN_TIMEOUT, stream_sse
     from harness_core.kit.translator import StreamTranslator
-    from harness_core.media import base64_data, check_detail, check_file, data_url, unsupported_file
+    from harness_core.media import base64_data, check_detail, check_file, data_url, refusal_reason, unsupported_file
     from harness_core.sse import SSEEvent
     from harness_core.types import check_cache_ttls
 
@@ -85,6 +85,7 @@ __all__ = [
     "float32_from_base64",
     "header_name_problem",
     "race",
+    "refusal_reason",
     "request_json",
     "snippet",
     "stream_sse",
@@ -123,6 +124,7 @@ _LAZY = {
     "check_detail": "harness_core.media",
     "check_file": "harness_core.media",
     "data_url": "harness_core.media",
+    "refusal_reason": "harness_core.media",
     "unsupported_file": "harness_core.media",
     "SSEEvent": "harness_core.sse",
     "check_cache_ttls": "harness_core.types",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness_core.errors import LlmError
-from harness_core.media import base64_data, check_detail, check_file, data_url, unsupported_file
+from harness_core.media import base64_data, check_detail, check_file, data_url, refusal_reason, unsupported_file
 from harness_core.types import FileBlock
 
 
@@ -36,6 +36,16 @@ def test_check_file_names_type_source_and_size() -> None:
         assert caught.value.provider == "p"
         assert caught.value.message == f"p cannot take the file {block.describe()}: {why}"
     assert unsupported_file("q", FileBlock("a/b", data=b""), "no").message == "q cannot take the file a/b (0 bytes): no"
+
+
+def test_refusal_reason_reads_back_the_refusal_of_one_file() -> None:
+    shot, other = FileBlock("image/png", data=b"1234", filename="a.png"), FileBlock("image/png", data=b"12")
+    refused = unsupported_file("p", shot, "why: it is so").message
+    assert refusal_reason(refused, "p", shot) == "why: it is so"
+    assert refusal_reason(refused, "p", other) is None  # another file
+    assert refusal_reason(refused, "q", shot) is None  # another provider
+    assert refusal_reason(refused, None, shot) is None
+    assert refusal_reason("p cannot take this field", "p", shot) is None
 
 
 def test_a_wire_without_the_hint_refuses_an_image_detail_but_auto() -> None:

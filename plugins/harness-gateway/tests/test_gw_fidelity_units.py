@@ -102,7 +102,7 @@ def test_chat_cache_control_on_parts() -> None:
     assert isinstance(user.content[0], FileBlock)
     assert user.content[0].cache == CacheMark(3600)
     assert assistant.content == [TextBlock("ab", CacheMark(3600))]
-    assert tool.content == [ToolResultBlock("c", "ab", cache=CacheMark(3600))]
+    assert tool.content == [ToolResultBlock("c", "a\nb", cache=CacheMark(3600))]  # one part a line
     unmarked = parse_chat_request({**raw, "messages": raw["messages"][:1]}).options
     assert unmarked.system == "s1s2"
     passed = parse_chat_request({**raw, "logprobs": True, "user": "u"}, target=CHAT).options

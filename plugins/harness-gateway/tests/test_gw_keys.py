@@ -276,6 +276,26 @@ def test_a_key_may_only_name_served_routes(gateway) -> None:  # type: ignore[no-
     assert " n " not in listing.stdout  # nothing was created
 
 
+@pytest.mark.parametrize("command", [["create", "--name", "n"], ["update", "some-key"]])
+def test_keys_routes_on_a_broken_or_missing_config_is_the_located_error_exit_2(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """``--routes`` reads the routes the config serves: a plugins.yaml that does not load is the
+    located config error and exit 2, as every other command answers it, never a traceback."""
+    broken = tmp_path / "plugins.yaml"
+    broken.write_text(f"plugins:\n  gateway:\n    database: {tmp_path / 'gw.sqlite'}\n  mock: [\n", encoding="utf-8")
+    missing = tmp_path / "absent.yaml"
+    cases = ((broken, "plugins.yaml:5: invalid YAML"), (missing, "absent.yaml: cannot read the config file"))
+    for config, says in cases:
+        result = CliRunner().invoke(cli, ["keys", command[0], "-c", str(config), *command[1:], "--routes", "mock"])
+        assert result.exit_code == 2, result.output
+        assert isinstance(result.exception, SystemExit)  # a click error, not an escaped ConfigError
+        assert "Traceback" not in result.output
+        assert result.output.startswith("error: CONFIG: invalid configuration (1 problem):\n")
+        assert says in result.output
+    assert not (tmp_path / "gw.sqlite").exists()  # nothing was written
+
+
 def test_numbers_no_store_holds_and_expiries_no_date_shows_are_refused_naming_the_field(gateway) -> None:  # type: ignore[no-untyped-def]
     """They were a 500 (SQLite's OverflowError, a traceback on the CLI) or were stored and then broke
     the key list and the console; an expiry in the past made a key that never worked."""

@@ -204,7 +204,7 @@ def test_media_in_tool_results_become_the_results_files() -> None:
     shot = FileBlock("image/png", data=b"\x89PNG\r\n\x1a\n")
     text = {"type": "text", "text": "after", "cache_control": {"type": "ephemeral"}}
     given = {"type": "tool_result", "tool_use_id": "t", "content": [image, {"type": "text", "text": "shot"}, text]}
-    assert results(given) == [ToolResultBlock("t", "shotafter", files=(shot,), cache=CacheMark())]
+    assert results(given) == [ToolResultBlock("t", "shot\nafter", files=(shot,), cache=CacheMark())]
     # a mark inside the content marks the result (the last one), unless the result has its own
     assert results({**given, "content": [text, marked]})[0].cache == CacheMark(3600)
     assert results({**given, "content": [marked], "cache_control": {"type": "ephemeral"}})[0].cache == CacheMark()
@@ -235,7 +235,7 @@ def test_media_in_tool_results_become_the_results_files() -> None:
     ) == [
         ToolResultBlock(
             "c1",
-            "abc",
+            "a\nb\nc",
             files=(
                 FileBlock("image/png", data=b"\x89PNG\r\n\x1a\n", detail="low"),
                 FileBlock("application/pdf", url="https://example.org/a.pdf"),

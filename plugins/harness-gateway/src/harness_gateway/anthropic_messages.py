@@ -78,6 +78,7 @@ from harness_gateway.request import (
     cache_mark,
     pass_through,
     tool_name,
+    tool_result_text,
 )
 from harness_gateway.sse import sse_event
 
@@ -349,7 +350,8 @@ def _tool_result(block: Body, mark: CacheMark | None) -> ToolResultBlock:
 
     ``content`` is a string or a list of ``text``, ``image`` and ``document`` blocks
     (https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/implement-tool-use, PROTOCOLS.md
-    §2, §10.1): the texts joined become the result's content, the media its ``files`` in order,
+    §2, §10.1): the texts, one a line (:func:`~harness_gateway.request.tool_result_text`), become
+    the result's content, the media its ``files`` in order,
     read as a user message's media are (:func:`_media`: base64, url and text sources, the same
     fields and errors). The vocabulary's tool result holds one text and its files, so a route
     sends the text first, then the files. A ``cache_control`` inside the list marks the whole
@@ -383,7 +385,7 @@ def _tool_result(block: Body, mark: CacheMark | None) -> ToolResultBlock:
             marks.append(inner_mark)
     return ToolResultBlock(
         tool_call_id=block.get("tool_use_id", str, required=True),
-        content="".join(texts),
+        content=tool_result_text(texts),
         is_error=block.get("is_error", bool, False),
         files=tuple(files),
         cache=mark if mark is not None else marks[-1] if marks else None,

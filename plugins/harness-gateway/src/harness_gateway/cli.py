@@ -87,11 +87,17 @@ def gateway_config(config: str | None) -> GatewayConfig:
 
 def _served_routes(config: str | None) -> set[str]:
     """The routes the gateway of ``config`` serves (generation and embedding routes), read from a
-    started harness of that config (no request is sent)."""
-    from harness_core import Harness, load_config
+    started harness of that config (no request is sent).
+
+    Raises :class:`click.ClickException` (exit 2) with every located problem when the file is
+    missing or invalid, as every command does (:func:`gateway_config`), never a traceback.
+    """
+    from harness_core import Harness
+
+    loaded = _checked(config)
 
     async def main() -> set[str]:
-        async with Harness.from_loaded(load_config(config)) as harness:
+        async with Harness.from_loaded(loaded) as harness:
             return {*harness.routes(), *harness.embed_routes()}
 
     return anyio.run(main)

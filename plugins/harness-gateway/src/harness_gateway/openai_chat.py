@@ -74,6 +74,7 @@ from harness_gateway.request import (
     cache_mark,
     pass_through,
     tool_name,
+    tool_result_text,
 )
 from harness_gateway.sse import sse_data
 
@@ -281,10 +282,13 @@ def _parts(message: Body, key: str = "content", *, required: bool = True, tool: 
 
 
 def _marked_text(message: Body, key: str, *, tool: bool = False) -> tuple[str, CacheMark | None]:
-    """The parts of ``key`` joined, with the last cache mark among them (``tool``: as :func:`_parts`)."""
+    """The parts of ``key`` joined, with the last cache mark among them (``tool``: as :func:`_parts`,
+    and the parts of a tool result are joined one a line, as every dialect joins them:
+    :func:`~harness_gateway.request.tool_result_text`)."""
     blocks = _parts(message, key, required=False, tool=tool)
     marks = [block.cache for block in blocks if block.cache is not None]
-    return "".join(block.text for block in blocks), (marks[-1] if marks else None)
+    texts = [block.text for block in blocks]
+    return tool_result_text(texts) if tool else "".join(texts), (marks[-1] if marks else None)
 
 
 _AUDIO: Final = {"wav": "audio/wav", "mp3": "audio/mpeg"}

@@ -113,6 +113,7 @@ from harness_gateway.request import (
     build_options,
     pass_through,
     tool_name,
+    tool_result_text,
 )
 from harness_gateway.responses_store import StoredResponse, chain, owner_of, put
 from harness_gateway.sse import sse_event
@@ -471,7 +472,8 @@ def _file_part(part: Body, kind: str) -> FileBlock:
 def _tool_output(item: Body) -> ToolResultBlock:
     """A ``function_call_output`` item: ``output`` a string, or a list of ``input_text``,
     ``input_image`` and ``input_file`` parts (the API's ``ResponseFunctionCallOutputItemList``;
-    PROTOCOLS.md §9.4): the texts joined become the result's content, the media its ``files`` in
+    PROTOCOLS.md §9.4): the texts, one a line (:func:`~harness_gateway.request.tool_result_text`),
+    become the result's content, the media its ``files`` in
     order, read as a user message's are (:func:`_file_part`). The other text parts a message
     takes (``output_text``, ``refusal``) are read as text, as before. The vocabulary's tool
     result holds one text and its files, so a route sends the text first, then the files.
@@ -498,7 +500,7 @@ def _tool_output(item: Body) -> ToolResultBlock:
                 part.path("type"),
                 f"a function_call_output holds input_text, input_image and input_file parts only, got {kind[:40]!r}",
             )
-    return ToolResultBlock(tool_call_id=call_id, content="".join(texts), files=tuple(files))
+    return ToolResultBlock(tool_call_id=call_id, content=tool_result_text(texts), files=tuple(files))
 
 
 def _read_reasoning(item: Body, history: _History) -> None:

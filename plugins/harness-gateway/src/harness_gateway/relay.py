@@ -34,6 +34,7 @@ from harness_core import (
     BlockAssembler,
     Failure,
     Finish,
+    FinishReason,
     ReasoningDelta,
     StreamChunk,
     TextDelta,
@@ -45,6 +46,7 @@ from harness_gateway.accounting import settle_row, start_watches
 from harness_gateway.auth import allowed
 from harness_gateway.dialect import Dialect, Ending
 from harness_gateway.errors import GatewayError, finish_error, public_abort, public_failure
+from harness_gateway.files import located_refusal, noting_places
 from harness_gateway.gateway import Gateway
 from harness_gateway.intake import read_request, require_messages, route_target
 from harness_gateway.keys import KeyRecord
@@ -103,7 +105,10 @@ class Generation(Response):
     async def prepare(self, runtime: GatewayRuntime) -> tuple[str, str, KeyRecord | None, ParsedRequest]:
         """Authenticate, read and resolve the request (the checks before admission)."""
         who, raw, (route, model, owner) = await read_request(self.gateway, runtime, self.request)
-        parsed = self.dialect.parse(raw, owner, model, target=route_target(runtime, route))
+        with noting_places() as places:  # where each file was: a route's refusal of one names it
+            parsed = self.dialect.parse(raw, owner, model, target=route_target(runtime, route))
+        if places:
+            parsed = msgspec.structs.replace(parsed, files=tuple(places))
         parsed = await self.dialect.resolve(self.gateway.store, who, parsed)
         require_messages(parsed, self.dialect.messages_field)
         return route, model, allowed(who, route), parsed
@@ -143,6 +148,9 @@ class Relay:
         self.options, self.record = open_record(self.options)  # the core fills it (fallback: attempts)
         self.key = key
         self.failure: Failure | None = None
+        self.refused: str | None = None
+        """The request field of the file the route refused (:meth:`shown_finish`): the ``param``
+        of the error answered (:meth:`answer`)."""
         self.started = time.perf_counter()
         self.first_token: float | None = None
         self.usage: Any = None
@@ -312,12 +320,29 @@ class Relay:
     def shown_finish(self, chunk: Finish, failure: Failure) -> Finish:
         """``chunk`` as clients, observers and the console see it: a transport failure's detail
         (upstream URL, OS error) goes to the server log and a stable message replaces it
-        (:func:`~harness_gateway.errors.public_failure`)."""
-        shown = public_failure(failure, self.route, self.generation.request_id)
-        if shown is None:
-            return chunk
-        logger.warning("request %s: route %r: %s", self.generation.request_id, self.route, failure.message)
+        (:func:`~harness_gateway.errors.public_failure`); a route's refusal of a file of the
+        request names the field that held it and the route asked for
+        (:func:`~harness_gateway.files.located_refusal`; the field is noted in :attr:`refused`)."""
+        located = located_refusal(failure, self.parsed.files, self.route, self.parsed.model)
+        if located is not None:
+            self.refused, shown = located
+            # the model and route are shown as every output shows them: a secret in them masked
+            shown = msgspec.structs.replace(shown, message=self.runtime.redact(shown.message))
+        else:
+            public = public_failure(failure, self.route, self.generation.request_id)
+            if public is None:
+                return chunk
+            shown = public
+            logger.warning("request %s: route %r: %s", self.generation.request_id, self.route, failure.message)
         return msgspec.structs.replace(chunk, reason=msgspec.structs.replace(chunk.reason, failure=shown))
+
+    def answer(self, reason: FinishReason) -> GatewayError | None:
+        """The error the client's answer ends with (:func:`~harness_gateway.errors.finish_error`),
+        ``param`` naming the refused file's field when the route refused one (:attr:`refused`)."""
+        failed = finish_error(reason)
+        if failed is not None and self.refused is not None:
+            failed.param = self.refused
+        return failed
 
     def shown_abort(self, chunk: Finish) -> Finish:
         """An aborted finish ``chunk`` as clients, observers and the console see it: its failure
@@ -393,7 +418,7 @@ class Relay:
         assert finish is not None, "the runtime ends every stream with one finish"
         dialect = self.generation.dialect
         response: Response
-        failed = finish_error(finish)  # an aborted answer is an error too (503 for the drain), never a 200
+        failed = self.answer(finish)  # an aborted answer is an error too (503 for the drain), never a 200
         if failed is not None:
             response = dialect.error_response(failed)
         else:
@@ -418,7 +443,7 @@ class Relay:
         def feed(chunk: StreamChunk) -> Awaitable[None] | None:
             nonlocal begun, flushed
             if not begun:
-                failed = finish_error(chunk.reason) if isinstance(chunk, Finish) else None
+                failed = self.answer(chunk.reason) if isinstance(chunk, Finish) else None
                 if failed is not None:
                     outbox.end(failed)  # failed or aborted before any output: an HTTP error
                     return None

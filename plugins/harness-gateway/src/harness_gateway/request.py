@@ -24,7 +24,7 @@ from typing import Any, Final, TypeVar
 
 import msgspec
 
-from harness_core import CacheMark, FieldTarget, GenerateOptions, RefusedField
+from harness_core import CacheMark, FieldTarget, FileBlock, GenerateOptions, RefusedField
 from harness_core import pass_through as harness_pass_through
 from harness_gateway.errors import GatewayError
 
@@ -43,6 +43,7 @@ __all__ = [
     "pass_through",
     "single_query",
     "tool_name",
+    "tool_result_text",
 ]
 
 T = TypeVar("T")
@@ -71,6 +72,10 @@ class ParsedRequest(msgspec.Struct, kw_only=True, frozen=True):
     stream: bool = False
     include_usage: bool = False
     extras: Any = None
+    files: tuple[tuple[str, FileBlock], ...] = ()
+    """The request's file blocks, each with the request field holding it, in request order (noted
+    as it was parsed: :func:`~harness_gateway.files.noting_places`): a route's refusal of one
+    names its field (:func:`~harness_gateway.files.located_refusal`)."""
 
 
 Target = FieldTarget
@@ -159,6 +164,23 @@ def tool_name(holder: Body, longest: int) -> str:
         shown = f"{bad.group()!r} (U+{ord(bad.group()):04X})"
         raise bad_request(holder.path("name"), f"{name!r} holds {shown}, which is not allowed: {rule}")
     return name
+
+
+TOOL_RESULT_SEPARATOR: Final = "\n"
+"""What :func:`tool_result_text` puts between a tool result's text parts."""
+
+
+def tool_result_text(texts: Iterable[str]) -> str:
+    """The text of a tool result given as several text parts (a Messages ``tool_result``'s
+    ``text`` blocks, a Responses ``function_call_output``'s ``input_text`` parts, a Chat ``tool``
+    message's ``text`` parts), the one rule of every dialect.
+
+    The vocabulary's :class:`~harness_core.ToolResultBlock` holds one text (and its files), so
+    the parts are joined, each on its own line (``["taken", "more"]`` is ``"taken\nmore"``): a
+    tool's words and lines stay apart, as the model would read them in separate blocks. Joined
+    with nothing, ``"taken"`` and ``"more"`` reached the route as ``"takenmore"``.
+    """
+    return TOOL_RESULT_SEPARATOR.join(texts)
 
 
 def bad_request(where: str, message: str) -> GatewayError:
