@@ -362,6 +362,16 @@ class Relay:
             except Exception:
                 logger.exception("request %s: an observer failed at the end of the stream", self.generation.request_id)
 
+    def charged(self) -> Any:
+        """The usage this generation is charged when it ends now (:meth:`settle`): the reported
+        one, else, for a stream that did not complete and streamed content, what it streamed
+        (:func:`estimated_usage`); ``None`` when it has neither. What a failed stream's answer
+        shows as its usage (the Responses ``response.failed``), so the client is shown what its
+        key is charged."""
+        if self.usage is None and self.status != "complete" and self.output_chars:
+            return estimated_usage(self.options, self.output_chars)
+        return self.usage
+
     async def settle(self) -> float:
         """Record metrics and settle the ledger row; the cost charged (USD).
 
@@ -370,8 +380,7 @@ class Relay:
         aborted upstream stream has none) is charged what it streamed (:func:`estimated_usage`),
         as a process killed mid-stream is: never nothing. One that completed without a usage is
         charged 0, and :func:`request_cost` says so."""
-        if self.usage is None and self.status != "complete" and self.output_chars:
-            self.usage = estimated_usage(self.options, self.output_chars)
+        self.usage = self.charged()
         runtime, gateway = self.runtime, self.gateway
         cost = request_cost(runtime.prices, *self.member(), self.usage, completed=self.status == "complete")
         gateway.metrics.ended(
@@ -435,6 +444,10 @@ class Relay:
             return outbox.room() if len(outbox.parts) >= RELAY_BUFFER else None
 
         async def finished(chunk: Finish) -> None:
+            if self.status != "complete" and self.usage is None:  # failed or aborted: the usage it is charged
+                self.usage = self.charged()
+                if self.usage is not None:
+                    encoder.feed(Usage(self.usage))  # (``b""``: a usage has no event of its own)
             await dialect.conclude(self.ending(chunk), encoder)
             outbox.put(encoder.feed(chunk))  # (``b""`` joins as nothing: the end comes with it)
             outbox.end(_LAST)
