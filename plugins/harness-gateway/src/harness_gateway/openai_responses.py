@@ -957,7 +957,8 @@ class ResponsesStreamEncoder:
     def _failed(self, error: GatewayError) -> dict[str, Any]:
         """The ``failed`` response object of ``error``: the items and usage so far, and the error."""
         shown = {"code": error.code or "server_error", "message": error.message}
-        return self._response("failed", error=shown)["response"]
+        failed: dict[str, Any] = self._response("failed", error=shown)["response"]
+        return failed
 
     def error(self, error: GatewayError) -> bytes:
         """An ``error`` event (``code``, ``message``, ``param`` and the OpenAI error object) and
