@@ -51,7 +51,7 @@ from harness_gateway.keys import KeyRecord
 from harness_gateway.observe import RunEnd, RunWatch
 from harness_gateway.request import ParsedRequest
 from harness_gateway.runtime import ABORT_GRACE, GatewayRuntime
-from harness_gateway.spend import estimated_usage, generation_bound, generation_floor, request_cost
+from harness_gateway.spend import estimated_usage, generation_bound, generation_floor, is_priced, request_cost
 from harness_gateway.sse import KEEPALIVE
 from harness_gateway.store import Status
 
@@ -86,13 +86,14 @@ class Generation(Response):
         async with self.gateway.holder.use() as runtime:
             try:
                 route, model, key, parsed = await self.prepare(runtime)
-                bound, floor = None, 0.0  # what a budgeted key reserves for it (priced only then: the hot path)
+                bound, floor, priced = None, 0.0, True  # what a budgeted key reserves (priced only then: the hot path)
                 if key is not None and key.budget is not None:
                     bound = generation_bound(runtime.prices, route, model, parsed.options)
                     if bound is None:
                         floor = generation_floor(runtime.prices, route, model, parsed.options)
+                        priced = is_priced(runtime.prices, route, model)
                 redacted = runtime.redact(model)  # no key kept
-                ticket = await self.gateway.store.admit(key, route, redacted, bound=bound, floor=floor)
+                ticket = await self.gateway.store.admit(key, route, redacted, bound=bound, floor=floor, priced=priced)
             except GatewayError as error:
                 self.count("-", "-", str(error.status))
                 await self.dialect.error_response(error)(scope, receive, send)
