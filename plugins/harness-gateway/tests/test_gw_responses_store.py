@@ -433,6 +433,32 @@ def test_a_stream_failing_midway_shows_and_stores_the_usage_it_is_charged(tmp_pa
         assert len(provider.requests) == 1  # refused before any upstream call
 
 
+def test_a_stream_failing_before_any_content_shows_the_nothing_it_is_charged(tmp_path: Path) -> None:
+    """A tool call opened (no arguments yet), then the upstream cut: nothing was streamed, so the
+    request is charged nothing and its ``response.failed`` says so, stored as sent."""
+    opened = {"id": "c1", "object": "chat.completion.chunk", "model": "m", "choices": [{"index": 0, "delta": {
+        "role": "assistant",
+        "tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "echo", "arguments": ""}}],
+    }, "finish_reason": None}]}  # fmt: skip
+    provider = ScriptedServer(Reply(reads=[f"data: {json.dumps(opened)}\n\n".encode()], end="abrupt"))
+    db = tmp_path / "gw.sqlite"
+    settings = "    prices: {gpt/*: {input: 1.0, output: 2.0}}"
+    with provider, serve_gateway(tmp_path, gateway_yaml(settings, GPT.format(provider.url), db=db)) as running:
+        request = {"model": "gpt/gpt-x", "input": "call echo", "stream": True, "tools": [
+            {"type": "function", "name": "echo", "parameters": {"type": "object"}}
+        ]}  # fmt: skip
+        with httpx.stream("POST", running.url + "/v1/responses", json=request, timeout=30) as answer:
+            seen = sse_events(answer.read())
+        failed = seen[-1]["response"]
+        assert (seen[-1]["type"], failed["output"][0]["status"]) == ("response.failed", "incomplete")
+        ticket = failed["id"].removeprefix("resp_")
+        wait_until(lambda: any(row["id"] == ticket for row in ledger_rows(db)))
+        (row,) = [row for row in ledger_rows(db) if row["id"] == ticket]
+        assert (row["input_tokens"], row["output_tokens"], row["cost"]) == (None, None, 0.0)
+        assert failed["usage"]["total_tokens"] == 0
+        assert httpx.get(f"{running.url}/v1/responses/{failed['id']}", timeout=30).json() == failed
+
+
 def test_a_failed_response_after_another_names_the_one_to_continue_from(tmp_path: Path) -> None:
     async def main() -> None:
         store = SQLiteStore(tmp_path / "gw.sqlite")
