@@ -362,7 +362,9 @@ def test_a_store_fault_answers_with_store_false(tmp_path: Path) -> None:
     anyio.run(main)
 
 
-def test_failed_aborted_and_unstored_generations_are_not_kept(tmp_path: Path) -> None:
+def test_collected_failures_and_unstored_generations_are_not_kept(tmp_path: Path) -> None:
+    """A collected failure is an HTTP error (no Response object to keep); ``store: false`` keeps nothing."""
+
     async def main() -> None:
         store = SQLiteStore(tmp_path / "gw.sqlite")
         await store.migrate()
