@@ -91,7 +91,7 @@ class Generation(Response):
                     bound = generation_bound(runtime.prices, route, model, parsed.options)
                     if bound is None:
                         floor = generation_floor(runtime.prices, route, model, parsed.options)
-                        priced = is_priced(runtime.prices, route, model)
+                        priced = floor > 0 or is_priced(runtime.prices, route, model)  # (a floor is a price)
                 redacted = runtime.redact(model)  # no key kept
                 ticket = await self.gateway.store.admit(key, route, redacted, bound=bound, floor=floor, priced=priced)
             except GatewayError as error:
