@@ -194,6 +194,29 @@ def test_an_empty_messages_text_is_refused_as_anthropic_does(http: httpx.Client)
     assert anthropic_refusal(counted)[2] == f"messages[0].content: {empty}"
 
 
+def test_a_refused_thinking_names_the_messages_clients_own_field(http: httpx.Client) -> None:
+    """A route that cannot honour a ``/v1/messages`` request's ``thinking`` (the effort it became)
+    names ``thinking.budget_tokens`` (with the budgets it takes) or ``thinking``: it quoted
+    ``reasoning_effort``, an OpenAI option a Messages client never sent."""
+    scale = (
+        "; the gateway passes thinking on as a reasoning effort: budget_tokens up to 4096 is 'low', up to 16384"
+        " 'medium', more 'high', and type disabled is 'off'"
+    )
+    for thinking, named in (
+        ({"type": "enabled", "budget_tokens": 8000}, "thinking.budget_tokens from 4097 to 16384 (taken as reasoning"
+         " effort 'medium')"),
+        ({"type": "disabled"}, "thinking (type disabled, taken as reasoning effort 'off')"),
+    ):  # fmt: skip
+        answer = messages(http, model="gpt/gpt-x", thinking=thinking)
+        assert anthropic_refusal(answer) == (
+            400,
+            "invalid_request_error",
+            f"{named} is not supported by model 'gpt-x' (supported: ['low', 'high']){scale}",
+        )
+        assert "reasoning_effort" not in answer.text
+    assert messages(http, model="gpt/gpt-x", thinking={"type": "enabled", "budget_tokens": 20000}).status_code != 400
+
+
 def test_a_refused_openai_effort_is_quoted_in_the_clients_spelling(http: httpx.Client) -> None:
     """``reasoning_effort: "none"`` is the vocabulary's ``"off"``: a route without it said ``'off'``."""
     answer = http.post("/v1/chat/completions", json={"model": "gpt/gpt-x", "messages": HI, "reasoning_effort": "none"})

@@ -118,8 +118,10 @@ def test_a_new_budgeted_key_admits_bounded_requests_at_once_up_to_its_budget(hos
         assert never.message == (
             f"key {learnt.name!r} has $9.2 left of its budget of $10 and this request may cost $9.5 (its bound: its "
             "estimated input plus its output limit at its route's prices): not retryable as sent; lower the "
-            "output limit or shorten the input"
-        )
+            "output limit or shorten the input, or have an admin raise the key's budget "
+            f"(`harness keys update {learnt.name} --budget <USD>`, or `PATCH /admin/keys/{learnt.name}` with "
+            '`{"budget": <USD>}`)'
+        )  # what helps: the request's own cure, or a raised budget (keys' budgets can be changed)
         assert await reserved(hosts[1], learnt) == [0.5, 0.5, 1.5, 6.7]
         # the room is wholly reserved: a request priced at 0 still never waits for the running ones
         assert len(tickets(await burst(hosts, learnt, 3, NOW + 2, bound=0.0))) == 3
@@ -195,7 +197,7 @@ def test_a_request_without_a_bound_reserves_at_least_its_input_s_cost(hosts: lis
         assert isinstance(never, GatewayError)
         assert (never.code, never.retryable) == ("insufficient_quota", False)
         assert "has $0.998 left of its budget of $1 and this request may cost $1.5 (its estimated" in never.message
-        assert never.message.endswith("not retryable as sent; shorten the input")
+        assert "not retryable as sent; shorten the input, or have an admin raise the key's budget (" in never.message
         # an unbounded request reserving the key's costliest: the cure is max_tokens
         costly = await new_key(hosts[0], budget=1.0)
         (one,) = tickets(await burst(hosts, costly, 1, NOW, bound=None))
@@ -312,7 +314,12 @@ def test_the_gateway_admits_a_keys_bounded_and_free_requests_while_an_unbounded_
                 unpriced = {"model": "unpriced/echo", "messages": hi, "max_tokens": 16}  # no price: no bound
                 refused = client.post(chat, json=unpriced, headers=auth)
                 assert refused.status_code == 429
-                assert "a model without a price always waits: give it a `prices` entry" in refused.text  # the cure
+                cure = refused.json()["error"]["message"].split("retry when the running one ends; ")[1]
+                assert cure == (  # the cure: its price (it told a request that set max_tokens to set max_tokens)
+                    "unpriced/echo has no price, so no request to it has a cost known before it runs (`max_tokens`"
+                    " cannot bound it): give it one in the gateway's `prices` (plugins.yaml `gateway: {prices:"
+                    " {unpriced/echo: {input: <USD>, output: <USD>}}}`, per million tokens; 0 for a self-hosted model)"
+                )
                 bounded = {"model": "mock/echo", "messages": hi, "max_tokens": 16}
                 assert client.post(chat, json=bounded, headers=auth).status_code == 200
                 free = {"model": "free/echo", "messages": hi}

@@ -139,7 +139,7 @@ def test_budget_admits_exactly_n_requests(gateway, clients) -> None:  # type: ig
 def test_a_spent_budget_is_not_retryable_in_either_dialect(gateway) -> None:  # type: ignore[no-untyped-def]
     """No ``retry-after``; ``x-should-retry: false``, which both SDKs honour (one attempt although
     they may retry three times); OpenAI's ``insufficient_quota`` 429, Anthropic's 402 ``billing_error``."""
-    key = create_key(gateway, "--name", "spent", "--budget", "2")  # one request of 2 USD
+    key = create_key(gateway, "--name", "spent team", "--budget", "2")  # one request of 2 USD
     attempts: list[str] = []
     hooks = {"request": [lambda request: attempts.append(request.url.path)]}
     # each SDK's own httpx client class (the OpenAI SDK ships its own httpx), counting every attempt
@@ -160,7 +160,19 @@ def test_a_spent_budget_is_not_retryable_in_either_dialect(gateway) -> None:  # 
         assert refused.value.status_code == 402
         assert refused.value.body["error"]["type"] == "billing_error"  # type: ignore[index]
         assert "has spent its budget" in refused.value.message
-    assert attempts == ["/v1/chat/completions"] * 2 + ["/v1/messages"]  # no retry of either refusal
+        # each says how to get unstuck: raise the key's budget, by its name (never its value)
+        shown = caught.value.response.json()["error"]["message"]
+        assert shown == (
+            "key 'spent team' has spent its budget of $2 ($2 spent): not retryable with this key until an admin"
+            " raises its budget (`harness keys update 'spent team' --budget <USD>`, or `PATCH /admin/keys/spent%20team`"
+            ' with `{"budget": <USD>}`)'
+        )
+        assert key not in caught.value.response.text
+        assert refused.value.body["error"]["message"] == shown  # type: ignore[index]
+        raised = CliRunner().invoke(cli, ["keys", "update", "spent team", "--budget", "4", "-c", str(gateway.config)])
+        assert raised.exit_code == 0, raised.output  # the command the message names, as it names it
+        client.chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]  # admitted again
+    assert attempts == ["/v1/chat/completions"] * 2 + ["/v1/messages", "/v1/chat/completions"]  # no retry of a refusal
 
 
 def test_admin_api_creates_lists_and_revokes(gateway, clients) -> None:  # type: ignore[no-untyped-def]

@@ -113,10 +113,10 @@ def test_admission_settles_its_keys_dead_rows_first_and_names_the_real_wait(tmp_
         assert near.value.headers() == {"retry-after": "4"}
         assert near.value.message == (
             "key 'k' runs one request at a time while the cost of its requests is unknown (its budget of $5"
-            " reserves what a request may cost): retry when the running one ends. A priced model's request that sets"
+            " reserves what a request may cost): retry when the running one ends; a request that sets"
             " `max_tokens` (`max_output_tokens` on /v1/responses) has its cost known before it runs and need not"
-            " wait; a model without a price always waits: give it a `prices` entry (0 for a self-hosted model)"
-        )
+            " wait"
+        )  # (mock/echo is priced here: the cure of an unpriced model is its price, test_gw_bound)
         unrecorded = await alive.admit(key, "mock", "echo", now=T0 + 4.5)  # the lease passed: settled first
         assert (await row(alive, ticket))[0] == "lost"
         assert await spent(alive) == 0.6

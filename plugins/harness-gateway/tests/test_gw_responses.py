@@ -347,6 +347,12 @@ def test_stream_encoder_failures() -> None:
     assert events(failed)[0]["error"]["message"] == "busy"
     assert encoder.failure is not None
     assert encoder.failure.status == 503
+    early = events(ResponsesStreamEncoder("resp_4", parse_responses_request(body())).error(GatewayError(503, "gone")))
+    assert [e["type"] for e in early] == ["error", "response.failed"]  # (a failure before the finish: no usage)
+    assert (early[1]["response"]["error"], early[1]["response"]["usage"]["total_tokens"]) == (
+        {"code": "server_error", "message": "gone"},
+        0,
+    )
     short = ResponsesStreamEncoder("resp_2", parse_responses_request(body())).feed(Finish(FinishReason(kind="length")))
     assert events(short)[-1]["type"] == "response.incomplete"
     aborted = ResponsesStreamEncoder("resp_3", parse_responses_request(body()))

@@ -15,12 +15,13 @@ import httpx
 import msgspec
 import openai
 import pytest
-from gw_helpers import Clients, gateway_yaml, serve_gateway
+from gw_helpers import Clients, gateway_yaml, ledger_rows, openai_sse, serve_gateway, wait_until
 from test_gw_cross import anthropic_events
 from test_gw_keys import MASTER, create_key
 
+from harness_core.errors import Failure
 from harness_core.testing import Reply, ScriptedServer
-from harness_core.types import Finish, FinishReason, TextBlock
+from harness_core.types import BlockStart, Finish, FinishReason, TextBlock, TextDelta, TokenUsage, Usage
 from harness_gateway.config import RETENTION_MAX, GatewayConfig, ResponsesConfig, duration_seconds
 from harness_gateway.dialect import Ending
 from harness_gateway.errors import GatewayError
@@ -361,7 +362,9 @@ def test_a_store_fault_answers_with_store_false(tmp_path: Path) -> None:
     anyio.run(main)
 
 
-def test_failed_aborted_and_unstored_generations_are_not_kept(tmp_path: Path) -> None:
+def test_collected_failures_and_unstored_generations_are_not_kept(tmp_path: Path) -> None:
+    """A collected failure is an HTTP error (no Response object to keep); ``store: false`` keeps nothing."""
+
     async def main() -> None:
         store = SQLiteStore(tmp_path / "gw.sqlite")
         await store.migrate()
@@ -376,6 +379,131 @@ def test_failed_aborted_and_unstored_generations_are_not_kept(tmp_path: Path) ->
         assert stored is not None
         assert stored.replay_state == {"sig": "S"}
         assert stored.response == encoder.final(ending(store, kept).finish)
+        await store.aclose()
+
+    anyio.run(main)
+
+
+GPT = "  openai:gpt: {{base_url: '{}/v1', api_key: dummy-key, routes: [gpt]}}"
+
+
+def sse_events(data: bytes) -> list[dict[str, Any]]:
+    return [json.loads(line[6:]) for line in data.decode().splitlines() if line.startswith("data: ")]
+
+
+def test_a_stream_failing_midway_shows_and_stores_the_usage_it_is_charged(tmp_path: Path) -> None:
+    """An upstream cut after "Hello wor": ``response.failed`` carried usage 0 though the ledger
+    charged what was streamed (an estimate: the upstream reported none), and the response was
+    not stored. Now the event's usage is the ledger row's, and ``GET /v1/responses/{id}`` answers
+    the failed response the client saw (status, error, items, usage); it cannot be continued."""
+    provider = ScriptedServer(Reply(reads=openai_sse("Hello ", "wor"), end="abrupt"))
+    db = tmp_path / "gw.sqlite"
+    settings = "    prices: {gpt/*: {input: 1.0, output: 2.0}}"
+    with provider, serve_gateway(tmp_path, gateway_yaml(settings, GPT.format(provider.url), db=db)) as running:
+        request = {"model": "gpt/gpt-x", "input": "say hello to the world", "stream": True}
+        with httpx.stream("POST", running.url + "/v1/responses", json=request, timeout=30) as answer:
+            seen = sse_events(answer.read())
+        assert [event["type"] for event in seen][-2:] == ["error", "response.failed"]
+        failed = seen[-1]["response"]
+        assert (failed["status"], failed["error"]["code"]) == ("failed", "NETWORK")
+        assert failed["output"][0]["content"][0]["text"] == "Hello wor"
+        ticket = failed["id"].removeprefix("resp_")
+        wait_until(lambda: any(row["id"] == ticket for row in ledger_rows(db)))  # settled after the answer
+        (row,) = [row for row in ledger_rows(db) if row["id"] == ticket]
+        assert row["status"] == "error"
+        assert row["cost"] > 0
+        usage = failed["usage"]
+        assert (usage["input_tokens"], usage["output_tokens"]) == (row["input_tokens"], row["output_tokens"])
+        assert (usage["output_tokens"], usage["total_tokens"]) == (3, row["input_tokens"] + 3)  # 9 characters
+        assert usage["input_tokens"] > 0
+
+        stored = httpx.get(f"{running.url}/v1/responses/{failed['id']}", timeout=30)
+        assert stored.status_code == 200
+        assert stored.json() == failed  # what the client saw
+        again = httpx.post(
+            running.url + "/v1/responses",
+            json={"model": "gpt/gpt-x", "input": "go on", "previous_response_id": failed["id"]},
+            timeout=30,
+        )
+        assert again.status_code == 400
+        error = again.json()["error"]
+        assert error["param"] == "previous_response_id"
+        assert error["message"] == (
+            f"previous_response_id: response {failed['id']!r} failed and cannot be continued: send the"
+            " conversation again without previous_response_id"
+        )
+        assert len(provider.requests) == 1  # refused before any upstream call
+
+
+def test_a_stream_failing_before_any_content_shows_the_nothing_it_is_charged(tmp_path: Path) -> None:
+    """A tool call opened (no arguments yet), then the upstream cut: nothing was streamed, so the
+    request is charged nothing and its ``response.failed`` says so, stored as sent."""
+    opened = {"id": "c1", "object": "chat.completion.chunk", "model": "m", "choices": [{"index": 0, "delta": {
+        "role": "assistant",
+        "tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "echo", "arguments": ""}}],
+    }, "finish_reason": None}]}  # fmt: skip
+    provider = ScriptedServer(Reply(reads=[f"data: {json.dumps(opened)}\n\n".encode()], end="abrupt"))
+    db = tmp_path / "gw.sqlite"
+    settings = "    prices: {gpt/*: {input: 1.0, output: 2.0}}"
+    with provider, serve_gateway(tmp_path, gateway_yaml(settings, GPT.format(provider.url), db=db)) as running:
+        request = {"model": "gpt/gpt-x", "input": "call echo", "stream": True, "tools": [
+            {"type": "function", "name": "echo", "parameters": {"type": "object"}}
+        ]}  # fmt: skip
+        with httpx.stream("POST", running.url + "/v1/responses", json=request, timeout=30) as answer:
+            seen = sse_events(answer.read())
+        failed = seen[-1]["response"]
+        assert (seen[-1]["type"], failed["output"][0]["status"]) == ("response.failed", "incomplete")
+        ticket = failed["id"].removeprefix("resp_")
+        wait_until(lambda: any(row["id"] == ticket for row in ledger_rows(db)))
+        (row,) = [row for row in ledger_rows(db) if row["id"] == ticket]
+        assert (row["input_tokens"], row["output_tokens"], row["cost"]) == (None, None, 0.0)
+        assert failed["usage"]["total_tokens"] == 0
+        assert httpx.get(f"{running.url}/v1/responses/{failed['id']}", timeout=30).json() == failed
+
+
+def test_a_failed_response_after_another_names_the_one_to_continue_from(tmp_path: Path) -> None:
+    async def main() -> None:
+        store = SQLiteStore(tmp_path / "gw.sqlite")
+        await store.migrate()
+        earlier = msgspec.structs.replace(record("resp_1"), response={"id": "resp_1", "status": "completed"})
+        failed = {"id": "resp_2", "status": "failed"}
+        await put(store, msgspec.structs.replace(earlier, created_at=T0 + 1e9, expires_at=T0 + 2e9))
+        await put(
+            store,
+            msgspec.structs.replace(record("resp_2", previous="resp_1"), response=failed, expires_at=T0 + 2e9),
+        )
+        parsed = parse_responses_request({"model": "r/m", "input": "next", "previous_response_id": "resp_2"}, "a")
+        with pytest.raises(GatewayError) as refused:
+            await OPENAI_RESPONSES.resolve(store, None, parsed)
+        assert (refused.value.status, refused.value.param) == (400, "previous_response_id")
+        assert refused.value.message.endswith("continue from the response before it ('resp_1')")
+        await store.aclose()
+
+    anyio.run(main)
+
+
+def test_a_streamed_failure_is_stored_as_it_was_sent(tmp_path: Path) -> None:
+    async def main() -> None:
+        store = SQLiteStore(tmp_path / "gw.sqlite")
+        await store.migrate()
+        parsed = parse_responses_request({"model": "r/m", "input": "hi"}, "a")
+        encoder = ResponsesStreamEncoder("resp_f", parsed)
+        for chunk in (BlockStart(0, "text"), TextDelta(0, "par"), Usage(TokenUsage(4, 1))):
+            encoder.feed(chunk)
+        finish = Finish(FinishReason(kind="aborted", failure=Failure(code="ABORTED", message="aborted")))
+        end = Ending(
+            store=store, retention=60.0, parsed=parsed, route="r", model="m", source="a", finish=finish, redact=str
+        )
+        await OPENAI_RESPONSES.conclude(end, encoder)
+        sent = sse_events(encoder.feed(finish))[-1]["response"]
+        stored = await fetch(store, "resp_f", None)
+        assert stored is not None
+        assert stored.response == sent
+        assert (sent["status"], sent["error"], sent["usage"]["total_tokens"]) == (
+            "failed",
+            {"code": "ABORTED", "message": "aborted"},
+            5,
+        )
         await store.aclose()
 
     anyio.run(main)

@@ -608,9 +608,11 @@ def test_equal_token_limits_stream_options_and_a_required_tool_call_are_read() -
     )
 
 
-def test_a_refused_field_a_dialect_has_no_spelling_for_keeps_its_message() -> None:
+def test_a_refused_field_is_named_in_each_dialect_s_own_terms() -> None:
     """A route's refusal naming a vocabulary field: the dialect's spelling in ``param`` and the
-    message where it has one; Messages (whose errors carry no ``param``) leaves both as they are."""
+    message; Messages (whose errors carry no ``param``) names the ``thinking`` the effort came
+    from (it quoted ``reasoning_effort``, a field a Messages client never sent) and its
+    ``output_config.format`` for ``response_format``."""
     from harness_gateway.anthropic_messages import ANTHROPIC_MESSAGES
     from harness_gateway.openai_chat import OPENAI_CHAT
 
@@ -625,5 +627,16 @@ def test_a_refused_field_a_dialect_has_no_spelling_for_keeps_its_message() -> No
         "reasoning_effort 'max' is not one of ['low']",
     )
     messages = json.loads(bytes(ANTHROPIC_MESSAGES.error_response(refused()).body))
-    assert messages["error"]["message"] == "reasoning_effort 'max' is not one of ['low']"
+    assert messages["error"]["message"] == (
+        "thinking is not one of ['low']; the gateway passes thinking on as a reasoning effort: budget_tokens up"
+        " to 4096 is 'low', up to 16384 'medium', more 'high', and type disabled is 'off'"
+    )  # ('max': no thinking the client can send becomes it)
     assert "param" not in messages["error"]
+    unquoted = GatewayError(400, "reasoning_effort is not supported", code="UNSUPPORTED", field="reasoning_effort")
+    message = json.loads(bytes(ANTHROPIC_MESSAGES.error_response(unquoted).body))["error"]["message"]
+    assert message.startswith("thinking is not supported; the gateway passes thinking on")
+    schema = GatewayError(
+        400, "response_format with a JSON schema is not supported", code="UNSUPPORTED", field="response_format"
+    )
+    message = json.loads(bytes(ANTHROPIC_MESSAGES.error_response(schema).body))["error"]["message"]
+    assert message == "output_config.format with a JSON schema is not supported"

@@ -600,6 +600,33 @@ def test_admission_decides_the_budget_cases_without_a_race() -> None:
     assert isinstance(too_big, GatewayError)
     assert (too_big.code, too_big.retryable, too_big.retry_after) == ("insufficient_quota", False, None)
     assert too_big.message.startswith("key 'k' has $1 left of its budget of $10 and this request may cost $1.5")
+    raise_it = '(`harness keys update k --budget <USD>`, or `PATCH /admin/keys/k` with `{"budget": <USD>}`)'
+    assert too_big.message.endswith(
+        f"lower the output limit or shorten the input, or have an admin raise the key's budget {raise_it}"
+    )
+    assert spent.message.endswith(f"not retryable with this key until an admin raises its budget {raise_it}")
+    # a route/model without a price: the cure is its price (max_tokens bounds no unpriced request)
+    price_it = (
+        "local/llama has no price, so no request to it has a cost known before it runs (`max_tokens` cannot bound"
+        " it): give it one in the gateway's `prices` (plugins.yaml `gateway: {prices: {local/llama: {input: <USD>,"
+        " output: <USD>}}}`, per million tokens; 0 for a self-hosted model)"
+    )
+    learnt = (0, 0.0, 0, 0.0, 0, 0.0, 1.5, None)  # nothing running; the key's costliest request cost 1.5
+    unpriced = decide(key(9.0), learnt, 100.0, None, 0.0, unpriced="local/llama")
+    assert isinstance(unpriced, GatewayError)
+    assert (unpriced.code, unpriced.retryable) == ("insufficient_quota", False)
+    assert unpriced.message == (
+        "key 'k' has $1 left of its budget of $10 and this request may cost $1.5 (the most a request of this key"
+        f" has cost, reserved for a request of unknown cost): not retryable as sent; {price_it}, or have an admin"
+        f" raise the key's budget {raise_it}"
+    )
+    priced = decide(key(9.0), learnt, 100.0, None, 0.0)
+    assert isinstance(priced, GatewayError)
+    assert "set `max_tokens` (`max_output_tokens` on /v1/responses) so its cost is known" in priced.message
+    waiting = decide(key(0.0), running, 100.0, unpriced="local/llama")
+    assert isinstance(waiting, GatewayError)
+    assert waiting.code == "budget_exceeded"
+    assert waiting.message.endswith(f"retry when the running one ends; {price_it}")
 
 
 @pytest.mark.anyio

@@ -37,9 +37,12 @@ redacted block goes out as ``redacted_thinking`` with its ``data``, and a thinki
 from __future__ import annotations
 
 import base64
+import re
+from types import MappingProxyType
 from typing import Any, Final
 
 import msgspec
+from starlette.responses import JSONResponse
 
 from harness_core import (
     BlockEnd,
@@ -116,6 +119,22 @@ IGNORED: Final = frozenset({"metadata"})
 
 _STOP: Final = {"tool-calls": "tool_use", "length": "max_tokens", "content-filter": "refusal"}
 _EFFORT_BUDGETS: Final = ((4096, "low"), (16384, "medium"))
+
+_THINKING_AS: Final = MappingProxyType(
+    {
+        "off": "thinking (type disabled, taken as reasoning effort 'off')",
+        "low": "thinking.budget_tokens up to 4096 (taken as reasoning effort 'low')",
+        "medium": "thinking.budget_tokens from 4097 to 16384 (taken as reasoning effort 'medium')",
+        "high": "thinking.budget_tokens above 16384 (taken as reasoning effort 'high')",
+    }
+)
+"""A ``thinking`` the client sent, by the reasoning effort :func:`_effort` made of it: how a
+route's refusal of that effort names it (:func:`thinking_refusal`)."""
+_QUOTED_EFFORT: Final = re.compile(r"reasoning_effort '([a-z]+)'")
+_THINKING_SCALE: Final = (
+    "the gateway passes thinking on as a reasoning effort: budget_tokens up to 4096 is 'low', up to 16384"
+    " 'medium', more 'high', and type disabled is 'off'"
+)
 
 _encode = msgspec.json.Encoder().encode
 
@@ -443,6 +462,19 @@ def _effort(body: Body) -> str | None:
     return next((effort for limit, effort in _EFFORT_BUDGETS if budget <= limit), "high")
 
 
+def thinking_refusal(message: str) -> str:
+    """A route's refusal of a request's reasoning effort (``message``, naming the vocabulary's
+    ``reasoning_effort``) in a Messages client's terms: the ``thinking`` it sent (``thinking``
+    for ``type: disabled``, ``thinking.budget_tokens`` and its range for ``enabled``), and how
+    the gateway turns a budget into an effort, so the client can pick a budget the route takes
+    (``reasoning_effort 'medium' is not supported by model 'gpt-x' (supported: ['low', 'high'])``
+    names ``thinking.budget_tokens from 4097 to 16384``)."""
+    shown, found = _QUOTED_EFFORT.subn(lambda match: _THINKING_AS.get(match[1], "thinking"), message, count=1)
+    if not found:
+        shown = message.replace("reasoning_effort", "thinking", 1)
+    return f"{shown}; {_THINKING_SCALE}"
+
+
 def stop_reason(reason: FinishReason) -> str:
     """Anthropic's ``stop_reason`` for a harness finish."""
     if reason.raw == "stop_sequence":
@@ -646,6 +678,7 @@ class AnthropicMessages(Dialect):
     name = "anthropic"
     path = "/v1/messages"
     id_prefix = "msg_"
+    option_fields = MappingProxyType({"response_format": "output_config.format"})
 
     def parse(self, raw: Any, owner: str | None, upstream_model: str, *, target: Target | None = None) -> ParsedRequest:
         """:func:`parse_messages_request` (signed thinking becomes ``owner``'s replay state)."""
@@ -660,6 +693,15 @@ class AnthropicMessages(Dialect):
     ) -> dict[str, Any]:
         """:func:`messages_response`."""
         return messages_response(public_id, parsed.model, message, usage, finish)
+
+    def error_response(self, error: GatewayError) -> JSONResponse:
+        """:meth:`Dialect.error_response`, a route's refusal of the reasoning effort naming the
+        request's ``thinking`` instead (:func:`thinking_refusal`): a Messages client never sent
+        a ``reasoning_effort``."""
+        if error.field == "reasoning_effort" and error.param is None:
+            error.message = thinking_refusal(error.message)
+            error.field = None  # (named: not renamed again)
+        return super().error_response(error)
 
     def error_body(self, error: GatewayError) -> dict[str, Any]:
         """:meth:`GatewayError.anthropic_body`."""

@@ -75,10 +75,12 @@ class Embedding(Response):
                 target = Target(route, None, plugin_name(owner), takes_options=False)  # no embed options
                 parsed = parse_embeddings_request(raw, target=target)
                 key = allowed(who, route)
-                bound = None  # what a budgeted key reserves for it (priced only then: the hot path)
+                bound, priced = None, True  # what a budgeted key reserves for it (priced only then: the hot path)
                 if key is not None and key.budget is not None:
                     bound = embedding_bound(runtime.prices, route, model, parsed.options.inputs)
-                ticket = await gateway.store.admit(key, route, runtime.redact(model), bound=bound)  # no key kept
+                    priced = bound is not None  # (an embedding has a bound whenever it has a price)
+                redacted = runtime.redact(model)  # no key kept
+                ticket = await gateway.store.admit(key, route, redacted, bound=bound, priced=priced)
             except GatewayError as error:
                 gateway.metrics.requests.labels(EMBEDDINGS_API, "-", "-", str(error.status)).inc()
                 await EMBEDDINGS.error_response(error)(scope, receive, send)

@@ -912,11 +912,11 @@ class ResponsesStreamEncoder:
         (:func:`~harness_gateway.errors.finish_error`), after the ``.done`` events of the blocks
         :meth:`_last_items` closes."""
         out = b"".join(self._done(*closed) for closed in self._last_items(finish))
+        body = self.final(finish)
         failed = finish_error(finish.reason)
         if failed is not None:
             self.failure = failed
-            return out + self.error(failed)
-        body = self.final(finish)
+            return out + self._error_events(failed, body)
         kind = "response.completed" if body["status"] == "completed" else "response.incomplete"
         return out + self.event(kind, {"response": body})
 
@@ -940,21 +940,39 @@ class ResponsesStreamEncoder:
         return self._closing
 
     def final(self, finish: Finish) -> dict[str, Any]:
-        """The ``response`` object the terminal event of ``finish`` (one that did not fail) carries:
-        built once, so what :meth:`OpenAIResponses.conclude` stores (and marks) is what is sent."""
+        """The ``response`` object the terminal event of ``finish`` carries: ``completed`` /
+        ``incomplete``, or ``failed`` with its error for a failed or aborted stream
+        (:func:`~harness_gateway.errors.finish_error`), with the usage fed so far (the relay feeds
+        a failed stream the usage its key is charged before its finish). Built once, so what
+        :meth:`OpenAIResponses.conclude` stores (and marks) is what is sent."""
         if self._final is None:
             self._last_items(finish)  # every item closed, the cut one marked
-            _with_state(self.output, self.id, self.parsed.extras, finish.replay_state)
-            status, incomplete = _status(finish.reason)
-            self._final = self._response(status, incomplete=incomplete)["response"]
+            failed = finish_error(finish.reason)
+            if failed is not None:
+                self._final = self._failed(failed)
+            else:
+                _with_state(self.output, self.id, self.parsed.extras, finish.replay_state)
+                status, incomplete = _status(finish.reason)
+                self._final = self._response(status, incomplete=incomplete)["response"]
         return self._final
 
+    def _failed(self, error: GatewayError) -> dict[str, Any]:
+        """The ``failed`` response object of ``error``: the items and usage so far, and the error."""
+        shown = {"code": error.code or "server_error", "message": error.message}
+        failed: dict[str, Any] = self._response("failed", error=shown)["response"]
+        return failed
+
     def error(self, error: GatewayError) -> bytes:
-        """An ``error`` event (``code``, ``message``, ``param`` and the OpenAI error object) and ``response.failed``."""
-        body = error.openai_body()
+        """An ``error`` event (``code``, ``message``, ``param`` and the OpenAI error object) and
+        ``response.failed`` (:meth:`_failed`): the end of a stream that failed without its finish
+        (before any output, once a keep-alive went out)."""
+        return self._error_events(error, self._failed(error))
+
+    def _error_events(self, error: GatewayError, response: dict[str, Any]) -> bytes:
+        """The ``error`` event of ``error`` and the ``response.failed`` event carrying ``response``."""
         detail = {"code": error.code, "message": error.message, "param": error.param}
-        failed = self._response("failed", error={"code": error.code or "server_error", "message": error.message})
-        return self.event("error", {**detail, **body}) + self.event("response.failed", failed)
+        out = self.event("error", {**detail, **error.openai_body()})  # (first: its sequence number is the lower)
+        return out + self.event("response.failed", {"response": response})
 
 
 class OpenAIResponses(Dialect):
@@ -989,30 +1007,45 @@ class OpenAIResponses(Dialect):
         Raises:
             GatewayError: 404 ``previous_response_not_found`` (``param`` ``previous_response_id``)
                 when that response, or one before it, is not stored for this caller (never stored,
-                ``store: false``, deleted, expired, or another key's); 503 while the store is away.
+                ``store: false``, deleted, expired, or another key's); 400 naming
+                ``previous_response_id`` when that response failed (its stream failed or was
+                aborted: stored as the client saw it, it cannot be continued); 503 while the store
+                is away.
         """
         extras: ResponsesExtras = parsed.extras
         account = owner_of(who)
         if extras.previous_response_id is None:
             return msgspec.structs.replace(parsed, extras=msgspec.structs.replace(extras, account=account))
         history = await chain(store, extras.previous_response_id, None if who is True else account)
+        last = history[-1]
+        if last.response.get("status") == "failed":  # (kept as the client saw it: its output is partial)
+            cure = (
+                f"continue from the response before it ({last.previous_id!r})"
+                if last.previous_id
+                else "send the conversation again without previous_response_id"
+            )
+            raise bad_request("previous_response_id", f"response {last.id!r} failed and cannot be continued: {cure}")
         return continued(parsed, history, account)
 
     async def conclude(self, ending: Ending, result: dict[str, Any] | StreamEncoder) -> None:
-        """Store the response when the request said ``store: true`` and it completed or came out
-        incomplete (never a failed or aborted one): the Response object, the input items, the
-        serving route, model and ``source`` and the route's replay state, owned by the caller
-        (:mod:`harness_gateway.responses_store`). What is stored holds no secret of the gateway's:
-        the configuration's secrets (``ending.redact``) and gateway keys (:func:`mask_keys`) in
-        the input items and the Response are masked (a later ``previous_response_id`` replays
-        them masked, as the console shows them); the answer the client gets is as it was. When
-        the store refuses it (503), the response still goes out, with ``store: false`` and the
-        fault logged: its id cannot be used later."""
+        """Store the response when the request said ``store: true``: one that completed or came
+        out incomplete, and a stream that failed or was aborted after it began (its
+        ``response.failed``: status ``failed``, the error, the items and the usage so far, as the
+        client saw them; a collected failure is an HTTP error, with no response to keep): the
+        Response object, the input items, the serving route, model and ``source`` and the route's
+        replay state, owned by the caller (:mod:`harness_gateway.responses_store`). What is stored
+        holds no secret of the gateway's: the configuration's secrets (``ending.redact``) and
+        gateway keys (:func:`mask_keys`) in the input items and the Response are masked (a later
+        ``previous_response_id`` replays them masked, as the console shows them); the answer the
+        client gets is as it was. When the store refuses it (503), the response still goes out,
+        with ``store: false`` and the fault logged: its id cannot be used later."""
         extras: ResponsesExtras = ending.parsed.extras
-        if not extras.store or ending.finish.reason.kind in ("error", "aborted"):
+        if not extras.store:
             return
         if isinstance(result, ResponsesStreamEncoder):
             body = result.final(ending.finish)
+        elif ending.finish.reason.kind in ("error", "aborted"):
+            return  # (a collected failure: its answer is an HTTP error, no Response object)
         else:
             assert isinstance(result, dict), "the relay passes the response body or this dialect's encoder"
             body = result

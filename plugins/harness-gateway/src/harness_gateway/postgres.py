@@ -487,8 +487,9 @@ class PostgresStore(SqlStore):
         now: float,
         bound: float | None,
         floor: float = 0.0,
+        unpriced: str | None = None,
     ) -> None:
-        """Admit in one statement (``gateway_admit``). Near the
+        """Admit in one statement (``gateway_admit``; ``unpriced`` named in a refusal, :func:`decide`). Near the
         budget (``budget_exceeded``: a dead process's reservation may be in the way) the admission
         runs again as the recounting transaction of :meth:`SqlStore._open`.
 
@@ -515,10 +516,12 @@ class PostgresStore(SqlStore):
             return
         if outcome == "revoked":
             raise revoked()
-        decision = decide(key_record(tuple(row)[9:]), (*tuple(row)[2:9], None), now, bound, floor)
+        decision = decide(key_record(tuple(row)[9:]), (*tuple(row)[2:9], None), now, bound, floor, unpriced=unpriced)
         if isinstance(decision, GatewayError) and decision.code != "budget_exceeded":
             raise decision
-        await super()._open(ticket, key_id, route, model, now, bound, floor)  # near the budget: recount (rare)
+        await super()._open(
+            ticket, key_id, route, model, now, bound, floor, unpriced
+        )  # near the budget: recount (rare)
 
     async def _write_ended(self, values: tuple[Any, ...]) -> None:
         """:meth:`SqlStore._write_ended` in one round trip (one statement, its own transaction)."""

@@ -281,10 +281,11 @@ class RedisLimits:
         lease_until: float,
         bound: float | None = None,
         floor: float = 0.0,
+        unpriced: str | None = None,
     ) -> float:
         """Decide the admission of ``ticket`` for ``key`` (as read from SQL: its limits, and
-        ``spent`` / ``max_cost`` to seed Redis with) at ``now``, the request's ``bound`` and
-        ``floor`` as :func:`~harness_gateway.store.decide` takes them; the budget reserved.
+        ``spent`` / ``max_cost`` to seed Redis with) at ``now``, the request's ``bound``, ``floor``
+        and ``unpriced`` as :func:`~harness_gateway.store.decide` takes them; the budget reserved.
 
         Raises:
             GatewayError: the 429 of :func:`~harness_gateway.store.decide`; 503 on a Redis fault.
@@ -306,7 +307,7 @@ class RedisLimits:
             int(answer[2]), _number(answer[3]), int(answer[4]), _number(answer[5]),
             int(answer[6]), float(answer[7]), float(answer[8]), _number(answer[10]),
         )  # fmt: skip
-        decision = decide(seen, window, now, bound, floor)
+        decision = decide(seen, window, now, bound, floor, unpriced=unpriced)
         if not isinstance(decision, GatewayError):  # pragma: no cover  # the script and decide() disagree: a bug
             raise RuntimeError(f"the admission script refused what decide() admits: {window}")
         raise decision
@@ -372,9 +373,10 @@ class RedisAdmission(SqlStore):
         now: float,
         bound: float | None,
         floor: float = 0.0,
+        unpriced: str | None = None,
     ) -> None:
         """Admit ``ticket`` of ``key_id`` (``bound``, ``floor``: the request's,
-        :meth:`SqlStore.admit`): the key read from SQL,
+        :meth:`SqlStore.admit`; ``unpriced``: :func:`~harness_gateway.store.decide`'s): the key read from SQL,
         the decision in Redis (:meth:`RedisLimits.admit`), then the running ledger row; should
         that insert fail, the reservation is released again (or, Redis failing too, its lease
         returns it).
@@ -386,7 +388,9 @@ class RedisAdmission(SqlStore):
         row = found[0] if found else None
         if row is None or row[8] is not None:
             raise revoked()
-        reserve = await self.limits.admit(key_record(row), row[10], ticket, now, now + self.lease, bound, floor)
+        reserve = await self.limits.admit(
+            key_record(row), row[10], ticket, now, now + self.lease, bound, floor, unpriced
+        )
         insert = (
             "INSERT INTO gateway_ledger (id, key_id, route, model, started_at, status, reserved, owner, lease_until)"
             " VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?)"

@@ -53,7 +53,7 @@ from harness_gateway.keys import KeyRecord
 from harness_gateway.observe import RunEnd, RunWatch
 from harness_gateway.request import ParsedRequest
 from harness_gateway.runtime import ABORT_GRACE, GatewayRuntime
-from harness_gateway.spend import estimated_usage, generation_bound, generation_floor, request_cost
+from harness_gateway.spend import estimated_usage, generation_bound, generation_floor, is_priced, request_cost
 from harness_gateway.sse import KEEPALIVE
 from harness_gateway.store import Status
 
@@ -88,13 +88,14 @@ class Generation(Response):
         async with self.gateway.holder.use() as runtime:
             try:
                 route, model, key, parsed = await self.prepare(runtime)
-                bound, floor = None, 0.0  # what a budgeted key reserves for it (priced only then: the hot path)
+                bound, floor, priced = None, 0.0, True  # what a budgeted key reserves (priced only then: the hot path)
                 if key is not None and key.budget is not None:
                     bound = generation_bound(runtime.prices, route, model, parsed.options)
                     if bound is None:
                         floor = generation_floor(runtime.prices, route, model, parsed.options)
+                        priced = floor > 0 or is_priced(runtime.prices, route, model)  # (a floor is a price)
                 redacted = runtime.redact(model)  # no key kept
-                ticket = await self.gateway.store.admit(key, route, redacted, bound=bound, floor=floor)
+                ticket = await self.gateway.store.admit(key, route, redacted, bound=bound, floor=floor, priced=priced)
             except GatewayError as error:
                 self.count("-", "-", str(error.status))
                 await self.dialect.error_response(error)(scope, receive, send)
@@ -387,6 +388,16 @@ class Relay:
             except Exception:
                 logger.exception("request %s: an observer failed at the end of the stream", self.generation.request_id)
 
+    def charged(self) -> Any:
+        """The usage this generation is charged when it ends now (:meth:`settle`): the reported
+        one, else, for a stream that did not complete and streamed content, what it streamed
+        (:func:`estimated_usage`); ``None`` when it has neither. What a failed stream's answer
+        shows as its usage (the Responses ``response.failed``), so the client is shown what its
+        key is charged."""
+        if self.usage is None and self.status != "complete" and self.output_chars:
+            return estimated_usage(self.options, self.output_chars)
+        return self.usage
+
     async def settle(self) -> float:
         """Record metrics and settle the ledger row; the cost charged (USD).
 
@@ -395,8 +406,7 @@ class Relay:
         aborted upstream stream has none) is charged what it streamed (:func:`estimated_usage`),
         as a process killed mid-stream is: never nothing. One that completed without a usage is
         charged 0, and :func:`request_cost` says so."""
-        if self.usage is None and self.status != "complete" and self.output_chars:
-            self.usage = estimated_usage(self.options, self.output_chars)
+        self.usage = self.charged()
         runtime, gateway = self.runtime, self.gateway
         cost = request_cost(runtime.prices, *self.member(), self.usage, completed=self.status == "complete")
         gateway.metrics.ended(
@@ -460,6 +470,10 @@ class Relay:
             return outbox.room() if len(outbox.parts) >= RELAY_BUFFER else None
 
         async def finished(chunk: Finish) -> None:
+            if self.status != "complete" and self.usage is None:  # failed or aborted: the usage it is charged
+                self.usage = self.charged()
+                if self.usage is not None:
+                    encoder.feed(Usage(self.usage))  # (``b""``: a usage has no event of its own)
             await dialect.conclude(self.ending(chunk), encoder)
             outbox.put(encoder.feed(chunk))  # (``b""`` joins as nothing: the end comes with it)
             outbox.end(_LAST)

@@ -36,6 +36,7 @@ __all__ = [
     "estimated_usage",
     "generation_bound",
     "generation_floor",
+    "is_priced",
     "request_bound",
     "request_cost",
 ]
@@ -90,6 +91,13 @@ def _priced(book: PriceBook, route: str, model: str) -> bool:
     _UNPRICED.setdefault(book, set()).add((route, model))
     logger.warning("charging 0 USD for %s/%s requests: no price is known (add one to `prices`)", route, model)
     return False
+
+
+def is_priced(book: PriceBook, route: str, model: str) -> bool:
+    """Whether ``book`` has a price for ``route/model`` at all (a pair without one is remembered
+    and logged once, as :func:`request_cost` does): a budgeted key's refusal of a request to an
+    unpriced one names its price as the cure (:func:`~harness_gateway.store.decide`)."""
+    return (route, model) not in _UNPRICED.setdefault(book, set()) and _priced(book, route, model)
 
 
 def request_bound(book: PriceBook, route: str, model: str, usage: TokenUsage) -> float | None:

@@ -65,11 +65,13 @@ import json
 import logging
 import math
 import os
+import shlex
 import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, Literal, Protocol, TypeVar
+from urllib.parse import quote
 
 import anyio
 import msgspec
@@ -143,7 +145,13 @@ class Tx(Protocol):
 
 
 def decide(
-    key: KeyRecord, window: Sequence[Any], now: float, bound: float | None = None, floor: float = 0.0
+    key: KeyRecord,
+    window: Sequence[Any],
+    now: float,
+    bound: float | None = None,
+    floor: float = 0.0,
+    *,
+    unpriced: str | None = None,
 ) -> GatewayError | float:
     """The admission decision for ``key``: a 429 :class:`GatewayError`, or the budget to reserve (USD).
 
@@ -151,7 +159,10 @@ def decide(
     requests, reserved by them, most a request has cost, earliest lease end of the running
     requests)`` as :meth:`SqlStore.admit` reads it (times in unix seconds). ``bound`` is the most
     the request can cost (:func:`harness_gateway.spend.request_bound`; ``None``: unknown),
-    ``floor`` the least (:func:`harness_gateway.spend.generation_floor`, USD; 0 when unknown).
+    ``floor`` the least (:func:`harness_gateway.spend.generation_floor`, USD; 0 when unknown);
+    ``unpriced`` the ``route/model`` the request asked for when the price book has no price for
+    it (``None``: priced), named in the cure of its refusals (its price, not ``max_tokens``,
+    which bounds no unpriced request).
 
     A budgeted key's request reserves its **estimate**: its bound when known (``0`` for a
     route/model priced at 0), else the larger of the most a request of the key has cost and its
@@ -170,7 +181,8 @@ def decide(
     then). A request that cannot fit even once the running requests end (a spent budget, or an
     estimate above what the spend leaves: spend only grows) is not retryable (``retryable=False``:
     no ``retry-after``, OpenAI's ``insufficient_quota`` / Anthropic's ``billing_error``), its
-    message naming what is left, the estimate and the cure.
+    message naming what is left, the estimate and the cure, raising the key's budget among them
+    (:func:`raise_budget`: the command and the admin endpoint, by the key's name).
     """
     requests, oldest_start, tokens, oldest_end, running, reserved, max_cost, lease_ends = window
     if key.rpm is not None and requests >= key.rpm:
@@ -204,25 +216,29 @@ def decide(
         return GatewayError(
             429,
             f"key {key.name!r} has spent its budget of ${key.budget:g} (${key.spent:g} spent): "
-            "not retryable with this key",
+            f"not retryable with this key until an admin raises its budget {raise_budget(key)}",
             code="insufficient_quota",
             retryable=False,
         )
-    what, cure = _estimate_reason(bound, learnt, floor)
+    what, cure = _estimate_reason(bound, learnt, floor, unpriced)
     if estimate > left + _EPSILON:
         return GatewayError(
             429,
             f"key {key.name!r} has ${left:g} left of its budget of ${key.budget:g} and this request may cost "
-            f"${estimate:g} ({what}): not retryable as sent; {cure}",
+            f"${estimate:g} ({what}): not retryable as sent; {cure}, or have an admin raise the key's budget "
+            f"{raise_budget(key)}",
             code="insufficient_quota",
             retryable=False,
         )
+    cured = (
+        _price_it(unpriced)
+        if unpriced is not None
+        else "a request that sets `max_tokens` (`max_output_tokens` on /v1/responses) has its cost known before "
+        "it runs and need not wait"
+    )
     why = (
         f"key {key.name!r} runs one request at a time while the cost of its requests is unknown (its "
-        f"budget of ${key.budget:g} reserves what a request may cost): retry when the running one ends. A "
-        "priced model's request that sets `max_tokens` (`max_output_tokens` on /v1/responses) has its cost "
-        "known before it runs and need not wait; a model without a price always waits: give it a `prices` "
-        "entry (0 for a self-hosted model)"
+        f"budget of ${key.budget:g} reserves what a request may cost): retry when the running one ends; {cured}"
         if fits
         else f"key {key.name!r} is near its budget of ${key.budget:g}: ${left:g} is unspent, its running requests "
         f"reserve ${reserved:g} and this request may cost ${estimate:g} ({what}): wait for them to finish"
@@ -235,14 +251,35 @@ def decide(
     )
 
 
-def _estimate_reason(bound: float | None, learnt: float, floor: float) -> tuple[str, str]:
+def raise_budget(key: KeyRecord) -> str:
+    """How an admin raises ``key``'s budget, by its name (never its value: a key's name is not a
+    secret), in parentheses: the ``harness keys update`` command and the admin endpoint."""
+    name = key.name
+    return (
+        f"(`harness keys update {shlex.quote(name)} --budget <USD>`, or `PATCH /admin/keys/{quote(name, safe='')}`"
+        ' with `{"budget": <USD>}`)'
+    )
+
+
+def _price_it(unpriced: str) -> str:
+    """The cure of a request to a route/model without a price: configure one (the gateway's ``prices``)."""
+    return (
+        f"{unpriced} has no price, so no request to it has a cost known before it runs (`max_tokens` cannot "
+        f"bound it): give it one in the gateway's `prices` (plugins.yaml `gateway: {{prices: {{{unpriced}: "
+        "{input: <USD>, output: <USD>}}}`, per million tokens; 0 for a self-hosted model)"
+    )
+
+
+def _estimate_reason(bound: float | None, learnt: float, floor: float, unpriced: str | None) -> tuple[str, str]:
     """What a request's estimate in :func:`decide` is, and how a client makes it fit: ``(what, cure)``
-    for its 429 messages."""
+    for its 429 messages (``unpriced``: :func:`decide`'s)."""
     if bound is not None:
         return (
             "its bound: its estimated input plus its output limit at its route's prices",
             "lower the output limit or shorten the input",
         )
+    if unpriced is not None:
+        return "the most a request of this key has cost, reserved for a request of unknown cost", _price_it(unpriced)
     if learnt >= floor:
         return (
             "the most a request of this key has cost, reserved for a request without `max_tokens`",
@@ -584,6 +621,7 @@ class SqlStore:
         now: float | None = None,
         bound: float | None = None,
         floor: float = 0.0,
+        priced: bool = True,
     ) -> str:
         """Check ``key``'s limits and budget atomically and open its ledger row; the row's id.
 
@@ -594,7 +632,8 @@ class SqlStore:
         the request can cost in USD as priced before it runs (:func:`harness_gateway.spend.request_bound`:
         ``0.0`` for a route/model priced at 0, ``None`` when unknown), what a budgeted key
         reserves for it (:func:`decide`); ``floor``: the least it costs (USD, 0 when unknown), what
-        a request without a bound reserves at least.
+        a request without a bound reserves at least; ``priced``: the price book has a price for
+        ``route/model`` (a refusal of one without names its price as the cure, :func:`decide`).
 
         Raises:
             GatewayError: 429 (rate or budget, with ``retry_after``), 401 when the key was revoked
@@ -606,7 +645,7 @@ class SqlStore:
             self._anonymous[ticket] = (route, model, moment)
             return ticket
         try:
-            await self._open(ticket, key.id, route, model, moment, bound, floor)
+            await self._open(ticket, key.id, route, model, moment, bound, floor, None if priced else f"{route}/{model}")
         except GatewayError:
             raise  # refused, or the store failed: nothing was committed
         except BaseException:  # cancelled while its transaction was in flight: it may have committed
@@ -625,14 +664,16 @@ class SqlStore:
         now: float,
         bound: float | None,
         floor: float = 0.0,
+        unpriced: str | None = None,
     ) -> None:
         """Decide the admission of ``key_id`` and open its running ledger row ``ticket``, in one
-        transaction (:meth:`_check`; ``bound`` and ``floor`` as :meth:`admit` takes them); raises
+        transaction (:meth:`_check`; ``bound`` and ``floor`` as :meth:`admit` takes them,
+        ``unpriced`` as :func:`decide` does); raises
         as :meth:`admit` does. :class:`~harness_gateway.postgres.PostgresStore` does it in one
         statement instead, and falls back to this near the budget."""
 
         async def work(tx: Tx) -> None:
-            reserve = await self._check(tx, key_id, now, bound, floor)
+            reserve = await self._check(tx, key_id, now, bound, floor, unpriced)
             await tx.run(
                 "INSERT INTO gateway_ledger"
                 " (id, key_id, route, model, started_at, status, reserved, owner, lease_until)"
@@ -642,9 +683,11 @@ class SqlStore:
 
         await self.transaction(work)
 
-    async def _check(self, tx: Tx, key_id: str, now: float, bound: float | None, floor: float = 0.0) -> float:
-        """Decide an admission of ``key_id`` (``bound``, ``floor``: :meth:`admit`'s) on its counters (one
-        key-row read, one key-row write); the budget reserved."""
+    async def _check(
+        self, tx: Tx, key_id: str, now: float, bound: float | None, floor: float = 0.0, unpriced: str | None = None
+    ) -> float:
+        """Decide an admission of ``key_id`` (``bound``, ``floor``: :meth:`admit`'s; ``unpriced``:
+        :func:`decide`'s) on its counters (one key-row read, one key-row write); the budget reserved."""
         row = await tx.one(
             f"SELECT {_KEY_COLUMNS}, max_cost, running, reserved, windows"
             f" FROM gateway_keys WHERE id = ?{self.lock_clause}",
@@ -654,14 +697,16 @@ class SqlStore:
             raise revoked()
         key, max_cost, running, reserved, windows = key_record(row), row[10], row[11], row[12], row[13]
         entries = _slide(windows, now)
-        decision = decide(key, (*_totals(entries), running, reserved, max_cost, None), now, bound, floor)
+        window: tuple[Any, ...] = (*_totals(entries), running, reserved, max_cost, None)
+        decision = decide(key, window, now, bound, floor, unpriced=unpriced)
         if isinstance(decision, GatewayError) and decision.code == "budget_exceeded":
             # near the budget (rare): a running reservation may be a dead process's; those are
             # settled first, the counters recounted from the running rows, the real wait learnt
             spent, windows, running, reserved, lease_ends = await self._recount(tx, key_id, now)
             key = msgspec.structs.replace(key, spent=spent)
             entries = _slide(windows, now)
-            decision = decide(key, (*_totals(entries), running, reserved, max_cost, lease_ends), now, bound, floor)
+            window = (*_totals(entries), running, reserved, max_cost, lease_ends)
+            decision = decide(key, window, now, bound, floor, unpriced=unpriced)
         if isinstance(decision, GatewayError):
             raise decision
         await tx.run(
