@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import asyncpg
 import httpx
 import pytest
-from gw_helpers import killed_mid_stream, serve_gateway
+from gw_helpers import GatedUpstream, killed_mid_stream, serve_gateway
 from gw_postgres import Cluster
 
 from harness_gateway.errors import GatewayError
@@ -396,3 +397,60 @@ def test_previous_response_id_works_across_two_processes(cluster: Cluster, two_g
     finally:
         for client in [*clients, stranger]:
             client.close()
+
+
+def test_a_streams_end_is_sent_once_its_ledger_row_is_settled(cluster: Cluster, tmp_path: Path) -> None:
+    """A stream's last events (its finish, ``[DONE]``, the end of the body) go out once its ledger
+    row is settled: while another session holds that row locked (the settlement waits on it, as
+    on a slow database), the client has the content but not the end; the lock released, the end
+    comes and the row is settled. A client that sends its next request as soon as it sees the end
+    is then never refused as waiting for this one (a budgeted key whose cost is unknown runs one
+    request at a time; the end used to go out before the settlement, which raced it)."""
+    key = create(cluster.dsn, KeySpec(name="settled", budget=5.0))
+    with GatedUpstream(["first ", "second "]) as upstream:
+        yaml = (
+            f"plugins:\n  gateway:\n    require_keys: true\n    database: {cluster.dsn}\n"
+            f"  openai:slow: {{base_url: '{upstream.url}/v1', api_key: provider-test-credential, routes: [slow]}}\n"
+        )
+        with serve_gateway(tmp_path, yaml) as running:
+
+            async def main() -> None:
+                lock = await asyncpg.connect(cluster.dsn)
+                request = {"model": "slow/m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+                headers = {"authorization": f"Bearer {key}"}
+                try:
+                    async with httpx.AsyncClient(timeout=30) as client:
+                        url = running.url + "/v1/chat/completions"
+                        async with client.stream("POST", url, json=request, headers=headers) as reply:
+                            assert reply.status_code == 200
+                            raw = reply.aiter_raw()
+                            received = b""
+                            while b"first " not in received:
+                                received += await anext(raw)
+                            locked = lock.transaction()
+                            await locked.start()
+                            await lock.execute("SELECT 1 FROM gateway_ledger WHERE status = 'running' FOR UPDATE")
+                            for index in range(1, len(upstream.gates)):
+                                upstream.release(index)  # the rest, the finish among it
+                            waiting = "SELECT count(*) FROM pg_locks WHERE NOT granted"
+                            for _ in range(3000):  # until the settlement waits on the row (30 s guard)
+                                if await lock.fetchval(waiting):
+                                    break
+                                await anyio.sleep(0.01)
+                            else:
+                                pytest.fail("the settlement never waited on the locked row")
+                            while b"second " not in received:
+                                received += await anext(raw)
+                            assert b"[DONE]" not in received  # the end waits for the settlement
+                            await locked.rollback()
+                            async for piece in raw:
+                                received += piece
+                            assert received.endswith(b"data: [DONE]\n\n")
+                    status = (
+                        "SELECT status FROM gateway_ledger WHERE key_id = (SELECT id FROM gateway_keys WHERE name = $1)"
+                    )
+                    assert await lock.fetchval(status, "settled") == "complete"
+                finally:
+                    await lock.close()
+
+            anyio.run(main)

@@ -216,12 +216,16 @@ class Relay:
             await self.done.wait()
         scope.cancel()
 
-    async def chunks(self, on_chunk: Callable[[StreamChunk], Awaitable[None] | None]) -> None:
-        """Run the harness stream, passing every chunk on, then settle the ledger row (shielded).
+    async def chunks(
+        self, on_chunk: Callable[[StreamChunk], Awaitable[None] | None], settled: Callable[[], None] | None = None
+    ) -> None:
+        """Run the harness stream, passing every chunk on, then settle the ledger row (shielded),
+        call ``settled`` and tell the observers how it ended.
 
         ``on_chunk`` handles one chunk synchronously and returns ``None``, or an awaitable when
         it must wait (room in a buffer, a dialect's conclusion): a text delta, the common chunk,
-        costs no coroutine of its own."""
+        costs no coroutine of its own. ``settled``: the row is settled (the stream's answer may
+        end: :meth:`stream` holds its last events until then)."""
         watches = self.watch_start()
         try:
             async with self.runtime.harness.stream(self.options) as stream:
@@ -245,6 +249,8 @@ class Relay:
             latency = time.perf_counter() - self.started
             with anyio.CancelScope(shield=True):
                 cost = await self.settle()
+                if settled is not None:
+                    settled()
                 await self.watch_end(watches, cost, latency)
             self.done.set()
 
@@ -449,13 +455,25 @@ class Relay:
         encoder = dialect.encoder(self.public_id, self.parsed.model, self.parsed)
         outbox = _Outbox()
         begun = flushed = False
+        # How the answer ends (its last events and _LAST, or an error before any output), held
+        # until the ledger row is settled (:meth:`chunks` calls ``release``): a client may send
+        # its next request the moment it sees its answer end, and the key's budget must no
+        # longer count this one as running then (it did, and refused that request as waiting).
+        last: list[bytes] = []
+        ending: list[GatewayError] = []
+
+        def release() -> None:
+            for data in last:
+                outbox.put(data)
+            if ending:
+                outbox.end(ending[0])
 
         def feed(chunk: StreamChunk) -> Awaitable[None] | None:
             nonlocal begun, flushed
             if not begun:
                 failed = self.answer(chunk.reason) if isinstance(chunk, Finish) else None
                 if failed is not None:
-                    outbox.end(failed)  # failed or aborted before any output: an HTTP error
+                    ending.append(failed)  # failed or aborted before any output: an HTTP error
                     return None
                 begun = True
                 outbox.put(encoder.start())
@@ -475,8 +493,8 @@ class Relay:
                 if self.usage is not None:
                     encoder.feed(Usage(self.usage))  # (``b""``: a usage has no event of its own)
             await dialect.conclude(self.ending(chunk), encoder)
-            outbox.put(encoder.feed(chunk))  # (``b""`` joins as nothing: the end comes with it)
-            outbox.end(_LAST)
+            last.append(encoder.feed(chunk))  # (``b""`` joins as nothing: the end comes with it)
+            ending.append(_LAST)
 
         keepalive = self.runtime.config.keepalive
 
@@ -509,7 +527,7 @@ class Relay:
         sender = asyncio.get_running_loop().create_task(deliver())
         try:
             with stopped:
-                await self.chunks(feed)
+                await self.chunks(feed, release)
                 outbox.end(_LAST)  # (the runtime ends every stream with a finish, which ended it already)
                 await sender  # the last writes
         finally:
@@ -517,8 +535,8 @@ class Relay:
 
 
 _LAST: Final = GatewayError(500, "the terminal event was sent")
-"""Ends the outbox after the finish's events: the response ends there, no keep-alive may follow,
-and the ledger is settled after the client has its whole answer."""
+"""Ends the outbox after the finish's events: the response ends there, no keep-alive may follow.
+Both are queued once the ledger row is settled (:meth:`Relay.stream`)."""
 
 
 class _Outbox:
