@@ -33,6 +33,7 @@ from harness_core.types import (
     TextBlock,
     TextDelta,
     TokenUsage,
+    ToolCallBlock,
     ToolResultBlock,
     Usage,
 )
@@ -518,6 +519,8 @@ def test_timeline_events_rates_and_masking() -> None:
         timeline.feed(TextDelta(index=0, text="ab"))
     timeline.feed(BlockEnd(index=0, block=TextBlock("ababab")))
     timeline.feed(BlockStart(index=1, block_type="tool-call", id="c9", name="lookup_hunter2"))
+    call = ToolCallBlock(id="c9", name="lookup_hunter2", arguments='{"q": "hunter2"}')
+    timeline.feed(BlockEnd(index=1, block=call))
     timeline.feed(Usage(usage=TokenUsage(input_tokens=3, output_tokens=4, reasoning_tokens=1)))
     failure = Failure(code="OVERLOADED", message="busy, says hunter2", status=529)
     timeline.feed(Finish(reason=FinishReason(kind="error", failure=failure)))
@@ -533,22 +536,25 @@ def test_timeline_events_rates_and_masking() -> None:
     detail = timeline.detail(options, lambda text: text.replace("hunter2", "[REDACTED]"))
     assert detail["first_chunk_ms"] == 10.0
     assert detail["rates"] == [{"second": 0, "text": 2, "chars": 4}, {"second": 1, "text": 1, "chars": 2}]
-    assert [e["event"] for e in detail["timeline"]] == ["block-start", "block-end", "block-start", "usage", "finish"]
+    events = ["block-start", "block-end", "block-start", "block-end", "usage", "finish"]
+    assert [e["event"] for e in detail["timeline"]] == events
     assert detail["timeline"][2]["name"] == "lookup_[REDACTED]"  # the text from outside is masked
-    assert detail["timeline"][3] == {
+    assert detail["tool_calls"] == [{"id": "c9", "name": "lookup_[REDACTED]", "arguments": '{"q": "[REDACTED]"}'}]
+    assert detail["timeline"][4] == {
         "t": 1300.0,
         "event": "usage",
         "input_tokens": 3,
         "output_tokens": 4,
         "reasoning_tokens": 1,
     }
-    assert detail["timeline"][4]["error"] == {"code": "OVERLOADED", "message": "busy, says [REDACTED]", "status": 529}
+    assert detail["timeline"][5]["error"] == {"code": "OVERLOADED", "message": "busy, says [REDACTED]", "status": 529}
     rendered = json.dumps(detail["messages"])
     assert FAKE_KEY not in rendered
     assert "hunter2" not in rendered
     assert "image/png (4 bytes)" in rendered
     assert [m["role"] for m in detail["messages"]] == ["system", "user", "tool", "assistant"]
     assert detail["messages"][2]["content"][0] == {"type": "tool-result", "id": "c1", "text": "42", "error": True}
+    assert detail["messages"][3]["content"][1]["name"] == "lookup_[REDACTED]"  # the reply's call
 
 
 def test_timeline_bounds_events_seconds_and_text() -> None:

@@ -640,3 +640,7 @@ def test_a_refused_field_is_named_in_each_dialect_s_own_terms() -> None:
     )
     message = json.loads(bytes(ANTHROPIC_MESSAGES.error_response(schema).body))["error"]["message"]
     assert message == "output_config.format with a JSON schema is not supported"
+    # a field the dialect has no spelling of (the client's own name): no param, the message as it is
+    unspelled = GatewayError(400, "max_tokens must be at most 8192", code="BAD_REQUEST", field="max_tokens")
+    chat = json.loads(bytes(OPENAI_CHAT.error_response(unspelled).body))
+    assert (chat["error"]["param"], chat["error"]["message"]) == (None, "max_tokens must be at most 8192")

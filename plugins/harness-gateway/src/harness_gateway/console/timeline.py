@@ -153,7 +153,8 @@ class Timeline:
             "messages": messages,
             **self._events(redact),
             "tool_calls": [
-                {"id": c.id, "name": c.name, "arguments": mask_text(c.arguments, redact)} for c in self.tool_calls
+                {"id": c.id, "name": redact(c.name), "arguments": mask_text(c.arguments, redact)}
+                for c in self.tool_calls
             ],
             "tools": [redact(t.name) for t in options.tools],
         }
@@ -189,7 +190,12 @@ def _message(role: str, content: Any, redact: Callable[[str], str]) -> dict[str,
             blocks.append({"type": _block_type(block), "text": mask_text(block.text, redact)})
         elif isinstance(block, ToolCallBlock):
             blocks.append(
-                {"type": "tool-call", "name": block.name, "id": block.id, "text": mask_text(block.arguments, redact)}
+                {
+                    "type": "tool-call",
+                    "name": redact(block.name),
+                    "id": block.id,
+                    "text": mask_text(block.arguments, redact),
+                }
             )
         elif isinstance(block, ToolResultBlock):
             text = mask_text(block.content, redact)
