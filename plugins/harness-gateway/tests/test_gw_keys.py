@@ -173,6 +173,11 @@ def test_a_spent_budget_is_not_retryable_in_either_dialect(gateway) -> None:  # 
         assert raised.exit_code == 0, raised.output  # the command the message names, as it names it
         client.chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]  # admitted again
     assert attempts == ["/v1/chat/completions"] * 2 + ["/v1/messages", "/v1/chat/completions"]  # no retry of a refusal
+    # the metrics count each refusal with the status its client was answered (402 on Messages)
+    scraped = httpx.get(gateway.url + "/metrics", headers={"authorization": f"Bearer {MASTER}"}).text
+    assert 'harness_gateway_requests_total{api="anthropic",model="-",route="-",status="402"} 1.0' in scraped
+    assert 'api="anthropic",model="-",route="-",status="429"' not in scraped
+    assert 'harness_gateway_requests_total{api="openai",model="-",route="-",status="429"} 1.0' in scraped
 
 
 def test_admin_api_creates_lists_and_revokes(gateway, clients) -> None:  # type: ignore[no-untyped-def]
