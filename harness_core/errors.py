@@ -96,7 +96,8 @@ class LlmError(Exception):
             (``"reasoning_effort"`` for an effort the model does not take), or the
             :class:`~harness_core.embedding.EmbedOptions` field of an embedding call's fault
             (``"dimensions"``), when it is one: a gateway answers it as its own client's
-            spelling of that field.
+            spelling of that field. A provider option refused is ``provider_options.<key>``
+            (``"provider_options.logprobs"``): a gateway names its client's field ``<key>``.
 
     ``retryable`` is true exactly for the codes in :data:`RETRYABLE_CODES`.
     """

@@ -697,7 +697,7 @@ class GenerateOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
         if self.max_tokens is not None and self.max_tokens > MAX_TOKENS_LIMIT:
             raise ValueError(
                 f"GenerateOptions.max_tokens must be an integer in range (at most {MAX_TOKENS_LIMIT}), "
-                f"got {self.max_tokens:.3g}"
+                f"got {self.max_tokens}"
             )
         _check_number(self.seed, "seed", int)
         _check_number(self.temperature, "temperature", (int, float), minimum=0)

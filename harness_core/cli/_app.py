@@ -47,6 +47,24 @@ class FiniteRange(click.FloatRange):
         return number
 
 
+def _checked(field: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """An option callback handing the converted value to :class:`~harness_core.types.GenerateOptions`
+    as ``field``, the owner of the rule: a value it refuses (``--max-tokens 2147483648``, above
+    ``MAX_TOKENS_LIMIT``) is a usage error (exit 2) naming the option, as click's own range
+    refusals are, not a traceback."""
+
+    def check(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        from harness_core.types import GenerateOptions
+
+        try:
+            GenerateOptions(**{field: value})
+        except (TypeError, ValueError) as error:
+            raise click.BadParameter(str(error).removeprefix(f"GenerateOptions.{field} "), ctx, param) from None
+        return value
+
+    return check
+
+
 def _config_option(func: Any) -> Any:
     return config_option()(func)
 
@@ -291,11 +309,26 @@ def cli(verbose: int, config: str | None) -> None:
 @_route_option("the plugins.yaml route to use (default: `defaults.route`)")
 @click.option("-m", "--model", help="the provider's model id (default: `defaults.model`)")
 @click.option("--system", help="system prompt")
-@click.option("--max-tokens", type=click.IntRange(min=1), help="upper bound on output tokens (at least 1)")
-@click.option("--temperature", type=FiniteRange(min=0), help="sampling temperature (at least 0)")
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(min=1),
+    callback=_checked("max_tokens"),
+    help="upper bound on output tokens (at least 1)",
+)
+@click.option(
+    "--temperature",
+    type=FiniteRange(min=0),
+    callback=_checked("temperature"),
+    help="sampling temperature (at least 0)",
+)
 @click.option("--reasoning-effort", help="reasoning effort id the model lists (e.g. off, low, high)")
-@click.option("--top-p", type=FiniteRange(min=0, max=1), help="nucleus sampling: probability mass kept (0..1)")
-@click.option("--seed", type=int, help="sampling seed, for providers that support it")
+@click.option(
+    "--top-p",
+    type=FiniteRange(min=0, max=1),
+    callback=_checked("top_p"),
+    help="nucleus sampling: probability mass kept (0..1)",
+)
+@click.option("--seed", type=int, callback=_checked("seed"), help="sampling seed, for providers that support it")
 @click.option("--stop", multiple=True, help="stop sequence (repeatable)")
 @click.option("--tool-choice", help="auto, none, required, or the name of the tool the model must call")
 @click.option(
@@ -396,9 +429,17 @@ def run(ctx: click.Context, /, prompt: str | None, as_json: bool, **options: Any
 @click.option("-m", "--model", help="the provider's model id (default: `defaults.model`)")
 @click.option("--system", help="system prompt")
 @click.option(
-    "--max-tokens", type=click.IntRange(min=1), help="upper bound on output tokens per generation (at least 1)"
+    "--max-tokens",
+    type=click.IntRange(min=1),
+    callback=_checked("max_tokens"),
+    help="upper bound on output tokens per generation (at least 1)",
 )
-@click.option("--temperature", type=FiniteRange(min=0), help="sampling temperature (at least 0)")
+@click.option(
+    "--temperature",
+    type=FiniteRange(min=0),
+    callback=_checked("temperature"),
+    help="sampling temperature (at least 0)",
+)
 @click.option("--reasoning-effort", help="reasoning effort id the model lists (e.g. off, low, high)")
 @_tool_options
 @_config_option

@@ -139,6 +139,27 @@ def test_sampling_flags_refuse_numbers_json_cannot_carry(harness: Harness, flag:
     assert result.stdout == ""
 
 
+@pytest.mark.parametrize("command", ["run", "chat"])
+@pytest.mark.parametrize("value", ["2147483648", "99999999999999999999"])
+def test_max_tokens_above_the_limit_is_a_usage_error(harness: Harness, command: str, value: str) -> None:
+    """GenerateOptions refuses the value: one `error:` line naming the option, exit 2, no traceback."""
+    result = harness(command, *(["hello"] if command == "run" else []), "--max-tokens", value, input="")
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[0] == (
+        f"error: Invalid value for '--max-tokens': must be an integer in range (at most 2147483647), got {value}"
+    )
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+def test_sampling_flags_at_their_limits_reach_the_provider(harness: Harness) -> None:
+    """The values GenerateOptions takes at the edges pass (the check refuses only what it refuses)."""
+    result = harness(
+        "run", "hi", "--max-tokens", "2147483647", "--seed", str(2**70), "--temperature", "0", "--top-p", "1"
+    )
+    assert (result.returncode, result.stdout) == (0, "hi\n")
+
+
 def test_run_reasoning_goes_to_stderr_when_not_a_tty(harness: Harness, config: Config) -> None:
     config("plugins:\n  mock: {reasoning: thinking hard}\ndefaults: {route: mock, model: echo}\n")
     result = harness("run", "answer", "--reasoning-effort", "low")

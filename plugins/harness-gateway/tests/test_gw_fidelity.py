@@ -253,6 +253,23 @@ def test_chat_fields_reach_an_openai_route_unchanged(running, providers) -> None
     assert {k: sent[k] for k in fields} == fields
 
 
+def test_a_chat_field_an_openai_route_refuses_is_named_as_the_client_sent_it(running, providers) -> None:  # type: ignore[no-untyped-def]
+    """``logprobs`` passes through to the route's adapter, which refuses it (no slot in the stream
+    protocol): the 400 names the client's field, not the route's ``provider_options['openai']``."""
+    _, gpt = providers
+    key = new_key(running.url)
+    alone = httpx.post(
+        running.url + "/v1/chat/completions",
+        json={"model": "gpt/gpt-x", "messages": [{"role": "user", "content": "hi"}], "logprobs": True},
+        headers={"authorization": "Bearer " + key},
+    )
+    assert (alone.status_code, alone.json()["error"]["param"]) == (400, "logprobs")
+    message = "logprobs: not supported by this route: logprobs (no slot in the stream protocol)"
+    assert (alone.json()["error"]["message"], alone.json()["error"]["code"]) == (message, "UNSUPPORTED")
+    assert "provider_options" not in alone.text
+    assert gpt.requests == []
+
+
 def test_output_config_format_maps_to_native_structured_output(running, providers) -> None:  # type: ignore[no-untyped-def]
     claude, gpt = providers
     claude.add(anthropic_reply('{"a": 1}'))

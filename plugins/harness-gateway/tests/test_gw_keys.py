@@ -173,11 +173,19 @@ def test_a_spent_budget_is_not_retryable_in_either_dialect(gateway) -> None:  # 
         assert raised.exit_code == 0, raised.output  # the command the message names, as it names it
         client.chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]  # admitted again
     assert attempts == ["/v1/chat/completions"] * 2 + ["/v1/messages", "/v1/chat/completions"]  # no retry of a refusal
+    # the metrics count each refusal with the status its client was answered (402 on Messages)
+    scraped = httpx.get(gateway.url + "/metrics", headers={"authorization": f"Bearer {MASTER}"}).text
+    assert 'harness_gateway_requests_total{api="anthropic",model="-",route="-",status="402"} 1.0' in scraped
+    assert 'api="anthropic",model="-",route="-",status="429"' not in scraped
+    assert 'harness_gateway_requests_total{api="openai",model="-",route="-",status="429"} 1.0' in scraped
 
 
 def test_admin_api_creates_lists_and_revokes(gateway, clients) -> None:  # type: ignore[no-untyped-def]
     admin = {"authorization": f"Bearer {MASTER}"}
-    assert httpx.get(gateway.url + "/admin/keys").status_code == 401
+    anonymous = httpx.get(gateway.url + "/admin/keys")
+    assert (anonymous.status_code, anonymous.json()["error"]["code"]) == (401, "missing_api_key")  # as elsewhere
+    wrong = httpx.get(gateway.url + "/admin/keys", headers={"authorization": "Bearer hk-wrong"})
+    assert (wrong.status_code, wrong.json()["error"]["code"]) == (401, "invalid_api_key")
     created = httpx.post(gateway.url + "/admin/keys", json={"name": "ci", "rpm": 5}, headers=admin)
     assert created.status_code == 201
     key = created.json()["key"]
@@ -189,6 +197,8 @@ def test_admin_api_creates_lists_and_revokes(gateway, clients) -> None:  # type:
     assert bad.status_code == 400
     assert bad.json()["error"]["param"] == "rpm"
     for body, param in (
+        ({}, "name"),  # the field missing
+        ({"rpm": 5}, "name"),
         ({"name": "a\nforged  row"}, "name"),
         ({"name": "nul\u0000"}, "name"),
         ({"name": "bidi\u202e"}, "name"),
@@ -385,7 +395,7 @@ def test_expired_key_is_401(gateway, clients) -> None:  # type: ignore[no-untype
     assert "expired" in listing.stdout
     with pytest.raises(openai.AuthenticationError) as caught:
         clients.openai(key).chat.completions.create(model="mock/echo", messages=HI)  # type: ignore[arg-type]
-    assert "expired" in caught.value.message
+    assert caught.value.response.json()["error"]["message"] == "this API key has expired"
 
 
 def test_a_revoked_key_is_refused_where_keys_are_optional(tmp_path: Path) -> None:

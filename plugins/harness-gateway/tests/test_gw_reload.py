@@ -95,3 +95,29 @@ def test_five_hundred_concurrent_streams(tmp_path: Path) -> None:
         metrics = httpx.get(running.url + "/metrics").text
         assert 'harness_gateway_streams_in_flight{model="echo",route="mock"} 0.0' in metrics
         assert 'status="complete"} 500.0' in metrics
+
+
+def test_a_reload_refused_for_an_unset_variable_logs_its_problem_once(tmp_path: Path) -> None:
+    """With ``--reload``, one edit is read by the SIGHUP and by the watch: its located problem is
+    one line of the log; the second refusal says it is the same."""
+    config = tmp_path / "plugins.yaml"
+    config.write_text(gateway_yaml("", db=tmp_path / "gw.sqlite"))
+    process = Process(config, "--reload")
+    try:
+        config.write_text(
+            config.read_text().replace("  gateway:\n", "  gateway:\n    master_key: ${{ env.NOPE_UNSET }}\n")
+        )
+        process.process.send_signal(signal.SIGHUP)
+        process.wait_for("changed: reloading")  # the watch's reload, after or before the SIGHUP's
+        process.wait_for("reload refused, keeping the current runtime: the same problems as the last reload's")
+        problem = r"plugins\.yaml:\d+, plugin 'gateway', field 'master_key': environment variable NOPE_UNSET is not set"
+        assert len(process.logged(problem)) == 1, "".join(process.seen)
+        assert len(process.logged("reload refused")) == 2
+        config.write_text(gateway_yaml("", db=tmp_path / "gw.sqlite"))  # fixed: replaced, the memory cleared
+        process.wait_for("runtime replaced")
+        config.write_text(
+            config.read_text().replace("  gateway:\n", "  gateway:\n    master_key: ${{ env.NOPE_UNSET }}\n")
+        )
+        process.wait_for(problem)  # broken again: its problem is logged afresh
+    finally:
+        process.stop()

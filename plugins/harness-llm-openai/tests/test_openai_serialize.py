@@ -144,6 +144,7 @@ def test_unsupported_provider_options(extra: dict[str, object], named: str) -> N
         encode(GenerateOptions(model="m", provider_options={"openai": extra}))
     assert info.value.code == "UNSUPPORTED"
     assert named in info.value.message
+    assert info.value.field == f"provider_options.{next(iter(extra))}"  # what a gateway names as its client's field
 
 
 def test_reasoning_effort_listed_unlisted() -> None:

@@ -21,8 +21,9 @@ from harness_gateway.request import bad_request, decode_json
 __all__ = ["admin_routes", "key_change", "key_spec"]
 
 
-_AT_FIELD: Final = re.compile(r"at `\$\.(\w+)`|unknown field `(\w+)`")
-"""The field a msgspec validation message names (``- at `$.rpm```, ``unknown field `x```)."""
+_AT_FIELD: Final = re.compile(r"at `\$\.(\w+)`|unknown field `(\w+)`|missing required field `(\w+)`")
+"""The field a msgspec validation message names (``- at `$.rpm```, ``unknown field `x```,
+``missing required field `name```)."""
 
 
 Spec = TypeVar("Spec", KeySpec, KeyChange)
@@ -72,9 +73,11 @@ def admin_routes(gateway: Gateway) -> list[Route]:
 
     async def admin(request: Request) -> Response:
         try:
-            who = await gateway.authenticate(request) if presented_key(request) else None
-            if who is not True:
-                raise GatewayError(401, "the master key is required for /admin", code="invalid_api_key")
+            presented = presented_key(request) is not None
+            who = await gateway.authenticate(request) if presented else None
+            if who is not True:  # no key is missing_api_key, as on every endpoint; another key is invalid
+                code = "invalid_api_key" if presented else "missing_api_key"
+                raise GatewayError(401, "the master key is required for /admin", code=code)
             if request.method == "GET":
                 keys = await gateway.store.list_keys()
                 return JSONResponse({"data": [msgspec.to_builtins(k) for k in keys]})

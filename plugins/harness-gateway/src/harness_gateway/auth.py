@@ -53,8 +53,8 @@ async def authenticate(
     if record is not None:
         if record.usable():
             return record
-        state = "revoked" if record.revoked_at is not None else "expired"
-        raise GatewayError(401, f"this API key has been {state}", code="invalid_api_key")
+        state = "been revoked" if record.revoked_at is not None else "expired"
+        raise GatewayError(401, f"this API key has {state}", code="invalid_api_key")
     if not keys_required:
         return None
     if presented is None:

@@ -14,10 +14,11 @@ Implementations: :data:`harness_gateway.openai_chat.OPENAI_CHAT` (``POST /v1/cha
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from starlette.responses import JSONResponse
 
@@ -26,6 +27,11 @@ from harness_gateway.errors import GatewayError
 from harness_gateway.keys import KeyRecord
 from harness_gateway.request import ParsedRequest, Target
 from harness_gateway.store import SqlStore
+
+_PASSED: Final = "provider_options."
+"""How a route's refusal of a provider option names it (``LlmError.field``: ``provider_options.logprobs``)."""
+_OPTIONS_REFUSAL: Final = re.compile(r"^provider_options\[[^\]]*\] not supported: ")
+"""The start of an adapter's refusal of provider options, in the route's words (cut for the client)."""
 
 __all__ = ["Dialect", "Ending", "StreamEncoder"]
 
@@ -153,7 +159,15 @@ class Dialect:
         failure that names a vocabulary field (``error.field``) names this dialect's spelling of
         it as ``param`` (:attr:`option_fields`), and in its message (``reasoning_effort 'max' is
         not one of …`` is ``reasoning.effort 'max' …`` on Responses), where a value quoted
-        (``'off'``) is this dialect's word for it too (:attr:`option_values`: ``'none'``)."""
+        (``'off'``) is this dialect's word for it too (:attr:`option_values`: ``'none'``). A
+        refused provider option (``field`` ``provider_options.logprobs``) is a field the client
+        sent as it is (passed through to a route of its wire): ``param`` is that field and the
+        message names it in the client's words (``logprobs: not supported by this route: …``),
+        not as the route's ``provider_options['openai']``."""
+        if error.param is None and error.field is not None and error.field.startswith(_PASSED):
+            error.param = error.field.removeprefix(_PASSED)
+            error.message = f"{error.param}: not supported by this route: {_OPTIONS_REFUSAL.sub('', error.message, 1)}"
+            error.field = None  # (named: not renamed again)
         if error.param is None and error.field is not None:
             spelling = error.param = self.option_fields.get(error.field)
             if spelling is not None:

@@ -82,7 +82,7 @@ class Embedding(Response):
                 redacted = runtime.redact(model)  # no key kept
                 ticket = await gateway.store.admit(key, route, redacted, bound=bound, priced=priced)
             except GatewayError as error:
-                gateway.metrics.requests.labels(EMBEDDINGS_API, "-", "-", str(error.status)).inc()
+                gateway.metrics.requests.labels(EMBEDDINGS_API, "-", "-", str(EMBEDDINGS.error_status(error))).inc()
                 await EMBEDDINGS.error_response(error)(scope, receive, send)
                 return
             run = EmbeddingRun(self, runtime, route, model, ticket, parsed, key)

@@ -97,7 +97,7 @@ class Generation(Response):
                 redacted = runtime.redact(model)  # no key kept
                 ticket = await self.gateway.store.admit(key, route, redacted, bound=bound, floor=floor, priced=priced)
             except GatewayError as error:
-                self.count("-", "-", str(error.status))
+                self.count("-", "-", str(self.dialect.error_status(error)))  # as answered: 402 on Messages
                 await self.dialect.error_response(error)(scope, receive, send)
                 return
             run = Relay(self, runtime, route, model, ticket, parsed, key)

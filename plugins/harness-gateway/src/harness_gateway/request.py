@@ -342,7 +342,8 @@ class Body:
         """
         value: float | None = self.get(key, float)
         if value is not None and not low <= value <= high:
-            raise bad_request(self.path(key), f"must be between {low:g} and {high:g}, got {value:g}")
+            shown = value if isinstance(value, int) else f"{value:g}"  # an integer as written, not 1e+14
+            raise bad_request(self.path(key), f"must be between {low:g} and {high:g}, got {shown}")
         return value
 
     def only(self, known: Collection[str], ignored: Collection[str] = (), *, what: str) -> None:

@@ -233,6 +233,9 @@ class RuntimeHolder:
     def __init__(self, runtime: GatewayRuntime) -> None:
         self.current = runtime
         self.closing = False
+        self.refused: str | None = None
+        """The problems of the last reload refused since the runtime was last replaced (each
+        problem is logged once: a SIGHUP and ``--reload``'s watch of one edit refuse it twice)."""
 
     @contextlib.asynccontextmanager
     async def use(self) -> AsyncIterator[GatewayRuntime]:
@@ -281,13 +284,19 @@ class RuntimeHolder:
     async def reload(self, path: str | Path | None) -> bool:
         """Re-read ``path`` and :meth:`swap` to it; an invalid file keeps the current runtime.
 
-        Returns whether the runtime was replaced. Located errors are logged, never raised.
+        Returns whether the runtime was replaced. Located errors are logged, never raised; the
+        same problems as the last refused reload's are not logged again (one line says so).
         """
         try:
             new = await load_runtime(path)
         except LlmError as exc:
-            logger.error("reload refused, keeping the current runtime: %s", exc)
+            if str(exc) == self.refused:
+                logger.error("reload refused, keeping the current runtime: the same problems as the last reload's")
+            else:
+                logger.error("reload refused, keeping the current runtime: %s", exc)
+            self.refused = str(exc)
             return False
+        self.refused = None
         new.warn_unavailable()
         await self.swap(new)
         return True

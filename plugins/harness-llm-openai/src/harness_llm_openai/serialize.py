@@ -280,20 +280,23 @@ class RequestSerializer:
         return {"type": "function", "function": function}
 
     def _check_extra(self, extra: dict[str, Any]) -> None:
-        """Reject provider options this adapter cannot honour in a stream of one choice."""
-        problems: list[str] = []
+        """Reject provider options this adapter cannot honour in a stream of one choice; the
+        error's ``field`` is ``provider_options.<key>`` of the first one refused (a gateway names
+        its client's field)."""
+        problems: list[tuple[str, str]] = []
         n = extra.get("n")
         if n is not None and n != 1:
-            problems.append(f"n={n!r} (one choice per stream)")
+            problems.append(("n", f"n={n!r} (one choice per stream)"))
         if extra.get("logprobs"):
-            problems.append("logprobs (no slot in the stream protocol)")
+            problems.append(("logprobs", "logprobs (no slot in the stream protocol)"))
         if extra.get("top_logprobs") is not None:
-            problems.append("top_logprobs (no slot in the stream protocol)")
+            problems.append(("top_logprobs", "top_logprobs (no slot in the stream protocol)"))
         if "stream" in extra and extra["stream"] is not True:
-            problems.append("stream (only streaming is supported)")
+            problems.append(("stream", "stream (only streaming is supported)"))
         if problems:
             raise LlmError(
                 "UNSUPPORTED",
-                f"provider_options[{self.provider!r}] not supported: " + ", ".join(problems),
+                f"provider_options[{self.provider!r}] not supported: " + ", ".join(text for _, text in problems),
                 provider=self.provider,
+                field=f"provider_options.{problems[0][0]}",
             )
