@@ -252,18 +252,19 @@ class RuntimeHolder:
                 runtime.idle.set()
 
     async def swap(self, new: GatewayRuntime) -> None:
-        """Make ``new`` current, then drain and close the old runtime (bounded by its ``drain_timeout``)."""
+        """Make ``new`` current, then drain and close the old runtime (bounded by the ``drain_timeout``
+        of ``new``: the file just read says how long a drain may take)."""
         old, self.current = self.current, new
         logger.info("runtime replaced from %s; draining %d request(s) on the old one", new.source, old.in_flight)
-        await self.retire(old)
+        await self.retire(old, new.config.drain_timeout)
 
-    async def retire(self, runtime: GatewayRuntime) -> None:
-        """Wait up to ``drain_timeout`` for ``runtime``'s requests, then abort its generations
+    async def retire(self, runtime: GatewayRuntime, drain_timeout: float | None = None) -> None:
+        """Wait up to ``drain_timeout`` (default: ``runtime``'s) for ``runtime``'s requests, then abort its generations
         (:meth:`GatewayRuntime.abort_all`: each ends with its aborted terminal event and is
         charged what it used) and wait up to :data:`ABORT_GRACE` more, cancel what is left, and
         close it."""
         with anyio.CancelScope(shield=True):
-            with anyio.move_on_after(runtime.config.drain_timeout):
+            with anyio.move_on_after(runtime.config.drain_timeout if drain_timeout is None else drain_timeout):
                 await runtime.idle.wait()
             if runtime.in_flight and runtime.abort_all("the gateway's drain timeout passed"):
                 logger.warning("aborting the generations still running after the drain timeout")
