@@ -119,3 +119,23 @@ def test_an_alias_naming_a_route_nothing_serves_stops_the_gateway_start(tmp_path
     assert problem.message == (
         "alias 'slow' names route 'mokc', which no plugin serves (did you mean 'mock'?); routes: 'mock'"
     )
+
+
+def test_a_bad_port_hides_no_bad_database_url_and_no_secret_is_shown(tmp_path: Path) -> None:
+    """``port: 99999`` beside a database URL whose port is out of range: both are reported, each
+    at its line (the URL's check, run only once every field converted, was hidden by the port's
+    error and reported only when alone); the password of the URL is never shown."""
+    text = (
+        "plugins:\n  gateway:\n    port: 99999\n    database: postgresql://u:db-password-x@h:70000/db\n"
+        "    limits: redis://h:99999\n  mock: {}\n"
+    )
+    found = problems(tmp_path, text)
+    assert found == [
+        ("port", 3, "expected an integer of at most 65535"),
+        ("database", 4, "the URL's port must be a number from 0 to 65535"),
+        ("limits", 5, "the URL's port must be a number from 0 to 65535"),
+    ]
+    with pytest.raises(ConfigError) as raised:
+        anyio.run(load_runtime, tmp_path / "plugins.yaml")  # harness serve's load: the same problems
+    assert [(p.field, p.line) for p in raised.value.problems] == [("port", 3), ("database", 4), ("limits", 5)]
+    assert "db-password-x" not in str(raised.value)
