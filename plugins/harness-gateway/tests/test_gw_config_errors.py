@@ -8,8 +8,10 @@ from pathlib import Path
 
 import anyio
 import pytest
+from click.testing import CliRunner
 
 from harness_core import ConfigError
+from harness_core.cli._app import cli
 from harness_core.loader import inspect_config
 from harness_gateway.runtime import load_runtime
 
@@ -139,3 +141,33 @@ def test_a_bad_port_hides_no_bad_database_url_and_no_secret_is_shown(tmp_path: P
         anyio.run(load_runtime, tmp_path / "plugins.yaml")  # harness serve's load: the same problems
     assert [(p.field, p.line) for p in raised.value.problems] == [("port", 3), ("database", 4), ("limits", 5)]
     assert "db-password-x" not in str(raised.value)
+
+
+def test_serve_and_config_check_list_the_same_problems_and_name_only_adapters_as_owners(tmp_path: Path) -> None:
+    """One file with problems in four plugins and an alias of a route only an invalid adapter
+    could serve: ``harness serve`` (and ``harness keys``) refuse it with the list ``harness config
+    check`` prints (serve's lacked the alias line, found only by the start of the valid plugins),
+    and the alias's message names as possible owners only the adapter plugins that failed, not
+    the middleware ``usage`` nor the gateway's settings entry."""
+    path = tmp_path / "plugins.yaml"
+    path.write_text(
+        "plugins:\n  gateway:\n    port: 99999\n  usage: {path: 5}\n  mock: {delay: -1}\n"
+        "  openai:work: {api_key: sk-provider-test-key-1234, base_url: 'ftp://x', routes: [work]}\n"
+        "aliases:\n  fast: work/gpt-4o\ndefaults: {route: mock, model: echo}\n"
+    )
+    check = CliRunner().invoke(cli, ["config", "check", "-c", str(path)])
+    assert check.exit_code == 2
+    listed = [line.removeprefix("  - ") for line in check.stdout.splitlines()[1:]]
+    assert check.stdout.startswith(f"{path}: 5 problems\n")
+    assert [line.split(":", 2)[1].split(",")[0] for line in listed] == ["3", "4", "5", "6", "8"]
+    alias = listed[-1]
+    assert "adapter plugins that failed (one may own it): plugin 'mock' is invalid" in alias
+    assert "plugin 'openai:work' is invalid" in alias
+    assert "'usage'" not in alias
+    assert "'gateway'" not in alias
+    for command in (["serve", "-c", str(path), "--port", "0"], ["keys", "list", "-c", str(path)]):
+        refused = CliRunner().invoke(cli, command)
+        assert refused.exit_code == 2
+        assert "invalid configuration (5 problems):" in refused.output
+        assert [line.removeprefix("  - ") for line in refused.output.splitlines()[1:] if line] == listed
+    assert "sk-provider-test-key-1234" not in check.stdout + refused.output

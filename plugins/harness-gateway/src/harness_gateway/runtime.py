@@ -27,11 +27,11 @@ from harness_core import (
     LoadedConfig,
     adapter_failures,
     find_config,
-    load_config,
     parse_model_id,
     route_suggestion,
 )
 from harness_core.kit import HttpProviderConfig
+from harness_core.loader.check import load_complete
 from harness_core.middleware import snippet
 from harness_gateway.config import GatewayConfig, GatewayPlugin
 from harness_gateway.errors import GatewayError, from_failure
@@ -167,13 +167,14 @@ async def load_runtime(path: str | Path | None) -> GatewayRuntime:
 
     Raises:
         ConfigError: (an :class:`LlmError` with code ``CONFIG``) every located problem (file,
-            plugin, field, line) when the file is invalid (an unset ``${{ env.X }}`` in the
+            plugin, field, line) when the file is invalid, the same list as ``harness config
+            check`` (:func:`harness_core.loader.check.load_complete`: the loader's, then what the
+            start of the valid plugins finds, then every plugin failure) (an unset ``${{ env.X }}`` in the
             ``gateway`` entry among them) or a plugin that fails closed failed to load
             (:meth:`~harness_core.loader.LoadedConfig.require_complete`).
     """
-    loaded = load_config(
-        find_config(path), configure=provider_defaults
-    ).require_complete()  # a policy plugin dropped: never serve
+    # every problem, as `harness config check` lists them; a policy plugin dropped: never serve
+    loaded = await load_complete(find_config(path), configure=provider_defaults)
     gateway = next((p.instance for p in loaded.plugins if isinstance(p.instance, GatewayPlugin)), None)
     config = gateway.config if gateway is not None else GatewayConfig()
     harness = Harness.from_loaded(loaded, mask=mask_keys)  # the gateway's own keys are secrets too
