@@ -12,22 +12,19 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import anyio
 import msgspec
 
 from harness_core.cli._common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, Sink, load_for_start, output_failure_code
-from harness_core.config import ConfigError, ConfigProblem
 from harness_core.errors import LlmError
 from harness_core.loader import LoadedConfig, PluginEntry, inspect_config
-from harness_core.plugininfo import PluginFailure, adapter_failures
-from harness_core.routing import default_model, route_problems
+from harness_core.loader.check import every_problem, failure_line, start_problems
+from harness_core.plugininfo import adapter_failures
+from harness_core.routing import default_model
 from harness_core.secret import redacted_logging
 from harness_core.types import ModelInfo
-
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    from harness_core.runtime import Harness
 
 __all__ = ["NO_COUNT_MIDDLEWARE", "NO_EMBED_MIDDLEWARE", "check_config", "show_chain", "show_models", "show_plugins"]
 
@@ -51,7 +48,7 @@ def show_plugins(config: str | None, *, as_json: bool) -> int:
                 entry.state, entry.is_middleware, entry.message = "enabled", True, BY_DEFAULT
                 entry.kind = "middleware"
         with redacted_logging(loaded.redact):
-            problems = anyio.run(_start, loaded)
+            problems = anyio.run(start_problems, loaded)
         _mark_failures(loaded, problems)
     out = Sink(sys.stdout)
     if as_json:
@@ -97,7 +94,7 @@ def _mark_failures(loaded: LoadedConfig, problems: list[str]) -> None:
     ``problems`` are the start problems: the middleware chain refuses a plugin (an ``llm_stream``
     that is no async generator) with a ``CONFIG`` error naming it as ``plugin 'key':``.
     """
-    failed = {failure.key: _failure_line(failure) for failure in loaded.failures}
+    failed = {failure.key: failure_line(failure) for failure in loaded.failures}
     for entry in loaded.entries:
         refused = [problem for problem in problems if problem.startswith(f"CONFIG: plugin {entry.key!r}:")]
         message = failed.get(entry.key) or next(iter(refused), None)
@@ -132,17 +129,15 @@ def check_config(config: str | None) -> int:
     :func:`~harness_core.loader.inspect_config` ``partial``): a route the config names that no
     plugin serves, a start failure (``DUPLICATE_ROUTE``), a ``defaults.route`` that no started
     plugin serves and a ``defaults.model`` the default route's adapter rejects, each with its
-    YAML line; then every plugin failure (import, build, start). A plugin whose config is
-    invalid counts, for that start, as an adapter plugin that failed (:func:`_invalid_failures`):
+    YAML line; then every plugin failure (import, build, start). An adapter plugin whose config
+    is invalid counts, for that start, as an adapter plugin that failed (:mod:`harness_core.loader.check`):
     a route only it could serve is said to maybe be its. Log records emitted while the harness
     starts (a failing plugin's traceback) and every printed line are redacted.
     """
     loaded = inspect_config(config, partial=True)
     out = Sink(sys.stdout)
-    lines = [str(problem) for problem in loaded.problems]
     with redacted_logging(loaded.redact):  # (a document that did not parse starts nothing)
-        lines += anyio.run(_start, loaded)
-    lines += [_failure_line(failure) for failure in loaded.failures]
+        lines = [str(problem) for problem in anyio.run(every_problem, loaded)]  # as harness serve lists them
     if lines:
         text = f"{loaded.source}: {len(lines)} problem{'s' if len(lines) != 1 else ''}\n"
         text += "".join(f"  - {line}\n" for line in lines)
@@ -154,90 +149,6 @@ def check_config(config: str | None) -> int:
     text = f"{loaded.source}: ok; plugins: {keys}; defaults: route={route}, model={model}\n"
     out.write(loaded.redact(text))
     return _written(out, EXIT_OK)
-
-
-def _failure_line(failure: PluginFailure) -> str:
-    """``plugin 'k' failed to start: <message> [adapter, stage register]`` (the loader's messages name
-    the plugin already; the runtime's do not)."""
-    kind = "middleware" if failure.is_middleware else "adapter"
-    named = f"plugin {failure.key!r}"
-    message = failure.message if failure.message.startswith(named) else f"{named} failed to start: {failure.message}"
-    return f"{message} [{kind}, stage {failure.stage}]"
-
-
-async def _start(loaded: LoadedConfig) -> list[str]:
-    """Start and stop the harness; the problems found on the way.
-
-    Start failures are added to ``loaded.failures`` (their messages redacted). A route the config
-    names that nothing serves stops the start (:func:`~harness_core.routing.check_routes`: its
-    problems are listed); one whose adapter plugin failed does not, and is listed too, located.
-    """
-    from harness_core.runtime import Harness
-
-    failures = [*loaded.failures, *_invalid_failures(loaded)]
-    known = len(failures)  # the harness starts with them: a failed route's plugin is named
-    harness = Harness.from_loaded(loaded, failures=failures)
-    problems: list[str] = []
-    try:
-        async with harness:
-            problems += [str(problem) for problem in route_problems(harness, loaded)]
-            problems += [str(problem) for problem in _check_defaults(harness, loaded)]
-    except ConfigError as exc:  # routes the config names that nothing serves: one line each
-        problems += [str(problem) for problem in exc.problems]
-    except LlmError as exc:
-        if len(harness.failures) == known:  # otherwise the error only repeats the failures
-            problems.append(str(exc))
-    started = harness.failures[known:]
-    loaded.failures += [msgspec.structs.replace(f, message=loaded.redact(f.message)) for f in started]
-    return problems
-
-
-def _invalid_failures(loaded: LoadedConfig) -> list[PluginFailure]:
-    """The plugins whose config is invalid (reported already) as adapter plugin failures of
-    unknown routes, for the start of ``config check`` only: what it then says of a route only
-    such a plugin could serve names it (one of them may own it), and the start goes on without
-    them (a real start never does: the load raises)."""
-    return [
-        PluginFailure(
-            key=entry.key,
-            name=entry.name,
-            message=f"plugin {entry.key!r} is invalid (its problems are listed above)",
-            stage="config",
-            is_middleware=False,
-        )
-        for entry in loaded.entries
-        if entry.state == "invalid"
-    ]
-
-
-def _check_defaults(harness: Harness, loaded: LoadedConfig) -> list[ConfigProblem]:
-    """``defaults:`` against the started harness: the route must be served, the model known to it."""
-    route, model = loaded.defaults.route, loaded.defaults.model
-    if route is None:
-        return []
-    routes = harness.routes()
-    if route not in routes:
-        known = ", ".join(repr(name) for name in routes) or "none"
-        message = f"no enabled plugin serves the default route {route!r} (routes: {known})"
-        invalid = ", ".join(repr(entry.key) for entry in loaded.entries if entry.state == "invalid")
-        if invalid:  # (config check starts the valid plugins only)
-            message += f"; plugins that are invalid (one may serve it): {invalid}"
-        return [_defaults_problem(loaded, "route", message)]
-    if model is None:
-        return []
-    try:
-        harness.resolve_model(route, model)
-    except LlmError as exc:
-        return [_defaults_problem(loaded, "model", f"the default model {model!r} of route {route!r}: {exc}")]
-    return []
-
-
-def _defaults_problem(loaded: LoadedConfig, key: str, message: str) -> ConfigProblem:
-    if key == "route" and ("defaults", "route") not in loaded.lines and ("defaults", "provider") in loaded.lines:
-        key = "provider"  # the file uses the deprecated old name: point at what it says
-    return ConfigProblem(
-        message=message, field=f"defaults.{key}", line=loaded.line("defaults", key), source=loaded.source
-    )
 
 
 NO_COUNT_MIDDLEWARE = "none (no middleware wraps llm_count_tokens: a count goes to the route's adapter)"
@@ -448,7 +359,7 @@ async def _models(loaded: LoadedConfig, route: str | None) -> _Listing:
             # (a middleware that failed stops the start before this: fail closed)
             for failure in adapter_failures(harness.failures):
                 owned = ", ".join(repr(name) for name in failure.routes or [])
-                problems.append(f"route {owned}: {_failure_line(failure)}" if owned else _failure_line(failure))
+                problems.append(f"route {owned}: {failure_line(failure)}" if owned else failure_line(failure))
         for name in [route] if route in embedders else sorted(embedders) if route is None else []:
             try:
                 listed = await harness.list_embedding_models(name)

@@ -80,7 +80,30 @@ class Converter:
             secrets_of(config, self.redactor)  # a secret inside a plain field (base_url's password)
             return config, []
         # msgspec stops at the first error: look at every field on its own to report them all
-        return None, self.convert_fields(config_type, raw, set()) or [first]  # else a cross-field check
+        found = self.convert_fields(config_type, raw, set()) or [first]  # else a cross-field check
+        return None, found + self.struct_checks(config_type, raw, found)
+
+    def struct_checks(self, config_type: type[msgspec.Struct], raw: dict[str, Any], found: list[Found]) -> list[Found]:
+        """The problems the struct's own checks (its ``__post_init__``, which msgspec runs only
+        once every field converted) find in the fields of ``raw`` that ``found`` (the problems
+        already known) does not name: the config is converted again without those fields (their
+        defaults instead), then without each field a check named, until it converts, a check
+        names no field of ``raw``, or a field already left out. So ``port: 99999`` no longer hides
+        a bad ``database`` URL, and two checks that fail are both reported."""
+        dropped = {where[0] for _, where, _ in found if where}
+        more: list[Found] = []
+        while True:
+            self.refused_secret = False
+            try:
+                msgspec.convert({k: v for k, v in raw.items() if k not in dropped}, config_type, dec_hook=self.dec_hook)
+            except msgspec.ValidationError as exc:
+                message, where = split_msgspec_error(str(exc))
+                if not where or where[0] in dropped or where[0] not in raw:
+                    return more
+                more.append((message, where, self.refused_secret))
+                dropped.add(where[0])
+            else:
+                return more
 
     def convert_fields(
         self, config_type: type[msgspec.Struct], raw: dict[str, Any], skipped: set[str | int]

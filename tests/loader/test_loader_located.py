@@ -106,6 +106,44 @@ def test_a_post_init_message_is_located_below_the_struct_that_raised_it() -> Non
     assert split_msgspec_error(text) == ("bad target", ("fallback", "targets", "mock", 1))
 
 
+class Checked(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """A config with checks of its own (``__post_init__``), as the gateway's (a URL's port)."""
+
+    port: Annotated[int, msgspec.Meta(ge=0, le=65535)] = 8000
+    url: str = "h:1"
+    other: str = "h:1"
+    name: str
+    after: str = "x"
+
+    def __post_init__(self) -> None:
+        for field in ("url", "other"):
+            if not getattr(self, field).endswith(":1"):
+                raise ValueError(field_message((field,), "the URL's port must be 1"))
+        if self.after == "needs-port" and self.port == 8000:
+            raise ValueError(field_message(("port",), "set the port for `after`"))
+
+
+def test_a_struct_check_is_reported_beside_a_field_problem_and_beside_another_check() -> None:
+    """msgspec runs ``__post_init__`` only once every field converted, and stops at its first
+    error: ``port: 99999`` hid a bad ``url`` (reported when alone), and of two bad URLs only the
+    first was named. Every one is reported, each at its field."""
+    converter = Converter(Redactor())
+    raw = {"port": 99999, "url": "h:7", "other": "h:9", "name": "n"}
+    config, found = converter.convert(Checked, raw)
+    assert config is None
+    assert [(message, path) for message, path, _ in found] == [
+        ("expected an integer of at most 65535", ("port",)),
+        ("the URL's port must be 1", ("url",)),
+        ("the URL's port must be 1", ("other",)),
+    ]
+    # a check naming a field left out (its default), or with a required field left out: no more
+    _, found = converter.convert(Checked, {"port": "x", "after": "needs-port", "name": "n"})
+    assert [path for _, path, _ in found] == [("port",)]
+    _, found = converter.convert(Checked, {"name": 1, "url": "h:7"})
+    assert [path for _, path, _ in found] == [("name",)]
+    assert converter.convert(Checked, {"url": "h:7", "name": "n"})[1] == [("the URL's port must be 1", ("url",), False)]
+
+
 # ------------------------------------------------------------------ values at their own key
 
 

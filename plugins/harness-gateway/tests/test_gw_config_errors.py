@@ -8,8 +8,10 @@ from pathlib import Path
 
 import anyio
 import pytest
+from click.testing import CliRunner
 
 from harness_core import ConfigError
+from harness_core.cli._app import cli
 from harness_core.loader import inspect_config
 from harness_gateway.runtime import load_runtime
 
@@ -119,3 +121,53 @@ def test_an_alias_naming_a_route_nothing_serves_stops_the_gateway_start(tmp_path
     assert problem.message == (
         "alias 'slow' names route 'mokc', which no plugin serves (did you mean 'mock'?); routes: 'mock'"
     )
+
+
+def test_a_bad_port_hides_no_bad_database_url_and_no_secret_is_shown(tmp_path: Path) -> None:
+    """``port: 99999`` beside a database URL whose port is out of range: both are reported, each
+    at its line (the URL's check, run only once every field converted, was hidden by the port's
+    error and reported only when alone); the password of the URL is never shown."""
+    text = (
+        "plugins:\n  gateway:\n    port: 99999\n    database: postgresql://u:db-password-x@h:70000/db\n"
+        "    limits: redis://h:99999\n  mock: {}\n"
+    )
+    found = problems(tmp_path, text)
+    assert found == [
+        ("port", 3, "expected an integer of at most 65535"),
+        ("database", 4, "the URL's port must be a number from 0 to 65535"),
+        ("limits", 5, "the URL's port must be a number from 0 to 65535"),
+    ]
+    with pytest.raises(ConfigError) as raised:
+        anyio.run(load_runtime, tmp_path / "plugins.yaml")  # harness serve's load: the same problems
+    assert [(p.field, p.line) for p in raised.value.problems] == [("port", 3), ("database", 4), ("limits", 5)]
+    assert "db-password-x" not in str(raised.value)
+
+
+def test_serve_and_config_check_list_the_same_problems_and_name_only_adapters_as_owners(tmp_path: Path) -> None:
+    """One file with problems in four plugins and an alias of a route only an invalid adapter
+    could serve: ``harness serve`` (and ``harness keys``) refuse it with the list ``harness config
+    check`` prints (serve's lacked the alias line, found only by the start of the valid plugins),
+    and the alias's message names as possible owners only the adapter plugins that failed, not
+    the middleware ``usage`` nor the gateway's settings entry."""
+    path = tmp_path / "plugins.yaml"
+    path.write_text(
+        "plugins:\n  gateway:\n    port: 99999\n  usage: {path: 5}\n  mock: {delay: -1}\n"
+        "  openai:work: {api_key: sk-provider-test-key-1234, base_url: 'ftp://x', routes: [work]}\n"
+        "aliases:\n  fast: work/gpt-4o\ndefaults: {route: mock, model: echo}\n"
+    )
+    check = CliRunner().invoke(cli, ["config", "check", "-c", str(path)])
+    assert check.exit_code == 2
+    listed = [line.removeprefix("  - ") for line in check.stdout.splitlines()[1:]]
+    assert check.stdout.startswith(f"{path}: 5 problems\n")
+    assert [line.split(":", 2)[1].split(",")[0] for line in listed] == ["3", "4", "5", "6", "8"]
+    alias = listed[-1]
+    assert "adapter plugins that failed (one may own it): plugin 'mock' is invalid" in alias
+    assert "plugin 'openai:work' is invalid" in alias
+    assert "'usage'" not in alias
+    assert "'gateway'" not in alias
+    for command in (["serve", "-c", str(path), "--port", "0"], ["keys", "list", "-c", str(path)]):
+        refused = CliRunner().invoke(cli, command)
+        assert refused.exit_code == 2
+        assert "invalid configuration (5 problems):" in refused.output
+        assert [line.removeprefix("  - ") for line in refused.output.splitlines()[1:] if line] == listed
+    assert "sk-provider-test-key-1234" not in check.stdout + refused.output

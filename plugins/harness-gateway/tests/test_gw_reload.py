@@ -10,7 +10,9 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
-from gw_helpers import Process, gateway_yaml, serve_gateway, wait_until
+from gw_helpers import GatedUpstream, Process, gateway_yaml, serve_gateway, wait_until
+
+from harness_gateway.errors import DRAINED
 
 
 @pytest.fixture
@@ -69,6 +71,40 @@ def test_sighup_swaps_the_runtime_without_losing_streams(served: tuple[Process, 
             assert await stream_text(client, process.url, "fresh") == "w " * 20  # the old runtime still serves
 
     anyio.run(main)
+
+
+def test_a_reload_applies_drain_timeout_and_warns_of_each_setting_read_at_start(tmp_path: Path) -> None:
+    """SIGHUP onto a file that lowers ``drain_timeout`` (60 -> 0.5 s) and changes settings read
+    only at start (``port``, ``master_key``, ``lease``): the next SIGTERM drains with the new
+    timeout (it drained for the old 60 s; the upstream holds the stream's last event for 10 s, so
+    the stream then ended complete instead of aborted), and the reload logged one warning naming
+    each start-only setting changed, never a value (the master key is a secret)."""
+    pieces = ["x" * 400, "never sent"]
+    master = "a-master-key-of-the-old-file"
+    with GatedUpstream(pieces) as upstream:
+        config = tmp_path / "plugins.yaml"
+        extra = f"  openai:up: {{base_url: '{upstream.url}/v1', api_key: dummy-key, routes: [up]}}"
+        old = f"    drain_timeout: 60\n    port: 8000\n    master_key: {master}"
+        config.write_text(gateway_yaml(old, extra, db=tmp_path / "gw.sqlite"))
+        process = Process(config)
+        new = f"    drain_timeout: 0.5\n    port: 8001\n    master_key: {master}-rotated\n    lease: 7"
+        config.write_text(gateway_yaml(new, extra, db=tmp_path / "gw.sqlite"))
+        process.process.send_signal(signal.SIGHUP)
+        process.wait_for("runtime replaced")
+        warning = process.wait_for(r"WARNING .*reload: gateway setting\(s\) (.*) changed but are read only at start")
+        assert warning.group(1) == "port, master_key, lease"
+        body = {"model": "up/m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+        with (
+            httpx.Client(timeout=60) as client,
+            client.stream("POST", process.url + "/v1/chat/completions", json=body) as reply,
+        ):
+            lines = reply.iter_lines()
+            assert any("x" * 300 in line for line in lines)  # streaming: the second event is held
+            process.stop()  # SIGTERM: the reloaded drain_timeout (0.5 s) passes long before the 10 s hold
+            rest = [line for line in lines if line]
+    assert json.loads(rest[-1].removeprefix("data: "))["error"]["message"] == DRAINED
+    assert process.logged(r"aborting 1 generation\(s\) still running after the drain timeout")
+    assert not any(master in line for line in process.seen)  # the changed secret is named, never shown
 
 
 def test_five_hundred_concurrent_streams(tmp_path: Path) -> None:

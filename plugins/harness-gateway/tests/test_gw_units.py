@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 import os
@@ -274,7 +275,7 @@ def test_lifespan_with_watch_and_logging(tmp_path: Path) -> None:
 
 
 def test_a_serving_process_freezes_its_heap_after_startup_and_each_reload(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     calls: list[int] = []
     settled = anyio.Event()
@@ -332,6 +333,11 @@ def test_a_serving_process_freezes_its_heap_after_startup_and_each_reload(
             assert await app.reload(app.gateway) is True
             assert app.gateway.holder.current is not first
             assert gc.get_freeze_count() > 0  # settled again once the old runtime was closed
+            assert "read only at start" not in caplog.text  # only aliases changed: applied at once
+            config.write_text(gateway_yaml("    drain_timeout: 1\n    lease: 9", db=tmp_path / "gw.sqlite"))
+            assert await app.reload(app.gateway) is True
+            assert app.drain_timeout() == 1  # the shutdown drains for the reloaded value
+            assert "gateway setting(s) lease changed but are read only at start" in caplog.text
             stop.set()
         assert [m["type"] for m in sent] == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
 
@@ -444,6 +450,27 @@ def test_a_draining_server_aborts_at_the_drain_timeout_before_uvicorn_cancels() 
     config = uvicorn.Config("harness_gateway.server:worker_app", timeout_graceful_shutdown=graceful_timeout(0.5))  # type: ignore[arg-type]
     assert config.timeout_graceful_shutdown == 0.5 + ABORT_GRACE
     assert DrainingServer(config, lambda: None).drain_timeout == 0.5
+
+
+def test_a_draining_server_drains_for_the_current_drain_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The drain timeout read when the shutdown starts (the current runtime's: a reload may have
+    changed it) replaces the one uvicorn's config was made with; ``None`` (no app started) keeps it."""
+    config = uvicorn.Config("harness_gateway.server:worker_app", timeout_graceful_shutdown=graceful_timeout(30))  # type: ignore[arg-type]
+    bounds: list[float | None] = []
+
+    async def uvicorn_shutdown(self: uvicorn.Server, sockets: object = None) -> None:
+        bounds.append(self.config.timeout_graceful_shutdown)
+
+    monkeypatch.setattr(uvicorn.Server, "shutdown", uvicorn_shutdown)
+    asyncio.run(DrainingServer(config, lambda: None, lambda: None).shutdown())
+    asyncio.run(DrainingServer(config, lambda: None, lambda: 0.5).shutdown())
+    assert bounds == [30 + ABORT_GRACE, 0.5 + ABORT_GRACE]
+    monkeypatch.setattr(shutdown, "_worker_apps", [])
+    assert shutdown.worker_drain_timeout() is None  # a worker whose app was not made yet
+    app = GatewayServer(None, "127.0.0.1")
+    assert app.drain_timeout() is None  # not started
+    shutdown.worker_serves(app)
+    assert shutdown.worker_drain_timeout() is None
 
 
 def test_cli_errors(tmp_path: Path) -> None:

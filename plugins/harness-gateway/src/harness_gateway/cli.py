@@ -58,11 +58,13 @@ def _start_problem(message: str, exit_code: int) -> click.ClickException:
 
 def _checked(config: str | None) -> LoadedConfig:
     """plugins.yaml loaded completely, else :class:`click.ClickException` (exit 2) with every
-    located problem (:func:`gateway_config`)."""
-    from harness_core import ConfigError, load_config
+    located problem (:func:`gateway_config`): the list ``harness config check`` prints
+    (:func:`harness_core.loader.check.load_complete`)."""
+    from harness_core import ConfigError
+    from harness_core.loader.check import load_complete
 
     try:
-        return load_config(config).require_complete()
+        return anyio.run(load_complete, config)
     except ConfigError as exc:
         raise _UsageProblem(str(exc)) from exc
 

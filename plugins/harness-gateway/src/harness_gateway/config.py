@@ -37,6 +37,7 @@ from harness_middleware.pricing import Price, PriceBook
 __all__ = [
     "LIMITS_SCHEMES",
     "RETENTION_MAX",
+    "START_ONLY",
     "ConnectionLimits",
     "GatewayConfig",
     "GatewayPlugin",
@@ -45,6 +46,7 @@ __all__ = [
     "duration_seconds",
     "endpoint",
     "is_loopback",
+    "start_only_changes",
 ]
 
 LIMITS_SCHEMES: Final = ("redis://", "rediss://", "unix://")
@@ -55,6 +57,30 @@ guessable, and, as every secret is masked wherever it appears, a short word woul
 every reply and message."""
 RETENTION_MAX: Final = 3650 * 86400.0
 """The longest ``responses.retention`` accepted: 10 years, in seconds (a longer one is a typo)."""
+
+START_ONLY: Final = (
+    "host",
+    "port",
+    "workers",
+    "loop",
+    "http",
+    "header_timeout",
+    "body_timeout",
+    "idle_timeout",
+    "max_connections",
+    "require_keys",
+    "master_key",
+    "metrics_require_key",
+    "metrics_token",
+    "database",
+    "limits",
+    "db_timeout",
+    "lease",
+)
+"""The :class:`GatewayConfig` fields read only when ``harness serve`` starts: the listening socket
+and its server (uvicorn's, with the connection limits), the keys the gateway checks, and the state
+store. A reload (SIGHUP, ``--reload``) that changes one logs a warning naming it
+(:func:`start_only_changes`); every other field applies to the requests of the new runtime."""
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd]?)$")
 _DURATION_UNITS: Final = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -174,7 +200,7 @@ class GatewayConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         max_body_bytes: the largest request body accepted (413 beyond it).
         keepalive: seconds of silence on a stream after which an SSE comment ``: keep-alive`` is sent.
         drain_timeout: seconds in-flight streams may take to finish on SIGTERM (or reload) before
-            they are aborted.
+            they are aborted; the current runtime's (a reload changes it).
         db_timeout: seconds one state-store operation may take before the request fails with 503.
         lease: seconds a running request's ledger row stays reserved without its process renewing
             it (every ``lease / 5`` seconds while it runs): a killed process's rows are settled
@@ -288,6 +314,13 @@ class GatewayConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         if self.require_keys is not None:
             return self.require_keys
         return not is_loopback(host if host is not None else self.host)
+
+
+def start_only_changes(started: GatewayConfig, loaded: GatewayConfig) -> list[str]:
+    """The :data:`START_ONLY` fields whose value in ``loaded`` (a reloaded file) differs from
+    ``started`` (the config the gateway started with, the one in force for them), in
+    :data:`START_ONLY`'s order; names only, never a value (some are secrets)."""
+    return [name for name in START_ONLY if getattr(started, name) != getattr(loaded, name)]
 
 
 def is_loopback(host: str) -> bool:

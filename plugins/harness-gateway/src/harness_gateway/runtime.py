@@ -27,11 +27,11 @@ from harness_core import (
     LoadedConfig,
     adapter_failures,
     find_config,
-    load_config,
     parse_model_id,
     route_suggestion,
 )
 from harness_core.kit import HttpProviderConfig
+from harness_core.loader.check import load_complete
 from harness_core.middleware import snippet
 from harness_gateway.config import GatewayConfig, GatewayPlugin
 from harness_gateway.errors import GatewayError, from_failure
@@ -167,13 +167,14 @@ async def load_runtime(path: str | Path | None) -> GatewayRuntime:
 
     Raises:
         ConfigError: (an :class:`LlmError` with code ``CONFIG``) every located problem (file,
-            plugin, field, line) when the file is invalid (an unset ``${{ env.X }}`` in the
+            plugin, field, line) when the file is invalid, the same list as ``harness config
+            check`` (:func:`harness_core.loader.check.load_complete`: the loader's, then what the
+            start of the valid plugins finds, then every plugin failure) (an unset ``${{ env.X }}`` in the
             ``gateway`` entry among them) or a plugin that fails closed failed to load
             (:meth:`~harness_core.loader.LoadedConfig.require_complete`).
     """
-    loaded = load_config(
-        find_config(path), configure=provider_defaults
-    ).require_complete()  # a policy plugin dropped: never serve
+    # every problem, as `harness config check` lists them; a policy plugin dropped: never serve
+    loaded = await load_complete(find_config(path), configure=provider_defaults)
     gateway = next((p.instance for p in loaded.plugins if isinstance(p.instance, GatewayPlugin)), None)
     config = gateway.config if gateway is not None else GatewayConfig()
     harness = Harness.from_loaded(loaded, mask=mask_keys)  # the gateway's own keys are secrets too
@@ -255,18 +256,19 @@ class RuntimeHolder:
                 runtime.idle.set()
 
     async def swap(self, new: GatewayRuntime) -> None:
-        """Make ``new`` current, then drain and close the old runtime (bounded by its ``drain_timeout``)."""
+        """Make ``new`` current, then drain and close the old runtime (bounded by the ``drain_timeout``
+        of ``new``: the file just read says how long a drain may take)."""
         old, self.current = self.current, new
         logger.info("runtime replaced from %s; draining %d request(s) on the old one", new.source, old.in_flight)
-        await self.retire(old)
+        await self.retire(old, new.config.drain_timeout)
 
-    async def retire(self, runtime: GatewayRuntime) -> None:
-        """Wait up to ``drain_timeout`` for ``runtime``'s requests, then abort its generations
+    async def retire(self, runtime: GatewayRuntime, drain_timeout: float | None = None) -> None:
+        """Wait up to ``drain_timeout`` (default: ``runtime``'s) for ``runtime``'s requests, then abort its generations
         (:meth:`GatewayRuntime.abort_all`: each ends with its aborted terminal event and is
         charged what it used) and wait up to :data:`ABORT_GRACE` more, cancel what is left, and
         close it."""
         with anyio.CancelScope(shield=True):
-            with anyio.move_on_after(runtime.config.drain_timeout):
+            with anyio.move_on_after(runtime.config.drain_timeout if drain_timeout is None else drain_timeout):
                 await runtime.idle.wait()
             if runtime.in_flight and runtime.abort_all("the gateway's drain timeout passed"):
                 logger.warning("aborting the generations still running after the drain timeout")

@@ -34,7 +34,13 @@ from harness_core import RedactFilter, find_config
 from harness_core.http import prefer_transport
 from harness_gateway.app import build_app
 from harness_gateway.balance_state import StoreBalanceState
-from harness_gateway.config import ConnectionLimits, default_database_path, endpoint
+from harness_gateway.config import (
+    ConnectionLimits,
+    GatewayConfig,
+    default_database_path,
+    endpoint,
+    start_only_changes,
+)
 from harness_gateway.database import store_from_spec
 from harness_gateway.errors import GatewayError
 from harness_gateway.gateway import Gateway
@@ -110,6 +116,9 @@ class GatewayServer:
         self.host = host
         self.watch = watch
         self.gateway: Gateway | None = None
+        self.started: GatewayConfig | None = None
+        """The ``gateway`` config the server started with: what its start-only settings
+        (:data:`~harness_gateway.config.START_ONLY`) keep until a restart."""
         self.app: Any = None
         self._unshare: Callable[[], None] = _nothing
         """Removes the store-backed balance state registered at start (:mod:`harness_gateway.balance_state`)."""
@@ -179,6 +188,7 @@ class GatewayServer:
             routes = len(runtime.harness.routes())
             self._announcement = (logging.INFO, f"gateway ready: {routes} route(s), keys {keys}, {store.description}")
         self.gateway = gateway
+        self.started = config
         self._unshare = share_state(StoreBalanceState(store))  # pools' limits hold for every worker and host
         self.app = build_app(gateway)
         if self.announce_at_start:
@@ -203,6 +213,11 @@ class GatewayServer:
             count := self.gateway.holder.current.abort_all("the gateway is shutting down")
         ):
             logger.warning("aborting %d generation(s) still running after the drain timeout", count)
+
+    def drain_timeout(self) -> float | None:
+        """The drain timeout of the current runtime (a reload may have changed it), what the
+        shutdown's :class:`~harness_gateway.shutdown.DrainingServer` waits; ``None`` before the start."""
+        return self.gateway.holder.current.config.drain_timeout if self.gateway is not None else None
 
     async def stop(self) -> None:
         """Drain and close the runtime, write what the write-behind queues hold (the console's
@@ -287,8 +302,19 @@ class GatewayServer:
     async def reload(self, gateway: Gateway) -> bool:
         """Re-read the configuration and swap the runtime (:meth:`RuntimeHolder.reload`: the old
         one drained and closed; an invalid file keeps it), then, with ``freeze_heap``, settle the
-        heap again (the old runtime's objects become collectable). Returns whether it was replaced."""
+        heap again (the old runtime's objects become collectable). Returns whether it was replaced.
+
+        A replaced runtime whose start-only settings (:data:`~harness_gateway.config.START_ONLY`)
+        differ from the ones the server started with logs one warning naming them (never their
+        values): they take effect at the next start, every other setting at once."""
+        started = gateway.holder.current.config if self.started is None else self.started
         replaced = await gateway.holder.reload(self.config_path)
+        if replaced and (changed := start_only_changes(started, gateway.holder.current.config)):
+            logger.warning(
+                "reload: gateway setting(s) %s changed but are read only at start: they take effect at "
+                "the next start of harness serve (until then the values it started with stay in force)",
+                ", ".join(changed),
+            )
         if replaced and self.freeze_heap:
             settle_heap()
         return replaced
@@ -471,7 +497,7 @@ def serve(
                 app.announce()
 
         try:
-            AnnouncingServer(uvicorn.Config(app, **common), app.abort_streams).run()
+            AnnouncingServer(uvicorn.Config(app, **common), app.abort_streams, app.drain_timeout).run()
         except SystemExit:  # uvicorn's STARTUP_FAILURE (3): the app's start, or the bind, failed
             if failures:
                 raise failures[0] from None

@@ -5,7 +5,8 @@ On SIGINT / SIGTERM uvicorn stops accepting connections and waits for the reques
 to its ``timeout_graceful_shutdown``; then it cancels what is left (each cut stream's body ends
 mid-answer, its generation recorded ``error`` without a code, and uvicorn logs every task's
 ``CancelledError``). :class:`DrainingServer` is uvicorn's server whose wait is the gateway's
-drain: at ``drain_timeout`` the generations still running are aborted (its ``abort``:
+drain: at ``drain_timeout`` (the current runtime's, read when the shutdown starts, so a reload's
+value holds) the generations still running are aborted (its ``abort``:
 :meth:`~harness_gateway.server.GatewayServer.abort_streams`; each ends with its dialect's
 aborted end, code ``ABORTED``, recorded ``aborted`` and charged what it streamed), and uvicorn's
 own bound, :data:`~harness_gateway.runtime.ABORT_GRACE` later (:func:`graceful_timeout`), cancels
@@ -27,7 +28,7 @@ import uvicorn
 
 from harness_gateway.runtime import ABORT_GRACE
 
-__all__ = ["DrainingServer", "abort_worker_streams", "graceful_timeout", "worker_serves"]
+__all__ = ["DrainingServer", "abort_worker_streams", "graceful_timeout", "worker_drain_timeout", "worker_serves"]
 
 
 def graceful_timeout(drain_timeout: float) -> float:
@@ -40,11 +41,20 @@ def graceful_timeout(drain_timeout: float) -> float:
 class DrainingServer(uvicorn.Server):
     """uvicorn's server, whose shutdown aborts the generations still running at the drain timeout
     (``abort``, called once then) before uvicorn's own bound cancels anything. ``config``'s
-    ``timeout_graceful_shutdown`` is :func:`graceful_timeout` of the drain timeout."""
+    ``timeout_graceful_shutdown`` is :func:`graceful_timeout` of the drain timeout at the start;
+    ``current_drain`` (when given) is the drain timeout in force when the shutdown starts (the
+    current runtime's: a reload may have changed it; ``None`` before the app started), which
+    then replaces it."""
 
-    def __init__(self, config: uvicorn.Config, abort: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        abort: Callable[[], None],
+        current_drain: Callable[[], float | None] | None = None,
+    ) -> None:
         super().__init__(config)
         self.abort = abort
+        self.current_drain = current_drain
 
     @property
     def drain_timeout(self) -> float:
@@ -56,7 +66,11 @@ class DrainingServer(uvicorn.Server):
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         """uvicorn's shutdown (stop accepting, wait for the requests in flight, cancel what is left
-        after its bound), with ``abort`` called at the drain timeout meanwhile."""
+        after its bound), with ``abort`` called at the drain timeout meanwhile (the current one:
+        ``current_drain``)."""
+        drain = self.current_drain() if self.current_drain is not None else None
+        if drain is not None:
+            self.config.timeout_graceful_shutdown = graceful_timeout(drain)  # type: ignore[assignment]
         timer = asyncio.get_running_loop().call_later(self.drain_timeout, self.abort)
         try:
             await super().shutdown(sockets)
@@ -66,6 +80,8 @@ class DrainingServer(uvicorn.Server):
 
 class _Draining(Protocol):
     def abort_streams(self) -> None: ...
+
+    def drain_timeout(self) -> float | None: ...
 
 
 _worker_apps: list[_Draining] = []
@@ -84,3 +100,10 @@ def abort_worker_streams() -> None:
     called at the drain timeout of its shutdown. Nothing to abort before the app was made."""
     for app in _worker_apps:
         app.abort_streams()
+
+
+def worker_drain_timeout() -> float | None:
+    """In a worker process: the drain timeout of its app's current runtime (its
+    ``drain_timeout()``), the ``current_drain`` of the worker's :class:`DrainingServer`; ``None``
+    before the app was made (or started)."""
+    return next((app.drain_timeout() for app in _worker_apps), None)

@@ -49,7 +49,7 @@ from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors import Multiprocess, multiprocess
 
 from harness_gateway.metrics import MULTIPROC_DIR_ENV
-from harness_gateway.shutdown import DrainingServer, abort_worker_streams
+from harness_gateway.shutdown import DrainingServer, abort_worker_streams, worker_drain_timeout
 from harness_gateway.start_failure import REPORTS_ENV, StartFailure, read_reports
 
 __all__ = [
@@ -94,7 +94,8 @@ class WorkerProcess(multiprocess.Process):
     """One worker of :class:`WorkerSupervisor`: uvicorn's, whose server (made in the worker
     process, from the configuration its supervisor pickled) is the gateway's
     :class:`~harness_gateway.shutdown.DrainingServer`, aborting this worker's generations at the
-    drain timeout (:func:`~harness_gateway.shutdown.abort_worker_streams`). uvicorn's own server
+    drain timeout (:func:`~harness_gateway.shutdown.abort_worker_streams`; the drain timeout of
+    the worker's current runtime: :func:`~harness_gateway.shutdown.worker_drain_timeout`). uvicorn's own server
     cancelled them at ``timeout_graceful_shutdown`` instead: each recorded ``error``, its body
     cut, a ``CancelledError`` traceback logged."""
 
@@ -102,7 +103,7 @@ class WorkerProcess(multiprocess.Process):
     def server(self) -> Server:
         """The worker's server, made on first use (as uvicorn's is)."""
         if self._server is None:
-            self._server = DrainingServer(self.config, abort_worker_streams)
+            self._server = DrainingServer(self.config, abort_worker_streams, worker_drain_timeout)
         return self._server
 
 
