@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import asyncpg
+import asyncpg  # type: ignore[import-untyped]  # asyncpg ships no type information
 import httpx
 import pytest
 from gw_helpers import GatedUpstream, killed_mid_stream, serve_gateway
