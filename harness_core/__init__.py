@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; at run time names load on f
     from harness_core.fields import FieldTarget, RefusedField, pass_through
     from harness_core.hookspecs import RegisterTool, RegisterToolSource, hookimpl
     from harness_core.loader import LoadedConfig, find_config, load_config
+    from harness_core.loader.check import load_complete
     from harness_core.outfile import WriteFailureLog, check_output_file, private_dir, private_file, write_in_thread
     from harness_core.plugininfo import adapter_failures, plugin_name
     from harness_core.record import (
@@ -175,6 +176,7 @@ __all__ = [
     "find_config",
     "hookimpl",
     "load_attachment",
+    "load_complete",
     "load_config",
     "mask_strings",
     "moved_names",
@@ -298,6 +300,7 @@ _LAZY = {
     "LoadedConfig": "harness_core.loader",
     "find_config": "harness_core.loader",
     "load_config": "harness_core.loader",
+    "load_complete": "harness_core.loader.check",
     "RegisterTool": "harness_core.hookspecs",
     "RegisterToolSource": "harness_core.hookspecs",
     "adapter_failures": "harness_core.plugininfo",

@@ -60,8 +60,7 @@ def _checked(config: str | None) -> LoadedConfig:
     """plugins.yaml loaded completely, else :class:`click.ClickException` (exit 2) with every
     located problem (:func:`gateway_config`): the list ``harness config check`` prints
     (:func:`harness_core.loader.check.load_complete`)."""
-    from harness_core import ConfigError
-    from harness_core.loader.check import load_complete
+    from harness_core import ConfigError, load_complete
 
     try:
         return anyio.run(load_complete, config)

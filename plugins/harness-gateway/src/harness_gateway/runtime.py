@@ -27,11 +27,11 @@ from harness_core import (
     LoadedConfig,
     adapter_failures,
     find_config,
+    load_complete,
     parse_model_id,
     route_suggestion,
 )
 from harness_core.kit import HttpProviderConfig
-from harness_core.loader.check import load_complete
 from harness_core.middleware import snippet
 from harness_gateway.config import GatewayConfig, GatewayPlugin
 from harness_gateway.errors import GatewayError, from_failure
