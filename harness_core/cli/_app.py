@@ -65,6 +65,28 @@ def _checked(field: str) -> Callable[[click.Context, click.Parameter, Any], Any]
     return check
 
 
+def _generation_options(max_tokens_help: str) -> Callable[[_F], _F]:
+    """The generation options ``harness run`` and ``harness chat`` share, in this order:
+    ``--max-tokens`` (``max_tokens_help`` says per what), ``--temperature``, ``--reasoning-effort``;
+    each value checked by :class:`~harness_core.types.GenerateOptions` (:func:`_checked`)."""
+
+    def decorate(func: _F) -> _F:
+        func = click.option("--reasoning-effort", help="reasoning effort id the model lists (e.g. off, low, high)")(
+            func
+        )
+        func = click.option(
+            "--temperature",
+            type=FiniteRange(min=0),
+            callback=_checked("temperature"),
+            help="sampling temperature (at least 0)",
+        )(func)
+        return click.option(
+            "--max-tokens", type=click.IntRange(min=1), callback=_checked("max_tokens"), help=max_tokens_help
+        )(func)
+
+    return decorate
+
+
 def _config_option(func: Any) -> Any:
     return config_option()(func)
 
@@ -309,19 +331,7 @@ def cli(verbose: int, config: str | None) -> None:
 @_route_option("the plugins.yaml route to use (default: `defaults.route`)")
 @click.option("-m", "--model", help="the provider's model id (default: `defaults.model`)")
 @click.option("--system", help="system prompt")
-@click.option(
-    "--max-tokens",
-    type=click.IntRange(min=1),
-    callback=_checked("max_tokens"),
-    help="upper bound on output tokens (at least 1)",
-)
-@click.option(
-    "--temperature",
-    type=FiniteRange(min=0),
-    callback=_checked("temperature"),
-    help="sampling temperature (at least 0)",
-)
-@click.option("--reasoning-effort", help="reasoning effort id the model lists (e.g. off, low, high)")
+@_generation_options("upper bound on output tokens (at least 1)")
 @click.option(
     "--top-p",
     type=FiniteRange(min=0, max=1),
@@ -428,19 +438,7 @@ def run(ctx: click.Context, /, prompt: str | None, as_json: bool, **options: Any
 @_route_option("the plugins.yaml route to use (default: `defaults.route`)")
 @click.option("-m", "--model", help="the provider's model id (default: `defaults.model`)")
 @click.option("--system", help="system prompt")
-@click.option(
-    "--max-tokens",
-    type=click.IntRange(min=1),
-    callback=_checked("max_tokens"),
-    help="upper bound on output tokens per generation (at least 1)",
-)
-@click.option(
-    "--temperature",
-    type=FiniteRange(min=0),
-    callback=_checked("temperature"),
-    help="sampling temperature (at least 0)",
-)
-@click.option("--reasoning-effort", help="reasoning effort id the model lists (e.g. off, low, high)")
+@_generation_options("upper bound on output tokens per generation (at least 1)")
 @_tool_options
 @_config_option
 @click.pass_context
