@@ -158,7 +158,9 @@ def test_metrics_need_the_master_key_or_the_token_where_keys_are_required(
         token_elsewhere = client.get("/admin/keys", headers={"authorization": f"Bearer {TOKEN}"})
     assert anonymous.status_code == 401
     assert "metrics token" in anonymous.json()["error"]["message"]
+    assert anonymous.json()["error"]["code"] == "missing_api_key"  # no key, as on every endpoint
     assert wrong.status_code == 401
+    assert wrong.json()["error"]["code"] == "invalid_api_key"
     assert TOKEN not in anonymous.text + wrong.text
     assert by_master.status_code == 200
     assert by_token.status_code == 200

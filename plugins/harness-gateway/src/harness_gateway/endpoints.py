@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse, Response
 from harness_core import LlmError, ModelInfo
 from harness_core.middleware import snippet
 from harness_gateway.anthropic_messages import ANTHROPIC_MESSAGES, parse_messages_request
-from harness_gateway.auth import allowed
+from harness_gateway.auth import allowed, presented_key
 from harness_gateway.dialect import Dialect
 from harness_gateway.errors import GatewayError, from_failure, public_failure
 from harness_gateway.gateway import Gateway
@@ -284,11 +284,12 @@ async def healthz(gateway: Gateway, request: Request) -> Response:
 
 async def metrics(gateway: Gateway, request: Request) -> Response:
     """``GET /metrics``: Prometheus text; 401 when protected and neither the master key nor the
-    metrics token is presented."""
+    metrics token is presented (``missing_api_key`` without a key, as on every endpoint;
+    ``invalid_api_key`` for another)."""
     if not gateway.may_scrape(request):
         error = GatewayError(
             401, "/metrics requires the master key or the metrics token (Authorization: Bearer <token>)",
-            code="invalid_api_key",
+            code="invalid_api_key" if presented_key(request) is not None else "missing_api_key",
         )  # fmt: skip
         return OPENAI_CHAT.error_response(error)
     return Response(gateway.metrics.render(), media_type=CONTENT_TYPE)

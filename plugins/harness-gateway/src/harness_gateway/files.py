@@ -97,8 +97,9 @@ def file_block(
 
     Raises:
         GatewayError: 400 naming ``where`` for data that is not base64 or is empty, a ``data:``
-            URL that is not base64, a URL whose scheme is not http, https or data, a URL whose
-            media type its path does not tell, or a ``detail`` on a file that is no image.
+            URL that is not base64, a URL whose scheme is not http, https or data or that names no
+            host, a URL whose media type its path does not tell, or a ``detail`` on a file that
+            is no image.
     """
     raw: bytes | None = None
     if url is not None and url[:5].lower() == "data:":  # a scheme is case-insensitive (RFC 3986 §3.1)
@@ -120,6 +121,8 @@ def file_block(
         if scheme not in _URL_SCHEMES:
             got = f"the scheme {scheme[:20]!r}" if scheme else "no scheme"
             raise bad_request(where, f"expected an absolute http, https or data: URL, got {got}")
+        if not parts.hostname:  # ``http:/x.png``, ``https:///x.png``: no host to fetch from
+            raise bad_request(where, f"expected an absolute http, https or data: URL, got no host in {url[:80]!r}")
         media_type = mimetypes.guess_type(parts.path, strict=False)[0]
         if media_type is None:
             raise bad_request(where, f"cannot tell the media type of {url.split('?')[0]!r} without fetching it")
